@@ -1,0 +1,16 @@
+// The admin listener (admin.host:admin.port): metrics and health for operators, and /admin/v1.
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import { registerCommon } from '../app.js';
+import { healthRoutes } from '../health.js';
+import type { Services } from '../services.js';
+
+export async function buildAdminApp(services: Services): Promise<FastifyInstance> {
+  const app = Fastify({ loggerInstance: services.log.child({ listener: 'admin' }) as FastifyBaseLogger });
+  registerCommon(app, services);
+  await app.register(healthRoutes, { services });
+  app.get('/metrics', async (_request, reply) => {
+    reply.type(services.metrics.registry.contentType);
+    return services.metrics.registry.metrics();
+  });
+  return app;
+}

@@ -1,0 +1,57 @@
+// Password hashing: argon2id with OWASP's parameters (m=19 MiB, t=2, p=1).
+import argon2 from 'argon2';
+
+export const MAX_PASSWORD_BYTES = 1024;
+const OPTIONS = { type: argon2.argon2id, memoryCost: 19_456, timeCost: 2, parallelism: 1 } as const;
+
+// argon2 and jose's WebCrypto share libuv's threadpool (4 threads). Capping concurrent hashes
+// keeps a burst of logins from starving token verification on the proxy's hot path.
+const MAX_CONCURRENT_HASHES = 2;
+let running = 0;
+const waiting: Array<() => void> = [];
+
+async function limited<T>(work: () => Promise<T>): Promise<T> {
+  // A finishing hash hands its slot straight to the next waiter, so the cap holds exactly.
+  if (running >= MAX_CONCURRENT_HASHES) await new Promise<void>((resolve) => waiting.push(resolve));
+  else running++;
+  try {
+    return await work();
+  } finally {
+    const next = waiting.shift();
+    if (next) next();
+    else running--;
+  }
+}
+
+export function isTooLong(password: string): boolean {
+  return Buffer.byteLength(password) > MAX_PASSWORD_BYTES;
+}
+
+export function hashPassword(password: string): Promise<string> {
+  return limited(() => argon2.hash(password, OPTIONS));
+}
+
+export async function verifyPassword(hash: string, password: string): Promise<boolean> {
+  return limited(async () => {
+    try {
+      return await argon2.verify(hash, password);
+    } catch {
+      return false; // a malformed stored hash is a failed login, not a crash
+    }
+  });
+}
+
+export function needsRehash(hash: string): boolean {
+  try {
+    return argon2.needsRehash(hash, OPTIONS);
+  } catch {
+    return false;
+  }
+}
+
+// Same work for unknown or inactive emails, so login time does not reveal which accounts exist.
+let dummyHash: Promise<string> | undefined;
+export async function burnVerification(password: string): Promise<void> {
+  dummyHash ??= hashPassword('dummy password that matches no account');
+  await verifyPassword(await dummyHash, password);
+}

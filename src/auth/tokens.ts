@@ -1,0 +1,139 @@
+// Access and refresh tokens (jose). Each kind carries its own `typ` header and every verifier
+// demands it, so a refresh token never passes as an access token or the other way round.
+// The algorithm list is pinned to the configured one: no `alg: none`, no HS/RS confusion.
+import { createHash, createPublicKey, randomBytes, randomUUID, webcrypto } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { calculateJwkThumbprint, exportJWK, importPKCS8, importSPKI, jwtVerify, SignJWT, type CryptoKey, type JWK, type JWTPayload } from 'jose';
+import { LRUCache } from 'lru-cache';
+import type { Config, Plan } from '../config/schema.js';
+import type { Queryable } from '../storage/db.js';
+import { getOrCreateSecret } from '../storage/secrets.js';
+
+export const ACCESS_TYP = 'at+jwt';
+export const REFRESH_TYP = 'refresh+jwt';
+
+export interface AccessClaims {
+  userId: number;
+  plan: Plan;
+  email: string;
+  exp: number;
+}
+
+export interface TokenPair {
+  access_token: string;
+  refresh_token: string;
+  token_type: 'Bearer';
+  plan: Plan;
+}
+
+export interface Tokens {
+  /** Signs a new pair; the caller stores the refresh token's hash (refreshExpiresAt). */
+  issuePair(user: { id: number; email: string; plan: Plan }): Promise<{ pair: TokenPair; refreshExpiresAt: Date }>;
+  /** The access token's claims, or null when it is not a valid access token now. */
+  verifyAccess(token: string): Promise<AccessClaims | null>;
+  /** The refresh token's user id, or null when it does not decode, is expired or is not a refresh token. */
+  verifyRefresh(token: string): Promise<number | null>;
+  /** The access-token public key for /.well-known/jwks.json (asymmetric algorithms only). */
+  publicJwks: JWK[];
+}
+
+interface Keys {
+  sign: CryptoKey | Uint8Array;
+  verify: CryptoKey | Uint8Array;
+  kid?: string;
+  publicJwk?: JWK;
+}
+
+export function sha256Hex(value: string): string {
+  return createHash('sha256').update(value).digest('hex');
+}
+
+const VERIFIED_CACHE_SIZE = 50_000;
+
+export async function createTokens(
+  auth: Config['auth'],
+  db: Queryable,
+  clock: () => Date,
+  warn: (message: string) => void,
+): Promise<Tokens> {
+  const keys = await loadKeys(auth.jwt, db, warn);
+  const algorithms = [auth.jwt.algorithm];
+  const claimChecks = { issuer: auth.jwt.issuer, audience: auth.jwt.audience, algorithms };
+  const seconds = () => Math.floor(clock().getTime() / 1000);
+
+  // Verification goes through WebCrypto on the threadpool; a bounded cache of tokens already
+  // verified keeps it off the hot path. An entry is used only while its `exp` is in the future.
+  const verified = new LRUCache<string, AccessClaims>({ max: VERIFIED_CACHE_SIZE });
+
+  const sign = (claims: JWTPayload, typ: string, ttlMs: number, subject: number) => {
+    const iat = seconds();
+    const jwt = new SignJWT(claims)
+      .setProtectedHeader({ alg: auth.jwt.algorithm, typ, ...(keys.kid ? { kid: keys.kid } : {}) })
+      .setSubject(String(subject))
+      .setIssuedAt(iat)
+      .setExpirationTime(iat + Math.floor(ttlMs / 1000))
+      .setJti(randomUUID());
+    if (auth.jwt.issuer) jwt.setIssuer(auth.jwt.issuer);
+    if (auth.jwt.audience) jwt.setAudience(auth.jwt.audience);
+    return jwt.sign(keys.sign);
+  };
+
+  const verify = async (token: string, typ: string): Promise<JWTPayload | null> => {
+    try {
+      const { payload } = await jwtVerify(token, keys.verify, { ...claimChecks, typ, currentDate: clock(), requiredClaims: ['sub', 'exp', 'iat', 'jti'] });
+      return /^[1-9]\d{0,9}$/.test(payload.sub ?? '') ? payload : null;
+    } catch {
+      return null;
+    }
+  };
+
+  return {
+    publicJwks: keys.publicJwk ? [keys.publicJwk] : [],
+    async issuePair(user) {
+      const [access, refresh] = await Promise.all([
+        sign({ plan: user.plan, email: user.email }, ACCESS_TYP, auth.accessTokenTtl, user.id),
+        sign({}, REFRESH_TYP, auth.refreshTokenTtl, user.id),
+      ]);
+      return {
+        pair: { access_token: access, refresh_token: refresh, token_type: 'Bearer', plan: user.plan },
+        refreshExpiresAt: new Date(clock().getTime() + auth.refreshTokenTtl),
+      };
+    },
+    async verifyAccess(token) {
+      const cached = verified.get(token);
+      if (cached) return cached.exp > seconds() ? cached : null;
+      const payload = await verify(token, ACCESS_TYP);
+      if (!payload || typeof payload.plan !== 'string' || typeof payload.email !== 'string') return null;
+      const claims: AccessClaims = { userId: Number(payload.sub), plan: payload.plan as Plan, email: payload.email, exp: payload.exp! };
+      verified.set(token, claims);
+      return claims;
+    },
+    async verifyRefresh(token) {
+      const payload = await verify(token, REFRESH_TYP);
+      return payload ? Number(payload.sub) : null;
+    },
+  };
+}
+
+async function loadKeys(jwt: Config['auth']['jwt'], db: Queryable, warn: (message: string) => void): Promise<Keys> {
+  if (jwt.algorithm === 'HS256') {
+    let secret = jwt.secret;
+    if (!secret) {
+      const stored = await getOrCreateSecret(db, 'jwt_hs256', randomBytes(48).toString('base64url'));
+      secret = stored.value;
+      warn(stored.created
+        ? 'auth.jwt.secret is empty: generated an HS256 secret and stored it in the database (gateway_secrets); set auth.jwt.secret to manage it yourself'
+        : 'auth.jwt.secret is empty: using the HS256 secret stored in the database (gateway_secrets)');
+    }
+    // Imported once: jose would otherwise import the raw key on every sign and verify.
+    const key = await webcrypto.subtle.importKey('raw', Buffer.from(secret), { name: 'HMAC', hash: 'SHA-256' }, false, ['sign', 'verify']);
+    return { sign: key as CryptoKey, verify: key as CryptoKey };
+  }
+  const pem = readFileSync(jwt.privateKeyFile!, 'utf8');
+  const publicPem = createPublicKey(pem).export({ type: 'spki', format: 'pem' }).toString();
+  const sign = await importPKCS8(pem, jwt.algorithm);
+  const verify = await importSPKI(publicPem, jwt.algorithm, { extractable: true });
+  const publicJwk = await exportJWK(verify);
+  const kid = await calculateJwkThumbprint(publicJwk);
+  return { sign, verify, kid, publicJwk: { ...publicJwk, kid, alg: jwt.algorithm, use: 'sig' } };
+}

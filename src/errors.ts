@@ -1,0 +1,89 @@
+// Every error the gateway answers, declared once: status and French message.
+// Handlers send them by name (sendError / GatewayError); no message is spelled anywhere else.
+import type { FastifyReply } from 'fastify';
+
+export const UPGRADE_URL = '/api/v1/subscription/upgrade';
+
+export const ERRORS = {
+  // spec §7
+  emailInvalid: { status: 400, message: 'Email invalide' },
+  passwordTooShort: { status: 400, message: 'Mot de passe trop court (min 8 caractères)' },
+  loginFieldsRequired: { status: 400, message: 'Email et mot de passe requis' },
+  refreshTokenMissing: { status: 400, message: 'refresh_token manquant' },
+  invalidCredentials: { status: 401, message: 'Identifiants invalides' },
+  refreshTokenUndecodable: { status: 401, message: 'Refresh token invalide ou expiré' },
+  refreshTokenInactive: { status: 401, message: 'Refresh token invalide, révoqué ou expiré' },
+  userNotFound: { status: 401, message: 'Utilisateur introuvable' },
+  tokenInvalid: { status: 401, message: 'Token invalide ou expiré' },
+  notAuthenticated: { status: 401, message: 'Non authentifié' },
+  planInsufficient: { status: 403, message: 'Plan insuffisant' },
+  emailTaken: { status: 409, message: 'Email déjà enregistré' },
+  dailyLimitReached: { status: 429, message: 'Limite quotidienne atteinte (plan free: 1 course/jour)' },
+  internal: { status: 500, message: 'Erreur interne' },
+  // CONTRACT §6
+  webhookUrlInvalid: { status: 400, message: 'URL de webhook invalide (HTTPS requis)' },
+  webhookUrlForbidden: { status: 400, message: 'URL de webhook non autorisée' },
+  routeNotFound: { status: 404, message: 'Route introuvable' },
+  methodNotAllowed: { status: 405, message: 'Méthode non autorisée' },
+  payloadTooLarge: { status: 413, message: 'Requête trop volumineuse' },
+  rateLimited: { status: 429, message: 'Trop de tentatives, réessayez plus tard' },
+  upstreamUnavailable: { status: 502, message: 'Service en amont indisponible' },
+  upstreamTimeout: { status: 504, message: 'Service en amont trop lent' },
+  storageUnavailable: { status: 503, message: 'Service temporairement indisponible' },
+  // added by this gateway (README "Errors")
+  passwordTooLong: { status: 400, message: 'Mot de passe trop long (max 1024 octets)' },
+  badRequest: { status: 400, message: 'Requête invalide' },
+  adminUnauthorized: { status: 401, message: 'Clé d’administration invalide' },
+  adminNotFound: { status: 404, message: 'Ressource introuvable' },
+  planUnknown: { status: 400, message: 'Plan inconnu (free, premium ou pro)' },
+  activeFlagInvalid: { status: 400, message: 'Valeur "active" invalide (true ou false)' },
+  alertInvalid: { status: 400, message: 'Alerte invalide (user_id, type et data requis)' },
+} as const satisfies Record<string, { status: number; message: string }>;
+
+export type ErrorCode = keyof typeof ERRORS;
+export type ErrorBody = { error: string } & Record<string, unknown>;
+
+/** The daily-limit text names the configured limit (CONTRACT §6). */
+export function dailyLimitMessage(limit: number): string {
+  return limit === 1 ? ERRORS.dailyLimitReached.message : `Limite quotidienne atteinte (plan free: ${limit} courses/jour)`;
+}
+
+export function errorBody(code: ErrorCode, extra?: Record<string, unknown>): ErrorBody {
+  return { error: ERRORS[code].message, ...extra };
+}
+
+/** A denial: data a guard or handler returns, never thrown (STYLE principle 4). */
+export interface Denial {
+  code: ErrorCode;
+  extra?: Record<string, unknown>;
+  /** overrides the catalog text where the text depends on configuration (daily limit) */
+  message?: string;
+  headers?: Record<string, string>;
+}
+
+export function sendError(reply: FastifyReply, code: ErrorCode, extra?: Record<string, unknown>): FastifyReply {
+  return sendDenial(reply, { code, extra });
+}
+
+export function sendDenial(reply: FastifyReply, denial: Denial): FastifyReply {
+  const body = errorBody(denial.code, denial.extra);
+  if (denial.message) body.error = denial.message;
+  if (denial.headers) reply.headers(denial.headers);
+  return reply.code(ERRORS[denial.code].status).type('application/json; charset=utf-8').send(body);
+}
+
+/** Thrown where a handler cannot go on; the error handler answers it from the catalog. */
+export class GatewayError extends Error {
+  constructor(readonly code: ErrorCode, readonly extra?: Record<string, unknown>) {
+    super(ERRORS[code].message);
+    this.name = 'GatewayError';
+  }
+}
+
+/** An infrastructure fault (Postgres unreachable): answered 503, never 500. */
+export class StorageUnavailableError extends Error {
+  constructor(cause: unknown) {
+    super(`storage unavailable: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+    this.name = 'StorageUnavailableError';
+  }
+}

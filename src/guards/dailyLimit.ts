@@ -1,0 +1,77 @@
+// Free daily limit guard (spec §8). Postgres is the authority: one conditional UPDATE admits a
+// use only while the day's count is under the limit, so no race on any instance can exceed it
+// and users.daily_usage always shows the counted uses. Redis is the fast gate in front of it: an
+// atomic INCR per user and day refuses the repeats without touching Postgres. Losing Redis keys
+// can only send a request to Postgres, which still refuses; with Redis down, Postgres alone decides.
+import type { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import { dailyLimitMessage, UPGRADE_URL, type Denial } from '../errors.js';
+import { utcDay } from '../http.js';
+import type { Database } from '../storage/db.js';
+import { countDailyUse, type User } from '../storage/users.js';
+
+const KEY_TTL_MS = 48 * 3_600_000; // outlives the UTC day whatever the instance's clock skew
+
+// INCR and set the expiry in one step, so a crash between the two cannot leave an immortal key.
+const INCR_WITH_TTL = `local n = redis.call('INCR', KEYS[1])
+if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+return n`;
+
+export interface DailyStats {
+  refusedByRedis: number;
+  refusedByPostgres: number;
+  admitted: number;
+}
+
+export class DailyLimiter {
+  readonly stats: DailyStats = { refusedByRedis: 0, refusedByPostgres: 0, admitted: 0 };
+  private readonly denial: Denial;
+
+  constructor(
+    private readonly db: Database,
+    private readonly redis: Redis | null,
+    private readonly limit: number,
+    private readonly clock: () => Date,
+    private readonly log: Logger,
+  ) {
+    this.denial = { code: 'dailyLimitReached', message: dailyLimitMessage(limit), extra: { upgrade_url: UPGRADE_URL } };
+  }
+
+  /** null: the use is counted and the request may go on; otherwise the 429. */
+  async consume(user: User): Promise<Denial | null> {
+    if (user.plan !== 'free') return null;
+    const day = utcDay(this.clock());
+    const key = `daily:${user.id}:${day}`;
+    const gate = await this.redisIncrement(key);
+    if (gate !== undefined && gate > this.limit) {
+      this.stats.refusedByRedis++;
+      return this.denial;
+    }
+    let count: number | null;
+    try {
+      count = await countDailyUse(this.db, user.id, day, this.limit);
+    } catch (err) {
+      // The use was not counted: give the Redis slot back so a retry is not refused.
+      if (gate !== undefined) void this.redis?.decr(key).catch(() => {});
+      throw err;
+    }
+    if (count === null) {
+      this.stats.refusedByPostgres++;
+      // Redis had lost the day's count (flush, restart): mark the day used up again.
+      if (gate !== undefined) void this.redis?.set(key, String(this.limit + 1), 'PX', KEY_TTL_MS).catch(() => {});
+      return this.denial;
+    }
+    this.stats.admitted++;
+    return null;
+  }
+
+  private async redisIncrement(key: string): Promise<number | undefined> {
+    if (!this.redis || this.redis.status !== 'ready') return undefined;
+    try {
+      return Number(await this.redis.eval(INCR_WITH_TTL, 1, key, KEY_TTL_MS));
+    } catch (err) {
+      this.log.warn({ err }, 'daily limit: Redis unavailable, counting in Postgres alone');
+      return undefined;
+    }
+  }
+}

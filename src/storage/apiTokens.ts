@@ -1,0 +1,38 @@
+// api_tokens: personal API keys, stored as SHA-256 hex only.
+import type { Queryable } from './db.js';
+
+/** The owner of a non-revoked key whose user is active. */
+export async function findActiveKey(db: Queryable, tokenHash: string): Promise<number | undefined> {
+  const rows = await db.query<{ user_id: number }>(
+    `SELECT t.user_id FROM api_tokens t JOIN users u ON u.id = t.user_id
+      WHERE t.token_hash = $1 AND t.revoked = 0 AND u.is_active = 1`,
+    [tokenHash],
+  );
+  return rows[0]?.user_id;
+}
+
+/** Writes the last use of each key in one statement (see ApiKeyUsage). */
+export async function recordKeyUses(db: Queryable, uses: Map<string, Date>): Promise<void> {
+  if (uses.size === 0) return;
+  await db.query(
+    `UPDATE api_tokens t SET last_used_at = u.at
+       FROM (SELECT unnest($1::text[]) AS hash, unnest($2::timestamptz[]) AS at) u
+      WHERE t.token_hash = u.hash AND (t.last_used_at IS NULL OR t.last_used_at < u.at)`,
+    [[...uses.keys()], [...uses.values()].map((d) => d.toISOString())],
+  );
+}
+
+/** Stores a new key and revokes the user's earlier ones, in one unit. */
+export async function replaceKey(db: { transaction: <T>(fn: (tx: Queryable) => Promise<T>) => Promise<T> }, userId: number, tokenHash: string): Promise<{ createdAt: Date; revokedHashes: string[] }> {
+  return db.transaction(async (tx) => {
+    const revoked = await tx.query<{ token_hash: string }>('UPDATE api_tokens SET revoked = 1 WHERE user_id = $1 AND revoked = 0 RETURNING token_hash', [userId]);
+    const rows = await tx.query<{ created_at: Date }>('INSERT INTO api_tokens (user_id, token_hash) VALUES ($1, $2) RETURNING created_at', [userId, tokenHash]);
+    return { createdAt: rows[0]!.created_at, revokedHashes: revoked.map((r) => r.token_hash) };
+  });
+}
+
+/** Revokes every active key of the user; returns the revoked hashes (none: already done). */
+export async function revokeKeys(db: Queryable, userId: number): Promise<string[]> {
+  const rows = await db.query<{ token_hash: string }>('UPDATE api_tokens SET revoked = 1 WHERE user_id = $1 AND revoked = 0 RETURNING token_hash', [userId]);
+  return rows.map((r) => r.token_hash);
+}

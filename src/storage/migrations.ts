@@ -1,0 +1,45 @@
+// Applies migrations/*.sql in name order, once each. A transaction-scoped advisory lock makes
+// concurrent starts safe: the second instance waits, then finds everything applied.
+// No library: none we found runs the same SQL on both node-postgres and PGlite, and this is ~30 lines.
+import { readdirSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import type { Database } from './db.js';
+
+export const MIGRATIONS_DIR = fileURLToPath(new URL('../../migrations/', import.meta.url));
+const LOCK_KEY = 7_414_201; // arbitrary, fixed: every instance must take the same lock
+
+export async function migrate(db: Database, dir = MIGRATIONS_DIR): Promise<string[]> {
+  const files = readdirSync(dir).filter((f) => /^\d+_.+\.sql$/.test(f)).sort();
+  return db.transaction(async (tx) => {
+    await tx.query('SELECT pg_advisory_xact_lock($1)', [LOCK_KEY]);
+    await tx.query('CREATE TABLE IF NOT EXISTS schema_migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())');
+    const done = new Set((await tx.query<{ name: string }>('SELECT name FROM schema_migrations')).map((r) => r.name));
+    const applied: string[] = [];
+    for (const file of files) {
+      if (done.has(file)) continue;
+      // Statements without parameters, one by one: the extended protocol takes a single statement.
+      for (const statement of splitStatements(readFileSync(`${dir}/${file}`, 'utf8'))) await tx.query(statement);
+      await tx.query('INSERT INTO schema_migrations (name) VALUES ($1)', [file]);
+      applied.push(file);
+    }
+    return applied;
+  });
+}
+
+/** Splits a script on `;` at the end of a line, keeping $$-quoted function bodies whole. */
+export function splitStatements(sql: string): string[] {
+  const statements: string[] = [];
+  let current = '';
+  let inDollar = false;
+  for (const line of sql.split('\n')) {
+    if (!inDollar && /^\s*--/.test(line)) continue;
+    current += `${line}\n`;
+    if ((line.match(/\$\$/g)?.length ?? 0) % 2 === 1) inDollar = !inDollar;
+    if (!inDollar && /;\s*(--.*)?$/.test(line)) {
+      statements.push(current.trim());
+      current = '';
+    }
+  }
+  if (current.trim()) statements.push(current.trim());
+  return statements;
+}
