@@ -1,0 +1,140 @@
+// Starts real gateways on port 0 against the run's Postgres database and Redis prefix, with
+// captured logs and an injectable clock. Two gateways built from one config share the database
+// and Redis, exactly like two instances behind a load balancer.
+import { randomBytes, randomUUID } from 'node:crypto';
+import { Writable } from 'node:stream';
+import pg from 'pg';
+import { pino } from 'pino';
+import { describe, inject } from 'vitest';
+import { configSchema, type Config } from '../../src/config/schema.js';
+import { REDACT_PATHS } from '../../src/logger.js';
+import { startGateway, type RunningGateway } from '../../src/server.js';
+import type { Database } from '../../src/storage/db.js';
+import { request, type HttpResponse, type RequestOptions } from './http.js';
+
+export const testServices = inject('services');
+/** describe() for suites that need Postgres and Redis; skipped (not failed) without them unless CI requires them. */
+export const describeWithServices = testServices ? describe : describe.skip;
+
+export const TEST_JWT_SECRET = 'test-secret-that-is-at-least-32-bytes-long!!';
+export const ADMIN_KEY = 'test-admin-key-0123456789abcdef';
+
+export interface TestClock {
+  (): Date;
+  advance(ms: number): void;
+  set(date: Date): void;
+}
+
+/** A clock tests can move: starts at the real time and only moves when told (plus real time passing). */
+export function testClock(): TestClock {
+  let offset = 0;
+  const clock = (() => new Date(Date.now() + offset)) as TestClock;
+  clock.advance = (ms) => { offset += ms; };
+  clock.set = (date) => { offset = date.getTime() - Date.now(); };
+  return clock;
+}
+
+type Raw = Record<string, unknown>;
+
+function merge(base: Raw, over: Raw): Raw {
+  const out: Raw = { ...base };
+  for (const [k, v] of Object.entries(over)) {
+    const b = out[k];
+    out[k] = v && typeof v === 'object' && !Array.isArray(v) && b && typeof b === 'object' && !Array.isArray(b) ? merge(b as Raw, v as Raw) : v;
+  }
+  return out;
+}
+
+/** A validated config for tests: the run's Postgres and Redis, port 0, no admin listener, no rate limit. */
+export function testConfig(overrides: Raw = {}): Config {
+  const s = testServices;
+  if (!s) throw new Error('testConfig needs Postgres and Redis (use describeWithServices)');
+  const base: Raw = {
+    server: { host: '127.0.0.1', port: 0 },
+    storage: { postgres: s.postgres, redis: s.redis, redisKeyPrefix: s.redisPrefix },
+    auth: { jwt: { secret: TEST_JWT_SECRET }, rateLimit: { max: 0 } },
+    admin: { port: 0, apiKey: ADMIN_KEY },
+    webhooks: { allowPrivateNetworks: true },
+  };
+  return configSchema.parse(merge(base, overrides));
+}
+
+export interface TestGateway extends RunningGateway {
+  logs: string[];
+  request(method: string, path: string, options?: RequestOptions): Promise<HttpResponse>;
+  post(path: string, json?: unknown, options?: RequestOptions): Promise<HttpResponse>;
+  get(path: string, options?: RequestOptions): Promise<HttpResponse>;
+}
+
+export async function startTestGateway(config: Config, options: { clock?: () => Date; db?: Database; logLevel?: string } = {}): Promise<TestGateway> {
+  const logs: string[] = [];
+  const sink = new Writable({ write(chunk, _enc, cb) { logs.push(String(chunk)); cb(); } });
+  const log = pino({ level: options.logLevel ?? 'debug', redact: { paths: REDACT_PATHS, censor: '[redacted]' } }, sink);
+  const running = await startGateway(config, { log, clock: options.clock, db: options.db });
+  return {
+    ...running,
+    logs,
+    request: (method, path, opts) => request(running.url, method, path, opts),
+    post: (path, json, opts) => request(running.url, 'POST', path, { ...opts, json: json ?? {} }),
+    get: (path, opts) => request(running.url, 'GET', path, opts),
+  };
+}
+
+/** Two instances on one database and Redis, as behind a load balancer. */
+export async function startTwoGateways(config: Config, options: { clock?: () => Date } = {}): Promise<[TestGateway, TestGateway]> {
+  const a = await startTestGateway(config, options);
+  const b = await startTestGateway(config, options);
+  return [a, b];
+}
+
+let pool: pg.Pool | undefined;
+/** Direct SQL on the run's database, for checking rows and making changes "by hand". */
+export async function sql<T = Record<string, unknown>>(text: string, params: unknown[] = []): Promise<T[]> {
+  pool ??= new pg.Pool({ connectionString: testServices!.postgres, max: 4 });
+  return (await pool.query(text, params)).rows as T[];
+}
+
+export async function closeSql(): Promise<void> {
+  await pool?.end();
+  pool = undefined;
+}
+
+export const newEmail = (tag = 'u') => `${tag}-${randomUUID()}@example.test`;
+export const newPassword = () => `Pass-${randomBytes(6).toString('hex')}`;
+export const marker = () => `m${randomBytes(6).toString('hex')}`;
+
+export interface TestUser {
+  id: number;
+  email: string;
+  password: string;
+  access: string;
+  refresh: string;
+}
+
+/** Registers and logs in a new user; with `plan`, sets it by SQL first (as an operator would). */
+export async function makeUser(gw: TestGateway, options: { plan?: 'free' | 'premium' | 'pro' } = {}): Promise<TestUser> {
+  const email = newEmail();
+  const password = newPassword();
+  const reg = await gw.post('/api/v1/auth/register', { email, password });
+  if (reg.status !== 201) throw new Error(`register failed: ${reg.status} ${reg.text}`);
+  const id = reg.json.user_id as number;
+  if (options.plan && options.plan !== 'free') {
+    await sql('UPDATE users SET plan = $2 WHERE id = $1', [id, options.plan]);
+    await sql('UPDATE subscriptions SET plan = $2 WHERE user_id = $1', [id, options.plan]);
+  }
+  const login = await gw.post('/api/v1/auth/login', { email, password });
+  if (login.status !== 200) throw new Error(`login failed: ${login.status} ${login.text}`);
+  return { id, email, password, access: login.json.access_token, refresh: login.json.refresh_token };
+}
+
+export const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+
+/** Polls until check() is truthy or the time is up; returns the elapsed milliseconds. */
+export async function eventually(check: () => Promise<boolean> | boolean, timeoutMs = 3000, stepMs = 20): Promise<number> {
+  const start = Date.now();
+  while (Date.now() - start < timeoutMs) {
+    if (await check()) return Date.now() - start;
+    await new Promise((r) => setTimeout(r, stepMs));
+  }
+  throw new Error(`condition not met within ${timeoutMs} ms`);
+}

@@ -1,0 +1,44 @@
+// A plain node:http client: exact bytes and headers (fetch would refuse Connection, Host, …).
+import http from 'node:http';
+
+export interface HttpResponse {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  text: string;
+  json: any; // eslint-disable-line @typescript-eslint/no-explicit-any -- tests read arbitrary bodies
+}
+
+export interface RequestOptions {
+  headers?: Record<string, string | string[]>;
+  json?: unknown;
+  body?: string | Buffer;
+  timeout?: number;
+}
+
+const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
+
+export function request(baseUrl: string, method: string, path: string, options: RequestOptions = {}): Promise<HttpResponse> {
+  const url = new URL(baseUrl);
+  const headers: Record<string, string | string[]> = { ...options.headers };
+  let body = options.body;
+  if (options.json !== undefined) {
+    body = JSON.stringify(options.json);
+    if (!Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) headers['content-type'] = 'application/json';
+  }
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: url.hostname, port: url.port, method, path, headers, agent, timeout: options.timeout ?? 20_000 }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        let json: unknown;
+        try { json = JSON.parse(text); } catch { json = undefined; }
+        resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json });
+      });
+      res.on('error', reject);
+    });
+    req.on('timeout', () => req.destroy(new Error(`${method} ${path}: timed out`)));
+    req.on('error', reject);
+    req.end(body);
+  });
+}
