@@ -33,6 +33,8 @@ export const ERRORS = {
   // added by this gateway (README "Errors")
   passwordTooLong: { status: 400, message: 'Mot de passe trop long (max 1024 octets)' },
   badRequest: { status: 400, message: 'Requête invalide' },
+  headersTooLarge: { status: 431, message: 'En-têtes de requête trop volumineux' },
+  requestTimeout: { status: 408, message: 'Requête trop lente à arriver' },
   adminUnauthorized: { status: 401, message: 'Clé d’administration invalide' },
   adminNotFound: { status: 404, message: 'Ressource introuvable' },
   planUnknown: { status: 400, message: 'Plan inconnu (free, premium ou pro)' },
@@ -46,6 +48,11 @@ export type ErrorBody = { error: string } & Record<string, unknown>;
 /** The daily-limit text names the configured limit (CONTRACT §6). */
 export function dailyLimitMessage(limit: number): string {
   return limit === 1 ? ERRORS.dailyLimitReached.message : `Limite quotidienne atteinte (plan free: ${limit} courses/jour)`;
+}
+
+/** The too-short text names the configured minimum (auth.passwordMinLength); the spec's text for 8. */
+export function passwordTooShortMessage(min: number): string {
+  return min === 8 ? ERRORS.passwordTooShort.message : `Mot de passe trop court (min ${min} caractère${min > 1 ? 's' : ''})`;
 }
 
 export function errorBody(code: ErrorCode, extra?: Record<string, unknown>): ErrorBody {

@@ -12,6 +12,12 @@ export function lenientJson(text: string | undefined): Record<string, unknown> {
   }
 }
 
+/** application/json or application/<anything>+json (RFC 6839 suffix), whatever the parameters. */
+export function isJsonType(contentType: string | undefined): boolean {
+  const type = (contentType ?? '').split(';', 1)[0]!.trim().toLowerCase();
+  return type === 'application/json' || (type.startsWith('application/') && type.endsWith('+json'));
+}
+
 /** A body field as the spec reads it: a string, or '' when missing or of another type. */
 export function textField(body: unknown, name: string): string {
   const value = body !== null && typeof body === 'object' ? (body as Record<string, unknown>)[name] : undefined;

@@ -1,6 +1,6 @@
 // POST /api/v1/auth/register, /login, /refresh, /logout: exactly spec §4.
 import type { FastifyInstance } from 'fastify';
-import { sendError } from '../errors.js';
+import { passwordTooShortMessage, sendDenial, sendError } from '../errors.js';
 import { textField } from '../http.js';
 import type { Services } from '../services.js';
 import * as refreshTokens from '../storage/refreshTokens.js';
@@ -19,7 +19,7 @@ export async function authRoutes(app: FastifyInstance, opts: { services: Service
     const password = textField(request.body, 'password');
     if (!email || !email.includes('@') || email.length > MAX_EMAIL_LENGTH) return sendError(reply, 'emailInvalid');
     // Counted in characters (code points), as a person counts them.
-    if ([...password].length < minLength) return sendError(reply, 'passwordTooShort');
+    if ([...password].length < minLength) return sendDenial(reply, { code: 'passwordTooShort', message: passwordTooShortMessage(minLength) });
     if (isTooLong(password)) return sendError(reply, 'passwordTooLong');
     // A cheap check first spares a hash for the common duplicate; the INSERT still decides races.
     if (await users.emailExists(db, email)) return sendError(reply, 'emailTaken');

@@ -1,8 +1,9 @@
-// Loads gateway.yaml: ${VAR} substitution, YAML parsing, validation, then the PORT/HOST overrides.
+// Loads gateway.yaml: YAML parsing, ${VAR} substitution, validation, then the PORT/HOST overrides.
 // After this, nothing in the gateway reads process.env.
+import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { parseDocument } from 'yaml';
+import { isPair, isScalar, isSeq, parseDocument, visit, type Document } from 'yaml';
 import { configSchema, type Config } from './schema.js';
 
 export class ConfigError extends Error {
@@ -18,40 +19,72 @@ export function resolveConfigPath(explicit: string | undefined, env: Env): strin
   return path.resolve(explicit ?? env.GATEWAY_CONFIG ?? 'gateway.yaml');
 }
 
-// Whole-line comments are left alone, so documenting `${VAR}` in a comment is not an error.
-export function substituteEnv(text: string, env: Env, file: string): string {
-  const missing: string[] = [];
-  const out = text.split('\n').map((line) => {
-    if (/^\s*#/.test(line)) return line;
-    return line.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g, (_m, name: string, fallback?: string) => {
-      const value = env[name];
-      if (value !== undefined && value !== '') return value;
-      if (fallback !== undefined) return fallback;
-      if (value === '') return '';
-      missing.push(`\${${name}}: environment variable ${name} is not set and has no default (write \${${name}:-default})`);
-      return '';
-    });
-  }).join('\n');
-  if (missing.length) throw new ConfigError(file, missing);
-  return out;
-}
+const REFERENCE = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g;
 
+/**
+ * `${VAR}` and `${VAR:-default}` are replaced in the parsed YAML, never in its text: a value holding
+ * `#`, `: `, `*` or quotes (common in secrets) would otherwise be re-read as YAML and silently cut
+ * short or change the file's structure. References are first masked by placeholders that YAML
+ * reads as plain text, so comments drop theirs and flow collections (`{ max: ${MAX} }`) still parse.
+ */
 export function parseConfig(text: string, file: string, env: Env = {}): Config {
-  const doc = parseDocument(substituteEnv(text, env, file));
+  const nonce = randomBytes(6).toString('hex');
+  const references: Array<{ name: string; fallback?: string }> = [];
+  const masked = text.replace(REFERENCE, (_m, name: string, fallback?: string) => `__gwenv${nonce}_${references.push({ name, fallback }) - 1}__`);
+  const doc = parseDocument(masked);
   if (doc.errors.length) throw new ConfigError(file, doc.errors.map((e) => `YAML: ${e.message.split('\n')[0]}`));
+  substituteEnv(doc, new RegExp(`__gwenv${nonce}_(\\d+)__`, 'g'), references, env, file);
   const raw = doc.toJS() ?? {};
   const result = configSchema.safeParse(raw);
   if (!result.success) {
     throw new ConfigError(file, result.error.issues.map((issue) => {
-      const key = issue.path.length ? issue.path.map((p, i) => (typeof p === 'number' ? `[${p}]` : `${i ? '.' : ''}${String(p)}`)).join('') : '(top level)';
       const message = issue.code === 'unrecognized_keys' ? `unknown key(s) ${issue.keys.map((k) => JSON.stringify(k)).join(', ')}` : issue.message;
-      return `${key}: ${message}`;
+      return `${keyPath(issue.path)}: ${message}`;
     }));
   }
   const config = result.data;
   if (env.PORT) config.server.port = validPort(env.PORT, 'PORT', file);
   if (env.HOST) config.server.host = env.HOST;
   return config;
+}
+
+function keyPath(path: ReadonlyArray<PropertyKey>): string {
+  return path.length ? path.map((p, i) => (typeof p === 'number' ? `[${p}]` : `${i ? '.' : ''}${String(p)}`)).join('') : '(top level)';
+}
+
+function substituteEnv(doc: Document, placeholder: RegExp, references: Array<{ name: string; fallback?: string }>, env: Env, file: string): void {
+  const missing: string[] = [];
+  visit(doc, {
+    Scalar(_key, node, ancestors) {
+      if (typeof node.value !== 'string' || !node.value.match(placeholder)) return;
+      const resolve = (index: string): string => {
+        const { name, fallback } = references[Number(index)]!;
+        const value = env[name];
+        if (value !== undefined && value !== '') return value;
+        if (fallback !== undefined) return fallback;
+        if (value === '') return '';
+        missing.push(`${nodePath(ancestors, node)}: \${${name}}: environment variable ${name} is not set and has no default (write \${${name}:-default})`);
+        return '';
+      };
+      const whole = new RegExp(`^${placeholder.source}$`).exec(node.value);
+      // Alone in a plain scalar, an empty value reads as `key:` with nothing (null); values stay
+      // text otherwise, and the schema reads "20" or "true" where it expects a number or boolean.
+      node.value = whole && node.type === 'PLAIN' ? resolve(whole[1]!) || null : node.value.replace(placeholder, (_m, index: string) => resolve(index));
+    },
+  });
+  if (missing.length) throw new ConfigError(file, missing);
+}
+
+/** The key path (auth.jwt.secret, routes[0].upstream) of a node, from the visitor's ancestors. */
+function nodePath(ancestors: readonly unknown[], node: unknown): string {
+  const segments: PropertyKey[] = [];
+  const chain = [...ancestors, node];
+  chain.forEach((item, i) => {
+    const child = chain[i + 1];
+    if (isPair(item)) segments.push(isScalar(item.key) ? String(item.key.value) : String(item.key));
+    else if (isSeq(item) && child !== undefined) segments.push(item.items.indexOf(child as never));
+  });
+  return keyPath(segments);
 }
 
 function validPort(text: string, name: string, file: string): number {

@@ -35,6 +35,9 @@ const size = z.union([z.number().int().positive(), z.string()]).transform((v, ct
 });
 
 const port = z.coerce.number().int().min(0).max(65535);
+// `${VAR}` values arrive as text (see load.ts): "20" and "true" are read as the number and boolean they spell.
+const int = (min: number, max = Number.MAX_SAFE_INTEGER) => z.preprocess((v) => (typeof v === 'string' && /^-?\d+$/.test(v.trim()) ? Number(v) : v), z.number().int().min(min).max(max));
+const bool = () => z.preprocess((v) => (v === 'true' ? true : v === 'false' ? false : v), z.boolean());
 // `key:` with nothing after it (as `${VAR:-}` gives) is YAML null: read it as empty.
 const text = z.string().nullish().transform((s) => s ?? '');
 const optionalText = z.string().nullish().transform((s) => (s ? s : undefined));
@@ -50,7 +53,7 @@ const routeSchema = z.strictObject({
   methods: z.array(z.string().transform((m) => m.toUpperCase()).pipe(z.enum(HTTP_METHODS))).min(1).optional(),
   auth: z.enum(['required', 'optional', 'none']).default('required'),
   plans: z.array(z.enum(PLANS)).min(1).optional(),
-  dailyLimit: z.boolean().default(false),
+  dailyLimit: bool().default(false),
   rewritePrefix: z.string().regex(/^(\/[^?#\s]*)?$/, 'expected a path starting with /').optional(),
 });
 
@@ -58,7 +61,7 @@ const upstreamSchema = z.strictObject({
   url: z.url({ protocol: /^https?$/, error: 'expected an http:// or https:// URL' })
     .transform((u) => u.replace(/\/+$/, '')),
   timeout: duration.default(30_000),
-  assertion: z.boolean().default(false),
+  assertion: bool().default(false),
 });
 
 export const configSchema = z.strictObject({
@@ -66,14 +69,14 @@ export const configSchema = z.strictObject({
     host: z.string().default('0.0.0.0'),
     port: port.default(8080),
     bodyLimit: size.default(1024 * 1024),
-    trustProxy: z.boolean().default(false),
+    trustProxy: bool().default(false),
   }).prefault({}),
   storage: z.strictObject({
     postgres: text,
     embeddedDir: z.string().default('./data'),
     redis: text,
     redisKeyPrefix: z.string().default('gw:'),
-    migrate: z.boolean().default(true),
+    migrate: bool().default(true),
   }).prefault({}),
   auth: z.strictObject({
     jwt: z.strictObject({
@@ -85,15 +88,15 @@ export const configSchema = z.strictObject({
     }).prefault({}),
     accessTokenTtl: duration.default(15 * 60_000),
     refreshTokenTtl: duration.default(30 * 86_400_000),
-    passwordMinLength: z.number().int().min(1).max(1024).default(8),
+    passwordMinLength: int(1, 1024).default(8),
     refreshReuse: z.enum(['reject', 'revoke-all']).default('reject'),
     rateLimit: z.strictObject({
-      max: z.number().int().min(0).default(20),
+      max: int(0).default(20),
       window: duration.default(60_000),
     }).prefault({}),
   }).prefault({}),
   plans: z.strictObject({
-    freeDailyLimit: z.number().int().min(1).default(1),
+    freeDailyLimit: int(1).default(1),
   }).prefault({}),
   admin: z.strictObject({
     host: z.string().default('127.0.0.1'),
@@ -102,8 +105,8 @@ export const configSchema = z.strictObject({
   }).prefault({}),
   webhooks: z.strictObject({
     timeout: duration.default(5000),
-    retries: z.number().int().min(0).max(10).default(3),
-    allowPrivateNetworks: z.boolean().default(false),
+    retries: int(0, 10).default(3),
+    allowPrivateNetworks: bool().default(false),
     caFile: optionalText,
   }).prefault({}),
   upstreams: z.record(z.string().regex(/^[A-Za-z0-9_.-]+$/, 'expected an upstream name of letters, digits, _ . -'), upstreamSchema).default({}),

@@ -94,6 +94,15 @@ export async function sql<T = Record<string, unknown>>(text: string, params: unk
   return (await pool.query(text, params)).rows as T[];
 }
 
+/** A fresh, empty database beside the run's one (migration and first-start tests); drop() removes it. */
+export async function throwawayDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
+  const name = `gw_tmp_${randomBytes(6).toString('hex')}`;
+  await sql(`CREATE DATABASE ${name}`);
+  const url = new URL(testServices!.postgres);
+  url.pathname = `/${name}`;
+  return { url: url.toString(), drop: async () => { await sql(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`); } };
+}
+
 export async function closeSql(): Promise<void> {
   await pool?.end();
   pool = undefined;

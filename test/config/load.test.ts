@@ -1,0 +1,222 @@
+// gateway.yaml: ${VAR} substitution, durations, validation, and error messages that name the
+// file and the key path (CONTRACT §2). Pure parsing: no services needed.
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig, parseConfig } from '../../src/config/load.js';
+
+const FILE = '/etc/gateway/gateway.yaml';
+const SECRET = 'a-test-secret-that-is-at-least-32-bytes';
+
+/** The ConfigError parseConfig throws for this text (fails the test if it parses). */
+function configError(text: string, env: Record<string, string> = {}): ConfigError {
+  try {
+    parseConfig(text, FILE, env);
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigError);
+    const e = err as ConfigError;
+    // Every message names the file.
+    expect(e.message.startsWith(`${FILE}: invalid configuration\n`)).toBe(true);
+    expect(e.file).toBe(FILE);
+    return e;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+const ROUTES = `
+upstreams:
+  app: { url: http://127.0.0.1:3000 }
+routes:
+`;
+
+describe('parseConfig', () => {
+  it('an empty file gives the documented defaults', () => {
+    const config = parseConfig('', FILE);
+    expect(config.server).toEqual({ host: '0.0.0.0', port: 8080, bodyLimit: 1024 * 1024, trustProxy: false });
+    expect(config.storage).toMatchObject({ postgres: '', redis: '', redisKeyPrefix: 'gw:', migrate: true });
+    expect(config.auth).toMatchObject({
+      jwt: { algorithm: 'HS256', secret: '' },
+      accessTokenTtl: 15 * 60_000,
+      refreshTokenTtl: 30 * 86_400_000,
+      passwordMinLength: 8,
+      refreshReuse: 'reject',
+      rateLimit: { max: 20, window: 60_000 },
+    });
+    expect(config.plans.freeDailyLimit).toBe(1);
+    expect(config.admin).toEqual({ host: '127.0.0.1', port: 9090, apiKey: '' });
+    expect(config.routes).toEqual([]);
+  });
+
+  it('the repository gateway.yaml is valid with an empty environment', () => {
+    const text = readFileSync(new URL('../../gateway.yaml', import.meta.url), 'utf8');
+    const config = parseConfig(text, 'gateway.yaml', {});
+    expect(config.storage.postgres).toBe('');
+    expect(config.upstreams.app!.url).toBe('http://127.0.0.1:3000');
+    expect(config.routes.length).toBeGreaterThan(0);
+  });
+
+  describe('${VAR} substitution', () => {
+    it('replaces ${VAR} from the environment', () => {
+      const config = parseConfig('auth:\n  jwt:\n    secret: ${JWT_SECRET}\nstorage:\n  postgres: postgres://${DB_HOST}:5432/app\n', FILE, { JWT_SECRET: SECRET, DB_HOST: 'db.internal' });
+      expect(config.auth.jwt.secret).toBe(SECRET);
+      expect(config.storage.postgres).toBe('postgres://db.internal:5432/app');
+    });
+
+    it('${VAR:-default} takes the default when VAR is unset or empty, the value otherwise', () => {
+      const text = 'upstreams:\n  app:\n    url: ${APP:-http://127.0.0.1:3000}\nstorage:\n  redis: ${REDIS_URL:-}\n';
+      expect(parseConfig(text, FILE, {}).upstreams.app!.url).toBe('http://127.0.0.1:3000');
+      expect(parseConfig(text, FILE, { APP: '' }).upstreams.app!.url).toBe('http://127.0.0.1:3000');
+      expect(parseConfig(text, FILE, { APP: 'https://app.internal' }).upstreams.app!.url).toBe('https://app.internal');
+      expect(parseConfig(text, FILE, {}).storage.redis).toBe('');
+      expect(parseConfig(text, FILE, { REDIS_URL: 'redis://r:6379' }).storage.redis).toBe('redis://r:6379');
+    });
+
+    it('${VAR} set to the empty string gives an empty value, not an error', () => {
+      expect(parseConfig('admin:\n  apiKey: ${KEY}\n', FILE, { KEY: '' }).admin.apiKey).toBe('');
+    });
+
+    it('an unset ${VAR} with no default is an error naming the variable and the key', () => {
+      const e = configError('auth:\n  jwt:\n    secret: ${JWT_SECRET}\n');
+      expect(e.problems).toEqual(['auth.jwt.secret: ${JWT_SECRET}: environment variable JWT_SECRET is not set and has no default (write ${JWT_SECRET:-default})']);
+      expect(e.message).toContain('JWT_SECRET');
+    });
+
+    it('reports every missing variable at once', () => {
+      const e = configError(`${ROUTES}  - { path: /a, upstream: '\${UP}' }\nadmin:\n  apiKey: \${ADMIN}\n`);
+      expect(e.problems).toHaveLength(2);
+      expect(e.problems[0]).toMatch(/^routes\[0\]\.upstream: \$\{UP\}: environment variable UP is not set/);
+      expect(e.problems[1]).toMatch(/^admin\.apiKey: \$\{ADMIN\}: environment variable ADMIN is not set/);
+    });
+
+    it('references in comments are ignored, whole-line or after a value', () => {
+      const config = parseConfig('# uses ${NOT_SET}\nadmin:\n  apiKey: key  # or ${ALSO_NOT_SET}\n', FILE, {});
+      expect(config.admin.apiKey).toBe('key');
+    });
+
+    it('values are taken as text: YAML characters in a secret neither cut it short nor change the file', () => {
+      for (const secret of [`${SECRET} #not-a-comment`, `key: ${SECRET}`, `*${SECRET}`, `'${SECRET}'x`, `"${SECRET}`, `${SECRET}\n  extra: 1`, `[${SECRET}]`]) {
+        const config = parseConfig('auth:\n  jwt:\n    secret: ${S}\nadmin:\n  apiKey: "${S}"\n', FILE, { S: secret });
+        expect(config.auth.jwt.secret).toBe(secret);
+        expect(config.admin.apiKey).toBe(secret);
+      }
+    });
+
+    it('a numeric-looking value for a text key stays the exact text', () => {
+      const config = parseConfig('admin:\n  apiKey: ${KEY}\nauth:\n  jwt:\n    secret: ${S}\n', FILE, { KEY: '0012345', S: '1234567890123456789012345678901234567890' });
+      expect(config.admin.apiKey).toBe('0012345');
+      expect(config.auth.jwt.secret).toBe('1234567890123456789012345678901234567890');
+    });
+
+    it('numbers and booleans come through for typed keys, also inside flow collections', () => {
+      const text = 'server:\n  port: ${PORT_IN_FILE:-8081}\n  trustProxy: ${TRUST:-false}\nauth:\n  rateLimit: { max: ${MAX:-5}, window: ${WINDOW:-30s} }\nplans:\n  freeDailyLimit: ${LIMIT}\n';
+      const config = parseConfig(text, FILE, { TRUST: 'true', LIMIT: '3' });
+      expect(config.server.port).toBe(8081);
+      expect(config.server.trustProxy).toBe(true);
+      expect(config.auth.rateLimit).toEqual({ max: 5, window: 30_000 });
+      expect(config.plans.freeDailyLimit).toBe(3);
+      const e = configError(text, { LIMIT: 'three' });
+      expect(e.problems).toEqual([expect.stringMatching(/^plans\.freeDailyLimit: /)]);
+    });
+
+    it('PORT and HOST in the environment override server.port and server.host', () => {
+      const config = parseConfig('server:\n  port: 8080\n  host: 0.0.0.0\n', FILE, { PORT: '9999', HOST: '127.0.0.1' });
+      expect(config.server).toMatchObject({ port: 9999, host: '127.0.0.1' });
+      expect(configError('', { PORT: 'http' }).problems).toEqual(['PORT: expected a port number, got "http"']);
+    });
+  });
+
+  describe('durations', () => {
+    it('accept ms, s, m, h and d', () => {
+      const config = parseConfig('auth:\n  accessTokenTtl: 500ms\n  refreshTokenTtl: 30d\n  rateLimit: { window: 2h }\nwebhooks:\n  timeout: 30s\nupstreams:\n  a: { url: http://x, timeout: 15m }\n', FILE);
+      expect(config.auth.accessTokenTtl).toBe(500);
+      expect(config.auth.refreshTokenTtl).toBe(30 * 86_400_000);
+      expect(config.auth.rateLimit.window).toBe(2 * 3_600_000);
+      expect(config.webhooks.timeout).toBe(30_000);
+      expect(config.upstreams.a!.timeout).toBe(15 * 60_000);
+    });
+
+    for (const bad of ['15', '15 minutes', '0s', '-5m', '1.5h', '10y']) {
+      it(`refuse ${JSON.stringify(bad)} with the key path`, () => {
+        const e = configError(`auth:\n  accessTokenTtl: "${bad}"\n`);
+        expect(e.problems).toEqual([`auth.accessTokenTtl: expected a duration such as 500ms, 30s, 15m or 30d, got ${JSON.stringify(bad)}`]);
+      });
+    }
+  });
+
+  describe('validation errors name the key path', () => {
+    it('unknown keys, at any depth', () => {
+      expect(configError('auth:\n  jwt:\n    secrett: x\n').problems).toEqual(['auth.jwt: unknown key(s) "secrett"']);
+      expect(configError('colour: blue\n').problems).toEqual(['(top level): unknown key(s) "colour"']);
+      expect(configError(`${ROUTES}  - { path: /a, upstream: app, auht: none }\n`).problems).toEqual(['routes[0]: unknown key(s) "auht"']);
+      expect(configError('upstreams:\n  app: { url: http://x, timout: 5s }\n').problems).toEqual(['upstreams.app: unknown key(s) "timout"']);
+    });
+
+    it('a route naming an unknown upstream', () => {
+      const e = configError(`${ROUTES}  - { path: /a, upstream: app }\n  - { path: /b, upstream: nope }\n`);
+      expect(e.problems).toEqual(['routes[1].upstream: unknown upstream "nope"; declared: app']);
+    });
+
+    it('plans or dailyLimit on a route without auth: required', () => {
+      for (const auth of ['none', 'optional']) {
+        expect(configError(`${ROUTES}  - { path: /a, upstream: app, auth: ${auth}, plans: [pro] }\n`).problems).toEqual(['routes[0].auth: plans and dailyLimit need auth: required']);
+        expect(configError(`${ROUTES}  - { path: /a, upstream: app, auth: ${auth}, dailyLimit: true }\n`).problems).toEqual(['routes[0].auth: plans and dailyLimit need auth: required']);
+      }
+      // auth defaults to required: fine.
+      expect(parseConfig(`${ROUTES}  - { path: /a, upstream: app, plans: [pro], dailyLimit: true }\n`, FILE).routes[0]!.auth).toBe('required');
+    });
+
+    it('an HS256 secret under 32 bytes', () => {
+      expect(configError('auth:\n  jwt:\n    secret: too-short\n').problems).toEqual(['auth.jwt.secret: expected at least 32 bytes for HS256 (or leave it empty to have one generated)']);
+      expect(parseConfig(`auth:\n  jwt:\n    secret: ${'x'.repeat(32)}\n`, FILE).auth.jwt.secret).toHaveLength(32);
+    });
+
+    it('an asymmetric algorithm without a private key file', () => {
+      expect(configError('auth:\n  jwt:\n    algorithm: EdDSA\n').problems).toEqual(['auth.jwt.privateKeyFile: expected a PEM private key file for EdDSA']);
+    });
+
+    it('a plan that does not exist, a bad enum, a path declared twice, a bad URL', () => {
+      expect(configError(`${ROUTES}  - { path: /a, upstream: app, plans: [gold] }\n`).problems[0]).toMatch(/^routes\[0\]\.plans\[0\]: /);
+      expect(configError('auth:\n  refreshReuse: forgive\n').problems[0]).toMatch(/^auth\.refreshReuse: /);
+      expect(configError(`${ROUTES}  - { path: /a, upstream: app }\n  - { path: /a/, upstream: app }\n`).problems).toEqual(['routes[1].path: path /a is declared twice']);
+      expect(configError('upstreams:\n  app: { url: ftp://x }\n').problems).toEqual(['upstreams.app.url: expected an http:// or https:// URL']);
+    });
+
+    it('malformed YAML', () => {
+      expect(configError('server:\n  port: [8080\n').problems[0]).toMatch(/^YAML: /);
+    });
+  });
+});
+
+describe('loadConfig', () => {
+  let dir: string;
+  beforeAll(() => { dir = mkdtempSync(path.join(tmpdir(), 'gw-config-')); });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('reads --config, resolves relative paths against the file, and names the file in errors', () => {
+    const file = path.join(dir, 'gw.yaml');
+    writeFileSync(file, 'storage:\n  embeddedDir: ./db\nauth:\n  jwt:\n    secret: ${S}\n');
+    const { config, file: loaded } = loadConfig(file, { S: SECRET });
+    expect(loaded).toBe(file);
+    expect(config.storage.embeddedDir).toBe(path.join(dir, 'db'));
+    expect(config.auth.jwt.secret).toBe(SECRET);
+
+    try {
+      loadConfig(file, {});
+      expect.unreachable();
+    } catch (err) {
+      expect((err as Error).message).toBe(`${file}: invalid configuration\n  - auth.jwt.secret: \${S}: environment variable S is not set and has no default (write \${S:-default})`);
+    }
+  });
+
+  it('falls back to GATEWAY_CONFIG', () => {
+    const file = path.join(dir, 'from-env.yaml');
+    writeFileSync(file, 'plans:\n  freeDailyLimit: 4\n');
+    expect(loadConfig(undefined, { GATEWAY_CONFIG: file }).config.plans.freeDailyLimit).toBe(4);
+  });
+
+  it('a missing file is an error naming it', () => {
+    const file = path.join(dir, 'missing.yaml');
+    expect(() => loadConfig(file, {})).toThrow(`${file}: invalid configuration\n  - cannot read the file: ENOENT`);
+  });
+});
