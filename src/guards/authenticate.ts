@@ -13,7 +13,7 @@ export type AuthMethod = 'bearer' | 'api-key';
 
 export type AuthResult =
   | { kind: 'authenticated'; user: User; method: AuthMethod }
-  | { kind: 'anonymous' } // no credential at all
+  | { kind: 'anonymous' } // no credential of ours at all
   | { kind: 'denied'; denial: Denial };
 
 export interface AuthDeps {
@@ -24,6 +24,7 @@ export interface AuthDeps {
 }
 
 const BEARER = /^Bearer[ \t]+([A-Za-z0-9\-_.~+/]+=*)[ \t]*$/i;
+const BEARER_SCHEME = /^Bearer(?:[ \t]|$)/i;
 
 export function bearerToken(headers: IncomingHttpHeaders): string | undefined {
   return BEARER.exec(headerValue(headers, 'authorization'))?.[1];
@@ -49,6 +50,8 @@ export async function authenticate(headers: IncomingHttpHeaders, deps: AuthDeps)
       return { kind: 'authenticated', user, method: 'api-key' };
     }
   }
-  if (!token && !key && !headers.authorization) return { kind: 'anonymous' };
-  return { kind: 'denied', denial: { code: 'tokenInvalid' } };
+  // A credential of ours that failed is a 401 even where anonymous access is allowed (the client
+  // should learn its token expired); another scheme (`Authorization: Basic …`) is not ours at all.
+  if (token || key || BEARER_SCHEME.test(headerValue(headers, 'authorization'))) return { kind: 'denied', denial: { code: 'tokenInvalid' } };
+  return { kind: 'anonymous' };
 }

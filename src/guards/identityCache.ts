@@ -2,6 +2,10 @@
 // Freshness comes from Postgres NOTIFY (triggers in 001_initial.sql fire on any change to a
 // user's plan, active flag or email, and on any key revocation, however it was made). While the
 // LISTEN connection is down, notifications can be missed, so the cache is bypassed entirely.
+// A connection can also die without a reset (partition, failover) and the client would not
+// notice for hours, serving a deactivated user from memory: a heartbeat NOTIFY sent through the
+// pool must come back on the LISTEN connection, or the cache stops being trusted.
+import { randomUUID } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import type { Logger } from 'pino';
 import type { Database } from '../storage/db.js';
@@ -10,7 +14,15 @@ import { findActiveKey } from '../storage/apiTokens.js';
 
 const USER_CHANNEL = 'gw_user_changed';
 const KEY_CHANNEL = 'gw_api_token_changed';
+const HEARTBEAT_CHANNEL = 'gw_identity_heartbeat';
 const MAX_ENTRIES = 100_000;
+// Distrusted after three timer ticks in which a heartbeat committed by Postgres was not heard:
+// well under the one second a change may take to reach every instance (CONTRACT §4). Ticks, not
+// elapsed time: a busy event loop that has not read the answers yet is not a dead connection.
+// A beat still waiting for a pool connection does not count, so a congested pool alone cannot
+// turn the cache off and add load.
+const HEARTBEAT_EVERY_MS = 200;
+const HEARTBEATS_MISSED = 3;
 
 export interface CacheStats {
   hits: number;
@@ -25,33 +37,82 @@ export class IdentityCache {
   // only if no bump happened during the read, so a change racing the read cannot be overwritten.
   private generation = 0;
   private live = false;
+  private suspect = false; // listening, but our heartbeats stopped coming back
+  private committedUnheard = 0; // heartbeats Postgres accepted that the listener has not heard
+  private ticksUnheard = 0;
+  private beating = false; // one heartbeat query at a time: a slow pool must not pile them up
+  private readonly beatId = randomUUID();
+  private heartbeat: NodeJS.Timeout | undefined;
   private stop: (() => Promise<void>) | undefined;
   readonly stats: CacheStats = { hits: 0, misses: 0 };
 
   constructor(private readonly db: Database, private readonly log: Logger) {}
 
   async start(): Promise<void> {
-    this.stop = await this.db.listen([USER_CHANNEL, KEY_CHANNEL], (channel, payload) => {
+    // Embedded PGlite notifies in-process: that subscription cannot be lost silently.
+    const beats = this.db.kind === 'postgres';
+    const channels = beats ? [USER_CHANNEL, KEY_CHANNEL, HEARTBEAT_CHANNEL] : [USER_CHANNEL, KEY_CHANNEL];
+    this.stop = await this.db.listen(channels, (channel, payload) => {
+      if (channel === HEARTBEAT_CHANNEL) {
+        if (payload === this.beatId) this.heard();
+        return;
+      }
       this.generation++;
       if (channel === USER_CHANNEL) this.users.delete(Number(payload));
       else this.keys.delete(payload);
     }, (live) => {
-      this.generation++;
-      this.users.clear();
-      this.keys.clear();
+      this.forgetAll();
       this.live = live;
+      this.suspect = false;
+      this.committedUnheard = 0;
+      this.ticksUnheard = 0;
       if (live) this.log.info('identity cache: listening for user and key changes');
       else this.log.warn('identity cache: lost the LISTEN connection; reading users from the database until it is back');
     });
+    if (beats) {
+      this.heartbeat = setInterval(() => this.beat(), HEARTBEAT_EVERY_MS);
+      this.heartbeat.unref();
+    }
   }
 
+  /** Whether cached entries may be used: listening, and the listener provably hears us. */
   get isLive(): boolean {
-    return this.live;
+    return this.live && !this.suspect;
+  }
+
+  private beat(): void {
+    if (!this.live) return;
+    if (this.committedUnheard > 0 && ++this.ticksUnheard >= HEARTBEATS_MISSED && !this.suspect) {
+      this.suspect = true;
+      this.forgetAll();
+      this.log.warn('identity cache: the LISTEN connection stopped hearing notifications; reading users from the database until it does');
+    }
+    if (this.beating) return;
+    this.beating = true;
+    this.db.query('SELECT pg_notify($1, $2)', [HEARTBEAT_CHANNEL, this.beatId])
+      .then(() => { this.committedUnheard++; }, () => { /* Postgres away: the LISTEN connection will say so */ })
+      .finally(() => { this.beating = false; });
+  }
+
+  private heard(): void {
+    this.committedUnheard = 0;
+    this.ticksUnheard = 0;
+    if (!this.suspect) return;
+    // Notifications may have been lost while it was silent: start from an empty cache.
+    this.forgetAll();
+    this.suspect = false;
+    this.log.info('identity cache: the LISTEN connection hears notifications again');
+  }
+
+  private forgetAll(): void {
+    this.generation++;
+    this.users.clear();
+    this.keys.clear();
   }
 
   /** The active user with this id, or undefined. */
   async activeUser(id: number): Promise<User | undefined> {
-    const cached = this.live ? this.users.get(id) : undefined;
+    const cached = this.isLive ? this.users.get(id) : undefined;
     if (cached) {
       this.stats.hits++;
       return 'missing' in cached ? undefined : cached;
@@ -59,13 +120,13 @@ export class IdentityCache {
     this.stats.misses++;
     const generation = this.generation;
     const user = await findActiveById(this.db, id);
-    if (this.live && generation === this.generation) this.users.set(id, user ?? { missing: true });
+    if (this.isLive && generation === this.generation) this.users.set(id, user ?? { missing: true });
     return user;
   }
 
   /** The id of the active user owning this non-revoked key hash, or undefined. */
   async keyOwner(tokenHash: string): Promise<number | undefined> {
-    const cached = this.live ? this.keys.get(tokenHash) : undefined;
+    const cached = this.isLive ? this.keys.get(tokenHash) : undefined;
     if (cached !== undefined) {
       this.stats.hits++;
       return cached;
@@ -74,7 +135,7 @@ export class IdentityCache {
     const generation = this.generation;
     const userId = await findActiveKey(this.db, tokenHash);
     // Only hits are cached: a key created a moment ago on another instance must work at once.
-    if (userId !== undefined && this.live && generation === this.generation) this.keys.set(tokenHash, userId);
+    if (userId !== undefined && this.isLive && generation === this.generation) this.keys.set(tokenHash, userId);
     return userId;
   }
 
@@ -91,6 +152,7 @@ export class IdentityCache {
 
   async close(): Promise<void> {
     this.live = false;
+    clearInterval(this.heartbeat);
     await this.stop?.();
   }
 }

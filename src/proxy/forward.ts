@@ -3,24 +3,20 @@
 import { Transform, type TransformCallback } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import replyFrom from '@fastify/reply-from';
-import { sendDenial, sendError, type Denial, type ErrorCode } from '../errors.js';
+import { LRUCache } from 'lru-cache';
+import { HTTP_METHODS } from '../config/schema.js';
+import { sendDenial, sendError, type Denial } from '../errors.js';
 import { authenticate, bearerToken, type AuthResult } from '../guards/authenticate.js';
 import { checkPlan } from '../guards/plan.js';
 import type { Services } from '../services.js';
-import { upstreamHeaders } from './headers.js';
+import { downstreamHeaders, upstreamHeaders, type ForwardContext } from './headers.js';
 import { normalizePath } from './routeTable.js';
 
-const ALL_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
-
-export interface ProxyOutcome {
-  route: string;
-  decision: 'allowed' | 'denied';
-  reason?: ErrorCode;
-}
+const OWN_PATHS_CACHE_SIZE = 10_000;
+const NONE: readonly string[] = [];
 
 export async function proxyRoutes(app: FastifyInstance, opts: { services: Services }): Promise<void> {
   const { services } = opts;
-  const bodyLimit = services.config.server.bodyLimit;
 
   await app.register(replyFrom, {
     undici: { connections: 128, pipelining: 1, keepAliveTimeout: 30_000 },
@@ -31,79 +27,110 @@ export async function proxyRoutes(app: FastifyInstance, opts: { services: Servic
   // Bodies are streamed to the upstream untouched, never parsed; only their size is checked.
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', (request, payload, done) => {
+    const bodyLimit = services.config.server.bodyLimit;
     const declared = Number(request.headers['content-length']);
     if (declared > bodyLimit) {
-      done(Object.assign(new Error('body too large'), { statusCode: 413, code: 'FST_ERR_CTP_BODY_TOO_LARGE' }), undefined);
+      done(bodyTooLarge(), undefined);
       return;
     }
     done(null, Number.isFinite(declared) ? payload : payload.pipe(sizeLimit(bodyLimit)));
   });
 
-  app.route({
-    method: [...ALL_METHODS],
-    url: '/*',
-    handler: async (request, reply) => {
-      const rawPath = request.url.split('?', 1)[0]!;
-      const path = normalizePath(rawPath);
-      if (path === undefined) return sendError(reply, 'badRequest');
-      const match = services.routes.match(request.method, path);
-      if (match.kind === 'none') return sendError(reply, 'routeNotFound');
-      const route = match.route;
-      request.gatewayRoute = route.path;
-      if (match.kind === 'method-not-allowed') {
-        reply.header('allow', [...route.allowedMethods!].join(', '));
-        return deny(request, reply, route.path, { code: 'methodNotAllowed' });
-      }
+  const handler = async (request: FastifyRequest, reply: FastifyReply) => {
+    // request.url is already normalized (canonicalUrl in app.ts); undefined: it could not be.
+    const path = normalizePath(request.url.split('?', 1)[0]!);
+    if (path === undefined) return sendError(reply, 'badRequest');
+    // The gateway's own paths never reach an upstream, whatever the route table says: another
+    // method on /api/v1/auth/login is a 405 here, not a request to the application behind.
+    const own = ownMethods(path);
+    if (own.length) {
+      reply.header('allow', own.join(', '));
+      return deny(request, reply, 'own', { code: 'methodNotAllowed' });
+    }
+    const routes = services.routes; // one table for the whole request, even across a reload
+    const match = routes.match(request.method, path);
+    if (match.kind === 'none') return sendError(reply, 'routeNotFound');
+    const route = match.route;
+    request.gatewayRoute = route.path;
+    if (match.kind === 'method-not-allowed') {
+      reply.header('allow', [...route.allowedMethods!].join(', '));
+      return deny(request, reply, route.path, { code: 'methodNotAllowed' });
+    }
 
-      let auth: AuthResult = { kind: 'anonymous' };
-      if (route.auth !== 'none') {
-        auth = await authenticate(request.headers, services);
-        if (auth.kind === 'denied') return deny(request, reply, route.path, auth.denial);
-        if (auth.kind === 'anonymous' && route.auth === 'required') return deny(request, reply, route.path, { code: 'tokenInvalid' });
-      }
-      const user = auth.kind === 'authenticated' ? auth.user : undefined;
-      if (route.plans) {
-        const denial = checkPlan(user, route.plans);
-        if (denial) return deny(request, reply, route.path, denial);
-      }
-      if (route.dailyLimit && user) {
-        const denial = await services.daily.consume(user);
-        if (denial) return deny(request, reply, route.path, denial);
-      }
+    // auth → plan → daily, each only when the route asks for it (STYLE: the one-way flow).
+    let auth: AuthResult = { kind: 'anonymous' };
+    if (route.auth !== 'none') {
+      auth = await authenticate(request.headers, services);
+      if (auth.kind === 'denied') return deny(request, reply, route.path, auth.denial);
+      if (auth.kind === 'anonymous' && route.auth === 'required') return deny(request, reply, route.path, { code: 'tokenInvalid' });
+    }
+    const user = auth.kind === 'authenticated' ? auth.user : undefined;
+    if (route.plans) {
+      const denial = checkPlan(user, route.plans);
+      if (denial) return deny(request, reply, route.path, denial);
+    }
+    if (route.dailyLimit && user) {
+      const denial = await services.daily.consume(user);
+      if (denial) return deny(request, reply, route.path, denial);
+    }
 
-      // Authorization is dropped when it carried the gateway's own token; on `auth: none`
-      // routes it belongs to the upstream unless it is one of ours.
-      const bearer = bearerToken(request.headers);
-      const dropAuthorization = auth.kind === 'authenticated' ? auth.method === 'bearer' || bearer !== undefined
-        : bearer !== undefined && (await services.tokens.verifyAccess(bearer)) !== null;
-      const xff = request.headers['x-forwarded-for'];
-      const socketAddress = request.socket.remoteAddress ?? '';
-      const headers = upstreamHeaders(request.headers, {
-        requestId: request.id,
-        forwardedFor: services.config.server.trustProxy && xff ? `${String(xff)}, ${socketAddress}` : socketAddress,
-        proto: request.protocol,
-        host: request.headers.host,
-        identity: auth.kind === 'authenticated' ? { user: auth.user, method: auth.method } : undefined,
-        dropAuthorization,
-        extra: auth.kind === 'authenticated' && route.target.assertion && services.assertions
-          ? await services.assertions.headerFor(auth.user, auth.method, route.upstreamName)
-          : undefined,
+    // Authorization is dropped when it carried the gateway's own token; on `auth: none`
+    // routes it belongs to the upstream unless it is one of ours.
+    const bearer = bearerToken(request.headers);
+    const dropAuthorization = auth.kind === 'authenticated' ? auth.method === 'bearer' || bearer !== undefined
+      : bearer !== undefined && (await services.tokens.verifyAccess(bearer)) !== null;
+    const xff = request.headers['x-forwarded-for'];
+    const socketAddress = request.socket.remoteAddress ?? '';
+    const context: ForwardContext = {
+      requestId: request.id,
+      forwardedFor: services.config.server.trustProxy && xff ? `${String(xff)}, ${socketAddress}` : socketAddress,
+      proto: request.protocol,
+      host: request.host || undefined,
+      identity: auth.kind === 'authenticated' ? { user: auth.user, method: auth.method } : undefined,
+      dropAuthorization,
+      extra: auth.kind === 'authenticated' && route.target.assertion && services.assertions
+        ? await services.assertions.headerFor(auth.user, auth.method, route.upstreamName)
+        : undefined,
+    };
+
+    services.metrics.guardDecisions.inc({ route: route.path, outcome: 'allowed' });
+    request.log.debug({ route: route.path, upstream: route.upstreamName, userId: user?.id }, 'proxying');
+    try {
+      return reply.from(`${route.target.url}${match.upstreamPath}`, {
+        timeout: route.target.timeout,
+        // reply-from's copy: Host already set to the upstream's, Connection and the headers it
+        // names already gone (so `Connection: x-user-id` cannot remove what we add next).
+        rewriteRequestHeaders: (_request, base) => upstreamHeaders(base, context),
+        rewriteHeaders: (headers) => downstreamHeaders(headers),
+        // Never resend: a retried POST could run twice, and a 503 is the upstream's answer to pass on.
+        retryDelay: () => null,
+        onError: (replyOnError, { error }) => upstreamFailed(request, replyOnError as FastifyReply, route.upstreamName, error),
       });
+    } catch (err) {
+      // reply-from refuses paths it cannot build (malformed percent-encoding).
+      request.log.info({ err }, 'path refused by the proxy');
+      return sendError(reply, 'badRequest');
+    }
+  };
 
-      request.log.debug({ route: route.path, upstream: route.upstreamName, userId: user?.id }, 'proxying');
-      try {
-        return reply.from(`${route.target.url}${match.upstreamPath}`, {
-          timeout: route.target.timeout,
-          rewriteRequestHeaders: () => headers,
-          onError: (replyOnError, { error }) => upstreamFailed(request, replyOnError as FastifyReply, route.upstreamName, error),
-        });
-      } catch (err) {
-        // reply-from refuses paths it cannot build (malformed percent-encoding, encoded `..`).
-        request.log.info({ err }, 'path refused by the proxy');
-        return sendError(reply, 'badRequest');
-      }
-    },
-  });
+  app.route({ method: [...HTTP_METHODS], url: '/*', handler });
+
+  // Seven router lookups cost a few microseconds; proxied paths repeat, so their answers are kept.
+  const ownMethodsByPath = new LRUCache<string, readonly string[]>({ max: OWN_PATHS_CACHE_SIZE });
+
+  /** Methods the gateway itself serves on this path (its own endpoints), if any. */
+  function ownMethods(path: string): readonly string[] {
+    let methods = ownMethodsByPath.get(path);
+    if (methods === undefined) {
+      methods = HTTP_METHODS.filter((method) => {
+        const found = app.findRoute({ method, url: path });
+        // Everything else lands on this catch-all, whose match carries the `*` parameter.
+        return found !== null && !('*' in (found.params as Record<string, unknown>));
+      });
+      ownMethodsByPath.set(path, methods.length ? methods : NONE);
+    }
+    return methods;
+  }
 
   function deny(request: FastifyRequest, reply: FastifyReply, routePath: string, denial: Denial): FastifyReply {
     request.log.info({ route: routePath, reason: denial.code }, 'request denied');
@@ -112,23 +139,40 @@ export async function proxyRoutes(app: FastifyInstance, opts: { services: Servic
   }
 
   function upstreamFailed(request: FastifyRequest, reply: FastifyReply, upstream: string, error: unknown): void {
-  const err = error as { code?: string; statusCode?: number; cause?: { code?: string } } | undefined;
-  const code = err?.code ?? '';
-  const causeCode = err?.cause?.code ?? '';
-  if (code === 'FST_ERR_CTP_BODY_TOO_LARGE' || err?.statusCode === 413) {
-    if (!reply.sent) sendError(reply, 'payloadTooLarge');
-    return;
+    const chain = causes(error);
+    // A chunked body that outgrew bodyLimit fails the upstream request from our side.
+    if (chain.some((e) => e.code === 'FST_ERR_CTP_BODY_TOO_LARGE')) {
+      request.log.info({ upstream }, 'request body over the limit');
+      if (!reply.sent) sendError(reply, 'payloadTooLarge');
+      else reply.raw.destroy();
+      return;
+    }
+    const timedOut = chain.some((e) => e.statusCode === 504 || /TIMEOUT/.test(e.code ?? ''));
+    const code = chain.map((e) => e.code).filter(Boolean).at(-1);
+    request.log.warn({ upstream, code, timedOut }, 'upstream failed');
+    services.metrics.upstreamErrors.inc({ upstream, kind: timedOut ? 'timeout' : 'unavailable' });
+    if (reply.sent) {
+      // Headers already went out: all that is left is to cut the response short.
+      reply.raw.destroy();
+      return;
+    }
+    sendError(reply, timedOut ? 'upstreamTimeout' : 'upstreamUnavailable');
   }
-  const timedOut = err?.statusCode === 504 || /TIMEOUT/.test(code) || /TIMEOUT/.test(causeCode);
-  request.log.warn({ upstream, code: code || causeCode, timedOut }, 'upstream failed');
-  services.metrics.upstreamErrors.inc({ upstream, kind: timedOut ? 'timeout' : 'unavailable' });
-  if (reply.sent) {
-    // Headers already went out: all that is left is to cut the response short.
-    reply.raw.destroy();
-    return;
+}
+
+/** The error and its causes (reply-from wraps undici's errors, which wrap ours). */
+function causes(error: unknown): Array<{ code?: string; statusCode?: number }> {
+  const out: Array<{ code?: string; statusCode?: number }> = [];
+  let e = error as { code?: string; statusCode?: number; cause?: unknown } | undefined;
+  while (e && typeof e === 'object' && out.length < 5) {
+    out.push(e);
+    e = e.cause as typeof e;
   }
-  sendError(reply, timedOut ? 'upstreamTimeout' : 'upstreamUnavailable');
-  }
+  return out;
+}
+
+function bodyTooLarge(): Error {
+  return Object.assign(new Error('body too large'), { statusCode: 413, code: 'FST_ERR_CTP_BODY_TOO_LARGE' });
 }
 
 /** Counts a chunked body as it streams and fails it past the limit (no Content-Length to check). */
@@ -137,7 +181,7 @@ function sizeLimit(limit: number): Transform {
   return new Transform({
     transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback) {
       seen += chunk.length;
-      if (seen > limit) callback(Object.assign(new Error('body too large'), { statusCode: 413, code: 'FST_ERR_CTP_BODY_TOO_LARGE' }));
+      if (seen > limit) callback(bodyTooLarge());
       else callback(null, chunk);
     },
   });

@@ -21,10 +21,14 @@ export interface ForwardContext {
   extra?: Record<string, string>;
 }
 
+// Hop-by-hop headers (RFC 9110 §7.6.1) describe one connection, never the next one. `expect` is
+// answered by the gateway itself (node sends the 100 Continue) and undici cannot forward it.
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'expect']);
+
 export function upstreamHeaders(incoming: IncomingHttpHeaders, ctx: ForwardContext): IncomingHttpHeaders {
   const out: IncomingHttpHeaders = {};
   for (const [name, value] of Object.entries(incoming)) {
-    if (value === undefined || isIdentityHeader(name)) continue;
+    if (value === undefined || isIdentityHeader(name) || HOP_BY_HOP.has(name)) continue;
     out[name] = value;
   }
   delete out['x-api-key'];
@@ -42,5 +46,21 @@ export function upstreamHeaders(incoming: IncomingHttpHeaders, ctx: ForwardConte
     out['x-auth-method'] = method;
   }
   if (ctx.extra) Object.assign(out, ctx.extra);
+  return out;
+}
+
+/**
+ * What the client receives of the upstream's headers: all of them but the hop-by-hop ones (an
+ * upstream's `Connection: close` must not close the client's connection) and x-request-id, which
+ * stays the gateway's so a client can quote the id found in the gateway's logs.
+ */
+export function downstreamHeaders(incoming: Record<string, string | string[] | undefined>): Record<string, string | string[] | undefined> {
+  const named = String(incoming.connection ?? '').toLowerCase().split(',').map((t) => t.trim());
+  const out: Record<string, string | string[] | undefined> = {};
+  for (const [name, value] of Object.entries(incoming)) {
+    const n = name.toLowerCase();
+    if (HOP_BY_HOP.has(n) || named.includes(n) || n === 'x-request-id') continue;
+    out[name] = value;
+  }
   return out;
 }

@@ -50,16 +50,46 @@ function joinPath(prefix: string, rest: string): string {
   return joined.startsWith('/') ? joined : `/${joined}`;
 }
 
+// Percent-escapes of unreserved characters (RFC 3986 §2.3) name the same resource as the bare
+// character, and many upstream frameworks decode them before routing: `/p%61id` is `/paid` there.
+const ESCAPE = /%([0-9A-Fa-f]{2})/g;
+const UNRESERVED = /^[A-Za-z0-9\-._~]$/;
+// Only paths that may need work go through the URL parser; the common case costs one regex test.
+const MAY_NEED_WORK = /%|\/\/|\/\.|\\/;
+
 /**
- * The path as an upstream will understand it: dot segments (also percent-encoded) resolved and
- * repeated slashes folded, so `/public/../paid` is matched, guarded and forwarded as `/paid`,
- * never matched as one route and served as another. Undefined when it cannot be a path.
+ * The path as an upstream will understand it: unreserved escapes decoded, dot segments (also
+ * percent-encoded) resolved and repeated slashes folded, so `/public/../paid` is matched, guarded
+ * and forwarded as `/paid`, never matched as one route and served as another. Undefined when an
+ * upstream could read it as another path than we do: a backslash, an encoded slash or backslash
+ * (`/public%2F..%2Fpaid` is `/paid` to an upstream that decodes before splitting) or a `..;`
+ * segment (`/public/..;/paid` is `/paid` to servlet containers), or when it is not a path at all.
  */
 export function normalizePath(rawPath: string): string | undefined {
-  if (!rawPath.startsWith('/') || rawPath.includes('\\')) return undefined;
+  if (!rawPath.startsWith('/')) return undefined;
+  if (!MAY_NEED_WORK.test(rawPath)) return rawPath;
+  if (rawPath.includes('\\')) return undefined;
+  const decoded = rawPath.replace(ESCAPE, (escape, hex: string) => {
+    const char = String.fromCharCode(parseInt(hex, 16));
+    return UNRESERVED.test(char) ? char : escape;
+  });
+  if (/%2f|%5c/i.test(decoded) || /\/\.\.?;/.test(decoded)) return undefined;
   try {
-    return new URL(rawPath.replace(/\/{2,}/g, '/'), 'http://gateway.invalid').pathname;
+    return new URL(decoded.replace(/\/{2,}/g, '/'), 'http://gateway.invalid').pathname;
   } catch {
     return undefined;
   }
+}
+
+/**
+ * request.url with its path normalized (query untouched), for fastify's rewriteUrl: every route,
+ * the gateway's own endpoints included, is matched on the same path the proxy forwards. A path
+ * that cannot be normalized is left as is; the proxy answers it 400.
+ */
+export function canonicalUrl(url: string): string {
+  const q = url.indexOf('?');
+  const path = q === -1 ? url : url.slice(0, q);
+  const normalized = normalizePath(path);
+  if (normalized === undefined || normalized === path) return url;
+  return q === -1 ? normalized : normalized + url.slice(q);
 }

@@ -78,14 +78,17 @@ export async function setActive(db: Queryable, id: number, active: boolean): Pro
 /**
  * Counts one use of the day if the user is still under the limit, atomically: the WHERE admits
  * only while the day's count is below `limit`, so concurrent requests on any instance cannot
- * both pass. Returns the new count, or null when the day is used up.
+ * both pass. Returns the new count, or null when the day is used up. The date only moves
+ * forward: an instance whose clock lags another's around midnight cannot take the user back to
+ * the previous day and hand out that day's uses a second time.
  */
 export async function countDailyUse(db: Queryable, id: number, today: string, limit: number): Promise<number | null> {
   const rows = await db.query<{ daily_usage: number }>(
     `UPDATE users
         SET daily_usage = CASE WHEN last_usage_date = $2::date THEN daily_usage + 1 ELSE 1 END,
             last_usage_date = $2::date
-      WHERE id = $1 AND (last_usage_date IS DISTINCT FROM $2::date OR daily_usage < $3)
+      WHERE id = $1 AND (last_usage_date IS NULL OR last_usage_date < $2::date
+                         OR (last_usage_date = $2::date AND daily_usage < $3))
       RETURNING daily_usage`,
     [id, today, limit],
   );

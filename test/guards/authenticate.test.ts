@@ -1,0 +1,201 @@
+// Authentication guard (spec §5) on proxied routes: bearer access token first, then X-API-Key,
+// else 401. Two instances on one database; API keys are inserted by SQL (their endpoints are Pro's),
+// always for pro users, as the Pro endpoints would.
+import { createHash, randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import {
+  bearer, closeSql, describeWithServices, eventually, makeUser, marker, sql, startTwoGateways, testClock, testConfig,
+  type TestClock, type TestGateway,
+} from '../helpers/gateway.js';
+import { startEchoUpstream, type EchoUpstream } from '../helpers/upstream.js';
+
+const INVALID = { error: 'Token invalide ou expiré' };
+const NOT_FOUND = { error: 'Utilisateur introuvable' };
+
+/** A personal API key stored the way the Pro endpoints store it: SHA-256 hex only. */
+async function insertKey(userId: number, options: { revoked?: boolean } = {}): Promise<string> {
+  const raw = `gw_${randomBytes(24).toString('base64url')}`;
+  await sql('INSERT INTO api_tokens (user_id, token_hash, revoked) VALUES ($1, $2, $3)', [
+    userId, createHash('sha256').update(raw).digest('hex'), options.revoked ? 1 : 0,
+  ]);
+  return raw;
+}
+
+describeWithServices('authentication guard', () => {
+  let upstream: EchoUpstream;
+  let a: TestGateway;
+  let b: TestGateway;
+  let clock: TestClock;
+
+  beforeAll(async () => {
+    upstream = await startEchoUpstream();
+    clock = testClock();
+    const config = testConfig({
+      upstreams: { app: { url: upstream.url } },
+      routes: [
+        { path: '/private', upstream: 'app', auth: 'required' },
+        { path: '/maybe', upstream: 'app', auth: 'optional' },
+        { path: '/open', upstream: 'app', auth: 'none' },
+      ],
+    });
+    [a, b] = await startTwoGateways(config, { clock });
+  });
+
+  afterAll(async () => {
+    await Promise.all([a?.close(), b?.close()]);
+    await upstream?.close();
+    await closeSql();
+  });
+
+  it('admits a valid bearer access token on both instances', async () => {
+    const user = await makeUser(a);
+    const m = marker();
+    for (const gw of [a, b]) {
+      const res = await gw.get(`/private/${m}`, { headers: bearer(user.access) });
+      expect(res.status).toBe(200);
+      expect(res.json.headers).toMatchObject({ 'x-user-id': String(user.id), 'x-auth-method': 'bearer', 'x-user-plan': 'free', 'x-user-email': user.email });
+    }
+    expect(upstream.count(m)).toBe(2);
+  });
+
+  it('answers 401 "Token invalide ou expiré" without a usable credential', async () => {
+    const user = await makeUser(a);
+    const m = marker();
+    const cases: Array<Record<string, string>> = [
+      {},
+      { authorization: 'Bearer not.a.jwt' },
+      { authorization: `Bearer ${user.refresh}` }, // a refresh token is not an access token
+      { authorization: `Bearer ${user.access}x` },
+      { authorization: 'Bearer' },
+      { authorization: user.access }, // no scheme
+      { authorization: 'Basic dXNlcjpwYXNz' },
+      { 'x-api-key': 'gw_never_issued' },
+      { 'x-api-key': '   ' },
+    ];
+    for (const headers of cases) {
+      const res = await b.get(`/private/${m}`, { headers });
+      expect(res.status, JSON.stringify(headers)).toBe(401);
+      expect(res.json).toEqual(INVALID);
+    }
+    expect(upstream.count(m)).toBe(0);
+  });
+
+  it('refuses an access token once it has expired (15 minutes)', async () => {
+    const user = await makeUser(a);
+    const m = marker();
+    expect((await a.get(`/private/${m}`, { headers: bearer(user.access) })).status).toBe(200);
+    clock.advance(15 * 60_000 + 1000);
+    try {
+      for (const gw of [a, b]) {
+        const res = await gw.get(`/private/${m}`, { headers: bearer(user.access) });
+        expect(res.status).toBe(401);
+        expect(res.json).toEqual(INVALID);
+      }
+    } finally {
+      clock.advance(-(15 * 60_000 + 1000));
+    }
+    expect(upstream.count(m)).toBe(1);
+  });
+
+  it('answers 401 "Utilisateur introuvable" to a valid token of a missing or inactive user', async () => {
+    const m = marker();
+    const ghost = await a.services.tokens.issuePair({ id: 2_000_000_000, email: 'ghost@example.test', plan: 'pro' });
+    const res = await a.get(`/private/${m}`, { headers: bearer(ghost.pair.access_token) });
+    expect(res.status).toBe(401);
+    expect(res.json).toEqual(NOT_FOUND);
+
+    const user = await makeUser(a, { plan: 'pro' });
+    const key = await insertKey(user.id);
+    expect((await b.get(`/private/${m}`, { headers: bearer(user.access) })).status).toBe(200);
+    await sql('UPDATE users SET is_active = 0 WHERE id = $1', [user.id]);
+    for (const gw of [a, b]) {
+      await eventually(async () => (await gw.get(`/private/${m}`, { headers: bearer(user.access) })).status === 401, 1000);
+      // The bearer names a user: the spec stops there, even with a valid key beside it.
+      const both = await gw.get(`/private/${m}`, { headers: { ...bearer(user.access), 'x-api-key': key } });
+      expect(both.json).toEqual(NOT_FOUND);
+      // A key alone of an inactive user is an invalid key.
+      const keyOnly = await gw.get(`/private/${m}`, { headers: { 'x-api-key': key } });
+      expect(keyOnly.json).toEqual(INVALID);
+    }
+    const deleted = await makeUser(b);
+    await sql('DELETE FROM users WHERE id = $1', [deleted.id]);
+    await eventually(async () => (await a.get(`/private/${m}`, { headers: bearer(deleted.access) })).status === 401, 1000);
+    expect((await a.get(`/private/${m}`, { headers: bearer(deleted.access) })).json).toEqual(NOT_FOUND);
+    expect(upstream.count(m)).toBe(1);
+  });
+
+  it('falls back to X-API-Key when the bearer check fails, and records last_used_at off the response path', async () => {
+    const user = await makeUser(a, { plan: 'pro' });
+    const key = await insertKey(user.id);
+    const hash = createHash('sha256').update(key).digest('hex');
+    expect(await sql('SELECT last_used_at FROM api_tokens WHERE token_hash = $1', [hash])).toEqual([{ last_used_at: null }]);
+    const m = marker();
+    const before = Date.now();
+    const cases: Array<Record<string, string>> = [
+      { 'x-api-key': key },
+      { 'X-API-KEY': `  ${key}\t` },
+      { authorization: 'Bearer expired.or.forged', 'x-api-key': key },
+      { authorization: `Bearer ${user.refresh}`, 'x-api-key': key },
+    ];
+    for (const [i, headers] of cases.entries()) {
+      const res = await (i % 2 ? b : a).get(`/private/${m}`, { headers });
+      expect(res.status, JSON.stringify(headers)).toBe(200);
+      expect(res.json.headers).toMatchObject({ 'x-user-id': String(user.id), 'x-auth-method': 'api-key', 'x-user-plan': 'pro' });
+    }
+    expect(upstream.count(m)).toBe(4);
+    await eventually(async () => {
+      const [row] = await sql<{ last_used_at: Date | null }>('SELECT last_used_at FROM api_tokens WHERE token_hash = $1', [hash]);
+      return row!.last_used_at !== null && row!.last_used_at.getTime() >= before - 1000;
+    }, 3000, 100);
+  });
+
+  it('prefers a valid bearer token over an API key of another user', async () => {
+    const bearerUser = await makeUser(a);
+    const keyUser = await makeUser(a, { plan: 'pro' });
+    const key = await insertKey(keyUser.id);
+    const m = marker();
+    const res = await b.get(`/private/${m}`, { headers: { ...bearer(bearerUser.access), 'x-api-key': key } });
+    expect(res.json.headers).toMatchObject({ 'x-user-id': String(bearerUser.id), 'x-auth-method': 'bearer' });
+  });
+
+  it('refuses a revoked key, and a key revoked by SQL on both instances within a second', async () => {
+    const user = await makeUser(a, { plan: 'pro' });
+    const revoked = await insertKey(user.id, { revoked: true });
+    const key = await insertKey(user.id);
+    const m = marker();
+    expect((await a.get(`/private/${m}`, { headers: { 'x-api-key': revoked } })).json).toEqual(INVALID);
+    for (const gw of [a, b]) expect((await gw.get(`/private/${m}`, { headers: { 'x-api-key': key } })).status).toBe(200);
+    await sql('UPDATE api_tokens SET revoked = 1 WHERE user_id = $1', [user.id]);
+    for (const gw of [a, b]) {
+      await eventually(async () => (await gw.get(`/private/${m}`, { headers: { 'x-api-key': key } })).status === 401, 1000);
+    }
+    expect(upstream.count(m)).toBe(2);
+  });
+
+  it('auth: optional passes anonymous requests and identifies the ones with a valid credential', async () => {
+    const user = await makeUser(a, { plan: 'pro' });
+    const key = await insertKey(user.id);
+    const m = marker();
+    const anonymous = await a.get(`/maybe/${m}`);
+    expect(anonymous.status).toBe(200);
+    expect(Object.keys(anonymous.json.headers).filter((h) => h.startsWith('x-user-') || h === 'x-auth-method')).toEqual([]);
+    const withBearer = await b.get(`/maybe/${m}`, { headers: bearer(user.access) });
+    expect(withBearer.json.headers).toMatchObject({ 'x-user-id': String(user.id), 'x-auth-method': 'bearer' });
+    const withKey = await a.get(`/maybe/${m}`, { headers: { 'x-api-key': key } });
+    expect(withKey.json.headers).toMatchObject({ 'x-user-id': String(user.id), 'x-auth-method': 'api-key' });
+    const invalid = await b.get(`/maybe/${m}`, { headers: bearer('not.a.jwt') });
+    expect(invalid.status).toBe(401);
+    expect(invalid.json).toEqual(INVALID);
+    expect(upstream.count(m)).toBe(3);
+  });
+
+  it('auth: none never authenticates nor refuses', async () => {
+    const m = marker();
+    for (const headers of [{}, bearer('not.a.jwt'), { 'x-api-key': 'gw_unknown' }] as Array<Record<string, string>>) {
+      const res = await a.get(`/open/${m}`, { headers });
+      expect(res.status).toBe(200);
+      expect(res.json.headers['x-user-id']).toBeUndefined();
+    }
+    expect(upstream.count(m)).toBe(3);
+  });
+});

@@ -1,0 +1,113 @@
+// The daily limit while Redis comes and goes: Postgres alone keeps it exact, and the Redis gate is
+// used again once Redis answers, with no restart. The test runs a Redis server of its own.
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import net from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  bearer, closeSql, describeWithServices, eventually, makeUser, marker, sql, startTwoGateways, testConfig, testServices,
+  type TestGateway, type TestUser,
+} from '../helpers/gateway.js';
+import { startEchoUpstream, type EchoUpstream } from '../helpers/upstream.js';
+
+const hasRedisServer = spawnSync('redis-server', ['--version']).status === 0;
+
+async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+/** redis-server on `port`, without persistence (a restart starts empty, like a flushed Redis). */
+async function startRedis(port: number): Promise<ChildProcess> {
+  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('redis-server did not start')), 10_000);
+    child.stdout!.on('data', (chunk: Buffer) => {
+      if (String(chunk).includes('Ready to accept connections')) { clearTimeout(timer); resolve(); }
+    });
+    child.once('exit', (code) => { clearTimeout(timer); reject(new Error(`redis-server exited with ${code}`)); });
+  });
+  return child;
+}
+
+async function stopRedis(child: ChildProcess | undefined): Promise<void> {
+  if (!child || child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill('SIGKILL');
+  await exited;
+}
+
+const LIMIT_1 = { error: 'Limite quotidienne atteinte (plan free: 1 course/jour)', upgrade_url: '/api/v1/subscription/upgrade' };
+
+(hasRedisServer ? describeWithServices : describe.skip)('daily limit while Redis is down', () => {
+  let upstream: EchoUpstream;
+  let gateways: TestGateway[];
+  let redis: ChildProcess | undefined;
+  let port: number;
+
+  const stat = (name: 'refusedByRedis' | 'refusedByPostgres' | 'admitted') => gateways.reduce((n, gw) => n + gw.services.daily.stats[name], 0);
+  const race = (gw: TestGateway, user: TestUser, m: string) => gw.get(`/race/${m}`, { headers: bearer(user.access) });
+  const burst = (user: TestUser, m: string, n: number) => Promise.all(Array.from({ length: n }, (_, i) => race(gateways[i % 2]!, user, m)));
+  const usage = async (id: number) => (await sql('SELECT daily_usage FROM users WHERE id = $1', [id]))[0]!.daily_usage;
+
+  beforeAll(async () => {
+    upstream = await startEchoUpstream();
+    port = await freePort();
+    redis = await startRedis(port);
+    const config = testConfig({
+      storage: { redis: `redis://127.0.0.1:${port}`, redisKeyPrefix: `${testServices!.redisPrefix}outage:` },
+      upstreams: { app: { url: upstream.url } },
+      routes: [{ path: '/race', upstream: 'app', auth: 'required', dailyLimit: true }],
+    });
+    gateways = await startTwoGateways(config);
+  });
+
+  afterAll(async () => {
+    await Promise.all((gateways ?? []).map((gw) => gw.close()));
+    await stopRedis(redis);
+    await upstream?.close();
+    await closeSql();
+  });
+
+  it('keeps exactly one use per day on Postgres alone, and uses Redis again once it is back', async () => {
+    const [a, b] = gateways as [TestGateway, TestGateway];
+    const early = await makeUser(a);
+    const m = marker();
+
+    // Redis up: the repeat is refused by the Redis gate.
+    expect((await race(a, early, m)).status).toBe(200);
+    let refusedByRedis = stat('refusedByRedis');
+    expect((await race(b, early, m)).json).toEqual(LIMIT_1);
+    expect(stat('refusedByRedis')).toBe(refusedByRedis + 1);
+
+    // Redis gone: Postgres alone decides, still exactly one use.
+    await stopRedis(redis);
+    await eventually(() => gateways.every((gw) => gw.services.redis!.status !== 'ready'), 5000);
+    const during = await makeUser(b);
+    const refusedByPostgres = stat('refusedByPostgres');
+    const results = await burst(during, m, 20);
+    expect(results.filter((r) => r.status === 200)).toHaveLength(1);
+    for (const r of results.filter((x) => x.status !== 200)) expect(r.json).toEqual(LIMIT_1);
+    expect(stat('refusedByPostgres')).toBe(refusedByPostgres + 19);
+    expect((await race(a, early, m)).json).toEqual(LIMIT_1);
+    expect(await usage(during.id)).toBe(1);
+
+    // Redis back, empty, on the same port: the gateways reconnect by themselves.
+    redis = await startRedis(port);
+    await eventually(() => gateways.every((gw) => gw.services.redis!.status === 'ready'), 10_000, 50);
+    const after = await makeUser(a);
+    const admitted = await burst(after, m, 10);
+    expect(admitted.filter((r) => r.status === 200)).toHaveLength(1);
+    // Users counted while Redis was away are refused by Postgres once, then by Redis again.
+    for (const user of [early, during]) {
+      expect((await race(a, user, m)).json).toEqual(LIMIT_1);
+      refusedByRedis = stat('refusedByRedis');
+      expect((await race(b, user, m)).json).toEqual(LIMIT_1);
+      expect(stat('refusedByRedis')).toBe(refusedByRedis + 1);
+    }
+    expect(upstream.count(m)).toBe(3);
+    expect([await usage(early.id), await usage(during.id), await usage(after.id)]).toEqual([1, 1, 1]);
+  });
+});

@@ -1,0 +1,183 @@
+// The identity cache (guards/identityCache.ts): no database round trip for a known user, yet a
+// change made by SQL reaches every instance within a second, also across a lost LISTEN connection.
+import { createHash, randomBytes } from 'node:crypto';
+import net from 'node:net';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import {
+  bearer, closeSql, describeWithServices, eventually, makeUser, marker, sql, startTestGateway, startTwoGateways, testConfig, testServices,
+  type TestGateway,
+} from '../helpers/gateway.js';
+import { startEchoUpstream, type EchoUpstream } from '../helpers/upstream.js';
+
+/**
+ * A TCP relay to the run's Postgres that can freeze the connections that issued LISTEN: their
+ * bytes are held back, the sockets stay open. That is a LISTEN connection lost without a reset
+ * (a network partition, a failover): the client cannot notice by itself.
+ */
+async function startFreezableRelay(): Promise<{ url: string; freeze(): void; thaw(): void; close(): Promise<void> }> {
+  const target = new URL(testServices!.postgres);
+  const sockets = new Set<net.Socket>();
+  const thawers = new Set<() => void>();
+  let frozen = false;
+  const server = net.createServer((client) => {
+    const upstream = net.connect(Number(target.port || 5432), target.hostname || '127.0.0.1');
+    sockets.add(client).add(upstream);
+    let listener = false;
+    let held: Buffer[] = [];
+    const flush = () => { for (const chunk of held) client.write(chunk); held = []; };
+    thawers.add(flush);
+    const drop = () => { client.destroy(); upstream.destroy(); thawers.delete(flush); };
+    client.on('error', drop).on('close', drop);
+    upstream.on('error', drop).on('close', drop);
+    client.on('data', (chunk: Buffer) => {
+      if (chunk.includes('LISTEN ')) listener = true;
+      upstream.write(chunk);
+    });
+    upstream.on('data', (chunk: Buffer) => {
+      if (listener && frozen) held.push(chunk);
+      else client.write(chunk);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = new URL(testServices!.postgres);
+  url.hostname = '127.0.0.1';
+  url.port = String((server.address() as net.AddressInfo).port);
+  return {
+    url: url.toString(),
+    freeze: () => { frozen = true; },
+    thaw: () => { frozen = false; for (const flush of thawers) flush(); },
+    close: async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+/** The statements a gateway sends to Postgres while fn runs (key-usage flushes and heartbeats aside: they run off the request path). */
+async function queriesDuring(gw: TestGateway, fn: () => Promise<unknown>): Promise<string[]> {
+  const db = gw.services.db;
+  const original = db.query.bind(db);
+  const seen: string[] = [];
+  db.query = (async (text: string, params?: unknown[]) => { seen.push(text); return original(text, params); }) as typeof db.query;
+  try {
+    await fn();
+  } finally {
+    db.query = original;
+  }
+  return seen.filter((text) => !text.includes('last_used_at') && !text.includes('pg_notify'));
+}
+
+describeWithServices('identity cache', () => {
+  let upstream: EchoUpstream;
+  let a: TestGateway;
+  let b: TestGateway;
+
+  beforeAll(async () => {
+    upstream = await startEchoUpstream();
+    [a, b] = await startTwoGateways(testConfig({
+      upstreams: { app: { url: upstream.url } },
+      routes: [
+        { path: '/private', upstream: 'app', auth: 'required' },
+        { path: '/pro', upstream: 'app', auth: 'required', plans: ['pro'] },
+      ],
+    }));
+  });
+
+  afterAll(async () => {
+    await Promise.all([a?.close(), b?.close()]);
+    await upstream?.close();
+    await closeSql();
+  });
+
+  const status = async (gw: TestGateway, path: string, headers: Record<string, string>) => (await gw.get(path, { headers })).status;
+
+  it('serves a known user, by bearer or API key, without a database round trip', async () => {
+    const user = await makeUser(a, { plan: 'pro' });
+    const key = `gw_${randomBytes(24).toString('base64url')}`;
+    await sql('INSERT INTO api_tokens (user_id, token_hash) VALUES ($1, $2)', [user.id, createHash('sha256').update(key).digest('hex')]);
+    const m = marker();
+    for (const headers of [bearer(user.access), { 'x-api-key': key }]) {
+      expect(await status(a, `/pro/${m}`, headers)).toBe(200); // first sight: read from Postgres
+      const hits = a.services.identities.stats.hits;
+      const queries = await queriesDuring(a, async () => {
+        for (let i = 0; i < 10; i++) expect(await status(a, `/pro/${m}`, headers)).toBe(200);
+      });
+      expect(queries).toEqual([]);
+      expect(a.services.identities.stats.hits).toBeGreaterThanOrEqual(hits + 10);
+    }
+    expect(upstream.count(m)).toBe(22);
+  });
+
+  it('sees a plan or active flag changed by SQL on both instances within a second', async () => {
+    const user = await makeUser(a);
+    const m = marker();
+    const auth = bearer(user.access);
+    for (const gw of [a, b]) expect(await status(gw, `/pro/${m}`, auth)).toBe(403); // cached as free on both
+    await sql("UPDATE users SET plan = 'pro' WHERE id = $1", [user.id]);
+    for (const gw of [a, b]) await eventually(async () => (await status(gw, `/pro/${m}`, auth)) === 200, 1000);
+    const res = await b.get(`/pro/${m}`, { headers: auth });
+    expect(res.json.headers['x-user-plan']).toBe('pro');
+
+    await sql('UPDATE users SET is_active = 0 WHERE id = $1', [user.id]);
+    for (const gw of [a, b]) await eventually(async () => (await status(gw, `/private/${m}`, auth)) === 401, 1000);
+    expect((await a.get(`/private/${m}`, { headers: auth })).json).toEqual({ error: 'Utilisateur introuvable' });
+
+    await sql('UPDATE users SET is_active = 1 WHERE id = $1', [user.id]);
+    for (const gw of [a, b]) await eventually(async () => (await status(gw, `/private/${m}`, auth)) === 200, 1000);
+  });
+
+  it('bypasses the cache while the LISTEN connection is lost, and recovers', async () => {
+    const user = await makeUser(a);
+    const m = marker();
+    const auth = bearer(user.access);
+    for (const gw of [a, b]) expect(await status(gw, `/pro/${m}`, auth)).toBe(403);
+
+    await sql(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                WHERE datname = current_database() AND query LIKE 'LISTEN%' AND pid <> pg_backend_pid()`);
+    await eventually(() => !a.services.identities.isLive && !b.services.identities.isLive, 1000, 1);
+    // No notification can arrive now: the change is seen because the cache is not used.
+    await sql("UPDATE users SET plan = 'pro' WHERE id = $1", [user.id]);
+    for (const gw of [a, b]) expect(await status(gw, `/pro/${m}`, auth)).toBe(200);
+
+    await eventually(() => a.services.identities.isLive && b.services.identities.isLive, 5000);
+    // Listening again: hits come from memory, and changes still arrive within a second.
+    expect(await status(a, `/pro/${m}`, auth)).toBe(200);
+    const queries = await queriesDuring(a, async () => expect(await status(a, `/pro/${m}`, auth)).toBe(200));
+    expect(queries).toEqual([]);
+    await sql("UPDATE users SET plan = 'premium' WHERE id = $1", [user.id]);
+    for (const gw of [a, b]) await eventually(async () => (await status(gw, `/pro/${m}`, auth)) === 403, 1000);
+  });
+
+  it('stops trusting the cache when the LISTEN connection goes silent, and trusts it again once it answers', async () => {
+    const relay = await startFreezableRelay();
+    const config = testConfig({
+      storage: { postgres: relay.url },
+      upstreams: { app: { url: upstream.url } },
+      routes: [{ path: '/pro', upstream: 'app', auth: 'required', plans: ['pro'] }],
+    });
+    const gateways = [await startTestGateway(config), await startTestGateway(config)];
+    try {
+      const user = await makeUser(gateways[0]!);
+      const m = marker();
+      const auth = bearer(user.access);
+      for (const gw of gateways) expect(await status(gw, `/pro/${m}`, auth)).toBe(403);
+
+      relay.freeze();
+      // The notification of this change never arrives; the change must show within a second anyway.
+      await sql("UPDATE users SET plan = 'pro' WHERE id = $1", [user.id]);
+      for (const gw of gateways) await eventually(async () => (await status(gw, `/pro/${m}`, auth)) === 200, 1000);
+      expect(gateways.map((gw) => gw.services.identities.isLive)).toEqual([false, false]);
+
+      relay.thaw();
+      await eventually(() => gateways.every((gw) => gw.services.identities.isLive), 3000);
+      expect(await status(gateways[1]!, `/pro/${m}`, auth)).toBe(200);
+      const queries = await queriesDuring(gateways[1]!, async () => expect(await status(gateways[1]!, `/pro/${m}`, auth)).toBe(200));
+      expect(queries).toEqual([]);
+      await sql("UPDATE users SET plan = 'free' WHERE id = $1", [user.id]);
+      for (const gw of gateways) await eventually(async () => (await status(gw, `/pro/${m}`, auth)) === 403, 1000);
+    } finally {
+      await Promise.all(gateways.map((gw) => gw.close()));
+      await relay.close();
+    }
+  });
+});

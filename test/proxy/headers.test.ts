@@ -1,0 +1,176 @@
+// What upstreams receive (CONTRACT §3): client-sent identity headers never get through, on any
+// route; the gateway's own set comes once, with exact values; credentials stay at the gateway.
+import { createHash, randomBytes } from 'node:crypto';
+import http from 'node:http';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import {
+  bearer, closeSql, describeWithServices, makeUser, marker, sql, startTestGateway, startTwoGateways, testConfig, type TestGateway, type TestUser,
+} from '../helpers/gateway.js';
+import { startEchoUpstream, type EchoUpstream, type Hit } from '../helpers/upstream.js';
+
+/** A request with raw header lines (duplicates and odd spellings kept as written). */
+function rawRequest(baseUrl: string, path: string, headerPairs: string[]): Promise<{ status: number; headers: http.IncomingHttpHeaders; json: any }> { // eslint-disable-line @typescript-eslint/no-explicit-any
+  const url = new URL(baseUrl);
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: url.hostname, port: url.port, method: 'GET', path, headers: ['Host', url.host, ...headerPairs], agent: false }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => { text += c; });
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, json: JSON.parse(text) }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+// Every way a client could try to pass identity along, including a Connection header naming the
+// gateway's own headers so that a proxy honouring it would strip them after adding them.
+const FORGED = [
+  'X_User_Id', '999', 'x-user-id', '998', 'X-USER-ID', '997', 'X-User-Plan', 'pro', 'x_user_plan', 'pro', 'X-User-Email', 'boss@example.test',
+  'x-user-whatever', 'x', 'X-Auth-Method', 'bearer', 'x_auth_method', 'api-key', 'X-Gateway-Assertion', 'forged.jws.value', 'x_gateway_assertion', 'forged',
+  'Connection', 'keep-alive, x-user-id, X-User-Plan, x-auth-method, x-request-id, x-forwarded-for',
+];
+
+const IDENTITY = /^(x-user-.*|x-auth-method|x-gateway-assertion)$/;
+/** The identity headers the upstream got, as written on the wire (names normalized the way frameworks read them). */
+function identityLines(hit: Hit): Array<[string, string]> {
+  const out: Array<[string, string]> = [];
+  for (let i = 0; i < hit.rawHeaders.length; i += 2) {
+    const name = hit.rawHeaders[i]!.toLowerCase().replace(/_/g, '-');
+    if (IDENTITY.test(name)) out.push([name, hit.rawHeaders[i + 1]!]);
+  }
+  return out.sort();
+}
+
+describeWithServices('identity headers sent upstream', () => {
+  let upstream: EchoUpstream;
+  let a: TestGateway;
+  let b: TestGateway;
+  let user: TestUser;
+  let apiKey: string;
+
+  beforeAll(async () => {
+    upstream = await startEchoUpstream();
+    const config = testConfig({
+      upstreams: { app: { url: upstream.url } },
+      routes: [
+        { path: '/open', upstream: 'app', auth: 'none' },
+        { path: '/maybe', upstream: 'app', auth: 'optional' },
+        { path: '/private', upstream: 'app', auth: 'required' },
+      ],
+    });
+    [a, b] = await startTwoGateways(config);
+    // API keys are for pro users (other suites check that no other plan holds one).
+    user = await makeUser(a, { plan: 'pro' });
+    apiKey = `gw_${randomBytes(24).toString('base64url')}`;
+    await sql('INSERT INTO api_tokens (user_id, token_hash) VALUES ($1, $2)', [user.id, createHash('sha256').update(apiKey).digest('hex')]);
+  });
+
+  afterAll(async () => {
+    await Promise.all([a?.close(), b?.close()]);
+    await upstream?.close();
+    await closeSql();
+  });
+
+  const own = (method: string): Array<[string, string]> => [
+    ['x-auth-method', method], ['x-user-email', user.email], ['x-user-id', String(user.id)], ['x-user-plan', 'pro'],
+  ];
+
+  it('removes every client-sent identity header on auth: none and anonymous optional routes', async () => {
+    for (const [gw, route] of [[a, 'open'], [b, 'maybe']] as const) {
+      const m = marker();
+      const res = await rawRequest(gw.url, `/${route}/${m}`, FORGED);
+      expect(res.status).toBe(200);
+      const hit = upstream.last(m)!;
+      expect(identityLines(hit)).toEqual([]);
+      expect(hit.headers.connection).not.toMatch(/x-user|x-auth|x-request-id|x-forwarded/i);
+      expect(hit.headers['x-request-id']).toBe(res.headers['x-request-id']);
+    }
+  });
+
+  it('replaces them with the gateway\'s own, once each, for bearer and API key users', async () => {
+    const cases = [
+      { gw: a, route: 'private', auth: bearer(user.access), method: 'bearer' },
+      { gw: b, route: 'private', auth: { 'x-api-key': apiKey }, method: 'api-key' },
+      { gw: a, route: 'maybe', auth: bearer(user.access), method: 'bearer' },
+      { gw: b, route: 'maybe', auth: { 'x-api-key': apiKey }, method: 'api-key' },
+    ];
+    for (const { gw, route, auth, method } of cases) {
+      const m = marker();
+      const [name, value] = Object.entries(auth)[0]!;
+      const res = await rawRequest(gw.url, `/${route}/${m}`, [...FORGED, name, value]);
+      expect(res.status).toBe(200);
+      const hit = upstream.last(m)!;
+      expect(identityLines(hit)).toEqual(own(method));
+      // The gateway's credentials stay at the gateway.
+      expect(hit.headers.authorization).toBeUndefined();
+      expect(hit.headers['x-api-key']).toBeUndefined();
+    }
+  });
+
+  it('does not forward X-API-Key or the gateway\'s token even on auth: none routes, but keeps other Authorization', async () => {
+    const m = marker();
+    await a.get(`/open/${m}`, { headers: { ...bearer(user.access), 'x-api-key': apiKey } });
+    expect(upstream.last(m)!.headers.authorization).toBeUndefined();
+    expect(upstream.last(m)!.headers['x-api-key']).toBeUndefined();
+    expect(identityLines(upstream.last(m)!)).toEqual([]);
+    // Someone else's bearer token, or another scheme, is the upstream's business.
+    for (const authorization of ['Bearer not-a-gateway-token', 'Basic dXNlcjpwYXNz']) {
+      const n = marker();
+      await b.get(`/open/${n}`, { headers: { authorization } });
+      expect(upstream.last(n)!.headers.authorization).toBe(authorization);
+    }
+    // On an optional route another scheme is anonymous, not a failed login.
+    const basic = marker();
+    const res = await a.get(`/maybe/${basic}`, { headers: { authorization: 'Basic dXNlcjpwYXNz' } });
+    expect(res.status).toBe(200);
+    expect(upstream.last(basic)!.headers.authorization).toBe('Basic dXNlcjpwYXNz');
+    expect(identityLines(upstream.last(basic)!)).toEqual([]);
+  });
+
+  it('answers 401 on an optional route when a gateway credential fails', async () => {
+    const m = marker();
+    for (const headers of [{ authorization: 'Bearer expired.or.forged' }, { 'x-api-key': 'gw_unknown' }] as Array<Record<string, string>>) {
+      const res = await b.get(`/maybe/${m}`, { headers });
+      expect(res.status).toBe(401);
+      expect(res.json).toEqual({ error: 'Token invalide ou expiré' });
+    }
+    expect(upstream.count(m)).toBe(0);
+  });
+
+  it('sets X-Forwarded-For/-Proto/-Host and sends Host of the upstream', async () => {
+    const m = marker();
+    const res = await a.get(`/open/${m}`, { headers: { 'x-forwarded-for': '203.0.113.9', 'x-forwarded-host': 'evil.example', 'x-forwarded-proto': 'https' } });
+    expect(res.status).toBe(200);
+    const hit = upstream.last(m)!;
+    // trustProxy is false: what the client claims about its address is replaced, not extended.
+    expect(hit.headers['x-forwarded-for']).toBe('127.0.0.1');
+    expect(hit.headers['x-forwarded-proto']).toBe('http');
+    expect(hit.headers['x-forwarded-host']).toBe(new URL(a.url).host);
+    expect(hit.headers.host).toBe(new URL(upstream.url).host);
+  });
+
+  it('extends the client\'s X-Forwarded-* chain under server.trustProxy', async () => {
+    const trusting = await startTestGateway(testConfig({ server: { trustProxy: true }, upstreams: { app: { url: upstream.url } }, routes: [{ path: '/open', upstream: 'app', auth: 'none' }] }));
+    try {
+      const m = marker();
+      await trusting.get(`/open/${m}`, { headers: { 'x-forwarded-for': '203.0.113.9', 'x-forwarded-host': 'shop.example', 'x-forwarded-proto': 'https' } });
+      const hit = upstream.last(m)!;
+      expect(hit.headers['x-forwarded-for']).toBe('203.0.113.9, 127.0.0.1');
+      expect(hit.headers['x-forwarded-proto']).toBe('https');
+      expect(hit.headers['x-forwarded-host']).toBe('shop.example');
+    } finally {
+      await trusting.close();
+    }
+  });
+
+  it('uses one request id for the response, the upstream and a caller-supplied safe id', async () => {
+    const m = marker();
+    const res = await b.get(`/private/${m}`, { headers: { ...bearer(user.access), 'x-request-id': `trace-${m}` } });
+    expect(res.headers['x-request-id']).toBe(`trace-${m}`);
+    expect(upstream.last(m)!.headers['x-request-id']).toBe(`trace-${m}`);
+    const unsafe = await b.get(`/private/${m}`, { headers: { ...bearer(user.access), 'x-request-id': 'bad id with spaces' } });
+    expect(unsafe.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
+    expect(upstream.last(m)!.headers['x-request-id']).toBe(unsafe.headers['x-request-id']);
+  });
+});
