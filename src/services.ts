@@ -12,6 +12,9 @@ import { ApiKeyUsage } from './guards/apiKeyUsage.js';
 import { DailyLimiter } from './guards/dailyLimit.js';
 import { RouteTable } from './proxy/routeTable.js';
 import { createMetrics, type Metrics } from './admin/metrics.js';
+import { AssertionKeyring } from './assertion/keyring.js';
+import { AssertionSigner } from './assertion/signer.js';
+import { WebhookEvents } from './pro/deliveries.js';
 import type { User } from './storage/users.js';
 import type { AuthMethod } from './guards/authenticate.js';
 
@@ -113,15 +116,25 @@ export async function createServices(config: Config, options: ServiceOptions): P
     closers.push(() => identities.close());
     const keyUsage = new ApiKeyUsage(db, log);
     closers.push(() => keyUsage.close());
+    // Upstream assertions (CONTRACT §3): one Ed25519 key shared by all instances through the database.
+    const keyring = new AssertionKeyring(db, clock, log);
+    await keyring.start();
+    closers.push(() => keyring.close());
     const services: Services = {
       config, db, redis, clock, log, tokens, identities, keyUsage,
       daily: new DailyLimiter(db, redis, config.plans.freeDailyLimit, clock, log),
       routes: new RouteTable(config),
       metrics: createMetrics({ defaultMetrics: options.defaultMetrics }),
+      assertions: new AssertionSigner(keyring, clock, config.auth.jwt.issuer),
+      assertionKeys: async () => keyring.publicJwks(),
       async close() {
         for (const close of closers.reverse()) await close().catch((err: unknown) => log.warn({ err }, 'error while closing'));
       },
     };
+    services.metrics.observeIdentityCache(identities.stats);
+    const events = new WebhookEvents({ db, config: config.webhooks, clock, log, metrics: services.metrics });
+    services.events = events;
+    closers.push(() => events.close());
     return services;
   } catch (err) {
     for (const close of closers.reverse()) await close().catch(() => {});

@@ -2,6 +2,7 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { registerCommon } from '../app.js';
 import { healthRoutes } from '../health.js';
+import { adminRoutes } from './routes.js';
 import type { Services } from '../services.js';
 
 export async function buildAdminApp(services: Services): Promise<FastifyInstance> {
@@ -12,5 +13,6 @@ export async function buildAdminApp(services: Services): Promise<FastifyInstance
     reply.type(services.metrics.registry.contentType);
     return services.metrics.registry.metrics();
   });
+  await app.register(adminRoutes, { services, prefix: '/admin' });
   return app;
 }

@@ -5,6 +5,9 @@ export type Metrics = ReturnType<typeof createMetrics>;
 
 export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
   const registry = new Registry();
+  // The identity cache counts hits and misses in plain fields on its hot path; they are copied
+  // into the counter only when Prometheus scrapes.
+  let cacheStats: { hits: number; misses: number } | undefined;
   if (options.defaultMetrics) collectDefaultMetrics({ register: registry, prefix: 'gateway_' });
   return {
     registry,
@@ -16,6 +19,17 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     guardDecisions: new Counter({ name: 'gateway_guard_decisions_total', help: 'Guard denials by route and reason (allowed requests count as outcome "allowed")', labelNames: ['route', 'outcome'] as const, registers: [registry] }),
     upstreamErrors: new Counter({ name: 'gateway_upstream_errors_total', help: 'Upstream failures by upstream and kind', labelNames: ['upstream', 'kind'] as const, registers: [registry] }),
     webhookDeliveries: new Counter({ name: 'gateway_webhook_deliveries_total', help: 'Webhook delivery attempts by outcome', labelNames: ['outcome'] as const, registers: [registry] }),
-    cache: new Counter({ name: 'gateway_identity_cache_total', help: 'Identity cache lookups by result', labelNames: ['result'] as const, registers: [registry] }),
+    cache: new Counter({
+      name: 'gateway_identity_cache_total', help: 'Identity cache lookups by result', labelNames: ['result'] as const, registers: [registry],
+      collect() {
+        if (!cacheStats) return;
+        this.reset();
+        this.inc({ result: 'hit' }, cacheStats.hits);
+        this.inc({ result: 'miss' }, cacheStats.misses);
+      },
+    }),
+    observeIdentityCache(stats: { hits: number; misses: number }): void {
+      cacheStats = stats;
+    },
   };
 }

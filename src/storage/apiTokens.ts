@@ -25,6 +25,9 @@ export async function recordKeyUses(db: Queryable, uses: Map<string, Date>): Pro
 /** Stores a new key and revokes the user's earlier ones, in one unit. */
 export async function replaceKey(db: { transaction: <T>(fn: (tx: Queryable) => Promise<T>) => Promise<T> }, userId: number, tokenHash: string): Promise<{ createdAt: Date; revokedHashes: string[] }> {
   return db.transaction(async (tx) => {
+    // Serializes concurrent creations for one user: without it two could each revoke the other's
+    // earlier keys, insert, and leave two active keys.
+    await tx.query('SELECT 1 FROM users WHERE id = $1 FOR UPDATE', [userId]);
     const revoked = await tx.query<{ token_hash: string }>('UPDATE api_tokens SET revoked = 1 WHERE user_id = $1 AND revoked = 0 RETURNING token_hash', [userId]);
     const rows = await tx.query<{ created_at: Date }>('INSERT INTO api_tokens (user_id, token_hash) VALUES ($1, $2) RETURNING created_at', [userId, tokenHash]);
     return { createdAt: rows[0]!.created_at, revokedHashes: revoked.map((r) => r.token_hash) };
