@@ -1,13 +1,16 @@
 #!/usr/bin/env node
-// The `gateway` command: start | migrate | check | users set-plan|deactivate|activate.
+// The `gateway` command: start | migrate | check | users set-plan|deactivate|activate | keys rotate.
 import closeWithGrace from 'close-with-grace';
 import { ConfigError, loadConfig } from './config/load.js';
 import { PLANS, type Config, type Plan } from './config/schema.js';
 import { createLogger } from './logger.js';
 import { startGateway } from './server.js';
+import { reloadOnSignal } from './reload.js';
 import { openDatabase } from './storage/db.js';
 import { migrate } from './storage/migrations.js';
 import { findByEmail, setActive, setPlan } from './storage/users.js';
+import { rotateAssertionKeys } from './assertion/keys.js';
+import { RETIRED_KEY_PUBLISHED_MS } from './assertion/keyring.js';
 
 const USAGE = `Usage: gateway <command> [--config FILE]
 
@@ -18,6 +21,7 @@ Commands:
   users set-plan EMAIL PLAN    set a user's plan (free, premium, pro)
   users deactivate EMAIL       deactivate a user
   users activate EMAIL         activate a user
+  keys rotate                  make a new upstream assertion key current (the previous one stays published until what it signed has expired)
 
 The config file is --config FILE, else $GATEWAY_CONFIG, else ./gateway.yaml.`;
 
@@ -75,6 +79,16 @@ async function usersCommand(config: Config, [action, email, plan]: string[]): Pr
   });
 }
 
+async function keysCommand(config: Config, [action]: string[]): Promise<string> {
+  if (action !== 'rotate') throw new UsageError('keys needs: rotate');
+  return withDatabase(config, async (db) => {
+    if (config.storage.migrate) await migrate(db);
+    const { current, previous, next } = await rotateAssertionKeys(db);
+    // Running instances pick the rotation up through NOTIFY (or their periodic reload).
+    return `assertion key rotated: now signing with kid ${current}` + (previous ? `; ${previous} stays published for ${RETIRED_KEY_PUBLISHED_MS / 1000} s` : '') + `; next kid ${next} is published ahead`;
+  });
+}
+
 async function main(argv: string[]): Promise<number> {
   const { args, configPath } = parseArgs(argv);
   const [command, ...rest] = args;
@@ -92,6 +106,9 @@ async function main(argv: string[]): Promise<number> {
       console.log(applied.length ? `applied: ${applied.join(', ')}` : 'nothing to apply');
       return 0;
     }
+    case 'keys':
+      console.log(await keysCommand(config, rest));
+      return 0;
     case 'users':
       console.log(await usersCommand(config, rest));
       return 0;
@@ -100,10 +117,14 @@ async function main(argv: string[]): Promise<number> {
       const gateway = await startGateway(config, { log, defaultMetrics: true });
       log.info({ url: gateway.url, admin: gateway.adminUrl, storage: config.storage.postgres ? 'postgres' : `embedded (${config.storage.embeddedDir})` }, 'gateway listening');
       console.log(`gateway listening on ${gateway.url}${gateway.adminUrl ? ` (admin on ${gateway.adminUrl})` : ''}`);
-      closeWithGrace({ delay: SHUTDOWN_GRACE_MS }, async ({ signal, err }) => {
+      // SIGHUP reloads (src/reload.ts); close-with-grace would otherwise treat it as a shutdown.
+      const stopReloading = reloadOnSignal(gateway.services, () => loadConfig(file).config);
+      closeWithGrace({ delay: SHUTDOWN_GRACE_MS, skip: ['SIGHUP'], logger: { error: (m: unknown) => log.error(m) } }, async ({ signal, err }) => {
+        stopReloading();
         if (err) log.error({ err }, 'shutting down after an error');
         else log.info({ signal }, 'shutting down: finishing requests in flight');
         await gateway.close();
+        log.info('shut down');
       });
       return -1; // keeps running
     }
