@@ -1,14 +1,19 @@
 // buildApp: the public listener's fastify instance, ready for inject() or listen(); never listens.
 // A request flows: own endpoint (auth, user, health, JWKS) or route table → guards → upstream.
 import { randomUUID } from 'node:crypto';
+import { STATUS_CODES, type ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
 import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
 import rateLimit from '@fastify/rate-limit';
-import { errorBody, ERRORS, GatewayError, sendError } from './errors.js';
-import { lenientJson } from './http.js';
+import { errorBody, ERRORS, GatewayError, sendError, type ErrorCode } from './errors.js';
+import { isJsonType, lenientJson } from './http.js';
 import { isUnavailable } from './storage/db.js';
 import { authRoutes } from './auth/routes.js';
+import { authRateLimitOptions } from './guards/authRateLimit.js';
 import { healthRoutes } from './health.js';
+import { AccessLog, lazyChildLogger } from './logger.js';
 import { proxyRoutes } from './proxy/forward.js';
+import { canonicalUrl } from './proxy/routeTable.js';
 import { userRoutes } from './pro/routes.js';
 import type { Services } from './services.js';
 
@@ -33,32 +38,63 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     genReqId: (req) => requestId(req.headers['x-request-id']),
     bodyLimit: config.server.bodyLimit,
     trustProxy: config.server.trustProxy,
-    return503OnClosing: true,
+    // While draining (SIGTERM), a request already received on a keep-alive connection is served
+    // normally with `Connection: close` rather than refused with fastify's non-catalog 503 body.
+    return503OnClosing: false,
+    clientErrorHandler,
+    // A URL the router cannot decode (`/x/%`) gets the catalog's 400, not fastify's own body.
+    frameworkErrors: (_error, _request, reply) => sendError(reply, 'badRequest'),
+    // One path for everything: own endpoints and routes are matched on the normalized path the
+    // proxy forwards, so `/x/../api/v1/auth/login` cannot reach an upstream (proxy/routeTable.ts).
+    rewriteUrl: (req) => canonicalUrl(req.url ?? '/'),
+    // One access line per request instead of two, at debug, and request.log made on first use
+    // (src/logger.ts): logging was the largest per-request cost after the proxying itself.
+    logController: new AccessLog(),
+    childLoggerFactory: lazyChildLogger,
   });
   registerCommon(app, services);
 
   await app.register(healthRoutes, { services });
   app.get('/.well-known/jwks.json', async (_request, reply) => {
-    reply.header('cache-control', 'public, max-age=300');
+    // Short: after a rotation, HTTP caches must not hide the new next key for long.
+    reply.header('cache-control', 'public, max-age=60');
     return { keys: [...services.tokens.publicJwks, ...((await services.assertionKeys?.()) ?? [])] };
   });
   await app.register(async (auth) => {
-    const { max, window } = config.auth.rateLimit;
-    if (max > 0) {
-      await auth.register(rateLimit, {
-        max,
-        timeWindow: window,
-        ...(services.redis ? { redis: services.redis, nameSpace: 'ratelimit:' } : {}),
-        skipOnError: true,
-        keyGenerator: (request) => request.ip,
-        errorResponseBuilder: () => new GatewayError('rateLimited'),
-      });
-    }
+    // Always registered (max 0 lets every request through) so a reload can switch it on.
+    await auth.register(rateLimit, authRateLimitOptions(services));
     await auth.register(authRoutes, { services });
   }, { prefix: '/api/v1/auth' });
   await app.register(userRoutes, { services, prefix: '/api/v1/user' });
   await app.register(proxyRoutes, { services });
   return app;
+}
+
+/**
+ * HTTP that cannot even be parsed (bad syntax, headers over Node's limit, headers sent too slowly)
+ * never reaches a route: answer it from the catalog too, then drop the connection, which cannot
+ * be trusted to carry another request.
+ */
+export function clientErrorHandler(this: FastifyInstance, err: NodeJS.ErrnoException, socket: Duplex): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  // Bytes after a request that declared no body (a pipelined or smuggled "request"): the earlier
+  // request on this connection is still being answered. Let that answer go out alone, then close.
+  const inFlight = (socket as Duplex & { _httpMessage?: ServerResponse | null })._httpMessage;
+  if (inFlight) {
+    if (!inFlight.headersSent) inFlight.setHeader('connection', 'close');
+    inFlight.once('close', () => socket.destroy());
+    return;
+  }
+  const code: ErrorCode = err.code === 'HPE_HEADER_OVERFLOW' ? 'headersTooLarge' : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 'requestTimeout' : 'badRequest';
+  this.log.debug({ code: err.code }, 'unparsable request');
+  const { status } = ERRORS[code];
+  const body = JSON.stringify(errorBody(code));
+  // A response to HEAD has no body, even this one (the request line is in the bytes that failed).
+  const head = (err as { rawPacket?: Buffer }).rawPacket?.subarray(0, 5).toString('latin1') === 'HEAD ';
+  if (socket.writable) {
+    socket.write(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${head ? '' : body}`);
+  }
+  socket.destroy();
 }
 
 /** What both listeners share: request ids, the lenient JSON parser, the error catalog, metrics. */
@@ -75,7 +111,9 @@ export function registerCommon(app: FastifyInstance, services: Services): void {
 
   // Spec §4: a missing, non-JSON, other-typed or non-object body reads as {} (never 415/400).
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('*', { parseAs: 'string' }, (_request, body, done) => done(null, lenientJson(body as string)));
+  // Only a JSON content type is read: text/plain and forms can be sent cross-site by any web page
+  // without a CORS preflight (CSRF), so their bodies count as {} even when they hold JSON.
+  app.addContentTypeParser('*', { parseAs: 'string' }, (request, body, done) => done(null, isJsonType(request.headers['content-type']) ? lenientJson(body as string) : {}));
 
   app.setNotFoundHandler((_request, reply) => sendError(reply, 'routeNotFound'));
   app.setErrorHandler((error: FastifyError, request, reply) => {

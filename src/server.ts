@@ -1,4 +1,5 @@
 // start(): services, both listeners, listen; close() undoes it in order, letting requests finish.
+import type { Server, ServerResponse } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { buildApp } from './app.js';
@@ -12,7 +13,31 @@ export interface RunningGateway {
   admin?: FastifyInstance;
   url: string;
   adminUrl?: string;
+  /** Stops accepting, waits for requests in flight, then closes storage. Safe to call twice. */
   close(): Promise<void>;
+}
+
+/**
+ * Lets a listener drain without waiting out keep-alive timeouts. server.close() stops accepting
+ * and fastify closes the connections that are idle at that moment, but a connection whose request
+ * is still in flight would stay open (keep-alive) after its response, holding shutdown for up to
+ * the keep-alive timeout. So responses not yet started go out with `Connection: close`, and each
+ * connection that turns idle while draining is closed right away.
+ */
+function drainable(server: Server): () => void {
+  const inFlight = new Set<ServerResponse>();
+  let draining = false;
+  server.on('request', (_req, res: ServerResponse) => {
+    inFlight.add(res);
+    res.once('close', () => {
+      inFlight.delete(res);
+      if (draining) server.closeIdleConnections();
+    });
+  });
+  return () => {
+    draining = true;
+    for (const res of inFlight) if (!res.headersSent) res.setHeader('connection', 'close');
+  };
 }
 
 export async function startGateway(config: Config, options: ServiceOptions & { log: Logger }): Promise<RunningGateway> {
@@ -21,18 +46,29 @@ export async function startGateway(config: Config, options: ServiceOptions & { l
   let admin: FastifyInstance | undefined;
   try {
     app = await buildApp(services);
+    const drainApp = drainable(app.server);
     const url = await app.listen({ host: config.server.host, port: config.server.port });
     let adminUrl: string | undefined;
+    let drainAdmin: (() => void) | undefined;
     if (config.admin.port !== 0) {
       admin = await buildAdminApp(services);
+      drainAdmin = drainable(admin.server);
       adminUrl = await admin.listen({ host: config.admin.host, port: config.admin.port });
     }
+    let closing: Promise<void> | undefined;
     const running: RunningGateway = {
       services, app, admin, url, adminUrl,
-      async close() {
-        // Stop accepting first; fastify waits for requests in flight before resolving.
-        await Promise.all([app!.close(), admin?.close()]);
-        await services.close();
+      close() {
+        closing ??= (async () => {
+          // Stop accepting first; fastify resolves once the requests in flight (proxied ones
+          // included: the upstream agent is closed only after the listener) have been answered.
+          drainApp();
+          drainAdmin?.();
+          await Promise.all([app!.close(), admin?.close()]);
+          // Then the Postgres pool, Redis and the LISTEN connection.
+          await services.close();
+        })();
+        return closing;
       },
     };
     return running;

@@ -1,0 +1,115 @@
+// Upstreams failing: refusing connections, resetting before answering, dying mid-response or
+// stalling. The gateway answers 502 / 504 from the catalog where it still can, cuts the response
+// where headers already went out, and other routes and its own endpoints are not affected.
+import http from 'node:http';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { closeSql, describeWithServices, eventually, marker, startTestGateway, testConfig, type TestGateway } from '../helpers/gateway.js';
+import { request } from '../helpers/http.js';
+import { sparePort, startHoldingUpstream, type HoldingUpstream } from './support.js';
+
+describeWithServices('upstream failures', () => {
+  let healthy: HoldingUpstream;
+  let faulty: HoldingUpstream;
+  let gw: TestGateway;
+
+  beforeAll(async () => {
+    [healthy, faulty] = await Promise.all([startHoldingUpstream(), startHoldingUpstream()]);
+    // Per-path faults: /reset/ drops the connection unanswered, /die/ sends half a body then dies,
+    // /stall/ never answers. Everything else is echoed.
+    const echo = faulty.handle!;
+    faulty.handle = (req, res, body) => {
+      const url = req.url ?? '';
+      if (url.includes('/reset/')) { req.socket.destroy(); return true; }
+      if (url.includes('/die/')) {
+        res.writeHead(200, { 'content-type': 'text/plain', 'content-length': '1000' });
+        res.write('partial');
+        setTimeout(() => req.socket.destroy(), 20);
+        return true;
+      }
+      if (url.includes('/stall/')) return true;
+      return echo(req, res, body);
+    };
+    gw = await startTestGateway(testConfig({
+      upstreams: {
+        healthy: { url: healthy.url, timeout: '30s' },
+        faulty: { url: faulty.url, timeout: '500ms' },
+        refusing: { url: `http://127.0.0.1:${await sparePort()}` },
+      },
+      routes: [
+        { path: '/ok', upstream: 'healthy', auth: 'none' },
+        { path: '/faulty', upstream: 'faulty', auth: 'none' },
+        { path: '/refusing', upstream: 'refusing', auth: 'none' },
+      ],
+    }));
+  });
+  afterAll(async () => {
+    await gw?.close();
+    await Promise.all([healthy?.close(), faulty?.close()]);
+    await closeSql();
+  });
+
+  it('502 when the upstream refuses the connection', async () => {
+    const res = await gw.get('/refusing/x');
+    expect(res.status).toBe(502);
+    expect(res.json).toEqual({ error: 'Service en amont indisponible' });
+    expect(res.headers['x-request-id']).toEqual(expect.any(String));
+  });
+
+  it('502 when the upstream resets the connection before answering', async () => {
+    const res = await gw.get(`/faulty/reset/${marker()}`);
+    expect(res.status).toBe(502);
+    expect(res.json).toEqual({ error: 'Service en amont indisponible' });
+  });
+
+  it('504 when the upstream does not answer within its timeout', async () => {
+    const res = await gw.request('POST', `/faulty/stall/${marker()}`, { json: { a: 1 } });
+    expect(res.status).toBe(504);
+    expect(res.json).toEqual({ error: 'Service en amont trop lent' });
+  });
+
+  it('cuts the response short when the upstream dies mid-body (never a fake complete answer)', async () => {
+    const outcome = await new Promise<string>((resolve) => {
+      const url = new URL(gw.url);
+      http.get({ host: url.hostname, port: url.port, path: `/faulty/die/${marker()}`, agent: false }, (res) => {
+        let body = '';
+        res.setEncoding('utf8').on('data', (c: string) => { body += c; });
+        res.on('end', () => resolve(`complete:${res.statusCode}:${body}`));
+        res.on('error', () => resolve(`cut:${res.statusCode}:${body}`));
+        res.on('aborted', () => resolve(`cut:${res.statusCode}:${body}`));
+      }).on('error', () => resolve('cut:before headers'));
+    });
+    expect(outcome).toMatch(/^cut:/);
+    // The gateway itself is fine and the same upstream still serves other requests.
+    const m = marker();
+    expect((await gw.get(`/faulty/${m}`)).status).toBe(200);
+    expect(faulty.count(m)).toBe(1);
+  });
+
+  it('serves /healthz, /readyz and other routes while 100 requests are stalled on one upstream', async () => {
+    const m = marker();
+    const hold = healthy.hold(m);
+    const stalled = Array.from({ length: 100 }, (_, i) => request(gw.url, 'GET', `/ok/${m}/${i}`, { timeout: 60_000 }));
+    await eventually(() => hold.held() === 100, 20_000);
+
+    let settled = 0;
+    for (const p of stalled) void p.then(() => settled++, () => settled++);
+    expect(await gw.get('/healthz')).toMatchObject({ status: 200, json: { status: 'ok' } });
+    expect((await gw.get('/readyz')).status).toBe(200);
+    expect((await gw.get('/refusing/x')).status).toBe(502);
+    const other = marker();
+    expect((await gw.get(`/faulty/${other}`)).status).toBe(200);
+    // All of that was answered while every one of the 100 was still waiting.
+    expect(settled).toBe(0);
+
+    hold.release();
+    const answers = await Promise.all(stalled);
+    expect(answers.every((r) => r.status === 200)).toBe(true);
+  });
+
+  it('counts upstream failures in the metrics by upstream and kind', async () => {
+    const metrics = await gw.services.metrics.registry.metrics();
+    expect(metrics).toMatch(/gateway_upstream_errors_total\{upstream="refusing",kind="unavailable"\} [1-9]/);
+    expect(metrics).toMatch(/gateway_upstream_errors_total\{upstream="faulty",kind="timeout"\} [1-9]/);
+    expect(gw.logs.join('\n')).not.toContain('"statusCode":500');
+  });
+});
