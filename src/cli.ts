@@ -28,6 +28,8 @@ The config file is --config FILE, else $GATEWAY_CONFIG, else ./gateway.yaml.`;
 const SHUTDOWN_GRACE_MS = 10_000;
 
 class UsageError extends Error {}
+/** A well-formed command that cannot be carried out (unknown email): its message alone, no usage text. */
+class CommandError extends Error {}
 
 function parseArgs(argv: string[]): { args: string[]; configPath?: string } {
   const args: string[] = [];
@@ -69,7 +71,7 @@ async function usersCommand(config: Config, [action, email, plan]: string[]): Pr
   return withDatabase(config, async (db) => {
     if (config.storage.migrate) await migrate(db);
     const user = await findByEmail(db, email.trim().toLowerCase());
-    if (!user) throw new UsageError(`no user with email ${email}`);
+    if (!user) throw new CommandError(`no user with email ${email}`);
     if (action === 'set-plan') {
       await setPlan(db, user.id, plan as Plan);
       return `user ${user.id} (${user.email}): plan ${user.plan} → ${plan}`;
@@ -138,6 +140,7 @@ main(process.argv.slice(2)).then((code) => {
 }, (err: unknown) => {
   if (err instanceof ConfigError) console.error(err.message);
   else if (err instanceof UsageError) console.error(`gateway: ${err.message}\n\n${USAGE}`);
+  else if (err instanceof CommandError) console.error(`gateway: ${err.message}`);
   else console.error(`gateway: ${err instanceof Error ? err.stack ?? err.message : String(err)}`);
   process.exitCode = 1;
 });
