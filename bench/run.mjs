@@ -1,0 +1,570 @@
+#!/usr/bin/env node
+// npm run bench: the gateway side by side with a raw @fastify/http-proxy (no guards, the
+// baseline), both in front of one small upstream, loaded by autocannon in alternating rounds.
+//
+// Layout: this process is the load generator; the upstream, the baseline and the gateway are
+// child processes, so the load generator and the servers never share an event loop. The gateway
+// is the built CLI (`node dist/cli.js start`) on a database and Redis key prefix of its own
+// (dropped after), or on embedded PGlite when no Postgres answers. Everything listens on loopback.
+//
+// Environment: BENCH_SECONDS (per round, default 3), BENCH_ROUNDS (rounds per target, default 3),
+// BENCH_WARMUP (seconds per target and scenario, default 1), BENCH_CONNECTIONS (default 50),
+// BENCH_USERS (users per group, default 10), BENCH_LOG_LEVEL (the gateway's, default info),
+// BENCH_ONLY (a subset: public,bearer,plan,apikey,daily,assertion,logins), BENCH_KEEP=1 (keep the
+// generated config and the gateway's log),
+// BENCH_GATEWAY_NODE_ARGS / BENCH_BASELINE_NODE_ARGS (node flags, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"),
+// DATABASE_URL, REDIS_URL.
+import { fork, spawn } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const SELF = fileURLToPath(import.meta.url);
+const ROOT = path.resolve(path.dirname(SELF), '..');
+const role = process.argv[2] === '--role' ? process.argv[3] : 'main';
+
+const env = process.env;
+const SECONDS = positive(env.BENCH_SECONDS, 3);
+const ROUNDS = Math.round(positive(env.BENCH_ROUNDS, 3));
+const WARMUP = positive(env.BENCH_WARMUP, 1);
+const CONNECTIONS = Math.round(positive(env.BENCH_CONNECTIONS, 50));
+const USERS = Math.round(positive(env.BENCH_USERS, 10));
+const LOGINS_PER_SECOND = 10;
+const PASSWORD = 'bench-password-0123';
+// The undici pool the gateway uses (src/proxy/forward.ts), so the baseline proxies the same way.
+const UNDICI = { connections: 128, pipelining: 1, keepAliveTimeout: 30_000 };
+
+function positive(text, fallback) {
+  const n = Number(text);
+  return text && Number.isFinite(n) && n > 0 ? n : fallback;
+}
+
+// ── child: the upstream ─────────────────────────────────────────────────────────────────────
+// Answers a small JSON echo of the identity it received: cheap, and lets the bench check that
+// each scenario really went through its guards (user id, method, assertion).
+async function runUpstream() {
+  const server = http.createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      const body = JSON.stringify({
+        path: req.url,
+        user: req.headers['x-user-id'] ?? null,
+        plan: req.headers['x-user-plan'] ?? null,
+        method: req.headers['x-auth-method'] ?? null,
+        assertion: typeof req.headers['x-gateway-assertion'] === 'string',
+      });
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+      res.end(body);
+    });
+  });
+  // Outlive the proxies' idle connections, so no round pays for reconnecting.
+  server.keepAliveTimeout = 120_000;
+  server.headersTimeout = 121_000;
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  process.send({ port: server.address().port });
+  process.on('disconnect', () => process.exit(0));
+  process.on('SIGTERM', () => process.exit(0));
+}
+
+// ── child: the baseline ─────────────────────────────────────────────────────────────────────
+async function runBaseline(upstream) {
+  const { default: Fastify } = await import('fastify');
+  const { default: proxy } = await import('@fastify/http-proxy');
+  const app = Fastify({ logger: false });
+  await app.register(proxy, { upstream, undici: UNDICI });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  process.send({ port: app.server.address().port });
+  const stop = () => app.close().finally(() => process.exit(0));
+  process.on('disconnect', stop);
+  process.on('SIGTERM', stop);
+}
+
+// ── the load generator ──────────────────────────────────────────────────────────────────────
+async function main() {
+  const { default: autocannon } = await import('autocannon');
+  const cleanups = [];
+  const cleanup = async () => {
+    for (const step of cleanups.reverse()) await step().catch((err) => console.error(`cleanup: ${err.message}`));
+    cleanups.length = 0;
+  };
+  process.once('SIGINT', () => { console.error('\ninterrupted: cleaning up'); void cleanup().finally(() => process.exit(130)); });
+
+  const tmp = mkdtempSync(path.join(os.tmpdir(), 'gw-bench-'));
+  // BENCH_KEEP=1 keeps the generated config and the gateway's log for a look afterwards.
+  cleanups.push(async () => (env.BENCH_KEEP ? console.log(`kept ${tmp}`) : rmSync(tmp, { recursive: true, force: true })));
+  try {
+    const storage = await prepareStorage(tmp, cleanups);
+    const upstream = await startChild('upstream', [], cleanups);
+    const baseline = await startChild('baseline', [upstream.url], cleanups);
+
+    const data = await seed(storage);
+    const gateway = await startGateway(tmp, storage, upstream.url, cleanups);
+    const pro = await Promise.all(data.pro.map((u) => login(gateway.url, u)));
+    const used = await Promise.all(data.used.map((u) => login(gateway.url, u)));
+    const groups = { pro, used, keys: data.pro };
+
+    // ── Scenarios ─────────────────────────────────────────────────────────────────────────
+    // One row of the table each. `route` is declared in gatewayConfig(); `headers` gives one
+    // header set per user (connections take them in turn); `expect` is the status every
+    // response must have, and `identity` what the upstream must have been told. `targets`
+    // prints pass/fail. `requires` names a gateway feature probed before the run: the scenario
+    // is skipped (and says so) until the gateway has it.
+    const bearerOf = (users) => users.map((u) => ({ authorization: `Bearer ${u.token}` }));
+    const scenarios = [
+      { name: 'public (auth: none)', route: '/public', headers: () => [{}], expect: 200 },
+      { name: 'bearer', route: '/bearer', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer' },
+      { name: 'bearer + plan', route: '/plan', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', targets: { ratio: 0.85, p99DeltaMs: 2 } },
+      { name: 'API key', route: '/apikey', headers: () => groups.keys.map((u) => ({ 'x-api-key': u.apiKey })), expect: 200, identity: 'api-key' },
+      { name: 'daily-limit refusal (429)', route: '/daily', headers: () => bearerOf(groups.used), expect: 429, targets: { ratio: 1.0 } },
+      // Assertion route: an upstream with `assertion: true` (CONTRACT §3, x-gateway-assertion).
+      { name: 'bearer, assertion upstream', route: '/assertion', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', requires: 'assertion' },
+    ];
+
+    // BENCH_ONLY=plan,daily,logins runs a subset (route names without the slash), for quick checks.
+    const only = env.BENCH_ONLY ? new Set(env.BENCH_ONLY.split(',').map((s) => s.trim())) : undefined;
+    for (const s of scenarios) s.skip = only && !only.has(s.route.slice(1)) ? 'not in BENCH_ONLY' : await probe(gateway.url, s);
+    console.log(`\nLoad: ${CONNECTIONS} connections, ${ROUNDS} rounds of ${SECONDS} s per target (after ${WARMUP} s of warm-up), alternating baseline and gateway.`);
+    console.log(`Storage: ${storage.label}. Gateway log level: ${gateway.logLevel}.\n`);
+
+    const measure = (target, scenario, seconds, extra) => load(autocannon, target, scenario, seconds, extra);
+    // A fresh process runs slower for a while (JIT, pools, caches): warm both up once first.
+    const warm = scenarios.find((s) => s.route === '/plan');
+    await measure(baseline, warm, Math.max(2, WARMUP * 2));
+    await measure(gateway, warm, Math.max(2, WARMUP * 2));
+
+    const rows = [];
+    for (const scenario of scenarios) {
+      if (scenario.skip) {
+        rows.push({ scenario });
+        console.log(`- ${scenario.name}: skipped (${scenario.skip})`);
+        continue;
+      }
+      await measure(baseline, scenario, WARMUP);
+      await measure(gateway, scenario, WARMUP);
+      const runs = { baseline: [], gateway: [] };
+      for (let round = 0; round < ROUNDS; round++) {
+        runs.baseline.push(await measure(baseline, scenario, SECONDS));
+        runs.gateway.push(await measure(gateway, scenario, SECONDS));
+      }
+      const row = { scenario, baseline: combine(runs.baseline), gateway: combine(runs.gateway) };
+      rows.push(row);
+      console.log(`- ${scenario.name}: req/s per round: baseline ${row.baseline.rounds}; gateway ${row.gateway.rounds}`);
+    }
+
+    // Logins beside bearer traffic: argon2 shares libuv's threadpool with WebCrypto, and both
+    // share the CPU with the proxy. Alternating rounds without and with ~10 logins/s.
+    const bearer = scenarios.find((s) => s.route === '/bearer');
+    const quiet = [];
+    const busy = [];
+    const logins = { ok: 0, failed: 0, latencies: [] };
+    let loginRun;
+    if (!only || only.has('logins')) {
+      await measure(gateway, bearer, WARMUP);
+      for (let round = 0; round < ROUNDS; round++) {
+        quiet.push(await measure(gateway, bearer, SECONDS));
+        busy.push(await measure(gateway, bearer, SECONDS, { logins: { users: data.pro, into: logins } }));
+      }
+      loginRun = { quiet: combine(quiet), busy: combine(busy), logins };
+      console.log(`- bearer beside ${LOGINS_PER_SECOND} logins/s: req/s per round: alone ${loginRun.quiet.rounds}; with logins ${loginRun.busy.rounds}`);
+    }
+
+    printReport(rows, loginRun, gateway);
+    const broken = rows.some((r) => r.gateway && (r.gateway.unexpected || r.baseline.unexpected)) || loginRun?.quiet.unexpected || loginRun?.busy.unexpected;
+    if (broken) process.exitCode = 1;
+  } catch (err) {
+    console.error(`bench failed: ${err.stack ?? err}`);
+    process.exitCode = 1;
+  } finally {
+    await cleanup();
+  }
+}
+
+// ── storage: a database and Redis prefix of the run's own, or embedded ─────────────────────
+async function prepareStorage(tmp, cleanups) {
+  const { default: pg } = await import('pg');
+  const { Redis } = await import('ioredis');
+  const suffix = randomBytes(5).toString('hex');
+  const baseUrl = env.DATABASE_URL ?? 'postgres://root@127.0.0.1:5432/test';
+  const redisUrl = env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+  const storage = { postgres: '', embeddedDir: path.join(tmp, 'data'), redis: '', redisKeyPrefix: `gw_bench_${suffix}:`, label: '' };
+
+  const admin = new pg.Client({ connectionString: baseUrl, connectionTimeoutMillis: 3000 });
+  try {
+    await admin.connect();
+    const dbName = `gw_bench_${suffix}`;
+    await admin.query(`CREATE DATABASE ${dbName}`);
+    await admin.end();
+    const url = new URL(baseUrl);
+    url.pathname = `/${dbName}`;
+    storage.postgres = url.toString();
+    cleanups.push(async () => {
+      const c = new pg.Client({ connectionString: baseUrl });
+      await c.connect();
+      await c.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
+      await c.end();
+    });
+  } catch (err) {
+    await admin.end().catch(() => {});
+    console.warn(`Postgres at ${baseUrl} is not usable (${err.message}): the gateway runs on embedded PGlite.`);
+  }
+
+  const redis = new Redis(redisUrl, { lazyConnect: true, connectTimeout: 2000, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  redis.on('error', () => {}); // a refused connection is reported below, once
+  try {
+    await redis.connect();
+    await redis.ping();
+    storage.redis = redisUrl;
+    cleanups.push(async () => {
+      let cursor = '0';
+      do {
+        const [next, keys] = await redis.scan(cursor, 'MATCH', `${storage.redisKeyPrefix}*`, 'COUNT', 1000);
+        cursor = next;
+        if (keys.length) await redis.del(...keys);
+      } while (cursor !== '0');
+      redis.disconnect();
+    });
+  } catch (err) {
+    redis.disconnect();
+    console.warn(`Redis at ${redisUrl} is not usable (${err.message}): daily limits are counted in Postgres alone.`);
+  }
+  storage.label = `${storage.postgres ? `Postgres (database ${new URL(storage.postgres).pathname.slice(1)})` : 'embedded PGlite'}, ${storage.redis ? `Redis (prefix ${storage.redisKeyPrefix})` : 'no Redis'}`;
+  return storage;
+}
+
+/**
+ * Users made directly in the database before the gateway starts (so this works on embedded
+ * PGlite too, which only one process may open): `pro` users with an API key each, and free
+ * users who already used the day.
+ */
+async function seed(storage) {
+  const { openDatabase } = await import(path.join(ROOT, 'dist/storage/db.js'));
+  const { migrate } = await import(path.join(ROOT, 'dist/storage/migrations.js'));
+  const { createUser, setPlan } = await import(path.join(ROOT, 'dist/storage/users.js'));
+  const { hashPassword } = await import(path.join(ROOT, 'dist/auth/passwords.js'));
+  const db = await openDatabase(storage);
+  try {
+    await migrate(db);
+    const hash = await hashPassword(PASSWORD);
+    const today = new Date().toISOString().slice(0, 10);
+    const make = async (tag, i) => {
+      const email = `bench-${tag}-${i}-${randomBytes(4).toString('hex')}@example.test`;
+      return { email, password: PASSWORD, id: await createUser(db, email, hash) };
+    };
+    const pro = [];
+    const used = [];
+    for (let i = 0; i < USERS; i++) {
+      const u = await make('pro', i);
+      await setPlan(db, u.id, 'pro');
+      u.apiKey = `bench_${randomBytes(24).toString('base64url')}`;
+      await db.query('INSERT INTO api_tokens (user_id, token_hash) VALUES ($1, $2)', [u.id, createHash('sha256').update(u.apiKey).digest('hex')]);
+      pro.push(u);
+      const f = await make('free', i);
+      await db.query('UPDATE users SET daily_usage = 1, last_usage_date = $2::date WHERE id = $1', [f.id, today]);
+      used.push(f);
+    }
+    return { pro, used };
+  } finally {
+    await db.close();
+  }
+}
+
+// ── processes ───────────────────────────────────────────────────────────────────────────────
+function startChild(name, args, cleanups) {
+  const nodeArgs = name === 'baseline' ? splitArgs(env.BENCH_BASELINE_NODE_ARGS) : [];
+  const child = fork(SELF, ['--role', name, ...args], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: nodeArgs });
+  cleanups.push(() => stopProcess(child));
+  return new Promise((resolve, reject) => {
+    child.once('message', ({ port }) => resolve({ name, pid: child.pid, url: `http://127.0.0.1:${port}` }));
+    child.once('exit', (code) => reject(new Error(`${name} exited (${code}) before listening`)));
+  });
+}
+
+function stopProcess(child) {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    const kill = setTimeout(() => child.kill('SIGKILL'), 15_000);
+    child.once('exit', () => { clearTimeout(kill); resolve(); });
+    child.kill('SIGTERM');
+  });
+}
+
+function splitArgs(text) {
+  return text ? text.split(/\s+/).filter(Boolean) : [];
+}
+
+async function freePort() {
+  const server = net.createServer();
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address();
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+function gatewayConfig(port, storage, upstreamUrl) {
+  const { label: _label, ...storageConfig } = storage;
+  return {
+    server: { host: '127.0.0.1', port },
+    storage: { ...storageConfig, migrate: true },
+    auth: { jwt: { algorithm: 'HS256', secret: randomBytes(48).toString('base64url') }, rateLimit: { max: 0 } },
+    plans: { freeDailyLimit: 1 },
+    admin: { port: 0 },
+    upstreams: {
+      echo: { url: upstreamUrl, timeout: '30s' },
+      signed: { url: upstreamUrl, timeout: '30s', assertion: true },
+    },
+    routes: [
+      { path: '/public', upstream: 'echo', auth: 'none' },
+      { path: '/bearer', upstream: 'echo', auth: 'required' },
+      { path: '/plan', upstream: 'echo', auth: 'required', plans: ['premium', 'pro'] },
+      { path: '/apikey', upstream: 'echo', auth: 'required' },
+      { path: '/daily', upstream: 'echo', auth: 'required', dailyLimit: true },
+      { path: '/assertion', upstream: 'signed', auth: 'required' },
+    ],
+  };
+}
+
+async function startGateway(tmp, storage, upstreamUrl, cleanups) {
+  const port = await freePort();
+  const configFile = path.join(tmp, 'gateway.bench.yaml');
+  // JSON is YAML: the generated config is written as JSON.
+  writeFileSync(configFile, JSON.stringify(gatewayConfig(port, storage, upstreamUrl), null, 2));
+  const logFile = path.join(tmp, 'gateway.log');
+  const logFd = openSync(logFile, 'a');
+  const logLevel = env.BENCH_LOG_LEVEL ?? 'info';
+  // stdout goes to a file: the gateway pays for its logging as in production, the load
+  // generator does not.
+  // e.g. BENCH_GATEWAY_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" profiles the gateway.
+  const nodeArgs = splitArgs(env.BENCH_GATEWAY_NODE_ARGS);
+  const child = spawn(process.execPath, [...nodeArgs, path.join(ROOT, 'dist/cli.js'), 'start', '--config', configFile], {
+    stdio: ['ignore', logFd, logFd],
+    env: {
+      PATH: env.PATH, HOME: env.HOME, NODE_ENV: 'production', LOG_LEVEL: logLevel,
+    },
+  });
+  closeSync(logFd);
+  cleanups.push(() => stopProcess(child));
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 60_000;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) break;
+    const res = await send(url, 'GET', '/healthz').catch(() => null);
+    if (res?.status === 200) return { name: 'gateway', pid: child.pid, url, logFile, logLevel };
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`the gateway did not start; its log:\n${readFileSync(logFile, 'utf8').slice(-4000)}`);
+}
+
+// ── HTTP helpers ────────────────────────────────────────────────────────────────────────────
+const agent = new http.Agent({ keepAlive: true, maxSockets: 32 });
+
+function send(baseUrl, method, pathname, { headers = {}, json } = {}) {
+  const { hostname, port } = new URL(baseUrl);
+  const body = json === undefined ? undefined : JSON.stringify(json);
+  const allHeaders = body ? { ...headers, 'content-type': 'application/json' } : headers;
+  return new Promise((resolve, reject) => {
+    const started = performance.now();
+    const req = http.request({ host: hostname, port, method, path: pathname, headers: allHeaders, agent, timeout: 30_000 }, (res) => {
+      const chunks = [];
+      res.on('data', (c) => chunks.push(c));
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        let parsed;
+        try { parsed = JSON.parse(text); } catch { parsed = undefined; }
+        resolve({ status: res.statusCode, json: parsed, text, ms: performance.now() - started });
+      });
+      res.on('error', reject);
+    });
+    req.on('timeout', () => req.destroy(new Error(`${method} ${pathname}: timed out`)));
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+async function login(url, user) {
+  const res = await send(url, 'POST', '/api/v1/auth/login', { json: { email: user.email, password: user.password } });
+  if (res.status !== 200) throw new Error(`login of ${user.email} failed: ${res.status} ${res.text}`);
+  return { ...user, token: res.json.access_token };
+}
+
+/** One request through the gateway before loading: the scenario does what it claims, or is skipped. */
+async function probe(url, scenario) {
+  const headers = scenario.headers()[0];
+  const res = await send(url, 'GET', `${scenario.route}/probe`, { headers });
+  if (scenario.requires === 'assertion' && res.status === 200 && res.json?.assertion !== true) {
+    return 'the gateway does not send x-gateway-assertion yet';
+  }
+  if (res.status !== scenario.expect) throw new Error(`${scenario.name}: expected ${scenario.expect}, got ${res.status} ${res.text}`);
+  if (scenario.identity && (res.json?.method !== scenario.identity || !res.json?.user)) {
+    throw new Error(`${scenario.name}: the upstream was not told the identity: ${res.text}`);
+  }
+  return undefined;
+}
+
+// ── one load round ──────────────────────────────────────────────────────────────────────────
+/** CPU time (user + system, ms) a process has used so far; undefined where /proc is missing. */
+function cpuMs(pid) {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) * 10; // USER_HZ is 100 on Linux
+  } catch {
+    return undefined;
+  }
+}
+
+async function load(autocannon, target, scenario, seconds, extra = {}) {
+  const headerSets = scenario.headers();
+  // The baseline has no guards: it proxies every scenario's requests with a 200.
+  const expected = target.name === 'baseline' ? 200 : scenario.expect;
+  let next = 0;
+  let latencies = new Float64Array(1 << 16);
+  let count = 0;
+  let unexpected = 0;
+  const cpuBefore = cpuMs(target.pid);
+  const instance = autocannon({
+    url: `${target.url}${scenario.route}/item`,
+    connections: CONNECTIONS,
+    pipelining: 1,
+    duration: seconds,
+    // Each connection is one client holding one user's credential, as in real traffic.
+    setupClient: (client) => client.setHeaders(headerSets[next++ % headerSets.length]),
+  });
+  // autocannon's own percentiles have 1 ms resolution: keep every latency for finer ones.
+  instance.on('response', (_client, status, _bytes, ms) => {
+    if (count === latencies.length) {
+      const bigger = new Float64Array(latencies.length * 2);
+      bigger.set(latencies);
+      latencies = bigger;
+    }
+    latencies[count++] = ms;
+    if (status !== expected) unexpected++;
+  });
+  const stopLogins = extra.logins ? startLogins(target.url, extra.logins) : undefined;
+  const result = await instance;
+  await stopLogins?.();
+  const cpuAfter = cpuMs(target.pid);
+  const sorted = latencies.subarray(0, count).sort();
+  return {
+    requests: result.requests.total,
+    rps: result.requests.total / result.duration,
+    p50: percentile(sorted, 0.5),
+    p99: percentile(sorted, 0.99),
+    unexpected: unexpected + result.errors + result.timeouts,
+    cpuMs: cpuBefore === undefined || cpuAfter === undefined ? undefined : cpuAfter - cpuBefore,
+  };
+}
+
+/** ~10 logins a second on their own connections, whatever the answers' pace (open loop). */
+function startLogins(url, { users, into }) {
+  const inFlight = new Set();
+  let i = 0;
+  const timer = setInterval(() => {
+    const user = users[i++ % users.length];
+    const p = send(url, 'POST', '/api/v1/auth/login', { json: { email: user.email, password: user.password } })
+      .then((res) => {
+        if (res.status === 200) into.ok++;
+        else into.failed++;
+        into.latencies.push(res.ms);
+      }, () => { into.failed++; })
+      .finally(() => inFlight.delete(p));
+    inFlight.add(p);
+  }, 1000 / LOGINS_PER_SECOND);
+  return async () => {
+    clearInterval(timer);
+    await Promise.all(inFlight);
+  };
+}
+
+/**
+ * One target's rounds summed up. Other work on the machine comes and goes, so each figure is the
+ * median over rounds (not the mean, which one disturbed round would drag), and comparisons are
+ * made between adjacent rounds (paired) before taking the median.
+ */
+function combine(runs) {
+  const requests = runs.reduce((n, r) => n + r.requests, 0);
+  const cpu = runs.every((r) => r.cpuMs !== undefined) ? runs.reduce((n, r) => n + r.cpuMs, 0) : undefined;
+  return {
+    runs,
+    rps: median(runs.map((r) => r.rps)),
+    p50: median(runs.map((r) => r.p50)),
+    p99: median(runs.map((r) => r.p99)),
+    unexpected: runs.reduce((n, r) => n + r.unexpected, 0),
+    cpuUsPerRequest: cpu === undefined || !requests ? undefined : (cpu * 1000) / requests,
+    rounds: runs.map((r) => fmtRps(r.rps)).join(' / '),
+  };
+}
+
+/** The median over rounds of f(a's round i, b's round i): the two were measured one after the other. */
+function paired(a, b, f) {
+  return median(a.runs.map((run, i) => f(run, b.runs[i])));
+}
+
+function median(values) {
+  const sorted = [...values].sort((x, y) => x - y);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
+
+function percentile(sorted, q) {
+  if (!sorted.length) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)];
+}
+
+// ── the report ──────────────────────────────────────────────────────────────────────────────
+const fmtRps = (n) => Math.round(n).toLocaleString('en-US');
+const fmtMs = (n) => (Number.isFinite(n) ? n.toFixed(2) : '-');
+const verdict = (ok) => (ok ? 'PASS' : 'FAIL');
+
+function printReport(rows, loginRun, gateway) {
+  const lines = [
+    '| scenario | baseline req/s | gateway req/s | ratio | baseline p50 / p99 (ms) | gateway p50 / p99 (ms) | Δp99 (ms) | CPU µs/req baseline / gateway | target |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---|',
+  ];
+  let allPass = true;
+  for (const { scenario, baseline: b, gateway: g } of rows) {
+    if (!g) {
+      lines.push(`| ${scenario.name} | - | - | - | - | - | - | - | skipped: ${scenario.skip} |`);
+      continue;
+    }
+    const ratio = paired(g, b, (x, y) => x.rps / y.rps);
+    const delta = paired(g, b, (x, y) => x.p99 - y.p99);
+    const checks = [];
+    if (scenario.targets?.ratio !== undefined) checks.push(`ratio ≥ ${scenario.targets.ratio.toFixed(2)} ${verdict(ratio >= scenario.targets.ratio)}`);
+    if (scenario.targets?.p99DeltaMs !== undefined) checks.push(`Δp99 ≤ ${scenario.targets.p99DeltaMs} ms ${verdict(delta <= scenario.targets.p99DeltaMs)}`);
+    if (g.unexpected || b.unexpected) checks.push(`ERROR: ${g.unexpected + b.unexpected} unexpected answers`);
+    allPass &&= !checks.some((c) => /FAIL|ERROR/.test(c));
+    const cpu = b.cpuUsPerRequest === undefined ? '-' : `${Math.round(b.cpuUsPerRequest)} / ${Math.round(g.cpuUsPerRequest)}`;
+    lines.push(`| ${scenario.name} | ${fmtRps(b.rps)} | ${fmtRps(g.rps)} | ${ratio.toFixed(2)} | ${fmtMs(b.p50)} / ${fmtMs(b.p99)} | ${fmtMs(g.p50)} / ${fmtMs(g.p99)} | ${delta >= 0 ? '+' : ''}${fmtMs(delta)} | ${cpu} | ${checks.join('; ') || '-'} |`);
+  }
+
+  console.log('\n## Results\n');
+  console.log(lines.join('\n'));
+  if (loginRun && !printLoginRun(loginRun)) allPass = false;
+  const size = statSync(gateway.logFile).size;
+  console.log(`\nGateway log (level ${gateway.logLevel}): ${(size / 1024 / 1024).toFixed(1)} MiB written during the run.`);
+  console.log(`Machine: ${os.cpus().length} CPUs (${os.cpus()[0]?.model.trim() ?? 'unknown'}), load average at the end ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}.`);
+  console.log(`\nAll targets: ${allPass ? 'PASS' : 'FAIL'}`);
+}
+
+/** Prints the bearer-beside-logins table; true when its target is met. */
+function printLoginRun({ quiet, busy, logins }) {
+  const change = paired(busy, quiet, (x, y) => x.p99 / y.p99 - 1);
+  const loginsOk = change <= 0.2;
+  const loginLatency = Float64Array.from(logins.latencies).sort();
+  const loginSeconds = ROUNDS * SECONDS;
+  console.log(`\n| bearer beside logins | req/s | p50 (ms) | p99 (ms) | target |`);
+  console.log('|---|---:|---:|---:|---|');
+  console.log(`| bearer alone | ${fmtRps(quiet.rps)} | ${fmtMs(quiet.p50)} | ${fmtMs(quiet.p99)} | |`);
+  console.log(`| bearer + ${(logins.ok / loginSeconds).toFixed(1)} logins/s | ${fmtRps(busy.rps)} | ${fmtMs(busy.p50)} | ${fmtMs(busy.p99)} | p99 ${change >= 0 ? '+' : ''}${(change * 100).toFixed(0)}% (≤ +20%) ${verdict(loginsOk)} |`);
+  console.log(`\nLogins: ${logins.ok} succeeded, ${logins.failed} failed; login latency p50 ${fmtMs(percentile(loginLatency, 0.5))} ms, p99 ${fmtMs(percentile(loginLatency, 0.99))} ms.`);
+  return loginsOk && !quiet.unexpected && !busy.unexpected && logins.failed === 0;
+}
+
+// Last, so every module-level constant above is initialized before any role runs.
+if (role === 'upstream') await runUpstream();
+else if (role === 'baseline') await runBaseline(process.argv[4]);
+else await main();
