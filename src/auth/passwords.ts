@@ -1,11 +1,12 @@
 // Password hashing: argon2id with OWASP's parameters (m=19 MiB, t=2, p=1).
 import argon2 from 'argon2';
+import { runHashJob } from './hasher.js';
 
 export const MAX_PASSWORD_BYTES = 1024;
 const OPTIONS = { type: argon2.argon2id, memoryCost: 19_456, timeCost: 2, parallelism: 1 } as const;
 
-// argon2 and jose's WebCrypto share libuv's threadpool (4 threads). Capping concurrent hashes
-// keeps a burst of logins from starving token verification on the proxy's hot path.
+// Hashing runs in a low-priority child process (hasher.ts); capping concurrent hashes keeps a
+// burst of logins from taking both cores from the proxy's hot path even so.
 const MAX_CONCURRENT_HASHES = 2;
 let running = 0;
 const waiting: Array<() => void> = [];
@@ -28,13 +29,13 @@ export function isTooLong(password: string): boolean {
 }
 
 export function hashPassword(password: string): Promise<string> {
-  return limited(() => argon2.hash(password, OPTIONS));
+  return limited(async () => String(await runHashJob({ op: 'hash', password, options: OPTIONS })));
 }
 
 export async function verifyPassword(hash: string, password: string): Promise<boolean> {
   return limited(async () => {
     try {
-      return await argon2.verify(hash, password);
+      return (await runHashJob({ op: 'verify', hash, password })) === true;
     } catch {
       return false; // a malformed stored hash is a failed login, not a crash
     }
