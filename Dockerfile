@@ -1,0 +1,26 @@
+# syntax=docker/dockerfile:1
+# Build stage: compile TypeScript, then drop dev dependencies.
+FROM node:26-bookworm-slim AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+# argon2 ships prebuilt binaries: no compiler needed here.
+RUN npm ci --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json ./
+COPY src ./src
+RUN npm run build && npm prune --omit=dev
+
+# Runtime stage: only what `node dist/cli.js start` needs, run as the unprivileged `node` user.
+FROM node:26-bookworm-slim
+ENV NODE_ENV=production
+WORKDIR /app
+COPY --from=build /app/node_modules ./node_modules
+COPY --from=build /app/dist ./dist
+COPY package.json gateway.yaml ./
+COPY migrations ./migrations
+# Embedded storage (no DATABASE_URL) writes here; mount a volume to keep it.
+RUN mkdir -p /app/data && chown node:node /app/data
+USER node
+EXPOSE 8080 9090
+HEALTHCHECK --interval=10s --timeout=3s CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.PORT||8080)+'/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
+# Exec form: node is PID 1 and receives SIGTERM/SIGHUP itself (the gateway handles both).
+CMD ["node", "dist/cli.js", "start"]
