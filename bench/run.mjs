@@ -14,17 +14,16 @@
 // generated config and the gateway's log),
 // BENCH_GATEWAY_NODE_ARGS / BENCH_BASELINE_NODE_ARGS (node flags, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"),
 // DATABASE_URL, REDIS_URL.
-import { fork, spawn } from 'node:child_process';
-import { createHash, randomBytes } from 'node:crypto';
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import http from 'node:http';
-import net from 'node:net';
+import { randomBytes } from 'node:crypto';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import {
+  baseConfig, createCleanups, freePort, httpClient, positive, prepareStorage, runUpstream, seed, spawnGateway, startChild, waitForGateway, writeConfig,
+} from './common.mjs';
 
 const SELF = fileURLToPath(import.meta.url);
-const ROOT = path.resolve(path.dirname(SELF), '..');
 const role = process.argv[2] === '--role' ? process.argv[3] : 'main';
 
 const env = process.env;
@@ -38,37 +37,16 @@ const PASSWORD = 'bench-password-0123';
 // The undici pool the gateway uses (src/proxy/forward.ts), so the baseline proxies the same way.
 const UNDICI = { connections: 128, pipelining: 1, keepAliveTimeout: 30_000 };
 
-function positive(text, fallback) {
-  const n = Number(text);
-  return text && Number.isFinite(n) && n > 0 ? n : fallback;
-}
-
 // ── child: the upstream ─────────────────────────────────────────────────────────────────────
 // Answers a small JSON echo of the identity it received: cheap, and lets the bench check that
 // each scenario really went through its guards (user id, method, assertion).
-async function runUpstream() {
-  const server = http.createServer((req, res) => {
-    req.resume();
-    req.on('end', () => {
-      const body = JSON.stringify({
-        path: req.url,
-        user: req.headers['x-user-id'] ?? null,
-        plan: req.headers['x-user-plan'] ?? null,
-        method: req.headers['x-auth-method'] ?? null,
-        assertion: typeof req.headers['x-gateway-assertion'] === 'string',
-      });
-      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
-      res.end(body);
-    });
-  });
-  // Outlive the proxies' idle connections, so no round pays for reconnecting.
-  server.keepAliveTimeout = 120_000;
-  server.headersTimeout = 121_000;
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-  process.send({ port: server.address().port });
-  process.on('disconnect', () => process.exit(0));
-  process.on('SIGTERM', () => process.exit(0));
-}
+const echoIdentity = (req) => ({
+  path: req.url,
+  user: req.headers['x-user-id'] ?? null,
+  plan: req.headers['x-user-plan'] ?? null,
+  method: req.headers['x-auth-method'] ?? null,
+  assertion: typeof req.headers['x-gateway-assertion'] === 'string',
+});
 
 // ── child: the baseline ─────────────────────────────────────────────────────────────────────
 async function runBaseline(upstream) {
@@ -86,22 +64,17 @@ async function runBaseline(upstream) {
 // ── the load generator ──────────────────────────────────────────────────────────────────────
 async function main() {
   const { default: autocannon } = await import('autocannon');
-  const cleanups = [];
-  const cleanup = async () => {
-    for (const step of cleanups.reverse()) await step().catch((err) => console.error(`cleanup: ${err.message}`));
-    cleanups.length = 0;
-  };
-  process.once('SIGINT', () => { console.error('\ninterrupted: cleaning up'); void cleanup().finally(() => process.exit(130)); });
+  const { cleanups, cleanup } = createCleanups();
 
   const tmp = mkdtempSync(path.join(os.tmpdir(), 'gw-bench-'));
   // BENCH_KEEP=1 keeps the generated config and the gateway's log for a look afterwards.
   cleanups.push(async () => (env.BENCH_KEEP ? console.log(`kept ${tmp}`) : rmSync(tmp, { recursive: true, force: true })));
   try {
-    const storage = await prepareStorage(tmp, cleanups);
-    const upstream = await startChild('upstream', [], cleanups);
-    const baseline = await startChild('baseline', [upstream.url], cleanups);
+    const storage = await prepareStorage(tmp, cleanups, 'bench');
+    const upstream = await startChild(SELF, 'upstream', [], cleanups);
+    const baseline = await startChild(SELF, 'baseline', [upstream.url], cleanups, splitArgs(env.BENCH_BASELINE_NODE_ARGS));
 
-    const data = await seed(storage);
+    const data = await seedUsers(storage);
     const gateway = await startGateway(tmp, storage, upstream.url, cleanups);
     const pro = await Promise.all(data.pro.map((u) => login(gateway.url, u)));
     const used = await Promise.all(data.used.map((u) => login(gateway.url, u)));
@@ -113,7 +86,7 @@ async function main() {
     // response must have, and `identity` what the upstream must have been told. `targets`
     // prints pass/fail. `requires` names a gateway feature probed before the run: the scenario
     // is skipped (and says so) until the gateway has it.
-    const bearerOf = (users) => users.map((u) => ({ authorization: `Bearer ${u.token}` }));
+    const bearerOf = (users) => users.map((u) => ({ authorization: `Bearer ${u.access}` }));
     const scenarios = [
       { name: 'public (auth: none)', route: '/public', headers: () => [{}], expect: 200 },
       { name: 'bearer', route: '/bearer', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer' },
@@ -183,132 +156,30 @@ async function main() {
   }
 }
 
-// ── storage: a database and Redis prefix of the run's own, or embedded ─────────────────────
-async function prepareStorage(tmp, cleanups) {
-  const { default: pg } = await import('pg');
-  const { Redis } = await import('ioredis');
-  const suffix = randomBytes(5).toString('hex');
-  const baseUrl = env.DATABASE_URL ?? 'postgres://root@127.0.0.1:5432/test';
-  const redisUrl = env.REDIS_URL ?? 'redis://127.0.0.1:6379';
-  const storage = { postgres: '', embeddedDir: path.join(tmp, 'data'), redis: '', redisKeyPrefix: `gw_bench_${suffix}:`, label: '' };
-
-  const admin = new pg.Client({ connectionString: baseUrl, connectionTimeoutMillis: 3000 });
-  try {
-    await admin.connect();
-    const dbName = `gw_bench_${suffix}`;
-    await admin.query(`CREATE DATABASE ${dbName}`);
-    await admin.end();
-    const url = new URL(baseUrl);
-    url.pathname = `/${dbName}`;
-    storage.postgres = url.toString();
-    cleanups.push(async () => {
-      const c = new pg.Client({ connectionString: baseUrl });
-      await c.connect();
-      await c.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
-      await c.end();
-    });
-  } catch (err) {
-    await admin.end().catch(() => {});
-    console.warn(`Postgres at ${baseUrl} is not usable (${err.message}): the gateway runs on embedded PGlite.`);
-  }
-
-  const redis = new Redis(redisUrl, { lazyConnect: true, connectTimeout: 2000, maxRetriesPerRequest: 0, retryStrategy: () => null });
-  redis.on('error', () => {}); // a refused connection is reported below, once
-  try {
-    await redis.connect();
-    await redis.ping();
-    storage.redis = redisUrl;
-    cleanups.push(async () => {
-      let cursor = '0';
-      do {
-        const [next, keys] = await redis.scan(cursor, 'MATCH', `${storage.redisKeyPrefix}*`, 'COUNT', 1000);
-        cursor = next;
-        if (keys.length) await redis.del(...keys);
-      } while (cursor !== '0');
-      redis.disconnect();
-    });
-  } catch (err) {
-    redis.disconnect();
-    console.warn(`Redis at ${redisUrl} is not usable (${err.message}): daily limits are counted in Postgres alone.`);
-  }
-  storage.label = `${storage.postgres ? `Postgres (database ${new URL(storage.postgres).pathname.slice(1)})` : 'embedded PGlite'}, ${storage.redis ? `Redis (prefix ${storage.redisKeyPrefix})` : 'no Redis'}`;
-  return storage;
-}
-
-/**
- * Users made directly in the database before the gateway starts (so this works on embedded
- * PGlite too, which only one process may open): `pro` users with an API key each, and free
- * users who already used the day.
- */
-async function seed(storage) {
-  const { openDatabase } = await import(path.join(ROOT, 'dist/storage/db.js'));
-  const { migrate } = await import(path.join(ROOT, 'dist/storage/migrations.js'));
-  const { createUser, setPlan } = await import(path.join(ROOT, 'dist/storage/users.js'));
-  const { hashPassword } = await import(path.join(ROOT, 'dist/auth/passwords.js'));
-  const db = await openDatabase(storage);
-  try {
-    await migrate(db);
-    const hash = await hashPassword(PASSWORD);
-    const today = new Date().toISOString().slice(0, 10);
-    const make = async (tag, i) => {
-      const email = `bench-${tag}-${i}-${randomBytes(4).toString('hex')}@example.test`;
-      return { email, password: PASSWORD, id: await createUser(db, email, hash) };
-    };
-    const pro = [];
-    const used = [];
-    for (let i = 0; i < USERS; i++) {
-      const u = await make('pro', i);
-      await setPlan(db, u.id, 'pro');
-      u.apiKey = `bench_${randomBytes(24).toString('base64url')}`;
-      await db.query('INSERT INTO api_tokens (user_id, token_hash) VALUES ($1, $2)', [u.id, createHash('sha256').update(u.apiKey).digest('hex')]);
-      pro.push(u);
+/** `pro` users with an API key each (from seed()), and free users who already used the day. */
+async function seedUsers(storage) {
+  const today = new Date().toISOString().slice(0, 10);
+  const { pro, free } = await seed(storage, {
+    tag: 'bench',
+    password: PASSWORD,
+    users: USERS,
+    free: async (make, i, db) => {
       const f = await make('free', i);
       await db.query('UPDATE users SET daily_usage = 1, last_usage_date = $2::date WHERE id = $1', [f.id, today]);
-      used.push(f);
-    }
-    return { pro, used };
-  } finally {
-    await db.close();
-  }
+      return [f];
+    },
+  });
+  return { pro, used: free };
 }
 
 // ── processes ───────────────────────────────────────────────────────────────────────────────
-function startChild(name, args, cleanups) {
-  const nodeArgs = name === 'baseline' ? splitArgs(env.BENCH_BASELINE_NODE_ARGS) : [];
-  const child = fork(SELF, ['--role', name, ...args], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: nodeArgs });
-  cleanups.push(() => stopProcess(child));
-  return new Promise((resolve, reject) => {
-    child.once('message', ({ port }) => resolve({ name, pid: child.pid, url: `http://127.0.0.1:${port}` }));
-    child.once('exit', (code) => reject(new Error(`${name} exited (${code}) before listening`)));
-  });
-}
-
-function stopProcess(child) {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-  return new Promise((resolve) => {
-    const kill = setTimeout(() => child.kill('SIGKILL'), 15_000);
-    child.once('exit', () => { clearTimeout(kill); resolve(); });
-    child.kill('SIGTERM');
-  });
-}
-
 function splitArgs(text) {
   return text ? text.split(/\s+/).filter(Boolean) : [];
 }
 
-async function freePort() {
-  const server = net.createServer();
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address();
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
 function gatewayConfig(port, storage, upstreamUrl) {
-  const { label: _label, ...storageConfig } = storage;
   return {
-    server: { host: '127.0.0.1', port },
-    storage: { ...storageConfig, migrate: true },
+    ...baseConfig(port, storage),
     auth: { jwt: { algorithm: 'HS256', secret: randomBytes(48).toString('base64url') }, rateLimit: { max: 0 } },
     plans: { freeDailyLimit: 1 },
     admin: { port: 0 },
@@ -330,8 +201,7 @@ function gatewayConfig(port, storage, upstreamUrl) {
 async function startGateway(tmp, storage, upstreamUrl, cleanups) {
   const port = await freePort();
   const configFile = path.join(tmp, 'gateway.bench.yaml');
-  // JSON is YAML: the generated config is written as JSON.
-  writeFileSync(configFile, JSON.stringify(gatewayConfig(port, storage, upstreamUrl), null, 2));
+  writeConfig(configFile, gatewayConfig(port, storage, upstreamUrl));
   const logFile = path.join(tmp, 'gateway.log');
   const logFd = openSync(logFile, 'a');
   const logLevel = env.BENCH_LOG_LEVEL ?? 'info';
@@ -339,56 +209,15 @@ async function startGateway(tmp, storage, upstreamUrl, cleanups) {
   // generator does not.
   // e.g. BENCH_GATEWAY_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" profiles the gateway.
   const nodeArgs = splitArgs(env.BENCH_GATEWAY_NODE_ARGS);
-  const child = spawn(process.execPath, [...nodeArgs, path.join(ROOT, 'dist/cli.js'), 'start', '--config', configFile], {
-    stdio: ['ignore', logFd, logFd],
-    env: {
-      PATH: env.PATH, HOME: env.HOME, NODE_ENV: 'production', LOG_LEVEL: logLevel,
-    },
-  });
+  const child = spawnGateway(configFile, { nodeArgs, stdio: ['ignore', logFd, logFd], logLevel }, cleanups);
   closeSync(logFd);
-  cleanups.push(() => stopProcess(child));
   const url = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 60_000;
-  while (Date.now() < deadline) {
-    if (child.exitCode !== null) break;
-    const res = await send(url, 'GET', '/healthz').catch(() => null);
-    if (res?.status === 200) return { name: 'gateway', pid: child.pid, url, logFile, logLevel };
-    await new Promise((r) => setTimeout(r, 200));
-  }
+  if (await waitForGateway(send, child, url, '/healthz')) return { name: 'gateway', pid: child.pid, url, logFile, logLevel };
   throw new Error(`the gateway did not start; its log:\n${readFileSync(logFile, 'utf8').slice(-4000)}`);
 }
 
 // ── HTTP helpers ────────────────────────────────────────────────────────────────────────────
-const agent = new http.Agent({ keepAlive: true, maxSockets: 32 });
-
-function send(baseUrl, method, pathname, { headers = {}, json } = {}) {
-  const { hostname, port } = new URL(baseUrl);
-  const body = json === undefined ? undefined : JSON.stringify(json);
-  const allHeaders = body ? { ...headers, 'content-type': 'application/json' } : headers;
-  return new Promise((resolve, reject) => {
-    const started = performance.now();
-    const req = http.request({ host: hostname, port, method, path: pathname, headers: allHeaders, agent, timeout: 30_000 }, (res) => {
-      const chunks = [];
-      res.on('data', (c) => chunks.push(c));
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8');
-        let parsed;
-        try { parsed = JSON.parse(text); } catch { parsed = undefined; }
-        resolve({ status: res.statusCode, json: parsed, text, ms: performance.now() - started });
-      });
-      res.on('error', reject);
-    });
-    req.on('timeout', () => req.destroy(new Error(`${method} ${pathname}: timed out`)));
-    req.on('error', reject);
-    req.end(body);
-  });
-}
-
-async function login(url, user) {
-  const res = await send(url, 'POST', '/api/v1/auth/login', { json: { email: user.email, password: user.password } });
-  if (res.status !== 200) throw new Error(`login of ${user.email} failed: ${res.status} ${res.text}`);
-  return { ...user, token: res.json.access_token };
-}
+const { send, login } = httpClient({ maxSockets: 32 });
 
 /** One request through the gateway before loading: the scenario does what it claims, or is skipped. */
 async function probe(url, scenario) {
@@ -565,6 +394,6 @@ function printLoginRun({ quiet, busy, logins }) {
 }
 
 // Last, so every module-level constant above is initialized before any role runs.
-if (role === 'upstream') await runUpstream();
+if (role === 'upstream') await runUpstream(echoIdentity);
 else if (role === 'baseline') await runBaseline(process.argv[4]);
 else await main();

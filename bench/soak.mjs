@@ -15,17 +15,16 @@
 // Environment: SOAK_SECONDS (default 60), SOAK_WARMUP (default 5), SOAK_CONNECTIONS (proxied
 // connections, default 24), SOAK_USERS (users per group, default 20), SOAK_LOG_LEVEL (the
 // gateway's, default warn), DATABASE_URL, REDIS_URL.
-import { fork, spawn } from 'node:child_process';
-import { createHash, randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import http from 'node:http';
-import net from 'node:net';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import {
+  baseConfig, createCleanups, freePort, httpClient, positive, prepareStorage, runUpstream, seed, sleep, spawnGateway, startChild, waitForGateway, writeConfig,
+} from './common.mjs';
 
 const SELF = fileURLToPath(import.meta.url);
-const ROOT = path.resolve(path.dirname(SELF), '..');
 const env = process.env;
 const SECONDS = positive(env.SOAK_SECONDS, 60);
 const WARMUP = positive(env.SOAK_WARMUP, 5);
@@ -37,44 +36,20 @@ const FREE_DAILY_LIMIT = 50;
 const REFRESH_CHAINS = 16; // refresh tokens in rotation (each rotation returns the next one)
 const SAMPLE_EVERY_MS = 1000;
 
-function positive(text, fallback) {
-  const n = Number(text);
-  return text && Number.isFinite(n) && n > 0 ? n : fallback;
-}
-
 // ── child: the upstream ─────────────────────────────────────────────────────────────────────
-async function runUpstream() {
-  const server = http.createServer((req, res) => {
-    req.resume();
-    req.on('end', () => {
-      const body = JSON.stringify({ path: req.url, user: req.headers['x-user-id'] ?? null, method: req.headers['x-auth-method'] ?? null });
-      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
-      res.end(body);
-    });
-  });
-  server.keepAliveTimeout = 120_000;
-  server.headersTimeout = 121_000;
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-  process.send({ port: server.address().port });
-  process.on('disconnect', () => process.exit(0));
-}
+const echoIdentity = (req) => ({ path: req.url, user: req.headers['x-user-id'] ?? null, method: req.headers['x-auth-method'] ?? null });
 
 // ── the load generator ──────────────────────────────────────────────────────────────────────
 async function main() {
   const { default: autocannon } = await import('autocannon');
-  const cleanups = [];
-  const cleanup = async () => {
-    for (const step of cleanups.reverse()) await step().catch((err) => console.error(`cleanup: ${err.message}`));
-    cleanups.length = 0;
-  };
-  process.once('SIGINT', () => { console.error('\ninterrupted: cleaning up'); void cleanup().finally(() => process.exit(130)); });
+  const { cleanups, cleanup } = createCleanups();
 
   const tmp = mkdtempSync(path.join(os.tmpdir(), 'gw-soak-'));
   cleanups.push(async () => rmSync(tmp, { recursive: true, force: true }));
   try {
-    const storage = await prepareStorage(tmp, cleanups);
-    const upstream = await startUpstream(cleanups);
-    const users = await seed(storage);
+    const storage = await prepareStorage(tmp, cleanups, 'soak');
+    const { url: upstream } = await startChild(SELF, 'upstream', [], cleanups);
+    const users = await seedUsers(storage);
     const gateway = await startGateway(tmp, storage, upstream, cleanups);
     console.log(`soak: ${SECONDS} s of mixed load after ${WARMUP} s of warm-up; ${storage.label}`);
 
@@ -201,119 +176,20 @@ function load(autocannon, url, scenario, seconds, tally) {
   });
 }
 
-// ── storage: a database and Redis prefix of the run's own, or embedded ─────────────────────
-async function prepareStorage(tmp, cleanups) {
-  const { default: pg } = await import('pg');
-  const { Redis } = await import('ioredis');
-  const suffix = randomBytes(5).toString('hex');
-  const baseUrl = env.DATABASE_URL ?? 'postgres://root@127.0.0.1:5432/test';
-  const redisUrl = env.REDIS_URL ?? 'redis://127.0.0.1:6379';
-  const storage = { postgres: '', embeddedDir: path.join(tmp, 'data'), redis: '', redisKeyPrefix: `gw_soak_${suffix}:`, label: '' };
-
-  const admin = new pg.Client({ connectionString: baseUrl, connectionTimeoutMillis: 3000 });
-  try {
-    await admin.connect();
-    const dbName = `gw_soak_${suffix}`;
-    await admin.query(`CREATE DATABASE ${dbName}`);
-    await admin.end();
-    const url = new URL(baseUrl);
-    url.pathname = `/${dbName}`;
-    storage.postgres = url.toString();
-    cleanups.push(async () => {
-      const c = new pg.Client({ connectionString: baseUrl });
-      await c.connect();
-      await c.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
-      await c.end();
-    });
-  } catch (err) {
-    await admin.end().catch(() => {});
-    console.warn(`Postgres at ${baseUrl} is not usable (${err.message}): the gateway runs on embedded PGlite.`);
-  }
-
-  const redis = new Redis(redisUrl, { lazyConnect: true, connectTimeout: 2000, maxRetriesPerRequest: 0, retryStrategy: () => null });
-  try {
-    await redis.connect();
-    await redis.ping();
-    storage.redis = redisUrl;
-    cleanups.push(async () => {
-      let cursor = '0';
-      do {
-        const [next, keys] = await redis.scan(cursor, 'MATCH', `${storage.redisKeyPrefix}*`, 'COUNT', 1000);
-        cursor = next;
-        if (keys.length) await redis.del(...keys);
-      } while (cursor !== '0');
-      redis.disconnect();
-    });
-  } catch (err) {
-    redis.disconnect();
-    console.warn(`Redis at ${redisUrl} is not usable (${err.message}): daily limits are counted in Postgres alone.`);
-  }
-  storage.label = `${storage.postgres ? `Postgres (database ${new URL(storage.postgres).pathname.slice(1)})` : 'embedded PGlite'}, ${storage.redis ? `Redis (prefix ${storage.redisKeyPrefix})` : 'no Redis'}`;
-  return storage;
-}
-
-/** Users made directly in the database before the gateway starts: pro users with an API key each, and free users. */
-async function seed(storage) {
-  const { openDatabase } = await import(path.join(ROOT, 'dist/storage/db.js'));
-  const { migrate } = await import(path.join(ROOT, 'dist/storage/migrations.js'));
-  const { createUser, setPlan } = await import(path.join(ROOT, 'dist/storage/users.js'));
-  const { hashPassword } = await import(path.join(ROOT, 'dist/auth/passwords.js'));
-  const db = await openDatabase(storage);
-  try {
-    await migrate(db);
-    const hash = await hashPassword(PASSWORD);
-    const make = async (tag, i) => {
-      const email = `soak-${tag}-${i}-${randomBytes(4).toString('hex')}@example.test`;
-      return { email, id: await createUser(db, email, hash) };
-    };
-    const pro = [];
-    const free = [];
-    for (let i = 0; i < USERS; i++) {
-      const u = await make('pro', i);
-      await setPlan(db, u.id, 'pro');
-      u.apiKey = `soak_${randomBytes(24).toString('base64url')}`;
-      await db.query('INSERT INTO api_tokens (user_id, token_hash) VALUES ($1, $2)', [u.id, createHash('sha256').update(u.apiKey).digest('hex')]);
-      pro.push(u);
-      free.push(await make('free', i), await make('free', USERS + i));
-    }
-    return { pro, free };
-  } finally {
-    await db.close();
-  }
+/** Pro users with an API key each (from seed()), and two free users per pro one. */
+function seedUsers(storage) {
+  return seed(storage, {
+    tag: 'soak',
+    password: PASSWORD,
+    users: USERS,
+    free: async (make, i) => [await make('free', i), await make('free', USERS + i)],
+  });
 }
 
 // ── processes ───────────────────────────────────────────────────────────────────────────────
-function startUpstream(cleanups) {
-  const child = fork(SELF, ['--role', 'upstream'], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-  cleanups.push(() => stopProcess(child));
-  return new Promise((resolve, reject) => {
-    child.once('message', ({ port }) => resolve(`http://127.0.0.1:${port}`));
-    child.once('exit', (code) => reject(new Error(`upstream exited (${code}) before listening`)));
-  });
-}
-
-function stopProcess(child) {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-  return new Promise((resolve) => {
-    const kill = setTimeout(() => child.kill('SIGKILL'), 15_000);
-    child.once('exit', () => { clearTimeout(kill); resolve(); });
-    child.kill('SIGTERM');
-  });
-}
-
-async function freePort() {
-  const server = net.createServer();
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address();
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
 function gatewayConfig({ port, adminPort, storage, upstream, secret, reloaded = false }) {
-  const { label: _label, ...storageConfig } = storage;
   return {
-    server: { host: '127.0.0.1', port },
-    storage: { ...storageConfig, migrate: true },
+    ...baseConfig(port, storage),
     // A generous limit: every login and refresh still goes through the (Redis) rate-limit store.
     auth: { jwt: { algorithm: 'HS256', secret }, accessTokenTtl: '12h', rateLimit: { max: 1_000_000_000, window: '1m' } },
     // Each free user gets this many counted uses (Postgres writes), then 429s (the Redis gate).
@@ -331,14 +207,10 @@ function gatewayConfig({ port, adminPort, storage, upstream, secret, reloaded = 
 async function startGateway(tmp, storage, upstream, cleanups) {
   const settings = { port: await freePort(), adminPort: await freePort(), storage, upstream, secret: randomBytes(48).toString('base64url') };
   const configFile = path.join(tmp, 'gateway.soak.yaml');
-  // JSON is YAML: the generated config is written as JSON.
-  const writeConfig = (extra = {}) => writeFileSync(configFile, JSON.stringify(gatewayConfig({ ...settings, ...extra }), null, 2));
-  writeConfig();
+  const rewriteConfig = (extra = {}) => writeConfig(configFile, gatewayConfig({ ...settings, ...extra }));
+  rewriteConfig();
   const logs = [];
-  const child = spawn(process.execPath, [path.join(ROOT, 'dist/cli.js'), 'start', '--config', configFile], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: { PATH: env.PATH, HOME: env.HOME, NODE_ENV: 'production', LOG_LEVEL: env.SOAK_LOG_LEVEL ?? 'warn' },
-  });
+  const child = spawnGateway(configFile, { stdio: ['ignore', 'pipe', 'pipe'], logLevel: env.SOAK_LOG_LEVEL ?? 'warn' }, cleanups);
   // Warnings and errors only; kept for the report (the last ones print if something went wrong).
   let buffered = '';
   const keep = (chunk) => {
@@ -351,49 +223,14 @@ async function startGateway(tmp, storage, upstream, cleanups) {
   child.stdout.setEncoding('utf8').on('data', keep);
   child.stderr.setEncoding('utf8').on('data', keep);
   const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
-  cleanups.push(() => stopProcess(child));
   const url = `http://127.0.0.1:${settings.port}`;
   const adminUrl = `http://127.0.0.1:${settings.adminPort}`;
-  const deadline = Date.now() + 60_000;
-  while (Date.now() < deadline) {
-    if (child.exitCode !== null) break;
-    const res = await send(url, 'GET', '/readyz').catch(() => null);
-    if (res?.status === 200) return { url, adminUrl, child, exited, logs, writeConfig };
-    await sleep(200);
-  }
+  if (await waitForGateway(send, child, url, '/readyz')) return { url, adminUrl, child, exited, logs, writeConfig: rewriteConfig };
   throw new Error(`the gateway did not start; its output:\n${logs.slice(-20).join('\n')}`);
 }
 
 // ── HTTP helpers ────────────────────────────────────────────────────────────────────────────
-const agent = new http.Agent({ keepAlive: true, maxSockets: 16 });
-
-function send(baseUrl, method, pathname, { headers = {}, json } = {}) {
-  const { hostname, port } = new URL(baseUrl);
-  const body = json === undefined ? undefined : JSON.stringify(json);
-  const allHeaders = body ? { ...headers, 'content-type': 'application/json' } : headers;
-  return new Promise((resolve, reject) => {
-    const req = http.request({ host: hostname, port, method, path: pathname, headers: allHeaders, agent, timeout: 30_000 }, (res) => {
-      const chunks = [];
-      res.on('data', (c) => chunks.push(c));
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8');
-        let parsed;
-        try { parsed = JSON.parse(text); } catch { parsed = undefined; }
-        resolve({ status: res.statusCode, json: parsed, text });
-      });
-      res.on('error', reject);
-    });
-    req.on('timeout', () => req.destroy(new Error(`${method} ${pathname}: timed out`)));
-    req.on('error', reject);
-    req.end(body);
-  });
-}
-
-async function login(url, user) {
-  const res = await send(url, 'POST', '/api/v1/auth/login', { json: { email: user.email, password: PASSWORD } });
-  if (res.status !== 200) throw new Error(`login of ${user.email} failed: ${res.status} ${res.text}`);
-  return { ...user, access: res.json.access_token, refresh: res.json.refresh_token };
-}
+const { send, login } = httpClient({ maxSockets: 16 });
 
 async function scrape(adminUrl) {
   const res = await send(adminUrl, 'GET', '/metrics');
@@ -414,8 +251,6 @@ async function memory(adminUrl) {
     heapTotal: metric(text, 'gateway_nodejs_heap_size_total_bytes'),
   };
 }
-
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 // ── report ──────────────────────────────────────────────────────────────────────────────────
 function report({ scenarios, results, before, after, settled, samples, reloadNote, exit, stopMs, metrics, gateway }) {
@@ -462,5 +297,5 @@ function report({ scenarios, results, before, after, settled, samples, reloadNot
 }
 
 // Last, so every module-level constant above is initialized first.
-if (process.argv[2] === '--role' && process.argv[3] === 'upstream') await runUpstream();
+if (process.argv[2] === '--role' && process.argv[3] === 'upstream') await runUpstream(echoIdentity);
 else await main();

@@ -1,0 +1,244 @@
+// What bench/run.mjs (npm run bench) and bench/soak.mjs (npm run soak) share: the run's own
+// storage (a Postgres database and Redis key prefix, or embedded PGlite), seeded users, the echo
+// upstream, the built gateway's process, cleanups and a small HTTP client.
+import { fork, spawn } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import http from 'node:http';
+import net from 'node:net';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const env = process.env;
+
+/** A positive number from the environment, or the fallback. */
+export function positive(text, fallback) {
+  const n = Number(text);
+  return text && Number.isFinite(n) && n > 0 ? n : fallback;
+}
+
+export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Steps to undo, run last first; also on SIGINT. `cleanup` may be called more than once: the
+ * steps run once.
+ */
+export function createCleanups() {
+  const cleanups = [];
+  const cleanup = async () => {
+    for (const step of cleanups.reverse()) await step().catch((err) => console.error(`cleanup: ${err.message}`));
+    cleanups.length = 0;
+  };
+  process.once('SIGINT', () => { console.error('\ninterrupted: cleaning up'); void cleanup().finally(() => process.exit(130)); });
+  return { cleanups, cleanup };
+}
+
+// ── child: the upstream ─────────────────────────────────────────────────────────────────────
+/** Answers each request with the JSON of describe(req), and tells the parent its port. */
+export async function runUpstream(describe) {
+  const server = http.createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      const body = JSON.stringify(describe(req));
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+      res.end(body);
+    });
+  });
+  // Outlive the proxies' idle connections, so no round pays for reconnecting.
+  server.keepAliveTimeout = 120_000;
+  server.headersTimeout = 121_000;
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  process.send({ port: server.address().port });
+  process.on('disconnect', () => process.exit(0));
+  process.on('SIGTERM', () => process.exit(0));
+}
+
+// ── storage: a database and Redis prefix of the run's own, or embedded ─────────────────────
+/** `tag` names the database and key prefix (gw_<tag>_<random>), so leftovers say whose they are. */
+export async function prepareStorage(tmp, cleanups, tag) {
+  const { default: pg } = await import('pg');
+  const { Redis } = await import('ioredis');
+  const suffix = randomBytes(5).toString('hex');
+  const baseUrl = env.DATABASE_URL ?? 'postgres://root@127.0.0.1:5432/test';
+  const redisUrl = env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+  const storage = { postgres: '', embeddedDir: path.join(tmp, 'data'), redis: '', redisKeyPrefix: `gw_${tag}_${suffix}:`, label: '' };
+
+  const admin = new pg.Client({ connectionString: baseUrl, connectionTimeoutMillis: 3000 });
+  try {
+    await admin.connect();
+    const dbName = `gw_${tag}_${suffix}`;
+    await admin.query(`CREATE DATABASE ${dbName}`);
+    await admin.end();
+    const url = new URL(baseUrl);
+    url.pathname = `/${dbName}`;
+    storage.postgres = url.toString();
+    cleanups.push(async () => {
+      const c = new pg.Client({ connectionString: baseUrl });
+      await c.connect();
+      await c.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
+      await c.end();
+    });
+  } catch (err) {
+    await admin.end().catch(() => {});
+    console.warn(`Postgres at ${baseUrl} is not usable (${err.message}): the gateway runs on embedded PGlite.`);
+  }
+
+  const redis = new Redis(redisUrl, { lazyConnect: true, connectTimeout: 2000, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  redis.on('error', () => {}); // a refused connection is reported below, once
+  try {
+    await redis.connect();
+    await redis.ping();
+    storage.redis = redisUrl;
+    cleanups.push(async () => {
+      let cursor = '0';
+      do {
+        const [next, keys] = await redis.scan(cursor, 'MATCH', `${storage.redisKeyPrefix}*`, 'COUNT', 1000);
+        cursor = next;
+        if (keys.length) await redis.del(...keys);
+      } while (cursor !== '0');
+      redis.disconnect();
+    });
+  } catch (err) {
+    redis.disconnect();
+    console.warn(`Redis at ${redisUrl} is not usable (${err.message}): daily limits are counted in Postgres alone.`);
+  }
+  storage.label = `${storage.postgres ? `Postgres (database ${new URL(storage.postgres).pathname.slice(1)})` : 'embedded PGlite'}, ${storage.redis ? `Redis (prefix ${storage.redisKeyPrefix})` : 'no Redis'}`;
+  return storage;
+}
+
+/**
+ * Users made directly in the database before the gateway starts (so this works on embedded
+ * PGlite too, which only one process may open): `users` pro users with an API key each, and for
+ * each i the free users `free(make, i, db)` makes. Every user is { email, password, id }.
+ */
+export async function seed(storage, { tag, password, users, free }) {
+  const { openDatabase } = await import(path.join(ROOT, 'dist/storage/db.js'));
+  const { migrate } = await import(path.join(ROOT, 'dist/storage/migrations.js'));
+  const { createUser, setPlan } = await import(path.join(ROOT, 'dist/storage/users.js'));
+  const { hashPassword } = await import(path.join(ROOT, 'dist/auth/passwords.js'));
+  const db = await openDatabase(storage);
+  try {
+    await migrate(db);
+    const hash = await hashPassword(password);
+    const make = async (group, i) => {
+      const email = `${tag}-${group}-${i}-${randomBytes(4).toString('hex')}@example.test`;
+      return { email, password, id: await createUser(db, email, hash) };
+    };
+    const pro = [];
+    const freeUsers = [];
+    for (let i = 0; i < users; i++) {
+      const u = await make('pro', i);
+      await setPlan(db, u.id, 'pro');
+      u.apiKey = `${tag}_${randomBytes(24).toString('base64url')}`;
+      await db.query('INSERT INTO api_tokens (user_id, token_hash) VALUES ($1, $2)', [u.id, createHash('sha256').update(u.apiKey).digest('hex')]);
+      pro.push(u);
+      freeUsers.push(...await free(make, i, db));
+    }
+    return { pro, free: freeUsers };
+  } finally {
+    await db.close();
+  }
+}
+
+// ── processes ───────────────────────────────────────────────────────────────────────────────
+/** Forks `script --role name ...args`, which sends its port once it listens. */
+export function startChild(script, name, args, cleanups, execArgv = []) {
+  const child = fork(script, ['--role', name, ...args], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv });
+  cleanups.push(() => stopProcess(child));
+  return new Promise((resolve, reject) => {
+    child.once('message', ({ port }) => resolve({ name, pid: child.pid, url: `http://127.0.0.1:${port}` }));
+    child.once('exit', (code) => reject(new Error(`${name} exited (${code}) before listening`)));
+  });
+}
+
+export function stopProcess(child) {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    const kill = setTimeout(() => child.kill('SIGKILL'), 15_000);
+    child.once('exit', () => { clearTimeout(kill); resolve(); });
+    child.kill('SIGTERM');
+  });
+}
+
+export async function freePort() {
+  const server = net.createServer();
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address();
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** The generated config's server and storage sections (the storage label is for the report only). */
+export function baseConfig(port, storage) {
+  const { label: _label, ...storageConfig } = storage;
+  return {
+    server: { host: '127.0.0.1', port },
+    storage: { ...storageConfig, migrate: true },
+  };
+}
+
+export function writeConfig(file, config) {
+  // JSON is YAML: the generated config is written as JSON.
+  writeFileSync(file, JSON.stringify(config, null, 2));
+}
+
+/** The built CLI (`node dist/cli.js start`) on configFile, with a bare environment of its own. */
+export function spawnGateway(configFile, { nodeArgs = [], stdio, logLevel }, cleanups) {
+  const child = spawn(process.execPath, [...nodeArgs, path.join(ROOT, 'dist/cli.js'), 'start', '--config', configFile], {
+    stdio,
+    env: { PATH: env.PATH, HOME: env.HOME, NODE_ENV: 'production', LOG_LEVEL: logLevel },
+  });
+  cleanups.push(() => stopProcess(child));
+  return child;
+}
+
+/** Polls GET url+pathname for a 200 for up to a minute; false when the process exits or time runs out. */
+export async function waitForGateway(send, child, url, pathname) {
+  const deadline = Date.now() + 60_000;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) break;
+    const res = await send(url, 'GET', pathname).catch(() => null);
+    if (res?.status === 200) return true;
+    await sleep(200);
+  }
+  return false;
+}
+
+// ── HTTP helpers ────────────────────────────────────────────────────────────────────────────
+/** `send` (one request, JSON in and out, with its time in ms) and `login` over one keep-alive agent. */
+export function httpClient({ maxSockets }) {
+  const agent = new http.Agent({ keepAlive: true, maxSockets });
+
+  function send(baseUrl, method, pathname, { headers = {}, json } = {}) {
+    const { hostname, port } = new URL(baseUrl);
+    const body = json === undefined ? undefined : JSON.stringify(json);
+    const allHeaders = body ? { ...headers, 'content-type': 'application/json' } : headers;
+    return new Promise((resolve, reject) => {
+      const started = performance.now();
+      const req = http.request({ host: hostname, port, method, path: pathname, headers: allHeaders, agent, timeout: 30_000 }, (res) => {
+        const chunks = [];
+        res.on('data', (c) => chunks.push(c));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          let parsed;
+          try { parsed = JSON.parse(text); } catch { parsed = undefined; }
+          resolve({ status: res.statusCode, json: parsed, text, ms: performance.now() - started });
+        });
+        res.on('error', reject);
+      });
+      req.on('timeout', () => req.destroy(new Error(`${method} ${pathname}: timed out`)));
+      req.on('error', reject);
+      req.end(body);
+    });
+  }
+
+  /** The user with its tokens: `access` and `refresh`. */
+  async function login(url, user) {
+    const res = await send(url, 'POST', '/api/v1/auth/login', { json: { email: user.email, password: user.password } });
+    if (res.status !== 200) throw new Error(`login of ${user.email} failed: ${res.status} ${res.text}`);
+    return { ...user, access: res.json.access_token, refresh: res.json.refresh_token };
+  }
+
+  return { send, login };
+}
