@@ -67,6 +67,12 @@ describeWithServices('admin listener', () => {
     expect(metrics.text).toContain('# TYPE gateway_upstream_errors_total counter');
   });
 
+  it('answers an undecodable URL from the error catalog, as the public listener does', async () => {
+    const res = await admin.as('GET', '/admin/v1/users/%');
+    expect(res.status).toBe(400);
+    expect(res.json).toEqual({ error: 'Requête invalide' });
+  });
+
   it('refuses /admin/* without the right key, in the same way whether the path exists or not', async () => {
     const user = await makeUser(a);
     const attempts: Array<[string, Record<string, string>]> = [

@@ -4,10 +4,9 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { Writable } from 'node:stream';
 import pg from 'pg';
-import { pino } from 'pino';
 import { describe, inject } from 'vitest';
 import { configSchema, type Config } from '../../src/config/schema.js';
-import { REDACT_PATHS } from '../../src/logger.js';
+import { createLogger } from '../../src/logger.js';
 import { startGateway, type RunningGateway } from '../../src/server.js';
 import type { Database } from '../../src/storage/db.js';
 import { request, type HttpResponse, type RequestOptions } from './http.js';
@@ -69,7 +68,8 @@ export interface TestGateway extends RunningGateway {
 export async function startTestGateway(config: Config, options: { clock?: () => Date; db?: Database; logLevel?: string } = {}): Promise<TestGateway> {
   const logs: string[] = [];
   const sink = new Writable({ write(chunk, _enc, cb) { logs.push(String(chunk)); cb(); } });
-  const log = pino({ level: options.logLevel ?? 'debug', redact: { paths: REDACT_PATHS, censor: '[redacted]' } }, sink);
+  // The production logger, so every test that reads logs exercises the real redaction.
+  const log = createLogger(options.logLevel ?? 'debug', sink);
   const running = await startGateway(config, { log, clock: options.clock, db: options.db });
   return {
     ...running,
