@@ -4,7 +4,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import {
-  bearer, closeSql, describeWithServices, eventually, makeUser, marker, sql, startTestGateway, startTwoGateways, testConfig, testServices,
+  bearer, closeSql, describeWithServices, eventually, makeUser, marker, queriesDuring, sql, startTestGateway, startTwoGateways, testConfig, testServices,
   type TestGateway,
 } from '../helpers/gateway.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/upstream.js';
@@ -51,20 +51,6 @@ async function startFreezableRelay(): Promise<{ url: string; freeze(): void; tha
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
-}
-
-/** The statements a gateway sends to Postgres while fn runs (key-usage flushes and heartbeats aside: they run off the request path). */
-async function queriesDuring(gw: TestGateway, fn: () => Promise<unknown>): Promise<string[]> {
-  const db = gw.services.db;
-  const original = db.query.bind(db);
-  const seen: string[] = [];
-  db.query = (async (text: string, params?: unknown[]) => { seen.push(text); return original(text, params); }) as typeof db.query;
-  try {
-    await fn();
-  } finally {
-    db.query = original;
-  }
-  return seen.filter((text) => !text.includes('last_used_at') && !text.includes('pg_notify'));
 }
 
 describeWithServices('identity cache', () => {

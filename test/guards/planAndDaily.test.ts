@@ -4,7 +4,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { utcDay } from '../../src/http.js';
 import {
-  bearer, closeSql, describeWithServices, eventually, makeUser, marker, sql, startTestGateway, startTwoGateways, testClock, testConfig, testServices,
+  bearer, closeSql, describeWithServices, eventually, makeUser, marker, queriesDuring, sql, startTestGateway, startTwoGateways, testClock, testConfig, testServices,
   type TestGateway,
 } from '../helpers/gateway.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/upstream.js';
@@ -27,20 +27,6 @@ async function usage(id: number): Promise<{ daily_usage: number; last_usage_date
   const [row] = await sql<{ daily_usage: number; last_usage_date: string | null }>(
     "SELECT daily_usage, to_char(last_usage_date, 'YYYY-MM-DD') AS last_usage_date FROM users WHERE id = $1", [id]);
   return row!;
-}
-
-/** The statements a gateway sends to Postgres while fn runs (the identity cache's heartbeats aside: they are off the request path). */
-async function countQueries(gw: TestGateway, fn: () => Promise<unknown>): Promise<string[]> {
-  const db = gw.services.db;
-  const original = db.query.bind(db);
-  const seen: string[] = [];
-  db.query = (async (text: string, params?: unknown[]) => { seen.push(text); return original(text, params); }) as typeof db.query;
-  try {
-    await fn();
-  } finally {
-    db.query = original;
-  }
-  return seen.filter((text) => !text.includes('pg_notify'));
 }
 
 describeWithServices('plan and daily guards', () => {
@@ -138,7 +124,7 @@ describeWithServices('plan and daily guards', () => {
       await a.get(`/race/${m}`, { headers: bearer(user.access) }); // the user is known to the cache now
       const row = await usage(user.id);
       const before = a.services.daily.stats.refusedByRedis;
-      const queries = await countQueries(a, async () => {
+      const queries = await queriesDuring(a, async () => {
         for (let i = 0; i < 10; i++) expect((await a.get(`/race/${m}`, { headers: bearer(user.access) })).status).toBe(429);
       });
       expect(queries).toEqual([]);

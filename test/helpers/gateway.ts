@@ -87,6 +87,23 @@ export async function startTwoGateways(config: Config, options: { clock?: () => 
   return [a, b];
 }
 
+/**
+ * The statements a gateway sends to Postgres while fn runs, less the background ones that are
+ * off the request path (API-key usage flushes, the identity cache's NOTIFY heartbeats).
+ */
+export async function queriesDuring(gw: TestGateway, fn: () => Promise<unknown>): Promise<string[]> {
+  const db = gw.services.db;
+  const original = db.query.bind(db);
+  const seen: string[] = [];
+  db.query = (async (text: string, params?: unknown[]) => { seen.push(text); return original(text, params); }) as typeof db.query;
+  try {
+    await fn();
+  } finally {
+    db.query = original;
+  }
+  return seen.filter((text) => !text.includes('last_used_at') && !text.includes('pg_notify'));
+}
+
 let pool: pg.Pool | undefined;
 /** Direct SQL on the run's database, for checking rows and making changes "by hand". */
 export async function sql<T = Record<string, unknown>>(text: string, params: unknown[] = []): Promise<T[]> {
