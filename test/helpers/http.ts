@@ -13,6 +13,8 @@ export interface RequestOptions {
   json?: unknown;
   body?: string | Buffer;
   timeout?: number;
+  /** A connection of its own, closed after: for requests the gateway may answer by closing it. */
+  freshConnection?: boolean;
 }
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
@@ -26,7 +28,7 @@ export function request(baseUrl: string, method: string, path: string, options: 
     if (!Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) headers['content-type'] = 'application/json';
   }
   return new Promise((resolve, reject) => {
-    const req = http.request({ host: url.hostname, port: url.port, method, path, headers, agent, timeout: options.timeout ?? 20_000 }, (res) => {
+    const req = http.request({ host: url.hostname, port: url.port, method, path, headers, agent: options.freshConnection ? false : agent, timeout: options.timeout ?? 20_000 }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => {

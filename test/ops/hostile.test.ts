@@ -2,12 +2,11 @@
 // types, header values and oversized inputs against every endpoint of the gateway, plus garbage
 // on a raw socket. Whatever arrives: never a 5xx, never a crash, and every error body is
 // {"error": <string>} with only documented extra fields. Runs are bounded (200 in all).
-import http from 'node:http';
 import net from 'node:net';
 import fc from 'fast-check';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { closeSql, describeWithServices, makeUser, startTestGateway, testConfig, type TestGateway, type TestUser } from '../helpers/gateway.js';
-import type { HttpResponse } from '../helpers/http.js';
+import { request, type HttpResponse } from '../helpers/http.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/upstream.js';
 
 const BODY_LIMIT = 8 * 1024;
@@ -124,7 +123,8 @@ describeWithServices('hostile input', () => {
       const what = `${m} ${p.slice(0, 80)} (${b === undefined ? 'no body' : `${b.length} bytes`})`;
       let res: HttpResponse;
       try {
-        res = await freshRequest(gw.url, m, p, headers, m === 'GET' || m === 'HEAD' ? undefined : b);
+        // A connection of its own: one the gateway closes after an error (413, 431) must not carry the next case.
+        res = await request(gw.url, m, p, { headers, body: m === 'GET' || m === 'HEAD' ? undefined : b, timeout: 10_000, freshConnection: true });
       } catch (err) {
         const code = (err as NodeJS.ErrnoException).code;
         // The gateway may answer an oversized request and close before the client has sent it all.
@@ -172,30 +172,6 @@ describeWithServices('hostile input', () => {
     expect((await gw.get('/healthz')).status).toBe(200);
   });
 });
-
-/**
- * One request on a connection of its own: a connection the gateway closes after an error
- * (413, 431) must not be reused for the next case, which would fail in the client, not the server.
- */
-function freshRequest(baseUrl: string, method: string, path: string, headers: Record<string, string>, body?: string | Buffer): Promise<HttpResponse> {
-  const url = new URL(baseUrl);
-  return new Promise((resolve, reject) => {
-    const req = http.request({ host: url.hostname, port: url.port, method, path, headers, agent: false, timeout: 10_000 }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8');
-        let json: unknown;
-        try { json = JSON.parse(text); } catch { json = undefined; }
-        resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json });
-      });
-      res.on('error', reject);
-    });
-    req.on('timeout', () => req.destroy(new Error('timed out')));
-    req.on('error', reject);
-    req.end(body);
-  });
-}
 
 /** Writes bytes on a fresh connection, half-closes it, and returns whatever comes back (the first response). */
 function rawExchange(baseUrl: string, bytes: Buffer): Promise<string> {
