@@ -12,10 +12,15 @@ export interface Queryable {
   query<T = Record<string, unknown>>(sql: string, params?: unknown[]): Promise<T[]>;
 }
 
+export interface TransactionOptions {
+  /** Per-statement timeout instead of the database's (Postgres only): migrations need a long one. */
+  queryTimeoutMs?: number;
+}
+
 export interface Database extends Queryable {
   readonly kind: 'postgres' | 'embedded';
   /** Runs fn in one transaction; rolls back when it throws. */
-  transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
+  transaction<T>(fn: (tx: Queryable) => Promise<T>, options?: TransactionOptions): Promise<T>;
   /** Runs a script of several statements (migrations). */
   exec(sql: string): Promise<void>;
   /**
@@ -37,19 +42,38 @@ export function isUnavailable(err: unknown): boolean {
   if (!e) return false;
   if (typeof e.code === 'string' && (UNAVAILABLE_SQLSTATE.test(e.code) || UNAVAILABLE_NODE_CODES.has(e.code))) return true;
   const message = typeof e.message === 'string' ? e.message : '';
-  return /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|connection is closed|Cannot use a pool after calling end/i.test(message);
+  // 'Query read timeout': node-postgres gave up waiting for an answer (query_timeout below).
+  return /Query read timeout|Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|connection is closed|Cannot use a pool after calling end/i.test(message);
 }
 
 function translate(err: unknown): never {
   throw isUnavailable(err) ? new StorageUnavailableError(err) : err;
 }
 
-export function postgresDatabase(url: string): Database {
+// A connection whose packets are dropped (firewall, partition, hung server) neither answers nor
+// fails, and TCP keepalive takes hours to notice: without a client-side limit every request that
+// needs the database would hang. Our queries are single-row lookups and updates that take
+// milliseconds, so 5 s only cuts a connection that is gone, and is well under the 30 s or more
+// that clients and load balancers wait, so they get the 503 instead of their own timeout.
+// node-postgres then rejects with 'Query read timeout' (-> 503) and the pool destroys the client.
+export const QUERY_TIMEOUT_MS = 5000;
+// The LISTEN connection only receives, so it would never notice it is cut off: it sends a trivial
+// statement this often, under the same timeout, and counts as lost when that fails.
+const LISTEN_PING_EVERY_MS = 1000;
+
+export interface PostgresOptions {
+  /** Client-side limit on every ordinary query; tests shorten it. */
+  queryTimeoutMs?: number;
+}
+
+export function postgresDatabase(url: string, options: PostgresOptions = {}): Database {
+  const queryTimeout = options.queryTimeoutMs ?? QUERY_TIMEOUT_MS;
   const pool = new pg.Pool({
     connectionString: url,
     max: 20,
     // Fail fast when Postgres is down, so requests get a 503 instead of hanging.
     connectionTimeoutMillis: 2000,
+    query_timeout: queryTimeout,
     idleTimeoutMillis: 30_000,
     keepAlive: true,
   });
@@ -58,6 +82,7 @@ export function postgresDatabase(url: string): Database {
 
   const query = async <T>(sql: string, params?: unknown[]): Promise<T[]> => {
     try {
+      // pool.query releases the client with the error on failure, so a timed-out one is destroyed.
       return (await pool.query(sql, params as unknown[])).rows as T[];
     } catch (err) {
       return translate(err);
@@ -70,7 +95,7 @@ export function postgresDatabase(url: string): Database {
     async exec(sql) {
       await query(sql);
     },
-    async transaction(fn) {
+    async transaction(fn, options = {}) {
       let client: pg.PoolClient;
       try {
         client = await pool.connect();
@@ -80,7 +105,10 @@ export function postgresDatabase(url: string): Database {
       const tx: Queryable = {
         async query<T>(sql: string, params?: unknown[]) {
           try {
-            return (await client.query(sql, params as unknown[])).rows as T[];
+            // Without a query_timeout of its own, the pool's applies. node-postgres reads it per
+            // query (lib/client.js), but @types/pg does not declare it.
+            const config: pg.QueryConfig & { query_timeout?: number } = { text: sql, values: params, query_timeout: options.queryTimeoutMs };
+            return (await client.query(config)).rows as T[];
           } catch (err) {
             return translate(err);
           }
@@ -93,7 +121,10 @@ export function postgresDatabase(url: string): Database {
         await tx.query('COMMIT');
         return result;
       } catch (err) {
-        await client.query('ROLLBACK').catch((e: unknown) => { broken = e; });
+        // A connection that failed or timed out would only make ROLLBACK wait (and time out) too:
+        // releasing it with the error destroys it, and Postgres aborts the transaction on disconnect.
+        if (isUnavailable(err)) broken = err;
+        else await client.query('ROLLBACK').catch((e: unknown) => { broken = e; });
         throw err;
       } finally {
         client.release(broken instanceof Error ? broken : undefined);
@@ -102,19 +133,29 @@ export function postgresDatabase(url: string): Database {
     async listen(channels, onNotify, onState) {
       let client: pg.Client | undefined;
       let stopped = false;
-      let retry: NodeJS.Timeout | undefined;
+      let timer: NodeJS.Timeout | undefined; // the next ping while live, the next attempt while lost
       let delay = 200;
+      // The ping repeats a LISTEN (a no-op on a channel already listened to), so the connection
+      // still shows as the LISTEN one in pg_stat_activity, where operators and tests look for it.
+      const ping = channels[0] ? `LISTEN ${pg.escapeIdentifier(channels[0])}` : 'SELECT 1';
       const connect = async () => {
         if (stopped) return;
-        const c = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2000, keepAlive: true });
+        const c = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2000, query_timeout: queryTimeout, keepAlive: true });
         client = c;
         const lost = () => {
           if (client !== c) return;
           client = undefined;
+          clearTimeout(timer);
           onState(false);
+          // With a query in flight, end() destroys the socket rather than wait for a goodbye.
           c.end().catch(() => {});
-          if (!stopped) retry = setTimeout(connect, delay);
+          if (!stopped) timer = setTimeout(connect, delay);
           delay = Math.min(delay * 2, 2000);
+        };
+        const check = () => {
+          c.query(ping).then(() => {
+            if (client === c) timer = setTimeout(check, LISTEN_PING_EVERY_MS);
+          }, lost);
         };
         c.on('error', lost);
         c.on('end', lost);
@@ -123,7 +164,10 @@ export function postgresDatabase(url: string): Database {
           await c.connect();
           for (const channel of channels) await c.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
           delay = 200;
-          if (client === c) onState(true);
+          if (client === c) {
+            onState(true);
+            timer = setTimeout(check, LISTEN_PING_EVERY_MS);
+          }
         } catch {
           lost();
         }
@@ -131,7 +175,7 @@ export function postgresDatabase(url: string): Database {
       await connect();
       return async () => {
         stopped = true;
-        clearTimeout(retry);
+        clearTimeout(timer);
         const c = client;
         client = undefined;
         await c?.end().catch(() => {});

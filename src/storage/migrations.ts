@@ -6,7 +6,11 @@ import { fileURLToPath } from 'node:url';
 import type { Database } from './db.js';
 
 export const MIGRATIONS_DIR = fileURLToPath(new URL('../../migrations/', import.meta.url));
-const LOCK_KEY = 7_414_201; // arbitrary, fixed: every instance must take the same lock
+export const LOCK_KEY = 7_414_201; // arbitrary, fixed: every instance must take the same lock
+// Not the ordinary 5 s query timeout: taking the lock may wait for another instance's migration,
+// and DDL on a big table can run for minutes. Still bounded (an hour per statement), so a start
+// cut off from Postgres fails in the end instead of hanging forever.
+const MIGRATION_QUERY_TIMEOUT_MS = 60 * 60 * 1000;
 
 export async function migrate(db: Database, dir = MIGRATIONS_DIR): Promise<string[]> {
   const files = readdirSync(dir).filter((f) => /^\d+_.+\.sql$/.test(f)).sort();
@@ -23,7 +27,7 @@ export async function migrate(db: Database, dir = MIGRATIONS_DIR): Promise<strin
       applied.push(file);
     }
     return applied;
-  });
+  }, { queryTimeoutMs: MIGRATION_QUERY_TIMEOUT_MS });
 }
 
 /** Splits a script on `;` at the end of a line, keeping $$-quoted function bodies whole. */

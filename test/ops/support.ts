@@ -141,22 +141,35 @@ export interface TcpProxy {
   cut(): Promise<void>;
   /** Accepts again, on the same port. */
   restore(): Promise<void>;
+  /**
+   * Stops moving bytes either way, new connections included, without closing anything: a
+   * firewall dropping packets, a partition, a hung server. Nothing is lost, as with TCP.
+   */
+  blackhole(): void;
+  /** Moves the held bytes and the new ones again. */
+  forward(): void;
   close(): Promise<void>;
 }
 
 export async function startTcpProxy(target: { host: string; port: number }): Promise<TcpProxy> {
   const sockets = new Set<net.Socket>();
+  const pairs = new Set<[net.Socket, net.Socket]>();
+  let holding = false;
   let server: net.Server | undefined;
   let port = 0;
+  const join = ([client, upstream]: [net.Socket, net.Socket]) => { client.pipe(upstream).pipe(client); };
   const listen = async () => {
     const s = net.createServer((client) => {
       const upstream = net.connect(target.port, target.host);
+      const pair: [net.Socket, net.Socket] = [client, upstream];
       sockets.add(client);
       sockets.add(upstream);
-      const drop = () => { client.destroy(); upstream.destroy(); sockets.delete(client); sockets.delete(upstream); };
+      pairs.add(pair);
+      const drop = () => { client.destroy(); upstream.destroy(); sockets.delete(client); sockets.delete(upstream); pairs.delete(pair); };
       client.on('error', drop).on('close', drop);
       upstream.on('error', drop).on('close', drop);
-      client.pipe(upstream).pipe(client);
+      if (holding) client.pause();
+      else join(pair);
     });
     await new Promise<void>((resolve, reject) => s.once('error', reject).listen(port, '127.0.0.1', () => resolve()));
     port = (s.address() as net.AddressInfo).port;
@@ -169,8 +182,22 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
     sockets.clear();
     if (s) await new Promise<void>((resolve) => s.close(() => resolve()));
   };
+  // Unpiped and paused, a socket is no longer read: its bytes wait in the kernel buffers.
+  const blackhole = () => {
+    holding = true;
+    for (const [client, upstream] of pairs) {
+      client.unpipe(upstream);
+      upstream.unpipe(client);
+      client.pause();
+      upstream.pause();
+    }
+  };
+  const forward = () => {
+    holding = false;
+    for (const pair of pairs) join(pair);
+  };
   await listen();
-  return { port, cut, restore: listen, close: cut };
+  return { port, cut, restore: listen, blackhole, forward, close: cut };
 }
 
 /** The run's Postgres URL, reached through the proxy. */
