@@ -100,13 +100,16 @@ export function clientErrorHandler(this: FastifyInstance, err: NodeJS.ErrnoExcep
 /** What both listeners share: request ids, the lenient JSON parser, the error catalog, metrics. */
 export function registerCommon(app: FastifyInstance, services: Services): void {
   app.decorateRequest('gatewayRoute', '');
-  app.addHook('onRequest', async (request, reply) => {
+  // Callback-style hooks: these run on every request, and an async hook costs a promise each time.
+  app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id);
+    done();
   });
-  app.addHook('onResponse', async (request, reply) => {
+  app.addHook('onResponse', (request, reply, done) => {
     const route = request.gatewayRoute || request.routeOptions.url || 'unmatched';
     services.metrics.requests.inc({ route, method: request.method, status: reply.statusCode });
     services.metrics.latency.observe({ route }, reply.elapsedTime / 1000);
+    done();
   });
 
   // Spec §4: a missing, non-JSON, other-typed or non-object body reads as {} (never 415/400).

@@ -30,8 +30,8 @@ export function bearerToken(headers: IncomingHttpHeaders): string | undefined {
   return BEARER.exec(headerValue(headers, 'authorization'))?.[1];
 }
 
-export async function authenticate(headers: IncomingHttpHeaders, deps: AuthDeps): Promise<AuthResult> {
-  const token = bearerToken(headers);
+/** `token`: the bearer token when the caller has already read it from the headers. */
+export async function authenticate(headers: IncomingHttpHeaders, deps: AuthDeps, token = bearerToken(headers)): Promise<AuthResult> {
   if (token) {
     const claims = await deps.tokens.verifyAccess(token);
     if (claims) {

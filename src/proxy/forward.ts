@@ -58,9 +58,10 @@ export async function proxyRoutes(app: FastifyInstance, opts: { services: Servic
     }
 
     // auth → plan → daily, each only when the route asks for it (STYLE: the one-way flow).
+    const bearer = bearerToken(request.headers);
     let auth: AuthResult = { kind: 'anonymous' };
     if (route.auth !== 'none') {
-      auth = await authenticate(request.headers, services);
+      auth = await authenticate(request.headers, services, bearer);
       if (auth.kind === 'denied') return deny(request, reply, route.path, auth.denial);
       if (auth.kind === 'anonymous' && route.auth === 'required') return deny(request, reply, route.path, { code: 'tokenInvalid' });
     }
@@ -76,7 +77,6 @@ export async function proxyRoutes(app: FastifyInstance, opts: { services: Servic
 
     // Authorization is dropped when it carried the gateway's own token; on `auth: none`
     // routes it belongs to the upstream unless it is one of ours.
-    const bearer = bearerToken(request.headers);
     const dropAuthorization = auth.kind === 'authenticated' ? auth.method === 'bearer' || bearer !== undefined
       : bearer !== undefined && (await services.tokens.verifyAccess(bearer)) !== null;
     const xff = request.headers['x-forwarded-for'];
