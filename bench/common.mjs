@@ -147,7 +147,7 @@ export function startChild(script, name, args, cleanups, execArgv = []) {
   const child = fork(script, ['--role', name, ...args], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv });
   cleanups.push(() => stopProcess(child));
   return new Promise((resolve, reject) => {
-    child.once('message', ({ port }) => resolve({ name, pid: child.pid, url: `http://127.0.0.1:${port}` }));
+    child.once('message', ({ port }) => resolve({ name, pid: child.pid, url: `http://127.0.0.1:${port}`, child }));
     child.once('exit', (code) => reject(new Error(`${name} exited (${code}) before listening`)));
   });
 }

@@ -7,7 +7,8 @@
 // is the built CLI (`node dist/cli.js start`) on a database and Redis key prefix of its own
 // (dropped after), or on embedded PGlite when no Postgres answers. Everything listens on loopback.
 //
-// Environment: BENCH_SECONDS (per round, default 3), BENCH_ROUNDS (rounds per target, default 3),
+// Environment: BENCH_SECONDS (per round, default 3), BENCH_ROUNDS (rounds per target, default 4),
+// BENCH_LOGIN_ROUNDS (pairs of bearer rounds without and with logins, default 6),
 // BENCH_WARMUP (seconds per target and scenario, default 1), BENCH_CONNECTIONS (default 50),
 // BENCH_USERS (users per group, default 10), BENCH_LOG_LEVEL (the gateway's, default info),
 // BENCH_ONLY (a subset: public,bearer,plan,apikey,daily,assertion,logins), BENCH_KEEP=1 (keep the
@@ -28,7 +29,9 @@ const role = process.argv[2] === '--role' ? process.argv[3] : 'main';
 
 const env = process.env;
 const SECONDS = positive(env.BENCH_SECONDS, 3);
-const ROUNDS = Math.round(positive(env.BENCH_ROUNDS, 3));
+const ROUNDS = Math.round(positive(env.BENCH_ROUNDS, 4));
+// p99 moves more from round to round than req/s does: the logins comparison takes more pairs.
+const LOGIN_ROUNDS = Math.round(positive(env.BENCH_LOGIN_ROUNDS, 6));
 const WARMUP = positive(env.BENCH_WARMUP, 1);
 const CONNECTIONS = Math.round(positive(env.BENCH_CONNECTIONS, 50));
 const USERS = Math.round(positive(env.BENCH_USERS, 10));
@@ -120,8 +123,8 @@ async function main() {
       await measure(gateway, scenario, WARMUP);
       const runs = { baseline: [], gateway: [] };
       for (let round = 0; round < ROUNDS; round++) {
-        runs.baseline.push(await measure(baseline, scenario, SECONDS));
-        runs.gateway.push(await measure(gateway, scenario, SECONDS));
+        await inTurn(round, async () => runs.baseline.push(await measure(baseline, scenario, SECONDS)),
+          async () => runs.gateway.push(await measure(gateway, scenario, SECONDS)));
       }
       const row = { scenario, baseline: combine(runs.baseline), gateway: combine(runs.gateway) };
       rows.push(row);
@@ -129,17 +132,20 @@ async function main() {
     }
 
     // Logins beside bearer traffic: argon2 shares libuv's threadpool with WebCrypto, and both
-    // share the CPU with the proxy. Alternating rounds without and with ~10 logins/s.
+    // share the CPU with the proxy. Alternating rounds without and with ~10 logins/s, sent by a
+    // process of their own so that the load generator's event loop (which times every request)
+    // is not the one slowed down.
     const bearer = scenarios.find((s) => s.route === '/bearer');
     const quiet = [];
     const busy = [];
     const logins = { ok: 0, failed: 0, latencies: [] };
     let loginRun;
     if (!only || only.has('logins')) {
+      const loginDriver = await startChild(SELF, 'logins', [gateway.url], cleanups);
       await measure(gateway, bearer, WARMUP);
-      for (let round = 0; round < ROUNDS; round++) {
-        quiet.push(await measure(gateway, bearer, SECONDS));
-        busy.push(await measure(gateway, bearer, SECONDS, { logins: { users: data.pro, into: logins } }));
+      for (let round = 0; round < LOGIN_ROUNDS; round++) {
+        await inTurn(round, async () => quiet.push(await measure(gateway, bearer, SECONDS)),
+          async () => busy.push(await measure(gateway, bearer, SECONDS, { logins: { driver: loginDriver, users: data.pro, into: logins } })));
       }
       loginRun = { quiet: combine(quiet), busy: combine(busy), logins };
       console.log(`- bearer beside ${LOGINS_PER_SECOND} logins/s: req/s per round: alone ${loginRun.quiet.rounds}; with logins ${loginRun.busy.rounds}`);
@@ -272,7 +278,7 @@ async function load(autocannon, target, scenario, seconds, extra = {}) {
     latencies[count++] = ms;
     if (status !== expected) unexpected++;
   });
-  const stopLogins = extra.logins ? startLogins(target.url, extra.logins) : undefined;
+  const stopLogins = extra.logins ? await startLogins(extra.logins) : undefined;
   const result = await instance;
   await stopLogins?.();
   const cpuAfter = cpuMs(target.pid);
@@ -287,25 +293,74 @@ async function load(autocannon, target, scenario, seconds, extra = {}) {
   };
 }
 
+/** Starts the login driver's open loop; the returned function stops it and adds up its logins. */
+async function startLogins({ driver, users, into }) {
+  driver.child.send({ start: users.map(({ email, password }) => ({ email, password })) });
+  await nextMessage(driver.child); // started
+  return async () => {
+    driver.child.send({ stop: true });
+    const { ok, failed, latencies } = await nextMessage(driver.child);
+    into.ok += ok;
+    into.failed += failed;
+    into.latencies.push(...latencies);
+  };
+}
+
+function nextMessage(child) {
+  return new Promise((resolve) => child.once('message', resolve));
+}
+
+// ── child: the login driver ─────────────────────────────────────────────────────────────────
 /** ~10 logins a second on their own connections, whatever the answers' pace (open loop). */
-function startLogins(url, { users, into }) {
+function runLoginDriver(url) {
+  let stop;
+  process.on('message', (message) => {
+    if (message.start) {
+      stop = loginLoop(url, message.start);
+      process.send({ started: true });
+    } else if (message.stop) {
+      void stop().then((result) => process.send(result));
+    }
+  });
+  process.on('disconnect', () => process.exit(0));
+  process.on('SIGTERM', () => process.exit(0));
+  process.send({ port: 0 }); // ready (startChild waits for this)
+}
+
+function loginLoop(url, users) {
+  const result = { ok: 0, failed: 0, latencies: [] };
   const inFlight = new Set();
   let i = 0;
   const timer = setInterval(() => {
     const user = users[i++ % users.length];
     const p = send(url, 'POST', '/api/v1/auth/login', { json: { email: user.email, password: user.password } })
       .then((res) => {
-        if (res.status === 200) into.ok++;
-        else into.failed++;
-        into.latencies.push(res.ms);
-      }, () => { into.failed++; })
+        if (res.status === 200) result.ok++;
+        else result.failed++;
+        result.latencies.push(res.ms);
+      }, () => { result.failed++; })
       .finally(() => inFlight.delete(p));
     inFlight.add(p);
   }, 1000 / LOGINS_PER_SECOND);
   return async () => {
     clearInterval(timer);
     await Promise.all(inFlight);
+    return result;
   };
+}
+
+/**
+ * Runs a then b on even rounds, b then a on odd ones: whatever drifts during a run (a warming
+ * cache, a neighbour on the machine) then weighs on both sides of the comparison alike.
+ */
+async function inTurn(round, a, b) {
+  if (round % 2 === 0) {
+    await a();
+    await b();
+  } else {
+    await b();
+    await a();
+  }
 }
 
 /**
@@ -384,7 +439,7 @@ function printLoginRun({ quiet, busy, logins }) {
   const change = paired(busy, quiet, (x, y) => x.p99 / y.p99 - 1);
   const loginsOk = change <= 0.2;
   const loginLatency = Float64Array.from(logins.latencies).sort();
-  const loginSeconds = ROUNDS * SECONDS;
+  const loginSeconds = LOGIN_ROUNDS * SECONDS;
   console.log(`\n| bearer beside logins | req/s | p50 (ms) | p99 (ms) | target |`);
   console.log('|---|---:|---:|---:|---|');
   console.log(`| bearer alone | ${fmtRps(quiet.rps)} | ${fmtMs(quiet.p50)} | ${fmtMs(quiet.p99)} | |`);
@@ -396,4 +451,5 @@ function printLoginRun({ quiet, busy, logins }) {
 // Last, so every module-level constant above is initialized before any role runs.
 if (role === 'upstream') await runUpstream(echoIdentity);
 else if (role === 'baseline') await runBaseline(process.argv[4]);
+else if (role === 'logins') runLoginDriver(process.argv[4]);
 else await main();
