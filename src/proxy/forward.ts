@@ -1,5 +1,6 @@
 // Every request that is not one of the gateway's own endpoints: match a route, run its guards
 // (auth → plan → daily), then stream it to the upstream through undici's pooled keep-alive agent.
+import { METHODS } from 'node:http';
 import { Transform, type TransformCallback } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import replyFrom from '@fastify/reply-from';
@@ -53,7 +54,7 @@ export async function proxyRoutes(app: FastifyInstance, opts: { services: Servic
     const route = match.route;
     request.gatewayRoute = route.path;
     if (match.kind === 'method-not-allowed') {
-      reply.header('allow', [...route.allowedMethods!].join(', '));
+      reply.header('allow', [...route.allowedMethods].join(', '));
       return deny(request, reply, route.path, { code: 'methodNotAllowed' });
     }
 
@@ -113,7 +114,12 @@ export async function proxyRoutes(app: FastifyInstance, opts: { services: Servic
     }
   };
 
-  app.route({ method: [...HTTP_METHODS], url: '/*', handler });
+  // Every other method Node parses reaches the handler too, for the 405 (or 404) of the contract
+  // rather than a bare not-found. CONNECT never reaches fastify: Node hands it to 'connect'.
+  for (const method of METHODS) {
+    if (method !== 'CONNECT' && !app.supportedMethods.includes(method)) app.addHttpMethod(method);
+  }
+  app.route({ method: app.supportedMethods, url: '/*', handler });
 
   // Seven router lookups cost a few microseconds; proxied paths repeat, so their answers are kept.
   const ownMethodsByPath = new LRUCache<string, readonly string[]>({ max: OWN_PATHS_CACHE_SIZE });

@@ -1,11 +1,15 @@
 // The route table compiled from gateway.yaml: longest prefix wins, on segment boundaries.
-import type { Config, RouteConfig, UpstreamConfig } from '../config/schema.js';
+import { HTTP_METHODS, type Config, type RouteConfig, type UpstreamConfig } from '../config/schema.js';
 
 export interface CompiledRoute extends RouteConfig {
   upstreamName: string;
   target: UpstreamConfig;
-  allowedMethods: Set<string> | null; // null: every method
+  allowedMethods: ReadonlySet<string>;
 }
+
+// A route without `methods` takes every method the gateway proxies; TRACE, WebDAV's and the
+// other methods Node parses are answered 405 on a route's path, never forwarded.
+const PROXIED_METHODS: ReadonlySet<string> = new Set(HTTP_METHODS);
 
 export type Match =
   | { kind: 'route'; route: CompiledRoute; upstreamPath: string }
@@ -22,7 +26,7 @@ export class RouteTable {
         upstreamName: route.upstream,
         target: config.upstreams[route.upstream]!,
         // HEAD is read as GET, as every HTTP server does.
-        allowedMethods: route.methods ? new Set([...route.methods, ...(route.methods.includes('GET') ? ['HEAD'] : [])]) : null,
+        allowedMethods: route.methods ? new Set([...route.methods, ...(route.methods.includes('GET') ? ['HEAD'] : [])]) : PROXIED_METHODS,
       }))
       .sort((a, b) => b.path.length - a.path.length);
   }
@@ -36,7 +40,7 @@ export class RouteTable {
     for (const route of this.routes) {
       const p = route.path;
       if (p !== '/' && path !== p && !path.startsWith(`${p}/`)) continue;
-      if (route.allowedMethods && !route.allowedMethods.has(method)) return { kind: 'method-not-allowed', route };
+      if (!route.allowedMethods.has(method)) return { kind: 'method-not-allowed', route };
       const rest = p === '/' ? path : path.slice(p.length);
       const upstreamPath = route.rewritePrefix === undefined ? path : joinPath(route.rewritePrefix, rest);
       return { kind: 'route', route, upstreamPath };

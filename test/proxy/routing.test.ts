@@ -164,6 +164,28 @@ describeWithServices('reverse proxy', () => {
       expect(upstream.last(m)!.method).toBe('HEAD');
     });
 
+    it('answers 405 to methods it never forwards (TRACE, WebDAV) on a route, 404 off every route', async () => {
+      const m = marker();
+      for (const method of ['TRACE', 'PROPFIND', 'MKCOL']) {
+        // /any declares no methods: it takes the seven the gateway proxies, and only those.
+        const res = await a.request(method, `/any/${m}`);
+        expect(res.status).toBe(405);
+        expect(res.json).toEqual({ error: 'Méthode non autorisée' });
+        expect(res.headers.allow).toBe('GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS');
+      }
+      const restricted = await b.request('PROPFIND', `/races/${m}`);
+      expect(restricted.status).toBe(405);
+      expect(restricted.headers.allow).toBe('GET, POST, HEAD');
+      const own = await a.request('PROPFIND', '/api/v1/auth/login', { headers: { 'x-marker': m } });
+      expect(own.status).toBe(405);
+      expect(own.headers.allow).toBe('POST');
+      const nowhere = await b.request('TRACE', `/nowhere/${m}`);
+      expect(nowhere.status).toBe(404);
+      expect(nowhere.json).toEqual({ error: 'Route introuvable' });
+      expect(upstream.count(m)).toBe(0);
+      expect(upstream.hits.filter((h) => h.headers['x-marker'] === m)).toEqual([]);
+    });
+
     it('replaces the matched prefix with rewritePrefix', async () => {
       const m = marker();
       const res = await a.get(`/rw/${m}/page?x=1&y=%20z`);
