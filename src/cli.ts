@@ -11,6 +11,7 @@ import { migrate } from './storage/migrations.js';
 import { findByEmail, setActive, setPlan } from './storage/users.js';
 import { rotateAssertionKeys } from './assertion/keys.js';
 import { RETIRED_KEY_PUBLISHED_MS } from './assertion/keyring.js';
+import { signingKeyProblem } from './auth/tokens.js';
 
 const USAGE = `Usage: gateway <command> [--config FILE]
 
@@ -99,6 +100,11 @@ async function main(argv: string[]): Promise<number> {
     return command ? 0 : 1;
   }
   const { config, file } = loadConfig(configPath);
+  // The key file is part of the configuration: a bad one is reported as such, by `check` too.
+  if (command === 'check' || command === 'start') {
+    const problem = await signingKeyProblem(config.auth.jwt);
+    if (problem) throw new ConfigError(file, [`auth.jwt.privateKeyFile: ${problem}`]);
+  }
   switch (command) {
     case 'check':
       console.log(`${file}: valid\n\n${routeTable(config)}`);

@@ -1,5 +1,6 @@
 // `gateway check` through the built CLI, as an operator runs it (npm test builds first).
 import { execFile, execFileSync } from 'node:child_process';
+import { generateKeyPairSync } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -9,10 +10,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const CLI = path.join(ROOT, 'dist/cli.js');
 
-/** The newest of the sources `gateway check` reads: the CLI and the config loader. */
+/** The newest of the sources `gateway check` reads: the CLI, the config loader and the key loader. */
 function newestSource(): number {
   const config = path.join(ROOT, 'src/config');
-  const files = [path.join(ROOT, 'src/cli.ts'), ...readdirSync(config).map((f) => path.join(config, f))];
+  const files = [path.join(ROOT, 'src/cli.ts'), path.join(ROOT, 'src/auth/tokens.ts'), ...readdirSync(config).map((f) => path.join(config, f))];
   return Math.max(...files.map((f) => statSync(f).mtimeMs));
 }
 
@@ -105,5 +106,24 @@ describe('gateway check', { timeout: 60_000 }, () => {
     });
     expect(b).toEqual({ code: 1, stdout: '', stderr: `${unknown}: invalid configuration\n  - server: unknown key(s) "prot"\n` });
     expect(c).toEqual({ code: 1, stdout: '', stderr: `${missing}: invalid configuration\n  - cannot read the file: ENOENT\n` });
+  });
+
+  it('reads auth.jwt.privateKeyFile: a key that cannot sign with the algorithm is an invalid configuration', async () => {
+    const ed25519 = path.join(dir, 'ed25519.pem');
+    writeFileSync(ed25519, generateKeyPairSync('ed25519').privateKey.export({ type: 'pkcs8', format: 'pem' }));
+    const notAKey = write('not-a-key.pem', 'hello\n');
+    const missingKey = path.join(dir, 'missing.pem');
+    const config = (algorithm: string, key: string) => write(`${algorithm}-${path.basename(key)}.yaml`, `${VALID}auth:\n  jwt:\n    algorithm: ${algorithm}\n    privateKeyFile: ${key}\n`);
+    const check = (file: string) => gateway(['check', '--config', file]);
+    const files = { ok: config('EdDSA', ed25519), wrongType: config('ES256', ed25519), garbage: config('EdDSA', notAKey), missing: config('RS256', missingKey) };
+    const [ok, wrongType, garbage, missing] = await Promise.all([check(files.ok), check(files.wrongType), check(files.garbage), check(files.missing)]);
+    expect(ok.stderr).toBe('');
+    expect(ok.code).toBe(0);
+    for (const [result, file, key] of [[wrongType, files.wrongType, ed25519], [garbage, files.garbage, notAKey], [missing, files.missing, missingKey]] as const) {
+      expect(result.code).toBe(1);
+      expect(result.stdout).toBe('');
+      expect(result.stderr.startsWith(`${file}: invalid configuration\n  - auth.jwt.privateKeyFile: ${key}: `)).toBe(true);
+    }
+    expect(missing.stderr).toContain('ENOENT');
   });
 });
