@@ -132,6 +132,8 @@ export async function createServices(config: Config, options: ServiceOptions): P
       },
     };
     services.metrics.observeIdentityCache(identities.stats);
+    // services.daily, not the limiter made above: a reload may replace it.
+    identities.onDailyUsageReset = (userId) => void services.daily.forget(userId);
     const events = new WebhookEvents({ db, config: config.webhooks, clock, log, metrics: services.metrics });
     services.events = events;
     closers.push(() => events.close());

@@ -17,6 +17,10 @@ const INCR_WITH_TTL = `local n = redis.call('INCR', KEYS[1])
 if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
 return n`;
 
+function gateKey(userId: number, day: string): string {
+  return `daily:${userId}:${day}`;
+}
+
 export interface DailyStats {
   refusedByRedis: number;
   refusedByPostgres: number;
@@ -41,7 +45,7 @@ export class DailyLimiter {
   async consume(user: User): Promise<Denial | null> {
     if (user.plan !== 'free') return null;
     const day = utcDay(this.clock());
-    const key = `daily:${user.id}:${day}`;
+    const key = gateKey(user.id, day);
     const gate = await this.redisIncrement(key);
     if (gate !== undefined && gate > this.limit) {
       this.stats.refusedByRedis++;
@@ -63,6 +67,17 @@ export class DailyLimiter {
     }
     this.stats.admitted++;
     return null;
+  }
+
+  /**
+   * The user's count was lowered by hand (a NOTIFY from 004_daily_usage_reset.sql): today's gate
+   * goes, so the next request asks Postgres again instead of being refused from Redis.
+   */
+  async forget(userId: number): Promise<void> {
+    if (!this.redis || this.redis.status !== 'ready') return;
+    await this.redis.del(gateKey(userId, utcDay(this.clock()))).catch((err: unknown) => {
+      this.log.warn({ err, userId }, 'daily limit: could not drop the Redis gate of a user whose count was reset');
+    });
   }
 
   private async redisIncrement(key: string): Promise<number | undefined> {

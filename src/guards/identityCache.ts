@@ -15,6 +15,7 @@ import { findActiveKey } from '../storage/apiTokens.js';
 const USER_CHANNEL = 'gw_user_changed';
 const KEY_CHANNEL = 'gw_api_token_changed';
 const HEARTBEAT_CHANNEL = 'gw_identity_heartbeat';
+const DAILY_RESET_CHANNEL = 'gw_daily_usage_reset'; // 004_daily_usage_reset.sql
 const MAX_ENTRIES = 100_000;
 // Distrusted after three timer ticks in which a heartbeat committed by Postgres was not heard:
 // well under the one second a change may take to reach every instance (CONTRACT §4). Ticks, not
@@ -45,16 +46,22 @@ export class IdentityCache {
   private heartbeat: NodeJS.Timeout | undefined;
   private stop: (() => Promise<void>) | undefined;
   readonly stats: CacheStats = { hits: 0, misses: 0 };
+  /** Told, over the same LISTEN connection, of a user whose daily count was lowered by hand. */
+  onDailyUsageReset: (userId: number) => void = () => {};
 
   constructor(private readonly db: Database, private readonly log: Logger) {}
 
   async start(): Promise<void> {
     // Embedded PGlite notifies in-process: that subscription cannot be lost silently.
     const beats = this.db.kind === 'postgres';
-    const channels = beats ? [USER_CHANNEL, KEY_CHANNEL, HEARTBEAT_CHANNEL] : [USER_CHANNEL, KEY_CHANNEL];
+    const channels = [USER_CHANNEL, KEY_CHANNEL, DAILY_RESET_CHANNEL, ...(beats ? [HEARTBEAT_CHANNEL] : [])];
     this.stop = await this.db.listen(channels, (channel, payload) => {
       if (channel === HEARTBEAT_CHANNEL) {
         if (payload === this.beatId) this.heard();
+        return;
+      }
+      if (channel === DAILY_RESET_CHANNEL) {
+        this.onDailyUsageReset(Number(payload));
         return;
       }
       this.generation++;

@@ -117,6 +117,30 @@ describeWithServices('plan and daily guards', () => {
       expect(await usage(user.id)).toEqual({ daily_usage: 1, last_usage_date: utcDay(new Date()) });
     });
 
+    it('obeys a count lowered by hand (SQL) on both instances within a second, and only that far', async () => {
+      const resets = [
+        'UPDATE users SET daily_usage = 0 WHERE id = $1', // support gives today's use back
+        'UPDATE users SET daily_usage = 0, last_usage_date = NULL WHERE id = $1', // or clears the record
+      ];
+      for (const reset of resets) {
+        const user = await makeUser(a);
+        const m = marker();
+        const use = (gw: TestGateway) => gw.get(`/race/${m}`, { headers: bearer(user.access) });
+        expect((await use(a)).status).toBe(200);
+        expect((await use(b)).status).toBe(429); // from here on, refused from Redis
+        await sql(reset, [user.id]);
+        // Every refusal before the reset reaches the instances is a refusal, never a use.
+        await eventually(async () => (await use(b)).status === 200, 1000);
+        for (const gw of [a, b, a]) {
+          const res = await use(gw);
+          expect(res.status).toBe(429);
+          expect(res.json).toEqual(LIMIT_1);
+        }
+        expect(upstream.count(m)).toBe(2);
+        expect(await usage(user.id)).toEqual({ daily_usage: 1, last_usage_date: utcDay(new Date()) });
+      }
+    });
+
     it('answers repeated refusals from Redis without touching Postgres', async () => {
       const user = await makeUser(a);
       const m = marker();
