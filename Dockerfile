@@ -23,4 +23,5 @@ USER node
 EXPOSE 8080 9090
 HEALTHCHECK --interval=10s --timeout=3s CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.PORT||8080)+'/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
 # Exec form: node is PID 1 and receives SIGTERM/SIGHUP itself (the gateway handles both).
-CMD ["node", "dist/cli.js", "start"]
+# A larger young generation: fewer scavenges, the pauses that set a busy proxy's p99 (README, Operating).
+CMD ["node", "--max-semi-space-size=32", "dist/cli.js", "start"]
