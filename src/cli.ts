@@ -11,7 +11,7 @@ import { migrate } from './storage/migrations.js';
 import { findByEmail, setActive, setPlan } from './storage/users.js';
 import { rotateAssertionKeys } from './assertion/keys.js';
 import { RETIRED_KEY_PUBLISHED_MS } from './assertion/keyring.js';
-import { signingKeyProblem } from './auth/tokens.js';
+import { checkSigningKey, SigningKeyError } from './auth/tokens.js';
 
 const USAGE = `Usage: gateway <command> [--config FILE]
 
@@ -100,13 +100,20 @@ async function main(argv: string[]): Promise<number> {
     return command ? 0 : 1;
   }
   const { config, file } = loadConfig(configPath);
-  // The key file is part of the configuration: a bad one is reported as such, by `check` too.
-  if (command === 'check' || command === 'start') {
-    const problem = await signingKeyProblem(config.auth.jwt);
-    if (problem) throw new ConfigError(file, [`auth.jwt.privateKeyFile: ${problem}`]);
+  try {
+    return await run(command, rest, config, file);
+  } catch (err) {
+    // The key file is part of the configuration: a bad one (read by `check`, or by `start` while
+    // setting up tokens) is reported like any other configuration problem.
+    if (err instanceof SigningKeyError) throw new ConfigError(file, [`auth.jwt.privateKeyFile: ${err.message}`]);
+    throw err;
   }
+}
+
+async function run(command: string, rest: string[], config: Config, file: string): Promise<number> {
   switch (command) {
     case 'check':
+      await checkSigningKey(config.auth.jwt);
       console.log(`${file}: valid\n\n${routeTable(config)}`);
       return 0;
     case 'migrate': {

@@ -133,27 +133,33 @@ async function loadKeys(jwt: Config['auth']['jwt'], db: Queryable, warn: (messag
   return loadKeyFile(jwt);
 }
 
-/** The key pair in auth.jwt.privateKeyFile (asymmetric algorithms). */
-async function loadKeyFile(jwt: Config['auth']['jwt']): Promise<Keys> {
-  const pem = readFileSync(jwt.privateKeyFile!, 'utf8');
-  const publicPem = createPublicKey(pem).export({ type: 'spki', format: 'pem' }).toString();
-  const sign = await importPKCS8(pem, jwt.algorithm);
-  const verify = await importSPKI(publicPem, jwt.algorithm, { extractable: true });
-  const publicJwk = await exportJWK(verify);
-  const kid = await calculateJwkThumbprint(publicJwk);
-  return { sign, verify, kid, publicJwk: { ...publicJwk, kid, alg: jwt.algorithm, use: 'sig' } };
+/**
+ * auth.jwt.privateKeyFile cannot sign with the configured algorithm (missing, unreadable, not a
+ * PKCS#8 private key, a key of another type): a configuration problem, which the CLI reports so.
+ */
+export class SigningKeyError extends Error {
+  constructor(jwt: Config['auth']['jwt'], cause: unknown) {
+    super(`${jwt.privateKeyFile}: cannot sign ${jwt.algorithm} with it: ${cause instanceof Error ? cause.message : String(cause)}`);
+    this.name = 'SigningKeyError';
+  }
 }
 
-/**
- * Why auth.jwt.privateKeyFile cannot sign with the configured algorithm (missing, unreadable, not
- * a PKCS#8 private key, a key of another type), or undefined when it can or none is needed.
- */
-export async function signingKeyProblem(jwt: Config['auth']['jwt']): Promise<string | undefined> {
-  if (jwt.algorithm === 'HS256') return undefined;
+/** The key pair in auth.jwt.privateKeyFile (asymmetric algorithms); throws SigningKeyError. */
+async function loadKeyFile(jwt: Config['auth']['jwt']): Promise<Keys> {
   try {
-    await loadKeyFile(jwt);
-    return undefined;
+    const pem = readFileSync(jwt.privateKeyFile!, 'utf8');
+    const publicPem = createPublicKey(pem).export({ type: 'spki', format: 'pem' }).toString();
+    const sign = await importPKCS8(pem, jwt.algorithm);
+    const verify = await importSPKI(publicPem, jwt.algorithm, { extractable: true });
+    const publicJwk = await exportJWK(verify);
+    const kid = await calculateJwkThumbprint(publicJwk);
+    return { sign, verify, kid, publicJwk: { ...publicJwk, kid, alg: jwt.algorithm, use: 'sig' } };
   } catch (err) {
-    return `${jwt.privateKeyFile}: cannot sign ${jwt.algorithm} with it: ${err instanceof Error ? err.message : String(err)}`;
+    throw new SigningKeyError(jwt, err);
   }
+}
+
+/** Loads auth.jwt.privateKeyFile as `start` will (`gateway check`); throws SigningKeyError. */
+export async function checkSigningKey(jwt: Config['auth']['jwt']): Promise<void> {
+  if (jwt.algorithm !== 'HS256') await loadKeyFile(jwt);
 }

@@ -12,8 +12,13 @@ export const LOCK_KEY = 7_414_201; // arbitrary, fixed: every instance must take
 // cut off from Postgres fails in the end instead of hanging forever.
 const MIGRATION_QUERY_TIMEOUT_MS = 60 * 60 * 1000;
 
+/** The migration files in `dir`, in the order they are applied. */
+export function migrationFiles(dir = MIGRATIONS_DIR): string[] {
+  return readdirSync(dir).filter((f) => /^\d+_.+\.sql$/.test(f)).sort();
+}
+
 export async function migrate(db: Database, dir = MIGRATIONS_DIR): Promise<string[]> {
-  const files = readdirSync(dir).filter((f) => /^\d+_.+\.sql$/.test(f)).sort();
+  const files = migrationFiles(dir);
   return db.transaction(async (tx) => {
     await tx.query('SELECT pg_advisory_xact_lock($1)', [LOCK_KEY]);
     await tx.query('CREATE TABLE IF NOT EXISTS schema_migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())');

@@ -1,15 +1,15 @@
 // Migrations: applied in order, once each, in one transaction, safe when instances start together.
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { StorageUnavailableError } from '../../src/errors.js';
 import { postgresDatabase, type Database } from '../../src/storage/db.js';
-import { migrate, MIGRATIONS_DIR, splitStatements } from '../../src/storage/migrations.js';
+import { migrate, migrationFiles, splitStatements } from '../../src/storage/migrations.js';
 import { getOrCreateSecret } from '../../src/storage/secrets.js';
 import { closeSql, describeWithServices, throwawayDatabase } from '../helpers/gateway.js';
 
-const REAL_FILES = readdirSync(MIGRATIONS_DIR).filter((f) => /^\d+_.+\.sql$/.test(f)).sort();
+const REAL_FILES = migrationFiles();
 
 describeWithServices('migrate()', () => {
   let fresh: { url: string; drop(): Promise<void> };

@@ -1,12 +1,11 @@
 // The client-side query timeout: a query that gets no answer in time is a StorageUnavailableError
 // (answered 503), its connection is not handed to the next query, and migrations, which may wait
 // for another instance's lock, are not cut by it. A slow pg_sleep stands in for a silent server.
-import { readdirSync } from 'node:fs';
 import pg from 'pg';
 import { afterAll, afterEach, beforeEach, expect, it } from 'vitest';
 import { StorageUnavailableError } from '../../src/errors.js';
 import { postgresDatabase, type Database } from '../../src/storage/db.js';
-import { LOCK_KEY, migrate, MIGRATIONS_DIR } from '../../src/storage/migrations.js';
+import { LOCK_KEY, migrate, migrationFiles } from '../../src/storage/migrations.js';
 import { closeSql, describeWithServices, throwawayDatabase } from '../helpers/gateway.js';
 
 const TIMEOUT_MS = 300;
@@ -42,7 +41,7 @@ describeWithServices('query timeout', () => {
       const applied = migrate(db).then((files) => files.length, (err: unknown) => err);
       await new Promise((resolve) => setTimeout(resolve, TIMEOUT_MS * 3));
       await other.query('COMMIT');
-      expect(await applied).toBe(readdirSync(MIGRATIONS_DIR).filter((f) => /^\d+_.+\.sql$/.test(f)).length);
+      expect(await applied).toBe(migrationFiles().length);
     } finally {
       await other.end();
     }
