@@ -1,23 +1,15 @@
 // The daily limit while Redis comes and goes: Postgres alone keeps it exact, and the Redis gate is
 // used again once Redis answers, with no restart. The test runs a Redis server of its own.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   bearer, closeSql, describeWithServices, eventually, makeUser, marker, sql, startTwoGateways, testConfig, testServices,
   type TestGateway, type TestUser,
 } from '../helpers/gateway.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/upstream.js';
+import { sparePort } from '../ops/support.js';
 
 const hasRedisServer = spawnSync('redis-server', ['--version']).status === 0;
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 /** redis-server on `port`, without persistence (a restart starts empty, like a flushed Redis). */
 async function startRedis(port: number): Promise<ChildProcess> {
@@ -54,7 +46,7 @@ const LIMIT_1 = { error: 'Limite quotidienne atteinte (plan free: 1 course/jour)
 
   beforeAll(async () => {
     upstream = await startEchoUpstream();
-    port = await freePort();
+    port = await sparePort();
     redis = await startRedis(port);
     const config = testConfig({
       storage: { redis: `redis://127.0.0.1:${port}`, redisKeyPrefix: `${testServices!.redisPrefix}outage:` },

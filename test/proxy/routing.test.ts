@@ -2,23 +2,14 @@
 // failures, own endpoints, path normalization. Two instances on one database, a real upstream.
 import { createHash } from 'node:crypto';
 import http from 'node:http';
-import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   bearer, closeSql, describeWithServices, makeUser, marker, startTestGateway, startTwoGateways, testConfig, type TestGateway,
 } from '../helpers/gateway.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/upstream.js';
+import { sparePort } from '../ops/support.js';
 
 const MB = 1024 * 1024;
-
-/** A port nothing listens on: bound once, then closed. */
-async function closedPort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 interface RawResponse { status: number; headers: http.IncomingHttpHeaders; body: Buffer }
 
@@ -88,7 +79,7 @@ describeWithServices('reverse proxy', () => {
       }
       return false;
     };
-    const dead = await closedPort();
+    const dead = await sparePort();
     const config = testConfig({
       server: { bodyLimit: '10mb' },
       upstreams: {
