@@ -8,7 +8,6 @@ import type { Logger } from 'pino';
 import type { Config } from './config/schema.js';
 import { ConfigError } from './config/load.js';
 import { DailyLimiter } from './guards/dailyLimit.js';
-import { utcDay } from './http.js';
 import { RouteTable } from './proxy/routeTable.js';
 import type { Services } from './services.js';
 
@@ -56,37 +55,8 @@ export function applyConfig(services: Services, next: Config): ReloadResult {
   services.config = config;
   services.routes = routes;
   services.daily = daily;
-  if (newLimit > oldLimit) void forgetTodaysDailyGates(services);
+  if (newLimit > oldLimit) void daily.forgetToday();
   return { applied, needsRestart };
-}
-
-/**
- * The Redis daily gate also counts refused attempts, which is harmless while the limit stays put
- * but would keep refusing a user whom a raised limit now admits. Dropping today's gate keys is
- * always safe: Postgres stays the authority and the gate rebuilds itself from its answers.
- */
-async function forgetTodaysDailyGates(services: Services): Promise<void> {
-  const { redis, log } = services;
-  if (!redis || redis.status !== 'ready') return;
-  const prefix = services.config.storage.redisKeyPrefix;
-  const day = utcDay(services.clock());
-  try {
-    let cursor = '0';
-    let dropped = 0;
-    do {
-      // SCAN does not apply ioredis' keyPrefix; DEL does, so strip it from what SCAN returns.
-      const [next, keys] = await redis.scan(cursor, 'MATCH', `${escapeGlob(prefix)}daily:*:${day}`, 'COUNT', 1000);
-      cursor = next;
-      if (keys.length) dropped += await redis.del(...keys.map((k) => k.slice(prefix.length)));
-    } while (cursor !== '0');
-    log.info({ dropped }, 'daily limit raised: dropped today\'s Redis gate counters');
-  } catch (err) {
-    log.warn({ err }, 'daily limit raised but today\'s Redis gate counters could not be dropped; users refused today stay refused by Redis until tomorrow');
-  }
-}
-
-function escapeGlob(text: string): string {
-  return text.replace(/[*?[\]\\]/g, '\\$&');
 }
 
 /** Loads the file again and applies it, logging what changed, what needs a restart, or why it was refused. */

@@ -17,8 +17,13 @@ const INCR_WITH_TTL = `local n = redis.call('INCR', KEYS[1])
 if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
 return n`;
 
-function gateKey(userId: number, day: string): string {
+/** The Redis key of a user's gate for a day; `*` for every user's (a SCAN pattern). */
+function gateKey(userId: number | '*', day: string): string {
   return `daily:${userId}:${day}`;
+}
+
+function escapeGlob(text: string): string {
+  return text.replace(/[*?[\]\\]/g, '\\$&');
 }
 
 export interface DailyStats {
@@ -78,6 +83,31 @@ export class DailyLimiter {
     await this.redis.del(gateKey(userId, utcDay(this.clock()))).catch((err: unknown) => {
       this.log.warn({ err, userId }, 'daily limit: could not drop the Redis gate of a user whose count was reset');
     });
+  }
+
+  /**
+   * The limit was raised: drop every user's gate for today. The gate also counts refused attempts,
+   * harmless while the limit stays put, but it would keep refusing users the new limit admits.
+   * Always safe: Postgres stays the authority and the gate rebuilds itself from its answers.
+   */
+  async forgetToday(): Promise<void> {
+    const redis = this.redis;
+    if (!redis || redis.status !== 'ready') return;
+    const prefix = redis.options.keyPrefix ?? '';
+    const pattern = `${escapeGlob(prefix)}${gateKey('*', utcDay(this.clock()))}`;
+    try {
+      let cursor = '0';
+      let dropped = 0;
+      do {
+        // SCAN does not apply ioredis' keyPrefix; DEL does, so strip it from what SCAN returns.
+        const [next, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+        cursor = next;
+        if (keys.length) dropped += await redis.del(...keys.map((k) => k.slice(prefix.length)));
+      } while (cursor !== '0');
+      this.log.info({ dropped }, 'daily limit raised: dropped today\'s Redis gate counters');
+    } catch (err) {
+      this.log.warn({ err }, 'daily limit raised but today\'s Redis gate counters could not be dropped; users refused today stay refused by Redis until tomorrow');
+    }
   }
 
   private async redisIncrement(key: string): Promise<number | undefined> {
