@@ -1,0 +1,64 @@
+// The password hasher child: it hashes at idle priority so logins never queue the proxy's
+// threads, and a hasher that dies costs no login.
+import { readdirSync, readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { describe, expect, it } from 'vitest';
+import { hashPassword, verifyPassword } from '../../src/auth/passwords.js';
+
+const SCHED_IDLE = 5;
+const hasChrt = (() => {
+  try {
+    execFileSync('chrt', ['--version'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+})();
+
+/** Fields of /proc/<pid>[/task/<tid>]/stat after the command name: index 0 is field 3 (state). */
+function statFields(path: string): string[] {
+  const stat = readFileSync(path, 'utf8');
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+}
+
+/** The hasher child of this test process, found by its parent pid and command line. */
+function hasherPid(): number {
+  const children = readdirSync('/proc').filter((entry) => {
+    if (!/^\d+$/.test(entry)) return false;
+    try {
+      return Number(statFields(`/proc/${entry}/stat`)[1]) === process.pid
+        && readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes('--input-type=module');
+    } catch {
+      return false; // exited while we looked
+    }
+  });
+  expect(children).toHaveLength(1);
+  return Number(children[0]);
+}
+
+describe('password hasher', () => {
+  it('hashes and verifies through the child', async () => {
+    const hash = await hashPassword('correct horse battery');
+    expect(hash).toMatch(/^\$argon2id\$v=19\$m=19456,t=2,p=1\$/);
+    expect(await verifyPassword(hash, 'correct horse battery')).toBe(true);
+    expect(await verifyPassword(hash, 'wrong horse battery')).toBe(false);
+  });
+
+  it.runIf(process.platform === 'linux' && hasChrt)('runs every thread of the child, argon2\'s pool included, at SCHED_IDLE', async () => {
+    await hashPassword('starts the pool');
+    const pid = hasherPid();
+    const threads = readdirSync(`/proc/${pid}/task`);
+    expect(threads.length).toBeGreaterThan(1);
+    // Field 41 of stat is the scheduling policy.
+    const policies = threads.map((tid) => Number(statFields(`/proc/${pid}/task/${tid}/stat`)[38]));
+    expect(new Set(policies)).toEqual(new Set([SCHED_IDLE]));
+  });
+
+  it('still verifies when the child is killed', async () => {
+    const hash = await hashPassword('survives a dead hasher');
+    process.kill(hasherPid(), 'SIGKILL');
+    expect(await verifyPassword(hash, 'survives a dead hasher')).toBe(true);
+    expect(await verifyPassword(hash, 'not it')).toBe(false);
+  });
+
+});
