@@ -1,5 +1,6 @@
 // Password hashing: argon2id with OWASP's parameters (m=19 MiB, t=2, p=1).
 import argon2 from 'argon2';
+import { GatewayError } from '../errors.js';
 import { runHashJob } from './hasher.js';
 
 export const MAX_PASSWORD_BYTES = 1024;
@@ -8,13 +9,19 @@ const OPTIONS = { type: argon2.argon2id, memoryCost: 19_456, timeCost: 2, parall
 // Hashing runs in a low-priority child process (hasher.ts); capping concurrent hashes keeps a
 // burst of logins from taking both cores from the proxy's hot path even so.
 const MAX_CONCURRENT_HASHES = 2;
+// At idle priority hashes get only the CPU the proxy leaves, so a flood of logins (or a proxy
+// that keeps every core busy) would queue them without end. Past this many waiting (a few
+// seconds of hashing), a password request is answered 503 at once instead of hanging.
+export const MAX_WAITING_HASHES = 100;
 let running = 0;
 const waiting: Array<() => void> = [];
 
 async function limited<T>(work: () => Promise<T>): Promise<T> {
   // A finishing hash hands its slot straight to the next waiter, so the cap holds exactly.
-  if (running >= MAX_CONCURRENT_HASHES) await new Promise<void>((resolve) => waiting.push(resolve));
-  else running++;
+  if (running >= MAX_CONCURRENT_HASHES) {
+    if (waiting.length >= MAX_WAITING_HASHES) throw new GatewayError('storageUnavailable');
+    await new Promise<void>((resolve) => waiting.push(resolve));
+  } else running++;
   try {
     return await work();
   } finally {

@@ -3,7 +3,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { hashPassword, verifyPassword } from '../../src/auth/passwords.js';
+import { hashPassword, MAX_WAITING_HASHES, verifyPassword } from '../../src/auth/passwords.js';
 
 const SCHED_IDLE = 5;
 const hasChrt = (() => {
@@ -61,4 +61,13 @@ describe('password hasher', () => {
     expect(await verifyPassword(hash, 'not it')).toBe(false);
   });
 
+  it(`answers 503 at once past ${MAX_WAITING_HASHES} waiting hashes, and serves the queued ones`, async () => {
+    const hash = await hashPassword('a long queue');
+    // Two run, the rest wait: the queue is then exactly full.
+    const queued = Array.from({ length: 2 + MAX_WAITING_HASHES }, () => verifyPassword(hash, 'a long queue'));
+    await expect(verifyPassword(hash, 'a long queue')).rejects.toMatchObject({ code: 'storageUnavailable' });
+    expect(await Promise.all(queued)).toEqual(queued.map(() => true));
+    // Drained: the next one is served again.
+    expect(await verifyPassword(hash, 'a long queue')).toBe(true);
+  });
 });
