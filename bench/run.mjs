@@ -7,8 +7,8 @@
 // is the built CLI (`node dist/cli.js start`) on a database and Redis key prefix of its own
 // (dropped after), or on embedded PGlite when no Postgres answers. Everything listens on loopback.
 //
-// Environment: BENCH_SECONDS (per round, default 3), BENCH_ROUNDS (rounds per target, default 4),
-// BENCH_LOGIN_ROUNDS (pairs of bearer rounds without and with logins, default 6),
+// Environment: BENCH_SECONDS (per round, default 3), BENCH_ROUNDS (rounds per target, default 6),
+// BENCH_LOGIN_ROUNDS (pairs of bearer rounds without and with logins, default 8),
 // BENCH_WARMUP (seconds per target and scenario, default 1), BENCH_CONNECTIONS (default 50),
 // BENCH_USERS (users per group, default 10), BENCH_LOG_LEVEL (the gateway's, default info),
 // BENCH_ONLY (a subset: public,bearer,plan,apikey,daily,assertion,logins), BENCH_KEEP=1 (keep the
@@ -29,9 +29,9 @@ const role = process.argv[2] === '--role' ? process.argv[3] : 'main';
 
 const env = process.env;
 const SECONDS = positive(env.BENCH_SECONDS, 3);
-const ROUNDS = Math.round(positive(env.BENCH_ROUNDS, 4));
+const ROUNDS = Math.round(positive(env.BENCH_ROUNDS, 6));
 // p99 moves more from round to round than req/s does: the logins comparison takes more pairs.
-const LOGIN_ROUNDS = Math.round(positive(env.BENCH_LOGIN_ROUNDS, 6));
+const LOGIN_ROUNDS = Math.round(positive(env.BENCH_LOGIN_ROUNDS, 8));
 const WARMUP = positive(env.BENCH_WARMUP, 1);
 const CONNECTIONS = Math.round(positive(env.BENCH_CONNECTIONS, 50));
 const USERS = Math.round(positive(env.BENCH_USERS, 10));
