@@ -2,11 +2,10 @@
 // ~20 ms of hashing otherwise competes with the proxy's event loop and its p99. The child asks
 // for SCHED_IDLE (Linux, through util-linux's `chrt`): the scheduler then counts a core that
 // only hashes as idle and places every waking proxy thread there at once. nice 19, the fallback
-// where `chrt` is missing, still leaves the hasher a core that woken threads queue behind: in
-// the bench, logins cost the bearer p99 +34 to +56 % at nice 19 and +1 to +10 % at SCHED_IDLE.
-// The price is paid by logins, which wait for spare CPU while the proxy is busy. If the child
-// cannot be started or dies, the work is done in-process instead: slower neighbours, never a
-// failed login.
+// where `chrt` is missing, still leaves the hasher a core that woken threads queue behind (the
+// README's benchmark section has the figures). The price is paid by logins, which wait for spare
+// CPU while the proxy is busy; passwords.ts bounds that wait. If the child cannot be started
+// or dies, the work is done in-process instead: slower neighbours, never a failed login.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
