@@ -1,3 +1,4 @@
+import argon2 from 'argon2';
 import { decodeJwt, decodeProtectedHeader } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256Hex } from '../../src/auth/tokens.js';
@@ -128,6 +129,21 @@ describeWithServices('POST /api/v1/auth/login', () => {
     expect(a.json.access_token).not.toBe(b.json.access_token);
     const rows = await tokenRows(user.id);
     expect(rows.map((r) => r.revoked)).toEqual([0, 0]);
+  });
+
+  it('a password hashed with other argon2 settings still logs in, and is rehashed to the current ones', async () => {
+    const user = await registered();
+    const earlier = await argon2.hash(user.password, { type: argon2.argon2id, memoryCost: 4096, timeCost: 3, parallelism: 1 });
+    await sql('UPDATE users SET password_hash = $2 WHERE id = $1', [user.id, earlier]);
+    const wrong = await gw.post(LOGIN, { email: user.email, password: `${user.password}x` });
+    expect(wrong.status).toBe(401);
+    expect((await sql('SELECT password_hash FROM users WHERE id = $1', [user.id]))[0]!.password_hash).toBe(earlier);
+    const res = await gw.post(LOGIN, { email: user.email, password: user.password });
+    expect(res.status).toBe(200);
+    const [row] = await sql('SELECT password_hash FROM users WHERE id = $1', [user.id]);
+    expect(String(row!.password_hash)).toMatch(/^\$argon2id\$v=19\$m=19456,t=2,p=1\$/);
+    expect(await argon2.verify(String(row!.password_hash), user.password)).toBe(true);
+    expect((await gw.post(LOGIN, { email: user.email, password: user.password })).status).toBe(200);
   });
 
   it('the access token is accepted by the gateway: GET /api/v1/user/me', async () => {
