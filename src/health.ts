@@ -2,14 +2,9 @@
 import type { FastifyInstance } from 'fastify';
 import { errorBody } from './errors.js';
 import type { Services } from './services.js';
+import { withTimeout } from './timeout.js';
 
 const CHECK_TIMEOUT_MS = 1000;
-
-function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout;
-  return Promise.race([work, new Promise<T>((_, reject) => { timer = setTimeout(() => reject(new Error('timeout')), ms); })])
-    .finally(() => clearTimeout(timer));
-}
 
 export async function readiness(services: Services): Promise<{ ready: boolean; checks: Record<string, 'ok' | 'down' | 'disabled'> }> {
   const [postgres, redis] = await Promise.all([

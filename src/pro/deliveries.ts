@@ -248,7 +248,7 @@ export class WebhookEvents implements Events {
     if (!target || target.plan !== 'pro' || target.is_active !== 1) return 'skipped';
     const url = parseWebhookUrl(target.url);
     if (!url) return 'blocked';
-    const check = await checkTarget(url, { allowPrivateNetworks: this.deps.config.allowPrivateNetworks, lookup: this.lookup });
+    const check = await checkTarget(url, { allowPrivateNetworks: this.deps.config.allowPrivateNetworks, timeoutMs: this.deps.config.timeout, lookup: this.lookup });
     if (check.kind === 'forbidden') {
       this.log.warn({ userId: message.userId, host: url.host }, 'webhook target resolves to a non-public address: refused');
       return 'blocked';

@@ -40,13 +40,13 @@ export async function userRoutes(app: FastifyInstance, opts: { services: Service
     const url = parseWebhookUrl(textField(request.body, 'url').trim());
     if (!url) return sendError(reply, 'webhookUrlInvalid');
     if (!services.config.webhooks.allowPrivateNetworks) {
-      const check = await checkTarget(url, { allowPrivateNetworks: false });
+      const check = await checkTarget(url, { allowPrivateNetworks: false, timeoutMs: services.config.webhooks.timeout });
       if (check.kind === 'forbidden') {
         request.log.info({ userId, host: url.host }, 'webhook refused: non-public address');
         return sendError(reply, 'webhookUrlForbidden');
       }
-      // A name that does not resolve now is accepted: every delivery checks it again, and an
-      // outage of DNS should not block registration.
+      // A name that does not resolve now (or not within webhooks.timeout) is accepted: every
+      // delivery checks it again, and an outage of DNS should not block registration.
     }
     const secret = newWebhookSecret();
     await upsertWebhook(services.db, userId, url.href, secret);

@@ -6,6 +6,7 @@
 import { lookup as dnsLookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import ipaddr from 'ipaddr.js';
+import { withTimeout } from '../timeout.js';
 
 const MAX_URL_LENGTH = 2048;
 
@@ -72,8 +73,10 @@ function isLocalhostName(host: string): boolean {
 /**
  * Resolves the URL's host once and checks every address it has: one private address among
  * public ones is enough to refuse, since the connection could be made to any of them.
+ * getaddrinfo has no deadline of its own (a dead resolver holds it for its retries): a name
+ * with no answer within `timeoutMs` counts as unresolved.
  */
-export async function checkTarget(url: URL, options: { allowPrivateNetworks: boolean; lookup?: LookupAll }): Promise<TargetCheck> {
+export async function checkTarget(url: URL, options: { allowPrivateNetworks: boolean; timeoutMs: number; lookup?: LookupAll }): Promise<TargetCheck> {
   const host = bareHost(url);
   let addresses: ResolvedAddress[];
   const family = isIP(host);
@@ -84,7 +87,7 @@ export async function checkTarget(url: URL, options: { allowPrivateNetworks: boo
     return { kind: 'forbidden', address: host };
   } else {
     try {
-      addresses = await (options.lookup ?? systemLookup)(host);
+      addresses = await withTimeout((options.lookup ?? systemLookup)(host), options.timeoutMs, `${host}: no DNS answer within ${options.timeoutMs} ms`);
     } catch (error) {
       return { kind: 'unresolved', error };
     }

@@ -250,6 +250,25 @@ describeWithServices('webhook deliveries', () => {
       }
     });
 
+    it('a DNS lookup with no answer within webhooks.timeout is a network error, retried like one', async () => {
+      const r = await receiver();
+      const user = await makeUser(gw, { plan: 'pro' });
+      await register(gw, user, r.url);
+      await eventually(() => r.deliveries.length === 1);
+      await sql('UPDATE webhooks SET url = $2 WHERE user_id = $1', [user.id, `https://hooks.stuck.test:${r.port}/hook`]);
+      const metrics = createMetrics();
+      const lookup: LookupAll = () => new Promise(() => {}); // a resolver that never answers
+      const events = new WebhookEvents({ db: gw.services.db, config: { ...webhookConfig(), timeout: 200, retries: 1 }, clock: () => new Date(), log, metrics }, { ...DEFAULT_LIMITS, backoffMs: 50 }, lookup);
+      try {
+        events.emit(user.id, 'security.alert', {});
+        await eventually(async () => (await outcomes(metrics)).network_error === 2);
+        expect(events.pending).toBe(0);
+        expect(r.deliveries).toHaveLength(1);
+      } finally {
+        await events.close();
+      }
+    });
+
     it('is bounded: past the limit the oldest waiting messages are dropped and counted', async () => {
       const r = await receiver(() => 'hang');
       const user = await makeUser(gw, { plan: 'pro' });

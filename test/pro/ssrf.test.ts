@@ -29,28 +29,34 @@ describe('webhook target rules', () => {
 
   it('reads the URL host the way the connection would (127.1, 2130706433, 0x7f000001, brackets)', async () => {
     for (const url of ['https://127.1/', 'https://2130706433/', 'https://0x7f000001/', 'https://017700000001/', 'https://[::1]/', 'https://[::ffff:127.0.0.1]/', 'https://0/']) {
-      const check = await checkTarget(new URL(url), { allowPrivateNetworks: false, lookup: fixed({}) });
+      const check = await checkTarget(new URL(url), { allowPrivateNetworks: false, timeoutMs: 1000, lookup: fixed({}) });
       expect(check.kind, url).toBe('forbidden');
     }
   });
 
   it('refuses a public-looking name that resolves to a private address, even once among public ones', async () => {
     const lookup = fixed({ 'hooks.example.com': ['127.0.0.1'], 'mixed.example.com': ['93.184.215.14', '10.0.0.7'], 'ok.example.com': ['93.184.215.14'] });
-    expect(await checkTarget(new URL('https://hooks.example.com/x'), { allowPrivateNetworks: false, lookup })).toEqual({ kind: 'forbidden', address: '127.0.0.1' });
-    expect(await checkTarget(new URL('https://mixed.example.com/x'), { allowPrivateNetworks: false, lookup })).toEqual({ kind: 'forbidden', address: '10.0.0.7' });
-    expect(await checkTarget(new URL('https://ok.example.com/x'), { allowPrivateNetworks: false, lookup })).toEqual({ kind: 'ok', target: { address: '93.184.215.14', family: 4 } });
-    expect((await checkTarget(new URL('https://nowhere.example.com/x'), { allowPrivateNetworks: false, lookup })).kind).toBe('unresolved');
+    expect(await checkTarget(new URL('https://hooks.example.com/x'), { allowPrivateNetworks: false, timeoutMs: 1000, lookup })).toEqual({ kind: 'forbidden', address: '127.0.0.1' });
+    expect(await checkTarget(new URL('https://mixed.example.com/x'), { allowPrivateNetworks: false, timeoutMs: 1000, lookup })).toEqual({ kind: 'forbidden', address: '10.0.0.7' });
+    expect(await checkTarget(new URL('https://ok.example.com/x'), { allowPrivateNetworks: false, timeoutMs: 1000, lookup })).toEqual({ kind: 'ok', target: { address: '93.184.215.14', family: 4 } });
+    expect((await checkTarget(new URL('https://nowhere.example.com/x'), { allowPrivateNetworks: false, timeoutMs: 1000, lookup })).kind).toBe('unresolved');
+  });
+
+  it('counts a name with no DNS answer within timeoutMs as unresolved, instead of waiting for the resolver', async () => {
+    const silent: LookupAll = () => new Promise(() => {});
+    const check = await checkTarget(new URL('https://stuck.example.com/x'), { allowPrivateNetworks: false, timeoutMs: 100, lookup: silent });
+    expect(check).toEqual({ kind: 'unresolved', error: new Error('stuck.example.com: no DNS answer within 100 ms') });
   });
 
   it('refuses localhost names whatever DNS answers (RFC 6761)', async () => {
     const lookup = fixed({ 'localhost.': ['93.184.215.14'], 'api.localhost': ['93.184.215.14'] });
     for (const url of ['https://localhost/', 'https://localhost./', 'https://LocalHost:8443/', 'https://api.localhost/']) {
-      expect((await checkTarget(new URL(url), { allowPrivateNetworks: false, lookup })).kind, url).toBe('forbidden');
+      expect((await checkTarget(new URL(url), { allowPrivateNetworks: false, timeoutMs: 1000, lookup })).kind, url).toBe('forbidden');
     }
   });
 
   it('allowPrivateNetworks lets private targets through, still resolved once', async () => {
     const lookup = fixed({ 'hooks.example.com': ['127.0.0.1'] });
-    expect(await checkTarget(new URL('https://hooks.example.com/x'), { allowPrivateNetworks: true, lookup })).toEqual({ kind: 'ok', target: { address: '127.0.0.1', family: 4 } });
+    expect(await checkTarget(new URL('https://hooks.example.com/x'), { allowPrivateNetworks: true, timeoutMs: 1000, lookup })).toEqual({ kind: 'ok', target: { address: '127.0.0.1', family: 4 } });
   });
 });
