@@ -122,7 +122,7 @@ export function registerCommon(app: FastifyInstance, services: Services): void {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     if (error instanceof GatewayError) {
       if (error.code === 'rateLimited') request.log.info({ ip: request.ip }, 'auth rate limit reached');
-      else if (ERRORS[error.code].status >= 500) request.log.warn({ err: error }, 'refused: gateway overloaded');
+      else if (ERRORS[error.code].status >= 500) request.log.warn({ err: error }, 'request refused with a server error');
       return sendError(reply, error.code, error.extra);
     }
     if (isUnavailable(error)) {

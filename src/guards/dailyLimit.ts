@@ -79,8 +79,9 @@ export class DailyLimiter {
    * goes, so the next request asks Postgres again instead of being refused from Redis.
    */
   async forget(userId: number): Promise<void> {
-    if (!this.redis || this.redis.status !== 'ready') return;
-    await this.redis.del(gateKey(userId, utcDay(this.clock()))).catch((err: unknown) => {
+    const redis = this.readyRedis();
+    if (!redis) return;
+    await redis.del(gateKey(userId, utcDay(this.clock()))).catch((err: unknown) => {
       this.log.warn({ err, userId }, 'daily limit: could not drop the Redis gate of a user whose count was reset');
     });
   }
@@ -91,8 +92,8 @@ export class DailyLimiter {
    * Always safe: Postgres stays the authority and the gate rebuilds itself from its answers.
    */
   async forgetToday(): Promise<void> {
-    const redis = this.redis;
-    if (!redis || redis.status !== 'ready') return;
+    const redis = this.readyRedis();
+    if (!redis) return;
     const prefix = redis.options.keyPrefix ?? '';
     const pattern = `${escapeGlob(prefix)}${gateKey('*', utcDay(this.clock()))}`;
     try {
@@ -110,10 +111,16 @@ export class DailyLimiter {
     }
   }
 
+  /** Redis when it is connected; undefined otherwise (not configured, or down: Postgres alone decides). */
+  private readyRedis(): Redis | undefined {
+    return this.redis?.status === 'ready' ? this.redis : undefined;
+  }
+
   private async redisIncrement(key: string): Promise<number | undefined> {
-    if (!this.redis || this.redis.status !== 'ready') return undefined;
+    const redis = this.readyRedis();
+    if (!redis) return undefined;
     try {
-      return Number(await this.redis.eval(INCR_WITH_TTL, 1, key, KEY_TTL_MS));
+      return Number(await redis.eval(INCR_WITH_TTL, 1, key, KEY_TTL_MS));
     } catch (err) {
       this.log.warn({ err }, 'daily limit: Redis unavailable, counting in Postgres alone');
       return undefined;
