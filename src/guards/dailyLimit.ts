@@ -60,8 +60,12 @@ export class DailyLimiter {
     try {
       count = await countDailyUse(this.db, user.id, day, this.limit);
     } catch (err) {
-      // The use was not counted: give the Redis slot back so a retry is not refused.
-      if (gate !== undefined) void this.redis?.decr(key).catch(() => {});
+      // The use was not counted, but the gate may have been pushed past the limit meanwhile by
+      // the requests it refused while this one was in flight: handing back one slot (DECR) would
+      // leave the user refused all day with nothing counted. Drop the gate instead; Postgres
+      // decides the next request and the gate rebuilds itself from its answer. Awaited, so a
+      // retry the client sends on seeing this failure, to any instance, finds the gate gone.
+      if (gate !== undefined) await this.redis?.del(key).catch(() => {});
       throw err;
     }
     if (count === null) {

@@ -1,0 +1,70 @@
+// The daily guard when Postgres fails the very UPDATE that would count a use (spec §8, CONTRACT
+// §6): the request gets the 503, nothing is counted, and the user's day is still there once
+// Postgres answers again, on every instance. A real fault: the user's row is locked from outside so
+// the gateway's UPDATE waits, and its backend is then terminated by the operator's SQL.
+import pg from 'pg';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import {
+  bearer, closeSql, describeWithServices, eventually, makeUser, marker, sql, startTwoGateways, testConfig, testServices, type TestGateway,
+} from '../helpers/gateway.js';
+import { startEchoUpstream, type EchoUpstream } from '../helpers/upstream.js';
+
+const LIMIT_1 = { error: 'Limite quotidienne atteinte (plan free: 1 course/jour)', upgrade_url: '/api/v1/subscription/upgrade' };
+const UNAVAILABLE = { error: 'Service temporairement indisponible' };
+const COUNTING_UPDATE = "datname = current_database() AND query LIKE 'UPDATE users%daily_usage%' AND wait_event_type = 'Lock'";
+
+describeWithServices('daily guard when Postgres fails the counting UPDATE', () => {
+  let upstream: EchoUpstream;
+  let a: TestGateway;
+  let b: TestGateway;
+  let locker: pg.Client;
+
+  beforeAll(async () => {
+    upstream = await startEchoUpstream();
+    [a, b] = await startTwoGateways(testConfig({
+      upstreams: { app: { url: upstream.url } },
+      routes: [{ path: '/race', upstream: 'app', auth: 'required', dailyLimit: true }],
+    }));
+    locker = new pg.Client({ connectionString: testServices!.postgres });
+    await locker.connect();
+  });
+
+  afterAll(async () => {
+    await locker?.end();
+    await Promise.all([a?.close(), b?.close()]);
+    await upstream?.close();
+    await closeSql();
+  });
+
+  it('counts nothing, refuses no later request for it, and admits the day\'s use once Postgres answers', async () => {
+    const user = await makeUser(a);
+    const m = marker();
+    const race = (gw: TestGateway) => gw.get(`/race/${m}`, { headers: bearer(user.access) });
+
+    // Hold the user's row so the admitting UPDATE waits, while a burst comes in on both instances.
+    await locker.query('BEGIN');
+    await locker.query('SELECT id FROM users WHERE id = $1 FOR UPDATE', [user.id]);
+    const burst = [a, b, a, b, a, b].map(race);
+    await eventually(async () => (await sql(`SELECT 1 FROM pg_stat_activity WHERE ${COUNTING_UPDATE}`)).length === 1);
+    // The operator's hand, or a failover: the backend running that UPDATE goes away.
+    await sql(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE ${COUNTING_UPDATE}`);
+    const answers = await Promise.all(burst);
+    await locker.query('ROLLBACK');
+
+    // The one request that reached Postgres gets the storage error; the others were refused while
+    // it was in flight. None reached the upstream, and nothing was counted.
+    expect(answers.filter((r) => r.status === 503).map((r) => r.json)).toEqual([UNAVAILABLE]);
+    for (const r of answers.filter((x) => x.status !== 503)) expect(r).toMatchObject({ status: 429, json: LIMIT_1 });
+    expect(upstream.count(m)).toBe(0);
+    expect(await sql('SELECT daily_usage, last_usage_date FROM users WHERE id = $1', [user.id])).toEqual([{ daily_usage: 0, last_usage_date: null }]);
+
+    // Postgres answers again: the day's one use is there, on either instance, then no more.
+    const retry = await race(b);
+    expect(retry.status).toBe(200);
+    expect(upstream.count(m)).toBe(1);
+    for (const gw of [a, b]) expect(await race(gw)).toMatchObject({ status: 429, json: LIMIT_1 });
+    expect(upstream.count(m)).toBe(1);
+    const [row] = await sql<{ daily_usage: number }>('SELECT daily_usage FROM users WHERE id = $1', [user.id]);
+    expect(row!.daily_usage).toBe(1);
+  });
+});
