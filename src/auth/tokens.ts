@@ -3,7 +3,7 @@
 // The algorithm list is pinned to the configured one: no `alg: none`, no HS/RS confusion.
 import { createPublicKey, hash, randomBytes, randomUUID, webcrypto } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { calculateJwkThumbprint, exportJWK, importPKCS8, importSPKI, jwtVerify, SignJWT, type CryptoKey, type JWK, type JWTPayload } from 'jose';
+import { calculateJwkThumbprint, compactVerify, exportJWK, importPKCS8, importSPKI, jwtVerify, SignJWT, type CryptoKey, type JWK, type JWTPayload } from 'jose';
 import { LRUCache } from 'lru-cache';
 import type { Config, Plan } from '../config/schema.js';
 import type { Queryable } from '../storage/db.js';
@@ -33,6 +33,11 @@ export interface Tokens {
   verifyAccess(token: string): Promise<AccessClaims | null>;
   /** The refresh token's user id, or null when it does not decode, is expired or is not a refresh token. */
   verifyRefresh(token: string): Promise<number | null>;
+  /**
+   * Whether the gateway signed this token, whatever its kind and even expired: such a token is a
+   * credential of the gateway's own and never goes to an upstream (CONTRACT §3).
+   */
+  isOwn(token: string): Promise<boolean>;
   /** The access-token public key for /.well-known/jwks.json (asymmetric algorithms only). */
   publicJwks: JWK[];
 }
@@ -108,6 +113,15 @@ export async function createTokens(
       const claims: AccessClaims = { userId: Number(payload.sub), plan: payload.plan as Plan, email: payload.email, exp: payload.exp! };
       verified.set(token, claims);
       return claims;
+    },
+    async isOwn(token) {
+      if (verified.has(token)) return true;
+      try {
+        await compactVerify(token, keys.verify, { algorithms });
+        return true;
+      } catch {
+        return false;
+      }
     },
     async verifyRefresh(token) {
       const payload = await verify(token, REFRESH_TYP);

@@ -77,9 +77,10 @@ export async function proxyRoutes(app: FastifyInstance, opts: { services: Servic
     }
 
     // Authorization is dropped when it carried the gateway's own token; on `auth: none`
-    // routes it belongs to the upstream unless it is one of ours.
+    // routes it belongs to the upstream unless it is one of ours: an access token, valid or
+    // expired, or a refresh token sent by mistake (a 30-day credential).
     const dropAuthorization = auth.kind === 'authenticated' ? auth.method === 'bearer' || bearer !== undefined
-      : bearer !== undefined && (await services.tokens.verifyAccess(bearer)) !== null;
+      : bearer !== undefined && (await services.tokens.isOwn(bearer));
     const xff = request.headers['x-forwarded-for'];
     const socketAddress = request.socket.remoteAddress ?? '';
     const context: ForwardContext = {

@@ -1,10 +1,11 @@
 // What upstreams receive (CONTRACT §3): client-sent identity headers never get through, on any
 // route; the gateway's own set comes once, with exact values; credentials stay at the gateway.
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import http from 'node:http';
+import { SignJWT } from 'jose';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import {
-  bearer, closeSql, describeWithServices, makeUser, marker, sql, startTestGateway, startTwoGateways, testConfig, type TestGateway, type TestUser,
+  bearer, closeSql, describeWithServices, makeUser, marker, sql, startTestGateway, startTwoGateways, TEST_JWT_SECRET, testConfig, type TestGateway, type TestUser,
 } from '../helpers/gateway.js';
 import { startEchoUpstream, type EchoUpstream, type Hit } from '../helpers/upstream.js';
 
@@ -126,6 +127,24 @@ describeWithServices('identity headers sent upstream', () => {
     expect(res.status).toBe(200);
     expect(upstream.last(basic)!.headers.authorization).toBe('Basic dXNlcjpwYXNz');
     expect(identityLines(upstream.last(basic)!)).toEqual([]);
+  });
+
+  it('keeps an expired gateway access token, and a refresh token, from an auth: none upstream', async () => {
+    const now = Math.floor(Date.now() / 1000);
+    const accessToken = (secret: string) => new SignJWT({ plan: 'free', email: user.email })
+      .setProtectedHeader({ alg: 'HS256', typ: 'at+jwt' }).setSubject(String(user.id)).setJti(randomUUID())
+      .setIssuedAt(now - 3600).setExpirationTime(now - 1800)
+      .sign(new TextEncoder().encode(secret));
+    const expired = await accessToken(TEST_JWT_SECRET);
+    // The same token signed with another key is not the gateway's: it belongs to the upstream.
+    const foreign = await accessToken('another-service-secret-of-32-bytes-or-more');
+    for (const [token, forwarded] of [[expired, false], [user.refresh, false], [foreign, true]] as const) {
+      const m = marker();
+      const res = await b.get(`/open/${m}`, { headers: bearer(token) });
+      expect(res.status).toBe(200);
+      expect(upstream.count(m)).toBe(1);
+      expect(upstream.last(m)!.headers.authorization).toBe(forwarded ? `Bearer ${token}` : undefined);
+    }
   });
 
   it('answers 401 on an optional route when a gateway credential fails', async () => {
