@@ -3,8 +3,9 @@
 // always for pro users, as the Pro endpoints would.
 import { createHash, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import type { Config } from '../../src/config/schema.js';
 import {
-  bearer, closeSql, describeWithServices, eventually, makeUser, marker, sql, startTwoGateways, testClock, testConfig,
+  bearer, closeSql, describeWithServices, eventually, everywhereWithin, makeUser, marker, sql, startTestGateway, startTwoGateways, testClock, testConfig,
   type TestClock, type TestGateway,
 } from '../helpers/gateway.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/upstream.js';
@@ -26,11 +27,12 @@ describeWithServices('authentication guard', () => {
   let a: TestGateway;
   let b: TestGateway;
   let clock: TestClock;
+  let config: Config;
 
   beforeAll(async () => {
     upstream = await startEchoUpstream();
     clock = testClock();
-    const config = testConfig({
+    config = testConfig({
       upstreams: { app: { url: upstream.url } },
       routes: [
         { path: '/private', upstream: 'app', auth: 'required' },
@@ -108,8 +110,8 @@ describeWithServices('authentication guard', () => {
     const key = await insertKey(user.id);
     expect((await b.get(`/private/${m}`, { headers: bearer(user.access) })).status).toBe(200);
     await sql('UPDATE users SET is_active = 0 WHERE id = $1', [user.id]);
+    await everywhereWithin([a, b], async (gw) => (await gw.get(`/private/${m}`, { headers: bearer(user.access) })).status === 401, 1000);
     for (const gw of [a, b]) {
-      await eventually(async () => (await gw.get(`/private/${m}`, { headers: bearer(user.access) })).status === 401, 1000);
       // The bearer names a user: the spec stops there, even with a valid key beside it.
       const both = await gw.get(`/private/${m}`, { headers: { ...bearer(user.access), 'x-api-key': key } });
       expect(both.json).toEqual(NOT_FOUND);
@@ -149,6 +151,48 @@ describeWithServices('authentication guard', () => {
     }, 3000, 100);
   });
 
+  it('sends no write for last_used_at while answering a key request; the batched flush records it afterwards', async () => {
+    // An instance of its own whose once-a-second flush is stopped: close() clears the timer and
+    // drains what is pending, while record() and flush() keep working. Nothing but the request
+    // path itself can then write during the request, so the check does not depend on timing.
+    const gw = await startTestGateway(config);
+    try {
+      const keyUsage = gw.services.keyUsage;
+      await keyUsage.close();
+      const user = await makeUser(gw, { plan: 'pro' });
+      const key = await insertKey(user.id);
+      const hash = createHash('sha256').update(key).digest('hex');
+      const lastUsed = async () => (await sql<{ last_used_at: Date | null }>('SELECT last_used_at FROM api_tokens WHERE token_hash = $1', [hash]))[0]!.last_used_at;
+      const m = marker();
+
+      // Every statement the instance sends while the request runs, unfiltered (queriesDuring
+      // leaves out the last_used_at ones, which are exactly what is looked for here).
+      const db = gw.services.db;
+      const query = db.query;
+      const sent: string[] = [];
+      db.query = (async (text: string, params?: unknown[]) => { sent.push(text); return query(text, params); }) as typeof db.query;
+      const before = Date.now();
+      const res = await gw.get(`/private/${m}`, { headers: { 'x-api-key': key } }).finally(() => { db.query = query; });
+      const after = Date.now();
+      expect(res.status).toBe(200);
+      expect(res.json.headers).toMatchObject({ 'x-user-id': String(user.id), 'x-auth-method': 'api-key', 'x-user-plan': 'pro' });
+      // A key seen for the first time is looked up in Postgres: the recording did see this request.
+      expect(sent.some((text) => /\bFROM\s+api_tokens\b/i.test(text))).toBe(true);
+      const writes = sent.filter((text) => /last_used_at/i.test(text) || /\b(UPDATE|INSERT\s+INTO|DELETE\s+FROM)\s+api_tokens\b/i.test(text));
+      expect(writes).toEqual([]);
+      expect(await lastUsed()).toBeNull();
+
+      await keyUsage.flush();
+      const at = await lastUsed();
+      expect(at).not.toBeNull();
+      expect(at!.getTime()).toBeGreaterThanOrEqual(before);
+      expect(at!.getTime()).toBeLessThanOrEqual(after);
+      expect(upstream.count(m)).toBe(1);
+    } finally {
+      await gw.close();
+    }
+  });
+
   it('prefers a valid bearer token over an API key of another user', async () => {
     const bearerUser = await makeUser(a);
     const keyUser = await makeUser(a, { plan: 'pro' });
@@ -168,9 +212,7 @@ describeWithServices('authentication guard', () => {
     await sql('UPDATE api_tokens SET revoked = 1 WHERE user_id = $1', [user.id]);
     // Polls may reach the upstream until the NOTIFY lands (that is the one second allowed);
     // once refused, the key stays refused and nothing more gets through.
-    for (const gw of [a, b]) {
-      await eventually(async () => (await gw.get(`/private/${m}`, { headers: { 'x-api-key': key } })).status === 401, 1000);
-    }
+    await everywhereWithin([a, b], async (gw) => (await gw.get(`/private/${m}`, { headers: { 'x-api-key': key } })).status === 401, 1000);
     const hits = upstream.count(m);
     for (const gw of [a, b]) expect((await gw.get(`/private/${m}`, { headers: { 'x-api-key': key } })).json).toEqual(INVALID);
     expect(upstream.count(m)).toBe(hits);

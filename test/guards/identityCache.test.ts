@@ -4,7 +4,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import {
-  bearer, closeSql, describeWithServices, eventually, makeUser, marker, queriesDuring, sql, startTestGateway, startTwoGateways, testConfig, testServices,
+  bearer, closeSql, describeWithServices, eventually, everywhereWithin, makeUser, marker, queriesDuring, sql, startTestGateway, startTwoGateways, testConfig, testServices,
   type TestGateway,
 } from '../helpers/gateway.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/upstream.js';
@@ -100,16 +100,16 @@ describeWithServices('identity cache', () => {
     const auth = bearer(user.access);
     for (const gw of [a, b]) expect(await status(gw, `/pro/${m}`, auth)).toBe(403); // cached as free on both
     await sql("UPDATE users SET plan = 'pro' WHERE id = $1", [user.id]);
-    for (const gw of [a, b]) await eventually(async () => (await status(gw, `/pro/${m}`, auth)) === 200, 1000);
+    await everywhereWithin([a, b], async (gw) => (await status(gw, `/pro/${m}`, auth)) === 200, 1000);
     const res = await b.get(`/pro/${m}`, { headers: auth });
     expect(res.json.headers['x-user-plan']).toBe('pro');
 
     await sql('UPDATE users SET is_active = 0 WHERE id = $1', [user.id]);
-    for (const gw of [a, b]) await eventually(async () => (await status(gw, `/private/${m}`, auth)) === 401, 1000);
+    await everywhereWithin([a, b], async (gw) => (await status(gw, `/private/${m}`, auth)) === 401, 1000);
     expect((await a.get(`/private/${m}`, { headers: auth })).json).toEqual({ error: 'Utilisateur introuvable' });
 
     await sql('UPDATE users SET is_active = 1 WHERE id = $1', [user.id]);
-    for (const gw of [a, b]) await eventually(async () => (await status(gw, `/private/${m}`, auth)) === 200, 1000);
+    await everywhereWithin([a, b], async (gw) => (await status(gw, `/private/${m}`, auth)) === 200, 1000);
   });
 
   it('bypasses the cache while the LISTEN connection is lost, and recovers', async () => {
@@ -131,7 +131,7 @@ describeWithServices('identity cache', () => {
     const queries = await queriesDuring(a, async () => expect(await status(a, `/pro/${m}`, auth)).toBe(200));
     expect(queries).toEqual([]);
     await sql("UPDATE users SET plan = 'premium' WHERE id = $1", [user.id]);
-    for (const gw of [a, b]) await eventually(async () => (await status(gw, `/pro/${m}`, auth)) === 403, 1000);
+    await everywhereWithin([a, b], async (gw) => (await status(gw, `/pro/${m}`, auth)) === 403, 1000);
   });
 
   it('stops trusting the cache when the LISTEN connection goes silent, and trusts it again once it answers', async () => {
@@ -151,7 +151,7 @@ describeWithServices('identity cache', () => {
       relay.freeze();
       // The notification of this change never arrives; the change must show within a second anyway.
       await sql("UPDATE users SET plan = 'pro' WHERE id = $1", [user.id]);
-      for (const gw of gateways) await eventually(async () => (await status(gw, `/pro/${m}`, auth)) === 200, 1000);
+      await everywhereWithin(gateways, async (gw) => (await status(gw, `/pro/${m}`, auth)) === 200, 1000);
       expect(gateways.map((gw) => gw.services.identities.isLive)).toEqual([false, false]);
 
       relay.thaw();
@@ -160,7 +160,7 @@ describeWithServices('identity cache', () => {
       const queries = await queriesDuring(gateways[1]!, async () => expect(await status(gateways[1]!, `/pro/${m}`, auth)).toBe(200));
       expect(queries).toEqual([]);
       await sql("UPDATE users SET plan = 'free' WHERE id = $1", [user.id]);
-      for (const gw of gateways) await eventually(async () => (await status(gw, `/pro/${m}`, auth)) === 403, 1000);
+      await everywhereWithin(gateways, async (gw) => (await status(gw, `/pro/${m}`, auth)) === 403, 1000);
     } finally {
       await Promise.all(gateways.map((gw) => gw.close()));
       await relay.close();

@@ -4,7 +4,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { utcDay } from '../../src/http.js';
 import {
-  bearer, closeSql, describeWithServices, eventually, makeUser, marker, queriesDuring, sql, startTestGateway, startTwoGateways, testClock, testConfig, testServices,
+  bearer, closeSql, describeWithServices, eventually, everywhereWithin, makeUser, marker, queriesDuring, sql, startTestGateway, startTwoGateways, testClock, testConfig, testServices,
   type TestGateway,
 } from '../helpers/gateway.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/upstream.js';
@@ -76,7 +76,7 @@ describeWithServices('plan and daily guards', () => {
       expect(anonymous.json).toEqual({ error: 'Token invalide ou expiré' });
       const refused = await b.get(`/premium-race/${m}`, { headers: bearer(free.access) });
       expect(refused.status).toBe(403);
-      expect(refused.json.error).toBe('Plan insuffisant');
+      expect(refused.json).toEqual({ error: 'Plan insuffisant', required: ['premium', 'pro'], current_plan: 'free', upgrade_url: UPGRADE_URL });
       // Refused by the plan guard: the day's use is still there.
       expect(await usage(free.id)).toEqual({ daily_usage: 0, last_usage_date: null });
       expect((await a.get(`/race/${m}`, { headers: bearer(free.access) })).status).toBe(200);
@@ -173,9 +173,14 @@ describeWithServices('plan and daily guards', () => {
       const m = marker();
       expect((await a.get(`/race/${m}`, { headers: bearer(user.access) })).status).toBe(200);
       await sql("UPDATE users SET plan = 'free' WHERE id = $1", [user.id]);
-      // Within a second both instances count the user's uses again.
-      await eventually(async () => (await b.get(`/race/${m}`, { headers: bearer(user.access) })).status === 429, 1000);
-      expect((await a.get(`/race/${m}`, { headers: bearer(user.access) })).status).toBe(429);
+      // Within a second both instances count the user's uses again: whichever sees the change
+      // first admits (and counts) one use, then both refuse.
+      await everywhereWithin([a, b], async (gw) => (await gw.get(`/race/${m}`, { headers: bearer(user.access) })).status === 429, 1000);
+      for (const gw of [a, b]) {
+        const res = await gw.get(`/race/${m}`, { headers: bearer(user.access) });
+        expect(res.status).toBe(429);
+        expect(res.json).toEqual(LIMIT_1);
+      }
       expect((await usage(user.id)).daily_usage).toBe(1);
     });
 
@@ -210,9 +215,17 @@ describeWithServices('plan and daily guards', () => {
       expect(tomorrow).not.toBe(today);
       // The access token was issued "yesterday" and is now expired: log in again on the new day.
       const login = await c.post('/api/v1/auth/login', { email: user.email, password: user.password });
+      expect(login.status).toBe(200);
       const access = login.json.access_token as string;
       const results = await Promise.all(Array.from({ length: 10 }, (_, i) => (i % 2 ? c : d).get(`/race/${m}`, { headers: bearer(access) })));
       expect(results.filter((r) => r.status === 200)).toHaveLength(1);
+      const refused = results.filter((r) => r.status !== 200);
+      expect(refused).toHaveLength(9);
+      for (const r of refused) {
+        expect(r.status).toBe(429);
+        expect(r.json).toEqual(LIMIT_1);
+      }
+      // One use yesterday, one today: the refusals never reached the upstream.
       expect(upstream.count(m)).toBe(2);
       expect(await usage(user.id)).toEqual({ daily_usage: 1, last_usage_date: tomorrow });
     });
