@@ -17,6 +17,8 @@ export interface EchoUpstream {
   hits: Hit[];
   count(marker: string): number;
   last(marker: string): Hit | undefined;
+  /** TCP connections the upstream has accepted since it started (pooled keep-alive shows as few). */
+  readonly connections: number;
   /** Per-path behaviour: return true when the handler answered itself. */
   handle?: (req: http.IncomingMessage, res: http.ServerResponse, body: Buffer) => boolean | void;
   close(): Promise<void>;
@@ -25,8 +27,10 @@ export interface EchoUpstream {
 export async function startEchoUpstream(): Promise<EchoUpstream> {
   const hits: Hit[] = [];
   const sockets = new Set<import('node:net').Socket>();
+  let connections = 0;
   const upstream: EchoUpstream = {
     url: '', port: 0, hits,
+    get connections() { return connections; },
     count: (m) => hits.filter((h) => h.path.includes(m)).length,
     last: (m) => hits.filter((h) => h.path.includes(m)).at(-1),
     close: async () => {
@@ -48,6 +52,7 @@ export async function startEchoUpstream(): Promise<EchoUpstream> {
     });
   });
   server.on('connection', (s) => {
+    connections++;
     sockets.add(s);
     s.on('close', () => sockets.delete(s));
   });

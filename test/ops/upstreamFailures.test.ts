@@ -3,7 +3,7 @@
 // where headers already went out, and other routes and its own endpoints are not affected.
 import http from 'node:http';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { closeSql, describeWithServices, eventually, marker, startTestGateway, testConfig, type TestGateway } from '../helpers/gateway.js';
+import { closeSql, describeWithServices, eventually, marker, startTwoGateways, testConfig, type TestGateway } from '../helpers/gateway.js';
 import { request } from '../helpers/http.js';
 import { sparePort, startHoldingUpstream, type HoldingUpstream } from './support.js';
 
@@ -11,6 +11,8 @@ describeWithServices('upstream failures', () => {
   let healthy: HoldingUpstream;
   let faulty: HoldingUpstream;
   let gw: TestGateway;
+  // A second instance on the same config, as behind a load balancer (the no-retry check runs on both).
+  let gw2: TestGateway;
 
   beforeAll(async () => {
     [healthy, faulty] = await Promise.all([startHoldingUpstream(), startHoldingUpstream()]);
@@ -29,7 +31,7 @@ describeWithServices('upstream failures', () => {
       if (url.includes('/stall/')) return true;
       return echo(req, res, body);
     };
-    gw = await startTestGateway(testConfig({
+    [gw, gw2] = await startTwoGateways(testConfig({
       upstreams: {
         healthy: { url: healthy.url, timeout: '30s' },
         faulty: { url: faulty.url, timeout: '500ms' },
@@ -43,7 +45,7 @@ describeWithServices('upstream failures', () => {
     }));
   });
   afterAll(async () => {
-    await gw?.close();
+    await Promise.all([gw?.close(), gw2?.close()]);
     await Promise.all([healthy?.close(), faulty?.close()]);
     await closeSql();
   });
@@ -55,10 +57,19 @@ describeWithServices('upstream failures', () => {
     expect(res.headers['x-request-id']).toEqual(expect.any(String));
   });
 
-  it('502 when the upstream resets the connection before answering', async () => {
-    const res = await gw.get(`/faulty/reset/${marker()}`);
-    expect(res.status).toBe(502);
-    expect(res.json).toEqual({ error: 'Service en amont indisponible' });
+  it('502 when the upstream resets the connection before answering, sent once and never retried', async () => {
+    for (const instance of [gw, gw2]) {
+      // A reset after the upstream read the request: it may have acted on it, so a resend could
+      // run it twice. GET included: the gateway cannot know the upstream's GET is safe.
+      for (const method of ['GET', 'POST', 'DELETE']) {
+        const m = marker();
+        const res = await instance.request(method, `/faulty/reset/${m}`, method === 'POST' ? { json: { a: 1 } } : {});
+        expect(res.status, method).toBe(502);
+        expect(res.json).toEqual({ error: 'Service en amont indisponible' });
+        expect(faulty.count(m), `${method}: requests the upstream received`).toBe(1);
+        expect(faulty.last(m)!.method).toBe(method);
+      }
+    }
   });
 
   it('504 when the upstream does not answer within its timeout', async () => {

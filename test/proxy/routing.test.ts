@@ -47,13 +47,15 @@ const sha = (b: Buffer | string) => createHash('sha256').update(b).digest('hex')
 
 describeWithServices('reverse proxy', () => {
   let upstream: EchoUpstream;
+  // Only the pooling test sends here, so its connection count is that test's alone.
+  let pooled: EchoUpstream;
   let a: TestGateway;
   let b: TestGateway;
   let rootGw: TestGateway;
   let pro: { access: string };
 
   beforeAll(async () => {
-    upstream = await startEchoUpstream();
+    [upstream, pooled] = await Promise.all([startEchoUpstream(), startEchoUpstream()]);
     // Paths containing these words make the upstream behave specially.
     upstream.handle = (req, res, body) => {
       const url = new URL(req.url ?? '/', 'http://x');
@@ -86,6 +88,7 @@ describeWithServices('reverse proxy', () => {
         app: { url: upstream.url, timeout: '5s' },
         slow: { url: upstream.url, timeout: '300ms' },
         dead: { url: `http://127.0.0.1:${dead}`, timeout: '2s' },
+        pooled: { url: pooled.url },
       },
       routes: [
         { path: '/races', upstream: 'app', methods: ['GET', 'POST'], auth: 'none' },
@@ -97,6 +100,7 @@ describeWithServices('reverse proxy', () => {
         { path: '/public', upstream: 'app', auth: 'none' },
         { path: '/paid', upstream: 'app', auth: 'required', plans: ['pro'] },
         { path: '/api/v1', upstream: 'app', auth: 'none' },
+        { path: '/pooled', upstream: 'pooled', auth: 'none' },
       ],
     });
     [a, b] = await startTwoGateways(config);
@@ -106,7 +110,7 @@ describeWithServices('reverse proxy', () => {
 
   afterAll(async () => {
     await Promise.all([a?.close(), b?.close(), rootGw?.close()]);
-    await upstream?.close();
+    await Promise.all([upstream?.close(), pooled?.close()]);
     await closeSql();
   });
 
@@ -282,6 +286,28 @@ describeWithServices('reverse proxy', () => {
       expect(sized.status).toBe(200);
       expect(sha(sized.body)).toBe(sha(whole));
       expect(upstream.count(m)).toBe(2);
+    });
+  });
+
+  describe('upstream connections', () => {
+    it('reuses pooled keep-alive connections to the upstream, whatever the client connections do', async () => {
+      const m = marker();
+      const requests = 20;
+      for (let i = 0; i < requests; i++) {
+        // Half on the client's own keep-alive connection, half each on a new connection the client
+        // asks to close: only the gateway's pool can carry the upstream connection across those.
+        const res = i % 2 === 0
+          ? await a.get(`/pooled/${m}/${i}`)
+          : await a.get(`/pooled/${m}/${i}`, { freshConnection: true, headers: { connection: 'close' } });
+        expect(res.status).toBe(200);
+        expect(res.json.path).toBe(`/pooled/${m}/${i}`);
+      }
+      expect(pooled.count(m)).toBe(requests);
+      // A connection per request would be 20: a handshake each time, and ports in TIME_WAIT.
+      expect(pooled.connections).toBeGreaterThanOrEqual(1);
+      expect(pooled.connections).toBeLessThanOrEqual(2);
+      // The client's `Connection: close` is about its own hop: the upstream is asked to keep alive.
+      expect(pooled.hits.filter((h) => h.path.includes(m)).map((h) => h.headers.connection)).toEqual(Array(requests).fill('keep-alive'));
     });
   });
 
