@@ -25,6 +25,7 @@ declare module 'fastify' {
 }
 
 const SAFE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+const REQUEST_TIMEOUT_MS = 300_000;
 
 /** A caller's request id is kept when it is harmless (for tracing across hops), else one is made. */
 export function requestId(header: string | string[] | undefined): string {
@@ -41,6 +42,10 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
     // While draining (SIGTERM), a request already received on a keep-alive connection is served
     // normally with `Connection: close` rather than refused with fastify's non-catalog 503 body.
     return503OnClosing: false,
+    // The gateway is the edge: a client trickling a body (slowloris) must not hold a connection and
+    // an upstream request for ever. Node's own default, which fastify turns off; the request is
+    // then dropped with its upstream request (clientErrorHandler).
+    requestTimeout: REQUEST_TIMEOUT_MS,
     clientErrorHandler,
     // A URL the router cannot decode (`/x/%`) gets the catalog's 400, not fastify's own body.
     frameworkErrors: (_error, _request, reply) => sendError(reply, 'badRequest'),
@@ -77,9 +82,16 @@ export async function buildApp(services: Services): Promise<FastifyInstance> {
  */
 export function clientErrorHandler(this: FastifyInstance, err: NodeJS.ErrnoException, socket: Duplex): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const inFlight = (socket as Duplex & { _httpMessage?: ServerResponse | null })._httpMessage;
+  // The request being answered never finished arriving (the client closed or broke the connection
+  // mid-body, or took longer than requestTimeout): it can never complete, and its upstream request
+  // would wait for the rest of the body for ever. Let go of both.
+  if (inFlight && !inFlight.req.complete) {
+    socket.destroy();
+    return;
+  }
   // Bytes after a request that declared no body (a pipelined or smuggled "request"): the earlier
   // request on this connection is still being answered. Let that answer go out alone, then close.
-  const inFlight = (socket as Duplex & { _httpMessage?: ServerResponse | null })._httpMessage;
   if (inFlight) {
     if (!inFlight.headersSent) inFlight.setHeader('connection', 'close');
     inFlight.once('close', () => socket.destroy());

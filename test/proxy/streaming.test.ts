@@ -41,6 +41,8 @@ interface Arrival {
   chunks: Buffer[];
   ended: boolean;
   firstData: Promise<void>;
+  /** Resolves when the upstream's side of this request is closed (complete or aborted). */
+  closed: Promise<void>;
 }
 
 /** What the upstream has sent of one response so far. */
@@ -92,7 +94,9 @@ async function startStreamingUpstream(): Promise<StreamingUpstream> {
       return;
     }
     const firstData = deferred();
-    const arrival: Arrival = { headers: req.headers, chunks: [], ended: false, firstData: firstData.promise };
+    const closed = deferred();
+    const arrival: Arrival = { headers: req.headers, chunks: [], ended: false, firstData: firstData.promise, closed: closed.promise };
+    req.on('close', () => closed.resolve());
     req.on('data', (c: Buffer) => { arrival.chunks.push(c); firstData.resolve(); });
     req.on('end', () => {
       arrival.ended = true;
@@ -211,8 +215,6 @@ describeWithServices('bodies streamed both ways', () => {
   // After a failure, nothing may be left half-way: the gateway would wait for it when closing.
   afterEach(() => {
     upstream.finishAll();
-    // A reset, not a FIN: the gateway keeps a half-closed connection open until its response is
-    // done, which a request body that never ends would never let happen.
     for (const req of openRequests) {
       if (req.socket && !req.socket.destroyed) req.socket.resetAndDestroy();
       else req.destroy();
@@ -280,5 +282,39 @@ describeWithServices('bodies streamed both ways', () => {
       expect(res.json).toEqual({ length: whole.length, sha256: sha(whole), userId: route.userId });
       expect(arrival.ended).toBe(true);
     }
+  });
+
+  // A client that goes away mid-body: its request can never complete, so the gateway must let go
+  // of the connection and of the upstream request at once, not hold both until it shuts down.
+  it.each([
+    ['half-closes (FIN), chunked', false, 'fin'],
+    ['half-closes (FIN), with content-length', true, 'fin'],
+    ['resets, chunked', false, 'reset'],
+    ['resets, with content-length', true, 'reset'],
+  ] as const)('lets go of the connection and the upstream request when the client %s mid-body', async (_how, sized, how) => {
+    for (const route of routes()) {
+      const m = marker();
+      const headers: Record<string, string> = { ...route.headers, 'content-type': 'application/octet-stream' };
+      if (sized) headers['content-length'] = '100000';
+      const { req } = openPost(gw.url, `${route.prefix}/up/${m}`, headers);
+      req.on('error', () => {}); // the gateway drops the connection: expected here
+      req.write(Buffer.from(`first:${m}\n`));
+      const arrival = await within(upstream.arrival(m), `${route.name}: the request never reached the upstream`);
+      await within(arrival.firstData, `${route.name}: the first chunk never reached the upstream`);
+
+      const clientSocket = req.socket!;
+      const clientClosed = new Promise<void>((resolve) => clientSocket.once('close', () => resolve()));
+      if (how === 'fin') clientSocket.end();
+      else clientSocket.resetAndDestroy();
+      await within(arrival.closed, `${route.name}: the upstream request stayed open after the client went away`);
+      expect(arrival.ended).toBe(false);
+      await within(clientClosed, `${route.name}: the gateway kept the client's half-closed connection open`);
+    }
+    // The client's doing, not the upstream's: not counted as an upstream failure (operators alert
+    // on that metric), logged as what it was.
+    expect((await gw.services.metrics.upstreamErrors.get()).values).toEqual([]);
+    expect(gw.logs.filter((l) => l.includes('client went away before the response'))).toHaveLength(2);
+    expect(gw.logs.filter((l) => l.includes('"upstream failed"'))).toEqual([]);
+    gw.logs.length = 0;
   });
 });
