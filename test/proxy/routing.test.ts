@@ -208,6 +208,20 @@ describeWithServices('reverse proxy', () => {
         // Dot segments reach the own endpoint, not the upstream.
         const dotted = await gw.post('/api/v1/x/../auth/login', {}, { headers: { 'x-marker': m } });
         expect(dotted.json).toEqual({ error: 'Email et mot de passe requis' });
+        // The rest of the own endpoints, one request each.
+        expect(await gw.get('/readyz', { headers: { 'x-marker': m } })).toMatchObject({ status: 200, json: { status: 'ready' } });
+        const jwks = await gw.get('/.well-known/jwks.json', { headers: { 'x-marker': m } });
+        expect(jwks.status).toBe(200);
+        expect(jwks.json.keys).toEqual(expect.any(Array));
+        const own = [
+          ['POST', '/api/v1/user/api-token', 401, 'Token invalide ou expiré'],
+          ['DELETE', '/api/v1/user/webhook', 401, 'Token invalide ou expiré'],
+          ['POST', '/api/v1/auth/refresh', 400, 'refresh_token manquant'],
+        ] as const;
+        for (const [method, path, status, error] of own) {
+          const res = await gw.request(method, path, { json: {}, headers: { 'x-marker': m } });
+          expect({ status: res.status, json: res.json }, `${method} ${path}`).toEqual({ status, json: { error } });
+        }
       }
       expect(upstream.hits.filter((h) => h.headers['x-marker'] === m)).toEqual([]);
       // What is not an own endpoint still goes to the route.
