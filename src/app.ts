@@ -119,8 +119,7 @@ export function registerCommon(app: FastifyInstance, services: Services): void {
   });
   app.addHook('onResponse', (request, reply, done) => {
     const route = request.gatewayRoute || request.routeOptions.url || 'unmatched';
-    services.metrics.requests.inc({ route, method: request.method, status: reply.statusCode });
-    services.metrics.latency.observe({ route }, reply.elapsedTime / 1000);
+    services.metrics.tallies.answered(route, request.method, reply.statusCode, reply.elapsedTime / 1000);
     done();
   });
 

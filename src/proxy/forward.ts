@@ -102,7 +102,7 @@ export async function proxyRoutes(app: FastifyInstance, opts: { services: Servic
         : undefined,
     };
 
-    services.metrics.guardDecisions.inc({ route: route.path, outcome: 'allowed' });
+    services.metrics.tallies.decided(route.path, 'allowed');
     request.log.debug({ route: route.path, upstream: route.upstreamName, userId: user?.id }, 'proxying');
     try {
       return reply.from(`${route.target.url}${match.upstreamPath}`, {
@@ -148,7 +148,7 @@ export async function proxyRoutes(app: FastifyInstance, opts: { services: Servic
 
   function deny(request: FastifyRequest, reply: FastifyReply, routePath: string, denial: Denial): FastifyReply {
     request.log.info({ route: routePath, reason: denial.code }, 'request denied');
-    services.metrics.guardDecisions.inc({ route: routePath, outcome: denial.code });
+    services.metrics.tallies.decided(routePath, denial.code);
     return sendDenial(reply, denial);
   }
 
