@@ -31,14 +31,13 @@ const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'tra
 // Both functions run on every proxied request: plain loops over the names, no entry arrays.
 export function upstreamHeaders(incoming: IncomingHttpHeaders, ctx: ForwardContext): IncomingHttpHeaders {
   const out: IncomingHttpHeaders = {};
+  // Skipped rather than deleted afterwards: a delete turns the object V8 builds into a slow one.
   for (const name in incoming) {
     const value = incoming[name];
-    if (value === undefined || isIdentityHeader(name) || HOP_BY_HOP.has(name)) continue;
+    if (value === undefined || isIdentityHeader(name) || HOP_BY_HOP.has(name) || name === 'x-api-key' || name === 'x-request-id') continue;
+    if (name === 'authorization' && ctx.dropAuthorization) continue;
     out[name] = value;
   }
-  delete out['x-api-key'];
-  delete out['x-request-id'];
-  if (ctx.dropAuthorization) delete out.authorization;
   out['x-forwarded-for'] = ctx.forwardedFor;
   out['x-forwarded-proto'] = ctx.proto;
   if (ctx.host) out['x-forwarded-host'] = ctx.host;
