@@ -93,41 +93,43 @@ type LatencySnapshot = Awaited<ReturnType<Histogram<'route'>['get']>>;
 export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
   const registry = new Registry();
   const tallies = new RouteTallies();
-  // The identity cache counts hits and misses in plain fields on its hot path; they are copied
-  // into the counter only when Prometheus scrapes.
+  // The identity cache counts hits and misses in plain fields on its hot path too.
   let cacheStats: { hits: number; misses: number } | undefined;
   if (options.defaultMetrics) collectDefaultMetrics({ register: registry, prefix: 'gateway_' });
+
+  // Fed from plain counts when Prometheus scrapes (collect), never on the request path.
+  new Counter({
+    name: 'gateway_requests_total', help: 'Requests answered, by route and status', labelNames: ['route', 'method', 'status'] as const, registers: [registry],
+    collect() {
+      this.reset();
+      for (const [route, t] of tallies.routes) {
+        for (const [method, byStatus] of t.answered) for (const [status, n] of byStatus) this.inc({ route, method, status }, n);
+      }
+    },
+  });
+  new TalliedLatency(registry, tallies);
+  new Counter({
+    name: 'gateway_guard_decisions_total', help: 'Guard denials by route and reason (allowed requests count as outcome "allowed")', labelNames: ['route', 'outcome'] as const, registers: [registry],
+    collect() {
+      this.reset();
+      for (const [route, t] of tallies.routes) for (const [outcome, n] of t.decided) this.inc({ route, outcome }, n);
+    },
+  });
+  new Counter({
+    name: 'gateway_identity_cache_total', help: 'Identity cache lookups by result', labelNames: ['result'] as const, registers: [registry],
+    collect() {
+      if (!cacheStats) return;
+      this.reset();
+      this.inc({ result: 'hit' }, cacheStats.hits);
+      this.inc({ result: 'miss' }, cacheStats.misses);
+    },
+  });
+
   return {
     registry,
     tallies,
-    requests: new Counter({
-      name: 'gateway_requests_total', help: 'Requests answered, by route and status', labelNames: ['route', 'method', 'status'] as const, registers: [registry],
-      collect() {
-        this.reset();
-        for (const [route, t] of tallies.routes) {
-          for (const [method, byStatus] of t.answered) for (const [status, n] of byStatus) this.inc({ route, method, status }, n);
-        }
-      },
-    }),
-    latency: new TalliedLatency(registry, tallies),
-    guardDecisions: new Counter({
-      name: 'gateway_guard_decisions_total', help: 'Guard denials by route and reason (allowed requests count as outcome "allowed")', labelNames: ['route', 'outcome'] as const, registers: [registry],
-      collect() {
-        this.reset();
-        for (const [route, t] of tallies.routes) for (const [outcome, n] of t.decided) this.inc({ route, outcome }, n);
-      },
-    }),
     upstreamErrors: new Counter({ name: 'gateway_upstream_errors_total', help: 'Upstream failures by upstream and kind', labelNames: ['upstream', 'kind'] as const, registers: [registry] }),
     webhookDeliveries: new Counter({ name: 'gateway_webhook_deliveries_total', help: 'Webhook delivery attempts by outcome', labelNames: ['outcome'] as const, registers: [registry] }),
-    cache: new Counter({
-      name: 'gateway_identity_cache_total', help: 'Identity cache lookups by result', labelNames: ['result'] as const, registers: [registry],
-      collect() {
-        if (!cacheStats) return;
-        this.reset();
-        this.inc({ result: 'hit' }, cacheStats.hits);
-        this.inc({ result: 'miss' }, cacheStats.misses);
-      },
-    }),
     observeIdentityCache(stats: { hits: number; misses: number }): void {
       cacheStats = stats;
     },
