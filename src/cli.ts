@@ -130,8 +130,6 @@ async function run(command: string, rest: string[], config: Config, file: string
     case 'start': {
       const log = createLogger(process.env.LOG_LEVEL ?? 'info');
       const gateway = await startGateway(config, { log, defaultMetrics: true });
-      log.info({ url: gateway.url, admin: gateway.adminUrl, storage: config.storage.postgres ? 'postgres' : `embedded (${config.storage.embeddedDir})` }, 'gateway listening');
-      console.log(`gateway listening on ${gateway.url}${gateway.adminUrl ? ` (admin on ${gateway.adminUrl})` : ''}`);
       // SIGHUP reloads (src/reload.ts); close-with-grace would otherwise treat it as a shutdown.
       const stopReloading = reloadOnSignal(gateway.services, () => loadConfig(file).config);
       closeWithGrace({ delay: SHUTDOWN_GRACE_MS, skip: ['SIGHUP'], logger: { error: (m: unknown) => log.error(m) } }, async ({ signal, err }) => {
@@ -141,6 +139,10 @@ async function run(command: string, rest: string[], config: Config, file: string
         await gateway.close();
         log.info('shut down');
       });
+      // Said only now: whoever waits for this line may signal at once, and a SIGHUP that came
+      // before its handler would end the process (the default action) instead of reloading.
+      log.info({ url: gateway.url, admin: gateway.adminUrl, storage: config.storage.postgres ? 'postgres' : `embedded (${config.storage.embeddedDir})` }, 'gateway listening');
+      console.log(`gateway listening on ${gateway.url}${gateway.adminUrl ? ` (admin on ${gateway.adminUrl})` : ''}`);
       return -1; // keeps running
     }
     default:

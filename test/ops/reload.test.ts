@@ -77,6 +77,19 @@ describeWithServices('reload on SIGHUP', () => {
     }
   });
 
+  it('reloads on a SIGHUP sent the moment it says it is listening', async () => {
+    // An orchestrator may signal as soon as the line appears; before the handler is in place a
+    // SIGHUP ends the process (its default action).
+    const gw = await spawnGateway(config(), { onListening: (child) => child.kill('SIGHUP') });
+    try {
+      await gw.waitForLog((l) => l.msg === 'configuration reloaded: nothing live changed');
+      expect(gw.child.exitCode).toBeNull();
+      expect((await request(gw.url, 'GET', '/healthz')).json).toEqual({ status: 'ok' });
+    } finally {
+      await gw.stop();
+    }
+  });
+
   it('keeps the running configuration when the new file is invalid, and says why', async () => {
     const gw = await spawnGateway(config());
     try {

@@ -64,7 +64,8 @@ export function cliConfig(overrides: Record<string, unknown> = {}): Record<strin
   return base;
 }
 
-export async function spawnGateway(config: Record<string, unknown>): Promise<GatewayProcess> {
+/** `onListening` runs the moment the "listening" line is read, as an operator's script would act on it. */
+export async function spawnGateway(config: Record<string, unknown>, options: { onListening?: (child: ChildProcess) => void } = {}): Promise<GatewayProcess> {
   if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run \`npm run build\` first (npm test does)`);
   const dir = mkdtempSync(path.join(tmpdir(), 'gw-ops-'));
   const configFile = path.join(dir, 'gateway.yaml');
@@ -88,7 +89,10 @@ export async function spawnGateway(config: Record<string, unknown>): Promise<Gat
       const line = stdout.slice(0, nl);
       stdout = stdout.slice(nl + 1);
       const m = /^gateway listening on (\S+)(?: \(admin on (\S+)\))?/.exec(line);
-      if (m) listening = { url: m[1]!, adminUrl: m[2] };
+      if (m) {
+        listening = { url: m[1]!, adminUrl: m[2] };
+        options.onListening?.(child);
+      }
       try { logs.push(JSON.parse(line) as LogLine); } catch { /* the plain "listening" line */ }
       for (const wake of waiters) wake();
     }
