@@ -1,7 +1,7 @@
 // Who a bearer's `sub` or an API key names, served from memory on the hot path.
-// Freshness comes from Postgres NOTIFY (triggers in 001_initial.sql fire on any change to a
-// user's plan, active flag or email, and on any key revocation, however it was made). While the
-// LISTEN connection is down, notifications can be missed, so the cache is bypassed entirely.
+// Freshness comes from Postgres NOTIFY (triggers in migrations 001 and 005 fire on any change to a
+// user's plan, active flag or email, and on any key created or revoked, however it was made).
+// While the LISTEN connection is down, notifications can be missed, so the cache is bypassed.
 // A connection can also die without a reset (partition, failover) and the client would not
 // notice for hours, serving a deactivated user from memory: a heartbeat NOTIFY sent through the
 // pool must come back on the LISTEN connection, or the cache stops being trusted.
@@ -10,13 +10,17 @@ import { LRUCache } from 'lru-cache';
 import type { Logger } from 'pino';
 import type { Database } from '../storage/db.js';
 import { findActiveById, type User } from '../storage/users.js';
-import { findActiveKey } from '../storage/apiTokens.js';
+import { findKeyOwner } from '../storage/apiTokens.js';
 
 const USER_CHANNEL = 'gw_user_changed';
 const KEY_CHANNEL = 'gw_api_token_changed';
 const HEARTBEAT_CHANNEL = 'gw_identity_heartbeat';
 const DAILY_RESET_CHANNEL = 'gw_daily_usage_reset'; // 004_daily_usage_reset.sql
 const MAX_ENTRIES = 100_000;
+// Hashes that matched no key: a client spraying made-up keys must not cost a query each. Kept
+// apart from the known keys so that such a client cannot evict them; a key that comes into being
+// is announced on the key channel (005_api_token_appeared.sql) and drops its hash from here.
+const MAX_UNKNOWN_KEYS = 10_000;
 // Distrusted after three timer ticks in which a heartbeat committed by Postgres was not heard:
 // well under the one second a change may take to reach every instance (CONTRACT §4). Ticks, not
 // elapsed time: a busy event loop that has not read the answers yet is not a dead connection.
@@ -34,6 +38,7 @@ export class IdentityCache {
   // null = "no active user with this id": cached too, so a deleted user's tokens cost no query.
   private readonly users = new LRUCache<number, User | { missing: true }>({ max: MAX_ENTRIES });
   private readonly keys = new LRUCache<string, number>({ max: MAX_ENTRIES });
+  private readonly unknownKeys = new LRUCache<string, true>({ max: MAX_UNKNOWN_KEYS });
   // Bumped on every notification and connection change. A value read from the database is cached
   // only if no bump happened during the read, so a change racing the read cannot be overwritten.
   private generation = 0;
@@ -66,7 +71,7 @@ export class IdentityCache {
       }
       this.generation++;
       if (channel === USER_CHANNEL) this.users.delete(Number(payload));
-      else this.keys.delete(payload);
+      else this.forgetKeyHash(payload);
     }, (live) => {
       this.forgetAll();
       this.live = live;
@@ -115,6 +120,12 @@ export class IdentityCache {
     this.generation++;
     this.users.clear();
     this.keys.clear();
+    this.unknownKeys.clear();
+  }
+
+  private forgetKeyHash(tokenHash: string): void {
+    this.keys.delete(tokenHash);
+    this.unknownKeys.delete(tokenHash);
   }
 
   /** The active user with this id, or undefined. */
@@ -131,18 +142,22 @@ export class IdentityCache {
     return user;
   }
 
-  /** The id of the active user owning this non-revoked key hash, or undefined. */
+  /** The id of the user owning this non-revoked key hash (active or not: see activeUser), or undefined. */
   async keyOwner(tokenHash: string): Promise<number | undefined> {
-    const cached = this.isLive ? this.keys.get(tokenHash) : undefined;
-    if (cached !== undefined) {
-      this.stats.hits++;
-      return cached;
+    if (this.isLive) {
+      const cached = this.keys.get(tokenHash);
+      if (cached !== undefined || this.unknownKeys.has(tokenHash)) {
+        this.stats.hits++;
+        return cached;
+      }
     }
     this.stats.misses++;
     const generation = this.generation;
-    const userId = await findActiveKey(this.db, tokenHash);
-    // Only hits are cached: a key created a moment ago on another instance must work at once.
-    if (userId !== undefined && this.isLive && generation === this.generation) this.keys.set(tokenHash, userId);
+    const userId = await findKeyOwner(this.db, tokenHash);
+    if (this.isLive && generation === this.generation) {
+      if (userId === undefined) this.unknownKeys.set(tokenHash, true);
+      else this.keys.set(tokenHash, userId);
+    }
     return userId;
   }
 
@@ -154,7 +169,7 @@ export class IdentityCache {
 
   forgetKey(tokenHash: string): void {
     this.generation++;
-    this.keys.delete(tokenHash);
+    this.forgetKeyHash(tokenHash);
   }
 
   async close(): Promise<void> {

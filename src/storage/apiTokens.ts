@@ -1,13 +1,12 @@
 // api_tokens: personal API keys, stored as SHA-256 hex only.
 import type { Queryable } from './db.js';
 
-/** The owner of a non-revoked key whose user is active. */
-export async function findActiveKey(db: Queryable, tokenHash: string): Promise<number | undefined> {
-  const rows = await db.query<{ user_id: number }>(
-    `SELECT t.user_id FROM api_tokens t JOIN users u ON u.id = t.user_id
-      WHERE t.token_hash = $1 AND t.revoked = 0 AND u.is_active = 1`,
-    [tokenHash],
-  );
+/**
+ * The owner of a non-revoked key, active or not: whether the owner may use it is the user's own
+ * state (IdentityCache.activeUser), so that a key's answer changes only when its row does.
+ */
+export async function findKeyOwner(db: Queryable, tokenHash: string): Promise<number | undefined> {
+  const rows = await db.query<{ user_id: number }>('SELECT user_id FROM api_tokens WHERE token_hash = $1 AND revoked = 0', [tokenHash]);
   return rows[0]?.user_id;
 }
 

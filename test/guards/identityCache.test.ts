@@ -112,6 +112,46 @@ describeWithServices('identity cache', () => {
     await everywhereWithin([a, b], async (gw) => (await status(gw, `/private/${m}`, auth)) === 200, 1000);
   });
 
+  it('answers a made-up API key from memory, yet accepts it everywhere within a second once SQL makes it a key', async () => {
+    const user = await makeUser(a, { plan: 'pro' });
+    const m = marker();
+    const rawKey = () => `gw_${randomBytes(24).toString('base64url')}`;
+    const sha = (raw: string) => createHash('sha256').update(raw).digest('hex');
+    const [imported, renamed, revoked] = [rawKey(), rawKey(), rawKey()];
+    const keyStatus = (gw: TestGateway, raw: string) => status(gw, `/private/${m}`, { 'x-api-key': raw });
+    await sql('INSERT INTO api_tokens (user_id, token_hash, revoked) VALUES ($1, $2, 1)', [user.id, sha(revoked)]);
+
+    // First sight on each instance is read from Postgres; after that, a client repeating
+    // made-up or revoked keys costs no query.
+    for (const gw of [a, b]) {
+      for (const raw of [imported, renamed, revoked]) {
+        const res = await gw.get(`/private/${m}`, { headers: { 'x-api-key': raw } });
+        expect([res.status, res.json]).toEqual([401, { error: 'Token invalide ou expiré' }]);
+      }
+    }
+    const queries = await queriesDuring(a, async () => {
+      for (let i = 0; i < 5; i++) for (const raw of [imported, renamed, revoked]) expect(await keyStatus(a, raw)).toBe(401);
+    });
+    expect(queries).toEqual([]);
+
+    // An operator imports a key with exactly that value (from the system the gateway replaces).
+    await sql('INSERT INTO api_tokens (user_id, token_hash) VALUES ($1, $2)', [user.id, sha(imported)]);
+    await everywhereWithin([a, b], async (gw) => (await keyStatus(gw, imported)) === 200, 1000);
+    // The row is given another value: the new one works everywhere, the old one no longer does.
+    await sql('UPDATE api_tokens SET token_hash = $2 WHERE token_hash = $1', [sha(imported), sha(renamed)]);
+    await everywhereWithin([a, b], async (gw) => (await keyStatus(gw, renamed)) === 200 && (await keyStatus(gw, imported)) === 401, 1000);
+    // A revoked key taken back into use.
+    await sql('UPDATE api_tokens SET revoked = 0 WHERE token_hash = $1', [sha(revoked)]);
+    await everywhereWithin([a, b], async (gw) => (await keyStatus(gw, revoked)) === 200, 1000);
+    // The owner deactivated, then reactivated: the key follows the user, both ways.
+    await sql('UPDATE users SET is_active = 0 WHERE id = $1', [user.id]);
+    await everywhereWithin([a, b], async (gw) => (await keyStatus(gw, revoked)) === 401, 1000);
+    await sql('UPDATE users SET is_active = 1 WHERE id = $1', [user.id]);
+    await everywhereWithin([a, b], async (gw) => (await keyStatus(gw, revoked)) === 200, 1000);
+    const res = await b.get(`/private/${m}`, { headers: { 'x-api-key': renamed } });
+    expect(res.json.headers).toMatchObject({ 'x-user-id': String(user.id), 'x-auth-method': 'api-key' });
+  });
+
   it('bypasses the cache while the LISTEN connection is lost, and recovers', async () => {
     const user = await makeUser(a);
     const m = marker();
