@@ -135,6 +135,7 @@ async function main() {
       const row = { scenario, baseline: combine(runs.baseline), gateway: combine(runs.gateway) };
       rows.push(row);
       console.log(`- ${scenario.name}: req/s per round: baseline ${row.baseline.rounds}; gateway ${row.gateway.rounds}`);
+      console.log(`  p99 (ms) per round: baseline ${row.baseline.p99s}; gateway ${row.gateway.p99s}`);
     }
 
     // Logins beside bearer traffic: argon2 shares libuv's threadpool with WebCrypto, and both
@@ -155,6 +156,7 @@ async function main() {
       }
       loginRun = { quiet: combine(quiet), busy: combine(busy), logins };
       console.log(`- bearer beside ${LOGINS_PER_SECOND} logins/s: req/s per round: alone ${loginRun.quiet.rounds}; with logins ${loginRun.busy.rounds}`);
+      console.log(`  p99 (ms) per round: alone ${loginRun.quiet.p99s}; with logins ${loginRun.busy.p99s}`);
     }
 
     printReport(rows, loginRun, gateway);
@@ -385,6 +387,7 @@ function combine(runs) {
     unexpected: runs.reduce((n, r) => n + r.unexpected, 0),
     cpuUsPerRequest: cpu === undefined || !requests ? undefined : (cpu * 1000) / requests,
     rounds: runs.map((r) => fmtRps(r.rps)).join(' / '),
+    p99s: runs.map((r) => fmtMs(r.p99)).join(' / '),
   };
 }
 
