@@ -97,32 +97,20 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
   let cacheStats: { hits: number; misses: number } | undefined;
   if (options.defaultMetrics) collectDefaultMetrics({ register: registry, prefix: 'gateway_' });
 
-  // Fed from plain counts when Prometheus scrapes (collect), never on the request path.
-  new Counter({
-    name: 'gateway_requests_total', help: 'Requests answered, by route and status', labelNames: ['route', 'method', 'status'] as const, registers: [registry],
-    collect() {
-      this.reset();
-      for (const [route, t] of tallies.routes) {
-        for (const [method, byStatus] of t.answered) for (const [status, n] of byStatus) this.inc({ route, method, status }, n);
-      }
-    },
+  // Fed from plain counts when Prometheus scrapes, never on the request path.
+  scrapedCounter(registry, 'gateway_requests_total', 'Requests answered, by route and status', ['route', 'method', 'status'], (add) => {
+    for (const [route, t] of tallies.routes) {
+      for (const [method, byStatus] of t.answered) for (const [status, n] of byStatus) add({ route, method, status }, n);
+    }
   });
   new TalliedLatency(registry, tallies);
-  new Counter({
-    name: 'gateway_guard_decisions_total', help: 'Guard denials by route and reason (allowed requests count as outcome "allowed")', labelNames: ['route', 'outcome'] as const, registers: [registry],
-    collect() {
-      this.reset();
-      for (const [route, t] of tallies.routes) for (const [outcome, n] of t.decided) this.inc({ route, outcome }, n);
-    },
+  scrapedCounter(registry, 'gateway_guard_decisions_total', 'Guard denials by route and reason (allowed requests count as outcome "allowed")', ['route', 'outcome'], (add) => {
+    for (const [route, t] of tallies.routes) for (const [outcome, n] of t.decided) add({ route, outcome }, n);
   });
-  new Counter({
-    name: 'gateway_identity_cache_total', help: 'Identity cache lookups by result', labelNames: ['result'] as const, registers: [registry],
-    collect() {
-      if (!cacheStats) return;
-      this.reset();
-      this.inc({ result: 'hit' }, cacheStats.hits);
-      this.inc({ result: 'miss' }, cacheStats.misses);
-    },
+  scrapedCounter(registry, 'gateway_identity_cache_total', 'Identity cache lookups by result', ['result'], (add) => {
+    if (!cacheStats) return;
+    add({ result: 'hit' }, cacheStats.hits);
+    add({ result: 'miss' }, cacheStats.misses);
   });
 
   return {
@@ -134,4 +122,21 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
       cacheStats = stats;
     },
   };
+}
+
+/** A counter whose series are rebuilt from counts kept elsewhere each time the registry is read. */
+function scrapedCounter<L extends string>(
+  registry: Registry,
+  name: string,
+  help: string,
+  labelNames: readonly L[],
+  fill: (add: (labels: Record<L, string | number>, n: number) => void) => void,
+): void {
+  new Counter<L>({
+    name, help, labelNames, registers: [registry],
+    collect() {
+      this.reset();
+      fill((labels, n) => this.inc(labels, n));
+    },
+  });
 }

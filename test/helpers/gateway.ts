@@ -168,34 +168,21 @@ export async function eventually(check: () => Promise<boolean> | boolean, timeou
 /**
  * "Seen by every instance within ms": polls check on all instances at once against ONE deadline,
  * ms after the call, so call it right after the change returns. Polling them one after the other
- * would give each instance a fresh window after the previous one passed. A poll counts when it
- * began before the deadline (as in eventually). Fails naming every instance that missed it (or
- * whose check threw); otherwise returns, per instance, the milliseconds it took.
+ * would give each instance a fresh window after the previous one passed. Fails naming every
+ * instance that missed it (or whose check threw).
  */
 export async function everywhereWithin<T>(
   instances: readonly T[],
   check: (instance: T, index: number) => Promise<boolean> | boolean,
   ms: number,
   stepMs = 20,
-): Promise<number[]> {
-  const t0 = Date.now();
-  const deadline = t0 + ms;
-  const name = (instance: T, i: number) => {
-    const url = (instance as { url?: unknown }).url;
-    return typeof url === 'string' ? `instance ${i} (${url})` : `instance ${i}`;
-  };
-  const outcomes = await Promise.all(instances.map(async (instance, i): Promise<{ elapsed: number } | { miss: string }> => {
-    try {
-      while (Date.now() < deadline) {
-        if (await check(instance, i)) return { elapsed: Date.now() - t0 };
-        await new Promise((r) => setTimeout(r, stepMs));
-      }
-      return { miss: `${name(instance, i)} did not see it within ${ms} ms` };
-    } catch (err) {
-      return { miss: `${name(instance, i)}: check threw ${(err as Error).message}` };
-    }
-  }));
-  const misses = outcomes.flatMap((o) => ('miss' in o ? [o.miss] : []));
+): Promise<void> {
+  const deadline = Date.now() + ms;
+  const outcomes = await Promise.allSettled(instances.map((instance, i) => eventually(() => check(instance, i), deadline - Date.now(), stepMs)));
+  const misses = outcomes.flatMap((outcome, i) => {
+    if (outcome.status === 'fulfilled') return [];
+    const url = (instances[i] as { url?: unknown }).url;
+    return [`instance ${i}${typeof url === 'string' ? ` (${url})` : ''}: ${(outcome.reason as Error).message}`];
+  });
   if (misses.length) throw new Error(`not seen everywhere within ${ms} ms: ${misses.join('; ')}`);
-  return outcomes.map((o) => ('elapsed' in o ? o.elapsed : -1));
 }
