@@ -47,7 +47,8 @@ export type Plan = (typeof PLANS)[number];
 export const HTTP_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
 
 const routeSchema = z.strictObject({
-  path: z.string().regex(/^\/[^?#\s]*$/, 'expected a path starting with / (no query, no spaces)')
+  // No `;`: routes are matched on paths without segment parameters (routeTable.ts, matchKey).
+  path: z.string().regex(/^\/[^?#;\s]*$/, 'expected a path starting with / (no query, no `;`, no spaces)')
     .transform((p) => (p.length > 1 ? p.replace(/\/+$/, '') || '/' : p)),
   upstream: z.string().min(1),
   methods: z.array(z.string().transform((m) => m.toUpperCase()).pipe(z.enum(HTTP_METHODS))).min(1).optional(),
@@ -127,10 +128,12 @@ export const configSchema = z.strictObject({
     if ((route.plans || route.dailyLimit) && route.auth !== 'required') {
       ctx.addIssue({ code: 'custom', path: ['routes', i, 'auth'], message: 'plans and dailyLimit need auth: required' });
     }
-    if (seen.has(route.path)) {
-      ctx.addIssue({ code: 'custom', path: ['routes', i, 'path'], message: `path ${route.path} is declared twice` });
+    // Paths are matched without regard to case (routeTable.ts, matchKey): /Docs and /docs are one.
+    const key = route.path.toLowerCase();
+    if (seen.has(key)) {
+      ctx.addIssue({ code: 'custom', path: ['routes', i, 'path'], message: `path ${route.path} is declared twice (paths are matched without regard to case)` });
     }
-    seen.add(route.path);
+    seen.add(key);
   });
 });
 

@@ -3,6 +3,9 @@ import { HTTP_METHODS, type Config, type RouteConfig, type UpstreamConfig } from
 
 export interface CompiledRoute extends RouteConfig {
   upstreamName: string;
+  /** `path` as matchKey() reads it, and how many segments it has. */
+  key: string;
+  segments: number;
   target: UpstreamConfig;
   allowedMethods: ReadonlySet<string>;
 }
@@ -24,6 +27,8 @@ export class RouteTable {
       .map((route) => ({
         ...route,
         upstreamName: route.upstream,
+        key: matchKey(route.path),
+        segments: route.path === '/' ? 0 : route.path.split('/').length - 1,
         target: config.upstreams[route.upstream]!,
         // HEAD is read as GET, as every HTTP server does.
         allowedMethods: route.methods ? new Set([...route.methods, ...(route.methods.includes('GET') ? ['HEAD'] : [])]) : PROXIED_METHODS,
@@ -35,18 +40,47 @@ export class RouteTable {
     return this.routes;
   }
 
-  /** `path` must already be normalized (no dot segments): see normalizePath. */
+  /**
+   * `path` must already be normalized (no dot segments): see normalizePath. The route is chosen
+   * by matchKey(path); the path itself is forwarded as the client sent it.
+   */
   match(method: string, path: string): Match {
+    const key = matchKey(path);
     for (const route of this.routes) {
-      const p = route.path;
-      if (p !== '/' && path !== p && !path.startsWith(`${p}/`)) continue;
+      const p = route.key;
+      if (p !== '/' && key !== p && !key.startsWith(`${p}/`)) continue;
       if (!route.allowedMethods.has(method)) return { kind: 'method-not-allowed', route };
-      const rest = p === '/' ? path : path.slice(p.length);
-      const upstreamPath = route.rewritePrefix === undefined ? path : joinPath(route.rewritePrefix, rest);
-      return { kind: 'route', route, upstreamPath };
+      if (route.rewritePrefix === undefined) return { kind: 'route', route, upstreamPath: path };
+      // The prefix's segments are replaced whatever case or parameters the client wrote them with.
+      const rest = key === path ? path.slice(p === '/' ? 0 : p.length) : afterSegments(path, route.segments);
+      return { kind: 'route', route, upstreamPath: joinPath(route.rewritePrefix, rest) };
     }
     return { kind: 'none' };
   }
+}
+
+// Upstreams disagree on what names the same resource, and a route must guard every spelling any
+// of them serves, or a public route on a shorter prefix lets the spelling through unguarded:
+// Express, ASP.NET and IIS route without regard to case (`/PAID` is `/paid` there), and servlet
+// containers (Tomcat, Jetty, Spring) drop `;parameters` from each segment (`/paid;x/item` is
+// `/paid/item` there). So routes are matched on the path with ASCII case folded and segment
+// parameters removed.
+const NEEDS_KEY = /[A-Z;]/;
+const SEGMENT_PARAMETERS = /;[^/]*/g;
+
+/** The form of a normalized path that routes are matched on (see above). */
+export function matchKey(path: string): string {
+  return NEEDS_KEY.test(path) ? path.replace(SEGMENT_PARAMETERS, '').toLowerCase() : path;
+}
+
+/** What follows the first `segments` segments of `path` ('' or a string starting with '/'). */
+function afterSegments(path: string, segments: number): string {
+  let at = 0;
+  for (let i = 0; i < segments; i++) {
+    at = path.indexOf('/', at + 1);
+    if (at === -1) return '';
+  }
+  return path.slice(at);
 }
 
 function joinPath(prefix: string, rest: string): string {

@@ -178,7 +178,9 @@ describe('parseConfig', () => {
     it('a plan that does not exist, a bad enum, a path declared twice, a bad URL', () => {
       expect(configError(`${ROUTES}  - { path: /a, upstream: app, plans: [gold] }\n`).problems[0]).toMatch(/^routes\[0\]\.plans\[0\]: /);
       expect(configError('auth:\n  refreshReuse: forgive\n').problems[0]).toMatch(/^auth\.refreshReuse: /);
-      expect(configError(`${ROUTES}  - { path: /a, upstream: app }\n  - { path: /a/, upstream: app }\n`).problems).toEqual(['routes[1].path: path /a is declared twice']);
+      expect(configError(`${ROUTES}  - { path: /a, upstream: app }\n  - { path: /a/, upstream: app }\n`).problems).toEqual(['routes[1].path: path /a is declared twice (paths are matched without regard to case)']);
+      expect(configError(`${ROUTES}  - { path: /Docs, upstream: app }\n  - { path: /docs, upstream: app }\n`).problems).toEqual(['routes[1].path: path /docs is declared twice (paths are matched without regard to case)']);
+      expect(configError(`${ROUTES}  - { path: '/a;b', upstream: app }\n`).problems).toEqual(['routes[0].path: expected a path starting with / (no query, no `;`, no spaces)']);
       expect(configError('upstreams:\n  app: { url: ftp://x }\n').problems).toEqual(['upstreams.app.url: expected an http:// or https:// URL']);
     });
 

@@ -380,6 +380,28 @@ describeWithServices('reverse proxy', () => {
       expect(upstream.last(m)!.headers['x-user-plan']).toBe('pro');
     });
 
+    it('guards every spelling that a case-folding or servlet upstream reads as the route', async () => {
+      // /races is public and /races/premium paid: Express or ASP.NET serve /races/PREMIUM as the
+      // paid route, Tomcat or Spring serve /races/premium;x/... as it.
+      const m = marker();
+      for (const raw of [`/races/PREMIUM/${m}`, `/RACES/Premium/${m}`, `/races/premium;jsessionid=1/${m}`, `/races;a=1/premium;b=2/${m}`, `/races/%50remium/${m}`]) {
+        const res = await a.get(raw);
+        expect(res.status, raw).toBe(401);
+        expect(res.json).toEqual({ error: 'Token invalide ou expiré' });
+      }
+      expect(upstream.count(m)).toBe(0);
+      // Allowed through, the path reaches the upstream as the client wrote it.
+      const ok = await b.get(`/races/PREMIUM;v=1/${m}?q=1`, { headers: bearer(pro.access) });
+      expect(ok.status).toBe(200);
+      expect(upstream.last(m)!.url).toBe(`/races/PREMIUM;v=1/${m}?q=1`);
+      expect(upstream.last(m)!.headers['x-user-plan']).toBe('pro');
+      // Every route is matched so: the public one's methods, and rewritePrefix replacing the prefix however it was written.
+      expect((await a.request('DELETE', `/RACES/${m}`)).status).toBe(405);
+      expect((await a.get(`/RW;v=2/${m}/page`)).json.url).toBe(`/inner/v2/${m}/page`);
+      expect((await b.get(`/Rw;v=2?${m}`)).json.url).toBe(`/inner/v2?${m}`);
+      expect(upstream.count(m)).toBe(2); // count() reads paths: the last request has the marker in its query
+    });
+
     it('refuses paths an upstream could split differently (encoded slash, ..;)', async () => {
       const m = marker();
       for (const raw of [`/public%2F..%2Fpaid/${m}`, `/public%2fpaid/${m}`, `/public%5Cpaid/${m}`, `/public/..;/paid/${m}`, `/public\\..\\paid/${m}`]) {
