@@ -9,7 +9,7 @@
 //
 // Environment: BENCH_SECONDS (per round, default 3), BENCH_ROUNDS (rounds per target, default 6),
 // BENCH_TARGET_ROUNDS (the same for the scenarios that carry a target, default 12),
-// BENCH_LOGIN_ROUNDS (pairs of bearer rounds without and with logins, default 8),
+// BENCH_LOGIN_ROUNDS (pairs of bearer rounds without and with logins, default 12),
 // BENCH_WARMUP (seconds per target and scenario, default 1), BENCH_CONNECTIONS (default 50),
 // BENCH_USERS (users per group, default 10), BENCH_LOG_LEVEL (the gateway's, default info),
 // BENCH_ONLY (a subset: public,bearer,plan,apikey,daily,assertion,logins), BENCH_KEEP=1 (keep the
@@ -36,7 +36,7 @@ const ROUNDS = Math.round(positive(env.BENCH_ROUNDS, 6));
 // target get more pairs, so that a few disturbed rounds cannot decide it.
 const TARGET_ROUNDS = Math.round(positive(env.BENCH_TARGET_ROUNDS, 2 * ROUNDS));
 // p99 moves more from round to round than req/s does: the logins comparison takes more pairs.
-const LOGIN_ROUNDS = Math.round(positive(env.BENCH_LOGIN_ROUNDS, 8));
+const LOGIN_ROUNDS = Math.round(positive(env.BENCH_LOGIN_ROUNDS, 12));
 const WARMUP = positive(env.BENCH_WARMUP, 1);
 const CONNECTIONS = Math.round(positive(env.BENCH_CONNECTIONS, 50));
 const USERS = Math.round(positive(env.BENCH_USERS, 10));
@@ -259,6 +259,25 @@ function cpuMs(pid) {
   }
 }
 
+/** The gateway's password hasher (its only child process), or undefined before it has started. */
+function hasherPid(gatewayPid) {
+  try {
+    return readFileSync(`/proc/${gatewayPid}/task/${gatewayPid}/children`, 'utf8').trim().split(' ')[0] || undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Jiffies the whole machine has spent idle, and in all, so far (/proc/stat); undefined without /proc. */
+function machineTicks() {
+  try {
+    const [, ...fields] = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0].trim().split(/\s+/).map(Number);
+    return { idle: fields[3] + fields[4], total: fields.slice(0, 8).reduce((n, f) => n + f, 0) };
+  } catch {
+    return undefined;
+  }
+}
+
 async function load(autocannon, target, scenario, seconds, extra = {}) {
   const headerSets = scenario.headers();
   // The baseline has no guards: it proxies every scenario's requests with a 200.
@@ -268,6 +287,9 @@ async function load(autocannon, target, scenario, seconds, extra = {}) {
   let count = 0;
   let unexpected = 0;
   const cpuBefore = cpuMs(target.pid);
+  const machineBefore = machineTicks();
+  const hasher = extra.logins ? hasherPid(target.pid) : undefined;
+  const hashBefore = hasher && cpuMs(hasher);
   const instance = autocannon({
     url: `${target.url}${scenario.route}/item`,
     connections: CONNECTIONS,
@@ -290,6 +312,8 @@ async function load(autocannon, target, scenario, seconds, extra = {}) {
   const result = await instance;
   await stopLogins?.();
   const cpuAfter = cpuMs(target.pid);
+  const machineAfter = machineTicks();
+  const hashAfter = hasher && cpuMs(hasher);
   const sorted = latencies.subarray(0, count).sort();
   return {
     requests: result.requests.total,
@@ -298,6 +322,9 @@ async function load(autocannon, target, scenario, seconds, extra = {}) {
     p99: percentile(sorted, 0.99),
     unexpected: unexpected + result.errors + result.timeouts,
     cpuMs: cpuBefore === undefined || cpuAfter === undefined ? undefined : cpuAfter - cpuBefore,
+    // The share of both cores nobody used: the room the idle-priority hasher can take.
+    idle: machineBefore && machineAfter ? (machineAfter.idle - machineBefore.idle) / (machineAfter.total - machineBefore.total) : undefined,
+    hashCpuMs: hashBefore === undefined || hashAfter === undefined ? undefined : hashAfter - hashBefore,
   };
 }
 
@@ -386,6 +413,7 @@ function combine(runs) {
     p99: median(runs.map((r) => r.p99)),
     unexpected: runs.reduce((n, r) => n + r.unexpected, 0),
     cpuUsPerRequest: cpu === undefined || !requests ? undefined : (cpu * 1000) / requests,
+    idle: runs.every((r) => r.idle !== undefined) ? median(runs.map((r) => r.idle)) : undefined,
     rounds: runs.map((r) => fmtRps(r.rps)).join(' / '),
     p99s: runs.map((r) => fmtMs(r.p99)).join(' / '),
   };
@@ -454,6 +482,10 @@ function printLoginRun({ quiet, busy, logins }) {
   console.log(`| bearer alone | ${fmtRps(quiet.rps)} | ${fmtMs(quiet.p50)} | ${fmtMs(quiet.p99)} | |`);
   console.log(`| bearer + ${(logins.ok / loginSeconds).toFixed(1)} logins/s | ${fmtRps(busy.rps)} | ${fmtMs(busy.p50)} | ${fmtMs(busy.p99)} | p99 ${change >= 0 ? '+' : ''}${(change * 100).toFixed(0)}% (≤ +20%) ${verdict(loginsOk)} |`);
   console.log(`\nLogins: ${logins.ok} succeeded, ${logins.failed} failed; login latency p50 ${fmtMs(percentile(loginLatency, 0.5))} ms, p99 ${fmtMs(percentile(loginLatency, 0.99))} ms.`);
+  // What the logins cost the machine, and the room they had: the hasher runs at idle priority.
+  const hashing = busy.runs.every((r) => r.hashCpuMs !== undefined) ? busy.runs.reduce((n, r) => n + r.hashCpuMs, 0) : undefined;
+  const pct = (share) => (share === undefined ? '-' : `${(share * 100).toFixed(0)} %`);
+  console.log(`Password hashing: ${hashing === undefined || !logins.ok ? '-' : fmtMs(hashing / (logins.ok + logins.failed))} ms of CPU per login; both cores idle ${pct(quiet.idle)} of the time with bearer traffic alone, ${pct(busy.idle)} with the logins.`);
   return loginsOk && !quiet.unexpected && !busy.unexpected && logins.failed === 0;
 }
 
