@@ -97,6 +97,7 @@ export async function proxyRoutes(app: FastifyInstance, opts: { services: Servic
       host: request.host || undefined,
       identity: auth.kind === 'authenticated' ? { user: auth.user, method: auth.method } : undefined,
       dropAuthorization,
+      trustProxy: services.config.server.trustProxy,
       extra: auth.kind === 'authenticated' && route.target.assertion && services.assertions
         ? await services.assertions.headerFor(auth.user, auth.method, route.upstreamName)
         : undefined,

@@ -21,12 +21,21 @@ export interface ForwardContext {
   identity?: { user: User; method: AuthMethod };
   /** The Authorization header carried the gateway's own token: it is not forwarded. */
   dropAuthorization: boolean;
+  /** server.trustProxy: the client is a proxy of the operator's, whose forwarding headers are kept. */
+  trustProxy: boolean;
   extra?: Record<string, string>;
 }
 
 // Hop-by-hop headers (RFC 9110 §7.6.1) describe one connection, never the next one. `expect` is
 // answered by the gateway itself (node sends the 100 Continue) and undici cannot forward it.
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'expect']);
+// The gateway says itself where a request came from (X-Forwarded-For, -Proto, -Host, set below),
+// so the client's copies go whatever they hold; an empty Host must not let the client's
+// X-Forwarded-Host through. Other headers of that family go too unless the client is a trusted
+// proxy: frameworks read them for client addresses, redirects and links (Spring prefers
+// `Forwarded` to X-Forwarded-*).
+const SET_BY_GATEWAY = new Set(['x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'x-request-id', 'x-api-key']);
+const FORWARDING_FROM_PROXIES = new Set(['forwarded', 'x-real-ip', 'x-forwarded-port', 'x-forwarded-prefix']);
 
 // Both functions run on every proxied request: plain loops over the names, no entry arrays.
 export function upstreamHeaders(incoming: IncomingHttpHeaders, ctx: ForwardContext): IncomingHttpHeaders {
@@ -34,7 +43,8 @@ export function upstreamHeaders(incoming: IncomingHttpHeaders, ctx: ForwardConte
   // Skipped rather than deleted afterwards: a delete turns the object V8 builds into a slow one.
   for (const name in incoming) {
     const value = incoming[name];
-    if (value === undefined || isIdentityHeader(name) || HOP_BY_HOP.has(name) || name === 'x-api-key' || name === 'x-request-id') continue;
+    if (value === undefined || isIdentityHeader(name) || HOP_BY_HOP.has(name) || SET_BY_GATEWAY.has(name)) continue;
+    if (!ctx.trustProxy && FORWARDING_FROM_PROXIES.has(name)) continue;
     if (name === 'authorization' && ctx.dropAuthorization) continue;
     out[name] = value;
   }

@@ -68,17 +68,24 @@ export class RouteTable {
 const NEEDS_KEY = /[A-Z;]/;
 const SEGMENT_PARAMETERS = /;[^/]*/g;
 
-/** The form of a normalized path that routes are matched on (see above). */
+/**
+ * The form of a normalized path that routes are matched on (see above). A segment of parameters
+ * alone disappears, as servlet containers fold the `//` it leaves: `/races/;x/premium` is
+ * `/races/premium` there.
+ */
 export function matchKey(path: string): string {
-  return NEEDS_KEY.test(path) ? path.replace(SEGMENT_PARAMETERS, '').toLowerCase() : path;
+  return NEEDS_KEY.test(path) ? path.replace(SEGMENT_PARAMETERS, '').replace(/\/{2,}/g, '/').toLowerCase() : path;
 }
 
-/** What follows the first `segments` segments of `path` ('' or a string starting with '/'). */
+/** What follows the first `segments` segments of `path` as matchKey counts them ('' or a string starting with '/'). */
 function afterSegments(path: string, segments: number): string {
-  let at = 0;
-  for (let i = 0; i < segments; i++) {
-    at = path.indexOf('/', at + 1);
-    if (at === -1) return '';
+  let at = 0; // the '/' that opens the current segment
+  let counted = 0;
+  while (counted < segments) {
+    if (path[at + 1] !== ';') counted++; // a segment of parameters alone is none to matchKey
+    const end = path.indexOf('/', at + 1);
+    if (end === -1) return '';
+    at = end;
   }
   return path.slice(at);
 }
@@ -93,20 +100,22 @@ function joinPath(prefix: string, rest: string): string {
 const ESCAPE = /%([0-9A-Fa-f]{2})/g;
 const UNRESERVED = /^[A-Za-z0-9\-._~]$/;
 // Only paths that may need work go through the URL parser; the common case costs one regex test.
-const MAY_NEED_WORK = /%|\/\/|\/\.|\\/;
+const MAY_NEED_WORK = /[%#\\]|\/\/|\/\./;
 
 /**
  * The path as an upstream will understand it: unreserved escapes decoded, dot segments (also
  * percent-encoded) resolved and repeated slashes folded, so `/public/../paid` is matched, guarded
  * and forwarded as `/paid`, never matched as one route and served as another. Undefined when an
- * upstream could read it as another path than we do: a backslash, an encoded slash or backslash
+ * upstream could read it as another path than we do: a backslash or `#`, an encoded slash or backslash
  * (`/public%2F..%2Fpaid` is `/paid` to an upstream that decodes before splitting) or a `..;`
  * segment (`/public/..;/paid` is `/paid` to servlet containers), or when it is not a path at all.
  */
 export function normalizePath(rawPath: string): string | undefined {
   if (!rawPath.startsWith('/')) return undefined;
   if (!MAY_NEED_WORK.test(rawPath)) return rawPath;
-  if (rawPath.includes('\\')) return undefined;
+  // A `#` has no place in a request target (RFC 9112 §3.2); the proxy's URL parser would cut the
+  // path there, after matching: `/races/premium#` would be matched as itself and sent as `/races/premium`.
+  if (/[\\#]/.test(rawPath)) return undefined;
   const decoded = rawPath.replace(ESCAPE, (escape, hex: string) => {
     const char = String.fromCharCode(parseInt(hex, 16));
     return UNRESERVED.test(char) ? char : escape;

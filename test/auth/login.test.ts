@@ -54,6 +54,8 @@ describeWithServices('POST /api/v1/auth/login', () => {
         await gw.post(LOGIN, { email: inactive.email, password: inactive.password }),
         await gw.post(LOGIN, { email: user.email, password: `${user.password}x` }),
         await gw.post(LOGIN, { email: user.email, password: user.password.toUpperCase() }),
+        // No account can have one (Postgres text refuses NUL): without the check this was a 500.
+        await gw.post(LOGIN, { email: `${user.email}\u0000`, password: user.password }),
       ];
       for (const res of answers) {
         expect(res.status).toBe(401);

@@ -31,6 +31,8 @@ describeWithServices('POST /api/v1/auth/register', () => {
       ['empty', ''],
       ['whitespace only', '   \t '],
       ['without @', 'no-at-sign.example.test'],
+      // Postgres text refuses NUL: without the check this was a 500 "Erreur interne".
+      ['with a NUL character', 'nul\u0000@example.test'],
       ['a number', 42],
       ['null', null],
       ['an array', ['a@example.test']],

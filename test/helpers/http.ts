@@ -1,5 +1,6 @@
 // A plain node:http client: exact bytes and headers (fetch would refuse Connection, Host, …).
 import http from 'node:http';
+import net from 'node:net';
 
 export interface HttpResponse {
   status: number;
@@ -42,5 +43,23 @@ export function request(baseUrl: string, method: string, path: string, options: 
     req.on('timeout', () => req.destroy(new Error(`${method} ${path}: timed out`)));
     req.on('error', reject);
     req.end(body);
+  });
+}
+
+/**
+ * Writes bytes on a fresh connection, half-closes it (unless halfClose is false: the gateway takes a
+ * client's FIN during a proxied request as the client going away), and returns whatever comes back.
+ */
+export function rawExchange(baseUrl: string, bytes: Buffer, { halfClose = true } = {}): Promise<string> {
+  const url = new URL(baseUrl);
+  return new Promise((resolve) => {
+    const socket = net.connect(Number(url.port), url.hostname);
+    const chunks: Buffer[] = [];
+    const done = () => { clearTimeout(timer); socket.destroy(); resolve(Buffer.concat(chunks).toString('utf8')); };
+    const timer = setTimeout(done, 3000);
+    socket.on('data', (c: Buffer) => chunks.push(c));
+    socket.on('error', done);
+    socket.on('close', done);
+    socket.on('connect', () => (halfClose ? socket.end(bytes) : socket.write(bytes)));
   });
 }

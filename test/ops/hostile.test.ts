@@ -2,11 +2,10 @@
 // types, header values and oversized inputs against every endpoint of the gateway, plus garbage
 // on a raw socket. Whatever arrives: never a 5xx, never a crash, and every error body is
 // {"error": <string>} with only documented extra fields. Runs are bounded (200 in all).
-import net from 'node:net';
 import fc from 'fast-check';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { closeSql, describeWithServices, makeUser, startTestGateway, testConfig, type TestGateway, type TestUser } from '../helpers/gateway.js';
-import { request, type HttpResponse } from '../helpers/http.js';
+import { rawExchange, request, type HttpResponse } from '../helpers/http.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/upstream.js';
 
 const BODY_LIMIT = 8 * 1024;
@@ -172,18 +171,3 @@ describeWithServices('hostile input', () => {
     expect((await gw.get('/healthz')).status).toBe(200);
   });
 });
-
-/** Writes bytes on a fresh connection, half-closes it, and returns whatever comes back (the first response). */
-function rawExchange(baseUrl: string, bytes: Buffer): Promise<string> {
-  const url = new URL(baseUrl);
-  return new Promise((resolve) => {
-    const socket = net.connect(Number(url.port), url.hostname);
-    const chunks: Buffer[] = [];
-    const done = () => { clearTimeout(timer); socket.destroy(); resolve(Buffer.concat(chunks).toString('utf8')); };
-    const timer = setTimeout(done, 3000);
-    socket.on('data', (c: Buffer) => chunks.push(c));
-    socket.on('error', done);
-    socket.on('close', done);
-    socket.on('connect', () => socket.end(bytes));
-  });
-}

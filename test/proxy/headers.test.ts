@@ -8,6 +8,7 @@ import {
   bearer, closeSql, describeWithServices, makeUser, marker, sql, startTestGateway, startTwoGateways, TEST_JWT_SECRET, testConfig, type TestGateway, type TestUser,
 } from '../helpers/gateway.js';
 import { startEchoUpstream, type EchoUpstream, type Hit } from '../helpers/upstream.js';
+import { rawExchange } from '../helpers/http.js';
 
 /** A request with raw header lines (duplicates and odd spellings kept as written). */
 function rawRequest(baseUrl: string, path: string, headerPairs: string[]): Promise<{ status: number; headers: http.IncomingHttpHeaders; json: any }> { // eslint-disable-line @typescript-eslint/no-explicit-any
@@ -157,9 +158,12 @@ describeWithServices('identity headers sent upstream', () => {
     expect(upstream.count(m)).toBe(0);
   });
 
-  it('sets X-Forwarded-For/-Proto/-Host and sends Host of the upstream', async () => {
+  // The rest of the forwarding family, which frameworks read for addresses, redirects and links.
+  const CLAIMS = { forwarded: 'for=203.0.113.9;host=evil.example;proto=https', 'x-real-ip': '203.0.113.9', 'x-forwarded-port': '443', 'x-forwarded-prefix': '/evil' };
+
+  it('replaces X-Forwarded-For/-Proto/-Host, drops the other forwarding headers and sends the upstream\'s Host', async () => {
     const m = marker();
-    const res = await a.get(`/open/${m}`, { headers: { 'x-forwarded-for': '203.0.113.9', 'x-forwarded-host': 'evil.example', 'x-forwarded-proto': 'https' } });
+    const res = await a.get(`/open/${m}`, { headers: { 'x-forwarded-for': '203.0.113.9', 'x-forwarded-host': 'evil.example', 'x-forwarded-proto': 'https', ...CLAIMS } });
     expect(res.status).toBe(200);
     const hit = upstream.last(m)!;
     // trustProxy is false: what the client claims about its address is replaced, not extended.
@@ -167,17 +171,28 @@ describeWithServices('identity headers sent upstream', () => {
     expect(hit.headers['x-forwarded-proto']).toBe('http');
     expect(hit.headers['x-forwarded-host']).toBe(new URL(a.url).host);
     expect(hit.headers.host).toBe(new URL(upstream.url).host);
+    for (const name of Object.keys(CLAIMS)) expect(hit.headers[name], name).toBeUndefined();
+  });
+
+  it('sends no X-Forwarded-Host of the client\'s when the request has an empty Host', async () => {
+    const m = marker();
+    // Node accepts an empty Host line (and HTTP/1.0 needs none); an HTTP client would fill it in.
+    const answer = await rawExchange(a.url, Buffer.from(`GET /open/${m} HTTP/1.1\r\nHost:\r\nX-Forwarded-Host: evil.example\r\nConnection: close\r\n\r\n`), { halfClose: false });
+    expect(answer).toMatch(/^HTTP\/1\.1 200 /);
+    expect(upstream.count(m)).toBe(1);
+    expect(upstream.last(m)!.headers['x-forwarded-host']).toBeUndefined();
   });
 
   it('extends the client\'s X-Forwarded-* chain under server.trustProxy', async () => {
     const trusting = await startTestGateway(testConfig({ server: { trustProxy: true }, upstreams: { app: { url: upstream.url } }, routes: [{ path: '/open', upstream: 'app', auth: 'none' }] }));
     try {
       const m = marker();
-      await trusting.get(`/open/${m}`, { headers: { 'x-forwarded-for': '203.0.113.9', 'x-forwarded-host': 'shop.example', 'x-forwarded-proto': 'https' } });
+      await trusting.get(`/open/${m}`, { headers: { 'x-forwarded-for': '203.0.113.9', 'x-forwarded-host': 'shop.example', 'x-forwarded-proto': 'https', ...CLAIMS } });
       const hit = upstream.last(m)!;
       expect(hit.headers['x-forwarded-for']).toBe('203.0.113.9, 127.0.0.1');
       expect(hit.headers['x-forwarded-proto']).toBe('https');
       expect(hit.headers['x-forwarded-host']).toBe('shop.example');
+      for (const [name, value] of Object.entries(CLAIMS)) expect(hit.headers[name], name).toBe(value);
     } finally {
       await trusting.close();
     }
