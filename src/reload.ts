@@ -55,7 +55,7 @@ export function applyConfig(services: Services, next: Config): ReloadResult {
   services.config = config;
   services.routes = routes;
   services.daily = daily;
-  if (newLimit > oldLimit) void daily.forgetToday();
+  if (newLimit > oldLimit) void daily.forgetToday('daily limit raised');
   return { applied, needsRestart };
 }
 

@@ -133,7 +133,7 @@ export async function createServices(config: Config, options: ServiceOptions): P
     };
     services.metrics.observeIdentityCache(identities.stats);
     // services.daily, not the limiter made above: a reload may replace it.
-    identities.onDailyUsageReset = (userId) => void services.daily.forget(userId);
+    identities.onDailyUsageReset = (userId) => void (userId === 'all' ? services.daily.forgetToday('the users table was emptied') : services.daily.forget(userId));
     const events = new WebhookEvents({ db, config: config.webhooks, clock, log, metrics: services.metrics });
     services.events = events;
     closers.push(() => events.close());

@@ -91,11 +91,12 @@ export class DailyLimiter {
   }
 
   /**
-   * The limit was raised: drop every user's gate for today. The gate also counts refused attempts,
-   * harmless while the limit stays put, but it would keep refusing users the new limit admits.
-   * Always safe: Postgres stays the authority and the gate rebuilds itself from its answers.
+   * Drop every user's gate for today: the limit was raised (the gate also counts refused attempts,
+   * harmless while the limit stays put, but it would keep refusing users the new limit admits), or
+   * the users table was emptied (new users may get old ids). Always safe: Postgres stays the
+   * authority and the gate rebuilds itself from its answers.
    */
-  async forgetToday(): Promise<void> {
+  async forgetToday(reason: string): Promise<void> {
     const redis = this.readyRedis();
     if (!redis) return;
     const prefix = redis.options.keyPrefix ?? '';
@@ -109,9 +110,9 @@ export class DailyLimiter {
         cursor = next;
         if (keys.length) dropped += await redis.del(...keys.map((k) => k.slice(prefix.length)));
       } while (cursor !== '0');
-      this.log.info({ dropped }, 'daily limit raised: dropped today\'s Redis gate counters');
+      this.log.info({ dropped, reason }, 'dropped today\'s Redis gate counters');
     } catch (err) {
-      this.log.warn({ err }, 'daily limit raised but today\'s Redis gate counters could not be dropped; users refused today stay refused by Redis until tomorrow');
+      this.log.warn({ err, reason }, 'today\'s Redis gate counters could not be dropped; users refused today stay refused by Redis until tomorrow');
     }
   }
 

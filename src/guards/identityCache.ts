@@ -1,6 +1,7 @@
 // Who a bearer's `sub` or an API key names, served from memory on the hot path.
 // Freshness comes from Postgres NOTIFY (triggers in migrations 001 and 005 fire on any change to a
-// user's plan, active flag or email, and on any key created or revoked, however it was made).
+// user's plan, active flag or email, and on any key created or revoked, however it was made; 006
+// on a TRUNCATE of either table and on a user id that comes into being).
 // While the LISTEN connection is down, notifications can be missed, so the cache is bypassed.
 // A connection can also die without a reset (partition, failover) and the client would not
 // notice for hours, serving a deactivated user from memory: a heartbeat NOTIFY sent through the
@@ -16,6 +17,7 @@ const USER_CHANNEL = 'gw_user_changed';
 const KEY_CHANNEL = 'gw_api_token_changed';
 const HEARTBEAT_CHANNEL = 'gw_identity_heartbeat';
 const DAILY_RESET_CHANNEL = 'gw_daily_usage_reset'; // 004_daily_usage_reset.sql
+const TRUNCATED_CHANNEL = 'gw_identities_truncated'; // 006_truncate_and_reused_ids.sql
 const MAX_ENTRIES = 100_000;
 // Hashes that matched no key: a client spraying made-up keys must not cost a query each. Kept
 // apart from the known keys so that such a client cannot evict them; a key that comes into being
@@ -51,15 +53,15 @@ export class IdentityCache {
   private heartbeat: NodeJS.Timeout | undefined;
   private stop: (() => Promise<void>) | undefined;
   readonly stats: CacheStats = { hits: 0, misses: 0 };
-  /** Told, over the same LISTEN connection, of a user whose daily count was lowered by hand. */
-  onDailyUsageReset: (userId: number) => void = () => {};
+  /** Told, over the same LISTEN connection, of a user whose daily count was lowered by hand ('all': the users table was emptied). */
+  onDailyUsageReset: (userId: number | 'all') => void = () => {};
 
   constructor(private readonly db: Database, private readonly log: Logger) {}
 
   async start(): Promise<void> {
     // Embedded PGlite notifies in-process: that subscription cannot be lost silently.
     const beats = this.db.kind === 'postgres';
-    const channels = [USER_CHANNEL, KEY_CHANNEL, DAILY_RESET_CHANNEL, ...(beats ? [HEARTBEAT_CHANNEL] : [])];
+    const channels = [USER_CHANNEL, KEY_CHANNEL, DAILY_RESET_CHANNEL, TRUNCATED_CHANNEL, ...(beats ? [HEARTBEAT_CHANNEL] : [])];
     this.stop = await this.db.listen(channels, (channel, payload) => {
       if (channel === HEARTBEAT_CHANNEL) {
         if (payload === this.beatId) this.heard();
@@ -67,6 +69,12 @@ export class IdentityCache {
       }
       if (channel === DAILY_RESET_CHANNEL) {
         this.onDailyUsageReset(Number(payload));
+        return;
+      }
+      if (channel === TRUNCATED_CHANNEL) {
+        this.forgetAll();
+        this.log.info({ table: payload }, 'identity cache: a table was emptied; forgot every cached user and key');
+        if (payload === 'users') this.onDailyUsageReset('all');
         return;
       }
       this.generation++;

@@ -2,9 +2,11 @@
 // change made by SQL reaches every instance within a second, also across a lost LISTEN connection.
 import { createHash, randomBytes } from 'node:crypto';
 import net from 'node:net';
+import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import {
   bearer, closeSql, describeWithServices, eventually, everywhereWithin, makeUser, marker, queriesDuring, sql, startTestGateway, startTwoGateways, testConfig, testServices,
+  throwawayDatabase,
   type TestGateway,
 } from '../helpers/gateway.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/upstream.js';
@@ -204,6 +206,51 @@ describeWithServices('identity cache', () => {
     } finally {
       await Promise.all(gateways.map((gw) => gw.close()));
       await relay.close();
+    }
+  });
+
+  it('forgets every user and key on both instances within a second when SQL empties the tables (TRUNCATE)', async () => {
+    // A database of its own: TRUNCATE would empty the tables every other test file is using.
+    const db = await throwawayDatabase();
+    const direct = new pg.Client({ connectionString: db.url });
+    await direct.connect();
+    const [c, d] = await startTwoGateways(testConfig({
+      storage: { postgres: db.url, redisKeyPrefix: `${testServices!.redisPrefix}truncate:` },
+      upstreams: { app: { url: upstream.url } },
+      routes: [
+        { path: '/private', upstream: 'app', auth: 'required' },
+        { path: '/daily', upstream: 'app', auth: 'required', dailyLimit: true },
+      ],
+    }));
+    try {
+      const user = await makeUser(c);
+      const key = `gw_${randomBytes(24).toString('base64url')}`;
+      await direct.query('INSERT INTO api_tokens (user_id, token_hash) VALUES ($1, $2)', [user.id, createHash('sha256').update(key).digest('hex')]);
+      const m = marker();
+      for (const gw of [c, d]) {
+        expect(await status(gw, `/private/${m}`, { 'x-api-key': key })).toBe(200);
+        expect(await status(gw, `/private/${m}`, bearer(user.access))).toBe(200);
+      }
+      // The day used up: from now on Redis refuses this user id without asking Postgres.
+      expect(await status(c, `/daily/${m}`, bearer(user.access))).toBe(200);
+      expect(await status(d, `/daily/${m}`, bearer(user.access))).toBe(429);
+
+      await direct.query('TRUNCATE api_tokens');
+      await everywhereWithin([c, d], async (gw) => (await status(gw, `/private/${m}`, { 'x-api-key': key })) === 401, 1000);
+      expect(await status(d, `/private/${m}`, bearer(user.access))).toBe(200);
+
+      await direct.query('TRUNCATE users RESTART IDENTITY CASCADE');
+      await everywhereWithin([c, d], async (gw) => (await status(gw, `/private/${m}`, bearer(user.access))) === 401, 1000);
+      // A newcomer gets the emptied table's first id again, and a day of its own.
+      const newcomer = await makeUser(d);
+      expect(newcomer.id).toBe(user.id);
+      expect(await status(c, `/daily/${m}`, bearer(newcomer.access))).toBe(200);
+      expect((await direct.query('SELECT daily_usage FROM users WHERE id = $1', [newcomer.id])).rows).toEqual([{ daily_usage: 1 }]);
+      expect(upstream.count(m)).toBe(7);
+    } finally {
+      await Promise.all([c.close(), d.close()]);
+      await direct.end();
+      await db.drop();
     }
   });
 });
