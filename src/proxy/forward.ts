@@ -8,12 +8,23 @@ import { LRUCache } from 'lru-cache';
 import { HTTP_METHODS } from '../config/schema.js';
 import { sendDenial, sendError, type Denial } from '../errors.js';
 import { authenticate, bearerToken, type AuthResult } from '../guards/authenticate.js';
+import { headerValue } from '../http.js';
 import { checkPlan } from '../guards/plan.js';
 import type { Services } from '../services.js';
 import { downstreamHeaders, upstreamHeaders, type ForwardContext } from './headers.js';
 import { normalizePath } from './routeTable.js';
 
 const OWN_PATHS_CACHE_SIZE = 10_000;
+// Own endpoints' paths are short; a longer path is looked up each time rather than kept, or a client
+// sending distinct paths of 16 kB (the most Node takes) would pin 10,000 of them, ~160 MB.
+const OWN_PATHS_CACHED_LENGTH = 256;
+// Headers by which frameworks let a request run as another method than its request line's:
+// Symfony and Laravel read X-HTTP-Method-Override, Express's method-override too, ASP.NET and
+// OData X-HTTP-Method. With `_` read as `-`, as for identity headers (CONTRACT §3).
+const METHOD_OVERRIDE_HEADERS = new Set(['x-http-method-override', 'x-http-method', 'x-method-override']);
+// A JWS compact serialization, which is what a gateway token looks like wherever it sits in a header.
+const JWS = /[\w-]+\.[\w-]+\.[\w-]+/g;
+const JWS_CANDIDATES = 4;
 const NONE: readonly string[] = [];
 
 export async function proxyRoutes(app: FastifyInstance, opts: { services: Services }): Promise<void> {
@@ -60,7 +71,9 @@ export async function proxyRoutes(app: FastifyInstance, opts: { services: Servic
     if (match.kind === 'none') return sendError(reply, 'routeNotFound');
     const route = match.route;
     request.gatewayRoute = route.path;
-    if (match.kind === 'method-not-allowed') {
+    // A POST carrying `X-HTTP-Method-Override: DELETE` (or `?_method=DELETE`) runs as a DELETE in
+    // the upstream: it gets the 405 a DELETE gets, or `methods` would restrict nothing.
+    if (match.kind === 'method-not-allowed' || overridingMethods(request).some((method) => !route.allowedMethods.has(method))) {
       reply.header('allow', [...route.allowedMethods].join(', '));
       return deny(request, reply, route.path, { code: 'methodNotAllowed' });
     }
@@ -85,9 +98,12 @@ export async function proxyRoutes(app: FastifyInstance, opts: { services: Servic
 
     // Authorization is dropped when it carried the gateway's own token; on `auth: none`
     // routes it belongs to the upstream unless it is one of ours: an access token, valid or
-    // expired, or a refresh token sent by mistake (a 30-day credential).
-    const dropAuthorization = auth.kind === 'authenticated' ? auth.method === 'bearer' || bearer !== undefined
-      : bearer !== undefined && (await services.tokens.isOwn(bearer));
+    // expired, or a refresh token sent by mistake (a 30-day credential). Sent by mistake without
+    // `Bearer ` or under another scheme, it is still ours: the upstream could replay it here.
+    const authorization = bearer === undefined ? headerValue(request.headers, 'authorization') : '';
+    const dropAuthorization = bearer !== undefined
+      ? auth.kind === 'authenticated' || (await services.tokens.isOwn(bearer))
+      : authorization.includes('.') && (await carriesOwnToken(authorization));
     const xff = request.headers['x-forwarded-for'];
     const socketAddress = request.socket.remoteAddress ?? '';
     const context: ForwardContext = {
@@ -142,9 +158,18 @@ export async function proxyRoutes(app: FastifyInstance, opts: { services: Servic
         // Everything else lands on this catch-all, whose match carries the `*` parameter.
         return found !== null && !('*' in (found.params as Record<string, unknown>));
       });
-      ownMethodsByPath.set(path, methods.length ? methods : NONE);
+      if (path.length <= OWN_PATHS_CACHED_LENGTH) ownMethodsByPath.set(path, methods.length ? methods : NONE);
     }
     return methods;
+  }
+
+  /** Whether an Authorization value the Bearer syntax does not read still carries a token of ours. */
+  async function carriesOwnToken(value: string): Promise<boolean> {
+    // A few candidates only: a header full of dotted junk must not cost a signature check each.
+    for (const candidate of (value.match(JWS) ?? []).slice(0, JWS_CANDIDATES)) {
+      if (await services.tokens.isOwn(candidate)) return true;
+    }
+    return false;
   }
 
   function deny(request: FastifyRequest, reply: FastifyReply, routePath: string, denial: Denial): FastifyReply {
@@ -180,6 +205,27 @@ export async function proxyRoutes(app: FastifyInstance, opts: { services: Servic
     }
     sendError(reply, timedOut ? 'upstreamTimeout' : 'upstreamUnavailable');
   }
+}
+
+/**
+ * The methods a request asks the upstream to run instead of its own (METHOD_OVERRIDE_HEADERS, and
+ * the `_method` query parameter of Laravel, Symfony and Express's method-override), upper-cased.
+ */
+function overridingMethods(request: FastifyRequest): string[] {
+  const found: string[] = [];
+  for (const name in request.headers) {
+    if (name.charCodeAt(0) !== 0x78 || !METHOD_OVERRIDE_HEADERS.has(name.replace(/_/g, '-'))) continue;
+    found.push(...String(request.headers[name]).split(','));
+  }
+  const q = request.url.indexOf('?');
+  const query = q === -1 ? '' : request.url.slice(q + 1);
+  // `%5Fmethod` is `_method` once decoded, and PHP reads `.method` or ` method` as `_method` too.
+  if (/method|%/i.test(query)) {
+    for (const [key, value] of new URLSearchParams(query)) {
+      if (key.replace(/[. []/g, '_') === '_method') found.push(value);
+    }
+  }
+  return found.map((method) => method.trim().toUpperCase()).filter(Boolean);
 }
 
 /** The error and its causes (reply-from wraps undici's errors, which wrap ours). */
