@@ -134,6 +134,13 @@ export async function createServices(config: Config, options: ServiceOptions): P
     services.metrics.observeIdentityCache(identities.stats);
     // services.daily, not the limiter made above: a reload may replace it.
     identities.onDailyUsageReset = (userId) => void (userId === 'all' ? services.daily.forgetToday('the users table was emptied') : services.daily.forget(userId));
+    // Those announcements reach Redis only through an instance that hears them and reaches Redis at
+    // that moment. One made while none did (LISTEN connection lost, Redis unreachable, no instance
+    // running) would leave a gate refusing all day a user Postgres admits: check today's gates
+    // against Postgres whenever this instance starts, hears Postgres again or reaches Redis again.
+    identities.onNotificationsMissed = () => void services.daily.reconcileToday('the LISTEN connection is back');
+    redis?.on('ready', () => void services.daily.reconcileToday('Redis is back'));
+    void services.daily.reconcileToday('instance started');
     const events = new WebhookEvents({ db, config: config.webhooks, clock, log, metrics: services.metrics });
     services.events = events;
     closers.push(() => events.close());

@@ -8,7 +8,7 @@ import type { Logger } from 'pino';
 import { dailyLimitMessage, UPGRADE_URL, type Denial } from '../errors.js';
 import { utcDay } from '../http.js';
 import type { Database } from '../storage/db.js';
-import { countDailyUse, type User } from '../storage/users.js';
+import { countDailyUse, underDailyLimit, type User } from '../storage/users.js';
 
 const KEY_TTL_MS = 48 * 3_600_000; // outlives the UTC day whatever the instance's clock skew
 
@@ -113,6 +113,37 @@ export class DailyLimiter {
       this.log.info({ dropped, reason }, 'dropped today\'s Redis gate counters');
     } catch (err) {
       this.log.warn({ err, reason }, 'today\'s Redis gate counters could not be dropped; users refused today stay refused by Redis until tomorrow');
+    }
+  }
+
+  /**
+   * Drop today's gates that refuse a user Postgres would admit. A count lowered by hand, a user id
+   * that came back or a TRUNCATE is announced by NOTIFY and each gate dropped by whoever hears it;
+   * an announcement that came while no instance was listening, or while none could reach Redis, was
+   * missed, and its gate would refuse that user for the rest of the day. Called whenever this
+   * instance starts, hears Postgres again, or reaches Redis again. Only gates Postgres contradicts
+   * go, so the users refused rightly stay refused from Redis.
+   */
+  async reconcileToday(reason: string): Promise<void> {
+    const redis = this.readyRedis();
+    if (!redis) return;
+    const prefix = redis.options.keyPrefix ?? '';
+    const day = utcDay(this.clock());
+    const pattern = `${escapeGlob(prefix)}${gateKey('*', day)}`;
+    try {
+      let cursor = '0';
+      let dropped = 0;
+      do {
+        const [next, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+        cursor = next;
+        const ids = keys.map((k) => Number(k.slice(prefix.length).split(':')[1])).filter(Number.isSafeInteger);
+        if (ids.length === 0) continue;
+        const stale = await underDailyLimit(this.db, ids, day, this.limit);
+        if (stale.length) dropped += await redis.del(...stale.map((id) => gateKey(id, day)));
+      } while (cursor !== '0');
+      if (dropped) this.log.info({ dropped, reason }, 'dropped Redis gates that Postgres no longer backs');
+    } catch (err) {
+      this.log.warn({ err, reason }, 'could not check today\'s Redis gates against Postgres; will again on the next reconnection');
     }
   }
 

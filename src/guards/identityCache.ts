@@ -23,9 +23,11 @@ const MAX_ENTRIES = 100_000;
 // apart from the known keys so that such a client cannot evict them; a key that comes into being
 // is announced on the key channel (005_api_token_appeared.sql) and drops its hash from here.
 const MAX_UNKNOWN_KEYS = 10_000;
-// Distrusted after three timer ticks in which a heartbeat committed by Postgres was not heard:
-// well under the one second a change may take to reach every instance (CONTRACT §4). Ticks, not
-// elapsed time: a busy event loop that has not read the answers yet is not a dead connection.
+// Distrusted once three heartbeats committed by Postgres (one per timer tick) have not been heard:
+// well under the one second a change may take to reach every instance (CONTRACT §4). Counted by
+// number, not "any heard lately": a connection that delivers everything, but seconds late, hears
+// some older beat all the time, and would be trusted while serving every change that late. Ticks,
+// not elapsed time: a busy event loop that has not read the answers yet is not a dead connection.
 // A beat still waiting for a pool connection does not count, so a congested pool alone cannot
 // turn the cache off and add load.
 const HEARTBEAT_EVERY_MS = 200;
@@ -46,8 +48,11 @@ export class IdentityCache {
   private generation = 0;
   private live = false;
   private suspect = false; // listening, but our heartbeats stopped coming back
-  private committedUnheard = 0; // heartbeats Postgres accepted that the listener has not heard
-  private ticksUnheard = 0;
+  // Heartbeats are numbered: the last one sent, the last one heard, and those Postgres committed
+  // that have not been heard yet (in order; at most one more per tick, emptied on every reconnection).
+  private beatsSent = 0;
+  private beatsHeard = 0;
+  private unheard: number[] = [];
   private beating = false; // one heartbeat query at a time: a slow pool must not pile them up
   private readonly beatId = randomUUID();
   private heartbeat: NodeJS.Timeout | undefined;
@@ -55,6 +60,8 @@ export class IdentityCache {
   readonly stats: CacheStats = { hits: 0, misses: 0 };
   /** Told, over the same LISTEN connection, of a user whose daily count was lowered by hand ('all': the users table was emptied). */
   onDailyUsageReset: (userId: number | 'all') => void = () => {};
+  /** Told when the cache trusts its LISTEN connection again: notifications, daily resets included, may have been missed. */
+  onNotificationsMissed: () => void = () => {};
 
   constructor(private readonly db: Database, private readonly log: Logger) {}
 
@@ -64,7 +71,8 @@ export class IdentityCache {
     const channels = [USER_CHANNEL, KEY_CHANNEL, DAILY_RESET_CHANNEL, TRUNCATED_CHANNEL, ...(beats ? [HEARTBEAT_CHANNEL] : [])];
     this.stop = await this.db.listen(channels, (channel, payload) => {
       if (channel === HEARTBEAT_CHANNEL) {
-        if (payload === this.beatId) this.heard();
+        const [id, seq] = payload.split(':');
+        if (id === this.beatId) this.heard(Number(seq));
         return;
       }
       if (channel === DAILY_RESET_CHANNEL) {
@@ -84,10 +92,11 @@ export class IdentityCache {
       this.forgetAll();
       this.live = live;
       this.suspect = false;
-      this.committedUnheard = 0;
-      this.ticksUnheard = 0;
-      if (live) this.log.info('identity cache: listening for user and key changes');
-      else this.log.warn('identity cache: lost the LISTEN connection; reading users from the database until it is back');
+      this.unheard = []; // beats sent before this connection listened are not awaited
+      if (live) {
+        this.log.info('identity cache: listening for user and key changes');
+        this.onNotificationsMissed();
+      } else this.log.warn('identity cache: lost the LISTEN connection; reading users from the database until it is back');
     });
     if (beats) {
       this.heartbeat = setInterval(() => this.beat(), HEARTBEAT_EVERY_MS);
@@ -102,26 +111,32 @@ export class IdentityCache {
 
   private beat(): void {
     if (!this.live) return;
-    if (this.committedUnheard > 0 && ++this.ticksUnheard >= HEARTBEATS_MISSED && !this.suspect) {
+    if (this.unheard.length >= HEARTBEATS_MISSED && !this.suspect) {
       this.suspect = true;
       this.forgetAll();
       this.log.warn('identity cache: the LISTEN connection stopped hearing notifications; reading users from the database until it does');
     }
     if (this.beating) return;
     this.beating = true;
-    this.db.query('SELECT pg_notify($1, $2)', [HEARTBEAT_CHANNEL, this.beatId])
-      .then(() => { this.committedUnheard++; }, () => { /* Postgres away: the LISTEN connection will say so */ })
+    const seq = ++this.beatsSent;
+    this.db.query('SELECT pg_notify($1, $2)', [HEARTBEAT_CHANNEL, `${this.beatId}:${seq}`])
+      .then(() => {
+        // Bounded: a listener that never delivers stays distrusted with the last few just the same.
+        if (seq > this.beatsHeard && this.unheard.push(seq) > 100) this.unheard.shift();
+      }, () => { /* Postgres away: the LISTEN connection will say so */ })
       .finally(() => { this.beating = false; });
   }
 
-  private heard(): void {
-    this.committedUnheard = 0;
-    this.ticksUnheard = 0;
-    if (!this.suspect) return;
+  private heard(seq: number): void {
+    this.beatsHeard = Math.max(this.beatsHeard, seq);
+    this.unheard = this.unheard.filter((s) => s > seq);
+    // An old beat heard late proves the connection delivers, not that it is up to date.
+    if (!this.suspect || this.unheard.length >= HEARTBEATS_MISSED) return;
     // Notifications may have been lost while it was silent: start from an empty cache.
     this.forgetAll();
     this.suspect = false;
     this.log.info('identity cache: the LISTEN connection hears notifications again');
+    this.onNotificationsMissed();
   }
 
   private forgetAll(): void {

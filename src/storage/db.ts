@@ -33,7 +33,8 @@ export interface Database extends Queryable {
 }
 
 // SQLSTATE classes that mean "the server is not there or not usable", not "your query is wrong".
-const UNAVAILABLE_SQLSTATE = /^(08|53|57P0[1-4]|58)/;
+// 57014: a statement Postgres cancelled, our statement_timeout below (or an operator's cancel).
+const UNAVAILABLE_SQLSTATE = /^(08|53|57P0[1-4]|57014|58)/;
 const UNAVAILABLE_NODE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN']);
 
 export function isUnavailable(err: unknown): boolean {
@@ -61,6 +62,16 @@ export const QUERY_TIMEOUT_MS = 5000;
 // statement this often, under the same timeout, and counts as lost when that fails.
 const LISTEN_PING_EVERY_MS = 1000;
 
+/**
+ * The client-side limit alone leaves the statement running on the server: a counting UPDATE that
+ * waits on a locked row (an operator's open transaction) past it still commits once the lock goes,
+ * using up the day of a request already answered 503. So Postgres is told to give up a little
+ * earlier (statement_timeout): a statement the client gives up on has been cancelled and rolled back.
+ */
+function serverTimeoutMs(clientTimeoutMs: number): number {
+  return Math.max(1, Math.floor(clientTimeoutMs * 0.8));
+}
+
 export interface PostgresOptions {
   /** Client-side limit on every ordinary query; tests shorten it. */
   queryTimeoutMs?: number;
@@ -74,6 +85,9 @@ export function postgresDatabase(url: string, options: PostgresOptions = {}): Da
     // Fail fast when Postgres is down, so requests get a 503 instead of hanging.
     connectionTimeoutMillis: 2000,
     query_timeout: queryTimeout,
+    // Sent when each connection opens (a startup parameter: behind PgBouncer, list it in
+    // ignore_startup_parameters), so no query has to be queued on a connection before its first.
+    statement_timeout: serverTimeoutMs(queryTimeout),
     idleTimeoutMillis: 30_000,
     keepAlive: true,
   });
@@ -117,6 +131,7 @@ export function postgresDatabase(url: string, options: PostgresOptions = {}): Da
       let broken: unknown;
       try {
         await tx.query('BEGIN');
+        if (options.queryTimeoutMs !== undefined) await tx.query(`SET LOCAL statement_timeout = ${serverTimeoutMs(options.queryTimeoutMs)}`);
         const result = await fn(tx);
         await tx.query('COMMIT');
         return result;

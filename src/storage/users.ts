@@ -94,3 +94,14 @@ export async function countDailyUse(db: Queryable, id: number, today: string, li
   );
   return rows[0]?.daily_usage ?? null;
 }
+
+/** Of these ids, the users whose day is not used up: countDailyUse would admit them now. */
+export async function underDailyLimit(db: Queryable, ids: number[], today: string, limit: number): Promise<number[]> {
+  const rows = await db.query<{ id: number }>(
+    `SELECT id FROM users
+      WHERE id = ANY($1::int[]) AND (last_usage_date IS NULL OR last_usage_date < $2::date
+                                     OR (last_usage_date = $2::date AND daily_usage < $3))`,
+    [ids, today, limit],
+  );
+  return rows.map((r) => r.id);
+}
