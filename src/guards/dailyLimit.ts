@@ -22,6 +22,21 @@ function gateKey(userId: number | '*', day: string): string {
   return `daily:${userId}:${day}`;
 }
 
+/** Hands `drop` each batch of the day's gate keys (as gateKey spells them) and adds up what it dropped. */
+async function eachGateBatch(redis: Redis, day: string, drop: (keys: string[]) => Promise<number>): Promise<number> {
+  const prefix = redis.options.keyPrefix ?? '';
+  const pattern = `${escapeGlob(prefix)}${gateKey('*', day)}`;
+  let cursor = '0';
+  let dropped = 0;
+  do {
+    // SCAN does not apply ioredis' keyPrefix; DEL does, so strip it from what SCAN returns.
+    const [next, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+    cursor = next;
+    if (keys.length) dropped += await drop(keys.map((k) => k.slice(prefix.length)));
+  } while (cursor !== '0');
+  return dropped;
+}
+
 function escapeGlob(text: string): string {
   return text.replace(/[*?[\]\\]/g, '\\$&');
 }
@@ -99,17 +114,8 @@ export class DailyLimiter {
   async forgetToday(reason: string): Promise<void> {
     const redis = this.readyRedis();
     if (!redis) return;
-    const prefix = redis.options.keyPrefix ?? '';
-    const pattern = `${escapeGlob(prefix)}${gateKey('*', utcDay(this.clock()))}`;
     try {
-      let cursor = '0';
-      let dropped = 0;
-      do {
-        // SCAN does not apply ioredis' keyPrefix; DEL does, so strip it from what SCAN returns.
-        const [next, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
-        cursor = next;
-        if (keys.length) dropped += await redis.del(...keys.map((k) => k.slice(prefix.length)));
-      } while (cursor !== '0');
+      const dropped = await eachGateBatch(redis, utcDay(this.clock()), (keys) => redis.del(...keys));
       this.log.info({ dropped, reason }, 'dropped today\'s Redis gate counters');
     } catch (err) {
       this.log.warn({ err, reason }, 'today\'s Redis gate counters could not be dropped; users refused today stay refused by Redis until tomorrow');
@@ -127,20 +133,13 @@ export class DailyLimiter {
   async reconcileToday(reason: string): Promise<void> {
     const redis = this.readyRedis();
     if (!redis) return;
-    const prefix = redis.options.keyPrefix ?? '';
     const day = utcDay(this.clock());
-    const pattern = `${escapeGlob(prefix)}${gateKey('*', day)}`;
     try {
-      let cursor = '0';
-      let dropped = 0;
-      do {
-        const [next, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
-        cursor = next;
-        const ids = keys.map((k) => Number(k.slice(prefix.length).split(':')[1])).filter(Number.isSafeInteger);
-        if (ids.length === 0) continue;
-        const stale = await underDailyLimit(this.db, ids, day, this.limit);
-        if (stale.length) dropped += await redis.del(...stale.map((id) => gateKey(id, day)));
-      } while (cursor !== '0');
+      const dropped = await eachGateBatch(redis, day, async (keys) => {
+        const ids = keys.map((k) => Number(k.split(':')[1])).filter(Number.isSafeInteger);
+        const stale = ids.length ? await underDailyLimit(this.db, ids, day, this.limit) : [];
+        return stale.length ? redis.del(...stale.map((id) => gateKey(id, day))) : 0;
+      });
       if (dropped) this.log.info({ dropped, reason }, 'dropped Redis gates that Postgres no longer backs');
     } catch (err) {
       this.log.warn({ err, reason }, 'could not check today\'s Redis gates against Postgres; will again on the next reconnection');

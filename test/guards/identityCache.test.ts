@@ -1,7 +1,6 @@
 // The identity cache (guards/identityCache.ts): no database round trip for a known user, yet a
 // change made by SQL reaches every instance within a second, also across a lost LISTEN connection.
 import { createHash, randomBytes } from 'node:crypto';
-import net from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import {
@@ -9,51 +8,8 @@ import {
   throwawayDatabase,
   type TestGateway,
 } from '../helpers/gateway.js';
+import { startListenRelay } from '../helpers/listenRelay.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/upstream.js';
-
-/**
- * A TCP relay to the run's Postgres that can freeze the connections that issued LISTEN: their
- * bytes are held back, the sockets stay open. That is a LISTEN connection lost without a reset
- * (a network partition, a failover): the client cannot notice by itself.
- */
-async function startFreezableRelay(): Promise<{ url: string; freeze(): void; thaw(): void; close(): Promise<void> }> {
-  const target = new URL(testServices!.postgres);
-  const sockets = new Set<net.Socket>();
-  const thawers = new Set<() => void>();
-  let frozen = false;
-  const server = net.createServer((client) => {
-    const upstream = net.connect(Number(target.port || 5432), target.hostname || '127.0.0.1');
-    sockets.add(client).add(upstream);
-    let listener = false;
-    let held: Buffer[] = [];
-    const flush = () => { for (const chunk of held) client.write(chunk); held = []; };
-    thawers.add(flush);
-    const drop = () => { client.destroy(); upstream.destroy(); thawers.delete(flush); };
-    client.on('error', drop).on('close', drop);
-    upstream.on('error', drop).on('close', drop);
-    client.on('data', (chunk: Buffer) => {
-      if (chunk.includes('LISTEN ')) listener = true;
-      upstream.write(chunk);
-    });
-    upstream.on('data', (chunk: Buffer) => {
-      if (listener && frozen) held.push(chunk);
-      else client.write(chunk);
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const url = new URL(testServices!.postgres);
-  url.hostname = '127.0.0.1';
-  url.port = String((server.address() as net.AddressInfo).port);
-  return {
-    url: url.toString(),
-    freeze: () => { frozen = true; },
-    thaw: () => { frozen = false; for (const flush of thawers) flush(); },
-    close: async () => {
-      for (const socket of sockets) socket.destroy();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  };
-}
 
 describeWithServices('identity cache', () => {
   let upstream: EchoUpstream;
@@ -177,7 +133,7 @@ describeWithServices('identity cache', () => {
   });
 
   it('stops trusting the cache when the LISTEN connection goes silent, and trusts it again once it answers', async () => {
-    const relay = await startFreezableRelay();
+    const relay = await startListenRelay();
     const config = testConfig({
       storage: { postgres: relay.url },
       upstreams: { app: { url: upstream.url } },

@@ -2,7 +2,6 @@
 // refuse, for the rest of the day, a user whom Postgres (the authority, spec §8, CONTRACT §7) would
 // admit, whatever was missed while a connection was away; and a request answered 503 must not use
 // up the day behind the client's back.
-import net from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { utcDay } from '../../src/http.js';
@@ -11,6 +10,7 @@ import {
   bearer, closeSql, describeWithServices, eventually, everywhereWithin, makeUser, marker, newEmail, sql, startTestGateway, startTwoGateways, testConfig, testServices,
   type TestGateway,
 } from '../helpers/gateway.js';
+import { startListenRelay } from '../helpers/listenRelay.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/upstream.js';
 import { ownRedisPrefix, postgresTarget, startTcpProxy, throughProxy } from '../ops/support.js';
 
@@ -21,47 +21,6 @@ async function usage(id: number): Promise<{ daily_usage: number; last_usage_date
   const [row] = await sql<{ daily_usage: number; last_usage_date: string | null }>(
     "SELECT daily_usage, to_char(last_usage_date, 'YYYY-MM-DD') AS last_usage_date FROM users WHERE id = $1", [id]);
   return row!;
-}
-
-/**
- * A TCP relay to the run's Postgres that can delay what the LISTEN connections receive, in order
- * and without losing a byte: a LISTEN connection that hears everything, but late.
- */
-async function startLaggingRelay(): Promise<{ url: string; lag(ms: number): void; close(): Promise<void> }> {
-  const target = new URL(testServices!.postgres);
-  const sockets = new Set<net.Socket>();
-  let lagMs = 0;
-  const server = net.createServer((client) => {
-    const upstream = net.connect(Number(target.port || 5432), target.hostname || '127.0.0.1');
-    sockets.add(client).add(upstream);
-    let listener = false;
-    let due = 0; // when the last delayed chunk goes out: later ones never overtake it
-    const drop = () => { client.destroy(); upstream.destroy(); };
-    client.on('error', drop).on('close', drop);
-    upstream.on('error', drop).on('close', drop);
-    client.on('data', (chunk: Buffer) => {
-      if (chunk.includes('LISTEN ')) listener = true;
-      upstream.write(chunk);
-    });
-    upstream.on('data', (chunk: Buffer) => {
-      const now = Date.now();
-      if (!listener || (lagMs === 0 && due <= now)) { client.write(chunk); return; }
-      due = Math.max(now + lagMs, due);
-      setTimeout(() => { if (!client.destroyed) client.write(chunk); }, due - now);
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const url = new URL(testServices!.postgres);
-  url.hostname = '127.0.0.1';
-  url.port = String((server.address() as net.AddressInfo).port);
-  return {
-    url: url.toString(),
-    lag: (ms) => { lagMs = ms; },
-    close: async () => {
-      for (const socket of sockets) socket.destroy();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  };
 }
 
 describeWithServices('guards state review', () => {
@@ -213,7 +172,7 @@ describeWithServices('guards state review', () => {
   });
 
   it('stops trusting the cache while the LISTEN connection hears everything, but late', async () => {
-    const relay = await startLaggingRelay();
+    const relay = await startListenRelay();
     const gw = await startTestGateway(testConfig({ ...routes(), storage: { postgres: relay.url, redisKeyPrefix: ownRedisPrefix('lagging') } }));
     try {
       const user = await makeUser(gw);
