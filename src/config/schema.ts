@@ -97,7 +97,8 @@ export const configSchema = z.strictObject({
     }).prefault({}),
   }).prefault({}),
   plans: z.strictObject({
-    freeDailyLimit: int(1).default(1),
+    // users.daily_usage is a Postgres integer: a larger limit would fail every counting UPDATE.
+    freeDailyLimit: int(1, 2_147_483_647).default(1),
   }).prefault({}),
   admin: z.strictObject({
     host: z.string().default('127.0.0.1'),

@@ -117,6 +117,9 @@ describe('parseConfig', () => {
       expect(config.plans.freeDailyLimit).toBe(3);
       const e = configError(text, { LIMIT: 'three' });
       expect(e.problems).toEqual([expect.stringMatching(/^plans\.freeDailyLimit: /)]);
+      // users.daily_usage is a Postgres integer: past it, every counting UPDATE would fail with a 500.
+      expect(parseConfig(text, FILE, { LIMIT: '2147483647' }).plans.freeDailyLimit).toBe(2_147_483_647);
+      expect(configError(text, { LIMIT: '2147483648' }).problems).toEqual([expect.stringMatching(/^plans\.freeDailyLimit: .*2147483647/)]);
     });
 
     it('PORT and HOST in the environment override server.port and server.host', () => {
