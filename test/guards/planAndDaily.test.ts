@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { utcDay } from '../../src/http.js';
 import {
   bearer, closeSql, describeWithServices, eventually, everywhereWithin, makeUser, marker, queriesDuring, sql, startTestGateway, startTwoGateways, testClock, testConfig, testServices,
+  usage,
   type TestGateway,
 } from '../helpers/gateway.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/upstream.js';
@@ -21,12 +22,6 @@ function routes(upstream: string) {
       { path: '/premium-race', upstream: 'app', auth: 'required', plans: ['premium', 'pro'], dailyLimit: true },
     ],
   };
-}
-
-async function usage(id: number): Promise<{ daily_usage: number; last_usage_date: string | null }> {
-  const [row] = await sql<{ daily_usage: number; last_usage_date: string | null }>(
-    "SELECT daily_usage, to_char(last_usage_date, 'YYYY-MM-DD') AS last_usage_date FROM users WHERE id = $1", [id]);
-  return row!;
 }
 
 describeWithServices('plan and daily guards', () => {

@@ -8,6 +8,7 @@ import { utcDay } from '../../src/http.js';
 import { postgresDatabase } from '../../src/storage/db.js';
 import {
   bearer, closeSql, describeWithServices, eventually, everywhereWithin, makeUser, marker, newEmail, sql, startTestGateway, startTwoGateways, testConfig, testServices,
+  usage,
   type TestGateway,
 } from '../helpers/gateway.js';
 import { startListenRelay } from '../helpers/listenRelay.js';
@@ -16,12 +17,6 @@ import { ownRedisPrefix, postgresTarget, startTcpProxy, throughProxy } from '../
 
 const LIMIT_1 = { error: 'Limite quotidienne atteinte (plan free: 1 course/jour)', upgrade_url: '/api/v1/subscription/upgrade' };
 const UNAVAILABLE = { error: 'Service temporairement indisponible' };
-
-async function usage(id: number): Promise<{ daily_usage: number; last_usage_date: string | null }> {
-  const [row] = await sql<{ daily_usage: number; last_usage_date: string | null }>(
-    "SELECT daily_usage, to_char(last_usage_date, 'YYYY-MM-DD') AS last_usage_date FROM users WHERE id = $1", [id]);
-  return row!;
-}
 
 describeWithServices('guards state review', () => {
   let upstream: EchoUpstream;

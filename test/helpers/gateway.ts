@@ -112,6 +112,13 @@ export async function sql<T = Record<string, unknown>>(text: string, params: unk
 }
 
 /** A fresh, empty database beside the run's one (migration and first-start tests); drop() removes it. */
+/** A user's daily counters as operators read them (CONTRACT §7), the date as YYYY-MM-DD. */
+export async function usage(id: number): Promise<{ daily_usage: number; last_usage_date: string | null }> {
+  const [row] = await sql<{ daily_usage: number; last_usage_date: string | null }>(
+    "SELECT daily_usage, to_char(last_usage_date, 'YYYY-MM-DD') AS last_usage_date FROM users WHERE id = $1", [id]);
+  return row!;
+}
+
 export async function throwawayDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
   const name = `gw_tmp_${randomBytes(6).toString('hex')}`;
   await sql(`CREATE DATABASE ${name}`);
