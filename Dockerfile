@@ -15,13 +15,14 @@ ENV NODE_ENV=production
 WORKDIR /app
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
-COPY package.json gateway.yaml ./
+COPY package.json gateway.yaml gateway.schema.json ./
 COPY migrations ./migrations
 # Embedded storage (no DATABASE_URL) writes here; mount a volume to keep it.
 RUN mkdir -p /app/data && chown node:node /app/data
 USER node
 EXPOSE 8080 9090
-HEALTHCHECK --interval=10s --timeout=3s CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.PORT||8080)+'/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
+# The port (and host) the gateway was configured with: gateway.yaml or GATEWAY_CONFIG, then PORT/HOST.
+HEALTHCHECK --interval=10s --timeout=3s CMD ["node", "dist/cli.js", "health"]
 # Exec form: node is PID 1 and receives SIGTERM/SIGHUP itself (the gateway handles both).
-# A larger young generation: fewer scavenges, the pauses that set a busy proxy's p99 (README, Operating).
+# A larger young generation: fewer scavenges, the pauses that set a busy proxy's p99 (docs/operating.md).
 CMD ["node", "--max-semi-space-size=32", "dist/cli.js", "start"]

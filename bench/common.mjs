@@ -5,6 +5,7 @@ import { fork, spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import http from 'node:http';
+import https from 'node:https';
 import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -183,7 +184,7 @@ export function writeConfig(file, config) {
   writeFileSync(file, JSON.stringify(config, null, 2));
 }
 
-// How `npm start` and the Dockerfile run the gateway (README, Operating): measured as deployed.
+// How `npm start` and the Dockerfile run the gateway (docs/operating.md): measured as deployed.
 const GATEWAY_NODE_FLAGS = ['--max-semi-space-size=32'];
 
 /** The built CLI (`node dist/cli.js start`) on configFile, with a bare environment of its own. */
@@ -209,17 +210,22 @@ export async function waitForGateway(send, child, url, pathname) {
 }
 
 // ── HTTP helpers ────────────────────────────────────────────────────────────────────────────
-/** `send` (one request, JSON in and out, with its time in ms) and `login` over one keep-alive agent. */
+/**
+ * `send` (one request, JSON in and out, with its time in ms) and `login` over one keep-alive agent
+ * (one per scheme: the bench's HTTPS targets use a self-signed certificate, not checked here).
+ */
 export function httpClient({ maxSockets }) {
   const agent = new http.Agent({ keepAlive: true, maxSockets });
+  const tlsAgent = new https.Agent({ keepAlive: true, maxSockets, rejectUnauthorized: false });
 
   function send(baseUrl, method, pathname, { headers = {}, json } = {}) {
-    const { hostname, port } = new URL(baseUrl);
+    const { hostname, port, protocol } = new URL(baseUrl);
+    const secure = protocol === 'https:';
     const body = json === undefined ? undefined : JSON.stringify(json);
     const allHeaders = body ? { ...headers, 'content-type': 'application/json' } : headers;
     return new Promise((resolve, reject) => {
       const started = performance.now();
-      const req = http.request({ host: hostname, port, method, path: pathname, headers: allHeaders, agent, timeout: 30_000 }, (res) => {
+      const req = (secure ? https : http).request({ host: hostname, port, method, path: pathname, headers: allHeaders, agent: secure ? tlsAgent : agent, timeout: 30_000 }, (res) => {
         const chunks = [];
         res.on('data', (c) => chunks.push(c));
         res.on('end', () => {

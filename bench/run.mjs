@@ -7,22 +7,28 @@
 // is the built CLI (`node dist/cli.js start`) on a database and Redis key prefix of its own
 // (dropped after), or on embedded PGlite when no Postgres answers. Everything listens on loopback.
 //
+// Two more pairs share the table: the gateway over TLS (server.tls) against the raw proxy over TLS,
+// both with the same self-signed certificate (openssl), and WebSocket echo round trips through the
+// gateway (a `websocket: true` route) against the same upstream reached directly.
+//
 // Environment: BENCH_SECONDS (per round, default 3), BENCH_ROUNDS (rounds per target, default 6),
 // BENCH_TARGET_ROUNDS (the same for the scenarios that carry a target, default 12),
 // BENCH_LOGIN_ROUNDS (pairs of bearer rounds without and with logins, default 12),
 // BENCH_WARMUP (seconds per target and scenario, default 1), BENCH_CONNECTIONS (default 50),
 // BENCH_USERS (users per group, default 10), BENCH_LOG_LEVEL (the gateway's, default info),
-// BENCH_ONLY (a subset: public,bearer,plan,apikey,daily,assertion,logins), BENCH_KEEP=1 (keep the
+// BENCH_ONLY (a subset: public,bearer,plan,apikey,daily,assertion,tls,ws,logins,decisions), BENCH_KEEP=1 (keep the
 // generated config and the gateway's log),
 // BENCH_GATEWAY_NODE_ARGS / BENCH_BASELINE_NODE_ARGS (node flags, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"),
 // DATABASE_URL, REDIS_URL.
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { accessSync, chmodSync, closeSync, constants, mkdtempSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { spawn } from 'node:child_process';
 import {
-  baseConfig, createCleanups, freePort, httpClient, positive, prepareStorage, runUpstream, seed, spawnGateway, startChild, waitForGateway, writeConfig,
+  baseConfig, createCleanups, freePort, httpClient, positive, prepareStorage, runUpstream, seed, sleep, spawnGateway, startChild, stopProcess, waitForGateway, writeConfig,
 } from './common.mjs';
 
 const SELF = fileURLToPath(import.meta.url);
@@ -57,16 +63,45 @@ const echoIdentity = (req) => ({
 });
 
 // ── child: the baseline ─────────────────────────────────────────────────────────────────────
-async function runBaseline(upstream) {
+async function runBaseline(upstream, certDir) {
   const { default: Fastify } = await import('fastify');
   const { default: proxy } = await import('@fastify/http-proxy');
-  const app = Fastify({ logger: false });
+  // With certDir: HTTPS with the certificate the gateway's TLS listener uses.
+  const https = certDir && { cert: readFileSync(path.join(certDir, 'cert.pem')), key: readFileSync(path.join(certDir, 'key.pem')) };
+  const app = Fastify({ logger: false, ...(https ? { https } : {}) });
   await app.register(proxy, { upstream, undici: UNDICI });
   await app.listen({ host: '127.0.0.1', port: 0 });
   process.send({ port: app.server.address().port });
   const stop = () => app.close().finally(() => process.exit(0));
   process.on('disconnect', stop);
   process.on('SIGTERM', stop);
+}
+
+// ── child: the WebSocket upstream ───────────────────────────────────────────────────────────
+// Echoes every message; greets each socket with the identity it was told (the probe checks it).
+async function runWsUpstream() {
+  const { default: http } = await import('node:http');
+  const { WebSocketServer } = await import('ws');
+  const server = http.createServer((_req, res) => res.writeHead(426).end());
+  new WebSocketServer({ server, perMessageDeflate: false }).on('connection', (ws, req) => {
+    if (req.url.endsWith('/probe')) ws.send(JSON.stringify({ user: req.headers['x-user-id'] ?? null, method: req.headers['x-auth-method'] ?? null }));
+    ws.on('message', (data, isBinary) => ws.send(data, { binary: isBinary }));
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  process.send({ port: server.address().port });
+  process.on('disconnect', () => process.exit(0));
+  process.on('SIGTERM', () => process.exit(0));
+}
+
+/** A self-signed certificate for 127.0.0.1 in `dir` (cert.pem, key.pem); false without openssl. */
+function makeCertificate(dir) {
+  try {
+    execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1', '-subj', '/CN=127.0.0.1',
+      '-addext', 'subjectAltName=IP:127.0.0.1', '-keyout', path.join(dir, 'key.pem'), '-out', path.join(dir, 'cert.pem')], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 // ── the load generator ──────────────────────────────────────────────────────────────────────
@@ -82,8 +117,22 @@ async function main() {
     const upstream = await startChild(SELF, 'upstream', [], cleanups);
     const baseline = await startChild(SELF, 'baseline', [upstream.url], cleanups, splitArgs(env.BENCH_BASELINE_NODE_ARGS));
 
+    const wsUpstream = await startChild(SELF, 'wsupstream', [], cleanups);
+    // TLS pair: the raw proxy and a second gateway (same database, secret and routes) over HTTPS.
+    const tls = makeCertificate(tmp);
+    const baselineTls = tls ? await startChild(SELF, 'baseline', [upstream.url, tmp], cleanups, splitArgs(env.BENCH_BASELINE_NODE_ARGS)) : undefined;
+    if (baselineTls) baselineTls.url = baselineTls.url.replace('http:', 'https:');
+
     const data = await seedUsers(storage);
-    const gateway = await startGateway(tmp, storage, upstream.url, cleanups);
+    const config = gatewayConfig(await freePort(), await freePort(), storage, upstream.url, wsUpstream.url);
+    const gateway = await startGateway(tmp, 'gateway', config, cleanups);
+    const gatewayTls = tls
+      ? await startGateway(tmp, 'gateway-tls', {
+        ...config,
+        server: { ...config.server, port: await freePort(), tls: { certFile: path.join(tmp, 'cert.pem'), keyFile: path.join(tmp, 'key.pem') } },
+        decisions: { port: 0 },
+      }, cleanups)
+      : undefined;
     const pro = await Promise.all(data.pro.map((u) => login(gateway.url, u)));
     const used = await Promise.all(data.used.map((u) => login(gateway.url, u)));
     const groups = { pro, used, keys: data.pro };
@@ -103,19 +152,34 @@ async function main() {
       { name: 'daily-limit refusal (429)', route: '/daily', headers: () => bearerOf(groups.used), expect: 429, targets: { ratio: 1.0 } },
       // Assertion route: an upstream with `assertion: true` (CONTRACT §3, x-gateway-assertion).
       { name: 'bearer, assertion upstream', route: '/assertion', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', requires: 'assertion' },
+      // `pair` names other targets than the plain baseline and gateway (pairOf below).
+      { name: 'bearer + plan over TLS', key: 'tls', pair: 'tls', route: '/plan', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', targets: { ratio: 0.85 } },
+      // Messages/s of echo round trips on CONNECTIONS sockets; baseline: the upstream reached directly.
+      { name: 'WebSocket echo (msg/s; baseline direct)', key: 'ws', pair: 'ws', route: '/ws', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer' },
     ];
+    const pairOf = (scenario) => ({
+      tls: { baseline: baselineTls, gateway: gatewayTls },
+      ws: { baseline: { ...wsUpstream, pid: undefined }, gateway }, // the upstream's CPU is not the proxying's: not shown
+    })[scenario.pair] ?? { baseline, gateway };
 
     // BENCH_ONLY=plan,daily,logins runs a subset (route names without the slash), for quick checks.
     const only = env.BENCH_ONLY ? new Set(env.BENCH_ONLY.split(',').map((s) => s.trim())) : undefined;
-    for (const s of scenarios) s.skip = only && !only.has(s.route.slice(1)) ? 'not in BENCH_ONLY' : await probe(gateway.url, s);
+    for (const s of scenarios) {
+      if (only && !only.has(s.key ?? s.route.slice(1))) s.skip = 'not in BENCH_ONLY';
+      else if (s.pair === 'tls' && !tls) s.skip = 'no openssl to make a certificate';
+      else s.skip = await (s.pair === 'ws' ? probeWs(gateway.url, s) : probe(pairOf(s).gateway.url, s));
+    }
     console.log(`\nLoad: ${CONNECTIONS} connections, ${ROUNDS} rounds of ${SECONDS} s per target (${TARGET_ROUNDS} for scenarios with a target; after ${WARMUP} s of warm-up), alternating baseline and gateway.`);
     console.log(`Storage: ${storage.label}. Gateway log level: ${gateway.logLevel}.\n`);
 
-    const measure = (target, scenario, seconds, extra) => load(autocannon, target, scenario, seconds, extra);
+    const measure = (target, scenario, seconds, extra) => (scenario.pair === 'ws' ? loadWs(target, scenario, seconds) : load(autocannon, target, scenario, seconds, extra));
     // A fresh process runs slower for a while (JIT, pools, caches): warm both up once first.
-    const warm = scenarios.find((s) => s.route === '/plan');
-    await measure(baseline, warm, Math.max(2, WARMUP * 2));
-    await measure(gateway, warm, Math.max(2, WARMUP * 2));
+    // The TLS pair is two more processes: warmed up the same way.
+    for (const warm of scenarios.filter((s) => s.route === '/plan' && !s.skip)) {
+      const targets = pairOf(warm);
+      await measure(targets.baseline, warm, Math.max(2, WARMUP * 2));
+      await measure(targets.gateway, warm, Math.max(2, WARMUP * 2));
+    }
 
     const rows = [];
     for (const scenario of scenarios) {
@@ -124,13 +188,14 @@ async function main() {
         console.log(`- ${scenario.name}: skipped (${scenario.skip})`);
         continue;
       }
-      await measure(baseline, scenario, WARMUP);
-      await measure(gateway, scenario, WARMUP);
+      const targets = pairOf(scenario);
+      await measure(targets.baseline, scenario, WARMUP);
+      await measure(targets.gateway, scenario, WARMUP);
       const runs = { baseline: [], gateway: [] };
       const rounds = scenario.targets ? TARGET_ROUNDS : ROUNDS;
       for (let round = 0; round < rounds; round++) {
-        await inTurn(round, async () => runs.baseline.push(await measure(baseline, scenario, SECONDS)),
-          async () => runs.gateway.push(await measure(gateway, scenario, SECONDS)));
+        await inTurn(round, async () => runs.baseline.push(await measure(targets.baseline, scenario, SECONDS)),
+          async () => runs.gateway.push(await measure(targets.gateway, scenario, SECONDS)));
       }
       const row = { scenario, baseline: combine(runs.baseline), gateway: combine(runs.gateway) };
       rows.push(row);
@@ -159,8 +224,18 @@ async function main() {
       console.log(`  p99 (ms) per round: alone ${loginRun.quiet.p99s}; with logins ${loginRun.busy.p99s}`);
     }
 
-    printReport(rows, loginRun, gateway);
-    const broken = rows.some((r) => r.gateway && (r.gateway.unexpected || r.baseline.unexpected)) || loginRun?.quiet.unexpected || loginRun?.busy.unexpected;
+    // Decisions (docs/decisions.md): the bearer + plan route decided on the decisions listener,
+    // no upstream hop, against the same route proxied by the gateway; then nginx with
+    // auth_request asking the gateway against nginx alone, where nginx is installed.
+    let decisionsRun;
+    if (!only || only.has('decisions')) {
+      const plan = scenarios.find((s) => s.route === '/plan');
+      decisionsRun = await runDecisions(measure, gateway, upstream, plan, cleanups);
+    }
+
+    printReport(rows, loginRun, gateway, decisionsRun);
+    const broken = rows.some((r) => r.gateway && (r.gateway.unexpected || r.baseline.unexpected)) || loginRun?.quiet.unexpected || loginRun?.busy.unexpected
+      || [decisionsRun?.gateway, decisionsRun?.nginx].some((pair) => pair && (pair.a.unexpected || pair.b.unexpected));
     if (broken) process.exitCode = 1;
   } catch (err) {
     console.error(`bench failed: ${err.stack ?? err}`);
@@ -191,15 +266,17 @@ function splitArgs(text) {
   return text ? text.split(/\s+/).filter(Boolean) : [];
 }
 
-function gatewayConfig(port, storage, upstreamUrl) {
+function gatewayConfig(port, decisionsPort, storage, upstreamUrl, wsUpstreamUrl) {
   return {
     ...baseConfig(port, storage),
     auth: { jwt: { algorithm: 'HS256', secret: randomBytes(48).toString('base64url') }, rateLimit: { max: 0 } },
     plans: { freeDailyLimit: 1 },
     admin: { port: 0 },
+    decisions: { host: '127.0.0.1', port: decisionsPort },
     upstreams: {
       echo: { url: upstreamUrl, timeout: '30s' },
       signed: { url: upstreamUrl, timeout: '30s', assertion: true },
+      live: { url: wsUpstreamUrl, timeout: '30s' },
     },
     routes: [
       { path: '/public', upstream: 'echo', auth: 'none' },
@@ -208,15 +285,16 @@ function gatewayConfig(port, storage, upstreamUrl) {
       { path: '/apikey', upstream: 'echo', auth: 'required' },
       { path: '/daily', upstream: 'echo', auth: 'required', dailyLimit: true },
       { path: '/assertion', upstream: 'signed', auth: 'required' },
+      { path: '/ws', upstream: 'live', auth: 'required', websocket: true },
     ],
   };
 }
 
-async function startGateway(tmp, storage, upstreamUrl, cleanups) {
-  const port = await freePort();
-  const configFile = path.join(tmp, 'gateway.bench.yaml');
-  writeConfig(configFile, gatewayConfig(port, storage, upstreamUrl));
-  const logFile = path.join(tmp, 'gateway.log');
+/** The built gateway on `config`, its config and log files named after `name`. */
+async function startGateway(tmp, name, config, cleanups) {
+  const configFile = path.join(tmp, `${name}.bench.yaml`);
+  writeConfig(configFile, config);
+  const logFile = path.join(tmp, `${name}.log`);
   const logFd = openSync(logFile, 'a');
   const logLevel = env.BENCH_LOG_LEVEL ?? 'info';
   // stdout goes to a file: the gateway pays for its logging as in production, the load
@@ -225,9 +303,131 @@ async function startGateway(tmp, storage, upstreamUrl, cleanups) {
   const nodeArgs = splitArgs(env.BENCH_GATEWAY_NODE_ARGS);
   const child = spawnGateway(configFile, { nodeArgs, stdio: ['ignore', logFd, logFd], logLevel }, cleanups);
   closeSync(logFd);
-  const url = `http://127.0.0.1:${port}`;
-  if (await waitForGateway(send, child, url, '/healthz')) return { name: 'gateway', pid: child.pid, url, logFile, logLevel };
+  const url = `${config.server.tls ? 'https' : 'http'}://127.0.0.1:${config.server.port}`;
+  const decisionsUrl = config.decisions.port ? `http://127.0.0.1:${config.decisions.port}` : undefined;
+  if (await waitForGateway(send, child, url, '/healthz')) return { name, pid: child.pid, url, decisionsUrl, logFile, logLevel };
   throw new Error(`the gateway did not start; its log:\n${readFileSync(logFile, 'utf8').slice(-4000)}`);
+}
+
+// ── decisions ───────────────────────────────────────────────────────────────────────────────
+const DECISIONS_TARGET = 1.5;
+
+/**
+ * Paired rounds of `scenario` on targets a and b (see inTurn), after a warm-up of each. The
+ * decisions target is `/decisions` on the decisions listener, so `${url}/plan/item` asks for the
+ * route the other side proxies.
+ */
+async function runDecisions(measure, gateway, upstream, plan, cleanups) {
+  const decisions = { name: 'decisions', pid: gateway.pid, url: `${gateway.decisionsUrl}/decisions` };
+  const probe = await send(gateway.decisionsUrl, 'GET', '/decisions/plan/probe', { headers: plan.headers()[0] });
+  if (probe.status !== 200) throw new Error(`decisions: expected 200, got ${probe.status} ${probe.text}`);
+  const result = { gateway: await pairedRounds(measure, gateway, decisions, plan, TARGET_ROUNDS) };
+  console.log(`- decisions, bearer + plan: req/s per round: proxied ${result.gateway.a.rounds}; decided ${result.gateway.b.rounds}`);
+  const nginxBinary = ['/usr/sbin/nginx', '/usr/bin/nginx', '/usr/local/sbin/nginx'].find(isExecutable);
+  if (!nginxBinary) {
+    result.nginxSkipped = 'nginx is not installed';
+    return result;
+  }
+  const nginx = await startNginx(nginxBinary, upstream.url, gateway.decisionsUrl, cleanups);
+  const guarded = await send(nginx.guarded.url, 'GET', '/plan/probe', { headers: plan.headers()[0] });
+  if (guarded.status !== 200 || !guarded.json?.user) throw new Error(`nginx + gateway: the upstream was not told the identity: ${guarded.status} ${guarded.text}`);
+  result.nginx = await pairedRounds(measure, nginx.alone, nginx.guarded, plan, ROUNDS);
+  console.log(`- nginx alone vs nginx + auth_request + gateway: req/s per round: ${result.nginx.a.rounds}; ${result.nginx.b.rounds}`);
+  return result;
+}
+
+async function pairedRounds(measure, a, b, scenario, rounds) {
+  await measure(a, scenario, WARMUP);
+  await measure(b, scenario, WARMUP);
+  const runs = { a: [], b: [] };
+  for (let round = 0; round < rounds; round++) {
+    await inTurn(round, async () => runs.a.push(await measure(a, scenario, SECONDS)), async () => runs.b.push(await measure(b, scenario, SECONDS)));
+  }
+  return { a: combine(runs.a), b: combine(runs.b) };
+}
+
+function isExecutable(file) {
+  try {
+    accessSync(file, constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * One nginx with two servers: one proxying to the upstream alone, one asking the gateway first as
+ * docs/decisions.md configures it (auth_request, identity headers copied). One worker, as the
+ * gateway is one process. Its own directory, readable by the workers (`nobody` under root).
+ */
+async function startNginx(binary, upstreamUrl, decisionsUrl, cleanups) {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'gw-bench-nginx-'));
+  chmodSync(dir, 0o755);
+  cleanups.push(async () => rmSync(dir, { recursive: true, force: true }));
+  const [alone, guarded] = [await freePort(), await freePort()];
+  const copied = ['x_user_id', 'x_user_plan', 'x_user_email', 'x_auth_method', 'x_gateway_assertion'];
+  const name = (h) => h.split('_').map((w) => w[0].toUpperCase() + w.slice(1)).join('-');
+  writeFileSync(path.join(dir, 'nginx.conf'), `pid ${dir}/nginx.pid;
+worker_processes 1;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  upstream app { server ${new URL(upstreamUrl).host}; keepalive 128; }
+  upstream gateway_decisions { server ${new URL(decisionsUrl).host}; keepalive 128; }
+  server {
+    listen 127.0.0.1:${alone};
+    location / { proxy_http_version 1.1; proxy_set_header Connection ""; proxy_pass http://app; }
+  }
+  server {
+    listen 127.0.0.1:${guarded};
+    location / {
+      auth_request /_gateway_decision;
+${copied.map((h) => `      auth_request_set $gw_${h} $upstream_http_${h};\n      proxy_set_header ${name(h)} $gw_${h};`).join('\n')}
+      proxy_set_header Authorization "";
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_pass http://app;
+    }
+    location = /_gateway_decision {
+      internal;
+      proxy_pass http://gateway_decisions/decisions;
+      proxy_set_header X-Forwarded-Uri $request_uri;
+      proxy_set_header X-Forwarded-Method $request_method;
+      proxy_pass_request_body off;
+      proxy_set_header Content-Length "";
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+    }
+  }
+}
+`);
+  const child = spawn(binary, ['-p', `${dir}/`, '-c', `${dir}/nginx.conf`, '-e', `${dir}/error.log`, '-g', 'daemon off;'], { stdio: 'ignore' });
+  cleanups.push(() => stopProcess(child));
+  const targets = { alone: { name: 'nginx', pid: child.pid, url: `http://127.0.0.1:${alone}` }, guarded: { name: 'nginx + gateway', pid: child.pid, url: `http://127.0.0.1:${guarded}` } };
+  for (let i = 0; i < 100; i++) {
+    if ((await send(targets.alone.url, 'GET', '/public/probe').catch(() => null))?.status === 200) return targets;
+    if (child.exitCode !== null) break;
+    await sleep(100);
+  }
+  throw new Error(`nginx did not start: ${readFileSync(path.join(dir, 'error.log'), 'utf8').slice(-2000)}`);
+}
+
+/** Prints the decisions table; true when its target is met. */
+function printDecisionsRun({ gateway, nginx, nginxSkipped }) {
+  const ratio = paired(gateway.b, gateway.a, (x, y) => x.rps / y.rps);
+  const ok = ratio >= DECISIONS_TARGET && !gateway.a.unexpected && !gateway.b.unexpected;
+  console.log('\n| decisions, bearer + plan | req/s | p50 / p99 (ms) | ratio | target |');
+  console.log('|---|---:|---:|---:|---|');
+  console.log(`| proxied by the gateway | ${fmtRps(gateway.a.rps)} | ${fmtMs(gateway.a.p50)} / ${fmtMs(gateway.a.p99)} | | |`);
+  console.log(`| decided (decisions listener) | ${fmtRps(gateway.b.rps)} | ${fmtMs(gateway.b.p50)} / ${fmtMs(gateway.b.p99)} | ${ratio.toFixed(2)} | ≥ ${DECISIONS_TARGET.toFixed(2)} ${verdict(ok)} |`);
+  if (nginx) {
+    const nginxRatio = paired(nginx.b, nginx.a, (x, y) => x.rps / y.rps);
+    console.log(`| nginx alone | ${fmtRps(nginx.a.rps)} | ${fmtMs(nginx.a.p50)} / ${fmtMs(nginx.a.p99)} | | |`);
+    console.log(`| nginx + auth_request + gateway | ${fmtRps(nginx.b.rps)} | ${fmtMs(nginx.b.p50)} / ${fmtMs(nginx.b.p99)} | ${nginxRatio.toFixed(2)} | reported |`);
+  } else {
+    console.log(`| nginx + auth_request + gateway | - | - | - | skipped: ${nginxSkipped} |`);
+  }
+  return ok;
 }
 
 // ── HTTP helpers ────────────────────────────────────────────────────────────────────────────
@@ -244,6 +444,20 @@ async function probe(url, scenario) {
   if (scenario.identity && (res.json?.method !== scenario.identity || !res.json?.user)) {
     throw new Error(`${scenario.name}: the upstream was not told the identity: ${res.text}`);
   }
+  return undefined;
+}
+
+/** One WebSocket through the gateway before loading: it opens, and the upstream was told who. */
+async function probeWs(url, scenario) {
+  const { default: WebSocket } = await import('ws');
+  const ws = new WebSocket(`${url.replace(/^http/, 'ws')}${scenario.route}/probe`, { headers: scenario.headers()[0] });
+  const greeting = await new Promise((resolve, reject) => {
+    ws.once('message', (data) => resolve(JSON.parse(String(data))));
+    ws.once('unexpected-response', (_req, res) => reject(new Error(`${scenario.name}: the upgrade got ${res.statusCode}`)));
+    ws.once('error', reject);
+  });
+  ws.close();
+  if (greeting.method !== scenario.identity || !greeting.user) throw new Error(`${scenario.name}: the upstream was not told the identity: ${JSON.stringify(greeting)}`);
   return undefined;
 }
 
@@ -325,6 +539,54 @@ async function load(autocannon, target, scenario, seconds, extra = {}) {
     // The share of both cores nobody used: the room the idle-priority hasher can take.
     idle: machineBefore && machineAfter ? (machineAfter.idle - machineBefore.idle) / (machineAfter.total - machineBefore.total) : undefined,
     hashCpuMs: hashBefore === undefined || hashAfter === undefined ? undefined : hashAfter - hashBefore,
+  };
+}
+
+/**
+ * One round of WebSocket echo round trips: CONNECTIONS sockets (opened first, one user's token
+ * each, in turn), each sending a 64-byte message as soon as the previous one came back.
+ */
+async function loadWs(target, scenario, seconds) {
+  const { default: WebSocket } = await import('ws');
+  const headerSets = scenario.headers();
+  const url = `${target.url.replace(/^http/, 'ws')}${scenario.route}/item`;
+  const sockets = await Promise.all(Array.from({ length: CONNECTIONS }, (_, i) => new Promise((resolve, reject) => {
+    const ws = new WebSocket(url, { headers: headerSets[i % headerSets.length], perMessageDeflate: false });
+    ws.once('open', () => resolve(ws));
+    ws.once('error', reject);
+  })));
+  const payload = 'x'.repeat(64);
+  const latencies = [];
+  let unexpected = 0;
+  const cpuBefore = cpuMs(target.pid);
+  const started = performance.now();
+  const deadline = started + seconds * 1000;
+  await Promise.all(sockets.map((ws) => new Promise((resolve) => {
+    let sent = 0;
+    const next = () => {
+      if (performance.now() >= deadline) return resolve();
+      sent = performance.now();
+      ws.send(payload);
+    };
+    ws.on('message', (data) => {
+      latencies.push(performance.now() - sent);
+      if (String(data) !== payload) unexpected++;
+      next();
+    });
+    ws.once('close', () => { unexpected++; resolve(); });
+    next();
+  })));
+  const elapsed = (performance.now() - started) / 1000;
+  const cpuAfter = cpuMs(target.pid);
+  for (const ws of sockets) ws.removeAllListeners('close').close();
+  const sorted = Float64Array.from(latencies).sort();
+  return {
+    requests: latencies.length,
+    rps: latencies.length / elapsed,
+    p50: percentile(sorted, 0.5),
+    p99: percentile(sorted, 0.99),
+    unexpected,
+    cpuMs: cpuBefore === undefined || cpuAfter === undefined ? undefined : cpuAfter - cpuBefore,
   };
 }
 
@@ -440,7 +702,7 @@ const fmtRps = (n) => Math.round(n).toLocaleString('en-US');
 const fmtMs = (n) => (Number.isFinite(n) ? n.toFixed(2) : '-');
 const verdict = (ok) => (ok ? 'PASS' : 'FAIL');
 
-function printReport(rows, loginRun, gateway) {
+function printReport(rows, loginRun, gateway, decisionsRun) {
   const lines = [
     '| scenario | baseline req/s | gateway req/s | ratio | baseline p50 / p99 (ms) | gateway p50 / p99 (ms) | Δp99 (ms) | CPU µs/req baseline / gateway | target |',
     '|---|---:|---:|---:|---:|---:|---:|---:|---|',
@@ -458,13 +720,15 @@ function printReport(rows, loginRun, gateway) {
     if (scenario.targets?.p99DeltaMs !== undefined) checks.push(`Δp99 ≤ ${scenario.targets.p99DeltaMs} ms ${verdict(delta <= scenario.targets.p99DeltaMs)}`);
     if (g.unexpected || b.unexpected) checks.push(`ERROR: ${g.unexpected + b.unexpected} unexpected answers`);
     allPass &&= !checks.some((c) => /FAIL|ERROR/.test(c));
-    const cpu = b.cpuUsPerRequest === undefined ? '-' : `${Math.round(b.cpuUsPerRequest)} / ${Math.round(g.cpuUsPerRequest)}`;
+    const us = (x) => (x === undefined ? '-' : Math.round(x));
+    const cpu = b.cpuUsPerRequest === undefined && g.cpuUsPerRequest === undefined ? '-' : `${us(b.cpuUsPerRequest)} / ${us(g.cpuUsPerRequest)}`;
     lines.push(`| ${scenario.name} | ${fmtRps(b.rps)} | ${fmtRps(g.rps)} | ${ratio.toFixed(2)} | ${fmtMs(b.p50)} / ${fmtMs(b.p99)} | ${fmtMs(g.p50)} / ${fmtMs(g.p99)} | ${delta >= 0 ? '+' : ''}${fmtMs(delta)} | ${cpu} | ${checks.join('; ') || '-'} |`);
   }
 
   console.log('\n## Results\n');
   console.log(lines.join('\n'));
   if (loginRun && !printLoginRun(loginRun)) allPass = false;
+  if (decisionsRun && !printDecisionsRun(decisionsRun)) allPass = false;
   const size = statSync(gateway.logFile).size;
   console.log(`\nGateway log (level ${gateway.logLevel}): ${(size / 1024 / 1024).toFixed(1)} MiB written during the run.`);
   console.log(`Machine: ${os.cpus().length} CPUs (${os.cpus()[0]?.model.trim() ?? 'unknown'}), load average at the end ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}.`);
@@ -491,6 +755,7 @@ function printLoginRun({ quiet, busy, logins }) {
 
 // Last, so every module-level constant above is initialized before any role runs.
 if (role === 'upstream') await runUpstream(echoIdentity);
-else if (role === 'baseline') await runBaseline(process.argv[4]);
+else if (role === 'wsupstream') await runWsUpstream();
+else if (role === 'baseline') await runBaseline(process.argv[4], process.argv[5]);
 else if (role === 'logins') runLoginDriver(process.argv[4]);
 else await main();

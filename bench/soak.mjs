@@ -246,9 +246,9 @@ function metric(text, name) {
 async function memory(adminUrl) {
   const text = await scrape(adminUrl);
   return {
-    rss: metric(text, 'gateway_process_resident_memory_bytes'),
-    heapUsed: metric(text, 'gateway_nodejs_heap_size_used_bytes'),
-    heapTotal: metric(text, 'gateway_nodejs_heap_size_total_bytes'),
+    rss: metric(text, 'process_resident_memory_bytes'),
+    heapUsed: metric(text, 'nodejs_heap_size_used_bytes'),
+    heapTotal: metric(text, 'nodejs_heap_size_total_bytes'),
   };
 }
 

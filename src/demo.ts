@@ -1,23 +1,37 @@
 // `npm run demo`: the gateway doing its job on this machine, with nothing to install or configure.
-// Starts a small echo upstream and the gateway (embedded PGlite in a fresh temporary directory,
-// demo/gateway.demo.yaml: one route per guard), then prints curl commands to paste. Ctrl-C stops
-// both and deletes the temporary data.
+// Starts a small echo upstream, a mail catcher (an SMTP server that prints the links it receives)
+// and the gateway (embedded PGlite in a fresh temporary directory, demo/gateway.demo.yaml: one
+// route per guard), then prints curl commands to paste, and the address of a browser page
+// (demo/browser.html, served by the upstream: another origin than the gateway's) that does the same
+// through CORS. Ctrl-C stops them all and deletes the temporary data.
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { SMTPServer } from 'smtp-server';
+import { WebSocketServer } from 'ws';
 import { loadConfig } from './config/load.js';
 import { createLogger } from './logger.js';
 import { startGateway, type RunningGateway } from './server.js';
 
 const CONFIG_FILE = fileURLToPath(new URL('../demo/gateway.demo.yaml', import.meta.url));
+const PAGE_FILE = fileURLToPath(new URL('../demo/browser.html', import.meta.url));
 
-/** The echo upstream: answers with what the gateway told it about the caller. */
-function startEchoUpstream(): Promise<http.Server> {
+/**
+ * The echo upstream: answers with what the gateway told it about the caller; greets WebSockets
+ * with it and echoes their messages. Its `/` is the demo's browser page, which calls the gateway
+ * (`gatewayUrl()`, known once it listens) from this other origin.
+ */
+function startEchoUpstream(gatewayUrl: () => string): Promise<http.Server> {
   const server = http.createServer((req, res) => {
+    if (req.method === 'GET' && req.url === '/') {
+      res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
+      res.end(readFileSync(PAGE_FILE, 'utf8').replace('%GATEWAY_URL%', gatewayUrl()));
+      return;
+    }
     req.resume();
     req.on('end', () => {
       // The headers an application behind the gateway acts on: identity, request id, forwarding.
@@ -30,13 +44,69 @@ function startEchoUpstream(): Promise<http.Server> {
       res.end(body);
     });
   });
+  new WebSocketServer({ server }).on('connection', (ws, req) => {
+    ws.send(`hello ${String(req.headers['x-user-email'])}, on the ${String(req.headers['x-user-plan'])} plan (x-user-id ${String(req.headers['x-user-id'])})`);
+    ws.on('message', (data) => ws.send(`echo: ${String(data)}`));
+  });
   return new Promise((resolve, reject) => {
     server.once('error', reject);
     server.listen(0, '127.0.0.1', () => resolve(server));
   });
 }
 
-/** The preferred port when it is free on 127.0.0.1, else one the system picks (not 0: admin port 0 means "no admin"). */
+/** Quoted-printable (RFC 2045 §6.7), as nodemailer encodes French text: soft line breaks, then =XX bytes. */
+function decodeQuotedPrintable(text: string): string {
+  const joined = text.replace(/=\r?\n/g, '');
+  const bytes: number[] = [];
+  for (let i = 0; i < joined.length; i++) {
+    const hex = joined[i] === '=' ? joined.slice(i + 1, i + 3) : '';
+    if (/^[0-9A-F]{2}$/i.test(hex)) {
+      bytes.push(parseInt(hex, 16));
+      i += 2;
+    } else bytes.push(...Buffer.from(joined[i]!));
+  }
+  return Buffer.from(bytes).toString('utf8');
+}
+
+/**
+ * The mail catcher: an SMTP server on loopback that the gateway sends its account mails to, and
+ * that prints the link each one carries, as the user would find it in their inbox. It also keeps
+ * the last token of each kind of link in `tokensDir` (reset-password.token, verify-email.token),
+ * so that a pasted walkthrough command can read it.
+ */
+async function startMailCatcher(tokensDir: string): Promise<SMTPServer> {
+  // Loaded here: nothing but the demo needs an SMTP server.
+  const { SMTPServer } = await import('smtp-server');
+  const server = new SMTPServer({
+    logger: false,
+    authOptional: true,
+    disabledCommands: ['STARTTLS', 'AUTH'], // loopback only, plain SMTP
+    onData(stream, session, callback) {
+      const chunks: Buffer[] = [];
+      stream.on('data', (chunk: Buffer) => chunks.push(chunk));
+      stream.on('end', () => {
+        const raw = Buffer.concat(chunks).toString('utf8');
+        const end = raw.search(/\r?\n\r?\n/);
+        const head = end < 0 ? raw : raw.slice(0, end);
+        const body = end < 0 ? '' : raw.slice(end);
+        const text = /content-transfer-encoding:\s*quoted-printable/i.test(head) ? decodeQuotedPrintable(body) : body;
+        const link = /https?:\/\/\S+/.exec(text)?.[0];
+        const to = session.envelope.rcptTo.map((r) => r.address).join(', ');
+        const token = link ? new URL(link).searchParams.get('token') : null;
+        console.log(`\n[demo mail catcher] a mail to ${to}:\n  ${link ?? '(no link)'}\n  token: ${token ?? '-'}\n`);
+        if (link && token) writeFileSync(path.join(tokensDir, `${new URL(link).pathname.split('/').pop()}.token`), token);
+        callback();
+      });
+    },
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => resolve());
+  });
+  return server;
+}
+
+/** The preferred port when it is free on 127.0.0.1, else one the system picks (not 0: port 0 means no admin or decisions listener). */
 async function freePort(preferred: number): Promise<number> {
   const tryPort = (port: number) => new Promise<number | undefined>((resolve) => {
     const probe = net.createServer();
@@ -49,18 +119,24 @@ async function freePort(preferred: number): Promise<number> {
   return (await tryPort(preferred)) ?? (await tryPort(0)) ?? 0;
 }
 
-function walkthrough(url: string, adminUrl: string | undefined, adminKey: string): string {
+function walkthrough(url: string, decisionsUrl: string | undefined, adminUrl: string | undefined, adminKey: string, tokensDir: string, page: string): string {
+  const resetToken = path.join(tokensDir, 'reset-password.token');
   const json = "-H 'content-type: application/json'";
   const show = `-w '  (HTTP %{http_code})\\n'`;
   const lines = [
     '',
     `The gateway is listening on ${url}, in front of an echo server that answers with the headers it received.`,
     'Routes (demo/gateway.demo.yaml): /api/v1/public (no guard), /api/v1/profile (token required),',
-    '/api/v1/reports (plans premium and pro), /api/v1/races (free plan: one use a day).',
+    '/api/v1/reports (plans premium and pro), /api/v1/races (free: one use a day; premium: 5 a day, 60 a minute),',
+    '/api/v1/signed (token required; its upstream also gets the identity signed in x-gateway-assertion),',
+    '/api/v1/live (a WebSocket for signed-in users).',
+    '',
+    `In a browser, open ${page} : a page on another origin (the echo server's) that registers,`,
+    'logs in and calls these routes through CORS, and opens a WebSocket with ?access_token=.',
     '',
     'In another terminal, paste these one by one:',
     '',
-    '# 1. Register: every new account is on the free plan',
+    '# 1. Register: every new account is on the free plan (a verification link is mailed: see the demo\'s terminal)',
     `curl -s ${show} -X POST ${url}/api/v1/auth/register ${json} -d '{"email":"ada@example.com","password":"correct-horse-battery"}'`,
     '',
     '# 2. Log in, and keep the access token in a shell variable',
@@ -76,34 +152,75 @@ function walkthrough(url: string, adminUrl: string | undefined, adminKey: string
     '# 5. A premium/pro route on the free plan: 403, with the plans needed and where to upgrade',
     `curl -s ${show} ${url}/api/v1/reports -H "Authorization: Bearer $TOKEN"`,
     '',
-    '# 6. The free plan\'s daily limit: the first call goes through, the second one is refused with 429',
+    '# 6. The free plan\'s daily quota: the first call goes through, the second one is refused with 429',
     `curl -s ${show} ${url}/api/v1/races -H "Authorization: Bearer $TOKEN"`,
     `curl -s ${show} ${url}/api/v1/races -H "Authorization: Bearer $TOKEN"`,
+    '',
+    '# 7. An upstream that wants proof gets x-gateway-assertion too: a JWT signed by the gateway\'s assertion',
+    '#    key, published (apart from the access-token key) at /.well-known/gateway-assertion-keys.json',
+    `curl -s ${show} ${url}/api/v1/signed -H "Authorization: Bearer $TOKEN"`,
+    `curl -s ${show} ${url}/.well-known/gateway-assertion-keys.json`,
   ];
+  if (decisionsUrl) {
+    lines.push(
+      '',
+      '# 8. The same decisions for a proxy you already run (nginx auth_request, Caddy forward_auth: docs/decisions.md):',
+      '#    200 with the identity headers for the proxy to copy, or the denial for it to pass on, and nothing forwarded',
+      `curl -s -D - ${decisionsUrl}/decisions/api/v1/profile -H "Authorization: Bearer $TOKEN"`,
+      `curl -s ${show} ${decisionsUrl}/decisions -H 'X-Forwarded-Uri: /api/v1/reports' -H "Authorization: Bearer $TOKEN"`,
+    );
+  }
   if (adminUrl) {
     lines.push(
       '',
-      '# 7. Upgrade the user (id 1, from step 1) to premium with the admin API: the same token now passes the',
+      '# 9. Upgrade the user (id 1, from step 1) to premium with the admin API: the same token now passes the',
       '#    plan guard, because the gateway reads the plan from the database, not from the token',
       `curl -s ${show} -X PUT ${adminUrl}/admin/v1/users/1/plan -H 'Authorization: Bearer ${adminKey}' ${json} -d '{"plan":"premium"}'`,
       `curl -s ${show} ${url}/api/v1/reports -H "Authorization: Bearer $TOKEN"`,
+      '',
+      '# 10. Premium\'s quota (5 a day, 60 a minute): the daily route admits again, and says what is left',
+      `curl -s -D - -o /dev/null ${url}/api/v1/races -H "Authorization: Bearer $TOKEN" | grep -i '^ratelimit'`,
     );
   }
+  lines.push(
+    '',
+    '# 11. The sessions of the account: one per login, the one of this token marked current',
+    `curl -s ${show} ${url}/api/v1/user/sessions -H "Authorization: Bearer $TOKEN"`,
+    '',
+    '# 12. A forgotten password: the answer is the same whether the account exists or not. The reset link is',
+    '#     mailed; the demo\'s mail catcher prints it in the demo\'s terminal (as it printed the verification link',
+    '#     at step 1), and keeps its token in a file, which the next command waits for. Then a new password:',
+    `curl -s ${show} -X POST ${url}/api/v1/auth/password/forgot ${json} -d '{"email":"ada@example.com"}'`,
+    `RESET_TOKEN=$(until [ -s ${resetToken} ]; do sleep 0.2; done; cat ${resetToken}); echo "$RESET_TOKEN"`,
+    `curl -s ${show} -X POST ${url}/api/v1/auth/password/reset ${json} -d "{\\"token\\":\\"$RESET_TOKEN\\",\\"new_password\\":\\"a-brand-new-password\\"}"`,
+    '',
+    '# 13. The old password no longer works, the new one does; every session ended with the reset',
+    `curl -s ${show} -X POST ${url}/api/v1/auth/login ${json} -d '{"email":"ada@example.com","password":"correct-horse-battery"}'`,
+    `curl -s ${show} -X POST ${url}/api/v1/auth/login ${json} -d '{"email":"ada@example.com","password":"a-brand-new-password"}'`,
+  );
   lines.push('', 'Press Ctrl-C to stop the demo (its data is deleted).', '');
   return lines.join('\n');
 }
 
 async function main(): Promise<void> {
   console.log('Starting the demo: an echo upstream and the gateway on embedded storage…');
-  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'gateway-demo-'));
-  const upstream = await startEchoUpstream();
+  // The embedded database in data/, the mail catcher's tokens in mail/; all deleted at the end.
+  const root = mkdtempSync(path.join(os.tmpdir(), 'gateway-demo-'));
+  const dataDir = path.join(root, 'data');
+  const tokensDir = path.join(root, 'mail');
+  mkdirSync(tokensDir);
+  let gatewayUrl = '';
+  const upstream = await startEchoUpstream(() => gatewayUrl);
+  const page = `http://127.0.0.1:${(upstream.address() as net.AddressInfo).port}/`;
+  const mail = await startMailCatcher(tokensDir);
   let gateway: RunningGateway | undefined;
   let stopping: Promise<void> | undefined;
   const stop = () => (stopping ??= (async () => {
     await gateway?.close().catch((err: unknown) => console.error(`while stopping the gateway: ${String(err)}`));
     upstream.closeAllConnections();
     await new Promise<void>((resolve) => upstream.close(() => resolve()));
-    rmSync(dataDir, { recursive: true, force: true });
+    await new Promise<void>((resolve) => mail.close(() => resolve()));
+    rmSync(root, { recursive: true, force: true });
   })());
   const onSignal = () => {
     if (stopping) process.exit(130); // a second Ctrl-C: do not wait
@@ -121,11 +238,17 @@ async function main(): Promise<void> {
     const env = {
       ...process.env,
       DEMO_DATA_DIR: dataDir,
-      DEMO_UPSTREAM: `http://127.0.0.1:${(upstream.address() as net.AddressInfo).port}`,
+      DEMO_UPSTREAM: page.slice(0, -1),
+      // The page's origin, as a browser writes it whichever name you open it by.
+      DEMO_PAGE_ORIGIN: page.slice(0, -1),
+      DEMO_PAGE_ORIGIN_LOCALHOST: page.slice(0, -1).replace('127.0.0.1', 'localhost'),
       DEMO_JWT_SECRET: randomBytes(48).toString('base64url'),
       DEMO_ADMIN_KEY: adminKey,
+      DEMO_SMTP_URL: `smtp://127.0.0.1:${(mail.server.address() as net.AddressInfo).port}`,
       DEMO_PORT: process.env.PORT ? undefined : String(await freePort(8080)),
-      DEMO_ADMIN_PORT: String(await freePort(9090)),
+      // Whoever sets PORT (a second demo, a test) chose the ports: the admin and decisions listeners take any free ones.
+      DEMO_ADMIN_PORT: String(await freePort(process.env.PORT ? 0 : 9090)),
+      DEMO_DECISIONS_PORT: String(await freePort(process.env.PORT ? 0 : 9191)),
     };
     const { config } = loadConfig(CONFIG_FILE, env);
     // Request denials and errors show up here as you paste the commands (LOG_LEVEL=debug: every request).
@@ -134,7 +257,8 @@ async function main(): Promise<void> {
     // Start-up lines first, so the walkthrough is the last thing on the screen.
     await new Promise((resolve) => setTimeout(resolve, 50));
     await new Promise<void>((resolve) => log.flush(() => resolve()));
-    console.log(walkthrough(gateway.url.replace('localhost', '127.0.0.1'), gateway.adminUrl, adminKey));
+    gatewayUrl = gateway.url.replace('localhost', '127.0.0.1');
+    console.log(walkthrough(gatewayUrl, gateway.decisionsUrl, gateway.adminUrl, adminKey, tokensDir, page));
   } catch (err) {
     console.error(`The demo could not start: ${err instanceof Error ? err.message : String(err)}`);
     await stop();

@@ -27,27 +27,41 @@ export const ERRORS = {
   methodNotAllowed: { status: 405, message: 'Méthode non autorisée' },
   payloadTooLarge: { status: 413, message: 'Requête trop volumineuse' },
   rateLimited: { status: 429, message: 'Trop de tentatives, réessayez plus tard' },
+  // CONTRACT §12
+  tooManyRequests: { status: 429, message: 'Trop de requêtes, réessayez plus tard' },
   upstreamUnavailable: { status: 502, message: 'Service en amont indisponible' },
   upstreamTimeout: { status: 504, message: 'Service en amont trop lent' },
   storageUnavailable: { status: 503, message: 'Service temporairement indisponible' },
-  // added by this gateway (README "Errors")
+  // added by this gateway (docs/errors.md)
   passwordTooLong: { status: 400, message: 'Mot de passe trop long (max 1024 octets)' },
   badRequest: { status: 400, message: 'Requête invalide' },
   headersTooLarge: { status: 431, message: 'En-têtes de requête trop volumineux' },
   requestTimeout: { status: 408, message: 'Requête trop lente à arriver' },
+  expectationFailed: { status: 417, message: 'En-tête Expect non pris en charge' },
   adminUnauthorized: { status: 401, message: 'Clé d’administration invalide' },
   adminNotFound: { status: 404, message: 'Ressource introuvable' },
   planUnknown: { status: 400, message: 'Plan inconnu (free, premium ou pro)' },
   activeFlagInvalid: { status: 400, message: 'Valeur "active" invalide (true ou false)' },
   alertInvalid: { status: 400, message: 'Alerte invalide (user_id, type et data requis)' },
+  // CONTRACT §13 (accounts)
+  linkInvalid: { status: 400, message: 'Lien invalide ou expiré' },
+  emailNotVerified: { status: 403, message: 'Email non vérifié : ouvrez le lien de vérification reçu par email' },
+  sessionNotFound: { status: 404, message: 'Session introuvable' },
+  mailUnavailable: { status: 503, message: 'Envoi d’emails non configuré' },
+  adminEmailRequired: { status: 400, message: 'Paramètre email requis' },
 } as const satisfies Record<string, { status: number; message: string }>;
 
 export type ErrorCode = keyof typeof ERRORS;
 export type ErrorBody = { error: string } & Record<string, unknown>;
 
-/** The daily-limit text names the configured limit (CONTRACT §6). */
-export function dailyLimitMessage(limit: number): string {
-  return limit === 1 ? ERRORS.dailyLimitReached.message : `Limite quotidienne atteinte (plan free: ${limit} courses/jour)`;
+/** The daily-limit text names the plan and its limit (CONTRACT §6, §12); the spec's text for free at 1. */
+export function dailyLimitMessage(plan: string, limit: number): string {
+  return `Limite quotidienne atteinte (plan ${plan}: ${limit} ${limit === 1 ? 'course' : 'courses'}/jour)`;
+}
+
+/** The unknown-plan text lists the plans the configuration knows; the catalog's text for the spec's three. */
+export function planUnknownMessage(plans: readonly string[]): string {
+  return `Plan inconnu (${plans.length > 1 ? `${plans.slice(0, -1).join(', ')} ou ${plans.at(-1)}` : plans.join('')})`;
 }
 
 /** The too-short text names the configured minimum (auth.passwordMinLength); the spec's text for 8. */
@@ -72,11 +86,28 @@ export function sendError(reply: FastifyReply, code: ErrorCode, extra?: Record<s
   return sendDenial(reply, { code, extra });
 }
 
-export function sendDenial(reply: FastifyReply, denial: Denial): FastifyReply {
+/**
+ * RFC 6750 §3: a 401 says how to authenticate. `error="invalid_token"` when the request presented a
+ * credential that was refused, so a client knows to refresh rather than to log in.
+ */
+export function bearerChallenge(tokenPresented: boolean): Record<string, string> {
+  return { 'www-authenticate': tokenPresented ? 'Bearer realm="gateway", error="invalid_token"' : 'Bearer realm="gateway"' };
+}
+const PLAIN_CHALLENGE = bearerChallenge(false);
+
+/** The body a denial is answered with. */
+export function denialBody(denial: Denial): ErrorBody {
   const body = errorBody(denial.code, denial.extra);
   if (denial.message) body.error = denial.message;
+  return body;
+}
+
+export function sendDenial(reply: FastifyReply, denial: Denial): FastifyReply {
+  const body = denialBody(denial);
+  const status = ERRORS[denial.code].status;
+  if (status === 401 && !denial.headers?.['www-authenticate']) reply.headers(PLAIN_CHALLENGE);
   if (denial.headers) reply.headers(denial.headers);
-  return reply.code(ERRORS[denial.code].status).type('application/json; charset=utf-8').send(body);
+  return reply.code(status).type('application/json; charset=utf-8').send(body);
 }
 
 /** Thrown where a handler cannot go on; the error handler answers it from the catalog. */

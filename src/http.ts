@@ -24,12 +24,17 @@ export function textField(body: unknown, name: string): string {
   return typeof value === 'string' ? value : '';
 }
 
+// RFC 9110 §7.2: uri-host [ ":" port ], the host an IP literal, an IPv4 address or a registered
+// name. Kept strict (no userinfo, no percent-escapes): the value is repeated to upstreams in
+// X-Forwarded-Host, where frameworks build absolute URLs (redirects, password-reset links) from it.
+const HOST = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~-]+)(?::\d{1,5})?$/;
+
+/** An empty Host is valid (RFC 9112 §3.2: a target without authority); it is then not repeated. */
+export function isValidHost(value: string): boolean {
+  return value === '' || (value.length <= 255 && HOST.test(value));
+}
+
 export function headerValue(headers: IncomingHttpHeaders, name: string): string {
   const value = headers[name];
   return (Array.isArray(value) ? value[0] : value) ?? '';
-}
-
-/** Today as YYYY-MM-DD in UTC: the unit of the free plan's daily limit. */
-export function utcDay(now: Date): string {
-  return now.toISOString().slice(0, 10);
 }

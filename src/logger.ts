@@ -63,9 +63,25 @@ export class AccessLog extends LogController {
 
   override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
     if (this.isLogDisabled(request)) return;
-    if (error) reply.log.error({ req: request, res: reply, err: error, responseTime: reply.elapsedTime }, 'request errored');
-    else reply.log.debug({ req: request, res: reply, responseTime: reply.elapsedTime }, 'request completed');
+    if (error) reply.log.error({ req: loggedRequest(request), res: reply, err: error, responseTime: reply.elapsedTime }, 'request errored');
+    else reply.log.debug({ req: loggedRequest(request), res: reply, responseTime: reply.elapsedTime }, 'request completed');
   }
+}
+
+// A token in a URL: `?access_token=` (RFC 6750 §2.3, how browsers authenticate a WebSocket), or a
+// JWT in any other parameter. Its value is logged as CENSOR.
+const TOKEN_IN_QUERY = /(?<=[?&]access_token=)[^&]*|(?<=[?&][^=&]*=)eyJ[\w-]*\.[\w-]*\.[\w-]*/gi;
+
+/**
+ * The request as the access line shows it (fastify's req serializer reads these fields), with
+ * tokens in the query censored. The common request, without them, is passed as it is.
+ */
+export function loggedRequest(request: FastifyRequest): FastifyRequest | Record<string, unknown> {
+  const q = request.url.indexOf('?');
+  if (q === -1) return request;
+  const url = request.url.slice(0, q) + request.url.slice(q).replace(TOKEN_IN_QUERY, CENSOR);
+  if (url === request.url) return request;
+  return { method: request.method, url, host: request.host, ip: request.ip, socket: request.socket, headers: request.headers };
 }
 
 /**

@@ -1,18 +1,28 @@
-// Live reload (SIGHUP): routes, upstreams, plans.freeDailyLimit and auth.rateLimit from a changed
-// gateway.yaml take effect without a restart and without dropping a request. Each is read per
-// request from services, so swapping the objects is the whole reload: a request in flight keeps
-// the route table and limiter it started with, the next one sees the new ones. An invalid file
-// changes nothing. Everything else (listeners, storage, keys, token lifetimes, webhooks) was wired
-// into the running instance at start, so a change there is reported as needing a restart.
+// Live reload (SIGHUP): routes, upstreams, cors, plans (limits included) and auth.rateLimit from a changed
+// gateway.yaml take effect without a restart and without dropping a request. They are the live
+// state (src/live.ts), read per request: swapping it is the whole reload. A request in flight keeps
+// the snapshot it started with; the next one sees the new one. An invalid file changes nothing.
+// Everything else (listeners, storage, keys, token lifetimes, webhooks) was wired into the running
+// instance at start, so a change there is reported as needing a restart. Files named by the
+// configuration that are meant to be renewed in place (the listener's certificate, upstream TLS)
+// are read again on every reload.
 import type { Logger } from 'pino';
 import type { Config } from './config/schema.js';
 import { ConfigError } from './config/load.js';
-import { DailyLimiter } from './guards/dailyLimit.js';
-import { RouteTable } from './proxy/routeTable.js';
-import type { Services } from './services.js';
+import type { DailyLimiter } from './guards/dailyLimit.js';
+import type { Certificates } from './listener.js';
+import { Live } from './live.js';
+
+export interface ReloadDeps {
+  live: Live;
+  daily: Pick<DailyLimiter, 'forgetToday'>;
+  log: Logger;
+  /** The HTTPS listener's certificate (server.tls): its files are read again on every reload. */
+  certificates?: Certificates;
+}
 
 /** Setting paths a reload applies to the running instance. */
-export const LIVE_SETTINGS = ['routes', 'upstreams', 'plans.freeDailyLimit', 'auth.rateLimit'] as const;
+export const LIVE_SETTINGS = ['routes', 'upstreams', 'cors', 'plans', 'auth.rateLimit'] as const;
 
 export interface ReloadResult {
   applied: string[];
@@ -31,55 +41,60 @@ export function changedSettings(before: unknown, after: unknown, path = ''): str
   return JSON.stringify(before) === JSON.stringify(after) ? [] : [path];
 }
 
-/** Applies the live part of `next` to the running instance; the rest stays as it started. */
-export function applyConfig(services: Services, next: Config): ReloadResult {
-  const current = services.config;
+/**
+ * Applies the live part of `next` to the running instance; the rest stays as it started. Files
+ * the live part names (upstream TLS) are read again even when the settings did not change: a
+ * rotated client certificate keeps its file name. Throws, changing nothing, when one is unusable.
+ */
+export function applyConfig(deps: Pick<ReloadDeps, 'live' | 'daily'>, next: Config): ReloadResult {
+  const current = deps.live.current.config;
   const changed = changedSettings(current, next);
   const applied = changed.filter(isLive);
   const needsRestart = changed.filter((key) => !isLive(key));
-  if (applied.length === 0) return { applied, needsRestart };
+  const readsFiles = Object.values(next.upstreams).some((upstream) => upstream.tls);
+  if (applied.length === 0 && !readsFiles) return { applied, needsRestart };
 
   const config: Config = {
     ...current,
     routes: next.routes,
     upstreams: next.upstreams,
-    plans: { ...current.plans, freeDailyLimit: next.plans.freeDailyLimit },
+    cors: next.cors,
+    plans: next.plans,
     auth: { ...current.auth, rateLimit: next.auth.rateLimit },
   };
-  // Build everything first, then swap: no request ever sees half a configuration.
-  const routes = new RouteTable(config);
-  const oldLimit = current.plans.freeDailyLimit;
-  const newLimit = config.plans.freeDailyLimit;
-  const daily = newLimit === oldLimit ? services.daily
-    : new DailyLimiter(services.db, services.redis, newLimit, services.clock, services.log);
-  services.config = config;
-  services.routes = routes;
-  services.daily = daily;
-  if (newLimit > oldLimit) void daily.forgetToday('daily limit raised');
+  // Built whole first, then swapped: no request ever sees half a configuration.
+  deps.live.replace(Live.snapshotOf(config));
+  // The gates also count refused attempts: harmless while the limits stay put, but they would
+  // keep refusing users a raised limit admits. Postgres stays the authority; the gates rebuild.
+  if (JSON.stringify(config.plans) !== JSON.stringify(current.plans)) void deps.daily.forgetToday('plan limits changed');
   return { applied, needsRestart };
 }
 
 /** Loads the file again and applies it, logging what changed, what needs a restart, or why it was refused. */
-export function reload(services: Services, load: () => Config, log: Logger = services.log): ReloadResult | undefined {
-  let next: Config;
+export function reload(deps: ReloadDeps, load: () => Config): ReloadResult | undefined {
+  const { log } = deps;
+  let result: ReloadResult;
   try {
-    next = load();
+    const next = load();
+    // Everything is read and checked before anything changes: a refused reload changes nothing.
+    const swapCertificates = deps.certificates?.reread();
+    result = applyConfig(deps, next);
+    swapCertificates?.();
   } catch (err) {
     const problems = err instanceof ConfigError ? err.problems : [err instanceof Error ? err.message : String(err)];
     log.error({ problems }, 'configuration reload refused: keeping the running configuration');
     return undefined;
   }
-  const result = applyConfig(services, next);
   if (result.needsRestart.length) log.warn({ settings: result.needsRestart }, 'changed settings need a restart to take effect');
-  log.info({ applied: result.applied, routes: services.routes.all.length }, result.applied.length ? 'configuration reloaded' : 'configuration reloaded: nothing live changed');
+  log.info({ applied: result.applied, routes: deps.live.current.routes.all.length, ...(deps.certificates ? { certificates: 'reloaded' } : {}) }, result.applied.length ? 'configuration reloaded' : 'configuration reloaded: nothing live changed');
   return result;
 }
 
 /** Reloads on SIGHUP; returns the function that stops listening for it. */
-export function reloadOnSignal(services: Services, load: () => Config, signal: NodeJS.Signals = 'SIGHUP'): () => void {
+export function reloadOnSignal(deps: ReloadDeps, load: () => Config, signal: NodeJS.Signals = 'SIGHUP'): () => void {
   const onSignal = () => {
-    services.log.info({ signal }, 'reloading the configuration');
-    reload(services, load);
+    deps.log.info({ signal }, 'reloading the configuration');
+    reload(deps, load);
   };
   process.on(signal, onSignal);
   return () => process.off(signal, onSignal);

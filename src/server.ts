@@ -1,74 +1,159 @@
-// start(): services, both listeners, listen; close() undoes it in order, letting requests finish.
-import type { Server, ServerResponse } from 'node:http';
+// startGateway(): the instance's parts, the listeners (public, admin, decisions), listen; close() undoes it in order, letting requests finish.
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { Http2Session } from 'node:http2';
 import type { Socket } from 'node:net';
+import type { Server as TlsServer, TLSSocket } from 'node:tls';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { buildApp } from './app.js';
 import { buildAdminApp } from './admin/app.js';
 import type { Config } from './config/schema.js';
-import { createServices, type ServiceOptions, type Services } from './services.js';
+import { buildDecisionsApp } from './decisions/app.js';
+import { createInstance, type Instance, type InstanceOptions } from './instance.js';
+import { listenerCertificates, type Certificates } from './listener.js';
+import { ownEndpointMethods } from './proxy/forward.js';
 
 export interface RunningGateway {
-  services: Services;
+  /** The instance's parts (tests look inside; modules are handed only what they use). */
+  services: Instance;
   app: FastifyInstance;
   admin?: FastifyInstance;
+  /** The decisions listener (CONTRACT §11), when decisions.port is set. */
+  decisions?: FastifyInstance;
   url: string;
   adminUrl?: string;
-  /** Stops accepting, waits for requests in flight, then closes storage. Safe to call twice. */
-  close(): Promise<void>;
+  decisionsUrl?: string;
+  /** With server.tls: the public listener's certificate, read again on SIGHUP (reload.ts). */
+  certificates?: Certificates;
+  /**
+   * Drains for `delayMs` (server.shutdownDelay on SIGTERM: /readyz 503, every response closes its
+   * connection, new connections still served), then stops accepting, waits for the requests in
+   * flight and closes storage. Safe to call twice.
+   */
+  close(delayMs?: number): Promise<void>;
 }
+
+// A connection accepted while draining gets this long to send its first request before it is closed.
+const UNUSED_CONNECTION_GRACE_MS = 1000;
+const IDLE_CHECK_EVERY_MS = 20;
+
+type HttpSocket = Socket & { _httpMessage?: ServerResponse | null };
 
 /**
- * Lets a listener drain without waiting out keep-alive timeouts. server.close() stops accepting
- * and fastify closes the connections that are idle at that moment, but a connection whose request
- * is still in flight would stay open (keep-alive) after its response, holding shutdown for up to
- * the keep-alive timeout. So responses not yet started go out with `Connection: close`, and each
- * connection that turns idle while draining is closed right away.
+ * Closing a listener without losing a request. A connection is closed only once nothing more can
+ * arrive on it: while draining every response says `Connection: close` (app.ts), so a connection
+ * that carries a request closes itself after answering it. One that looks idle is closed only
+ * when it has read no byte since its last answer: a load balancer may have just written a request
+ * on it (a keep-alive connection idle from before, picked at that moment; a new connection not
+ * used yet), and closing it then resets that request (nginx answered 502 to such POSTs). A new
+ * connection gets UNUSED_CONNECTION_GRACE_MS to send its first byte.
+ *
+ * Over TLS, HTTP/1.1 runs on the socket the handshake gives ('secureConnection'), not on the TCP
+ * one. An HTTP/2 connection (server.tls.http2) is a session of streams: it is told GOAWAY (by the
+ * first answer while draining, app.ts, else here at the end), lets its streams in flight finish,
+ * and closes. An upgraded WebSocket's connection stays until the socket is closed (1001, app.ts).
  */
-function drainable(server: Server): () => void {
+class ConnectionDrain {
   // Tracked per connection, not per request: a Set touched on every request cost ~40 µs of CPU
   // each on the proxy's hot path (npm run bench).
-  const sockets = new Set<Socket>();
-  server.on('connection', (socket: Socket) => {
-    sockets.add(socket);
-    socket.once('close', () => sockets.delete(socket));
-  });
-  return () => {
-    for (const socket of sockets) {
-      // The response this connection is serving now (node:http's own field), if any.
-      const res = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
-      if (!res) continue;
-      if (!res.headersSent) res.setHeader('connection', 'close');
-      else res.once('close', () => server.closeIdleConnections());
+  private readonly sockets = new Set<HttpSocket>();
+  private readonly sessions = new Set<Http2Session>();
+  /** While draining: bytes a connection had read when it was last known to have nothing pending, and when that was. */
+  private readonly settled = new WeakMap<Socket, { bytes: number; at: number }>();
+  private draining = false;
+
+  constructor(private readonly server: Server) {
+    const tls = 'setSecureContext' in server;
+    server.on(tls ? 'secureConnection' : 'connection', (socket: HttpSocket) => {
+      if ((socket as TLSSocket).alpnProtocol === 'h2') return; // a session: below
+      this.sockets.add(socket);
+      socket.once('close', () => this.sockets.delete(socket));
+      if (this.draining) this.settled.set(socket, { bytes: 0, at: Date.now() });
+    });
+    server.on('session', (session: Http2Session) => {
+      this.sessions.add(session);
+      session.once('close', () => this.sessions.delete(session));
+    });
+  }
+
+  /** From now on (and only now: the hot path pays nothing before) connections are watched for what they read. */
+  start(): void {
+    if (this.draining) return;
+    this.draining = true;
+    const settleAfter = (res: ServerResponse, socket: Socket) => res.once('finish', () => this.settled.set(socket, { bytes: socket.bytesRead, at: Date.now() }));
+    for (const socket of this.sockets) {
+      if (socket._httpMessage) settleAfter(socket._httpMessage, socket);
+      else this.settled.set(socket, { bytes: socket.bytesRead, at: Date.now() });
     }
-  };
+    this.server.on('request', (req: IncomingMessage, res: ServerResponse) => { if (req.httpVersionMajor === 1) settleAfter(res, req.socket); });
+    // http.Server#close() closes idle connections itself (Node 19+), unused ones and ones with a
+    // request just arrived included: finish() does it instead, sparing those.
+    this.server.closeIdleConnections = () => {};
+  }
+
+  /** Once the listener is closing: closes each connection as soon as it can carry nothing more; resolves when none is left. */
+  async finish(): Promise<void> {
+    this.start();
+    for (const session of this.sessions) session.close();
+    while (this.sockets.size || this.sessions.size) {
+      const now = Date.now();
+      for (const socket of this.sockets) {
+        const res = socket._httpMessage;
+        if (res) {
+          if (!res.headersSent) res.setHeader('connection', 'close');
+          continue;
+        }
+        const settled = this.settled.get(socket);
+        // Bytes read since the last answer: a request is arriving, and will be answered (and closed).
+        if (settled && socket.bytesRead > settled.bytes) continue;
+        // Never used yet: it gets a moment to send its request.
+        if (settled && settled.bytes === 0 && now - settled.at < UNUSED_CONNECTION_GRACE_MS) continue;
+        socket.destroy();
+      }
+      if (this.sockets.size || this.sessions.size) await new Promise((resolve) => setTimeout(resolve, IDLE_CHECK_EVERY_MS));
+    }
+  }
 }
 
-export async function startGateway(config: Config, options: ServiceOptions & { log: Logger }): Promise<RunningGateway> {
-  const services = await createServices(config, options);
+export async function startGateway(config: Config, options: InstanceOptions & { log: Logger }): Promise<RunningGateway> {
+  const services = await createInstance(config, options);
   let app: FastifyInstance | undefined;
   let admin: FastifyInstance | undefined;
+  let decisions: FastifyInstance | undefined;
   try {
     app = await buildApp(services);
-    const drainApp = drainable(app.server);
+    const drains = [new ConnectionDrain(app.server)];
     const url = await app.listen({ host: config.server.host, port: config.server.port });
+    const certificates = config.server.tls && listenerCertificates(app.server as unknown as TlsServer, config.server.tls);
     let adminUrl: string | undefined;
-    let drainAdmin: (() => void) | undefined;
     if (config.admin.port !== 0) {
-      admin = await buildAdminApp(services);
-      drainAdmin = drainable(admin.server);
+      const publicApp = app;
+      admin = await buildAdminApp(services, { publicDocument: () => publicApp.swagger() as Record<string, unknown> });
+      drains.push(new ConnectionDrain(admin.server));
       adminUrl = await admin.listen({ host: config.admin.host, port: config.admin.port });
+    }
+    let decisionsUrl: string | undefined;
+    if (config.decisions.port !== 0) {
+      // The public listener's own endpoints are never a route, for a decision either.
+      decisions = await buildDecisionsApp(services, { ownMethods: ownEndpointMethods(app) });
+      drains.push(new ConnectionDrain(decisions.server));
+      decisionsUrl = await decisions.listen({ host: config.decisions.host, port: config.decisions.port });
     }
     let closing: Promise<void> | undefined;
     const running: RunningGateway = {
-      services, app, admin, url, adminUrl,
-      close() {
+      services, app, admin, decisions, url, adminUrl, decisionsUrl, certificates,
+      close(delayMs = 0) {
         closing ??= (async () => {
-          // Stop accepting first; fastify resolves once the requests in flight (proxied ones
-          // included: the upstream agent is closed only after the listener) have been answered.
-          drainApp();
-          drainAdmin?.();
-          await Promise.all([app!.close(), admin?.close()]);
+          services.lifecycle.draining = true;
+          for (const drain of drains) drain.start();
+          if (delayMs > 0) {
+            options.log.info({ delayMs }, 'draining: /readyz answers 503, responses close their connections');
+            await new Promise((resolve) => setTimeout(resolve, delayMs));
+          }
+          // Stop accepting, and close each connection once it can carry nothing more; fastify
+          // resolves once the requests in flight (proxied ones included: the upstream agent is
+          // closed only after the listener) have been answered.
+          await Promise.all([app!.close(), admin?.close(), decisions?.close(), ...drains.map((drain) => drain.finish())]);
           // Then the Postgres pool, Redis and the LISTEN connection.
           await services.close();
         })();
@@ -77,7 +162,7 @@ export async function startGateway(config: Config, options: ServiceOptions & { l
     };
     return running;
   } catch (err) {
-    await Promise.all([app?.close(), admin?.close()]).catch(() => {});
+    await Promise.all([app?.close(), admin?.close(), decisions?.close()]).catch(() => {});
     await services.close();
     throw err;
   }

@@ -1,24 +1,28 @@
-// The admin listener (admin.host:admin.port): metrics and health for operators, and /admin/v1.
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
-import { clientErrorHandler, registerCommon } from '../app.js';
-import { sendError } from '../errors.js';
+// The admin listener (admin.host:admin.port): metrics, health and the OpenAPI document for
+// operators, and /admin/v1.
+import Fastify, { type FastifyInstance } from 'fastify';
 import { healthRoutes } from '../health.js';
+import type { Instance } from '../instance.js';
+import { listenerOptions, registerCommon } from '../listener.js';
+import { combinedDocument, documentRoutes } from '../openapi.js';
 import { adminRoutes } from './routes.js';
-import type { Services } from '../services.js';
 
-export async function buildAdminApp(services: Services): Promise<FastifyInstance> {
-  const app = Fastify({
-    loggerInstance: services.log.child({ listener: 'admin' }) as FastifyBaseLogger,
-    // Unparsable requests and undecodable URLs answer from the catalog here too.
-    clientErrorHandler,
-    frameworkErrors: (_error, _request, reply) => sendError(reply, 'badRequest'),
-  });
-  registerCommon(app, services);
-  await app.register(healthRoutes, { services });
+export interface AdminOptions {
+  /** The public listener's OpenAPI document, served with the admin API's as one. */
+  publicDocument?: () => Record<string, unknown>;
+}
+
+export async function buildAdminApp(instance: Instance, options: AdminOptions = {}): Promise<FastifyInstance> {
+  const { db, redis, identities, events, metrics, log, live, lifecycle } = instance;
+  const app = Fastify(listenerOptions(log.child({ listener: 'admin' })));
+  registerCommon(app, metrics.tallies);
+  await documentRoutes(app);
+  await app.register(healthRoutes, { db, redis: redis?.client ?? null, lifecycle });
+  app.get('/openapi.json', async () => combinedDocument(options.publicDocument?.() ?? {}, app.swagger() as Record<string, unknown>));
   app.get('/metrics', async (_request, reply) => {
-    reply.type(services.metrics.registry.contentType);
-    return services.metrics.registry.metrics();
+    reply.type(metrics.registry.contentType);
+    return metrics.registry.metrics();
   });
-  await app.register(adminRoutes, { services, prefix: '/admin' });
+  await app.register(adminRoutes, { prefix: '/admin', db, identities, events, apiKey: live.current.config.admin.apiKey, config: () => live.current.config, clock: instance.clock });
   return app;
 }

@@ -3,16 +3,21 @@
 // path, known or not, answers the same way to a caller without the key.
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { PLANS, type Plan } from '../config/schema.js';
-import { sendError } from '../errors.js';
+import type { Config } from '../config/schema.js';
+import { planUnknownMessage, sendDenial, sendError } from '../errors.js';
 import { headerValue } from '../http.js';
-import type { Services } from '../services.js';
-import { findById, setActive, setPlan, type User } from '../storage/users.js';
+import type { IdentityCache } from '../guards/identityCache.js';
+import type { Events } from '../pro/deliveries.js';
+import type { Database } from '../storage/db.js';
+import { normalizeEmail } from '../auth/credentials.js';
+import { dailyRemaining, knownPlans, planLimitsOf, usedToday } from '../plans.js';
+import { deleteUser, findByEmail, findById, lockUser, parseUserId, setActive, setPlan, usageSince, type User } from '../storage/users.js';
+import { listDeliveries, type DeliveryRow } from '../storage/webhookDeliveries.js';
+import { utcDay } from '../time.js';
 
-const MAX_USER_ID = 2 ** 31 - 1; // users.id is a Postgres integer
 const ALERT_TYPE = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$/;
 const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
-/** Below the delivery queue's per-message limit, leaving room for the envelope. */
+/** Below the outbox's per-message limit (DeliveryLimits.maxMessageBytes), leaving room for the envelope. */
 const ALERT_DATA_MAX_BYTES = 60 * 1024;
 
 const digest = (value: string) => createHash('sha256').update(value).digest();
@@ -27,6 +32,24 @@ function adminView(user: User) {
     daily_usage: user.daily_usage,
     last_usage_date: user.last_usage_date,
     created_at: user.created_at instanceof Date ? user.created_at.toISOString() : user.created_at,
+    email_verified_at: user.email_verified_at?.toISOString() ?? null,
+  };
+}
+
+const iso = (date: Date | null) => (date ? date.toISOString() : null);
+
+/** A webhook message as the admin API lists it: what happened to it, never its body. */
+function deliveryView(row: DeliveryRow) {
+  return {
+    id: row.id,
+    type: row.type,
+    status: row.status,
+    attempts: row.attempts,
+    last_error: row.last_error,
+    created_at: iso(row.created_at),
+    last_attempt_at: iso(row.last_attempt_at),
+    next_attempt_at: row.status === 'pending' ? iso(row.next_attempt_at) : null,
+    finished_at: iso(row.finished_at),
   };
 }
 
@@ -35,14 +58,23 @@ function field(body: unknown, name: string): unknown {
   return body !== null && typeof body === 'object' ? (body as Record<string, unknown>)[name] : undefined;
 }
 
-function userId(value: unknown): number | undefined {
-  const n = typeof value === 'string' && /^[1-9]\d{0,9}$/.test(value) ? Number(value) : typeof value === 'number' ? value : NaN;
-  return Number.isInteger(n) && n >= 1 && n <= MAX_USER_ID ? n : undefined;
+export interface AdminRoutesDeps {
+  db: Database;
+  identities: Pick<IdentityCache, 'forgetUser'>;
+  events: Events;
+  /** admin.apiKey; empty: the admin API does not exist. */
+  apiKey: string;
+  /** The plans and their limits, read per request (a reload may change them). */
+  config: () => Pick<Config, 'plans' | 'routes'>;
+  clock: () => Date;
 }
 
-export async function adminRoutes(app: FastifyInstance, opts: { services: Services }): Promise<void> {
-  const { services } = opts;
-  const configuredKey = services.config.admin.apiKey;
+const USAGE_DAYS = 30;
+const DELIVERIES_LISTED = 100;
+
+export async function adminRoutes(app: FastifyInstance, deps: AdminRoutesDeps): Promise<void> {
+  const { db, identities, events, config, clock } = deps;
+  const configuredKey = deps.apiKey;
   // Hashing both sides gives equal lengths, so timingSafeEqual compares in constant time and the
   // key's length does not leak either.
   const expected = configuredKey ? digest(configuredKey) : undefined;
@@ -53,58 +85,116 @@ export async function adminRoutes(app: FastifyInstance, opts: { services: Servic
     const presented = BEARER.exec(headerValue(request.headers, 'authorization'))?.[1];
     if (!presented || !timingSafeEqual(digest(presented), expected)) {
       request.log.warn({ url: request.url }, 'admin request refused: missing or wrong admin key');
-      reply.header('www-authenticate', 'Bearer');
-      return sendError(reply, 'adminUnauthorized');
+      return sendDenial(reply, { code: 'adminUnauthorized', headers: { 'www-authenticate': 'Bearer realm="gateway-admin"' } });
     }
   });
   app.setNotFoundHandler((_request, reply) => sendError(reply, 'adminNotFound'));
 
   app.get<{ Params: { id: string } }>('/v1/users/:id', async (request, reply) => {
-    const id = userId(request.params.id);
-    const user = id === undefined ? undefined : await findById(services.db, id);
+    const id = parseUserId(request.params.id);
+    const user = id === undefined ? undefined : await findById(db, id);
     if (!user) return sendError(reply, 'adminNotFound');
+    return adminView(user);
+  });
+
+  // Support finds an account by the address its owner gives.
+  app.get<{ Querystring: { email?: unknown } }>('/v1/users', async (request, reply) => {
+    const raw = request.query.email;
+    if (typeof raw !== 'string' || !raw.trim()) return sendError(reply, 'adminEmailRequired');
+    // Normalized as at registration; a text no account can have is simply not found.
+    const email = normalizeEmail(raw);
+    const user = email === undefined ? undefined : await findByEmail(db, email);
+    if (!user) return sendError(reply, 'adminNotFound');
+    return adminView(user);
+  });
+
+  // Erasure on request (GDPR art. 17): the account and everything hanging from it; the email is free again.
+  app.delete<{ Params: { id: string } }>('/v1/users/:id', async (request, reply) => {
+    const id = parseUserId(request.params.id);
+    const user = id === undefined ? undefined : await deleteUser(db, id);
+    if (!user) return sendError(reply, 'adminNotFound');
+    identities.forgetUser(user.id);
+    request.log.info({ userId: user.id }, 'admin: user deleted');
     return adminView(user);
   });
 
   app.put<{ Params: { id: string } }>('/v1/users/:id/plan', async (request, reply) => {
-    const id = userId(request.params.id);
+    const id = parseUserId(request.params.id);
     if (id === undefined) return sendError(reply, 'adminNotFound');
     const plan = field(request.body, 'plan');
-    if (typeof plan !== 'string' || !PLANS.includes(plan as Plan)) return sendError(reply, 'planUnknown');
+    const plans = knownPlans(config());
+    if (typeof plan !== 'string' || !plans.includes(plan)) return sendDenial(reply, { code: 'planUnknown', message: planUnknownMessage(plans) });
     // setPlan changes the user and its subscription record in one transaction.
-    const user = await setPlan(services.db, id, plan as Plan);
+    const user = await setPlan(db, id, plan);
     if (!user) return sendError(reply, 'adminNotFound');
     // At once here; the users trigger's NOTIFY carries it to every other instance.
-    services.identities.forgetUser(id);
+    identities.forgetUser(id);
     request.log.info({ userId: id, plan }, 'admin: plan set');
     return adminView(user);
   });
 
+  // Today's count and what is left of it, the plan's limits, and the last 30 days (newest first,
+  // every day listed, 0 where nothing was counted), from users and the usage_days rollup (008).
+  app.get<{ Params: { id: string } }>('/v1/users/:id/usage', async (request, reply) => {
+    const id = parseUserId(request.params.id);
+    const user = id === undefined ? undefined : await findById(db, id);
+    if (!user) return sendError(reply, 'adminNotFound');
+    const now = clock();
+    const today = utcDay(now);
+    const days = Array.from({ length: USAGE_DAYS }, (_, i) => utcDay(new Date(now.getTime() - i * 86_400_000)));
+    const counted = await usageSince(db, user.id, days.at(-1)!);
+    const limits = planLimitsOf(config().plans, user.plan);
+    const used = usedToday(user, today);
+    return {
+      user_id: user.id,
+      plan: user.plan,
+      limits,
+      today: { date: today, uses: used },
+      daily_remaining: dailyRemaining(limits, used),
+      history: days.map((date) => ({ date, uses: counted.get(date) ?? 0 })),
+    };
+  });
+
+  // The user's webhook messages, newest first, the last DELIVERIES_LISTED of them: pending ones,
+  // and finished ones for 7 days (the outbox, 010). The id is the webhook-id receivers got.
+  app.get<{ Params: { id: string } }>('/v1/users/:id/webhook-deliveries', async (request, reply) => {
+    const id = parseUserId(request.params.id);
+    const user = id === undefined ? undefined : await findById(db, id);
+    if (!user) return sendError(reply, 'adminNotFound');
+    return { user_id: user.id, deliveries: (await listDeliveries(db, user.id, DELIVERIES_LISTED)).map(deliveryView) };
+  });
+
   app.put<{ Params: { id: string } }>('/v1/users/:id/active', async (request, reply) => {
-    const id = userId(request.params.id);
+    const id = parseUserId(request.params.id);
     if (id === undefined) return sendError(reply, 'adminNotFound');
     const active = field(request.body, 'active');
     if (typeof active !== 'boolean') return sendError(reply, 'activeFlagInvalid');
-    const user = await setActive(services.db, id, active);
+    const user = await setActive(db, id, active);
     if (!user) return sendError(reply, 'adminNotFound');
-    services.identities.forgetUser(id);
+    identities.forgetUser(id);
     request.log.info({ userId: id, active }, 'admin: active flag set');
     return adminView(user);
   });
 
   app.post('/v1/alerts', async (request, reply) => {
-    const id = userId(field(request.body, 'user_id'));
+    const id = parseUserId(field(request.body, 'user_id'));
     const type = field(request.body, 'type');
     const data = field(request.body, 'data');
     if (id === undefined || typeof type !== 'string' || !ALERT_TYPE.test(type) || data === null || typeof data !== 'object' || Array.isArray(data)) {
       return sendError(reply, 'alertInvalid');
     }
-    // Queued messages are held in memory: a large one is refused here rather than dropped later.
+    // Past the outbox's per-message limit the message would be refused: say so here, as a 413.
     if (Buffer.byteLength(JSON.stringify(data)) > ALERT_DATA_MAX_BYTES) return sendError(reply, 'payloadTooLarge');
-    if (!(await findById(services.db, id))) return sendError(reply, 'adminNotFound');
-    // Accepted whatever the user's plan or webhook: the delivery decides, off this request.
-    services.events?.emit(id, type, data as Record<string, unknown>);
-    request.log.info({ userId: id, type }, 'admin: alert queued');
+    // Accepted whatever the user's plan or webhook: each attempt decides, off this request. The
+    // 202 means stored: it survives this instance. The user is held (FOR SHARE) until the message
+    // is in: one deleted meanwhile is a 404, not a foreign-key error.
+    const stored = await db.transaction(async (tx) => {
+      if (!(await lockUser(tx, id, 'share'))) return false;
+      await events.emit(id, type, data as Record<string, unknown>, tx);
+      return true;
+    });
+    if (!stored) return sendError(reply, 'adminNotFound');
+    request.log.info({ userId: id, type }, 'admin: alert stored for delivery');
     return reply.code(202).send({ message: 'Alerte acceptée' });
   });
 }

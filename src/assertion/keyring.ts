@@ -1,14 +1,13 @@
 // The assertion keys one instance holds in memory: the current signing key, and the public keys
-// /.well-known/jwks.json publishes (next, current, and recently retired).
+// /.well-known/gateway-assertion-keys.json publishes (next, current, and recently retired).
 // A rotation made anywhere (another instance, `gateway keys rotate`, SQL) reaches every instance
-// through NOTIFY (trigger in 003_assertion_keys.sql) within milliseconds; a reload every
+// through the change feed (trigger in 003_assertion_keys.sql) within milliseconds; a reload every
 // RELOAD_INTERVAL_MS covers the times the LISTEN connection is down and notifications are lost.
 import { importJWK, type CryptoKey, type JWK } from 'jose';
 import type { Logger } from 'pino';
+import type { ChangeFeed } from '../storage/changeFeed.js';
 import type { Database } from '../storage/db.js';
 import { ASSERTION_ALG, ensureAssertionKeys, loadAssertionKeys, type StoredKey } from './keys.js';
-
-const CHANNEL = 'gw_assertion_keys_changed';
 
 /** Lifetime of an assertion (CONTRACT §3: exp at most 60 s after iat). */
 export const ASSERTION_TTL_SEC = 60;
@@ -37,10 +36,10 @@ export class AssertionKeyring {
   private loading: Promise<void> | undefined;
   private reloadAgain = false;
   private timer: NodeJS.Timeout | undefined;
-  private stopListening: (() => Promise<void>) | undefined;
+  private unsubscribe: (() => void) | undefined;
   private closed = false;
 
-  constructor(private readonly db: Database, private readonly clock: () => Date, private readonly log: Logger) {}
+  constructor(private readonly db: Database, private readonly feed: ChangeFeed, private readonly clock: () => Date, private readonly log: Logger) {}
 
   /** Creates the keys if this is the first instance ever, loads them and starts following rotations. */
   async start(): Promise<void> {
@@ -48,10 +47,8 @@ export class AssertionKeyring {
     await this.reload();
     // Once started, reload() only logs its failures (it keeps the keys it has), so nothing to catch here.
     const reload = () => void this.reload().catch(() => {});
-    this.stopListening = await this.db.listen([CHANNEL], reload, (live) => {
-      // Back after a disconnection: a rotation may have happened meanwhile.
-      if (live) reload();
-    });
+    // After an interruption of the feed a rotation may have gone unheard: reload then too.
+    this.unsubscribe = this.feed.subscribe({ assertionKeysChanged: reload, resumed: reload });
     this.timer = setInterval(reload, RELOAD_INTERVAL_MS);
     this.timer.unref();
   }
@@ -112,7 +109,7 @@ export class AssertionKeyring {
   async close(): Promise<void> {
     this.closed = true;
     clearInterval(this.timer);
-    await this.stopListening?.();
+    this.unsubscribe?.();
     await this.loading?.catch(() => {});
   }
 }

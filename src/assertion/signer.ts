@@ -5,7 +5,6 @@
 import { SignJWT, type CryptoKey } from 'jose';
 import { LRUCache } from 'lru-cache';
 import type { AuthMethod } from '../guards/authenticate.js';
-import type { Assertions } from '../services.js';
 import type { User } from '../storage/users.js';
 import { ASSERTION_HEADER, ASSERTION_TYP, DEFAULT_ISSUER } from '../verify/index.js';
 import { ASSERTION_ALG } from './keys.js';
@@ -19,6 +18,11 @@ interface Issued {
   /** ms since epoch */
   issuedAt: number;
   reuseUntil: number;
+}
+
+/** What the request pipeline asks of the signer: the header that vouches for an identity. */
+export interface Assertions {
+  headerFor(user: User, method: AuthMethod, upstreamName: string): Promise<Record<string, string>>;
 }
 
 export class AssertionSigner implements Assertions {

@@ -3,7 +3,7 @@
 // for SCHED_IDLE (Linux, through util-linux's `chrt`): the scheduler then counts a core that
 // only hashes as idle and places every waking proxy thread there at once. nice 19, the fallback
 // where `chrt` is missing, still leaves the hasher a core that woken threads queue behind (the
-// README's benchmark section has the figures). The price is paid by logins, which wait for spare
+// figures are in docs/benchmark.md). The price is paid by logins, which wait for spare
 // CPU while the proxy is busy; passwords.ts bounds that wait. If the child cannot be started
 // or dies, the work is done in-process instead: slower neighbours, never a failed login.
 import { spawn, type ChildProcess } from 'node:child_process';

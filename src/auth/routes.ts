@@ -1,31 +1,44 @@
-// POST /api/v1/auth/register, /login, /refresh, /logout: exactly spec §4.
+// POST /api/v1/auth/register, /login, /refresh, /logout: exactly spec §4, each login starting a
+// session (a refresh-token family) that its refreshes continue (CONTRACT §13).
 import type { FastifyInstance } from 'fastify';
-import { passwordTooShortMessage, sendDenial, sendError } from '../errors.js';
+import { sendDenial, sendError } from '../errors.js';
 import { textField } from '../http.js';
-import type { Services } from '../services.js';
+import type { Config } from '../config/schema.js';
+import type { Events } from '../pro/deliveries.js';
+import type { Database } from '../storage/db.js';
 import * as refreshTokens from '../storage/refreshTokens.js';
 import * as users from '../storage/users.js';
+import { newPasswordDenial, normalizeEmail, storable } from './credentials.js';
+import { queueLinkMail, type LinkMailDeps } from './links.js';
 import { burnVerification, hashPassword, isTooLong, needsRehash, verifyPassword } from './passwords.js';
-import { sha256Hex } from './tokens.js';
+import { clientOf, issueInSession } from './sessions.js';
+import { sha256Hex, type Tokens } from './tokens.js';
 
-const MAX_EMAIL_LENGTH = 320;
+export interface AuthRoutesDeps extends LinkMailDeps {
+  db: Database;
+  tokens: Tokens;
+  clock: () => Date;
+  events: Events;
+  auth: Pick<Config['auth'], 'passwordMinLength' | 'refreshReuse' | 'requireVerifiedEmail'>;
+}
 
-export async function authRoutes(app: FastifyInstance, opts: { services: Services }): Promise<void> {
-  const { db, tokens, config, clock } = opts.services;
-  const minLength = config.auth.passwordMinLength;
+export async function authRoutes(app: FastifyInstance, deps: AuthRoutesDeps): Promise<void> {
+  const { db, tokens, clock, events } = deps;
+  const minLength = deps.auth.passwordMinLength;
+  const sendVerification = (user: { id: number; email: string; is_active: number }) => queueLinkMail(deps, 'verify', user.id, async () => user);
 
   app.post('/register', async (request, reply) => {
-    const email = textField(request.body, 'email').trim().toLowerCase();
+    const email = normalizeEmail(textField(request.body, 'email'));
     const password = textField(request.body, 'password');
-    if (!email || !email.includes('@') || email.length > MAX_EMAIL_LENGTH || !storable(email)) return sendError(reply, 'emailInvalid');
-    // Counted in characters (code points), as a person counts them.
-    if ([...password].length < minLength) return sendDenial(reply, { code: 'passwordTooShort', message: passwordTooShortMessage(minLength) });
-    if (isTooLong(password)) return sendError(reply, 'passwordTooLong');
+    if (!email) return sendError(reply, 'emailInvalid');
+    const denial = newPasswordDenial(password, minLength);
+    if (denial) return sendDenial(reply, denial);
     // A cheap check first spares a hash for the common duplicate; the INSERT still decides races.
     if (await users.emailExists(db, email)) return sendError(reply, 'emailTaken');
     const id = await users.createUser(db, email, await hashPassword(password));
     if (id === null) return sendError(reply, 'emailTaken');
     request.log.info({ userId: id }, 'user registered');
+    sendVerification({ id, email, is_active: 1 });
     return reply.code(201).send({ message: 'Utilisateur créé', user_id: id });
   });
 
@@ -42,8 +55,21 @@ export async function authRoutes(app: FastifyInstance, opts: { services: Service
     }
     if (!(await verifyPassword(user.password_hash, password))) return sendError(reply, 'invalidCredentials');
     if (needsRehash(user.password_hash)) await users.updatePasswordHash(db, user.id, await hashPassword(password));
-    const { pair, refreshExpiresAt } = await tokens.issuePair(user);
-    await refreshTokens.insertRefreshToken(db, user.id, sha256Hex(pair.refresh_token), refreshExpiresAt);
+    // Said only to whoever knows the password. A new link goes out (at most one a minute), so an
+    // account whose first link was lost or expired is never stuck.
+    if (deps.auth.requireVerifiedEmail && !user.email_verified_at) {
+      sendVerification(user);
+      request.log.info({ userId: user.id }, 'login refused: email not verified');
+      return sendError(reply, 'emailNotVerified');
+    }
+    const pair = await db.transaction(async (tx) => {
+      const locked = await users.lockUser(tx, user.id, 'share');
+      // Changed, deactivated or deleted since the password was checked: a session of the old
+      // password must not start after the change has ended all the others.
+      if (!locked || locked.is_active !== 1 || !users.samePassword(user, locked)) return undefined;
+      return issueInSession(tx, tokens, locked, clientOf(request), clock());
+    });
+    if (!pair) return sendError(reply, 'invalidCredentials');
     request.log.info({ userId: user.id }, 'login');
     return pair;
   });
@@ -55,13 +81,16 @@ export async function authRoutes(app: FastifyInstance, opts: { services: Service
     if (userId === null) return sendError(reply, 'refreshTokenUndecodable');
     const hash = sha256Hex(token);
     const result = await db.transaction(async (tx) => {
-      // The conditional UPDATE is the lock: of concurrent rotations of one token, on any
-      // instance, exactly one sees revoked = 0 and wins.
-      if (!(await refreshTokens.revokeActive(tx, hash, userId, clock()))) return { outcome: 'inactive' as const };
-      const user = await users.findActiveById(tx, userId);
-      if (!user) throw new UserGone(); // rolls back: the token stays active for its user
-      const { pair, refreshExpiresAt } = await tokens.issuePair(user);
-      await refreshTokens.insertRefreshToken(tx, user.id, sha256Hex(pair.refresh_token), refreshExpiresAt);
+      // The user's row first (lockUser: a password change or a session's end waits for this
+      // rotation, or this one for it). Then the conditional UPDATE is the lock on the token: of
+      // concurrent rotations of one token, on any instance, exactly one sees revoked = 0 and wins.
+      const user = await users.lockUser(tx, userId, 'share');
+      const now = clock();
+      const rotated = await refreshTokens.revokeActive(tx, hash, userId, now);
+      if (!rotated) return { outcome: 'inactive' as const };
+      if (!user || user.is_active !== 1) throw new UserGone(); // rolls back: the token stays active for its user
+      // A token from before sessions existed starts one now.
+      const pair = await issueInSession(tx, tokens, user, clientOf(request), now, rotated.sessionId ?? undefined);
       return { outcome: 'rotated' as const, pair };
     }).catch((err: unknown) => {
       if (err instanceof UserGone) return { outcome: 'user-gone' as const };
@@ -84,15 +113,18 @@ export async function authRoutes(app: FastifyInstance, opts: { services: Service
   /** A rotated-away token presented again means it was copied: say so, and under revoke-all, end every session. */
   async function onReuse(userId: number, hash: string, log: FastifyInstance['log']): Promise<void> {
     if (!(await refreshTokens.wasRotated(db, hash, userId))) return;
-    const revoked = config.auth.refreshReuse === 'revoke-all' ? await refreshTokens.revokeAllForUser(db, userId) : 0;
+    // The alert is stored with the revocation it reports, before the 401 is answered.
+    const revoked = await db.transaction(async (tx) => {
+      let n = 0;
+      if (deps.auth.refreshReuse === 'revoke-all') {
+        await users.lockUser(tx, userId, 'update');
+        n = await refreshTokens.revokeAllForUser(tx, userId, 'reuse');
+      }
+      await events.emit(userId, 'auth.refresh_token_reused', { revoked_sessions: n }, tx);
+      return n;
+    });
     log.warn({ userId, revokedSessions: revoked }, 'refresh token reused');
-    opts.services.events?.emit(userId, 'auth.refresh_token_reused', { revoked_sessions: revoked });
   }
 }
 
 class UserGone extends Error {}
-
-/** Postgres text cannot hold a NUL character (it refuses the query): no account has one in its email. */
-function storable(text: string): boolean {
-  return !text.includes('\0');
-}

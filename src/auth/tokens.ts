@@ -3,11 +3,12 @@
 // The algorithm list is pinned to the configured one: no `alg: none`, no HS/RS confusion.
 import { createPublicKey, hash, randomBytes, randomUUID, webcrypto } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { calculateJwkThumbprint, compactVerify, exportJWK, importPKCS8, importSPKI, jwtVerify, SignJWT, type CryptoKey, type JWK, type JWTPayload } from 'jose';
+import { calculateJwkThumbprint, compactVerify, decodeProtectedHeader, exportJWK, importPKCS8, importSPKI, jwtVerify, SignJWT, type CryptoKey, type JWK, type JWTPayload } from 'jose';
 import { LRUCache } from 'lru-cache';
 import type { Config, Plan } from '../config/schema.js';
 import type { Queryable } from '../storage/db.js';
 import { getOrCreateSecret } from '../storage/secrets.js';
+import { parseUserId } from '../storage/users.js';
 
 export const ACCESS_TYP = 'at+jwt';
 export const REFRESH_TYP = 'refresh+jwt';
@@ -17,6 +18,8 @@ export interface AccessClaims {
   plan: Plan;
   email: string;
   exp: number;
+  /** The session (refresh-token family) the token was issued in; undefined for tokens from before sessions. */
+  sessionId: number | undefined;
 }
 
 export interface TokenPair {
@@ -27,8 +30,8 @@ export interface TokenPair {
 }
 
 export interface Tokens {
-  /** Signs a new pair; the caller stores the refresh token's hash (refreshExpiresAt). */
-  issuePair(user: { id: number; email: string; plan: Plan }): Promise<{ pair: TokenPair; refreshExpiresAt: Date }>;
+  /** Signs a new pair in a session; the caller stores the refresh token's hash (refreshExpiresAt). */
+  issuePair(user: { id: number; email: string; plan: Plan }, sessionId: number): Promise<{ pair: TokenPair; refreshExpiresAt: Date }>;
   /** The access token's claims, or null when it is not a valid access token now. */
   verifyAccess(token: string): Promise<AccessClaims | null>;
   /** The refresh token's user id, or null when it does not decode, is expired or is not a refresh token. */
@@ -87,7 +90,8 @@ export async function createTokens(
   const verify = async (token: string, typ: string): Promise<JWTPayload | null> => {
     try {
       const { payload } = await jwtVerify(token, keys.verify, { ...claimChecks, typ, currentDate: clock(), requiredClaims: ['sub', 'exp', 'iat', 'jti'] });
-      return /^[1-9]\d{0,9}$/.test(payload.sub ?? '') ? payload : null;
+      // A `sub` past users.id's range names nobody: refused here, not left to fail the query.
+      return parseUserId(payload.sub) === undefined ? null : payload;
     } catch {
       return null;
     }
@@ -95,9 +99,10 @@ export async function createTokens(
 
   return {
     publicJwks: keys.publicJwk ? [keys.publicJwk] : [],
-    async issuePair(user) {
+    async issuePair(user, sessionId) {
       const [access, refresh] = await Promise.all([
-        sign({ plan: user.plan, email: user.email }, ACCESS_TYP, auth.accessTokenTtl, user.id),
+        // `sid`: which of the user's sessions this is (GET /api/v1/user/sessions marks it `current`).
+        sign({ plan: user.plan, email: user.email, sid: sessionId }, ACCESS_TYP, auth.accessTokenTtl, user.id),
         sign({}, REFRESH_TYP, auth.refreshTokenTtl, user.id),
       ]);
       return {
@@ -110,13 +115,18 @@ export async function createTokens(
       if (cached) return cached.exp > seconds() ? cached : null;
       const payload = await verify(token, ACCESS_TYP);
       if (!payload || typeof payload.plan !== 'string' || typeof payload.email !== 'string') return null;
-      const claims: AccessClaims = { userId: Number(payload.sub), plan: payload.plan as Plan, email: payload.email, exp: payload.exp! };
+      const sessionId = typeof payload.sid === 'number' && Number.isSafeInteger(payload.sid) ? payload.sid : undefined;
+      const claims: AccessClaims = { userId: Number(payload.sub), plan: payload.plan as Plan, email: payload.email, exp: payload.exp!, sessionId };
       verified.set(token, claims);
       return claims;
     },
     async isOwn(token) {
       if (verified.has(token)) return true;
       try {
+        // Every token the gateway signs says its kind in `typ`: anything else is not worth a
+        // signature check (a header full of other services' JWTs costs a decode each, no more).
+        const { typ } = decodeProtectedHeader(token);
+        if (typ !== ACCESS_TYP && typ !== REFRESH_TYP) return false;
         await compactVerify(token, keys.verify, { algorithms });
         return true;
       } catch {

@@ -4,7 +4,9 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { isPair, isScalar, isSeq, parseDocument, visit, type Document } from 'yaml';
+import { fileSettings } from './files.js';
 import { configSchema, type Config } from './schema.js';
+import type { z } from 'zod';
 
 export class ConfigError extends Error {
   constructor(readonly file: string, readonly problems: string[]) {
@@ -19,7 +21,8 @@ export function resolveConfigPath(explicit: string | undefined, env: Env): strin
   return path.resolve(explicit ?? env.GATEWAY_CONFIG ?? 'gateway.yaml');
 }
 
-const REFERENCE = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g;
+/** `${VAR}` or `${VAR:-default}` anywhere in a value. */
+export const ENV_REFERENCE = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g;
 
 /**
  * `${VAR}` and `${VAR:-default}` are replaced in the parsed YAML, never in its text: a value holding
@@ -30,14 +33,14 @@ const REFERENCE = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g;
 export function parseConfig(text: string, file: string, env: Env = {}): Config {
   const nonce = randomBytes(6).toString('hex');
   const references: Array<{ name: string; fallback?: string }> = [];
-  const masked = text.replace(REFERENCE, (_m, name: string, fallback?: string) => `__gwenv${nonce}_${references.push({ name, fallback }) - 1}__`);
+  const masked = text.replace(ENV_REFERENCE, (_m, name: string, fallback?: string) => `__gwenv${nonce}_${references.push({ name, fallback }) - 1}__`);
   const doc = parseDocument(masked);
   if (doc.errors.length) throw new ConfigError(file, doc.errors.map((e) => `YAML: ${e.message.split('\n')[0]}`));
   substituteEnv(doc, new RegExp(`__gwenv${nonce}_(\\d+)__`, 'g'), references, env, file);
   const raw = doc.toJS() ?? {};
   const result = configSchema.safeParse(raw);
   if (!result.success) {
-    throw new ConfigError(file, result.error.issues.map((issue) => {
+    throw new ConfigError(file, result.error.issues.flatMap(meantBranch).map((issue) => {
       const message = issue.code === 'unrecognized_keys' ? `unknown key(s) ${issue.keys.map((k) => JSON.stringify(k)).join(', ')}` : issue.message;
       return `${keyPath(issue.path)}: ${message}`;
     }));
@@ -46,6 +49,21 @@ export function parseConfig(text: string, file: string, env: Env = {}): Config {
   if (env.PORT) config.server.port = validPort(env.PORT, 'PORT', file);
   if (env.HOST) config.server.host = env.HOST;
   return config;
+}
+
+/**
+ * A value that fits no form of a union (storage.redis: a URL, a sentinels map or a cluster map)
+ * gets each form's complaints. Show those of the form it was meant as: the one whose complaints
+ * all lie deepest (a bad address inside `sentinels` rather than "not a string" or "unknown key
+ * sentinels"). When no form stands out, the union's own message says what is expected.
+ */
+function meantBranch(issue: z.core.$ZodIssue): z.core.$ZodIssue[] {
+  if (issue.code !== 'invalid_union' || !issue.errors.length) return [issue];
+  const depth = (branch: z.core.$ZodIssue[]) => Math.min(...branch.map((i) => i.path.length));
+  const deepest = Math.max(...issue.errors.map(depth));
+  const meant = issue.errors.filter((branch) => depth(branch) === deepest);
+  if (deepest === 0 || meant.length !== 1) return [issue];
+  return meant[0]!.flatMap(meantBranch).map((i) => ({ ...i, path: [...issue.path, ...i.path] }));
 }
 
 function keyPath(path: ReadonlyArray<PropertyKey>): string {
@@ -105,7 +123,9 @@ export function loadConfig(explicitPath: string | undefined, env: Env = process.
   // Relative paths in the file are relative to the file, not to wherever the process was started.
   const base = path.dirname(file);
   config.storage.embeddedDir = path.resolve(base, config.storage.embeddedDir);
-  if (config.auth.jwt.privateKeyFile) config.auth.jwt.privateKeyFile = path.resolve(base, config.auth.jwt.privateKeyFile);
-  if (config.webhooks.caFile) config.webhooks.caFile = path.resolve(base, config.webhooks.caFile);
+  for (const setting of fileSettings(config)) {
+    const file = setting.get();
+    if (file) setting.set(path.resolve(base, file));
+  }
   return { config, file };
 }

@@ -4,30 +4,50 @@ import { z } from 'zod';
 
 const DURATION_UNITS_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
 const SIZE_UNITS = { b: 1, kb: 1024, mb: 1024 ** 2, gb: 1024 ** 3 } as const;
+// Positive amounts only. Without flags, so gateway.schema.json carries them as they are (`pattern`).
+const DURATION = /^0*([1-9]\d*)(ms|s|m|h|d)$/;
+const SIZE = /^0*([1-9]\d*)([kKmMgG]?[bB])?$/;
 
 export function parseDuration(text: string): number | undefined {
-  const m = /^(\d+)(ms|s|m|h|d)$/.exec(text.trim());
+  const m = DURATION.exec(text.trim());
   return m ? Number(m[1]) * DURATION_UNITS_MS[m[2] as keyof typeof DURATION_UNITS_MS] : undefined;
 }
 
 export function parseSize(text: string): number | undefined {
-  const m = /^(\d+)(b|kb|mb|gb)?$/i.exec(text.trim());
+  const m = SIZE.exec(text.trim());
   if (!m) return undefined;
   return Number(m[1]) * SIZE_UNITS[(m[2]?.toLowerCase() ?? 'b') as keyof typeof SIZE_UNITS];
 }
 
+// `.meta()` is what `gateway schema` shows for the text an operator writes: the transforms turn it
+// into a number, which the JSON Schema (the input side) does not mention.
 const duration = z.string().transform((text, ctx) => {
   const ms = parseDuration(text);
-  if (ms === undefined || ms <= 0) {
+  if (ms === undefined) {
     ctx.addIssue({ code: 'custom', message: `expected a duration such as 500ms, 30s, 15m or 30d, got ${JSON.stringify(text)}` });
     return z.NEVER;
   }
   return ms;
-});
+}).meta({ pattern: DURATION.source, description: 'A duration: a positive whole number and a unit (ms, s, m, h, d), e.g. 500ms, 30s, 15m, 30d.' });
 
-const size = z.union([z.number().int().positive(), z.string()]).transform((v, ctx) => {
+// A duration that may be nothing at all ("0s"): a delay that can be turned off.
+const ZERO_DURATION = /^0+(ms|s|m|h|d)$/;
+const durationOrZero = z.string().transform((text, ctx) => {
+  if (ZERO_DURATION.test(text.trim())) return 0;
+  const ms = parseDuration(text);
+  if (ms === undefined) {
+    ctx.addIssue({ code: 'custom', message: `expected a duration such as 0s, 500ms or 5s, got ${JSON.stringify(text)}` });
+    return z.NEVER;
+  }
+  return ms;
+}).meta({ pattern: `${ZERO_DURATION.source}|${DURATION.source}`, description: 'A duration, or 0 (with a unit): e.g. 0s, 500ms, 5s.' });
+
+const size = z.union([
+  z.number().int().positive(),
+  z.string().meta({ pattern: SIZE.source, description: 'A size: a positive whole number of bytes, or with a unit (b, kb, mb, gb), e.g. 64kb, 1mb.' }),
+]).transform((v, ctx) => {
   const bytes = typeof v === 'number' ? v : parseSize(v);
-  if (bytes === undefined || bytes <= 0) {
+  if (bytes === undefined) {
     ctx.addIssue({ code: 'custom', message: `expected a size such as 64kb or 1mb, got ${JSON.stringify(v)}` });
     return z.NEVER;
   }
@@ -42,42 +62,178 @@ const bool = () => z.preprocess((v) => (v === 'true' ? true : v === 'false' ? fa
 const text = z.string().nullish().transform((s) => s ?? '');
 const optionalText = z.string().nullish().transform((s) => (s ? s : undefined));
 
-export const PLANS = ['free', 'premium', 'pro'] as const;
-export type Plan = (typeof PLANS)[number];
+// storage.redis (CONTRACT §9): one URL, a Sentinel group or a Cluster. Addresses are read into
+// { host, port } here, so the connection code parses nothing.
+const HOST_PORT = /^(?:\[([0-9A-Fa-f:.]+)\]|([^\s:[\]]+)):(\d{1,5})$/;
+const hostPort = z.string().meta({ pattern: HOST_PORT.source, description: 'host:port ([v6 address]:port for IPv6).' })
+  .transform((text, ctx) => {
+    const m = HOST_PORT.exec(text.trim());
+    const port = Number(m?.[3]);
+    if (!m || port < 1 || port > 65535) {
+      ctx.addIssue({ code: 'custom', message: `expected host:port such as 10.0.0.1:26379, got ${JSON.stringify(text)}` });
+      return z.NEVER;
+    }
+    return { host: (m[1] ?? m[2])!, port };
+  });
+const REDIS_URL = /^(rediss?:\/\/.*)?$/;
+const redisUrl = text.refine((url) => REDIS_URL.test(url), 'expected a redis:// or rediss:// URL (or a sentinels or cluster map)')
+  .meta({ pattern: REDIS_URL.source, description: 'A redis:// or rediss:// URL; empty: no Redis.' });
+const redisSentinel = z.strictObject({
+  sentinels: z.array(hostPort).min(1).meta({ description: 'Sentinel addresses (host:port); the gateway asks them for the master of `name`, and again after a failover.' }),
+  name: z.string().min(1).meta({ description: 'The master group name the sentinels monitor (sentinel.conf `sentinel monitor NAME …`).' }),
+  password: optionalText,
+  sentinelPassword: optionalText,
+});
+const redisCluster = z.strictObject({
+  cluster: z.array(hostPort).min(1).meta({ description: 'Some nodes of the Redis Cluster (host:port); the others are discovered.' }),
+  password: optionalText,
+});
+export type RedisSettings = z.output<typeof redisUrl> | z.output<typeof redisSentinel> | z.output<typeof redisCluster>;
+
+// The plans the spec names: they always exist (free is every new account's, pro unlocks API keys
+// and webhooks). Others come into being by being named in plans.limits or a route's plans.
+export const BASE_PLANS = ['free', 'premium', 'pro'] as const;
+export type Plan = string;
+// A plan travels in x-user-plan and in metric labels: a short lower-case name, as the database checks (008).
+const PLAN_NAME = /^[a-z][a-z0-9_-]{0,31}$/;
+const planName = z.string().regex(PLAN_NAME, 'expected a plan name: lower-case letters, digits, - and _, starting with a letter, at most 32');
+// users.daily_usage is a Postgres integer: a larger limit would fail every counting UPDATE.
+const MAX_LIMIT = 2_147_483_647;
+const planLimits = z.strictObject({
+  daily: int(1, MAX_LIMIT).optional().meta({ description: 'Counted uses per UTC day on routes with dailyLimit: true; none: unlimited (free: plans.freeDailyLimit).' }),
+  perMinute: int(1, MAX_LIMIT).optional().meta({ description: 'Requests per minute on routes with rateLimit: true (a bucket of this size, refilled over 60 s); none: no limit.' }),
+});
 export const HTTP_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
+
+// CORS (CONTRACT §10). An origin is compared with the browser's `Origin` header as text, so it is
+// kept in the form browsers send (RFC 6454 serialization: lower case, no default port, no path).
+const origin = z.string().transform((text, ctx) => {
+  if (text === '*') return text;
+  let url: URL | undefined;
+  try {
+    url = new URL(text);
+  } catch { /* reported below */ }
+  if (!url || !/^https?:$/.test(url.protocol) || url.username || url.password || url.pathname !== '/' || url.search || url.hash) {
+    ctx.addIssue({ code: 'custom', message: `expected an origin such as https://app.example.com (scheme, host and port only) or "*", got ${JSON.stringify(text)}` });
+    return z.NEVER;
+  }
+  return url.origin;
+}).meta({ description: 'An origin: scheme, host and optional port (https://app.example.com:8443), or "*" (any origin, only without credentials).' });
+// RFC 9110 §5.1 token: what a header name may be.
+const headerName = z.string().regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, 'expected a header name').transform((name) => name.toLowerCase());
+
+const corsFields = {
+  origins: z.array(origin).min(1),
+  credentials: bool(),
+  headers: z.array(headerName),
+  exposeHeaders: z.array(headerName),
+  maxAge: duration,
+};
+// The whole policy, with what a browser page calling the gateway needs by default: its token, a
+// JSON body and an API key may be sent; the request id and Retry-After (of a 429) may be read.
+const corsSchema = z.strictObject({
+  origins: corsFields.origins,
+  credentials: corsFields.credentials.prefault(false),
+  headers: corsFields.headers.default(['authorization', 'content-type', 'x-api-key']),
+  exposeHeaders: corsFields.exposeHeaders.default(['x-request-id', 'retry-after']),
+  maxAge: corsFields.maxAge.prefault('10m'),
+});
+/** What a policy holds when neither the global `cors` nor a route's override says otherwise. */
+export const CORS_DEFAULTS = (({ origins: _origins, ...defaults }) => defaults)(corsSchema.parse({ origins: ['*'] }));
+// A route's override: what it names replaces the global policy's value, the rest is kept.
+const routeCorsSchema = z.strictObject({
+  origins: corsFields.origins.optional(),
+  credentials: corsFields.credentials.optional(),
+  headers: corsFields.headers.optional(),
+  exposeHeaders: corsFields.exposeHeaders.optional(),
+  maxAge: corsFields.maxAge.optional(),
+});
 
 const routeSchema = z.strictObject({
   // No `;`: routes are matched on paths without segment parameters (routeTable.ts, matchKey).
   path: z.string().regex(/^\/[^?#;\s]*$/, 'expected a path starting with / (no query, no `;`, no spaces)')
     .transform((p) => (p.length > 1 ? p.replace(/\/+$/, '') || '/' : p)),
-  upstream: z.string().min(1),
-  methods: z.array(z.string().transform((m) => m.toUpperCase()).pipe(z.enum(HTTP_METHODS))).min(1).optional(),
+  // Optional only beside a decisions listener: a route without one is decided, never proxied.
+  upstream: z.string().min(1).optional(),
+  // Any case; the schema's enum (editor completion) lists the upper-case spelling.
+  methods: z.array(z.preprocess((m) => (typeof m === 'string' ? m.toUpperCase() : m), z.enum(HTTP_METHODS))).min(1).optional(),
   auth: z.enum(['required', 'optional', 'none']).default('required'),
-  plans: z.array(z.enum(PLANS)).min(1).optional(),
-  dailyLimit: bool().default(false),
+  plans: z.array(planName).min(1).optional(),
+  dailyLimit: bool().prefault(false),
+  rateLimit: bool().prefault(false),
   rewritePrefix: z.string().regex(/^(\/[^?#\s]*)?$/, 'expected a path starting with /').optional(),
+  cors: routeCorsSchema.optional(),
+  // Accept WebSocket upgrades (CONTRACT §10): the route's guards run on the upgrade.
+  websocket: bool().prefault(false),
 });
+
+/** http(s) URL to the application's page for a link sent by email, with `{token}` where the token goes. */
+const linkTemplate = z.string().superRefine((text, ctx) => {
+  if (!text.includes('{token}')) ctx.addIssue({ code: 'custom', message: 'expected a URL containing {token}, where the link\'s token goes' });
+  else if (!isUrl(text.replaceAll('{token}', 'x'), /^https?:$/)) ctx.addIssue({ code: 'custom', message: `expected an http:// or https:// URL, got ${JSON.stringify(text)}` });
+});
+
+function isUrl(text: string, protocol: RegExp): boolean {
+  try {
+    return protocol.test(new URL(text).protocol);
+  } catch {
+    return false;
+  }
+}
+
+const mailSchema = z.strictObject({
+  // Empty (as `${SMTP_URL:-}` gives when unset): no mail is sent; `gateway users reset-link` still makes links.
+  smtp: text.refine((url) => url === '' || isUrl(url, /^smtps?:$/), { message: 'expected an smtp:// or smtps:// URL (or nothing: no mail is sent)' })
+    .meta({ description: 'The SMTP relay: smtp://user:pass@host:587 (STARTTLS when offered) or smtps://user:pass@host:465; empty: no mail is sent.' }),
+  from: text.meta({ description: 'The sender of the mails, e.g. "Gateway <no-reply@example.com>"; needed with smtp.' }),
+  resetUrl: linkTemplate.meta({ description: "The application's password reset page, with {token} where the link's token goes." }),
+  verifyUrl: linkTemplate.meta({ description: "The application's email verification page, with {token} where the link's token goes." }),
+}).meta({ description: 'Account mails (password reset and email verification links). Without it, or with smtp empty, password/forgot and email/resend answer 503.' });
 
 const upstreamSchema = z.strictObject({
   url: z.url({ protocol: /^https?$/, error: 'expected an http:// or https:// URL' })
     .transform((u) => u.replace(/\/+$/, '')),
-  timeout: duration.default(30_000),
-  assertion: bool().default(false),
+  timeout: duration.prefault('30s'),
+  assertion: bool().prefault(false),
+  // How the gateway talks TLS to an https:// upstream (CONTRACT §10): files are PEM.
+  tls: z.strictObject({
+    caFile: optionalText.meta({ description: 'CA certificates (PEM) trusted for this upstream, instead of the public ones.' }),
+    certFile: optionalText.meta({ description: 'Client certificate (PEM) the gateway presents (mTLS); needs keyFile.' }),
+    keyFile: optionalText.meta({ description: 'Private key (PEM) of certFile.' }),
+    serverName: optionalText.meta({ description: "Name sent in SNI and checked against the upstream's certificate, instead of the URL's host." }),
+  }).optional(),
 });
 
+// Defaults of values that a transform or preprocess reads are prefaults: written as in the file and
+// parsed like it, so `gateway schema` can show them (a default is the parsed value, a number).
 export const configSchema = z.strictObject({
   server: z.strictObject({
     host: z.string().default('0.0.0.0'),
     port: port.default(8080),
-    bodyLimit: size.default(1024 * 1024),
-    trustProxy: bool().default(false),
+    bodyLimit: size.prefault('1mb'),
+    trustProxy: bool().prefault(false),
+    // On SIGTERM, keep serving (readyz 503, responses with Connection: close) this long, so a load
+    // balancer stops sending before the listener closes. SIGINT (Ctrl-C) does not wait.
+    shutdownDelay: durationOrZero.prefault('5s'),
+    // HTTPS on the public listener (CONTRACT §10); the files are read again on SIGHUP.
+    tls: z.strictObject({
+      certFile: z.string().min(1).meta({ description: 'The certificate chain (PEM): the certificate first, then its intermediates.' }),
+      keyFile: z.string().min(1).meta({ description: 'Its private key (PEM).' }),
+      http2: bool().prefault(false).meta({ description: 'Also serve HTTP/2 (negotiated by ALPN); HTTP/1.1 clients are still served.' }),
+    }).optional(),
   }).prefault({}),
   storage: z.strictObject({
     postgres: text,
+    // A pooler in transaction mode (PgBouncer) cannot carry LISTEN: the change feed connects here.
+    postgresDirect: text,
+    // Per instance, plus one LISTEN connection: with N instances, Postgres (or PgBouncer) must
+    // accept N × (poolSize + 1) connections.
+    poolSize: int(1, 1000).prefault(20),
     embeddedDir: z.string().default('./data'),
-    redis: text,
+    redis: z.union([redisUrl, redisSentinel, redisCluster], { error: 'expected a redis:// or rediss:// URL, a map with sentinels and name, or a map with cluster' }),
     redisKeyPrefix: z.string().default('gw:'),
-    migrate: bool().default(true),
+    redisTimeout: duration.prefault('100ms'),
+    migrate: bool().prefault(true),
   }).prefault({}),
   auth: z.strictObject({
     jwt: z.strictObject({
@@ -87,30 +243,39 @@ export const configSchema = z.strictObject({
       issuer: optionalText,
       audience: optionalText,
     }).prefault({}),
-    accessTokenTtl: duration.default(15 * 60_000),
-    refreshTokenTtl: duration.default(30 * 86_400_000),
-    passwordMinLength: int(1, 1024).default(8),
+    accessTokenTtl: duration.prefault('15m'),
+    refreshTokenTtl: duration.prefault('30d'),
+    passwordMinLength: int(1, 1024).prefault(8),
     refreshReuse: z.enum(['reject', 'revoke-all']).default('reject'),
     rateLimit: z.strictObject({
-      max: int(0).default(20),
-      window: duration.default(60_000),
+      max: int(0).prefault(20),
+      window: duration.prefault('1m'),
     }).prefault({}),
+    requireVerifiedEmail: bool().prefault(false).meta({ description: 'true: login of an account whose email is not verified gets 403 (needs mail.smtp).' }),
   }).prefault({}),
   plans: z.strictObject({
-    // users.daily_usage is a Postgres integer: a larger limit would fail every counting UPDATE.
-    freeDailyLimit: int(1, 2_147_483_647).default(1),
+    // The shorthand it always was: limits.free.daily (read through planLimitsOf, src/plans.ts).
+    freeDailyLimit: int(1, MAX_LIMIT).optional(),
+    limits: z.record(planName, planLimits).default({}),
   }).prefault({}),
   admin: z.strictObject({
     host: z.string().default('127.0.0.1'),
     port: port.default(9090),
     apiKey: text,
   }).prefault({}),
+  // The forward-auth listener (CONTRACT §11): nginx auth_request, Caddy forward_auth, … ask it.
+  decisions: z.strictObject({
+    host: z.string().default('127.0.0.1'),
+    port: port.default(0),
+  }).prefault({}),
   webhooks: z.strictObject({
-    timeout: duration.default(5000),
-    retries: int(0, 10).default(3),
-    allowPrivateNetworks: bool().default(false),
+    timeout: duration.prefault('5s'),
+    retries: int(0, 10).prefault(3),
+    allowPrivateNetworks: bool().prefault(false),
     caFile: optionalText,
   }).prefault({}),
+  cors: corsSchema.optional(),
+  mail: mailSchema.optional(),
   upstreams: z.record(z.string().regex(/^[A-Za-z0-9_.-]+$/, 'expected an upstream name of letters, digits, _ . -'), upstreamSchema).default({}),
   routes: z.array(routeSchema).default([]),
 }).superRefine((cfg, ctx) => {
@@ -121,13 +286,66 @@ export const configSchema = z.strictObject({
   if (jwt.algorithm !== 'HS256' && !jwt.privateKeyFile) {
     ctx.addIssue({ code: 'custom', path: ['auth', 'jwt', 'privateKeyFile'], message: `expected a PEM private key file for ${jwt.algorithm}` });
   }
+  const { freeDailyLimit, limits } = cfg.plans;
+  if (freeDailyLimit !== undefined && limits.free?.daily !== undefined && limits.free.daily !== freeDailyLimit) {
+    ctx.addIssue({ code: 'custom', path: ['plans', 'freeDailyLimit'], message: `freeDailyLimit is the shorthand for limits.free.daily, which says ${limits.free.daily}: keep one of them` });
+  }
+  const tlsByOrigin = new Map<string, { name: string; tls: string }>();
+  for (const [name, upstream] of Object.entries(cfg.upstreams)) {
+    const { tls } = upstream;
+    if (tls && !upstream.url.startsWith('https:')) {
+      ctx.addIssue({ code: 'custom', path: ['upstreams', name, 'tls'], message: 'tls applies to https:// upstreams only' });
+    }
+    if (tls && Boolean(tls.certFile) !== Boolean(tls.keyFile)) {
+      ctx.addIssue({ code: 'custom', path: ['upstreams', name, 'tls', tls.certFile ? 'keyFile' : 'certFile'], message: 'expected certFile and keyFile together (the client certificate and its key)' });
+    }
+    // Connections to an origin are pooled whichever upstream asked for them, so one origin is
+    // reached one way: two TLS setups for it would make the connection's setup a matter of luck.
+    if (upstream.url.startsWith('https:')) {
+      const origin = new URL(upstream.url).origin;
+      const seen = tlsByOrigin.get(origin);
+      const setup = JSON.stringify(tls ?? {});
+      if (seen && seen.tls !== setup) {
+        ctx.addIssue({ code: 'custom', path: ['upstreams', name, 'tls'], message: `expected the same tls settings as upstream ${JSON.stringify(seen.name)}, which has the same origin (${origin})` });
+      }
+      if (!seen) tlsByOrigin.set(origin, { name, tls: setup });
+    }
+  }
+  const corsProblem = (cors: { origins?: string[]; credentials?: boolean } | undefined) => {
+    if (!cors?.origins) return undefined;
+    if (cors.origins.includes('*') && cors.origins.length > 1) return 'expected "*" alone, or a list of origins without it';
+    // Fetch standard: a browser refuses `Access-Control-Allow-Origin: *` on a request with credentials.
+    if (cors.origins.includes('*') && cors.credentials) return '"*" cannot be used with credentials: true (browsers refuse it): list the origins';
+    return undefined;
+  };
+  const globalCors = corsProblem(cfg.cors);
+  if (globalCors) ctx.addIssue({ code: 'custom', path: ['cors', 'origins'], message: globalCors });
+  if (cfg.mail?.smtp && !cfg.mail.from.includes('@')) {
+    ctx.addIssue({ code: 'custom', path: ['mail', 'from'], message: 'expected the sender of the mails, such as "Gateway <no-reply@example.com>" (needed when mail.smtp is set)' });
+  }
+  if (cfg.auth.requireVerifiedEmail && !cfg.mail?.smtp) {
+    ctx.addIssue({ code: 'custom', path: ['auth', 'requireVerifiedEmail'], message: 'needs mail.smtp: without mail no account could receive its verification link, and none could log in' });
+  }
   const seen = new Set<string>();
   cfg.routes.forEach((route, i) => {
-    if (!(route.upstream in cfg.upstreams)) {
+    if (route.cors) {
+      if (!cfg.cors && !route.cors.origins) ctx.addIssue({ code: 'custom', path: ['routes', i, 'cors', 'origins'], message: 'expected origins (there is no global cors to take them from)' });
+      const problem = corsProblem({ ...cfg.cors, ...route.cors });
+      if (problem && !globalCors) ctx.addIssue({ code: 'custom', path: ['routes', i, 'cors', 'origins'], message: problem });
+    }
+    if (route.upstream === undefined) {
+      // A route nobody could reach would be a typo that silently guards nothing.
+      if (cfg.decisions.port === 0) ctx.addIssue({ code: 'custom', path: ['routes', i, 'upstream'], message: 'required unless decisions.port is set (a route without upstream is decision-only)' });
+      if (route.rewritePrefix !== undefined) ctx.addIssue({ code: 'custom', path: ['routes', i, 'rewritePrefix'], message: 'needs an upstream: a decision-only route is never forwarded by the gateway' });
+      if (route.websocket) ctx.addIssue({ code: 'custom', path: ['routes', i, 'websocket'], message: 'needs an upstream: a decision-only route is never forwarded by the gateway' });
+    } else if (!(route.upstream in cfg.upstreams)) {
       ctx.addIssue({ code: 'custom', path: ['routes', i, 'upstream'], message: `unknown upstream ${JSON.stringify(route.upstream)}; declared: ${Object.keys(cfg.upstreams).join(', ') || 'none'}` });
     }
-    if ((route.plans || route.dailyLimit) && route.auth !== 'required') {
-      ctx.addIssue({ code: 'custom', path: ['routes', i, 'auth'], message: 'plans and dailyLimit need auth: required' });
+    if (route.websocket && route.methods && !route.methods.includes('GET')) {
+      ctx.addIssue({ code: 'custom', path: ['routes', i, 'methods'], message: 'websocket: true needs GET among the methods (an upgrade is a GET)' });
+    }
+    if ((route.plans || route.dailyLimit || route.rateLimit) && route.auth !== 'required') {
+      ctx.addIssue({ code: 'custom', path: ['routes', i, 'auth'], message: 'plans, dailyLimit and rateLimit need auth: required' });
     }
     // Paths are matched without regard to case (routeTable.ts, matchKey): /Docs and /docs are one.
     const key = route.path.toLowerCase();
@@ -141,3 +359,4 @@ export const configSchema = z.strictObject({
 export type Config = z.output<typeof configSchema>;
 export type RouteConfig = Config['routes'][number];
 export type UpstreamConfig = Config['upstreams'][string];
+export type CorsConfig = NonNullable<Config['cors']>;

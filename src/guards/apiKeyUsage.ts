@@ -2,7 +2,7 @@
 // flushed once a second in a single UPDATE, so a key request never waits on a database write.
 import type { Logger } from 'pino';
 import type { Database } from '../storage/db.js';
-import { recordKeyUses } from '../storage/apiTokens.js';
+import { recordKeyUses } from '../storage/apiKeys.js';
 
 const FLUSH_EVERY_MS = 1000;
 

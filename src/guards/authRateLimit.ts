@@ -1,13 +1,15 @@
 // Auth rate limit (CONTRACT auth.rateLimit): at most `max` requests per `window` per client
 // address on /api/v1/auth/*, against password guessing and credential stuffing.
 // With Redis the count is shared by every instance, so adding instances behind a load balancer
-// does not multiply an attacker's budget. When Redis fails, each instance counts in-process
+// does not multiply an attacker's budget. When Redis fails or hangs, each instance counts in-process
 // instead: limits stay in force (per instance) rather than switching off, and Redis is used again
-// as soon as it answers. Settings are read per request, so a reload changes them live.
+// as soon as it answers (the breaker of redisBreaker.ts decides, and logs). One key per client
+// address: cluster-safe. Settings are read per request, so a reload changes them live.
 import type { FastifyRateLimitStore, RateLimitPluginOptions } from '@fastify/rate-limit';
 import { LRUCache } from 'lru-cache';
 import { GatewayError } from '../errors.js';
-import type { Services } from '../services.js';
+import type { Config } from '../config/schema.js';
+import type { RedisBreaker } from '../storage/redisBreaker.js';
 
 type Result = { current: number; ttl: number };
 type Callback = (error: Error | null, result?: Result) => void;
@@ -39,25 +41,23 @@ class LocalWindows {
   }
 }
 
-export function authRateLimitStore(services: Pick<Services, 'redis' | 'log'>) {
-  const { redis, log } = services;
+export interface AuthRateLimitDeps {
+  redis: RedisBreaker | null;
+  /** auth.rateLimit, read per request: a reload changes it live. */
+  settings: () => Config['auth']['rateLimit'];
+}
+
+export function authRateLimitStore({ redis }: Pick<AuthRateLimitDeps, 'redis'>) {
   const local = new LocalWindows();
-  let redisFailing = false;
 
   return class AuthRateLimitStore implements FastifyRateLimitStore {
     incr(key: string, callback: Callback, timeWindow: number): void {
       const fallback = () => callback(null, local.incr(key, timeWindow));
-      // Not connected: do not even try (ioredis would fail the command anyway, offline queue off).
-      if (!redis || redis.status !== 'ready') return fallback();
-      redis.eval(INCR_WITH_WINDOW, 1, `ratelimit:${key}`, timeWindow).then((reply) => {
+      if (!redis) return fallback();
+      void redis.call((client) => client.eval(INCR_WITH_WINDOW, 1, `ratelimit:${key}`, timeWindow)).then((reply) => {
+        if (reply === undefined) return fallback();
         const [current, ttl] = reply as [number, number];
-        if (redisFailing) log.info('auth rate limit: counting in Redis again');
-        redisFailing = false;
         callback(null, { current: Number(current), ttl: Number(ttl) });
-      }, (err: unknown) => {
-        if (!redisFailing) log.warn({ err }, 'auth rate limit: Redis failed, counting in-process until it answers');
-        redisFailing = true;
-        fallback();
       });
     }
 
@@ -68,11 +68,10 @@ export function authRateLimitStore(services: Pick<Services, 'redis' | 'log'>) {
 }
 
 /** Options for @fastify/rate-limit on the /api/v1/auth scope. */
-export function authRateLimitOptions(services: Services): RateLimitPluginOptions {
-  // services.config is swapped as a whole on reload: read it per request, never capture it.
-  const settings = () => services.config.auth.rateLimit;
+export function authRateLimitOptions(deps: AuthRateLimitDeps): RateLimitPluginOptions {
+  const { settings } = deps;
   return {
-    store: authRateLimitStore(services),
+    store: authRateLimitStore(deps),
     max: () => settings().max,
     timeWindow: () => settings().window,
     // max 0 disables the limit; checked per request so a reload can switch it on or off.

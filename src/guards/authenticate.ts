@@ -2,7 +2,7 @@
 // "Not mine" is not "denied": a missing or invalid bearer passes to the key check, and only when
 // no method claims the request is it a 401.
 import type { IncomingHttpHeaders } from 'node:http';
-import type { Denial } from '../errors.js';
+import { bearerChallenge, type Denial } from '../errors.js';
 import { headerValue } from '../http.js';
 import { sha256Hex, type Tokens } from '../auth/tokens.js';
 import type { User } from '../storage/users.js';
@@ -11,8 +11,17 @@ import type { ApiKeyUsage } from './apiKeyUsage.js';
 
 export type AuthMethod = 'bearer' | 'api-key';
 
+/** Who a request is: the user and how it proved it. */
+export interface Identity {
+  user: User;
+  method: AuthMethod;
+  /** A bearer token's session (its `sid`): the one GET /api/v1/user/sessions marks `current`. */
+  sessionId?: number;
+}
+
 export type AuthResult =
-  | { kind: 'authenticated'; user: User; method: AuthMethod }
+  // keyHash: the API key's, for what must follow its revocation (open WebSockets: proxy/openSockets.ts)
+  | ({ kind: 'authenticated'; keyHash?: string } & Identity)
   | { kind: 'anonymous' } // no credential of ours at all
   | { kind: 'denied'; denial: Denial };
 
@@ -25,6 +34,7 @@ export interface AuthDeps {
 
 const BEARER = /^Bearer[ \t]+([A-Za-z0-9\-_.~+/]+=*)[ \t]*$/i;
 const BEARER_SCHEME = /^Bearer(?:[ \t]|$)/i;
+const INVALID_TOKEN = bearerChallenge(true);
 
 export function bearerToken(headers: IncomingHttpHeaders): string | undefined {
   return BEARER.exec(headerValue(headers, 'authorization'))?.[1];
@@ -36,8 +46,8 @@ export async function authenticate(headers: IncomingHttpHeaders, deps: AuthDeps,
     const claims = await deps.tokens.verifyAccess(token);
     if (claims) {
       const user = await deps.identities.activeUser(claims.userId);
-      if (!user) return { kind: 'denied', denial: { code: 'userNotFound' } };
-      return { kind: 'authenticated', user, method: 'bearer' };
+      if (!user) return { kind: 'denied', denial: { code: 'userNotFound', headers: INVALID_TOKEN } };
+      return { kind: 'authenticated', user, method: 'bearer', sessionId: claims.sessionId };
     }
   }
   const key = headerValue(headers, 'x-api-key').trim();
@@ -47,11 +57,11 @@ export async function authenticate(headers: IncomingHttpHeaders, deps: AuthDeps,
     const user = ownerId === undefined ? undefined : await deps.identities.activeUser(ownerId);
     if (user) {
       deps.keyUsage.record(hash, deps.clock());
-      return { kind: 'authenticated', user, method: 'api-key' };
+      return { kind: 'authenticated', user, method: 'api-key', keyHash: hash };
     }
   }
   // A credential of ours that failed is a 401 even where anonymous access is allowed (the client
   // should learn its token expired); another scheme (`Authorization: Basic …`) is not ours at all.
-  if (token || key || BEARER_SCHEME.test(headerValue(headers, 'authorization'))) return { kind: 'denied', denial: { code: 'tokenInvalid' } };
+  if (token || key || BEARER_SCHEME.test(headerValue(headers, 'authorization'))) return { kind: 'denied', denial: { code: 'tokenInvalid', headers: INVALID_TOKEN } };
   return { kind: 'anonymous' };
 }

@@ -1,14 +1,25 @@
-// Free daily limit guard (spec §8). Postgres is the authority: one conditional UPDATE admits a
-// use only while the day's count is under the limit, so no race on any instance can exceed it
-// and users.daily_usage always shows the counted uses. Redis is the fast gate in front of it: an
+// Daily limit guard (spec §8, for every plan with a `daily` limit: CONTRACT §12). Postgres is the
+// authority: one conditional UPDATE admits a use only while the day's count is under the user's
+// plan's limit, so no race on any instance can exceed it and users.daily_usage always shows the
+// counted uses. A plan changed during the day applies its limit to the uses already counted. Redis is the fast gate in front of it: an
 // atomic INCR per user and day refuses the repeats without touching Postgres. Losing Redis keys
-// can only send a request to Postgres, which still refuses; with Redis down, Postgres alone decides.
-import type { Redis } from 'ioredis';
+// can only send a request to Postgres, which still refuses; with Redis down, hung or failing (the
+// breaker of redisBreaker.ts answers at once then), Postgres alone decides.
+// Cluster-safe: each command names one key, and the day's gates are found by a SCAN of every
+// master node (a SCAN sees one node's keys) and dropped one key at a time (a DEL of several keys
+// in different slots is refused with CROSSSLOT).
 import type { Logger } from 'pino';
+import { failureLog, type FailureLog } from '../logThrottle.js';
+import type { Config } from '../config/schema.js';
 import { dailyLimitMessage, UPGRADE_URL, type Denial } from '../errors.js';
-import { utcDay } from '../http.js';
+import { planLimitsOf, knownPlans } from '../plans.js';
+import { utcDay } from '../time.js';
+import type { ChangeFeed } from '../storage/changeFeed.js';
 import type { Database } from '../storage/db.js';
+import { masterNodes } from '../storage/redis.js';
+import { BACKGROUND_TIMEOUT_MS, type RedisBreaker } from '../storage/redisBreaker.js';
 import { countDailyUse, underDailyLimit, type User } from '../storage/users.js';
+import { secondsToUtcMidnight, type QuotaOutcome } from './quota.js';
 
 const KEY_TTL_MS = 48 * 3_600_000; // outlives the UTC day whatever the instance's clock skew
 
@@ -22,23 +33,39 @@ function gateKey(userId: number | '*', day: string): string {
   return `daily:${userId}:${day}`;
 }
 
-/** Hands `drop` each batch of the day's gate keys (as gateKey spells them) and adds up what it dropped. */
-async function eachGateBatch(redis: Redis, day: string, drop: (keys: string[]) => Promise<number>): Promise<number> {
-  const prefix = redis.options.keyPrefix ?? '';
+/** Hands `drop` each batch of the day's gate keys (as gateKey spells them), on every master node, and adds up what it dropped. */
+async function eachGateBatch(redis: RedisBreaker, day: string, drop: (keys: string[]) => Promise<number>): Promise<number> {
+  const prefix = redis.client.options.keyPrefix ?? '';
   const pattern = `${escapeGlob(prefix)}${gateKey('*', day)}`;
-  let cursor = '0';
   let dropped = 0;
-  do {
-    // SCAN does not apply ioredis' keyPrefix; DEL does, so strip it from what SCAN returns.
-    const [next, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
-    cursor = next;
-    if (keys.length) dropped += await drop(keys.map((k) => k.slice(prefix.length)));
-  } while (cursor !== '0');
+  for (const node of masterNodes(redis.client)) {
+    let cursor = '0';
+    do {
+      // SCAN does not apply ioredis' keyPrefix; DEL does, so strip it from what SCAN returns.
+      const page = await redis.call(() => node.scan(cursor, 'MATCH', pattern, 'COUNT', 1000), BACKGROUND_TIMEOUT_MS);
+      if (!page) throw new Error('Redis did not answer a SCAN');
+      const [next, keys] = page;
+      cursor = next;
+      if (keys.length) dropped += await drop(keys.map((k) => k.slice(prefix.length)));
+    } while (cursor !== '0');
+  }
   return dropped;
+}
+
+/** Drops the keys one by one (several at once would be refused across Cluster slots); how many went. */
+async function dropKeys(redis: RedisBreaker, keys: string[]): Promise<number> {
+  const answers = await Promise.all(keys.map((key) => redis.call((client) => client.del(key), BACKGROUND_TIMEOUT_MS)));
+  if (answers.includes(undefined)) throw new Error('Redis did not answer a DEL');
+  return answers.reduce<number>((sum, n) => sum + (n ?? 0), 0);
 }
 
 function escapeGlob(text: string): string {
   return text.replace(/[*?[\]\\]/g, '\\$&');
+}
+
+function refused(plan: string, limit: number, resetSec: number): QuotaOutcome {
+  const denial: Denial = { code: 'dailyLimitReached', message: dailyLimitMessage(plan, limit), extra: { upgrade_url: UPGRADE_URL }, headers: { 'retry-after': String(resetSec) } };
+  return { state: { policy: 'daily', limit, windowSec: 86_400, remaining: 0, resetSec }, denial };
 }
 
 export interface DailyStats {
@@ -47,50 +74,80 @@ export interface DailyStats {
   admitted: number;
 }
 
+export interface DailyLimiterDeps {
+  db: Database;
+  redis: RedisBreaker | null;
+  /** plans (and routes, for their plan names), read when checking gates: a reload may change them. */
+  config: () => Pick<Config, 'plans' | 'routes'>;
+  clock: () => Date;
+  log: Logger;
+  feed: ChangeFeed;
+}
+
 export class DailyLimiter {
   readonly stats: DailyStats = { refusedByRedis: 0, refusedByPostgres: 0, admitted: 0 };
-  private readonly denial: Denial;
+  private readonly db: Database;
+  private readonly redis: RedisBreaker | null;
+  private readonly gatesFailing: FailureLog;
+  private readonly clock: () => Date;
+  private readonly log: Logger;
+  private readonly config: () => Pick<Config, 'plans' | 'routes'>;
 
-  constructor(
-    private readonly db: Database,
-    private readonly redis: Redis | null,
-    private readonly limit: number,
-    private readonly clock: () => Date,
-    private readonly log: Logger,
-  ) {
-    this.denial = { code: 'dailyLimitReached', message: dailyLimitMessage(limit), extra: { upgrade_url: UPGRADE_URL } };
+  constructor(deps: DailyLimiterDeps) {
+    ({ db: this.db, redis: this.redis, clock: this.clock, config: this.config } = deps);
+    // It logs from background work only (dropping and checking gates), never for a request.
+    this.log = deps.log.child({ component: 'daily-limit' });
+    this.gatesFailing = failureLog(this.log, 'daily limit: Redis gates could not be dropped or checked against Postgres; a gate left behind refuses its user from Redis until it is checked again (on the next reconnection or change feed restart)', {
+      recoveredMessage: 'daily limit: Redis gates dropped and checked again',
+    });
+    // Each change that lowers a count, or may have, reaches Redis through whichever instance
+    // hears it: a count lowered by hand drops that user's gate, an emptied users table every
+    // gate (new users may get old ids). An announcement made while no instance heard it (feed
+    // interrupted, Redis unreachable, no instance running) would leave a gate refusing all day a
+    // user Postgres admits: today's gates are checked against Postgres whenever the feed starts
+    // (subscribe before starting it) or resumes, and whenever Redis is back.
+    deps.feed.subscribe({
+      dailyUsageReset: (userId) => void this.forget(userId),
+      // The gate also counts refused attempts: a plan with a higher limit must ask Postgres again.
+      userChanged: (userId) => void this.forget(userId),
+      truncated: (table) => void (table === 'users' && this.forgetToday('the users table was emptied')),
+      resumed: () => void this.reconcileToday('the change feed (re)started'),
+    });
+    this.redis?.onBack(() => void this.reconcileToday('Redis is back'));
   }
 
-  /** null: the use is counted and the request may go on; otherwise the 429. */
-  async consume(user: User): Promise<Denial | null> {
-    if (user.plan !== 'free') return null;
-    const day = utcDay(this.clock());
+  /** Counts one use of the day against `limit` (the user's plan's); a denial when the day is used up. */
+  async consume(user: User, limit: number): Promise<QuotaOutcome> {
+    const now = this.clock();
+    const day = utcDay(now);
+    const resetSec = secondsToUtcMidnight(now);
     const key = gateKey(user.id, day);
     const gate = await this.redisIncrement(key);
-    if (gate !== undefined && gate > this.limit) {
+    if (gate !== undefined && gate > limit) {
       this.stats.refusedByRedis++;
-      return this.denial;
+      return refused(user.plan, limit, resetSec);
     }
     let count: number | null;
     try {
-      count = await countDailyUse(this.db, user.id, day, this.limit);
+      // In a transaction of its own: its SET LOCAL statement_timeout holds through PgBouncer too.
+      count = await this.db.transaction((tx) => countDailyUse(tx, user.id, day, limit));
     } catch (err) {
       // The use was not counted, but the gate may have been pushed past the limit meanwhile by
       // the requests it refused while this one was in flight: handing back one slot (DECR) would
       // leave the user refused all day with nothing counted. Drop the gate instead; Postgres
       // decides the next request and the gate rebuilds itself from its answer. Awaited, so a
       // retry the client sends on seeing this failure, to any instance, finds the gate gone.
-      if (gate !== undefined) await this.redis?.del(key).catch(() => {});
+      if (gate !== undefined) await this.redis?.call((client) => client.del(key));
       throw err;
     }
     if (count === null) {
       this.stats.refusedByPostgres++;
       // Redis had lost the day's count (flush, restart): mark the day used up again.
-      if (gate !== undefined) void this.redis?.set(key, String(this.limit + 1), 'PX', KEY_TTL_MS).catch(() => {});
-      return this.denial;
+      if (gate !== undefined) void this.redis?.call((client) => client.set(key, String(limit + 1), 'PX', KEY_TTL_MS));
+      return refused(user.plan, limit, resetSec);
     }
     this.stats.admitted++;
-    return null;
+    return { state: { policy: 'daily', limit, windowSec: 86_400, remaining: limit - count, resetSec } };
   }
 
   /**
@@ -100,9 +157,8 @@ export class DailyLimiter {
   async forget(userId: number): Promise<void> {
     const redis = this.readyRedis();
     if (!redis) return;
-    await redis.del(gateKey(userId, utcDay(this.clock()))).catch((err: unknown) => {
-      this.log.warn({ err, userId }, 'daily limit: could not drop the Redis gate of a user whose count was reset');
-    });
+    const key = gateKey(userId, utcDay(this.clock()));
+    if ((await redis.call((client) => client.del(key), BACKGROUND_TIMEOUT_MS)) === undefined) this.gatesFailing.failed(new Error(`the gate of user ${userId} could not be dropped`), { userId });
   }
 
   /**
@@ -115,10 +171,11 @@ export class DailyLimiter {
     const redis = this.readyRedis();
     if (!redis) return;
     try {
-      const dropped = await eachGateBatch(redis, utcDay(this.clock()), (keys) => redis.del(...keys));
+      const dropped = await eachGateBatch(redis, utcDay(this.clock()), (keys) => dropKeys(redis, keys));
       this.log.info({ dropped, reason }, 'dropped today\'s Redis gate counters');
+      this.gatesFailing.recovered();
     } catch (err) {
-      this.log.warn({ err, reason }, 'today\'s Redis gate counters could not be dropped; users refused today stay refused by Redis until tomorrow');
+      this.gatesFailing.failed(err, { reason });
     }
   }
 
@@ -137,28 +194,35 @@ export class DailyLimiter {
     try {
       const dropped = await eachGateBatch(redis, day, async (keys) => {
         const ids = keys.map((k) => Number(k.split(':')[1])).filter(Number.isSafeInteger);
-        const stale = ids.length ? await underDailyLimit(this.db, ids, day, this.limit) : [];
-        return stale.length ? redis.del(...stale.map((id) => gateKey(id, day))) : 0;
+        const stale = ids.length ? await underDailyLimit(this.db, ids, day, this.dailyLimits()) : [];
+        return dropKeys(redis, stale.map((id) => gateKey(id, day)));
       });
       if (dropped) this.log.info({ dropped, reason }, 'dropped Redis gates that Postgres no longer backs');
+      this.gatesFailing.recovered();
     } catch (err) {
-      this.log.warn({ err, reason }, 'could not check today\'s Redis gates against Postgres; will again on the next reconnection');
+      this.gatesFailing.failed(err, { reason });
     }
   }
 
-  /** Redis when it is connected; undefined otherwise (not configured, or down: Postgres alone decides). */
-  private readyRedis(): Redis | undefined {
-    return this.redis?.status === 'ready' ? this.redis : undefined;
+  /** Each plan's daily limit, for the plans that have one. */
+  private dailyLimits(): Map<string, number> {
+    const config = this.config();
+    const limits = new Map<string, number>();
+    for (const plan of knownPlans(config)) {
+      const daily = planLimitsOf(config.plans, plan).daily;
+      if (daily !== null) limits.set(plan, daily);
+    }
+    return limits;
   }
 
+  /** Redis when it is in use; undefined otherwise (not configured, down or failing: Postgres alone decides). */
+  private readyRedis(): RedisBreaker | undefined {
+    return this.redis?.usable ? this.redis : undefined;
+  }
+
+  /** The gate after this request; undefined when Redis does not answer in time (the breaker logs why). */
   private async redisIncrement(key: string): Promise<number | undefined> {
-    const redis = this.readyRedis();
-    if (!redis) return undefined;
-    try {
-      return Number(await redis.eval(INCR_WITH_TTL, 1, key, KEY_TTL_MS));
-    } catch (err) {
-      this.log.warn({ err }, 'daily limit: Redis unavailable, counting in Postgres alone');
-      return undefined;
-    }
+    const answer = await this.redis?.call((client) => client.eval(INCR_WITH_TTL, 1, key, KEY_TTL_MS));
+    return answer === undefined ? undefined : Number(answer);
   }
 }

@@ -1,40 +1,37 @@
-// The auth (+ plan) guard for the gateway's own endpoints (/api/v1/user/*), as a preHandler:
-// the same authenticate and checkPlan the proxy runs, so both answer identically.
+// The auth (+ plan) guard for the gateway's own endpoints (/api/v1/user/*), as a preHandler: the
+// pipeline's own guard stage, so an own endpoint and a route answer identically.
 import type { FastifyReply, FastifyRequest, preHandlerAsyncHookHandler } from 'fastify';
 import { sendDenial } from '../errors.js';
-import type { Plan } from '../config/schema.js';
-import type { Services } from '../services.js';
+import type { Pipeline } from '../pipeline.js';
 import type { User } from '../storage/users.js';
-import { authenticate, type AuthMethod } from './authenticate.js';
-import { checkPlan } from './plan.js';
+import type { Identity } from './authenticate.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
-    currentUser?: { user: User; method: AuthMethod };
+    currentUser?: Identity;
   }
 }
 
-export function requireUser(services: Services, plans?: readonly Plan[]): preHandlerAsyncHookHandler {
-  return async function guard(request: FastifyRequest, reply: FastifyReply) {
-    const auth = await authenticate(request.headers, services);
-    if (auth.kind !== 'authenticated') {
-      const denial = auth.kind === 'denied' ? auth.denial : { code: 'tokenInvalid' as const };
-      request.log.info({ reason: denial.code }, 'request denied');
-      return sendDenial(reply, denial);
+export type RequireUser = (plans?: readonly string[]) => preHandlerAsyncHookHandler;
+
+export function requireUserWith(pipeline: Pick<Pipeline, 'guard'>): RequireUser {
+  return (plans) => async function guard(request: FastifyRequest, reply: FastifyReply) {
+    const outcome = await pipeline.guard({ auth: 'required', plans }, request.headers);
+    if (outcome.kind === 'deny') {
+      request.log.info({ reason: outcome.denial.code }, 'request denied');
+      return sendDenial(reply, outcome.denial);
     }
-    if (plans) {
-      const denial = checkPlan(auth.user, plans);
-      if (denial) {
-        request.log.info({ reason: denial.code, userId: auth.user.id }, 'request denied');
-        return sendDenial(reply, denial);
-      }
-    }
-    request.currentUser = { user: auth.user, method: auth.method };
+    if (outcome.auth.kind === 'authenticated') request.currentUser = { user: outcome.auth.user, method: outcome.auth.method, sessionId: outcome.auth.sessionId };
   };
 }
 
 /** The user a requireUser preHandler let through. */
 export function currentUser(request: FastifyRequest): User {
+  return currentIdentity(request).user;
+}
+
+/** Who a requireUser preHandler let through, and how (the session of a bearer token). */
+export function currentIdentity(request: FastifyRequest): Identity {
   if (!request.currentUser) throw new Error('currentUser() used on a route without requireUser');
-  return request.currentUser.user;
+  return request.currentUser;
 }

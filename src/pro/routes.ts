@@ -1,36 +1,54 @@
 // /api/v1/user/*: the signed-in user's own resources (CONTRACT §4).
 import type { FastifyInstance } from 'fastify';
 import { sendError } from '../errors.js';
-import { currentUser, requireUser } from '../guards/requireUser.js';
+import type { Config } from '../config/schema.js';
+import { currentUser, type RequireUser } from '../guards/requireUser.js';
 import { textField } from '../http.js';
-import type { Services } from '../services.js';
+import type { Database } from '../storage/db.js';
+import { dailyRemaining, planLimitsOf, usedToday } from '../plans.js';
 import { findById } from '../storage/users.js';
+import { utcDay } from '../time.js';
 import { deleteWebhook, upsertWebhook } from '../storage/webhooks.js';
-import { createApiKey, revokeApiKeys } from './apiTokens.js';
+import { createApiKey, revokeApiKeys, type ApiKeyDeps } from './apiKeys.js';
 import { checkTarget, parseWebhookUrl } from './ssrf.js';
 import { newWebhookSecret } from './webhooks.js';
 
-export async function userRoutes(app: FastifyInstance, opts: { services: Services }): Promise<void> {
-  const { services } = opts;
+export interface UserRoutesDeps extends ApiKeyDeps {
+  db: Database;
+  requireUser: RequireUser;
+  webhooks: Config['webhooks'];
+  /** plans, read per request (a reload may change the limits). */
+  plans: () => Config['plans'];
+  clock: () => Date;
+}
 
-  app.get('/me', { preHandler: requireUser(services) }, async (request) => {
+export async function userRoutes(app: FastifyInstance, deps: UserRoutesDeps): Promise<void> {
+  const { db, requireUser, webhooks, events, plans, clock } = deps;
+
+  app.get('/me', { preHandler: requireUser() }, async (request) => {
     // Read from the database, not the cache: daily_usage changes on every counted use.
-    const user = (await findById(services.db, currentUser(request).id)) ?? currentUser(request);
-    return { user_id: user.id, email: user.email, plan: user.plan, daily_usage: user.daily_usage, last_usage_date: user.last_usage_date };
+    const user = (await findById(db, currentUser(request).id)) ?? currentUser(request);
+    const limits = planLimitsOf(plans(), user.plan);
+    return {
+      user_id: user.id, email: user.email, plan: user.plan, daily_usage: user.daily_usage, last_usage_date: user.last_usage_date,
+      limits, daily_remaining: dailyRemaining(limits, usedToday(user, utcDay(clock()))),
+      // null until the user opens a verification link (CONTRACT §13): a client knows to offer a new one.
+      email_verified_at: user.email_verified_at?.toISOString() ?? null,
+    };
   });
 
-  const proOnly = { preHandler: requireUser(services, ['pro']) };
+  const proOnly = { preHandler: requireUser(['pro']) };
 
   app.post('/api-token', proOnly, async (request, reply) => {
     const userId = currentUser(request).id;
-    const { key, createdAt } = await createApiKey(services, userId);
+    const { key, createdAt } = await createApiKey(deps, userId);
     request.log.info({ userId }, 'API key created');
     return reply.code(201).send({ api_token: key, created_at: createdAt.toISOString() });
   });
 
   app.delete('/api-token', proOnly, async (request) => {
     const userId = currentUser(request).id;
-    const revoked = await revokeApiKeys(services, userId);
+    const revoked = await revokeApiKeys(deps, userId);
     request.log.info({ userId, revoked }, 'API keys revoked');
     return { message: 'Clé API révoquée' };
   });
@@ -39,8 +57,8 @@ export async function userRoutes(app: FastifyInstance, opts: { services: Service
     const userId = currentUser(request).id;
     const url = parseWebhookUrl(textField(request.body, 'url').trim());
     if (!url) return sendError(reply, 'webhookUrlInvalid');
-    if (!services.config.webhooks.allowPrivateNetworks) {
-      const check = await checkTarget(url, { allowPrivateNetworks: false, timeoutMs: services.config.webhooks.timeout });
+    if (!webhooks.allowPrivateNetworks) {
+      const check = await checkTarget(url, { allowPrivateNetworks: false, timeoutMs: webhooks.timeout });
       if (check.kind === 'forbidden') {
         request.log.info({ userId, host: url.host }, 'webhook refused: non-public address');
         return sendError(reply, 'webhookUrlForbidden');
@@ -49,15 +67,18 @@ export async function userRoutes(app: FastifyInstance, opts: { services: Service
       // delivery checks it again, and an outage of DNS should not block registration.
     }
     const secret = newWebhookSecret();
-    await upsertWebhook(services.db, userId, url.href, secret);
+    // The webhook and its webhook.test are stored together: no webhook without its test message.
+    await db.transaction(async (tx) => {
+      await upsertWebhook(tx, userId, url.href, secret);
+      await events.emit(userId, 'webhook.test', { url: url.href }, tx);
+    });
     request.log.info({ userId, host: url.host }, 'webhook registered');
-    services.events?.emit(userId, 'webhook.test', { url: url.href });
     return reply.code(201).send({ url: url.href, secret });
   });
 
   app.delete('/webhook', proOnly, async (request) => {
     const userId = currentUser(request).id;
-    const removed = await deleteWebhook(services.db, userId);
+    const removed = await deleteWebhook(db, userId);
     request.log.info({ userId, removed }, 'webhook removed');
     return { message: 'Webhook supprimé' };
   });

@@ -6,7 +6,7 @@
 import { lookup as dnsLookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import ipaddr from 'ipaddr.js';
-import { withTimeout } from '../timeout.js';
+import { withTimeout } from '../time.js';
 
 const MAX_URL_LENGTH = 2048;
 

@@ -18,24 +18,98 @@ export interface ForwardContext {
   forwardedFor: string;
   proto: string;
   host: string | undefined;
-  identity?: { user: User; method: AuthMethod };
+  /** What the pipeline says of the caller (identityHeaders, and the assertion): set last. */
+  identity: Record<string, string> | undefined;
   /** The Authorization header carried the gateway's own token: it is not forwarded. */
   dropAuthorization: boolean;
+  /** The Cookie header to send instead of the client's (null: none), when one of its cookies was a gateway credential. */
+  cookie?: string | null;
+  /** Other headers that carried a gateway credential (src/proxy/ownTokens.ts): not forwarded. */
+  carryingCredentials?: readonly string[];
   /** server.trustProxy: the client is a proxy of the operator's, whose forwarding headers are kept. */
   trustProxy: boolean;
-  extra?: Record<string, string>;
+}
+
+/** The identity headers of CONTRACT §3 for an authenticated request. */
+export function identityHeaders(user: User, method: AuthMethod): Record<string, string> {
+  return { 'x-user-id': String(user.id), 'x-user-plan': user.plan, 'x-user-email': headerSafeEmail(user.email), 'x-auth-method': method };
+}
+
+const PRINTABLE_ASCII = /^[\x20-\x7e]*$/;
+
+/**
+ * The email as a header value can carry it (CONTRACT §8): as is when it is printable ASCII, else
+ * with every other byte of its UTF-8 form percent-encoded (`łukasz@x.pl` → `%C5%82ukasz@x.pl`).
+ * A header value cannot hold CR, LF or NUL, and undici refuses non-Latin-1 text: an address that
+ * it refused made every proxied request of its owner fail as "upstream unavailable". Upstreams
+ * identify users by x-user-id; the email is informational (the assertion carries it unchanged).
+ */
+export function headerSafeEmail(email: string): string {
+  if (PRINTABLE_ASCII.test(email)) return email;
+  let out = '';
+  for (const byte of Buffer.from(email, 'utf8')) {
+    out += byte >= 0x20 && byte <= 0x7e ? String.fromCharCode(byte) : `%${byte.toString(16).toUpperCase().padStart(2, '0')}`;
+  }
+  return out;
+}
+
+// Headers by which frameworks let a request run as another method than its request line's:
+// Symfony and Laravel read X-HTTP-Method-Override, Express's method-override too, ASP.NET and
+// OData X-HTTP-Method. With `_` read as `-`, as for identity headers (CONTRACT §3).
+const METHOD_OVERRIDE_HEADERS = new Set(['x-http-method-override', 'x-http-method', 'x-method-override']);
+
+/**
+ * The methods a request asks the upstream to run instead of its own (METHOD_OVERRIDE_HEADERS, and
+ * the `_method` query parameter of Laravel, Symfony and Express's method-override), upper-cased.
+ */
+export function overridingMethods(headers: IncomingHttpHeaders, url: string): string[] {
+  const found: string[] = [];
+  for (const name in headers) {
+    if (name.charCodeAt(0) !== 0x78 || !METHOD_OVERRIDE_HEADERS.has(name.replace(/_/g, '-'))) continue;
+    found.push(...String(headers[name]).split(','));
+  }
+  const q = url.indexOf('?');
+  const query = q === -1 ? '' : url.slice(q + 1);
+  // `%5Fmethod` is `_method` once decoded, and PHP reads `.method` or ` method` as `_method` too.
+  if (/method|%/i.test(query)) {
+    for (const [key, value] of new URLSearchParams(query)) {
+      if (key.replace(/[. []/g, '_') === '_method') found.push(value);
+    }
+  }
+  return found.map((method) => method.trim().toUpperCase()).filter(Boolean);
 }
 
 // Hop-by-hop headers (RFC 9110 §7.6.1) describe one connection, never the next one. `expect` is
 // answered by the gateway itself (node sends the 100 Continue) and undici cannot forward it.
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'expect']);
-// The gateway says itself where a request came from (X-Forwarded-For, -Proto, -Host, set below),
-// so the client's copies go whatever they hold; an empty Host must not let the client's
-// X-Forwarded-Host through. Other headers of that family go too unless the client is a trusted
-// proxy: frameworks read them for client addresses, redirects and links (Spring prefers
-// `Forwarded` to X-Forwarded-*).
-const SET_BY_GATEWAY = new Set(['x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'x-request-id', 'x-api-key']);
-const FORWARDING_FROM_PROXIES = new Set(['forwarded', 'x-real-ip', 'x-forwarded-port', 'x-forwarded-prefix']);
+// Never passed on, whatever the route (CONTRACT §8). The gateway says itself where a request came
+// from (X-Forwarded-For, -Proto, -Host, set below), so the client's copies go whatever they hold.
+// Frameworks also read client addresses from other claims (the npm request-ip package trusts
+// X-Client-IP first; Cloudflare's, Akamai's and Fastly's headers; RFC 7239 Forwarded) and the URL
+// to route from overrides (IIS URL Rewrite, old Symfony and Zend read X-Original-URL): a client
+// would choose its own address or route past the gateway's matching. Credentials for the gateway
+// (X-API-Key, Proxy-Authorization) are the gateway's alone.
+const NEVER_FORWARDED = new Set([
+  'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'x-request-id',
+  'x-client-ip', 'client-ip', 'true-client-ip', 'cf-connecting-ip', 'fastly-client-ip', 'x-cluster-client-ip',
+  'x-original-forwarded-for', 'x-real-ip', 'forwarded',
+  'x-original-url', 'x-rewrite-url', 'x-original-uri',
+  'x-api-key', 'proxy-authorization',
+  // The identity other auth proxies hand their upstreams (oauth2-proxy, Grafana's auth proxy,
+  // Apache's REMOTE_USER): an application moved behind this gateway may still trust them.
+  'x-forwarded-user', 'x-forwarded-email', 'x-forwarded-preferred-username', 'x-forwarded-groups', 'x-forwarded-access-token',
+  'x-webauth-user', 'x-webauth-email', 'x-remote-user', 'remote-user',
+]);
+/** oauth2-proxy's X-Auth-Request-User, -Email, -Groups, -Access-Token…: all of them. */
+const OTHER_PROXY_IDENTITY_PREFIX = 'x-auth-request-';
+// Kept only from a trusted proxy (server.trustProxy): the operator's load balancer says them.
+// What the scheme and the mount point were: Rails and Rack read X-Forwarded-Ssl and -Scheme,
+// gunicorn X-Forwarded-Protocol, Tornado X-Scheme, IIS Front-End-Https; the widely copied Flask
+// ReverseProxied snippet routes by X-Script-Name.
+const FORWARDING_FROM_PROXIES = new Set([
+  'x-forwarded-port', 'x-forwarded-prefix', 'x-forwarded-ssl', 'x-forwarded-scheme', 'x-forwarded-protocol', 'x-scheme',
+  'x-script-name', 'front-end-https',
+]);
 
 // Both functions run on every proxied request: plain loops over the names, no entry arrays.
 export function upstreamHeaders(incoming: IncomingHttpHeaders, ctx: ForwardContext): IncomingHttpHeaders {
@@ -43,32 +117,35 @@ export function upstreamHeaders(incoming: IncomingHttpHeaders, ctx: ForwardConte
   // Skipped rather than deleted afterwards: a delete turns the object V8 builds into a slow one.
   for (const name in incoming) {
     const value = incoming[name];
-    if (value === undefined || isIdentityHeader(name) || HOP_BY_HOP.has(name) || SET_BY_GATEWAY.has(name)) continue;
+    // A name with `_` goes, as nginx drops it by default: CGI-style servers read `X_User_Id` or
+    // `Transfer_Encoding` as the dashed header, so it would smuggle what the rules above remove.
+    if (value === undefined || name.includes('_') || HOP_BY_HOP.has(name) || NEVER_FORWARDED.has(name) || isIdentityHeader(name) || name.startsWith(OTHER_PROXY_IDENTITY_PREFIX)) continue;
     if (!ctx.trustProxy && FORWARDING_FROM_PROXIES.has(name)) continue;
     if (name === 'authorization' && ctx.dropAuthorization) continue;
+    if (ctx.carryingCredentials?.includes(name)) continue;
+    if (name === 'cookie' && ctx.cookie !== undefined) {
+      if (ctx.cookie !== null) out.cookie = ctx.cookie;
+      continue;
+    }
     out[name] = value;
   }
   out['x-forwarded-for'] = ctx.forwardedFor;
   out['x-forwarded-proto'] = ctx.proto;
   if (ctx.host) out['x-forwarded-host'] = ctx.host;
   out['x-request-id'] = ctx.requestId;
-  if (ctx.identity) {
-    const { user, method } = ctx.identity;
-    out['x-user-id'] = String(user.id);
-    out['x-user-plan'] = user.plan;
-    out['x-user-email'] = user.email;
-    out['x-auth-method'] = method;
-  }
-  if (ctx.extra) Object.assign(out, ctx.extra);
+  if (ctx.identity) Object.assign(out, ctx.identity);
   return out;
 }
 
 /**
  * What the client receives of the upstream's headers: all of them but the hop-by-hop ones (an
  * upstream's `Connection: close` must not close the client's connection) and x-request-id, which
- * stays the gateway's so a client can quote the id found in the gateway's logs.
+ * stays the gateway's so a client can quote the id found in the gateway's logs. Where the gateway
+ * answers CORS for the path (`corsCovered`), the upstream's own Access-Control-* headers go: two
+ * policies would contradict each other (an upstream's `*` beside the gateway's credentials, or an
+ * origin the gateway refuses), and `Vary` keeps the upstream's values with the gateway's `Origin`.
  */
-export function downstreamHeaders(incoming: Record<string, string | string[] | undefined>): Record<string, string | string[] | undefined> {
+export function downstreamHeaders(incoming: Record<string, string | string[] | undefined>, corsCovered = false): Record<string, string | string[] | undefined> {
   // Headers named by Connection are hop-by-hop too; most responses name none beyond keep-alive.
   const connection = incoming.connection;
   const named = connection === undefined ? undefined : String(connection).toLowerCase().split(',').map((t) => t.trim());
@@ -76,7 +153,17 @@ export function downstreamHeaders(incoming: Record<string, string | string[] | u
   for (const name in incoming) {
     const n = name.toLowerCase();
     if (HOP_BY_HOP.has(n) || n === 'x-request-id' || named?.includes(n)) continue;
+    if (corsCovered && (n.startsWith('access-control-') || n === 'vary')) continue;
     out[name] = incoming[name];
   }
+  if (corsCovered) out.vary = varyWithOrigin(incoming.vary);
   return out;
+}
+
+/** The upstream's Vary with Origin added (`*` already varies on everything). */
+function varyWithOrigin(vary: string | string[] | undefined): string {
+  const values = (Array.isArray(vary) ? vary.join(',') : vary ?? '').split(',').map((v) => v.trim()).filter(Boolean);
+  if (values.includes('*')) return '*';
+  if (!values.some((v) => v.toLowerCase() === 'origin')) values.push('Origin');
+  return values.join(', ');
 }

@@ -1,12 +1,18 @@
 // The route table compiled from gateway.yaml: longest prefix wins, on segment boundaries.
 import { HTTP_METHODS, type Config, type RouteConfig, type UpstreamConfig } from '../config/schema.js';
+import { matchKey, matchKeys } from './paths.js';
+
+/** An upstream as a route reaches it: its configuration and its name (the assertion's `aud`). */
+export interface Upstream extends UpstreamConfig {
+  name: string;
+}
 
 export interface CompiledRoute extends RouteConfig {
-  upstreamName: string;
   /** `path` as matchKey() reads it, and how many segments it has. */
   key: string;
   segments: number;
-  target: UpstreamConfig;
+  /** Undefined for a decision-only route (CONTRACT §11): decided on the decisions listener, never proxied. */
+  target: Upstream | undefined;
   allowedMethods: ReadonlySet<string>;
 }
 
@@ -26,10 +32,9 @@ export class RouteTable {
     this.routes = config.routes
       .map((route) => ({
         ...route,
-        upstreamName: route.upstream,
         key: matchKey(route.path),
         segments: route.path === '/' ? 0 : route.path.split('/').length - 1,
-        target: config.upstreams[route.upstream]!,
+        target: route.upstream === undefined ? undefined : { ...config.upstreams[route.upstream]!, name: route.upstream },
         // HEAD is read as GET, as every HTTP server does.
         allowedMethods: route.methods ? new Set([...route.methods, ...(route.methods.includes('GET') ? ['HEAD'] : [])]) : PROXIED_METHODS,
       }))
@@ -41,53 +46,78 @@ export class RouteTable {
   }
 
   /**
-   * `path` must already be normalized (no dot segments): see normalizePath. The route is chosen
-   * by matchKey(path); the path itself is forwarded as the client sent it.
+   * `path` must already be normalized (no dot segments): see normalizePath. The route is the
+   * longest one that any of the path's keys (matchKeys: the path itself, or the path without a
+   * format suffix) falls under, so a suffix can only ever select a more specific, never a weaker,
+   * route. The path itself is forwarded as the client sent it.
    */
   match(method: string, path: string): Match {
-    const key = matchKey(path);
+    const [key, ...withoutSuffix] = matchKeys(path);
+    let route = this.find(key!);
+    let cut: number | undefined; // the dots of the last segment kept by the route's key (suffix matches only)
+    for (const shorter of withoutSuffix) {
+      const found = this.find(shorter);
+      // A route on the key without suffix is the suffix's route only if it is that very key: a
+      // shorter one (a parent path) also covers the whole path, and was found above.
+      if (found && found.key === shorter && (!route || found.key.length > route.key.length)) {
+        route = found;
+        cut = dotsIn(shorter.slice(shorter.lastIndexOf('/') + 1));
+      }
+    }
+    if (!route) return { kind: 'none' };
+    if (!route.allowedMethods.has(method)) return { kind: 'method-not-allowed', route };
+    if (route.rewritePrefix === undefined) return { kind: 'route', route, upstreamPath: path };
+    // The prefix's segments are replaced whatever case or parameters the client wrote them with;
+    // a format suffix on the last of them stays on what replaces it (`/locked.json` → `/new.json`).
+    const p = route.key;
+    const rest = key === path && cut === undefined ? path.slice(p === '/' ? 0 : p.length) : afterSegments(path, route.segments, cut);
+    return { kind: 'route', route, upstreamPath: joinPath(route.rewritePrefix, rest) };
+  }
+
+  /** The route a path falls under, whatever the method (CORS preflights: cors.ts). */
+  routeFor(path: string): CompiledRoute | undefined {
+    const match = this.match('OPTIONS', path);
+    return match.kind === 'none' ? undefined : match.route;
+  }
+
+  /** The longest route whose key is `key` or a parent of it. */
+  private find(key: string): CompiledRoute | undefined {
     for (const route of this.routes) {
       const p = route.key;
-      if (p !== '/' && key !== p && !key.startsWith(`${p}/`)) continue;
-      if (!route.allowedMethods.has(method)) return { kind: 'method-not-allowed', route };
-      if (route.rewritePrefix === undefined) return { kind: 'route', route, upstreamPath: path };
-      // The prefix's segments are replaced whatever case or parameters the client wrote them with.
-      const rest = key === path ? path.slice(p === '/' ? 0 : p.length) : afterSegments(path, route.segments);
-      return { kind: 'route', route, upstreamPath: joinPath(route.rewritePrefix, rest) };
+      if (p === '/' || key === p || key.startsWith(`${p}/`)) return route;
     }
-    return { kind: 'none' };
+    return undefined;
   }
 }
 
-// Upstreams disagree on what names the same resource, and a route must guard every spelling any
-// of them serves, or a public route on a shorter prefix lets the spelling through unguarded:
-// Express, ASP.NET and IIS route without regard to case (`/PAID` is `/paid` there), and servlet
-// containers (Tomcat, Jetty, Spring) drop `;parameters` from each segment (`/paid;x/item` is
-// `/paid/item` there). So routes are matched on the path with ASCII case folded and segment
-// parameters removed.
-const NEEDS_KEY = /[A-Z;]/;
-const SEGMENT_PARAMETERS = /;[^/]*/g;
+function dotsIn(text: string): number {
+  let n = 0;
+  for (let i = text.indexOf('.'); i !== -1; i = text.indexOf('.', i + 1)) n++;
+  return n;
+}
 
 /**
- * The form of a normalized path that routes are matched on (see above). A segment of parameters
- * alone disappears, as servlet containers fold the `//` it leaves: `/races/;x/premium` is
- * `/races/premium` there.
+ * What follows the first `segments` segments of `path` as matchKey counts them ('' or a string
+ * starting with '/'). With `keptDots`, the last of those segments was matched without its format
+ * suffix: what follows starts at the dot after the first `keptDots` dots of that segment.
  */
-export function matchKey(path: string): string {
-  return NEEDS_KEY.test(path) ? path.replace(SEGMENT_PARAMETERS, '').replace(/\/{2,}/g, '/').toLowerCase() : path;
-}
-
-/** What follows the first `segments` segments of `path` as matchKey counts them ('' or a string starting with '/'). */
-function afterSegments(path: string, segments: number): string {
+function afterSegments(path: string, segments: number, keptDots?: number): string {
+  if (segments === 0) return path;
   let at = 0; // the '/' that opens the current segment
   let counted = 0;
-  while (counted < segments) {
+  for (;;) {
     if (path[at + 1] !== ';') counted++; // a segment of parameters alone is none to matchKey
-    const end = path.indexOf('/', at + 1);
-    if (end === -1) return '';
-    at = end;
+    const next = path.indexOf('/', at + 1);
+    const end = next === -1 ? path.length : next;
+    if (counted === segments) {
+      if (keptDots === undefined) return path.slice(end);
+      let dot = path.indexOf('.', at + 1);
+      for (let kept = 0; kept < keptDots; kept++) dot = path.indexOf('.', dot + 1);
+      return path.slice(dot);
+    }
+    if (next === -1) return '';
+    at = next;
   }
-  return path.slice(at);
 }
 
 function joinPath(prefix: string, rest: string): string {
@@ -95,48 +125,3 @@ function joinPath(prefix: string, rest: string): string {
   return joined.startsWith('/') ? joined : `/${joined}`;
 }
 
-// Percent-escapes of unreserved characters (RFC 3986 §2.3) name the same resource as the bare
-// character, and many upstream frameworks decode them before routing: `/p%61id` is `/paid` there.
-const ESCAPE = /%([0-9A-Fa-f]{2})/g;
-const UNRESERVED = /^[A-Za-z0-9\-._~]$/;
-// Only paths that may need work go through the URL parser; the common case costs one regex test.
-const MAY_NEED_WORK = /[%#\\]|\/\/|\/\./;
-
-/**
- * The path as an upstream will understand it: unreserved escapes decoded, dot segments (also
- * percent-encoded) resolved and repeated slashes folded, so `/public/../paid` is matched, guarded
- * and forwarded as `/paid`, never matched as one route and served as another. Undefined when an
- * upstream could read it as another path than we do: a backslash or `#`, an encoded slash or backslash
- * (`/public%2F..%2Fpaid` is `/paid` to an upstream that decodes before splitting) or a `..;`
- * segment (`/public/..;/paid` is `/paid` to servlet containers), or when it is not a path at all.
- */
-export function normalizePath(rawPath: string): string | undefined {
-  if (!rawPath.startsWith('/')) return undefined;
-  if (!MAY_NEED_WORK.test(rawPath)) return rawPath;
-  // A `#` has no place in a request target (RFC 9112 §3.2); the proxy's URL parser would cut the
-  // path there, after matching: `/races/premium#` would be matched as itself and sent as `/races/premium`.
-  if (/[\\#]/.test(rawPath)) return undefined;
-  const decoded = rawPath.replace(ESCAPE, (escape, hex: string) => {
-    const char = String.fromCharCode(parseInt(hex, 16));
-    return UNRESERVED.test(char) ? char : escape;
-  });
-  if (/%2f|%5c/i.test(decoded) || /\/\.\.?;/.test(decoded)) return undefined;
-  try {
-    return new URL(decoded.replace(/\/{2,}/g, '/'), 'http://gateway.invalid').pathname;
-  } catch {
-    return undefined;
-  }
-}
-
-/**
- * request.url with its path normalized (query untouched), for fastify's rewriteUrl: every route,
- * the gateway's own endpoints included, is matched on the same path the proxy forwards. A path
- * that cannot be normalized is left as is; the proxy answers it 400.
- */
-export function canonicalUrl(url: string): string {
-  const q = url.indexOf('?');
-  const path = q === -1 ? url : url.slice(0, q);
-  const normalized = normalizePath(path);
-  if (normalized === undefined || normalized === path) return url;
-  return q === -1 ? normalized : normalized + url.slice(q);
-}

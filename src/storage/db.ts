@@ -58,6 +58,7 @@ function translate(err: unknown): never {
 // that clients and load balancers wait, so they get the 503 instead of their own timeout.
 // node-postgres then rejects with 'Query read timeout' (-> 503) and the pool destroys the client.
 export const QUERY_TIMEOUT_MS = 5000;
+export const DEFAULT_POOL_SIZE = 20;
 // The LISTEN connection only receives, so it would never notice it is cut off: it sends a trivial
 // statement this often, under the same timeout, and counts as lost when that fails.
 const LISTEN_PING_EVERY_MS = 1000;
@@ -67,6 +68,9 @@ const LISTEN_PING_EVERY_MS = 1000;
  * waits on a locked row (an operator's open transaction) past it still commits once the lock goes,
  * using up the day of a request already answered 503. So Postgres is told to give up a little
  * earlier (statement_timeout): a statement the client gives up on has been cancelled and rolled back.
+ * It is set with SET LOCAL in every transaction, not as a connection's startup parameter: PgBouncer
+ * in transaction mode drops startup parameters (and refuses to start without being told to ignore
+ * them), and a transaction's SET LOCAL goes wherever the transaction goes.
  */
 function serverTimeoutMs(clientTimeoutMs: number): number {
   return Math.max(1, Math.floor(clientTimeoutMs * 0.8));
@@ -75,19 +79,23 @@ function serverTimeoutMs(clientTimeoutMs: number): number {
 export interface PostgresOptions {
   /** Client-side limit on every ordinary query; tests shorten it. */
   queryTimeoutMs?: number;
+  /**
+   * Where LISTEN connects (storage.postgresDirect): a pooler in transaction mode (PgBouncer)
+   * hands each transaction to any server connection, so notifications never come back through it.
+   */
+  listenUrl?: string;
+  /** Connections the pool may open (storage.poolSize). */
+  poolSize?: number;
 }
 
 export function postgresDatabase(url: string, options: PostgresOptions = {}): Database {
   const queryTimeout = options.queryTimeoutMs ?? QUERY_TIMEOUT_MS;
   const pool = new pg.Pool({
     connectionString: url,
-    max: 20,
+    max: options.poolSize ?? DEFAULT_POOL_SIZE,
     // Fail fast when Postgres is down, so requests get a 503 instead of hanging.
     connectionTimeoutMillis: 2000,
     query_timeout: queryTimeout,
-    // Sent when each connection opens (a startup parameter: behind PgBouncer, list it in
-    // ignore_startup_parameters), so no query has to be queued on a connection before its first.
-    statement_timeout: serverTimeoutMs(queryTimeout),
     idleTimeoutMillis: 30_000,
     keepAlive: true,
   });
@@ -110,6 +118,7 @@ export function postgresDatabase(url: string, options: PostgresOptions = {}): Da
       await query(sql);
     },
     async transaction(fn, options = {}) {
+      const timeoutMs = options.queryTimeoutMs ?? queryTimeout;
       let client: pg.PoolClient;
       try {
         client = await pool.connect();
@@ -121,7 +130,7 @@ export function postgresDatabase(url: string, options: PostgresOptions = {}): Da
           try {
             // Without a query_timeout of its own, the pool's applies. node-postgres reads it per
             // query (lib/client.js), but @types/pg does not declare it.
-            const config: pg.QueryConfig & { query_timeout?: number } = { text: sql, values: params, query_timeout: options.queryTimeoutMs };
+            const config: pg.QueryConfig & { query_timeout?: number } = { text: sql, values: params, query_timeout: timeoutMs };
             return (await client.query(config)).rows as T[];
           } catch (err) {
             return translate(err);
@@ -131,7 +140,7 @@ export function postgresDatabase(url: string, options: PostgresOptions = {}): Da
       let broken: unknown;
       try {
         await tx.query('BEGIN');
-        if (options.queryTimeoutMs !== undefined) await tx.query(`SET LOCAL statement_timeout = ${serverTimeoutMs(options.queryTimeoutMs)}`);
+        await tx.query(`SET LOCAL statement_timeout = ${serverTimeoutMs(timeoutMs)}`);
         const result = await fn(tx);
         await tx.query('COMMIT');
         return result;
@@ -155,7 +164,7 @@ export function postgresDatabase(url: string, options: PostgresOptions = {}): Da
       const ping = channels[0] ? `LISTEN ${pg.escapeIdentifier(channels[0])}` : 'SELECT 1';
       const connect = async () => {
         if (stopped) return;
-        const c = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2000, query_timeout: queryTimeout, keepAlive: true });
+        const c = new pg.Client({ connectionString: options.listenUrl || url, connectionTimeoutMillis: 2000, query_timeout: queryTimeout, keepAlive: true });
         client = c;
         const lost = () => {
           if (client !== c) return;
@@ -236,6 +245,6 @@ export async function embeddedDatabase(dir: string): Promise<Database> {
   };
 }
 
-export async function openDatabase(storage: { postgres: string; embeddedDir: string }): Promise<Database> {
-  return storage.postgres ? postgresDatabase(storage.postgres) : embeddedDatabase(storage.embeddedDir);
+export async function openDatabase(storage: { postgres: string; postgresDirect?: string; poolSize?: number; embeddedDir: string }): Promise<Database> {
+  return storage.postgres ? postgresDatabase(storage.postgres, { listenUrl: storage.postgresDirect, poolSize: storage.poolSize }) : embeddedDatabase(storage.embeddedDir);
 }

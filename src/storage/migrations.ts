@@ -3,7 +3,7 @@
 // No library: none we found runs the same SQL on both node-postgres and PGlite, and this is ~30 lines.
 import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import type { Database } from './db.js';
+import type { Database, Queryable } from './db.js';
 
 export const MIGRATIONS_DIR = fileURLToPath(new URL('../../migrations/', import.meta.url));
 export const LOCK_KEY = 7_414_201; // arbitrary, fixed: every instance must take the same lock
@@ -33,6 +33,30 @@ export async function migrate(db: Database, dir = MIGRATIONS_DIR): Promise<strin
     }
     return applied;
   }, { queryTimeoutMs: MIGRATION_QUERY_TIMEOUT_MS });
+}
+
+/** The migration files in `dir` that the database has not applied yet, in order. */
+export async function pendingMigrations(db: Queryable, dir = MIGRATIONS_DIR): Promise<string[]> {
+  const [table] = await db.query<{ exists: boolean }>("SELECT to_regclass('schema_migrations') IS NOT NULL AS exists");
+  const done = new Set(table?.exists ? (await db.query<{ name: string }>('SELECT name FROM schema_migrations')).map((r) => r.name) : []);
+  return migrationFiles(dir).filter((file) => !done.has(file));
+}
+
+/** The database lacks migrations and this instance may not apply them (storage.migrate: false). */
+export class PendingMigrationsError extends Error {
+  constructor(readonly pending: string[]) {
+    super(`the database lacks ${pending.length} migration(s): ${pending.join(', ')}`);
+    this.name = 'PendingMigrationsError';
+  }
+}
+
+/**
+ * For storage.migrate: false. Refuses to run on a database older than the code: every query on a
+ * missing table or column would otherwise fail one request at a time, long after the start.
+ */
+export async function assertMigrated(db: Queryable, dir = MIGRATIONS_DIR): Promise<void> {
+  const pending = await pendingMigrations(db, dir);
+  if (pending.length) throw new PendingMigrationsError(pending);
 }
 
 /** Splits a script on `;` at the end of a line, keeping $$-quoted function bodies whole. */

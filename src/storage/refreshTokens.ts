@@ -1,20 +1,25 @@
 // refresh_tokens: the stored side of rotation. Each state change is one statement whose WHERE
 // makes the race impossible (of N concurrent rotations of one token, one UPDATE returns a row).
+// Every token belongs to a session (sessions.ts): the family of tokens rotated from one login.
 import type { Queryable } from './db.js';
 
-export async function insertRefreshToken(db: Queryable, userId: number, tokenHash: string, expiresAt: Date): Promise<void> {
-  await db.query('INSERT INTO refresh_tokens (user_id, token_hash, expires_at) VALUES ($1, $2, $3)', [userId, tokenHash, expiresAt]);
+export async function insertRefreshToken(db: Queryable, userId: number, tokenHash: string, expiresAt: Date, sessionId: number): Promise<void> {
+  await db.query('INSERT INTO refresh_tokens (user_id, token_hash, expires_at, session_id) VALUES ($1, $2, $3, $4)', [userId, tokenHash, expiresAt, sessionId]);
 }
 
-/** Revokes the token if it is active for that user at `now`; true when this call revoked it. */
-export async function revokeActive(db: Queryable, tokenHash: string, userId: number, now: Date): Promise<boolean> {
-  const rows = await db.query(
+/**
+ * Revokes the token if it is active for that user at `now`. Undefined when it was not (this call
+ * did not revoke it); else the token's session, null for a token issued before sessions existed.
+ */
+export async function revokeActive(db: Queryable, tokenHash: string, userId: number, now: Date): Promise<{ sessionId: number | null } | undefined> {
+  const rows = await db.query<{ session_id: string | number | null }>(
     `UPDATE refresh_tokens SET revoked = 1, revoked_reason = 'rotated'
       WHERE token_hash = $1 AND user_id = $2 AND revoked = 0 AND expires_at > $3
-      RETURNING id`,
+      RETURNING session_id`,
     [tokenHash, userId, now],
   );
-  return rows.length === 1;
+  const row = rows[0];
+  return row && { sessionId: row.session_id === null ? null : Number(row.session_id) };
 }
 
 /** Was this token already rotated away (so presenting it again is a replay)? */
@@ -26,9 +31,26 @@ export async function wasRotated(db: Queryable, tokenHash: string, userId: numbe
   return rows.length === 1;
 }
 
-export async function revokeAllForUser(db: Queryable, userId: number): Promise<number> {
-  const rows = await db.query(`UPDATE refresh_tokens SET revoked = 1, revoked_reason = 'reuse' WHERE user_id = $1 AND revoked = 0 RETURNING id`, [userId]);
-  return rows.length;
+/**
+ * Why tokens were revoked, besides rotation and logout: a replayed token under refreshReuse
+ * revoke-all, a password change or reset, a session ended by its user.
+ */
+export type RevokeReason = 'reuse' | 'password' | 'session';
+
+/**
+ * Revokes every active token of the user: ends all their sessions. Returns how many sessions
+ * ended, not counting `goingOn` (one the caller issues a new token into); a token from before
+ * sessions existed counts as one. Run it after lockUser(): a refresh holding the lock finishes
+ * first and its new token is revoked too, or starts after and finds its token revoked.
+ */
+export async function revokeAllForUser(db: Queryable, userId: number, reason: RevokeReason, goingOn?: number): Promise<number> {
+  const [row] = await db.query<{ sessions: number }>(
+    `WITH revoked AS (
+       UPDATE refresh_tokens SET revoked = 1, revoked_reason = $2 WHERE user_id = $1 AND revoked = 0 RETURNING id, session_id)
+     SELECT count(DISTINCT coalesce(session_id, -id)) FILTER (WHERE $3::bigint IS NULL OR session_id IS DISTINCT FROM $3::bigint)::integer AS sessions FROM revoked`,
+    [userId, reason, goingOn ?? null],
+  );
+  return row?.sessions ?? 0;
 }
 
 /** Logout: revokes by hash whatever the state; an unknown hash changes nothing. */

@@ -10,13 +10,27 @@ export interface User {
   daily_usage: number;
   last_usage_date: string | null;
   created_at: Date;
+  /** null: the user never proved the address is theirs (migration 009). */
+  email_verified_at: Date | null;
 }
 
+/** What the account flows read besides the identity: the password and its state, the email's. */
 export interface UserWithHash extends User {
   password_hash: string;
+  /** null: the password chosen at registration (migration 009) */
+  password_changed_at: Date | null;
 }
 
-const USER_COLUMNS = 'id, email, plan, is_active, daily_usage, last_usage_date, created_at';
+/** users.id is a Postgres integer: a larger id can name no user, and would fail the query (500). */
+export const MAX_USER_ID = 2 ** 31 - 1;
+
+/** A user id from outside (a token's `sub`, a URL, a body): a decimal or number within users.id's range, else undefined. */
+export function parseUserId(value: unknown): number | undefined {
+  const n = typeof value === 'string' && /^[1-9]\d{0,9}$/.test(value) ? Number(value) : typeof value === 'number' ? value : NaN;
+  return Number.isInteger(n) && n >= 1 && n <= MAX_USER_ID ? n : undefined;
+}
+
+const USER_COLUMNS = 'id, email, plan, is_active, daily_usage, last_usage_date, created_at, email_verified_at';
 
 /** Creates the user and its subscription in one unit; null when the email is taken. */
 export async function createUser(db: { transaction: <T>(fn: (tx: Queryable) => Promise<T>) => Promise<T> }, email: string, passwordHash: string): Promise<number | null> {
@@ -37,8 +51,14 @@ export async function emailExists(db: Queryable, email: string): Promise<boolean
   return (await db.query('SELECT 1 FROM users WHERE email = $1', [email])).length > 0;
 }
 
+const ACCOUNT_COLUMNS = `${USER_COLUMNS}, password_hash, password_changed_at`;
+
 export async function findByEmailWithHash(db: Queryable, email: string): Promise<UserWithHash | undefined> {
-  return (await db.query<UserWithHash>(`SELECT ${USER_COLUMNS}, password_hash FROM users WHERE email = $1`, [email]))[0];
+  return (await db.query<UserWithHash>(`SELECT ${ACCOUNT_COLUMNS} FROM users WHERE email = $1`, [email]))[0];
+}
+
+export async function findByIdWithHash(db: Queryable, id: number): Promise<UserWithHash | undefined> {
+  return (await db.query<UserWithHash>(`SELECT ${ACCOUNT_COLUMNS} FROM users WHERE id = $1`, [id]))[0];
 }
 
 export async function findActiveById(db: Queryable, id: number): Promise<User | undefined> {
@@ -53,8 +73,50 @@ export async function findByEmail(db: Queryable, email: string): Promise<User | 
   return (await db.query<User>(`SELECT ${USER_COLUMNS} FROM users WHERE email = $1`, [email]))[0];
 }
 
+/** The same password hashed again with the current parameters (login): not a change of password. */
 export async function updatePasswordHash(db: Queryable, id: number, passwordHash: string): Promise<void> {
   await db.query('UPDATE users SET password_hash = $2 WHERE id = $1', [id, passwordHash]);
+}
+
+/**
+ * Locks the user's row for the rest of the transaction and returns what the account flows check.
+ * The order every transaction touching a user's sessions or links follows: the user's row first,
+ * then their tokens (so two of them never wait on each other). `share`: this transaction starts or
+ * continues a session (login, refresh); `update`: it ends sessions or changes the password. A
+ * refresh and a password change on one user therefore never overlap: the change sees the
+ * refresh's new token and revokes it, or the refresh starts after and finds its token revoked.
+ */
+export async function lockUser(tx: Queryable, id: number, mode: 'share' | 'update'): Promise<UserWithHash | undefined> {
+  return (await tx.query<UserWithHash>(`SELECT ${ACCOUNT_COLUMNS} FROM users WHERE id = $1 ${mode === 'share' ? 'FOR SHARE' : 'FOR NO KEY UPDATE'}`, [id]))[0];
+}
+
+/** Whether the password is still the one a caller checked (read with the row it verified). */
+export function samePassword(checked: Pick<UserWithHash, 'password_changed_at'>, now: Pick<UserWithHash, 'password_changed_at'>): boolean {
+  return (checked.password_changed_at?.getTime() ?? null) === (now.password_changed_at?.getTime() ?? null);
+}
+
+/** A new password (change or reset); `now` is kept to the millisecond, as samePassword() compares it. */
+export async function setPassword(tx: Queryable, id: number, passwordHash: string, now: Date): Promise<void> {
+  await tx.query('UPDATE users SET password_hash = $2, password_changed_at = $3 WHERE id = $1', [id, passwordHash, now]);
+}
+
+/** Marks the email verified, if it is still `email` (a link proves only the address it went to). */
+export async function markEmailVerified(tx: Queryable, id: number, email: string, now: Date): Promise<boolean> {
+  const rows = await tx.query('UPDATE users SET email_verified_at = COALESCE(email_verified_at, $3) WHERE id = $1 AND email = $2 RETURNING id', [id, email, now]);
+  return rows.length === 1;
+}
+
+/**
+ * Deletes the user; its subscription, refresh tokens, sessions, API keys, webhook, links and usage
+ * history go with it (ON DELETE CASCADE), and the email is free again. The users and api_tokens triggers announce
+ * the user and each key gone to every instance (001, 005). With `unchangedSince` (a row read when
+ * the password was checked), only if the password has not changed since. The deleted user, or
+ * undefined.
+ */
+export async function deleteUser(db: Queryable, id: number, unchangedSince?: Pick<UserWithHash, 'password_changed_at'>): Promise<User | undefined> {
+  const condition = unchangedSince ? 'AND password_changed_at IS NOT DISTINCT FROM $2' : '';
+  const params = unchangedSince ? [id, unchangedSince.password_changed_at] : [id];
+  return (await db.query<User>(`DELETE FROM users WHERE id = $1 ${condition} RETURNING ${USER_COLUMNS}`, params))[0];
 }
 
 /** Sets the plan on the user and its subscription record together. */
@@ -95,13 +157,27 @@ export async function countDailyUse(db: Queryable, id: number, today: string, li
   return rows[0]?.daily_usage ?? null;
 }
 
-/** Of these ids, the users whose day is not used up: countDailyUse would admit them now. */
-export async function underDailyLimit(db: Queryable, ids: number[], today: string, limit: number): Promise<number[]> {
+/** Of these ids, the users whose day is not used up under their plan's limit (`limits`; a plan without one never is). */
+export async function underDailyLimit(db: Queryable, ids: number[], today: string, limits: ReadonlyMap<string, number>): Promise<number[]> {
   const rows = await db.query<{ id: number }>(
-    `SELECT id FROM users
-      WHERE id = ANY($1::int[]) AND (last_usage_date IS NULL OR last_usage_date < $2::date
-                                     OR (last_usage_date = $2::date AND daily_usage < $3))`,
-    [ids, today, limit],
+    `SELECT u.id FROM users u LEFT JOIN unnest($3::text[], $4::int[]) AS l(plan, daily) ON l.plan = u.plan
+      WHERE u.id = ANY($1::int[]) AND (l.daily IS NULL OR u.last_usage_date IS NULL OR u.last_usage_date < $2::date
+                                       OR (u.last_usage_date = $2::date AND u.daily_usage < l.daily))`,
+    [ids, today, [...limits.keys()], [...limits.values()]],
   );
   return rows.map((r) => r.id);
+}
+
+/** Uses counted per day since `fromDay` (YYYY-MM-DD): finished days from usage_days, the current one from users. */
+export async function usageSince(db: Queryable, id: number, fromDay: string): Promise<Map<string, number>> {
+  const rows = await db.query<{ day: string; uses: number; current: boolean }>(
+    `SELECT to_char(day, 'YYYY-MM-DD') AS day, uses, false AS current FROM usage_days WHERE user_id = $1 AND day >= $2::date
+     UNION ALL
+     SELECT to_char(last_usage_date, 'YYYY-MM-DD'), daily_usage, true FROM users WHERE id = $1 AND last_usage_date >= $2::date`,
+    [id, fromDay],
+  );
+  const uses = new Map<string, number>();
+  // The users row is the authority for its day (a day moved back by hand may also have a rollup row).
+  for (const row of rows.sort((a, b) => Number(a.current) - Number(b.current))) uses.set(row.day, row.uses);
+  return uses;
 }

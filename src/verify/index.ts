@@ -11,6 +11,8 @@ import { createLocalJWKSet, createRemoteJWKSet, decodeProtectedHeader, errors, j
 
 export const ASSERTION_HEADER = 'x-gateway-assertion';
 export const ASSERTION_TYP = 'gateway-assertion+jwt';
+/** Where the gateway publishes the assertion keys, and only them (never the access-token key). */
+export const ASSERTION_KEYS_PATH = '/.well-known/gateway-assertion-keys.json';
 /** The `iss` the gateway uses when auth.jwt.issuer is not set. */
 export const DEFAULT_ISSUER = 'auth-gateway';
 /** What the plugin answers (the gateway's own error texts are French too). */
@@ -30,7 +32,7 @@ export interface GatewayIdentity {
 }
 
 export interface VerifyOptions {
-  /** The gateway's /.well-known/jwks.json; fetched once, cached, refetched on an unknown kid. */
+  /** The gateway's ASSERTION_KEYS_PATH (`https://gateway/.well-known/gateway-assertion-keys.json`); fetched once, cached, refetched on an unknown kid. Never the access-token key set (/.well-known/jwks.json). */
   jwksUrl?: string | URL;
   /** A key set given directly (no fetching). */
   jwks?: JSONWebKeySet;

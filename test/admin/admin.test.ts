@@ -1,12 +1,13 @@
 // The admin listener: health and metrics, and /admin/v1 behind the admin key.
 import type { FastifyInstance } from 'fastify';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildAdminApp } from '../../src/admin/app.js';
 import {
-  ADMIN_KEY, bearer, closeSql, describeWithServices, eventually, makeUser, sql, startTestGateway, testConfig, type TestGateway,
+  ADMIN_KEY, bearer, closeSql, describeWithServices, eventually, makeUser, sql, startTestGateway, testConfig, testServices, type TestGateway,
 } from '../helpers/gateway.js';
 import { request, type RequestOptions } from '../helpers/http.js';
-import { makeCertificate, startReceiver, type Receiver, type TestCertificate } from '../pro/receiver.js';
+import { startReceiver, type Receiver } from '../helpers/webhookReceiver.js';
 
 const UNAUTHORIZED = { error: 'Clé d’administration invalide' };
 const NOT_FOUND = { error: 'Ressource introuvable' };
@@ -29,24 +30,21 @@ async function startAdmin(gw: TestGateway): Promise<Admin> {
 }
 
 describeWithServices('admin listener', () => {
-  let cert: TestCertificate;
   let a: TestGateway;
   let b: TestGateway;
   let admin: Admin;
   let receiver: Receiver;
 
   beforeAll(async () => {
-    cert = makeCertificate();
-    const config = testConfig({ webhooks: { allowPrivateNetworks: true, caFile: cert.certFile } });
+    const config = testConfig();
     [a, b] = await Promise.all([startTestGateway(config), startTestGateway(config)]);
     admin = await startAdmin(a);
-    receiver = await startReceiver(cert);
+    receiver = await startReceiver();
   });
   afterAll(async () => {
     await admin?.app.close();
     await Promise.all([a?.close(), b?.close()]);
     await receiver?.close();
-    cert?.remove();
     await closeSql();
   });
 
@@ -90,7 +88,7 @@ describeWithServices('admin listener', () => {
       const res = await admin.call('GET', path, { headers });
       expect(res.status, `${path} ${JSON.stringify(headers)}`).toBe(401);
       expect(res.json).toEqual(UNAUTHORIZED);
-      expect(res.headers['www-authenticate']).toBe('Bearer');
+      expect(res.headers['www-authenticate']).toBe('Bearer realm="gateway-admin"');
     }
     const put = await admin.call('PUT', `/admin/v1/users/${user.id}/plan`, { headers: bearer('nope'), json: { plan: 'pro' } });
     expect(put.status).toBe(401);
@@ -107,7 +105,7 @@ describeWithServices('admin listener', () => {
     const res = await admin.as('GET', `/admin/v1/users/${user.id}`);
     expect(res.status).toBe(200);
     expect(res.json).toEqual({
-      id: user.id, email: user.email, plan: 'premium', is_active: 1, daily_usage: 0, last_usage_date: null, created_at: expect.any(String),
+      id: user.id, email: user.email, plan: 'premium', is_active: 1, daily_usage: 0, last_usage_date: null, created_at: expect.any(String), email_verified_at: null,
     });
     expect(res.text).not.toContain('argon2');
     for (const id of ['999999999', '0', '-1', 'abc', '1.5', '99999999999999999999']) {
@@ -184,6 +182,28 @@ describeWithServices('admin listener', () => {
     expect(d.json).toEqual({ type: 'billing.payment_failed', timestamp: expect.any(String), data: { invoice: 'inv_1', amount: 1200 } });
   });
 
+  it('POST /admin/v1/alerts for a user deleted while it is accepted: 404, never a 500', async () => {
+    const user = await makeUser(a);
+    // Another session deletes the user: it holds the row while the alert is in flight, then commits.
+    const deleter = new pg.Client({ connectionString: testServices!.postgres });
+    await deleter.connect();
+    try {
+      await deleter.query('BEGIN');
+      await deleter.query('SELECT id FROM users WHERE id = $1 FOR UPDATE', [user.id]);
+      const alert = admin.as('POST', '/admin/v1/alerts', { user_id: user.id, type: 'billing.payment_failed', data: {} });
+      // Long enough for the request to reach the row the deleter holds.
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      await deleter.query('DELETE FROM users WHERE id = $1', [user.id]);
+      await deleter.query('COMMIT');
+      const res = await alert;
+      expect(res.status).toBe(404);
+      expect(res.json).toEqual(NOT_FOUND);
+      expect(await sql('SELECT id FROM webhook_deliveries WHERE user_id = $1', [user.id])).toEqual([]);
+    } finally {
+      await deleter.end();
+    }
+  });
+
   it('POST /admin/v1/alerts validates its body and knows its users', async () => {
     const user = await makeUser(a);
     for (const body of [{}, { user_id: user.id, data: {} }, { user_id: user.id, type: '', data: {} }, { user_id: user.id, type: 'x', data: 'text' },
@@ -200,6 +220,55 @@ describeWithServices('admin listener', () => {
     expect(unknown.status).toBe(404);
     // A free user is accepted too; nothing is sent (no webhook, not pro).
     expect((await admin.as('POST', '/admin/v1/alerts', { user_id: user.id, type: 'x', data: {} })).status).toBe(202);
+  });
+
+  it('GET /admin/v1/users/{id}/webhook-deliveries lists the user\'s messages, newest first, with what became of them', async () => {
+    const r = await startReceiver(undefined, (d) => (d.json.type === 'billing.refused' ? 410 : 200));
+    try {
+      const user = await makeUser(a, { plan: 'pro' });
+      expect((await b.post('/api/v1/user/webhook', { url: r.url }, { headers: bearer(user.access) })).status).toBe(201);
+      expect((await admin.as('POST', '/admin/v1/alerts', { user_id: user.id, type: 'billing.refused', data: { invoice: 'inv_2' } })).status).toBe(202);
+      const list = () => admin.as('GET', `/admin/v1/users/${user.id}/webhook-deliveries`);
+      await eventually(async () => (await list()).json.deliveries.every((d: { status: string }) => d.status !== 'pending'), 10_000);
+      // One not attempted yet (as an operator would schedule it by SQL).
+      await sql(`INSERT INTO webhook_deliveries (id, user_id, type, body, max_attempts, next_attempt_at)
+                 VALUES ($1, $2, 'later', '{}', 1, now() + interval '1 hour')`, [`msg_later_${user.id}`, user.id]);
+      const res = await list();
+      expect(res.status).toBe(200);
+      const idOf = (type: string) => r.ofType(type)[0]!.headers['webhook-id'];
+      const at = expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+      expect(res.json).toEqual({
+        user_id: user.id,
+        deliveries: [
+          { id: `msg_later_${user.id}`, type: 'later', status: 'pending', attempts: 0, last_error: null, created_at: at, last_attempt_at: null, next_attempt_at: at, finished_at: null },
+          { id: idOf('billing.refused'), type: 'billing.refused', status: 'failed', attempts: 1, last_error: 'HTTP 410', created_at: at, last_attempt_at: at, next_attempt_at: null, finished_at: at },
+          { id: idOf('webhook.test'), type: 'webhook.test', status: 'delivered', attempts: 1, last_error: null, created_at: at, last_attempt_at: at, next_attempt_at: null, finished_at: at },
+        ],
+      });
+      const [, refused, test] = res.json.deliveries;
+      expect(test.created_at <= refused.created_at && refused.created_at <= refused.last_attempt_at && refused.last_attempt_at <= refused.finished_at).toBe(true);
+      // Never the body: data sent to a receiver stays between the gateway and the receiver.
+      expect(res.text).not.toContain('inv_2');
+    } finally {
+      await r.close();
+    }
+  });
+
+  it('GET /admin/v1/users/{id}/webhook-deliveries is bounded to the 100 newest, and knows its users', async () => {
+    const user = await makeUser(a);
+    await sql(`INSERT INTO webhook_deliveries (id, user_id, type, body, max_attempts, status, attempts, created_at, finished_at)
+               SELECT 'msg_bulk_' || $1 || '_' || i, $1::int, 'bulk', '{}', 1, 'delivered', 1, now() - i * interval '1 minute', now() - i * interval '1 minute'
+                 FROM generate_series(1, 150) AS i`, [user.id]);
+    const res = await admin.as('GET', `/admin/v1/users/${user.id}/webhook-deliveries`);
+    expect(res.status).toBe(200);
+    expect(res.json.deliveries.map((d: { id: string }) => d.id)).toEqual(Array.from({ length: 100 }, (_, i) => `msg_bulk_${user.id}_${i + 1}`));
+    expect((await admin.as('GET', `/admin/v1/users/${(await makeUser(a)).id}/webhook-deliveries`)).json).toEqual({ user_id: expect.any(Number), deliveries: [] });
+    for (const id of ['999999999', 'abc', '-1']) {
+      const missing = await admin.as('GET', `/admin/v1/users/${id}/webhook-deliveries`);
+      expect(missing.status).toBe(404);
+      expect(missing.json).toEqual(NOT_FOUND);
+    }
+    expect((await admin.call('GET', `/admin/v1/users/${user.id}/webhook-deliveries`)).json).toEqual(UNAUTHORIZED);
   });
 
   describe('with no admin key configured', () => {

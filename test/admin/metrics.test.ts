@@ -4,9 +4,9 @@
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { buildAdminApp } from '../../src/admin/app.js';
+import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import { bearer, closeSql, describeWithServices, makeUser, marker, startTestGateway, testConfig, type TestGateway } from '../helpers/gateway.js';
 import { request } from '../helpers/http.js';
-import { startEchoUpstream, type EchoUpstream } from '../helpers/upstream.js';
 
 /** The Prometheus text as `series → value`, e.g. `gateway_requests_total{route="/open",method="GET",status="200"}`. */
 function parse(text: string): Map<string, number> {

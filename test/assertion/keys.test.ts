@@ -10,9 +10,9 @@ import { RETIRED_KEY_PUBLISHED_MS } from '../../src/assertion/keyring.js';
 import { migrate } from '../../src/storage/migrations.js';
 import { postgresDatabase, type Database } from '../../src/storage/db.js';
 import { verifyGatewayAssertion } from '../../src/verify/index.js';
+import { startEchoUpstream } from '../helpers/echoUpstream.js';
 import { bearer, closeSql, describeWithServices, eventually, makeUser, startTestGateway, testClock, testConfig, throwawayDatabase, type TestGateway } from '../helpers/gateway.js';
-import { startEchoUpstream } from '../helpers/upstream.js';
-import { decodeAssertion, startFastifyUpstream } from './upstream.js';
+import { decodeAssertion, startFastifyUpstream } from '../helpers/verifyingUpstreams.js';
 
 describeWithServices('assertion keys', () => {
   const cleanups: Array<() => Promise<unknown>> = [];
@@ -35,9 +35,10 @@ describeWithServices('assertion keys', () => {
     return gw;
   }
 
-  const kidsOf = async (gw: TestGateway): Promise<string[]> => (await gw.get('/.well-known/jwks.json')).json.keys.map((k: { kid: string }) => k.kid);
+  const kidsOf = async (gw: TestGateway): Promise<string[]> => (await gw.get('/.well-known/gateway-assertion-keys.json')).json.keys.map((k: { kid: string }) => k.kid);
   const keyStates = (db: Database) => db.query<{ kid: string; state: string; has_private: boolean }>(
-    'SELECT kid, state, private_jwk IS NOT NULL AS has_private FROM assertion_keys ORDER BY created_at',
+    // By state first: keys made in one transaction can share a created_at.
+    "SELECT kid, state, private_jwk IS NOT NULL AS has_private FROM assertion_keys ORDER BY CASE state WHEN 'retired' THEN 0 WHEN 'current' THEN 1 ELSE 2 END, created_at",
   );
 
   it('instances starting at once on an empty database end with one current and one next key', async () => {
@@ -68,7 +69,7 @@ describeWithServices('assertion keys', () => {
     const clock = testClock();
     const a = await started(startTestGateway(config, { clock }));
     const b = await started(startTestGateway(config));
-    await upstream.protect({ jwksUrl: `${a.url}/.well-known/jwks.json`, audience: 'secure' });
+    await upstream.protect({ jwksUrl: `${a.url}/.well-known/gateway-assertion-keys.json`, audience: 'secure' });
     const user = await makeUser(a);
     const signedKid = async (gw: TestGateway) => {
       const res = await gw.get('/secure/kid', { headers: bearer(user.access) });
@@ -107,7 +108,7 @@ describeWithServices('assertion keys', () => {
       ]);
       // An assertion the old key signed before the rotation still verifies for a verifier fetching the keys now.
       const oldHeaders = { 'x-gateway-assertion': before.json.assertion, 'x-user-id': String(user.id), 'x-user-plan': 'free' };
-      expect(await verifyGatewayAssertion(oldHeaders, { jwksUrl: `${b.url}/.well-known/jwks.json`, audience: 'secure', jwksCacheMaxAgeMs: 299_999 }))
+      expect(await verifyGatewayAssertion(oldHeaders, { jwksUrl: `${b.url}/.well-known/gateway-assertion-keys.json`, audience: 'secure', jwksCacheMaxAgeMs: 299_999 }))
         .toEqual({ userId: user.id, plan: 'free', email: user.email, authMethod: 'bearer' });
 
       // Once everything it signed has expired, the retired key is no longer published.
@@ -139,12 +140,12 @@ describeWithServices('assertion keys', () => {
 
     const first = await startTestGateway(config);
     const user = await makeUser(first);
-    const jwksBefore = (await first.get('/.well-known/jwks.json')).json;
+    const jwksBefore = (await first.get('/.well-known/gateway-assertion-keys.json')).json;
     expect((await first.get('/app/one', { headers: bearer(user.access) })).status).toBe(200);
     await first.close();
 
     const second = await started(startTestGateway(config));
-    const jwksAfter = (await second.get('/.well-known/jwks.json')).json;
+    const jwksAfter = (await second.get('/.well-known/gateway-assertion-keys.json')).json;
     expect(jwksAfter).toEqual(jwksBefore);
     expect((await second.get('/app/two', { headers: bearer(user.access) })).status).toBe(200);
     const one = echo.last('/app/one')!.headers;

@@ -3,6 +3,7 @@ import { decodeJwt, decodeProtectedHeader } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256Hex } from '../../src/auth/tokens.js';
 import { closeSql, describeWithServices, newEmail, newPassword, sql, startTestGateway, testConfig, type TestGateway } from '../helpers/gateway.js';
+import { alike, compareTimings } from '../helpers/timing.js';
 
 const LOGIN = '/api/v1/auth/login';
 const REQUIRED = { error: 'Email et mot de passe requis' };
@@ -64,6 +65,15 @@ describeWithServices('POST /api/v1/auth/login', () => {
       }
       expect(await tokenRows(user.id)).toEqual([]);
       expect(await tokenRows(inactive.id)).toEqual([]);
+    });
+
+    it('takes as long for an unknown email as for a known one with a wrong password (no enumeration by timing)', async () => {
+      // Without the dummy verification an unknown email answers in ~1 ms against ~20 ms or more
+      // for a real one: a factor of 10 at least, far outside the tolerance (half to twice).
+      const user = await registered();
+      const answered401 = (body: Record<string, string>) => async () => expect((await gw.post(LOGIN, body)).status).toBe(401);
+      const timing = await compareTimings(answered401({ email: newEmail(), password: newPassword() }), answered401({ email: user.email, password: `${user.password}x` }));
+      expect(alike(timing), JSON.stringify(timing)).toBe(true);
     });
 
     it('a password over 1024 bytes → 401 (not 400), even for the right email', async () => {

@@ -6,11 +6,11 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { base64url, createLocalJWKSet, decodeJwt, decodeProtectedHeader, jwtVerify, SignJWT, type JSONWebKeySet, type JWTPayload } from 'jose';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import {
   bearer, closeSql, describeWithServices, makeUser, marker, sql, startTestGateway, startTwoGateways, testClock, testConfig,
   TEST_JWT_SECRET, throwawayDatabase, type TestGateway,
 } from '../helpers/gateway.js';
-import { startEchoUpstream, type EchoUpstream } from '../helpers/upstream.js';
 
 const TOKEN_INVALID = { error: 'Token invalide ou expiré' };
 const REFRESH_UNDECODABLE = { error: 'Refresh token invalide ou expiré' };

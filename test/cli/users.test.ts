@@ -1,45 +1,18 @@
 // `gateway users set-plan|deactivate|activate EMAIL`, run as operators run it: the built CLI
 // (dist/cli.js) in its own process, on a config file pointing at the run's database.
-import { execFile, execFileSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { ensureBuilt, gateway } from '../helpers/cli.js';
 import { bearer, closeSql, describeWithServices, eventually, makeUser, sql, startTestGateway, testConfig, testServices, TEST_JWT_SECRET, type TestGateway } from '../helpers/gateway.js';
-
-const ROOT = path.resolve(import.meta.dirname, '../..');
-const CLI = path.join(ROOT, 'dist/cli.js');
-
-function newestSource(dir: string): number {
-  let newest = 0;
-  for (const entry of readdirSync(dir, { withFileTypes: true })) {
-    const full = path.join(dir, entry.name);
-    newest = Math.max(newest, entry.isDirectory() ? newestSource(full) : statSync(full).mtimeMs);
-  }
-  return newest;
-}
-
-/** `npm test` builds first; a run of this file alone builds when dist is missing or older than src. */
-function ensureBuilt(): void {
-  let built = 0;
-  try { built = statSync(CLI).mtimeMs; } catch { /* not built */ }
-  if (built < newestSource(path.join(ROOT, 'src'))) execFileSync('npm', ['run', 'build'], { cwd: ROOT, stdio: 'ignore' });
-}
-
-interface Run { code: number; stdout: string; stderr: string }
 
 describeWithServices('gateway users …', () => {
   let dir: string;
   let configFile: string;
   let gw: TestGateway;
 
-  const cli = (...args: string[]): Promise<Run> => new Promise((resolve) => {
-    const env = { ...process.env };
-    for (const name of ['GATEWAY_CONFIG', 'PORT', 'HOST', 'DATABASE_URL', 'REDIS_URL']) delete env[name];
-    execFile(process.execPath, [CLI, ...args, '--config', configFile], { cwd: dir, env, timeout: 30_000 }, (err, stdout, stderr) => {
-      resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr });
-    });
-  });
+  const cli = (...args: string[]) => gateway([...args, '--config', configFile], { cwd: dir });
 
   beforeAll(async () => {
     ensureBuilt();
@@ -53,6 +26,10 @@ describeWithServices('gateway users …', () => {
       `    secret: ${JSON.stringify(TEST_JWT_SECRET)}`,
       'admin:',
       '  port: 0',
+      // No SMTP: `users reset-link` is how such a deployment hands out reset links.
+      'mail:',
+      '  resetUrl: https://app.example.test/reset-password?token={token}',
+      '  verifyUrl: https://app.example.test/verify-email?token={token}',
       '',
     ].join('\n'));
     gw = await startTestGateway(testConfig());
@@ -73,6 +50,18 @@ describeWithServices('gateway users …', () => {
     expect(await sql('SELECT u.plan, s.plan AS subscription FROM users u JOIN subscriptions s ON s.user_id = u.id WHERE u.id = $1', [user.id]))
       .toEqual([{ plan: 'pro', subscription: 'pro' }]);
     await eventually(async () => (await gw.post('/api/v1/user/api-token', {}, { headers })).status === 201, 1000);
+  });
+
+  it('set-plan takes any plan the configuration names (CONTRACT §12)', async () => {
+    const user = await makeUser(gw);
+    const teamFile = path.join(dir, 'team.yaml');
+    writeFileSync(teamFile, `${readFileSync(configFile, 'utf8')}plans:\n  limits:\n    team: { daily: 5 }\n`);
+    const refused = await cli('users', 'set-plan', user.email, 'team');
+    expect(refused.stderr).toContain('gateway: unknown plan "team": expected one of free, premium, pro');
+    const run = await gateway(['users', 'set-plan', user.email, 'team', '--config', teamFile], { cwd: dir });
+    expect(run).toEqual({ code: 0, stdout: `user ${user.id} (${user.email}): plan free → team\n`, stderr: '' });
+    expect(await sql('SELECT u.plan, s.plan AS subscription FROM users u JOIN subscriptions s ON s.user_id = u.id WHERE u.id = $1', [user.id]))
+      .toEqual([{ plan: 'team', subscription: 'team' }]);
   });
 
   it('deactivate and activate, seen by a running gateway within a second', async () => {
@@ -109,7 +98,50 @@ describeWithServices('gateway users …', () => {
       expect(run.stderr).toContain('gateway: no user with email nobody@example.test');
     }
     expect(noEmail.code).toBe(1);
-    expect(noEmail.stderr).toContain('users needs: set-plan EMAIL PLAN | deactivate EMAIL | activate EMAIL');
+    expect(noEmail.stderr).toContain('gateway: users deactivate needs EMAIL');
     expect(await sql('SELECT plan, is_active FROM users WHERE id = $1', [user.id])).toEqual([{ plan: 'free', is_active: 1 }]);
+  });
+
+  it('reset-link prints a single-use link that a running gateway accepts', async () => {
+    const user = await makeUser(gw);
+    const run = await cli('users', 'reset-link', user.email.toUpperCase());
+    expect(run.code).toBe(0);
+    expect(run.stderr).toBe('');
+    const [line, link, ...rest] = run.stdout.split('\n');
+    expect(line).toBe(`user ${user.id} (${user.email}): password reset link, single use, valid 30 minutes:`);
+    expect(rest).toEqual(['']);
+    expect(link).toMatch(/^https:\/\/app\.example\.test\/reset-password\?token=[A-Za-z0-9_-]{43}$/);
+    const token = new URL(link!).searchParams.get('token');
+    const reset = await gw.post('/api/v1/auth/password/reset', { token, new_password: 'a-new-password' });
+    expect(reset.status).toBe(200);
+    expect((await gw.post('/api/v1/auth/login', { email: user.email, password: 'a-new-password' })).status).toBe(200);
+    expect((await gw.post('/api/v1/auth/password/reset', { token, new_password: 'another-password' })).status).toBe(400);
+  });
+
+  it('reset-link needs mail.resetUrl, and an existing user', async () => {
+    const bare = path.join(dir, 'bare.yaml');
+    writeFileSync(bare, `storage:\n  postgres: ${JSON.stringify(testServices!.postgres)}\nadmin:\n  port: 0\n`);
+    const user = await makeUser(gw);
+    const [noMail, unknown] = await Promise.all([
+      gateway(['users', 'reset-link', user.email, '--config', bare], { cwd: dir }),
+      cli('users', 'reset-link', 'nobody@example.test'),
+    ]);
+    expect(noMail.code).toBe(1);
+    expect(noMail.stdout).toBe('');
+    expect(noMail.stderr).toContain('mail.resetUrl is not set');
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toContain('gateway: no user with email nobody@example.test');
+    expect(await sql('SELECT 1 FROM email_tokens WHERE user_id = $1 AND purpose = $2', [user.id, 'reset'])).toEqual([]);
+  });
+
+  it('delete erases the user; a running gateway refuses its token within a second; the email is free', async () => {
+    const user = await makeUser(gw);
+    const headers = bearer(user.access);
+    expect((await gw.get('/api/v1/user/me', { headers })).status).toBe(200);
+    const run = await cli('users', 'delete', user.email);
+    expect(run).toEqual({ code: 0, stdout: `user ${user.id} (${user.email}): deleted, with its sessions, API keys, webhook and links\n`, stderr: '' });
+    expect(await sql('SELECT 1 FROM users WHERE id = $1', [user.id])).toEqual([]);
+    await eventually(async () => (await gw.get('/api/v1/user/me', { headers })).status === 401, 1000);
+    expect((await gw.post('/api/v1/auth/register', { email: user.email, password: user.password })).status).toBe(201);
   });
 });

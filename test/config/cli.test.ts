@@ -1,30 +1,12 @@
-// `gateway check` through the built CLI, as an operator runs it (npm test builds first).
-import { execFile, execFileSync } from 'node:child_process';
+// `gateway check` through the built CLI, as an operator runs it (npm test builds first): the
+// configuration, and every file it names, validated as `start` would read them.
 import { generateKeyPairSync } from 'node:crypto';
-import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-const CLI = path.join(ROOT, 'dist/cli.js');
-
-/** The newest of the sources `gateway check` reads: the CLI, the config loader and the key loader. */
-function newestSource(): number {
-  const config = path.join(ROOT, 'src/config');
-  const files = [path.join(ROOT, 'src/cli.ts'), path.join(ROOT, 'src/auth/tokens.ts'), ...readdirSync(config).map((f) => path.join(config, f))];
-  return Math.max(...files.map((f) => statSync(f).mtimeMs));
-}
-
-/** Runs the CLI with only the given environment (no DATABASE_URL or JWT_SECRET leaking in). */
-function gateway(args: string[], env: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, [CLI, ...args], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...env }, timeout: 20_000 }, (err, stdout, stderr) => {
-      resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr });
-    });
-  });
-}
+import { ensureBuilt, gateway } from '../helpers/cli.js';
+import { makeCertificate } from '../helpers/certificate.js';
 
 const VALID = `
 upstreams:
@@ -40,14 +22,7 @@ describe('gateway check', { timeout: 60_000 }, () => {
   let dir: string;
   beforeAll(() => {
     dir = mkdtempSync(path.join(tmpdir(), 'gw-cli-'));
-    // `npm test` builds before running; a lone `vitest run` rebuilds when dist is older than src.
-    if (!existsSync(CLI) || statSync(CLI).mtimeMs < newestSource()) {
-      try {
-        execFileSync(process.execPath, [path.join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'], { cwd: ROOT, stdio: 'pipe' });
-      } catch {
-        // tsc still emits when another file has a type error; the tests below judge the result.
-      }
-    }
+    ensureBuilt();
   }, 120_000);
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -67,16 +42,33 @@ describe('gateway check', { timeout: 60_000 }, () => {
     expect(lines[1]).toBe('');
     const table = lines.slice(2).map((l) => l.split(/ {2,}/));
     expect(table).toEqual([
-      ['PATH', 'METHODS', 'AUTH', 'PLANS', 'DAILY', 'UPSTREAM', 'FORWARDED AS'],
-      ['/api/v1/public', '*', 'none', '-', '-', 'app (http://127.0.0.1:3000)', '/public/…'],
-      ['/api/v1/races', 'GET,POST', 'required', '-', 'yes', 'app (http://127.0.0.1:3000)', '/api/v1/races/…'],
-      ['/api/v1/reports', '*', 'required', 'premium,pro', '-', 'reports (http://reports.internal:8000)', '/api/v1/reports/…'],
+      ['PATH', 'METHODS', 'AUTH', 'PLANS', 'DAILY', 'PER MINUTE', 'UPSTREAM', 'FORWARDED AS'],
+      ['/api/v1/public', '*', 'none', '-', '-', '-', 'app (http://127.0.0.1:3000)', '/public/…'],
+      ['/api/v1/races', 'GET,POST', 'required', '-', 'yes', '-', 'app (http://127.0.0.1:3000)', '/api/v1/races/…'],
+      ['/api/v1/reports', '*', 'required', 'premium,pro', '-', '-', 'reports (http://reports.internal:8000)', '/api/v1/reports/…'],
     ]);
+  });
+
+  it('shows a decision-only route (no upstream, decisions.port set) as such', async () => {
+    const file = write('decisions.yaml', `decisions: { port: 9191 }\n${VALID}  - { path: /downloads, plans: [pro] }\n`);
+    const { code, stdout } = await gateway(['check', '--config', file]);
+    expect(code).toBe(0);
+    const row = stdout.split('\n').find((l) => l.startsWith('/downloads'))!.split(/ {2,}/);
+    expect(row).toEqual(['/downloads', '*', 'required', 'pro', '-', '-', '- (decision only)', '-']);
+  });
+
+  it('shows a route on / as forwarded to /…, not //…', async () => {
+    const file = write('root.yaml', `${VALID}  - { path: /, upstream: app, auth: none }\n  - { path: /old, upstream: app, auth: none, rewritePrefix: / }\n`);
+    const { code, stdout } = await gateway(['check', '--config', file]);
+    expect(code).toBe(0);
+    const forwardedAs = (path: string) => stdout.split('\n').find((l) => l.startsWith(`${path} `))!.split(/ {2,}/).at(-1);
+    expect(forwardedAs('/')).toBe('/…');
+    expect(forwardedAs('/old')).toBe('/…');
   });
 
   it('reads $GATEWAY_CONFIG and substitutes the environment', async () => {
     const file = write('env.yaml', VALID);
-    const { code, stdout } = await gateway(['check'], { GATEWAY_CONFIG: file, REPORTS_URL: 'https://reports.example.test' });
+    const { code, stdout } = await gateway(['check'], { env: { GATEWAY_CONFIG: file, REPORTS_URL: 'https://reports.example.test' } });
     expect(code).toBe(0);
     expect(stdout).toContain('reports (https://reports.example.test)');
   });
@@ -125,5 +117,43 @@ describe('gateway check', { timeout: 60_000 }, () => {
       expect(result.stderr.startsWith(`${file}: invalid configuration\n  - auth.jwt.privateKeyFile: ${key}: `)).toBe(true);
     }
     expect(missing.stderr).toContain('ENOENT');
+  });
+
+  it('reads webhooks.caFile, relative to the config file: PEM certificates that all parse', async () => {
+    const cert = makeCertificate();
+    try {
+      const lines = cert.cert.trim().split('\n');
+      writeFileSync(path.join(dir, 'bundle.pem'), `${cert.cert}${cert.cert}`);
+      const truncated = write('truncated.pem', `${cert.cert}${[lines[0], lines[1], lines.at(-1)].join('\n')}\n`);
+      const junk = write('junk.pem', 'hello\n');
+      const missing = path.join(dir, 'missing-ca.pem');
+      const check = (name: string, ca: string) => gateway(['check', '--config', write(name, `${VALID}webhooks:\n  caFile: ${ca}\n`)]);
+      const [ok, bad, none, absent] = await Promise.all([
+        check('ca-ok.yaml', './bundle.pem'), check('ca-truncated.yaml', truncated), check('ca-junk.yaml', junk), check('ca-missing.yaml', missing),
+      ]);
+      expect(ok.stderr).toBe('');
+      expect(ok.code).toBe(0);
+      const problem = (run: typeof ok) => {
+        expect(run.code).toBe(1);
+        expect(run.stdout).toBe('');
+        return run.stderr.split('\n')[1];
+      };
+      expect(problem(bad)).toMatch(new RegExp(`^  - webhooks\\.caFile: ${truncated}: certificate 2 of 2 does not parse: .+`));
+      expect(problem(none)).toBe(`  - webhooks.caFile: ${junk}: no PEM certificate in the file (expected -----BEGIN CERTIFICATE----- blocks)`);
+      expect(problem(absent)).toBe(`  - webhooks.caFile: ${missing}: cannot read the file: ENOENT`);
+    } finally {
+      cert.remove();
+    }
+  });
+
+  it('checks LOG_LEVEL as start reads it', async () => {
+    const file = write('levels.yaml', VALID);
+    const check = (LOG_LEVEL: string) => gateway(['check', '--config', file], { env: { LOG_LEVEL } });
+    const [loud, debug] = await Promise.all([check('loud'), check('debug')]);
+    expect(loud).toEqual({
+      code: 1, stdout: '',
+      stderr: `${file}: invalid configuration\n  - LOG_LEVEL: unknown level "loud"; expected one of trace, debug, info, warn, error, fatal, silent\n`,
+    });
+    expect(debug.code).toBe(0);
   });
 });

@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig, parseConfig } from '../../src/config/load.js';
+import { planLimitsOf } from '../../src/plans.js';
 
 const FILE = '/etc/gateway/gateway.yaml';
 const SECRET = 'a-test-secret-that-is-at-least-32-bytes';
@@ -33,7 +34,9 @@ routes:
 describe('parseConfig', () => {
   it('an empty file gives the documented defaults', () => {
     const config = parseConfig('', FILE);
-    expect(config.server).toEqual({ host: '0.0.0.0', port: 8080, bodyLimit: 1024 * 1024, trustProxy: false });
+    expect(config.server).toEqual({ host: '0.0.0.0', port: 8080, bodyLimit: 1024 * 1024, trustProxy: false, shutdownDelay: 5000 });
+    expect(config.storage.postgresDirect).toBe('');
+    expect(parseConfig('server:\n  shutdownDelay: 0s\n', FILE).server.shutdownDelay).toBe(0);
     expect(config.storage).toMatchObject({ postgres: '', redis: '', redisKeyPrefix: 'gw:', migrate: true });
     expect(config.auth).toMatchObject({
       jwt: { algorithm: 'HS256', secret: '' },
@@ -42,9 +45,14 @@ describe('parseConfig', () => {
       passwordMinLength: 8,
       refreshReuse: 'reject',
       rateLimit: { max: 20, window: 60_000 },
+      requireVerifiedEmail: false,
     });
-    expect(config.plans.freeDailyLimit).toBe(1);
+    // No limits: the spec's plans (free 1 a day, the others unlimited, no per-minute limit).
+    expect(config.plans).toEqual({ limits: {} });
+    expect(planLimitsOf(config.plans, 'free')).toEqual({ daily: 1, perMinute: null });
+    expect(planLimitsOf(config.plans, 'premium')).toEqual({ daily: null, perMinute: null });
     expect(config.admin).toEqual({ host: '127.0.0.1', port: 9090, apiKey: '' });
+    expect(config.decisions).toEqual({ host: '127.0.0.1', port: 0 });
     expect(config.routes).toEqual([]);
   });
 
@@ -160,10 +168,22 @@ describe('parseConfig', () => {
       expect(e.problems).toEqual(['routes[1].upstream: unknown upstream "nope"; declared: app']);
     });
 
-    it('plans or dailyLimit on a route without auth: required', () => {
+    it('a route without upstream, unless a decisions listener decides for it (CONTRACT §11)', () => {
+      expect(configError(`${ROUTES}  - { path: /a }\n`).problems).toEqual(['routes[0].upstream: required unless decisions.port is set (a route without upstream is decision-only)']);
+      expect(configError(`decisions: { port: 0 }\n${ROUTES}  - { path: /a }\n`).problems).toHaveLength(1);
+      const config = parseConfig(`decisions: { port: "9191" }\n${ROUTES}  - { path: /a, plans: [pro] }\n`, FILE);
+      expect(config.decisions).toEqual({ host: '127.0.0.1', port: 9191 });
+      expect(config.routes[0]!.upstream).toBeUndefined();
+      // Nothing to rewrite for: the gateway never forwards a decision-only route.
+      expect(configError(`decisions: { port: 9191 }\n${ROUTES}  - { path: /a, rewritePrefix: /b }\n`).problems).toEqual(['routes[0].rewritePrefix: needs an upstream: a decision-only route is never forwarded by the gateway']);
+      expect(configError(`decisions: { port: 9191, hots: x }\n`).problems).toEqual(['decisions: unknown key(s) "hots"']);
+    });
+
+    it('plans, dailyLimit or rateLimit on a route without auth: required', () => {
       for (const auth of ['none', 'optional']) {
-        expect(configError(`${ROUTES}  - { path: /a, upstream: app, auth: ${auth}, plans: [pro] }\n`).problems).toEqual(['routes[0].auth: plans and dailyLimit need auth: required']);
-        expect(configError(`${ROUTES}  - { path: /a, upstream: app, auth: ${auth}, dailyLimit: true }\n`).problems).toEqual(['routes[0].auth: plans and dailyLimit need auth: required']);
+        for (const guard of ['plans: [pro]', 'dailyLimit: true', 'rateLimit: true']) {
+          expect(configError(`${ROUTES}  - { path: /a, upstream: app, auth: ${auth}, ${guard} }\n`).problems).toEqual(['routes[0].auth: plans, dailyLimit and rateLimit need auth: required']);
+        }
       }
       // auth defaults to required: fine.
       expect(parseConfig(`${ROUTES}  - { path: /a, upstream: app, plans: [pro], dailyLimit: true }\n`, FILE).routes[0]!.auth).toBe('required');
@@ -178,13 +198,52 @@ describe('parseConfig', () => {
       expect(configError('auth:\n  jwt:\n    algorithm: EdDSA\n').problems).toEqual(['auth.jwt.privateKeyFile: expected a PEM private key file for EdDSA']);
     });
 
-    it('a plan that does not exist, a bad enum, a path declared twice, a bad URL', () => {
-      expect(configError(`${ROUTES}  - { path: /a, upstream: app, plans: [gold] }\n`).problems[0]).toMatch(/^routes\[0\]\.plans\[0\]: /);
+    it('a plan name that cannot be one, a bad enum, a path declared twice, a bad URL', () => {
+      // Any plan a route names exists (CONTRACT §12), as long as it is a plan name.
+      expect(parseConfig(`${ROUTES}  - { path: /a, upstream: app, plans: [gold] }\n`, FILE).routes[0]!.plans).toEqual(['gold']);
+      expect(configError(`${ROUTES}  - { path: /a, upstream: app, plans: [Gold Plan] }\n`).problems[0]).toMatch(/^routes\[0\]\.plans\[0\]: expected a plan name/);
+      expect(configError('plans:\n  limits:\n    "Gold!": { daily: 3 }\n').problems[0]).toMatch(/^plans\.limits/);
       expect(configError('auth:\n  refreshReuse: forgive\n').problems[0]).toMatch(/^auth\.refreshReuse: /);
       expect(configError(`${ROUTES}  - { path: /a, upstream: app }\n  - { path: /a/, upstream: app }\n`).problems).toEqual(['routes[1].path: path /a is declared twice (paths are matched without regard to case)']);
       expect(configError(`${ROUTES}  - { path: /Docs, upstream: app }\n  - { path: /docs, upstream: app }\n`).problems).toEqual(['routes[1].path: path /docs is declared twice (paths are matched without regard to case)']);
       expect(configError(`${ROUTES}  - { path: '/a;b', upstream: app }\n`).problems).toEqual(['routes[0].path: expected a path starting with / (no query, no `;`, no spaces)']);
       expect(configError('upstreams:\n  app: { url: ftp://x }\n').problems).toEqual(['upstreams.app.url: expected an http:// or https:// URL']);
+    });
+
+    it('storage.redis in its three forms (CONTRACT §9), and what is wrong with one that fits none', () => {
+      const redis = (yaml: string) => parseConfig(`storage:\n  redis:${yaml}`, FILE).storage;
+      expect(redis(' rediss://:secret@redis.internal:6380/2\n')).toMatchObject({ redis: 'rediss://:secret@redis.internal:6380/2', redisTimeout: 100 });
+      expect(redis('\n    sentinels: ["10.0.0.1:26379", "[fd00::2]:26379"]\n    name: mymaster\n    password: ""\n    sentinelPassword: s3\n  redisTimeout: 250ms\n')).toMatchObject({
+        redis: { sentinels: [{ host: '10.0.0.1', port: 26379 }, { host: 'fd00::2', port: 26379 }], name: 'mymaster', password: undefined, sentinelPassword: 's3' },
+        redisTimeout: 250,
+      });
+      expect(redis('\n    cluster: [redis-0.redis:6379]\n')).toMatchObject({ redis: { cluster: [{ host: 'redis-0.redis', port: 6379 }] } });
+
+      const problems = (yaml: string) => configError(`storage:\n  redis:${yaml}`).problems;
+      expect(problems(' 10.0.0.1:6379\n')).toEqual(['storage.redis: expected a redis:// or rediss:// URL (or a sentinels or cluster map)']);
+      expect(problems('\n    sentinels: ["10.0.0.1"]\n    name: mymaster\n')).toEqual(['storage.redis.sentinels[0]: expected host:port such as 10.0.0.1:26379, got "10.0.0.1"']);
+      expect(problems('\n    sentinels: ["10.0.0.1:26379"]\n')).toEqual([expect.stringMatching(/^storage\.redis\.name: /)]);
+      expect(problems('\n    cluster: ["10.0.0.1:70000"]\n')).toEqual(['storage.redis.cluster[0]: expected host:port such as 10.0.0.1:26379, got "10.0.0.1:70000"']);
+      expect(problems('\n    cluster: ["10.0.0.1:7000"]\n    name: mymaster\n')).toEqual(['storage.redis: unknown key(s) "name"']);
+      expect(problems('\n    nodes: ["10.0.0.1:7000"]\n')).toEqual(['storage.redis: expected a redis:// or rediss:// URL, a map with sentinels and name, or a map with cluster']);
+    });
+
+    it('mail: SMTP URL, sender, link templates with {token}; requireVerifiedEmail needs mail.smtp', () => {
+      const links = '  resetUrl: https://app.example.com/reset?token={token}\n  verifyUrl: https://app.example.com/verify?token={token}\n';
+      const mail = parseConfig(`mail:\n  smtp: smtps://u:p@smtp.example.com:465\n  from: "Gateway <no-reply@example.com>"\n${links}auth:\n  requireVerifiedEmail: true\n`, FILE).mail;
+      expect(mail).toEqual({ smtp: 'smtps://u:p@smtp.example.com:465', from: 'Gateway <no-reply@example.com>', resetUrl: 'https://app.example.com/reset?token={token}', verifyUrl: 'https://app.example.com/verify?token={token}' });
+      // No SMTP (as ${SMTP_URL:-} gives when unset): links for the CLI only.
+      expect(parseConfig(`mail:\n  smtp: \${SMTP_URL:-}\n${links}`, FILE, {}).mail?.smtp).toBe('');
+      expect(parseConfig('', FILE).mail).toBeUndefined();
+      expect(configError(`mail:\n  smtp: http://smtp.example.com\n  from: a@b.c\n${links}`).problems).toEqual(['mail.smtp: expected an smtp:// or smtps:// URL (or nothing: no mail is sent)']);
+      expect(configError(`mail:\n  smtp: smtp://smtp.example.com\n${links}`).problems).toEqual(['mail.from: expected the sender of the mails, such as "Gateway <no-reply@example.com>" (needed when mail.smtp is set)']);
+      expect(configError('mail:\n  resetUrl: https://app.example.com/reset\n  verifyUrl: ftp://x/{token}\n').problems).toEqual([
+        'mail.resetUrl: expected a URL containing {token}, where the link\'s token goes',
+        'mail.verifyUrl: expected an http:// or https:// URL, got "ftp://x/{token}"',
+      ]);
+      expect(configError('mail:\n  smtp: smtp://x\n').problems).toEqual(expect.arrayContaining([expect.stringMatching(/^mail\.resetUrl: /), expect.stringMatching(/^mail\.verifyUrl: /)]));
+      expect(configError('auth:\n  requireVerifiedEmail: true\n').problems).toEqual(['auth.requireVerifiedEmail: needs mail.smtp: without mail no account could receive its verification link, and none could log in']);
+      expect(configError(`mail:\n${links}auth:\n  requireVerifiedEmail: true\n`).problems[0]).toMatch(/^auth\.requireVerifiedEmail: needs mail\.smtp/);
     });
 
     it('malformed YAML', () => {

@@ -1,47 +1,19 @@
 // The daily limit while Redis comes and goes: Postgres alone keeps it exact, and the Redis gate is
 // used again once Redis answers, with no restart. The test runs a Redis server of its own.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import {
-  bearer, closeSql, describeWithServices, eventually, makeUser, marker, sql, startTwoGateways, testConfig, testServices,
+  bearer, closeSql, eventually, makeUser, marker, sql, startTwoGateways, testConfig, testServices,
   type TestGateway, type TestUser,
 } from '../helpers/gateway.js';
-import { startEchoUpstream, type EchoUpstream } from '../helpers/upstream.js';
-import { sparePort } from '../ops/support.js';
-
-const hasRedisServer = spawnSync('redis-server', ['--version']).status === 0;
-// Same rule as for Postgres and Redis themselves (helpers/globalSetup.ts): without the binary the
-// suite is skipped, unless REQUIRE_SERVICES=1 (CI), where it fails instead of passing unseen.
-const requireServices = process.env.REQUIRE_SERVICES === '1';
-if (!hasRedisServer && !requireServices) console.warn('\n[tests] redis-server is not installed: the Redis outage suite is skipped\n');
-
-/** redis-server on `port`, without persistence (a restart starts empty, like a flushed Redis). */
-async function startRedis(port: number): Promise<ChildProcess> {
-  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: ['ignore', 'pipe', 'pipe'] });
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('redis-server did not start')), 10_000);
-    child.stdout!.on('data', (chunk: Buffer) => {
-      if (String(chunk).includes('Ready to accept connections')) { clearTimeout(timer); resolve(); }
-    });
-    child.once('exit', (code) => { clearTimeout(timer); reject(new Error(`redis-server exited with ${code}`)); });
-  });
-  return child;
-}
-
-async function stopRedis(child: ChildProcess | undefined): Promise<void> {
-  if (!child || child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  child.kill('SIGKILL');
-  await exited;
-}
+import { describeWithRedisServers, requireRedisBinaries, startRedisServer, type RedisServer } from '../helpers/redisServers.js';
 
 const LIMIT_1 = { error: 'Limite quotidienne atteinte (plan free: 1 course/jour)', upgrade_url: '/api/v1/subscription/upgrade' };
 
-(hasRedisServer || requireServices ? describeWithServices : describe.skip)('daily limit while Redis is down', () => {
+describeWithRedisServers('daily limit while Redis is down', () => {
   let upstream: EchoUpstream;
   let gateways: TestGateway[];
-  let redis: ChildProcess | undefined;
-  let port: number;
+  let redis: RedisServer;
 
   const stat = (name: 'refusedByRedis' | 'refusedByPostgres' | 'admitted') => gateways.reduce((n, gw) => n + gw.services.daily.stats[name], 0);
   const race = (gw: TestGateway, user: TestUser, m: string) => gw.get(`/race/${m}`, { headers: bearer(user.access) });
@@ -49,12 +21,11 @@ const LIMIT_1 = { error: 'Limite quotidienne atteinte (plan free: 1 course/jour)
   const usage = async (id: number) => (await sql('SELECT daily_usage FROM users WHERE id = $1', [id]))[0]!.daily_usage;
 
   beforeAll(async () => {
-    if (!hasRedisServer) throw new Error('REQUIRE_SERVICES=1 but redis-server is not installed (or not on PATH): this suite runs a Redis server of its own');
+    requireRedisBinaries();
     upstream = await startEchoUpstream();
-    port = await sparePort();
-    redis = await startRedis(port);
+    redis = await startRedisServer();
     const config = testConfig({
-      storage: { redis: `redis://127.0.0.1:${port}`, redisKeyPrefix: `${testServices!.redisPrefix}outage:` },
+      storage: { redis: redis.url, redisKeyPrefix: `${testServices!.redisPrefix}outage:` },
       upstreams: { app: { url: upstream.url } },
       routes: [{ path: '/race', upstream: 'app', auth: 'required', dailyLimit: true }],
     });
@@ -63,7 +34,7 @@ const LIMIT_1 = { error: 'Limite quotidienne atteinte (plan free: 1 course/jour)
 
   afterAll(async () => {
     await Promise.all((gateways ?? []).map((gw) => gw.close()));
-    await stopRedis(redis);
+    await redis?.stop();
     await upstream?.close();
     await closeSql();
   });
@@ -80,8 +51,8 @@ const LIMIT_1 = { error: 'Limite quotidienne atteinte (plan free: 1 course/jour)
     expect(stat('refusedByRedis')).toBe(refusedByRedis + 1);
 
     // Redis gone: Postgres alone decides, still exactly one use.
-    await stopRedis(redis);
-    await eventually(() => gateways.every((gw) => gw.services.redis!.status !== 'ready'), 5000);
+    await redis.kill();
+    await eventually(() => gateways.every((gw) => gw.services.redis!.client.status !== 'ready'), 5000);
     const during = await makeUser(b);
     const refusedByPostgres = stat('refusedByPostgres');
     const results = await burst(during, m, 20);
@@ -92,8 +63,8 @@ const LIMIT_1 = { error: 'Limite quotidienne atteinte (plan free: 1 course/jour)
     expect(await usage(during.id)).toBe(1);
 
     // Redis back, empty, on the same port: the gateways reconnect by themselves.
-    redis = await startRedis(port);
-    await eventually(() => gateways.every((gw) => gw.services.redis!.status === 'ready'), 10_000, 50);
+    await redis.start();
+    await eventually(() => gateways.every((gw) => gw.services.redis!.client.status === 'ready'), 10_000, 50);
     const after = await makeUser(a);
     const admitted = await burst(after, m, 10);
     expect(admitted.filter((r) => r.status === 200)).toHaveLength(1);

@@ -1,13 +1,17 @@
 // The daily guard when Postgres fails the very UPDATE that would count a use (spec §8, CONTRACT
 // §6): the request gets the 503, nothing is counted, and the user's day is still there once
-// Postgres answers again, on every instance. A real fault: the user's row is locked from outside so
-// the gateway's UPDATE waits, and its backend is then terminated by the operator's SQL.
+// Postgres answers again, on every instance. Real faults: the user's row is locked from outside so
+// the gateway's UPDATE waits, and its backend is then terminated by the operator's SQL, or the
+// wait outlasts the query timeout.
 import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { postgresDatabase } from '../../src/storage/db.js';
+import { utcDay } from '../../src/time.js';
+import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import {
-  bearer, closeSql, describeWithServices, eventually, makeUser, marker, sql, startTwoGateways, testConfig, testServices, type TestGateway,
+  bearer, closeSql, describeWithServices, eventually, makeUser, marker, ownRedisPrefix, sql, startTestGateway, startTwoGateways, testConfig, testServices, usage,
+  type TestGateway,
 } from '../helpers/gateway.js';
-import { startEchoUpstream, type EchoUpstream } from '../helpers/upstream.js';
 
 const LIMIT_1 = { error: 'Limite quotidienne atteinte (plan free: 1 course/jour)', upgrade_url: '/api/v1/subscription/upgrade' };
 const UNAVAILABLE = { error: 'Service temporairement indisponible' };
@@ -19,12 +23,15 @@ describeWithServices('daily guard when Postgres fails the counting UPDATE', () =
   let b: TestGateway;
   let locker: pg.Client;
 
+  const routes = () => ({
+    upstreams: { app: { url: upstream.url } },
+    routes: [{ path: '/race', upstream: 'app', auth: 'required', dailyLimit: true }],
+  });
+  const use = (gw: TestGateway, m: string, access: string) => gw.get(`/race/${m}`, { headers: bearer(access) });
+
   beforeAll(async () => {
     upstream = await startEchoUpstream();
-    [a, b] = await startTwoGateways(testConfig({
-      upstreams: { app: { url: upstream.url } },
-      routes: [{ path: '/race', upstream: 'app', auth: 'required', dailyLimit: true }],
-    }));
+    [a, b] = await startTwoGateways(testConfig(routes()));
     locker = new pg.Client({ connectionString: testServices!.postgres });
     await locker.connect();
   });
@@ -66,5 +73,33 @@ describeWithServices('daily guard when Postgres fails the counting UPDATE', () =
     expect(upstream.count(m)).toBe(1);
     const [row] = await sql<{ daily_usage: number }>('SELECT daily_usage FROM users WHERE id = $1', [user.id]);
     expect(row!.daily_usage).toBe(1);
+  });
+
+  it('does not use up the day of a request answered 503 because its counting UPDATE waited past the query timeout', async () => {
+    // A short client-side timeout keeps the test fast (production: QUERY_TIMEOUT_MS). The user's
+    // row is held by an operator's open transaction, so the counting UPDATE waits for it.
+    const db = postgresDatabase(testServices!.postgres, { queryTimeoutMs: 500, poolSize: 5 });
+    const gw = await startTestGateway(testConfig({ ...routes(), storage: { redisKeyPrefix: ownRedisPrefix('slow-update') } }), { db });
+    try {
+      const user = await makeUser(gw);
+      const m = marker();
+      await locker.query('BEGIN');
+      await locker.query('SELECT id FROM users WHERE id = $1 FOR UPDATE', [user.id]);
+      expect(await use(gw, m, user.access)).toMatchObject({ status: 503, json: UNAVAILABLE });
+      await locker.query('ROLLBACK');
+      // Queued behind anything still waiting for the row, so this reads what it left behind.
+      const { rows } = await locker.query("SELECT daily_usage, to_char(last_usage_date, 'YYYY-MM-DD') AS last_usage_date FROM users WHERE id = $1 FOR UPDATE", [user.id]);
+      expect(rows).toEqual([{ daily_usage: 0, last_usage_date: null }]);
+      expect(upstream.count(m)).toBe(0);
+
+      // The client retries: the day's one use is still there.
+      expect((await use(gw, m, user.access)).status).toBe(200);
+      expect(await use(gw, m, user.access)).toMatchObject({ status: 429, json: LIMIT_1 });
+      expect(upstream.count(m)).toBe(1);
+      expect(await usage(user.id)).toEqual({ daily_usage: 1, last_usage_date: utcDay(new Date()) });
+    } finally {
+      await gw.close();
+      await db.close();
+    }
   });
 });

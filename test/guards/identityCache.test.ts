@@ -1,15 +1,16 @@
 // The identity cache (guards/identityCache.ts): no database round trip for a known user, yet a
-// change made by SQL reaches every instance within a second, also across a lost LISTEN connection.
+// change made by SQL reaches every instance within a second, also across a lost, silent or late
+// LISTEN connection.
 import { createHash, randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import {
   bearer, closeSql, describeWithServices, eventually, everywhereWithin, makeUser, marker, queriesDuring, sql, startTestGateway, startTwoGateways, testConfig, testServices,
   throwawayDatabase,
   type TestGateway,
 } from '../helpers/gateway.js';
 import { startListenRelay } from '../helpers/listenRelay.js';
-import { startEchoUpstream, type EchoUpstream } from '../helpers/upstream.js';
 
 describeWithServices('identity cache', () => {
   let upstream: EchoUpstream;
@@ -165,6 +166,40 @@ describeWithServices('identity cache', () => {
     }
   });
 
+  it('stops trusting the cache while the LISTEN connection hears everything, but late', async () => {
+    const relay = await startListenRelay();
+    const gw = await startTestGateway(testConfig({
+      storage: { postgres: relay.url },
+      upstreams: { app: { url: upstream.url } },
+      routes: [{ path: '/pro', upstream: 'app', auth: 'required', plans: ['pro'] }],
+    }));
+    try {
+      const user = await makeUser(gw);
+      const m = marker();
+      const pro = async () => (await gw.get(`/pro/${m}`, { headers: bearer(user.access) })).status;
+      expect(await pro()).toBe(403); // cached as free
+
+      // Every notification now arrives 1.5 s late, heartbeats included; it has been so for longer
+      // than that, so the instance keeps hearing (old) heartbeats all the time.
+      relay.lag(1500);
+      await new Promise((resolve) => setTimeout(resolve, 2500));
+      await sql("UPDATE users SET plan = 'pro' WHERE id = $1", [user.id]);
+      await everywhereWithin([gw], async () => (await pro()) === 200, 1000);
+      await sql("UPDATE users SET plan = 'free' WHERE id = $1", [user.id]);
+      await everywhereWithin([gw], async () => (await pro()) === 403, 1000);
+
+      // On time again: the cache is trusted again, and still follows changes within a second.
+      relay.lag(0);
+      await eventually(() => gw.services.identities.isLive, 5000);
+      await sql("UPDATE users SET plan = 'pro' WHERE id = $1", [user.id]);
+      await everywhereWithin([gw], async () => (await pro()) === 200, 1000);
+      expect(upstream.count(m)).toBeGreaterThanOrEqual(2);
+    } finally {
+      await gw.close();
+      await relay.close();
+    }
+  });
+
   it('forgets every user and key on both instances within a second when SQL empties the tables (TRUNCATE)', async () => {
     // A database of its own: TRUNCATE would empty the tables every other test file is using.
     const db = await throwawayDatabase();
@@ -191,12 +226,14 @@ describeWithServices('identity cache', () => {
       expect(await status(c, `/daily/${m}`, bearer(user.access))).toBe(200);
       expect(await status(d, `/daily/${m}`, bearer(user.access))).toBe(429);
 
+      // Polls go to paths of their own: the ones answered before the change is heard reach the upstream.
+      const poll = marker();
       await direct.query('TRUNCATE api_tokens');
-      await everywhereWithin([c, d], async (gw) => (await status(gw, `/private/${m}`, { 'x-api-key': key })) === 401, 1000);
+      await everywhereWithin([c, d], async (gw) => (await status(gw, `/private/${poll}`, { 'x-api-key': key })) === 401, 1000);
       expect(await status(d, `/private/${m}`, bearer(user.access))).toBe(200);
 
       await direct.query('TRUNCATE users RESTART IDENTITY CASCADE');
-      await everywhereWithin([c, d], async (gw) => (await status(gw, `/private/${m}`, bearer(user.access))) === 401, 1000);
+      await everywhereWithin([c, d], async (gw) => (await status(gw, `/private/${poll}`, bearer(user.access))) === 401, 1000);
       // A newcomer gets the emptied table's first id again, and a day of its own.
       const newcomer = await makeUser(d);
       expect(newcomer.id).toBe(user.id);

@@ -2,13 +2,13 @@
 // order auth → plan → daily, across two instances sharing Postgres and Redis.
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { utcDay } from '../../src/http.js';
+import { utcDay } from '../../src/time.js';
+import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import {
   bearer, closeSql, describeWithServices, eventually, everywhereWithin, makeUser, marker, queriesDuring, sql, startTestGateway, startTwoGateways, testClock, testConfig, testServices,
   usage,
   type TestGateway,
 } from '../helpers/gateway.js';
-import { startEchoUpstream, type EchoUpstream } from '../helpers/upstream.js';
 
 const UPGRADE_URL = '/api/v1/subscription/upgrade';
 const LIMIT_1 = { error: 'Limite quotidienne atteinte (plan free: 1 course/jour)', upgrade_url: UPGRADE_URL };

@@ -2,16 +2,23 @@
 // captured logs and an injectable clock. Two gateways built from one config share the database
 // and Redis, exactly like two instances behind a load balancer.
 import { randomBytes, randomUUID } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { Writable } from 'node:stream';
 import pg from 'pg';
 import { describe, inject } from 'vitest';
-import { configSchema, type Config } from '../../src/config/schema.js';
+import { ConfigError, loadConfig, parseConfig } from '../../src/config/load.js';
+import { configSchema, parseDuration, type Config } from '../../src/config/schema.js';
 import { createLogger } from '../../src/logger.js';
 import { startGateway, type RunningGateway } from '../../src/server.js';
+import type { LookupAll } from '../../src/pro/ssrf.js';
 import type { Database } from '../../src/storage/db.js';
 import { request, type HttpResponse, type RequestOptions } from './http.js';
+import { sparePort } from './ports.js';
 
 export const testServices = inject('services');
+/** The certificate every webhook receiver of the tests presents, and every test gateway trusts (globalSetup.ts). */
+export const webhookCertificate = inject('webhookCertificate');
 /** describe() for suites that need Postgres and Redis; skipped (not failed) without them unless CI requires them. */
 export const describeWithServices = testServices ? describe : describe.skip;
 
@@ -44,40 +51,133 @@ function merge(base: Raw, over: Raw): Raw {
   return out;
 }
 
-/** A validated config for tests: the run's Postgres and Redis, port 0, no admin listener, no rate limit. */
-export function testConfig(overrides: Raw = {}): Config {
+/**
+ * How long a test gateway waits for a Redis command: the client's own bound, not production's
+ * 100 ms. This machine's two cores and its Redis are shared with other runs and benchmarks, and
+ * answer slower than 100 ms at times; a test that is not about storage.redisTimeout must not see
+ * that as Redis failing (test/storage/redisHang.test.ts is about it, and sets its own).
+ */
+export const TEST_REDIS_TIMEOUT = '1s';
+
+/**
+ * What every test gateway runs with: the run's Postgres and Redis, port 0, no admin listener, no rate
+ * limit, and webhook settings under which it can deliver any test's message: the gateways of every
+ * test file share the database, so each one's delivery worker claims whatever message is due.
+ * A test that needs other webhook settings (private addresses refused, its own DNS answers) runs its
+ * gateways on a throwawayDatabase().
+ */
+function testSettings(): Raw {
   const s = testServices;
-  if (!s) throw new Error('testConfig needs Postgres and Redis (use describeWithServices)');
-  const base: Raw = {
-    server: { host: '127.0.0.1', port: 0 },
-    storage: { postgres: s.postgres, redis: s.redis, redisKeyPrefix: s.redisPrefix },
+  if (!s) throw new Error('test gateways need Postgres and Redis (use describeWithServices)');
+  return {
+    server: { host: '127.0.0.1', port: 0, shutdownDelay: '0s' },
+    // A small pool: two files run at once, each with several gateways, on a Postgres that takes 100.
+    storage: { postgres: s.postgres, poolSize: 5, redis: s.redis, redisKeyPrefix: s.redisPrefix, redisTimeout: TEST_REDIS_TIMEOUT },
     auth: { jwt: { secret: TEST_JWT_SECRET }, rateLimit: { max: 0 } },
     admin: { port: 0, apiKey: ADMIN_KEY },
-    webhooks: { allowPrivateNetworks: true },
+    webhooks: { allowPrivateNetworks: true, caFile: webhookCertificate.certFile },
   };
-  return configSchema.parse(merge(base, overrides));
 }
+
+/**
+ * gateway.yaml for tests, before validation: the test settings with `overrides` merged in
+ * (objects key by key, anything else replaced). What startTestGateway takes once parsed
+ * (testConfig), and what spawnGateway writes to the config file of the built CLI.
+ */
+export function rawTestConfig(overrides: Raw = {}): Raw {
+  return merge(testSettings(), overrides);
+}
+
+/**
+ * A configuration written as YAML (a docs example: see helpers/docs.ts), read by the real loader
+ * with `env` for its ${VAR} references, then put on the test settings (storage, ports).
+ */
+export function testConfigFromYaml(text: string, env: Record<string, string> = {}): Config {
+  return withTestSettings(parseConfig(text, 'test configuration', env));
+}
+
+/**
+ * The test settings laid over a loaded config. They are plain values, already in the form the
+ * loader produces (but for the durations), so no second validation is needed.
+ */
+function withTestSettings(config: Config): Config {
+  const settings = testSettings();
+  (settings.server as Raw).shutdownDelay = 0;
+  (settings.storage as Raw).redisTimeout = parseDuration(TEST_REDIS_TIMEOUT);
+  return merge(config as unknown as Raw, settings) as unknown as Config;
+}
+
+/**
+ * testConfigFromYaml for a configuration that names files: written as `dir`/gateway.yaml and read
+ * by loadConfig, so its relative paths are read from `dir` as an operator's would be.
+ */
+export function testConfigFromFile(text: string, dir: string, env: Record<string, string> = {}): Config {
+  const file = path.join(dir, 'gateway.yaml');
+  writeFileSync(file, text);
+  return withTestSettings(loadConfig(file, env).config);
+}
+
+/** The problems the loader reports for a configuration written as YAML (none: []). */
+export function configProblems(yaml: string): string[] {
+  try {
+    parseConfig(yaml, 'gateway.yaml');
+    return [];
+  } catch (err) {
+    if (err instanceof ConfigError) return err.problems;
+    throw err;
+  }
+}
+
+/** rawTestConfig validated by the real schema. */
+export function testConfig(overrides: Raw = {}): Config {
+  return configSchema.parse(rawTestConfig(overrides));
+}
+
+/** Redis keys of this test alone (cleaned with the run's prefix by globalSetup). */
+export const ownRedisPrefix = (tag: string) => `${testServices!.redisPrefix}${tag}-${randomBytes(4).toString('hex')}:`;
 
 export interface TestGateway extends RunningGateway {
   logs: string[];
   request(method: string, path: string, options?: RequestOptions): Promise<HttpResponse>;
   post(path: string, json?: unknown, options?: RequestOptions): Promise<HttpResponse>;
   get(path: string, options?: RequestOptions): Promise<HttpResponse>;
+  /** A request to the decisions listener (startDecidingGateway). */
+  decide(method: string, path: string, options?: RequestOptions): Promise<HttpResponse>;
 }
 
-export async function startTestGateway(config: Config, options: { clock?: () => Date; db?: Database; logLevel?: string } = {}): Promise<TestGateway> {
+export interface TestGatewayOptions {
+  clock?: () => Date;
+  db?: Database;
+  logLevel?: string;
+  /** How webhook hosts are resolved at delivery (the instance's test seam); only on a throwawayDatabase(). */
+  webhookLookup?: LookupAll;
+}
+
+export async function startTestGateway(config: Config, options: TestGatewayOptions = {}): Promise<TestGateway> {
   const logs: string[] = [];
   const sink = new Writable({ write(chunk, _enc, cb) { logs.push(String(chunk)); cb(); } });
   // The production logger, so every test that reads logs exercises the real redaction.
   const log = createLogger(options.logLevel ?? 'debug', sink);
-  const running = await startGateway(config, { log, clock: options.clock, db: options.db });
+  const running = await startGateway(config, { log, clock: options.clock, db: options.db, webhookLookup: options.webhookLookup });
   return {
     ...running,
     logs,
     request: (method, path, opts) => request(running.url, method, path, opts),
     post: (path, json, opts) => request(running.url, 'POST', path, { ...opts, json: json ?? {} }),
     get: (path, opts) => request(running.url, 'GET', path, opts),
+    decide: (method, path, opts) => {
+      if (!running.decisionsUrl) throw new Error('this gateway has no decisions listener: use startDecidingGateway');
+      return request(running.decisionsUrl, method, path, opts);
+    },
   };
+}
+
+/**
+ * A gateway of testConfig(overrides) with a decisions listener (CONTRACT §11) on a spare port
+ * (decisions.port cannot be 0, which means none). Call it twice for two instances.
+ */
+export async function startDecidingGateway(overrides: Raw, options: { clock?: () => Date } = {}): Promise<TestGateway> {
+  return startTestGateway(testConfig(merge(overrides, { decisions: { host: '127.0.0.1', port: await sparePort() } })), options);
 }
 
 /** Two instances on one database and Redis, as behind a load balancer. */
@@ -89,7 +189,8 @@ export async function startTwoGateways(config: Config, options: { clock?: () => 
 
 /**
  * The statements a gateway sends to Postgres while fn runs, less the background ones that are
- * off the request path (API-key usage flushes, the identity cache's NOTIFY heartbeats).
+ * off the request path (API-key usage flushes, the identity cache's NOTIFY heartbeats, the webhook
+ * delivery worker, which may be delivering another test file's messages).
  */
 export async function queriesDuring(gw: TestGateway, fn: () => Promise<unknown>): Promise<string[]> {
   const db = gw.services.db;
@@ -101,7 +202,7 @@ export async function queriesDuring(gw: TestGateway, fn: () => Promise<unknown>)
   } finally {
     db.query = original;
   }
-  return seen.filter((text) => !text.includes('last_used_at') && !text.includes('pg_notify'));
+  return seen.filter((text) => !text.includes('last_used_at') && !text.includes('pg_notify') && !text.includes('webhook'));
 }
 
 let pool: pg.Pool | undefined;
@@ -111,7 +212,6 @@ export async function sql<T = Record<string, unknown>>(text: string, params: unk
   return (await pool.query(text, params)).rows as T[];
 }
 
-/** A fresh, empty database beside the run's one (migration and first-start tests); drop() removes it. */
 /** A user's daily counters as operators read them (CONTRACT §7), the date as YYYY-MM-DD. */
 export async function usage(id: number): Promise<{ daily_usage: number; last_usage_date: string | null }> {
   const [row] = await sql<{ daily_usage: number; last_usage_date: string | null }>(
@@ -119,12 +219,41 @@ export async function usage(id: number): Promise<{ daily_usage: number; last_usa
   return row!;
 }
 
-export async function throwawayDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
+export interface ThrowawayDatabase {
+  url: string;
+  /** storage settings for gateways on it, with a Redis prefix of their own (user ids start again from 1 here) */
+  storage: { postgres: string; redisKeyPrefix: string };
+  /** Direct SQL on this database, as sql() on the run's one. */
+  sql<T = Record<string, unknown>>(text: string, params?: unknown[]): Promise<T[]>;
+  drop(): Promise<void>;
+}
+
+/**
+ * A fresh, empty database beside the run's one (migration and first-start tests, gateways with
+ * webhook settings of their own); drop() removes it. A gateway on it: testConfig({ storage: db.storage }).
+ */
+export async function throwawayDatabase(): Promise<ThrowawayDatabase> {
   const name = `gw_tmp_${randomBytes(6).toString('hex')}`;
   await sql(`CREATE DATABASE ${name}`);
   const url = new URL(testServices!.postgres);
   url.pathname = `/${name}`;
-  return { url: url.toString(), drop: async () => { await sql(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`); } };
+  let own: pg.Pool | undefined;
+  return {
+    url: url.toString(),
+    storage: { postgres: url.toString(), redisKeyPrefix: ownRedisPrefix(name) },
+    async sql<T>(text: string, params: unknown[] = []) {
+      own ??= new pg.Pool({ connectionString: url.toString(), max: 2 });
+      return (await own.query(text, params)).rows as T[];
+    },
+    async drop() {
+      await own?.end();
+      // A pool's end() resolves before its connections are gone: terminated now (FORCE), they would
+      // surface as an uncaught error in the process that just closed them. They get a moment.
+      await eventually(async () => (await sql<{ n: number }>('SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1', [name]))[0]!.n === 0, 2000)
+        .catch(() => { /* what is left is terminated */ });
+      await sql(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    },
+  };
 }
 
 export async function closeSql(): Promise<void> {
@@ -144,16 +273,16 @@ export interface TestUser {
   refresh: string;
 }
 
-/** Registers and logs in a new user; with `plan`, sets it by SQL first (as an operator would). */
-export async function makeUser(gw: TestGateway, options: { plan?: 'free' | 'premium' | 'pro' } = {}): Promise<TestUser> {
+/** Registers and logs in a new user; with `plan`, sets it by SQL first (as an operator would), on the gateway's database. */
+export async function makeUser(gw: TestGateway, options: { plan?: string } = {}): Promise<TestUser> {
   const email = newEmail();
   const password = newPassword();
   const reg = await gw.post('/api/v1/auth/register', { email, password });
   if (reg.status !== 201) throw new Error(`register failed: ${reg.status} ${reg.text}`);
   const id = reg.json.user_id as number;
   if (options.plan && options.plan !== 'free') {
-    await sql('UPDATE users SET plan = $2 WHERE id = $1', [id, options.plan]);
-    await sql('UPDATE subscriptions SET plan = $2 WHERE user_id = $1', [id, options.plan]);
+    await gw.services.db.query('UPDATE users SET plan = $2 WHERE id = $1', [id, options.plan]);
+    await gw.services.db.query('UPDATE subscriptions SET plan = $2 WHERE user_id = $1', [id, options.plan]);
   }
   const login = await gw.post('/api/v1/auth/login', { email, password });
   if (login.status !== 200) throw new Error(`login failed: ${login.status} ${login.text}`);

@@ -1,15 +1,41 @@
-// One database and one Redis key prefix per test run, dropped after it (DEVELOPERS: self-cleaning).
+// One database and one Redis key prefix per test run, dropped after it: a run leaves nothing behind.
 // Without Postgres or Redis the suites that need them skip, unless REQUIRE_SERVICES=1 (CI), where
-// a missing service fails the run.
+// a missing service fails the run. The same goes for the proxies the decisions tests put in front
+// of the gateway (nginx, Caddy): found here once, started by the tests themselves. And one
+// certificate for webhook receivers that every test gateway trusts (webhooks.caFile): any
+// gateway's delivery worker may deliver any test's message, since they all share the database.
 import { randomBytes } from 'node:crypto';
+import { accessSync, constants } from 'node:fs';
+import path from 'node:path';
 import pg from 'pg';
 import { Redis } from 'ioredis';
 import type { TestProject } from 'vitest/node';
+import { makeCertificate } from './certificate.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
     services: { postgres: string; redis: string; redisPrefix: string } | null;
+    /** Paths of the proxy binaries, null where one is missing. */
+    proxies: Record<Proxy, string | null>;
+    /** The webhook receivers' certificate, which every test gateway trusts (helpers/webhookReceiver.ts). */
+    webhookCertificate: { certFile: string; keyFile: string };
   }
+}
+
+export type Proxy = 'nginx' | 'caddy';
+
+/** The binary of a proxy (Debian puts nginx in /usr/sbin, often off a user's PATH), or null. */
+function findProxy(name: Proxy): string | null {
+  const dirs = [...(process.env.PATH ?? '').split(path.delimiter), '/usr/sbin', '/usr/bin', '/usr/local/sbin', '/usr/local/bin'];
+  for (const dir of dirs.filter(Boolean)) {
+    try {
+      accessSync(path.join(dir, name), constants.X_OK);
+      return path.join(dir, name);
+    } catch {
+      // not here
+    }
+  }
+  return null;
 }
 
 const BASE_URL = process.env.DATABASE_URL ?? 'postgres://root@127.0.0.1:5432/test';
@@ -35,13 +61,25 @@ async function reachable(): Promise<string | null> {
   return null;
 }
 
+/** Names the receivers' certificate is also valid for (DNS rebinding tests resolve them their own way). */
+const WEBHOOK_TEST_NAMES = ['hooks.rebind.test'];
+
 export default async function setup(project: TestProject) {
+  const cert = makeCertificate(WEBHOOK_TEST_NAMES);
+  project.provide('webhookCertificate', { certFile: cert.certFile, keyFile: cert.keyFile });
+  const proxies = { nginx: findProxy('nginx'), caddy: findProxy('caddy') };
+  const absent = Object.entries(proxies).filter(([, found]) => !found).map(([name]) => name);
+  if (absent.length) {
+    if (process.env.REQUIRE_SERVICES === '1') throw new Error(`REQUIRE_SERVICES=1 but ${absent.join(' and ')} cannot be found (.ci/run installs them)`);
+    console.warn(`\n[tests] ${absent.join(' and ')} not found: the decisions tests through ${absent.length > 1 ? 'them' : 'it'} are skipped\n`);
+  }
+  project.provide('proxies', proxies);
   const missing = await reachable();
   if (missing) {
     if (process.env.REQUIRE_SERVICES === '1') throw new Error(`REQUIRE_SERVICES=1 but a service is missing: ${missing}`);
     console.warn(`\n[tests] ${missing}: suites that need Postgres and Redis are skipped\n`);
     project.provide('services', null);
-    return;
+    return () => cert.remove();
   }
   const suffix = randomBytes(5).toString('hex');
   const dbName = `gw_test_${suffix}`;
@@ -55,6 +93,7 @@ export default async function setup(project: TestProject) {
   project.provide('services', { postgres: url.toString(), redis: REDIS_URL, redisPrefix });
 
   return async () => {
+    cert.remove();
     const cleanup = new pg.Client({ connectionString: BASE_URL });
     await cleanup.connect();
     await cleanup.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);

@@ -1,5 +1,6 @@
 // A plain node:http client: exact bytes and headers (fetch would refuse Connection, Host, …).
 import http from 'node:http';
+import https from 'node:https';
 import net from 'node:net';
 
 export interface HttpResponse {
@@ -8,6 +9,9 @@ export interface HttpResponse {
   text: string;
   json: any; // eslint-disable-line @typescript-eslint/no-explicit-any -- tests read arbitrary bodies
 }
+
+/** A response read as bytes (streamRequest). */
+export interface RawResponse { status: number; headers: http.IncomingHttpHeaders; body: Buffer }
 
 export interface RequestOptions {
   headers?: Record<string, string | string[]>;
@@ -19,6 +23,9 @@ export interface RequestOptions {
 }
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
+// For gateways listening on HTTPS (server.tls): the tests about TLS check certificates themselves;
+// this one only carries the requests that set a test up (registering users, logging in).
+const tlsAgent = new https.Agent({ keepAlive: true, maxSockets: 256, rejectUnauthorized: false });
 
 export function request(baseUrl: string, method: string, path: string, options: RequestOptions = {}): Promise<HttpResponse> {
   const url = new URL(baseUrl);
@@ -28,8 +35,15 @@ export function request(baseUrl: string, method: string, path: string, options: 
     body = JSON.stringify(options.json);
     if (!Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) headers['content-type'] = 'application/json';
   }
+  // Node frames a body with chunked encoding only for methods that usually have one: a DELETE or an
+  // OPTIONS would go out unframed, and the server would read no body at all.
+  const framed = Object.keys(headers).some((h) => ['content-length', 'transfer-encoding'].includes(h.toLowerCase()));
+  if (body !== undefined && !framed && ['DELETE', 'OPTIONS'].includes(method.toUpperCase())) headers['content-length'] = String(Buffer.byteLength(body));
   return new Promise((resolve, reject) => {
-    const req = http.request({ host: url.hostname, port: url.port, method, path, headers, agent: options.freshConnection ? false : agent, timeout: options.timeout ?? 20_000 }, (res) => {
+    const secure = url.protocol === 'https:';
+    const send = secure ? https.request : http.request;
+    const shared = secure ? tlsAgent : agent;
+    const req = send({ host: url.hostname, port: url.port, method, path, headers, agent: options.freshConnection ? false : shared, rejectUnauthorized: !secure, timeout: options.timeout ?? 20_000 }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => {
@@ -43,6 +57,37 @@ export function request(baseUrl: string, method: string, path: string, options: 
     req.on('timeout', () => req.destroy(new Error(`${method} ${path}: timed out`)));
     req.on('error', reject);
     req.end(body);
+  });
+}
+
+/**
+ * A request whose body is written in chunks, on a connection of its own (Transfer-Encoding:
+ * chunked unless a content-length is given). Resolves with the response even when the gateway
+ * stops reading the body early.
+ */
+export function streamRequest(baseUrl: string, method: string, path: string, chunks: Buffer[], headers: Record<string, string> = {}): Promise<RawResponse> {
+  const url = new URL(baseUrl);
+  return new Promise((resolve, reject) => {
+    let responded = false;
+    const req = http.request({ host: url.hostname, port: url.port, method, path, headers, agent: false }, (res) => {
+      responded = true;
+      const parts: Buffer[] = [];
+      res.on('data', (c: Buffer) => parts.push(c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(parts) }));
+      res.on('error', reject);
+    });
+    req.setTimeout(20_000, () => req.destroy(new Error('timed out')));
+    // Once the gateway has answered (413), it may close the socket under our remaining writes.
+    req.on('error', (err) => { if (!responded) reject(err); });
+    let i = 0;
+    const writeNext = () => {
+      while (i < chunks.length) {
+        if (req.destroyed) return;
+        if (!req.write(chunks[i++]!)) { req.once('drain', writeNext); return; }
+      }
+      req.end();
+    };
+    writeNext();
   });
 }
 
@@ -63,3 +108,4 @@ export function rawExchange(baseUrl: string, bytes: Buffer, { halfClose = true }
     socket.on('connect', () => (halfClose ? socket.end(bytes) : socket.write(bytes)));
   });
 }
+

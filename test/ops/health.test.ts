@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { closeSql, describeWithServices, startTestGateway, testConfig, type TestGateway } from '../helpers/gateway.js';
 import { request } from '../helpers/http.js';
-import { sparePort } from './support.js';
+import { sparePort } from '../helpers/ports.js';
 
 describeWithServices('health endpoints', () => {
   let gw: TestGateway;

@@ -6,9 +6,9 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { errorBody } from '../../src/errors.js';
 import { postgresDatabase, type Database } from '../../src/storage/db.js';
+import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import { bearer, closeSql, describeWithServices, eventually, makeUser, marker, newEmail, startTestGateway, testConfig, testServices, type TestGateway, type TestUser } from '../helpers/gateway.js';
-import { startEchoUpstream, type EchoUpstream } from '../helpers/upstream.js';
-import { postgresTarget, startTcpProxy, throughProxy, type TcpProxy } from './support.js';
+import { postgresTarget, startTcpProxy, throughProxy, type TcpProxy } from '../helpers/tcpProxy.js';
 
 const UNAVAILABLE = errorBody('storageUnavailable');
 
@@ -24,7 +24,7 @@ describeWithServices('Postgres blackholed', () => {
     upstream = await startEchoUpstream();
     const url = throughProxy(testServices!.postgres, proxy);
     // A short timeout keeps the test fast; production uses QUERY_TIMEOUT_MS.
-    db = postgresDatabase(url, { queryTimeoutMs: 500 });
+    db = postgresDatabase(url, { queryTimeoutMs: 500, poolSize: 5 });
     gw = await startTestGateway(testConfig({
       storage: { postgres: url },
       upstreams: { app: { url: upstream.url } },
@@ -71,7 +71,7 @@ describeWithServices('Postgres blackholed', () => {
     expect((await gw.post('/api/v1/auth/refresh', { refresh_token: login.json.refresh_token })).status).toBe(200);
     expect((await gw.get('/api/v1/user/me', { headers: bearer(user.access) })).json).toMatchObject({ user_id: user.id, email: user.email });
     expect((await gw.get(`/app/${marker()}`, { headers: bearer(user.access) })).status).toBe(200);
-    const listening = () => gw.logs.filter((l) => l.includes('identity cache: listening for user and key changes')).length;
+    const listening = () => gw.logs.filter((l) => l.includes('change feed: listening for user, key and daily-usage changes')).length;
     await eventually(() => listening() >= 2, 10_000); // once at start, once after the outage
 
     const logged = gw.logs.join('\n');

@@ -1,9 +1,10 @@
-// Auth rate limit (CONTRACT auth.rateLimit): per client address on /api/v1/auth/*, shared by the
-// instances through Redis, X-Forwarded-For honoured only under server.trustProxy, and still in
-// force (in-process, per instance) while Redis is down.
+// Auth rate limit (CONTRACT auth.rateLimit): per client address on /api/v1/auth/* and the account
+// endpoints of /api/v1/user (CONTRACT §13), shared by the instances through Redis, X-Forwarded-For
+// honoured only under server.trustProxy, and still in force (in-process, per instance) while Redis
+// is down.
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
-import { closeSql, describeWithServices, eventually, newEmail, startTestGateway, startTwoGateways, testConfig, type TestGateway } from '../helpers/gateway.js';
-import { ownRedisPrefix, startOwnRedis, type OwnRedis } from './support.js';
+import { closeSql, describeWithServices, eventually, newEmail, ownRedisPrefix, startTestGateway, startTwoGateways, testConfig, type TestGateway } from '../helpers/gateway.js';
+import { startRedisServer, type RedisServer } from '../helpers/redisServers.js';
 
 const LIMITED = { error: 'Trop de tentatives, réessayez plus tard' };
 
@@ -22,6 +23,14 @@ describeWithServices('auth rate limit', () => {
     storage: { redisKeyPrefix: ownRedisPrefix('rl') },
     ...extra,
   });
+  /** Registers and logs in a user (two requests of the budget). */
+  async function signedIn(gw: TestGateway): Promise<{ access: string }> {
+    const email = newEmail();
+    expect((await gw.post('/api/v1/auth/register', { email, password: 'a-good-password' })).status).toBe(201);
+    const res = await gw.post('/api/v1/auth/login', { email, password: 'a-good-password' });
+    expect(res.status).toBe(200);
+    return { access: res.json.access_token };
+  }
   const login = (gw: TestGateway, headers: Record<string, string> = {}) =>
     gw.post('/api/v1/auth/login', { email: newEmail(), password: 'wrong-password' }, { headers });
 
@@ -45,6 +54,36 @@ describeWithServices('auth rate limit', () => {
     // Other endpoints are not limited.
     expect((await a.get('/healthz')).status).toBe(200);
     expect((await a.get('/api/v1/user/me')).status).toBe(401);
+  });
+
+  it('covers the account endpoints of /api/v1/auth and /api/v1/user in the same budget per address', async () => {
+    const [a, b] = await startTwoGateways(testConfig(limited(6)));
+    running.push(a, b);
+    const { access } = await signedIn(a);
+    const headers = { authorization: `Bearer ${access}` };
+    // Register and login of signedIn() took two; these four the rest of the budget, on both instances.
+    expect((await b.post('/api/v1/auth/password/forgot', { email: newEmail() })).status).toBe(503); // no mail.smtp here
+    expect((await a.get('/api/v1/user/sessions', { headers })).status).toBe(200);
+    expect((await b.request('DELETE', '/api/v1/user/sessions/999999999999', { headers })).status).toBe(404);
+    expect((await a.request('DELETE', '/api/v1/user/me', { headers, json: { password: 'wrong-password' } })).status).toBe(401);
+    const calls: Array<() => Promise<{ status: number; json: unknown }>> = [
+      () => a.post('/api/v1/auth/password/change', { current_password: 'x', new_password: 'y'.repeat(10) }, { headers }),
+      () => b.post('/api/v1/auth/password/forgot', { email: newEmail() }),
+      () => a.post('/api/v1/auth/password/reset', { token: 'x', new_password: 'y'.repeat(10) }),
+      () => b.post('/api/v1/auth/email/verify', { token: 'x' }),
+      () => a.post('/api/v1/auth/email/resend', {}, { headers }),
+      () => b.get('/api/v1/user/sessions', { headers }),
+      () => a.request('DELETE', '/api/v1/user/sessions/999999999999', { headers }),
+      () => b.request('DELETE', '/api/v1/user/me', { headers, json: { password: 'wrong-password' } }),
+      () => a.post('/api/v1/auth/login', { email: newEmail(), password: 'x' }),
+    ];
+    for (const call of calls) {
+      const res = await call();
+      expect(res.status).toBe(429);
+      expect(res.json).toEqual(LIMITED);
+    }
+    // The user's other endpoints are not limited.
+    expect((await a.get('/api/v1/user/me', { headers })).status).toBe(200);
   });
 
   it('ignores a spoofed X-Forwarded-For unless server.trustProxy is on', async () => {
@@ -75,15 +114,15 @@ describeWithServices('auth rate limit', () => {
   });
 
   describeWithServices('with Redis down', () => {
-    let redis: OwnRedis;
-    beforeAll(async () => { redis = await startOwnRedis(); });
+    let redis: RedisServer;
+    beforeAll(async () => { redis = await startRedisServer(); });
     afterAll(async () => { await redis?.stop(); });
 
     it('limits each instance in-process, then shares the count again once Redis is back', async () => {
       const config = testConfig({ ...limited(2), storage: { redis: redis.url, redisKeyPrefix: 'gw:' } });
       const [a, b] = await startTwoGateways(config);
       running.push(a, b);
-      await redis.stop();
+      await redis.kill();
       await eventually(async () => (await a.get('/readyz')).status === 503 && (await b.get('/readyz')).status === 503);
 
       // Not unlimited: each instance refuses its third request on its own.

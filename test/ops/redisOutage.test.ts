@@ -2,18 +2,18 @@
 // started again on the same port): the daily limit holds on Postgres alone, the auth rate limit
 // goes on in-process, /readyz reports it, and Redis is used again once it is back, no restart.
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import { bearer, closeSql, describeWithServices, eventually, makeUser, marker, newEmail, sql, startTwoGateways, testConfig, type TestGateway } from '../helpers/gateway.js';
-import { startEchoUpstream, type EchoUpstream } from '../helpers/upstream.js';
-import { startOwnRedis, type OwnRedis } from './support.js';
+import { startRedisServer, type RedisServer } from '../helpers/redisServers.js';
 
 describeWithServices('Redis outage', () => {
-  let redis: OwnRedis;
+  let redis: RedisServer;
   let upstream: EchoUpstream;
   let a: TestGateway;
   let b: TestGateway;
 
   beforeAll(async () => {
-    redis = await startOwnRedis();
+    redis = await startRedisServer();
     upstream = await startEchoUpstream();
     [a, b] = await startTwoGateways(testConfig({
       storage: { redis: redis.url, redisKeyPrefix: 'gw:' },
@@ -37,7 +37,7 @@ describeWithServices('Redis outage', () => {
     const other = await makeUser(b);
     await redis.flushAll();
 
-    await redis.stop();
+    await redis.kill();
     for (const gw of [a, b]) {
       const ready = await gw.get('/readyz');
       expect(ready.status).toBe(503);

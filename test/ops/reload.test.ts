@@ -2,9 +2,12 @@
 // requests in flight finish on the table they matched, an invalid file changes nothing, and
 // settings that cannot change live are named in the log as needing a restart.
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { bearer, closeSql, describeWithServices, eventually, makeUser, marker, newEmail, startTestGateway, testConfig, type TestGateway } from '../helpers/gateway.js';
+import { startHoldingUpstream, type HoldingUpstream } from '../helpers/echoUpstream.js';
+import {
+  bearer, closeSql, describeWithServices, eventually, makeUser, marker, newEmail, ownRedisPrefix, rawTestConfig, startTestGateway, testConfig, type TestGateway,
+} from '../helpers/gateway.js';
+import { spawnGateway, type GatewayProcess, type LogLine } from '../helpers/gatewayProcess.js';
 import { request } from '../helpers/http.js';
-import { cliConfig, ownRedisPrefix, spawnGateway, startHoldingUpstream, type GatewayProcess, type HoldingUpstream, type LogLine } from './support.js';
 
 describeWithServices('reload on SIGHUP', () => {
   let one: HoldingUpstream;
@@ -21,7 +24,7 @@ describeWithServices('reload on SIGHUP', () => {
   });
 
   function config(overrides: { upstreams?: object; routes?: object[]; plans?: object; rateLimit?: object; prefix?: string } = {}): Record<string, unknown> {
-    const base = cliConfig();
+    const base = rawTestConfig();
     return {
       ...base,
       storage: { ...(base.storage as object), ...(overrides.prefix ? { redisKeyPrefix: overrides.prefix } : {}) },

@@ -2,9 +2,12 @@
 // its normal response, no new connection is accepted, and the process exits 0 once it has closed
 // its listeners, the Postgres pool, Redis and the LISTEN connection.
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { bearer, closeSql, describeWithServices, eventually, makeUser, marker, sql, startTestGateway, testConfig, testServices, type TestGateway } from '../helpers/gateway.js';
+import { startHoldingUpstream, type HoldingUpstream } from '../helpers/echoUpstream.js';
+import {
+  bearer, closeSql, describeWithServices, eventually, makeUser, marker, rawTestConfig, sql, startTestGateway, testConfig, testServices, type TestGateway,
+} from '../helpers/gateway.js';
+import { spawnGateway } from '../helpers/gatewayProcess.js';
 import { request } from '../helpers/http.js';
-import { cliConfig, spawnGateway, startHoldingUpstream, type HoldingUpstream } from './support.js';
 
 describeWithServices('graceful shutdown (SIGTERM, SIGINT)', () => {
   let upstream: HoldingUpstream;
@@ -19,7 +22,7 @@ describeWithServices('graceful shutdown (SIGTERM, SIGINT)', () => {
     await closeSql();
   });
 
-  const config = () => cliConfig({
+  const config = () => rawTestConfig({
     upstreams: { slow: { url: upstream.url, timeout: '30s' } },
     routes: [
       { path: '/open', upstream: 'slow', auth: 'none' },
@@ -57,6 +60,33 @@ describeWithServices('graceful shutdown (SIGTERM, SIGINT)', () => {
       expect(gw.logs.some((l) => l.msg === 'shut down')).toBe(true);
     });
   }
+
+  it('SIGTERM drains for server.shutdownDelay first: /readyz 503, new connections served and closed after their answer; SIGINT does not wait', async () => {
+    const gw = await spawnGateway({ ...config(), server: { ...(config().server as object), shutdownDelay: '1500ms' } });
+    const m = marker();
+    const keptAlive = await request(gw.url, 'GET', `/open/${m}/before`, { freshConnection: false });
+    expect(keptAlive.status).toBe(200);
+    expect(keptAlive.headers.connection).toBe('keep-alive');
+    const started = Date.now();
+    gw.child.kill('SIGTERM');
+    await gw.waitForLog((l) => l.msg === 'draining: /readyz answers 503, responses close their connections');
+    const ready = await request(gw.url, 'GET', '/readyz', { freshConnection: true });
+    expect(ready.status).toBe(503);
+    expect(ready.json).toEqual({ error: 'Service temporairement indisponible', checks: { shutdown: 'draining' } });
+    // Still served during the delay, on a new connection too, and told to close it.
+    const during = await request(gw.url, 'GET', `/open/${m}/during`, { freshConnection: true });
+    expect(during.status).toBe(200);
+    expect(during.headers.connection).toBe('close');
+    expect(await gw.exited).toEqual({ code: 0, signal: null });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(1500);
+    expect(upstream.count(`${m}/during`)).toBe(1);
+
+    const quick = await spawnGateway({ ...config(), server: { ...(config().server as object), shutdownDelay: '30s' } });
+    const stopAt = Date.now();
+    quick.child.kill('SIGINT');
+    expect(await quick.exited).toEqual({ code: 0, signal: null });
+    expect(Date.now() - stopAt).toBeLessThan(10_000);
+  });
 
   it('closes its Postgres connections (pool and LISTEN) on the way out', async () => {
     // Tagged with an application_name of its own, so other gateways on the run's database do not count.

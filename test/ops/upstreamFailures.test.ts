@@ -3,9 +3,10 @@
 // where headers already went out, and other routes and its own endpoints are not affected.
 import http from 'node:http';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { startHoldingUpstream, type HoldingUpstream } from '../helpers/echoUpstream.js';
 import { closeSql, describeWithServices, eventually, marker, startTwoGateways, testConfig, type TestGateway } from '../helpers/gateway.js';
 import { request } from '../helpers/http.js';
-import { sparePort, startHoldingUpstream, type HoldingUpstream } from './support.js';
+import { sparePort } from '../helpers/ports.js';
 
 describeWithServices('upstream failures', () => {
   let healthy: HoldingUpstream;
@@ -115,6 +116,20 @@ describeWithServices('upstream failures', () => {
     hold.release();
     const answers = await Promise.all(stalled);
     expect(answers.every((r) => r.status === 200)).toBe(true);
+  });
+
+  it('logs a failing upstream once per interval with a count, not once per request, and its recovery once', async () => {
+    const failureLines = () => gw.logs.filter((l) => l.includes('"upstream":"refusing"') && l.includes('upstream failed'));
+    const before = failureLines().length;
+    const burst = await Promise.all(Array.from({ length: 50 }, () => gw.get('/refusing/x')));
+    expect(burst.every((r) => r.status === 502)).toBe(true);
+    // The first failure of the run was logged already (with its error); the 50 are counted.
+    expect(before).toBeGreaterThanOrEqual(1);
+    expect(failureLines().length - before).toBeLessThanOrEqual(1);
+    // The faulty upstream failed above and answered since: said once, by name.
+    const recovered = gw.logs.filter((l) => l.includes('upstream answers again'));
+    expect(recovered.length).toBeGreaterThanOrEqual(1);
+    expect(recovered.every((l) => l.includes('"upstream":"faulty"'))).toBe(true);
   });
 
   it('counts upstream failures in the metrics by upstream and kind', async () => {

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import { bearer, closeSql, describeWithServices, eventually, makeUser, sql, startTestGateway, testConfig, type TestGateway } from '../helpers/gateway.js';
-import { startEchoUpstream, type EchoUpstream } from '../helpers/upstream.js';
 
 describeWithServices('GET /api/v1/user/me', () => {
   let gw: TestGateway;
@@ -22,11 +22,11 @@ describeWithServices('GET /api/v1/user/me', () => {
     const user = await makeUser(gw);
     const before = await gw.get('/api/v1/user/me', { headers: bearer(user.access) });
     expect(before.status).toBe(200);
-    expect(before.json).toEqual({ user_id: user.id, email: user.email, plan: 'free', daily_usage: 0, last_usage_date: null });
+    expect(before.json).toEqual({ user_id: user.id, email: user.email, plan: 'free', daily_usage: 0, last_usage_date: null, limits: { daily: 1, perMinute: null }, daily_remaining: 1, email_verified_at: null });
 
     expect((await gw.get('/races', { headers: bearer(user.access) })).status).toBe(200);
     const after = await gw.get('/api/v1/user/me', { headers: bearer(user.access) });
-    expect(after.json).toEqual({ user_id: user.id, email: user.email, plan: 'free', daily_usage: 1, last_usage_date: new Date().toISOString().slice(0, 10) });
+    expect(after.json).toEqual({ user_id: user.id, email: user.email, plan: 'free', daily_usage: 1, last_usage_date: new Date().toISOString().slice(0, 10), limits: { daily: 1, perMinute: null }, daily_remaining: 0, email_verified_at: null });
   });
 
   it('is open to every plan', async () => {

@@ -1,20 +1,28 @@
-// Registering and removing the alert webhook, with the SSRF rules enforced (allowPrivateNetworks false).
+// Registering and removing the alert webhook, with the SSRF rules enforced (allowPrivateNetworks
+// false), on a database of its own: a gateway that refuses private addresses would also claim, and
+// refuse, the other test files' messages to their receivers on 127.0.0.1.
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { bearer, closeSql, describeWithServices, makeUser, sql, startTestGateway, testConfig, type TestGateway, type TestUser } from '../helpers/gateway.js';
+import {
+  bearer, closeSql, describeWithServices, makeUser, startTestGateway, testConfig, throwawayDatabase, type TestGateway, type TestUser, type ThrowawayDatabase,
+} from '../helpers/gateway.js';
 
 const INVALID = { error: 'URL de webhook invalide (HTTPS requis)' };
 const FORBIDDEN = { error: 'URL de webhook non autorisée' };
 
 describeWithServices('POST/DELETE /api/v1/user/webhook', () => {
+  let db: ThrowawayDatabase;
   let gw: TestGateway;
   let pro: TestUser;
+  const sql = (text: string, params?: unknown[]) => db.sql(text, params);
   beforeAll(async () => {
+    db = await throwawayDatabase();
     // Deliveries to the public test addresses below go nowhere here: keep them short.
-    gw = await startTestGateway(testConfig({ webhooks: { allowPrivateNetworks: false, retries: 0, timeout: '500ms' } }));
+    gw = await startTestGateway(testConfig({ storage: db.storage, webhooks: { allowPrivateNetworks: false, retries: 0, timeout: '500ms' } }));
     pro = await makeUser(gw, { plan: 'pro' });
   });
   afterAll(async () => {
     await gw?.close();
+    await db?.drop();
     await closeSql();
   });
 

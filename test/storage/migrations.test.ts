@@ -5,7 +5,7 @@ import path from 'node:path';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { StorageUnavailableError } from '../../src/errors.js';
 import { postgresDatabase, type Database } from '../../src/storage/db.js';
-import { migrate, migrationFiles, splitStatements } from '../../src/storage/migrations.js';
+import { assertMigrated, migrate, migrationFiles, pendingMigrations, PendingMigrationsError, splitStatements } from '../../src/storage/migrations.js';
 import { getOrCreateSecret } from '../../src/storage/secrets.js';
 import { closeSql, describeWithServices, throwawayDatabase } from '../helpers/gateway.js';
 
@@ -78,6 +78,25 @@ describeWithServices('migrate()', () => {
       // Once fixed, the folder applies from the start.
       file('002_broken.sql', 'CREATE TABLE nope (id int);\n');
       expect(await migrate(db, dir)).toEqual(['001_ok.sql', '002_broken.sql']);
+    });
+
+    it('pendingMigrations / assertMigrated (storage.migrate: false): what the database lacks, applying nothing', async () => {
+      const db = open();
+      file('001_first.sql', 'CREATE TABLE t1 (id int);\n');
+      file('002_second.sql', 'CREATE TABLE t2 (id int);\n');
+      // A fresh database: not even schema_migrations.
+      expect(await pendingMigrations(db, dir)).toEqual(['001_first.sql', '002_second.sql']);
+      const refused = await assertMigrated(db, dir).catch((err: unknown) => err);
+      expect(refused).toBeInstanceOf(PendingMigrationsError);
+      expect((refused as PendingMigrationsError).pending).toEqual(['001_first.sql', '002_second.sql']);
+      expect(await db.query(`SELECT to_regclass('t1') AS t, to_regclass('schema_migrations') AS m`)).toEqual([{ t: null, m: null }]);
+
+      await migrate(db, dir);
+      expect(await pendingMigrations(db, dir)).toEqual([]);
+      await assertMigrated(db, dir);
+      file('003_third.sql', 'CREATE TABLE t3 (id int);\n');
+      expect(await pendingMigrations(db, dir)).toEqual(['003_third.sql']);
+      await expect(assertMigrated(db, dir)).rejects.toThrow('the database lacks 1 migration(s): 003_third.sql');
     });
   });
 

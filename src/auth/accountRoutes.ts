@@ -1,0 +1,195 @@
+// Accounts users manage themselves (CONTRACT §13): under /api/v1/auth (beside routes.ts), POST
+// /password/change, /password/forgot, /password/reset, /email/verify, /email/resend; under
+// /api/v1/user, the sessions and the account's deletion. All under the auth rate limit (app.ts).
+import type { FastifyInstance } from 'fastify';
+import { sendDenial, sendError } from '../errors.js';
+import type { IdentityCache } from '../guards/identityCache.js';
+import { currentIdentity, currentUser, type RequireUser } from '../guards/requireUser.js';
+import { textField } from '../http.js';
+import type { Config } from '../config/schema.js';
+import type { Events } from '../pro/deliveries.js';
+import type { Database, Queryable } from '../storage/db.js';
+import * as emailTokens from '../storage/emailTokens.js';
+import { revokeAllForUser } from '../storage/refreshTokens.js';
+import { activeSessions, isUsersSession, revokeSession } from '../storage/sessions.js';
+import * as users from '../storage/users.js';
+import { newPasswordDenial, normalizeEmail } from './credentials.js';
+import { queueLinkMail, type LinkMailDeps, type LinkPurpose } from './links.js';
+import { hashPassword, isTooLong, verifyPassword } from './passwords.js';
+import { clientOf, issueInSession } from './sessions.js';
+import { sha256Hex, type Tokens } from './tokens.js';
+
+export interface AccountRoutesDeps extends LinkMailDeps {
+  db: Database;
+  tokens: Tokens;
+  events: Events;
+  requireUser: RequireUser;
+  auth: Pick<Config['auth'], 'passwordMinLength'>;
+}
+
+export async function accountRoutes(app: FastifyInstance, deps: AccountRoutesDeps): Promise<void> {
+  const { db, tokens, clock, events, mailer, requireUser } = deps;
+  const minLength = deps.auth.passwordMinLength;
+
+  app.post('/password/change', { preHandler: requireUser() }, async (request, reply) => {
+    const { user: { id }, sessionId } = currentIdentity(request);
+    const current = textField(request.body, 'current_password');
+    const next = textField(request.body, 'new_password');
+    const denial = newPasswordDenial(next, minLength);
+    if (denial) return sendDenial(reply, denial);
+    const user = isTooLong(current) ? undefined : await users.findByIdWithHash(db, id);
+    if (!user || !(await verifyPassword(user.password_hash, current))) return sendError(reply, 'invalidCredentials');
+    const hash = await hashPassword(next);
+    const changed = await db.transaction(async (tx) => {
+      const locked = await users.lockUser(tx, id, 'update');
+      // Changed by someone else since it was checked: current_password is no longer the password.
+      if (!locked || locked.is_active !== 1 || !users.samePassword(user, locked)) return undefined;
+      const now = clock();
+      await users.setPassword(tx, id, hash, now);
+      // Every session ends, this one included (its refresh token is of the old password); this one
+      // goes on with the new pair. Reset links sent before are void.
+      const keep = sessionId !== undefined && (await isUsersSession(tx, id, sessionId)) ? sessionId : undefined;
+      const ended = await revokeAllForUser(tx, id, 'password', keep);
+      await emailTokens.useUpAll(tx, id, 'reset', now);
+      // The alert is stored with the change it reports, before the answer.
+      await events.emit(id, 'auth.password_changed', { method: 'change', revoked_sessions: ended }, tx);
+      return { pair: await issueInSession(tx, tokens, locked, clientOf(request), now, keep), ended };
+    });
+    if (!changed) return sendError(reply, 'invalidCredentials');
+    request.log.info({ userId: id, revokedSessions: changed.ended }, 'password changed');
+    return changed.pair;
+  });
+
+  app.post('/password/forgot', async (request, reply) => {
+    if (!mailer.enabled) return sendError(reply, 'mailUnavailable');
+    const email = normalizeEmail(textField(request.body, 'email'));
+    if (!email) return sendError(reply, 'emailInvalid');
+    // Same answer, same work on this path for every address (the lookup is queued with the mail):
+    // neither the body nor the time tells whether the account exists.
+    queueLinkMail(deps, 'reset', undefined, () => users.findByEmail(db, email));
+    return reply.code(202).send({ message: 'Si un compte existe pour cet email, un lien de réinitialisation vient d’être envoyé' });
+  });
+
+  app.post('/password/reset', async (request, reply) => {
+    const token = textField(request.body, 'token').trim();
+    const next = textField(request.body, 'new_password');
+    // Checked before any hashing: a made-up token costs one indexed lookup.
+    const holder = token ? await emailTokens.findUsable(db, sha256Hex(token), 'reset', clock()) : undefined;
+    if (!holder) return sendError(reply, 'linkInvalid');
+    const denial = newPasswordDenial(next, minLength);
+    if (denial) return sendDenial(reply, denial);
+    const hash = await hashPassword(next);
+    const ended = await useLink(token, 'reset', holder.user_id, async (tx, user, now) => {
+      await users.setPassword(tx, user.id, hash, now);
+      // The link went to this address and came back: the address is the user's.
+      await users.markEmailVerified(tx, user.id, user.email, now);
+      await emailTokens.useUpAll(tx, user.id, 'reset', now);
+      const revoked = await revokeAllForUser(tx, user.id, 'password');
+      await events.emit(user.id, 'auth.password_changed', { method: 'reset', revoked_sessions: revoked }, tx);
+      return revoked;
+    });
+    if (ended === undefined) return sendError(reply, 'linkInvalid');
+    request.log.info({ userId: holder.user_id, revokedSessions: ended }, 'password reset');
+    return { message: 'Mot de passe réinitialisé' };
+  });
+
+  app.post('/email/verify', async (request, reply) => {
+    const token = textField(request.body, 'token').trim();
+    const holder = token ? await emailTokens.findUsable(db, sha256Hex(token), 'verify', clock()) : undefined;
+    const verified = holder && await useLink(token, 'verify', holder.user_id, (tx, user, now) => users.markEmailVerified(tx, user.id, user.email, now));
+    if (!verified) return sendError(reply, 'linkInvalid');
+    request.log.info({ userId: holder.user_id }, 'email verified');
+    return { message: 'Email vérifié' };
+  });
+
+  app.post('/email/resend', { preHandler: requireUser() }, async (request, reply) => {
+    if (!mailer.enabled) return sendError(reply, 'mailUnavailable');
+    // Read now, not from the cache: a verification made a moment ago on another instance counts.
+    const user = (await users.findById(db, currentUser(request).id)) ?? currentUser(request);
+    if (user.email_verified_at) return reply.code(202).send({ message: 'Email déjà vérifié' });
+    queueLinkMail(deps, 'verify', user.id, async () => user);
+    return reply.code(202).send({ message: 'Lien de vérification envoyé' });
+  });
+
+  /**
+   * Uses the link up and runs `then` in one transaction, the user's row locked first (lockUser's
+   * order). Undefined when the link was used meanwhile (of concurrent uses, one wins), or was sent
+   * to an address that is no longer the account's.
+   */
+  async function useLink<T>(token: string, purpose: LinkPurpose, userId: number, then: (tx: Queryable, user: users.User, now: Date) => Promise<T>): Promise<T | undefined> {
+    return db.transaction(async (tx) => {
+      const user = await users.lockUser(tx, userId, 'update');
+      const now = clock();
+      const used = await emailTokens.useUp(tx, sha256Hex(token), purpose, now);
+      if (!user || !used || used.email !== user.email) return undefined;
+      return then(tx, user, now);
+    });
+  }
+}
+
+export interface AccountUserRoutesDeps {
+  db: Database;
+  clock: () => Date;
+  events: Events;
+  requireUser: RequireUser;
+  identities: Pick<IdentityCache, 'forgetUser'>;
+}
+
+/** GET /api/v1/user/sessions, DELETE /api/v1/user/sessions/{id}, DELETE /api/v1/user/me (CONTRACT §13). */
+export async function accountUserRoutes(app: FastifyInstance, deps: AccountUserRoutesDeps): Promise<void> {
+  const { db, clock, events, requireUser, identities } = deps;
+
+  app.get('/sessions', { preHandler: requireUser() }, async (request) => {
+    const { user, sessionId } = currentIdentity(request);
+    const sessions = await activeSessions(db, user.id, clock());
+    return {
+      sessions: sessions.map((s) => ({
+        id: s.id,
+        created_at: s.created_at.toISOString(),
+        last_used_at: s.last_used_at.toISOString(),
+        user_agent: s.user_agent,
+        ip: s.ip,
+        current: s.id === sessionId,
+      })),
+    };
+  });
+
+  app.delete<{ Params: { id: string } }>('/sessions/:id', { preHandler: requireUser() }, async (request, reply) => {
+    const { user, sessionId } = currentIdentity(request);
+    const id = parseSessionId(request.params.id);
+    const revoked = id === undefined ? undefined : await db.transaction(async (tx) => {
+      await users.lockUser(tx, user.id, 'update');
+      // Someone else's session is "not found", never "forbidden": ids do not tell whose they are.
+      if (!(await isUsersSession(tx, user.id, id))) return undefined;
+      const ended = await revokeSession(tx, id);
+      // Ending a session already ended is not an event.
+      if (ended > 0) await events.emit(user.id, 'auth.session_revoked', { session_id: id, current: id === sessionId }, tx);
+      return ended;
+    });
+    if (revoked === undefined) return sendError(reply, 'sessionNotFound');
+    if (revoked > 0) request.log.info({ userId: user.id, sessionId: id }, 'session revoked');
+    return { message: 'Session révoquée' };
+  });
+
+  app.delete('/me', { preHandler: requireUser() }, async (request, reply) => {
+    const { id } = currentUser(request);
+    const password = textField(request.body, 'password');
+    const user = isTooLong(password) ? undefined : await users.findByIdWithHash(db, id);
+    if (!user || !(await verifyPassword(user.password_hash, password))) return sendError(reply, 'invalidCredentials');
+    // Only if the password checked is still the password.
+    const deleted = await users.deleteUser(db, id, user);
+    if (!deleted) return sendError(reply, 'invalidCredentials');
+    // At once here; the delete triggers carry it to every other instance (tokens, keys, WebSockets).
+    identities.forgetUser(id);
+    request.log.info({ userId: id }, 'account deleted by its user');
+    return { message: 'Compte supprimé' };
+  });
+}
+
+const SESSION_ID = /^[1-9]\d{0,15}$/;
+
+/** A session id from a URL, within what JSON numbers hold exactly; else undefined (a 404, like an unknown one). */
+function parseSessionId(text: string): number | undefined {
+  const n = SESSION_ID.test(text) ? Number(text) : NaN;
+  return Number.isSafeInteger(n) ? n : undefined;
+}

@@ -1,0 +1,47 @@
+// The JSON Schema of gateway.yaml (`gateway schema`, committed as gateway.schema.json for editors),
+// generated from the zod schema so the two cannot disagree. It describes the file as written:
+// the input side of every transform, and `${VAR}` references wherever the loader accepts them.
+import { z } from 'zod';
+import { ENV_REFERENCE } from './load.js';
+import { configSchema } from './schema.js';
+
+type JsonSchema = Record<string, unknown>;
+
+const envReference = { $ref: '#/definitions/envReference' };
+
+export function configJsonSchema(): JsonSchema {
+  // draft-07: what the YAML language server (VS Code, Neovim, …) and JetBrains IDEs validate with.
+  const { $schema, ...schema } = z.toJSONSchema(configSchema, { io: 'input', target: 'draft-07' }) as JsonSchema;
+  return allowEnvReferences({
+    $schema,
+    title: 'gateway.yaml',
+    description: 'Configuration of the auth gateway. `gateway check` validates a file, and the files it names, as `gateway start` would.',
+    ...schema,
+    definitions: {
+      envReference: {
+        type: 'string',
+        pattern: ENV_REFERENCE.source,
+        description: '${VAR} or ${VAR:-default}: replaced from the environment before the file is validated.',
+      },
+    },
+  });
+}
+
+/**
+ * The loader replaces `${VAR}` in any value before validating, and reads "20" or "true" where a
+ * number or boolean is expected: so every value a plain string would not satisfy (a number, a
+ * boolean, an enum, a pattern, a URL) also accepts a reference, or editors would flag valid files.
+ */
+function allowEnvReferences(node: JsonSchema): JsonSchema {
+  const visit = (child: unknown) => (child && typeof child === 'object' ? allowEnvReferences(child as JsonSchema) : child);
+  if (node.properties) node.properties = Object.fromEntries(Object.entries(node.properties).map(([key, value]) => [key, visit(value)]));
+  if (typeof node.additionalProperties === 'object') node.additionalProperties = visit(node.additionalProperties);
+  if (node.items) node.items = visit(node.items);
+  if (node.type === 'object' || node.type === 'array') return node;
+  if (Array.isArray(node.anyOf)) return { ...node, anyOf: [...node.anyOf, envReference] };
+  const { default: fallback, description, ...value } = node;
+  const plainString = (value.type === 'string' || (Array.isArray(value.type) && value.type.includes('string')))
+    && !['enum', 'pattern', 'format'].some((constraint) => constraint in value);
+  if (plainString) return node;
+  return { ...(description ? { description } : {}), ...(fallback !== undefined ? { default: fallback } : {}), anyOf: [value, envReference] };
+}

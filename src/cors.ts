@@ -1,0 +1,124 @@
+// CORS (CONTRACT §10): which pages on other origins may call the gateway, and read its answers.
+// The gateway answers preflights itself, before any guard runs: a browser's preflight never carries
+// the Authorization header or the API key, so a guarded route would refuse it with 401 and the
+// page could never make its real request. The gateway's own errors carry the headers too, or a
+// page could not read the French message of its 401, 403 or 429.
+//
+// Not @fastify/cors: it passes a preflight from an origin it refuses on to the route (a guarded
+// route then answers 401, where the contract wants 204), it registers an `OPTIONS *` route that
+// collides with the proxy's catch-all, its per-route settings are fastify route options (the
+// gateway's routes are a table that a reload swaps), and its Allow-Methods is one fixed list
+// where the contract wants the matched route's methods.
+import type { onRequestHookHandler } from 'fastify';
+import { CORS_DEFAULTS, type Config, type CorsConfig, type RouteConfig } from './config/schema.js';
+import { normalizePath } from './proxy/paths.js';
+import type { RouteTable } from './proxy/routeTable.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** A CORS policy covers this request: the gateway's CORS headers, not the upstream's, go back. */
+    corsCovered: boolean;
+  }
+}
+
+/** One CORS policy (the global one, or a route's with its override), its header values made once. */
+export class CorsPolicy {
+  private readonly anyOrigin: boolean;
+  private readonly origins: ReadonlySet<string>;
+  private readonly response: Record<string, string>;
+  private readonly preflight: Record<string, string>;
+
+  constructor(config: CorsConfig) {
+    this.anyOrigin = config.origins.includes('*');
+    this.origins = new Set(config.origins);
+    this.response = {};
+    if (config.credentials) this.response['access-control-allow-credentials'] = 'true';
+    if (config.exposeHeaders.length) this.response['access-control-expose-headers'] = config.exposeHeaders.join(', ');
+    this.preflight = {};
+    if (config.credentials) this.preflight['access-control-allow-credentials'] = 'true';
+    if (config.headers.length) this.preflight['access-control-allow-headers'] = config.headers.join(', ');
+    this.preflight['access-control-max-age'] = String(Math.floor(config.maxAge / 1000));
+  }
+
+  allows(origin: string): boolean {
+    // `null` is the origin of sandboxed frames and file:// pages: anybody can make one.
+    return origin !== 'null' && (this.anyOrigin || this.origins.has(origin));
+  }
+
+  /** The headers of an actual response to an allowed origin. */
+  responseHeaders(origin: string): Record<string, string> {
+    return { 'access-control-allow-origin': origin, ...this.response };
+  }
+
+  /** The headers of a preflight's answer to an allowed origin, for a path that takes `methods`. */
+  preflightHeaders(origin: string, methods: Iterable<string>): Record<string, string> {
+    const allowed = [...methods].join(', ');
+    return { 'access-control-allow-origin': origin, ...(allowed ? { 'access-control-allow-methods': allowed } : {}), ...this.preflight };
+  }
+}
+
+/** The policies of one configuration: the global one, and each route's (its override on the global one). */
+export class CorsPolicies {
+  readonly global: CorsPolicy | undefined;
+  private readonly byRoute = new Map<string, CorsPolicy>();
+
+  private constructor(config: Pick<Config, 'cors' | 'routes'>) {
+    this.global = config.cors && new CorsPolicy(config.cors);
+    for (const route of config.routes) {
+      if (route.cors) this.byRoute.set(route.path, new CorsPolicy(effective(config.cors, route)));
+    }
+  }
+
+  /** Undefined when nothing in the configuration asks for CORS: then the gateway adds nothing. */
+  static of(config: Pick<Config, 'cors' | 'routes'>): CorsPolicies | undefined {
+    return config.cors || config.routes.some((route) => route.cors) ? new CorsPolicies(config) : undefined;
+  }
+
+  forRoute(path: string): CorsPolicy | undefined {
+    return this.byRoute.get(path) ?? this.global;
+  }
+}
+
+/** A route's policy: what its override names, the global policy (or the defaults) for the rest. */
+function effective(global: CorsConfig | undefined, route: RouteConfig): CorsConfig {
+  const override = Object.fromEntries(Object.entries(route.cors ?? {}).filter(([, value]) => value !== undefined));
+  // The schema makes sure `origins` comes from one of the two.
+  return { ...CORS_DEFAULTS, ...global, ...override } as CorsConfig;
+}
+
+export interface CorsState {
+  cors: CorsPolicies | undefined;
+  routes: Pick<RouteTable, 'routeFor'>;
+}
+
+/**
+ * The public listener's CORS, as its first hook after the Host check: a preflight on a covered
+ * path is answered here (204), before any guard, rate limit or route; any other request to a
+ * covered path gets `Vary: Origin`, and the policy's headers when its Origin is allowed.
+ * `current` is read per request (a reload swaps it); `ownMethods` gives the methods of the
+ * gateway's own endpoints on a path, which only the global policy covers.
+ */
+export function corsHook(current: () => CorsState, ownMethods: (path: string) => readonly string[]): onRequestHookHandler {
+  return function cors(request, reply, done) {
+    const { cors: policies, routes } = current();
+    if (!policies || reply.sent) return done();
+    const path = normalizePath(request.url.split('?', 1)[0]!);
+    const own = path === undefined ? [] : ownMethods(path);
+    const route = path === undefined || own.length ? undefined : routes.routeFor(path);
+    const policy = route ? policies.forRoute(route.path) : policies.global;
+    if (!policy) return done();
+    request.corsCovered = true;
+    // The answer depends on Origin: caches must keep one per origin (Fetch standard, CORS and caching).
+    reply.header('vary', 'Origin');
+    const origin = request.headers.origin;
+    const allowed = origin !== undefined && policy.allows(origin);
+    if (request.method === 'OPTIONS' && origin !== undefined && request.headers['access-control-request-method'] !== undefined) {
+      if (allowed) reply.headers(policy.preflightHeaders(origin, route ? route.allowedMethods : own));
+      // Answered here: a fastify hook that sends does not call done().
+      reply.code(204).send();
+      return;
+    }
+    if (allowed) reply.headers(policy.responseHeaders(origin));
+    done();
+  };
+}

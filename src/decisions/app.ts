@@ -1,0 +1,67 @@
+// The decisions listener (decisions.host:decisions.port, CONTRACT §11): forward auth for a proxy
+// that already fronts the services (nginx auth_request, Caddy forward_auth, Traefik forwardAuth,
+// Envoy ext_authz). It answers "may this request pass, and as whom" with the pipeline a proxied
+// request goes through (same route table, guards and counting), without forwarding anything:
+// 200 with an empty body and the identity headers for the proxy to copy upstream, or the very
+// denial the proxied request would have got, for the proxy to pass to the client.
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import { sendDenial, sendError } from '../errors.js';
+import type { Instance } from '../instance.js';
+import { acceptEveryMethod, listenerOptions, registerCommon } from '../listener.js';
+import { DECISIONS_PATH, originalRequest } from './original.js';
+
+/**
+ * A denial's JSON body again, in a header, for proxies that cannot pass on the body of an auth
+ * answer (nginx's auth_request keeps only its status and headers). Written in ASCII (`é` as
+ * `\u00e9`), so that it is a valid header value and still the same JSON.
+ */
+export const DENIAL_BODY_HEADER = 'x-gateway-error';
+
+export interface DecisionsOptions {
+  /** The public listener's own endpoints (proxy/forward.ts, ownEndpointMethods). */
+  ownMethods: (path: string) => readonly string[];
+}
+
+export async function buildDecisionsApp(instance: Instance, options: DecisionsOptions): Promise<FastifyInstance> {
+  const { pipeline, metrics, log } = instance;
+  const { ownMethods } = options;
+  const app = Fastify(listenerOptions(log.child({ listener: 'decisions' })));
+  registerCommon(app, metrics.tallies);
+  // A decision reads the headers alone. A body the proxy sent along anyway is never read (Node
+  // discards it once the answer is out): no parsing on this path, and no body limit to apply.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', (_request, _payload, done) => done(null));
+  // Every error this listener answers, its own 400 and 404 and the 503 of a storage fault
+  // included, so that a proxy relaying it through this header always has a body to relay.
+  app.addHook('onSend', (_request, reply, payload, done) => {
+    if (reply.statusCode >= 400 && typeof payload === 'string') reply.header(DENIAL_BODY_HEADER, asciiJson(payload));
+    done(null, payload);
+  });
+  acceptEveryMethod(app);
+
+  const handler = async (request: FastifyRequest, reply: FastifyReply) => {
+    const original = originalRequest(request.method, request.url, request.raw.rawHeaders);
+    if (!original) return sendError(reply, 'badRequest');
+    const decision = await pipeline.decide({ method: original.method, url: original.url, headers: request.headers }, { ownMethods });
+    if (decision.kind === 'deny') {
+      // The gateway's own endpoints are served by its public listener, under every spelling, and
+      // never by a route (CONTRACT §8): no route decides for them either. Were one on `/` allowed
+      // to, a proxy sending the gateway's paths elsewhere could hand `/API/V1/AUTH/LOGIN`, password
+      // and all, to the application behind it.
+      if (decision.route === 'own') return sendError(reply, 'routeNotFound');
+      if (decision.route) request.log.info({ route: decision.route, reason: decision.denial.code }, 'request denied');
+      return sendDenial(reply, decision.denial);
+    }
+    // Only what the pipeline says: nothing the client sent comes back for the proxy to copy.
+    if (decision.identity) reply.headers(decision.identity);
+    return reply.code(200).send();
+  };
+  app.route({ method: app.supportedMethods, url: DECISIONS_PATH, handler });
+  app.route({ method: app.supportedMethods, url: `${DECISIONS_PATH}/*`, handler });
+  return app;
+}
+
+/** JSON text with every character outside printable ASCII written as a \u escape: the same JSON. */
+function asciiJson(json: string): string {
+  return json.replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}

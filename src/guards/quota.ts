@@ -1,0 +1,36 @@
+// What a counted route tells the client about its limits (CONTRACT §12): the RateLimit-Policy and
+// RateLimit fields of draft-ietf-httpapi-ratelimit-headers, one item per limit that applied.
+import type { Denial } from '../errors.js';
+
+/** One limit's state after a request. */
+export interface QuotaState {
+  /** The policy's name in the fields: `daily` or `minute`. */
+  policy: 'daily' | 'minute';
+  /** q: the quota. */
+  limit: number;
+  /** w: the window, in seconds. */
+  windowSec: number;
+  /** r: what is left. */
+  remaining: number;
+  /** t: seconds until the quota is whole again. */
+  resetSec: number;
+}
+
+/** A limiter's answer: the state for the headers, and a denial when it refused. */
+export interface QuotaOutcome {
+  state: QuotaState;
+  denial?: Denial;
+}
+
+export function rateLimitHeaders(states: readonly QuotaState[]): Record<string, string> {
+  return {
+    'ratelimit-policy': states.map((s) => `"${s.policy}";q=${s.limit};w=${s.windowSec}`).join(', '),
+    ratelimit: states.map((s) => `"${s.policy}";r=${s.remaining};t=${s.resetSec}`).join(', '),
+  };
+}
+
+/** Whole seconds from `now` to the next UTC midnight, when every daily quota is whole again. */
+export function secondsToUtcMidnight(now: Date): number {
+  const midnight = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1);
+  return Math.ceil((midnight - now.getTime()) / 1000);
+}

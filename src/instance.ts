@@ -1,0 +1,138 @@
+// The composition root: every part one gateway instance holds (storage connections, the change
+// feed, caches, guards, the pipeline, signers, webhook deliveries), built once in dependency order
+// by server.ts (or a test) and closed in reverse. Only the listeners' builders (app.ts,
+// admin/app.ts) read this record, to hand each module the few parts it uses; no module takes it.
+import type { Logger } from 'pino';
+import type { Config } from './config/schema.js';
+import { AssertionKeyring } from './assertion/keyring.js';
+import { AssertionSigner } from './assertion/signer.js';
+import { MailQueue } from './auth/mail.js';
+import { createTokens, type Tokens } from './auth/tokens.js';
+import { ApiKeyUsage } from './guards/apiKeyUsage.js';
+import { DailyLimiter } from './guards/dailyLimit.js';
+import { IdentityCache } from './guards/identityCache.js';
+import { MinuteLimiter } from './guards/minuteLimit.js';
+import { Live } from './live.js';
+import { createMetrics, type Metrics } from './metrics.js';
+import { Pipeline } from './pipeline.js';
+import { WebhookEvents } from './pro/deliveries.js';
+import type { LookupAll } from './pro/ssrf.js';
+import { ChangeFeed } from './storage/changeFeed.js';
+import { openDatabase, type Database } from './storage/db.js';
+import { assertMigrated, migrate } from './storage/migrations.js';
+import { connectRedis, waitReady } from './storage/redis.js';
+import { RedisBreaker } from './storage/redisBreaker.js';
+
+/** Where the instance is in its life: told by server.ts, read by readiness and every response. */
+export interface Lifecycle {
+  /** Shutting down: /readyz answers 503 and responses close their connection. */
+  draining: boolean;
+}
+
+export interface Instance {
+  lifecycle: Lifecycle;
+  /** What a reload may change (routes, upstreams, limits): read `live.current` per request. */
+  live: Live;
+  db: Database;
+  /** The Redis connection behind the breaker every guard's command goes through; null without Redis. */
+  redis: RedisBreaker | null;
+  clock: () => Date;
+  log: Logger;
+  feed: ChangeFeed;
+  tokens: Tokens;
+  identities: IdentityCache;
+  keyUsage: ApiKeyUsage;
+  daily: DailyLimiter;
+  keyring: AssertionKeyring;
+  pipeline: Pipeline;
+  metrics: Metrics;
+  events: WebhookEvents;
+  /** Account mails (reset and verification links), sent off the request path. */
+  mailer: MailQueue;
+  close(): Promise<void>;
+}
+
+export interface InstanceOptions {
+  log: Logger;
+  clock?: () => Date;
+  /** A database already opened (tests share one between two instances' worth of parts). */
+  db?: Database;
+  defaultMetrics?: boolean;
+  /** Test seam: how webhook hosts are resolved at delivery (tests of DNS rebinding and of a silent resolver). */
+  webhookLookup?: LookupAll;
+}
+
+export async function createInstance(config: Config, options: InstanceOptions): Promise<Instance> {
+  const { log } = options;
+  const clock = options.clock ?? (() => new Date());
+  const closers: Array<() => Promise<unknown>> = [];
+  const closeAll = async (onError: (err: unknown) => void) => {
+    for (const close of closers.reverse()) await close().catch(onError);
+  };
+  try {
+    const db = options.db ?? (await openDatabase(config.storage));
+    if (!options.db) closers.push(() => db.close());
+    if (config.storage.migrate) {
+      const applied = await migrate(db);
+      if (applied.length) log.info({ applied }, 'migrations applied');
+    } else await assertMigrated(db);
+
+    let redis: RedisBreaker | null = null;
+    if (config.storage.redis) {
+      const r = connectRedis(config.storage.redis, config.storage.redisKeyPrefix, log);
+      // QUIT lets pending replies arrive; disconnect() after it also closes what QUIT leaves open
+      // (the sentinel subscriptions that watch for a failover).
+      closers.push(async () => {
+        await r.quit().catch(() => {});
+        r.disconnect();
+      });
+      // Start without Redis if it is not there yet: the guards work on Postgres alone meanwhile.
+      await waitReady(r, 2000);
+      if (r.status !== 'ready') log.warn('Redis is not answering; daily limits are counted in Postgres alone until it is');
+      const breaker = new RedisBreaker(r, { timeoutMs: config.storage.redisTimeout, log });
+      closers.push(async () => breaker.close());
+      redis = breaker;
+    }
+
+    const live = new Live(config);
+    const metrics = createMetrics({ defaultMetrics: options.defaultMetrics });
+    const feed = new ChangeFeed(db, log);
+    closers.push(() => feed.close());
+    // Subscribers first, then the feed: its first "resumed" is their start signal.
+    const identities = new IdentityCache(db, feed);
+    metrics.observeIdentityCache(identities.stats);
+    const daily = new DailyLimiter({ db, redis, feed, clock, log, config: () => live.current.config });
+    const keyring = new AssertionKeyring(db, feed, clock, log);
+    // Webhook deliveries (the outbox worker): closed before the feed and the pool, so it can hand
+    // back the attempts a shutdown cuts short.
+    const events = new WebhookEvents({ db, feed, config: config.webhooks, clock, log, metrics, lookup: options.webhookLookup });
+    closers.push(() => events.close());
+    events.start();
+    await feed.start();
+
+    const tokens = await createTokens(config.auth, db, clock, (message) => log.warn(message));
+    const keyUsage = new ApiKeyUsage(db, log);
+    closers.push(() => keyUsage.close());
+    // Upstream assertions (CONTRACT §3): one Ed25519 key shared by all instances through the database.
+    await keyring.start();
+    closers.push(() => keyring.close());
+    const mailer = new MailQueue(config.mail, log);
+    closers.push(() => mailer.close());
+    const pipeline = new Pipeline({
+      live,
+      auth: { tokens, identities, keyUsage, clock },
+      daily,
+      minute: new MinuteLimiter(redis, clock),
+      assertions: new AssertionSigner(keyring, clock, config.auth.jwt.issuer),
+      tallies: metrics.tallies,
+    });
+
+    return {
+      lifecycle: { draining: false }, live, db, redis, clock, log, feed, tokens, identities, keyUsage, daily, keyring, pipeline, metrics, events, mailer,
+      close: () => closeAll((err) => log.warn({ err }, 'error while closing')),
+    };
+  } catch (err) {
+    await closeAll(() => {});
+    throw err;
+  }
+}

@@ -1,0 +1,222 @@
+// What every listener shares (public, admin, decisions): request ids, access lines,
+// the catalog's answer to unparsable HTTP, the lenient JSON body parser, the error handler and
+// the per-route metrics, and HTTPS (with HTTP/2) for a listener that has certificates. app.ts and
+// admin/app.ts each add only their own routes to it.
+import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { METHODS, STATUS_CODES, type Server, type ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { createSecureContext, type Server as TlsServer } from 'node:tls';
+import type { FastifyBaseLogger, FastifyError, FastifyHttpOptions, FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import type { Config } from './config/schema.js';
+import { errorBody, ERRORS, GatewayError, sendError, type ErrorCode } from './errors.js';
+import { isJsonType, isValidHost, lenientJson } from './http.js';
+import { failureLog } from './logThrottle.js';
+import { AccessLog, lazyChildLogger } from './logger.js';
+import type { RouteTallies } from './metrics.js';
+import { isUnavailable } from './storage/db.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The gateway route a proxied request matched (metrics label). */
+    gatewayRoute: string;
+  }
+}
+
+const SAFE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** A caller's request id is kept when it is harmless (for tracing across hops), else one is made. */
+export function requestId(header: string | string[] | undefined): string {
+  return typeof header === 'string' && SAFE_REQUEST_ID.test(header) ? header : randomUUID();
+}
+
+type TlsSettings = NonNullable<Config['server']['tls']>;
+
+/** The certificate chain and key of `server.tls`, read now. */
+function readCertificates(tls: TlsSettings): { cert: string; key: string } {
+  return { cert: readFileSync(tls.certFile, 'utf8'), key: readFileSync(tls.keyFile, 'utf8') };
+}
+
+/**
+ * fastify's options for HTTPS with `tls`, and HTTP/2 over ALPN with `http2: true`, where HTTP/1.1
+ * clients are still served on the same port (allowHTTP1). Node's own Host check stays off, as on
+ * plain HTTP (registerCommon answers it from the catalog); fastify only passes it to plain servers.
+ */
+export function httpsOptions(tls: TlsSettings | undefined): { https?: object; http2?: true } {
+  if (!tls) return {};
+  const https = { ...readCertificates(tls), requireHostHeader: false };
+  return tls.http2 ? { http2: true, https: { ...https, allowHTTP1: true } } : { https };
+}
+
+/** Reloading the listener's certificate (SIGHUP): connections already open keep theirs. */
+export interface Certificates {
+  /** Reads the files and checks them now (throws when they cannot be used); returns the swap. */
+  reread(): () => void;
+}
+
+export function listenerCertificates(server: TlsServer, tls: TlsSettings): Certificates {
+  return {
+    reread() {
+      const files = readCertificates(tls);
+      createSecureContext(files); // throws on a bad file or a key that is not the certificate's
+      return () => server.setSecureContext(files);
+    },
+  };
+}
+
+/** The fastify options every listener starts from. */
+export function listenerOptions(log: Logger) {
+  return {
+    loggerInstance: log as FastifyBaseLogger,
+    // The Host check is registerCommon's, so that its 400 has the catalog's body.
+    http: { requireHostHeader: false },
+    // Connections are closed by server.ts's ConnectionDrain, which spares the ones not used yet.
+    forceCloseConnections: false,
+    genReqId: (req) => requestId(req.headers['x-request-id']),
+    clientErrorHandler,
+    // A URL the router cannot decode (`/x/%`) gets the catalog's 400, not fastify's own body.
+    frameworkErrors: (_error, _request, reply) => sendError(reply, 'badRequest'),
+    // One access line per request instead of two, at debug, and request.log made on first use
+    // (src/logger.ts): logging was the largest per-request cost after the proxying itself.
+    logController: new AccessLog(),
+    childLoggerFactory: lazyChildLogger,
+  } satisfies FastifyHttpOptions<Server> & { loggerInstance: FastifyBaseLogger };
+}
+
+/**
+ * HTTP that cannot even be parsed (bad syntax, headers over Node's limit, headers sent too slowly)
+ * never reaches a route: answer it from the catalog too, then drop the connection, which cannot
+ * be trusted to carry another request.
+ */
+export function clientErrorHandler(this: FastifyInstance, err: NodeJS.ErrnoException, socket: Duplex): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const inFlight = (socket as Duplex & { _httpMessage?: ServerResponse | null })._httpMessage;
+  // The request being answered never finished arriving (the client closed or broke the connection
+  // mid-body, or took longer than requestTimeout): it can never complete, and its upstream request
+  // would wait for the rest of the body for ever. Let go of both.
+  if (inFlight && !inFlight.req.complete) {
+    // A body that breaks HTTP's own framing (a malformed chunk) is the client's fault: it gets the
+    // catalog's 400 when nothing has been answered yet, then the connection goes. (A client that
+    // closed mid-body, HPE_INVALID_EOF_STATE, is gone: nobody to answer.)
+    if (err.code?.startsWith('HPE_') && err.code !== 'HPE_INVALID_EOF_STATE' && !inFlight.headersSent) {
+      writeRaw(inFlight, 'badRequest');
+      inFlight.once('finish', () => socket.destroy());
+      return;
+    }
+    socket.destroy();
+    return;
+  }
+  // Bytes after a request that declared no body (a pipelined or smuggled "request"): the earlier
+  // request on this connection is still being answered. Let that answer go out alone, then close.
+  if (inFlight) {
+    if (!inFlight.headersSent) inFlight.setHeader('connection', 'close');
+    inFlight.once('close', () => socket.destroy());
+    return;
+  }
+  const code: ErrorCode = err.code === 'HPE_HEADER_OVERFLOW' ? 'headersTooLarge' : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 'requestTimeout' : 'badRequest';
+  this.log.debug({ code: err.code }, 'unparsable request');
+  const { status } = ERRORS[code];
+  const body = JSON.stringify(errorBody(code));
+  // A response to HEAD has no body, even this one (the request line is in the bytes that failed).
+  const head = (err as { rawPacket?: Buffer }).rawPacket?.subarray(0, 5).toString('latin1') === 'HEAD ';
+  if (socket.writable) {
+    socket.write(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${head ? '' : body}`);
+  }
+  socket.destroy();
+}
+
+/** An answer from the catalog written on the raw response, for requests fastify never routes. */
+function writeRaw(res: ServerResponse, code: ErrorCode): void {
+  const body = JSON.stringify(errorBody(code));
+  const headers = { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body) };
+  // HTTP/2 has no Connection header (RFC 9113 §8.2.2): the stream ends, the connection stays.
+  res.writeHead(ERRORS[code].status, res.req.httpVersionMajor >= 2 ? headers : { ...headers, connection: 'close' });
+  res.end(res.req.method === 'HEAD' ? undefined : body);
+}
+
+/**
+ * Lets routes of `app` take every method Node parses, not only fastify's usual ones, so that TRACE
+ * or PROPFIND get the catalog's 405 (or 404) rather than a bare not-found. CONNECT never reaches
+ * fastify: Node hands it to 'connect'.
+ */
+export function acceptEveryMethod(app: FastifyInstance): void {
+  for (const method of METHODS) {
+    if (method !== 'CONNECT' && !app.supportedMethods.includes(method)) app.addHttpMethod(method);
+  }
+}
+
+function hostHeaders(raw: string[]): number {
+  let n = 0;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!;
+    if (name.length === 4 && name.toLowerCase() === 'host') n++;
+  }
+  return n;
+}
+
+/** What every listener registers: request ids, the lenient JSON parser, the error catalog, metrics. */
+export function registerCommon(app: FastifyInstance, tallies: RouteTallies): void {
+  // An Expect other than 100-continue (RFC 9110 §10.1.1) is refused before any route runs; Node's
+  // own 417 has an empty body.
+  // On HTTP/2 `res` is Node's compatibility response, which answers writeHead and end alike.
+  app.server.on('checkExpectation', (_req, res: ServerResponse) => writeRaw(res, 'expectationFailed'));
+  app.decorateRequest('gatewayRoute', '');
+  // Callback-style hooks: these run on every request, and an async hook costs a promise each time.
+  app.addHook('onRequest', (request, reply, done) => {
+    reply.header('x-request-id', request.id);
+    // RFC 9112 §3.2: a server MUST answer 400 to an HTTP/1.1 request without Host, with more than
+    // one, or with one that is not a host (`evil:1@127.0.0.1`). Node's own check (requireHostHeader,
+    // turned off in listenerOptions) answers with an empty body; Node keeps the first of two. HTTP/2
+    // says it in :authority (RFC 9113 §8.3.1), which goes upstream as X-Forwarded-Host all the same.
+    const { host, ':authority': authority } = request.headers as { host?: string; ':authority'?: string };
+    const http1 = request.raw.httpVersionMajor === 1;
+    const refused = host === undefined && authority === undefined
+      ? request.raw.httpVersion === '1.1'
+      : (host !== undefined && !isValidHost(host)) || (authority !== undefined && !isValidHost(authority)) || hostHeaders(request.raw.rawHeaders) > 1;
+    if (refused) {
+      if (http1) reply.header('connection', 'close');
+      sendError(reply, 'badRequest');
+    }
+    done();
+  });
+  app.addHook('onResponse', (request, reply, done) => {
+    const route = request.gatewayRoute || request.routeOptions.url || 'unmatched';
+    tallies.answered(route, request.method, reply.statusCode, reply.elapsedTime / 1000);
+    done();
+  });
+
+  // Spec §4: a missing, non-JSON, other-typed or non-object body reads as {} (never 415/400).
+  app.removeAllContentTypeParsers();
+  // Only a JSON content type is read: text/plain and forms can be sent cross-site by any web page
+  // without a CORS preflight (CSRF), so their bodies count as {} even when they hold JSON.
+  app.addContentTypeParser('*', { parseAs: 'string' }, (request, body, done) => done(null, isJsonType(request.headers['content-type']) ? lenientJson(body as string) : {}));
+
+  app.setNotFoundHandler((_request, reply) => sendError(reply, 'routeNotFound'));
+  // While Postgres is away every request that needs it fails: one line per interval says so, with
+  // a count, instead of a line with a stack per request (issue 18: 9,349 lines in a 5 s outage).
+  const storageFailures = failureLog(app.log as Logger, 'storage unavailable: requests that need Postgres are answered 503', { recoveredMessage: 'storage answers again' });
+  const overloaded = failureLog(app.log as Logger, 'request refused with a server error');
+  app.addHook('onResponse', (_request, reply, done) => {
+    if (reply.statusCode < 500) storageFailures.recovered();
+    done();
+  });
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    if (error instanceof GatewayError) {
+      if (error.code === 'rateLimited') request.log.info({ ip: request.ip }, 'auth rate limit reached');
+      else if (ERRORS[error.code].status >= 500) overloaded.failed(error, { reqId: request.id, code: error.code });
+      return sendError(reply, error.code, error.extra);
+    }
+    if (isUnavailable(error)) {
+      storageFailures.failed(error, { reqId: request.id, url: request.url });
+      return sendError(reply, 'storageUnavailable');
+    }
+    if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || error.statusCode === 413) return sendError(reply, 'payloadTooLarge');
+    if (error.statusCode && error.statusCode >= 400 && error.statusCode < 500) {
+      request.log.info({ err: error }, 'bad request');
+      return sendError(reply, 'badRequest');
+    }
+    request.log.error({ err: error }, 'unexpected error');
+    return reply.code(ERRORS.internal.status).send(errorBody('internal'));
+  });
+}

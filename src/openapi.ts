@@ -1,0 +1,135 @@
+// The OpenAPI 3.1 description of the gateway's own HTTP APIs (public and admin listeners), made by
+// @fastify/swagger from the routes as they are registered. The schemas here document; they never
+// validate nor serialize: the handlers read their input the way the spec says (a body that is
+// not JSON reads as {}) and answer with the catalog's French errors, which a schema validator
+// would replace with its own. Kept apart from the route files: each route's schema is found by its
+// method and path when it is registered, and one that has none fails the build of the document
+// (test/docs/openapi.test.ts), so a new endpoint cannot go undocumented.
+import swagger from '@fastify/swagger';
+import type { FastifyInstance, FastifySchema } from 'fastify';
+import { ERRORS } from './errors.js';
+
+const error = { type: 'object', required: ['error'], properties: { error: { type: 'string', description: 'French message: docs/errors.md lists them all' } } };
+const message = { type: 'object', required: ['message'], properties: { message: { type: 'string' } } };
+const tokenPair = {
+  type: 'object',
+  required: ['access_token', 'refresh_token', 'token_type', 'plan'],
+  properties: {
+    access_token: { type: 'string', description: 'JWT, 15 minutes' },
+    refresh_token: { type: 'string', description: 'JWT, 30 days, single use' },
+    token_type: { const: 'Bearer' },
+    plan: { type: 'string' },
+  },
+};
+const limits = {
+  type: 'object',
+  properties: { daily: { type: ['integer', 'null'] }, perMinute: { type: ['integer', 'null'] } },
+  description: 'The plan\'s limits; null: unlimited (docs/plans-and-quotas.md)',
+};
+const adminUser = {
+  type: 'object',
+  properties: {
+    id: { type: 'integer' }, email: { type: 'string' }, plan: { type: 'string' }, is_active: { enum: [0, 1] },
+    daily_usage: { type: 'integer' }, last_usage_date: { type: ['string', 'null'], format: 'date' }, created_at: { type: 'string', format: 'date-time' },
+    email_verified_at: { type: ['string', 'null'], format: 'date-time' },
+  },
+};
+const session = {
+  type: 'object',
+  properties: {
+    id: { type: 'integer' }, created_at: { type: 'string', format: 'date-time' }, last_used_at: { type: 'string', format: 'date-time', description: 'the last refresh' },
+    user_agent: { type: ['string', 'null'] }, ip: { type: ['string', 'null'] }, current: { type: 'boolean', description: 'the session of the access token used' },
+  },
+};
+const userId = { type: 'object', required: ['id'], properties: { id: { type: 'string', pattern: '^[1-9][0-9]{0,9}$' } } };
+const credentials = (fields: string[]) => ({
+  type: 'object',
+  properties: Object.fromEntries(fields.map((f) => [f, { type: 'string' }])),
+  description: 'JSON; a missing or non-JSON body reads as {}',
+});
+const errors = (...codes: Array<keyof typeof ERRORS>) => Object.fromEntries(
+  [...new Set(codes.map((c) => ERRORS[c].status))].map((status) => [status, { description: codes.filter((c) => ERRORS[c].status === status).map((c) => ERRORS[c].message).join(' / '), ...error }]),
+);
+const bearer: Array<Record<string, string[]>> = [{ bearer: [] }, { apiKey: [] }];
+
+/** Each own endpoint's schema, by method and path (with its prefix). */
+const ENDPOINTS: Record<string, FastifySchema & Record<string, unknown>> = {
+  'GET /healthz': { tags: ['health'], summary: 'The process runs', response: { 200: { type: 'object', properties: { status: { const: 'ok' } } } } },
+  'GET /readyz': { tags: ['health'], summary: 'Postgres (and Redis) answer, and the instance is not draining', response: { 200: { type: 'object', properties: { status: { const: 'ready' }, checks: { type: 'object' } } }, 503: { description: 'not ready: error and checks', ...error } } },
+  'GET /.well-known/jwks.json': { tags: ['keys'], summary: 'The access-token public key(s); empty for HS256', response: { 200: { type: 'object', properties: { keys: { type: 'array' } } } } },
+  'GET /.well-known/gateway-assertion-keys.json': { tags: ['keys'], summary: 'The x-gateway-assertion public keys, and only them', response: { 200: { type: 'object', properties: { keys: { type: 'array' } } } } },
+  'POST /api/v1/auth/register': { tags: ['auth'], summary: 'Create an account (plan free)', body: credentials(['email', 'password']), response: { 201: { type: 'object', properties: { message: { type: 'string' }, user_id: { type: 'integer' } } }, ...errors('emailInvalid', 'passwordTooShort', 'passwordTooLong', 'emailTaken', 'rateLimited', 'storageUnavailable') } },
+  'POST /api/v1/auth/login': { tags: ['auth'], summary: 'Log in: a new token pair', body: credentials(['email', 'password']), response: { 200: tokenPair, ...errors('loginFieldsRequired', 'invalidCredentials', 'rateLimited', 'storageUnavailable') } },
+  'POST /api/v1/auth/refresh': { tags: ['auth'], summary: 'Rotate a refresh token: a new pair, the old token revoked', body: credentials(['refresh_token']), response: { 200: tokenPair, ...errors('refreshTokenMissing', 'refreshTokenUndecodable', 'refreshTokenInactive', 'userNotFound', 'rateLimited') } },
+  'POST /api/v1/auth/logout': { tags: ['auth'], summary: 'Revoke a refresh token (always 200)', body: credentials(['refresh_token']), response: { 200: message } },
+  'POST /api/v1/auth/password/change': { tags: ['accounts'], summary: 'Change the password: a new pair; every other session ends', security: bearer, body: credentials(['current_password', 'new_password']), response: { 200: tokenPair, ...errors('passwordTooShort', 'passwordTooLong', 'invalidCredentials', 'tokenInvalid', 'rateLimited', 'storageUnavailable') } },
+  'POST /api/v1/auth/password/forgot': { tags: ['accounts'], summary: 'Mail a reset link if the account exists (the same answer whatever the address)', body: credentials(['email']), response: { 202: message, ...errors('emailInvalid', 'rateLimited', 'mailUnavailable') } },
+  'POST /api/v1/auth/password/reset': { tags: ['accounts'], summary: 'Set a new password with a reset link\'s token; every session ends', body: credentials(['token', 'new_password']), response: { 200: message, ...errors('linkInvalid', 'passwordTooShort', 'passwordTooLong', 'rateLimited', 'storageUnavailable') } },
+  'POST /api/v1/auth/email/verify': { tags: ['accounts'], summary: 'Verify the email with a verification link\'s token', body: credentials(['token']), response: { 200: message, ...errors('linkInvalid', 'rateLimited') } },
+  'POST /api/v1/auth/email/resend': { tags: ['accounts'], summary: 'Mail a new verification link (none when already verified)', security: bearer, response: { 202: message, ...errors('tokenInvalid', 'rateLimited', 'mailUnavailable') } },
+  'GET /api/v1/user/sessions': { tags: ['accounts'], summary: 'The active sessions (one per login), most recently used first', security: bearer, response: { 200: { type: 'object', properties: { sessions: { type: 'array', items: session } } }, ...errors('tokenInvalid', 'rateLimited') } },
+  'DELETE /api/v1/user/sessions/:id': { tags: ['accounts'], summary: 'End one of the user\'s sessions', security: bearer, params: { type: 'object', required: ['id'], properties: { id: { type: 'string', pattern: '^[1-9][0-9]*$' } } }, response: { 200: message, ...errors('sessionNotFound', 'tokenInvalid', 'rateLimited') } },
+  'DELETE /api/v1/user/me': { tags: ['accounts'], summary: 'Delete the account and everything of it; the email is free again', security: bearer, body: credentials(['password']), response: { 200: message, ...errors('invalidCredentials', 'tokenInvalid', 'rateLimited', 'storageUnavailable') } },
+  'GET /api/v1/user/me': { tags: ['user'], summary: 'The signed-in user, with the plan\'s limits and what is left today', security: bearer, response: { 200: { type: 'object', properties: { user_id: { type: 'integer' }, email: { type: 'string' }, plan: { type: 'string' }, daily_usage: { type: 'integer' }, last_usage_date: { type: ['string', 'null'] }, limits, daily_remaining: { type: ['integer', 'null'] }, email_verified_at: { type: ['string', 'null'], format: 'date-time' } } }, ...errors('tokenInvalid', 'userNotFound') } },
+  'POST /api/v1/user/api-token': { tags: ['user'], summary: 'A new personal API key (pro); the earlier one is revoked; shown once', security: bearer, response: { 201: { type: 'object', properties: { api_token: { type: 'string' }, created_at: { type: 'string', format: 'date-time' } } }, ...errors('tokenInvalid', 'planInsufficient') } },
+  'DELETE /api/v1/user/api-token': { tags: ['user'], summary: 'Revoke every API key of the user (pro); idempotent', security: bearer, response: { 200: message, ...errors('tokenInvalid', 'planInsufficient') } },
+  'POST /api/v1/user/webhook': { tags: ['user'], summary: 'Register the alert webhook (pro), replacing any earlier one', security: bearer, body: { type: 'object', properties: { url: { type: 'string', format: 'uri' } } }, response: { 201: { type: 'object', properties: { url: { type: 'string' }, secret: { type: 'string', description: 'whsec_<base64>' } } }, ...errors('webhookUrlInvalid', 'webhookUrlForbidden', 'tokenInvalid', 'planInsufficient') } },
+  'DELETE /api/v1/user/webhook': { tags: ['user'], summary: 'Remove the alert webhook (pro); idempotent', security: bearer, response: { 200: message, ...errors('tokenInvalid', 'planInsufficient') } },
+  'GET /metrics': { tags: ['admin'], summary: 'Prometheus metrics (text format)', response: { 200: { description: 'text/plain; version=0.0.4', type: 'string' } } },
+  'GET /openapi.json': { tags: ['admin'], summary: 'This document', response: { 200: { type: 'object' } } },
+  'GET /admin/v1/users': { tags: ['admin'], summary: 'Find a user by email (trimmed, any case)', security: [{ adminKey: [] }], querystring: { type: 'object', required: ['email'], properties: { email: { type: 'string' } } }, response: { 200: adminUser, ...errors('adminEmailRequired', 'adminUnauthorized', 'adminNotFound') } },
+  'DELETE /admin/v1/users/:id': { tags: ['admin'], summary: 'Delete a user and everything of it; answers the user as it was', security: [{ adminKey: [] }], params: userId, response: { 200: adminUser, ...errors('adminUnauthorized', 'adminNotFound') } },
+  'GET /admin/v1/users/:id': { tags: ['admin'], summary: 'A user (never the password hash)', security: [{ adminKey: [] }], params: userId, response: { 200: adminUser, ...errors('adminUnauthorized', 'adminNotFound') } },
+  'PUT /admin/v1/users/:id/plan': { tags: ['admin'], summary: 'Set a user\'s plan (and its subscription record)', security: [{ adminKey: [] }], params: userId, body: { type: 'object', properties: { plan: { type: 'string' } } }, response: { 200: adminUser, ...errors('planUnknown', 'adminUnauthorized', 'adminNotFound') } },
+  'GET /admin/v1/users/:id/usage': { tags: ['admin'], summary: 'Today\'s count, the limits and the last 30 days', security: [{ adminKey: [] }], params: userId, response: { 200: { type: 'object', properties: { user_id: { type: 'integer' }, plan: { type: 'string' }, limits, today: { type: 'object' }, daily_remaining: { type: ['integer', 'null'] }, history: { type: 'array' } } }, ...errors('adminUnauthorized', 'adminNotFound') } },
+  'PUT /admin/v1/users/:id/active': { tags: ['admin'], summary: 'Activate or deactivate a user', security: [{ adminKey: [] }], params: userId, body: { type: 'object', properties: { active: { type: 'boolean' } } }, response: { 200: adminUser, ...errors('activeFlagInvalid', 'adminUnauthorized', 'adminNotFound') } },
+  'GET /admin/v1/users/:id/webhook-deliveries': { tags: ['admin'], summary: 'The user\'s 100 newest webhook messages, newest first (never their bodies)', security: [{ adminKey: [] }], params: userId, response: { 200: { type: 'object', properties: { user_id: { type: 'integer' }, deliveries: { type: 'array', items: { type: 'object', properties: { id: { type: 'string', description: 'the webhook-id header' }, type: { type: 'string' }, status: { enum: ['pending', 'delivered', 'failed', 'skipped'] }, attempts: { type: 'integer' }, last_error: { type: ['string', 'null'] }, created_at: { type: 'string', format: 'date-time' }, last_attempt_at: { type: ['string', 'null'], format: 'date-time' }, next_attempt_at: { type: ['string', 'null'], format: 'date-time' }, finished_at: { type: ['string', 'null'], format: 'date-time' } } } } } }, ...errors('adminUnauthorized', 'adminNotFound') } },
+  'POST /admin/v1/alerts': { tags: ['admin'], summary: 'Queue an alert for a user\'s webhook', security: [{ adminKey: [] }], body: { type: 'object', properties: { user_id: { type: 'integer' }, type: { type: 'string' }, data: { type: 'object' } } }, response: { 202: message, ...errors('alertInvalid', 'payloadTooLarge', 'adminUnauthorized', 'adminNotFound') } },
+};
+
+/** Routes that are not endpoints of an API: the proxy's catch-all, the decisions listener's. */
+const UNDOCUMENTED = /^\*$|\/\*$/;
+
+export class UndocumentedRoute extends Error {}
+
+/**
+ * Makes `app` describe its routes: registers @fastify/swagger and hands each own route its schema.
+ * Call before any route is registered.
+ */
+export async function documentRoutes(app: FastifyInstance): Promise<void> {
+  // Documentation only (see above).
+  app.setValidatorCompiler(() => () => true);
+  app.setSerializerCompiler(() => (data) => JSON.stringify(data));
+  app.addHook('onRoute', (route) => {
+    if (UNDOCUMENTED.test(route.url)) {
+      route.schema = { ...route.schema, hide: true } as FastifySchema;
+      return;
+    }
+    const methods = Array.isArray(route.method) ? route.method : [route.method];
+    if (methods.every((m) => m === 'HEAD')) return;
+    const key = `${methods.find((m) => m !== 'HEAD')} ${route.url}`;
+    const schema = ENDPOINTS[key];
+    if (!schema) throw new UndocumentedRoute(`${key} has no schema in src/openapi.ts`);
+    route.schema = { ...schema, ...route.schema };
+  });
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: { title: 'auth-gateway', version: '1', description: 'The gateway\'s own endpoints. Routes declared in gateway.yaml are the upstreams\' (docs/routing-and-headers.md).' },
+      components: {
+        securitySchemes: {
+          bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
+          apiKey: { type: 'apiKey', in: 'header', name: 'X-API-Key' },
+          adminKey: { type: 'http', scheme: 'bearer', description: 'admin.apiKey' },
+        },
+      },
+    },
+  });
+}
+
+type OpenApiDocument = { paths?: Record<string, unknown>; [key: string]: unknown };
+
+/** One document for both listeners: the public one's, with the admin listener's paths added. */
+export function combinedDocument(publicDoc: OpenApiDocument, adminDoc: OpenApiDocument): OpenApiDocument {
+  return { ...publicDoc, paths: { ...publicDoc.paths, ...adminDoc.paths } };
+}

@@ -1,0 +1,186 @@
+// The request pipeline (STYLE 13, after Oathkeeper's proxy/request_handler.go): for a request's
+// method, path and headers, either the identity it may pass as or the denial it gets.
+//
+//   match a route → authenticate → plan guard → per-minute limit → daily limit → identity headers
+//
+// Every way a request can reach something the gateway protects goes through here: the proxy
+// (proxy/forward.ts) before forwarding, WebSocket upgrades there too (with the access_token query
+// parameter read as their bearer token: proxy/websocket.ts), the gateway's own endpoints
+// (guards/requireUser.ts) with a policy of their own, and the decisions listener (decisions/app.ts). Nothing here
+// forwards, answers or logs: callers do that with the Decision they get.
+import type { IncomingHttpHeaders } from 'node:http';
+import type { Assertions } from './assertion/signer.js';
+import type { Denial } from './errors.js';
+import { authenticate, bearerToken, type AuthDeps, type AuthResult } from './guards/authenticate.js';
+import type { DailyLimiter } from './guards/dailyLimit.js';
+import type { MinuteLimiter } from './guards/minuteLimit.js';
+import { rateLimitHeaders, type QuotaOutcome, type QuotaState } from './guards/quota.js';
+import { checkPlan } from './guards/plan.js';
+import type { Live } from './live.js';
+import { planLimitsOf } from './plans.js';
+import type { RouteTallies } from './metrics.js';
+import { identityHeaders, overridingMethods } from './proxy/headers.js';
+import { matchKeys, normalizePath } from './proxy/paths.js';
+import type { CompiledRoute } from './proxy/routeTable.js';
+
+/** What a route (or an own endpoint) asks of a request. */
+export interface GuardPolicy {
+  auth: 'required' | 'optional' | 'none';
+  plans?: readonly string[];
+  dailyLimit?: boolean;
+  rateLimit?: boolean;
+  /** The route's path, for the quota metrics; own endpoints count nothing. */
+  path?: string;
+}
+
+/** The request as the pipeline reads it: nothing of the connection, nothing of the body. */
+export interface RequestFacts {
+  method: string;
+  /** Path and query as received (after the listener's canonicalUrl). */
+  url: string;
+  headers: IncomingHttpHeaders;
+}
+
+export type GuardOutcome =
+  | {
+      kind: 'pass';
+      auth: Exclude<AuthResult, { kind: 'denied' }>;
+      bearer: string | undefined;
+      /** For the client, on a counted route: RateLimit-Policy and RateLimit. */
+      responseHeaders: Record<string, string> | undefined;
+    }
+  | { kind: 'deny'; denial: Denial };
+
+export type Decision =
+  | {
+      kind: 'allow';
+      route: CompiledRoute;
+      /** The path to ask the upstream for (rewritePrefix applied). */
+      upstreamPath: string;
+      auth: Exclude<AuthResult, { kind: 'denied' }>;
+      /** The Authorization header's bearer token, when it had one (read once, here). */
+      bearer: string | undefined;
+      /** The headers that say who the caller is (x-user-*, x-auth-method, x-gateway-assertion); none for anonymous. */
+      identity: Record<string, string> | undefined;
+      /** Headers for the client's response, added to the upstream's (the RateLimit fields of a counted route). */
+      responseHeaders: Record<string, string> | undefined;
+    }
+  | {
+      kind: 'deny';
+      /** The route's path, 'own' for an own endpoint, undefined when nothing matched (metrics label). */
+      route: string | undefined;
+      denial: Denial;
+    };
+
+export interface PipelineDeps {
+  live: Live;
+  auth: AuthDeps;
+  daily: DailyLimiter;
+  minute: MinuteLimiter;
+  assertions: Assertions;
+  tallies: RouteTallies;
+}
+
+export interface DecideOptions {
+  /** Methods the listener serves itself on this path (its own endpoints): never passed to a route. */
+  ownMethods?: (path: string) => readonly string[];
+  /** The request is to be forwarded: a decision-only route (no upstream) does not exist for it. */
+  forwarding?: boolean;
+}
+
+export class Pipeline {
+  constructor(private readonly deps: PipelineDeps) {}
+
+  /** The whole pipeline for a request aimed at a route of the table. */
+  async decide(request: RequestFacts, options: DecideOptions = {}): Promise<Decision> {
+    // request.url is normally normalized already (canonicalUrl); undefined: it could not be.
+    const raw = request.url.split('?', 1)[0]!;
+    const path = normalizePath(raw);
+    if (path === undefined) return { kind: 'deny', route: undefined, denial: { code: 'badRequest' } };
+    // The gateway forwards the path it decided for; a proxy asking for a decision forwards the
+    // client's, unresolved. Decided as `/public/x`, `/premium/%2e%2e/public/x` would reach an
+    // application that routes `..` as an id (Rails, Express) under the premium route, anonymously.
+    // So a decision is only made for a path already in the form the gateway reads it.
+    if (!options.forwarding && path !== raw) return { kind: 'deny', route: undefined, denial: { code: 'badRequest' } };
+    // The gateway's own paths never reach an upstream, whatever the route table says: another
+    // method on /api/v1/auth/login is a 405 here, not a request to the application behind.
+    if (options.ownMethods) {
+      const own = options.ownMethods(path);
+      if (own.length) return this.denied('own', { code: 'methodNotAllowed', headers: { allow: own.join(', ') } });
+      // Another spelling of an own endpoint (case, trailing slash, `;params`, a format suffix),
+      // which a route on a shorter prefix would otherwise take with the credentials in its body,
+      // is refused rather than served: one spelling per endpoint, and none of them proxied.
+      if (isOwnSpelling(path, options.ownMethods)) return this.denied('own', { code: 'routeNotFound' });
+    }
+
+    // One table for the whole request, even across a reload.
+    const match = this.deps.live.current.routes.match(request.method, path);
+    if (match.kind === 'none') return { kind: 'deny', route: undefined, denial: { code: 'routeNotFound' } };
+    const route = match.route;
+    // Before any guard, so that the public listener tells nothing about a decision-only route (not
+    // even that it wants a token) and counts no use for it (CONTRACT §11).
+    if (options.forwarding && !route.target) return { kind: 'deny', route: undefined, denial: { code: 'routeNotFound' } };
+    // A POST carrying `X-HTTP-Method-Override: DELETE` (or `?_method=DELETE`) runs as a DELETE in
+    // the upstream: it gets the 405 a DELETE gets, or `methods` would restrict nothing.
+    if (match.kind === 'method-not-allowed' || overridingMethods(request.headers, request.url).some((m) => !route.allowedMethods.has(m))) {
+      return this.denied(route.path, { code: 'methodNotAllowed', headers: { allow: [...route.allowedMethods].join(', ') } });
+    }
+
+    const outcome = await this.guard(route, request.headers);
+    if (outcome.kind === 'deny') return this.denied(route.path, outcome.denial);
+    const { auth } = outcome;
+    let identity: Record<string, string> | undefined;
+    if (auth.kind === 'authenticated') {
+      identity = identityHeaders(auth.user, auth.method);
+      if (route.target?.assertion) Object.assign(identity, await this.deps.assertions.headerFor(auth.user, auth.method, route.target.name));
+    }
+    this.deps.tallies.decided(route.path, 'allowed');
+    return { kind: 'allow', route, upstreamPath: match.upstreamPath, auth, bearer: outcome.bearer, identity, responseHeaders: outcome.responseHeaders };
+  }
+
+  /** authenticate → plan → daily, each only when the policy asks for it. */
+  async guard(policy: GuardPolicy, headers: IncomingHttpHeaders): Promise<GuardOutcome> {
+    const bearer = bearerToken(headers);
+    let auth: AuthResult = { kind: 'anonymous' };
+    if (policy.auth !== 'none') {
+      auth = await authenticate(headers, this.deps.auth, bearer);
+      if (auth.kind === 'denied') return { kind: 'deny', denial: auth.denial };
+      if (auth.kind === 'anonymous' && policy.auth === 'required') return { kind: 'deny', denial: { code: 'tokenInvalid' } };
+    }
+    const user = auth.kind === 'authenticated' ? auth.user : undefined;
+    if (policy.plans) {
+      const denial = checkPlan(user, policy.plans);
+      if (denial) return { kind: 'deny', denial };
+    }
+    if (!user || !(policy.rateLimit || policy.dailyLimit)) return { kind: 'pass', auth, bearer, responseHeaders: undefined };
+
+    // Per minute first: a request refused for bursting must not use up one of the day's uses.
+    const limits = planLimitsOf(this.deps.live.current.config.plans, user.plan);
+    const quotas: QuotaState[] = [];
+    const count = async (kind: 'minute' | 'daily', consume: () => Promise<QuotaOutcome>): Promise<Denial | undefined> => {
+      const { state, denial } = await consume();
+      quotas.push(state);
+      this.deps.tallies.quota(kind, user.plan, policy.path ?? 'own', denial ? 'refused' : 'admitted');
+      return denial && { ...denial, headers: { ...denial.headers, ...rateLimitHeaders(quotas) } };
+    };
+    const { perMinute, daily } = limits;
+    const denial = (policy.rateLimit && perMinute !== null ? await count('minute', () => this.deps.minute.consume(user.id, perMinute)) : undefined)
+      ?? (policy.dailyLimit && daily !== null ? await count('daily', () => this.deps.daily.consume(user, daily)) : undefined);
+    if (denial) return { kind: 'deny', denial };
+    return { kind: 'pass', auth, bearer, responseHeaders: quotas.length ? rateLimitHeaders(quotas) : undefined };
+  }
+
+  private denied(route: string, denial: Denial): Decision & { kind: 'deny' } {
+    this.deps.tallies.decided(route, denial.code);
+    return { kind: 'deny', route, denial };
+  }
+}
+
+/** Whether the route matcher would read `path` as one of the listener's own endpoints, spelled otherwise. */
+function isOwnSpelling(path: string, ownMethods: (path: string) => readonly string[]): boolean {
+  for (const key of matchKeys(path)) {
+    const trimmed = key.length > 1 ? key.replace(/\/+$/, '') || '/' : key;
+    if (trimmed !== path && ownMethods(trimmed).length) return true;
+  }
+  return false;
+}

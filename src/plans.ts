@@ -1,0 +1,38 @@
+// Plans as data (CONTRACT §12): which plans exist and what each may use. Read from the live
+// configuration on every request, so a reload changes limits without a restart.
+import { BASE_PLANS, type Config } from './config/schema.js';
+
+export interface PlanLimits {
+  /** Counted uses per UTC day on dailyLimit routes; null: unlimited. */
+  daily: number | null;
+  /** Requests per minute on rateLimit routes; null: no limit. */
+  perMinute: number | null;
+}
+
+/**
+ * The plan's limits. With no `limits`, exactly the spec: free gets `freeDailyLimit` (1) counted
+ * uses a day, every other plan is unlimited, and nothing limits bursts.
+ */
+export function planLimitsOf(plans: Config['plans'], plan: string): PlanLimits {
+  const limits = Object.hasOwn(plans.limits, plan) ? plans.limits[plan] : undefined;
+  const freeDaily = plan === 'free' ? plans.freeDailyLimit ?? 1 : null;
+  return { daily: limits?.daily ?? freeDaily, perMinute: limits?.perMinute ?? null };
+}
+
+/** Every plan the configuration knows: the spec's three, those with limits, those routes name. */
+export function knownPlans(config: Pick<Config, 'plans' | 'routes'>): string[] {
+  const plans = new Set<string>(BASE_PLANS);
+  for (const plan of Object.keys(config.plans.limits)) plans.add(plan);
+  for (const route of config.routes) for (const plan of route.plans ?? []) plans.add(plan);
+  return [...plans];
+}
+
+/** Uses counted today (users.daily_usage counts the uses of users.last_usage_date only). */
+export function usedToday(user: { daily_usage: number; last_usage_date: string | null }, today: string): number {
+  return user.last_usage_date === today ? user.daily_usage : 0;
+}
+
+/** What is left of today's quota: null when the plan has none. */
+export function dailyRemaining(limits: PlanLimits, used: number): number | null {
+  return limits.daily === null ? null : Math.max(0, limits.daily - used);
+}

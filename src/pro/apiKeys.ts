@@ -1,0 +1,46 @@
+// Personal API keys (CONTRACT §4): shown once, stored as SHA-256 only, one active key per user.
+// Changes take effect at once on this instance (forgetKey) and, through the NOTIFY trigger on
+// api_tokens, on every other instance within a second.
+import { randomBytes } from 'node:crypto';
+import { sha256Hex } from '../auth/tokens.js';
+import type { IdentityCache } from '../guards/identityCache.js';
+import type { Database } from '../storage/db.js';
+import type { Events } from './deliveries.js';
+import { replaceKey, revokeKeys } from '../storage/apiKeys.js';
+
+export const API_KEY_PREFIX = 'gw_';
+const KEY_BYTES = 32; // 256 bits: guessing is hopeless, so a plain (unsalted) hash is enough
+
+export function newApiKey(): string {
+  return `${API_KEY_PREFIX}${randomBytes(KEY_BYTES).toString('base64url')}`;
+}
+
+/** Creates the user's new key, revoking the earlier one; returns the raw key, never stored. */
+export interface ApiKeyDeps {
+  db: Database;
+  identities: Pick<IdentityCache, 'forgetKey'>;
+  events: Events;
+}
+
+export async function createApiKey(deps: ApiKeyDeps, userId: number): Promise<{ key: string; createdAt: Date }> {
+  const key = newApiKey();
+  // The event commits with the key: a key is never created without its api_token.created stored.
+  const { createdAt, revokedHashes } = await deps.db.transaction(async (tx) => {
+    const replaced = await replaceKey(tx, userId, sha256Hex(key));
+    await deps.events.emit(userId, 'api_token.created', { created_at: replaced.createdAt.toISOString(), revoked_previous: replaced.revokedHashes.length }, tx);
+    return replaced;
+  });
+  for (const hash of revokedHashes) deps.identities.forgetKey(hash);
+  return { key, createdAt };
+}
+
+/** Revokes every active key of the user; returns how many there were (0: nothing to do). */
+export async function revokeApiKeys(deps: ApiKeyDeps, userId: number): Promise<number> {
+  const hashes = await deps.db.transaction(async (tx) => {
+    const revoked = await revokeKeys(tx, userId);
+    if (revoked.length) await deps.events.emit(userId, 'api_token.revoked', { revoked: revoked.length }, tx);
+    return revoked;
+  });
+  for (const hash of hashes) deps.identities.forgetKey(hash);
+  return hashes.length;
+}

@@ -1,0 +1,123 @@
+// A credential of the gateway's (a token it signed, a personal API key it issued) never reaches an
+// upstream (CONTRACT §3, §8), wherever the client put it. An upstream that saw one (an `auth: none`
+// route's third-party service, its access logs) could replay it here as the user. Besides
+// Authorization and X-API-Key, browsers put credentials where nobody chose to: a cookie goes with
+// every request to the domain, query strings (`?access_token=`, RFC 6750 §2.3) end up in every
+// access log on the way and in Referer, and clients invent headers (X-Access-Token, X-Auth-Token).
+// So every place is searched, in the forms upstream frameworks read: Rack splits a query on `;` as
+// well as `&` and percent-decodes cookie values.
+import type { IncomingHttpHeaders } from 'node:http';
+import type { Tokens } from '../auth/tokens.js';
+
+// A JWS compact serialization starts with a base64url JSON object: `{"` is `eyJ`. Matching from
+// there also finds a token glued to what precedes it (`bearer<token>`).
+const JWS = /eyJ[\w-]*\.[\w-]+\.[\w-]+/g;
+// The gateway's API keys: `gw_` and 32 random bytes in base64url (src/pro/apiKeys.ts).
+const API_KEY = /gw_[\w-]{43}/g;
+// Checks per request at most, whoever sent the candidates. isOwn() reads the token's header first
+// and checks the signature only of tokens that claim to be ours; a key costs a cached lookup.
+// A client that fills the budget with look-alikes can only leak its own credential.
+const MAX_CANDIDATES = 16;
+// Handled by their own rules (headers.ts): never forwarded, or read here field by field.
+const NOT_SCANNED = new Set(['authorization', 'cookie', 'x-api-key', 'proxy-authorization']);
+
+export interface OwnCredentials {
+  /** Authorization carries a gateway credential: not forwarded. */
+  authorization: boolean;
+  /** The Cookie header to send instead (null: none left); undefined: as the client sent it. */
+  cookie: string | null | undefined;
+  /** The query string to send instead (without `?`); undefined: as the client sent it. */
+  query: string | undefined;
+  /** Other headers that carry one: not forwarded. */
+  headers: string[];
+}
+
+export interface CredentialFacts {
+  headers: IncomingHttpHeaders;
+  url: string;
+  /** The Authorization header's bearer token, when it had one. */
+  bearer: string | undefined;
+  /** The bearer token authenticated this request: ours, known without another check. */
+  authenticatedByBearer: boolean;
+}
+
+export interface CredentialChecks {
+  tokens: Pick<Tokens, 'isOwn'>;
+  /** Whether a raw API key is one of the gateway's (any user's, revoked or not does not matter: it is ours). */
+  isOwnKey(raw: string): Promise<boolean>;
+}
+
+export async function findOwnCredentials(request: CredentialFacts, checks: CredentialChecks): Promise<OwnCredentials> {
+  let budget = MAX_CANDIDATES;
+  /** Whether `text` holds a credential of the gateway's. */
+  const holdsOwn = async (text: string): Promise<boolean> => {
+    if (text.includes('eyJ')) {
+      for (const candidate of text.match(JWS) ?? []) {
+        if (budget-- <= 0) return false;
+        if (await checks.tokens.isOwn(candidate)) return true;
+      }
+    }
+    if (text.includes('gw_')) {
+      for (const candidate of text.match(API_KEY) ?? []) {
+        if (budget-- <= 0) return false;
+        if (await checks.isOwnKey(candidate)) return true;
+      }
+    }
+    return false;
+  };
+
+  const authorization = request.authenticatedByBearer || (await holdsOwn(headerText(request.headers.authorization)));
+
+  let cookie: string | null | undefined;
+  const cookieHeader = headerText(request.headers.cookie);
+  if (cookieHeader.includes('eyJ') || cookieHeader.includes('gw_') || cookieHeader.includes('%')) {
+    const pairs = cookieHeader.split(';');
+    const kept: string[] = [];
+    for (const pair of pairs) {
+      if (!(await holdsOwn(decoded(pair)))) kept.push(pair.trim());
+    }
+    if (kept.length < pairs.length) cookie = kept.length ? kept.join('; ') : null;
+  }
+
+  let query: string | undefined;
+  const q = request.url.indexOf('?');
+  if (q !== -1) {
+    const raw = request.url.slice(q + 1);
+    if (raw.includes('eyJ') || raw.includes('gw_') || raw.includes('%')) {
+      // Kept in the client's spelling (the separators it used included), less the pairs that carry one.
+      const parts = raw.split(/([&;])/);
+      let kept = '';
+      let dropped = false;
+      for (let i = 0; i < parts.length; i += 2) {
+        if (await holdsOwn(decoded(parts[i]!))) {
+          dropped = true;
+          continue;
+        }
+        kept += (kept ? (parts[i - 1] ?? '&') : '') + parts[i];
+      }
+      if (dropped) query = kept;
+    }
+  }
+
+  const headers: string[] = [];
+  for (const name in request.headers) {
+    if (NOT_SCANNED.has(name)) continue;
+    const value = headerText(request.headers[name]);
+    if ((value.includes('eyJ') || value.includes('gw_')) && (await holdsOwn(value))) headers.push(name);
+  }
+  return { authorization, cookie, query, headers };
+}
+
+function headerText(value: string | string[] | undefined): string {
+  return value === undefined ? '' : Array.isArray(value) ? value.join(', ') : value;
+}
+
+/** Percent-escapes and `+` decoded, as a query or cookie parser would; the text as is when it is not valid. */
+function decoded(text: string): string {
+  if (!text.includes('%') && !text.includes('+')) return text;
+  try {
+    return decodeURIComponent(text.replace(/\+/g, ' '));
+  } catch {
+    return text;
+  }
+}

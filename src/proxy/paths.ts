@@ -1,0 +1,85 @@
+// Paths as the gateway reads them: normalized the way upstreams will understand them, and the
+// key routes are matched on. Pure functions, on the security boundary: every route decision and
+// every forwarded path goes through them (unit tests in test/proxy/paths.test.ts).
+
+// Upstreams disagree on what names the same resource, and a route must guard every spelling any
+// of them serves, or a public route on a shorter prefix lets the spelling through unguarded:
+// Express, ASP.NET and IIS route without regard to case (`/PAID` is `/paid` there), and servlet
+// containers (Tomcat, Jetty, Spring) drop `;parameters` from each segment (`/paid;x/item` is
+// `/paid/item` there). So routes are matched on the path with ASCII case folded and segment
+// parameters removed.
+const NEEDS_KEY = /[A-Z;]/;
+const SEGMENT_PARAMETERS = /;[^/]*/g;
+
+/**
+ * The form of a normalized path that routes are matched on (see above). A segment of parameters
+ * alone disappears, as servlet containers fold the `//` it leaves: `/races/;x/premium` is
+ * `/races/premium` there.
+ */
+export function matchKey(path: string): string {
+  return NEEDS_KEY.test(path) ? path.replace(SEGMENT_PARAMETERS, '').replace(/\/{2,}/g, '/').toLowerCase() : path;
+}
+
+/**
+ * The keys a path may be read as, the most literal first: its matchKey, then that key with a format
+ * suffix cut off its last segment at each dot (`/x/locked.tar.json` → `/x/locked.tar`, `/x/locked`).
+ * Rails serves `/locked.json` as `/locked` (`(.:format)`), Spring's suffix matching did too: a
+ * route must guard every spelling that reaches its action, or a shorter public route would take
+ * `/locked.json` and hand it to the guarded action unguarded. The segment's first character is
+ * never cut (`/.well-known`); a trailing slash stays where it was.
+ */
+export function matchKeys(path: string): string[] {
+  const key = matchKey(path);
+  let end = key.length;
+  while (end > 1 && key.charCodeAt(end - 1) === 0x2f) end--;
+  const start = key.lastIndexOf('/', end - 1) + 1;
+  const keys = [key];
+  for (let dot = key.lastIndexOf('.', end - 1); dot > start; dot = key.lastIndexOf('.', dot - 1)) keys.push(key.slice(0, dot));
+  return keys;
+}
+
+// Percent-escapes of unreserved characters (RFC 3986 §2.3) name the same resource as the bare
+// character, and many upstream frameworks decode them before routing: `/p%61id` is `/paid` there.
+const ESCAPE = /%([0-9A-Fa-f]{2})/g;
+const UNRESERVED = /^[A-Za-z0-9\-._~]$/;
+// Only paths that may need work go through the URL parser; the common case costs one regex test.
+const MAY_NEED_WORK = /[%#\\]|\/\/|\/\./;
+
+/**
+ * The path as an upstream will understand it: unreserved escapes decoded, dot segments (also
+ * percent-encoded) resolved and repeated slashes folded, so `/public/../paid` is matched, guarded
+ * and forwarded as `/paid`, never matched as one route and served as another. Undefined when an
+ * upstream could read it as another path than we do: a backslash or `#`, an encoded slash or backslash
+ * (`/public%2F..%2Fpaid` is `/paid` to an upstream that decodes before splitting) or a `..;`
+ * segment (`/public/..;/paid` is `/paid` to servlet containers), or when it is not a path at all.
+ */
+export function normalizePath(rawPath: string): string | undefined {
+  if (!rawPath.startsWith('/')) return undefined;
+  if (!MAY_NEED_WORK.test(rawPath)) return rawPath;
+  // A `#` has no place in a request target (RFC 9112 §3.2); the proxy's URL parser would cut the
+  // path there, after matching: `/races/premium#` would be matched as itself and sent as `/races/premium`.
+  if (/[\\#]/.test(rawPath)) return undefined;
+  const decoded = rawPath.replace(ESCAPE, (escape, hex: string) => {
+    const char = String.fromCharCode(parseInt(hex, 16));
+    return UNRESERVED.test(char) ? char : escape;
+  });
+  if (/%2f|%5c/i.test(decoded) || /\/\.\.?;/.test(decoded)) return undefined;
+  try {
+    return new URL(decoded.replace(/\/{2,}/g, '/'), 'http://gateway.invalid').pathname;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * request.url with its path normalized (query untouched), for fastify's rewriteUrl: every route,
+ * the gateway's own endpoints included, is matched on the same path the proxy forwards. A path
+ * that cannot be normalized is left as is; the proxy answers it 400.
+ */
+export function canonicalUrl(url: string): string {
+  const q = url.indexOf('?');
+  const path = q === -1 ? url : url.slice(0, q);
+  const normalized = normalizePath(path);
+  if (normalized === undefined || normalized === path) return url;
+  return q === -1 ? normalized : normalized + url.slice(q);
+}

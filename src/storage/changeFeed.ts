@@ -1,0 +1,171 @@
+// The one owner of Postgres' change notifications: a single LISTEN connection per instance, its
+// reconnection and heartbeat, and typed events that the caches subscribe to.
+// Triggers announce every change that a cache in memory must not miss, however it was made (admin
+// API, CLI, or SQL run by hand): 001 and 005 a user's plan, active flag or email, a user deleted,
+// and an API key created or revoked (a deleted user's keys included), 003 an assertion key
+// rotation, 004 a daily count lowered by hand, 006 a TRUNCATE of users or api_tokens and a user id
+// that comes into being, 009 an email verified, 010 a webhook message due now that nobody holds.
+// While the connection is down, notifications are lost, so subscribers are told (interrupted) and
+// must not trust what they cached; when it is back they are told again (resumed) and must assume
+// they missed something. A connection can also die without a reset (partition, failover) and the
+// client would not notice for hours: a heartbeat NOTIFY sent through the pool must come back on
+// the LISTEN connection, or the feed counts as interrupted.
+import { randomUUID } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { Database } from './db.js';
+
+const CHANNELS = {
+  user: 'gw_user_changed',
+  apiKey: 'gw_api_token_changed',
+  dailyUsageReset: 'gw_daily_usage_reset',
+  truncated: 'gw_identities_truncated',
+  assertionKeys: 'gw_assertion_keys_changed',
+  webhookDue: 'gw_webhook_due',
+  heartbeat: 'gw_identity_heartbeat',
+} as const;
+
+// Interrupted once three heartbeats committed by Postgres (one per timer tick) have not been heard:
+// well under the one second a change may take to reach every instance (CONTRACT §4). Counted by
+// number, not "any heard lately": a connection that delivers everything, but seconds late, hears
+// some older beat all the time, and would be trusted while serving every change that late. Ticks,
+// not elapsed time: a busy event loop that has not read the answers yet is not a dead connection.
+// A beat still waiting for a pool connection does not count, so a congested pool alone cannot
+// turn the caches off and add load.
+const HEARTBEAT_EVERY_MS = 200;
+const HEARTBEATS_MISSED = 3;
+
+export interface ChangeHandlers {
+  /**
+   * A user's plan, active flag, email or email verification changed, or the id came into being or
+   * went: a deleted account (DELETE /api/v1/user/me, the admin API, `gateway users delete`, SQL)
+   * is announced here too. Whatever holds something of a user beyond one request, such as the
+   * open WebSockets of CONTRACT §10, subscribes and asks IdentityCache.activeUser(id) again:
+   * undefined means the user is gone or inactive, and its connections must close.
+   */
+  userChanged(userId: number): void;
+  /** An API key was created or revoked (its hash). */
+  apiKeyChanged(keyHash: string): void;
+  /** A user's daily count was lowered by hand. */
+  dailyUsageReset(userId: number): void;
+  /** A table was emptied (TRUNCATE): `users` or `api_tokens`. */
+  truncated(table: string): void;
+  assertionKeysChanged(): void;
+  /** A webhook message may be attempted now and nobody holds it (new, or handed back at a shutdown). */
+  webhookDue(): void;
+  /** The feed can be trusted again; changes made meanwhile may have been missed. */
+  resumed(): void;
+  /** The feed can no longer be trusted: changes may go unheard until resumed(). */
+  interrupted(): void;
+}
+
+export class ChangeFeed {
+  private readonly subscribers = new Set<Partial<ChangeHandlers>>();
+  private live = false;
+  private suspect = false; // listening, but our heartbeats stopped coming back
+  // Heartbeats are numbered: the last one sent, the last one heard, and those Postgres committed
+  // that have not been heard yet (in order; at most one more per tick, emptied on every reconnection).
+  private beatsSent = 0;
+  private beatsHeard = 0;
+  private unheard: number[] = [];
+  private beating = false; // one heartbeat query at a time: a slow pool must not pile them up
+  private readonly beatId = randomUUID();
+  private heartbeat: NodeJS.Timeout | undefined;
+  private stop: (() => Promise<void>) | undefined;
+
+  constructor(private readonly db: Database, private readonly log: Logger) {}
+
+  /** Subscribes to some of the events; returns the unsubscribe function. */
+  subscribe(handlers: Partial<ChangeHandlers>): () => void {
+    this.subscribers.add(handlers);
+    return () => this.subscribers.delete(handlers);
+  }
+
+  /** Listening, and provably hearing what is committed: what subscribers cached may be used. */
+  get trusted(): boolean {
+    return this.live && !this.suspect;
+  }
+
+  async start(): Promise<void> {
+    // Embedded PGlite notifies in-process: that subscription cannot be lost silently.
+    const beats = this.db.kind === 'postgres';
+    const channels = Object.values(CHANNELS).filter((c) => beats || c !== CHANNELS.heartbeat);
+    this.stop = await this.db.listen(channels, (channel, payload) => this.notified(channel, payload), (live) => {
+      this.live = live;
+      this.suspect = false;
+      this.unheard = []; // beats sent before this connection listened are not awaited
+      if (live) {
+        this.log.info('change feed: listening for user, key and daily-usage changes');
+        this.emit('resumed');
+      } else {
+        this.log.warn('change feed: lost the LISTEN connection; caches read the database until it is back');
+        this.emit('interrupted');
+      }
+    });
+    if (beats) {
+      this.heartbeat = setInterval(() => this.beat(), HEARTBEAT_EVERY_MS);
+      this.heartbeat.unref();
+    }
+  }
+
+  async close(): Promise<void> {
+    this.live = false;
+    clearInterval(this.heartbeat);
+    await this.stop?.();
+  }
+
+  private notified(channel: string, payload: string): void {
+    switch (channel) {
+      case CHANNELS.heartbeat: {
+        const [id, seq] = payload.split(':');
+        if (id === this.beatId) this.heard(Number(seq));
+        return;
+      }
+      case CHANNELS.user: return this.emit('userChanged', Number(payload));
+      case CHANNELS.apiKey: return this.emit('apiKeyChanged', payload);
+      case CHANNELS.dailyUsageReset: return this.emit('dailyUsageReset', Number(payload));
+      case CHANNELS.assertionKeys: return this.emit('assertionKeysChanged');
+      case CHANNELS.webhookDue: return this.emit('webhookDue');
+      case CHANNELS.truncated:
+        this.log.info({ table: payload }, 'change feed: a table was emptied');
+        return this.emit('truncated', payload);
+    }
+  }
+
+  private emit<E extends keyof ChangeHandlers>(event: E, ...args: Parameters<ChangeHandlers[E]>): void {
+    for (const handlers of this.subscribers) {
+      try {
+        (handlers[event] as ((...a: Parameters<ChangeHandlers[E]>) => void) | undefined)?.(...args);
+      } catch (err) {
+        this.log.error({ err, event }, 'change feed: a subscriber failed');
+      }
+    }
+  }
+
+  private beat(): void {
+    if (!this.live) return;
+    if (this.unheard.length >= HEARTBEATS_MISSED && !this.suspect) {
+      this.suspect = true;
+      this.log.warn('change feed: the LISTEN connection stopped hearing notifications; caches read the database until it does');
+      this.emit('interrupted');
+    }
+    if (this.beating) return;
+    this.beating = true;
+    const seq = ++this.beatsSent;
+    this.db.query('SELECT pg_notify($1, $2)', [CHANNELS.heartbeat, `${this.beatId}:${seq}`])
+      .then(() => {
+        // Bounded: a listener that never delivers stays distrusted with the last few just the same.
+        if (seq > this.beatsHeard && this.unheard.push(seq) > 100) this.unheard.shift();
+      }, () => { /* Postgres away: the LISTEN connection will say so */ })
+      .finally(() => { this.beating = false; });
+  }
+
+  private heard(seq: number): void {
+    this.beatsHeard = Math.max(this.beatsHeard, seq);
+    this.unheard = this.unheard.filter((s) => s > seq);
+    // An old beat heard late proves the connection delivers, not that it is up to date.
+    if (!this.suspect || this.unheard.length >= HEARTBEATS_MISSED) return;
+    this.suspect = false;
+    this.log.info('change feed: the LISTEN connection hears notifications again');
+    this.emit('resumed');
+  }
+}

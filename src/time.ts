@@ -1,0 +1,18 @@
+// Time helpers: the UTC day the daily limits count in, and a deadline for work that has none.
+
+/** Today as YYYY-MM-DD in UTC: the unit of the daily limits. */
+export function utcDay(now: Date): string {
+  return now.toISOString().slice(0, 10);
+}
+
+/**
+ * `work`'s outcome, or a rejection with `message` once `ms` have passed; the timer never outlives it.
+ * The rejection waits for the I/O already received: after a stall of this process (GC, a busy
+ * CPU) timers run before sockets are read, and an answer that came in time would lose to a timer
+ * that is only late. setImmediate runs after that reading.
+ */
+export function withTimeout<T>(work: Promise<T>, ms: number, message = 'timeout'): Promise<T> {
+  let timer: NodeJS.Timeout;
+  return Promise.race([work, new Promise<T>((_, reject) => { timer = setTimeout(() => setImmediate(() => reject(new Error(message))), ms); })])
+    .finally(() => clearTimeout(timer));
+}

@@ -1,0 +1,94 @@
+// The account events (CONTRACT §13 and §5): auth.password_changed and auth.session_revoked, sent to
+// a pro user's webhook in the Standard Webhooks format, verified with the standardwebhooks package.
+import { Webhook } from 'standardwebhooks';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { sha256Hex } from '../../src/auth/tokens.js';
+import { bearer, closeSql, describeWithServices, makeUser, newPassword, sql, startTestGateway, testConfig, type TestGateway, type TestUser } from '../helpers/gateway.js';
+import { mailSettings, startSmtpCatcher, type SmtpCatcher } from '../helpers/smtp.js';
+import { startReceiver, type Delivery, type Receiver } from '../helpers/webhookReceiver.js';
+
+describeWithServices('account webhook events', () => {
+  let receiver: Receiver;
+  let smtp: SmtpCatcher;
+  let gw: TestGateway;
+
+  beforeAll(async () => {
+    receiver = await startReceiver();
+    smtp = await startSmtpCatcher();
+    gw = await startTestGateway(testConfig({ mail: mailSettings(smtp) }));
+  });
+  afterAll(async () => {
+    await gw?.close();
+    await receiver?.close();
+    await smtp?.close();
+    await closeSql();
+  });
+
+  /** A pro user with a webhook to the receiver (on its own path); returns the user, its secret and its deliveries. */
+  async function proWithWebhook(): Promise<{ user: TestUser; secret: string; deliveries: () => Delivery[] }> {
+    const user = await makeUser(gw, { plan: 'pro' });
+    const path = `/hook/${user.id}`;
+    const res = await gw.post('/api/v1/user/webhook', { url: `${receiver.url.replace('/hook', path)}` }, { headers: bearer(user.access) });
+    expect(res.status).toBe(201);
+    return { user, secret: res.json.secret, deliveries: () => receiver.deliveries.filter((d) => d.path === path) };
+  }
+
+  async function event(deliveries: () => Delivery[], secret: string, type: string) {
+    await expect.poll(() => deliveries().filter((d) => d.json.type === type).length).toBeGreaterThan(0);
+    const [delivery] = deliveries().filter((d) => d.json.type === type);
+    // Signed as Standard Webhooks say, with the user's secret.
+    return new Webhook(secret).verify(delivery!.body, {
+      'webhook-id': String(delivery!.headers['webhook-id']),
+      'webhook-timestamp': String(delivery!.headers['webhook-timestamp']),
+      'webhook-signature': String(delivery!.headers['webhook-signature']),
+    }) as { type: string; timestamp: string; data: Record<string, unknown> };
+  }
+
+  it('auth.password_changed on a change, with the number of other sessions ended', async () => {
+    const { user, secret, deliveries } = await proWithWebhook();
+    await gw.post('/api/v1/auth/login', { email: user.email, password: user.password });
+    await gw.post('/api/v1/auth/login', { email: user.email, password: user.password });
+    const res = await gw.post('/api/v1/auth/password/change', { current_password: user.password, new_password: newPassword() }, { headers: bearer(user.access) });
+    expect(res.status).toBe(200);
+    const payload = await event(deliveries, secret, 'auth.password_changed');
+    expect(payload).toEqual({ type: 'auth.password_changed', timestamp: expect.any(String), data: { method: 'change', revoked_sessions: 2 } });
+  });
+
+  it('auth.password_changed on a reset, with every session ended', async () => {
+    const { user, secret, deliveries } = await proWithWebhook();
+    await gw.post('/api/v1/auth/password/forgot', { email: user.email });
+    const mail = await smtp.waitFor(user.email, 2);
+    expect((await gw.post('/api/v1/auth/password/reset', { token: mail.token, new_password: newPassword() })).status).toBe(200);
+    const payload = await event(deliveries, secret, 'auth.password_changed');
+    expect(payload.data).toEqual({ method: 'reset', revoked_sessions: 1 });
+  });
+
+  it('auth.session_revoked when the user ends a session, once', async () => {
+    const { user, secret, deliveries } = await proWithWebhook();
+    const sessionOf = async (refreshToken: string) =>
+      Number((await sql<{ session_id: string }>('SELECT session_id FROM refresh_tokens WHERE token_hash = $1', [sha256Hex(refreshToken)]))[0]!.session_id);
+    const end = (id: number) => gw.request('DELETE', `/api/v1/user/sessions/${id}`, { headers: bearer(user.access) });
+    const other = await gw.post('/api/v1/auth/login', { email: user.email, password: user.password });
+    const id = await sessionOf(other.json.refresh_token);
+    expect((await end(id)).status).toBe(200);
+    const payload = await event(deliveries, secret, 'auth.session_revoked');
+    expect(payload.data).toEqual({ session_id: id, current: false });
+    // Ending it again ends nothing: no event. The current session's end, after it, is the marker.
+    expect((await end(id)).status).toBe(200);
+    const current = await sessionOf(user.refresh);
+    expect((await end(current)).status).toBe(200);
+    await expect.poll(() => deliveries().filter((d) => d.json.type === 'auth.session_revoked').length).toBe(2);
+    expect(deliveries().filter((d) => d.json.type === 'auth.session_revoked').map((d) => d.json.data)).toEqual([{ session_id: id, current: false }, { session_id: current, current: true }]);
+  });
+
+  it('nothing for users below pro (the delivery checks the plan)', async () => {
+    const { user, deliveries } = await proWithWebhook();
+    await sql("UPDATE users SET plan = 'premium' WHERE id = $1", [user.id]);
+    const skipped = async () => (await gw.services.metrics.webhookDeliveries.get()).values.find((v) => v.labels.outcome === 'skipped')?.value ?? 0;
+    const before = await skipped();
+    const res = await gw.post('/api/v1/auth/password/change', { current_password: user.password, new_password: newPassword() }, { headers: bearer(user.access) });
+    expect(res.status).toBe(200);
+    await expect.poll(skipped).toBe(before + 1);
+    expect(deliveries().filter((d) => d.json.type === 'auth.password_changed')).toEqual([]);
+  });
+});

@@ -1,0 +1,71 @@
+// `npm run demo` as a newcomer meets it: the built demo started as its script starts it, and its
+// browser page (served by the demo's echo upstream, another origin than the gateway's) clicked
+// through in headless Chromium: register, log in, the 401, the identity, the 403, the 429, and a
+// WebSocket opened with ?access_token=.
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import type { Page } from 'puppeteer-core';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { describeWithBrowser, launchBrowser, type TestBrowser } from '../helpers/browser.js';
+import { CLI, ensureBuilt } from '../helpers/cli.js';
+import { eventually } from '../helpers/gateway.js';
+
+const DEMO = path.join(path.dirname(CLI), 'demo.js');
+
+describeWithBrowser('the demo\'s browser page', () => {
+  let demo: ChildProcess;
+  let output = '';
+  let pageUrl: string;
+  let chromium: TestBrowser;
+  let page: Page;
+
+  beforeAll(async () => {
+    ensureBuilt();
+    // PORT=0: ports of its own (the demo prefers 8080, 9090 and 9191, which may belong to others here).
+    demo = spawn(process.execPath, [DEMO], { env: { PATH: process.env.PATH, PORT: '0', LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    demo.stdout!.setEncoding('utf8').on('data', (chunk: string) => { output += chunk; });
+    demo.stderr!.setEncoding('utf8').on('data', (chunk: string) => { output += chunk; });
+    await eventually(() => /In a browser, open (\S+) :/.test(output) || demo.exitCode !== null, 60_000, 100);
+    const found = /In a browser, open (\S+) :/.exec(output);
+    if (!found) throw new Error(`the demo did not start:\n${output}`);
+    pageUrl = found[1]!;
+    chromium = await launchBrowser();
+    page = await chromium.browser.newPage();
+    await page.goto(pageUrl);
+  }, 120_000);
+
+  afterAll(async () => {
+    await chromium?.close();
+    if (demo && demo.exitCode === null) {
+      const exited = new Promise((resolve) => demo.once('exit', resolve));
+      demo.kill('SIGINT'); // as Ctrl-C: the demo deletes its data
+      await exited;
+    }
+  });
+
+  /** Clicks a step's button and returns the lines it added to the page's output. */
+  async function step(name: string, lines = 1): Promise<string> {
+    const before = await page.evaluate('document.querySelectorAll("#out span").length') as number;
+    await page.click(`button[data-step=${name}]`);
+    await page.waitForFunction(`document.querySelectorAll("#out span").length >= ${before + lines}`, { timeout: 10_000 });
+    return page.evaluate(`[...document.querySelectorAll("#out span")].slice(${before}).map((s) => s.textContent).join("")`) as Promise<string>;
+  }
+
+  it('registers, logs in and calls the routes through CORS, then talks over a WebSocket', async () => {
+    const email = await page.evaluate('document.getElementById("email").value') as string;
+    expect(await step('register')).toMatch(/^POST \/api\/v1\/auth\/register → 201\n/);
+    expect(await step('login')).toMatch(/^POST \/api\/v1\/auth\/login → 200\n/);
+    expect(await step('anonymous')).toContain('GET /api/v1/profile → 401\n{\n  "error": "Token invalide ou expiré"\n}');
+    const profile = await step('profile');
+    expect(profile).toMatch(/^GET \/api\/v1\/profile → 200\n/);
+    expect(profile).toContain(`"x-user-email": "${email}"`);
+    expect(await step('reports')).toContain('"error": "Plan insuffisant"');
+    expect(await step('races')).toMatch(/^GET \/api\/v1\/races → 200\n/);
+    expect(await step('races')).toContain('"error": "Limite quotidienne atteinte (plan free: 1 course/jour)"');
+    const live = await step('live', 4);
+    expect(live).toContain('WebSocket open');
+    expect(live).toContain(`WebSocket message: hello ${email}, on the free plan`);
+    expect(live).toContain('WebSocket message: echo: Hello from the page');
+    expect(live).toContain('WebSocket closed: 1000 done');
+  });
+});

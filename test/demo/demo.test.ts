@@ -1,0 +1,86 @@
+// `npm run demo` as a newcomer meets it: the built demo starts, prints its walkthrough, and every
+// command it prints does what its comment says when pasted into a shell, in order.
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ensureBuilt } from '../helpers/cli.js';
+
+const DEMO = new URL('../../dist/demo.js', import.meta.url).pathname;
+
+describe('npm run demo', () => {
+  let demo: ChildProcess;
+  let walkthrough = '';
+
+  beforeAll(async () => {
+    ensureBuilt();
+    // PORT=0: any free port (the demo otherwise prefers 8080, which a developer's gateway may hold).
+    demo = spawn(process.execPath, [DEMO], { env: { ...process.env, PORT: '0', LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`the demo did not print its walkthrough:\n${walkthrough}`)), 60_000);
+      demo.stdout!.on('data', (chunk: Buffer) => {
+        walkthrough += chunk.toString();
+        if (walkthrough.includes('Press Ctrl-C')) {
+          clearTimeout(timer);
+          resolve();
+        }
+      });
+      demo.once('exit', (code) => reject(new Error(`the demo exited (${code}):\n${walkthrough}`)));
+    });
+  }, 90_000);
+
+  afterAll(async () => {
+    if (!demo || demo.exitCode !== null) return;
+    const exited = new Promise((resolve) => demo.once('exit', resolve));
+    demo.kill('SIGINT');
+    await exited;
+  });
+
+  it('runs every printed command with the outcome its comment announces', async () => {
+    const commands = walkthrough.split('\n').filter((line) => /^(curl|[A-Z_]+=)/.test(line));
+    expect(commands.length).toBe(20);
+    const script = commands.map((command, i) => `echo "### ${i}"\n${command}\necho`).join('\n');
+    const run = spawnSync('bash', ['-c', script], { encoding: 'utf8', timeout: 60_000 });
+    expect(run.status, run.stderr).toBe(0);
+    const outputs = run.stdout.split(/^### \d+\n/m).slice(1).map((o) => o.trim());
+    // Commands on the public listener, unless the pattern names the decisions listener.
+    const on = (pattern: RegExp, c: string) => pattern.test(c) && (pattern.source.includes('decisions') || !c.includes('/decisions'));
+    const step = (pattern: RegExp) => outputs[commands.findIndex((c) => on(pattern, c))]!;
+    const all = (pattern: RegExp) => commands.flatMap((c, i) => (on(pattern, c) ? [outputs[i]!] : []));
+
+    expect(step(/auth\/register/)).toMatch(/"user_id":1.*\(HTTP 201\)/);
+    expect(outputs[1]).toMatch(/^[\w-]+\.[\w-]+\.[\w-]+$/); // the token
+    const [anonymous, withToken] = all(/api\/v1\/profile/);
+    expect(anonymous).toMatch(/Token invalide ou expiré.*\(HTTP 401\)/);
+    expect(withToken).toMatch(/"x-user-id": "1"/);
+    expect(withToken).toMatch(/"x-user-plan": "free"/);
+    expect(withToken).not.toMatch(/authorization/i);
+    const [refused, upgraded] = all(/api\/v1\/reports/);
+    expect(refused).toMatch(/Plan insuffisant.*\(HTTP 403\)/s);
+    expect(upgraded).toMatch(/\(HTTP 200\)/);
+    const [first, second, premium] = all(/api\/v1\/races/);
+    expect(first).toMatch(/\(HTTP 200\)/);
+    expect(second).toMatch(/plan free: 1 course\/jour.*\(HTTP 429\)/);
+    expect(premium).toMatch(/^ratelimit-policy: "minute";q=60;w=60, "daily";q=5;w=86400/im);
+    expect(premium).toMatch(/^ratelimit: "minute";r=59;t=\d+, "daily";r=3;t=\d+/im);
+    expect(step(/api\/v1\/signed/)).toMatch(/"x-gateway-assertion": "[\w-]+\.[\w-]+\.[\w-]+"/);
+    expect(step(/gateway-assertion-keys\.json/)).toMatch(/"keys":\[\{.*"crv":"Ed25519".*\(HTTP 200\)/);
+    const [decided, denied] = all(/\/decisions/);
+    expect(decided).toMatch(/^HTTP\/1\.1 200 /);
+    expect(decided).toMatch(/^x-user-id: 1$/im);
+    expect(denied).toMatch(/Plan insuffisant.*\(HTTP 403\)/s);
+    expect(step(/admin\/v1\/users\/1\/plan/)).toMatch(/"plan":"premium".*\(HTTP 200\)/);
+
+    // Accounts (docs/accounts.md): the sessions, then a forgotten password reset with the link the
+    // demo's mail catcher received and printed in the demo's own terminal.
+    expect(step(/user\/sessions/)).toMatch(/"sessions":\[\{"id":\d+,.*"current":true\}\].*\(HTTP 200\)/);
+    expect(step(/password\/forgot/)).toMatch(/Si un compte existe.*\(HTTP 202\)/);
+    const token = step(/^RESET_TOKEN=/);
+    expect(token).toMatch(/^[\w-]{43}$/);
+    // The demo's terminal (read on, now that the event loop runs again) shows both links.
+    await expect.poll(() => walkthrough).toContain(`[demo mail catcher] a mail to ada@example.com:\n  https://app.example.com/reset-password?token=${token}`);
+    expect(walkthrough).toMatch(/\[demo mail catcher\] a mail to ada@example\.com:\n {2}https:\/\/app\.example\.com\/verify-email\?token=[\w-]{43}/);
+    expect(step(/password\/reset/)).toMatch(/Mot de passe réinitialisé.*\(HTTP 200\)/);
+    const [oldPassword, newPassword] = all(/^curl .*auth\/login/);
+    expect(oldPassword).toMatch(/Identifiants invalides.*\(HTTP 401\)/);
+    expect(newPassword).toMatch(/"access_token".*\(HTTP 200\)/);
+  });
+});

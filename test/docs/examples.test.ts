@@ -1,0 +1,78 @@
+// Every configuration example in README.md and docs/*.md is a configuration the gateway accepts:
+// each ```yaml block goes through the real loader (parseConfig), so an example left behind by a
+// change to the schema fails here instead of in a reader's terminal. A block marked `# fragment`
+// is checked inside the smallest configuration it needs.
+import { describe, expect, it } from 'vitest';
+import { parse as parseYaml } from 'yaml';
+import { parseConfig } from '../../src/config/load.js';
+import { docsExample, docsPages, fencedBlocks, yamlExamples, type DocsExample } from '../helpers/docs.js';
+
+// The environment the docs tell operators to set; examples may reference nothing else without a default.
+const EXAMPLE_ENV = {
+  DATABASE_URL: 'postgres://gateway@db.internal:5432/gateway',
+  REDIS_URL: 'redis://redis.internal:6379',
+  JWT_SECRET: 'an-example-secret-of-at-least-32-bytes',
+  GATEWAY_ADMIN_KEY: 'an-example-admin-key',
+  SMTP_URL: 'smtp://gateway:secret@smtp.example.com:587',
+};
+
+// What a fragment is completed with: the one upstream fragments' routes name. A top-level key the
+// fragment has replaces the one here.
+const MINIMAL_SECTIONS = { upstreams: 'upstreams:\n  app:\n    url: http://127.0.0.1:3000\n' };
+
+function completed(example: DocsExample): string {
+  if (!example.fragment) return example.text;
+  const missing = Object.entries(MINIMAL_SECTIONS).filter(([key]) => !new RegExp(`^${key}:`, 'm').test(example.text));
+  return [example.text, ...missing.map(([, text]) => text)].join('');
+}
+
+const where = (e: DocsExample) => `${e.file}:${e.line}${e.name ? ` (${e.name})` : ''}`;
+const examples = yamlExamples();
+
+describe('configuration examples in the docs', () => {
+  it('finds them on the pages that show configurations', () => {
+    const pages = new Set(examples.map((e) => e.file));
+    for (const page of ['README.md', 'docs/configuration.md', 'docs/routing-and-headers.md', 'docs/upstream-identity.md', 'docs/operating.md', 'docs/decisions.md', 'docs/production.md', 'docs/accounts.md']) {
+      expect(pages, page).toContain(page);
+    }
+  });
+
+  it.each(examples.map((e) => [where(e), e] as const))('%s is accepted by the loader', (_where, example) => {
+    expect(() => parseConfig(completed(example), where(example), EXAMPLE_ENV)).not.toThrow();
+  });
+
+  it('gives every named example a name of its own on its page', () => {
+    const named = examples.filter((e) => e.name).map((e) => `${e.file}#${e.name}`);
+    expect(named.length).toBeGreaterThan(0);
+    expect(new Set(named).size).toBe(named.length);
+  });
+
+  it('leaves out only the YAML of other programs, which is YAML at least', () => {
+    const others = docsPages().flatMap((file) => fencedBlocks(file)
+      .filter((b) => b.lang === 'yaml' && !examples.some((e) => e.file === file && e.line === b.line))
+      .map((b) => ({ where: `${file}:${b.line}`, text: b.text })));
+    // Traefik's and Envoy's configurations, and a Kubernetes manifest, nothing else.
+    expect(others.map((o) => o.where.split(':')[0])).toEqual(['docs/decisions.md', 'docs/decisions.md', 'docs/production.md']);
+    for (const other of others) {
+      expect(other.text.split('\n', 1)[0], other.where).toMatch(/not a gateway configuration$/);
+      expect(() => parseYaml(other.text), other.where).not.toThrow();
+    }
+  });
+
+  it('spells every configuration block `yaml`, so none escapes the check', () => {
+    const others = docsPages().flatMap((file) => fencedBlocks(file).filter((b) => ['yml', 'YAML', 'YML'].includes(b.lang)).map((b) => `${file}:${b.line}`));
+    expect(others).toEqual([]);
+  });
+
+  it('reads a named example as written, and refuses an unknown name', () => {
+    const routing = docsExample('routing-and-headers', 'routing');
+    expect(routing).toMatch(/^upstreams:/);
+    expect(parseConfig(routing, 'routing', {}).routes.map((r) => r.path)).toContain('/api/v1/public');
+    expect(() => docsExample('routing-and-headers', 'no-such-example')).toThrow(/expected one/);
+  });
+
+  it('catches a stale example: the loader refuses a key the schema does not have', () => {
+    const stale: DocsExample = { file: 'test', line: 1, name: undefined, fragment: true, text: '# fragment\nplans:\n  freeDailyLimits: 2\n' };
+    expect(() => parseConfig(completed(stale), 'stale', EXAMPLE_ENV)).toThrow(/plans: unknown key\(s\) "freeDailyLimits"/);
+  });
+});

@@ -1,0 +1,48 @@
+// docs/openapi.json is the OpenAPI document the admin listener serves: regenerated from the
+// routes, it must be the committed file (regenerate: npm run build && node dist/cli.js openapi >
+// docs/openapi.json), and it describes every own endpoint of both listeners.
+import { readFileSync } from 'node:fs';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { buildAdminApp } from '../../src/admin/app.js';
+import { closeSql, describeWithServices, startTestGateway, testConfig, type TestGateway } from '../helpers/gateway.js';
+
+const COMMITTED = JSON.parse(readFileSync(new URL('../../docs/openapi.json', import.meta.url), 'utf8')) as {
+  openapi: string;
+  paths: Record<string, Record<string, { summary?: string; responses?: Record<string, unknown> }>>;
+};
+
+describeWithServices('the OpenAPI document', () => {
+  let gw: TestGateway;
+  let served: unknown;
+
+  beforeAll(async () => {
+    gw = await startTestGateway(testConfig());
+    const admin = await buildAdminApp(gw.services, { publicDocument: () => gw.app.swagger() as Record<string, unknown> });
+    served = (await admin.inject({ method: 'GET', url: '/openapi.json' })).json();
+    await admin.close();
+  });
+
+  afterAll(async () => {
+    await gw?.close();
+    await closeSql();
+  });
+
+  it('is what the admin listener serves (regenerate: npm run build && node dist/cli.js openapi > docs/openapi.json)', () => {
+    expect(served).toEqual(COMMITTED);
+  });
+
+  it('is OpenAPI 3.1 and describes every own endpoint of both listeners, each with a summary and its answers', () => {
+    expect(COMMITTED.openapi).toBe('3.1.0');
+    for (const path of ['/api/v1/auth/login', '/api/v1/user/me', '/healthz', '/.well-known/gateway-assertion-keys.json', '/metrics', '/admin/v1/users/{id}/plan']) {
+      expect(Object.keys(COMMITTED.paths), path).toContain(path);
+    }
+    for (const [path, operations] of Object.entries(COMMITTED.paths)) {
+      for (const [method, operation] of Object.entries(operations)) {
+        expect(operation.summary, `${method} ${path}`).toMatch(/\w/);
+        expect(Object.keys(operation.responses ?? {}).length, `${method} ${path}`).toBeGreaterThan(0);
+      }
+    }
+    // The proxy's catch-all is the upstreams' business, not an endpoint of the gateway's.
+    expect(Object.keys(COMMITTED.paths).some((p) => p.includes('*'))).toBe(false);
+  });
+});

@@ -1,0 +1,18 @@
+// The docs point at code and tests by path (docs/security.md names the test that proves each rule,
+// docs/architecture.md the module that does each thing): every path they name must exist, so a
+// renamed or removed file cannot leave a page pointing at nothing.
+import { existsSync, readFileSync } from 'node:fs';
+import { expect, it } from 'vitest';
+import { docsPages } from '../helpers/docs.js';
+
+const ROOT = new URL('../../', import.meta.url);
+
+it('every src/ and test/ file the docs name exists', () => {
+  const missing = docsPages().flatMap((page) => {
+    const text = readFileSync(new URL(page, ROOT), 'utf8');
+    return [...new Set([...text.matchAll(/`((?:src|test)\/[\w/.-]+\.(?:ts|mjs|js))`/g)].map((m) => m[1]!))]
+      .filter((file) => !existsSync(new URL(file, ROOT)))
+      .map((file) => `${page}: ${file}`);
+  });
+  expect(missing).toEqual([]);
+});

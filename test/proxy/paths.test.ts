@@ -1,0 +1,123 @@
+// Unit tests of src/proxy/paths.ts, the functions every route decision and every forwarded path
+// goes through. The threat each case names: a path the gateway matches as one route while an
+// upstream serves it as another. End to end, the same spellings are in routing.security.test.ts.
+import { describe, expect, it } from 'vitest';
+import { canonicalUrl, matchKey, normalizePath } from '../../src/proxy/paths.js';
+
+describe('normalizePath', () => {
+  it.each([
+    ['/'],
+    ['/races/premium'],
+    ['/races/premium/'],
+    // Escapes of reserved or non-ASCII characters name other resources than the bare character.
+    ['/a%20b'],
+    ['/%C3%A9t%C3%A9'],
+    ['/a%3Fb'],
+    ['/a%252Fb'], // a literal "%2F", escaped once more: not a slash to anyone who decodes once
+    // Not decodable, or no escape at all: left to the upstream, as it was sent.
+    ['/%zz'],
+    ['/%'],
+    // Segment parameters and case are kept: the upstream receives the path as written (matchKey folds them for matching only).
+    ['/Races;jsessionid=1/Premium'],
+  ])('leaves %s as it is', (path) => {
+    expect(normalizePath(path)).toBe(path);
+  });
+
+  it.each([
+    ['dot segments', '/public/../paid', '/paid'],
+    ['dot segments', '/public/./paid', '/public/paid'],
+    ['dot segments', '/a/b/../../paid', '/paid'],
+    ['dot segments', '/a/.', '/a/'],
+    ['dot segments', '/a/..', '/'],
+    // Above the root is the root, as for every URL parser.
+    ['dot segments', '/..', '/'],
+    ['dot segments', '/../../paid', '/paid'],
+    ['encoded dot segments', '/public/%2e%2e/paid', '/paid'],
+    ['encoded dot segments', '/public/%2E%2E/paid', '/paid'],
+    ['encoded dot segments', '/public/.%2e/paid', '/paid'],
+    ['encoded dot segments', '/public/%2e./paid', '/paid'],
+    ['encoded dot segments', '/public/%2e/paid', '/public/paid'],
+    ['doubled slashes', '//paid', '/paid'],
+    ['doubled slashes', '/public//paid', '/public/paid'],
+    ['doubled slashes', '/a///b//', '/a/b/'],
+    // Folded before the dots are resolved, so `//..` cannot climb one segment less than it seems.
+    ['doubled slashes', '/public//..//paid', '/paid'],
+    // Escapes of unreserved characters (RFC 3986 §2.3), which upstreams decode before routing.
+    ['unreserved escapes', '/p%61id', '/paid'],
+    ['unreserved escapes', '/%50aid', '/Paid'],
+    ['unreserved escapes', '/%7Euser', '/~user'],
+    ['unreserved escapes', '/a%2Db%5Fc%2Ed', '/a-b_c.d'],
+    ['unreserved escapes', '/race%73/premium', '/races/premium'],
+  ])('resolves %s: %s is %s', (_what, path, normalized) => {
+    expect(normalizePath(path)).toBe(normalized);
+  });
+
+  it.each([
+    // An encoded slash or backslash is a separator to an upstream that decodes before splitting.
+    ['/public%2F..%2Fpaid'],
+    ['/public%2fpaid'],
+    ['/public%5Cpaid'],
+    ['/public%5c..%5cpaid'],
+    // A backslash is a separator to IIS, ASP.NET and many URL parsers.
+    ['/public\\..\\paid'],
+    // `..;` is `..` to servlet containers, which drop `;parameters` before resolving dots.
+    ['/public/..;/paid'],
+    ['/public/..;x=1/paid'],
+    ['/public/.;/paid'],
+    ['/public/%2e%2e;/paid'],
+    // A `#` cuts the path for the proxy's URL parser, after matching (RFC 9112 §3.2: no fragment in a request target).
+    ['/races/premium#'],
+    ['/races/x#/../premium'],
+  ])('refuses %s, which an upstream could read as another path', (path) => {
+    expect(normalizePath(path)).toBeUndefined();
+  });
+
+  it.each([[''], ['races'], ['*'], ['http://gateway.test/races']])('refuses %j, which is not an origin-form path', (path) => {
+    expect(normalizePath(path)).toBeUndefined();
+  });
+});
+
+describe('canonicalUrl', () => {
+  it('normalizes the path and leaves the query untouched, dots, escapes and all', () => {
+    expect(canonicalUrl('/public/../paid?next=/../admin&q=%61')).toBe('/paid?next=/../admin&q=%61');
+    expect(canonicalUrl('/p%61id?')).toBe('/paid?');
+    expect(canonicalUrl('/public/./paid')).toBe('/public/paid');
+  });
+
+  it('returns the very string it was given when there is nothing to normalize', () => {
+    const url = '/races/premium?q=1';
+    expect(canonicalUrl(url)).toBe(url);
+  });
+
+  it('leaves a path it cannot normalize as it is, for the proxy to answer 400', () => {
+    expect(canonicalUrl('/public%2F..%2Fpaid?x=1')).toBe('/public%2F..%2Fpaid?x=1');
+    expect(canonicalUrl('/public/..;/paid')).toBe('/public/..;/paid');
+    expect(normalizePath(canonicalUrl('/public/..;/paid'))).toBeUndefined();
+  });
+});
+
+describe('matchKey', () => {
+  it.each([
+    // Express, ASP.NET and IIS route without regard to case.
+    ['/RACES/Premium', '/races/premium'],
+    // Servlet containers drop each segment's `;parameters`.
+    ['/races;a=1/premium;jsessionid=2/x', '/races/premium/x'],
+    ['/races/premium;', '/races/premium'],
+    // A segment of parameters alone disappears, and the `//` it leaves is folded, as Tomcat does.
+    ['/races/;x/premium', '/races/premium'],
+    ['/races/;/premium', '/races/premium'],
+    ['/;a/rw/;b/m', '/rw/m'],
+    ['/Races;v=1/PREMIUM;w=2', '/races/premium'],
+  ])('reads %s as %s', (path, key) => {
+    expect(matchKey(path)).toBe(key);
+  });
+
+  it('folds the hex digits of escapes with the rest, which RFC 3986 §6.2.2.1 makes equivalent', () => {
+    expect(matchKey('/Caf%C3%A9')).toBe('/caf%c3%a9');
+  });
+
+  it('returns the path itself when it has no capital and no `;`', () => {
+    expect(matchKey('/races/premium/x')).toBe('/races/premium/x');
+    expect(matchKey('/')).toBe('/');
+  });
+});
