@@ -125,6 +125,14 @@ export function postgresDatabase(url: string, options: PostgresOptions = {}): Da
       } catch (err) {
         return translate(err);
       }
+      // A checked-out connection reports its loss (Postgres restarting, a terminated backend, a
+      // stray message after a fault) as an 'error' event, not through a query, when it comes
+      // between two statements; unheard, that event is an uncaught exception that ends the process.
+      // Heard, it marks the connection broken: the next statement fails as unavailable and the
+      // release below destroys it instead of pooling it.
+      let broken: unknown;
+      const onError = (err: Error) => { broken = err; };
+      client.on('error', onError);
       const tx: Queryable = {
         async query<T>(sql: string, params?: unknown[]) {
           try {
@@ -137,7 +145,6 @@ export function postgresDatabase(url: string, options: PostgresOptions = {}): Da
           }
         },
       };
-      let broken: unknown;
       try {
         await tx.query('BEGIN');
         await tx.query(`SET LOCAL statement_timeout = ${serverTimeoutMs(timeoutMs)}`);
@@ -147,11 +154,12 @@ export function postgresDatabase(url: string, options: PostgresOptions = {}): Da
       } catch (err) {
         // A connection that failed or timed out would only make ROLLBACK wait (and time out) too:
         // releasing it with the error destroys it, and Postgres aborts the transaction on disconnect.
-        if (isUnavailable(err)) broken = err;
-        else await client.query('ROLLBACK').catch((e: unknown) => { broken = e; });
+        if (isUnavailable(err)) broken ??= err;
+        else if (!broken) await client.query('ROLLBACK').catch((e: unknown) => { broken = e; });
         throw err;
       } finally {
-        client.release(broken instanceof Error ? broken : undefined);
+        client.removeListener('error', onError);
+        client.release(broken instanceof Error ? broken : broken === undefined ? undefined : new Error('connection broken'));
       }
     },
     async listen(channels, onNotify, onState) {

@@ -32,6 +32,26 @@ describeWithServices('query timeout', () => {
     expect(await db.transaction(async (tx) => tx.query('SELECT 2 AS two'))).toEqual([{ two: 2 }]);
   });
 
+  // Postgres restarting, failing over or an operator's pg_terminate_backend while a transaction
+  // waits between two statements: the checked-out connection reports the loss as an 'error'
+  // event, which crashed the process when nothing listened for it there.
+  it('a transaction whose connection is lost between two statements is unavailable, and the process lives on', async () => {
+    const admin = new pg.Client({ connectionString: fresh.url });
+    await admin.connect();
+    try {
+      const attempt = db.transaction(async (tx) => {
+        const [row] = await tx.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+        await admin.query('SELECT pg_terminate_backend($1)', [row!.pid]);
+        await new Promise((resolve) => setTimeout(resolve, 200)); // the FATAL and the close arrive meanwhile
+        return tx.query('SELECT 1');
+      });
+      await expect(attempt).rejects.toBeInstanceOf(StorageUnavailableError);
+      expect(await db.transaction(async (tx) => tx.query('SELECT 3 AS three'))).toEqual([{ three: 3 }]);
+    } finally {
+      await admin.end();
+    }
+  });
+
   it('migrations wait for another instance holding the lock longer than the query timeout', async () => {
     const other = new pg.Client({ connectionString: fresh.url });
     await other.connect();
