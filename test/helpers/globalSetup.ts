@@ -1,9 +1,10 @@
 // One database and one Redis key prefix per test run, dropped after it: a run leaves nothing behind.
 // Without Postgres or Redis the suites that need them skip, unless REQUIRE_SERVICES=1 (CI), where
 // a missing service fails the run. The same goes for the proxies the decisions tests put in front
-// of the gateway (nginx, Caddy): found here once, started by the tests themselves. And one
-// certificate for webhook receivers that every test gateway trusts (webhooks.caFile): any
-// gateway's delivery worker may deliver any test's message, since they all share the database.
+// of the gateway (nginx, Caddy) and the PgBouncer behind it: found here once, started by the
+// tests themselves. And one certificate for webhook receivers that every test gateway trusts
+// (webhooks.caFile): any gateway's delivery worker may deliver any test's message, since they all
+// share the database.
 import { randomBytes } from 'node:crypto';
 import { accessSync, constants } from 'node:fs';
 import path from 'node:path';
@@ -22,9 +23,10 @@ declare module 'vitest' {
   }
 }
 
-export type Proxy = 'nginx' | 'caddy';
+/** The real parts the tests put beside the gateway: proxies in front (decisions) and a pooler behind it. */
+export type Proxy = 'nginx' | 'caddy' | 'pgbouncer';
 
-/** The binary of a proxy (Debian puts nginx in /usr/sbin, often off a user's PATH), or null. */
+/** The binary of a proxy (Debian puts nginx and pgbouncer in /usr/sbin, often off a user's PATH), or null. */
 function findProxy(name: Proxy): string | null {
   const dirs = [...(process.env.PATH ?? '').split(path.delimiter), '/usr/sbin', '/usr/bin', '/usr/local/sbin', '/usr/local/bin'];
   for (const dir of dirs.filter(Boolean)) {
@@ -67,11 +69,11 @@ const WEBHOOK_TEST_NAMES = ['hooks.rebind.test'];
 export default async function setup(project: TestProject) {
   const cert = makeCertificate(WEBHOOK_TEST_NAMES);
   project.provide('webhookCertificate', { certFile: cert.certFile, keyFile: cert.keyFile });
-  const proxies = { nginx: findProxy('nginx'), caddy: findProxy('caddy') };
+  const proxies = { nginx: findProxy('nginx'), caddy: findProxy('caddy'), pgbouncer: findProxy('pgbouncer') };
   const absent = Object.entries(proxies).filter(([, found]) => !found).map(([name]) => name);
   if (absent.length) {
     if (process.env.REQUIRE_SERVICES === '1') throw new Error(`REQUIRE_SERVICES=1 but ${absent.join(' and ')} cannot be found (.ci/run installs them)`);
-    console.warn(`\n[tests] ${absent.join(' and ')} not found: the decisions tests through ${absent.length > 1 ? 'them' : 'it'} are skipped\n`);
+    console.warn(`\n[tests] ${absent.join(' and ')} not found: the tests that run ${absent.length > 1 ? 'them' : 'it'} are skipped\n`);
   }
   project.provide('proxies', proxies);
   const missing = await reachable();

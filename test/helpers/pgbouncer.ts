@@ -7,6 +7,7 @@ import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { inject } from 'vitest';
 import { eventually, testServices } from './gateway.js';
 import { sparePort } from './ports.js';
 
@@ -35,7 +36,7 @@ export async function startPgBouncer(): Promise<PgBouncer> {
   const file = path.join(dir, 'pgbouncer.ini');
   writeFileSync(file, ini);
   chmodSync(file, 0o644);
-  const child: ChildProcess = spawn('pgbouncer', ['-u', 'postgres', file], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const child: ChildProcess = spawn(inject('proxies').pgbouncer!, ['-u', 'postgres', file], { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr!.on('data', (c: Buffer) => { stderr += c.toString(); });
   try {

@@ -9,11 +9,12 @@ import { postgresDatabase } from '../../src/storage/db.js';
 import { docsExample } from '../helpers/docs.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import {
-  bearer, closeSql, describeWithServices, everywhereWithin, makeUser, marker, ownRedisPrefix, queriesDuring, sql, startTestGateway, startTwoGateways, testConfig, testServices, usage,
+  bearer, closeSql, everywhereWithin, makeUser, marker, ownRedisPrefix, queriesDuring, sql, startTestGateway, startTwoGateways, testConfig, testServices, usage,
 } from '../helpers/gateway.js';
 import { startPgBouncer, type PgBouncer } from '../helpers/pgbouncer.js';
+import { describeWithProxy } from '../helpers/proxies.js';
 
-describeWithServices('behind PgBouncer (transaction mode)', () => {
+describeWithProxy('pgbouncer')('behind PgBouncer (transaction mode)', () => {
   let bouncer: PgBouncer;
   let upstream: EchoUpstream;
   const routes = () => ({
