@@ -26,6 +26,7 @@ describeWithServices('per-plan quotas and per-minute limits', () => {
     premium: { daily: 3, perMinute: 2 },
     pro: { perMinute: 100 },
     team: { daily: 2 },
+    odd: { perMinute: 7 }, // 60 s / 7 is no whole number of milliseconds
   };
   const routes = (url: string) => ({
     upstreams: { app: { url } },
@@ -132,6 +133,19 @@ describeWithServices('per-plan quotas and per-minute limits', () => {
     expect(refused.headers.ratelimit).toMatch(/^"minute";r=0;t=\d+$/);
     const first = results.find((r) => r.status === 200)!;
     expect(first.headers['ratelimit-policy']).toBe('"minute";q=100;w=60');
+  });
+
+  it('shares a limit that does not divide a minute into whole milliseconds between the instances too', async () => {
+    const user = await makeUser(a, { plan: 'odd' });
+    const m = marker();
+    const started = Date.now();
+    const results = await burst([a, b], 40, `/burst/${m}`, bearer(user.access));
+    const admitted = results.filter((r) => r.status === 200).length;
+    // Counted on each instance alone (Redis refusing the script), two instances would admit 14.
+    expect(admitted).toBeGreaterThanOrEqual(7);
+    expect(admitted).toBeLessThanOrEqual(7 + Math.ceil((Date.now() - started) / (60_000 / 7)));
+    expect(upstream.count(m)).toBe(admitted);
+    expect([...a.logs, ...b.logs].join('\n')).not.toMatch(/not an integer/);
   });
 
   it('counts a user\'s requests together whether they come with a token or an API key', async () => {
