@@ -18,7 +18,9 @@ const WINDOW_MS = 60_000;
 const LOCAL_MAX_USERS = 100_000;
 
 // KEYS[1]: the user's bucket (its theoretical arrival time, ms). ARGV[1]: ms between two requests
-// at the sustained rate, fractional unless perMinute divides 60,000 (PX takes whole ms only). Answers { admitted 0|1, ms until the bucket is full again, ms to wait }.
+// at the sustained rate, fractional unless perMinute divides 60,000 (PX takes whole ms only, and
+// at least 1: past about 100 million a minute the interval is below a double's precision at
+// today's epoch ms, so the time does not move at all and such a limit admits everything). Answers { admitted 0|1, ms until the bucket is full again, ms to wait }.
 const GCRA = `local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local interval = tonumber(ARGV[1])
@@ -27,7 +29,7 @@ if tat < now then tat = now end
 local next = tat + interval
 local wait = next - ${WINDOW_MS} - now
 if wait > 0 then return {0, tat - now, wait} end
-redis.call('SET', KEYS[1], next, 'PX', math.ceil(next - now))
+redis.call('SET', KEYS[1], next, 'PX', math.max(1, math.ceil(next - now)))
 return {1, next - now, 0}`;
 
 type Gcra = (key: string, intervalMs: number) => Promise<[number, number, number]>;

@@ -27,6 +27,7 @@ describeWithServices('per-plan quotas and per-minute limits', () => {
     pro: { perMinute: 100 },
     team: { daily: 2 },
     odd: { perMinute: 7 }, // 60 s / 7 is no whole number of milliseconds
+    vast: { perMinute: 2_147_483_647 }, // the largest limit: 0.00003 ms between two requests
   };
   const routes = (url: string) => ({
     upstreams: { app: { url } },
@@ -146,6 +147,13 @@ describeWithServices('per-plan quotas and per-minute limits', () => {
     expect(admitted).toBeLessThanOrEqual(7 + Math.ceil((Date.now() - started) / (60_000 / 7)));
     expect(upstream.count(m)).toBe(admitted);
     expect([...a.logs, ...b.logs].join('\n')).not.toMatch(/not an integer/);
+  });
+
+  it('takes the largest perMinute in Redis without an error, admitting everything', async () => {
+    const user = await makeUser(a, { plan: 'vast' });
+    const results = await burst([a, b], 40, `/burst/${marker()}`, bearer(user.access));
+    expect(results.map((r) => r.status)).toEqual(Array(40).fill(200));
+    expect([...a.logs, ...b.logs].join('\n')).not.toMatch(/invalid expire time|"component":"redis","err"/);
   });
 
   it('counts a user\'s requests together whether they come with a token or an API key', async () => {
