@@ -6,37 +6,91 @@
 // One Lua script reads and moves the bucket atomically, on Redis' clock, so instances with skewed
 // clocks agree. No library: rate-limiter-flexible and @fastify/rate-limit count fixed windows,
 // which admit twice the limit across a window boundary.
+//
+// Leases: a Redis round trip per request would cost a busy user's requests a third of their
+// throughput (Redis' CPU and the client's, on the request path). So an instance may take several
+// requests from the bucket at once and admit them itself, as Kong's and Envoy's limiters batch
+// their counters, but only as many as the user sent through this instance in the last lease
+// (from 1, doubling while they keep using them up in time), never more than a twentieth of what the
+// bucket holds (so near the limit every request asks Redis, and counting stays exact there), and
+// only for LEASE_MS: what is left then goes back into the bucket with the next ask. Requests are
+// taken out of the bucket before they are admitted, so a lease never admits more than the limit;
+// its cost is the other way: requests an instance holds for LEASE_MS are not available to the
+// others meanwhile (docs/plans-and-quotas.md gives the tolerance).
+// A refusal is remembered the same way, for REFUSAL_MS at most: a client hammering past its limit
+// costs one Redis ask per instance per REFUSAL_MS, not one per request. Refusals never move a
+// bucket and other instances' admissions only delay its next free request, so the memory can only
+// be wrong by a lease another instance handed back in the meantime: a refusal REFUSAL_MS too long.
+//
 // With Redis down, hung or unconfigured, each instance keeps buckets in memory: the limit holds per
 // instance (a client spread over N instances gets up to N times it) until Redis answers again
 // (the breaker of redisBreaker.ts decides, and logs). One key per bucket: cluster-safe.
 import { LRUCache } from 'lru-cache';
 import type { RedisClient } from '../storage/redis.js';
 import type { RedisBreaker } from '../storage/redisBreaker.js';
-import type { QuotaOutcome } from './quota.js';
+import type { QuotaOutcome, QuotaState } from './quota.js';
 
 const WINDOW_MS = 60_000;
 const LOCAL_MAX_USERS = 100_000;
+/** How long an instance may keep requests it took from a bucket before it hands them back. */
+const LEASE_MS = 100;
+/** The most requests one ask takes out of a bucket. */
+const MAX_LEASE = 1000;
+/** One ask takes at most this share of what the bucket holds. */
+const LEASE_SHARE = 20;
+/** The longest an instance refuses a user on the strength of Redis' last refusal. */
+const REFUSAL_MS = 250;
 
 // KEYS[1]: the user's bucket (its theoretical arrival time, ms). ARGV[1]: ms between two requests
 // at the sustained rate, fractional unless perMinute divides 60,000 (PX takes whole ms only, and
 // at least 1: past about 100 million a minute the interval is below a double's precision at
-// today's epoch ms, so the time does not move at all and such a limit admits everything). Answers { admitted 0|1, ms until the bucket is full again, ms to wait }.
+// today's epoch ms, so the time does not move at all and such a limit admits everything).
+// ARGV[2]: requests handed back (an expired lease's rest), ARGV[3]: requests wanted.
+// Answers { requests taken (0: refused), ms until the bucket is full again, ms to wait }.
 const GCRA = `local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local interval = tonumber(ARGV[1])
-local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
+local tat = tonumber(redis.call('GET', KEYS[1]) or '0') - tonumber(ARGV[2]) * interval
 if tat < now then tat = now end
-local next = tat + interval
-local wait = next - ${WINDOW_MS} - now
-if wait > 0 then return {0, tat - now, wait} end
+local available = math.floor((${WINDOW_MS} - (tat - now)) / interval)
+if available < 1 then
+  if tonumber(ARGV[2]) > 0 then redis.call('SET', KEYS[1], tat, 'PX', math.max(1, math.ceil(tat - now))) end
+  return {0, tat - now, tat + interval - ${WINDOW_MS} - now}
+end
+local taken = math.max(1, math.min(tonumber(ARGV[3]), math.floor(available / ${LEASE_SHARE})))
+local next = tat + taken * interval
 redis.call('SET', KEYS[1], next, 'PX', math.max(1, math.ceil(next - now)))
-return {1, next - now, 0}`;
+return {taken, next - now, 0}`;
 
-type Gcra = (key: string, intervalMs: number) => Promise<[number, number, number]>;
+type Gcra = (key: string, intervalMs: number, handedBack: number, wanted: number) => Promise<[number, number, number]>;
 type WithGcra = RedisClient & { gwMinuteBucket: Gcra };
+
+/** Redis' last refusal of a user, while this instance repeats it without asking. */
+interface Refusal {
+  perMinute: number;
+  until: number;
+  /** When the bucket's next request frees up (Retry-After) and when it is full again. */
+  freeAt: number;
+  fullAt: number;
+}
+
+/** Requests this instance took from a user's bucket in Redis and has not admitted yet. */
+interface Lease {
+  perMinute: number;
+  left: number;
+  /** What the last ask took: the next one wants twice that if this lease is used up in time. */
+  taken: number;
+  until: number;
+  /** The bucket's requests left and its time to full, as Redis said when the lease was taken. */
+  remaining: number;
+  fullAt: number;
+}
 
 export class MinuteLimiter {
   private readonly local = new LRUCache<number, number>({ max: LOCAL_MAX_USERS });
+  private readonly leases = new LRUCache<number, Lease>({ max: LOCAL_MAX_USERS });
+  private readonly refusals = new LRUCache<number, Refusal>({ max: LOCAL_MAX_USERS });
+  private readonly asking = new Map<number, Promise<unknown>>();
 
   constructor(private readonly redis: RedisBreaker | null, private readonly clock: () => Date = () => new Date()) {
     // EVALSHA with the script loaded once, not the script's text on every request.
@@ -45,25 +99,58 @@ export class MinuteLimiter {
 
   /** Takes one request from the user's bucket of `perMinute`; a denial with Retry-After when it is empty. */
   async consume(userId: number, perMinute: number): Promise<QuotaOutcome> {
+    // While this instance asks Redis for a user, the user's other requests wait for that answer
+    // (once) rather than ask too: its lease, or its refusal, is usually theirs as well.
+    const asking = this.asking.get(userId);
+    if (asking) await asking;
+    const now = this.clock().getTime();
+    const refused = this.refusals.get(userId);
+    if (refused && refused.perMinute === perMinute && now < refused.until) return this.refusal(perMinute, refused.fullAt - now, refused.freeAt - now);
+    const lease = this.leases.get(userId);
+    if (lease && lease.perMinute === perMinute && lease.left > 0 && now < lease.until) {
+      lease.left--;
+      return { state: this.state(perMinute, lease.remaining + lease.left, lease.fullAt - now) };
+    }
     const interval = WINDOW_MS / perMinute;
-    const [admitted, fullInMs, waitMs] = (await this.shared(userId, interval)) ?? this.inMemory(userId, interval);
-    const state = {
-      policy: 'minute' as const,
-      limit: perMinute,
-      windowSec: WINDOW_MS / 1000,
-      remaining: admitted ? Math.max(0, Math.floor((WINDOW_MS - fullInMs) / interval)) : 0,
-      resetSec: Math.ceil(fullInMs / 1000),
-    };
-    if (admitted) return { state };
+    const current = lease?.perMinute === perMinute ? lease : undefined;
+    // A lease used up in time was too small for this user's pace: ask for twice as many. One that
+    // just ran out of time says the pace: ask for what it served. After a pause, start from 1.
+    const wanted = !current || now >= current.until + LEASE_MS ? 1
+      : now < current.until ? Math.min(MAX_LEASE, current.taken * 2) : Math.max(1, current.taken - current.left);
+    const handedBack = current && now >= current.until ? current.left : 0;
+    if (current) current.left = 0; // handed back, or about to be replaced
+    const ask = this.shared(userId, interval, handedBack, wanted);
+    this.asking.set(userId, ask);
+    const shared = await ask;
+    if (this.asking.get(userId) === ask) this.asking.delete(userId);
+    const [taken, fullInMs, waitMs] = shared ?? this.inMemory(userId, interval);
+    const remaining = Math.max(0, Math.floor((WINDOW_MS - fullInMs) / interval));
+    if (shared && taken) {
+      // A request of the same user that asked at the same time may have left a lease here already: keep its rest.
+      const meanwhile = this.leases.get(userId);
+      const kept = meanwhile && meanwhile !== current && meanwhile.perMinute === perMinute ? meanwhile.left : 0;
+      this.leases.set(userId, { perMinute, left: taken - 1 + kept, taken, until: now + LEASE_MS, remaining, fullAt: now + fullInMs });
+    }
+    if (taken) return { state: this.state(perMinute, remaining + Math.max(0, taken - 1), fullInMs) };
+    if (shared) this.refusals.set(userId, { perMinute, until: now + Math.min(waitMs, REFUSAL_MS), freeAt: now + waitMs, fullAt: now + fullInMs });
+    return this.refusal(perMinute, fullInMs, waitMs);
+  }
+
+  private refusal(perMinute: number, fullInMs: number, waitMs: number): QuotaOutcome {
+    const state = this.state(perMinute, 0, fullInMs);
     return { state, denial: { code: 'tooManyRequests', headers: { 'retry-after': String(Math.max(1, Math.ceil(waitMs / 1000))) } } };
   }
 
-  private async shared(userId: number, interval: number): Promise<[number, number, number] | undefined> {
-    const answer = await this.redis?.call((client) => (client as WithGcra).gwMinuteBucket(`rate:${userId}`, interval));
+  private state(perMinute: number, remaining: number, fullInMs: number): QuotaState {
+    return { policy: 'minute', limit: perMinute, windowSec: WINDOW_MS / 1000, remaining, resetSec: Math.max(0, Math.ceil(fullInMs / 1000)) };
+  }
+
+  private async shared(userId: number, interval: number, handedBack: number, wanted: number): Promise<[number, number, number] | undefined> {
+    const answer = await this.redis?.call((client) => (client as WithGcra).gwMinuteBucket(`rate:${userId}`, interval, handedBack, wanted));
     return answer?.map(Number) as [number, number, number] | undefined;
   }
 
-  /** The same bucket, kept by this instance alone. */
+  /** The same bucket, kept by this instance alone, one request at a time. */
   private inMemory(userId: number, interval: number): [number, number, number] {
     const now = this.clock().getTime();
     const tat = Math.max(this.local.get(userId) ?? 0, now);
