@@ -7,16 +7,20 @@
 // is the built CLI (`node dist/cli.js start`) on a database and Redis key prefix of its own
 // (dropped after), or on embedded PGlite when no Postgres answers. Everything listens on loopback.
 //
-// Two more pairs share the table: the gateway over TLS (server.tls) against the raw proxy over TLS,
-// both with the same self-signed certificate (openssl), and WebSocket echo round trips through the
-// gateway (a `websocket: true` route) against the same upstream reached directly.
+// More pairs share the table: the gateway over TLS (server.tls) against the raw proxy over TLS,
+// both with the same self-signed certificate (openssl); WebSocket echo round trips through the
+// gateway (a `websocket: true` route) against the same upstream reached directly; and a gateway
+// whose Postgres is reached through PgBouncer in transaction mode (docs/examples/pgbouncer.ini,
+// LISTEN on storage.postgresDirect) against the gateway on direct Postgres, where pgbouncer is
+// installed.
 //
 // Environment: BENCH_SECONDS (per round, default 3), BENCH_ROUNDS (rounds per target, default 6),
 // BENCH_TARGET_ROUNDS (the same for the scenarios that carry a target, default 12),
 // BENCH_LOGIN_ROUNDS (pairs of bearer rounds without and with logins, default 12),
 // BENCH_WARMUP (seconds per target and scenario, default 1), BENCH_CONNECTIONS (default 50),
 // BENCH_USERS (users per group, default 10), BENCH_LOG_LEVEL (the gateway's, default info),
-// BENCH_ONLY (a subset: public,bearer,plan,apikey,daily,assertion,tls,ws,logins,decisions), BENCH_KEEP=1 (keep the
+// BENCH_ONLY (a subset: public,bearer,plan,apikey,daily,rated,minute,assertion,tls,ws,pgbouncer,logins,decisions),
+// BENCH_KEEP=1 (keep the
 // generated config and the gateway's log),
 // BENCH_GATEWAY_NODE_ARGS / BENCH_BASELINE_NODE_ARGS (node flags, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"),
 // DATABASE_URL, REDIS_URL.
@@ -133,9 +137,21 @@ async function main() {
         decisions: { port: 0 },
       }, cleanups)
       : undefined;
+    // PgBouncer pair: a third gateway (same database, secret and routes) whose pool goes through
+    // PgBouncer, and its LISTEN straight to Postgres, as docs/production.md sets it up.
+    const bouncer = storage.postgres ? await startPgBouncer(storage.postgres, await freePort(), cleanups) : { skip: 'no Postgres (embedded PGlite)' };
+    const gatewayPooled = bouncer.url
+      ? await startGateway(tmp, 'gateway-pgbouncer', {
+        ...config,
+        server: { ...config.server, port: await freePort() },
+        storage: { ...config.storage, postgres: bouncer.url, postgresDirect: storage.postgres },
+        decisions: { port: 0 },
+      }, cleanups)
+      : undefined;
     const pro = await Promise.all(data.pro.map((u) => login(gateway.url, u)));
     const used = await Promise.all(data.used.map((u) => login(gateway.url, u)));
-    const groups = { pro, used, keys: data.pro };
+    const capped = await Promise.all(data.capped.map((u) => login(gateway.url, u)));
+    const groups = { pro, used, capped, keys: data.pro };
 
     // ── Scenarios ─────────────────────────────────────────────────────────────────────────
     // One row of the table each. `route` is declared in gatewayConfig(); `headers` gives one
@@ -150,16 +166,24 @@ async function main() {
       { name: 'bearer + plan', route: '/plan', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', targets: { ratio: 0.85, p99DeltaMs: 2 } },
       { name: 'API key', route: '/apikey', headers: () => groups.keys.map((u) => ({ 'x-api-key': u.apiKey })), expect: 200, identity: 'api-key' },
       { name: 'daily-limit refusal (429)', route: '/daily', headers: () => bearerOf(groups.used), expect: 429, targets: { ratio: 1.0 } },
+      // rateLimit: true (CONTRACT §12): every request takes one from the user's bucket in Redis.
+      // Pro users far under their perMinute; then users of a plan of 1 a minute, refused.
+      { name: 'rate-limited route, pro under its limit', key: 'rated', route: '/rated', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', targets: { ratio: 0.85 } },
+      // Each capped user's bucket refills one request a minute: those few pass (refills).
+      { name: 'per-minute refusal (429)', key: 'minute', route: '/rated', headers: () => bearerOf(groups.capped), expect: 429, refills: true, targets: { ratio: 1.5 } },
       // Assertion route: an upstream with `assertion: true` (CONTRACT §3, x-gateway-assertion).
       { name: 'bearer, assertion upstream', route: '/assertion', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', requires: 'assertion' },
       // `pair` names other targets than the plain baseline and gateway (pairOf below).
       { name: 'bearer + plan over TLS', key: 'tls', pair: 'tls', route: '/plan', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', targets: { ratio: 0.85 } },
       // Messages/s of echo round trips on CONNECTIONS sockets; baseline: the upstream reached directly.
       { name: 'WebSocket echo (msg/s; baseline direct)', key: 'ws', pair: 'ws', route: '/ws', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer' },
+      // Issue 18: through PgBouncer (with postgresDirect) against the same gateway on direct Postgres.
+      { name: 'bearer + plan via PgBouncer (baseline: the gateway on direct Postgres)', key: 'pgbouncer', pair: 'pgbouncer', route: '/plan', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', targets: { ratio: 0.95 } },
     ];
     const pairOf = (scenario) => ({
       tls: { baseline: baselineTls, gateway: gatewayTls },
       ws: { baseline: { ...wsUpstream, pid: undefined }, gateway }, // the upstream's CPU is not the proxying's: not shown
+      pgbouncer: { baseline: { ...gateway, name: 'gateway' }, gateway: gatewayPooled }, // both answer as a gateway
     })[scenario.pair] ?? { baseline, gateway };
 
     // BENCH_ONLY=plan,daily,logins runs a subset (route names without the slash), for quick checks.
@@ -167,6 +191,7 @@ async function main() {
     for (const s of scenarios) {
       if (only && !only.has(s.key ?? s.route.slice(1))) s.skip = 'not in BENCH_ONLY';
       else if (s.pair === 'tls' && !tls) s.skip = 'no openssl to make a certificate';
+      else if (s.pair === 'pgbouncer' && !gatewayPooled) s.skip = bouncer.skip;
       else s.skip = await (s.pair === 'ws' ? probeWs(gateway.url, s) : probe(pairOf(s).gateway.url, s));
     }
     console.log(`\nLoad: ${CONNECTIONS} connections, ${ROUNDS} rounds of ${SECONDS} s per target (${TARGET_ROUNDS} for scenarios with a target; after ${WARMUP} s of warm-up), alternating baseline and gateway.`);
@@ -245,7 +270,10 @@ async function main() {
   }
 }
 
-/** `pro` users with an API key each (from seed()), and free users who already used the day. */
+/**
+ * `pro` users with an API key each (from seed()), free users who already used the day, and users
+ * of the `capped` plan (1 request a minute).
+ */
 async function seedUsers(storage) {
   const today = new Date().toISOString().slice(0, 10);
   const { pro, free } = await seed(storage, {
@@ -255,10 +283,12 @@ async function seedUsers(storage) {
     free: async (make, i, db) => {
       const f = await make('free', i);
       await db.query('UPDATE users SET daily_usage = 1, last_usage_date = $2::date WHERE id = $1', [f.id, today]);
-      return [f];
+      const c = await make('capped', i);
+      await db.query("UPDATE users SET plan = 'capped' WHERE id = $1", [c.id]);
+      return [f, c];
     },
   });
-  return { pro, used: free };
+  return { pro, used: free.filter((u) => u.email.includes('-free-')), capped: free.filter((u) => u.email.includes('-capped-')) };
 }
 
 // ── processes ───────────────────────────────────────────────────────────────────────────────
@@ -270,7 +300,8 @@ function gatewayConfig(port, decisionsPort, storage, upstreamUrl, wsUpstreamUrl)
   return {
     ...baseConfig(port, storage),
     auth: { jwt: { algorithm: 'HS256', secret: randomBytes(48).toString('base64url') }, rateLimit: { max: 0 } },
-    plans: { freeDailyLimit: 1 },
+    // free: the spec's 1 a day; pro: a perMinute no bench can reach; capped: refused after one a minute.
+    plans: { limits: { free: { daily: 1 }, pro: { perMinute: 1_000_000_000 }, capped: { perMinute: 1 } } },
     admin: { port: 0 },
     decisions: { host: '127.0.0.1', port: decisionsPort },
     upstreams: {
@@ -284,6 +315,7 @@ function gatewayConfig(port, decisionsPort, storage, upstreamUrl, wsUpstreamUrl)
       { path: '/plan', upstream: 'echo', auth: 'required', plans: ['premium', 'pro'] },
       { path: '/apikey', upstream: 'echo', auth: 'required' },
       { path: '/daily', upstream: 'echo', auth: 'required', dailyLimit: true },
+      { path: '/rated', upstream: 'echo', auth: 'required', rateLimit: true },
       { path: '/assertion', upstream: 'signed', auth: 'required' },
       { path: '/ws', upstream: 'live', auth: 'required', websocket: true },
     ],
@@ -307,6 +339,47 @@ async function startGateway(tmp, name, config, cleanups) {
   const decisionsUrl = config.decisions.port ? `http://127.0.0.1:${config.decisions.port}` : undefined;
   if (await waitForGateway(send, child, url, '/healthz')) return { name, pid: child.pid, url, decisionsUrl, logFile, logLevel };
   throw new Error(`the gateway did not start; its log:\n${readFileSync(logFile, 'utf8').slice(-4000)}`);
+}
+
+/**
+ * PgBouncer in transaction mode on `port`, in front of the run's database, from the docs' example
+ * with only its database line, port, paths and authentication made local (as
+ * test/helpers/pgbouncer.ts does). It refuses to run as root: under root it runs as postgres.
+ * { url } or { skip } when pgbouncer is not installed.
+ */
+async function startPgBouncer(postgresUrl, port, cleanups) {
+  const binary = ['/usr/sbin/pgbouncer', '/usr/bin/pgbouncer', '/usr/local/bin/pgbouncer'].find(isExecutable);
+  if (!binary) return { skip: 'pgbouncer is not installed' };
+  const direct = new URL(postgresUrl);
+  const database = direct.pathname.slice(1);
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'gw-bench-pgbouncer-'));
+  chmodSync(dir, 0o777);
+  cleanups.push(async () => rmSync(dir, { recursive: true, force: true }));
+  const ini = readFileSync(path.join(path.dirname(SELF), '../docs/examples/pgbouncer.ini'), 'utf8')
+    .replace(/^gateway = .*$/m, `${database} = host=${direct.hostname} port=${direct.port || 5432} dbname=${database} user=${direct.username || 'root'}`)
+    .replace(/^listen_port = .*$/m, `listen_port = ${port}`)
+    .replace(/^auth_type = .*$/m, 'auth_type = any')
+    .replace(/^auth_file = .*\n/m, '')
+    .replace(/^logfile = .*$/m, `logfile = ${dir}/pgbouncer.log`)
+    .replace(/^pidfile = .*$/m, `pidfile = ${dir}/pgbouncer.pid\nunix_socket_dir =`);
+  const file = path.join(dir, 'pgbouncer.ini');
+  writeFileSync(file, ini);
+  chmodSync(file, 0o644);
+  const child = spawn(binary, [...(process.getuid?.() === 0 ? ['-u', 'postgres'] : []), file], { stdio: 'ignore' });
+  cleanups.push(() => stopProcess(child));
+  const url = new URL(postgresUrl);
+  url.port = String(port);
+  for (let i = 0; i < 100; i++) {
+    if (child.exitCode !== null) break;
+    const { default: pg } = await import('pg');
+    const client = new pg.Client({ connectionString: url.toString(), connectionTimeoutMillis: 1000 });
+    if (await client.connect().then(() => true, () => false)) {
+      await client.end();
+      return { url: url.toString() };
+    }
+    await sleep(100);
+  }
+  throw new Error(`pgbouncer did not start: ${readFileSync(path.join(dir, 'pgbouncer.log'), 'utf8').slice(-2000)}`);
 }
 
 // ── decisions ───────────────────────────────────────────────────────────────────────────────
@@ -436,7 +509,9 @@ const { send, login } = httpClient({ maxSockets: 32 });
 /** One request through the gateway before loading: the scenario does what it claims, or is skipped. */
 async function probe(url, scenario) {
   const headers = scenario.headers()[0];
-  const res = await send(url, 'GET', `${scenario.route}/probe`, { headers });
+  let res = await send(url, 'GET', `${scenario.route}/probe`, { headers });
+  // A refilling bucket admits its first request: the second one shows the refusal.
+  if (scenario.refills && res.status === 200) res = await send(url, 'GET', `${scenario.route}/probe`, { headers });
   if (scenario.requires === 'assertion' && res.status === 200 && res.json?.assertion !== true) {
     return 'the gateway does not send x-gateway-assertion yet';
   }
@@ -500,6 +575,7 @@ async function load(autocannon, target, scenario, seconds, extra = {}) {
   let latencies = new Float64Array(1 << 16);
   let count = 0;
   let unexpected = 0;
+  let refilled = 0;
   const cpuBefore = cpuMs(target.pid);
   const machineBefore = machineTicks();
   const hasher = extra.logins ? hasherPid(target.pid) : undefined;
@@ -520,7 +596,9 @@ async function load(autocannon, target, scenario, seconds, extra = {}) {
       latencies = bigger;
     }
     latencies[count++] = ms;
-    if (status !== expected) unexpected++;
+    if (status === expected) return;
+    if (scenario.refills && target.name !== 'baseline' && status === 200) refilled++;
+    else unexpected++;
   });
   const stopLogins = extra.logins ? await startLogins(extra.logins) : undefined;
   const result = await instance;
@@ -535,6 +613,7 @@ async function load(autocannon, target, scenario, seconds, extra = {}) {
     p50: percentile(sorted, 0.5),
     p99: percentile(sorted, 0.99),
     unexpected: unexpected + result.errors + result.timeouts,
+    refilled,
     cpuMs: cpuBefore === undefined || cpuAfter === undefined ? undefined : cpuAfter - cpuBefore,
     // The share of both cores nobody used: the room the idle-priority hasher can take.
     idle: machineBefore && machineAfter ? (machineAfter.idle - machineBefore.idle) / (machineAfter.total - machineBefore.total) : undefined,
@@ -674,6 +753,7 @@ function combine(runs) {
     p50: median(runs.map((r) => r.p50)),
     p99: median(runs.map((r) => r.p99)),
     unexpected: runs.reduce((n, r) => n + r.unexpected, 0),
+    refilled: runs.reduce((n, r) => n + (r.refilled ?? 0), 0),
     cpuUsPerRequest: cpu === undefined || !requests ? undefined : (cpu * 1000) / requests,
     idle: runs.every((r) => r.idle !== undefined) ? median(runs.map((r) => r.idle)) : undefined,
     rounds: runs.map((r) => fmtRps(r.rps)).join(' / '),
@@ -719,6 +799,11 @@ function printReport(rows, loginRun, gateway, decisionsRun) {
     if (scenario.targets?.ratio !== undefined) checks.push(`ratio ≥ ${scenario.targets.ratio.toFixed(2)} ${verdict(ratio >= scenario.targets.ratio)}`);
     if (scenario.targets?.p99DeltaMs !== undefined) checks.push(`Δp99 ≤ ${scenario.targets.p99DeltaMs} ms ${verdict(delta <= scenario.targets.p99DeltaMs)}`);
     if (g.unexpected || b.unexpected) checks.push(`ERROR: ${g.unexpected + b.unexpected} unexpected answers`);
+    if (scenario.refills) {
+      // A bucket of 1 a minute lets each user through once, then once per minute measured.
+      const allowed = scenario.headers().length * (2 + Math.ceil((g.runs.length * SECONDS) / 60));
+      checks.push(g.refilled > allowed ? `ERROR: ${g.refilled} admitted, more than ${allowed} refills` : `${g.refilled} admitted by refills`);
+    }
     allPass &&= !checks.some((c) => /FAIL|ERROR/.test(c));
     const us = (x) => (x === undefined ? '-' : Math.round(x));
     const cpu = b.cpuUsPerRequest === undefined && g.cpuUsPerRequest === undefined ? '-' : `${us(b.cpuUsPerRequest)} / ${us(g.cpuUsPerRequest)}`;
