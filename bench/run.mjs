@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // npm run bench: the gateway side by side with a raw @fastify/http-proxy (no guards, the
-// baseline), both in front of one small upstream, loaded by autocannon in alternating rounds.
+// baseline), both in front of one small upstream, loaded in alternating rounds (wrk, see Load).
 //
 // Layout: this process is the load generator; the upstream, the baseline and the gateway are
 // child processes, so the load generator and the servers never share an event loop. The gateway
@@ -14,14 +14,20 @@
 // LISTEN on storage.postgresDirect) against the gateway on direct Postgres, where pgbouncer is
 // installed.
 //
-// Environment: BENCH_SECONDS (per round, default 3), BENCH_ROUNDS (rounds per target, default 6),
-// BENCH_TARGET_ROUNDS (the same for the scenarios that carry a target, default 12),
-// BENCH_LOGIN_ROUNDS (pairs of bearer rounds without and with logins, default 12),
-// BENCH_WARMUP (seconds per target and scenario, default 1), BENCH_CONNECTIONS (default 50),
-// BENCH_USERS (users per group, default 10), BENCH_LOG_LEVEL (the gateway's, default info),
-// BENCH_ONLY (a subset: public,bearer,plan,apikey,daily,rated,minute,assertion,tls,ws,pgbouncer,logins,decisions),
-// BENCH_KEEP=1 (keep the
-// generated config and the gateway's log),
+// Load: wrk (Debian package wrk) when it is installed, with the proxy under test alone on one core
+// (taskset: the baseline, the gateways, nginx) and the load generator, the upstreams and the login
+// driver on the other, as issue 17 measured it. A JS load generator on the same cores as the server
+// needs as much CPU as the server and compresses the ratios toward 1. Without wrk or taskset, or
+// with BENCH_LOADER=autocannon, autocannon runs unpinned. WebSocket rounds are always JS (ws).
+//
+// Environment: BENCH_LOADER (wrk or autocannon), BENCH_SECONDS (per round, default 3),
+// BENCH_ROUNDS (rounds per target, default 6), BENCH_TARGET_ROUNDS (the same for the scenarios that
+// carry a target, default 12), BENCH_LOGIN_ROUNDS (pairs of bearer rounds without and with logins,
+// default 12), BENCH_WARMUP (seconds per target and scenario, default 1), BENCH_CONNECTIONS
+// (default 50), BENCH_USERS (users per group, default 10), BENCH_LOG_LEVEL (the gateway's, default
+// info), BENCH_ONLY (a subset:
+// public,bearer,plan,apikey,daily,rated,minute,assertion,tls,ws,pgbouncer,logins,decisions),
+// BENCH_KEEP=1 (keep the generated config and the gateway's log),
 // BENCH_GATEWAY_NODE_ARGS / BENCH_BASELINE_NODE_ARGS (node flags, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"),
 // DATABASE_URL, REDIS_URL.
 import { execFileSync } from 'node:child_process';
@@ -110,7 +116,7 @@ function makeCertificate(dir) {
 
 // ── the load generator ──────────────────────────────────────────────────────────────────────
 async function main() {
-  const { default: autocannon } = await import('autocannon');
+  const loader = await chooseLoader();
   const { cleanups, cleanup } = createCleanups();
 
   const tmp = mkdtempSync(path.join(os.tmpdir(), 'gw-bench-'));
@@ -148,6 +154,10 @@ async function main() {
         decisions: { port: 0 },
       }, cleanups)
       : undefined;
+    // The process under test alone on its core, what makes the load on the other (chooseLoader).
+    loader.pin(upstream.pid, 'load');
+    loader.pin(wsUpstream.pid, 'load');
+    for (const server of [baseline, baselineTls, gateway, gatewayTls, gatewayPooled].filter(Boolean)) loader.pin(server.pid, 'server');
     const pro = await Promise.all(data.pro.map((u) => login(gateway.url, u)));
     const used = await Promise.all(data.used.map((u) => login(gateway.url, u)));
     const capped = await Promise.all(data.capped.map((u) => login(gateway.url, u)));
@@ -195,9 +205,10 @@ async function main() {
       else s.skip = await (s.pair === 'ws' ? probeWs(gateway.url, s) : probe(pairOf(s).gateway.url, s));
     }
     console.log(`\nLoad: ${CONNECTIONS} connections, ${ROUNDS} rounds of ${SECONDS} s per target (${TARGET_ROUNDS} for scenarios with a target; after ${WARMUP} s of warm-up), alternating baseline and gateway.`);
+    console.log(`Load generator: ${loader.name}.`);
     console.log(`Storage: ${storage.label}. Gateway log level: ${gateway.logLevel}.\n`);
 
-    const measure = (target, scenario, seconds, extra) => (scenario.pair === 'ws' ? loadWs(target, scenario, seconds) : load(autocannon, target, scenario, seconds, extra));
+    const measure = (target, scenario, seconds, extra) => (scenario.pair === 'ws' ? loadWs(target, scenario, seconds) : load(loader, target, scenario, seconds, extra));
     // A fresh process runs slower for a while (JIT, pools, caches): warm both up once first.
     // The TLS pair is two more processes: warmed up the same way.
     for (const warm of scenarios.filter((s) => s.route === '/plan' && !s.skip)) {
@@ -239,6 +250,7 @@ async function main() {
     let loginRun;
     if (!only || only.has('logins')) {
       const loginDriver = await startChild(SELF, 'logins', [gateway.url], cleanups);
+      loader.pin(loginDriver.pid, 'load');
       await measure(gateway, bearer, WARMUP);
       for (let round = 0; round < LOGIN_ROUNDS; round++) {
         await inTurn(round, async () => quiet.push(await measure(gateway, bearer, SECONDS)),
@@ -255,7 +267,7 @@ async function main() {
     let decisionsRun;
     if (!only || only.has('decisions')) {
       const plan = scenarios.find((s) => s.route === '/plan');
-      decisionsRun = await runDecisions(measure, gateway, upstream, plan, cleanups);
+      decisionsRun = await runDecisions(measure, gateway, upstream, plan, cleanups, loader);
     }
 
     printReport(rows, loginRun, gateway, decisionsRun);
@@ -390,7 +402,7 @@ const DECISIONS_TARGET = 1.5;
  * decisions target is `/decisions` on the decisions listener, so `${url}/plan/item` asks for the
  * route the other side proxies.
  */
-async function runDecisions(measure, gateway, upstream, plan, cleanups) {
+async function runDecisions(measure, gateway, upstream, plan, cleanups, loader) {
   const decisions = { name: 'decisions', pid: gateway.pid, url: `${gateway.decisionsUrl}/decisions` };
   const probe = await send(gateway.decisionsUrl, 'GET', '/decisions/plan/probe', { headers: plan.headers()[0] });
   if (probe.status !== 200) throw new Error(`decisions: expected 200, got ${probe.status} ${probe.text}`);
@@ -402,6 +414,7 @@ async function runDecisions(measure, gateway, upstream, plan, cleanups) {
     return result;
   }
   const nginx = await startNginx(nginxBinary, upstream.url, gateway.decisionsUrl, cleanups);
+  loader.pin(nginx.alone.pid, 'server');
   const guarded = await send(nginx.guarded.url, 'GET', '/plan/probe', { headers: plan.headers()[0] });
   if (guarded.status !== 200 || !guarded.json?.user) throw new Error(`nginx + gateway: the upstream was not told the identity: ${guarded.status} ${guarded.text}`);
   result.nginx = await pairedRounds(measure, nginx.alone, nginx.guarded, plan, ROUNDS);
@@ -567,25 +580,74 @@ function machineTicks() {
   }
 }
 
-async function load(autocannon, target, scenario, seconds, extra = {}) {
+async function load(loader, target, scenario, seconds, extra = {}) {
   const headerSets = scenario.headers();
   // The baseline has no guards: it proxies every scenario's requests with a 200.
   const expected = target.name === 'baseline' ? 200 : scenario.expect;
-  let next = 0;
-  let latencies = new Float64Array(1 << 16);
-  let count = 0;
-  let unexpected = 0;
-  let refilled = 0;
   const cpuBefore = cpuMs(target.pid);
   const machineBefore = machineTicks();
   const hasher = extra.logins ? hasherPid(target.pid) : undefined;
   const hashBefore = hasher && cpuMs(hasher);
+  const round = loader.round({ url: `${target.url}${scenario.route}/item`, headerSets, seconds });
+  const stopLogins = extra.logins ? await startLogins(extra.logins) : undefined;
+  const result = await round;
+  await stopLogins?.();
+  const cpuAfter = cpuMs(target.pid);
+  const machineAfter = machineTicks();
+  const hashAfter = hasher && cpuMs(hasher);
+  let unexpected = result.errors;
+  let refilled = 0;
+  for (const [status, n] of Object.entries(result.statuses)) {
+    if (Number(status) === expected) continue;
+    if (scenario.refills && target.name !== 'baseline' && Number(status) === 200) refilled += n;
+    else unexpected += n;
+  }
+  return {
+    requests: result.requests,
+    rps: result.requests / result.seconds,
+    p50: result.p50,
+    p99: result.p99,
+    unexpected,
+    refilled,
+    cpuMs: cpuBefore === undefined || cpuAfter === undefined ? undefined : cpuAfter - cpuBefore,
+    // The share of both cores nobody used: the room the idle-priority hasher can take.
+    idle: machineBefore && machineAfter ? (machineAfter.idle - machineBefore.idle) / (machineAfter.total - machineBefore.total) : undefined,
+    hashCpuMs: hashBefore === undefined || hashAfter === undefined ? undefined : hashAfter - hashBefore,
+  };
+}
+
+// ── load generators ─────────────────────────────────────────────────────────────────────────
+// Each has round({ url, headerSets, seconds }) → { requests, seconds, statuses: { [status]: n },
+// errors, p50, p99 (ms) } and pin(pid, side): side 'server' for the process under test, 'load'
+// for everything that makes the load (the load generator, the upstreams, the login driver).
+const SERVER_CORE = '0';
+const LOAD_CORE = '1';
+
+async function chooseLoader() {
+  const wrk = env.BENCH_LOADER !== 'autocannon' && ['/usr/bin/wrk', '/usr/local/bin/wrk'].find(isExecutable);
+  const taskset = ['/usr/bin/taskset', '/bin/taskset'].find(isExecutable);
+  if (wrk && taskset && os.cpus().length >= 2) {
+    const pin = (pid, side) => execFileSync(taskset, ['-a', '-p', '-c', side === 'server' ? SERVER_CORE : LOAD_CORE, String(pid)], { stdio: 'ignore' });
+    pin(process.pid, 'load');
+    return { name: `wrk, the proxy under test alone on core ${SERVER_CORE}, the rest on core ${LOAD_CORE}`, pin, round: (options) => wrkRound(wrk, taskset, options) };
+  }
+  if (env.BENCH_LOADER === 'wrk') throw new Error('BENCH_LOADER=wrk: wrk, taskset and two cores are needed (apt-get install wrk)');
+  const { default: autocannon } = await import('autocannon');
+  const why = env.BENCH_LOADER === 'autocannon' ? 'BENCH_LOADER=autocannon' : 'no wrk and taskset, or one core';
+  return { name: `autocannon, unpinned (${why})`, pin: () => {}, round: (options) => autocannonRound(autocannon, options) };
+}
+
+/** One round with autocannon in this process: each connection holds one header set, as a client would. */
+async function autocannonRound(autocannon, { url, headerSets, seconds }) {
+  let next = 0;
+  let latencies = new Float64Array(1 << 16);
+  let count = 0;
+  const statuses = {};
   const instance = autocannon({
-    url: `${target.url}${scenario.route}/item`,
+    url,
     connections: CONNECTIONS,
     pipelining: 1,
     duration: seconds,
-    // Each connection is one client holding one user's credential, as in real traffic.
     setupClient: (client) => client.setHeaders(headerSets[next++ % headerSets.length]),
   });
   // autocannon's own percentiles have 1 ms resolution: keep every latency for finer ones.
@@ -596,29 +658,61 @@ async function load(autocannon, target, scenario, seconds, extra = {}) {
       latencies = bigger;
     }
     latencies[count++] = ms;
-    if (status === expected) return;
-    if (scenario.refills && target.name !== 'baseline' && status === 200) refilled++;
-    else unexpected++;
+    statuses[status] = (statuses[status] ?? 0) + 1;
   });
-  const stopLogins = extra.logins ? await startLogins(extra.logins) : undefined;
   const result = await instance;
-  await stopLogins?.();
-  const cpuAfter = cpuMs(target.pid);
-  const machineAfter = machineTicks();
-  const hashAfter = hasher && cpuMs(hasher);
   const sorted = latencies.subarray(0, count).sort();
-  return {
-    requests: result.requests.total,
-    rps: result.requests.total / result.duration,
-    p50: percentile(sorted, 0.5),
-    p99: percentile(sorted, 0.99),
-    unexpected: unexpected + result.errors + result.timeouts,
-    refilled,
-    cpuMs: cpuBefore === undefined || cpuAfter === undefined ? undefined : cpuAfter - cpuBefore,
-    // The share of both cores nobody used: the room the idle-priority hasher can take.
-    idle: machineBefore && machineAfter ? (machineAfter.idle - machineBefore.idle) / (machineAfter.total - machineBefore.total) : undefined,
-    hashCpuMs: hashBefore === undefined || hashAfter === undefined ? undefined : hashAfter - hashBefore,
-  };
+  return { requests: result.requests.total, seconds: result.duration, statuses, errors: result.errors + result.timeouts, p50: percentile(sorted, 0.5), p99: percentile(sorted, 0.99) };
+}
+
+/**
+ * One round with wrk (one thread, CONNECTIONS connections) on the load core. Its Lua script takes
+ * the header sets in turn, request by request, counts the answers by status and prints them
+ * with wrk's own totals and percentiles (µs) as one JSON line.
+ */
+async function wrkRound(wrk, taskset, { url, headerSets, seconds }) {
+  const lua = (v) => JSON.stringify(String(v)); // a JSON string is a valid Lua string literal here
+  const script = `local sets = {${headerSets.map((h) => `{${Object.entries(h).map(([k, v]) => `[${lua(k)}] = ${lua(v)}`).join(', ')}}`).join(', ')}}
+local i = 0
+statuses = {} -- a global: done() reads it from each thread
+request = function()
+  i = i % #sets + 1
+  return wrk.format('GET', nil, sets[i])
+end
+response = function(status)
+  statuses[status] = (statuses[status] or 0) + 1
+end
+local threads = {}
+setup = function(thread) table.insert(threads, thread) end
+done = function(summary, latency)
+  local counts = {}
+  for _, t in ipairs(threads) do
+    for status, n in pairs(t:get('statuses')) do counts[#counts + 1] = string.format('"%d":%d', status, n) end
+  end
+  local e = summary.errors
+  io.write(string.format('WRK {"requests":%d,"us":%d,"errors":%d,"p50":%d,"p99":%d,"statuses":{%s}}\\n',
+    summary.requests, summary.duration, e.connect + e.read + e.write + e.timeout, latency:percentile(50), latency:percentile(99), table.concat(counts, ',')))
+end
+`;
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'gw-bench-wrk-'));
+  try {
+    const file = path.join(dir, 'round.lua');
+    writeFileSync(file, script);
+    const out = await new Promise((resolve, reject) => {
+      const child = spawn(taskset, ['-c', LOAD_CORE, wrk, '-t1', `-c${CONNECTIONS}`, `-d${seconds}s`, '--timeout', '10s', '-s', file, url], { stdio: ['ignore', 'pipe', 'pipe'] });
+      let text = '';
+      child.stdout.on('data', (c) => { text += c; });
+      child.stderr.on('data', (c) => { text += c; });
+      child.once('error', reject);
+      child.once('exit', (code) => (code === 0 ? resolve(text) : reject(new Error(`wrk exited ${code}: ${text}`))));
+    });
+    const line = out.split('\n').find((l) => l.startsWith('WRK '));
+    if (!line) throw new Error(`wrk printed no result: ${out}`);
+    const r = JSON.parse(line.slice(4));
+    return { requests: r.requests, seconds: r.us / 1e6, statuses: r.statuses, errors: r.errors, p50: r.p50 / 1000, p99: r.p99 / 1000 };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 /**
