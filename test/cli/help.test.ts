@@ -1,7 +1,7 @@
 // The command line itself: help for the whole and for each command, --version, and usage errors
 // that name what was wrong. The built CLI, as `npx gateway` / `npx auth-gateway` runs it.
 import { execFile } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ensureBuilt, gateway, ROOT } from '../helpers/cli.js';
@@ -63,6 +63,9 @@ describe('gateway --help, --version, usage errors', { timeout: 60_000 }, () => {
   it('installs as `gateway` and as `auth-gateway`, both the same CLI', async () => {
     expect(pkg.bin).toEqual({ gateway: 'dist/cli.js', 'auth-gateway': 'dist/cli.js' });
     expect(readFileSync(path.join(ROOT, 'dist/cli.js'), 'utf8').startsWith('#!/usr/bin/env node\n')).toBe(true);
+    // The build marks it executable: npm links the bins at install, before a fresh clone's first
+    // build writes dist/cli.js, so without this `npx gateway` answers 'Permission denied'.
+    expect(statSync(path.join(ROOT, 'dist/cli.js')).mode & 0o111).toBe(0o111);
     // npx finds the project's own bin by name; `help`, because npx would read --version as its own.
     const stdout = await new Promise<string>((resolve, reject) => {
       execFile('npx', ['--no', 'auth-gateway', 'help'], { cwd: ROOT, timeout: 30_000 }, (err, out) => (err ? reject(err) : resolve(out)));
