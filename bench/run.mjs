@@ -40,6 +40,7 @@ import { spawn } from 'node:child_process';
 import {
   baseConfig, createCleanups, freePort, httpClient, positive, prepareStorage, runUpstream, seed, sleep, spawnGateway, startChild, stopProcess, waitForGateway, writeConfig,
 } from './common.mjs';
+import { localPgBouncerIni } from './pgbouncerIni.mjs';
 
 const SELF = fileURLToPath(import.meta.url);
 const role = process.argv[2] === '--role' ? process.argv[3] : 'main';
@@ -355,25 +356,16 @@ async function startGateway(tmp, name, config, cleanups) {
 
 /**
  * PgBouncer in transaction mode on `port`, in front of the run's database, from the docs' example
- * with only its database line, port, paths and authentication made local (as
- * test/helpers/pgbouncer.ts does). It refuses to run as root: under root it runs as postgres.
+ * made local (pgbouncerIni.mjs, as the tests run it). It refuses to run as root: under root it runs as postgres.
  * { url } or { skip } when pgbouncer is not installed.
  */
 async function startPgBouncer(postgresUrl, port, cleanups) {
   const binary = ['/usr/sbin/pgbouncer', '/usr/bin/pgbouncer', '/usr/local/bin/pgbouncer'].find(isExecutable);
   if (!binary) return { skip: 'pgbouncer is not installed' };
-  const direct = new URL(postgresUrl);
-  const database = direct.pathname.slice(1);
   const dir = mkdtempSync(path.join(os.tmpdir(), 'gw-bench-pgbouncer-'));
   chmodSync(dir, 0o777);
   cleanups.push(async () => rmSync(dir, { recursive: true, force: true }));
-  const ini = readFileSync(path.join(path.dirname(SELF), '../docs/examples/pgbouncer.ini'), 'utf8')
-    .replace(/^gateway = .*$/m, `${database} = host=${direct.hostname} port=${direct.port || 5432} dbname=${database} user=${direct.username || 'root'}`)
-    .replace(/^listen_port = .*$/m, `listen_port = ${port}`)
-    .replace(/^auth_type = .*$/m, 'auth_type = any')
-    .replace(/^auth_file = .*\n/m, '')
-    .replace(/^logfile = .*$/m, `logfile = ${dir}/pgbouncer.log`)
-    .replace(/^pidfile = .*$/m, `pidfile = ${dir}/pgbouncer.pid\nunix_socket_dir =`);
+  const ini = localPgBouncerIni(postgresUrl, port, dir);
   const file = path.join(dir, 'pgbouncer.ini');
   writeFileSync(file, ini);
   chmodSync(file, 0o644);

@@ -1,17 +1,16 @@
 // A PgBouncer of the test's own, in transaction mode, in front of the run's database: the pooler
 // operators put between their gateways and Postgres (docs/production.md). It runs the docs'
-// example pgbouncer.ini with only its ports, paths, database and authentication made local.
+// example pgbouncer.ini made local (bench/pgbouncerIni.mjs, which the bench runs too).
 // PgBouncer refuses to run as root: it runs as the postgres user, in a directory it may write.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { inject } from 'vitest';
+import { localPgBouncerIni } from '../../bench/pgbouncerIni.mjs';
 import { eventually, testServices } from './gateway.js';
 import { sparePort } from './ports.js';
-
-const EXAMPLE = new URL('../../docs/examples/pgbouncer.ini', import.meta.url);
 
 export interface PgBouncer {
   /** The run's database, through PgBouncer. */
@@ -20,19 +19,10 @@ export interface PgBouncer {
 }
 
 export async function startPgBouncer(): Promise<PgBouncer> {
-  const direct = new URL(testServices!.postgres);
-  const database = direct.pathname.slice(1);
   const port = await sparePort();
   const dir = mkdtempSync(path.join(tmpdir(), 'gw-pgbouncer-'));
   chmodSync(dir, 0o777);
-  const ini = readFileSync(EXAMPLE, 'utf8')
-    .replace(/^gateway = .*$/m, `${database} = host=${direct.hostname} port=${direct.port || 5432} dbname=${database} user=${direct.username || 'root'}`)
-    .replace(/^listen_port = .*$/m, `listen_port = ${port}`)
-    // The run's Postgres trusts local connections: no password file to write.
-    .replace(/^auth_type = .*$/m, 'auth_type = any')
-    .replace(/^auth_file = .*\n/m, '')
-    .replace(/^logfile = .*$/m, `logfile = ${dir}/pgbouncer.log`)
-    .replace(/^pidfile = .*$/m, `pidfile = ${dir}/pgbouncer.pid\nunix_socket_dir =`);
+  const ini = localPgBouncerIni(testServices!.postgres, port, dir);
   const file = path.join(dir, 'pgbouncer.ini');
   writeFileSync(file, ini);
   chmodSync(file, 0o644);
