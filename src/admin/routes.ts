@@ -22,6 +22,8 @@ const ALERT_DATA_MAX_BYTES = 60 * 1024;
 
 const digest = (value: string) => createHash('sha256').update(value).digest();
 
+const iso = (date: Date | null) => (date ? date.toISOString() : null);
+
 /** The user as the admin API shows it: the table's columns, never the password hash. */
 function adminView(user: User) {
   return {
@@ -32,11 +34,9 @@ function adminView(user: User) {
     daily_usage: user.daily_usage,
     last_usage_date: user.last_usage_date,
     created_at: user.created_at instanceof Date ? user.created_at.toISOString() : user.created_at,
-    email_verified_at: user.email_verified_at?.toISOString() ?? null,
+    email_verified_at: iso(user.email_verified_at),
   };
 }
-
-const iso = (date: Date | null) => (date ? date.toISOString() : null);
 
 /** A webhook message as the admin API lists it: what happened to it, never its body. */
 function deliveryView(row: DeliveryRow) {

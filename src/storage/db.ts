@@ -130,8 +130,8 @@ export function postgresDatabase(url: string, options: PostgresOptions = {}): Da
       // between two statements; unheard, that event is an uncaught exception that ends the process.
       // Heard, it marks the connection broken: the next statement fails as unavailable and the
       // release below destroys it instead of pooling it.
-      let broken: unknown;
-      const onError = (err: Error) => { broken = err; };
+      let broken = false;
+      const onError = () => { broken = true; };
       client.on('error', onError);
       const tx: Queryable = {
         async query<T>(sql: string, params?: unknown[]) {
@@ -154,12 +154,12 @@ export function postgresDatabase(url: string, options: PostgresOptions = {}): Da
       } catch (err) {
         // A connection that failed or timed out would only make ROLLBACK wait (and time out) too:
         // releasing it with the error destroys it, and Postgres aborts the transaction on disconnect.
-        if (isUnavailable(err)) broken ??= err;
-        else if (!broken) await client.query('ROLLBACK').catch((e: unknown) => { broken = e; });
+        if (isUnavailable(err)) broken = true;
+        else if (!broken) await client.query('ROLLBACK').catch(() => { broken = true; });
         throw err;
       } finally {
         client.removeListener('error', onError);
-        client.release(broken instanceof Error ? broken : broken === undefined ? undefined : new Error('connection broken'));
+        client.release(broken); // true: destroyed, not pooled
       }
     },
     async listen(channels, onNotify, onState) {

@@ -196,7 +196,8 @@ describeWithServices('HTTPS listener', () => {
     }
   });
 
-  it('lets a slow HTTP/1.1 request over TLS finish when it closes, answered with Connection: close', async () => {
+  /** A gateway of the test's own (the docs' HTTPS listener) and a marker whose requests the upstream answers after 300 ms. */
+  async function gatewayWithSlowRoute() {
     const own = await startTestGateway(testConfigFromFile(docsExample('tls', 'https-listener'), dir, { APP_URL: upstream.url }));
     const user = await makeUser(own);
     const m = marker();
@@ -205,6 +206,11 @@ describeWithServices('HTTPS listener', () => {
       setTimeout(() => res.end('late but whole'), 300);
       return true;
     };
+    return { own, user, m };
+  }
+
+  it('lets a slow HTTP/1.1 request over TLS finish when it closes, answered with Connection: close', async () => {
+    const { own, user, m } = await gatewayWithSlowRoute();
     try {
       const agent = new https.Agent({ keepAlive: true, ca: pki.ca });
       const answer = new Promise<{ status: number; connection: string | undefined; body: string }>((resolve, reject) => {
@@ -224,14 +230,7 @@ describeWithServices('HTTPS listener', () => {
   });
 
   it('lets its HTTP/2 connections go when it closes: streams in flight finish, then the session ends', async () => {
-    const own = await startTestGateway(testConfigFromFile(docsExample('tls', 'https-listener'), dir, { APP_URL: upstream.url }));
-    const user = await makeUser(own);
-    const m = marker();
-    upstream.handle = (req, res) => {
-      if (!req.url?.includes(m)) return false;
-      setTimeout(() => res.end('late but whole'), 300);
-      return true;
-    };
+    const { own, user, m } = await gatewayWithSlowRoute();
     const session = http2.connect(`https://localhost:${new URL(own.url).port}`, { ca: pki.ca });
     const ended = new Promise<void>((resolve) => session.once('close', () => resolve()));
     const slow = h2(session, { ':path': `/api/v1/orders/${m}`, ...bearer(user.access) });
