@@ -1,11 +1,11 @@
 // The proxy: every request that is not one of the gateway's own endpoints goes through the
-// pipeline (src/pipeline.ts) and, when allowed, is streamed to its upstream through undici's
-// pooled keep-alive agent, or, for a WebSocket upgrade, relayed by websocket.ts. This file only
+// pipeline (src/pipeline.ts) and, when allowed, is relayed to its upstream through undici's
+// pooled keep-alive agent (relay.ts), or, for a WebSocket upgrade, by websocket.ts. This file only
 // forwards: deciding is the pipeline's, the size of bodies bodyLimit.ts's, and which headers go
 // where headers.ts's.
 import type { Http2ServerRequest } from 'node:http2';
+import type { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import replyFrom from '@fastify/reply-from';
 import { LRUCache } from 'lru-cache';
 import type { Logger } from 'pino';
 import { HTTP_METHODS } from '../config/schema.js';
@@ -18,6 +18,7 @@ import type { Pipeline } from '../pipeline.js';
 import { BODY_TOO_LARGE, streamBodiesWithin } from './bodyLimit.js';
 import { downstreamHeaders, upstreamHeaders, type ForwardContext } from './headers.js';
 import { findOwnCredentials, type CredentialChecks } from './ownTokens.js';
+import { CLIENT_GONE, relay, upstreamTarget } from './relay.js';
 import { upstreamAgent } from './upstreamTls.js';
 import { handshakeDenial, handshakeless, upgradeFacts, withoutAccessToken, type WebSockets } from './websocket.js';
 
@@ -43,14 +44,9 @@ export interface ProxyDeps {
 export async function proxyRoutes(app: FastifyInstance, deps: ProxyDeps): Promise<void> {
   const { pipeline, live, credentials, ownMethods, websockets } = deps;
 
-  // Ours rather than reply-from's, for the TLS setup of each upstream; closed after the listener.
+  // With the TLS setup of each upstream; closed after the listener.
   const agent = upstreamAgent(UPSTREAM_POOL, (origin) => live.current.upstreamTls.get(origin));
   app.addHook('onClose', () => agent.close());
-  await app.register(replyFrom, {
-    undici: agent,
-    // The gateway logs each request once itself; reply-from's own lines would double them.
-    disableRequestLogging: true,
-  });
   streamBodiesWithin(app, () => live.current.config.server.bodyLimit);
   // An upstream that is down fails every request routed to it: one line per interval and upstream,
   // with a count (issue 18), and one when it answers again. `failing` keeps that check off the
@@ -67,19 +63,24 @@ export async function proxyRoutes(app: FastifyInstance, deps: ProxyDeps): Promis
     failureLogFor(upstream).recovered();
   };
 
-  const handler = async (request: FastifyRequest, reply: FastifyReply) => {
-    // Node reads a GET's or HEAD's body, fastify and reply-from drop it: the upstream would run
+  const proxy = async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
+    // Node reads a GET's or HEAD's body, which fastify does not parse: the upstream would run
     // another request than the client sent (a search without its query). Refused instead.
-    if ((request.method === 'GET' || request.method === 'HEAD') && hasBody(request)) return sendError(reply, 'badRequest');
+    if ((request.method === 'GET' || request.method === 'HEAD') && hasBody(request)) {
+      sendError(reply, 'badRequest');
+      return;
+    }
     const upgrade = websockets.isUpgrade(request);
-    if (upgrade) {
-      const malformed = handshakeDenial(request.headers);
-      if (malformed) return sendDenial(reply, malformed);
+    const malformed = upgrade ? handshakeDenial(request.headers) : undefined;
+    if (malformed) {
+      sendDenial(reply, malformed);
+      return;
     }
     const decision = await pipeline.decide(upgrade ? upgradeFacts(request) : request, { ownMethods, forwarding: true });
     if (decision.kind === 'deny') {
       if (decision.route) request.gatewayRoute = decision.route;
-      return deny(request, reply, decision.route, decision.denial);
+      deny(request, reply, decision.route, decision.denial);
+      return;
     }
     const { route, auth } = decision;
     const target = route.target!; // decide() with forwarding never allows a route without one
@@ -116,29 +117,39 @@ export async function proxyRoutes(app: FastifyInstance, deps: ProxyDeps): Promis
       });
       if (opened.kind === 'failed') upstreamFailed(request, reply, target.name, opened.error);
       else answered(target.name);
-      return reply;
+      return;
     }
-    try {
-      return reply.from(`${target.url}${decision.upstreamPath}`, {
-        timeout: target.timeout,
-        // reply-from's copy: Host already set to the upstream's, Connection and the headers it
-        // names already gone (so `Connection: x-user-id` cannot remove what we add next).
-        rewriteRequestHeaders: (_request, base) => upstreamHeaders(base, context),
-        // The gateway's RateLimit fields on a counted route, in place of any the upstream sent.
-        rewriteHeaders: (headers) => {
-          answered(target.name);
-          return decision.responseHeaders ? { ...downstreamHeaders(headers, request.corsCovered), ...decision.responseHeaders } : downstreamHeaders(headers, request.corsCovered);
-        },
-        // Never resend: a retried POST could run twice, and a 503 is the upstream's answer to pass on.
-        retryDelay: () => null,
-        ...(own.query === undefined ? {} : { queryString: () => own.query! }),
-        onError: (replyOnError, { error }) => upstreamFailed(request, replyOnError as FastifyReply, target.name, error),
-      });
-    } catch (err) {
-      // reply-from refuses paths it cannot build (malformed percent-encoding).
-      request.log.info({ err }, 'path refused by the proxy');
-      return sendError(reply, 'badRequest');
+    const upstream = upstreamTarget(target.url, decision.upstreamPath);
+    if (!upstream) {
+      // A path no request can carry (malformed percent-encoding, a `..` segment once decoded).
+      request.log.info({ upstream: target.name }, 'path refused by the proxy');
+      sendError(reply, 'badRequest');
+      return;
     }
+    // The query as the client sent it, or without the pairs that carried a gateway credential.
+    const q = url.indexOf('?');
+    const search = own.query !== undefined ? (own.query ? `?${own.query}` : '') : q === -1 ? '' : url.slice(q);
+    const headers = upstreamHeaders(request.headers, context);
+    headers.host = upstream.origin.slice(upstream.origin.indexOf('//') + 2);
+    relay(agent, reply, {
+      origin: upstream.origin,
+      path: upstream.path + search,
+      method: request.method,
+      headers,
+      body: (request.body as Readable | undefined) ?? null,
+      timeout: target.timeout,
+    }, {
+      // The gateway's RateLimit fields on a counted route, in place of any the upstream sent.
+      responseHeaders: (upstreamHeaders) => (decision.responseHeaders ? { ...downstreamHeaders(upstreamHeaders, request.corsCovered), ...decision.responseHeaders } : downstreamHeaders(upstreamHeaders, request.corsCovered)),
+      answered: () => answered(target.name),
+      // Never resent: a retried POST could run twice.
+      failed: (error) => upstreamFailed(request, reply, target.name, error),
+    });
+  };
+  // Not an async handler: fastify would wait on the reply as a promise (an eos listener per
+  // request); the reply is answered by the relay, or by sendError, or by the error handler here.
+  const handler = (request: FastifyRequest, reply: FastifyReply): void => {
+    proxy(request, reply).catch((err: unknown) => reply.send(err));
   };
 
   // Every other method Node parses reaches the handler too, for the 405 (or 404) of the contract
@@ -146,10 +157,10 @@ export async function proxyRoutes(app: FastifyInstance, deps: ProxyDeps): Promis
   acceptEveryMethod(app);
   app.route({ method: app.supportedMethods, url: '/*', handler });
 
-  function deny(request: FastifyRequest, reply: FastifyReply, route: string | undefined, denial: Denial): FastifyReply {
+  function deny(request: FastifyRequest, reply: FastifyReply, route: string | undefined, denial: Denial): void {
     // 400 and 404 name no route and decide nothing: not worth a line each at info.
     if (route) request.log.info({ route, reason: denial.code }, 'request denied');
-    return sendDenial(reply, denial);
+    sendDenial(reply, denial);
   }
 
   function upstreamFailed(request: FastifyRequest, reply: FastifyReply, upstream: string, error: unknown): void {
@@ -163,7 +174,7 @@ export async function proxyRoutes(app: FastifyInstance, deps: ProxyDeps): Promis
     }
     // The client closed or broke its connection mid-request, which cut the upstream request on our
     // side: nobody to answer, and no upstream fault to count (operators alert on that metric).
-    if (request.raw.socket?.destroyed) {
+    if (request.raw.socket?.destroyed || chain.some((e) => e.code === CLIENT_GONE)) {
       request.log.info({ upstream }, 'client went away before the response');
       reply.raw.destroy();
       return;
@@ -175,10 +186,11 @@ export async function proxyRoutes(app: FastifyInstance, deps: ProxyDeps): Promis
       else reply.raw.destroy();
       return;
     }
-    const timedOut = chain.some((e) => e.statusCode === 504 || /TIMEOUT/.test(e.code ?? ''));
+    // undici's UND_ERR_HEADERS_TIMEOUT, UND_ERR_BODY_TIMEOUT and UND_ERR_CONNECT_TIMEOUT.
+    const timedOut = chain.some((e) => /TIMEOUT/.test(e.code ?? ''));
     const code = chain.map((e) => e.code).filter(Boolean).at(-1);
     failing.add(upstream);
-    // The cause, not reply-from's wrapper (a FastifyError with statusCode 500 the client never sees).
+    // The innermost cause (undici's error, or the body stream's that ended the request).
     failureLogFor(upstream).failed(chain.at(-1) ?? error, { reqId: request.id, code, timedOut });
     deps.upstreamErrors.inc({ upstream, kind: timedOut ? 'timeout' : 'unavailable' });
     if (reply.sent) {
@@ -213,10 +225,10 @@ export function ownEndpointMethods(app: FastifyInstance): (path: string) => read
   };
 }
 
-/** The error and its causes (reply-from wraps undici's errors, which wrap ours). */
-function causes(error: unknown): Array<{ code?: string; statusCode?: number }> {
-  const out: Array<{ code?: string; statusCode?: number }> = [];
-  let e = error as { code?: string; statusCode?: number; cause?: unknown } | undefined;
+/** The error and its causes (undici may wrap the error of the body stream that ended the request). */
+function causes(error: unknown): Array<{ code?: string }> {
+  const out: Array<{ code?: string }> = [];
+  let e = error as { code?: string; cause?: unknown } | undefined;
   while (e && typeof e === 'object' && out.length < 5) {
     out.push(e);
     e = e.cause as typeof e;

@@ -81,7 +81,8 @@ export function overridingMethods(headers: IncomingHttpHeaders, url: string): st
 
 // Hop-by-hop headers (RFC 9110 §7.6.1) describe one connection, never the next one. `expect` is
 // answered by the gateway itself (node sends the 100 Continue) and undici cannot forward it.
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'expect']);
+// HTTP2-Settings belongs to an HTTP/1.1 connection's upgrade to HTTP/2 (RFC 7540 §3.2.1).
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'expect', 'http2-settings']);
 // Never passed on, whatever the route (CONTRACT §8). The gateway says itself where a request came
 // from (X-Forwarded-For, -Proto, -Host, set below), so the client's copies go whatever they hold.
 // Frameworks also read client addresses from other claims (the npm request-ip package trusts
@@ -114,12 +115,17 @@ const FORWARDING_FROM_PROXIES = new Set([
 // Both functions run on every proxied request: plain loops over the names, no entry arrays.
 export function upstreamHeaders(incoming: IncomingHttpHeaders, ctx: ForwardContext): IncomingHttpHeaders {
   const out: IncomingHttpHeaders = {};
+  // Headers the client named in Connection are hop-by-hop too, but never the ones set below
+  // (`Connection: x-user-id` cannot remove what the gateway adds).
+  const named = connectionOptions(incoming.connection);
   // Skipped rather than deleted afterwards: a delete turns the object V8 builds into a slow one.
   for (const name in incoming) {
     const value = incoming[name];
     // A name with `_` goes, as nginx drops it by default: CGI-style servers read `X_User_Id` or
     // `Transfer_Encoding` as the dashed header, so it would smuggle what the rules above remove.
-    if (value === undefined || name.includes('_') || HOP_BY_HOP.has(name) || NEVER_FORWARDED.has(name) || isIdentityHeader(name) || name.startsWith(OTHER_PROXY_IDENTITY_PREFIX)) continue;
+    // HTTP/2's pseudo-headers (`:path`…) are the request line, which the upstream gets its own way.
+    if (value === undefined || name.charCodeAt(0) === 0x3a || name.includes('_') || HOP_BY_HOP.has(name) || NEVER_FORWARDED.has(name) || isIdentityHeader(name) || name.startsWith(OTHER_PROXY_IDENTITY_PREFIX)) continue;
+    if (named?.includes(name)) continue;
     if (!ctx.trustProxy && FORWARDING_FROM_PROXIES.has(name)) continue;
     if (name === 'authorization' && ctx.dropAuthorization) continue;
     if (ctx.carryingCredentials?.includes(name)) continue;
@@ -146,9 +152,7 @@ export function upstreamHeaders(incoming: IncomingHttpHeaders, ctx: ForwardConte
  * origin the gateway refuses), and `Vary` keeps the upstream's values with the gateway's `Origin`.
  */
 export function downstreamHeaders(incoming: Record<string, string | string[] | undefined>, corsCovered = false): Record<string, string | string[] | undefined> {
-  // Headers named by Connection are hop-by-hop too; most responses name none beyond keep-alive.
-  const connection = incoming.connection;
-  const named = connection === undefined ? undefined : String(connection).toLowerCase().split(',').map((t) => t.trim());
+  const named = connectionOptions(incoming.connection);
   const out: Record<string, string | string[] | undefined> = {};
   for (const name in incoming) {
     const n = name.toLowerCase();
@@ -158,6 +162,17 @@ export function downstreamHeaders(incoming: Record<string, string | string[] | u
   }
   if (corsCovered) out.vary = varyWithOrigin(incoming.vary);
   return out;
+}
+
+/**
+ * The header names a Connection header lists besides its usual options (RFC 9110 §7.6.1), lower
+ * case; undefined when it lists none. Most messages say only `keep-alive` or `close`.
+ */
+function connectionOptions(connection: string | string[] | undefined): string[] | undefined {
+  if (connection === undefined) return undefined;
+  const text = String(connection).toLowerCase();
+  if (text === 'keep-alive' || text === 'close') return undefined;
+  return text.split(',').map((t) => t.trim());
 }
 
 /** The upstream's Vary with Origin added (`*` already varies on everything). */

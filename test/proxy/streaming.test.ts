@@ -50,7 +50,18 @@ interface Sending {
   finished: boolean;
   /** The test resolves it once the client has the first chunk: only then does the response end. */
   finish: Deferred<void>;
+  /** Resolves when the upstream's connection for this response closes (ended or cut). */
+  closed: Promise<void>;
 }
+
+/** What the upstream has written of one /big/ response, as far as its socket took it. */
+interface Flood {
+  written: number;
+  finished: boolean;
+}
+
+/** The size of a /big/ response: far more than the socket buffers on the way can hold. */
+const FLOOD_BYTES = 64 * 1024 * 1024;
 
 interface StreamingUpstream {
   url: string;
@@ -58,6 +69,8 @@ interface StreamingUpstream {
   arrival(marker: string): Promise<Arrival>;
   /** Registers, before the request is sent, a /down/ response the test will let finish. */
   sending(marker: string): Sending;
+  /** Registers, before the request is sent, a /big/ response of FLOOD_BYTES written as fast as the connection takes it. */
+  flood(marker: string): Flood;
   /** Lets every /down/ response still held end (after a failed test). */
   finishAll(): void;
   close(): Promise<void>;
@@ -68,7 +81,8 @@ interface StreamingUpstream {
 // body and answers its length and hash once it has all of it.
 async function startStreamingUpstream(): Promise<StreamingUpstream> {
   const arrivals = new Map<string, Deferred<Arrival>>();
-  const sendings = new Map<string, Sending>();
+  const sendings = new Map<string, Sending & { close(): void }>();
+  const floods = new Map<string, Flood>();
   const sockets = new Set<import('node:net').Socket>();
   const markerOf = (url: string) => /\/(m[0-9a-f]{12})(?:[/?]|$)/.exec(url)?.[1] ?? '';
   const arrivalFor = (m: string) => {
@@ -80,6 +94,23 @@ async function startStreamingUpstream(): Promise<StreamingUpstream> {
   const server = http.createServer((req, res) => {
     const url = req.url ?? '/';
     const m = markerOf(url);
+    if (url.includes('/big/')) {
+      const flood = floods.get(m);
+      if (!flood) { res.writeHead(500); res.end('no /big/ registered for this marker'); return; }
+      res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(FLOOD_BYTES) });
+      const chunk = Buffer.alloc(64 * 1024, 'b');
+      // Writes only as fast as the connection drains: what is written is what the gateway took.
+      const pump = () => {
+        while (flood.written < FLOOD_BYTES) {
+          flood.written += chunk.length;
+          if (!res.write(chunk)) { res.once('drain', pump); return; }
+        }
+        res.end();
+        flood.finished = true;
+      };
+      pump();
+      return;
+    }
     if (url.includes('/down/')) {
       const sending = sendings.get(m);
       const first = `first:${m}\n`;
@@ -89,6 +120,7 @@ async function startStreamingUpstream(): Promise<StreamingUpstream> {
         'content-type': 'text/plain; charset=utf-8',
         ...(url.includes('length=1') ? { 'content-length': String(Buffer.byteLength(first + rest)) } : {}),
       });
+      res.on('close', () => sending.close());
       res.write(first);
       void sending.finish.promise.then(() => { res.end(rest); sending.finished = true; });
       return;
@@ -115,9 +147,15 @@ async function startStreamingUpstream(): Promise<StreamingUpstream> {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     arrival: (m) => arrivalFor(m).promise,
     sending: (m) => {
-      const s: Sending = { finished: false, finish: deferred() };
+      const closed = deferred();
+      const s = { finished: false, finish: deferred(), closed: closed.promise, close: () => closed.resolve() };
       sendings.set(m, s);
       return s;
+    },
+    flood: (m) => {
+      const f: Flood = { written: 0, finished: false };
+      floods.set(m, f);
+      return f;
     },
     finishAll: () => { for (const s of sendings.values()) s.finish.resolve(); },
     close: async () => {
@@ -316,5 +354,49 @@ describeWithServices('bodies streamed both ways', () => {
     expect(gw.logs.filter((l) => l.includes('client went away before the response'))).toHaveLength(2);
     expect(gw.logs.filter((l) => l.includes('upstream failed'))).toEqual([]);
     gw.logs.length = 0;
+  });
+  // The client's pace sets the upstream's: a proxy that read on regardless would hold whatever the
+  // client has not taken yet in memory, a whole download per slow client.
+  it('holds the upstream back while the client does not read, and passes everything on when it does', async () => {
+    for (const route of routes()) {
+      const m = marker();
+      const flood = upstream.flood(m);
+      const url = new URL(gw.url);
+      const res = await within(new Promise<http.IncomingMessage>((resolve, reject) => {
+        const req = http.get({ host: url.hostname, port: url.port, path: `${route.prefix}/big/${m}`, headers: route.headers, agent: false }, resolve);
+        openRequests.add(req);
+        req.on('error', reject);
+      }), `${route.name}: no response headers`);
+      res.pause();
+      expect(res.statusCode, route.name).toBe(200);
+      // Wait until the upstream can write no more: the buffers between it and the client are full.
+      let seen = -1;
+      while (flood.written !== seen) {
+        seen = flood.written;
+        await new Promise((resolve) => setTimeout(resolve, 300));
+      }
+      expect(flood.finished, `${route.name}: the upstream wrote its whole response to a client that read nothing`).toBe(false);
+      expect(flood.written).toBeLessThan(FLOOD_BYTES / 2);
+
+      let received = 0;
+      res.on('data', (c: Buffer) => { received += c.length; });
+      res.resume();
+      await within(new Promise((resolve) => res.on('end', resolve)), `${route.name}: the response did not end once the client read it`);
+      expect(received).toBe(FLOOD_BYTES);
+      expect(flood.finished).toBe(true);
+    }
+  });
+
+  it('cuts the upstream response short when the client leaves in the middle of it', async () => {
+    for (const route of routes()) {
+      const m = marker();
+      const sending = upstream.sending(m);
+      const res = await within(openGet(gw.url, `${route.prefix}/down/${m}`, route.headers), `${route.name}: no response headers`);
+      await within(res.first, `${route.name}: the first chunk never came`);
+      for (const req of openRequests) req.destroy();
+      await within(sending.closed, `${route.name}: the upstream's response stayed open after the client went away`);
+      expect(sending.finished).toBe(false);
+    }
+    expect((await gw.services.metrics.upstreamErrors.get()).values).toEqual([]);
   });
 });
