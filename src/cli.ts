@@ -409,11 +409,11 @@ async function health({ config: configPath }: Args): Promise<number> {
  * anything can fail, and whatever stops the start becomes one fatal line with a hint (startFailure).
  */
 async function start({ config: configPath }: Args): Promise<number> {
-  const [{ createLogger }, { startGateway }, { reloadOnSignal }, { default: closeWithGrace }] = await Promise.all([
+  const [{ asyncStdout, createLogger }, { startGateway }, { reloadOnSignal }, { default: closeWithGrace }] = await Promise.all([
     import('./logger.js'), import('./server.js'), import('./reload.js'), import('close-with-grace'),
   ]);
   const levelProblem = logLevelProblem();
-  const log = createLogger(levelProblem ? 'info' : process.env.LOG_LEVEL ?? 'info');
+  const log = createLogger(levelProblem ? 'info' : process.env.LOG_LEVEL ?? 'info', asyncStdout());
   const fail = (failure: StartFailure): number => {
     const { msg, ...fields } = failure;
     // Even with LOG_LEVEL=silent: an instance that will not start says why once.

@@ -1,6 +1,6 @@
 // pino with redaction: credentials never reach the logs, whatever a handler logs by mistake.
 import { LogController, type FastifyBaseLogger, type FastifyReply, type FastifyRequest } from 'fastify';
-import { pino, type Bindings, type ChildLoggerOptions, type DestinationStream, type Level, type Logger } from 'pino';
+import { destination, pino, type Bindings, type ChildLoggerOptions, type DestinationStream, type Level, type Logger } from 'pino';
 
 export const REDACT_PATHS = [
   'req.headers.authorization', 'req.headers["x-api-key"]', 'req.headers.cookie', 'res.headers["set-cookie"]',
@@ -47,6 +47,16 @@ export function createLogger(level = 'info', destination?: DestinationStream): L
     return child.call(this, censorNested(bindings), options);
   } as Logger['child'];
   return logger;
+}
+
+/**
+ * Standard output for a long-running process: lines are written without waiting, and those logged
+ * while a write is under way go out together in the next one. A synchronous write per line (pino's
+ * default) cost about a tenth of a refused request's CPU, one system call per denial. Lines still
+ * buffered are written before the process exits (pino flushes its destinations on exit).
+ */
+export function asyncStdout(): DestinationStream {
+  return destination({ dest: 1, sync: false });
 }
 
 /**

@@ -225,7 +225,7 @@ function headerLines(headers: Record<string, string | string[] | undefined>): st
 
 /** The client's headers without its handshake's own (the upstream's handshake is another). */
 export function handshakeless(headers: IncomingHttpHeaders): IncomingHttpHeaders {
-  // Headers the client named in Connection are hop-by-hop (RFC 9110 §7.6.1), as reply-from drops them.
+  // Headers the client named in Connection are hop-by-hop (RFC 9110 §7.6.1), as upstreamHeaders drops them.
   const named = new Set(String(headers.connection ?? '').toLowerCase().split(',').map((t) => t.trim()));
   const out: IncomingHttpHeaders = {};
   for (const name in headers) {
