@@ -84,7 +84,8 @@ export class RouteTable {
   private find(key: string): CompiledRoute | undefined {
     for (const route of this.routes) {
       const p = route.key;
-      if (p === '/' || key === p || key.startsWith(`${p}/`)) return route;
+      // `p/` without building it on every request: p, then a slash right after it.
+      if (p === '/' || key === p || (key.startsWith(p) && key.charCodeAt(p.length) === 0x2f)) return route;
     }
     return undefined;
   }
