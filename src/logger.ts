@@ -138,6 +138,14 @@ class LazyChild implements FastifyBaseLogger {
 
   private write(level: Level, args: unknown[]): void {
     if (!this.enabled(level)) return;
+    // A line with fields (most are: a denial's route and reason) is written by the parent with the
+    // bindings as its first fields, the same line a child writes, without making the child: that
+    // was a third of the cost of a denial's line, which a flood of refused requests pays each time.
+    const [first, ...rest] = args;
+    if (!this.made && isPlainObject(first)) {
+      (this.parent[level] as (...a: unknown[]) => void).call(this.parent, { ...this.bindings, ...first }, ...rest);
+      return;
+    }
     const real = this.real;
     (real[level] as (...a: unknown[]) => void).apply(real, args);
   }
@@ -145,4 +153,8 @@ class LazyChild implements FastifyBaseLogger {
   child(bindings: Bindings, options?: ChildLoggerOptions): FastifyBaseLogger {
     return this.real.child(bindings, options);
   }
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && Object.getPrototypeOf(value) === Object.prototype;
 }

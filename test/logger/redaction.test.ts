@@ -72,6 +72,15 @@ describe('lazyChildLogger (request.log)', () => {
     expect(last()).toMatchObject({ level: 20, reqId: 'r-1', msg: 'now written' });
   });
 
+  it('writes a line with fields exactly as a child would, the request id first', () => {
+    const { log, lines } = capture('info');
+    lazyChildLogger(log as FastifyBaseLogger, { reqId: 'r-3' }, {}).info({ route: '/x', reason: 'tooManyRequests' }, 'request denied');
+    log.child({ reqId: 'r-3' }).info({ route: '/x', reason: 'tooManyRequests' }, 'request denied');
+    const [lazy, child] = lines.map((line) => line.replace(/"time":\d+,/, ''));
+    expect(lazy).toBe(child);
+    expect(lazy).toMatch(/^\{"level":30,"pid":\d+,"hostname":"[^"]*","reqId":"r-3","route":"\/x","reason":"tooManyRequests","msg":"request denied"\}\n$/);
+  });
+
   it('makes an ordinary child when the route sets log options', () => {
     const { log, last } = capture('info');
     const child = lazyChildLogger(log as FastifyBaseLogger, { reqId: 'r-2' }, { level: 'debug' });

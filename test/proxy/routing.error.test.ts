@@ -2,6 +2,7 @@
 // Allow for a method a route does not take (or that the gateway never forwards), 404 off every
 // route, 413 past bodyLimit before the upstream sees a whole request, 502 and 504 for an upstream
 // that refuses or is too slow, never a retry. Two instances on one database, a real upstream.
+import net, { type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import { closeSql, describeWithServices, marker, startTwoGateways, testConfig, type TestGateway } from '../helpers/gateway.js';
@@ -14,8 +15,14 @@ describeWithServices('reverse proxy refusals and upstream failures', () => {
   let upstream: EchoUpstream;
   let a: TestGateway;
   let b: TestGateway;
+  // Answers every request with a status HTTP does not have, at once.
+  let odd: net.Server;
 
   beforeAll(async () => {
+    odd = net.createServer((socket) => {
+      socket.once('data', () => socket.end('HTTP/1.1 600 Odd\r\ncontent-length: 2\r\nx-odd: yes\r\n\r\nok'));
+    });
+    await new Promise<void>((resolve) => odd.listen(0, '127.0.0.1', resolve));
     upstream = await startEchoUpstream();
     // A path containing /sleep/ is answered late.
     upstream.handle = (req, res) => {
@@ -31,12 +38,14 @@ describeWithServices('reverse proxy refusals and upstream failures', () => {
         app: { url: upstream.url, timeout: '5s' },
         slow: { url: upstream.url, timeout: '300ms' },
         dead: { url: `http://127.0.0.1:${dead}`, timeout: '2s' },
+        odd: { url: `http://127.0.0.1:${(odd.address() as AddressInfo).port}`, timeout: '2s' },
       },
       routes: [
         { path: '/races', upstream: 'app', methods: ['GET', 'POST'], auth: 'none' },
         { path: '/any', upstream: 'app', auth: 'none' },
         { path: '/slow', upstream: 'slow', auth: 'none' },
         { path: '/dead', upstream: 'dead', auth: 'none' },
+        { path: '/odd', upstream: 'odd', auth: 'none' },
       ],
     }));
   });
@@ -44,6 +53,7 @@ describeWithServices('reverse proxy refusals and upstream failures', () => {
   afterAll(async () => {
     await Promise.all([a?.close(), b?.close()]);
     await upstream?.close();
+    await new Promise((resolve) => odd?.close(resolve));
     await closeSql();
   });
 
@@ -120,6 +130,13 @@ describeWithServices('reverse proxy refusals and upstream failures', () => {
       const patient = await b.get(`/any/sleep/${m}`);
       expect(patient.status).toBe(200);
       expect(patient.text).toBe('late');
+    });
+
+    it('answers 502 to a status HTTP does not have, and passes none of that answer on', async () => {
+      const res = await a.get(`/odd/${marker()}`);
+      expect(res.status).toBe(502);
+      expect(res.json).toEqual({ error: 'Service en amont indisponible' });
+      expect(res.headers['x-odd']).toBeUndefined();
     });
   });
 });
