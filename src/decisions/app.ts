@@ -8,6 +8,7 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest }
 import { sendDenial, sendError } from '../errors.js';
 import type { Instance } from '../instance.js';
 import { acceptEveryMethod, listenerOptions, registerCommon } from '../listener.js';
+import { DenialLog } from '../logThrottle.js';
 import { DECISIONS_PATH, originalRequest } from './original.js';
 
 /**
@@ -39,6 +40,7 @@ export async function buildDecisionsApp(instance: Instance, options: DecisionsOp
   });
   acceptEveryMethod(app);
 
+  const denials = new DenialLog();
   const handler = async (request: FastifyRequest, reply: FastifyReply) => {
     const original = originalRequest(request.method, request.url, request.raw.rawHeaders);
     if (!original) return sendError(reply, 'badRequest');
@@ -49,7 +51,7 @@ export async function buildDecisionsApp(instance: Instance, options: DecisionsOp
       // to, a proxy sending the gateway's paths elsewhere could hand `/API/V1/AUTH/LOGIN`, password
       // and all, to the application behind it.
       if (decision.route === 'own') return sendError(reply, 'routeNotFound');
-      if (decision.route) request.log.info({ route: decision.route, reason: decision.denial.code }, 'request denied');
+      if (decision.route) denials.denied(request.log, decision.route, decision.denial.code);
       return sendDenial(reply, decision.denial);
     }
     // Only what the pipeline says: nothing the client sent comes back for the proxy to copy.

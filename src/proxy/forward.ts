@@ -11,7 +11,7 @@ import type { Logger } from 'pino';
 import { HTTP_METHODS } from '../config/schema.js';
 import { sendDenial, sendError, type Denial } from '../errors.js';
 import { acceptEveryMethod } from '../listener.js';
-import { failureLog, type FailureLog } from '../logThrottle.js';
+import { DenialLog, failureLog, type FailureLog } from '../logThrottle.js';
 import type { Live } from '../live.js';
 import type { Metrics } from '../metrics.js';
 import type { Pipeline } from '../pipeline.js';
@@ -58,6 +58,7 @@ export async function proxyRoutes(app: FastifyInstance, deps: ProxyDeps): Promis
     if (!log) failureLogs.set(upstream, (log = failureLog(app.log.child({ upstream }) as Logger, 'upstream failed: its requests are answered 502 or 504', { recoveredMessage: 'upstream answers again' })));
     return log;
   };
+  const denials = new DenialLog();
   const answered = (upstream: string): void => {
     if (failing.size === 0 || !failing.delete(upstream)) return;
     failureLogFor(upstream).recovered();
@@ -159,7 +160,7 @@ export async function proxyRoutes(app: FastifyInstance, deps: ProxyDeps): Promis
 
   function deny(request: FastifyRequest, reply: FastifyReply, route: string | undefined, denial: Denial): void {
     // 400 and 404 name no route and decide nothing: not worth a line each at info.
-    if (route) request.log.info({ route, reason: denial.code }, 'request denied');
+    if (route) denials.denied(request.log, route, denial.code);
     sendDenial(reply, denial);
   }
 

@@ -135,6 +135,11 @@ describeWithServices('per-plan quotas and per-minute limits', () => {
     expect(refused.headers.ratelimit).toMatch(/^"minute";r=0;t=\d+$/);
     const first = results.find((r) => r.status === 200)!;
     expect(first.headers['ratelimit-policy']).toBe('"minute";q=100;w=60');
+    // Hundreds of refusals, one line per instance (logThrottle.ts DenialLog): a script over its
+    // limit does not fill the disk.
+    for (const gw of [a, b]) {
+      expect(gw.logs.filter((l) => l.includes('"reason":"tooManyRequests"') && l.includes('"route":"/burst"'))).toHaveLength(1);
+    }
   });
 
   it('shares a limit that does not divide a minute into whole milliseconds between the instances too', async () => {

@@ -4,7 +4,8 @@
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
-import { failureLog } from '../../src/logThrottle.js';
+import type { FastifyBaseLogger } from 'fastify';
+import { DenialLog, failureLog } from '../../src/logThrottle.js';
 
 function captured() {
   const lines: Array<Record<string, unknown>> = [];
@@ -57,5 +58,36 @@ describe('failureLog', () => {
     const quiet = failureLog(log, 'Redis failed', { now: clock.now });
     quiet.recovered();
     expect(lines).toEqual([]);
+  });
+});
+
+describe('DenialLog', () => {
+  it('logs every denial but quota refusals, which are logged once per route and reason per interval with a count', () => {
+    const { lines, log, clock } = captured();
+    const denials = new DenialLog({ intervalMs: 10_000, now: clock.now });
+    const request = log.child({ reqId: 'r-1' }) as FastifyBaseLogger;
+
+    // A script over its per-minute limit: 1,000 refusals over 25 s; probes without a token beside it.
+    for (let i = 0; i < 1000; i++) {
+      denials.denied(request, '/api', 'tooManyRequests');
+      if (i % 250 === 0) denials.denied(request, '/api', 'tokenInvalid');
+      clock.advance(25);
+    }
+    denials.denied(request, '/api', 'dailyLimitReached');
+    denials.denied(request, '/other', 'tooManyRequests');
+
+    expect(lines.map((l) => [l.route, l.reason, l.occurrences, l.msg])).toEqual([
+      ['/api', 'tooManyRequests', undefined, 'request denied'],
+      ['/api', 'tokenInvalid', undefined, 'request denied'],
+      ['/api', 'tokenInvalid', undefined, 'request denied'],
+      ['/api', 'tooManyRequests', 400, 'request denied (400 times in the last 10 s)'],
+      ['/api', 'tokenInvalid', undefined, 'request denied'],
+      ['/api', 'tokenInvalid', undefined, 'request denied'],
+      ['/api', 'tooManyRequests', 400, 'request denied (400 times in the last 10 s)'],
+      // Another reason or another route is another count, its first refusal a line at once.
+      ['/api', 'dailyLimitReached', undefined, 'request denied'],
+      ['/other', 'tooManyRequests', undefined, 'request denied'],
+    ]);
+    expect(lines.every((l) => l.reqId === 'r-1' && l.level === 30)).toBe(true);
   });
 });
