@@ -141,9 +141,10 @@ class LazyChild implements FastifyBaseLogger {
     // A line with fields (most are: a denial's route and reason) is written by the parent with the
     // bindings as its first fields, the same line a child writes, without making the child: that
     // was a third of the cost of a denial's line, which a flood of refused requests pays each time.
-    const [first, ...rest] = args;
+    const first = args[0];
     if (!this.made && isPlainObject(first)) {
-      (this.parent[level] as (...a: unknown[]) => void).call(this.parent, { ...this.bindings, ...first }, ...rest);
+      args[0] = { ...this.bindings, ...first };
+      (this.parent[level] as (...a: unknown[]) => void).apply(this.parent, args);
       return;
     }
     const real = this.real;

@@ -34,7 +34,7 @@ export interface RelayCallbacks {
 }
 
 /** An answer undici parsed but Node cannot pass on (a status outside 100–599). */
-export const UNUSABLE_ANSWER = 'GW_UPSTREAM_UNUSABLE_ANSWER';
+const UNUSABLE_ANSWER = 'GW_UPSTREAM_UNUSABLE_ANSWER';
 /** The client's connection closed before the upstream's answer was through. */
 export const CLIENT_GONE = 'GW_CLIENT_GONE';
 

@@ -223,13 +223,14 @@ function headerLines(headers: Record<string, string | string[] | undefined>): st
   return Object.entries(headers).flatMap(([name, value]) => (value === undefined ? [] : Array.isArray(value) ? value : [value]).map((v) => `${name}: ${v}`));
 }
 
-/** The client's headers without its handshake's own (the upstream's handshake is another). */
+/**
+ * The client's headers without its handshake's own (the upstream's handshake is another). The
+ * hop-by-hop ones, Connection and the headers it names, are upstreamHeaders' to drop.
+ */
 export function handshakeless(headers: IncomingHttpHeaders): IncomingHttpHeaders {
-  // Headers the client named in Connection are hop-by-hop (RFC 9110 §7.6.1), as upstreamHeaders drops them.
-  const named = new Set(String(headers.connection ?? '').toLowerCase().split(',').map((t) => t.trim()));
   const out: IncomingHttpHeaders = {};
   for (const name in headers) {
-    if (!HANDSHAKE_HEADERS.has(name) && !named.has(name)) out[name] = headers[name];
+    if (!HANDSHAKE_HEADERS.has(name)) out[name] = headers[name];
   }
   return out;
 }
