@@ -92,6 +92,15 @@ describe('upstreamHeaders', () => {
     expect(Object.keys(upstreamHeaders({ ...hop, accept: '*/*' }, ctx()))).toEqual(['accept', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'x-request-id']);
   });
 
+  it('drops the headers the client names in Connection, never the ones the gateway sets, and HTTP/2 pseudo-headers', () => {
+    const incoming = { connection: 'keep-alive, X-Debug, x-user-id, x-forwarded-for', 'x-debug': '1', ':path': '/x', ':method': 'GET', accept: '*/*' };
+    const identity = identityHeaders(USER, 'bearer');
+    const out = upstreamHeaders(incoming, ctx({ identity }));
+    expect(out).not.toHaveProperty('x-debug');
+    expect(Object.keys(out).filter((n) => n.startsWith(':'))).toEqual([]);
+    expect(out).toMatchObject({ accept: '*/*', 'x-forwarded-for': '203.0.113.7', ...identity });
+  });
+
   it('replaces what the client says of where the request came from, and drops its API key', () => {
     const claims = { 'x-forwarded-for': '10.0.0.1', 'x-forwarded-proto': 'http', 'x-forwarded-host': 'evil.test', 'x-request-id': 'client-id', 'x-api-key': 'gw_secret' };
     expect(upstreamHeaders(claims, ctx())).toEqual({ 'x-forwarded-for': '203.0.113.7', 'x-forwarded-proto': 'https', 'x-forwarded-host': 'gateway.test', 'x-request-id': 'req-1' });
