@@ -4,21 +4,21 @@
 import type { Http2ServerRequest } from 'node:http2';
 import Fastify, { type FastifyInstance } from 'fastify';
 import rateLimit from '@fastify/rate-limit';
-import { accountRoutes, accountUserRoutes } from './auth/accountRoutes.js';
+import { accountRoutes } from './auth/accountRoutes.js';
 import { authRoutes } from './auth/routes.js';
-import { sha256Hex } from './auth/tokens.js';
-import { corsHook } from './cors.js';
-import { authRateLimitOptions } from './guards/authRateLimit.js';
-import { requireUserWith } from './guards/requireUser.js';
+import { sha256Hex } from './digest.js';
+import { corsHook } from './routing/cors.js';
+import { authRateLimitOptions } from './listener/authRateLimit.js';
+import { requireUserWith } from './listener/requireUser.js';
 import { healthRoutes } from './health.js';
 import type { Instance } from './instance.js';
-import { httpsOptions, listenerOptions, registerCommon } from './listener.js';
+import { httpsOptions, listenerOptions, registerCommon } from './listener/common.js';
 import { ownEndpointMethods, proxyRoutes } from './proxy/forward.js';
 import { OpenSockets } from './proxy/openSockets.js';
 import { documentRoutes } from './openapi.js';
-import { canonicalUrl } from './proxy/paths.js';
+import { canonicalUrl } from './routing/paths.js';
 import { WebSockets } from './proxy/websocket.js';
-import { userRoutes } from './pro/routes.js';
+import { userRoutes } from './user/routes.js';
 import { ASSERTION_KEYS_PATH } from './verify/index.js';
 
 const REQUEST_TIMEOUT_MS = 300_000;
@@ -41,7 +41,7 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
     // then dropped with its upstream request (clientErrorHandler).
     requestTimeout: REQUEST_TIMEOUT_MS,
     // One path for everything: own endpoints and routes are matched on the normalized path the
-    // proxy forwards, so `/x/../api/v1/auth/login` cannot reach an upstream (proxy/paths.ts).
+    // proxy forwards, so `/x/../api/v1/auth/login` cannot reach an upstream (routing/paths.ts).
     rewriteUrl: (req) => canonicalUrl(req.url ?? '/'),
   });
   registerCommon(app, metrics.tallies);
@@ -87,11 +87,8 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
     await auth.register(authRoutes, { ...links, tokens, events, auth: config.auth });
     await auth.register(accountRoutes, { ...links, tokens, events, requireUser, auth: config.auth });
   }, { prefix: '/api/v1/auth' });
-  await app.register(async (user) => {
-    await user.register(rateLimit, authRateLimit);
-    await user.register(accountUserRoutes, { db, clock, events, requireUser, identities });
-  }, { prefix: '/api/v1/user' });
-  await app.register(userRoutes, { prefix: '/api/v1/user', db, identities, events, requireUser, webhooks: config.webhooks, clock, plans: () => live.current.config.plans });
+  const userDeps = { rateLimit: authRateLimit, db, identities, events, requireUser, webhooks: config.webhooks, clock, plans: () => live.current.config.plans };
+  await app.register((user) => userRoutes(user, userDeps), { prefix: '/api/v1/user' });
   // WebSocket upgrades on websocket routes go through fastify's routing like any request; the
   // sockets they open are closed (1008) when their user no longer passes the route's guards, and
   // (1001) when the listener closes, after the drain (server.shutdownDelay).

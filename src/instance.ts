@@ -8,15 +8,16 @@ import { AssertionKeyring } from './assertion/keyring.js';
 import { AssertionSigner } from './assertion/signer.js';
 import { MailQueue } from './auth/mail.js';
 import { createTokens, type Tokens } from './auth/tokens.js';
-import { ApiKeyUsage } from './guards/apiKeyUsage.js';
+import { ApiKeyUsage } from './storage/apiKeyUsage.js';
 import { DailyLimiter } from './guards/dailyLimit.js';
-import { IdentityCache } from './guards/identityCache.js';
+import { IdentityCache } from './storage/identityCache.js';
 import { MinuteLimiter } from './guards/minuteLimit.js';
 import { Live } from './live.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { Pipeline } from './pipeline.js';
-import { WebhookEvents } from './pro/deliveries.js';
-import type { LookupAll } from './pro/ssrf.js';
+import { OutboxEmitter, type Events } from './webhooks/emitter.js';
+import { OutboxWorker } from './webhooks/outbox.js';
+import type { LookupAll } from './webhooks/ssrf.js';
 import { ChangeFeed } from './storage/changeFeed.js';
 import { openDatabase, type Database } from './storage/db.js';
 import { assertMigrated, migrate } from './storage/migrations.js';
@@ -46,7 +47,8 @@ export interface Instance {
   keyring: AssertionKeyring;
   pipeline: Pipeline;
   metrics: Metrics;
-  events: WebhookEvents;
+  /** Webhook events, stored in the outbox with the change that causes them. */
+  events: Events;
   /** Account mails (reset and verification links), sent off the request path. */
   mailer: MailQueue;
   close(): Promise<void>;
@@ -105,9 +107,10 @@ export async function createInstance(config: Config, options: InstanceOptions): 
     const keyring = new AssertionKeyring(db, feed, clock, log);
     // Webhook deliveries (the outbox worker): closed before the feed and the pool, so it can hand
     // back the attempts a shutdown cuts short.
-    const events = new WebhookEvents({ db, feed, config: config.webhooks, clock, log, metrics, lookup: options.webhookLookup });
-    closers.push(() => events.close());
-    events.start();
+    const outbox = new OutboxWorker({ db, feed, config: config.webhooks, clock, log, metrics, lookup: options.webhookLookup });
+    closers.push(() => outbox.close());
+    outbox.start();
+    const events = new OutboxEmitter({ db, config: config.webhooks, clock });
     await feed.start();
 
     const tokens = await createTokens(config.auth, db, clock, (message) => log.warn(message));

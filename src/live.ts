@@ -3,8 +3,8 @@
 // `live.current` once and sees one consistent configuration from start to end, even across a
 // reload. Everything else an instance holds was wired at start and never changes.
 import type { Config } from './config/schema.js';
-import { CorsPolicies } from './cors.js';
-import { RouteTable } from './proxy/routeTable.js';
+import { CorsPolicies } from './routing/cors.js';
+import { RouteTable } from './routing/routeTable.js';
 import { readUpstreamTls, type UpstreamTls } from './proxy/upstreamTls.js';
 
 export interface LiveSnapshot {

@@ -6,7 +6,7 @@
 // Every way a request can reach something the gateway protects goes through here: the proxy
 // (proxy/forward.ts) before forwarding, WebSocket upgrades there too (with the access_token query
 // parameter read as their bearer token: proxy/websocket.ts), the gateway's own endpoints
-// (guards/requireUser.ts) with a policy of their own, and the decisions listener (decisions/app.ts). Nothing here
+// (listener/requireUser.ts) with a policy of their own, and the decisions listener (decisions/app.ts). Nothing here
 // forwards, answers or logs: callers do that with the Decision they get.
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Assertions } from './assertion/signer.js';
@@ -19,9 +19,10 @@ import { checkPlan } from './guards/plan.js';
 import type { Live } from './live.js';
 import { planLimitsOf } from './plans.js';
 import type { RouteTallies } from './metrics.js';
-import { identityHeaders, overridingMethods } from './proxy/headers.js';
-import { matchKeys, normalizePath } from './proxy/paths.js';
-import type { CompiledRoute } from './proxy/routeTable.js';
+import { identityHeaders } from './identityHeaders.js';
+import { overridingMethods } from './routing/methodOverrides.js';
+import { matchKeys, normalizePath } from './routing/paths.js';
+import type { CompiledRoute } from './routing/routeTable.js';
 
 /** What a route (or an own endpoint) asks of a request. */
 export interface GuardPolicy {

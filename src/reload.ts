@@ -10,7 +10,7 @@ import type { Logger } from 'pino';
 import type { Config } from './config/schema.js';
 import { ConfigError } from './config/load.js';
 import type { DailyLimiter } from './guards/dailyLimit.js';
-import type { Certificates } from './listener.js';
+import type { Certificates } from './listener/common.js';
 import { Live } from './live.js';
 
 export interface ReloadDeps {

@@ -10,7 +10,7 @@ import { buildAdminApp } from './admin/app.js';
 import type { Config } from './config/schema.js';
 import { buildDecisionsApp } from './decisions/app.js';
 import { createInstance, type Instance, type InstanceOptions } from './instance.js';
-import { listenerCertificates, type Certificates } from './listener.js';
+import { listenerCertificates, type Certificates } from './listener/common.js';
 import { ownEndpointMethods } from './proxy/forward.js';
 
 export interface RunningGateway {

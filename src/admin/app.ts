@@ -3,7 +3,7 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import { healthRoutes } from '../health.js';
 import type { Instance } from '../instance.js';
-import { listenerOptions, registerCommon } from '../listener.js';
+import { listenerOptions, registerCommon } from '../listener/common.js';
 import { combinedDocument, documentRoutes } from '../openapi.js';
 import { adminRoutes } from './routes.js';
 

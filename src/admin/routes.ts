@@ -6,8 +6,8 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../config/schema.js';
 import { planUnknownMessage, sendDenial, sendError } from '../errors.js';
 import { headerValue } from '../http.js';
-import type { IdentityCache } from '../guards/identityCache.js';
-import type { Events } from '../pro/deliveries.js';
+import type { IdentityCache } from '../storage/identityCache.js';
+import type { Events } from '../webhooks/emitter.js';
 import type { Database } from '../storage/db.js';
 import { normalizeEmail } from '../auth/credentials.js';
 import { dailyRemaining, knownPlans, planLimitsOf, usedToday } from '../plans.js';
@@ -17,7 +17,7 @@ import { utcDay } from '../time.js';
 
 const ALERT_TYPE = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$/;
 const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
-/** Below the outbox's per-message limit (DeliveryLimits.maxMessageBytes), leaving room for the envelope. */
+/** Below the outbox's per-message limit (MAX_MESSAGE_BYTES of webhooks/emitter.ts), leaving room for the envelope. */
 const ALERT_DATA_MAX_BYTES = 60 * 1024;
 
 const digest = (value: string) => createHash('sha256').update(value).digest();

@@ -1,23 +1,23 @@
 // Accounts users manage themselves (CONTRACT §13): under /api/v1/auth (beside routes.ts), POST
-// /password/change, /password/forgot, /password/reset, /email/verify, /email/resend; under
-// /api/v1/user, the sessions and the account's deletion. All under the auth rate limit (app.ts).
+// /password/change, /password/forgot, /password/reset, /email/verify, /email/resend. All under the
+// auth rate limit (app.ts). The user's own resources under /api/v1/user are in src/user/.
 import type { FastifyInstance } from 'fastify';
 import { sendDenial, sendError } from '../errors.js';
-import type { IdentityCache } from '../guards/identityCache.js';
-import { currentIdentity, currentUser, type RequireUser } from '../guards/requireUser.js';
+import { currentIdentity, currentUser, type RequireUser } from '../listener/requireUser.js';
 import { textField } from '../http.js';
 import type { Config } from '../config/schema.js';
-import type { Events } from '../pro/deliveries.js';
+import type { Events } from '../webhooks/emitter.js';
 import type { Database, Queryable } from '../storage/db.js';
 import * as emailTokens from '../storage/emailTokens.js';
 import { revokeAllForUser } from '../storage/refreshTokens.js';
-import { activeSessions, isUsersSession, revokeSession } from '../storage/sessions.js';
+import { isUsersSession } from '../storage/sessions.js';
 import * as users from '../storage/users.js';
 import { newPasswordDenial, normalizeEmail } from './credentials.js';
 import { queueLinkMail, type LinkMailDeps, type LinkPurpose } from './links.js';
 import { hashPassword, isTooLong, verifyPassword } from './passwords.js';
 import { clientOf, issueInSession } from './sessions.js';
-import { sha256Hex, type Tokens } from './tokens.js';
+import { sha256Hex } from '../digest.js';
+import type { Tokens } from './tokens.js';
 
 export interface AccountRoutesDeps extends LinkMailDeps {
   db: Database;
@@ -125,71 +125,4 @@ export async function accountRoutes(app: FastifyInstance, deps: AccountRoutesDep
       return then(tx, user, now);
     });
   }
-}
-
-export interface AccountUserRoutesDeps {
-  db: Database;
-  clock: () => Date;
-  events: Events;
-  requireUser: RequireUser;
-  identities: Pick<IdentityCache, 'forgetUser'>;
-}
-
-/** GET /api/v1/user/sessions, DELETE /api/v1/user/sessions/{id}, DELETE /api/v1/user/me (CONTRACT §13). */
-export async function accountUserRoutes(app: FastifyInstance, deps: AccountUserRoutesDeps): Promise<void> {
-  const { db, clock, events, requireUser, identities } = deps;
-
-  app.get('/sessions', { preHandler: requireUser() }, async (request) => {
-    const { user, sessionId } = currentIdentity(request);
-    const sessions = await activeSessions(db, user.id, clock());
-    return {
-      sessions: sessions.map((s) => ({
-        id: s.id,
-        created_at: s.created_at.toISOString(),
-        last_used_at: s.last_used_at.toISOString(),
-        user_agent: s.user_agent,
-        ip: s.ip,
-        current: s.id === sessionId,
-      })),
-    };
-  });
-
-  app.delete<{ Params: { id: string } }>('/sessions/:id', { preHandler: requireUser() }, async (request, reply) => {
-    const { user, sessionId } = currentIdentity(request);
-    const id = parseSessionId(request.params.id);
-    const revoked = id === undefined ? undefined : await db.transaction(async (tx) => {
-      await users.lockUser(tx, user.id, 'update');
-      // Someone else's session is "not found", never "forbidden": ids do not tell whose they are.
-      if (!(await isUsersSession(tx, user.id, id))) return undefined;
-      const ended = await revokeSession(tx, id);
-      // Ending a session already ended is not an event.
-      if (ended > 0) await events.emit(user.id, 'auth.session_revoked', { session_id: id, current: id === sessionId }, tx);
-      return ended;
-    });
-    if (revoked === undefined) return sendError(reply, 'sessionNotFound');
-    if (revoked > 0) request.log.info({ userId: user.id, sessionId: id }, 'session revoked');
-    return { message: 'Session révoquée' };
-  });
-
-  app.delete('/me', { preHandler: requireUser() }, async (request, reply) => {
-    const { id } = currentUser(request);
-    const password = textField(request.body, 'password');
-    const user = isTooLong(password) ? undefined : await users.findByIdWithHash(db, id);
-    if (!user || !(await verifyPassword(user.password_hash, password))) return sendError(reply, 'invalidCredentials');
-    // Only if the password checked is still the password.
-    const deleted = await users.deleteUser(db, id, user);
-    if (!deleted) return sendError(reply, 'invalidCredentials');
-    // At once here; the delete triggers carry it to every other instance (tokens, keys, WebSockets).
-    identities.forgetUser(id);
-    request.log.info({ userId: id }, 'account deleted by its user');
-    return { message: 'Compte supprimé' };
-  });
-}
-
-const SESSION_ID = /^[1-9]\d{0,15}$/;
-
-/** A session id from a URL, within what JSON numbers hold exactly; else undefined (a 404, like an unknown one). */
-function parseSessionId(text: string): number | undefined {
-  const n = SESSION_ID.test(text) ? Number(text) : NaN;
-  return Number.isSafeInteger(n) ? n : undefined;
 }

@@ -2,12 +2,11 @@
 // carries 32 random bytes; only their SHA-256 is stored (email_tokens), so a copy of the database
 // opens no account. The raw token exists in the mail (or in `gateway users reset-link`'s output)
 // and nowhere else: never in a log.
-import { randomBytes } from 'node:crypto';
 import type { Config } from '../config/schema.js';
 import type { Database, Queryable } from '../storage/db.js';
 import { insertEmailToken, issuedSince, type LinkPurpose } from '../storage/emailTokens.js';
 import type { Mail, Mailer } from './mail.js';
-import { sha256Hex } from './tokens.js';
+import { randomToken, sha256Hex } from '../digest.js';
 
 export type { LinkPurpose };
 
@@ -23,7 +22,7 @@ export type LinkTemplates = Pick<NonNullable<Config['mail']>, 'resetUrl' | 'veri
 
 /** A new link for the user: stores its hash, returns the URL (the template with the token in it). */
 export async function makeLink(db: Queryable, user: { id: number; email: string }, purpose: LinkPurpose, templates: LinkTemplates, now: Date): Promise<string> {
-  const token = randomBytes(32).toString('base64url');
+  const token = randomToken(32);
   await insertEmailToken(db, user.id, purpose, sha256Hex(token), user.email, now, new Date(now.getTime() + LINK_TTL_MS[purpose]));
   const template = purpose === 'reset' ? templates.resetUrl : templates.verifyUrl;
   return template.replaceAll('{token}', token);

@@ -4,7 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import { sendDenial, sendError } from '../errors.js';
 import { textField } from '../http.js';
 import type { Config } from '../config/schema.js';
-import type { Events } from '../pro/deliveries.js';
+import type { Events } from '../webhooks/emitter.js';
 import type { Database } from '../storage/db.js';
 import * as refreshTokens from '../storage/refreshTokens.js';
 import * as users from '../storage/users.js';
@@ -12,7 +12,8 @@ import { newPasswordDenial, normalizeEmail, storable } from './credentials.js';
 import { queueLinkMail, type LinkMailDeps } from './links.js';
 import { burnVerification, hashPassword, isTooLong, needsRehash, verifyPassword } from './passwords.js';
 import { clientOf, issueInSession } from './sessions.js';
-import { sha256Hex, type Tokens } from './tokens.js';
+import { sha256Hex } from '../digest.js';
+import type { Tokens } from './tokens.js';
 
 export interface AuthRoutesDeps extends LinkMailDeps {
   db: Database;

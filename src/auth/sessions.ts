@@ -6,7 +6,8 @@ import type { Queryable } from '../storage/db.js';
 import { insertRefreshToken } from '../storage/refreshTokens.js';
 import { createSession, touchSession, type Client } from '../storage/sessions.js';
 import type { User } from '../storage/users.js';
-import { sha256Hex, type TokenPair, type Tokens } from './tokens.js';
+import { sha256Hex } from '../digest.js';
+import type { TokenPair, Tokens } from './tokens.js';
 
 /** The client as the request shows it: user agent, and address (X-Forwarded-For only under server.trustProxy). */
 export function clientOf(request: FastifyRequest): Client {

@@ -1,7 +1,7 @@
 // Access and refresh tokens (jose). Each kind carries its own `typ` header and every verifier
 // demands it, so a refresh token never passes as an access token or the other way round.
 // The algorithm list is pinned to the configured one: no `alg: none`, no HS/RS confusion.
-import { createPublicKey, hash, randomBytes, randomUUID, webcrypto } from 'node:crypto';
+import { createPublicKey, randomBytes, randomUUID, webcrypto } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { calculateJwkThumbprint, compactVerify, decodeProtectedHeader, exportJWK, importPKCS8, importSPKI, jwtVerify, SignJWT, type CryptoKey, type JWK, type JWTPayload } from 'jose';
 import { LRUCache } from 'lru-cache';
@@ -50,11 +50,6 @@ interface Keys {
   verify: CryptoKey | Uint8Array;
   kid?: string;
   publicJwk?: JWK;
-}
-
-export function sha256Hex(value: string): string {
-  // The one-shot form: about half the cost of createHash().update().digest(), paid on every API-key request.
-  return hash('sha256', value, 'hex');
 }
 
 const VERIFIED_CACHE_SIZE = 50_000;

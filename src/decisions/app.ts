@@ -7,7 +7,7 @@
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { sendDenial, sendError } from '../errors.js';
 import type { Instance } from '../instance.js';
-import { acceptEveryMethod, listenerOptions, registerCommon } from '../listener.js';
+import { acceptEveryMethod, listenerOptions, registerCommon } from '../listener/common.js';
 import { DenialLog } from '../logThrottle.js';
 import { DECISIONS_PATH, originalRequest } from './original.js';
 

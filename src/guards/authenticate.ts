@@ -4,10 +4,11 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { bearerChallenge, type Denial } from '../errors.js';
 import { headerValue } from '../http.js';
-import { sha256Hex, type Tokens } from '../auth/tokens.js';
+import { sha256Hex } from '../digest.js';
+import type { Tokens } from '../auth/tokens.js';
 import type { User } from '../storage/users.js';
-import type { IdentityCache } from './identityCache.js';
-import type { ApiKeyUsage } from './apiKeyUsage.js';
+import type { IdentityCache } from '../storage/identityCache.js';
+import type { ApiKeyUsage } from '../storage/apiKeyUsage.js';
 
 export type AuthMethod = 'bearer' | 'api-key';
 

@@ -16,51 +16,16 @@ import { planLimitsOf, knownPlans } from '../plans.js';
 import { utcDay } from '../time.js';
 import type { ChangeFeed } from '../storage/changeFeed.js';
 import type { Database } from '../storage/db.js';
-import { masterNodes } from '../storage/redis.js';
 import { BACKGROUND_TIMEOUT_MS, type RedisBreaker } from '../storage/redisBreaker.js';
+import { dropKeys, eachKeyBatch, INCR_WITH_TTL } from '../storage/redisScripts.js';
 import { countDailyUse, underDailyLimit, type User } from '../storage/users.js';
 import { secondsToUtcMidnight, type QuotaOutcome } from './quota.js';
 
 const KEY_TTL_MS = 48 * 3_600_000; // outlives the UTC day whatever the instance's clock skew
 
-// INCR and set the expiry in one step, so a crash between the two cannot leave an immortal key.
-const INCR_WITH_TTL = `local n = redis.call('INCR', KEYS[1])
-if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
-return n`;
-
 /** The Redis key of a user's gate for a day; `*` for every user's (a SCAN pattern). */
 function gateKey(userId: number | '*', day: string): string {
   return `daily:${userId}:${day}`;
-}
-
-/** Hands `drop` each batch of the day's gate keys (as gateKey spells them), on every master node, and adds up what it dropped. */
-async function eachGateBatch(redis: RedisBreaker, day: string, drop: (keys: string[]) => Promise<number>): Promise<number> {
-  const prefix = redis.client.options.keyPrefix ?? '';
-  const pattern = `${escapeGlob(prefix)}${gateKey('*', day)}`;
-  let dropped = 0;
-  for (const node of masterNodes(redis.client)) {
-    let cursor = '0';
-    do {
-      // SCAN does not apply ioredis' keyPrefix; DEL does, so strip it from what SCAN returns.
-      const page = await redis.call(() => node.scan(cursor, 'MATCH', pattern, 'COUNT', 1000), BACKGROUND_TIMEOUT_MS);
-      if (!page) throw new Error('Redis did not answer a SCAN');
-      const [next, keys] = page;
-      cursor = next;
-      if (keys.length) dropped += await drop(keys.map((k) => k.slice(prefix.length)));
-    } while (cursor !== '0');
-  }
-  return dropped;
-}
-
-/** Drops the keys one by one (several at once would be refused across Cluster slots); how many went. */
-async function dropKeys(redis: RedisBreaker, keys: string[]): Promise<number> {
-  const answers = await Promise.all(keys.map((key) => redis.call((client) => client.del(key), BACKGROUND_TIMEOUT_MS)));
-  if (answers.includes(undefined)) throw new Error('Redis did not answer a DEL');
-  return answers.reduce<number>((sum, n) => sum + (n ?? 0), 0);
-}
-
-function escapeGlob(text: string): string {
-  return text.replace(/[*?[\]\\]/g, '\\$&');
 }
 
 function refused(plan: string, limit: number, resetSec: number): QuotaOutcome {
@@ -171,7 +136,7 @@ export class DailyLimiter {
     const redis = this.readyRedis();
     if (!redis) return;
     try {
-      const dropped = await eachGateBatch(redis, utcDay(this.clock()), (keys) => dropKeys(redis, keys));
+      const dropped = await eachKeyBatch(redis, gateKey('*', utcDay(this.clock())), (keys) => dropKeys(redis, keys));
       this.log.info({ dropped, reason }, 'dropped today\'s Redis gate counters');
       this.gatesFailing.recovered();
     } catch (err) {
@@ -192,7 +157,7 @@ export class DailyLimiter {
     if (!redis) return;
     const day = utcDay(this.clock());
     try {
-      const dropped = await eachGateBatch(redis, day, async (keys) => {
+      const dropped = await eachKeyBatch(redis, gateKey('*', day), async (keys) => {
         const ids = keys.map((k) => Number(k.split(':')[1])).filter(Number.isSafeInteger);
         const stale = ids.length ? await underDailyLimit(this.db, ids, day, this.dailyLimits()) : [];
         return dropKeys(redis, stale.map((id) => gateKey(id, day)));

@@ -28,6 +28,7 @@
 import { LRUCache } from 'lru-cache';
 import type { RedisClient } from '../storage/redis.js';
 import type { RedisBreaker } from '../storage/redisBreaker.js';
+import { minuteBucketScript } from '../storage/redisScripts.js';
 import type { QuotaOutcome, QuotaState } from './quota.js';
 
 const WINDOW_MS = 60_000;
@@ -40,27 +41,6 @@ const MAX_LEASE = 1000;
 const LEASE_SHARE = 20;
 /** The longest an instance refuses a user on the strength of Redis' last refusal. */
 const REFUSAL_MS = 250;
-
-// KEYS[1]: the user's bucket (its theoretical arrival time, ms). ARGV[1]: ms between two requests
-// at the sustained rate, fractional unless perMinute divides 60,000 (PX takes whole ms only, and
-// at least 1: past about 100 million a minute the interval is below a double's precision at
-// today's epoch ms, so the time does not move at all and such a limit admits everything).
-// ARGV[2]: requests handed back (an expired lease's rest), ARGV[3]: requests wanted.
-// Answers { requests taken (0: refused), ms until the bucket is full again, ms to wait }.
-const GCRA = `local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local interval = tonumber(ARGV[1])
-local tat = tonumber(redis.call('GET', KEYS[1]) or '0') - tonumber(ARGV[2]) * interval
-if tat < now then tat = now end
-local available = math.floor((${WINDOW_MS} - (tat - now)) / interval)
-if available < 1 then
-  if tonumber(ARGV[2]) > 0 then redis.call('SET', KEYS[1], tat, 'PX', math.max(1, math.ceil(tat - now))) end
-  return {0, tat - now, tat + interval - ${WINDOW_MS} - now}
-end
-local taken = math.max(1, math.min(tonumber(ARGV[3]), math.floor(available / ${LEASE_SHARE})))
-local next = tat + taken * interval
-redis.call('SET', KEYS[1], next, 'PX', math.max(1, math.ceil(next - now)))
-return {taken, next - now, 0}`;
 
 type Gcra = (key: string, intervalMs: number, handedBack: number, wanted: number) => Promise<[number, number, number]>;
 type WithGcra = RedisClient & { gwMinuteBucket: Gcra };
@@ -94,7 +74,7 @@ export class MinuteLimiter {
 
   constructor(private readonly redis: RedisBreaker | null, private readonly clock: () => Date = () => new Date()) {
     // EVALSHA with the script loaded once, not the script's text on every request.
-    redis?.client.defineCommand('gwMinuteBucket', { numberOfKeys: 1, lua: GCRA });
+    redis?.client.defineCommand('gwMinuteBucket', { numberOfKeys: 1, lua: minuteBucketScript(WINDOW_MS, LEASE_SHARE) });
   }
 
   /** Takes one request from the user's bucket of `perMinute`; a denial with Retry-After when it is empty. */

@@ -10,7 +10,7 @@ import { LRUCache } from 'lru-cache';
 import type { Logger } from 'pino';
 import { HTTP_METHODS } from '../config/schema.js';
 import { sendDenial, sendError, type Denial } from '../errors.js';
-import { acceptEveryMethod } from '../listener.js';
+import { acceptEveryMethod } from '../listener/common.js';
 import { DenialLog, failureLog, type FailureLog } from '../logThrottle.js';
 import type { Live } from '../live.js';
 import type { Metrics } from '../metrics.js';

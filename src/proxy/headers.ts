@@ -1,16 +1,8 @@
-// What upstreams receive (CONTRACT §3): client-sent identity headers go, the gateway's own come.
+// The forwarding header rules: what upstreams receive of a client's headers (CONTRACT §3, §8) and
+// what clients receive of an upstream's. Client-sent identity headers go (identityHeaders.ts says
+// which they are), the gateway's own come.
 import type { IncomingHttpHeaders } from 'node:http';
-import type { AuthMethod } from '../guards/authenticate.js';
-import type { User } from '../storage/users.js';
-
-/** `X_User_Id`, `x-user-id`, `X-USER-ID` … are one header to many upstream frameworks. */
-export function isIdentityHeader(name: string): boolean {
-  // Every identity header starts with x: the common headers are answered by one comparison.
-  const first = name.charCodeAt(0);
-  if (first !== 0x78 && first !== 0x58) return false;
-  const n = name.toLowerCase().replace(/_/g, '-');
-  return n.startsWith('x-user-') || n === 'x-auth-method' || n === 'x-gateway-assertion';
-}
+import { isIdentityHeader } from '../identityHeaders.js';
 
 export interface ForwardContext {
   requestId: string;
@@ -28,55 +20,6 @@ export interface ForwardContext {
   carryingCredentials?: readonly string[];
   /** server.trustProxy: the client is a proxy of the operator's, whose forwarding headers are kept. */
   trustProxy: boolean;
-}
-
-/** The identity headers of CONTRACT §3 for an authenticated request. */
-export function identityHeaders(user: User, method: AuthMethod): Record<string, string> {
-  return { 'x-user-id': String(user.id), 'x-user-plan': user.plan, 'x-user-email': headerSafeEmail(user.email), 'x-auth-method': method };
-}
-
-const PRINTABLE_ASCII = /^[\x20-\x7e]*$/;
-
-/**
- * The email as a header value can carry it (CONTRACT §8): as is when it is printable ASCII, else
- * with every other byte of its UTF-8 form percent-encoded (`łukasz@x.pl` → `%C5%82ukasz@x.pl`).
- * A header value cannot hold CR, LF or NUL, and undici refuses non-Latin-1 text: an address that
- * it refused made every proxied request of its owner fail as "upstream unavailable". Upstreams
- * identify users by x-user-id; the email is informational (the assertion carries it unchanged).
- */
-export function headerSafeEmail(email: string): string {
-  if (PRINTABLE_ASCII.test(email)) return email;
-  let out = '';
-  for (const byte of Buffer.from(email, 'utf8')) {
-    out += byte >= 0x20 && byte <= 0x7e ? String.fromCharCode(byte) : `%${byte.toString(16).toUpperCase().padStart(2, '0')}`;
-  }
-  return out;
-}
-
-// Headers by which frameworks let a request run as another method than its request line's:
-// Symfony and Laravel read X-HTTP-Method-Override, Express's method-override too, ASP.NET and
-// OData X-HTTP-Method. With `_` read as `-`, as for identity headers (CONTRACT §3).
-const METHOD_OVERRIDE_HEADERS = new Set(['x-http-method-override', 'x-http-method', 'x-method-override']);
-
-/**
- * The methods a request asks the upstream to run instead of its own (METHOD_OVERRIDE_HEADERS, and
- * the `_method` query parameter of Laravel, Symfony and Express's method-override), upper-cased.
- */
-export function overridingMethods(headers: IncomingHttpHeaders, url: string): string[] {
-  const found: string[] = [];
-  for (const name in headers) {
-    if (name.charCodeAt(0) !== 0x78 || !METHOD_OVERRIDE_HEADERS.has(name.replace(/_/g, '-'))) continue;
-    found.push(...String(headers[name]).split(','));
-  }
-  const q = url.indexOf('?');
-  const query = q === -1 ? '' : url.slice(q + 1);
-  // `%5Fmethod` is `_method` once decoded, and PHP reads `.method` or ` method` as `_method` too.
-  if (/method|%/i.test(query)) {
-    for (const [key, value] of new URLSearchParams(query)) {
-      if (key.replace(/[. []/g, '_') === '_method') found.push(value);
-    }
-  }
-  return found.map((method) => method.trim().toUpperCase()).filter(Boolean);
 }
 
 // Hop-by-hop headers (RFC 9110 §7.6.1) describe one connection, never the next one. `expect` is

@@ -9,7 +9,7 @@
 // changes may have gone unheard, so every socket is read again when it resumes.
 import type { Logger } from 'pino';
 import { ERRORS, type Denial } from '../errors.js';
-import type { IdentityCache } from '../guards/identityCache.js';
+import type { IdentityCache } from '../storage/identityCache.js';
 import { checkPlan } from '../guards/plan.js';
 import type { ChangeFeed } from '../storage/changeFeed.js';
 

@@ -12,7 +12,7 @@ import type { Tokens } from '../auth/tokens.js';
 // A JWS compact serialization starts with a base64url JSON object: `{"` is `eyJ`. Matching from
 // there also finds a token glued to what precedes it (`bearer<token>`).
 const JWS = /eyJ[\w-]*\.[\w-]+\.[\w-]+/g;
-// The gateway's API keys: `gw_` and 32 random bytes in base64url (src/pro/apiKeys.ts).
+// The gateway's API keys: `gw_` and 32 random bytes in base64url (src/auth/apiKeys.ts).
 const API_KEY = /gw_[\w-]{43}/g;
 // Checks per request at most, whoever sent the candidates. isOwn() reads the token's header first
 // and checks the signature only of tokens that claim to be ours; a key costs a cached lookup.

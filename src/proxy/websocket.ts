@@ -20,8 +20,8 @@ import type { Denial } from '../errors.js';
 import type { RequestFacts } from '../pipeline.js';
 import { downstreamHeaders } from './headers.js';
 import { GOING_AWAY, type OpenSocket, type OpenSockets } from './openSockets.js';
-import { normalizePath } from './paths.js';
-import type { RouteTable } from './routeTable.js';
+import { normalizePath } from '../routing/paths.js';
+import type { RouteTable } from '../routing/routeTable.js';
 import type { UpstreamTls } from './upstreamTls.js';
 
 // A relayed direction stops reading from its sender while this much is waiting to be written to

@@ -11,7 +11,7 @@ import { ConfigError, loadConfig, parseConfig } from '../../src/config/load.js';
 import { configSchema, parseDuration, type Config } from '../../src/config/schema.js';
 import { createLogger } from '../../src/logger.js';
 import { startGateway, type RunningGateway } from '../../src/server.js';
-import type { LookupAll } from '../../src/pro/ssrf.js';
+import type { LookupAll } from '../../src/webhooks/ssrf.js';
 import type { Database } from '../../src/storage/db.js';
 import { request, type HttpResponse, type RequestOptions } from './http.js';
 import { sparePort } from './ports.js';

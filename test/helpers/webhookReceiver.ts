@@ -8,7 +8,7 @@ import https from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import { Webhook } from 'standardwebhooks';
 import { expect } from 'vitest';
-import type { LookupAll } from '../../src/pro/ssrf.js';
+import type { LookupAll } from '../../src/webhooks/ssrf.js';
 import {
   bearer, sql, startTestGateway, testConfig, throwawayDatabase, webhookCertificate, type TestGateway, type TestUser, type ThrowawayDatabase,
 } from './gateway.js';

@@ -5,7 +5,9 @@
 // connection. End to end, on the wire: headers.test.ts and routing.security.test.ts.
 import type { IncomingHttpHeaders } from 'node:http';
 import { describe, expect, it } from 'vitest';
-import { downstreamHeaders, identityHeaders, isIdentityHeader, overridingMethods, upstreamHeaders, type ForwardContext } from '../../src/proxy/headers.js';
+import { identityHeaders, isIdentityHeader } from '../../src/identityHeaders.js';
+import { downstreamHeaders, upstreamHeaders, type ForwardContext } from '../../src/proxy/headers.js';
+import { overridingMethods } from '../../src/routing/methodOverrides.js';
 import type { User } from '../../src/storage/users.js';
 
 const USER: User = { id: 42, email: 'ada@example.test', plan: 'pro', is_active: 1, daily_usage: 0, last_usage_date: null, created_at: new Date(0), email_verified_at: null };

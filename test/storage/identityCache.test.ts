@@ -1,4 +1,4 @@
-// The identity cache (guards/identityCache.ts): no database round trip for a known user, yet a
+// The identity cache (storage/identityCache.ts): no database round trip for a known user, yet a
 // change made by SQL reaches every instance within a second, also across a lost, silent or late
 // LISTEN connection.
 import { createHash, randomBytes } from 'node:crypto';

@@ -10,9 +10,9 @@
 // gateway's routes are a table that a reload swaps), and its Allow-Methods is one fixed list
 // where the contract wants the matched route's methods.
 import type { onRequestHookHandler } from 'fastify';
-import { CORS_DEFAULTS, type Config, type CorsConfig, type RouteConfig } from './config/schema.js';
-import { normalizePath } from './proxy/paths.js';
-import type { RouteTable } from './proxy/routeTable.js';
+import { CORS_DEFAULTS, type Config, type CorsConfig, type RouteConfig } from '../config/schema.js';
+import { normalizePath } from './paths.js';
+import type { RouteTable } from './routeTable.js';
 
 declare module 'fastify' {
   interface FastifyRequest {

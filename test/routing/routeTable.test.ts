@@ -1,10 +1,10 @@
-// Unit tests of RouteTable.match (src/proxy/routeTable.ts): which route a normalized path is
+// Unit tests of RouteTable.match (src/routing/routeTable.ts): which route a normalized path is
 // guarded by, and the path its upstream is asked for. The threat: a path matched by a public
 // route on a shorter prefix while the upstream serves it as a guarded one. Routes come from the
 // real schema (configSchema.parse), as gateway.yaml gives them. End to end: routing.*.test.ts.
 import { describe, expect, it } from 'vitest';
 import { configSchema } from '../../src/config/schema.js';
-import { RouteTable, type Match } from '../../src/proxy/routeTable.js';
+import { RouteTable, type Match } from '../../src/routing/routeTable.js';
 
 const ALL_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
 

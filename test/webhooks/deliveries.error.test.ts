@@ -6,7 +6,7 @@
 // at what receivers got and at the outbox rows. Tests with a receiver that hangs on purpose, or a
 // resolver of their own, run their instances on a database of their own.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { LookupAll } from '../../src/pro/ssrf.js';
+import type { LookupAll } from '../../src/webhooks/ssrf.js';
 import { bearer, closeSql, describeWithServices, eventually, makeUser, type TestGateway } from '../helpers/gateway.js';
 import {
   outboxRows, registerWebhook, settledRows, startDeliverySetup, startIsolatedDeliveries, verified, type Behaviour, type DeliverySetup,

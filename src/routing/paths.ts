@@ -1,6 +1,6 @@
 // Paths as the gateway reads them: normalized the way upstreams will understand them, and the
 // key routes are matched on. Pure functions, on the security boundary: every route decision and
-// every forwarded path goes through them (unit tests in test/proxy/paths.test.ts).
+// every forwarded path goes through them (unit tests in test/routing/paths.test.ts).
 
 // Upstreams disagree on what names the same resource, and a route must guard every spelling any
 // of them serves, or a public route on a shorter prefix lets the spelling through unguarded:

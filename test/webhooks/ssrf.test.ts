@@ -1,6 +1,6 @@
 // The address rules alone (no services needed). The endpoint tests check the same cases end to end.
 import { describe, expect, it } from 'vitest';
-import { checkTarget, isPublicAddress, parseWebhookUrl, type LookupAll } from '../../src/pro/ssrf.js';
+import { checkTarget, isPublicAddress, parseWebhookUrl, type LookupAll } from '../../src/webhooks/ssrf.js';
 
 const fixed = (answers: Record<string, string[]>): LookupAll => async (host) => {
   const list = answers[host];

@@ -9,13 +9,13 @@ import type { Duplex } from 'node:stream';
 import { createSecureContext, type Server as TlsServer } from 'node:tls';
 import type { FastifyBaseLogger, FastifyError, FastifyHttpOptions, FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import type { Config } from './config/schema.js';
-import { errorBody, ERRORS, GatewayError, sendError, type ErrorCode } from './errors.js';
-import { isJsonType, isValidHost, lenientJson } from './http.js';
-import { failureLog } from './logThrottle.js';
-import { AccessLog, lazyChildLogger } from './logger.js';
-import type { RouteTallies } from './metrics.js';
-import { isUnavailable } from './storage/db.js';
+import type { Config } from '../config/schema.js';
+import { errorBody, ERRORS, GatewayError, sendError, type ErrorCode } from '../errors.js';
+import { isJsonType, isValidHost, lenientJson } from '../http.js';
+import { failureLog } from '../logThrottle.js';
+import { AccessLog, lazyChildLogger } from '../logger.js';
+import type { RouteTallies } from '../metrics.js';
+import { isUnavailable } from '../storage/db.js';
 
 declare module 'fastify' {
   interface FastifyRequest {

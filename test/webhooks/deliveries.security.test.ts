@@ -6,7 +6,7 @@
 // own: a gateway that refuses private addresses, or resolves names its own way, would otherwise
 // also claim (and refuse) the other test files' messages.
 import { afterEach, expect, it } from 'vitest';
-import type { LookupAll } from '../../src/pro/ssrf.js';
+import type { LookupAll } from '../../src/webhooks/ssrf.js';
 import { closeSql, describeWithServices, eventually, makeUser } from '../helpers/gateway.js';
 import { registerWebhook, settledRows, startIsolatedDeliveries, verified, type IsolatedDeliveries } from '../helpers/webhookReceiver.js';
 

@@ -3,10 +3,10 @@
 // active flag or email, and every key created or revoked, however it was made, drops the entry on
 // every instance. While the feed cannot be trusted, changes may go unheard, so the cache is bypassed.
 import { LRUCache } from 'lru-cache';
-import type { ChangeFeed } from '../storage/changeFeed.js';
-import type { Database } from '../storage/db.js';
-import { findActiveById, type User } from '../storage/users.js';
-import { findKeyOwner } from '../storage/apiKeys.js';
+import type { ChangeFeed } from './changeFeed.js';
+import type { Database } from './db.js';
+import { findActiveById, type User } from './users.js';
+import { findKeyOwner } from './apiKeys.js';
 
 const MAX_ENTRIES = 100_000;
 // Hashes that matched no key: a client spraying made-up keys must not cost a query each. Kept

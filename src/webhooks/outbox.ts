@@ -1,36 +1,29 @@
-// Webhook deliveries (CONTRACT §5, §9). emit() stores the message in Postgres (the outbox,
-// migration 010) before the response that caused it, in the caller's transaction when there is
-// one, and returns: no request waits on a receiver. Every instance runs a worker that claims due
+// The webhook outbox worker (CONTRACT §5, §9). Messages are stored by emitter.ts before the
+// response that caused them; every instance runs this worker, which claims due
 // messages with a lease (storage/webhookDeliveries.ts), so a message is delivered at least once by
 // whichever instance is alive, one attempt at a time across instances, with the same webhook-id and
 // bytes on every attempt. The worker wakes on the change feed's webhookDue (a new message, or one
 // handed back at a shutdown), on its own retry timers, and on a poll for what nobody announces: a
 // lease that lapsed because its instance died, a retry scheduled by an instance that is gone.
-// Each attempt reads the webhook and its owner afresh (its claim does), checks the target against
-// SSRF and connects to the address it checked; failures worth retrying (network error, timeout,
+// Each attempt reads the webhook and its owner afresh (its claim does); sender.ts checks the target
+// against SSRF and connects to the address it checked. Failures worth retrying (network error, timeout,
 // 5xx, 429) are retried up to webhooks.retries times with exponential backoff and jitter. Why not pg-boss: it
 // cannot run on the embedded PGlite database, brings a schema, a supervisor and a connection pool
 // of its own (one more thing to route around PgBouncer), and the cross-instance per-user limit and
 // the admin listing would be queries on its tables; the outbox is one table and a few statements.
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import https from 'node:https';
-import type { LookupFunction } from 'node:net';
-import { rootCertificates } from 'node:tls';
 import type { Logger } from 'pino';
 import type { Config } from '../config/schema.js';
 import type { Metrics } from '../metrics.js';
 import type { ChangeFeed } from '../storage/changeFeed.js';
-import type { Database, Queryable } from '../storage/db.js';
+import type { Database } from '../storage/db.js';
 import {
-  claimDue, finishDelivery, insertDelivery, purgeFinished, releaseDeliveries, retryDeliveryLater, type ClaimedDelivery, type FinalStatus,
+  claimDue, finishDelivery, purgeFinished, releaseDeliveries, retryDeliveryLater, type ClaimedDelivery, type FinalStatus,
 } from '../storage/webhookDeliveries.js';
-import { bareHost, checkTarget, parseWebhookUrl, type LookupAll, type ResolvedAddress } from './ssrf.js';
-import { deliveryHeaders, newMessage, type WebhookMessage } from './webhooks.js';
+import type { LookupAll } from './ssrf.js';
+import { describeError, WebhookSender, type AttemptOutcome, type AttemptResult } from './sender.js';
 
 export interface DeliveryLimits {
-  /** a message body larger than this is refused by emit() (POST /admin/v1/alerts checks first) */
-  maxMessageBytes: number;
   /** attempts in flight at once on this instance, all users together */
   concurrency: number;
   /** attempts in flight at once for one user, all instances together: one dead receiver cannot take every slot */
@@ -45,7 +38,6 @@ export interface DeliveryLimits {
 }
 
 export const DEFAULT_LIMITS: DeliveryLimits = {
-  maxMessageBytes: 64 * 1024,
   concurrency: 8,
   perUserConcurrency: 2,
   backoffMs: 500,
@@ -77,29 +69,11 @@ export interface DeliveryDeps {
   lookup?: LookupAll;
 }
 
-/** What one attempt came to; also the `outcome` label of gateway_webhook_deliveries_total. */
-export type AttemptOutcome =
-  | 'success' // 2xx
-  | 'server_error' // 5xx or 429: retried
-  | 'rejected' // any other status, redirects included (never followed): not retried
-  | 'timeout' // no answer within webhooks.timeout: retried
-  | 'network_error' // refused, reset, TLS failure, DNS failure: retried
-  | 'blocked' // the target is (now) a non-public address: not retried
-  | 'skipped'; // no webhook, or its owner is not an active pro user: nothing to send
-
 /** A message given up after its last retry: also counted. */
 type MessageOutcome = 'gave_up';
 
-interface AttemptResult {
-  outcome: AttemptOutcome;
-  /** what went wrong, for the admin listing's last_error (never a secret) */
-  error?: string;
-}
-
 const RETRIED: ReadonlySet<AttemptOutcome> = new Set(['server_error', 'timeout', 'network_error']);
 const FINAL_STATUS: Partial<Record<AttemptOutcome, FinalStatus>> = { success: 'delivered', skipped: 'skipped' };
-
-type PostResult = { kind: 'status'; status: number } | { kind: 'timeout' } | { kind: 'network'; code: string } | { kind: 'aborted' };
 
 /** Why an attempt's AbortController fired. */
 const SHUTDOWN = 'shutdown';
@@ -112,14 +86,6 @@ interface Running {
   done: Promise<void>;
 }
 
-function readCa(file: string): string {
-  try {
-    return readFileSync(file, 'utf8');
-  } catch (err) {
-    throw new Error(`webhooks.caFile: cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
-  }
-}
-
 /** `work`'s outcome, or undefined as soon as `signal` aborts. */
 function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T | undefined> {
   return new Promise((resolve, reject) => {
@@ -129,20 +95,10 @@ function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T | und
   });
 }
 
-const describeError = (err: unknown) => String((err as { code?: unknown } | null)?.code ?? (err as Error | null)?.message ?? err);
-
-/** Webhook events: stored for delivery before the caller answers; delivered off the request. */
-export interface Events {
-  /**
-   * Stores the event for delivery. With `tx`, in that transaction: the event commits, or not,
-   * with the change that caused it. Rejects when it cannot be stored (the caller answers 503).
-   */
-  emit(userId: number, type: string, data: Record<string, unknown>, tx?: Queryable): Promise<void>;
-}
-
-export class WebhookEvents implements Events {
+/** The outbox worker: claims due messages, has the sender attempt them, records what came of it. */
+export class OutboxWorker {
   private readonly running = new Map<string, Running>();
-  private readonly agent: https.Agent;
+  private readonly sender: WebhookSender;
   private readonly log: Logger;
   private readonly attemptMs: number;
   private readonly leaseMs: number;
@@ -159,19 +115,9 @@ export class WebhookEvents implements Events {
 
   constructor(private readonly deps: DeliveryDeps, private readonly limits: DeliveryLimits = DEFAULT_LIMITS) {
     this.log = deps.log.child({ component: 'webhooks' });
-    // webhooks.caFile is trusted in addition to the public roots, never instead of them.
-    const ca = deps.config.caFile ? [...rootCertificates, readCa(deps.config.caFile)] : undefined;
-    // No keep-alive: every attempt opens its own connection to the address it has just checked.
-    this.agent = new https.Agent({ keepAlive: false, maxSockets: limits.concurrency, ...(ca ? { ca } : {}) });
+    this.sender = new WebhookSender({ config: deps.config, log: this.log, maxSockets: limits.concurrency, lookup: deps.lookup });
     this.attemptMs = 2 * deps.config.timeout + ATTEMPT_SLACK_MS;
     this.leaseMs = this.attemptMs + LEASE_MARGIN_MS;
-  }
-
-  async emit(userId: number, type: string, data: Record<string, unknown>, tx?: Queryable): Promise<void> {
-    const message = newMessage(userId, type, data, this.deps.clock());
-    const bytes = Buffer.byteLength(message.body);
-    if (bytes > this.limits.maxMessageBytes) throw new RangeError(`webhook message of ${bytes} bytes, over the ${this.limits.maxMessageBytes}-byte limit`);
-    await insertDelivery(tx ?? this.deps.db, { id: message.id, userId, type, body: message.body, maxAttempts: this.deps.config.retries + 1 });
   }
 
   /** Starts the worker. Call before the change feed starts: its first "resumed" is a wake-up too. */
@@ -216,7 +162,7 @@ export class WebhookEvents implements Events {
           this.log.warn({ err, inFlight: cut.length }, 'shutting down: webhook attempts in flight could not be handed back; they are retried when their lease lapses');
         }
       }
-      this.agent.destroy();
+      this.sender.close();
     })();
     return this.closing;
   }
@@ -307,7 +253,7 @@ export class WebhookEvents implements Events {
     const deadline = setTimeout(() => controller.abort(DEADLINE), this.attemptMs);
     let result: AttemptResult | undefined;
     try {
-      result = await untilAborted(this.attempt(job, controller.signal), controller.signal);
+      result = await untilAborted(this.sender.attempt(job, controller.signal), controller.signal);
     } finally {
       clearTimeout(deadline);
     }
@@ -357,82 +303,6 @@ export class WebhookEvents implements Events {
       this.wake();
     }, at - Date.now());
     this.retryTimer.unref();
-  }
-
-  private async attempt(job: ClaimedDelivery, signal: AbortSignal): Promise<AttemptResult> {
-    const message: WebhookMessage = { id: job.id, userId: job.user_id, type: job.type, body: job.body };
-    // Read by the claim, at the start of this attempt: a webhook deleted, or a plan lost, since the
-    // event stops delivery.
-    if (!job.url || !job.secret || job.plan !== 'pro' || job.is_active !== 1) return { outcome: 'skipped', error: 'no webhook, or its owner is not an active pro user' };
-    const url = parseWebhookUrl(job.url);
-    if (!url) return { outcome: 'blocked', error: 'the webhook URL is not a valid https URL' };
-    const check = await checkTarget(url, { allowPrivateNetworks: this.deps.config.allowPrivateNetworks, timeoutMs: this.deps.config.timeout, lookup: this.deps.lookup });
-    if (check.kind === 'forbidden') {
-      this.log.warn({ userId: message.userId, host: url.host }, 'webhook target resolves to a non-public address: refused');
-      return { outcome: 'blocked', error: `blocked: ${check.address} is not a public address` };
-    }
-    if (check.kind === 'unresolved') return { outcome: 'network_error', error: `DNS: ${describeError(check.error)}` };
-    if (signal.aborted) return { outcome: 'network_error', error: 'aborted' };
-    // The attempt's real time, not the gateway's clock: receivers hold it against their own clock
-    // (their replay window).
-    const result = await this.post(url, check.target, deliveryHeaders(message, job.secret, new Date()), message.body, signal);
-    switch (result.kind) {
-      case 'status':
-        if (result.status >= 200 && result.status < 300) return { outcome: 'success' };
-        return { outcome: result.status >= 500 || result.status === 429 ? 'server_error' : 'rejected', error: `HTTP ${result.status}` };
-      case 'timeout':
-        return { outcome: 'timeout', error: `no answer within ${this.deps.config.timeout} ms` };
-      case 'network':
-        return { outcome: 'network_error', error: result.code };
-      default:
-        return { outcome: 'network_error', error: 'aborted' };
-    }
-  }
-
-  private post(url: URL, target: ResolvedAddress, headers: Record<string, string>, body: string, signal: AbortSignal): Promise<PostResult> {
-    return new Promise((resolve) => {
-      let settled = false;
-      const finish = (result: PostResult) => {
-        if (settled) return;
-        settled = true;
-        resolve(result);
-      };
-      // The connection goes to the address checkTarget() just approved, whatever DNS says now:
-      // a second lookup is exactly what a rebinding attack needs. The certificate is still
-      // checked against the URL's host name (and SNI sent for it), since `host` stays the name.
-      const pinned: LookupFunction = (_hostname, options, callback) => {
-        if (options?.all) callback(null, [{ address: target.address, family: target.family }]);
-        else callback(null, target.address, target.family);
-      };
-      const req = https.request({
-        method: 'POST',
-        host: bareHost(url),
-        port: url.port || 443,
-        path: `${url.pathname}${url.search}`,
-        headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) },
-        agent: this.agent,
-        lookup: pinned,
-      }, (res) => {
-        finish({ kind: 'status', status: res.statusCode ?? 0 });
-        // The answer's body is not used; read it away (the timer below still bounds it).
-        res.resume();
-      });
-      const timer = setTimeout(() => {
-        finish({ kind: 'timeout' });
-        req.destroy();
-      }, this.deps.config.timeout);
-      const abort = () => {
-        finish({ kind: 'aborted' });
-        req.destroy();
-      };
-      signal.addEventListener('abort', abort, { once: true });
-      req.on('close', () => {
-        clearTimeout(timer);
-        signal.removeEventListener('abort', abort);
-      });
-      req.on('error', (err: NodeJS.ErrnoException) => finish({ kind: 'network', code: err.code ?? 'ERROR' }));
-      req.end(body);
-    });
   }
 
   private count(outcome: AttemptOutcome | MessageOutcome): void {

@@ -4,7 +4,7 @@ import type { FastifyReply, FastifyRequest, preHandlerAsyncHookHandler } from 'f
 import { sendDenial } from '../errors.js';
 import type { Pipeline } from '../pipeline.js';
 import type { User } from '../storage/users.js';
-import type { Identity } from './authenticate.js';
+import type { Identity } from '../guards/authenticate.js';
 
 declare module 'fastify' {
   interface FastifyRequest {

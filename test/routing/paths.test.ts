@@ -1,8 +1,8 @@
-// Unit tests of src/proxy/paths.ts, the functions every route decision and every forwarded path
+// Unit tests of src/routing/paths.ts, the functions every route decision and every forwarded path
 // goes through. The threat each case names: a path the gateway matches as one route while an
 // upstream serves it as another. End to end, the same spellings are in routing.security.test.ts.
 import { describe, expect, it } from 'vitest';
-import { canonicalUrl, matchKey, normalizePath } from '../../src/proxy/paths.js';
+import { canonicalUrl, matchKey, normalizePath } from '../../src/routing/paths.js';
 
 describe('normalizePath', () => {
   it.each([

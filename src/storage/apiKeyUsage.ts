@@ -1,8 +1,8 @@
 // last_used_at is written off the response path: validations are collected in memory and
 // flushed once a second in a single UPDATE, so a key request never waits on a database write.
 import type { Logger } from 'pino';
-import type { Database } from '../storage/db.js';
-import { recordKeyUses } from '../storage/apiKeys.js';
+import type { Database } from './db.js';
+import { recordKeyUses } from './apiKeys.js';
 
 const FLUSH_EVERY_MS = 1000;
 

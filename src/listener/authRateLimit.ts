@@ -10,20 +10,12 @@ import { LRUCache } from 'lru-cache';
 import { GatewayError } from '../errors.js';
 import type { Config } from '../config/schema.js';
 import type { RedisBreaker } from '../storage/redisBreaker.js';
+import { INCR_WITH_WINDOW } from '../storage/redisScripts.js';
 
 type Result = { current: number; ttl: number };
 type Callback = (error: Error | null, result?: Result) => void;
 
 const LOCAL_MAX_KEYS = 100_000;
-
-// INCR and (re)arm the expiry in one step: a key can never be left without one.
-const INCR_WITH_WINDOW = `local n = redis.call('INCR', KEYS[1])
-local ttl = redis.call('PTTL', KEYS[1])
-if n == 1 or ttl < 0 then
-  redis.call('PEXPIRE', KEYS[1], ARGV[1])
-  ttl = tonumber(ARGV[1])
-end
-return {n, ttl}`;
 
 /** Fixed windows per key; LRU-bounded so a flood of spoofed addresses cannot grow memory. */
 class LocalWindows {

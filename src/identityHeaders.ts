@@ -1,0 +1,38 @@
+// The identity-header contract (CONTRACT §3, §8): the headers that say who a caller is, their
+// values, and the rule that tells a client's copy of one (which never reaches an upstream). The
+// pipeline sets them, the proxy strips the client's, the decisions listener hands them to a proxy.
+import type { AuthMethod } from './guards/authenticate.js';
+import type { User } from './storage/users.js';
+
+/** `X_User_Id`, `x-user-id`, `X-USER-ID` … are one header to many upstream frameworks. */
+export function isIdentityHeader(name: string): boolean {
+  // Every identity header starts with x: the common headers are answered by one comparison.
+  const first = name.charCodeAt(0);
+  if (first !== 0x78 && first !== 0x58) return false;
+  const n = name.toLowerCase().replace(/_/g, '-');
+  return n.startsWith('x-user-') || n === 'x-auth-method' || n === 'x-gateway-assertion';
+}
+
+/** The identity headers of CONTRACT §3 for an authenticated request. */
+export function identityHeaders(user: User, method: AuthMethod): Record<string, string> {
+  return { 'x-user-id': String(user.id), 'x-user-plan': user.plan, 'x-user-email': headerSafeEmail(user.email), 'x-auth-method': method };
+}
+
+const PRINTABLE_ASCII = /^[\x20-\x7e]*$/;
+
+/**
+ * The email as a header value can carry it (CONTRACT §8): as is when it is printable ASCII, else
+ * with every other byte of its UTF-8 form percent-encoded (`łukasz@x.pl` → `%C5%82ukasz@x.pl`).
+ * A header value cannot hold CR, LF or NUL, and undici refuses non-Latin-1 text: an address that
+ * it refused made every proxied request of its owner fail as "upstream unavailable". Upstreams
+ * identify users by x-user-id; the email is informational (the assertion carries it unchanged).
+ */
+export function headerSafeEmail(email: string): string {
+  if (PRINTABLE_ASCII.test(email)) return email;
+  let out = '';
+  for (const byte of Buffer.from(email, 'utf8')) {
+    out += byte >= 0x20 && byte <= 0x7e ? String.fromCharCode(byte) : `%${byte.toString(16).toUpperCase().padStart(2, '0')}`;
+  }
+  return out;
+}
+

@@ -1,0 +1,26 @@
+// POST and DELETE /api/v1/user/api-token (CONTRACT §4): the user's personal API key, pro plan only.
+import type { FastifyInstance } from 'fastify';
+import { createApiKey, revokeApiKeys, type ApiKeyDeps } from '../auth/apiKeys.js';
+import { currentUser, type RequireUser } from '../listener/requireUser.js';
+
+export interface ApiTokenDeps extends ApiKeyDeps {
+  requireUser: RequireUser;
+}
+
+export async function apiTokenRoutes(app: FastifyInstance, deps: ApiTokenDeps): Promise<void> {
+  const proOnly = { preHandler: deps.requireUser(['pro']) };
+
+  app.post('/api-token', proOnly, async (request, reply) => {
+    const userId = currentUser(request).id;
+    const { key, createdAt } = await createApiKey(deps, userId);
+    request.log.info({ userId }, 'API key created');
+    return reply.code(201).send({ api_token: key, created_at: createdAt.toISOString() });
+  });
+
+  app.delete('/api-token', proOnly, async (request) => {
+    const userId = currentUser(request).id;
+    const revoked = await revokeApiKeys(deps, userId);
+    request.log.info({ userId, revoked }, 'API keys revoked');
+    return { message: 'Clé API révoquée' };
+  });
+}

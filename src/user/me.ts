@@ -1,0 +1,61 @@
+// GET /api/v1/user/me (CONTRACT §4, §12) and DELETE /api/v1/user/me (§13): the account itself.
+import type { FastifyInstance } from 'fastify';
+import type { Config } from '../config/schema.js';
+import { sendError } from '../errors.js';
+import { verifyPassword, isTooLong } from '../auth/passwords.js';
+import { textField } from '../http.js';
+import { currentUser, type RequireUser } from '../listener/requireUser.js';
+import { dailyRemaining, planLimitsOf, usedToday } from '../plans.js';
+import type { Database } from '../storage/db.js';
+import type { IdentityCache } from '../storage/identityCache.js';
+import * as users from '../storage/users.js';
+import { utcDay } from '../time.js';
+
+export interface MeDeps {
+  db: Database;
+  requireUser: RequireUser;
+  /** plans, read per request (a reload may change the limits). */
+  plans: () => Config['plans'];
+  clock: () => Date;
+}
+
+export async function readMe(app: FastifyInstance, deps: MeDeps): Promise<void> {
+  const { db, requireUser, plans, clock } = deps;
+  app.get('/me', { preHandler: requireUser() }, async (request) => {
+    // Read from the database, not the cache: daily_usage changes on every counted use.
+    const user = (await users.findById(db, currentUser(request).id)) ?? currentUser(request);
+    const limits = planLimitsOf(plans(), user.plan);
+    return {
+      user_id: user.id, email: user.email, plan: user.plan, daily_usage: user.daily_usage, last_usage_date: user.last_usage_date,
+      limits, daily_remaining: dailyRemaining(limits, usedToday(user, utcDay(clock()))),
+      // null until the user opens a verification link (CONTRACT §13): a client knows to offer a new one.
+      email_verified_at: user.email_verified_at?.toISOString() ?? null,
+    };
+  });
+
+}
+
+export interface DeleteMeDeps {
+  db: Database;
+  requireUser: RequireUser;
+  identities: Pick<IdentityCache, 'forgetUser'>;
+}
+
+/** Under the auth rate limit, as every endpoint that checks a password (user/routes.ts). */
+export async function deleteMe(app: FastifyInstance, deps: DeleteMeDeps): Promise<void> {
+  const { db, requireUser, identities } = deps;
+
+  app.delete('/me', { preHandler: requireUser() }, async (request, reply) => {
+    const { id } = currentUser(request);
+    const password = textField(request.body, 'password');
+    const user = isTooLong(password) ? undefined : await users.findByIdWithHash(db, id);
+    if (!user || !(await verifyPassword(user.password_hash, password))) return sendError(reply, 'invalidCredentials');
+    // Only if the password checked is still the password.
+    const deleted = await users.deleteUser(db, id, user);
+    if (!deleted) return sendError(reply, 'invalidCredentials');
+    // At once here; the delete triggers carry it to every other instance (tokens, keys, WebSockets).
+    identities.forgetUser(id);
+    request.log.info({ userId: id }, 'account deleted by its user');
+    return { message: 'Compte supprimé' };
+  });
+}

@@ -1,0 +1,26 @@
+// /api/v1/user/*: the signed-in user's own resources (CONTRACT §4, §13), one file per resource,
+// registered here once under the prefix. Those that check a password or end sessions are under
+// the auth rate limit, as the /api/v1/auth endpoints are.
+import rateLimit, { type RateLimitPluginOptions } from '@fastify/rate-limit';
+import type { FastifyInstance } from 'fastify';
+import type { ApiTokenDeps } from './apiToken.js';
+import { apiTokenRoutes } from './apiToken.js';
+import { deleteMe, readMe, type DeleteMeDeps, type MeDeps } from './me.js';
+import { sessionRoutes, type SessionsDeps } from './sessions.js';
+import { webhookRoutes, type WebhookDeps } from './webhook.js';
+
+export type UserRoutesDeps = MeDeps & DeleteMeDeps & SessionsDeps & ApiTokenDeps & WebhookDeps & {
+  /** The auth rate limit's options (listener/authRateLimit.ts): one budget with /api/v1/auth. */
+  rateLimit: RateLimitPluginOptions;
+};
+
+export async function userRoutes(app: FastifyInstance, deps: UserRoutesDeps): Promise<void> {
+  await app.register(async (limited) => {
+    await limited.register(rateLimit, deps.rateLimit);
+    await limited.register(sessionRoutes, deps);
+    await limited.register(deleteMe, deps);
+  });
+  await app.register(readMe, deps);
+  await app.register(apiTokenRoutes, deps);
+  await app.register(webhookRoutes, deps);
+}

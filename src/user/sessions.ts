@@ -1,0 +1,60 @@
+// GET /api/v1/user/sessions and DELETE /api/v1/user/sessions/{id} (CONTRACT §13): one session per
+// refresh-token family.
+import type { FastifyInstance } from 'fastify';
+import { sendError } from '../errors.js';
+import { currentIdentity, type RequireUser } from '../listener/requireUser.js';
+import type { Database } from '../storage/db.js';
+import { activeSessions, isUsersSession, revokeSession } from '../storage/sessions.js';
+import * as users from '../storage/users.js';
+import type { Events } from '../webhooks/emitter.js';
+
+export interface SessionsDeps {
+  db: Database;
+  clock: () => Date;
+  events: Events;
+  requireUser: RequireUser;
+}
+
+export async function sessionRoutes(app: FastifyInstance, deps: SessionsDeps): Promise<void> {
+  const { db, clock, events, requireUser } = deps;
+
+  app.get('/sessions', { preHandler: requireUser() }, async (request) => {
+    const { user, sessionId } = currentIdentity(request);
+    const sessions = await activeSessions(db, user.id, clock());
+    return {
+      sessions: sessions.map((s) => ({
+        id: s.id,
+        created_at: s.created_at.toISOString(),
+        last_used_at: s.last_used_at.toISOString(),
+        user_agent: s.user_agent,
+        ip: s.ip,
+        current: s.id === sessionId,
+      })),
+    };
+  });
+
+  app.delete<{ Params: { id: string } }>('/sessions/:id', { preHandler: requireUser() }, async (request, reply) => {
+    const { user, sessionId } = currentIdentity(request);
+    const id = parseSessionId(request.params.id);
+    const revoked = id === undefined ? undefined : await db.transaction(async (tx) => {
+      await users.lockUser(tx, user.id, 'update');
+      // Someone else's session is "not found", never "forbidden": ids do not tell whose they are.
+      if (!(await isUsersSession(tx, user.id, id))) return undefined;
+      const ended = await revokeSession(tx, id);
+      // Ending a session already ended is not an event.
+      if (ended > 0) await events.emit(user.id, 'auth.session_revoked', { session_id: id, current: id === sessionId }, tx);
+      return ended;
+    });
+    if (revoked === undefined) return sendError(reply, 'sessionNotFound');
+    if (revoked > 0) request.log.info({ userId: user.id, sessionId: id }, 'session revoked');
+    return { message: 'Session révoquée' };
+  });
+}
+
+const SESSION_ID = /^[1-9]\d{0,15}$/;
+
+/** A session id from a URL, within what JSON numbers hold exactly; else undefined (a 404, like an unknown one). */
+function parseSessionId(text: string): number | undefined {
+  const n = SESSION_ID.test(text) ? Number(text) : NaN;
+  return Number.isSafeInteger(n) ? n : undefined;
+}

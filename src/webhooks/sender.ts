@@ -1,0 +1,150 @@
+// Sending one webhook attempt (CONTRACT §5): the target is checked against SSRF (ssrf.ts) when the
+// attempt starts, and the POST connects to the very address that was checked, signed as Standard
+// Webhooks (message.ts). What the attempt came to is data for the outbox worker (outbox.ts), which
+// decides about retries; nothing here touches the database.
+import https from 'node:https';
+import type { LookupFunction } from 'node:net';
+import { readFileSync } from 'node:fs';
+import { rootCertificates } from 'node:tls';
+import type { Logger } from 'pino';
+import type { Config } from '../config/schema.js';
+import type { ClaimedDelivery } from '../storage/webhookDeliveries.js';
+import { bareHost, checkTarget, parseWebhookUrl, type LookupAll, type ResolvedAddress } from './ssrf.js';
+import { deliveryHeaders, type WebhookMessage } from './message.js';
+
+/** What one attempt came to; also the `outcome` label of gateway_webhook_deliveries_total. */
+export type AttemptOutcome =
+  | 'success' // 2xx
+  | 'server_error' // 5xx or 429: retried
+  | 'rejected' // any other status, redirects included (never followed): not retried
+  | 'timeout' // no answer within webhooks.timeout: retried
+  | 'network_error' // refused, reset, TLS failure, DNS failure: retried
+  | 'blocked' // the target is (now) a non-public address: not retried
+  | 'skipped'; // no webhook, or its owner is not an active pro user: nothing to send
+
+export interface AttemptResult {
+  outcome: AttemptOutcome;
+  /** what went wrong, for the admin listing's last_error (never a secret) */
+  error?: string;
+}
+
+
+type PostResult = { kind: 'status'; status: number } | { kind: 'timeout' } | { kind: 'network'; code: string } | { kind: 'aborted' };
+
+export const describeError = (err: unknown) => String((err as { code?: unknown } | null)?.code ?? (err as Error | null)?.message ?? err);
+
+
+export interface SenderDeps {
+  config: Config['webhooks'];
+  log: Logger;
+  /** Sockets open at once (the outbox worker's concurrency). */
+  maxSockets: number;
+  /** Test seam: how webhook hosts are resolved (DNS rebinding, a resolver that never answers); the system's by default. */
+  lookup?: LookupAll;
+}
+
+export class WebhookSender {
+  private readonly agent: https.Agent;
+  private readonly config: Config['webhooks'];
+  private readonly log: Logger;
+  private readonly lookup: LookupAll | undefined;
+
+  constructor(deps: SenderDeps) {
+    this.config = deps.config;
+    this.log = deps.log;
+    this.lookup = deps.lookup;
+    // webhooks.caFile is trusted in addition to the public roots, never instead of them.
+    const ca = deps.config.caFile ? [...rootCertificates, readCa(deps.config.caFile)] : undefined;
+    // No keep-alive: every attempt opens its own connection to the address it has just checked.
+    this.agent = new https.Agent({ keepAlive: false, maxSockets: deps.maxSockets, ...(ca ? { ca } : {}) });
+  }
+
+  close(): void {
+    this.agent.destroy();
+  }
+
+  async attempt(job: ClaimedDelivery, signal: AbortSignal): Promise<AttemptResult> {
+    const message: WebhookMessage = { id: job.id, userId: job.user_id, type: job.type, body: job.body };
+    // Read by the claim, at the start of this attempt: a webhook deleted, or a plan lost, since the
+    // event stops delivery.
+    if (!job.url || !job.secret || job.plan !== 'pro' || job.is_active !== 1) return { outcome: 'skipped', error: 'no webhook, or its owner is not an active pro user' };
+    const url = parseWebhookUrl(job.url);
+    if (!url) return { outcome: 'blocked', error: 'the webhook URL is not a valid https URL' };
+    const check = await checkTarget(url, { allowPrivateNetworks: this.config.allowPrivateNetworks, timeoutMs: this.config.timeout, lookup: this.lookup });
+    if (check.kind === 'forbidden') {
+      this.log.warn({ userId: message.userId, host: url.host }, 'webhook target resolves to a non-public address: refused');
+      return { outcome: 'blocked', error: `blocked: ${check.address} is not a public address` };
+    }
+    if (check.kind === 'unresolved') return { outcome: 'network_error', error: `DNS: ${describeError(check.error)}` };
+    if (signal.aborted) return { outcome: 'network_error', error: 'aborted' };
+    // The attempt's real time, not the gateway's clock: receivers hold it against their own clock
+    // (their replay window).
+    const result = await this.post(url, check.target, deliveryHeaders(message, job.secret, new Date()), message.body, signal);
+    switch (result.kind) {
+      case 'status':
+        if (result.status >= 200 && result.status < 300) return { outcome: 'success' };
+        return { outcome: result.status >= 500 || result.status === 429 ? 'server_error' : 'rejected', error: `HTTP ${result.status}` };
+      case 'timeout':
+        return { outcome: 'timeout', error: `no answer within ${this.config.timeout} ms` };
+      case 'network':
+        return { outcome: 'network_error', error: result.code };
+      default:
+        return { outcome: 'network_error', error: 'aborted' };
+    }
+  }
+
+  private post(url: URL, target: ResolvedAddress, headers: Record<string, string>, body: string, signal: AbortSignal): Promise<PostResult> {
+    return new Promise((resolve) => {
+      let settled = false;
+      const finish = (result: PostResult) => {
+        if (settled) return;
+        settled = true;
+        resolve(result);
+      };
+      // The connection goes to the address checkTarget() just approved, whatever DNS says now:
+      // a second lookup is exactly what a rebinding attack needs. The certificate is still
+      // checked against the URL's host name (and SNI sent for it), since `host` stays the name.
+      const pinned: LookupFunction = (_hostname, options, callback) => {
+        if (options?.all) callback(null, [{ address: target.address, family: target.family }]);
+        else callback(null, target.address, target.family);
+      };
+      const req = https.request({
+        method: 'POST',
+        host: bareHost(url),
+        port: url.port || 443,
+        path: `${url.pathname}${url.search}`,
+        headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) },
+        agent: this.agent,
+        lookup: pinned,
+      }, (res) => {
+        finish({ kind: 'status', status: res.statusCode ?? 0 });
+        // The answer's body is not used; read it away (the timer below still bounds it).
+        res.resume();
+      });
+      const timer = setTimeout(() => {
+        finish({ kind: 'timeout' });
+        req.destroy();
+      }, this.config.timeout);
+      const abort = () => {
+        finish({ kind: 'aborted' });
+        req.destroy();
+      };
+      signal.addEventListener('abort', abort, { once: true });
+      req.on('close', () => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', abort);
+      });
+      req.on('error', (err: NodeJS.ErrnoException) => finish({ kind: 'network', code: err.code ?? 'ERROR' }));
+      req.end(body);
+    });
+  }
+
+}
+
+function readCa(file: string): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new Error(`webhooks.caFile: cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
+  }
+}
