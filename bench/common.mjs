@@ -117,11 +117,13 @@ export async function seed(storage, { tag, password, users, free }) {
   const { openDatabase } = await import(path.join(ROOT, 'dist/storage/db.js'));
   const { migrate } = await import(path.join(ROOT, 'dist/storage/migrations.js'));
   const { createUser, setPlan } = await import(path.join(ROOT, 'dist/storage/users.js'));
-  const { hashPassword } = await import(path.join(ROOT, 'dist/auth/passwords.js'));
+  const { Passwords } = await import(path.join(ROOT, 'dist/auth/passwords.js'));
+  const passwords = new Passwords();
   const db = await openDatabase(storage);
   try {
     await migrate(db);
-    const hash = await hashPassword(password);
+    const hash = await passwords.hash(password);
+    passwords.close();
     const make = async (group, i) => {
       const email = `${tag}-${group}-${i}-${randomBytes(4).toString('hex')}@example.test`;
       return { email, password, id: await createUser(db, email, hash) };

@@ -7,13 +7,14 @@ import rateLimit from '@fastify/rate-limit';
 import { accountRoutes } from './auth/accountRoutes.js';
 import { authRoutes } from './auth/routes.js';
 import { sha256Hex } from './digest.js';
-import { corsHook } from './routing/cors.js';
+import { corsHook } from './listener/cors.js';
 import { authRateLimitOptions } from './listener/authRateLimit.js';
 import { requireUserWith } from './listener/requireUser.js';
 import { healthRoutes } from './health.js';
 import type { Instance } from './instance.js';
 import { httpsOptions, listenerOptions, registerCommon } from './listener/common.js';
-import { ownEndpointMethods, proxyRoutes } from './proxy/forward.js';
+import { Forwarder } from './proxy/forwarder.js';
+import { ownEndpointMethods, RequestContexts, type RequestContext } from './requestContext.js';
 import { OpenSockets } from './proxy/openSockets.js';
 import { documentRoutes } from './openapi.js';
 import { canonicalUrl } from './routing/paths.js';
@@ -24,8 +25,7 @@ import { ASSERTION_KEYS_PATH } from './verify/index.js';
 const REQUEST_TIMEOUT_MS = 300_000;
 
 export async function buildApp(instance: Instance): Promise<FastifyInstance> {
-  const { live, db, redis, tokens, identities, events, mailer, keyring, pipeline, metrics, log, clock, lifecycle, feed } = instance;
-  const config = live.current.config;
+  const { config, live, db, redis, tokens, passwords, identities, events, mailer, keyring, pipeline, metrics, log, clock, lifecycle, feed } = instance;
   const app = Fastify({
     ...listenerOptions(log),
     // HTTPS, and HTTP/2 beside HTTP/1.1, with server.tls: fastify makes the server; the types stay
@@ -44,6 +44,12 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
     // proxy forwards, so `/x/../api/v1/auth/login` cannot reach an upstream (routing/paths.ts).
     rewriteUrl: (req) => canonicalUrl(req.url ?? '/'),
   });
+  // The first hook: the request's context (the live snapshot pinned, the path read once, the route
+  // matched once), which every later step reads. Made on first sight of the request: a WebSocket
+  // upgrade is seen by its dispatch (proxy/websocket.ts) before any hook.
+  const contexts = new RequestContexts(live, ownEndpointMethods(app));
+  app.decorateRequest('context', null as unknown as RequestContext);
+  app.addHook('onRequest', contexts.hook());
   registerCommon(app, metrics.tallies);
   await documentRoutes(app);
   // While draining (server.shutdownDelay), every answer closes its connection: a load balancer's
@@ -57,10 +63,9 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
     }
     done();
   });
-  const ownMethods = ownEndpointMethods(app);
   // After the Host check, before everything else: preflights are answered before any guard.
   app.decorateRequest('corsCovered', false);
-  app.addHook('onRequest', corsHook(() => live.current, ownMethods));
+  app.addHook('onRequest', corsHook());
 
   await app.register(healthRoutes, { db, redis: redis?.client ?? null, lifecycle });
   // Two key sets, never one (CONTRACT §8): a verifier of assertions that held the access-token key
@@ -81,29 +86,29 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
   // Always registered (max 0 lets every request through) so a reload can switch it on. One store
   // for both scopes: a client address has one budget for every endpoint that checks a password
   // or a link, whichever it calls.
-  const authRateLimit = authRateLimitOptions({ redis, settings: () => live.current.config.auth.rateLimit });
+  const authRateLimit = authRateLimitOptions({ redis });
   await app.register(async (auth) => {
     await auth.register(rateLimit, authRateLimit);
-    await auth.register(authRoutes, { ...links, tokens, events, auth: config.auth });
-    await auth.register(accountRoutes, { ...links, tokens, events, requireUser, auth: config.auth });
+    await auth.register(authRoutes, { ...links, tokens, passwords, events, auth: config.auth });
+    await auth.register(accountRoutes, { ...links, tokens, passwords, events, requireUser, auth: config.auth });
   }, { prefix: '/api/v1/auth' });
-  const userDeps = { rateLimit: authRateLimit, db, identities, events, requireUser, webhooks: config.webhooks, clock, plans: () => live.current.config.plans };
+  const userDeps = { rateLimit: authRateLimit, db, passwords, identities, events, requireUser, webhooks: config.webhooks, clock };
   await app.register((user) => userRoutes(user, userDeps), { prefix: '/api/v1/user' });
   // WebSocket upgrades on websocket routes go through fastify's routing like any request; the
   // sockets they open are closed (1008) when their user no longer passes the route's guards, and
   // (1001) when the listener closes, after the drain (server.shutdownDelay).
   const sockets = new OpenSockets({ feed, identities, log });
   metrics.observeWebSockets(sockets);
-  const websockets = new WebSockets({
-    sockets,
-    maxPayload: config.server.bodyLimit,
-    routes: () => live.current.routes,
-    ownMethods,
-  });
+  const websockets = new WebSockets({ sockets, maxPayload: config.server.bodyLimit, contexts });
   websockets.attach(app.server, app.routing);
   app.addHook('preClose', () => websockets.close());
   // A key is the gateway's when it names a key (the lookup is the identity cache's, cached).
   const credentials = { tokens, isOwnKey: async (raw: string) => (await identities.keyOwner(sha256Hex(raw))) !== undefined };
-  await app.register(proxyRoutes, { pipeline, live, credentials, ownMethods, websockets, upstreamErrors: metrics.upstreamErrors });
+  const forwarder = new Forwarder(
+    { pipeline, credentials, websockets, upstreamErrors: metrics.upstreamErrors, server: config.server, log: app.log },
+    // Read when a connection to an upstream is made: the TLS files of the live snapshot of that moment.
+    (origin) => live.current.upstreamTls.get(origin),
+  );
+  await app.register(async (proxy) => forwarder.register(proxy));
   return app;
 }

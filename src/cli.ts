@@ -430,7 +430,7 @@ async function start({ config: configPath }: Args): Promise<number> {
   } catch (err) {
     return fail(startFailure(err));
   }
-  const { config } = gateway.services.live.current;
+  const { config } = gateway.services;
   // SIGHUP reloads (src/reload.ts); close-with-grace would otherwise treat it as a shutdown.
   const stopReloading = reloadOnSignal({ ...gateway.services, certificates: gateway.certificates }, () => loadConfig(file).config);
   const { shutdownDelay } = config.server;

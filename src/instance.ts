@@ -7,12 +7,13 @@ import type { Config } from './config/schema.js';
 import { AssertionKeyring } from './assertion/keyring.js';
 import { AssertionSigner } from './assertion/signer.js';
 import { MailQueue } from './auth/mail.js';
+import { Passwords } from './auth/passwords.js';
 import { createTokens, type Tokens } from './auth/tokens.js';
 import { ApiKeyUsage } from './storage/apiKeyUsage.js';
 import { DailyLimiter } from './guards/dailyLimit.js';
 import { IdentityCache } from './storage/identityCache.js';
 import { MinuteLimiter } from './guards/minuteLimit.js';
-import { Live } from './live.js';
+import { Live, liveSettingsOf } from './live.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { Pipeline } from './pipeline.js';
 import { OutboxEmitter, type Events } from './webhooks/emitter.js';
@@ -32,7 +33,9 @@ export interface Lifecycle {
 
 export interface Instance {
   lifecycle: Lifecycle;
-  /** What a reload may change (routes, upstreams, limits): read `live.current` per request. */
+  /** The configuration the instance started with: what a reload does not change. */
+  config: Config;
+  /** What a reload may change (routes, upstreams, limits): a request pins `live.current` once (requestContext.ts). */
   live: Live;
   db: Database;
   /** The Redis connection behind the breaker every guard's command goes through; null without Redis. */
@@ -41,6 +44,8 @@ export interface Instance {
   log: Logger;
   feed: ChangeFeed;
   tokens: Tokens;
+  /** Password hashing: the instance's hasher child and its queue. */
+  passwords: Passwords;
   identities: IdentityCache;
   keyUsage: ApiKeyUsage;
   daily: DailyLimiter;
@@ -96,14 +101,14 @@ export async function createInstance(config: Config, options: InstanceOptions): 
       redis = breaker;
     }
 
-    const live = new Live(config);
+    const live = new Live(liveSettingsOf(config));
     const metrics = createMetrics({ defaultMetrics: options.defaultMetrics });
     const feed = new ChangeFeed(db, log);
     closers.push(() => feed.close());
     // Subscribers first, then the feed: its first "resumed" is their start signal.
     const identities = new IdentityCache(db, feed);
     metrics.observeIdentityCache(identities.stats);
-    const daily = new DailyLimiter({ db, redis, feed, clock, log, config: () => live.current.config });
+    const daily = new DailyLimiter({ db, redis, feed, clock, log, config: () => live.current.settings });
     const keyring = new AssertionKeyring(db, feed, clock, log);
     // Webhook deliveries (the outbox worker): closed before the feed and the pool, so it can hand
     // back the attempts a shutdown cuts short.
@@ -113,6 +118,8 @@ export async function createInstance(config: Config, options: InstanceOptions): 
     const events = new OutboxEmitter({ db, config: config.webhooks, clock });
     await feed.start();
 
+    const passwords = new Passwords();
+    closers.push(async () => passwords.close());
     const tokens = await createTokens(config.auth, db, clock, (message) => log.warn(message));
     const keyUsage = new ApiKeyUsage(db, log);
     closers.push(() => keyUsage.close());
@@ -122,7 +129,6 @@ export async function createInstance(config: Config, options: InstanceOptions): 
     const mailer = new MailQueue(config.mail, log);
     closers.push(() => mailer.close());
     const pipeline = new Pipeline({
-      live,
       auth: { tokens, identities, keyUsage, clock },
       daily,
       minute: new MinuteLimiter(redis, clock),
@@ -131,7 +137,7 @@ export async function createInstance(config: Config, options: InstanceOptions): 
     });
 
     return {
-      lifecycle: { draining: false }, live, db, redis, clock, log, feed, tokens, identities, keyUsage, daily, keyring, pipeline, metrics, events, mailer,
+      lifecycle: { draining: false }, config, live, db, redis, clock, log, feed, tokens, passwords, identities, keyUsage, daily, keyring, pipeline, metrics, events, mailer,
       close: () => closeAll((err) => log.warn({ err }, 'error while closing')),
     };
   } catch (err) {

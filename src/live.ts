@@ -1,14 +1,32 @@
 // The live state of an instance: what a reload (SIGHUP) may change without a restart. One holder,
-// one swap: a reload builds a whole new snapshot and replaces it at once, so a request reads
-// `live.current` once and sees one consistent configuration from start to end, even across a
-// reload. Everything else an instance holds was wired at start and never changes.
+// one swap: a reload builds a whole new snapshot and replaces it at once. A request pins the
+// snapshot once, in its RequestContext (requestContext.ts), and sees one consistent configuration
+// from start to end, even across a reload. Everything else an instance holds was wired at start
+// from the start-up Config and never changes: the live settings are a type of their own, so that
+// reading a start-up setting (server.*, storage.*, admin.*) through the live holder does not compile.
 import type { Config } from './config/schema.js';
 import { CorsPolicies } from './routing/cors.js';
 import { RouteTable } from './routing/routeTable.js';
 import { readUpstreamTls, type UpstreamTls } from './proxy/upstreamTls.js';
 
+/** Setting paths a reload applies to the running instance (reload.ts); the rest need a restart. */
+export const LIVE_SETTINGS = ['routes', 'upstreams', 'cors', 'plans', 'auth.rateLimit'] as const;
+
+/** The settings of LIVE_SETTINGS, and only those. */
+export interface LiveSettings {
+  readonly routes: Config['routes'];
+  readonly upstreams: Config['upstreams'];
+  readonly cors: Config['cors'];
+  readonly plans: Config['plans'];
+  readonly auth: { readonly rateLimit: Config['auth']['rateLimit'] };
+}
+
+export function liveSettingsOf(config: Pick<Config, 'routes' | 'upstreams' | 'cors' | 'plans'> & { auth: Pick<Config['auth'], 'rateLimit'> }): LiveSettings {
+  return { routes: config.routes, upstreams: config.upstreams, cors: config.cors, plans: config.plans, auth: { rateLimit: config.auth.rateLimit } };
+}
+
 export interface LiveSnapshot {
-  readonly config: Config;
+  readonly settings: LiveSettings;
   readonly routes: RouteTable;
   /** Undefined when the configuration asks for no CORS at all. */
   readonly cors: CorsPolicies | undefined;
@@ -19,15 +37,16 @@ export interface LiveSnapshot {
 export class Live {
   private snapshot: LiveSnapshot;
 
-  constructor(config: Config) {
-    this.snapshot = Live.snapshotOf(config);
+  constructor(settings: LiveSettings) {
+    this.snapshot = Live.snapshotOf(settings);
   }
 
-  /** Throws when a file the configuration names cannot be read or used (upstream TLS). */
-  static snapshotOf(config: Config): LiveSnapshot {
-    return { config, routes: new RouteTable(config), cors: CorsPolicies.of(config), upstreamTls: readUpstreamTls(config.upstreams) };
+  /** Throws when a file the settings name cannot be read or used (upstream TLS). */
+  static snapshotOf(settings: LiveSettings): LiveSnapshot {
+    return { settings, routes: new RouteTable(settings), cors: CorsPolicies.of(settings), upstreamTls: readUpstreamTls(settings.upstreams) };
   }
 
+  /** The snapshot now. A request reads it once (its RequestContext); background work per use. */
   get current(): LiveSnapshot {
     return this.snapshot;
   }

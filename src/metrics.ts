@@ -1,7 +1,14 @@
 // Prometheus metrics (prom-client), one registry per gateway instance.
 import { readFileSync } from 'node:fs';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { WebSocketStats } from './proxy/openSockets.js';
+
+/** What the WebSocket gauges read when scraped (proxy/openSockets.ts provides it). */
+export interface WebSocketStats {
+  /** Sockets opened since start, per route. */
+  readonly opened: ReadonlyMap<string, number>;
+  /** Sockets open now, per route. */
+  openByRoute(): Map<string, number>;
+}
 
 export type Metrics = ReturnType<typeof createMetrics>;
 

@@ -4,10 +4,12 @@
 //   match a route → authenticate → plan guard → per-minute limit → daily limit → identity headers
 //
 // Every way a request can reach something the gateway protects goes through here: the proxy
-// (proxy/forward.ts) before forwarding, WebSocket upgrades there too (with the access_token query
+// (proxy/forwarder.ts) before forwarding, WebSocket upgrades there too (with the access_token query
 // parameter read as their bearer token: proxy/websocket.ts), the gateway's own endpoints
-// (listener/requireUser.ts) with a policy of their own, and the decisions listener (decisions/app.ts). Nothing here
-// forwards, answers or logs: callers do that with the Decision they get.
+// (listener/requireUser.ts) with a policy of their own, and the decisions listener (decisions/app.ts).
+// Each hands it the request's context (requestContext.ts: the live snapshot, the path read once,
+// the route matched once). Nothing here forwards, answers or logs: callers do that with the
+// Decision they get. The stages' logic lives in guards/, the routes' in routing/.
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Assertions } from './assertion/signer.js';
 import type { Denial } from './errors.js';
@@ -16,12 +18,12 @@ import type { DailyLimiter } from './guards/dailyLimit.js';
 import type { MinuteLimiter } from './guards/minuteLimit.js';
 import { rateLimitHeaders, type QuotaOutcome, type QuotaState } from './guards/quota.js';
 import { checkPlan } from './guards/plan.js';
-import type { Live } from './live.js';
+import type { LiveSnapshot } from './live.js';
 import { planLimitsOf } from './plans.js';
 import type { RouteTallies } from './metrics.js';
 import { identityHeaders } from './identityHeaders.js';
 import { overridingMethods } from './routing/methodOverrides.js';
-import { matchKeys, normalizePath } from './routing/paths.js';
+import type { RequestContext } from './requestContext.js';
 import type { CompiledRoute } from './routing/routeTable.js';
 
 /** What a route (or an own endpoint) asks of a request. */
@@ -34,11 +36,9 @@ export interface GuardPolicy {
   path?: string;
 }
 
-/** The request as the pipeline reads it: nothing of the connection, nothing of the body. */
+/** The request as the pipeline reads it: its context and headers; nothing of the connection, nothing of the body. */
 export interface RequestFacts {
-  method: string;
-  /** Path and query as received (after the listener's canonicalUrl). */
-  url: string;
+  context: RequestContext;
   headers: IncomingHttpHeaders;
 }
 
@@ -74,7 +74,6 @@ export type Decision =
     };
 
 export interface PipelineDeps {
-  live: Live;
   auth: AuthDeps;
   daily: DailyLimiter;
   minute: MinuteLimiter;
@@ -83,8 +82,6 @@ export interface PipelineDeps {
 }
 
 export interface DecideOptions {
-  /** Methods the listener serves itself on this path (its own endpoints): never passed to a route. */
-  ownMethods?: (path: string) => readonly string[];
   /** The request is to be forwarded: a decision-only route (no upstream) does not exist for it. */
   forwarding?: boolean;
 }
@@ -94,28 +91,22 @@ export class Pipeline {
 
   /** The whole pipeline for a request aimed at a route of the table. */
   async decide(request: RequestFacts, options: DecideOptions = {}): Promise<Decision> {
-    // request.url is normally normalized already (canonicalUrl); undefined: it could not be.
-    const raw = request.url.split('?', 1)[0]!;
-    const path = normalizePath(raw);
+    const { context } = request;
+    const { path } = context;
     if (path === undefined) return { kind: 'deny', route: undefined, denial: { code: 'badRequest' } };
     // The gateway forwards the path it decided for; a proxy asking for a decision forwards the
     // client's, unresolved. Decided as `/public/x`, `/premium/%2e%2e/public/x` would reach an
     // application that routes `..` as an id (Rails, Express) under the premium route, anonymously.
     // So a decision is only made for a path already in the form the gateway reads it.
-    if (!options.forwarding && path !== raw) return { kind: 'deny', route: undefined, denial: { code: 'badRequest' } };
+    if (!options.forwarding && path !== context.rawPath) return { kind: 'deny', route: undefined, denial: { code: 'badRequest' } };
     // The gateway's own paths never reach an upstream, whatever the route table says: another
     // method on /api/v1/auth/login is a 405 here, not a request to the application behind.
-    if (options.ownMethods) {
-      const own = options.ownMethods(path);
-      if (own.length) return this.denied('own', { code: 'methodNotAllowed', headers: { allow: own.join(', ') } });
-      // Another spelling of an own endpoint (case, trailing slash, `;params`, a format suffix),
-      // which a route on a shorter prefix would otherwise take with the credentials in its body,
-      // is refused rather than served: one spelling per endpoint, and none of them proxied.
-      if (isOwnSpelling(path, options.ownMethods)) return this.denied('own', { code: 'routeNotFound' });
-    }
+    if (context.own.length) return this.denied('own', { code: 'methodNotAllowed', headers: { allow: context.own.join(', ') } });
+    // Another spelling of an own endpoint, which a route on a shorter prefix would otherwise take
+    // with the credentials in its body, is refused rather than served.
+    if (context.ownSpelling) return this.denied('own', { code: 'routeNotFound' });
 
-    // One table for the whole request, even across a reload.
-    const match = this.deps.live.current.routes.match(request.method, path);
+    const { match } = context;
     if (match.kind === 'none') return { kind: 'deny', route: undefined, denial: { code: 'routeNotFound' } };
     const route = match.route;
     // Before any guard, so that the public listener tells nothing about a decision-only route (not
@@ -123,11 +114,11 @@ export class Pipeline {
     if (options.forwarding && !route.target) return { kind: 'deny', route: undefined, denial: { code: 'routeNotFound' } };
     // A POST carrying `X-HTTP-Method-Override: DELETE` (or `?_method=DELETE`) runs as a DELETE in
     // the upstream: it gets the 405 a DELETE gets, or `methods` would restrict nothing.
-    if (match.kind === 'method-not-allowed' || overridingMethods(request.headers, request.url).some((m) => !route.allowedMethods.has(m))) {
+    if (match.kind === 'method-not-allowed' || overridingMethods(request.headers, context.query).some((m) => !route.allowedMethods.has(m))) {
       return this.denied(route.path, { code: 'methodNotAllowed', headers: { allow: [...route.allowedMethods].join(', ') } });
     }
 
-    const outcome = await this.guard(route, request.headers);
+    const outcome = await this.guard(route, request.headers, context.live);
     if (outcome.kind === 'deny') return this.denied(route.path, outcome.denial);
     const { auth } = outcome;
     let identity: Record<string, string> | undefined;
@@ -139,8 +130,8 @@ export class Pipeline {
     return { kind: 'allow', route, upstreamPath: match.upstreamPath, auth, bearer: outcome.bearer, identity, responseHeaders: outcome.responseHeaders };
   }
 
-  /** authenticate → plan → daily, each only when the policy asks for it. */
-  async guard(policy: GuardPolicy, headers: IncomingHttpHeaders): Promise<GuardOutcome> {
+  /** authenticate → plan → per-minute → daily, each only when the policy asks for it; limits as `live` has them. */
+  async guard(policy: GuardPolicy, headers: IncomingHttpHeaders, live: LiveSnapshot): Promise<GuardOutcome> {
     const bearer = bearerToken(headers);
     let auth: AuthResult = { kind: 'anonymous' };
     if (policy.auth !== 'none') {
@@ -156,7 +147,7 @@ export class Pipeline {
     if (!user || !(policy.rateLimit || policy.dailyLimit)) return { kind: 'pass', auth, bearer, responseHeaders: undefined };
 
     // Per minute first: a request refused for bursting must not use up one of the day's uses.
-    const limits = planLimitsOf(this.deps.live.current.config.plans, user.plan);
+    const limits = planLimitsOf(live.settings.plans, user.plan);
     const quotas: QuotaState[] = [];
     const count = async (kind: 'minute' | 'daily', consume: () => Promise<QuotaOutcome>): Promise<Denial | undefined> => {
       const { state, denial } = await consume();
@@ -175,13 +166,4 @@ export class Pipeline {
     this.deps.tallies.decided(route, denial.code);
     return { kind: 'deny', route, denial };
   }
-}
-
-/** Whether the route matcher would read `path` as one of the listener's own endpoints, spelled otherwise. */
-function isOwnSpelling(path: string, ownMethods: (path: string) => readonly string[]): boolean {
-  for (const key of matchKeys(path)) {
-    const trimmed = key.length > 1 ? key.replace(/\/+$/, '') || '/' : key;
-    if (trimmed !== path && ownMethods(trimmed).length) return true;
-  }
-  return false;
 }

@@ -11,18 +11,17 @@ import type { Config } from './config/schema.js';
 import { ConfigError } from './config/load.js';
 import type { DailyLimiter } from './guards/dailyLimit.js';
 import type { Certificates } from './listener/common.js';
-import { Live } from './live.js';
+import { Live, LIVE_SETTINGS, liveSettingsOf } from './live.js';
 
 export interface ReloadDeps {
   live: Live;
+  /** The configuration the instance started with: the settings that need a restart are compared with it. */
+  config: Config;
   daily: Pick<DailyLimiter, 'forgetToday'>;
   log: Logger;
   /** The HTTPS listener's certificate (server.tls): its files are read again on every reload. */
   certificates?: Certificates;
 }
-
-/** Setting paths a reload applies to the running instance. */
-export const LIVE_SETTINGS = ['routes', 'upstreams', 'cors', 'plans', 'auth.rateLimit'] as const;
 
 export interface ReloadResult {
   applied: string[];
@@ -46,27 +45,22 @@ export function changedSettings(before: unknown, after: unknown, path = ''): str
  * the live part names (upstream TLS) are read again even when the settings did not change: a
  * rotated client certificate keeps its file name. Throws, changing nothing, when one is unusable.
  */
-export function applyConfig(deps: Pick<ReloadDeps, 'live' | 'daily'>, next: Config): ReloadResult {
-  const current = deps.live.current.config;
+export function applyConfig(deps: Pick<ReloadDeps, 'live' | 'config' | 'daily'>, next: Config): ReloadResult {
+  const live = deps.live.current.settings;
+  // What runs now: the start-up configuration with the live settings as last applied.
+  const current: Config = { ...deps.config, ...live, auth: { ...deps.config.auth, rateLimit: live.auth.rateLimit } };
   const changed = changedSettings(current, next);
   const applied = changed.filter(isLive);
   const needsRestart = changed.filter((key) => !isLive(key));
   const readsFiles = Object.values(next.upstreams).some((upstream) => upstream.tls);
   if (applied.length === 0 && !readsFiles) return { applied, needsRestart };
 
-  const config: Config = {
-    ...current,
-    routes: next.routes,
-    upstreams: next.upstreams,
-    cors: next.cors,
-    plans: next.plans,
-    auth: { ...current.auth, rateLimit: next.auth.rateLimit },
-  };
+  const settings = liveSettingsOf(next);
   // Built whole first, then swapped: no request ever sees half a configuration.
-  deps.live.replace(Live.snapshotOf(config));
+  deps.live.replace(Live.snapshotOf(settings));
   // The gates also count refused attempts: harmless while the limits stay put, but they would
   // keep refusing users a raised limit admits. Postgres stays the authority; the gates rebuild.
-  if (JSON.stringify(config.plans) !== JSON.stringify(current.plans)) void deps.daily.forgetToday('plan limits changed');
+  if (JSON.stringify(settings.plans) !== JSON.stringify(live.plans)) void deps.daily.forgetToday('plan limits changed');
   return { applied, needsRestart };
 }
 

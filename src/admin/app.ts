@@ -23,6 +23,6 @@ export async function buildAdminApp(instance: Instance, options: AdminOptions = 
     reply.type(metrics.registry.contentType);
     return metrics.registry.metrics();
   });
-  await app.register(adminRoutes, { prefix: '/admin', db, identities, events, apiKey: live.current.config.admin.apiKey, config: () => live.current.config, clock: instance.clock });
+  await app.register(adminRoutes, { prefix: '/admin', db, identities, events, apiKey: instance.config.admin.apiKey, config: () => live.current.settings, clock: instance.clock });
   return app;
 }

@@ -14,7 +14,7 @@ import { isUsersSession } from '../storage/sessions.js';
 import * as users from '../storage/users.js';
 import { newPasswordDenial, normalizeEmail } from './credentials.js';
 import { queueLinkMail, type LinkMailDeps, type LinkPurpose } from './links.js';
-import { hashPassword, isTooLong, verifyPassword } from './passwords.js';
+import { isTooLong, type Passwords } from './passwords.js';
 import { clientOf, issueInSession } from './sessions.js';
 import { sha256Hex } from '../digest.js';
 import type { Tokens } from './tokens.js';
@@ -22,13 +22,14 @@ import type { Tokens } from './tokens.js';
 export interface AccountRoutesDeps extends LinkMailDeps {
   db: Database;
   tokens: Tokens;
+  passwords: Passwords;
   events: Events;
   requireUser: RequireUser;
   auth: Pick<Config['auth'], 'passwordMinLength'>;
 }
 
 export async function accountRoutes(app: FastifyInstance, deps: AccountRoutesDeps): Promise<void> {
-  const { db, tokens, clock, events, mailer, requireUser } = deps;
+  const { db, tokens, passwords, clock, events, mailer, requireUser } = deps;
   const minLength = deps.auth.passwordMinLength;
 
   app.post('/password/change', { preHandler: requireUser() }, async (request, reply) => {
@@ -38,8 +39,8 @@ export async function accountRoutes(app: FastifyInstance, deps: AccountRoutesDep
     const denial = newPasswordDenial(next, minLength);
     if (denial) return sendDenial(reply, denial);
     const user = isTooLong(current) ? undefined : await users.findByIdWithHash(db, id);
-    if (!user || !(await verifyPassword(user.password_hash, current))) return sendError(reply, 'invalidCredentials');
-    const hash = await hashPassword(next);
+    if (!user || !(await passwords.verify(user.password_hash, current))) return sendError(reply, 'invalidCredentials');
+    const hash = await passwords.hash(next);
     const changed = await db.transaction(async (tx) => {
       const locked = await users.lockUser(tx, id, 'update');
       // Changed by someone else since it was checked: current_password is no longer the password.
@@ -78,7 +79,7 @@ export async function accountRoutes(app: FastifyInstance, deps: AccountRoutesDep
     if (!holder) return sendError(reply, 'linkInvalid');
     const denial = newPasswordDenial(next, minLength);
     if (denial) return sendDenial(reply, denial);
-    const hash = await hashPassword(next);
+    const hash = await passwords.hash(next);
     const ended = await useLink(token, 'reset', holder.user_id, async (tx, user, now) => {
       await users.setPassword(tx, user.id, hash, now);
       // The link went to this address and came back: the address is the user's.

@@ -42,40 +42,74 @@ interface Pending {
   reject(err: Error): void;
 }
 
-let child: ChildProcess | undefined;
-let nextId = 0;
-const pending = new Map<number, Pending>();
+const EXITED = 'password hasher exited';
 
-function hasher(): ChildProcess | undefined {
-  if (child?.connected) return child;
-  try {
-    const c = spawn(process.execPath, ['--input-type=module', '-e', CHILD_SOURCE, ARGON2_URL], {
-      stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
-      env: { PATH: process.env.PATH ?? '' }, // passwords pass through IPC only; the child needs no settings
-    });
-    c.on('message', (message: { id: number; result?: string | boolean; error?: string }) => {
-      const job = pending.get(message.id);
-      pending.delete(message.id);
-      if (pending.size === 0) channel(c)?.unref();
-      if (message.error !== undefined) job?.reject(new Error(message.error));
-      else job?.resolve(message.result!);
-    });
-    const lost = () => {
-      if (child === c) child = undefined;
-      for (const [id, job] of pending) {
-        pending.delete(id);
-        job.reject(new Error('password hasher exited'));
-      }
-    };
-    c.on('exit', lost);
-    c.on('error', lost);
-    // An idle hasher must not keep the process alive; a job waiting for its answer must.
-    c.unref();
-    channel(c)?.unref();
-    child = c;
-    return c;
-  } catch {
-    return undefined;
+/**
+ * The hasher child of one gateway instance: started on first use, started again after it dies,
+ * stopped by close() (Instance.close()). Two instances in one process (tests) never share one.
+ */
+export class HasherProcess {
+  private child: ChildProcess | undefined;
+  private nextId = 0;
+  private readonly pending = new Map<number, Pending>();
+  private closed = false;
+
+  /** Runs the job in the child, or in-process when the child cannot be started or dies. */
+  run(job: HashJob): Promise<string | boolean> {
+    const c = this.hasher();
+    if (!c) return inProcess(job);
+    const id = this.nextId++;
+    return new Promise<string | boolean>((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      channel(c)?.ref();
+      c.send({ id, ...job }, (err) => {
+        if (!err) return;
+        this.pending.delete(id);
+        reject(err);
+      });
+    }).catch((err: Error) => (err.message === EXITED || !c.connected ? inProcess(job) : Promise.reject(err)));
+  }
+
+  /** Stops the child (jobs still waiting for it are done in-process); later jobs run in-process. */
+  close(): void {
+    this.closed = true;
+    const c = this.child;
+    this.child = undefined;
+    if (c?.connected) c.disconnect();
+  }
+
+  private hasher(): ChildProcess | undefined {
+    if (this.closed) return undefined;
+    if (this.child?.connected) return this.child;
+    try {
+      const c = spawn(process.execPath, ['--input-type=module', '-e', CHILD_SOURCE, ARGON2_URL], {
+        stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+        env: { PATH: process.env.PATH ?? '' }, // passwords pass through IPC only; the child needs no settings
+      });
+      c.on('message', (message: { id: number; result?: string | boolean; error?: string }) => {
+        const job = this.pending.get(message.id);
+        this.pending.delete(message.id);
+        if (this.pending.size === 0) channel(c)?.unref();
+        if (message.error !== undefined) job?.reject(new Error(message.error));
+        else job?.resolve(message.result!);
+      });
+      const lost = () => {
+        if (this.child === c) this.child = undefined;
+        for (const [id, job] of this.pending) {
+          this.pending.delete(id);
+          job.reject(new Error(EXITED));
+        }
+      };
+      c.on('exit', lost);
+      c.on('error', lost);
+      // An idle hasher must not keep the process alive; a job waiting for its answer must.
+      c.unref();
+      channel(c)?.unref();
+      this.child = c;
+      return c;
+    } catch {
+      return undefined;
+    }
   }
 }
 
@@ -85,19 +119,4 @@ function channel(c: ChildProcess): { ref(): void; unref(): void } | undefined {
 
 function inProcess(job: HashJob): Promise<string | boolean> {
   return job.op === 'hash' ? argon2.hash(job.password, job.options) : argon2.verify(job.hash, job.password);
-}
-
-export function runHashJob(job: HashJob): Promise<string | boolean> {
-  const c = hasher();
-  if (!c) return inProcess(job);
-  const id = nextId++;
-  return new Promise<string | boolean>((resolve, reject) => {
-    pending.set(id, { resolve, reject });
-    channel(c)?.ref();
-    c.send({ id, ...job }, (err) => {
-      if (!err) return;
-      pending.delete(id);
-      reject(err);
-    });
-  }).catch((err: Error) => (err.message === 'password hasher exited' || !c.connected ? inProcess(job) : Promise.reject(err)));
 }

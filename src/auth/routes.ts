@@ -10,7 +10,7 @@ import * as refreshTokens from '../storage/refreshTokens.js';
 import * as users from '../storage/users.js';
 import { newPasswordDenial, normalizeEmail, storable } from './credentials.js';
 import { queueLinkMail, type LinkMailDeps } from './links.js';
-import { burnVerification, hashPassword, isTooLong, needsRehash, verifyPassword } from './passwords.js';
+import { isTooLong, needsRehash, type Passwords } from './passwords.js';
 import { clientOf, issueInSession } from './sessions.js';
 import { sha256Hex } from '../digest.js';
 import type { Tokens } from './tokens.js';
@@ -18,13 +18,14 @@ import type { Tokens } from './tokens.js';
 export interface AuthRoutesDeps extends LinkMailDeps {
   db: Database;
   tokens: Tokens;
+  passwords: Passwords;
   clock: () => Date;
   events: Events;
   auth: Pick<Config['auth'], 'passwordMinLength' | 'refreshReuse' | 'requireVerifiedEmail'>;
 }
 
 export async function authRoutes(app: FastifyInstance, deps: AuthRoutesDeps): Promise<void> {
-  const { db, tokens, clock, events } = deps;
+  const { db, tokens, passwords, clock, events } = deps;
   const minLength = deps.auth.passwordMinLength;
   const sendVerification = (user: { id: number; email: string; is_active: number }) => queueLinkMail(deps, 'verify', user.id, async () => user);
 
@@ -36,7 +37,7 @@ export async function authRoutes(app: FastifyInstance, deps: AuthRoutesDeps): Pr
     if (denial) return sendDenial(reply, denial);
     // A cheap check first spares a hash for the common duplicate; the INSERT still decides races.
     if (await users.emailExists(db, email)) return sendError(reply, 'emailTaken');
-    const id = await users.createUser(db, email, await hashPassword(password));
+    const id = await users.createUser(db, email, await passwords.hash(password));
     if (id === null) return sendError(reply, 'emailTaken');
     request.log.info({ userId: id }, 'user registered');
     sendVerification({ id, email, is_active: 1 });
@@ -51,11 +52,11 @@ export async function authRoutes(app: FastifyInstance, deps: AuthRoutesDeps): Pr
     if (isTooLong(password)) return sendError(reply, 'invalidCredentials');
     const user = storable(email) ? await users.findByEmailWithHash(db, email) : undefined;
     if (!user || user.is_active !== 1) {
-      await burnVerification(password);
+      await passwords.burnVerification(password);
       return sendError(reply, 'invalidCredentials');
     }
-    if (!(await verifyPassword(user.password_hash, password))) return sendError(reply, 'invalidCredentials');
-    if (needsRehash(user.password_hash)) await users.updatePasswordHash(db, user.id, await hashPassword(password));
+    if (!(await passwords.verify(user.password_hash, password))) return sendError(reply, 'invalidCredentials');
+    if (needsRehash(user.password_hash)) await users.updatePasswordHash(db, user.id, await passwords.hash(password));
     // Said only to whoever knows the password. A new link goes out (at most one a minute), so an
     // account whose first link was lost or expired is never stuck.
     if (deps.auth.requireVerifiedEmail && !user.email_verified_at) {

@@ -164,7 +164,7 @@ export class SigningKeyError extends Error {
 }
 
 /** The key pair in auth.jwt.privateKeyFile (asymmetric algorithms); throws SigningKeyError. */
-async function loadKeyFile(jwt: Config['auth']['jwt']): Promise<Keys> {
+export async function loadKeyFile(jwt: Config['auth']['jwt']): Promise<Keys> {
   try {
     const pem = readFileSync(jwt.privateKeyFile!, 'utf8');
     const publicPem = createPublicKey(pem).export({ type: 'spki', format: 'pem' }).toString();
@@ -176,9 +176,4 @@ async function loadKeyFile(jwt: Config['auth']['jwt']): Promise<Keys> {
   } catch (err) {
     throw new SigningKeyError(jwt, err);
   }
-}
-
-/** Loads auth.jwt.privateKeyFile as `start` will (`gateway check`); throws SigningKeyError. */
-export async function checkSigningKey(jwt: Config['auth']['jwt']): Promise<void> {
-  if (jwt.algorithm !== 'HS256') await loadKeyFile(jwt);
 }

@@ -2,10 +2,9 @@
 // check`, and `gateway start` before it opens anything, read each one and parse it as its kind,
 // so a missing or broken file is a configuration error naming the key, not a failure later on.
 // A new file setting is one line in fileSettings(); a new kind of file, one checker.
-import { createPrivateKey, X509Certificate } from 'node:crypto';
+import { createPrivateKey, X509Certificate, type KeyObject } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { createSecureContext } from 'node:tls';
-import { checkSigningKey } from '../auth/tokens.js';
 import type { Config } from './schema.js';
 
 /**
@@ -58,16 +57,43 @@ const CHECKERS = {
     }
     return undefined;
   },
-  /** The access-token signing key, loaded exactly as `start` loads it (auth/tokens.ts). */
+  /**
+   * The access-token signing key: what jose's importPKCS8 takes for the algorithm (auth/tokens.ts
+   * loads it so at start; test/config/files.test.ts holds the two to the same answers).
+   */
   async signingKey(file, config) {
-    try {
-      await checkSigningKey({ ...config.auth.jwt, privateKeyFile: file });
-      return undefined;
-    } catch (err) {
-      return (err as Error).message;
-    }
+    const { algorithm } = config.auth.jwt;
+    const read = await readText(file);
+    if ('problem' in read) return read.problem;
+    const problem = signingKeyProblem(read.text, algorithm);
+    return problem && `${file}: cannot sign ${algorithm} with it: ${problem}`;
   },
 } satisfies Record<string, Checker>;
+
+/** Why a PEM text is not a PKCS#8 private key that signs `algorithm`; undefined when it is one. */
+export function signingKeyProblem(pem: string, algorithm: Config['auth']['jwt']['algorithm']): string | undefined {
+  // jose reads PKCS#8 only: a SEC1 (`EC PRIVATE KEY`) or PKCS#1 (`RSA PRIVATE KEY`) file is refused.
+  if (!/^-----BEGIN PRIVATE KEY-----/m.test(pem)) return 'not a PEM PKCS#8 private key (-----BEGIN PRIVATE KEY-----)';
+  let key: KeyObject;
+  try {
+    key = createPrivateKey(pem);
+  } catch (err) {
+    return `not a PEM private key: ${(err as Error).message}`;
+  }
+  const type = key.asymmetricKeyType;
+  const details = key.asymmetricKeyDetails ?? {};
+  switch (algorithm) {
+    case 'EdDSA':
+      return type === 'ed25519' ? undefined : `an ${type} key, not an Ed25519 one`;
+    case 'ES256':
+      return type === 'ec' && details.namedCurve === 'prime256v1' ? undefined : `an ${type}${details.namedCurve ? ` ${details.namedCurve}` : ''} key, not an EC P-256 one`;
+    case 'RS256':
+      if (type !== 'rsa') return `an ${type} key, not an RSA one`;
+      return (details.modulusLength ?? 0) >= 2048 ? undefined : `an RSA key of ${details.modulusLength} bits: 2048 at least`;
+    default:
+      return undefined; // HS256 signs with a secret, not a file
+  }
+}
 
 export interface FileSetting {
   /** The key path, as problems name it: webhooks.caFile. */

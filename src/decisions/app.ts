@@ -9,6 +9,7 @@ import { sendDenial, sendError } from '../errors.js';
 import type { Instance } from '../instance.js';
 import { acceptEveryMethod, listenerOptions, registerCommon } from '../listener/common.js';
 import { DenialLog } from '../logThrottle.js';
+import { requestContext, type OwnMethods } from '../requestContext.js';
 import { DECISIONS_PATH, originalRequest } from './original.js';
 
 /**
@@ -19,12 +20,12 @@ import { DECISIONS_PATH, originalRequest } from './original.js';
 export const DENIAL_BODY_HEADER = 'x-gateway-error';
 
 export interface DecisionsOptions {
-  /** The public listener's own endpoints (proxy/forward.ts, ownEndpointMethods). */
-  ownMethods: (path: string) => readonly string[];
+  /** The public listener's own endpoints (requestContext.ts, ownEndpointMethods). */
+  ownMethods: OwnMethods;
 }
 
 export async function buildDecisionsApp(instance: Instance, options: DecisionsOptions): Promise<FastifyInstance> {
-  const { pipeline, metrics, log } = instance;
+  const { pipeline, metrics, log, live } = instance;
   const { ownMethods } = options;
   const app = Fastify(listenerOptions(log.child({ listener: 'decisions' })));
   registerCommon(app, metrics.tallies);
@@ -44,7 +45,9 @@ export async function buildDecisionsApp(instance: Instance, options: DecisionsOp
   const handler = async (request: FastifyRequest, reply: FastifyReply) => {
     const original = originalRequest(request.method, request.url, request.raw.rawHeaders);
     if (!original) return sendError(reply, 'badRequest');
-    const decision = await pipeline.decide({ method: original.method, url: original.url, headers: request.headers }, { ownMethods });
+    // Decided against the live state of this moment, like any request the public listener takes.
+    const context = requestContext(live.current, original.method, original.url, ownMethods);
+    const decision = await pipeline.decide({ context, headers: request.headers });
     if (decision.kind === 'deny') {
       // The gateway's own endpoints are served by its public listener, under every spelling, and
       // never by a route (CONTRACT §8): no route decides for them either. Were one on `/` allowed

@@ -6,6 +6,7 @@
 // as soon as it answers (the breaker of redisBreaker.ts decides, and logs). One key per client
 // address: cluster-safe. Settings are read per request, so a reload changes them live.
 import type { FastifyRateLimitStore, RateLimitPluginOptions } from '@fastify/rate-limit';
+import type { FastifyRequest } from 'fastify';
 import { LRUCache } from 'lru-cache';
 import { GatewayError } from '../errors.js';
 import type { Config } from '../config/schema.js';
@@ -35,9 +36,10 @@ class LocalWindows {
 
 export interface AuthRateLimitDeps {
   redis: RedisBreaker | null;
-  /** auth.rateLimit, read per request: a reload changes it live. */
-  settings: () => Config['auth']['rateLimit'];
 }
+
+/** auth.rateLimit as the request's pinned live snapshot has it: a reload changes it live. */
+const settings = (request: FastifyRequest): Config['auth']['rateLimit'] => request.context.live.settings.auth.rateLimit;
 
 export function authRateLimitStore({ redis }: Pick<AuthRateLimitDeps, 'redis'>) {
   const local = new LocalWindows();
@@ -61,13 +63,12 @@ export function authRateLimitStore({ redis }: Pick<AuthRateLimitDeps, 'redis'>) 
 
 /** Options for @fastify/rate-limit on the /api/v1/auth scope. */
 export function authRateLimitOptions(deps: AuthRateLimitDeps): RateLimitPluginOptions {
-  const { settings } = deps;
   return {
     store: authRateLimitStore(deps),
-    max: () => settings().max,
-    timeWindow: () => settings().window,
+    max: (request) => settings(request).max,
+    timeWindow: (request) => settings(request).window,
     // max 0 disables the limit; checked per request so a reload can switch it on or off.
-    allowList: () => settings().max === 0,
+    allowList: (request) => settings(request).max === 0,
     // The default key generator reads request.ip (X-Forwarded-For only under server.trustProxy)
     // and folds IPv6 addresses into their /64, so rotating through one's own prefix does not help.
     errorResponseBuilder: () => new GatewayError('rateLimited'),

@@ -16,7 +16,7 @@ export type RequireUser = (plans?: readonly string[]) => preHandlerAsyncHookHand
 
 export function requireUserWith(pipeline: Pick<Pipeline, 'guard'>): RequireUser {
   return (plans) => async function guard(request: FastifyRequest, reply: FastifyReply) {
-    const outcome = await pipeline.guard({ auth: 'required', plans }, request.headers);
+    const outcome = await pipeline.guard({ auth: 'required', plans }, request.headers, request.context.live);
     if (outcome.kind === 'deny') {
       request.log.info({ reason: outcome.denial.code }, 'request denied');
       return sendDenial(reply, outcome.denial);

@@ -6,11 +6,10 @@ import type { FastifyInstance } from 'fastify';
 
 export const BODY_TOO_LARGE = 'FST_ERR_CTP_BODY_TOO_LARGE';
 
-/** Replaces the scope's body parsers with a size-checking pass-through; `limit` is read per request (reload). */
-export function streamBodiesWithin(app: FastifyInstance, limit: () => number): void {
+/** Replaces the scope's body parsers with a size-checking pass-through (server.bodyLimit: a start-up setting). */
+export function streamBodiesWithin(app: FastifyInstance, bodyLimit: number): void {
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', (request, payload, done) => {
-    const bodyLimit = limit();
     const declared = Number(request.headers['content-length']);
     if (declared > bodyLimit) {
       done(bodyTooLarge(), undefined);

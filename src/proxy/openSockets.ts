@@ -12,6 +12,7 @@ import { ERRORS, type Denial } from '../errors.js';
 import type { IdentityCache } from '../storage/identityCache.js';
 import { checkPlan } from '../guards/plan.js';
 import type { ChangeFeed } from '../storage/changeFeed.js';
+import type { WebSocketStats } from '../metrics.js';
 
 /** Close code of RFC 6455 §7.4.1: the endpoint is going away (a server shutting down). */
 export const GOING_AWAY = 1001;
@@ -42,11 +43,6 @@ export interface OpenSocketsDeps {
 }
 
 /** What /metrics reads: sockets opened since start and open now, by route. */
-export interface WebSocketStats {
-  readonly opened: ReadonlyMap<string, number>;
-  openByRoute(): Map<string, number>;
-}
-
 export class OpenSockets implements WebSocketStats {
   readonly opened = new Map<string, number>();
   private readonly all = new Set<OpenSocket>();

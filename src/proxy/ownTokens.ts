@@ -34,7 +34,8 @@ export interface OwnCredentials {
 
 export interface CredentialFacts {
   headers: IncomingHttpHeaders;
-  url: string;
+  /** The query string (without `?`), as it would be forwarded. */
+  query: string | undefined;
   /** The Authorization header's bearer token, when it had one. */
   bearer: string | undefined;
   /** The bearer token authenticated this request: ours, known without another check. */
@@ -80,23 +81,20 @@ export async function findOwnCredentials(request: CredentialFacts, checks: Crede
   }
 
   let query: string | undefined;
-  const q = request.url.indexOf('?');
-  if (q !== -1) {
-    const raw = request.url.slice(q + 1);
-    if (raw.includes('eyJ') || raw.includes('gw_') || raw.includes('%')) {
-      // Kept in the client's spelling (the separators it used included), less the pairs that carry one.
-      const parts = raw.split(/([&;])/);
-      let kept = '';
-      let dropped = false;
-      for (let i = 0; i < parts.length; i += 2) {
-        if (await holdsOwn(decoded(parts[i]!))) {
-          dropped = true;
-          continue;
-        }
-        kept += (kept ? (parts[i - 1] ?? '&') : '') + parts[i];
+  const raw = request.query;
+  if (raw !== undefined && (raw.includes('eyJ') || raw.includes('gw_') || raw.includes('%'))) {
+    // Kept in the client's spelling (the separators it used included), less the pairs that carry one.
+    const parts = raw.split(/([&;])/);
+    let kept = '';
+    let dropped = false;
+    for (let i = 0; i < parts.length; i += 2) {
+      if (await holdsOwn(decoded(parts[i]!))) {
+        dropped = true;
+        continue;
       }
-      if (dropped) query = kept;
+      kept += (kept ? (parts[i - 1] ?? '&') : '') + parts[i];
     }
+    if (dropped) query = kept;
   }
 
   const headers: string[] = [];

@@ -17,11 +17,9 @@ import { TLSSocket } from 'node:tls';
 import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
 import WebSocket, { WebSocketServer, type RawData } from 'ws';
 import type { Denial } from '../errors.js';
-import type { RequestFacts } from '../pipeline.js';
+import type { RequestContexts } from '../requestContext.js';
 import { downstreamHeaders } from './headers.js';
 import { GOING_AWAY, type OpenSocket, type OpenSockets } from './openSockets.js';
-import { normalizePath } from '../routing/paths.js';
-import type { RouteTable } from '../routing/routeTable.js';
 import type { UpstreamTls } from './upstreamTls.js';
 
 // A relayed direction stops reading from its sender while this much is waiting to be written to
@@ -38,9 +36,8 @@ export interface WebSocketsDeps {
   sockets: OpenSockets;
   /** Messages from clients larger than this close the socket (1009): server.bodyLimit. */
   maxPayload: number;
-  /** The live route table: which paths are WebSocket routes. */
-  routes: () => Pick<RouteTable, 'routeFor'>;
-  ownMethods: (path: string) => readonly string[];
+  /** The public listener's request contexts: an upgrade is first seen here, before fastify's hooks. */
+  contexts: Pick<RequestContexts, 'of'>;
 }
 
 /** Where an allowed upgrade goes, and what its socket's standing is checked against later. */
@@ -170,8 +167,8 @@ export class WebSockets {
   /** A GET asking for a WebSocket on a path whose route has `websocket: true`. */
   private wanted(req: IncomingMessage): boolean {
     if (this.closing || req.method !== 'GET' || req.headers.upgrade?.toLowerCase() !== 'websocket') return false;
-    const path = normalizePath((req.url ?? '/').split('?', 1)[0]!);
-    return path !== undefined && this.deps.ownMethods(path).length === 0 && this.deps.routes().routeFor(path)?.websocket === true;
+    const { path, own, match } = this.deps.contexts.of(req);
+    return path !== undefined && own.length === 0 && match.kind !== 'none' && match.route.websocket === true;
   }
 
   private pair(client: WebSocket, upstream: WebSocket, standing: WebSocketTarget['standing'], log: FastifyBaseLogger): void {
@@ -236,28 +233,22 @@ export function handshakeless(headers: IncomingHttpHeaders): IncomingHttpHeaders
 }
 
 /**
- * The request as the pipeline reads it on an upgrade: browsers cannot set Authorization on a
+ * The headers as the pipeline reads them on an upgrade: browsers cannot set Authorization on a
  * WebSocket, so the access token may come as the `access_token` query parameter (RFC 6750 §2.3),
  * read as a bearer token when no Authorization header came. Upgrades only: anywhere else a token
  * in a URL ends up in logs and Referer headers, and the header is there to carry it.
  */
-export function upgradeFacts(request: RequestFacts): RequestFacts {
-  if (request.headers.authorization !== undefined) return request;
-  const token = accessTokenOf(request.url);
-  return token === undefined ? request : { method: request.method, url: request.url, headers: { ...request.headers, authorization: `Bearer ${token}` } };
+export function upgradeHeaders(headers: IncomingHttpHeaders, query: string | undefined): IncomingHttpHeaders {
+  if (headers.authorization !== undefined || query === undefined) return headers;
+  const token = new URLSearchParams(query).get('access_token') ?? undefined;
+  return token === undefined ? headers : { ...headers, authorization: `Bearer ${token}` };
 }
 
-function accessTokenOf(url: string): string | undefined {
-  const q = url.indexOf('?');
-  return q === -1 ? undefined : new URLSearchParams(url.slice(q + 1)).get('access_token') ?? undefined;
-}
-
-/** `url` without any `access_token` query parameter: the gateway's credential, never the upstream's. */
-export function withoutAccessToken(url: string): string {
-  const q = url.indexOf('?');
-  if (q === -1 || !url.includes('access_token', q)) return url;
-  const kept = url.slice(q + 1).split('&').filter((pair) => safeDecode(pair.split('=', 1)[0]!) !== 'access_token');
-  return kept.length ? `${url.slice(0, q)}?${kept.join('&')}` : url.slice(0, q);
+/** `query` without any `access_token` parameter (undefined when nothing is left): the gateway's credential, never the upstream's. */
+export function withoutAccessToken(query: string | undefined): string | undefined {
+  if (query === undefined || !query.includes('access_token')) return query;
+  const kept = query.split('&').filter((pair) => safeDecode(pair.split('=', 1)[0]!) !== 'access_token');
+  return kept.length ? kept.join('&') : undefined;
 }
 
 function safeDecode(text: string): string {

@@ -9,17 +9,7 @@
 // collides with the proxy's catch-all, its per-route settings are fastify route options (the
 // gateway's routes are a table that a reload swaps), and its Allow-Methods is one fixed list
 // where the contract wants the matched route's methods.
-import type { onRequestHookHandler } from 'fastify';
 import { CORS_DEFAULTS, type Config, type CorsConfig, type RouteConfig } from '../config/schema.js';
-import { normalizePath } from './paths.js';
-import type { RouteTable } from './routeTable.js';
-
-declare module 'fastify' {
-  interface FastifyRequest {
-    /** A CORS policy covers this request: the gateway's CORS headers, not the upstream's, go back. */
-    corsCovered: boolean;
-  }
-}
 
 /** One CORS policy (the global one, or a route's with its override), its header values made once. */
 export class CorsPolicy {
@@ -84,41 +74,4 @@ function effective(global: CorsConfig | undefined, route: RouteConfig): CorsConf
   const override = Object.fromEntries(Object.entries(route.cors ?? {}).filter(([, value]) => value !== undefined));
   // The schema makes sure `origins` comes from one of the two.
   return { ...CORS_DEFAULTS, ...global, ...override } as CorsConfig;
-}
-
-export interface CorsState {
-  cors: CorsPolicies | undefined;
-  routes: Pick<RouteTable, 'routeFor'>;
-}
-
-/**
- * The public listener's CORS, as its first hook after the Host check: a preflight on a covered
- * path is answered here (204), before any guard, rate limit or route; any other request to a
- * covered path gets `Vary: Origin`, and the policy's headers when its Origin is allowed.
- * `current` is read per request (a reload swaps it); `ownMethods` gives the methods of the
- * gateway's own endpoints on a path, which only the global policy covers.
- */
-export function corsHook(current: () => CorsState, ownMethods: (path: string) => readonly string[]): onRequestHookHandler {
-  return function cors(request, reply, done) {
-    const { cors: policies, routes } = current();
-    if (!policies || reply.sent) return done();
-    const path = normalizePath(request.url.split('?', 1)[0]!);
-    const own = path === undefined ? [] : ownMethods(path);
-    const route = path === undefined || own.length ? undefined : routes.routeFor(path);
-    const policy = route ? policies.forRoute(route.path) : policies.global;
-    if (!policy) return done();
-    request.corsCovered = true;
-    // The answer depends on Origin: caches must keep one per origin (Fetch standard, CORS and caching).
-    reply.header('vary', 'Origin');
-    const origin = request.headers.origin;
-    const allowed = origin !== undefined && policy.allows(origin);
-    if (request.method === 'OPTIONS' && origin !== undefined && request.headers['access-control-request-method'] !== undefined) {
-      if (allowed) reply.headers(policy.preflightHeaders(origin, route ? route.allowedMethods : own));
-      // Answered here: a fastify hook that sends does not call done().
-      reply.code(204).send();
-      return;
-    }
-    if (allowed) reply.headers(policy.responseHeaders(origin));
-    done();
-  };
 }

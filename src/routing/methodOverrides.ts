@@ -11,16 +11,14 @@ const METHOD_OVERRIDE_HEADERS = new Set(['x-http-method-override', 'x-http-metho
  * The methods a request asks the upstream to run instead of its own (METHOD_OVERRIDE_HEADERS, and
  * the `_method` query parameter of Laravel, Symfony and Express's method-override), upper-cased.
  */
-export function overridingMethods(headers: IncomingHttpHeaders, url: string): string[] {
+export function overridingMethods(headers: IncomingHttpHeaders, query: string | undefined): string[] {
   const found: string[] = [];
   for (const name in headers) {
     if (name.charCodeAt(0) !== 0x78 || !METHOD_OVERRIDE_HEADERS.has(name.replace(/_/g, '-'))) continue;
     found.push(...String(headers[name]).split(','));
   }
-  const q = url.indexOf('?');
-  const query = q === -1 ? '' : url.slice(q + 1);
   // `%5Fmethod` is `_method` once decoded, and PHP reads `.method` or ` method` as `_method` too.
-  if (/method|%/i.test(query)) {
+  if (query && /method|%/i.test(query)) {
     for (const [key, value] of new URLSearchParams(query)) {
       if (key.replace(/[. []/g, '_') === '_method') found.push(value);
     }

@@ -74,12 +74,6 @@ export class RouteTable {
     return { kind: 'route', route, upstreamPath: joinPath(route.rewritePrefix, rest) };
   }
 
-  /** The route a path falls under, whatever the method (CORS preflights: cors.ts). */
-  routeFor(path: string): CompiledRoute | undefined {
-    const match = this.match('OPTIONS', path);
-    return match.kind === 'none' ? undefined : match.route;
-  }
-
   /** The longest route whose key is `key` or a parent of it. */
   private find(key: string): CompiledRoute | undefined {
     for (const route of this.routes) {

@@ -6,7 +6,13 @@ import { StorageUnavailableError } from '../errors.js';
 
 // `date` columns (users.last_usage_date) stay 'YYYY-MM-DD' strings: a Date would shift with the time zone.
 const DATE_OID = 1082;
-pg.types.setTypeParser(DATE_OID, (v: string) => v);
+/**
+ * The type parsers of this Database's connections: pg's own, but `date` as text. Given to each
+ * pool and client, never set on pg.types, which would change every other user of pg in the process.
+ */
+export const PG_TYPES: pg.CustomTypesConfig = {
+  getTypeParser: ((oid: number, format?: string) => (oid === DATE_OID ? (v: string) => v : pg.types.getTypeParser(oid, format as 'text'))) as pg.CustomTypesConfig['getTypeParser'],
+};
 
 export interface Queryable {
   query<T = Record<string, unknown>>(sql: string, params?: unknown[]): Promise<T[]>;
@@ -92,6 +98,7 @@ export function postgresDatabase(url: string, options: PostgresOptions = {}): Da
   const queryTimeout = options.queryTimeoutMs ?? QUERY_TIMEOUT_MS;
   const pool = new pg.Pool({
     connectionString: url,
+    types: PG_TYPES,
     max: options.poolSize ?? DEFAULT_POOL_SIZE,
     // Fail fast when Postgres is down, so requests get a 503 instead of hanging.
     connectionTimeoutMillis: 2000,
@@ -172,7 +179,7 @@ export function postgresDatabase(url: string, options: PostgresOptions = {}): Da
       const ping = channels[0] ? `LISTEN ${pg.escapeIdentifier(channels[0])}` : 'SELECT 1';
       const connect = async () => {
         if (stopped) return;
-        const c = new pg.Client({ connectionString: options.listenUrl || url, connectionTimeoutMillis: 2000, query_timeout: queryTimeout, keepAlive: true });
+        const c = new pg.Client({ connectionString: options.listenUrl || url, types: PG_TYPES, connectionTimeoutMillis: 2000, query_timeout: queryTimeout, keepAlive: true });
         client = c;
         const lost = () => {
           if (client !== c) return;

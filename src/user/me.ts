@@ -1,8 +1,7 @@
 // GET /api/v1/user/me (CONTRACT §4, §12) and DELETE /api/v1/user/me (§13): the account itself.
 import type { FastifyInstance } from 'fastify';
-import type { Config } from '../config/schema.js';
 import { sendError } from '../errors.js';
-import { verifyPassword, isTooLong } from '../auth/passwords.js';
+import { isTooLong, type Passwords } from '../auth/passwords.js';
 import { textField } from '../http.js';
 import { currentUser, type RequireUser } from '../listener/requireUser.js';
 import { dailyRemaining, planLimitsOf, usedToday } from '../plans.js';
@@ -14,17 +13,16 @@ import { utcDay } from '../time.js';
 export interface MeDeps {
   db: Database;
   requireUser: RequireUser;
-  /** plans, read per request (a reload may change the limits). */
-  plans: () => Config['plans'];
   clock: () => Date;
 }
 
 export async function readMe(app: FastifyInstance, deps: MeDeps): Promise<void> {
-  const { db, requireUser, plans, clock } = deps;
+  const { db, requireUser, clock } = deps;
   app.get('/me', { preHandler: requireUser() }, async (request) => {
     // Read from the database, not the cache: daily_usage changes on every counted use.
     const user = (await users.findById(db, currentUser(request).id)) ?? currentUser(request);
-    const limits = planLimitsOf(plans(), user.plan);
+    // The request's live snapshot: a reload may change the limits.
+    const limits = planLimitsOf(request.context.live.settings.plans, user.plan);
     return {
       user_id: user.id, email: user.email, plan: user.plan, daily_usage: user.daily_usage, last_usage_date: user.last_usage_date,
       limits, daily_remaining: dailyRemaining(limits, usedToday(user, utcDay(clock()))),
@@ -37,19 +35,20 @@ export async function readMe(app: FastifyInstance, deps: MeDeps): Promise<void> 
 
 export interface DeleteMeDeps {
   db: Database;
+  passwords: Passwords;
   requireUser: RequireUser;
   identities: Pick<IdentityCache, 'forgetUser'>;
 }
 
 /** Under the auth rate limit, as every endpoint that checks a password (user/routes.ts). */
 export async function deleteMe(app: FastifyInstance, deps: DeleteMeDeps): Promise<void> {
-  const { db, requireUser, identities } = deps;
+  const { db, passwords, requireUser, identities } = deps;
 
   app.delete('/me', { preHandler: requireUser() }, async (request, reply) => {
     const { id } = currentUser(request);
     const password = textField(request.body, 'password');
     const user = isTooLong(password) ? undefined : await users.findByIdWithHash(db, id);
-    if (!user || !(await verifyPassword(user.password_hash, password))) return sendError(reply, 'invalidCredentials');
+    if (!user || !(await passwords.verify(user.password_hash, password))) return sendError(reply, 'invalidCredentials');
     // Only if the password checked is still the password.
     const deleted = await users.deleteUser(db, id, user);
     if (!deleted) return sendError(reply, 'invalidCredentials');

@@ -2,8 +2,8 @@
 // threads, and a hasher that dies costs no login.
 import { readdirSync, readFileSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
-import { describe, expect, it } from 'vitest';
-import { hashPassword, MAX_WAITING_HASHES, verifyPassword } from '../../src/auth/passwords.js';
+import { afterAll, describe, expect, it } from 'vitest';
+import { MAX_WAITING_HASHES, Passwords } from '../../src/auth/passwords.js';
 
 const SCHED_IDLE = 5;
 const hasChrt = (() => {
@@ -37,15 +37,19 @@ function hasherPid(): number {
 }
 
 describe('password hasher', () => {
+  // One instance's hasher, as a gateway instance owns it (Instance.passwords).
+  const passwords = new Passwords();
+  afterAll(() => passwords.close());
+
   it('hashes and verifies through the child', async () => {
-    const hash = await hashPassword('correct horse battery');
+    const hash = await passwords.hash('correct horse battery');
     expect(hash).toMatch(/^\$argon2id\$v=19\$m=19456,t=2,p=1\$/);
-    expect(await verifyPassword(hash, 'correct horse battery')).toBe(true);
-    expect(await verifyPassword(hash, 'wrong horse battery')).toBe(false);
+    expect(await passwords.verify(hash, 'correct horse battery')).toBe(true);
+    expect(await passwords.verify(hash, 'wrong horse battery')).toBe(false);
   });
 
   it.runIf(process.platform === 'linux' && hasChrt)('runs every thread of the child, argon2\'s pool included, at SCHED_IDLE', async () => {
-    await hashPassword('starts the pool');
+    await passwords.hash('starts the pool');
     const pid = hasherPid();
     const threads = readdirSync(`/proc/${pid}/task`);
     expect(threads.length).toBeGreaterThan(1);
@@ -55,19 +59,19 @@ describe('password hasher', () => {
   });
 
   it('still verifies when the child is killed', async () => {
-    const hash = await hashPassword('survives a dead hasher');
+    const hash = await passwords.hash('survives a dead hasher');
     process.kill(hasherPid(), 'SIGKILL');
-    expect(await verifyPassword(hash, 'survives a dead hasher')).toBe(true);
-    expect(await verifyPassword(hash, 'not it')).toBe(false);
+    expect(await passwords.verify(hash, 'survives a dead hasher')).toBe(true);
+    expect(await passwords.verify(hash, 'not it')).toBe(false);
   });
 
   it(`answers 503 at once past ${MAX_WAITING_HASHES} waiting hashes, and serves the queued ones`, async () => {
-    const hash = await hashPassword('a long queue');
+    const hash = await passwords.hash('a long queue');
     // Two run, the rest wait: the queue is then exactly full.
-    const queued = Array.from({ length: 2 + MAX_WAITING_HASHES }, () => verifyPassword(hash, 'a long queue'));
-    await expect(verifyPassword(hash, 'a long queue')).rejects.toMatchObject({ code: 'storageUnavailable' });
+    const queued = Array.from({ length: 2 + MAX_WAITING_HASHES }, () => passwords.verify(hash, 'a long queue'));
+    await expect(passwords.verify(hash, 'a long queue')).rejects.toMatchObject({ code: 'storageUnavailable' });
     expect(await Promise.all(queued)).toEqual(queued.map(() => true));
     // Drained: the next one is served again.
-    expect(await verifyPassword(hash, 'a long queue')).toBe(true);
+    expect(await passwords.verify(hash, 'a long queue')).toBe(true);
   });
 });

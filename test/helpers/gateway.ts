@@ -12,7 +12,7 @@ import { configSchema, parseDuration, type Config } from '../../src/config/schem
 import { createLogger } from '../../src/logger.js';
 import { startGateway, type RunningGateway } from '../../src/server.js';
 import type { LookupAll } from '../../src/webhooks/ssrf.js';
-import type { Database } from '../../src/storage/db.js';
+import { PG_TYPES, type Database } from '../../src/storage/db.js';
 import { request, type HttpResponse, type RequestOptions } from './http.js';
 import { sparePort } from './ports.js';
 
@@ -208,7 +208,7 @@ export async function queriesDuring(gw: TestGateway, fn: () => Promise<unknown>)
 let pool: pg.Pool | undefined;
 /** Direct SQL on the run's database, for checking rows and making changes "by hand". */
 export async function sql<T = Record<string, unknown>>(text: string, params: unknown[] = []): Promise<T[]> {
-  pool ??= new pg.Pool({ connectionString: testServices!.postgres, max: 4 });
+  pool ??= new pg.Pool({ connectionString: testServices!.postgres, types: PG_TYPES, max: 4 });
   return (await pool.query(text, params)).rows as T[];
 }
 
@@ -242,7 +242,7 @@ export async function throwawayDatabase(): Promise<ThrowawayDatabase> {
     url: url.toString(),
     storage: { postgres: url.toString(), redisKeyPrefix: ownRedisPrefix(name) },
     async sql<T>(text: string, params: unknown[] = []) {
-      own ??= new pg.Pool({ connectionString: url.toString(), max: 2 });
+      own ??= new pg.Pool({ connectionString: url.toString(), types: PG_TYPES, max: 2 });
       return (await own.query(text, params)).rows as T[];
     },
     async drop() {

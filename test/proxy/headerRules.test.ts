@@ -38,6 +38,8 @@ describe('identityHeaders', () => {
 });
 
 describe('overridingMethods', () => {
+  // The pipeline hands it the query its RequestContext split off the URL.
+  const queryOf = (url: string) => (url.includes('?') ? url.slice(url.indexOf('?') + 1) : undefined);
   // Header names as Node delivers them: lower case.
   it.each([
     [{ 'x-http-method-override': 'DELETE' }, '/r', ['DELETE']], // Symfony, Laravel, Express's method-override
@@ -53,7 +55,7 @@ describe('overridingMethods', () => {
     [{}, '/r?[method=put', ['PUT']],
     [{ 'x-http-method-override': 'DELETE' }, '/r?_method=PUT', ['DELETE', 'PUT']],
   ] as Array<[IncomingHttpHeaders, string, string[]]>)('finds in %j and %s the methods %j', (headers, url, methods) => {
-    expect(overridingMethods(headers, url)).toEqual(methods);
+    expect(overridingMethods(headers, queryOf(url))).toEqual(methods);
   });
 
   it.each([
@@ -64,7 +66,7 @@ describe('overridingMethods', () => {
     [{}, '/r?_methods=DELETE'],
     [{}, '/r/_method=DELETE'],
   ] as Array<[IncomingHttpHeaders, string]>)('finds none in %j and %s', (headers, url) => {
-    expect(overridingMethods(headers, url)).toEqual([]);
+    expect(overridingMethods(headers, queryOf(url))).toEqual([]);
   });
 });
 

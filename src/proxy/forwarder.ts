@@ -1,0 +1,232 @@
+// The proxy: every request that is not one of the gateway's own endpoints is decided by the
+// pipeline (src/pipeline.ts) and, when allowed, forwarded to its upstream. Forwarding is three
+// named steps: plan() (pure: the upstream request or WebSocket target a decision gives), send()
+// (the relay through undici's pooled keep-alive agent, relay.ts, or the upgrade, websocket.ts), and
+// the upstream failure table (upstreamFailures.ts: the answer, metric and log of each failure).
+// Deciding is the pipeline's, the size of bodies bodyLimit.ts's, which headers go where headers.ts's.
+import type { IncomingHttpHeaders } from 'node:http';
+import type { Http2ServerRequest } from 'node:http2';
+import type { Readable } from 'node:stream';
+import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Logger } from 'pino';
+import type { Dispatcher } from 'undici';
+import { sendDenial, sendError, type Denial } from '../errors.js';
+import { acceptEveryMethod } from '../listener/common.js';
+import { DenialLog, failureLog, type FailureLog } from '../logThrottle.js';
+import type { Metrics } from '../metrics.js';
+import type { Decision, Pipeline } from '../pipeline.js';
+import type { RequestContext } from '../requestContext.js';
+import { streamBodiesWithin } from './bodyLimit.js';
+import { downstreamHeaders, upstreamHeaders, type ForwardContext } from './headers.js';
+import { findOwnCredentials, type CredentialChecks, type OwnCredentials } from './ownTokens.js';
+import { relay, upstreamTarget, type UpstreamRequest } from './relay.js';
+import { causes, classifyUpstreamFailure, UPSTREAM_FAILURES } from './upstreamFailures.js';
+import { upstreamAgent } from './upstreamTls.js';
+import { handshakeDenial, handshakeless, upgradeHeaders, withoutAccessToken, type WebSocketTarget, type WebSockets } from './websocket.js';
+
+/** The undici pool to upstreams; bench/ gives its raw baseline proxy the same. */
+export const UPSTREAM_POOL = { connections: 128, pipelining: 1, keepAliveTimeout: 30_000 } as const;
+
+type Allowed = Decision & { kind: 'allow' };
+
+/** What plan() reads of a request: its context and headers, and what the connection says. */
+export interface PlanInput {
+  context: RequestContext;
+  headers: IncomingHttpHeaders;
+  requestId: string;
+  /** The client's address on this connection. */
+  socketAddress: string;
+  protocol: string;
+  host: string | undefined;
+  /** A WebSocket upgrade on a route that takes them. */
+  websocket: boolean;
+  /** The query to forward, before the gateway's credentials are taken out of it (an upgrade's access_token already is). */
+  query: string | undefined;
+  /** Where the request carries a credential of the gateway's (ownTokens.ts). */
+  own: OwnCredentials;
+  /** server.trustProxy. */
+  trustProxy: boolean;
+}
+
+export type ForwardPlan =
+  | { kind: 'relay'; upstream: string; request: Omit<UpstreamRequest, 'body'> }
+  | { kind: 'websocket'; upstream: string; target: WebSocketTarget }
+  /** A path no request can carry (malformed percent-encoding, a `..` segment once decoded): 400. */
+  | { kind: 'refused'; upstream: string };
+
+/** The upstream request (or WebSocket target) an allowed decision gives. Pure. */
+export function plan(input: PlanInput, decision: Allowed): ForwardPlan {
+  const { route, auth } = decision;
+  const target = route.target!; // decide() with forwarding never allows a route without one
+  const { own } = input;
+  const xff = input.headers['x-forwarded-for'];
+  const context: ForwardContext = {
+    requestId: input.requestId,
+    forwardedFor: input.trustProxy && xff ? `${String(xff)}, ${input.socketAddress}` : input.socketAddress,
+    proto: input.protocol,
+    host: input.host,
+    identity: decision.identity,
+    dropAuthorization: own.authorization,
+    cookie: own.cookie,
+    carryingCredentials: own.headers,
+    trustProxy: input.trustProxy,
+  };
+  if (input.websocket) {
+    const query = own.query ?? input.query ?? '';
+    return {
+      kind: 'websocket',
+      upstream: target.name,
+      target: {
+        url: `${target.url}${decision.upstreamPath}${query ? `?${query}` : ''}`,
+        headers: upstreamHeaders(handshakeless(input.headers), context),
+        responseHeaders: decision.responseHeaders,
+        timeout: target.timeout,
+        tls: input.context.live.upstreamTls.get(new URL(target.url).origin),
+        standing: { route: route.path, plans: route.plans, userId: auth.kind === 'authenticated' ? auth.user.id : undefined, keyHash: auth.kind === 'authenticated' ? auth.keyHash : undefined },
+      },
+    };
+  }
+  const upstream = upstreamTarget(target.url, decision.upstreamPath);
+  if (!upstream) return { kind: 'refused', upstream: target.name };
+  // The query as the client sent it, or without the pairs that carried a gateway credential.
+  const search = own.query !== undefined ? (own.query ? `?${own.query}` : '') : input.query === undefined ? '' : `?${input.query}`;
+  const headers = upstreamHeaders(input.headers, context);
+  headers.host = upstream.origin.slice(upstream.origin.indexOf('//') + 2);
+  return {
+    kind: 'relay',
+    upstream: target.name,
+    request: { origin: upstream.origin, path: upstream.path + search, method: input.context.method, headers, timeout: target.timeout },
+  };
+}
+
+export interface ForwarderDeps {
+  pipeline: Pick<Pipeline, 'decide'>;
+  /** Tells the gateway's own credentials, which never reach an upstream. */
+  credentials: CredentialChecks;
+  websockets: WebSockets;
+  upstreamErrors: Metrics['upstreamErrors'];
+  /** Start-up settings (a reload does not change them). */
+  server: { trustProxy: boolean; bodyLimit: number };
+  log: FastifyBaseLogger;
+}
+
+export class Forwarder {
+  private readonly agent: Dispatcher;
+  // An upstream that is down fails every request routed to it: one line per interval and upstream,
+  // with a count (issue 18), and one when it answers again. `failing` keeps that check off the
+  // path of upstreams that answer.
+  private readonly failureLogs = new Map<string, FailureLog>();
+  private readonly failing = new Set<string>();
+  private readonly denials = new DenialLog();
+
+  constructor(private readonly deps: ForwarderDeps, upstreamTls: (origin: string) => ReturnType<Parameters<typeof upstreamAgent>[1]>) {
+    this.agent = upstreamAgent(UPSTREAM_POOL, upstreamTls);
+  }
+
+  /** The catch-all route on `app` (every method Node parses, for the contract's 405 or 404), its bodies streamed within bodyLimit. */
+  register(app: FastifyInstance): void {
+    // Closed after the listener.
+    app.addHook('onClose', () => this.agent.close());
+    streamBodiesWithin(app, this.deps.server.bodyLimit);
+    acceptEveryMethod(app);
+    // Not an async handler: fastify would wait on the reply as a promise (an eos listener per
+    // request); the reply is answered by the relay, or by sendError, or by the error handler here.
+    app.route({ method: app.supportedMethods, url: '/*', handler: (request, reply) => void this.forward(request, reply).catch((err: unknown) => reply.send(err)) });
+  }
+
+  /** Decide, then plan, then send; every way out answers the client once. */
+  async forward(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+    // Node reads a GET's or HEAD's body, which fastify does not parse: the upstream would run
+    // another request than the client sent (a search without its query). Refused instead.
+    if ((request.method === 'GET' || request.method === 'HEAD') && hasBody(request)) return sendError(reply, 'badRequest');
+    const { context } = request;
+    const upgrade = this.deps.websockets.isUpgrade(request);
+    if (upgrade) {
+      const malformed = handshakeDenial(request.headers);
+      if (malformed) return sendDenial(reply, malformed);
+    }
+    const headers = upgrade ? upgradeHeaders(request.headers, context.query) : request.headers;
+    const decision = await this.deps.pipeline.decide({ context, headers }, { forwarding: true });
+    if (decision.kind === 'deny') return this.deny(request, reply, decision.route, decision.denial);
+    request.gatewayRoute = decision.route.path;
+
+    // An upgrade's access_token is a credential of the gateway's, never the upstream's, whoever signed it.
+    const query = upgrade ? withoutAccessToken(context.query) : context.query;
+    const { auth } = decision;
+    const own = await findOwnCredentials({ headers: request.headers, query, bearer: decision.bearer, authenticatedByBearer: auth.kind === 'authenticated' && auth.method === 'bearer' }, this.deps.credentials);
+    const planned = plan({
+      context, headers: request.headers, requestId: request.id, socketAddress: request.socket.remoteAddress ?? '', protocol: request.protocol,
+      host: request.host || undefined, websocket: upgrade && decision.route.websocket === true, query, own, trustProxy: this.deps.server.trustProxy,
+    }, decision);
+    request.log.debug({ route: decision.route.path, upstream: planned.upstream, userId: auth.kind === 'authenticated' ? auth.user.id : undefined }, 'proxying');
+    await this.send(request, reply, planned, decision);
+  }
+
+  /** Sends what plan() gave: relayed, upgraded, or refused. */
+  private async send(request: FastifyRequest, reply: FastifyReply, planned: ForwardPlan, decision: Allowed): Promise<void> {
+    const { upstream } = planned;
+    switch (planned.kind) {
+      case 'refused':
+        request.log.info({ upstream }, 'path refused by the proxy');
+        return sendError(reply, 'badRequest');
+      case 'websocket': {
+        const opened = await this.deps.websockets.open(request, reply, planned.target);
+        if (opened.kind === 'failed') this.failed(request, reply, upstream, opened.error);
+        else this.answered(upstream);
+        return;
+      }
+      case 'relay': {
+        const corsCovered = request.corsCovered;
+        relay(this.agent, reply, { ...planned.request, body: (request.body as Readable | undefined) ?? null }, {
+          // The gateway's RateLimit fields on a counted route, in place of any the upstream sent.
+          responseHeaders: (upstreamHeaders) => (decision.responseHeaders ? { ...downstreamHeaders(upstreamHeaders, corsCovered), ...decision.responseHeaders } : downstreamHeaders(upstreamHeaders, corsCovered)),
+          answered: () => this.answered(upstream),
+          // Never resent: a retried POST could run twice.
+          failed: (error) => this.failed(request, reply, upstream, error),
+        });
+      }
+    }
+  }
+
+  private deny(request: FastifyRequest, reply: FastifyReply, route: string | undefined, denial: Denial): void {
+    if (route) request.gatewayRoute = route;
+    // 400 and 404 name no route and decide nothing: not worth a line each at info.
+    if (route) this.denials.denied(request.log, route, denial.code);
+    sendDenial(reply, denial);
+  }
+
+  private answered(upstream: string): void {
+    if (this.failing.size === 0 || !this.failing.delete(upstream)) return;
+    this.failureLogFor(upstream).recovered();
+  }
+
+  /** Applies the row of UPSTREAM_FAILURES the error falls under. */
+  private failed(request: FastifyRequest, reply: FastifyReply, upstream: string, error: unknown): void {
+    const handling = UPSTREAM_FAILURES[classifyUpstreamFailure(error, request.raw.socket?.destroyed === true)];
+    if (handling.log === 'upstream') {
+      const chain = causes(error);
+      this.failing.add(upstream);
+      // The innermost cause (undici's error, or the body stream's that ended the request).
+      this.failureLogFor(upstream).failed(chain.at(-1) ?? error, { reqId: request.id, code: chain.map((e) => e.code).filter(Boolean).at(-1), timedOut: handling.metric === 'timeout' });
+    } else if (handling.log.level === 'warn') request.log.warn({ upstream, err: error }, handling.log.message);
+    else request.log.info({ upstream }, handling.log.message);
+    if (handling.metric) this.deps.upstreamErrors.inc({ upstream, kind: handling.metric });
+    // Headers already went out, or nobody is left to answer: all that is left is to cut the response short.
+    if (reply.sent || handling.answer === undefined) reply.raw.destroy();
+    else sendError(reply, handling.answer);
+  }
+
+  private failureLogFor(upstream: string): FailureLog {
+    let log = this.failureLogs.get(upstream);
+    if (!log) this.failureLogs.set(upstream, (log = failureLog(this.deps.log.child({ upstream }) as Logger, 'upstream failed: its requests are answered 502 or 504', { recoveredMessage: 'upstream answers again' })));
+    return log;
+  }
+}
+
+/** A body follows the headers (RFC 9112 §6.3): a chunked one, or a non-zero Content-Length. */
+function hasBody(request: FastifyRequest): boolean {
+  // HTTP/2 frames bodies itself: a request without one ends with its HEADERS frame.
+  if (request.raw.httpVersionMajor === 2) return !(request.raw as unknown as Http2ServerRequest).stream.endAfterHeaders;
+  const length = request.headers['content-length'];
+  return request.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
+}

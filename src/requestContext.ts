@@ -1,0 +1,123 @@
+// One context per request, computed once (STYLE 19, after Pomerium's evaluator.Request): the live
+// snapshot pinned when the request is first seen, its method, path and query split once, the
+// methods the gateway serves itself on that path, and the route the path falls under. The CORS
+// hook, the pipeline, WebSocket upgrades and the forwarder all take this context instead of
+// reading `live.current` again or splitting `request.url` again: a reload in the middle of a
+// request cannot hand two of its steps two configurations, and the path is read one way only.
+import type { IncomingMessage } from 'node:http';
+import type { Http2ServerRequest } from 'node:http2';
+import type { FastifyInstance, onRequestHookHandler } from 'fastify';
+import { LRUCache } from 'lru-cache';
+import { HTTP_METHODS } from './config/schema.js';
+import type { Live, LiveSnapshot } from './live.js';
+import { canonicalUrl, matchKeys, normalizePath } from './routing/paths.js';
+import type { Match } from './routing/routeTable.js';
+
+export interface RequestContext {
+  /** The live state for the whole request, even across a reload. */
+  readonly live: LiveSnapshot;
+  readonly method: string;
+  /** The path as the request gave it, before `?` (in the listener's canonical form on the public listener). */
+  readonly rawPath: string;
+  /** The path as upstreams will read it (routing/paths.ts); undefined when it cannot be read one way only. */
+  readonly path: string | undefined;
+  /** What follows `?`; undefined when the URL has no `?` ('' for a bare one). */
+  readonly query: string | undefined;
+  /** Methods the public listener serves itself on `path` (its own endpoints); empty for everything else. */
+  readonly own: readonly string[];
+  /**
+   * `path` is another spelling of an own endpoint (case, trailing slash, `;params`, a format
+   * suffix): one spelling per endpoint is served, and none of them is ever proxied.
+   */
+  readonly ownSpelling: boolean;
+  /** The route `path` falls under, for `method`; none for own endpoints and unreadable paths (the pipeline refuses own spellings before it looks). */
+  readonly match: Match;
+}
+
+export type OwnMethods = (path: string) => readonly string[];
+
+const NONE: readonly string[] = [];
+const NO_MATCH: Match = { kind: 'none' };
+
+/** The context of a request for `method` and `url` (path and query), read against `live`. */
+export function requestContext(live: LiveSnapshot, method: string, url: string, ownMethods: OwnMethods): RequestContext {
+  const q = url.indexOf('?');
+  const rawPath = q === -1 ? url : url.slice(0, q);
+  const query = q === -1 ? undefined : url.slice(q + 1);
+  const path = normalizePath(rawPath);
+  if (path === undefined) return { live, method, rawPath, path, query, own: NONE, ownSpelling: false, match: NO_MATCH };
+  const own = ownMethods(path);
+  if (own.length) return { live, method, rawPath, path, query, own, ownSpelling: false, match: NO_MATCH };
+  return { live, method, rawPath, path, query, own, ownSpelling: isOwnSpelling(path, ownMethods), match: live.routes.match(method, path) };
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** Set by the public listener's first hook (RequestContexts.hook). */
+    context: RequestContext;
+  }
+}
+
+/**
+ * The public listener's contexts. A WebSocket upgrade is first seen by Node's upgrade dispatch,
+ * before fastify's hooks (proxy/websocket.ts), so a context is made on first sight of the raw
+ * request, whoever sees it first, and kept with it.
+ */
+export class RequestContexts {
+  private readonly made = new WeakMap<IncomingMessage | Http2ServerRequest, RequestContext>();
+
+  constructor(private readonly live: Live, private readonly ownMethods: OwnMethods) {}
+
+  of(req: IncomingMessage | Http2ServerRequest): RequestContext {
+    let context = this.made.get(req);
+    if (!context) {
+      // req.url as Node read it (fastify's rewriteUrl may have put the canonical form there already: the same).
+      context = requestContext(this.live.current, req.method ?? 'GET', canonicalUrl(req.url ?? '/'), this.ownMethods);
+      this.made.set(req, context);
+    }
+    return context;
+  }
+
+  /** The first onRequest hook: every later step reads request.context. */
+  hook(): onRequestHookHandler {
+    return (request, _reply, done) => {
+      request.context = this.of(request.raw);
+      done();
+    };
+  }
+}
+
+const OWN_PATHS_CACHE_SIZE = 10_000;
+// Own endpoints' paths are short; a longer path is looked up each time rather than kept, or a client
+// sending distinct paths of 16 kB (the most Node takes) would pin 10,000 of them, ~160 MB.
+const OWN_PATHS_CACHED_LENGTH = 256;
+
+/**
+ * Methods the public listener `app` serves itself on a path (its own endpoints), if any: what keeps
+ * them from routes, here and on the decisions listener. Call it once per listener: it keeps its answers.
+ */
+export function ownEndpointMethods(app: FastifyInstance): OwnMethods {
+  // Seven router lookups cost a few microseconds; proxied paths repeat, so their answers are kept.
+  const ownMethodsByPath = new LRUCache<string, readonly string[]>({ max: OWN_PATHS_CACHE_SIZE });
+  return (path) => {
+    let methods = ownMethodsByPath.get(path);
+    if (methods === undefined) {
+      methods = HTTP_METHODS.filter((method) => {
+        const found = app.findRoute({ method, url: path });
+        // Everything else lands on the proxy's catch-all, whose match carries the `*` parameter.
+        return found !== null && !('*' in (found.params as Record<string, unknown>));
+      });
+      if (path.length <= OWN_PATHS_CACHED_LENGTH) ownMethodsByPath.set(path, methods.length ? methods : NONE);
+    }
+    return methods;
+  };
+}
+
+/** Whether the route matcher would read `path` as one of the listener's own endpoints, spelled otherwise. */
+function isOwnSpelling(path: string, ownMethods: OwnMethods): boolean {
+  for (const key of matchKeys(path)) {
+    const trimmed = key.length > 1 ? key.replace(/\/+$/, '') || '/' : key;
+    if (trimmed !== path && ownMethods(trimmed).length) return true;
+  }
+  return false;
+}
