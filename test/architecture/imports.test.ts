@@ -7,6 +7,22 @@ import { describe, expect, it } from 'vitest';
 
 const SRC = path.resolve(import.meta.dirname, '../../src');
 const IMPORT = /^\s*(?:import|export)\s[^'"]*?from\s+'(\.[^']+)'/gm;
+const PACKAGE_IMPORT = /^\s*(?:import|export)\s([^'"]*?)from\s+'([^.'][^']*)'/gm;
+
+/** Modules at the bottom: every room may import them, and they import nothing of the gateway but each other. */
+const LEAVES = new Set([
+  'errors.ts', 'time.ts', 'digest.ts', 'http.ts', 'logger.ts', 'metrics.ts', 'logThrottle.ts', 'plans.ts',
+  'config/schema.ts', 'routing/paths.ts', 'routing/methodOverrides.ts',
+]);
+/**
+ * What speaks HTTP: the listeners' framework (even its types: code that names a FastifyRequest is
+ * an adapter), the HTTP client and server modules (their values; IncomingHttpHeaders is a plain type).
+ */
+function speaksHttp(spec: string): boolean {
+  const [name, typeOnly] = spec.split(' ');
+  if (name === 'fastify' || name!.startsWith('@fastify/')) return true;
+  return typeOnly !== 'type' && ['undici', 'ws', 'node:http', 'node:https', 'node:http2'].includes(name!);
+}
 
 function sourceFiles(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
@@ -47,8 +63,24 @@ function cycles(graph: Map<string, string[]>): string[][] {
   return found;
 }
 
+/** src-relative file → the packages (npm and node:) it imports, as `name` or `name type` for a type-only import. */
+function packageImports(): Map<string, string[]> {
+  return new Map(sourceFiles(SRC).map((file) => [
+    path.relative(SRC, file),
+    [...readFileSync(file, 'utf8').matchAll(PACKAGE_IMPORT)].map((m) => (/^type\s/.test(m[1]!) ? `${m[2]} type` : m[2]!)),
+  ]));
+}
+
+/** `file → target` for every import of a file under `from` (a folder or a file) that `allowed` refuses. */
+function refused(graph: Map<string, string[]>, from: (file: string) => boolean, allowed: (target: string) => boolean): string[] {
+  return [...graph].filter(([file]) => from(file)).flatMap(([file, targets]) => targets.filter((t) => !allowed(t)).map((t) => `${file} → ${t}`));
+}
+
+const under = (folder: string) => (file: string) => file.startsWith(`${folder}/`);
+
 describe('module dependencies', () => {
   const graph = importGraph();
+  const packages = packageImports();
 
   it('every relative import names a file that exists', () => {
     const missing = [...graph].flatMap(([file, targets]) => targets.filter((t) => !graph.has(t)).map((t) => `${file} → ${t}`));
@@ -62,5 +94,28 @@ describe('module dependencies', () => {
   it('leave the composition root to the listeners\' builders and the server', () => {
     const readers = [...graph].filter(([, targets]) => targets.includes('instance.ts')).map(([file]) => file).sort();
     expect(readers).toEqual(['admin/app.ts', 'app.ts', 'decisions/app.ts', 'server.ts']);
+  });
+
+  it('routing reads neither the proxy, the pipeline, the guards nor storage: both callers use it, it uses neither', () => {
+    expect(refused(graph, under('routing'), (t) => t.startsWith('routing/') || t === 'config/schema.ts' || LEAVES.has(t))).toEqual([]);
+  });
+
+  it('the pipeline imports nothing from the proxy: it decides, the proxy forwards', () => {
+    expect(refused(graph, (f) => f === 'pipeline.ts', (t) => !t.startsWith('proxy/'))).toEqual([]);
+  });
+
+  it('guards are pipeline stages: they never import the pipeline, a listener, the proxy or fastify', () => {
+    expect(refused(graph, under('guards'), (t) => t !== 'pipeline.ts' && !t.startsWith('listener/') && !t.startsWith('proxy/') && t !== 'app.ts')).toEqual([]);
+    expect(refused(packages, under('guards'), (p) => !speaksHttp(p))).toEqual([]);
+  });
+
+  it('leaves import nothing above them', () => {
+    expect(refused(graph, (f) => LEAVES.has(f), (t) => LEAVES.has(t))).toEqual([]);
+  });
+
+  it('storage knows no HTTP: no listener, client or framework, and nothing of the rooms above it', () => {
+    const beneath = new Set(['config/schema.ts', 'errors.ts', 'time.ts', 'logThrottle.ts', 'digest.ts']);
+    expect(refused(graph, under('storage'), (t) => t.startsWith('storage/') || beneath.has(t))).toEqual([]);
+    expect(refused(packages, under('storage'), (p) => !speaksHttp(p))).toEqual([]);
   });
 });
