@@ -6,6 +6,7 @@ import type { Logger } from 'pino';
 import type { Config } from './config/schema.js';
 import { AssertionKeyring } from './assertion/keyring.js';
 import { AssertionSigner } from './assertion/signer.js';
+import { isSingleMailbox } from './auth/credentials.js';
 import { MailQueue } from './auth/mail.js';
 import { Passwords } from './auth/passwords.js';
 import { createTokens, type Tokens } from './auth/tokens.js';
@@ -24,6 +25,7 @@ import { openDatabase, type Database } from './storage/db.js';
 import { assertMigrated, migrate } from './storage/migrations.js';
 import { connectRedis, waitReady } from './storage/redis.js';
 import { RedisBreaker } from './storage/redisBreaker.js';
+import { emailsToRecheck } from './storage/users.js';
 
 /** Where the instance is in its life: told by server.ts, read by readiness and every response. */
 export interface Lifecycle {
@@ -83,6 +85,9 @@ export async function createInstance(config: Config, options: InstanceOptions): 
       const applied = await migrate(db);
       if (applied.length) log.info({ applied }, 'migrations applied');
     } else await assertMigrated(db);
+    // Off the start path (a scan of the odd-looking addresses); closing waits for it.
+    const emailCheck = reportUnfitEmails(db, log);
+    closers.push(() => emailCheck);
 
     let redis: RedisBreaker | null = null;
     if (config.storage.redis) {
@@ -143,5 +148,19 @@ export async function createInstance(config: Config, options: InstanceOptions): 
   } catch (err) {
     await closeAll(() => {});
     throw err;
+  }
+}
+
+/**
+ * Warns, once at start, of accounts stored with an address that is not a single mailbox (saved
+ * before CONTRACT §19): they get no mail until an operator fixes them. Ids only: an address is
+ * personal data.
+ */
+async function reportUnfitEmails(db: Database, log: Logger): Promise<void> {
+  try {
+    const unfit = (await emailsToRecheck(db, 10_000)).filter((u) => !isSingleMailbox(u.email)).map((u) => u.id);
+    if (unfit.length) log.warn({ userIds: unfit.slice(0, 100), count: unfit.length }, 'accounts whose email is not a single mailbox get no mail until an operator fixes the address');
+  } catch (err) {
+    log.warn({ err }, 'could not check stored emails');
   }
 }

@@ -9,7 +9,7 @@ import { headerValue } from '../http.js';
 import type { IdentityCache } from '../storage/identityCache.js';
 import type { Events } from '../webhooks/emitter.js';
 import type { Database } from '../storage/db.js';
-import { normalizeEmail } from '../auth/credentials.js';
+import { lookupForm, storable } from '../auth/credentials.js';
 import { dailyRemaining, knownPlans, planLimitsOf, usedToday } from '../plans.js';
 import { deleteUser, findByEmail, findById, lockUser, parseUserId, setActive, setPlan, usageSince, type User } from '../storage/users.js';
 import { listDeliveries, type DeliveryRow } from '../storage/webhookDeliveries.js';
@@ -101,9 +101,10 @@ export async function adminRoutes(app: FastifyInstance, deps: AdminRoutesDeps): 
   app.get<{ Querystring: { email?: unknown } }>('/v1/users', async (request, reply) => {
     const raw = request.query.email;
     if (typeof raw !== 'string' || !raw.trim()) return sendError(reply, 'adminEmailRequired');
-    // Normalized as at registration; a text no account can have is simply not found.
-    const email = normalizeEmail(raw);
-    const user = email === undefined ? undefined : await findByEmail(db, email);
+    // Looked up as at login, whatever its shape: support must find an account stored before
+    // registration refused its address (CONTRACT §19), to fix it.
+    const email = lookupForm(raw);
+    const user = storable(email) ? await findByEmail(db, email) : undefined;
     if (!user) return sendError(reply, 'adminNotFound');
     return adminView(user);
   });

@@ -9,6 +9,7 @@
 import { createTransport } from 'nodemailer';
 import type { Logger } from 'pino';
 import type { Config } from '../config/schema.js';
+import { isSingleMailbox } from './credentials.js';
 
 export interface Mail {
   to: string;
@@ -52,9 +53,11 @@ export class MailQueue implements Mailer {
   private closed = false;
   private readonly idleWaiters: Array<() => void> = [];
   private readonly log: Logger;
+  private readonly from: string | undefined;
 
   constructor(config: Config['mail'], log: Logger, private readonly limits: MailLimits = DEFAULT_LIMITS) {
     this.log = log.child({ component: 'mail' });
+    this.from = config?.from;
     // nodemailer's own logger stays off (its default): at debug it would print the messages.
     this.transport = config?.smtp ? createTransport({ url: config.smtp, ...SMTP_TIMEOUTS }, { from: config.from }) : undefined;
   }
@@ -112,8 +115,16 @@ export class MailQueue implements Mailer {
       return;
     }
     if (!mail || !this.transport) return;
+    // An address stored before registration refused lists and display names (CONTRACT §19) gets
+    // no mail until an operator fixes it: `gateway check --database` lists such accounts.
+    if (!isSingleMailbox(mail.to)) {
+      this.log.warn({ purpose, userId }, 'mail not sent: the account\'s address is not a single mailbox');
+      return;
+    }
     try {
-      const info = await this.transport.sendMail({ to: mail.to, subject: mail.subject, text: mail.text });
+      // The envelope names the one recipient: nothing in the header's text can add another.
+      const envelope = { from: this.from, to: [mail.to] };
+      const info = await this.transport.sendMail({ envelope, to: mail.to, subject: mail.subject, text: mail.text });
       this.log.info({ purpose, userId, messageId: info.messageId }, 'mail sent');
     } catch (err) {
       this.log.warn({ purpose, userId, err: describe(err) }, 'mail not sent: the SMTP server refused it or could not be reached');

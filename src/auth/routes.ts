@@ -8,7 +8,7 @@ import type { Events } from '../webhooks/emitter.js';
 import type { Database } from '../storage/db.js';
 import * as refreshTokens from '../storage/refreshTokens.js';
 import * as users from '../storage/users.js';
-import { newPasswordDenial, normalizeEmail, storable } from './credentials.js';
+import { lookupForm, newPasswordDenial, normalizeEmail, storable } from './credentials.js';
 import { queueLinkMail, type LinkMailDeps } from './links.js';
 import { isTooLong, needsRehash, type Passwords } from './passwords.js';
 import { clientOf, issueInSession } from './sessions.js';
@@ -45,7 +45,7 @@ export async function authRoutes(app: FastifyInstance, deps: AuthRoutesDeps): Pr
   });
 
   app.post('/login', async (request, reply) => {
-    const email = textField(request.body, 'email').trim().toLowerCase();
+    const email = lookupForm(textField(request.body, 'email'));
     const password = textField(request.body, 'password');
     if (!email || !password) return sendError(reply, 'loginFieldsRequired');
     // No stored password is this long: refuse without hashing, so it cannot be used to burn CPU.

@@ -74,6 +74,17 @@ export async function findByEmail(db: Queryable, email: string): Promise<User | 
 }
 
 /** The same password hashed again with the current parameters (login): not a change of password. */
+/**
+ * Accounts whose address has a character a plain ASCII mailbox lacks or not exactly one `@`: the
+ * only ones that can fail the single-mailbox rule (CONTRACT §19). A scan: run off the start path.
+ */
+export async function emailsToRecheck(db: Queryable, limit: number): Promise<Array<{ id: number; email: string }>> {
+  return db.query<{ id: number; email: string }>(
+    "SELECT id, email FROM users WHERE email !~ '^[A-Za-z0-9.!#$&''*+/=?^_`{|}~-]+@[A-Za-z0-9.-]+$' ORDER BY id LIMIT $1",
+    [limit],
+  );
+}
+
 export async function updatePasswordHash(db: Queryable, id: number, passwordHash: string): Promise<void> {
   await db.query('UPDATE users SET password_hash = $2 WHERE id = $1', [id, passwordHash]);
 }

@@ -7,6 +7,8 @@ import { SMTPServer } from 'smtp-server';
 
 export interface ReceivedMail {
   to: string;
+  /** The SMTP envelope's recipients (RCPT TO), as the relay delivers. */
+  recipients: string[];
   /** `Name <address>` */
   from: string;
   subject: string;
@@ -68,7 +70,8 @@ export async function startSmtpCatcher(): Promise<SmtpCatcher> {
     authOptional: true,
     // Plain SMTP on loopback: nodemailer would otherwise upgrade to TLS and refuse the built-in certificate.
     disabledCommands: ['STARTTLS', 'AUTH'],
-    onData(stream, _session, callback) {
+    onData(stream, session, callback) {
+      const recipients = session.envelope.rcptTo.map((r) => r.address.toLowerCase());
       const chunks: Buffer[] = [];
       stream.on('data', (chunk: Buffer) => chunks.push(chunk));
       stream.on('end', () => {
@@ -81,6 +84,7 @@ export async function startSmtpCatcher(): Promise<SmtpCatcher> {
             const to = Array.isArray(parsed.to) ? parsed.to[0] : parsed.to;
             catcher.messages.push({
               to: (to?.value[0]?.address ?? '').toLowerCase(),
+              recipients,
               from: parsed.from?.value.map((a) => (a.name ? `${a.name} <${a.address}>` : a.address ?? '')).join(', ') ?? '',
               subject: parsed.subject ?? '',
               text,
