@@ -283,6 +283,10 @@ export const configSchema = z.strictObject({
   if (jwt.algorithm === 'HS256' && jwt.secret && Buffer.byteLength(jwt.secret) < 32) {
     ctx.addIssue({ code: 'custom', path: ['auth', 'jwt', 'secret'], message: 'expected at least 32 bytes for HS256 (or leave it empty to have one generated)' });
   }
+  // The admin key hands over every account: no weaker than the token secret (CONTRACT §19).
+  if (cfg.admin.apiKey && Buffer.byteLength(cfg.admin.apiKey) < 32) {
+    ctx.addIssue({ code: 'custom', path: ['admin', 'apiKey'], message: 'expected at least 32 bytes (for example `openssl rand -base64 32`), or empty to turn the admin API off' });
+  }
   if (jwt.algorithm !== 'HS256' && !jwt.privateKeyFile) {
     ctx.addIssue({ code: 'custom', path: ['auth', 'jwt', 'privateKeyFile'], message: `expected a PEM private key file for ${jwt.algorithm}` });
   }

@@ -98,8 +98,8 @@ describe('parseConfig', () => {
     });
 
     it('references in comments are ignored, whole-line or after a value', () => {
-      const config = parseConfig('# uses ${NOT_SET}\nadmin:\n  apiKey: key  # or ${ALSO_NOT_SET}\n', FILE, {});
-      expect(config.admin.apiKey).toBe('key');
+      const config = parseConfig(`# uses \${NOT_SET}\nadmin:\n  apiKey: ${SECRET}  # or \${ALSO_NOT_SET}\n`, FILE, {});
+      expect(config.admin.apiKey).toBe(SECRET);
     });
 
     it('values are taken as text: YAML characters in a secret neither cut it short nor change the file', () => {
@@ -111,8 +111,8 @@ describe('parseConfig', () => {
     });
 
     it('a numeric-looking value for a text key stays the exact text', () => {
-      const config = parseConfig('admin:\n  apiKey: ${KEY}\nauth:\n  jwt:\n    secret: ${S}\n', FILE, { KEY: '0012345', S: '1234567890123456789012345678901234567890' });
-      expect(config.admin.apiKey).toBe('0012345');
+      const config = parseConfig('admin:\n  apiKey: ${KEY}\nauth:\n  jwt:\n    secret: ${S}\n', FILE, { KEY: '00123456789012345678901234567890123', S: '1234567890123456789012345678901234567890' });
+      expect(config.admin.apiKey).toBe('00123456789012345678901234567890123');
       expect(config.auth.jwt.secret).toBe('1234567890123456789012345678901234567890');
     });
 
@@ -187,6 +187,14 @@ describe('parseConfig', () => {
       }
       // auth defaults to required: fine.
       expect(parseConfig(`${ROUTES}  - { path: /a, upstream: app, plans: [pro], dailyLimit: true }\n`, FILE).routes[0]!.auth).toBe('required');
+    });
+
+    it('an admin key under 32 bytes (CONTRACT §19), the empty one turning the admin API off', () => {
+      for (const key of ['a', 'short', 'x'.repeat(31), 'é'.repeat(15)]) {
+        expect(configError(`admin:\n  apiKey: "${key}"\n`).problems).toEqual(['admin.apiKey: expected at least 32 bytes (for example `openssl rand -base64 32`), or empty to turn the admin API off']);
+      }
+      expect(parseConfig('admin:\n  apiKey: ""\n', FILE, {}).admin.apiKey).toBe('');
+      expect(parseConfig(`admin:\n  apiKey: "${'x'.repeat(32)}"\n`, FILE, {}).admin.apiKey).toBe('x'.repeat(32));
     });
 
     it('an HS256 secret under 32 bytes', () => {

@@ -12,7 +12,7 @@ const EXAMPLE_ENV = {
   DATABASE_URL: 'postgres://gateway@db.internal:5432/gateway',
   REDIS_URL: 'redis://redis.internal:6379',
   JWT_SECRET: 'an-example-secret-of-at-least-32-bytes',
-  GATEWAY_ADMIN_KEY: 'an-example-admin-key',
+  GATEWAY_ADMIN_KEY: 'an-example-admin-key-of-at-least-32-bytes',
   SMTP_URL: 'smtp://gateway:secret@smtp.example.com:587',
 };
 

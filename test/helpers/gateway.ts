@@ -23,7 +23,7 @@ export const webhookCertificate = inject('webhookCertificate');
 export const describeWithServices = testServices ? describe : describe.skip;
 
 export const TEST_JWT_SECRET = 'test-secret-that-is-at-least-32-bytes-long!!';
-export const ADMIN_KEY = 'test-admin-key-0123456789abcdef';
+export const ADMIN_KEY = 'test-admin-key-0123456789abcdef-0123456789';
 
 export interface TestClock {
   (): Date;
