@@ -12,7 +12,7 @@ import * as emailTokens from '../storage/emailTokens.js';
 import { revokeAllForUser } from '../storage/refreshTokens.js';
 import { isUsersSession } from '../storage/sessions.js';
 import * as users from '../storage/users.js';
-import { newPasswordDenial, normalizeEmail } from './credentials.js';
+import { newPasswordDenial, normalizeEmail, refuseCredentials } from './credentials.js';
 import { queueLinkMail, type LinkMailDeps, type LinkPurpose } from './links.js';
 import { isTooLong, type Passwords } from './passwords.js';
 import { clientOf, issueInSession } from './sessions.js';
@@ -39,7 +39,7 @@ export async function accountRoutes(app: FastifyInstance, deps: AccountRoutesDep
     const denial = newPasswordDenial(next, minLength);
     if (denial) return sendDenial(reply, denial);
     const user = isTooLong(current) ? undefined : await users.findByIdWithHash(db, id);
-    if (!user || !(await passwords.verify(user.password_hash, current))) return sendError(reply, 'invalidCredentials');
+    if (!user || !(await passwords.verify(user.password_hash, current))) return refuseCredentials(request, reply, user ? 'wrongPassword' : 'passwordTooLong', id);
     const hash = await passwords.hash(next);
     const changed = await db.transaction(async (tx) => {
       const locked = await users.lockUser(tx, id, 'update');
@@ -56,7 +56,7 @@ export async function accountRoutes(app: FastifyInstance, deps: AccountRoutesDep
       await events.emit(id, 'auth.password_changed', { method: 'change', revoked_sessions: ended }, tx);
       return { pair: await issueInSession(tx, tokens, locked, clientOf(request), now, keep), ended };
     });
-    if (!changed) return sendError(reply, 'invalidCredentials');
+    if (!changed) return refuseCredentials(request, reply, 'changedMeanwhile', id);
     request.log.info({ userId: id, revokedSessions: changed.ended }, 'password changed');
     return changed.pair;
   });

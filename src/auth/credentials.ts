@@ -1,6 +1,7 @@
 // What an email or a new password must be, wherever one comes in (register, forgot, change, reset).
 import { isIPv4, isIPv6 } from 'node:net';
-import { passwordTooShortMessage, type Denial } from '../errors.js';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { passwordTooShortMessage, sendError, type Denial, type ErrorCode } from '../errors.js';
 import { isTooLong } from './passwords.js';
 
 const MAX_EMAIL_LENGTH = 320;
@@ -63,4 +64,17 @@ export function newPasswordDenial(password: string, minLength: number): Denial |
   if ([...password].length < minLength) return { code: 'passwordTooShort', message: passwordTooShortMessage(minLength) };
   if (isTooLong(password)) return { code: 'passwordTooLong' };
   return undefined;
+}
+
+/** Why a password or refresh token was refused: the log says, the client never learns. */
+export type CredentialRefusal = 'unknownEmail' | 'inactive' | 'wrongPassword' | 'passwordTooLong' | 'changedMeanwhile' | 'undecodable' | 'inactiveToken' | 'userGone';
+
+/**
+ * A refused credential: one `request denied` line with the reason and, when known, the account
+ * (never what was sent: neither the password nor the token), then the one answer every such
+ * refusal gets, so the client cannot tell an unknown email from a wrong password.
+ */
+export function refuseCredentials(request: FastifyRequest, reply: FastifyReply, why: CredentialRefusal, userId?: number, code: ErrorCode = 'invalidCredentials'): FastifyReply {
+  request.log.info({ reason: code, why, userId }, 'request denied');
+  return sendError(reply, code);
 }

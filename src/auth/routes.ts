@@ -8,7 +8,7 @@ import type { Events } from '../webhooks/emitter.js';
 import type { Database } from '../storage/db.js';
 import * as refreshTokens from '../storage/refreshTokens.js';
 import * as users from '../storage/users.js';
-import { lookupForm, newPasswordDenial, normalizeEmail, storable } from './credentials.js';
+import { lookupForm, newPasswordDenial, normalizeEmail, refuseCredentials, storable } from './credentials.js';
 import { queueLinkMail, type LinkMailDeps } from './links.js';
 import { isTooLong, needsRehash, type Passwords } from './passwords.js';
 import { clientOf, issueInSession } from './sessions.js';
@@ -49,13 +49,13 @@ export async function authRoutes(app: FastifyInstance, deps: AuthRoutesDeps): Pr
     const password = textField(request.body, 'password');
     if (!email || !password) return sendError(reply, 'loginFieldsRequired');
     // No stored password is this long: refuse without hashing, so it cannot be used to burn CPU.
-    if (isTooLong(password)) return sendError(reply, 'invalidCredentials');
+    if (isTooLong(password)) return refuseCredentials(request, reply, 'passwordTooLong');
     const user = storable(email) ? await users.findByEmailWithHash(db, email) : undefined;
     if (!user || user.is_active !== 1) {
       await passwords.burnVerification(password);
-      return sendError(reply, 'invalidCredentials');
+      return refuseCredentials(request, reply, user ? 'inactive' : 'unknownEmail', user?.id);
     }
-    if (!(await passwords.verify(user.password_hash, password))) return sendError(reply, 'invalidCredentials');
+    if (!(await passwords.verify(user.password_hash, password))) return refuseCredentials(request, reply, 'wrongPassword', user.id);
     if (needsRehash(user.password_hash)) await users.updatePasswordHash(db, user.id, await passwords.hash(password));
     // Said only to whoever knows the password. A new link goes out (at most one a minute), so an
     // account whose first link was lost or expired is never stuck.
@@ -71,7 +71,7 @@ export async function authRoutes(app: FastifyInstance, deps: AuthRoutesDeps): Pr
       if (!locked || locked.is_active !== 1 || !users.samePassword(user, locked)) return undefined;
       return issueInSession(tx, tokens, locked, clientOf(request), clock());
     });
-    if (!pair) return sendError(reply, 'invalidCredentials');
+    if (!pair) return refuseCredentials(request, reply, 'changedMeanwhile', user.id);
     request.log.info({ userId: user.id }, 'login');
     return pair;
   });
@@ -80,7 +80,7 @@ export async function authRoutes(app: FastifyInstance, deps: AuthRoutesDeps): Pr
     const token = textField(request.body, 'refresh_token').trim();
     if (!token) return sendError(reply, 'refreshTokenMissing');
     const userId = await tokens.verifyRefresh(token);
-    if (userId === null) return sendError(reply, 'refreshTokenUndecodable');
+    if (userId === null) return refuseCredentials(request, reply, 'undecodable', undefined, 'refreshTokenUndecodable');
     const hash = sha256Hex(token);
     const result = await db.transaction(async (tx) => {
       // The user's row first (lockUser: a password change or a session's end waits for this
@@ -98,10 +98,10 @@ export async function authRoutes(app: FastifyInstance, deps: AuthRoutesDeps): Pr
       if (err instanceof UserGone) return { outcome: 'user-gone' as const };
       throw err;
     });
-    if (result.outcome === 'user-gone') return sendError(reply, 'userNotFound');
+    if (result.outcome === 'user-gone') return refuseCredentials(request, reply, 'userGone', userId, 'userNotFound');
     if (result.outcome === 'inactive') {
       await onReuse(userId, hash, request.log);
-      return sendError(reply, 'refreshTokenInactive');
+      return refuseCredentials(request, reply, 'inactiveToken', userId, 'refreshTokenInactive');
     }
     return result.pair;
   });

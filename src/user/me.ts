@@ -1,6 +1,6 @@
 // GET /api/v1/user/me (CONTRACT §4, §12) and DELETE /api/v1/user/me (§13): the account itself.
 import type { FastifyInstance } from 'fastify';
-import { sendError } from '../errors.js';
+import { refuseCredentials } from '../auth/credentials.js';
 import { isTooLong, type Passwords } from '../auth/passwords.js';
 import { textField } from '../http.js';
 import { currentUser, type RequireUser } from '../listener/requireUser.js';
@@ -48,10 +48,10 @@ export async function deleteMe(app: FastifyInstance, deps: DeleteMeDeps): Promis
     const { id } = currentUser(request);
     const password = textField(request.body, 'password');
     const user = isTooLong(password) ? undefined : await users.findByIdWithHash(db, id);
-    if (!user || !(await passwords.verify(user.password_hash, password))) return sendError(reply, 'invalidCredentials');
+    if (!user || !(await passwords.verify(user.password_hash, password))) return refuseCredentials(request, reply, user ? 'wrongPassword' : 'passwordTooLong', id);
     // Only if the password checked is still the password.
     const deleted = await users.deleteUser(db, id, user);
-    if (!deleted) return sendError(reply, 'invalidCredentials');
+    if (!deleted) return refuseCredentials(request, reply, 'changedMeanwhile', id);
     // At once here; the delete triggers carry it to every other instance (tokens, keys, WebSockets).
     identities.forgetUser(id);
     request.log.info({ userId: id }, 'account deleted by its user');
