@@ -220,6 +220,8 @@ export const configSchema = z.strictObject({
       certFile: z.string().min(1).meta({ description: 'The certificate chain (PEM): the certificate first, then its intermediates.' }),
       keyFile: z.string().min(1).meta({ description: 'Its private key (PEM).' }),
       http2: bool().prefault(false).meta({ description: 'Also serve HTTP/2 (negotiated by ALPN); HTTP/1.1 clients are still served.' }),
+      minVersion: z.enum(['TLSv1.2', 'TLSv1.3']).default('TLSv1.2').meta({ description: 'The oldest TLS version offered.' }),
+      ciphers: z.string().min(1).optional().meta({ description: 'OpenSSL cipher list replacing the default (TLS 1.3, and TLS 1.2 with ECDHE/DHE and AES-GCM or ChaCha20-Poly1305 only).' }),
     }).optional(),
   }).prefault({}),
   storage: z.strictObject({

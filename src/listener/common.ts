@@ -33,9 +33,27 @@ export function requestId(header: string | string[] | undefined): string {
 
 type TlsSettings = NonNullable<Config['server']['tls']>;
 
-/** The certificate chain and key of `server.tls`, read now. */
-function readCertificates(tls: TlsSettings): { cert: string; key: string } {
-  return { cert: readFileSync(tls.certFile, 'utf8'), key: readFileSync(tls.keyFile, 'utf8') };
+/**
+ * TLS 1.3, and TLS 1.2 with forward-secret AEAD suites only (CONTRACT §19): Node's defaults also
+ * offer CBC, CCM and ARIA suites and RSA key exchange on TLS 1.2. In the server's order of
+ * preference; TLS 1.3's three suites are named too, as OpenSSL takes them from the same list.
+ */
+export const TLS_CIPHERS = [
+  'TLS_AES_128_GCM_SHA256', 'TLS_AES_256_GCM_SHA384', 'TLS_CHACHA20_POLY1305_SHA256',
+  'ECDHE-ECDSA-AES128-GCM-SHA256', 'ECDHE-RSA-AES128-GCM-SHA256', 'ECDHE-ECDSA-AES256-GCM-SHA384', 'ECDHE-RSA-AES256-GCM-SHA384',
+  'ECDHE-ECDSA-CHACHA20-POLY1305', 'ECDHE-RSA-CHACHA20-POLY1305',
+  'DHE-RSA-AES128-GCM-SHA256', 'DHE-RSA-AES256-GCM-SHA384', 'DHE-RSA-CHACHA20-POLY1305',
+].join(':');
+
+/** The listener's secure context: the certificate chain and key of `server.tls`, read now, and its policy. */
+function secureContextOptions(tls: TlsSettings) {
+  return {
+    cert: readFileSync(tls.certFile, 'utf8'),
+    key: readFileSync(tls.keyFile, 'utf8'),
+    ciphers: tls.ciphers ?? TLS_CIPHERS,
+    minVersion: tls.minVersion,
+    honorCipherOrder: true,
+  };
 }
 
 /**
@@ -45,7 +63,7 @@ function readCertificates(tls: TlsSettings): { cert: string; key: string } {
  */
 export function httpsOptions(tls: TlsSettings | undefined): { https?: object; http2?: true } {
   if (!tls) return {};
-  const https = { ...readCertificates(tls), requireHostHeader: false };
+  const https = { ...secureContextOptions(tls), requireHostHeader: false };
   return tls.http2 ? { http2: true, https: { ...https, allowHTTP1: true } } : { https };
 }
 
@@ -58,9 +76,10 @@ export interface Certificates {
 export function listenerCertificates(server: TlsServer, tls: TlsSettings): Certificates {
   return {
     reread() {
-      const files = readCertificates(tls);
-      createSecureContext(files); // throws on a bad file or a key that is not the certificate's
-      return () => server.setSecureContext(files);
+      // The policy too: a new secure context starts from Node's defaults.
+      const options = secureContextOptions(tls);
+      createSecureContext(options); // throws on a bad file or a key that is not the certificate's
+      return () => server.setSecureContext(options);
     },
   };
 }
