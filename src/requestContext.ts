@@ -45,10 +45,22 @@ export function requestContext(live: LiveSnapshot, method: string, url: string, 
   const rawPath = q === -1 ? url : url.slice(0, q);
   const query = q === -1 ? undefined : url.slice(q + 1);
   const path = normalizePath(rawPath);
-  if (path === undefined) return { live, method, rawPath, path, query, own: NONE, ownSpelling: false, match: NO_MATCH };
+  if (path === undefined) return keptSeparators(live, method, rawPath, query);
   const own = ownMethods(path);
   if (own.length) return { live, method, rawPath, path, query, own, ownSpelling: false, match: NO_MATCH };
   return { live, method, rawPath, path, query, own, ownSpelling: isOwnSpelling(path, ownMethods), match: live.routes.match(method, path) };
+}
+
+/**
+ * A path refused for its encoded separators is served only by a route that keeps them
+ * (`encodedSeparators: keep`, CONTRACT §19), matched and forwarded with them as sent. Never an own
+ * endpoint: those paths have no encoded separators.
+ */
+function keptSeparators(live: LiveSnapshot, method: string, rawPath: string, query: string | undefined): RequestContext {
+  const kept = normalizePath(rawPath, true);
+  const match = kept === undefined ? NO_MATCH : live.routes.match(method, kept);
+  if (match.kind === 'none' || match.route.encodedSeparators !== 'keep') return { live, method, rawPath, path: undefined, query, own: NONE, ownSpelling: false, match: NO_MATCH };
+  return { live, method, rawPath, path: kept, query, own: NONE, ownSpelling: false, match };
 }
 
 declare module 'fastify' {

@@ -165,6 +165,10 @@ const routeSchema = z.strictObject({
   cors: routeCorsSchema.optional(),
   // Accept WebSocket upgrades (CONTRACT §10): the route's guards run on the upgrade.
   websocket: bool().prefault(false),
+  // Paths holding encoded separators (`group%2Fproject`) are refused unless the route carries them
+  // (CONTRACT §19): then forwarded undecoded, the route's guards over the whole path as received.
+  encodedSeparators: z.enum(['refuse', 'keep']).default('refuse')
+    .meta({ description: 'keep: accept paths with %2F, %5C, %3B, %00 (also encoded twice) or look-alike Unicode separators under this route, forwarded undecoded; refuse (default): 400.' }),
 });
 
 /** http(s) URL to the application's page for a link sent by email, with `{token}` where the token goes. */

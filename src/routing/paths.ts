@@ -43,27 +43,75 @@ export function matchKeys(path: string): string[] {
 const ESCAPE = /%([0-9A-Fa-f]{2})/g;
 const UNRESERVED = /^[A-Za-z0-9\-._~]$/;
 // Only paths that may need work go through the URL parser; the common case costs one regex test.
-const MAY_NEED_WORK = /[%#\\]|\/\/|\/\./;
+const MAY_NEED_WORK = /[%#\\]|\/\/|\/\.|[^\x00-\x7f]/;
+
+// Spellings upstreams read differently from one another (CONTRACT §19), all refused unless the
+// route says `encodedSeparators: keep`:
+// - a separator or NUL, encoded once or twice: `/a%2fb` is `/a/b` to an upstream that decodes
+//   before splitting, `/a%252fb` to one that decodes twice; `%3b` is a `;params` start to a servlet
+//   container, `%00` the end of the path to C code; `%5c` is `/` on Windows;
+// - any other encoded control character, and encoded white space ending a segment (`/admin%20`,
+//   `/admin%09`), which trimming upstreams read as `/admin`;
+// - a dot segment encoded twice (`/x/%252e%252e/admin`), `..` after a second decoding;
+// - a character that NFKC (Unicode compatibility) folds into `/`, `\`, `;` or `.` (fullwidth
+//   `／` `＼` `；` `．`, small `﹒` `﹔`…), as upstreams that normalize Unicode read it.
+const ENCODED_SEPARATOR = /%(?:25)?(?:00|2f|3b|5c)/i;
+const ENCODED_CONTROL = /%(?:25)?(?:[01][0-9a-f]|7f)/i;
+const ENCODED_SPACE_ENDING_SEGMENT = /(?:%(?:25)?(?:20|09))+(?:\/|$)/i;
+const DOUBLE_ENCODED_DOT = /%252e/i;
+const DOT_SEGMENT = /(?:^|\/)\.{1,2}(?:\/|$)/;
+const FOLDS_TO_SEPARATOR = /[/\\;.]/;
+const NON_ASCII = /[^\x00-\x7f]/;
+
+/** Whether an upstream could read `rawPath` with a separator, NUL or dot segment we do not see (above). */
+function hasEncodedSeparators(rawPath: string): boolean {
+  if (ENCODED_SEPARATOR.test(rawPath) || ENCODED_CONTROL.test(rawPath) || ENCODED_SPACE_ENDING_SEGMENT.test(rawPath)) return true;
+  if (DOUBLE_ENCODED_DOT.test(rawPath) && DOT_SEGMENT.test(rawPath.replace(/%252e/gi, '.').replace(/%2e/gi, '.'))) return true;
+  return foldsToSeparator(rawPath);
+}
+
+/** A non-ASCII character, sent raw or percent-encoded as UTF-8, that NFKC turns into a separator or a dot. */
+function foldsToSeparator(rawPath: string): boolean {
+  let text = rawPath;
+  if (/%[89a-f][0-9a-f]/i.test(text)) {
+    // Decoded run by run: one run that is not UTF-8 (a Latin-1 path) leaves the others checked.
+    text = text.replace(/(?:%[89a-f][0-9a-f])+/gi, (run) => {
+      try {
+        return decodeURIComponent(run);
+      } catch {
+        return '';
+      }
+    });
+  }
+  if (!NON_ASCII.test(text)) return false;
+  for (const char of text) {
+    if (char.charCodeAt(0) > 0x7f && FOLDS_TO_SEPARATOR.test(char.normalize('NFKC'))) return true;
+  }
+  return false;
+}
 
 /**
  * The path as an upstream will understand it: unreserved escapes decoded, dot segments (also
  * percent-encoded) resolved and repeated slashes folded, so `/public/../paid` is matched, guarded
  * and forwarded as `/paid`, never matched as one route and served as another. Undefined when an
- * upstream could read it as another path than we do: a backslash or `#`, an encoded slash or backslash
- * (`/public%2F..%2Fpaid` is `/paid` to an upstream that decodes before splitting) or a `..;`
- * segment (`/public/..;/paid` is `/paid` to servlet containers), or when it is not a path at all.
+ * upstream could read it as another path than we do: a backslash or `#`, a `..;` segment
+ * (`/public/..;/paid` is `/paid` to servlet containers), an encoded separator or one of its kin
+ * (above: `/public%2F..%2Fpaid` is `/paid` to an upstream that decodes before splitting), or when
+ * it is not a path at all. With `keepSeparators` (a route's `encodedSeparators: keep`), encoded
+ * separators and their kin stay in the path as sent, undecoded.
  */
-export function normalizePath(rawPath: string): string | undefined {
+export function normalizePath(rawPath: string, keepSeparators = false): string | undefined {
   if (!rawPath.startsWith('/')) return undefined;
   if (!MAY_NEED_WORK.test(rawPath)) return rawPath;
   // A `#` has no place in a request target (RFC 9112 §3.2); the proxy's URL parser would cut the
   // path there, after matching: `/races/premium#` would be matched as itself and sent as `/races/premium`.
   if (/[\\#]/.test(rawPath)) return undefined;
+  if (!keepSeparators && hasEncodedSeparators(rawPath)) return undefined;
   const decoded = rawPath.replace(ESCAPE, (escape, hex: string) => {
     const char = String.fromCharCode(parseInt(hex, 16));
     return UNRESERVED.test(char) ? char : escape;
   });
-  if (/%2f|%5c/i.test(decoded) || /\/\.\.?;/.test(decoded)) return undefined;
+  if (/\/\.\.?;/.test(decoded)) return undefined;
   try {
     return new URL(decoded.replace(/\/{2,}/g, '/'), 'http://gateway.invalid').pathname;
   } catch {

@@ -13,7 +13,8 @@ describe('normalizePath', () => {
     ['/a%20b'],
     ['/%C3%A9t%C3%A9'],
     ['/a%3Fb'],
-    ['/a%252Fb'], // a literal "%2F", escaped once more: not a slash to anyone who decodes once
+    ['/files/100%25'], // a literal "%": any %25 but those of a separator, NUL or dot segment
+    ['/a%252Eb'], // a dot inside a segment, encoded twice: no dot segment however often decoded
     // Not decodable, or no escape at all: left to the upstream, as it was sent.
     ['/%zz'],
     ['/%'],
@@ -68,8 +69,51 @@ describe('normalizePath', () => {
     // A `#` cuts the path for the proxy's URL parser, after matching (RFC 9112 §3.2: no fragment in a request target).
     ['/races/premium#'],
     ['/races/x#/../premium'],
+    // CONTRACT §19: `;` and NUL encoded, and the four encoded twice, for upstreams that decode twice.
+    ['/api/v1/profile%3b'],
+    ['/api/v1/profile%3B/x'],
+    ['/api/v1/reports%00/x'],
+    ['/a%252Fb'],
+    ['/a%252fb'],
+    ['/a%255cb'],
+    ['/a%253Bx'],
+    ['/a%2500'],
+    // Other encoded control characters, and encoded white space that a trimming upstream drops.
+    ['/admin%0a'],
+    ['/admin%7F'],
+    ['/admin%20'],
+    ['/admin%09'],
+    ['/admin%20/x'],
+    ['/admin%20%20'],
+    // A dot segment encoded twice, `..` to an upstream that decodes twice.
+    ['/public/%252e%252e/admin'],
+    ['/public/%252E./admin'],
+    ['/public/%252e'],
+    // Characters NFKC folds into a separator or a dot: fullwidth solidus, reverse solidus,
+    // semicolon and full stop, small full stops, encoded as UTF-8 or raw.
+    ['/public%EF%BC%8Fadmin'],
+    ['/public%ef%bc%bcadmin'],
+    ['/public%EF%BC%9Bx'],
+    ['/public/%EF%BC%8E%EF%BC%8E/admin'],
+    ['/public/\ufe52\ufe52/admin'],
+    ['/public/\uff0e\uff0e/admin'],
   ])('refuses %s, which an upstream could read as another path', (path) => {
     expect(normalizePath(path)).toBeUndefined();
+  });
+
+  it.each([
+    ['/projects/group%2Fproject/issues', '/projects/group%2Fproject/issues'],
+    ['/projects/a%252Fb', '/projects/a%252Fb'],
+    ['/projects/x%3Bv=1', '/projects/x%3Bv=1'],
+    // Encoded dot segments are still resolved: keeping separators never lets `..` climb unseen.
+    ['/projects/%2e%2e/admin%2Fx', '/admin%2Fx'],
+    ['/projects/a/../b%2Fc', '/projects/b%2Fc'],
+  ])('with encodedSeparators: keep, reads %s as %s', (path, expected) => {
+    expect(normalizePath(path, true)).toBe(expected);
+  });
+
+  it.each([['/p\\x%2F'], ['/p/..;/x%2F'], ['/p#%2F']])('refuses %s even where separators are kept', (path) => {
+    expect(normalizePath(path, true)).toBeUndefined();
   });
 
   it.each([[''], ['races'], ['*'], ['http://gateway.test/races']])('refuses %j, which is not an origin-form path', (path) => {

@@ -1,0 +1,98 @@
+// Paths no upstream reads alike (issue 27, CONTRACT §19): spellings that a public catch-all route
+// forwarded verbatim, which an upstream decoding twice, cutting at NUL, trimming or applying NFKC
+// reads as a guarded path, are refused 400 on the proxy and the decisions listener alike; a route
+// that must carry encoded separators says `encodedSeparators: keep`.
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { docsExample } from '../helpers/docs.js';
+import { bearer, closeSql, describeWithServices, makeUser, marker, startDecidingGateway, startTestGateway, testConfigFromYaml, type TestGateway } from '../helpers/gateway.js';
+import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
+
+const BAD_REQUEST = { error: 'Requête invalide' };
+
+describeWithServices('encoded separators and their kin', () => {
+  let upstream: EchoUpstream;
+  let gw: TestGateway;
+
+  beforeAll(async () => {
+    upstream = await startEchoUpstream();
+    gw = await startDecidingGateway({
+      upstreams: { app: { url: upstream.url } },
+      routes: [
+        { path: '/', upstream: 'app', auth: 'none' },
+        { path: '/api/v1/profile', upstream: 'app' },
+        { path: '/api/v1/reports', upstream: 'app' },
+        { path: '/projects', upstream: 'app', encodedSeparators: 'keep' },
+      ],
+    });
+  });
+  afterAll(async () => { await gw?.close(); await upstream?.close(); await closeSql(); });
+
+  const spellings = (m: string) => [
+    `/api/v1/profile%3b${m}`, `/api/v1/profile%3B/${m}`, `/api/v1/reports%00/${m}`, `/api/v1/reports%2500/${m}`,
+    `/api/v1/profile%20?${m}`, `/api/v1/profile%09?${m}`, `/api/v1%252fprofile/${m}`, `/api/v1%255Cprofile/${m}`, `/api/v1/profile%253b/${m}`,
+    `/x/%252e%252e/api/v1/profile/${m}`, `/api/v1%EF%BC%8Fprofile/${m}`, `/api/v1/profile%EF%BC%9B/${m}`, `/x/%EF%BC%8E%EF%BC%8E/api/v1/profile/${m}`,
+  ];
+
+  it('refuses each spelling on the proxy with 400, the upstream never reached', async () => {
+    const m = marker();
+    for (const path of spellings(m)) {
+      const res = await gw.get(path);
+      expect(res.status, path).toBe(400);
+      expect(res.json).toEqual(BAD_REQUEST);
+    }
+    expect(upstream.count(m)).toBe(0);
+  });
+
+  it('refuses each spelling on the decisions listener too, by path and by X-Forwarded-Uri', async () => {
+    for (const path of spellings(marker())) {
+      const byPath = await gw.decide('GET', `/decisions${path}`);
+      expect(byPath.status, path).toBe(400);
+      const byHeader = await gw.decide('GET', '/decisions', { headers: { 'x-forwarded-uri': path } });
+      expect(byHeader.status, path).toBe(400);
+    }
+  });
+
+  it('still serves a literal % (%25) and other escapes through the public route', async () => {
+    const m = marker();
+    expect((await gw.get(`/files/100%25/${m}`)).status).toBe(200);
+    expect(upstream.last(m)!.path).toBe(`/files/100%25/${m}`);
+    expect((await gw.get(`/files/a%20b/${m}x`)).status).toBe(200);
+  });
+
+  it('with encodedSeparators: keep, forwards them undecoded under the route\'s guards', async () => {
+    const m = marker();
+    const path = `/projects/group%2Fproject/${m}/a%3Bb`;
+    expect((await gw.get(path)).status).toBe(401);
+    expect(upstream.count(m)).toBe(0);
+    const user = await makeUser(gw);
+    const res = await gw.get(path, { headers: bearer(user.access) });
+    expect(res.status).toBe(200);
+    expect(upstream.last(m)!.path).toBe(path);
+    // The decisions listener decides for it as the proxy does.
+    expect((await gw.decide('GET', `/decisions${path}`, { headers: bearer(user.access) })).status).toBe(200);
+    expect((await gw.decide('GET', `/decisions${path}`)).status).toBe(401);
+  });
+
+  it('with encodedSeparators: keep, still resolves encoded dot segments, so `..` cannot climb to a route that refuses them', async () => {
+    const m = marker();
+    const res = await gw.get(`/projects/%2e%2e/api/v1/profile%2F${m}`);
+    expect(res.status).toBe(400);
+    expect(res.json).toEqual(BAD_REQUEST);
+    expect(upstream.count(m)).toBe(0);
+  });
+
+  it('runs the docs\' example as written: GitLab-style project ids reach the upstream undecoded', async () => {
+    const docs = await startTestGateway(testConfigFromYaml(docsExample('routing-and-headers', 'encoded-separators'), { GITLAB_URL: upstream.url }));
+    try {
+      const m = marker();
+      const path = `/api/v4/projects/group%2Fproject/issues/${m}`;
+      expect((await docs.get(path)).status).toBe(401);
+      const user = await makeUser(docs);
+      expect((await docs.get(path, { headers: bearer(user.access) })).status).toBe(200);
+      expect(upstream.last(m)!.path).toBe(path);
+      expect((await docs.get(`/api/v4/other%2F${m}`)).status).toBe(400);
+    } finally {
+      await docs.close();
+    }
+  });
+});
