@@ -43,7 +43,7 @@ export function matchKeys(path: string): string[] {
 const ESCAPE = /%([0-9A-Fa-f]{2})/g;
 const UNRESERVED = /^[A-Za-z0-9\-._~]$/;
 // Only paths that may need work go through the URL parser; the common case costs one regex test.
-const MAY_NEED_WORK = /[%#\\]|\/\/|\/\.|[^\x00-\x7f]/;
+const MAY_NEED_WORK = /[%#\\]|\/\/|\/\.|[\u0080-\uffff]/;
 
 // Spellings upstreams read differently from one another (CONTRACT §19), all refused unless the
 // route says `encodedSeparators: keep`:
@@ -61,7 +61,7 @@ const ENCODED_SPACE_ENDING_SEGMENT = /(?:%(?:25)?(?:20|09))+(?:\/|$)/i;
 const DOUBLE_ENCODED_DOT = /%252e/i;
 const DOT_SEGMENT = /(?:^|\/)\.{1,2}(?:\/|$)/;
 const FOLDS_TO_SEPARATOR = /[/\\;.]/;
-const NON_ASCII = /[^\x00-\x7f]/;
+const NON_ASCII = /[\u0080-\uffff]/;
 
 /** Whether an upstream could read `rawPath` with a separator, NUL or dot segment we do not see (above). */
 function hasEncodedSeparators(rawPath: string): boolean {
