@@ -6,7 +6,6 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import rateLimit from '@fastify/rate-limit';
 import { accountRoutes } from './auth/accountRoutes.js';
 import { authRoutes } from './auth/routes.js';
-import { sha256Hex } from './digest.js';
 import { corsHook } from './listener/cors.js';
 import { authRateLimitOptions } from './listener/authRateLimit.js';
 import { requireUserWith } from './listener/requireUser.js';
@@ -16,6 +15,7 @@ import { httpsOptions, listenerOptions, registerCommon } from './listener/common
 import { Forwarder } from './proxy/forwarder.js';
 import { ownEndpointMethods, RequestContexts, type RequestContext } from './requestContext.js';
 import { OpenSockets } from './proxy/openSockets.js';
+import { credentialChecks } from './proxy/ownTokens.js';
 import { documentRoutes } from './openapi.js';
 import { canonicalUrl } from './routing/paths.js';
 import { WebSockets } from './proxy/websocket.js';
@@ -102,8 +102,7 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
   const websockets = new WebSockets({ sockets, maxPayload: config.server.bodyLimit, contexts });
   websockets.attach(app.server, app.routing);
   app.addHook('preClose', () => websockets.close());
-  // A key is the gateway's when it names a key (the lookup is the identity cache's, cached).
-  const credentials = { tokens, isOwnKey: async (raw: string) => (await identities.keyOwner(sha256Hex(raw))) !== undefined };
+  const credentials = credentialChecks({ tokens, identities });
   const forwarder = new Forwarder(
     { pipeline, credentials, websockets, upstreamErrors: metrics.upstreamErrors, server: config.server, log: app.log },
     // Read when a connection to an upstream is made: the TLS files of the live snapshot of that moment.

@@ -9,6 +9,7 @@ import { sendDenial, sendError } from '../errors.js';
 import type { Instance } from '../instance.js';
 import { acceptEveryMethod, listenerOptions, registerCommon } from '../listener/common.js';
 import { DenialLog } from '../logThrottle.js';
+import { credentialChecks, findOwnCredentials } from '../proxy/ownTokens.js';
 import { requestContext, type OwnMethods } from '../requestContext.js';
 import { DECISIONS_PATH, originalRequest } from './original.js';
 
@@ -19,6 +20,14 @@ import { DECISIONS_PATH, originalRequest } from './original.js';
  */
 export const DENIAL_BODY_HEADER = 'x-gateway-error';
 
+/**
+ * What the proxy in front forwards instead of the client's URI and Cookie (CONTRACT §19): the same
+ * less the gateway's own tokens (an `access_token` query parameter, a token cookie), as proxy mode
+ * strips them. Always on an allowed answer, equal to the original when nothing is removed.
+ */
+export const CLEAN_URI_HEADER = 'x-gateway-clean-uri';
+export const CLEAN_COOKIE_HEADER = 'x-gateway-clean-cookie';
+
 export interface DecisionsOptions {
   /** The public listener's own endpoints (requestContext.ts, ownEndpointMethods). */
   ownMethods: OwnMethods;
@@ -26,6 +35,7 @@ export interface DecisionsOptions {
 
 export async function buildDecisionsApp(instance: Instance, options: DecisionsOptions): Promise<FastifyInstance> {
   const { pipeline, metrics, log, live } = instance;
+  const credentials = credentialChecks(instance);
   const { ownMethods } = options;
   const app = Fastify(listenerOptions(log.child({ listener: 'decisions' })));
   registerCommon(app, metrics.tallies);
@@ -59,6 +69,11 @@ export async function buildDecisionsApp(instance: Instance, options: DecisionsOp
     }
     // Only what the pipeline says: nothing the client sent comes back for the proxy to copy.
     if (decision.identity) reply.headers(decision.identity);
+    const { auth } = decision;
+    const own = await findOwnCredentials({ headers: request.headers, query: context.query, bearer: decision.bearer, authenticatedByBearer: auth.kind === 'authenticated' && auth.method === 'bearer' }, credentials);
+    reply.header(CLEAN_URI_HEADER, own.query === undefined ? original.url : context.rawPath + (own.query ? `?${own.query}` : ''));
+    const cookie = own.cookie === undefined ? request.headers.cookie ?? '' : own.cookie ?? '';
+    reply.header(CLEAN_COOKIE_HEADER, cookie);
     return reply.code(200).send();
   };
   app.route({ method: app.supportedMethods, url: DECISIONS_PATH, handler });

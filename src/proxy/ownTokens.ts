@@ -8,6 +8,8 @@
 // well as `&` and percent-decodes cookie values.
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Tokens } from '../auth/tokens.js';
+import { sha256Hex } from '../digest.js';
+import type { IdentityCache } from '../storage/identityCache.js';
 
 // A JWS compact serialization starts with a base64url JSON object: `{"` is `eyJ`. Matching from
 // there also finds a token glued to what precedes it (`bearer<token>`).
@@ -46,6 +48,11 @@ export interface CredentialChecks {
   tokens: Pick<Tokens, 'isOwn'>;
   /** Whether a raw API key is one of the gateway's (any user's, revoked or not does not matter: it is ours). */
   isOwnKey(raw: string): Promise<boolean>;
+}
+
+/** The checks of the running instance: a key is the gateway's when it names a key (the identity cache's lookup, cached). */
+export function credentialChecks(deps: { tokens: CredentialChecks['tokens']; identities: Pick<IdentityCache, 'keyOwner'> }): CredentialChecks {
+  return { tokens: deps.tokens, isOwnKey: async (raw: string) => (await deps.identities.keyOwner(sha256Hex(raw))) !== undefined };
 }
 
 export async function findOwnCredentials(request: CredentialFacts, checks: CredentialChecks): Promise<OwnCredentials> {

@@ -63,6 +63,26 @@ describeWithServices('decisions listener', () => {
   });
 
   describe('200: may pass, as whom', () => {
+    it('an allowed decision always carries the URI and Cookie less the gateway\'s tokens (CONTRACT §19)', async () => {
+      const user = await makeUser(a);
+      const plain = await a.decide('GET', '/decisions', { headers: { 'X-Forwarded-Uri': '/public/x?q=1&y', cookie: 'a=1; b=2' } });
+      expect(plain.status).toBe(200);
+      expect(plain.headers['x-gateway-clean-uri']).toBe('/public/x?q=1&y');
+      expect(plain.headers['x-gateway-clean-cookie']).toBe('a=1; b=2');
+      const bare = await a.decide('GET', '/decisions/public/x');
+      expect(bare.headers['x-gateway-clean-uri']).toBe('/public/x');
+      expect(bare.headers['x-gateway-clean-cookie']).toBe('');
+      const tokened = await a.decide('GET', '/decisions', {
+        headers: { 'X-Forwarded-Uri': `/public/x?q=1&access_token=${user.access};r=${encodeURIComponent(user.refresh)}&z=2`, cookie: `a=1; t=${user.access}; b=2` },
+      });
+      expect(tokened.status).toBe(200);
+      expect(tokened.headers['x-gateway-clean-uri']).toBe('/public/x?q=1&z=2');
+      expect(tokened.headers['x-gateway-clean-cookie']).toBe('a=1; b=2');
+      const only = await a.decide('GET', `/decisions/public/x?access_token=${user.access}`, { headers: { cookie: `t=${user.access}` } });
+      expect(only.headers['x-gateway-clean-uri']).toBe('/public/x');
+      expect(only.headers['x-gateway-clean-cookie']).toBe('');
+    });
+
     it('answers an empty body and the identity headers, for the path after /decisions and for X-Forwarded-Uri alike', async () => {
       const user = await makeUser(a, { plan: 'premium' });
       const m = marker();

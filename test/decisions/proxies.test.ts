@@ -152,6 +152,54 @@ for (const proxy of ['nginx', 'caddy'] as const satisfies readonly Proxy[]) {
       }
     });
 
+    it('a gateway token in the access_token parameter or a cookie never reaches the application; the rest does', async () => {
+      const premium = await makeUser(a, { plan: 'premium' });
+      const key = (await a.post('/api/v1/user/api-token', {}, { headers: bearer((await makeUser(a, { plan: 'pro' })).access) })).json.api_token as string;
+      for (const [where, options, path] of [
+        ['query', { headers: {} }, (m: string) => `/api/v1/reports/${m}?q=1&access_token=${premium.access}&page=2`],
+        ['cookie', { headers: { cookie: `theme=dark; gw=${premium.access}; sid=abc` } }, (m: string) => `/api/v1/catalog/${m}?q=1&page=2`],
+        ['refresh cookie', { headers: { cookie: `theme=dark; r=${encodeURIComponent(premium.refresh)}; sid=abc` } }, (m: string) => `/api/v1/catalog/${m}?q=1&page=2`],
+        ['key in query', { headers: {} }, (m: string) => `/api/v1/catalog/${m}?q=1&api_key=${key}&page=2`],
+      ] as const) {
+        const m = marker();
+        const headers = where === 'query' ? { ...options.headers, ...bearer(premium.access) } : options.headers;
+        const res = await call('GET', path(m), { headers });
+        // Caddy cannot forward the cleaned query (docs/decisions.md): it refuses the request instead.
+        if (proxy === 'caddy' && where.includes('query')) {
+          expectDenied(res, 400, { error: 'Requête invalide' });
+          expect(upstream.count(m)).toBe(0);
+          continue;
+        }
+        expect(res.status, `${where}: ${res.text}\n${front.log()}`).toBe(200);
+        const hit = upstream.last(m)!;
+        expect(hit.url, where).toBe(`/api/v1/${where === 'query' ? 'reports' : 'catalog'}/${m}?q=1&page=2`);
+        expect(JSON.stringify(hit.headers), where).not.toContain(premium.access);
+        expect(JSON.stringify(hit.headers), where).not.toContain(key);
+        if (where.includes('cookie')) expect(hit.headers.cookie, where).toBe('theme=dark; sid=abc');
+        expect(hit.headers['x-gateway-clean-uri']).toBeUndefined();
+        expect(hit.headers['x-gateway-clean-cookie']).toBeUndefined();
+      }
+      // Nothing to remove: the URI and cookies reach the application exactly as sent.
+      const m = marker();
+      expect((await call('GET', `/api/v1/catalog/${m}/a%20b?x=%2F&y`, { headers: { cookie: 'a=1; b=%22two%22' } })).status).toBe(200);
+      expect(upstream.last(m)!.url).toBe(`/api/v1/catalog/${m}/a%20b?x=%2F&y`);
+      expect(upstream.last(m)!.headers.cookie).toBe('a=1; b=%22two%22');
+      const none = marker();
+      expect((await call('GET', `/api/v1/catalog/${none}`)).status).toBe(200);
+      expect(upstream.last(none)!.headers.cookie).toBeUndefined();
+    });
+
+    it('a 429 reaches the client with Retry-After and the RateLimit fields', async () => {
+      const free = await makeUser(a);
+      const m = marker();
+      let res: HttpResponse | undefined;
+      for (let i = 0; i < 6; i++) res = await call('GET', `/api/v1/races/${m}/${i}`, { headers: bearer(free.access) });
+      expect(res!.status, front.log()).toBe(429);
+      expect(Number(res!.headers['retry-after'])).toBeGreaterThan(0);
+      expect(res!.headers.ratelimit).toMatch(/r=0/);
+      expect(res!.headers['ratelimit-policy']).toMatch(/q=5/);
+    });
+
     it('the daily limit holds exactly under 40 concurrent requests through the proxy, across both instances', async () => {
       const free = await makeUser(a);
       const m = marker();
