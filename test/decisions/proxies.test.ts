@@ -162,7 +162,7 @@ for (const proxy of ['nginx', 'caddy'] as const satisfies readonly Proxy[]) {
         ['key in query', { headers: {} }, (m: string) => `/api/v1/catalog/${m}?q=1&api_key=${key}&page=2`],
       ] as const) {
         const m = marker();
-        const headers = where === 'query' ? { ...options.headers, ...bearer(premium.access) } : options.headers;
+        const headers: Record<string, string> = { ...options.headers, ...(where === 'query' ? bearer(premium.access) : {}) };
         const res = await call('GET', path(m), { headers });
         // Caddy cannot forward the cleaned query (docs/decisions.md): it refuses the request instead.
         if (proxy === 'caddy' && where.includes('query')) {
