@@ -3,11 +3,14 @@
 // the input side of every transform, and `${VAR}` references wherever the loader accepts them.
 import { z } from 'zod';
 import { ENV_REFERENCE } from './load.js';
-import { configSchema } from './schema.js';
+import { configSchema, HTTP_METHODS } from './schema.js';
 
 type JsonSchema = Record<string, unknown>;
 
 const envReference = { $ref: '#/definitions/envReference' };
+const numberText = { type: 'string', pattern: '^\\s*-?\\d+\\s*$' };
+const booleanText = { type: 'string', enum: ['true', 'false'] };
+const anyCase = { type: 'string', pattern: `^(${HTTP_METHODS.map((m) => [...m].map((c) => `[${c}${c.toLowerCase()}]`).join('')).join('|')})$` };
 
 export function configJsonSchema(): JsonSchema {
   // draft-07: what the YAML language server (VS Code, Neovim, …) and JetBrains IDEs validate with.
@@ -38,10 +41,15 @@ function allowEnvReferences(node: JsonSchema): JsonSchema {
   if (typeof node.additionalProperties === 'object') node.additionalProperties = visit(node.additionalProperties);
   if (node.items) node.items = visit(node.items);
   if (node.type === 'object' || node.type === 'array') return node;
-  if (Array.isArray(node.anyOf)) return { ...node, anyOf: [...node.anyOf, envReference] };
+  // Methods are read in any case (routes[].methods): the enum completes the upper-case spelling.
+  if (Array.isArray(node.enum) && node.enum.join() === HTTP_METHODS.join()) return { ...node, enum: undefined, anyOf: [{ enum: node.enum }, anyCase, envReference] };
+  // The forms of a union too (storage.redis: a URL, a map of sentinels, a map of a cluster).
+  if (Array.isArray(node.anyOf)) return { ...node, anyOf: [...node.anyOf.map(visit), envReference] };
+  // "8080" and "true" are read as the number and boolean they spell, as a ${VAR} value is.
+  const spelled = node.type === 'integer' || node.type === 'number' ? [numberText] : node.type === 'boolean' ? [booleanText] : [];
   const { default: fallback, description, ...value } = node;
   const plainString = (value.type === 'string' || (Array.isArray(value.type) && value.type.includes('string')))
     && !['enum', 'pattern', 'format'].some((constraint) => constraint in value);
   if (plainString) return node;
-  return { ...(description ? { description } : {}), ...(fallback !== undefined ? { default: fallback } : {}), anyOf: [value, envReference] };
+  return { ...(description ? { description } : {}), ...(fallback !== undefined ? { default: fallback } : {}), anyOf: [value, ...spelled, envReference] };
 }

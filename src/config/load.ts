@@ -41,7 +41,7 @@ export function parseConfig(text: string, file: string, env: Env = {}): Config {
   const result = configSchema.safeParse(raw);
   if (!result.success) {
     throw new ConfigError(file, result.error.issues.flatMap(meantBranch).map((issue) => {
-      const message = issue.code === 'unrecognized_keys' ? `unknown key(s) ${issue.keys.map((k) => JSON.stringify(k)).join(', ')}` : issue.message;
+      const message = issue.code === 'unrecognized_keys' ? unknownKeys(issue.keys, keysAt(issue.path)) : issue.message;
       return `${keyPath(issue.path)}: ${message}`;
     }));
   }
@@ -64,6 +64,68 @@ function meantBranch(issue: z.core.$ZodIssue): z.core.$ZodIssue[] {
   const meant = issue.errors.filter((branch) => depth(branch) === deepest);
   if (deepest === 0 || meant.length !== 1) return [issue];
   return meant[0]!.flatMap(meantBranch).map((i) => ({ ...i, path: [...issue.path, ...i.path] }));
+}
+
+/** `unknown key(s) "timout" (did you mean "timeout"?)`: each key with the known one it is closest to, if any is close. */
+function unknownKeys(keys: readonly string[], known: readonly string[]): string {
+  const named = keys.map((key) => {
+    const guess = closest(key, known);
+    return guess ? `${JSON.stringify(key)} (did you mean ${JSON.stringify(guess)}?)` : JSON.stringify(key);
+  });
+  return `unknown key(s) ${named.join(', ')}`;
+}
+
+/** The known key spelled closest to `key`: the same but for case, or at most two edits away (one for short keys). */
+function closest(key: string, known: readonly string[]): string | undefined {
+  const lower = key.toLowerCase();
+  const allowed = key.length <= 4 ? 1 : 2;
+  let best: { name: string; distance: number } | undefined;
+  for (const name of known) {
+    // Known elsewhere (another form of a union): not a misspelling.
+    if (name === key) continue;
+    const distance = name.toLowerCase() === lower ? 0 : editDistance(lower, name.toLowerCase());
+    if (distance <= allowed && (!best || distance < best.distance)) best = { name, distance };
+  }
+  return best?.name;
+}
+
+/** Levenshtein distance, with a swap of neighbours counting one (`tiemout`). */
+function editDistance(a: string, b: string): number {
+  const d = Array.from({ length: a.length + 1 }, (_, i) => [i, ...Array<number>(b.length).fill(0)]);
+  for (let j = 1; j <= b.length; j++) d[0]![j] = j;
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      d[i]![j] = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) d[i]![j] = Math.min(d[i]![j]!, d[i - 2]![j - 2]! + 1);
+    }
+  }
+  return d[a.length]![b.length]!;
+}
+
+type SchemaNode = { _zod?: { def?: { type: string; innerType?: SchemaNode; in?: SchemaNode; shape?: Record<string, SchemaNode>; element?: SchemaNode; valueType?: SchemaNode; options?: SchemaNode[] } } };
+
+/** The keys the schema knows for the object at `path` (through defaults, pipes, arrays, maps and unions). */
+function keysAt(path: ReadonlyArray<PropertyKey>): string[] {
+  const unwrap = (node: SchemaNode | undefined): SchemaNode[] => {
+    const def = node?._zod?.def;
+    if (!def) return [];
+    if (def.innerType) return unwrap(def.innerType);
+    if (def.type === 'pipe') return unwrap(def.in);
+    if (def.type === 'union') return (def.options ?? []).flatMap(unwrap);
+    return [node!];
+  };
+  let nodes = unwrap(configSchema as unknown as SchemaNode);
+  for (const key of path) {
+    nodes = nodes.flatMap((node) => {
+      const def = node._zod!.def!;
+      if (def.type === 'object') return unwrap(def.shape?.[String(key)]);
+      if (def.type === 'array') return unwrap(def.element);
+      if (def.type === 'record') return unwrap(def.valueType);
+      return [];
+    });
+  }
+  return nodes.flatMap((node) => Object.keys(node._zod!.def!.shape ?? {}));
 }
 
 function keyPath(path: ReadonlyArray<PropertyKey>): string {

@@ -21,7 +21,7 @@ export function parseSize(text: string): number | undefined {
 
 // `.meta()` is what `gateway schema` shows for the text an operator writes: the transforms turn it
 // into a number, which the JSON Schema (the input side) does not mention.
-const duration = z.string().transform((text, ctx) => {
+const duration = z.string({ error: 'expected a duration such as 500ms, 30s, 15m or 30d (a number needs its unit: 30s, not 30)' }).transform((text, ctx) => {
   const ms = parseDuration(text);
   if (ms === undefined) {
     ctx.addIssue({ code: 'custom', message: `expected a duration such as 500ms, 30s, 15m or 30d, got ${JSON.stringify(text)}` });
@@ -32,7 +32,7 @@ const duration = z.string().transform((text, ctx) => {
 
 // A duration that may be nothing at all ("0s"): a delay that can be turned off.
 const ZERO_DURATION = /^0+(ms|s|m|h|d)$/;
-const durationOrZero = z.string().transform((text, ctx) => {
+const durationOrZero = z.string({ error: 'expected a duration such as 0s, 500ms or 5s (a number needs its unit: 5s, not 5)' }).transform((text, ctx) => {
   if (ZERO_DURATION.test(text.trim())) return 0;
   const ms = parseDuration(text);
   if (ms === undefined) {
@@ -54,9 +54,10 @@ const size = z.union([
   return bytes;
 });
 
-const port = z.coerce.number().int().min(0).max(65535);
 // `${VAR}` values arrive as text (see load.ts): "20" and "true" are read as the number and boolean they spell.
 const int = (min: number, max = Number.MAX_SAFE_INTEGER) => z.preprocess((v) => (typeof v === 'string' && /^-?\d+$/.test(v.trim()) ? Number(v) : v), z.number().int().min(min).max(max));
+// A number or the text of one ("8080", as PORT gives): never `true` read as 1.
+const port = int(0, 65535);
 const bool = () => z.preprocess((v) => (v === 'true' ? true : v === 'false' ? false : v), z.boolean());
 // `key:` with nothing after it (as `${VAR:-}` gives) is YAML null: read it as empty.
 const text = z.string().nullish().transform((s) => s ?? '');
@@ -196,7 +197,7 @@ const mailSchema = z.strictObject({
 
 const upstreamSchema = z.strictObject({
   url: z.url({ protocol: /^https?$/, error: 'expected an http:// or https:// URL' })
-    .transform((u) => u.replace(/\/+$/, '')),
+    .transform((u) => u.replace(/\/+$/, '')).meta({ pattern: '^[Hh][Tt][Tt][Pp][Ss]?://[^\\s/?#]+', format: 'uri' }),
   timeout: duration.prefault('30s'),
   assertion: bool().prefault(false),
   // How the gateway talks TLS to an https:// upstream (CONTRACT §10): files are PEM.
@@ -285,42 +286,59 @@ export const configSchema = z.strictObject({
   upstreams: z.record(z.string().regex(/^[A-Za-z0-9_.-]+$/, 'expected an upstream name of letters, digits, _ . -'), upstreamSchema).default({}),
   routes: z.array(routeSchema).default([]),
 }).superRefine((cfg, ctx) => {
-  const jwt = cfg.auth.jwt;
-  if (jwt.algorithm === 'HS256' && jwt.secret && Buffer.byteLength(jwt.secret) < 32) {
-    ctx.addIssue({ code: 'custom', path: ['auth', 'jwt', 'secret'], message: 'expected at least 32 bytes for HS256 (or leave it empty to have one generated)' });
-  }
-  // The admin key hands over every account: no weaker than the token secret (CONTRACT §19).
-  if (cfg.admin.apiKey && Buffer.byteLength(cfg.admin.apiKey) < 32) {
-    ctx.addIssue({ code: 'custom', path: ['admin', 'apiKey'], message: 'expected at least 32 bytes (for example `openssl rand -base64 32`), or empty to turn the admin API off' });
-  }
-  if (jwt.algorithm !== 'HS256' && !jwt.privateKeyFile) {
-    ctx.addIssue({ code: 'custom', path: ['auth', 'jwt', 'privateKeyFile'], message: `expected a PEM private key file for ${jwt.algorithm}` });
-  }
-  const { freeDailyLimit, limits } = cfg.plans;
-  if (freeDailyLimit !== undefined && limits.free?.daily !== undefined && limits.free.daily !== freeDailyLimit) {
-    ctx.addIssue({ code: 'custom', path: ['plans', 'freeDailyLimit'], message: `freeDailyLimit is the shorthand for limits.free.daily, which says ${limits.free.daily}: keep one of them` });
-  }
-  const tlsByOrigin = new Map<string, { name: string; tls: string }>();
-  for (const [name, upstream] of Object.entries(cfg.upstreams)) {
-    const { tls } = upstream;
-    if (tls && !upstream.url.startsWith('https:')) {
-      ctx.addIssue({ code: 'custom', path: ['upstreams', name, 'tls'], message: 'tls applies to https:// upstreams only' });
+  // These checks also run when a section is malformed (`when` below), so that `gateway check`
+  // reports every problem of a file in one run (a typo, a wrong type and an unknown upstream
+  // together). cfg may then hold a section as written, not as typed: a check that cannot read it
+  // stops there, and the section's own problem is what gets reported.
+  const each = (check: () => void) => {
+    try {
+      check();
+    } catch (err) {
+      if (!(err instanceof TypeError)) throw err;
     }
-    if (tls && Boolean(tls.certFile) !== Boolean(tls.keyFile)) {
-      ctx.addIssue({ code: 'custom', path: ['upstreams', name, 'tls', tls.certFile ? 'keyFile' : 'certFile'], message: 'expected certFile and keyFile together (the client certificate and its key)' });
+  };
+  each(() => {
+    const jwt = cfg.auth.jwt;
+    if (jwt.algorithm === 'HS256' && jwt.secret && Buffer.byteLength(jwt.secret) < 32) {
+      ctx.addIssue({ code: 'custom', path: ['auth', 'jwt', 'secret'], message: 'expected at least 32 bytes for HS256 (or leave it empty to have one generated)' });
     }
-    // Connections to an origin are pooled whichever upstream asked for them, so one origin is
-    // reached one way: two TLS setups for it would make the connection's setup a matter of luck.
-    if (upstream.url.startsWith('https:')) {
-      const origin = new URL(upstream.url).origin;
-      const seen = tlsByOrigin.get(origin);
-      const setup = JSON.stringify(tls ?? {});
-      if (seen && seen.tls !== setup) {
-        ctx.addIssue({ code: 'custom', path: ['upstreams', name, 'tls'], message: `expected the same tls settings as upstream ${JSON.stringify(seen.name)}, which has the same origin (${origin})` });
+    // The admin key hands over every account: no weaker than the token secret (CONTRACT §19).
+    if (cfg.admin.apiKey && Buffer.byteLength(cfg.admin.apiKey) < 32) {
+      ctx.addIssue({ code: 'custom', path: ['admin', 'apiKey'], message: 'expected at least 32 bytes (for example `openssl rand -base64 32`), or empty to turn the admin API off' });
+    }
+    if (jwt.algorithm !== 'HS256' && !jwt.privateKeyFile) {
+      ctx.addIssue({ code: 'custom', path: ['auth', 'jwt', 'privateKeyFile'], message: `expected a PEM private key file for ${jwt.algorithm}` });
+    }
+  });
+  each(() => {
+    const { freeDailyLimit, limits } = cfg.plans;
+    if (freeDailyLimit !== undefined && limits.free?.daily !== undefined && limits.free.daily !== freeDailyLimit) {
+      ctx.addIssue({ code: 'custom', path: ['plans', 'freeDailyLimit'], message: `freeDailyLimit is the shorthand for limits.free.daily, which says ${limits.free.daily}: keep one of them` });
+    }
+  });
+  each(() => {
+    const tlsByOrigin = new Map<string, { name: string; tls: string }>();
+    for (const [name, upstream] of Object.entries(cfg.upstreams)) {
+      const { tls } = upstream;
+      if (tls && !upstream.url.startsWith('https:')) {
+        ctx.addIssue({ code: 'custom', path: ['upstreams', name, 'tls'], message: 'tls applies to https:// upstreams only' });
       }
-      if (!seen) tlsByOrigin.set(origin, { name, tls: setup });
+      if (tls && Boolean(tls.certFile) !== Boolean(tls.keyFile)) {
+        ctx.addIssue({ code: 'custom', path: ['upstreams', name, 'tls', tls.certFile ? 'keyFile' : 'certFile'], message: 'expected certFile and keyFile together (the client certificate and its key)' });
+      }
+      // Connections to an origin are pooled whichever upstream asked for them, so one origin is
+      // reached one way: two TLS setups for it would make the connection's setup a matter of luck.
+      if (upstream.url.startsWith('https:')) {
+        const origin = new URL(upstream.url).origin;
+        const seen = tlsByOrigin.get(origin);
+        const setup = JSON.stringify(tls ?? {});
+        if (seen && seen.tls !== setup) {
+          ctx.addIssue({ code: 'custom', path: ['upstreams', name, 'tls'], message: `expected the same tls settings as upstream ${JSON.stringify(seen.name)}, which has the same origin (${origin})` });
+        }
+        if (!seen) tlsByOrigin.set(origin, { name, tls: setup });
+      }
     }
-  }
+  });
   const corsProblem = (cors: { origins?: string[]; credentials?: boolean } | undefined) => {
     if (!cors?.origins) return undefined;
     if (cors.origins.includes('*') && cors.origins.length > 1) return 'expected "*" alone, or a list of origins without it';
@@ -328,43 +346,46 @@ export const configSchema = z.strictObject({
     if (cors.origins.includes('*') && cors.credentials) return '"*" cannot be used with credentials: true (browsers refuse it): list the origins';
     return undefined;
   };
-  const globalCors = corsProblem(cfg.cors);
-  if (globalCors) ctx.addIssue({ code: 'custom', path: ['cors', 'origins'], message: globalCors });
-  if (cfg.mail?.smtp && !cfg.mail.from.includes('@')) {
-    ctx.addIssue({ code: 'custom', path: ['mail', 'from'], message: 'expected the sender of the mails, such as "Gateway <no-reply@example.com>" (needed when mail.smtp is set)' });
-  }
-  if (cfg.auth.requireVerifiedEmail && !cfg.mail?.smtp) {
-    ctx.addIssue({ code: 'custom', path: ['auth', 'requireVerifiedEmail'], message: 'needs mail.smtp: without mail no account could receive its verification link, and none could log in' });
-  }
-  const seen = new Set<string>();
-  cfg.routes.forEach((route, i) => {
-    if (route.cors) {
-      if (!cfg.cors && !route.cors.origins) ctx.addIssue({ code: 'custom', path: ['routes', i, 'cors', 'origins'], message: 'expected origins (there is no global cors to take them from)' });
-      const problem = corsProblem({ ...cfg.cors, ...route.cors });
-      if (problem && !globalCors) ctx.addIssue({ code: 'custom', path: ['routes', i, 'cors', 'origins'], message: problem });
+  let globalCors: string | undefined;
+  each(() => {
+    globalCors = corsProblem(cfg.cors);
+    if (globalCors) ctx.addIssue({ code: 'custom', path: ['cors', 'origins'], message: globalCors });
+    if (cfg.mail?.smtp && !cfg.mail.from.includes('@')) {
+      ctx.addIssue({ code: 'custom', path: ['mail', 'from'], message: 'expected the sender of the mails, such as "Gateway <no-reply@example.com>" (needed when mail.smtp is set)' });
     }
-    if (route.upstream === undefined) {
-      // A route nobody could reach would be a typo that silently guards nothing.
-      if (cfg.decisions.port === 0) ctx.addIssue({ code: 'custom', path: ['routes', i, 'upstream'], message: 'required unless decisions.port is set (a route without upstream is decision-only)' });
-      if (route.rewritePrefix !== undefined) ctx.addIssue({ code: 'custom', path: ['routes', i, 'rewritePrefix'], message: 'needs an upstream: a decision-only route is never forwarded by the gateway' });
-      if (route.websocket) ctx.addIssue({ code: 'custom', path: ['routes', i, 'websocket'], message: 'needs an upstream: a decision-only route is never forwarded by the gateway' });
-    } else if (!(route.upstream in cfg.upstreams)) {
-      ctx.addIssue({ code: 'custom', path: ['routes', i, 'upstream'], message: `unknown upstream ${JSON.stringify(route.upstream)}; declared: ${Object.keys(cfg.upstreams).join(', ') || 'none'}` });
+    if (cfg.auth.requireVerifiedEmail && !cfg.mail?.smtp) {
+      ctx.addIssue({ code: 'custom', path: ['auth', 'requireVerifiedEmail'], message: 'needs mail.smtp: without mail no account could receive its verification link, and none could log in' });
     }
-    if (route.websocket && route.methods && !route.methods.includes('GET')) {
-      ctx.addIssue({ code: 'custom', path: ['routes', i, 'methods'], message: 'websocket: true needs GET among the methods (an upgrade is a GET)' });
-    }
-    if ((route.plans || route.dailyLimit || route.rateLimit) && route.auth !== 'required') {
-      ctx.addIssue({ code: 'custom', path: ['routes', i, 'auth'], message: 'plans, dailyLimit and rateLimit need auth: required' });
-    }
-    // Paths are matched without regard to case (routeTable.ts, matchKey): /Docs and /docs are one.
-    const key = route.path.toLowerCase();
-    if (seen.has(key)) {
-      ctx.addIssue({ code: 'custom', path: ['routes', i, 'path'], message: `path ${route.path} is declared twice (paths are matched without regard to case)` });
-    }
-    seen.add(key);
   });
-});
+  const seen = new Set<string>();
+  each(() => cfg.routes.forEach((route, i) => each(() => {
+      if (route.cors) {
+        if (!cfg.cors && !route.cors.origins) ctx.addIssue({ code: 'custom', path: ['routes', i, 'cors', 'origins'], message: 'expected origins (there is no global cors to take them from)' });
+        const problem = corsProblem({ ...cfg.cors, ...route.cors });
+        if (problem && !globalCors) ctx.addIssue({ code: 'custom', path: ['routes', i, 'cors', 'origins'], message: problem });
+      }
+      if (route.upstream === undefined) {
+        // A route nobody could reach would be a typo that silently guards nothing.
+        if (cfg.decisions.port === 0) ctx.addIssue({ code: 'custom', path: ['routes', i, 'upstream'], message: 'required unless decisions.port is set (a route without upstream is decision-only)' });
+        if (route.rewritePrefix !== undefined) ctx.addIssue({ code: 'custom', path: ['routes', i, 'rewritePrefix'], message: 'needs an upstream: a decision-only route is never forwarded by the gateway' });
+        if (route.websocket) ctx.addIssue({ code: 'custom', path: ['routes', i, 'websocket'], message: 'needs an upstream: a decision-only route is never forwarded by the gateway' });
+      } else if (!(route.upstream in cfg.upstreams)) {
+        ctx.addIssue({ code: 'custom', path: ['routes', i, 'upstream'], message: `unknown upstream ${JSON.stringify(route.upstream)}; declared: ${Object.keys(cfg.upstreams).join(', ') || 'none'}` });
+      }
+      if (route.websocket && route.methods && !route.methods.includes('GET')) {
+        ctx.addIssue({ code: 'custom', path: ['routes', i, 'methods'], message: 'websocket: true needs GET among the methods (an upgrade is a GET)' });
+      }
+      if ((route.plans || route.dailyLimit || route.rateLimit) && route.auth !== 'required') {
+        ctx.addIssue({ code: 'custom', path: ['routes', i, 'auth'], message: 'plans, dailyLimit and rateLimit need auth: required' });
+      }
+      // Paths are matched without regard to case (routeTable.ts, matchKey): /Docs and /docs are one.
+      const key = route.path.toLowerCase();
+      if (seen.has(key)) {
+        ctx.addIssue({ code: 'custom', path: ['routes', i, 'path'], message: `path ${route.path} is declared twice (paths are matched without regard to case)` });
+      }
+      seen.add(key);
+  })));
+}, { when: () => true });
 
 export type Config = z.output<typeof configSchema>;
 export type RouteConfig = Config['routes'][number];

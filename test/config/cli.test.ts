@@ -96,7 +96,7 @@ describe('gateway check', { timeout: 60_000 }, () => {
       code: 1, stdout: '',
       stderr: `${unset}: invalid configuration\n  - admin.apiKey: \${ADMIN_KEY}: environment variable ADMIN_KEY is not set and has no default (write \${ADMIN_KEY:-default})\n`,
     });
-    expect(b).toEqual({ code: 1, stdout: '', stderr: `${unknown}: invalid configuration\n  - server: unknown key(s) "prot"\n` });
+    expect(b).toEqual({ code: 1, stdout: '', stderr: `${unknown}: invalid configuration\n  - server: unknown key(s) "prot" (did you mean "port"?)\n` });
     expect(c).toEqual({ code: 1, stdout: '', stderr: `${missing}: invalid configuration\n  - cannot read the file: ENOENT\n` });
   });
 

@@ -156,11 +156,24 @@ describe('parseConfig', () => {
   });
 
   describe('validation errors name the key path', () => {
+    it('every problem of a file at once: a misspelt key, a wrong type and an unknown upstream (issue 27)', () => {
+      const yaml = 'upstreams:\n  app: { url: http://x, timout: 5s }\nroutes:\n  - { path: /a, upstream: app, plans: premium }\n  - { path: /b, upstream: ap }\n';
+      const problems = configError(yaml).problems;
+      expect(problems).toContain('upstreams.app: unknown key(s) "timout" (did you mean "timeout"?)');
+      expect(problems.some((p) => p.startsWith('routes[0].plans: '))).toBe(true);
+      expect(problems).toContain('routes[1].upstream: unknown upstream "ap"; declared: app');
+      expect(problems).toHaveLength(3);
+    });
+
+    it('a duration without its unit says which form is expected', () => {
+      expect(configError('upstreams:\n  app: { url: http://x, timeout: 30 }\n').problems).toEqual(['upstreams.app.timeout: expected a duration such as 500ms, 30s, 15m or 30d (a number needs its unit: 30s, not 30)']);
+    });
+
     it('unknown keys, at any depth', () => {
-      expect(configError('auth:\n  jwt:\n    secrett: x\n').problems).toEqual(['auth.jwt: unknown key(s) "secrett"']);
+      expect(configError('auth:\n  jwt:\n    secrett: x\n').problems).toEqual(['auth.jwt: unknown key(s) "secrett" (did you mean "secret"?)']);
       expect(configError('colour: blue\n').problems).toEqual(['(top level): unknown key(s) "colour"']);
-      expect(configError(`${ROUTES}  - { path: /a, upstream: app, auht: none }\n`).problems).toEqual(['routes[0]: unknown key(s) "auht"']);
-      expect(configError('upstreams:\n  app: { url: http://x, timout: 5s }\n').problems).toEqual(['upstreams.app: unknown key(s) "timout"']);
+      expect(configError(`${ROUTES}  - { path: /a, upstream: app, auht: none }\n`).problems).toEqual(['routes[0]: unknown key(s) "auht" (did you mean "auth"?)']);
+      expect(configError('upstreams:\n  app: { url: http://x, timout: 5s }\n').problems).toEqual(['upstreams.app: unknown key(s) "timout" (did you mean "timeout"?)']);
     });
 
     it('a route naming an unknown upstream', () => {
@@ -176,7 +189,7 @@ describe('parseConfig', () => {
       expect(config.routes[0]!.upstream).toBeUndefined();
       // Nothing to rewrite for: the gateway never forwards a decision-only route.
       expect(configError(`decisions: { port: 9191 }\n${ROUTES}  - { path: /a, rewritePrefix: /b }\n`).problems).toEqual(['routes[0].rewritePrefix: needs an upstream: a decision-only route is never forwarded by the gateway']);
-      expect(configError(`decisions: { port: 9191, hots: x }\n`).problems).toEqual(['decisions: unknown key(s) "hots"']);
+      expect(configError(`decisions: { port: 9191, hots: x }\n`).problems).toEqual(['decisions: unknown key(s) "hots" (did you mean "host"?)']);
     });
 
     it('plans, dailyLimit or rateLimit on a route without auth: required', () => {
