@@ -44,7 +44,9 @@ function allowEnvReferences(node: JsonSchema): JsonSchema {
   // Methods are read in any case (routes[].methods): the enum completes the upper-case spelling.
   if (Array.isArray(node.enum) && node.enum.join() === HTTP_METHODS.join()) return { ...node, enum: undefined, anyOf: [{ enum: node.enum }, anyCase, envReference] };
   // The forms of a union too (storage.redis: a URL, a map of sentinels, a map of a cluster).
-  if (Array.isArray(node.anyOf)) return { ...node, anyOf: [...node.anyOf.map(visit), envReference] };
+  // Only their maps and lists: the union as a whole takes a reference, its scalar forms stay as they are.
+  const structure = (child: JsonSchema) => (child.type === 'object' || child.type === 'array' ? allowEnvReferences(child) : child);
+  if (Array.isArray(node.anyOf)) return { ...node, anyOf: [...(node.anyOf as JsonSchema[]).map(structure), envReference] };
   // "8080" and "true" are read as the number and boolean they spell, as a ${VAR} value is.
   const spelled = node.type === 'integer' || node.type === 'number' ? [numberText] : node.type === 'boolean' ? [booleanText] : [];
   const { default: fallback, description, ...value } = node;
