@@ -12,6 +12,7 @@ import { ConfigError, loadConfig } from './config/load.js';
 import type { Config } from './config/schema.js';
 import { knownPlans } from './plans.js';
 import { PendingMigrationsError } from './storage/migrations.js';
+import { StorageLockedError } from './storage/dirLock.js';
 import type { Database } from './storage/db.js';
 
 const SHUTDOWN_GRACE_MS = 10_000;
@@ -33,6 +34,8 @@ interface Args {
   operands: string[];
   /** --config, when given. */
   config?: string;
+  /** --admin URL: act through a running gateway's admin API (users and keys commands). */
+  admin?: string;
 }
 
 interface Command {
@@ -45,6 +48,8 @@ interface Command {
   help: string;
   /** Takes --config (every command but `schema`). */
   config: boolean;
+  /** Takes --admin URL (the commands that change accounts or keys). */
+  admin?: boolean;
   run(args: Args): Promise<number>;
 }
 
@@ -111,24 +116,24 @@ throwaway embedded database, so it needs no configuration and no network. The re
 it as docs/openapi.json.`,
   },
   {
-    name: 'users set-plan', operands: ['EMAIL', 'PLAN'], config: true, run: (args) => users('set-plan', args),
+    name: 'users set-plan', operands: ['EMAIL', 'PLAN'], config: true, admin: true, run: (args) => users('set-plan', args),
     summary: 'set a user\'s plan (free, premium, pro, or any plan gateway.yaml names)',
     help: `Sets the user's plan and their subscription record. EMAIL is matched without regard to
 case. Running instances apply the change within a second.`,
   },
   {
-    name: 'users deactivate', operands: ['EMAIL'], config: true, run: (args) => users('deactivate', args),
+    name: 'users deactivate', operands: ['EMAIL'], config: true, admin: true, run: (args) => users('deactivate', args),
     summary: 'deactivate a user',
     help: `Deactivates the user: every running instance refuses their tokens and API keys within a
 second. Nothing is deleted; \`users activate\` undoes it.`,
   },
   {
-    name: 'users activate', operands: ['EMAIL'], config: true, run: (args) => users('activate', args),
+    name: 'users activate', operands: ['EMAIL'], config: true, admin: true, run: (args) => users('activate', args),
     summary: 'activate a user',
     help: 'Activates the user again; running instances accept them within a second.',
   },
   {
-    name: 'users reset-link', operands: ['EMAIL'], config: true, run: (args) => users('reset-link', args),
+    name: 'users reset-link', operands: ['EMAIL'], config: true, admin: true, run: (args) => users('reset-link', args),
     summary: 'print a password reset link for a user (no SMTP needed)',
     help: `Makes a password reset link, as POST /api/v1/auth/password/forgot would mail it, and prints
 it: for a deployment without mail.smtp, or a user whose mail does not arrive. It needs
@@ -137,14 +142,14 @@ minutes; using it sets the password and ends every session of the user. Give it 
 owner of the address.`,
   },
   {
-    name: 'users delete', operands: ['EMAIL'], config: true, run: (args) => users('delete', args),
+    name: 'users delete', operands: ['EMAIL'], config: true, admin: true, run: (args) => users('delete', args),
     summary: 'delete a user and everything of theirs',
     help: `Deletes the account (GDPR erasure): the user, its subscription record, refresh tokens and
 sessions, API keys, webhook and links. The email can register again. Running instances refuse
 the user's tokens and API keys within a second. It cannot be undone; \`users deactivate\` can.`,
   },
   {
-    name: 'keys rotate', config: true, run: rotateKeys,
+    name: 'keys rotate', config: true, admin: true, run: rotateKeys,
     summary: 'make a new upstream assertion key current',
     help: `Makes the next upstream assertion key current and publishes a new next one. The previous
 key stays published (/.well-known/gateway-assertion-keys.json) until every assertion it signed
@@ -154,13 +159,15 @@ switch at once (NOTIFY), or at their next periodic reload.`,
 ];
 
 const CONFIG_OPTION = '  -c, --config FILE  the configuration file (default: $GATEWAY_CONFIG, else ./gateway.yaml)';
+const ADMIN_OPTION = `  --admin URL        act through the running gateway's admin API (e.g. http://127.0.0.1:9090), with
+                     admin.apiKey: needed while a gateway holds embedded storage`;
 
 function synopsis(command: Command): string {
-  return [command.name, ...(command.operands ?? []), ...(command.config ? ['[--config FILE]'] : [])].join(' ');
+  return [command.name, ...(command.operands ?? []), ...(command.config ? ['[--config FILE]'] : []), ...(command.admin ? ['[--admin URL]'] : [])].join(' ');
 }
 
 function commandHelp(command: Command): string {
-  return `Usage: gateway ${synopsis(command)}\n\n${command.help}\n\nOptions:\n${command.config ? `${CONFIG_OPTION}\n` : ''}  -h, --help         this help`;
+  return `Usage: gateway ${synopsis(command)}\n\n${command.help}\n\nOptions:\n${command.config ? `${CONFIG_OPTION}\n` : ''}${command.admin ? `${ADMIN_OPTION}\n` : ''}  -h, --help         this help`;
 }
 
 function commandList(commands: Command[]): string {
@@ -202,6 +209,7 @@ function version(): string {
 const COMMON_OPTIONS = { help: { type: 'boolean', short: 'h' } } as const;
 const CONFIG_OPTIONS = { config: { type: 'string', short: 'c' }, ...COMMON_OPTIONS } as const;
 
+const ADMIN_OPTIONS = { ...CONFIG_OPTIONS, admin: { type: 'string' } } as const;
 const GLOBAL_OPTIONS = { ...CONFIG_OPTIONS, version: { type: 'boolean' } } as const;
 
 /** Writes what was asked on stdout and returns the exit status. */
@@ -228,15 +236,16 @@ async function main(argv: string[]): Promise<number> {
   }
   const { command } = found;
   const usage = `Usage: gateway ${synopsis(command)}\nRun \`gateway ${command.name} --help\` for its help.`;
-  const parsed = strictly(argv, command.config ? CONFIG_OPTIONS : COMMON_OPTIONS, usage);
-  const values: { help?: boolean; config?: string } = parsed.values;
+  const parsed = strictly(argv, command.admin ? ADMIN_OPTIONS : command.config ? CONFIG_OPTIONS : COMMON_OPTIONS, usage);
+  const values: { help?: boolean; config?: string; admin?: string } = parsed.values;
   if (values.help) return print(commandHelp(command));
   const operands = parsed.positionals.slice(command.name.split(' ').length);
   const expected = command.operands ?? [];
   if (operands.length < expected.length) throw new UsageError(`${command.name} needs ${expected.slice(operands.length).join(' and ')}`, usage);
   if (operands.length > expected.length) throw new UsageError(`unexpected argument ${JSON.stringify(operands[expected.length])}`, usage);
   if (values.config === '') throw new UsageError('--config needs a FILE', usage);
-  return command.run({ operands, config: values.config });
+  if (values.admin !== undefined && !/^https?:\/\/[^/]/.test(values.admin)) throw new UsageError('--admin needs the admin listener\'s URL, such as http://127.0.0.1:9090', usage);
+  return command.run({ operands, config: values.config, admin: values.admin });
 }
 
 /** parseArgs, strict: an option the command does not take is a usage error naming it. */
@@ -247,7 +256,7 @@ function strictly<O extends NonNullable<ParseArgsConfig['options']>>(argv: strin
     const { code, message } = err as NodeJS.ErrnoException;
     // node's own messages go on about positionals that start with `-`, or spell `<value>`.
     const option = /'([^']+)'/.exec(message)?.[1];
-    const known = Object.entries(options).map(([name, o]) => `--${name}${o.type === 'string' ? ' FILE' : ''}`).join(', ');
+    const known = Object.entries(options).map(([name, o]) => `--${name}${o.type === 'string' ? (name === 'admin' ? ' URL' : ' FILE') : ''}`).join(', ');
     if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') throw new UsageError(`unknown option ${option}; known options: ${known}`, usage);
     if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE' && option?.includes('--config')) throw new UsageError('--config needs a FILE', usage);
     throw new UsageError(message, usage);
@@ -346,10 +355,13 @@ async function migrateCommand({ config: configPath }: Args): Promise<number> {
   return print(applied.length ? `applied: ${applied.join(', ')}` : 'nothing to apply');
 }
 
-async function users(action: 'set-plan' | 'deactivate' | 'activate' | 'reset-link' | 'delete', { operands: [email, plan], config: configPath }: Args): Promise<number> {
+type UserAction = 'set-plan' | 'deactivate' | 'activate' | 'reset-link' | 'delete';
+
+async function users(action: UserAction, { operands: [email, plan], config: configPath, admin }: Args): Promise<number> {
   const { config, file } = loadConfig(configPath);
   const plans = knownPlans(config);
   if (action === 'set-plan' && !plans.includes(plan ?? '')) throw new UsageError(`unknown plan ${JSON.stringify(plan ?? '')}: expected one of ${plans.join(', ')}`);
+  if (admin) return print(await usersThroughAdmin(action, email!, plan, admin, config.admin.apiKey));
   const mail = config.mail;
   if (action === 'reset-link' && !mail) throw new CommandError(`${file}: mail.resetUrl is not set: the link needs the application's reset page (a URL with {token})`);
   const [{ deleteUser, findByEmail, setActive, setPlan }, { LINK_TTL_MS, makeLink }] = await Promise.all([import('./storage/users.js'), import('./auth/links.js')]);
@@ -375,8 +387,43 @@ async function users(action: 'set-plan' | 'deactivate' | 'activate' | 'reset-lin
   }));
 }
 
-async function rotateKeys({ config: configPath }: Args): Promise<number> {
+/**
+ * A users command through a running gateway's admin API (CONTRACT §18): the way to change an
+ * account while a gateway holds embedded storage, and a way that works on Postgres too.
+ */
+async function usersThroughAdmin(action: UserAction, email: string, plan: string | undefined, base: string, key: string): Promise<string> {
+  if (action === 'reset-link') throw new CommandError('the admin API does not make reset links: run `gateway users reset-link` where it can open the database (on embedded storage, with the gateway stopped), or let the user ask through password/forgot');
+  if (!key) throw new CommandError('--admin needs admin.apiKey (GATEWAY_ADMIN_KEY) in the configuration: the admin API answers 404 without one');
+  const call = async (method: string, path: string, body?: unknown) => {
+    let res: Response;
+    try {
+      res = await fetch(new URL(path, base), {
+        method, headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        body: body === undefined ? undefined : JSON.stringify(body), signal: AbortSignal.timeout(10_000),
+      });
+    } catch (err) {
+      throw new CommandError(`cannot reach the admin API at ${base}: ${(err as Error & { cause?: { code?: string } }).cause?.code ?? (err as Error).message}`);
+    }
+    const json = (await res.json().catch(() => ({}))) as Record<string, unknown>;
+    return { status: res.status, json };
+  };
+  const found = await call('GET', `/admin/v1/users?email=${encodeURIComponent(email)}`);
+  if (found.status === 404) throw new CommandError(`no user with email ${email}`);
+  if (found.status !== 200) throw new CommandError(`the admin API at ${base} answered ${found.status} ${JSON.stringify(found.json)}`);
+  const user = found.json as { id: number; email: string; plan: string };
+  const who = `user ${user.id} (${user.email})`;
+  const done = action === 'set-plan' ? await call('PUT', `/admin/v1/users/${user.id}/plan`, { plan })
+    : action === 'delete' ? await call('DELETE', `/admin/v1/users/${user.id}`)
+      : await call('PUT', `/admin/v1/users/${user.id}/active`, { active: action === 'activate' });
+  if (done.status !== 200) throw new CommandError(`the admin API at ${base} answered ${done.status} ${JSON.stringify(done.json)}`);
+  if (action === 'set-plan') return `${who}: plan ${user.plan} → ${plan}`;
+  if (action === 'delete') return `${who}: deleted, with its sessions, API keys, webhook and links`;
+  return `${who}: ${action === 'activate' ? 'active' : 'inactive'}`;
+}
+
+async function rotateKeys({ config: configPath, admin }: Args): Promise<number> {
   const { config } = loadConfig(configPath);
+  if (admin) throw new CommandError('the admin API does not rotate keys: run `gateway keys rotate` where it can open the database (on Postgres, anywhere; on embedded storage, with the gateway stopped)');
   const [{ rotateAssertionKeys }, { RETIRED_KEY_PUBLISHED_MS }] = await Promise.all([import('./assertion/keys.js'), import('./assertion/keyring.js')]);
   const { current, previous, next } = await withDatabase(config, (db) => rotateAssertionKeys(db));
   // Running instances pick the rotation up through NOTIFY (or their periodic reload).
@@ -464,6 +511,9 @@ function startFailure(err: unknown): StartFailure {
   if (err instanceof PendingMigrationsError) {
     return { msg: err.message, pending: err.pending, hint: MIGRATE_HINT };
   }
+  if (err instanceof StorageLockedError) {
+    return { msg: err.message, pid: err.pid, hint: `stop process ${err.pid}, or give this instance storage.postgres (several instances need Postgres)` };
+  }
   const listen = err as NodeJS.ErrnoException & { address?: string; port?: number };
   if (listen.syscall === 'listen') {
     const where = `${listen.address}:${listen.port}`;
@@ -484,6 +534,7 @@ main(process.argv.slice(2)).then((code) => {
   else if (err instanceof UsageError) console.error(`gateway: ${err.message}\n\n${err.usage}`);
   else if (err instanceof CommandError) console.error(`gateway: ${err.message}`);
   else if (err instanceof PendingMigrationsError) console.error(`gateway: ${err.message}\n${MIGRATE_HINT}`);
+  else if (err instanceof StorageLockedError) console.error(`gateway: ${err.message}`);
   else console.error(`gateway: ${err instanceof Error ? err.stack ?? err.message : String(err)}`);
   process.exitCode = 1;
 });

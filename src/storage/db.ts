@@ -3,6 +3,7 @@
 import { mkdirSync } from 'node:fs';
 import pg from 'pg';
 import { StorageUnavailableError } from '../errors.js';
+import { holdDirectory } from './dirLock.js';
 
 // `date` columns (users.last_usage_date) stay 'YYYY-MM-DD' strings: a Date would shift with the time zone.
 const DATE_OID = 1082;
@@ -230,7 +231,11 @@ export async function embeddedDatabase(dir: string): Promise<Database> {
   // Imported lazily: deployments on a real Postgres never load the WASM build.
   const { PGlite } = await import('@electric-sql/pglite');
   mkdirSync(dir, { recursive: true });
-  const db = await PGlite.create(dir, { parsers: { [DATE_OID]: (v: string) => v } });
+  const release = holdDirectory(dir);
+  const db = await PGlite.create(dir, { parsers: { [DATE_OID]: (v: string) => v } }).catch((err: unknown) => {
+    release();
+    throw err;
+  });
   return {
     kind: 'embedded',
     async query<T>(sql: string, params?: unknown[]) {
@@ -255,7 +260,11 @@ export async function embeddedDatabase(dir: string): Promise<Database> {
       };
     },
     async close() {
-      await db.close();
+      try {
+        await db.close();
+      } finally {
+        release();
+      }
     },
   };
 }

@@ -53,7 +53,7 @@ describe('gateway --help, --version, usage errors', { timeout: 60_000 }, () => {
     }
     expect(unknownOption.stderr).toBe('gateway: unknown option --frob; known options: --config FILE, --help\n\nUsage: gateway check [--config FILE]\nRun `gateway check --help` for its help.\n');
     expect(unknownCommand.stderr).toMatch(/^gateway: unknown command "frob"\n\nUsage: gateway <command>/);
-    expect(missing.stderr).toMatch(/^gateway: users set-plan needs PLAN\n\nUsage: gateway users set-plan EMAIL PLAN \[--config FILE\]\n/);
+    expect(missing.stderr).toMatch(/^gateway: users set-plan needs PLAN\n\nUsage: gateway users set-plan EMAIL PLAN \[--config FILE\] \[--admin URL\]\n/);
     expect(extra.stderr).toMatch(/^gateway: unexpected argument "now"\n/);
     expect(noCommand.stderr).toMatch(/^gateway: a command is needed\n\nUsage: gateway <command>/);
     expect(noAction.stderr).toMatch(/^gateway: users needs one of: set-plan EMAIL PLAN \| deactivate EMAIL \| activate EMAIL \| reset-link EMAIL \| delete EMAIL\n\nUsage: gateway users /);
