@@ -3,6 +3,8 @@
 // unrelated package). One entry per subcommand in COMMANDS, each with its own help; node:util
 // parseArgs reads the options. Commands import the heavy modules (fastify, storage) themselves,
 // so `--help` and `gateway health` (run by Docker every 10 s) start in a fraction of the time.
+// First: refuses a Node older than package.json's engines before anything else runs.
+import './nodeVersion.js';
 import { readFileSync } from 'node:fs';
 import { get } from 'node:http';
 import { parseArgs, type ParseArgsConfig } from 'node:util';

@@ -4,6 +4,7 @@
 // route per guard), then prints curl commands to paste, and the address of a browser page
 // (demo/browser.html, served by the upstream: another origin than the gateway's) that does the same
 // through CORS. Ctrl-C stops them all and deletes the temporary data.
+import './nodeVersion.js';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
