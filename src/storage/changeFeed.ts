@@ -9,8 +9,8 @@
 // must not trust what they cached; when it is back they are told again (resumed) and must assume
 // they missed something. A connection can also die without a reset (partition, failover) and the
 // client would not notice for hours: a heartbeat NOTIFY sent through the pool must come back on
-// the LISTEN connection, or the feed counts as interrupted.
-import { randomUUID } from 'node:crypto';
+// the LISTEN connection, or the feed counts as interrupted. The heartbeat is the fleet's, one for
+// all instances (migration 011): an idle instance costs the same whatever the fleet's size.
 import type { Logger } from 'pino';
 import type { Database } from './db.js';
 
@@ -21,8 +21,9 @@ const CHANNELS = {
   truncated: 'gw_identities_truncated',
   assertionKeys: 'gw_assertion_keys_changed',
   webhookDue: 'gw_webhook_due',
-  heartbeat: 'gw_identity_heartbeat',
 } as const;
+
+const HEARTBEAT_CHANNEL = 'gw_heartbeat';
 
 // Interrupted once three heartbeats committed by Postgres (one per timer tick) have not been heard:
 // well under the one second a change may take to reach every instance (CONTRACT §4). Counted by
@@ -33,6 +34,17 @@ const CHANNELS = {
 // turn the caches off and add load.
 const HEARTBEAT_EVERY_MS = 200;
 const HEARTBEATS_MISSED = 3;
+// Every instance asks every tick; whichever finds the last beat at least this old sends the next
+// one (one UPDATE wins, the others see its row and send nothing), so the fleet beats about every
+// tick, and each instance reads the latest seq committed in the same statement.
+const BEAT_GAP_MS = 150;
+const BEAT = `WITH beat AS (
+    UPDATE gateway_heartbeat SET seq = seq + 1, beat_at = clock_timestamp()
+     WHERE id = 1 AND beat_at < clock_timestamp() - interval '${BEAT_GAP_MS} milliseconds'
+    RETURNING seq
+  ), sent AS (SELECT pg_notify('${HEARTBEAT_CHANNEL}', seq::text) FROM beat)
+  SELECT greatest((SELECT seq FROM beat), (SELECT seq FROM gateway_heartbeat WHERE id = 1))::text AS seq,
+         (SELECT count(*) FROM sent)::int AS sent`;
 
 export interface ChangeHandlers {
   /**
@@ -62,13 +74,16 @@ export class ChangeFeed {
   private readonly subscribers = new Set<Partial<ChangeHandlers>>();
   private live = false;
   private suspect = false; // listening, but our heartbeats stopped coming back
-  // Heartbeats are numbered: the last one sent, the last one heard, and those Postgres committed
-  // that have not been heard yet (in order; at most one more per tick, emptied on every reconnection).
-  private beatsSent = 0;
+  // The fleet's heartbeats are numbered (gateway_heartbeat.seq): the last one heard, the latest one
+  // known committed, and those committed that have not been heard yet (in order; emptied on every
+  // reconnection, after which only beats committed after LISTEN are awaited).
   private beatsHeard = 0;
+  private beatsKnown: number | undefined;
   private unheard: number[] = [];
   private beating = false; // one heartbeat query at a time: a slow pool must not pile them up
-  private readonly beatId = randomUUID();
+  private listening = 0; // counts (re)connections: a beat read before one says nothing of it
+  /** Notifications this instance received (heartbeats included): flat in the fleet's size. */
+  notificationsHeard = 0;
   private heartbeat: NodeJS.Timeout | undefined;
   private stop: (() => Promise<void>) | undefined;
 
@@ -88,11 +103,13 @@ export class ChangeFeed {
   async start(): Promise<void> {
     // Embedded PGlite notifies in-process: that subscription cannot be lost silently.
     const beats = this.db.kind === 'postgres';
-    const channels = Object.values(CHANNELS).filter((c) => beats || c !== CHANNELS.heartbeat);
+    const channels: string[] = [...Object.values(CHANNELS), ...(beats ? [HEARTBEAT_CHANNEL] : [])];
     this.stop = await this.db.listen(channels, (channel, payload) => this.notified(channel, payload), (live) => {
       this.live = live;
       this.suspect = false;
-      this.unheard = []; // beats sent before this connection listened are not awaited
+      this.listening++;
+      this.unheard = []; // beats committed before this connection listened are not awaited
+      this.beatsKnown = undefined;
       if (live) {
         this.log.info('change feed: listening for user, key and daily-usage changes');
         this.emit('resumed');
@@ -114,12 +131,9 @@ export class ChangeFeed {
   }
 
   private notified(channel: string, payload: string): void {
+    this.notificationsHeard++;
+    if (channel === HEARTBEAT_CHANNEL) return this.heard(Number(payload));
     switch (channel) {
-      case CHANNELS.heartbeat: {
-        const [id, seq] = payload.split(':');
-        if (id === this.beatId) this.heard(Number(seq));
-        return;
-      }
       case CHANNELS.user: return this.emit('userChanged', Number(payload));
       case CHANNELS.apiKey: return this.emit('apiKeyChanged', payload);
       case CHANNELS.dailyUsageReset: return this.emit('dailyUsageReset', Number(payload));
@@ -150,11 +164,18 @@ export class ChangeFeed {
     }
     if (this.beating) return;
     this.beating = true;
-    const seq = ++this.beatsSent;
-    this.db.query('SELECT pg_notify($1, $2)', [CHANNELS.heartbeat, `${this.beatId}:${seq}`])
-      .then(() => {
-        // Bounded: a listener that never delivers stays distrusted with the last few just the same.
-        if (seq > this.beatsHeard && this.unheard.push(seq) > 100) this.unheard.shift();
+    const connection = this.listening;
+    this.db.query<{ seq: string }>(BEAT)
+      .then(([row]) => {
+        if (!row || connection !== this.listening) return;
+        const latest = Number(row.seq);
+        // The first read after LISTEN: beats up to here may have been committed before it.
+        const from = this.beatsKnown ?? latest;
+        for (let seq = from + 1; seq <= latest; seq++) {
+          // Bounded: a listener that never delivers stays distrusted with the last few just the same.
+          if (seq > this.beatsHeard && this.unheard.push(seq) > 100) this.unheard.shift();
+        }
+        this.beatsKnown = Math.max(from, latest);
       }, () => { /* Postgres away: the LISTEN connection will say so */ })
       .finally(() => { this.beating = false; });
   }

@@ -95,6 +95,19 @@ export async function claimDue(db: Database, o: ClaimOptions): Promise<ClaimedDe
   });
 }
 
+/**
+ * In how many milliseconds (by Postgres' clock) the next pending message falls due for a claim: its
+ * retry time, or the end of the lease an instance holds on it (one that died lets it lapse).
+ * Undefined when nothing is pending. What lets an idle worker sleep until then instead of polling.
+ */
+export async function nextDueInMs(db: Queryable): Promise<number | undefined> {
+  const [row] = await db.query<{ ms: number | null }>(
+    `SELECT (extract(epoch FROM min(greatest(next_attempt_at, coalesce(leased_until, next_attempt_at))) - now()) * 1000)::float8 AS ms
+       FROM webhook_deliveries WHERE status = 'pending'`,
+  );
+  return row?.ms ?? undefined;
+}
+
 /** The attempt ended the message: delivered, failed or skipped. */
 export async function finishDelivery(db: Queryable, id: string, lease: string, status: FinalStatus, error: string | null): Promise<void> {
   await db.query(

@@ -18,7 +18,7 @@ import type { Metrics } from '../metrics.js';
 import type { ChangeFeed } from '../storage/changeFeed.js';
 import type { Database } from '../storage/db.js';
 import {
-  claimDue, finishDelivery, purgeFinished, releaseDeliveries, retryDeliveryLater, type ClaimedDelivery, type FinalStatus,
+  claimDue, finishDelivery, nextDueInMs, purgeFinished, releaseDeliveries, retryDeliveryLater, type ClaimedDelivery, type FinalStatus,
 } from '../storage/webhookDeliveries.js';
 import type { LookupAll } from './ssrf.js';
 import { describeError, WebhookSender, type AttemptOutcome, type AttemptResult } from './sender.js';
@@ -31,7 +31,10 @@ export interface DeliveryLimits {
   /** first retry delay; doubled at each retry, capped at maxBackoffMs */
   backoffMs: number;
   maxBackoffMs: number;
-  /** how often the worker looks for due messages nobody announced */
+  /**
+   * how often the worker looks for due messages nobody announced, as a safety net: it also sleeps
+   * until the next pending message falls due (a retry, a lease to lapse), found at each claim
+   */
   pollMs: number;
   /** how often finished messages older than KEEP_DAYS are deleted */
   purgeEveryMs: number;
@@ -42,7 +45,10 @@ export const DEFAULT_LIMITS: DeliveryLimits = {
   perUserConcurrency: 2,
   backoffMs: 500,
   maxBackoffMs: 60_000,
-  pollMs: 1000,
+  // Idle cost flat in the fleet (CONTRACT §18): new messages are announced (NOTIFY), retries and
+  // leases keep their own timers; this only catches what both missed (a retry scheduled by an
+  // instance that died after another one last looked).
+  pollMs: 30_000,
   purgeEveryMs: 60 * 60 * 1000,
 };
 
@@ -57,6 +63,7 @@ const LEASE_MARGIN_MS = 4000;
 // At a shutdown, attempts in flight get this long to finish and be recorded: each one that does
 // is a message not sent twice. The rest are cut and handed back.
 const SHUTDOWN_GRACE_MS = 1000;
+const NOT_CLAIMABLE_RECHECK_MS = 1000;
 
 export interface DeliveryDeps {
   db: Database;
@@ -212,7 +219,7 @@ export class OutboxWorker {
     try {
       claimed = await claimDue(this.deps.db, { lease, leaseMs: this.leaseMs, limit: free, perUser: this.limits.perUserConcurrency });
     } catch (err) {
-      // Once per outage, not once per poll: the poll runs every second.
+      // Once per outage, not once per attempt to claim.
       if (!this.storageDown) this.log.warn({ err: describeError(err) }, 'webhook deliveries: cannot claim messages; retrying every poll');
       this.storageDown = true;
       return;
@@ -225,7 +232,15 @@ export class OutboxWorker {
     }
     for (const job of claimed) this.launch(job, lease);
     // A full batch: more may be due.
-    if (claimed.length === free) this.again = true;
+    if (claimed.length === free) {
+      this.again = true;
+      return;
+    }
+    // Nothing more to claim now: wake when the next message falls due (another instance's retry, or
+    // its lease lapsing). One due already but not claimable (its user's attempts are all in flight
+    // elsewhere) is looked at again a second later, not in a loop.
+    const inMs = await nextDueInMs(this.deps.db).catch(() => undefined);
+    if (inMs !== undefined) this.wakeAt(Date.now() + Math.max(inMs + 10, NOT_CLAIMABLE_RECHECK_MS));
   }
 
   private launch(job: ClaimedDelivery, lease: string): void {
@@ -293,7 +308,7 @@ export class OutboxWorker {
     }
   }
 
-  /** One timer, for the earliest retry this instance scheduled (others find it at their poll). */
+  /** One timer, for the earliest message due that this instance knows of. */
   private wakeAt(at: number): void {
     if (at >= this.retryAt) return;
     clearTimeout(this.retryTimer);
