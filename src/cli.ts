@@ -1,8 +1,10 @@
-#!/usr/bin/env node
+#!/usr/bin/env -S node --max-semi-space-size=32
 // The `gateway` command, also installed as `auth-gateway` (the npm name `gateway` belongs to an
 // unrelated package). One entry per subcommand in COMMANDS, each with its own help; node:util
 // parseArgs reads the options. Commands import the heavy modules (fastify, storage) themselves,
 // so `--help` and `gateway health` (run by Docker every 10 s) start in a fraction of the time.
+// The first line gives the installed command (`npx gateway`, `gateway`) the V8 flag npm start and
+// the Dockerfile pass (docs/operating.md): however it is launched, the gateway runs alike.
 // First: refuses a Node older than package.json's engines before anything else runs.
 import './nodeVersion.js';
 import { readFileSync } from 'node:fs';
@@ -493,7 +495,7 @@ async function start({ config: configPath }: Args): Promise<number> {
   });
   // Said only now: whoever waits for this line may signal at once, and a SIGHUP that came
   // before its handler would end the process (the default action) instead of reloading.
-  log.info({ url: gateway.url, admin: gateway.adminUrl, storage: config.storage.postgres ? 'postgres' : `embedded (${config.storage.embeddedDir})` }, 'gateway listening');
+  log.info({ url: gateway.url, admin: gateway.adminUrl, storage: config.storage.postgres ? 'postgres' : `embedded (${config.storage.embeddedDir})`, node: process.version, nodeFlags: process.execArgv }, 'gateway listening');
   return -1; // keeps running
 }
 

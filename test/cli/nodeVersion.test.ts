@@ -6,6 +6,8 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { nodeVersionProblem } from '../../src/nodeVersion.js';
 import { CLI, ensureBuilt, ROOT } from '../helpers/cli.js';
+import { describeWithServices, rawTestConfig } from '../helpers/gateway.js';
+import { spawnGateway } from '../helpers/gatewayProcess.js';
 
 const ENGINES = (JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { engines: { node: string } }).engines.node;
 const FLOOR = ENGINES.replace('>=', '');
@@ -38,5 +40,22 @@ describe('the Node version', () => {
     // The floor itself runs.
     const atFloor = await cliAs(FLOOR, ['--version']);
     expect(atFloor).toMatchObject({ code: 0, stderr: '' });
+  });
+});
+
+describeWithServices('the V8 flags', () => {
+  it('the installed command runs with the flag npm start and the Dockerfile pass, and says so', async () => {
+    ensureBuilt();
+    const gw = await spawnGateway(rawTestConfig(), { asInstalled: true });
+    try {
+      const listening = gw.logs.find((l) => l.msg === 'gateway listening')!;
+      expect(listening.nodeFlags).toEqual(['--max-semi-space-size=32']);
+    } finally {
+      await gw.stop();
+    }
+    const dockerCmd = /^CMD (\[.*\])$/m.exec(readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8'))![1]!;
+    const pkg = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { scripts: { start: string } };
+    expect(JSON.parse(dockerCmd)).toContain('--max-semi-space-size=32');
+    expect(pkg.scripts.start).toContain('--max-semi-space-size=32');
   });
 });

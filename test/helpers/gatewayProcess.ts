@@ -32,7 +32,7 @@ export interface GatewayProcess {
 /**
  * Starts the CLI on `config` (see rawTestConfig), written as the config file. `onListening` runs the moment the "listening" line is read, as an operator's script would act on it.
  */
-export async function spawnGateway(config: Record<string, unknown>, options: { onListening?: (child: ChildProcess) => void } = {}): Promise<GatewayProcess> {
+export async function spawnGateway(config: Record<string, unknown>, options: { onListening?: (child: ChildProcess) => void; asInstalled?: boolean } = {}): Promise<GatewayProcess> {
   if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run \`npm run build\` first (npm test does)`);
   const dir = mkdtempSync(path.join(tmpdir(), 'gw-ops-'));
   const configFile = path.join(dir, 'gateway.yaml');
@@ -43,7 +43,9 @@ export async function spawnGateway(config: Record<string, unknown>, options: { o
   const env: NodeJS.ProcessEnv = { ...process.env, LOG_LEVEL: 'info' };
   delete env.PORT;
   delete env.HOST;
-  const child = spawn(process.execPath, [CLI, 'start', '--config', configFile], { cwd: dir, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  // asInstalled: the file run as the installed `gateway` command is, by its first line (#!), not by `node dist/cli.js`.
+  const [command, args] = options.asInstalled ? [CLI, ['start', '--config', configFile]] : [process.execPath, [CLI, 'start', '--config', configFile]];
+  const child = spawn(command, args, { cwd: dir, env, stdio: ['ignore', 'pipe', 'pipe'] });
   const logs: LogLine[] = [];
   const waiters = new Set<() => void>();
   let stdout = '';
