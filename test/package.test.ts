@@ -65,7 +65,7 @@ describe('package.json targets after the build', () => {
 
   it('makes every bin target a node script the shell can run', () => {
     for (const target of Object.values(pkg.bin)) {
-      expect(readFileSync(path.join(ROOT, target), 'utf8').split('\n')[0], target).toBe('#!/usr/bin/env node');
+      expect(readFileSync(path.join(ROOT, target), 'utf8').split('\n')[0], target).toBe('#!/usr/bin/env -S node --max-semi-space-size=32');
     }
   });
 

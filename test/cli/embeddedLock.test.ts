@@ -81,5 +81,5 @@ describe('embedded storage held by one process', () => {
     expect(existsSync(path.join(dir, 'data', 'gateway.lock'))).toBe(false);
     const after = await gateway(['users', 'deactivate', email, '--config', configFile], { cwd: dir });
     expect(after.code, after.stderr).toBe(0);
-  });
+  }, 120_000); // six processes that each load PGlite (a WebAssembly Postgres) from cold
 });

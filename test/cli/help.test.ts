@@ -62,7 +62,7 @@ describe('gateway --help, --version, usage errors', { timeout: 60_000 }, () => {
 
   it('installs as `gateway` and as `auth-gateway`, both the same CLI', async () => {
     expect(pkg.bin).toEqual({ gateway: 'dist/cli.js', 'auth-gateway': 'dist/cli.js' });
-    expect(readFileSync(path.join(ROOT, 'dist/cli.js'), 'utf8').startsWith('#!/usr/bin/env node\n')).toBe(true);
+    expect(readFileSync(path.join(ROOT, 'dist/cli.js'), 'utf8').startsWith('#!/usr/bin/env -S node --max-semi-space-size=32\n')).toBe(true);
     // The build marks it executable: npm links the bins at install, before a fresh clone's first
     // build writes dist/cli.js, so without this `npx gateway` answers 'Permission denied'.
     expect(statSync(path.join(ROOT, 'dist/cli.js')).mode & 0o111).toBe(0o111);
