@@ -21,7 +21,6 @@ const CHANNELS = {
   truncated: 'gw_identities_truncated',
   assertionKeys: 'gw_assertion_keys_changed',
   webhookDue: 'gw_webhook_due',
-  heartbeat: 'gw_identity_heartbeat',
 } as const;
 
 // Interrupted once three heartbeats committed by Postgres (one per timer tick) have not been heard:
@@ -68,7 +67,9 @@ export class ChangeFeed {
   private beatsHeard = 0;
   private unheard: number[] = [];
   private beating = false; // one heartbeat query at a time: a slow pool must not pile them up
-  private readonly beatId = randomUUID();
+  // Each instance beats on a channel of its own: on a shared one every instance would hear every
+  // other's beats, N² deliveries a second for a fleet of N doing nothing (CONTRACT §18).
+  private readonly beatChannel = `gw_heartbeat_${randomUUID().replaceAll('-', '')}`;
   private heartbeat: NodeJS.Timeout | undefined;
   private stop: (() => Promise<void>) | undefined;
 
@@ -88,7 +89,7 @@ export class ChangeFeed {
   async start(): Promise<void> {
     // Embedded PGlite notifies in-process: that subscription cannot be lost silently.
     const beats = this.db.kind === 'postgres';
-    const channels = Object.values(CHANNELS).filter((c) => beats || c !== CHANNELS.heartbeat);
+    const channels: string[] = [...Object.values(CHANNELS), ...(beats ? [this.beatChannel] : [])];
     this.stop = await this.db.listen(channels, (channel, payload) => this.notified(channel, payload), (live) => {
       this.live = live;
       this.suspect = false;
@@ -114,12 +115,8 @@ export class ChangeFeed {
   }
 
   private notified(channel: string, payload: string): void {
+    if (channel === this.beatChannel) return this.heard(Number(payload));
     switch (channel) {
-      case CHANNELS.heartbeat: {
-        const [id, seq] = payload.split(':');
-        if (id === this.beatId) this.heard(Number(seq));
-        return;
-      }
       case CHANNELS.user: return this.emit('userChanged', Number(payload));
       case CHANNELS.apiKey: return this.emit('apiKeyChanged', payload);
       case CHANNELS.dailyUsageReset: return this.emit('dailyUsageReset', Number(payload));
@@ -151,7 +148,7 @@ export class ChangeFeed {
     if (this.beating) return;
     this.beating = true;
     const seq = ++this.beatsSent;
-    this.db.query('SELECT pg_notify($1, $2)', [CHANNELS.heartbeat, `${this.beatId}:${seq}`])
+    this.db.query('SELECT pg_notify($1, $2)', [this.beatChannel, String(seq)])
       .then(() => {
         // Bounded: a listener that never delivers stays distrusted with the last few just the same.
         if (seq > this.beatsHeard && this.unheard.push(seq) > 100) this.unheard.shift();
