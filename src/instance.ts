@@ -114,6 +114,7 @@ export async function createInstance(config: Config, options: InstanceOptions): 
     const identities = new IdentityCache(db, feed);
     metrics.observeIdentityCache(identities.stats);
     const daily = new DailyLimiter({ db, redis, feed, clock, log, config: () => live.current.settings });
+    closers.push(() => daily.close()); // hands back the uses it reserved, before the pool closes
     const keyring = new AssertionKeyring(db, feed, clock, log);
     // Webhook deliveries (the outbox worker): closed before the feed and the pool, so it can hand
     // back the attempts a shutdown cuts short.

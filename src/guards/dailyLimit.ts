@@ -1,7 +1,13 @@
 // Daily limit guard (spec §8, for every plan with a `daily` limit: CONTRACT §12). Postgres is the
-// authority: one conditional UPDATE admits a use only while the day's count is under the user's
+// authority: one conditional UPDATE reserves uses only while the day's count is under the user's
 // plan's limit, so no race on any instance can exceed it and users.daily_usage always shows the
-// counted uses. A plan changed during the day applies its limit to the uses already counted. Redis is the fast gate in front of it: an
+// counted uses. A busy user's row would serialize every request on its lock, so an instance
+// reserves a block of uses in one statement and serves them itself (the per-minute leases of
+// minuteLimit.ts are the model): a lone client gets one use at a time (counts exact), concurrent
+// ones a block twice as large each time they use one up in time, never more than MAX_BLOCK nor a
+// BLOCK_SHARE-th of what remains (so the last uses of a day go one by one, exactly), and what is
+// left after BLOCK_MS goes back to Postgres. A block is counted before it is served: an instance
+// that dies holding one loses those uses for the day, never over-admits (docs/plans-and-quotas.md). A plan changed during the day applies its limit to the uses already counted. Redis is the fast gate in front of it: an
 // atomic INCR per user and day refuses the repeats without touching Postgres. Losing Redis keys
 // can only send a request to Postgres, which still refuses; with Redis down, hung or failing (the
 // breaker of redisBreaker.ts answers at once then), Postgres alone decides.
@@ -18,10 +24,29 @@ import type { ChangeFeed } from '../storage/changeFeed.js';
 import type { Database } from '../storage/db.js';
 import { BACKGROUND_TIMEOUT_MS, type RedisBreaker } from '../storage/redisBreaker.js';
 import { dropKeys, eachKeyBatch, INCR_WITH_TTL } from '../storage/redisScripts.js';
-import { countDailyUse, underDailyLimit, type User } from '../storage/users.js';
+import { handBackDailyUses, reserveDailyUses, underDailyLimit, type User } from '../storage/users.js';
 import { secondsToUtcMidnight, type QuotaOutcome } from './quota.js';
 
 const KEY_TTL_MS = 48 * 3_600_000; // outlives the UTC day whatever the instance's clock skew
+/** How long an instance keeps a block of a user's uses before it hands back what it did not serve. */
+const BLOCK_MS = 1_000;
+/** The most uses one block holds. */
+const MAX_BLOCK = 1_000;
+/** A block holds at most this share of the user's remaining uses of the day. */
+const BLOCK_SHARE = 20;
+
+/** Uses of a user's day that this instance reserved in Postgres and serves itself. */
+interface Lease {
+  day: string;
+  limit: number;
+  left: number;
+  granted: number;
+  /** The requests that wanted this block when it came (the asker and those waiting on it). */
+  demand: number;
+  /** users.daily_usage after the block was reserved. */
+  count: number;
+  until: number;
+}
 
 /** The Redis key of a user's gate for a day; `*` for every user's (a SCAN pattern). */
 function gateKey(userId: number | '*', day: string): string {
@@ -57,6 +82,10 @@ export class DailyLimiter {
   private readonly clock: () => Date;
   private readonly log: Logger;
   private readonly config: () => Pick<Config, 'plans' | 'routes'>;
+  private readonly leases = new Map<number, Lease>();
+  private readonly asking = new Map<number, { waiting: number; done: Promise<QuotaOutcome | null> }>();
+  private sweeping: NodeJS.Timeout | undefined;
+  private closed = false;
 
   constructor(deps: DailyLimiterDeps) {
     ({ db: this.db, redis: this.redis, clock: this.clock, config: this.config } = deps);
@@ -83,36 +112,122 @@ export class DailyLimiter {
 
   /** Counts one use of the day against `limit` (the user's plan's); a denial when the day is used up. */
   async consume(user: User, limit: number): Promise<QuotaOutcome> {
-    const now = this.clock();
-    const day = utcDay(now);
-    const resetSec = secondsToUtcMidnight(now);
-    const key = gateKey(user.id, day);
-    const gate = await this.redisIncrement(key);
-    if (gate !== undefined && gate > limit) {
-      this.stats.refusedByRedis++;
-      return refused(user.plan, limit, resetSec);
+    for (let gated = false; ;) {
+      const now = this.clock();
+      const day = utcDay(now);
+      const lease = this.leases.get(user.id);
+      if (lease && lease.day === day && lease.limit === limit && lease.left > 0 && now.getTime() < lease.until) {
+        lease.left--;
+        this.stats.admitted++;
+        return { state: { policy: 'daily', limit, windowSec: 86_400, remaining: limit - (lease.count - lease.left), resetSec: secondsToUtcMidnight(now) } };
+      }
+      // The Redis gate counts each request that finds no block here, once: never more than the
+      // uses Postgres counts plus the ones it refuses, so a gate past the limit means the day is used up.
+      if (!gated) {
+        gated = true;
+        const gate = await this.redisIncrement(gateKey(user.id, day));
+        if (gate !== undefined && gate > limit) {
+          this.stats.refusedByRedis++;
+          return refused(user.plan, limit, secondsToUtcMidnight(now));
+        }
+        continue;
+      }
+      // One ask per user at a time on this instance: the others wait for the block it brings back
+      // (and try again on their own if it failed).
+      const pending = this.asking.get(user.id);
+      let refusal: QuotaOutcome | null | undefined;
+      if (pending) {
+        pending.waiting++;
+        refusal = await pending.done.catch(() => undefined);
+      } else {
+        const mine = { waiting: 0, done: Promise.resolve<QuotaOutcome | null>(null) };
+        mine.done = this.ask(user, limit, now, day, lease, mine);
+        this.asking.set(user.id, mine);
+        try {
+          refusal = await mine.done;
+        } finally {
+          this.asking.delete(user.id);
+        }
+      }
+      if (refusal) {
+        this.stats.refusedByPostgres++;
+        return refusal;
+      }
     }
-    let count: number | null;
+  }
+
+  /** Asks Postgres for a block of the user's uses (handing back the old one's leftover); a refusal, or null with the block in leases. */
+  private async ask(user: User, limit: number, now: Date, day: string, old: Lease | undefined, pending: { waiting: number }): Promise<QuotaOutcome | null> {
+    const key = gateKey(user.id, day);
+    const handback = old && old.day === day ? old.left : 0;
+    // A lone client asks for one use at a time (its counts stay exact); a block that was used up in
+    // time by several concurrent requests is followed by one twice as large.
+    const busy = old && old.day === day && old.left === 0 && now.getTime() < old.until && old.demand > 1;
+    const wanted = busy ? Math.min(MAX_BLOCK, 2 * Math.max(old.granted, old.demand)) : 1;
+    let reserved: { granted: number; count: number } | null;
     try {
       // In a transaction of its own: its SET LOCAL statement_timeout holds through PgBouncer too.
-      count = await this.db.transaction((tx) => countDailyUse(tx, user.id, day, limit));
+      reserved = await this.db.transaction((tx) => reserveDailyUses(tx, user.id, day, limit, handback, wanted, BLOCK_SHARE));
     } catch (err) {
       // The use was not counted, but the gate may have been pushed past the limit meanwhile by
       // the requests it refused while this one was in flight: handing back one slot (DECR) would
       // leave the user refused all day with nothing counted. Drop the gate instead; Postgres
       // decides the next request and the gate rebuilds itself from its answer. Awaited, so a
       // retry the client sends on seeing this failure, to any instance, finds the gate gone.
-      if (gate !== undefined) await this.redis?.call((client) => client.del(key));
+      await this.redis?.call((client) => client.del(key));
       throw err;
     }
-    if (count === null) {
-      this.stats.refusedByPostgres++;
+    this.leases.delete(user.id); // its leftover was handed back by the statement
+    if (!reserved || reserved.granted === 0) {
       // Redis had lost the day's count (flush, restart): mark the day used up again.
-      if (gate !== undefined) void this.redis?.call((client) => client.set(key, String(limit + 1), 'PX', KEY_TTL_MS));
-      return refused(user.plan, limit, resetSec);
+      if (this.redis) void this.redis.call((client) => client.set(key, String(limit + 1), 'PX', KEY_TTL_MS));
+      return refused(user.plan, limit, secondsToUtcMidnight(now));
     }
-    this.stats.admitted++;
-    return { state: { policy: 'daily', limit, windowSec: 86_400, remaining: limit - count, resetSec } };
+    // The asker and the requests that waited for it take their uses from the block.
+    this.leases.set(user.id, { day, limit, left: reserved.granted, granted: reserved.granted, demand: pending.waiting + 1, count: reserved.count, until: now.getTime() + BLOCK_MS });
+    this.scheduleSweep();
+    return null;
+  }
+
+  /** Hands back the blocks held past BLOCK_MS, so users.daily_usage comes back to the uses served. */
+  private scheduleSweep(): void {
+    if (this.sweeping || this.closed) return;
+    this.sweeping = setTimeout(() => {
+      this.sweeping = undefined;
+      void this.handBack(false).finally(() => this.leases.size && this.scheduleSweep());
+    }, BLOCK_MS);
+    this.sweeping.unref();
+  }
+
+  /** Hands back today's unused uses of the blocks held past their time (every block: `all`). */
+  private async handBack(all: boolean): Promise<void> {
+    const now = this.clock();
+    const day = utcDay(now);
+    const ids: number[] = [];
+    const counts: number[] = [];
+    for (const [id, lease] of this.leases) {
+      if (!all && (now.getTime() < lease.until || this.asking.has(id))) continue;
+      this.leases.delete(id);
+      // A block of an earlier day stays counted for that day (what a block costs at midnight).
+      if (lease.left > 0 && lease.day === day) {
+        ids.push(id);
+        counts.push(lease.left);
+      }
+    }
+    if (!ids.length) return;
+    try {
+      await handBackDailyUses(this.db, ids, counts, day);
+    } catch (err) {
+      // Those uses stay counted for today, never served: the cost of a crash (docs/plans-and-quotas.md).
+      this.log.warn({ err, users: ids.length }, 'daily limit: reserved uses could not be handed back; they stay counted for today');
+    }
+  }
+
+  /** Hands back every block this instance holds (before the pool closes). */
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.sweeping) clearTimeout(this.sweeping);
+    await this.handBack(true);
   }
 
   /**

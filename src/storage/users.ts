@@ -149,23 +149,36 @@ export async function setActive(db: Queryable, id: number, active: boolean): Pro
 }
 
 /**
- * Counts one use of the day if the user is still under the limit, atomically: the WHERE admits
- * only while the day's count is below `limit`, so concurrent requests on any instance cannot
- * both pass. Returns the new count, or null when the day is used up. The date only moves
- * forward: an instance whose clock lags another's around midnight cannot take the user back to
- * the previous day and hand out that day's uses a second time.
+ * Reserves a block of the user's remaining uses for today in one statement, handing back first
+ * the `handback` uses an earlier block of today left unserved (src/guards/dailyLimit.ts). Grants
+ * at most `wanted`, at most a `share`-th of what remains (at least one while any remains, so the
+ * last uses of a day are granted one at a time) and never past `limit`: the row's lock is held for
+ * this one statement only, so concurrent reservations on any instance cannot both pass it.
+ * Returns the uses granted and the count after it; null or 0 granted: refused (the day is used up,
+ * the row is gone, or it is on a later day: another instance's clock is ahead). A refusal with
+ * nothing to hand back writes nothing.
  */
-export async function countDailyUse(db: Queryable, id: number, today: string, limit: number): Promise<number | null> {
-  const rows = await db.query<{ daily_usage: number }>(
-    `UPDATE users
-        SET daily_usage = CASE WHEN last_usage_date = $2::date THEN daily_usage + 1 ELSE 1 END,
-            last_usage_date = $2::date
-      WHERE id = $1 AND (last_usage_date IS NULL OR last_usage_date < $2::date
-                         OR (last_usage_date = $2::date AND daily_usage < $3))
-      RETURNING daily_usage`,
-    [id, today, limit],
+export async function reserveDailyUses(db: Queryable, id: number, today: string, limit: number, handback: number, wanted: number, share: number): Promise<{ granted: number; count: number } | null> {
+  const rows = await db.query<{ granted: number; count: number }>(
+    `WITH cur AS (
+       SELECT id, CASE WHEN last_usage_date = $2::date THEN GREATEST(0, daily_usage - $4::int) ELSE 0 END AS base
+         FROM users WHERE id = $1 AND (last_usage_date IS NULL OR last_usage_date <= $2::date) FOR UPDATE),
+     g AS (SELECT id, base, CASE WHEN base >= $3::int THEN 0 ELSE LEAST($5::int, GREATEST(1, ($3::int - base) / $6::int)) END AS granted FROM cur)
+     UPDATE users u SET daily_usage = g.base + g.granted, last_usage_date = $2::date
+       FROM g WHERE u.id = g.id AND (g.granted > 0 OR $4::int > 0)
+     RETURNING g.granted, u.daily_usage AS count`,
+    [id, today, limit, handback, wanted, share],
   );
-  return rows[0]?.daily_usage ?? null;
+  return rows[0] ?? null;
+}
+
+/** Hands back uses reserved today and never served (`ids[i]` gets `counts[i]` back). */
+export async function handBackDailyUses(db: Queryable, ids: number[], counts: number[], today: string): Promise<void> {
+  await db.query(
+    `UPDATE users u SET daily_usage = GREATEST(0, u.daily_usage - b.n)
+       FROM unnest($1::int[], $2::int[]) AS b(id, n) WHERE u.id = b.id AND u.last_usage_date = $3::date`,
+    [ids, counts, today],
+  );
 }
 
 /** Of these ids, the users whose day is not used up under their plan's limit (`limits`; a plan without one never is). */

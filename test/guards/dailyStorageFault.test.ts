@@ -15,7 +15,7 @@ import {
 
 const LIMIT_1 = { error: 'Limite quotidienne atteinte (plan free: 1 course/jour)', upgrade_url: '/api/v1/subscription/upgrade' };
 const UNAVAILABLE = { error: 'Service temporairement indisponible' };
-const COUNTING_UPDATE = "datname = current_database() AND query LIKE 'UPDATE users%daily_usage%' AND wait_event_type = 'Lock'";
+const COUNTING_UPDATE = "datname = current_database() AND query LIKE 'WITH cur AS%daily_usage%' AND wait_event_type = 'Lock'";
 
 describeWithServices('daily guard when Postgres fails the counting UPDATE', () => {
   let upstream: EchoUpstream;
