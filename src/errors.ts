@@ -50,6 +50,7 @@ export const ERRORS = {
   mailUnavailable: { status: 503, message: 'Envoi d’emails non configuré' },
   adminEmailRequired: { status: 400, message: 'Paramètre email requis' },
   // CONTRACT §16 (operators)
+  consoleCsrf: { status: 403, message: 'Jeton CSRF invalide' },
   adminListInvalid: { status: 400, message: 'Paramètres de liste invalides (limit, cursor, active ou plan)' },
 } as const satisfies Record<string, { status: number; message: string }>;
 

@@ -94,8 +94,8 @@ const ENDPOINTS: Record<string, FastifySchema & Record<string, unknown>> = {
   'POST /admin/v1/alerts': { tags: ['admin'], summary: 'Queue an alert for a user\'s webhook', security: [{ adminKey: [] }], body: { type: 'object', properties: { user_id: { type: 'integer' }, type: { type: 'string' }, data: { type: 'object' } } }, response: { 202: message, ...errors('alertInvalid', 'payloadTooLarge', 'adminUnauthorized', 'adminNotFound') } },
 };
 
-/** Routes that are not endpoints of an API: the proxy's catch-all, the decisions listener's. */
-const UNDOCUMENTED = /^\*$|\/\*$/;
+/** Routes that are not endpoints of an API: the proxy's catch-all, the decisions listener's, the console's pages. */
+const UNDOCUMENTED = /^\*$|\/\*$|^\/console\//;
 
 export class UndocumentedRoute extends Error {}
 
