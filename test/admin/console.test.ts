@@ -12,7 +12,7 @@ describeWithServices('console: sign-in, cookie, CSRF', () => {
   let gw: TestGateway;
   let bare: TestGateway;
   let upstream: EchoUpstream;
-  let apps: FastifyInstance[] = [];
+  const apps: FastifyInstance[] = [];
   let url: string;
 
   async function listen(g: TestGateway): Promise<string> {
