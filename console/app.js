@@ -32,7 +32,7 @@ function table(headers, rows) {
 }
 
 function show(...nodes) {
-  $('view').replaceChildren(...nodes);
+  $('view').replaceChildren(...nodes.filter((n) => n != null));
 }
 
 function signedOut() {
@@ -89,9 +89,12 @@ function usageChart(history) {
     rect.append(title);
     svg.append(rect);
   });
+  const axis = document.createElementNS(ns, 'line');
+  for (const [k, v] of Object.entries({ x1: 8, y1: 120, x2: 610, y2: 120 })) axis.setAttribute(k, String(v));
+  svg.append(axis);
   const label = document.createElementNS(ns, 'text');
   label.setAttribute('x', '10'); label.setAttribute('y', '135');
-  label.textContent = `${days[0]?.date ?? ''} → ${days.at(-1)?.date ?? ''} (max ${max})`;
+  label.textContent = `${days[0]?.date ?? ''} → ${days.at(-1)?.date ?? ''} (most in a day: ${Math.max(0, ...days.map((d) => d.uses))})`;
   svg.append(label);
   return svg;
 }
@@ -119,7 +122,7 @@ async function userView(id) {
       h('button', { type: 'button', id: 'toggle-active', onclick: () => act('PUT', '/active', { active: !u.is_active }, u.is_active ? 'Deactivated' : 'Activated') }, u.is_active ? 'Deactivate' : 'Activate')),
     h('section', { 'aria-labelledby': 'h-usage' }, h('h3', { id: 'h-usage' }, 'Usage, last 30 days'), usage.status === 200 ? usageChart(usage.json.history) : null),
     h('section', { 'aria-labelledby': 'h-sessions' }, h('h3', { id: 'h-sessions' }, 'Sessions'),
-      table(['Id', 'Client', 'IP', 'Created', 'Last used', ''], (sessions.json.sessions ?? []).map((s) => [String(s.id), s.user_agent, s.ip, s.created_at, s.last_used_at,
+      table(['Id', 'Client', 'IP', 'Created', 'Last used', 'Action'], (sessions.json.sessions ?? []).map((s) => [String(s.id), s.user_agent, s.ip, s.created_at, s.last_used_at,
         h('button', { type: 'button', 'aria-label': `Revoke session ${s.id}`, onclick: () => act('DELETE', `/sessions/${s.id}`, undefined, `Session ${s.id} revoked`) }, 'Revoke')])),
       h('button', { type: 'button', id: 'revoke-all', onclick: () => act('DELETE', '/sessions', undefined, 'All sessions revoked') }, 'Revoke all sessions')),
     h('section', { 'aria-labelledby': 'h-keys' }, h('h3', { id: 'h-keys' }, 'API keys'),
