@@ -31,6 +31,14 @@ function table(headers, rows) {
     h('tbody', {}, rows.length ? rows.map((r) => h('tr', {}, r.map((c) => h('td', {}, c ?? '—')))) : h('tr', {}, h('td', { colspan: headers.length }, 'None'))));
 }
 
+let generation = 0;
+
+/** A view's renderer: it draws only while the view is still the one asked for (a late answer of a page left behind draws nothing). */
+function renderer() {
+  const mine = generation;
+  return (...nodes) => { if (mine === generation) $('view').replaceChildren(...nodes.filter((n) => n != null)); };
+}
+
 function show(...nodes) {
   $('view').replaceChildren(...nodes.filter((n) => n != null));
 }
@@ -53,6 +61,7 @@ async function signedIn() {
 
 // ---- users
 async function usersView(params) {
+  const show = renderer();
   const q = new URLSearchParams(params);
   const form = h('form', { id: 'user-search', role: 'search', onsubmit: (e) => {
     e.preventDefault();
@@ -100,6 +109,8 @@ function usageChart(history) {
 }
 
 async function userView(id) {
+  const show = renderer();
+  const mine = generation;
   const [user, usage, sessions, keys, passkeys, identities, deliveries, audit] = await Promise.all(
     ['', '/usage', '/sessions', '/api-keys', '/passkeys', '/identities', '/webhook-deliveries'].map((p) => api('GET', `api/v1/users/${id}${p}`))
       .concat(api('GET', `api/v1/audit?user_id=${id}&limit=50`)));
@@ -109,7 +120,7 @@ async function userView(id) {
   const act = async (method, path, body, done) => {
     const res = await api(method, `api/v1/users/${id}${path}`, body);
     status.textContent = res.status === 200 ? done : (res.json.error ?? 'Error');
-    if (res.status === 200) await userView(id).then(() => { $('user-status').textContent = done; });
+    if (res.status === 200 && mine === generation) await userView(id).then(() => { if ($('user-status')) $('user-status').textContent = done; });
   };
   const planSelect = h('select', { id: 'user-plan' }, ['free', 'premium', 'pro'].map((p) => h('option', { value: p, selected: u.plan === p }, p)));
   const sections = [
@@ -145,17 +156,20 @@ function auditTable(events) {
 }
 
 async function auditView() {
+  const show = renderer();
   const { json } = await api('GET', 'api/v1/audit?limit=100');
   show(h('h2', {}, 'Audit log'), auditTable(json.events));
 }
 
 async function routesView() {
+  const show = renderer();
   const { json } = await api('GET', 'api/routes');
   show(h('h2', {}, 'Routes'), table(['Path', 'Methods', 'Auth', 'Plans', 'Daily', 'Per minute', 'Upstream'],
     json.routes.map((r) => [r.path, r.methods?.join(', ') ?? '*', r.auth, r.plans?.join(', ') ?? '—', r.daily_limit ? 'yes' : '—', r.rate_limit ? 'yes' : '—', r.upstream ? `${r.upstream.name} (${r.upstream.url})` : 'decision only'])));
 }
 
 async function healthView() {
+  const show = renderer();
   const { json } = await api('GET', 'api/health');
   show(h('h2', {}, 'Health'), h('p', { id: 'ready' }, json.ready ? 'Ready' : 'Not ready'),
     table(['Check', 'State'], Object.entries(json.checks ?? {}).map(([k, v]) => [k, v])),
@@ -165,6 +179,7 @@ async function healthView() {
 
 function route() {
   if (!csrf) return;
+  generation++;
   const [path, query = ''] = location.hash.slice(1).split('?');
   const user = /^\/user\/(\d+)$/.exec(path);
   const view = user ? userView(user[1]) : path === '/routes' ? routesView() : path === '/health' ? healthView() : path === '/audit' ? auditView() : usersView(query);

@@ -1,3 +1,5 @@
+/// <reference lib="dom" />
+/// <reference lib="dom.iterable" />
 // The console in Chromium (CONTRACT §16): an operator signs in with the admin key, finds a user
 // the test created, changes the plan and the gateway enforces it on the next request, revokes a
 // session and its refresh fails; every view passes axe-core; screenshots land in
@@ -114,6 +116,16 @@ describeWithBrowser('the console, in Chromium', () => {
     expect(await text('#ready')).toBe('Ready');
     expect(await axe()).toEqual([]);
     await shot('health');
+  });
+
+  it('shows what users chose as text: a user agent with markup runs nothing', async () => {
+    const other = await makeUser(gw);
+    const hostile = '<img src=x onerror="window.pwned=1"><script>window.pwned=2</script>';
+    expect((await gw.post('/api/v1/auth/login', { email: other.email, password: other.password }, { headers: { 'user-agent': hostile } })).status).toBe(200);
+    await page.goto(`${consoleUrl}#/user/${other.id}`);
+    await page.waitForFunction((ua) => [...document.querySelectorAll('td')].some((td) => td.textContent === ua), {}, hostile);
+    expect(await page.$$('td img, td script')).toEqual([]);
+    expect(await page.evaluate(() => (globalThis as { pwned?: number }).pwned)).toBeUndefined();
   });
 
   it('signs out: the session is gone', async () => {
