@@ -40,6 +40,8 @@ interface Args {
   config?: string;
   /** --admin URL: act through a running gateway's admin API (users and keys commands). */
   admin?: string;
+  /** The command's own options (Command.options), as given. */
+  values: Record<string, string | boolean | undefined>;
 }
 
 interface Command {
@@ -54,6 +56,8 @@ interface Command {
   config: boolean;
   /** Takes --admin URL (the commands that change accounts or keys). */
   admin?: boolean;
+  /** Options of this command alone (`users list --json`). */
+  options?: Record<string, { type: 'string' | 'boolean' }>;
   run(args: Args): Promise<number>;
 }
 
@@ -137,6 +141,14 @@ second. Nothing is deleted; \`users activate\` undoes it.`,
     help: 'Activates the user again; running instances accept them within a second.',
   },
   {
+    name: 'users list', config: true, run: listUsersCommand,
+    options: { query: { type: 'string' }, plan: { type: 'string' }, limit: { type: 'string' }, json: { type: 'boolean' } },
+    summary: 'list users, newest first (--query Q, --plan P, --limit N, --json)',
+    help: `Lists users, newest first, as GET /admin/v1/users does: --query matches the email (a
+substring, any case) or an exact id; --plan keeps one plan; --limit caps the count (default 50,
+at most 200). Prints a table, or with --json one JSON object {"users": [...]}.`,
+  },
+  {
     name: 'users reset-link', operands: ['EMAIL'], config: true, admin: true, run: (args) => users('reset-link', args),
     summary: 'print a password reset link for a user (no SMTP needed)',
     help: `Makes a password reset link, as POST /api/v1/auth/password/forgot would mail it, and prints
@@ -167,7 +179,8 @@ const ADMIN_OPTION = `  --admin URL        act through the running gateway's adm
                      admin.apiKey: needed while a gateway holds embedded storage`;
 
 function synopsis(command: Command): string {
-  return [command.name, ...(command.operands ?? []), ...(command.config ? ['[--config FILE]'] : []), ...(command.admin ? ['[--admin URL]'] : [])].join(' ');
+  const own = Object.entries(command.options ?? {}).map(([name, o]) => `[--${name}${o.type === 'string' ? ` ${name.toUpperCase()}` : ''}]`);
+  return [command.name, ...(command.operands ?? []), ...own, ...(command.config ? ['[--config FILE]'] : []), ...(command.admin ? ['[--admin URL]'] : [])].join(' ');
 }
 
 function commandHelp(command: Command): string {
@@ -240,8 +253,8 @@ async function main(argv: string[]): Promise<number> {
   }
   const { command } = found;
   const usage = `Usage: gateway ${synopsis(command)}\nRun \`gateway ${command.name} --help\` for its help.`;
-  const parsed = strictly(argv, command.admin ? ADMIN_OPTIONS : command.config ? CONFIG_OPTIONS : COMMON_OPTIONS, usage);
-  const values: { help?: boolean; config?: string; admin?: string } = parsed.values;
+  const parsed = strictly(argv, { ...(command.admin ? ADMIN_OPTIONS : command.config ? CONFIG_OPTIONS : COMMON_OPTIONS), ...command.options }, usage);
+  const values = parsed.values as { help?: boolean; config?: string; admin?: string } & Args['values'];
   if (values.help) return print(commandHelp(command));
   const operands = parsed.positionals.slice(command.name.split(' ').length);
   const expected = command.operands ?? [];
@@ -249,7 +262,7 @@ async function main(argv: string[]): Promise<number> {
   if (operands.length > expected.length) throw new UsageError(`unexpected argument ${JSON.stringify(operands[expected.length])}`, usage);
   if (values.config === '') throw new UsageError('--config needs a FILE', usage);
   if (values.admin !== undefined && !/^https?:\/\/[^/]/.test(values.admin)) throw new UsageError('--admin needs the admin listener\'s URL, such as http://127.0.0.1:9090', usage);
-  return command.run({ operands, config: values.config, admin: values.admin });
+  return command.run({ operands, config: values.config, admin: values.admin, values });
 }
 
 /** parseArgs, strict: an option the command does not take is a usage error naming it. */
@@ -260,7 +273,7 @@ function strictly<O extends NonNullable<ParseArgsConfig['options']>>(argv: strin
     const { code, message } = err as NodeJS.ErrnoException;
     // node's own messages go on about positionals that start with `-`, or spell `<value>`.
     const option = /'([^']+)'/.exec(message)?.[1];
-    const known = Object.entries(options).map(([name, o]) => `--${name}${o.type === 'string' ? (name === 'admin' ? ' URL' : ' FILE') : ''}`).join(', ');
+    const known = Object.entries(options).map(([name, o]) => `--${name}${o.type === 'string' ? (name === 'config' ? ' FILE' : name === 'admin' ? ' URL' : ` ${name.toUpperCase()}`) : ''}`).join(', ');
     if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') throw new UsageError(`unknown option ${option}; known options: ${known}`, usage);
     if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE' && option?.includes('--config')) throw new UsageError('--config needs a FILE', usage);
     throw new UsageError(message, usage);
@@ -423,6 +436,26 @@ async function usersThroughAdmin(action: UserAction, email: string, plan: string
   if (action === 'set-plan') return `${who}: plan ${user.plan} → ${plan}`;
   if (action === 'delete') return `${who}: deleted, with its sessions, API keys, webhook and links`;
   return `${who}: ${action === 'activate' ? 'active' : 'inactive'}`;
+}
+
+const LIST_MAX = 200;
+
+async function listUsersCommand({ config: configPath, values }: Args): Promise<number> {
+  const { config } = loadConfig(configPath);
+  const query = values.query as string | undefined;
+  const plan = values.plan as string | undefined;
+  const limitText = (values.limit as string | undefined) ?? '50';
+  const limit = /^\d{1,3}$/.test(limitText) ? Number(limitText) : NaN;
+  if (!(limit >= 1 && limit <= LIST_MAX)) throw new UsageError(`--limit: expected a number from 1 to ${LIST_MAX}`);
+  const plans = knownPlans(config);
+  if (plan !== undefined && !plans.includes(plan)) throw new UsageError(`unknown plan ${JSON.stringify(plan)}: expected one of ${plans.join(', ')}`);
+  const { listUsers } = await import('./storage/users.js');
+  const rows = await withDatabase(config, (db) => listUsers(db, { ...(query?.trim() ? { query: query.trim() } : {}), ...(plan ? { plan } : {}), limit }));
+  const users = rows.map((u) => ({ id: u.id, email: u.email, plan: u.plan, is_active: u.is_active, created_at: u.created_at.toISOString() }));
+  if (values.json) return print(JSON.stringify({ users }));
+  const table = [['ID', 'EMAIL', 'PLAN', 'ACTIVE', 'CREATED'], ...users.map((u) => [String(u.id), u.email, u.plan, u.is_active ? 'yes' : 'no', u.created_at])];
+  const widths = table[0]!.map((_, i) => Math.max(...table.map((row) => row[i]!.length)));
+  return print(table.map((row) => row.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n'));
 }
 
 async function rotateKeys({ config: configPath, admin }: Args): Promise<number> {

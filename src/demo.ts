@@ -199,6 +199,9 @@ function walkthrough(url: string, decisionsUrl: string | undefined, adminUrl: st
     `curl -s ${show} -X POST ${url}/api/v1/auth/login ${json} -d '{"email":"ada@example.com","password":"correct-horse-battery"}'`,
     `curl -s ${show} -X POST ${url}/api/v1/auth/login ${json} -d '{"email":"ada@example.com","password":"a-brand-new-password"}'`,
   );
+  if (adminUrl) {
+    lines.push('', `# The console, for operators: open ${adminUrl}/console/ and sign in with the admin key ${adminKey}`);
+  }
   lines.push('', 'Press Ctrl-C to stop the demo (its data is deleted).', '');
   return lines.join('\n');
 }

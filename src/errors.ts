@@ -49,6 +49,9 @@ export const ERRORS = {
   sessionNotFound: { status: 404, message: 'Session introuvable' },
   mailUnavailable: { status: 503, message: 'Envoi d’emails non configuré' },
   adminEmailRequired: { status: 400, message: 'Paramètre email requis' },
+  // CONTRACT §16 (operators)
+  consoleCsrf: { status: 403, message: 'Jeton CSRF invalide' },
+  adminListInvalid: { status: 400, message: 'Paramètres de liste invalides (limit, cursor, active ou plan)' },
 } as const satisfies Record<string, { status: number; message: string }>;
 
 export type ErrorCode = keyof typeof ERRORS;

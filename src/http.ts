@@ -38,3 +38,6 @@ export function headerValue(headers: IncomingHttpHeaders, name: string): string 
   const value = headers[name];
   return (Array.isArray(value) ? value[0] : value) ?? '';
 }
+
+/** The console's session cookie (admin listener): never forwarded upstream by the public listener. */
+export const CONSOLE_COOKIE = 'gw_console';

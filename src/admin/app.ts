@@ -5,6 +5,7 @@ import { healthRoutes } from '../health.js';
 import type { Instance } from '../instance.js';
 import { listenerOptions, registerCommon } from '../listener/common.js';
 import { combinedDocument, documentRoutes } from '../openapi.js';
+import { consoleAllowed, consoleRoutes } from './console.js';
 import { adminRoutes } from './routes.js';
 
 export interface AdminOptions {
@@ -24,5 +25,9 @@ export async function buildAdminApp(instance: Instance, options: AdminOptions = 
     return metrics.registry.metrics();
   });
   await app.register(adminRoutes, { prefix: '/admin', db, identities, events, apiKey: instance.config.admin.apiKey, config: () => live.current.settings, clock: instance.clock });
+  // Absent, not refused, without a key or off loopback (CONTRACT §16).
+  if (consoleAllowed(instance.config.admin.host, instance.config.admin.apiKey)) {
+    await app.register(consoleRoutes, { apiKey: instance.config.admin.apiKey, config: () => live.current.settings, readiness: { db, redis: redis?.client ?? null, lifecycle }, metrics, clock: instance.clock });
+  }
   return app;
 }

@@ -11,7 +11,11 @@ import type { Events } from '../webhooks/emitter.js';
 import type { Database } from '../storage/db.js';
 import { lookupForm, storable } from '../auth/credentials.js';
 import { dailyRemaining, knownPlans, planLimitsOf, usedToday } from '../plans.js';
-import { deleteUser, findByEmail, findById, lockUser, parseUserId, setActive, setPlan, usageSince, type User } from '../storage/users.js';
+import { listKeys } from '../storage/apiKeys.js';
+import { listIdentities, listPasskeys, removeSecondFactor } from '../storage/optionalTables.js';
+import { revokeAllForUser } from '../storage/refreshTokens.js';
+import { activeSessions, isUsersSession, revokeSession } from '../storage/sessions.js';
+import { deleteUser, findByEmail, findById, listUsers, lockUser, parseUserId, setActive, setPlan, usageSince, type User, type UserFilter } from '../storage/users.js';
 import { listDeliveries, type DeliveryRow } from '../storage/webhookDeliveries.js';
 import { utcDay } from '../time.js';
 
@@ -70,10 +74,46 @@ export interface AdminRoutesDeps {
 }
 
 const USAGE_DAYS = 30;
+const LIST_DEFAULT = 50;
+const LIST_MAX = 200;
+
+/** The cursor is the last id of the page read; opaque to callers so its form may change. */
+const encodeCursor = (id: number) => Buffer.from(`u${id}`).toString('base64url');
+function decodeCursor(cursor: string): number | undefined {
+  const text = Buffer.from(cursor, 'base64url').toString();
+  return text.startsWith('u') ? parseUserId(text.slice(1)) : undefined;
+}
+
+/** The listing's parameters, checked; undefined when one is malformed (a 400, not a guess). */
+function listFilter(q: Record<string, unknown>, plans: readonly string[]): UserFilter | undefined {
+  const text = (v: unknown) => (v === undefined || v === '' ? undefined : typeof v === 'string' ? v : null);
+  const [query, plan, active, limit, cursor] = [q.query, q.plan, q.active, q.limit, q.cursor].map(text);
+  if ([query, plan, active, limit, cursor].includes(null)) return undefined;
+  const n = limit === undefined ? LIST_DEFAULT : /^\d{1,3}$/.test(limit!) ? Number(limit) : NaN;
+  const beforeId = cursor === undefined ? undefined : decodeCursor(cursor!);
+  if (!(n >= 1 && n <= LIST_MAX) || (cursor !== undefined && beforeId === undefined)) return undefined;
+  if (plan !== undefined && !plans.includes(plan!)) return undefined;
+  if (active !== undefined && active !== 'true' && active !== 'false') return undefined;
+  return {
+    ...(query?.trim() ? { query: query.trim() } : {}),
+    ...(plan !== undefined ? { plan: plan! } : {}),
+    ...(active !== undefined ? { active: active === 'true' } : {}),
+    ...(beforeId !== undefined ? { beforeId } : {}),
+    limit: n,
+  };
+}
+
+/** Rows from tables other branches own: their dates as ISO strings like every other answer. */
+const datesAsIso = (row: Record<string, unknown>) =>
+  Object.fromEntries(Object.entries(row).map(([k, v]) => [k, v instanceof Date ? v.toISOString() : typeof v === 'bigint' ? Number(v) : v]));
 const DELIVERIES_LISTED = 100;
 
 export async function adminRoutes(app: FastifyInstance, deps: AdminRoutesDeps): Promise<void> {
   const { db, identities, events, config, clock } = deps;
+  const userOf = async (text: string) => {
+    const id = parseUserId(text);
+    return id === undefined ? undefined : findById(db, id);
+  };
   const configuredKey = deps.apiKey;
   // Hashing both sides gives equal lengths, so timingSafeEqual compares in constant time and the
   // key's length does not leak either.
@@ -97,16 +137,81 @@ export async function adminRoutes(app: FastifyInstance, deps: AdminRoutesDeps): 
     return adminView(user);
   });
 
-  // Support finds an account by the address its owner gives.
-  app.get<{ Querystring: { email?: unknown } }>('/v1/users', async (request, reply) => {
-    const raw = request.query.email;
-    if (typeof raw !== 'string' || !raw.trim()) return sendError(reply, 'adminEmailRequired');
-    // Looked up as at login, whatever its shape: support must find an account stored before
-    // registration refused its address (CONTRACT §19), to fix it.
-    const email = lookupForm(raw);
-    const user = storable(email) ? await findByEmail(db, email) : undefined;
+  // Support finds an account by the address its owner gives (`email=`), or browses and searches
+  // (CONTRACT §16): newest first, in keyset pages.
+  app.get<{ Querystring: Record<string, unknown> }>('/v1/users', async (request, reply) => {
+    const { email: raw, query, plan, active, limit, cursor } = request.query;
+    if (raw !== undefined) {
+      if (typeof raw !== 'string' || !raw.trim()) return sendError(reply, 'adminEmailRequired');
+      // Looked up as at login, whatever its shape: support must find an account stored before
+      // registration refused its address (CONTRACT §19), to fix it.
+      const email = lookupForm(raw);
+      const user = storable(email) ? await findByEmail(db, email) : undefined;
+      if (!user) return sendError(reply, 'adminNotFound');
+      return adminView(user);
+    }
+    const filter = listFilter({ query, plan, active, limit, cursor }, knownPlans(config()));
+    if (!filter) return sendError(reply, 'adminListInvalid');
+    // One more than asked tells whether there is a next page without a count.
+    const rows = await listUsers(db, { ...filter, limit: filter.limit + 1 });
+    const page = rows.slice(0, filter.limit);
+    const next = rows.length > filter.limit ? encodeCursor(page.at(-1)!.id) : null;
+    return { users: page.map(adminView), next_cursor: next };
+  });
+
+  app.get<{ Params: { id: string } }>('/v1/users/:id/sessions', async (request, reply) => {
+    const user = await userOf(request.params.id);
     if (!user) return sendError(reply, 'adminNotFound');
-    return adminView(user);
+    const sessions = await activeSessions(db, user.id, clock());
+    return { sessions: sessions.map((s) => ({ id: s.id, created_at: iso(s.created_at), last_used_at: iso(s.last_used_at), user_agent: s.user_agent, ip: s.ip })) };
+  });
+
+  app.get<{ Params: { id: string } }>('/v1/users/:id/api-keys', async (request, reply) => {
+    const user = await userOf(request.params.id);
+    if (!user) return sendError(reply, 'adminNotFound');
+    const keys = await listKeys(db, user.id);
+    return { api_keys: keys.map((k) => ({ id: k.id, active: k.revoked === 0, created_at: iso(k.created_at), last_used_at: iso(k.last_used_at) })) };
+  });
+
+  app.get<{ Params: { id: string } }>('/v1/users/:id/passkeys', async (request, reply) => {
+    const user = await userOf(request.params.id);
+    if (!user) return sendError(reply, 'adminNotFound');
+    return { passkeys: (await listPasskeys(db, user.id)).map(datesAsIso) };
+  });
+
+  app.get<{ Params: { id: string } }>('/v1/users/:id/identities', async (request, reply) => {
+    const user = await userOf(request.params.id);
+    if (!user) return sendError(reply, 'adminNotFound');
+    return { identities: (await listIdentities(db, user.id)).map(datesAsIso) };
+  });
+
+  // Ends one session or all of them: their refresh tokens stop working at once; access tokens
+  // already issued live out their short lifetime, as after the user's own revocation.
+  const revokeSessions = async (request: FastifyRequest<{ Params: { id: string; sid?: string } }>, reply: FastifyReply) => {
+    const id = parseUserId(request.params.id);
+    const sid = request.params.sid === undefined ? undefined : parseUserId(request.params.sid);
+    if (id === undefined || (request.params.sid !== undefined && sid === undefined)) return sendError(reply, 'adminNotFound');
+    const ended = await db.transaction(async (tx) => {
+      // The user's row first, as every transaction ending sessions does (storage/users.ts lockUser).
+      if (!(await lockUser(tx, id, 'update'))) return undefined;
+      if (sid === undefined) return revokeAllForUser(tx, id, 'session');
+      if (!(await isUsersSession(tx, id, sid))) return undefined;
+      return revokeSession(tx, sid);
+    });
+    if (ended === undefined) return sendError(reply, 'adminNotFound');
+    request.log.info({ userId: id, sessionId: sid ?? 'all', ended }, 'admin: sessions revoked');
+    return { message: 'Sessions révoquées', revoked: ended };
+  };
+  app.delete('/v1/users/:id/sessions', revokeSessions);
+  app.delete('/v1/users/:id/sessions/:sid', revokeSessions);
+
+  // A user who lost their authenticator: TOTP and recovery codes go; password sign-in works again.
+  app.delete<{ Params: { id: string } }>('/v1/users/:id/mfa', async (request, reply) => {
+    const user = await userOf(request.params.id);
+    if (!user) return sendError(reply, 'adminNotFound');
+    const removed = await removeSecondFactor(db, user.id);
+    request.log.info({ userId: user.id, removed }, 'admin: second factor removed');
+    return { message: 'Second facteur retiré', user_id: user.id };
   });
 
   // Erasure on request (GDPR art. 17): the account and everything hanging from it; the email is free again.

@@ -36,3 +36,19 @@ export async function revokeKeys(db: Queryable, userId: number): Promise<string[
   const rows = await db.query<{ token_hash: string }>('UPDATE api_tokens SET revoked = 1 WHERE user_id = $1 AND revoked = 0 RETURNING token_hash', [userId]);
   return rows.map((r) => r.token_hash);
 }
+
+export interface ApiKeyRow {
+  id: number;
+  revoked: number;
+  last_used_at: Date | null;
+  created_at: Date;
+}
+
+/** The user's keys, newest first, as operators see them: never the hash. */
+export async function listKeys(db: Queryable, userId: number): Promise<ApiKeyRow[]> {
+  const rows = await db.query<ApiKeyRow & { id: string | number }>(
+    'SELECT id, revoked, last_used_at, created_at FROM api_tokens WHERE user_id = $1 ORDER BY id DESC',
+    [userId],
+  );
+  return rows.map((row) => ({ ...row, id: Number(row.id) }));
+}

@@ -56,7 +56,7 @@ describe('gateway --help, --version, usage errors', { timeout: 60_000 }, () => {
     expect(missing.stderr).toMatch(/^gateway: users set-plan needs PLAN\n\nUsage: gateway users set-plan EMAIL PLAN \[--config FILE\] \[--admin URL\]\n/);
     expect(extra.stderr).toMatch(/^gateway: unexpected argument "now"\n/);
     expect(noCommand.stderr).toMatch(/^gateway: a command is needed\n\nUsage: gateway <command>/);
-    expect(noAction.stderr).toMatch(/^gateway: users needs one of: set-plan EMAIL PLAN \| deactivate EMAIL \| activate EMAIL \| reset-link EMAIL \| delete EMAIL\n\nUsage: gateway users /);
+    expect(noAction.stderr).toMatch(/^gateway: users needs one of: set-plan EMAIL PLAN \| deactivate EMAIL \| activate EMAIL \| list \| reset-link EMAIL \| delete EMAIL\n\nUsage: gateway users /);
     expect(noValue.stderr).toMatch(/^gateway: --config needs a FILE\n/);
   });
 

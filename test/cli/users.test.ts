@@ -52,6 +52,20 @@ describeWithServices('gateway users …', () => {
     await eventually(async () => (await gw.post('/api/v1/user/api-token', {}, { headers })).status === 201, 1000);
   });
 
+  it('list searches newest first, as a table or --json (CONTRACT §16)', async () => {
+    const [older, newer] = [await makeUser(gw), await makeUser(gw)];
+    const tag = older.email.slice(0, 4);
+    const json = await cli('users', 'list', '--query', older.email.toUpperCase(), '--json');
+    expect(json.code).toBe(0);
+    expect(JSON.parse(json.stdout).users).toEqual([expect.objectContaining({ id: older.id, email: older.email, plan: 'free', is_active: 1 })]);
+    const both = JSON.parse((await cli('users', 'list', '--query', tag, '--limit', '200', '--json')).stdout).users.map((u: { id: number }) => u.id);
+    expect(both.indexOf(newer.id)).toBeLessThan(both.indexOf(older.id));
+    const table = await cli('users', 'list', '--query', String(newer.id), '--plan', 'free');
+    expect(table.stdout).toMatch(/^ID\s+EMAIL\s+PLAN\s+ACTIVE\s+CREATED\n/);
+    expect(table.stdout).toContain(newer.email);
+    expect((await cli('users', 'list', '--limit', '0')).code).not.toBe(0);
+  });
+
   it('set-plan takes any plan the configuration names (CONTRACT §12)', async () => {
     const user = await makeUser(gw);
     const teamFile = path.join(dir, 'team.yaml');

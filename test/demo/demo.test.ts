@@ -34,6 +34,13 @@ describe('npm run demo', () => {
     await exited;
   });
 
+  it('prints the console address and the key that signs in to it', async () => {
+    const [, url, key] = /open (http:\/\/\S+\/console\/) and sign in with the admin key (\S+)/.exec(walkthrough) ?? [];
+    expect((await fetch(url!)).status).toBe(200);
+    const signIn = await fetch(new URL('session', url), { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ key }) });
+    expect(signIn.status).toBe(200);
+  });
+
   it('runs every printed command with the outcome its comment announces', async () => {
     const commands = walkthrough.split('\n').filter((line) => /^(curl|[A-Z_]+=)/.test(line));
     expect(commands.length).toBe(20);

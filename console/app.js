@@ -1,0 +1,206 @@
+// The console's pages: plain DOM, every value set as text (never as markup), since emails, user
+// agents, passkey names and audit data are chosen by whoever registered.
+let csrf = '';
+const $ = (id) => document.getElementById(id);
+
+/** An element with attributes and children; strings become text nodes. */
+function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+    else if (v !== false && v != null) el.setAttribute(k, v === true ? '' : String(v));
+  }
+  for (const c of children.flat()) if (c != null) el.append(c instanceof Node ? c : String(c));
+  return el;
+}
+
+async function api(method, path, body) {
+  const res = await fetch(`/console/${path}`, {
+    method,
+    credentials: 'same-origin',
+    headers: { ...(method === 'GET' ? {} : { 'x-csrf-token': csrf }), ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  if (res.status === 401) { signedOut(); throw new Error('signed out'); }
+  const json = await res.json().catch(() => ({}));
+  return { status: res.status, json };
+}
+
+function table(headers, rows) {
+  return h('table', {}, h('thead', {}, h('tr', {}, headers.map((t) => h('th', { scope: 'col' }, t)))),
+    h('tbody', {}, rows.length ? rows.map((r) => h('tr', {}, r.map((c) => h('td', {}, c ?? '—')))) : h('tr', {}, h('td', { colspan: headers.length }, 'None'))));
+}
+
+let generation = 0;
+
+/** A view's renderer: it draws only while the view is still the one asked for (a late answer of a page left behind draws nothing). */
+function renderer() {
+  const mine = generation;
+  return (...nodes) => { if (mine === generation) $('view').replaceChildren(...nodes.filter((n) => n != null)); };
+}
+
+function show(...nodes) {
+  $('view').replaceChildren(...nodes.filter((n) => n != null));
+}
+
+function signedOut() {
+  csrf = '';
+  $('nav').hidden = true;
+  $('sign-in').hidden = false;
+  show();
+  $('key').focus();
+}
+
+async function signedIn() {
+  $('sign-in').hidden = true;
+  $('nav').hidden = false;
+  // The audit log exists where the gateway has one (CONTRACT §17).
+  $('nav-audit').hidden = (await api('GET', 'api/v1/audit?limit=1')).status !== 200;
+  route();
+}
+
+// ---- users
+async function usersView(params) {
+  const show = renderer();
+  const q = new URLSearchParams(params);
+  const form = h('form', { id: 'user-search', role: 'search', onsubmit: (e) => {
+    e.preventDefault();
+    const next = new URLSearchParams();
+    for (const name of ['query', 'plan', 'active']) if (form.elements[name].value) next.set(name, form.elements[name].value);
+    location.hash = `#/users?${next}`;
+  } },
+  h('label', { for: 'query' }, 'Search'), h('input', { id: 'query', name: 'query', type: 'search', value: q.get('query') ?? '', placeholder: 'email or id' }),
+  h('label', { for: 'plan' }, 'Plan'), h('select', { id: 'plan', name: 'plan' }, ['', 'free', 'premium', 'pro'].map((p) => h('option', { value: p, selected: q.get('plan') === p }, p || 'any'))),
+  h('label', { for: 'active' }, 'Active'), h('select', { id: 'active', name: 'active' }, [['', 'any'], ['true', 'active'], ['false', 'inactive']].map(([v, t]) => h('option', { value: v, selected: q.get('active') === v }, t))),
+  h('button', { type: 'submit' }, 'Search'));
+  const { status, json } = await api('GET', `api/v1/users?${q}`);
+  if (status !== 200) return show(h('h2', {}, 'Users'), form, h('p', { role: 'alert' }, json.error ?? 'Error'));
+  const rows = json.users.map((u) => [h('a', { href: `#/user/${u.id}` }, u.email), String(u.id), u.plan, u.is_active ? 'yes' : 'no', u.created_at]);
+  const next = json.next_cursor ? (() => { const n = new URLSearchParams(q); n.set('cursor', json.next_cursor); return h('a', { href: `#/users?${n}` }, 'Next page'); })() : null;
+  show(h('h2', {}, 'Users'), form, table(['Email', 'Id', 'Plan', 'Active', 'Created'], rows), next);
+}
+
+function usageChart(history) {
+  const days = [...history].reverse();
+  const max = Math.max(1, ...days.map((d) => d.uses));
+  const ns = 'http://www.w3.org/2000/svg';
+  const svg = document.createElementNS(ns, 'svg');
+  svg.setAttribute('class', 'chart');
+  svg.setAttribute('viewBox', '0 0 620 140');
+  svg.setAttribute('role', 'img');
+  svg.setAttribute('aria-label', `Uses per day over ${days.length} days, at most ${max}`);
+  days.forEach((d, i) => {
+    const height = Math.round((d.uses / max) * 110);
+    const rect = document.createElementNS(ns, 'rect');
+    for (const [k, v] of Object.entries({ x: i * 20 + 10, y: 120 - height, width: 14, height })) rect.setAttribute(k, String(v));
+    const title = document.createElementNS(ns, 'title');
+    title.textContent = `${d.date}: ${d.uses}`;
+    rect.append(title);
+    svg.append(rect);
+  });
+  const axis = document.createElementNS(ns, 'line');
+  for (const [k, v] of Object.entries({ x1: 8, y1: 120, x2: 610, y2: 120 })) axis.setAttribute(k, String(v));
+  svg.append(axis);
+  const label = document.createElementNS(ns, 'text');
+  label.setAttribute('x', '10'); label.setAttribute('y', '135');
+  label.textContent = `${days[0]?.date ?? ''} → ${days.at(-1)?.date ?? ''} (most in a day: ${Math.max(0, ...days.map((d) => d.uses))})`;
+  svg.append(label);
+  return svg;
+}
+
+async function userView(id) {
+  const show = renderer();
+  const mine = generation;
+  const [user, usage, sessions, keys, passkeys, identities, deliveries, audit] = await Promise.all(
+    ['', '/usage', '/sessions', '/api-keys', '/passkeys', '/identities', '/webhook-deliveries'].map((p) => api('GET', `api/v1/users/${id}${p}`))
+      .concat(api('GET', `api/v1/audit?user_id=${id}&limit=50`)));
+  if (user.status !== 200) return show(h('p', { role: 'alert' }, user.json.error ?? 'Error'));
+  const u = user.json;
+  const status = h('p', { role: 'status', id: 'user-status' });
+  const act = async (method, path, body, done) => {
+    const res = await api(method, `api/v1/users/${id}${path}`, body);
+    status.textContent = res.status === 200 ? done : (res.json.error ?? 'Error');
+    if (res.status === 200 && mine === generation) await userView(id).then(() => { if ($('user-status')) $('user-status').textContent = done; });
+  };
+  const planSelect = h('select', { id: 'user-plan' }, ['free', 'premium', 'pro'].map((p) => h('option', { value: p, selected: u.plan === p }, p)));
+  const sections = [
+    h('h2', {}, u.email),
+    status,
+    h('section', { 'aria-labelledby': 'h-account' }, h('h3', { id: 'h-account' }, 'Account'),
+      h('p', {}, `Id ${u.id} · created ${u.created_at} · email ${u.email_verified_at ? 'verified' : 'not verified'}`),
+      h('label', { for: 'user-plan' }, 'Plan'), planSelect,
+      h('button', { type: 'button', id: 'save-plan', onclick: () => act('PUT', '/plan', { plan: planSelect.value }, `Plan set to ${planSelect.value}`) }, 'Save plan'),
+      h('button', { type: 'button', id: 'toggle-active', onclick: () => act('PUT', '/active', { active: !u.is_active }, u.is_active ? 'Deactivated' : 'Activated') }, u.is_active ? 'Deactivate' : 'Activate')),
+    h('section', { 'aria-labelledby': 'h-usage' }, h('h3', { id: 'h-usage' }, 'Usage, last 30 days'), usage.status === 200 ? usageChart(usage.json.history) : null),
+    h('section', { 'aria-labelledby': 'h-sessions' }, h('h3', { id: 'h-sessions' }, 'Sessions'),
+      table(['Id', 'Client', 'IP', 'Created', 'Last used', 'Action'], (sessions.json.sessions ?? []).map((s) => [String(s.id), s.user_agent, s.ip, s.created_at, s.last_used_at,
+        h('button', { type: 'button', 'aria-label': `Revoke session ${s.id}`, onclick: () => act('DELETE', `/sessions/${s.id}`, undefined, `Session ${s.id} revoked`) }, 'Revoke')])),
+      h('button', { type: 'button', id: 'revoke-all', onclick: () => act('DELETE', '/sessions', undefined, 'All sessions revoked') }, 'Revoke all sessions')),
+    h('section', { 'aria-labelledby': 'h-keys' }, h('h3', { id: 'h-keys' }, 'API keys'),
+      table(['Id', 'Active', 'Created', 'Last used'], (keys.json.api_keys ?? []).map((k) => [String(k.id), k.active ? 'yes' : 'no', k.created_at, k.last_used_at]))),
+    h('section', { 'aria-labelledby': 'h-mfa' }, h('h3', { id: 'h-mfa' }, 'Second factor'),
+      h('button', { type: 'button', id: 'reset-mfa', onclick: () => act('DELETE', '/mfa', undefined, 'Second factor removed') }, 'Remove TOTP and recovery codes')),
+    (passkeys.json.passkeys ?? []).length ? h('section', { 'aria-labelledby': 'h-passkeys' }, h('h3', { id: 'h-passkeys' }, 'Passkeys'),
+      table(['Name', 'Created', 'Last used'], passkeys.json.passkeys.map((p) => [p.name, p.created_at, p.last_used_at]))) : null,
+    (identities.json.identities ?? []).length ? h('section', { 'aria-labelledby': 'h-providers' }, h('h3', { id: 'h-providers' }, 'Linked providers'),
+      table(['Provider', 'Email', 'Linked'], identities.json.identities.map((i) => [i.provider, i.email, i.created_at]))) : null,
+    h('section', { 'aria-labelledby': 'h-deliveries' }, h('h3', { id: 'h-deliveries' }, 'Webhook deliveries'),
+      table(['Id', 'Type', 'Status', 'Attempts', 'Last error', 'Created'], (deliveries.json.deliveries ?? []).map((d) => [d.id, d.type, d.status, String(d.attempts), d.last_error, d.created_at]))),
+    audit.status === 200 ? h('section', { 'aria-labelledby': 'h-audit' }, h('h3', { id: 'h-audit' }, 'Audit events'), auditTable(audit.json.events)) : null,
+  ];
+  show(...sections);
+}
+
+function auditTable(events) {
+  return table(['When', 'Type', 'Actor', 'Data'], (events ?? []).map((e) => [e.created_at ?? e.at, e.type, e.actor ?? null, JSON.stringify(e.data ?? {})]));
+}
+
+async function auditView() {
+  const show = renderer();
+  const { json } = await api('GET', 'api/v1/audit?limit=100');
+  show(h('h2', {}, 'Audit log'), auditTable(json.events));
+}
+
+async function routesView() {
+  const show = renderer();
+  const { json } = await api('GET', 'api/routes');
+  show(h('h2', {}, 'Routes'), table(['Path', 'Methods', 'Auth', 'Plans', 'Daily', 'Per minute', 'Upstream'],
+    json.routes.map((r) => [r.path, r.methods?.join(', ') ?? '*', r.auth, r.plans?.join(', ') ?? '—', r.daily_limit ? 'yes' : '—', r.rate_limit ? 'yes' : '—', r.upstream ? `${r.upstream.name} (${r.upstream.url})` : 'decision only'])));
+}
+
+async function healthView() {
+  const show = renderer();
+  const { json } = await api('GET', 'api/health');
+  show(h('h2', {}, 'Health'), h('p', { id: 'ready' }, json.ready ? 'Ready' : 'Not ready'),
+    table(['Check', 'State'], Object.entries(json.checks ?? {}).map(([k, v]) => [k, v])),
+    h('p', {}, `Instances: ${json.instances}`),
+    table(['Route', 'Requests', 'Denials'], (json.routes ?? []).map((r) => [r.route, String(r.requests), String(r.denials)])));
+}
+
+function route() {
+  if (!csrf) return;
+  generation++;
+  const [path, query = ''] = location.hash.slice(1).split('?');
+  const user = /^\/user\/(\d+)$/.exec(path);
+  const view = user ? userView(user[1]) : path === '/routes' ? routesView() : path === '/health' ? healthView() : path === '/audit' ? auditView() : usersView(query);
+  view.catch(() => {});
+}
+
+$('sign-in').addEventListener('submit', async (e) => {
+  e.preventDefault();
+  const res = await fetch('/console/session', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ key: $('key').value }) });
+  const json = await res.json().catch(() => ({}));
+  if (res.status !== 200) { $('sign-in-error').textContent = json.error ?? 'Error'; return; }
+  $('key').value = '';
+  $('sign-in-error').textContent = '';
+  csrf = json.csrf;
+  await signedIn();
+});
+$('sign-out').addEventListener('click', async () => {
+  await fetch('/console/session', { method: 'DELETE', headers: { 'x-csrf-token': csrf } });
+  signedOut();
+});
+addEventListener('hashchange', route);
+
+const session = await fetch('/console/session');
+if (session.status === 200) { csrf = (await session.json()).csrf; await signedIn(); } else signedOut();

@@ -1,0 +1,147 @@
+// The console (CONTRACT §16): pages for operators at /console/ on the admin listener. The admin
+// key is exchanged once for a session cookie; the pages then call /console/api/*, which answers
+// what /admin/v1/* answers (the same handlers, reached with the key the session stands for), plus
+// the route table and a health summary. Served only on a loopback admin listener: the cookie
+// would otherwise cross the network in clear.
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Config } from '../config/schema.js';
+import { sendError } from '../errors.js';
+import { readiness, type ReadinessDeps } from '../health.js';
+import { CONSOLE_COOKIE, headerValue } from '../http.js';
+import type { Metrics } from '../metrics.js';
+
+const SESSION_MS = 8 * 3600_000;
+const ASSETS = new URL('../../console/', import.meta.url);
+const FILES: Record<string, string> = { '': 'text/html; charset=utf-8', 'app.js': 'text/javascript; charset=utf-8', 'app.css': 'text/css; charset=utf-8' };
+// No inline script or style, nothing from elsewhere: an email or user agent that slips markup
+// past the escaping still cannot run.
+const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
+
+export interface ConsoleDeps {
+  apiKey: string;
+  config: () => Pick<Config, 'routes' | 'upstreams'>;
+  readiness: ReadinessDeps;
+  metrics: Metrics;
+  clock: () => Date;
+}
+
+const digest = (value: string) => createHash('sha256').update(value).digest();
+
+/** Whether the listener's host is a loopback address (where the console may be served). */
+export function consoleAllowed(host: string, apiKey: string): boolean {
+  return Boolean(apiKey) && (host === 'localhost' || host === '::1' || /^127\./.test(host));
+}
+
+function cookieOf(request: FastifyRequest): string | undefined {
+  for (const pair of headerValue(request.headers, 'cookie').split(';')) {
+    const [name, ...rest] = pair.trim().split('=');
+    if (name === CONSOLE_COOKIE) return rest.join('=');
+  }
+  return undefined;
+}
+
+export async function consoleRoutes(app: FastifyInstance, deps: ConsoleDeps): Promise<void> {
+  const expected = digest(deps.apiKey);
+  /** token → CSRF token and expiry; per instance, as the admin listener is. */
+  const sessions = new Map<string, { csrf: string; expires: number }>();
+
+  const current = (request: FastifyRequest) => {
+    const token = cookieOf(request);
+    const session = token ? sessions.get(token) : undefined;
+    if (!session) return undefined;
+    if (session.expires <= deps.clock().getTime()) {
+      sessions.delete(token!);
+      return undefined;
+    }
+    return { token: token!, ...session };
+  };
+  // A change must come from the console's own page: its CSRF token, and no other Origin.
+  const changeRefused = (request: FastifyRequest, csrf: string) => {
+    const origin = headerValue(request.headers, 'origin');
+    if (origin && origin !== `http://${headerValue(request.headers, 'host')}`) return true;
+    const presented = headerValue(request.headers, 'x-csrf-token');
+    return presented.length !== csrf.length || !timingSafeEqual(Buffer.from(presented), Buffer.from(csrf));
+  };
+
+  for (const [file, type] of Object.entries(FILES)) {
+    app.get(`/console/${file}`, async (_request, reply) => {
+      const body = await readFile(new URL(file || 'index.html', ASSETS));
+      return reply.type(type).header('content-security-policy', CSP).header('x-content-type-options', 'nosniff').header('cache-control', 'no-store').send(body);
+    });
+  }
+
+  app.post('/console/session', async (request, reply) => {
+    const body = request.body as { key?: unknown } | undefined;
+    const key = typeof body?.key === 'string' ? body.key : '';
+    const origin = headerValue(request.headers, 'origin');
+    if ((origin && origin !== `http://${headerValue(request.headers, 'host')}`) || !timingSafeEqual(digest(key), expected)) {
+      request.log.warn('console sign-in refused: wrong admin key');
+      return sendError(reply, 'adminUnauthorized');
+    }
+    const token = randomBytes(32).toString('base64url');
+    const csrf = randomBytes(24).toString('base64url');
+    sessions.set(token, { csrf, expires: deps.clock().getTime() + SESSION_MS });
+    reply.header('set-cookie', `${CONSOLE_COOKIE}=${token}; HttpOnly; SameSite=Strict; Path=/console/; Max-Age=${SESSION_MS / 1000}`);
+    return { csrf };
+  });
+
+  app.get('/console/session', async (request, reply) => {
+    const session = current(request);
+    if (!session) return sendError(reply, 'adminUnauthorized');
+    return { csrf: session.csrf, expires_at: new Date(session.expires).toISOString() };
+  });
+
+  app.delete('/console/session', async (request, reply) => {
+    const session = current(request);
+    if (session && changeRefused(request, session.csrf)) return sendError(reply, 'consoleCsrf');
+    if (session) sessions.delete(session.token);
+    reply.header('set-cookie', `${CONSOLE_COOKIE}=; HttpOnly; SameSite=Strict; Path=/console/; Max-Age=0`);
+    return { message: 'Session terminée' };
+  });
+
+  // Every /console/api/* call needs the session; changes need the CSRF token too.
+  const guard = async (request: FastifyRequest, reply: FastifyReply) => {
+    const session = current(request);
+    if (!session) return sendError(reply, 'adminUnauthorized');
+    if (request.method !== 'GET' && changeRefused(request, session.csrf)) return sendError(reply, 'consoleCsrf');
+  };
+
+  app.get('/console/api/routes', { onRequest: guard }, async () => {
+    const config = deps.config();
+    return {
+      routes: config.routes.map((r) => ({
+        path: r.path, methods: r.methods ?? null, auth: r.auth, plans: r.plans ?? null, daily_limit: Boolean(r.dailyLimit), rate_limit: Boolean(r.rateLimit),
+        upstream: r.upstream === undefined ? null : { name: r.upstream, url: config.upstreams[r.upstream]?.url ?? null },
+      })),
+    };
+  });
+
+  app.get('/console/api/health', { onRequest: guard }, async () => {
+    const { ready, checks } = await readiness(deps.readiness);
+    const perRoute = new Map<string, { requests: number; denials: number }>();
+    const counted = await deps.metrics.registry.getSingleMetric('gateway_requests_total')?.get();
+    for (const { labels, value } of counted?.values ?? []) {
+      const route = String(labels.route);
+      const row = perRoute.get(route) ?? { requests: 0, denials: 0 };
+      row.requests += value;
+      // A denial is what the gateway refused: 401, 403, 429 (not an upstream's own answer).
+      if ([401, 403, 429].includes(Number(labels.status))) row.denials += value;
+      perRoute.set(route, row);
+    }
+    return { ready, checks, instances: 1, routes: [...perRoute].map(([route, n]) => ({ route, ...n })).sort((a, b) => a.route.localeCompare(b.route)) };
+  });
+
+  // The admin API itself, with the key the session stands for.
+  app.all('/console/api/v1/*', { onRequest: guard }, async (request, reply) => {
+    const rest = request.url.slice('/console/api'.length);
+    const answer = await app.inject({
+      method: request.method as 'GET',
+      url: `/admin${rest}`,
+      headers: { authorization: `Bearer ${deps.apiKey}`, ...(request.body === undefined ? {} : { 'content-type': 'application/json' }) },
+      ...(request.body === undefined ? {} : { payload: JSON.stringify(request.body) }),
+    });
+    return reply.code(answer.statusCode).type('application/json; charset=utf-8').send(answer.body);
+  });
+}

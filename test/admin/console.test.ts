@@ -1,0 +1,100 @@
+// The console's doors (CONTRACT §16), over HTTP: absent without an admin key, the admin key
+// exchanged for an HttpOnly SameSite=Strict cookie, CSRF and Origin checked on every change,
+// a strict CSP, sign-out ending the session, and the cookie never forwarded upstream.
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { buildAdminApp } from '../../src/admin/app.js';
+import { ADMIN_KEY, closeSql, describeWithServices, makeUser, startTestGateway, testConfig, type TestGateway } from '../helpers/gateway.js';
+import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
+import { request } from '../helpers/http.js';
+
+describeWithServices('console: sign-in, cookie, CSRF', () => {
+  let gw: TestGateway;
+  let bare: TestGateway;
+  let upstream: EchoUpstream;
+  const apps: FastifyInstance[] = [];
+  let url: string;
+
+  async function listen(g: TestGateway): Promise<string> {
+    const app = await buildAdminApp(g.services);
+    apps.push(app);
+    return app.listen({ host: '127.0.0.1', port: 0 });
+  }
+
+  beforeAll(async () => {
+    upstream = await startEchoUpstream();
+    gw = await startTestGateway(testConfig({ upstreams: { app: { url: upstream.url } }, routes: [{ path: '/console', upstream: 'app', auth: 'none' }] }));
+    bare = await startTestGateway(testConfig({ admin: { port: 0, apiKey: '' } }));
+    url = await listen(gw);
+  });
+  afterAll(async () => {
+    await Promise.all(apps.map((a) => a.close()));
+    await Promise.all([gw?.close(), bare?.close(), upstream?.close()]);
+    await closeSql();
+  });
+
+  async function signIn(): Promise<{ cookie: string; csrf: string }> {
+    const res = await request(url, 'POST', '/console/session', { json: { key: ADMIN_KEY } });
+    expect(res.status).toBe(200);
+    const cookie = String(res.headers['set-cookie']).split(';')[0]!;
+    return { cookie, csrf: res.json.csrf };
+  }
+
+  it('is absent (404) when the admin listener has no key', async () => {
+    const other = await listen(bare);
+    expect((await request(other, 'GET', '/console/')).status).toBe(404);
+    expect((await request(other, 'POST', '/console/session', { json: { key: '' } })).status).toBe(404);
+  });
+
+  it('serves its page with a strict CSP and nothing from elsewhere', async () => {
+    const page = await request(url, 'GET', '/console/');
+    expect(page.status).toBe(200);
+    expect(page.headers['content-security-policy']).toContain("script-src 'self'");
+    expect(page.headers['content-security-policy']).toContain("default-src 'none'");
+    expect(page.text).not.toMatch(/https?:\/\//);
+    expect((await request(url, 'GET', '/console/app.js')).headers['content-type']).toMatch(/^text\/javascript/);
+  });
+
+  it('refuses a wrong key and every API call without the session', async () => {
+    expect((await request(url, 'POST', '/console/session', { json: { key: 'wrong' } })).json).toEqual({ error: 'Clé d’administration invalide' });
+    expect((await request(url, 'GET', '/console/api/v1/users')).status).toBe(401);
+    expect((await request(url, 'GET', '/console/api/health')).status).toBe(401);
+  });
+
+  it('gives an HttpOnly, SameSite=Strict cookie on /console/ for 8 hours; changes need the CSRF token and the same Origin', async () => {
+    const res = await request(url, 'POST', '/console/session', { json: { key: ADMIN_KEY } });
+    expect(res.headers['set-cookie']).toEqual([expect.stringMatching(/^gw_console=[\w-]{43}; HttpOnly; SameSite=Strict; Path=\/console\/; Max-Age=28800$/)]);
+    const { cookie, csrf } = await signIn();
+    const user = await makeUser(gw);
+    expect((await request(url, 'GET', `/console/api/v1/users/${user.id}`, { headers: { cookie } })).json).toEqual(expect.objectContaining({ email: user.email }));
+    const change = (headers: Record<string, string>) => request(url, 'PUT', `/console/api/v1/users/${user.id}/plan`, { headers: { cookie, ...headers }, json: { plan: 'pro' } });
+    expect((await change({})).json).toEqual({ error: 'Jeton CSRF invalide' });
+    expect((await change({ 'x-csrf-token': csrf, origin: 'http://evil.example' })).status).toBe(403);
+    const done = await change({ 'x-csrf-token': csrf });
+    expect(done.status).toBe(200);
+    expect(done.json.plan).toBe('pro');
+  });
+
+  it('sign-out ends the session', async () => {
+    const { cookie, csrf } = await signIn();
+    expect((await request(url, 'GET', '/console/session', { headers: { cookie } })).status).toBe(200);
+    expect((await request(url, 'DELETE', '/console/session', { headers: { cookie, 'x-csrf-token': csrf } })).status).toBe(200);
+    expect((await request(url, 'GET', '/console/session', { headers: { cookie } })).status).toBe(401);
+    expect((await request(url, 'GET', '/console/api/v1/users', { headers: { cookie } })).status).toBe(401);
+  });
+
+  it('shows the route table and a health summary with requests per route', async () => {
+    const { cookie } = await signIn();
+    expect((await request(url, 'GET', '/console/api/routes', { headers: { cookie } })).json.routes).toEqual([expect.objectContaining({ path: '/console', auth: 'none', upstream: { name: 'app', url: upstream.url } })]);
+    await gw.get('/console/x');
+    const health = (await request(url, 'GET', '/console/api/health', { headers: { cookie } })).json;
+    expect(health).toEqual(expect.objectContaining({ ready: true, checks: expect.objectContaining({ postgres: 'ok' }) }));
+    expect(health.routes).toContainEqual(expect.objectContaining({ route: '/console', requests: expect.any(Number) }));
+  });
+
+  it('the public listener never forwards the console cookie upstream', async () => {
+    const { cookie } = await signIn();
+    await gw.get('/console/page-cookie', { headers: { cookie: `theme=dark; ${cookie}` } });
+    expect(upstream.last('page-cookie')!.headers.cookie).toBe('theme=dark');
+  });
+});

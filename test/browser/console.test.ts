@@ -1,0 +1,138 @@
+/// <reference lib="dom" />
+/// <reference lib="dom.iterable" />
+// The console in Chromium (CONTRACT §16): an operator signs in with the admin key, finds a user
+// the test created, changes the plan and the gateway enforces it on the next request, revokes a
+// session and its refresh fails; every view passes axe-core; screenshots land in
+// test-artifacts/console/ (gitignored) for a person to look at.
+import { mkdirSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import type { Page } from 'puppeteer-core';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { buildAdminApp } from '../../src/admin/app.js';
+import { describeWithBrowser, launchBrowser, type TestBrowser } from '../helpers/browser.js';
+import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
+import { ADMIN_KEY, bearer, closeSql, makeUser, startTestGateway, testConfig, type TestGateway, type TestUser } from '../helpers/gateway.js';
+
+const ARTIFACTS = path.join(import.meta.dirname, '../../test-artifacts/console');
+const AXE = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
+
+describeWithBrowser('the console, in Chromium', () => {
+  let upstream: EchoUpstream;
+  let gw: TestGateway;
+  let admin: FastifyInstance;
+  let consoleUrl: string;
+  let chromium: TestBrowser;
+  let page: Page;
+  let user: TestUser;
+
+  beforeAll(async () => {
+    mkdirSync(ARTIFACTS, { recursive: true });
+    upstream = await startEchoUpstream();
+    gw = await startTestGateway(testConfig({ upstreams: { app: { url: upstream.url } }, routes: [{ path: '/api/v1/reports', upstream: 'app', plans: ['pro'] }] }));
+    admin = await buildAdminApp(gw.services);
+    consoleUrl = `${await admin.listen({ host: '127.0.0.1', port: 0 })}/console/`;
+    user = await makeUser(gw);
+    chromium = await launchBrowser();
+    page = await chromium.browser.newPage();
+    // Only so axe can be injected: the console's own CSP refuses any script not its own.
+    await page.setBypassCSP(true);
+    await page.setViewport({ width: 1200, height: 900 });
+  }, 60_000);
+  afterAll(async () => {
+    await chromium?.close();
+    await admin?.close();
+    await gw?.close();
+    await upstream?.close();
+    await closeSql();
+  });
+
+  const shot = (name: string) => page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`), fullPage: true });
+  const text = (selector: string) => page.$eval(selector, (el) => el.textContent ?? '');
+  async function axe(): Promise<unknown[]> {
+    await page.addScriptTag({ path: AXE });
+    return page.evaluate(async () => {
+      const result = await (globalThis as unknown as { axe: { run(): Promise<{ violations: { id: string; nodes: unknown[] }[] }> } }).axe.run();
+      return result.violations.map((v) => ({ id: v.id, nodes: v.nodes.length }));
+    });
+  }
+
+  it('refuses a wrong key, then signs in with the admin key, by keyboard alone', async () => {
+    await page.goto(consoleUrl);
+    await page.waitForSelector('#key', { visible: true });
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('key');
+    expect(await axe()).toEqual([]);
+    await shot('sign-in');
+    await page.keyboard.type('wrong-key');
+    await page.keyboard.press('Enter');
+    await page.waitForFunction(() => document.getElementById('sign-in-error')?.textContent !== '');
+    expect(await text('#sign-in-error')).toBe('Clé d’administration invalide');
+    await page.$eval('#key', (el) => { (el as HTMLInputElement).value = ''; });
+    await page.focus('#key');
+    await page.keyboard.type(ADMIN_KEY);
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('#user-search', { visible: true });
+    const cookies = await page.cookies();
+    expect(cookies).toEqual([expect.objectContaining({ name: 'gw_console', httpOnly: true, sameSite: 'Strict', path: '/console/' })]);
+  });
+
+  it('finds the user the test created, with the search box', async () => {
+    await page.focus('#query');
+    await page.keyboard.type(user.email.toUpperCase());
+    await page.keyboard.press('Enter');
+    await page.waitForFunction((email) => [...document.querySelectorAll('tbody a')].some((a) => a.textContent === email), {}, user.email);
+    expect(await page.$$eval('tbody tr', (rows) => rows.length)).toBe(1);
+    expect(await axe()).toEqual([]);
+    await shot('users');
+  });
+
+  it('changes the plan, and the gateway enforces it on the next request', async () => {
+    expect((await gw.get('/api/v1/reports', { headers: bearer(user.access) })).status).toBe(403);
+    await page.click('tbody a');
+    await page.waitForSelector('#user-plan');
+    expect(await axe()).toEqual([]);
+    await page.select('#user-plan', 'pro');
+    await page.click('#save-plan');
+    await page.waitForFunction(() => document.getElementById('user-status')?.textContent === 'Plan set to pro');
+    await shot('user');
+    expect((await gw.get('/api/v1/reports', { headers: bearer(user.access) })).status).toBe(200);
+  });
+
+  it('revokes a session, and its refresh token stops working', async () => {
+    const button = await page.waitForSelector('button[aria-label^="Revoke session"]');
+    await button!.click();
+    await page.waitForFunction(() => /^Session \d+ revoked$/.test(document.getElementById('user-status')?.textContent ?? ''));
+    expect((await gw.post('/api/v1/auth/refresh', { refresh_token: user.refresh })).status).toBe(401);
+  });
+
+  it('shows the route table and the health summary', async () => {
+    await page.goto(`${consoleUrl}#/routes`);
+    await page.waitForFunction(() => [...document.querySelectorAll('td')].some((td) => td.textContent === '/api/v1/reports'));
+    expect(await axe()).toEqual([]);
+    await shot('routes');
+    await page.goto(`${consoleUrl}#/health`);
+    await page.waitForSelector('#ready');
+    expect(await text('#ready')).toBe('Ready');
+    expect(await axe()).toEqual([]);
+    await shot('health');
+  });
+
+  it('shows what users chose as text: a user agent with markup runs nothing', async () => {
+    const other = await makeUser(gw);
+    const hostile = '<img src=x onerror="window.pwned=1"><script>window.pwned=2</script>';
+    expect((await gw.post('/api/v1/auth/login', { email: other.email, password: other.password }, { headers: { 'user-agent': hostile } })).status).toBe(200);
+    await page.goto(`${consoleUrl}#/user/${other.id}`);
+    await page.waitForFunction((ua) => [...document.querySelectorAll('td')].some((td) => td.textContent === ua), {}, hostile);
+    expect(await page.$$('td img, td script')).toEqual([]);
+    expect(await page.evaluate(() => (globalThis as { pwned?: number }).pwned)).toBeUndefined();
+  });
+
+  it('signs out: the session is gone', async () => {
+    await page.click('#sign-out');
+    await page.waitForSelector('#key', { visible: true });
+    await page.goto(consoleUrl);
+    await page.waitForSelector('#key', { visible: true });
+    expect(await page.$('#user-search')).toBeNull();
+  });
+});
