@@ -49,6 +49,15 @@ export const ERRORS = {
   sessionNotFound: { status: 404, message: 'Session introuvable' },
   mailUnavailable: { status: 503, message: 'Envoi d’emails non configuré' },
   adminEmailRequired: { status: 400, message: 'Paramètre email requis' },
+  // CONTRACT §14 (second factor)
+  codeInvalid: { status: 400, message: 'Code invalide' },
+  codeRefused: { status: 401, message: 'Code invalide' },
+  mfaCodeRequired: { status: 403, message: 'Code à deux facteurs requis' },
+  mfaRequired: { status: 403, message: 'Authentification à deux facteurs requise' },
+  recentAuthRequired: { status: 403, message: 'Authentification récente requise' },
+  emailUnverified: { status: 403, message: 'Adresse email non vérifiée' },
+  passkeyInvalid: { status: 400, message: 'Clé d\'accès invalide' },
+  passkeyNotFound: { status: 404, message: 'Clé d\'accès introuvable' },
 } as const satisfies Record<string, { status: number; message: string }>;
 
 export type ErrorCode = keyof typeof ERRORS;

@@ -165,6 +165,8 @@ const routeSchema = z.strictObject({
   cors: routeCorsSchema.optional(),
   // Accept WebSocket upgrades (CONTRACT §10): the route's guards run on the upgrade.
   websocket: bool().prefault(false),
+  // CONTRACT §14: only access tokens from a second-factor sign-in (acr aal2) pass; implies auth: required.
+  mfa: z.enum(['required', 'optional']).default('optional'),
 });
 
 /** http(s) URL to the application's page for a link sent by email, with `{token}` where the token goes. */
@@ -252,6 +254,9 @@ export const configSchema = z.strictObject({
       window: duration.prefault('1m'),
     }).prefault({}),
     requireVerifiedEmail: bool().prefault(false).meta({ description: 'true: login of an account whose email is not verified gets 403 (needs mail.smtp).' }),
+    mfa: z.strictObject({
+      issuer: z.string().min(1).default('auth-gateway').meta({ description: 'The label authenticator apps show for TOTP (otpauth issuer).' }),
+    }).prefault({}),
   }).prefault({}),
   plans: z.strictObject({
     // The shorthand it always was: limits.free.daily (read through planLimitsOf, src/plans.ts).
