@@ -8,7 +8,7 @@ import { textField } from '../http.js';
 import type { Events } from '../webhooks/emitter.js';
 import type { Database, Queryable } from '../storage/db.js';
 import * as mfa from '../storage/mfa.js';
-import { revokeAllForUser } from '../storage/refreshTokens.js';
+import { revokeOtherSessions } from '../storage/refreshTokens.js';
 import { isUsersSession } from '../storage/sessions.js';
 import * as users from '../storage/users.js';
 import { isTooLong, type Passwords } from './passwords.js';
@@ -100,7 +100,7 @@ export async function mfaRoutes(app: FastifyInstance, deps: MfaRoutesDeps): Prom
       if (!(await mfa.removeTotp(tx, id))) return 0;
       // Whoever signed in elsewhere with the factor must sign in again: every other session ends.
       const keep = sessionId !== undefined && (await isUsersSession(tx, id, sessionId)) ? sessionId : undefined;
-      const n = await revokeAllForUser(tx, id, 'mfa', keep);
+      const n = await revokeOtherSessions(tx, id, 'mfa', keep);
       await events.emit(id, 'auth.mfa_removed', { method: 'totp', revoked_sessions: n }, tx);
       return n;
     });

@@ -53,6 +53,18 @@ export async function revokeAllForUser(db: Queryable, userId: number, reason: Re
   return row?.sessions ?? 0;
 }
 
+/** Ends every session of the user but `keep`, whose tokens stay valid; how many ended. After lockUser(). */
+export async function revokeOtherSessions(db: Queryable, userId: number, reason: RevokeReason, keep: number | undefined): Promise<number> {
+  const [row] = await db.query<{ sessions: number }>(
+    `WITH revoked AS (
+       UPDATE refresh_tokens SET revoked = 1, revoked_reason = $2
+        WHERE user_id = $1 AND revoked = 0 AND session_id IS DISTINCT FROM $3::bigint RETURNING id, session_id)
+     SELECT count(DISTINCT coalesce(session_id, -id))::integer AS sessions FROM revoked`,
+    [userId, reason, keep ?? null],
+  );
+  return row?.sessions ?? 0;
+}
+
 /** Logout: revokes by hash whatever the state; an unknown hash changes nothing. */
 export async function revokeByHash(db: Queryable, tokenHash: string): Promise<void> {
   await db.query(`UPDATE refresh_tokens SET revoked = 1, revoked_reason = COALESCE(revoked_reason, 'logout') WHERE token_hash = $1`, [tokenHash]);
