@@ -257,6 +257,15 @@ export const configSchema = z.strictObject({
     mfa: z.strictObject({
       issuer: z.string().min(1).default('auth-gateway').meta({ description: 'The label authenticator apps show for TOTP (otpauth issuer).' }),
     }).prefault({}),
+    // CONTRACT §14; accepted by `gateway check`, the endpoints are not served yet (docs/second-factor.md).
+    passkeys: z.strictObject({
+      rpId: z.string().min(1),
+      rpName: z.string().min(1),
+      origins: z.array(z.string().min(1)).min(1),
+    }).optional().meta({ description: 'WebAuthn relying party (passkeys); absent: the passkey endpoints answer 404.' }),
+    magicLink: z.strictObject({
+      url: linkTemplate,
+    }).optional().meta({ description: 'Sign-in links by email (needs mail); absent: 404.' }),
   }).prefault({}),
   plans: z.strictObject({
     // The shorthand it always was: limits.free.daily (read through planLimitsOf, src/plans.ts).
@@ -327,6 +336,9 @@ export const configSchema = z.strictObject({
   if (globalCors) ctx.addIssue({ code: 'custom', path: ['cors', 'origins'], message: globalCors });
   if (cfg.mail?.smtp && !cfg.mail.from.includes('@')) {
     ctx.addIssue({ code: 'custom', path: ['mail', 'from'], message: 'expected the sender of the mails, such as "Gateway <no-reply@example.com>" (needed when mail.smtp is set)' });
+  }
+  if (cfg.auth.magicLink && !cfg.mail) {
+    ctx.addIssue({ code: 'custom', path: ['auth', 'magicLink'], message: 'needs mail: a sign-in link goes out by email' });
   }
   if (cfg.auth.requireVerifiedEmail && !cfg.mail?.smtp) {
     ctx.addIssue({ code: 'custom', path: ['auth', 'requireVerifiedEmail'], message: 'needs mail.smtp: without mail no account could receive its verification link, and none could log in' });
