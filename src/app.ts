@@ -6,6 +6,8 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import rateLimit from '@fastify/rate-limit';
 import { accountRoutes } from './auth/accountRoutes.js';
 import { authRoutes } from './auth/routes.js';
+import { mfaRoutes } from './auth/mfaRoutes.js';
+import { createTotp } from './auth/totp.js';
 import { corsHook } from './listener/cors.js';
 import { authRateLimitOptions } from './listener/authRateLimit.js';
 import { requireUserWith } from './listener/requireUser.js';
@@ -82,6 +84,7 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
     return { keys: keyring.publicJwks() };
   });
   const requireUser = requireUserWith(pipeline);
+  const totp = await createTotp(db);
   const links = { db, mailer, templates: config.mail, clock };
   // Always registered (max 0 lets every request through) so a reload can switch it on. One store
   // for both scopes: a client address has one budget for every endpoint that checks a password
@@ -91,6 +94,7 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
     await auth.register(rateLimit, authRateLimit);
     await auth.register(authRoutes, { ...links, tokens, passwords, events, auth: config.auth });
     await auth.register(accountRoutes, { ...links, tokens, passwords, events, requireUser, auth: config.auth });
+    await auth.register(mfaRoutes, { db, tokens, passwords, totp, clock, events, requireUser, issuer: config.auth.mfa.issuer, mailConfigured: config.mail !== undefined });
   }, { prefix: '/api/v1/auth' });
   const userDeps = { rateLimit: authRateLimit, db, passwords, identities, events, requireUser, webhooks: config.webhooks, clock };
   await app.register((user) => userRoutes(user, userDeps), { prefix: '/api/v1/user' });

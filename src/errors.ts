@@ -52,6 +52,15 @@ export const ERRORS = {
   // CONTRACT §16 (operators)
   consoleCsrf: { status: 403, message: 'Jeton CSRF invalide' },
   adminListInvalid: { status: 400, message: 'Paramètres de liste invalides (limit, cursor, active ou plan)' },
+  // CONTRACT §14 (second factor)
+  codeInvalid: { status: 400, message: 'Code invalide' },
+  codeRefused: { status: 401, message: 'Code invalide' },
+  mfaCodeRequired: { status: 403, message: 'Code à deux facteurs requis' },
+  mfaRequired: { status: 403, message: 'Authentification à deux facteurs requise' },
+  recentAuthRequired: { status: 403, message: 'Authentification récente requise' },
+  emailUnverified: { status: 403, message: 'Adresse email non vérifiée' },
+  passkeyInvalid: { status: 400, message: 'Clé d\'accès invalide' },
+  passkeyNotFound: { status: 404, message: 'Clé d\'accès introuvable' },
 } as const satisfies Record<string, { status: number; message: string }>;
 
 export type ErrorCode = keyof typeof ERRORS;

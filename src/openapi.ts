@@ -51,6 +51,12 @@ const errors = (...codes: Array<keyof typeof ERRORS>) => Object.fromEntries(
   [...new Set(codes.map((c) => ERRORS[c].status))].map((status) => [status, { description: codes.filter((c) => ERRORS[c].status === status).map((c) => ERRORS[c].message).join(' / '), ...error }]),
 );
 const bearer: Array<Record<string, string[]>> = [{ bearer: [] }, { apiKey: [] }];
+const bearerOnly: Array<Record<string, string[]>> = [{ bearer: [] }];
+const mfaChallenge = {
+  description: `${ERRORS.mfaCodeRequired.message}: no pair until POST /api/v1/auth/mfa/verify`,
+  type: 'object', required: ['error'],
+  properties: { error: { type: 'string' }, mfa_token: { type: 'string' }, methods: { type: 'array', items: { type: 'string' } } },
+};
 
 /** Each own endpoint's schema, by method and path (with its prefix). */
 const ENDPOINTS: Record<string, FastifySchema & Record<string, unknown>> = {
@@ -59,7 +65,11 @@ const ENDPOINTS: Record<string, FastifySchema & Record<string, unknown>> = {
   'GET /.well-known/jwks.json': { tags: ['keys'], summary: 'The access-token public key(s); empty for HS256', response: { 200: { type: 'object', properties: { keys: { type: 'array' } } } } },
   'GET /.well-known/gateway-assertion-keys.json': { tags: ['keys'], summary: 'The x-gateway-assertion public keys, and only them', response: { 200: { type: 'object', properties: { keys: { type: 'array' } } } } },
   'POST /api/v1/auth/register': { tags: ['auth'], summary: 'Create an account (plan free)', body: credentials(['email', 'password']), response: { 201: { type: 'object', properties: { message: { type: 'string' }, user_id: { type: 'integer' } } }, ...errors('emailInvalid', 'passwordTooShort', 'passwordTooLong', 'emailTaken', 'rateLimited', 'storageUnavailable') } },
-  'POST /api/v1/auth/login': { tags: ['auth'], summary: 'Log in: a new token pair', body: credentials(['email', 'password']), response: { 200: tokenPair, ...errors('loginFieldsRequired', 'invalidCredentials', 'rateLimited', 'storageUnavailable') } },
+  'POST /api/v1/auth/login': { tags: ['auth'], summary: 'Log in: a new token pair, or an mfa_token for POST /api/v1/auth/mfa/verify', body: credentials(['email', 'password']), response: { 200: tokenPair, ...errors('loginFieldsRequired', 'invalidCredentials', 'rateLimited', 'storageUnavailable'), 403: mfaChallenge } },
+  'POST /api/v1/auth/mfa/totp/enroll': { tags: ['second factor'], summary: 'A new TOTP secret, active once confirmed', security: bearerOnly, response: { 200: { type: 'object', properties: { secret: { type: 'string' }, otpauth_url: { type: 'string' } } }, ...errors('codeInvalid', 'recentAuthRequired', 'emailUnverified', 'tokenInvalid', 'rateLimited') } },
+  'POST /api/v1/auth/mfa/totp/confirm': { tags: ['second factor'], summary: 'Confirm TOTP with a code: ten recovery codes, shown once', security: bearerOnly, body: credentials(['code']), response: { 200: { type: 'object', properties: { recovery_codes: { type: 'array', items: { type: 'string' } } } }, ...errors('codeInvalid', 'recentAuthRequired', 'emailUnverified', 'tokenInvalid', 'rateLimited') } },
+  'DELETE /api/v1/auth/mfa/totp': { tags: ['second factor'], summary: 'Remove TOTP and the recovery codes; every other session ends', security: bearerOnly, body: credentials(['password']), response: { 200: message, ...errors('invalidCredentials', 'recentAuthRequired', 'tokenInvalid', 'rateLimited') } },
+  'POST /api/v1/auth/mfa/verify': { tags: ['second factor'], summary: 'A login\'s mfa_token and a TOTP or recovery code: the token pair', body: credentials(['mfa_token', 'code']), response: { 200: tokenPair, ...errors('codeRefused', 'rateLimited', 'storageUnavailable') } },
   'POST /api/v1/auth/refresh': { tags: ['auth'], summary: 'Rotate a refresh token: a new pair, the old token revoked', body: credentials(['refresh_token']), response: { 200: tokenPair, ...errors('refreshTokenMissing', 'refreshTokenUndecodable', 'refreshTokenInactive', 'userNotFound', 'rateLimited') } },
   'POST /api/v1/auth/logout': { tags: ['auth'], summary: 'Revoke a refresh token (always 200)', body: credentials(['refresh_token']), response: { 200: message } },
   'POST /api/v1/auth/password/change': { tags: ['accounts'], summary: 'Change the password: a new pair; every other session ends', security: bearer, body: credentials(['current_password', 'new_password']), response: { 200: tokenPair, ...errors('passwordTooShort', 'passwordTooLong', 'invalidCredentials', 'tokenInvalid', 'rateLimited', 'storageUnavailable') } },

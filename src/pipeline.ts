@@ -30,6 +30,8 @@ import type { CompiledRoute } from './routing/routeTable.js';
 export interface GuardPolicy {
   auth: 'required' | 'optional' | 'none';
   plans?: readonly string[];
+  /** CONTRACT §14: `required` lets through only `aal2` access tokens (never an API key); implies auth. */
+  mfa?: 'required' | 'optional';
   dailyLimit?: boolean;
   rateLimit?: boolean;
   /** The route's path, for the quota metrics; own endpoints count nothing. */
@@ -134,10 +136,12 @@ export class Pipeline {
   async guard(policy: GuardPolicy, headers: IncomingHttpHeaders, live: LiveSnapshot): Promise<GuardOutcome> {
     const bearer = bearerToken(headers);
     let auth: AuthResult = { kind: 'anonymous' };
-    if (policy.auth !== 'none') {
+    const mfa = policy.mfa === 'required';
+    if (policy.auth !== 'none' || mfa) {
       auth = await authenticate(headers, this.deps.auth, bearer);
       if (auth.kind === 'denied') return { kind: 'deny', denial: auth.denial };
-      if (auth.kind === 'anonymous' && policy.auth === 'required') return { kind: 'deny', denial: { code: 'tokenInvalid' } };
+      if (auth.kind === 'anonymous' && (policy.auth === 'required' || mfa)) return { kind: 'deny', denial: { code: 'tokenInvalid' } };
+      if (mfa && (auth.kind !== 'authenticated' || auth.method !== 'bearer' || auth.acr !== 'aal2')) return { kind: 'deny', denial: { code: 'mfaRequired' } };
     }
     const user = auth.kind === 'authenticated' ? auth.user : undefined;
     if (policy.plans) {

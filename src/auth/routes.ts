@@ -11,7 +11,9 @@ import * as users from '../storage/users.js';
 import { lookupForm, newPasswordDenial, normalizeEmail, refuseCredentials, storable } from './credentials.js';
 import { queueLinkMail, type LinkMailDeps } from './links.js';
 import { isTooLong, needsRehash, type Passwords } from './passwords.js';
-import { clientOf, issueInSession } from './sessions.js';
+import { clientOf, issueInSession, PASSWORD_AMR } from './sessions.js';
+import { issueMfaToken, MFA_METHODS } from './mfaRoutes.js';
+import * as mfa from '../storage/mfa.js';
 import { sha256Hex } from '../digest.js';
 import type { Tokens } from './tokens.js';
 
@@ -63,6 +65,13 @@ export async function authRoutes(app: FastifyInstance, deps: AuthRoutesDeps): Pr
       sendVerification(user);
       request.log.info({ userId: user.id }, 'login refused: email not verified');
       return sendError(reply, 'emailNotVerified');
+    }
+    // A second factor: no pair yet, an mfa_token for POST /mfa/verify (a client that knows only
+    // the spec fails closed on the 403).
+    if (await mfa.hasConfirmedTotp(db, user.id)) {
+      const mfaToken = await issueMfaToken(db, user.id, PASSWORD_AMR, clock());
+      request.log.info({ userId: user.id }, 'login: second factor required');
+      return sendError(reply, 'mfaCodeRequired', { mfa_token: mfaToken, methods: MFA_METHODS });
     }
     const pair = await db.transaction(async (tx) => {
       const locked = await users.lockUser(tx, user.id, 'share');

@@ -20,6 +20,23 @@ export interface AccessClaims {
   exp: number;
   /** The session (refresh-token family) the token was issued in; undefined for tokens from before sessions. */
   sessionId: number | undefined;
+  /** CONTRACT §14: `aal2` after a second factor or a passkey; tokens from before it count as `aal1`. */
+  acr: Acr;
+  /** When the sign-in that started the session happened (seconds); 0 for tokens without it. */
+  authTime: number;
+}
+
+export type Acr = 'aal1' | 'aal2';
+
+/** How a session's sign-in was made (RFC 8176 `amr` values, plus `email` and `fed`), and when. */
+export interface Assurance {
+  amr: string[];
+  authTime: Date;
+}
+
+/** A password + TOTP or recovery code (`mfa`) or a passkey (`hwk`) sign-in is a second-factor one. */
+export function acrOf(amr: readonly string[]): Acr {
+  return amr.includes('mfa') || amr.includes('hwk') ? 'aal2' : 'aal1';
 }
 
 export interface TokenPair {
@@ -31,7 +48,7 @@ export interface TokenPair {
 
 export interface Tokens {
   /** Signs a new pair in a session; the caller stores the refresh token's hash (refreshExpiresAt). */
-  issuePair(user: { id: number; email: string; plan: Plan }, sessionId: number): Promise<{ pair: TokenPair; refreshExpiresAt: Date }>;
+  issuePair(user: { id: number; email: string; plan: Plan }, sessionId: number, assurance: Assurance): Promise<{ pair: TokenPair; refreshExpiresAt: Date }>;
   /** The access token's claims, or null when it is not a valid access token now. */
   verifyAccess(token: string): Promise<AccessClaims | null>;
   /** The refresh token's user id, or null when it does not decode, is expired or is not a refresh token. */
@@ -94,10 +111,11 @@ export async function createTokens(
 
   return {
     publicJwks: keys.publicJwk ? [keys.publicJwk] : [],
-    async issuePair(user, sessionId) {
+    async issuePair(user, sessionId, assurance) {
+      const authTime = Math.floor(assurance.authTime.getTime() / 1000);
       const [access, refresh] = await Promise.all([
         // `sid`: which of the user's sessions this is (GET /api/v1/user/sessions marks it `current`).
-        sign({ plan: user.plan, email: user.email, sid: sessionId }, ACCESS_TYP, auth.accessTokenTtl, user.id),
+        sign({ plan: user.plan, email: user.email, sid: sessionId, auth_time: authTime, acr: acrOf(assurance.amr), amr: assurance.amr }, ACCESS_TYP, auth.accessTokenTtl, user.id),
         sign({}, REFRESH_TYP, auth.refreshTokenTtl, user.id),
       ]);
       return {
@@ -111,7 +129,9 @@ export async function createTokens(
       const payload = await verify(token, ACCESS_TYP);
       if (!payload || typeof payload.plan !== 'string' || typeof payload.email !== 'string') return null;
       const sessionId = typeof payload.sid === 'number' && Number.isSafeInteger(payload.sid) ? payload.sid : undefined;
-      const claims: AccessClaims = { userId: Number(payload.sub), plan: payload.plan as Plan, email: payload.email, exp: payload.exp!, sessionId };
+      const acr: Acr = payload.acr === 'aal2' ? 'aal2' : 'aal1';
+      const authTime = typeof payload.auth_time === 'number' ? payload.auth_time : 0;
+      const claims: AccessClaims = { userId: Number(payload.sub), plan: payload.plan as Plan, email: payload.email, exp: payload.exp!, sessionId, acr, authTime };
       verified.set(token, claims);
       return claims;
     },

@@ -170,6 +170,8 @@ const routeSchema = z.strictObject({
   // (CONTRACT §19): then forwarded undecoded, the route's guards over the whole path as received.
   encodedSeparators: z.enum(['refuse', 'keep']).default('refuse')
     .meta({ description: 'keep: accept paths with %2F, %5C, %3B, %00 (also encoded twice) or look-alike Unicode separators under this route, forwarded undecoded; refuse (default): 400.' }),
+  // CONTRACT §14: only access tokens from a second-factor sign-in (acr aal2) pass; implies auth: required.
+  mfa: z.enum(['required', 'optional']).default('optional'),
 });
 
 /** http(s) URL to the application's page for a link sent by email, with `{token}` where the token goes. */
@@ -259,6 +261,18 @@ export const configSchema = z.strictObject({
       window: duration.prefault('1m'),
     }).prefault({}),
     requireVerifiedEmail: bool().prefault(false).meta({ description: 'true: login of an account whose email is not verified gets 403 (needs mail.smtp).' }),
+    mfa: z.strictObject({
+      issuer: z.string().min(1).default('auth-gateway').meta({ description: 'The label authenticator apps show for TOTP (otpauth issuer).' }),
+    }).prefault({}),
+    // CONTRACT §14; accepted by `gateway check`, the endpoints are not served yet (docs/second-factor.md).
+    passkeys: z.strictObject({
+      rpId: z.string().min(1),
+      rpName: z.string().min(1),
+      origins: z.array(z.string().min(1)).min(1),
+    }).optional().meta({ description: 'WebAuthn relying party (passkeys); absent: the passkey endpoints answer 404.' }),
+    magicLink: z.strictObject({
+      url: linkTemplate,
+    }).optional().meta({ description: 'Sign-in links by email (needs mail); absent: 404.' }),
   }).prefault({}),
   plans: z.strictObject({
     // The shorthand it always was: limits.free.daily (read through planLimitsOf, src/plans.ts).
@@ -352,6 +366,9 @@ export const configSchema = z.strictObject({
     if (globalCors) ctx.addIssue({ code: 'custom', path: ['cors', 'origins'], message: globalCors });
     if (cfg.mail?.smtp && !cfg.mail.from.includes('@')) {
       ctx.addIssue({ code: 'custom', path: ['mail', 'from'], message: 'expected the sender of the mails, such as "Gateway <no-reply@example.com>" (needed when mail.smtp is set)' });
+    }
+    if (cfg.auth.magicLink && !cfg.mail) {
+      ctx.addIssue({ code: 'custom', path: ['auth', 'magicLink'], message: 'needs mail: a sign-in link goes out by email' });
     }
     if (cfg.auth.requireVerifiedEmail && !cfg.mail?.smtp) {
       ctx.addIssue({ code: 'custom', path: ['auth', 'requireVerifiedEmail'], message: 'needs mail.smtp: without mail no account could receive its verification link, and none could log in' });

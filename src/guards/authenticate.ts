@@ -5,7 +5,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { bearerChallenge, type Denial } from '../errors.js';
 import { headerValue } from '../http.js';
 import { sha256Hex } from '../digest.js';
-import type { Tokens } from '../auth/tokens.js';
+import type { Acr, Tokens } from '../auth/tokens.js';
 import type { User } from '../storage/users.js';
 import type { IdentityCache } from '../storage/identityCache.js';
 import type { ApiKeyUsage } from '../storage/apiKeyUsage.js';
@@ -18,6 +18,10 @@ export interface Identity {
   method: AuthMethod;
   /** A bearer token's session (its `sid`): the one GET /api/v1/user/sessions marks `current`. */
   sessionId?: number;
+  /** A bearer token's assurance (CONTRACT §14): `aal2` after a second factor; API keys have none. */
+  acr?: Acr;
+  /** A bearer token's `auth_time` (seconds). */
+  authTime?: number;
 }
 
 export type AuthResult =
@@ -48,7 +52,7 @@ export async function authenticate(headers: IncomingHttpHeaders, deps: AuthDeps,
     if (claims) {
       const user = await deps.identities.activeUser(claims.userId);
       if (!user) return { kind: 'denied', denial: { code: 'userNotFound', headers: INVALID_TOKEN } };
-      return { kind: 'authenticated', user, method: 'bearer', sessionId: claims.sessionId };
+      return { kind: 'authenticated', user, method: 'bearer', sessionId: claims.sessionId, acr: claims.acr, authTime: claims.authTime };
     }
   }
   const key = headerValue(headers, 'x-api-key').trim();

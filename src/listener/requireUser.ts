@@ -21,7 +21,10 @@ export function requireUserWith(pipeline: Pick<Pipeline, 'guard'>): RequireUser 
       request.log.info({ reason: outcome.denial.code }, 'request denied');
       return sendDenial(reply, outcome.denial);
     }
-    if (outcome.auth.kind === 'authenticated') request.currentUser = { user: outcome.auth.user, method: outcome.auth.method, sessionId: outcome.auth.sessionId };
+    if (outcome.auth.kind === 'authenticated') {
+      const { user, method, sessionId, acr, authTime } = outcome.auth;
+      request.currentUser = { user, method, sessionId, acr, authTime };
+    }
   };
 }
 

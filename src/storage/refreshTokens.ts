@@ -35,7 +35,7 @@ export async function wasRotated(db: Queryable, tokenHash: string, userId: numbe
  * Why tokens were revoked, besides rotation and logout: a replayed token under refreshReuse
  * revoke-all, a password change or reset, a session ended by its user.
  */
-export type RevokeReason = 'reuse' | 'password' | 'session';
+export type RevokeReason = 'reuse' | 'password' | 'session' | 'mfa';
 
 /**
  * Revokes every active token of the user: ends all their sessions. Returns how many sessions
@@ -49,6 +49,18 @@ export async function revokeAllForUser(db: Queryable, userId: number, reason: Re
        UPDATE refresh_tokens SET revoked = 1, revoked_reason = $2 WHERE user_id = $1 AND revoked = 0 RETURNING id, session_id)
      SELECT count(DISTINCT coalesce(session_id, -id)) FILTER (WHERE $3::bigint IS NULL OR session_id IS DISTINCT FROM $3::bigint)::integer AS sessions FROM revoked`,
     [userId, reason, goingOn ?? null],
+  );
+  return row?.sessions ?? 0;
+}
+
+/** Ends every session of the user but `keep`, whose tokens stay valid; how many ended. After lockUser(). */
+export async function revokeOtherSessions(db: Queryable, userId: number, reason: RevokeReason, keep: number | undefined): Promise<number> {
+  const [row] = await db.query<{ sessions: number }>(
+    `WITH revoked AS (
+       UPDATE refresh_tokens SET revoked = 1, revoked_reason = $2
+        WHERE user_id = $1 AND revoked = 0 AND session_id IS DISTINCT FROM $3::bigint RETURNING id, session_id)
+     SELECT count(DISTINCT coalesce(session_id, -id))::integer AS sessions FROM revoked`,
+    [userId, reason, keep ?? null],
   );
   return row?.sessions ?? 0;
 }

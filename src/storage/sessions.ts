@@ -20,17 +20,24 @@ export interface Session {
 const MAX_USER_AGENT = 512;
 const clientValues = (client: Client) => [client.userAgent?.slice(0, MAX_USER_AGENT) || null, client.ip || null];
 
-export async function createSession(db: Queryable, userId: number, client: Client, now: Date): Promise<number> {
+/** `amr`: how the sign-in was made (CONTRACT §14), kept for every refresh of the session. */
+export async function createSession(db: Queryable, userId: number, client: Client, now: Date, amr: readonly string[]): Promise<number> {
   const rows = await db.query<{ id: string | number }>(
-    'INSERT INTO sessions (user_id, user_agent, ip, created_at, last_used_at) VALUES ($1, $2, $3, $4, $4) RETURNING id',
-    [userId, ...clientValues(client), now],
+    'INSERT INTO sessions (user_id, user_agent, ip, created_at, last_used_at, amr, auth_time) VALUES ($1, $2, $3, $4, $4, $5, $4) RETURNING id',
+    [userId, ...clientValues(client), now, amr.join(' ')],
   );
   return Number(rows[0]!.id);
 }
 
-/** A refresh: the session's last use, and the client as seen now. */
-export async function touchSession(db: Queryable, sessionId: number, client: Client, now: Date): Promise<void> {
-  await db.query('UPDATE sessions SET user_agent = $2, ip = $3, last_used_at = $4 WHERE id = $1', [sessionId, ...clientValues(client), now]);
+/** A refresh: the session's last use, and the client as seen now; answers the sign-in's assurance. */
+export async function touchSession(db: Queryable, sessionId: number, client: Client, now: Date): Promise<{ amr: string[]; authTime: Date }> {
+  const rows = await db.query<{ amr: string; auth_time: Date | null; created_at: Date }>(
+    'UPDATE sessions SET user_agent = $2, ip = $3, last_used_at = $4 WHERE id = $1 RETURNING amr, auth_time, created_at',
+    [sessionId, ...clientValues(client), now],
+  );
+  const row = rows[0];
+  // A session from before migration 013 was a password sign-in at its creation.
+  return row ? { amr: row.amr.split(' '), authTime: row.auth_time ?? row.created_at } : { amr: ['pwd'], authTime: now };
 }
 
 /** Whether the session is the user's (active or not). */

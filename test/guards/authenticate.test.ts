@@ -101,7 +101,7 @@ describeWithServices('authentication guard', () => {
 
   it('answers 401 "Utilisateur introuvable" to a valid token of a missing or inactive user', async () => {
     const m = marker();
-    const ghost = await a.services.tokens.issuePair({ id: 2_000_000_000, email: 'ghost@example.test', plan: 'pro' }, 1);
+    const ghost = await a.services.tokens.issuePair({ id: 2_000_000_000, email: 'ghost@example.test', plan: 'pro' }, 1, { amr: ['pwd'], authTime: new Date() });
     const res = await a.get(`/private/${m}`, { headers: bearer(ghost.pair.access_token) });
     expect(res.status).toBe(401);
     expect(res.json).toEqual(NOT_FOUND);

@@ -78,7 +78,7 @@ describeWithServices('the pipeline: route × credential → decision (no listene
     const bearer = async (credential: Credential, plan: string, active = true) => {
       const u = await user(plan, active);
       ids[credential] = u.id;
-      const { pair } = await instance.tokens.issuePair(u, 1);
+      const { pair } = await instance.tokens.issuePair(u, 1, { amr: ['pwd'], authTime: new Date() });
       headers[credential] = { authorization: `Bearer ${pair.access_token}` };
     };
     await bearer('free', 'free');

@@ -34,7 +34,7 @@ describeWithServices('migration 009: tokens issued before sessions', () => {
   it('makes one session per active token, which a gateway then continues', async () => {
     const [{ id: userId }] = await db.query<{ id: number }>("INSERT INTO users (email, password_hash) VALUES ('old@example.test', 'x') RETURNING id") as [{ id: number }];
     const tokens = await createTokens(configSchema.parse({ auth: { jwt: { secret: TEST_JWT_SECRET } } }).auth, db, () => new Date(), () => {});
-    const pair = (await tokens.issuePair({ id: userId, email: 'old@example.test', plan: 'free' }, 0)).pair;
+    const pair = (await tokens.issuePair({ id: userId, email: 'old@example.test', plan: 'free' }, 0, { amr: ['pwd'], authTime: new Date() })).pair;
     const insert = (hash: string, revoked: number, created: string) => db.query<{ id: string }>(
       "INSERT INTO refresh_tokens (user_id, token_hash, expires_at, revoked, created_at) VALUES ($1, $2, now() + interval '30 days', $3, $4) RETURNING id",
       [userId, hash, revoked, created]);
@@ -43,7 +43,7 @@ describeWithServices('migration 009: tokens issued before sessions', () => {
     const [rotated] = await insert('c'.repeat(64), 1, '2024-04-01T10:00:00Z');
 
     await migrate(db);
-    const sessions = await db.query<{ id: string; user_id: number; user_agent: string | null; ip: string | null; created_at: Date; last_used_at: Date }>('SELECT * FROM sessions ORDER BY id');
+    const sessions = await db.query<{ id: string; user_id: number; user_agent: string | null; ip: string | null; created_at: Date; last_used_at: Date }>('SELECT id, user_id, user_agent, ip, created_at, last_used_at FROM sessions ORDER BY id');
     expect(sessions).toEqual([
       { id: live!.id, user_id: userId, user_agent: null, ip: null, created_at: new Date('2024-05-01T10:00:00Z'), last_used_at: new Date('2024-05-01T10:00:00Z') },
       { id: otherLive!.id, user_id: userId, user_agent: null, ip: null, created_at: new Date('2024-05-02T10:00:00Z'), last_used_at: new Date('2024-05-02T10:00:00Z') },
@@ -62,7 +62,7 @@ describeWithServices('migration 009: tokens issued before sessions', () => {
         [Number(otherLive!.id), null, null, false],
       ]);
       // A token an instance of the previous version issued after the migration (no session) starts one.
-      const late = (await tokens.issuePair({ id: userId, email: 'old@example.test', plan: 'free' }, 0)).pair;
+      const late = (await tokens.issuePair({ id: userId, email: 'old@example.test', plan: 'free' }, 0, { amr: ['pwd'], authTime: new Date() })).pair;
       await db.query("INSERT INTO refresh_tokens (user_id, token_hash, expires_at) VALUES ($1, $2, now() + interval '30 days')", [userId, sha256Hex(late.refresh_token)]);
       const continued = await gw.post('/api/v1/auth/refresh', { refresh_token: late.refresh_token });
       expect(continued.status).toBe(200);

@@ -1,0 +1,143 @@
+// A second factor (CONTRACT §14), under /api/v1/auth: TOTP enrolment, confirmation and removal
+// (guard `factor`), and POST /mfa/verify, which turns a login's mfa_token and a code into the pair.
+import { randomBytes } from 'node:crypto';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { sendError, type ErrorCode } from '../errors.js';
+import { currentIdentity, type RequireUser } from '../listener/requireUser.js';
+import { textField } from '../http.js';
+import type { Events } from '../webhooks/emitter.js';
+import type { Database, Queryable } from '../storage/db.js';
+import * as mfa from '../storage/mfa.js';
+import { revokeOtherSessions } from '../storage/refreshTokens.js';
+import { isUsersSession } from '../storage/sessions.js';
+import * as users from '../storage/users.js';
+import { isTooLong, type Passwords } from './passwords.js';
+import { clientOf, issueInSession } from './sessions.js';
+import { sha256Hex } from '../digest.js';
+import type { Tokens } from './tokens.js';
+import { newRecoveryCodes, recoveryCodeHash, type Totp } from './totp.js';
+
+/** How long an mfa_token lives, and how many wrong codes kill it. */
+const MFA_TOKEN_TTL_MS = 5 * 60_000;
+const MFA_TOKEN_MAX_FAILURES = 5;
+/** A factor is added or removed only from a sign-in this recent. */
+const RECENT_SIGN_IN_S = 5 * 60;
+
+export const MFA_METHODS = ['totp', 'recovery_code'] as const;
+
+/** The 403 a login answers for a user with a second factor: an mfa_token instead of the pair. */
+export async function issueMfaToken(db: Queryable, userId: number, amr: readonly string[], now: Date): Promise<string> {
+  const token = randomBytes(32).toString('base64url');
+  await mfa.createMfaToken(db, sha256Hex(token), userId, amr, new Date(now.getTime() + MFA_TOKEN_TTL_MS));
+  return token;
+}
+
+export interface MfaRoutesDeps {
+  db: Database;
+  tokens: Tokens;
+  passwords: Passwords;
+  totp: Totp;
+  clock: () => Date;
+  events: Events;
+  requireUser: RequireUser;
+  issuer: string;
+  /** With mail configured, a factor is added only to an account whose email is verified. */
+  mailConfigured: boolean;
+}
+
+export async function mfaRoutes(app: FastifyInstance, deps: MfaRoutesDeps): Promise<void> {
+  const { db, tokens, passwords, totp, clock, events, requireUser } = deps;
+
+  /** Guard `factor`: a bearer token from a recent sign-in, at aal2 when the user has a second factor. */
+  const factor = async (request: FastifyRequest, reply: FastifyReply) => {
+    const denial = await factorDenial(request);
+    if (denial) return sendError(reply, denial);
+  };
+  async function factorDenial(request: FastifyRequest): Promise<ErrorCode | undefined> {
+    const { user, method, acr, authTime } = currentIdentity(request);
+    const age = clock().getTime() / 1000 - (authTime ?? 0);
+    if (method !== 'bearer' || age > RECENT_SIGN_IN_S) return 'recentAuthRequired';
+    if (acr !== 'aal2' && (await mfa.hasConfirmedTotp(db, user.id))) return 'recentAuthRequired';
+    if (deps.mailConfigured && !user.email_verified_at) return 'emailUnverified';
+    return undefined;
+  }
+  const guarded = { preHandler: [requireUser(), factor] };
+
+  app.post('/mfa/totp/enroll', guarded, async (request, reply) => {
+    const { user } = currentIdentity(request);
+    const secret = totp.newSecret();
+    // A confirmed TOTP is replaced only by removing it first (DELETE /mfa/totp, with the password).
+    if (!(await mfa.enrollTotp(db, user.id, totp.encrypt(secret), clock()))) return sendError(reply, 'codeInvalid');
+    return { secret, otpauth_url: totp.otpauthUrl(deps.issuer, user.email, secret) };
+  });
+
+  app.post('/mfa/totp/confirm', guarded, async (request, reply) => {
+    const { user } = currentIdentity(request);
+    const code = textField(request.body, 'code').trim();
+    const codes = await db.transaction(async (tx) => {
+      const row = await mfa.findTotp(tx, user.id);
+      if (!row || row.confirmed_at) return undefined;
+      const now = clock();
+      const step = totp.stepOf(totp.decrypt(row.secret_encrypted), code, now);
+      if (step === undefined || !(await mfa.useTotpStep(tx, user.id, step))) return undefined;
+      const recovery = newRecoveryCodes();
+      await mfa.confirmTotp(tx, user.id, recovery.map(recoveryCodeHash), now);
+      await events.emit(user.id, 'auth.mfa_enrolled', { method: 'totp' }, tx);
+      return recovery;
+    });
+    if (!codes) return sendError(reply, 'codeInvalid');
+    request.log.info({ userId: user.id }, 'totp enrolled');
+    return { recovery_codes: codes };
+  });
+
+  app.delete('/mfa/totp', guarded, async (request, reply) => {
+    const { user: { id }, sessionId } = currentIdentity(request);
+    const password = textField(request.body, 'password');
+    const user = isTooLong(password) ? undefined : await users.findByIdWithHash(db, id);
+    if (!user || !(await passwords.verify(user.password_hash, password))) return sendError(reply, 'invalidCredentials');
+    const ended = await db.transaction(async (tx) => {
+      await users.lockUser(tx, id, 'update');
+      if (!(await mfa.removeTotp(tx, id))) return 0;
+      // Whoever signed in elsewhere with the factor must sign in again: every other session ends.
+      const keep = sessionId !== undefined && (await isUsersSession(tx, id, sessionId)) ? sessionId : undefined;
+      const n = await revokeOtherSessions(tx, id, 'mfa', keep);
+      await events.emit(id, 'auth.mfa_removed', { method: 'totp', revoked_sessions: n }, tx);
+      return n;
+    });
+    request.log.info({ userId: id, revokedSessions: ended }, 'totp removed');
+    return { message: 'Second facteur supprimé' };
+  });
+
+  app.post('/mfa/verify', async (request, reply) => {
+    const token = textField(request.body, 'mfa_token').trim();
+    const code = textField(request.body, 'code').trim();
+    if (!token || !code) return sendError(reply, 'codeRefused');
+    const hash = sha256Hex(token);
+    const pair = await db.transaction(async (tx) => {
+      const now = clock();
+      // Locked: two verifies of one mfa_token at once queue here, and the second finds it used.
+      const live = await mfa.lockLiveMfaToken(tx, hash, now, MFA_TOKEN_MAX_FAILURES);
+      if (!live) return undefined;
+      const amr = await secondFactor(tx, live.userId, code, now);
+      if (!amr) {
+        await mfa.failMfaToken(tx, hash);
+        return undefined;
+      }
+      await mfa.useMfaToken(tx, hash, now);
+      const user = await users.lockUser(tx, live.userId, 'share');
+      if (!user || user.is_active !== 1) return undefined;
+      return issueInSession(tx, tokens, user, clientOf(request), now, undefined, [...live.amr, ...amr]);
+    });
+    if (!pair) return sendError(reply, 'codeRefused');
+    return pair;
+  });
+
+  /** The `amr` a code adds, once: a TOTP step or a recovery code is used up by the UPDATE that accepts it. */
+  async function secondFactor(tx: Queryable, userId: number, code: string, now: Date): Promise<string[] | undefined> {
+    const row = await mfa.findTotp(tx, userId);
+    if (!row?.confirmed_at) return undefined;
+    const step = totp.stepOf(totp.decrypt(row.secret_encrypted), code, now);
+    if (step !== undefined) return (await mfa.useTotpStep(tx, userId, step)) ? ['otp', 'mfa'] : undefined;
+    return (await mfa.useRecoveryCode(tx, userId, recoveryCodeHash(code), now)) ? ['mfa'] : undefined;
+  }
+}

@@ -1,0 +1,75 @@
+// Second-factor rows (migration 013): TOTP secrets (encrypted by the caller), recovery codes and
+// mfa tokens (hashed by the caller). Every single-use check is one conditional UPDATE, so of two
+// instances presenting the same code at once exactly one wins.
+import type { Queryable } from './db.js';
+
+export interface TotpRow {
+  secret_encrypted: string;
+  confirmed_at: Date | null;
+}
+
+export async function findTotp(db: Queryable, userId: number): Promise<TotpRow | undefined> {
+  return (await db.query<TotpRow>('SELECT secret_encrypted, confirmed_at FROM mfa_totp WHERE user_id = $1', [userId]))[0];
+}
+
+export async function hasConfirmedTotp(db: Queryable, userId: number): Promise<boolean> {
+  return (await db.query('SELECT 1 FROM mfa_totp WHERE user_id = $1 AND confirmed_at IS NOT NULL', [userId])).length === 1;
+}
+
+/** A new unconfirmed secret, replacing an unconfirmed one; false when a confirmed one is there. */
+export async function enrollTotp(db: Queryable, userId: number, secretEncrypted: string, now: Date): Promise<boolean> {
+  const rows = await db.query(
+    `INSERT INTO mfa_totp (user_id, secret_encrypted, created_at) VALUES ($1, $2, $3)
+     ON CONFLICT (user_id) DO UPDATE SET secret_encrypted = EXCLUDED.secret_encrypted, created_at = EXCLUDED.created_at, last_step = 0
+       WHERE mfa_totp.confirmed_at IS NULL
+     RETURNING user_id`,
+    [userId, secretEncrypted, now],
+  );
+  return rows.length === 1;
+}
+
+/** Takes TOTP step `step` for the user: false when it (or a later one) was already accepted. */
+export async function useTotpStep(db: Queryable, userId: number, step: number): Promise<boolean> {
+  return (await db.query('UPDATE mfa_totp SET last_step = $2 WHERE user_id = $1 AND last_step < $2 RETURNING user_id', [userId, step])).length === 1;
+}
+
+/** Confirms the enrolment and stores the recovery codes' hashes in place of any older ones. */
+export async function confirmTotp(db: Queryable, userId: number, codeHashes: readonly string[], now: Date): Promise<void> {
+  await db.query('UPDATE mfa_totp SET confirmed_at = $2 WHERE user_id = $1', [userId, now]);
+  await db.query('DELETE FROM mfa_recovery_codes WHERE user_id = $1', [userId]);
+  for (const hash of codeHashes) await db.query('INSERT INTO mfa_recovery_codes (user_id, code_hash) VALUES ($1, $2)', [userId, hash]);
+}
+
+/** Removes TOTP and the recovery codes; whether there was a confirmed TOTP. */
+export async function removeTotp(db: Queryable, userId: number): Promise<boolean> {
+  await db.query('DELETE FROM mfa_recovery_codes WHERE user_id = $1', [userId]);
+  const rows = await db.query<{ confirmed_at: Date | null }>('DELETE FROM mfa_totp WHERE user_id = $1 RETURNING confirmed_at', [userId]);
+  return rows.some((row) => row.confirmed_at !== null);
+}
+
+/** Uses an unused recovery code: false when it is not one. */
+export async function useRecoveryCode(db: Queryable, userId: number, codeHash: string, now: Date): Promise<boolean> {
+  const rows = await db.query('UPDATE mfa_recovery_codes SET used_at = $3 WHERE user_id = $1 AND code_hash = $2 AND used_at IS NULL RETURNING id', [userId, codeHash, now]);
+  return rows.length === 1;
+}
+
+export async function createMfaToken(db: Queryable, tokenHash: string, userId: number, amr: readonly string[], expiresAt: Date): Promise<void> {
+  await db.query('INSERT INTO mfa_tokens (token_hash, user_id, amr, expires_at) VALUES ($1, $2, $3, $4)', [tokenHash, userId, amr.join(' '), expiresAt]);
+}
+
+/** A live mfa token, locked until the transaction ends (FOR UPDATE): concurrent verifies queue on it. */
+export async function lockLiveMfaToken(db: Queryable, tokenHash: string, now: Date, maxFailures: number): Promise<{ userId: number; amr: string[] } | undefined> {
+  const rows = await db.query<{ user_id: number; amr: string }>(
+    'SELECT user_id, amr FROM mfa_tokens WHERE token_hash = $1 AND used_at IS NULL AND expires_at > $2 AND failures < $3 FOR UPDATE',
+    [tokenHash, now, maxFailures],
+  );
+  return rows[0] ? { userId: rows[0].user_id, amr: rows[0].amr.split(' ') } : undefined;
+}
+
+export async function failMfaToken(db: Queryable, tokenHash: string): Promise<void> {
+  await db.query('UPDATE mfa_tokens SET failures = failures + 1 WHERE token_hash = $1', [tokenHash]);
+}
+
+export async function useMfaToken(db: Queryable, tokenHash: string, now: Date): Promise<void> {
+  await db.query('UPDATE mfa_tokens SET used_at = $2 WHERE token_hash = $1', [tokenHash, now]);
+}
