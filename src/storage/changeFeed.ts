@@ -75,8 +75,8 @@ export class ChangeFeed {
   private live = false;
   private suspect = false; // listening, but our heartbeats stopped coming back
   // The fleet's heartbeats are numbered (gateway_heartbeat.seq): the last one heard, the latest one
-  // known committed, and those committed that have not been heard yet (in order; emptied on every
-  // reconnection, after which only beats committed after LISTEN are awaited).
+  // known committed, and, for each tick that learnt of a newer one, that beat while unheard (in
+  // order; emptied on every reconnection, after which only beats committed after LISTEN are awaited).
   private beatsHeard = 0;
   private beatsKnown: number | undefined;
   private unheard: number[] = [];
@@ -171,10 +171,11 @@ export class ChangeFeed {
         const latest = Number(row.seq);
         // The first read after LISTEN: beats up to here may have been committed before it.
         const from = this.beatsKnown ?? latest;
-        for (let seq = from + 1; seq <= latest; seq++) {
-          // Bounded: a listener that never delivers stays distrusted with the last few just the same.
-          if (seq > this.beatsHeard && this.unheard.push(seq) > 100) this.unheard.shift();
-        }
+        // One entry per tick, the latest beat committed by then, however many instances beat
+        // meanwhile: three ticks with a committed beat still unheard is what counts, as when each
+        // instance had its own, so a busy event loop is not taken for a dead connection.
+        // Bounded: a listener that never delivers stays distrusted with the last few just the same.
+        if (latest > from && latest > this.beatsHeard && this.unheard.push(latest) > 100) this.unheard.shift();
         this.beatsKnown = Math.max(from, latest);
       }, () => { /* Postgres away: the LISTEN connection will say so */ })
       .finally(() => { this.beating = false; });
