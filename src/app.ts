@@ -69,7 +69,7 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
   app.decorateRequest('corsCovered', false);
   app.addHook('onRequest', corsHook());
 
-  await app.register(healthRoutes, { db, redis: redis?.client ?? null, lifecycle });
+  await app.register(healthRoutes, { db, redis: redis?.client ?? null, lifecycle, fleet: instance.fleet });
   // Two key sets, never one (CONTRACT §8): a verifier of assertions that held the access-token key
   // too would accept a user's own access token as an assertion (same issuer, and an audience an
   // operator may well have named after the upstream), and anyone reaching that upstream directly

@@ -493,11 +493,13 @@ async function health({ config: configPath }: Args): Promise<number> {
  * anything can fail, and whatever stops the start becomes one fatal line with a hint (startFailure).
  */
 async function start({ config: configPath }: Args): Promise<number> {
-  const [{ asyncStdout, createLogger }, { startGateway }, { reloadOnSignal }, { default: closeWithGrace }] = await Promise.all([
-    import('./logger.js'), import('./server.js'), import('./reload.js'), import('close-with-grace'),
+  const [{ asyncStdout, createLogger }, { startGateway }, { reload, reloadOnSignal }, { readiness }, workers, { default: cluster }, { default: closeWithGrace }] = await Promise.all([
+    import('./logger.js'), import('./server.js'), import('./reload.js'), import('./health.js'), import('./workers.js'), import('node:cluster'), import('close-with-grace'),
   ]);
   const levelProblem = logLevelProblem();
-  const log = createLogger(levelProblem ? 'info' : process.env.LOG_LEVEL ?? 'info', asyncStdout());
+  const root = createLogger(levelProblem ? 'info' : process.env.LOG_LEVEL ?? 'info', asyncStdout());
+  // A worker of server.workers (workers.ts) says which one it is on every line.
+  const log = cluster.isWorker ? root.child({ worker: cluster.worker!.id }) : root;
   const fail = (failure: StartFailure): number => {
     const { msg, ...fields } = failure;
     // Even with LOG_LEVEL=silent: an instance that will not start says why once.
@@ -505,20 +507,37 @@ async function start({ config: configPath }: Args): Promise<number> {
     return 1;
   };
   if (levelProblem) return fail({ msg: levelProblem, hint: `set LOG_LEVEL to one of ${LOG_LEVELS.join(', ')}, or leave it unset (info)` });
+  const fleet = cluster.isWorker ? workers.joinFleet() : undefined;
   let gateway: Awaited<ReturnType<typeof startGateway>>;
-  let file: string;
+  let file: string | undefined;
   try {
-    const loaded = await loadChecked(configPath);
-    file = loaded.file;
-    gateway = await startGateway(loaded.config, { log, defaultMetrics: true });
+    // A worker runs what the primary checked, never the file as it may be by now.
+    const config = fleet ? await fleet.config : (await loadChecked(configPath).then((loaded) => { file = loaded.file; return loaded.config; }));
+    const count = workers.workerCount(config.server.workers);
+    if (!fleet && count > 1) {
+      const loadFile = file!;
+      const code = await workers.runPrimary({
+        config, count, log,
+        load: async () => (await loadChecked(loadFile)).config,
+        stopTimeoutMs: config.server.shutdownDelay + SHUTDOWN_GRACE_MS,
+        listening: (urls) => log.info({ url: urls.url, admin: urls.admin, workers: count, storage: 'postgres', node: process.version, nodeFlags: process.execArgv }, 'gateway listening'),
+      });
+      if (code === 0) log.info('shut down');
+      return code;
+    }
+    gateway = await startGateway(config, { log, defaultMetrics: true, fleet });
   } catch (err) {
     return fail(startFailure(err));
   }
   const { config } = gateway.services;
-  // SIGHUP reloads (src/reload.ts); close-with-grace would otherwise treat it as a shutdown.
-  const stopReloading = reloadOnSignal({ ...gateway.services, certificates: gateway.certificates }, () => loadConfig(file).config);
+  const reloadDeps = { ...gateway.services, certificates: gateway.certificates };
+  // SIGHUP reloads (src/reload.ts); close-with-grace would otherwise treat it as a shutdown. A
+  // worker reloads what the primary read on its SIGHUP instead.
+  const stopReloading = fleet ? () => {} : reloadOnSignal(reloadDeps, () => loadConfig(file).config);
+  fleet?.onReload((next) => reload(reloadDeps, () => next));
   const { shutdownDelay } = config.server;
-  closeWithGrace({ delay: shutdownDelay + SHUTDOWN_GRACE_MS, skip: ['SIGHUP'], logger: { error: (m: unknown) => log.error(m) } }, async ({ signal, err }) => {
+  // A worker takes SIGINT from the primary only (workers.ts).
+  const grace = closeWithGrace({ delay: shutdownDelay + SHUTDOWN_GRACE_MS, skip: fleet ? ['SIGHUP', 'SIGINT'] : ['SIGHUP'], logger: { error: (m: unknown) => log.error(m) } }, async ({ signal, err }) => {
     stopReloading();
     if (err) log.error({ err }, 'shutting down after an error');
     else log.info({ signal }, 'shutting down: finishing requests in flight');
@@ -526,6 +545,18 @@ async function start({ config: configPath }: Args): Promise<number> {
     await gateway.close(signal === 'SIGTERM' ? shutdownDelay : 0);
     log.info('shut down');
   });
+  fleet?.onStop(() => void grace.close());
+  const urls = { url: gateway.url, admin: gateway.adminUrl, decisions: gateway.decisionsUrl };
+  if (fleet) {
+    const { services } = gateway;
+    fleet.serve({
+      metrics: () => services.metrics.registry.getMetricsAsJSON(),
+      readiness: () => readiness({ db: services.db, redis: services.redis?.client ?? null, lifecycle: services.lifecycle }),
+    });
+    log.info(urls, 'worker listening');
+    fleet.listening(urls);
+    return -1;
+  }
   // Said only now: whoever waits for this line may signal at once, and a SIGHUP that came
   // before its handler would end the process (the default action) instead of reloading.
   log.info({ url: gateway.url, admin: gateway.adminUrl, storage: config.storage.postgres ? 'postgres' : `embedded (${config.storage.embeddedDir})`, node: process.version, nodeFlags: process.execArgv }, 'gateway listening');

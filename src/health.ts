@@ -12,9 +12,18 @@ export interface ReadinessDeps {
   redis: RedisClient | null;
   /** Shutting down (server.shutdownDelay): not ready, whatever the dependencies say. */
   lifecycle: { draining: boolean };
+  /** In a worker (server.workers > 1): the readiness of every worker, gathered by the primary (workers.ts). */
+  fleet?: { readiness(): Promise<Readiness> };
 }
 
-export async function readiness(deps: ReadinessDeps): Promise<{ ready: boolean; checks: Record<string, 'ok' | 'down' | 'disabled' | 'draining'> }> {
+export type CheckState = 'ok' | 'down' | 'disabled' | 'draining';
+
+export interface Readiness {
+  ready: boolean;
+  checks: Record<string, CheckState>;
+}
+
+export async function readiness(deps: ReadinessDeps): Promise<Readiness> {
   // A load balancer must stop sending before the listener closes: say so at once, no probe needed.
   if (deps.lifecycle.draining) return { ready: false, checks: { shutdown: 'draining' } };
   const [postgres, redis] = await Promise.all([
@@ -29,7 +38,7 @@ export async function readiness(deps: ReadinessDeps): Promise<{ ready: boolean; 
 export async function healthRoutes(app: FastifyInstance, deps: ReadinessDeps): Promise<void> {
   app.get('/healthz', async () => ({ status: 'ok' }));
   app.get('/readyz', async (_request, reply) => {
-    const { ready, checks } = await readiness(deps);
+    const { ready, checks } = await (deps.fleet ? deps.fleet.readiness() : readiness(deps));
     if (ready) return { status: 'ready', checks };
     return reply.code(503).send({ ...errorBody('storageUnavailable'), checks });
   });

@@ -26,6 +26,7 @@ import { assertMigrated, migrate } from './storage/migrations.js';
 import { connectRedis, waitReady } from './storage/redis.js';
 import { RedisBreaker } from './storage/redisBreaker.js';
 import { emailsToRecheck } from './storage/users.js';
+import type { FleetLink } from './workers.js';
 
 /** Where the instance is in its life: told by server.ts, read by readiness and every response. */
 export interface Lifecycle {
@@ -58,6 +59,8 @@ export interface Instance {
   events: Events;
   /** Account mails (reset and verification links), sent off the request path. */
   mailer: MailQueue;
+  /** In a worker (server.workers > 1): the primary, which gathers /metrics and /readyz of every worker. */
+  fleet?: FleetLink;
   close(): Promise<void>;
 }
 
@@ -69,6 +72,8 @@ export interface InstanceOptions {
   defaultMetrics?: boolean;
   /** Test seam: how webhook hosts are resolved at delivery (tests of DNS rebinding and of a silent resolver). */
   webhookLookup?: LookupAll;
+  /** Set in a worker of server.workers. */
+  fleet?: FleetLink;
 }
 
 export async function createInstance(config: Config, options: InstanceOptions): Promise<Instance> {
@@ -143,7 +148,7 @@ export async function createInstance(config: Config, options: InstanceOptions): 
     });
 
     return {
-      lifecycle: { draining: false }, config, live, db, redis, clock, log, feed, tokens, passwords, identities, keyUsage, daily, keyring, pipeline, metrics, events, mailer,
+      lifecycle: { draining: false }, config, live, db, redis, clock, log, feed, tokens, passwords, identities, keyUsage, daily, keyring, pipeline, metrics, events, mailer, fleet: options.fleet,
       close: () => closeAll((err) => log.warn({ err }, 'error while closing')),
     };
   } catch (err) {

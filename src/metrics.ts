@@ -118,7 +118,8 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
   // Unprefixed: stock Node.js dashboards and alerts look for process_* and nodejs_* by these names.
   if (options.defaultMetrics) collectDefaultMetrics({ register: registry });
   // The usual build-info gauge: a constant 1 whose labels say what runs, for joins in queries.
-  new Gauge({ name: 'gateway_build_info', help: 'The running gateway: version and Node.js version', labelNames: ['version', 'node'], registers: [registry] })
+  // Summed over workers it would read N: every worker runs the same build (workers.ts).
+  new Gauge({ name: 'gateway_build_info', help: 'The running gateway: version and Node.js version', labelNames: ['version', 'node'], registers: [registry], aggregator: 'first' })
     .set({ version: PACKAGE_VERSION, node: process.versions.node }, 1);
 
   // Fed from plain counts when Prometheus scrapes, never on the request path.

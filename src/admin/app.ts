@@ -14,15 +14,16 @@ export interface AdminOptions {
 }
 
 export async function buildAdminApp(instance: Instance, options: AdminOptions = {}): Promise<FastifyInstance> {
-  const { db, redis, identities, events, metrics, log, live, lifecycle } = instance;
+  const { db, redis, identities, events, metrics, log, live, lifecycle, fleet } = instance;
   const app = Fastify(listenerOptions(log.child({ listener: 'admin' })));
   registerCommon(app, metrics.tallies);
   await documentRoutes(app);
-  await app.register(healthRoutes, { db, redis: redis?.client ?? null, lifecycle });
+  await app.register(healthRoutes, { db, redis: redis?.client ?? null, lifecycle, fleet });
   app.get('/openapi.json', async () => combinedDocument(options.publicDocument?.() ?? {}, app.swagger() as Record<string, unknown>));
   app.get('/metrics', async (_request, reply) => {
     reply.type(metrics.registry.contentType);
-    return metrics.registry.metrics();
+    // In a worker, every worker's series, summed (workers.ts): a scrape reaches any one of them.
+    return fleet ? fleet.metrics() : metrics.registry.metrics();
   });
   await app.register(adminRoutes, { prefix: '/admin', db, identities, events, apiKey: instance.config.admin.apiKey, config: () => live.current.settings, clock: instance.clock });
   // Absent, not refused, without a key or off loopback (CONTRACT §16).

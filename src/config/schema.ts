@@ -217,6 +217,10 @@ export const configSchema = z.strictObject({
   server: z.strictObject({
     host: z.string().default('0.0.0.0'),
     port: port.default(8080),
+    // Processes serving these ports (node:cluster, CONTRACT §18): each one a whole instance, so
+    // more than one needs storage.postgres. `auto`: one per CPU the process may use.
+    workers: z.union([int(1, 256), z.literal('auto')], { error: 'expected a number of processes (1 to 256) or auto' }).default(1)
+      .meta({ description: 'Processes serving the listeners (node:cluster): a number, or auto for one per CPU the process may use (cgroup quota included). More than 1 needs storage.postgres.' }),
     bodyLimit: size.prefault('1mb'),
     trustProxy: bool().prefault(false),
     // On SIGTERM, keep serving (readyz 503, responses with Connection: close) this long, so a load
@@ -322,6 +326,12 @@ export const configSchema = z.strictObject({
     }
     if (jwt.algorithm !== 'HS256' && !jwt.privateKeyFile) {
       ctx.addIssue({ code: 'custom', path: ['auth', 'jwt', 'privateKeyFile'], message: `expected a PEM private key file for ${jwt.algorithm}` });
+    }
+  });
+  each(() => {
+    // Each worker is an instance: embedded storage is one process's (CONTRACT §18).
+    if (cfg.server.workers !== 1 && !cfg.storage.postgres) {
+      ctx.addIssue({ code: 'custom', path: ['server', 'workers'], message: 'more than one worker needs storage.postgres: embedded storage is one process\'s' });
     }
   });
   each(() => {

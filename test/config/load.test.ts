@@ -34,7 +34,7 @@ routes:
 describe('parseConfig', () => {
   it('an empty file gives the documented defaults', () => {
     const config = parseConfig('', FILE);
-    expect(config.server).toEqual({ host: '0.0.0.0', port: 8080, bodyLimit: 1024 * 1024, trustProxy: false, shutdownDelay: 5000 });
+    expect(config.server).toEqual({ host: '0.0.0.0', port: 8080, workers: 1, bodyLimit: 1024 * 1024, trustProxy: false, shutdownDelay: 5000 });
     expect(config.storage.postgresDirect).toBe('');
     expect(parseConfig('server:\n  shutdownDelay: 0s\n', FILE).server.shutdownDelay).toBe(0);
     expect(config.storage).toMatchObject({ postgres: '', redis: '', redisKeyPrefix: 'gw:', migrate: true });

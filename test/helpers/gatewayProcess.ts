@@ -30,9 +30,12 @@ export interface GatewayProcess {
 }
 
 /**
- * Starts the CLI on `config` (see rawTestConfig), written as the config file. `onListening` runs the moment the "listening" line is read, as an operator's script would act on it.
+ * Starts the CLI on `config` (see rawTestConfig; a string is written as is), written as the config
+ * file. `onListening` runs the moment the "listening" line is read, as an operator's script would
+ * act on it. `env` is added to the environment (for a file's ${VAR} references; PORT and HOST
+ * apply only when given here).
  */
-export async function spawnGateway(config: Record<string, unknown>, options: { onListening?: (child: ChildProcess) => void; asInstalled?: boolean } = {}): Promise<GatewayProcess> {
+export async function spawnGateway(config: Record<string, unknown> | string, options: { onListening?: (child: ChildProcess) => void; asInstalled?: boolean; env?: Record<string, string> } = {}): Promise<GatewayProcess> {
   if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run \`npm run build\` first (npm test does)`);
   const dir = mkdtempSync(path.join(tmpdir(), 'gw-ops-'));
   const configFile = path.join(dir, 'gateway.yaml');
@@ -43,6 +46,7 @@ export async function spawnGateway(config: Record<string, unknown>, options: { o
   const env: NodeJS.ProcessEnv = { ...process.env, LOG_LEVEL: 'info' };
   delete env.PORT;
   delete env.HOST;
+  Object.assign(env, options.env);
   // asInstalled: the file run as the installed `gateway` command is, by its first line (#!), not by `node dist/cli.js`.
   const [command, args] = options.asInstalled ? [CLI, ['start', '--config', configFile]] : [process.execPath, [CLI, 'start', '--config', configFile]];
   const child = spawn(command, args, { cwd: dir, env, stdio: ['ignore', 'pipe', 'pipe'] });

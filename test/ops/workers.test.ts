@@ -1,0 +1,153 @@
+// server.workers (issue 28, CONTRACT §18) on the built CLI: N processes serve one port, each a
+// whole instance; the primary hands every worker the configuration it checked (at start and on
+// SIGHUP, all or none), starts another worker when one dies, forwards SIGTERM (each drains), and
+// answers /metrics and /readyz for every worker. Embedded storage refuses it.
+import { availableParallelism } from 'node:os';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
+import { ADMIN_KEY, closeSql, configProblems, describeWithServices, eventually, marker, TEST_JWT_SECRET, throwawayDatabase, type ThrowawayDatabase } from '../helpers/gateway.js';
+import { docsExample } from '../helpers/docs.js';
+import { spawnGateway, type GatewayProcess, type LogLine } from '../helpers/gatewayProcess.js';
+import { request } from '../helpers/http.js';
+import { sparePort } from '../helpers/ports.js';
+import { fleetReadiness, workerCount } from '../../src/workers.js';
+
+describe('server.workers in the configuration', () => {
+  it('needs storage.postgres for more than one worker, auto included', () => {
+    const problem = 'server.workers: more than one worker needs storage.postgres: embedded storage is one process\'s';
+    expect(configProblems('server: { workers: 2 }')).toEqual([problem]);
+    expect(configProblems('server: { workers: auto }')).toEqual([problem]);
+    expect(configProblems('server: { workers: 1 }')).toEqual([]);
+    expect(configProblems('server: { workers: 2 }\nstorage: { postgres: postgres://db/gw }')).toEqual([]);
+    expect(configProblems('server: { workers: "4" }\nstorage: { postgres: postgres://db/gw }')).toEqual([]); // as ${WORKERS} gives it
+    expect(configProblems('server: { workers: 0 }\nstorage: { postgres: postgres://db/gw }')[0]).toMatch(/^server\.workers: Too small: expected number to be >=1/);
+    expect(configProblems('server: { workers: many }\nstorage: { postgres: postgres://db/gw }')[0]).toMatch(/^server\.workers: expected a number of processes \(1 to 256\) or auto/);
+  });
+
+  it('auto is one per CPU this process may use, never fewer than one', () => {
+    expect(workerCount(3)).toBe(3);
+    expect(workerCount('auto')).toBeGreaterThanOrEqual(1);
+    expect(workerCount('auto')).toBeLessThanOrEqual(availableParallelism());
+  });
+
+  it('the fleet is ready when every worker is: the worst state of each check wins, a missing worker is "workers: down"', () => {
+    const ok = { ready: true, checks: { postgres: 'ok', redis: 'ok' } } as const;
+    expect(fleetReadiness([ok, ok], 2)).toEqual({ ready: true, checks: { postgres: 'ok', redis: 'ok' } });
+    expect(fleetReadiness([ok, { ready: false, checks: { postgres: 'ok', redis: 'down' } }], 2)).toEqual({ ready: false, checks: { postgres: 'ok', redis: 'down' } });
+    expect(fleetReadiness([ok, { ready: false, checks: { shutdown: 'draining' } }], 2)).toEqual({ ready: false, checks: { postgres: 'ok', redis: 'ok', shutdown: 'draining' } });
+    expect(fleetReadiness([ok], 2)).toEqual({ ready: false, checks: { postgres: 'ok', redis: 'ok', workers: 'down' } });
+  });
+});
+
+describeWithServices('server.workers: 2 on the built CLI, as docs/production.md configures it', () => {
+  let upstream: EchoUpstream;
+  let db: ThrowawayDatabase;
+  let gw: GatewayProcess;
+  let adminUrl: string;
+  let adminPort: number;
+
+  // The docs' example as written, and the sections it leaves to the reader (JSON is YAML).
+  const file = (routes: object[]) => [
+    docsExample('production', 'workers'),
+    `auth: ${JSON.stringify({ jwt: { secret: TEST_JWT_SECRET }, rateLimit: { max: 0 } })}`,
+    `admin: ${JSON.stringify({ host: '127.0.0.1', port: adminPort, apiKey: ADMIN_KEY })}`,
+    `upstreams: ${JSON.stringify({ app: { url: upstream.url } })}`,
+    `routes: ${JSON.stringify(routes)}`,
+  ].join('\n');
+  const ROUTES = [{ path: '/open', upstream: 'app', auth: 'none' }, { path: '/guarded', upstream: 'app', auth: 'required' }];
+  const workerLines = (msg: string) => gw.logs.filter((l) => l.msg === msg && typeof l.worker === 'number');
+  /** Requests on a connection each: the primary hands connections to the workers in turn. */
+  const burst = (n: number, path: string) => Promise.all(Array.from({ length: n }, () => request(gw.url, 'GET', path, { freshConnection: true })));
+
+  beforeAll(async () => {
+    [upstream, db, adminPort] = await Promise.all([startEchoUpstream(), throwawayDatabase(), sparePort()]);
+    // Its own database: the workers migrate it together, and no other test's webhooks are near.
+    gw = await spawnGateway(file(ROUTES), { env: { GATEWAY_WORKERS: '2', DATABASE_URL: db.url, REDIS_URL: '', PORT: '0', HOST: '127.0.0.1' } });
+    adminUrl = gw.adminUrl!;
+  }, 60_000);
+  afterAll(async () => {
+    await gw?.stop();
+    await upstream?.close();
+    await db?.drop();
+    await closeSql();
+  });
+
+  it('says once that the gateway listens, with the workers it runs; each worker says it too', async () => {
+    const listening = gw.logs.filter((l) => l.msg === 'gateway listening');
+    expect(listening).toHaveLength(1);
+    expect(listening[0]).toMatchObject({ workers: 2, storage: 'postgres', url: gw.url, admin: adminUrl });
+    expect(listening[0]!.worker).toBeUndefined();
+    // Each process writes its own lines: a worker's may come just after the primary's.
+    await eventually(() => new Set(workerLines('worker listening').map((l) => l.pid)).size === 2, 5000);
+  });
+
+  it('serves from both workers, and /metrics counts every worker\'s requests', async () => {
+    const before = gw.logs.length;
+    const answers = await burst(20, '/guarded/x');
+    expect(answers.map((r) => r.status)).toEqual(Array(20).fill(401));
+    // Each denial is a line of the worker that answered it.
+    await eventually(() => gw.logs.slice(before).filter((l) => l.msg === 'request denied').length === 20, 5000);
+    const deniedBy = new Set(gw.logs.slice(before).filter((l) => l.msg === 'request denied').map((l) => l.worker));
+    expect(deniedBy.size).toBe(2);
+
+    const metrics = await request(adminUrl, 'GET', '/metrics');
+    expect(metrics.status).toBe(200);
+    expect(metrics.text).toContain('gateway_requests_total{route="/guarded",method="GET",status="401"} 20\n');
+    expect(metrics.text).toMatch(/gateway_build_info\{version="[^"]+",node="[^"]+"\} 1\n/);
+  });
+
+  it('/readyz answers for every worker', async () => {
+    const ready = await request(adminUrl, 'GET', '/readyz');
+    expect(ready.status).toBe(200);
+    expect(ready.json).toEqual({ status: 'ready', checks: { postgres: 'ok', redis: 'disabled' } });
+  });
+
+  it('starts another worker when one dies, and keeps serving meanwhile', async () => {
+    const pids = workerLines('worker listening').map((l) => l.pid as number);
+    const victim = pids[0]!;
+    process.kill(victim, 'SIGKILL');
+    const stopped = await gw.waitForLog((l) => l.msg === 'worker stopped: starting another' && l.signal === 'SIGKILL');
+    expect(stopped.worker).toBeTypeOf('number');
+    const m = marker();
+    const during = await burst(10, `/open/${m}`);
+    expect(during.map((r) => r.status)).toEqual(Array(10).fill(200));
+    expect(upstream.count(m)).toBe(10);
+    await eventually(() => new Set(workerLines('worker listening').map((l) => l.pid)).size === 3, 20_000);
+    const replacement = workerLines('worker listening').at(-1)!;
+    expect(replacement.pid).not.toBe(victim);
+    expect((await request(adminUrl, 'GET', '/readyz')).status).toBe(200);
+  }, 30_000);
+
+  it('SIGHUP: the primary reads the file once, every worker applies it; a refused file changes none', async () => {
+    const reloaded = () => workerLines('configuration reloaded');
+    const seen = reloaded().length;
+    gw.writeConfig(file([...ROUTES, { path: '/added', upstream: 'app', auth: 'none' }]));
+    gw.child.kill('SIGHUP');
+    await eventually(() => reloaded().length === seen + 2, 10_000);
+    expect(new Set(reloaded().slice(seen).map((l) => l.worker)).size).toBe(2);
+    const m = marker();
+    expect((await burst(6, `/added/${m}`)).map((r) => r.status)).toEqual(Array(6).fill(200));
+
+    const refusedLines = () => gw.logs.filter((l: LogLine) => l.msg === 'configuration reload refused: keeping the running configuration');
+    gw.writeConfig(file([{ path: '/added', upstream: 'nowhere', auth: 'none' }]));
+    gw.child.kill('SIGHUP');
+    await eventually(() => refusedLines().length === 1, 10_000);
+    expect(refusedLines()[0]!.worker).toBeUndefined(); // the primary's line: no worker read the file
+    expect(reloaded().length).toBe(seen + 2);
+    expect((await burst(6, `/added/${marker()}`)).map((r) => r.status)).toEqual(Array(6).fill(200));
+  }, 30_000);
+
+  it('SIGTERM: every worker drains (/readyz 503, server.shutdownDelay: 5s by default), then the primary exits 0', async () => {
+    gw.child.kill('SIGTERM');
+    await eventually(() => workerLines('draining: /readyz answers 503, responses close their connections').length === 2, 5000);
+    const draining = await request(adminUrl, 'GET', '/readyz', { freshConnection: true });
+    expect(draining.status).toBe(503);
+    expect((draining.json as { checks: object }).checks).toMatchObject({ shutdown: 'draining' });
+    // Still answering while draining.
+    expect((await request(gw.url, 'GET', `/open/${marker()}`, { freshConnection: true })).status).toBe(200);
+    expect(await gw.exited).toEqual({ code: 0, signal: null });
+    expect(workerLines('shut down')).toHaveLength(2);
+    expect(gw.logs.at(-1)).toMatchObject({ msg: 'shut down' });
+    expect(gw.logs.at(-1)!.worker).toBeUndefined();
+  }, 30_000);
+});
