@@ -144,10 +144,17 @@ export async function seed(storage, { tag, password, users, free }) {
   }
 }
 
+// How `npm start`, the Dockerfile and the bin run the gateway (docs/operating.md): measured as
+// deployed, and every other Node process of the bench launched alike.
+const NODE_FLAGS = ['--max-semi-space-size=32'];
+
 // ── processes ───────────────────────────────────────────────────────────────────────────────
-/** Forks `script --role name ...args`, which sends its port once it listens. */
+/**
+ * Forks `script --role name ...args`, which sends its port once it listens. With the gateway's V8
+ * flags: a baseline launched otherwise would move a ratio by itself (a GC setting alone, 30 %).
+ */
 export function startChild(script, name, args, cleanups, execArgv = []) {
-  const child = fork(script, ['--role', name, ...args], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv });
+  const child = fork(script, ['--role', name, ...args], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: [...NODE_FLAGS, ...execArgv] });
   cleanups.push(() => stopProcess(child));
   return new Promise((resolve, reject) => {
     child.once('message', ({ port }) => resolve({ name, pid: child.pid, url: `http://127.0.0.1:${port}`, child }));
@@ -186,12 +193,10 @@ export function writeConfig(file, config) {
   writeFileSync(file, JSON.stringify(config, null, 2));
 }
 
-// How `npm start` and the Dockerfile run the gateway (docs/operating.md): measured as deployed.
-const GATEWAY_NODE_FLAGS = ['--max-semi-space-size=32'];
 
 /** The built CLI (`node dist/cli.js start`) on configFile, with a bare environment of its own. */
 export function spawnGateway(configFile, { nodeArgs = [], stdio, logLevel }, cleanups) {
-  const child = spawn(process.execPath, [...GATEWAY_NODE_FLAGS, ...nodeArgs, path.join(ROOT, 'dist/cli.js'), 'start', '--config', configFile], {
+  const child = spawn(process.execPath, [...NODE_FLAGS, ...nodeArgs, path.join(ROOT, 'dist/cli.js'), 'start', '--config', configFile], {
     stdio,
     env: { PATH: env.PATH, HOME: env.HOME, NODE_ENV: 'production', LOG_LEVEL: logLevel },
   });

@@ -26,7 +26,7 @@
 // default 12), BENCH_WARMUP (seconds per target and scenario, default 1), BENCH_CONNECTIONS
 // (default 50), BENCH_USERS (users per group, default 10), BENCH_LOG_LEVEL (the gateway's, default
 // info), BENCH_ONLY (a subset:
-// public,bearer,plan,apikey,daily,rated,minute,assertion,tls,ws,pgbouncer,logins,decisions),
+// public,bearer,plan,apikey,daily,rated,minute,assertion,tls,ws,pgbouncer,floor,haproxy,counted,workers,logins,decisions),
 // BENCH_KEEP=1 (keep the generated config and the gateway's log),
 // BENCH_GATEWAY_NODE_ARGS / BENCH_BASELINE_NODE_ARGS (node flags, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"),
 // DATABASE_URL, REDIS_URL.
@@ -84,6 +84,37 @@ async function runBaseline(upstream, certDir) {
   await app.listen({ host: '127.0.0.1', port: 0 });
   process.send({ port: app.server.address().port });
   const stop = () => app.close().finally(() => process.exit(0));
+  process.on('disconnect', stop);
+  process.on('SIGTERM', stop);
+}
+
+// ── child: the Node floor ───────────────────────────────────────────────────────────────────
+// What any Node proxy pays before doing anything of its own: node:http in, undici's dispatcher
+// out (the gateway's own relay path, src/proxy/relay.ts), headers passed through, no logic.
+async function runFloor(upstream) {
+  const { default: http } = await import('node:http');
+  const { Pool } = await import('undici');
+  const pool = new Pool(upstream, UNDICI);
+  const server = http.createServer((req, res) => {
+    const headers = { ...req.headers };
+    delete headers.connection;
+    delete headers['keep-alive'];
+    pool.dispatch({ path: req.url, method: req.method, headers, body: req.method === 'GET' || req.method === 'HEAD' ? null : req }, {
+      onRequestStart() {},
+      onResponseStart(_controller, status, upstreamHeaders) {
+        delete upstreamHeaders.connection;
+        delete upstreamHeaders['keep-alive'];
+        res.writeHead(status, upstreamHeaders);
+      },
+      onResponseData(_controller, chunk) { res.write(chunk); },
+      onResponseEnd() { res.end(); },
+      onResponseError() { if (!res.headersSent) res.writeHead(502); res.end(); },
+    });
+  });
+  server.keepAliveTimeout = 65_000;
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  process.send({ port: server.address().port });
+  const stop = () => { server.close(); pool.close().finally(() => process.exit(0)); };
   process.on('disconnect', stop);
   process.on('SIGTERM', stop);
 }
@@ -155,10 +186,17 @@ async function main() {
         decisions: { port: 0 },
       }, cleanups)
       : undefined;
+    // Issue 28's references: the Node floor (node:http + undici, no logic), and HAProxy verifying
+    // the same HS256 token (jwt_verify, exp) and setting x-user-id.
+    const floor = await startChild(SELF, 'floor', [upstream.url], cleanups, splitArgs(env.BENCH_BASELINE_NODE_ARGS));
+    const haproxy = await startHaproxy(upstream.url, config.auth.jwt.secret, cleanups);
+    // server.workers: 2 against 1, and against nginx with two workers: every process on every core.
+    const fleet = storage.postgres ? await startFleet(tmp, config, upstream.url, gateway.decisionsUrl, cleanups) : { skip: 'server.workers needs Postgres (embedded PGlite here)' };
     // The process under test alone on its core, what makes the load on the other (chooseLoader).
     loader.pin(upstream.pid, 'load');
     loader.pin(wsUpstream.pid, 'load');
-    for (const server of [baseline, baselineTls, gateway, gatewayTls, gatewayPooled].filter(Boolean)) loader.pin(server.pid, 'server');
+    for (const server of [baseline, baselineTls, gateway, gatewayTls, gatewayPooled, floor, haproxy.pid && haproxy].filter(Boolean)) loader.pin(server.pid, 'server');
+    for (const server of fleet.skip ? [] : [fleet.one, fleet.two, fleet.nginx]) loader.pin(server.pid, 'all');
     const pro = await Promise.all(data.pro.map((u) => login(gateway.url, u)));
     const used = await Promise.all(data.used.map((u) => login(gateway.url, u)));
     const capped = await Promise.all(data.capped.map((u) => login(gateway.url, u)));
@@ -190,11 +228,26 @@ async function main() {
       { name: 'WebSocket echo (msg/s; baseline direct)', key: 'ws', pair: 'ws', route: '/ws', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer' },
       // Issue 18: through PgBouncer (with postgresDirect) against the same gateway on direct Postgres.
       { name: 'bearer + plan via PgBouncer (baseline: the gateway on direct Postgres)', key: 'pgbouncer', pair: 'pgbouncer', route: '/plan', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', targets: { ratio: 0.95 } },
+      // Issue 28: against what Node itself costs, and against a C proxy checking the same token.
+      { name: 'public (baseline: Node floor)', key: 'floor', pair: 'floor', route: '/public', headers: () => [{}], expect: 200, targets: { ratio: 0.90 } },
+      { name: 'bearer (baseline: Node floor)', key: 'floor', pair: 'floor', route: '/bearer', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', targets: { ratio: 0.85 } },
+      { name: 'bearer (baseline: HAProxy, jwt_verify)', key: 'haproxy', pair: 'haproxy', route: '/bearer', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', targets: { ratio: 0.60 } },
+      // One premium-sized user far under a large daily quota, on every connection: the row lock
+      // a use per request once took (541 req/s); baseline: the same user on the uncounted route.
+      { name: 'counted daily quota, one busy user (baseline: the gateway, bearer)', key: 'counted', pair: 'counted', route: '/counted', headers: () => bearerOf(groups.pro.slice(0, 1)), expect: 200, identity: 'bearer', targets: { ratio: 0.80 } },
+      // Unpinned: wrk, the upstream and the servers share both cores.
+      { name: 'bearer, workers: 2 (baseline: workers: 1), unpinned', key: 'workers', pair: 'workers', route: '/bearer', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', targets: { ratio: 1.7 } },
+      { name: 'public, workers: 2 (baseline: nginx, 2 workers), unpinned', key: 'workers', pair: 'nginx2', route: '/public', headers: () => [{}], expect: 200 },
     ];
     const pairOf = (scenario) => ({
       tls: { baseline: baselineTls, gateway: gatewayTls },
       ws: { baseline: { ...wsUpstream, pid: undefined }, gateway }, // the upstream's CPU is not the proxying's: not shown
       pgbouncer: { baseline: { ...gateway, name: 'gateway' }, gateway: gatewayPooled }, // both answer as a gateway
+      floor: { baseline: { ...floor, name: 'baseline' }, gateway },
+      haproxy: { baseline: haproxy, gateway },
+      counted: { baseline: { ...gateway, name: 'gateway', route: '/bearer' }, gateway },
+      workers: { baseline: fleet.one, gateway: fleet.two },
+      nginx2: { baseline: fleet.nginx && { ...fleet.nginx, name: 'baseline' }, gateway: fleet.two },
     })[scenario.pair] ?? { baseline, gateway };
 
     // BENCH_ONLY=plan,daily,logins runs a subset (route names without the slash), for quick checks.
@@ -203,6 +256,10 @@ async function main() {
       if (only && !only.has(s.key ?? s.route.slice(1))) s.skip = 'not in BENCH_ONLY';
       else if (s.pair === 'tls' && !tls) s.skip = 'no openssl to make a certificate';
       else if (s.pair === 'pgbouncer' && !gatewayPooled) s.skip = bouncer.skip;
+      else if (s.pair === 'haproxy' && haproxy.skip) s.skip = haproxy.skip;
+      else if (s.pair === 'haproxy' && !(await send(haproxy.url, 'GET', '/bearer/probe', { headers: s.headers()[0] })).json?.user) throw new Error('haproxy: the upstream was not told the identity');
+      else if ((s.pair === 'workers' || s.pair === 'nginx2') && fleet.skip) s.skip = fleet.skip;
+      else if (s.pair === 'nginx2' && !fleet.nginx) s.skip = 'nginx is not installed';
       else s.skip = await (s.pair === 'ws' ? probeWs(gateway.url, s) : probe(pairOf(s).gateway.url, s));
     }
     console.log(`\nLoad: ${CONNECTIONS} connections, ${ROUNDS} rounds of ${SECONDS} s per target (${TARGET_ROUNDS} for scenarios with a target; after ${WARMUP} s of warm-up), alternating baseline and gateway.`);
@@ -314,7 +371,8 @@ function gatewayConfig(port, decisionsPort, storage, upstreamUrl, wsUpstreamUrl)
     ...baseConfig(port, storage),
     auth: { jwt: { algorithm: 'HS256', secret: randomBytes(48).toString('base64url') }, rateLimit: { max: 0 } },
     // free: the spec's 1 a day; pro: a perMinute no bench can reach; capped: refused after one a minute.
-    plans: { limits: { free: { daily: 1 }, pro: { perMinute: 1_000_000_000 }, capped: { perMinute: 1 } } },
+    // pro: a daily quota no bench reaches either (the counted route, one busy user).
+    plans: { limits: { free: { daily: 1 }, pro: { perMinute: 1_000_000_000, daily: 100_000_000 }, capped: { perMinute: 1 } } },
     admin: { port: 0 },
     decisions: { host: '127.0.0.1', port: decisionsPort },
     upstreams: {
@@ -328,6 +386,7 @@ function gatewayConfig(port, decisionsPort, storage, upstreamUrl, wsUpstreamUrl)
       { path: '/plan', upstream: 'echo', auth: 'required', plans: ['premium', 'pro'] },
       { path: '/apikey', upstream: 'echo', auth: 'required' },
       { path: '/daily', upstream: 'echo', auth: 'required', dailyLimit: true },
+      { path: '/counted', upstream: 'echo', auth: 'required', dailyLimit: true },
       { path: '/rated', upstream: 'echo', auth: 'required', rateLimit: true },
       { path: '/assertion', upstream: 'signed', auth: 'required' },
       { path: '/ws', upstream: 'live', auth: 'required', websocket: true },
@@ -400,7 +459,7 @@ async function runDecisions(measure, gateway, upstream, plan, cleanups, loader) 
   if (probe.status !== 200) throw new Error(`decisions: expected 200, got ${probe.status} ${probe.text}`);
   const result = { gateway: await pairedRounds(measure, gateway, decisions, plan, TARGET_ROUNDS) };
   console.log(`- decisions, bearer + plan: req/s per round: proxied ${result.gateway.a.rounds}; decided ${result.gateway.b.rounds}`);
-  const nginxBinary = ['/usr/sbin/nginx', '/usr/bin/nginx', '/usr/local/sbin/nginx'].find(isExecutable);
+  const nginxBinary = findNginx();
   if (!nginxBinary) {
     result.nginxSkipped = 'nginx is not installed';
     return result;
@@ -424,6 +483,82 @@ async function pairedRounds(measure, a, b, scenario, rounds) {
   return { a: combine(runs.a), b: combine(runs.b) };
 }
 
+const findNginx = () => ['/usr/sbin/nginx', '/usr/bin/nginx', '/usr/local/sbin/nginx'].find(isExecutable);
+
+/**
+ * Two more gateways like the first (same database, secret and routes), with server.workers 1 and
+ * 2, and nginx with two workers proxying alone: the unpinned targets, whose CPU is their whole
+ * process tree's.
+ */
+async function startFleet(tmp, config, upstreamUrl, decisionsUrl, cleanups) {
+  const withWorkers = async (name, workers) => ({
+    ...(await startGateway(tmp, name, { ...config, server: { ...config.server, port: await freePort(), workers }, decisions: { port: 0 } }, cleanups)),
+    unpinned: true, tree: true,
+  });
+  const one = await withWorkers('gateway-1-worker', 1);
+  const two = await withWorkers('gateway-2-workers', 2);
+  const binary = findNginx();
+  const nginx = binary && { ...(await startNginx(binary, upstreamUrl, decisionsUrl, cleanups, 2)).alone, unpinned: true, tree: true };
+  return { one, two, nginx };
+}
+
+/**
+ * HAProxy, one thread, in front of the upstream, doing the gateway's bearer check in C: the token's
+ * HS256 signature (jwt_verify, with the gateway's secret), its exp, then x-user-id from its sub.
+ * Installed from Debian's packages when missing and the bench runs as root; else { skip }.
+ */
+async function startHaproxy(upstreamUrl, secret, cleanups) {
+  const find = () => ['/usr/sbin/haproxy', '/usr/bin/haproxy', '/usr/local/sbin/haproxy'].find(isExecutable);
+  if (!find() && process.getuid?.() === 0 && isExecutable('/usr/bin/apt-get')) {
+    console.log('Installing haproxy (Debian package) for the bench');
+    try {
+      execFileSync('/usr/bin/apt-get', ['install', '-y', '--no-install-recommends', 'haproxy'], { stdio: 'ignore', env: { ...env, DEBIAN_FRONTEND: 'noninteractive' } });
+    } catch { /* skipped below */ }
+  }
+  const binary = find();
+  if (!binary) return { skip: 'haproxy is not installed (apt-get install haproxy)' };
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'gw-bench-haproxy-'));
+  cleanups.push(async () => rmSync(dir, { recursive: true, force: true }));
+  const port = await freePort();
+  const file = path.join(dir, 'haproxy.cfg');
+  writeFileSync(file, `global
+  nbthread 1
+  maxconn 4096
+defaults
+  mode http
+  timeout connect 5s
+  timeout client 30s
+  timeout server 30s
+frontend gateway
+  bind 127.0.0.1:${port}
+  http-request set-var(txn.bearer) http_auth_bearer
+  http-request set-var(txn.alg) var(txn.bearer),jwt_header_query('$.alg')
+  http-request deny deny_status 401 unless { var(txn.alg) -m str HS256 }
+  http-request deny deny_status 401 unless { var(txn.bearer),jwt_verify(txn.alg,"${secret}") -m int 1 }
+  http-request set-var(txn.exp) var(txn.bearer),jwt_payload_query('$.exp','int')
+  http-request set-var(txn.now) date
+  http-request deny deny_status 401 unless { var(txn.exp),sub(txn.now) -m int gt 0 }
+  http-request set-header x-user-id %[var(txn.bearer),jwt_payload_query('$.sub')]
+  http-request set-header x-auth-method bearer
+  default_backend app
+backend app
+  http-reuse always
+  server app ${new URL(upstreamUrl).host} maxconn 128
+`);
+  const child = spawn(binary, ['-db', '-f', file], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let errors = '';
+  child.stderr.on('data', (c) => { errors += c; });
+  cleanups.push(() => stopProcess(child));
+  const target = { name: 'haproxy', pid: child.pid, url: `http://127.0.0.1:${port}` };
+  for (let i = 0; i < 100; i++) {
+    // No token: refused, as the gateway refuses it.
+    if ((await send(target.url, 'GET', '/bearer/probe').catch(() => null))?.status === 401) return target;
+    if (child.exitCode !== null) break;
+    await sleep(100);
+  }
+  throw new Error(`haproxy did not start: ${errors.slice(-2000)}`);
+}
+
 function isExecutable(file) {
   try {
     accessSync(file, constants.X_OK);
@@ -436,9 +571,9 @@ function isExecutable(file) {
 /**
  * One nginx with two servers: one proxying to the upstream alone, one asking the gateway first as
  * docs/decisions.md configures it (auth_request, identity headers copied). One worker, as the
- * gateway is one process. Its own directory, readable by the workers (`nobody` under root).
+ * gateway is one process (two against server.workers: 2). Its own directory, readable by the workers (`nobody` under root).
  */
-async function startNginx(binary, upstreamUrl, decisionsUrl, cleanups) {
+async function startNginx(binary, upstreamUrl, decisionsUrl, cleanups, workers = 1) {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'gw-bench-nginx-'));
   chmodSync(dir, 0o755);
   cleanups.push(async () => rmSync(dir, { recursive: true, force: true }));
@@ -446,7 +581,7 @@ async function startNginx(binary, upstreamUrl, decisionsUrl, cleanups) {
   const copied = ['x_user_id', 'x_user_plan', 'x_user_email', 'x_auth_method', 'x_gateway_assertion'];
   const name = (h) => h.split('_').map((w) => w[0].toUpperCase() + w.slice(1)).join('-');
   writeFileSync(path.join(dir, 'nginx.conf'), `pid ${dir}/nginx.pid;
-worker_processes 1;
+worker_processes ${workers};
 events { worker_connections 4096; }
 http {
   access_log off;
@@ -553,6 +688,21 @@ function cpuMs(pid) {
   }
 }
 
+/** CPU time of a process and every process below it (server.workers, nginx's workers). */
+function treeCpuMs(pid) {
+  let total = cpuMs(pid);
+  for (const child of childPids(pid)) total = total === undefined ? undefined : total + (treeCpuMs(child) ?? 0);
+  return total;
+}
+
+function childPids(pid) {
+  try {
+    return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(' ').filter(Boolean).map(Number);
+  } catch {
+    return [];
+  }
+}
+
 /** The gateway's password hasher (its only child process), or undefined before it has started. */
 function hasherPid(gatewayPid) {
   try {
@@ -576,15 +726,16 @@ async function load(loader, target, scenario, seconds, extra = {}) {
   const headerSets = scenario.headers();
   // The baseline has no guards: it proxies every scenario's requests with a 200.
   const expected = target.name === 'baseline' ? 200 : scenario.expect;
-  const cpuBefore = cpuMs(target.pid);
+  const cpu = () => (target.tree ? treeCpuMs(target.pid) : cpuMs(target.pid));
+  const cpuBefore = cpu();
   const machineBefore = machineTicks();
   const hasher = extra.logins ? hasherPid(target.pid) : undefined;
   const hashBefore = hasher && cpuMs(hasher);
-  const round = loader.round({ url: `${target.url}${scenario.route}/item`, headerSets, seconds });
+  const round = loader.round({ url: `${target.url}${target.route ?? scenario.route}/item`, headerSets, seconds, unpinned: target.unpinned });
   const stopLogins = extra.logins ? await startLogins(extra.logins) : undefined;
   const result = await round;
   await stopLogins?.();
-  const cpuAfter = cpuMs(target.pid);
+  const cpuAfter = cpu();
   const machineAfter = machineTicks();
   const hashAfter = hasher && cpuMs(hasher);
   let unexpected = result.errors;
@@ -619,7 +770,12 @@ async function chooseLoader() {
   const wrk = env.BENCH_LOADER !== 'autocannon' && ['/usr/bin/wrk', '/usr/local/bin/wrk'].find(isExecutable);
   const taskset = ['/usr/bin/taskset', '/bin/taskset'].find(isExecutable);
   if (wrk && taskset && os.cpus().length >= 2) {
-    const pin = (pid, side) => execFileSync(taskset, ['-a', '-p', '-c', side === 'server' ? SERVER_CORE : LOAD_CORE, String(pid)], { stdio: 'ignore' });
+    // 'all': every core, for the process and those below it (children inherit this process's core 1).
+    const cores = { server: SERVER_CORE, load: LOAD_CORE, all: `0-${os.cpus().length - 1}` };
+    const pin = (pid, side) => {
+      execFileSync(taskset, ['-a', '-p', '-c', cores[side], String(pid)], { stdio: 'ignore' });
+      if (side === 'all') for (const child of childPids(pid)) pin(child, side);
+    };
     pin(process.pid, 'load');
     return { name: `wrk, the proxy under test alone on core ${SERVER_CORE}, the rest on core ${LOAD_CORE}`, pin, round: (options) => wrkRound(wrk, taskset, options) };
   }
@@ -662,7 +818,7 @@ async function autocannonRound(autocannon, { url, headerSets, seconds }) {
  * the header sets in turn, request by request, counts the answers by status and prints them
  * with wrk's own totals and percentiles (µs) as one JSON line.
  */
-async function wrkRound(wrk, taskset, { url, headerSets, seconds }) {
+async function wrkRound(wrk, taskset, { url, headerSets, seconds, unpinned }) {
   const lua = (v) => JSON.stringify(String(v)); // a JSON string is a valid Lua string literal here
   const script = `local sets = {${headerSets.map((h) => `{${Object.entries(h).map(([k, v]) => `[${lua(k)}] = ${lua(v)}`).join(', ')}}`).join(', ')}}
 local i = 0
@@ -691,7 +847,9 @@ end
     const file = path.join(dir, 'round.lua');
     writeFileSync(file, script);
     const out = await new Promise((resolve, reject) => {
-      const child = spawn(taskset, ['-c', LOAD_CORE, wrk, '-t1', `-c${CONNECTIONS}`, `-d${seconds}s`, '--timeout', '10s', '-s', file, url], { stdio: ['ignore', 'pipe', 'pipe'] });
+      // Unpinned rounds: wrk on every core with a thread per core, as the servers it loads.
+      const [cores, threads] = unpinned ? [`0-${os.cpus().length - 1}`, os.cpus().length] : [LOAD_CORE, 1];
+      const child = spawn(taskset, ['-c', cores, wrk, `-t${threads}`, `-c${CONNECTIONS}`, `-d${seconds}s`, '--timeout', '10s', '-s', file, url], { stdio: ['ignore', 'pipe', 'pipe'] });
       let text = '';
       child.stdout.on('data', (c) => { text += c; });
       child.stderr.on('data', (c) => { text += c; });
@@ -928,5 +1086,6 @@ function printLoginRun({ quiet, busy, logins }) {
 if (role === 'upstream') await runUpstream(echoIdentity);
 else if (role === 'wsupstream') await runWsUpstream();
 else if (role === 'baseline') await runBaseline(process.argv[4], process.argv[5]);
+else if (role === 'floor') await runFloor(process.argv[4]);
 else if (role === 'logins') runLoginDriver(process.argv[4]);
 else await main();
