@@ -27,7 +27,7 @@ import { ASSERTION_KEYS_PATH } from './verify/index.js';
 const REQUEST_TIMEOUT_MS = 300_000;
 
 export async function buildApp(instance: Instance): Promise<FastifyInstance> {
-  const { config, live, db, redis, tokens, passwords, identities, events, mailer, keyring, pipeline, metrics, log, clock, lifecycle, feed } = instance;
+  const { config, live, db, redis, tokens, passwords, identities, events, audit, mailer, keyring, pipeline, metrics, log, clock, lifecycle, feed } = instance;
   const app = Fastify({
     ...listenerOptions(log),
     // HTTPS, and HTTP/2 beside HTTP/1.1, with server.tls: fastify makes the server; the types stay
@@ -92,11 +92,11 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
   const authRateLimit = authRateLimitOptions({ redis });
   await app.register(async (auth) => {
     await auth.register(rateLimit, authRateLimit);
-    await auth.register(authRoutes, { ...links, tokens, passwords, events, auth: config.auth });
-    await auth.register(accountRoutes, { ...links, tokens, passwords, events, requireUser, auth: config.auth });
-    await auth.register(mfaRoutes, { db, tokens, passwords, totp, clock, events, requireUser, issuer: config.auth.mfa.issuer, mailConfigured: config.mail !== undefined });
+    await auth.register(authRoutes, { ...links, tokens, passwords, events, audit, auth: config.auth });
+    await auth.register(accountRoutes, { ...links, tokens, passwords, events, audit, requireUser, auth: config.auth });
+    await auth.register(mfaRoutes, { db, tokens, passwords, totp, clock, events, audit, requireUser, issuer: config.auth.mfa.issuer, mailConfigured: config.mail !== undefined });
   }, { prefix: '/api/v1/auth' });
-  const userDeps = { rateLimit: authRateLimit, db, passwords, identities, events, requireUser, webhooks: config.webhooks, clock };
+  const userDeps = { rateLimit: authRateLimit, db, passwords, identities, events, audit, requireUser, webhooks: config.webhooks, clock };
   await app.register((user) => userRoutes(user, userDeps), { prefix: '/api/v1/user' });
   // WebSocket upgrades on websocket routes go through fastify's routing like any request; the
   // sockets they open are closed (1008) when their user no longer passes the route's guards, and

@@ -17,7 +17,7 @@ import type { Config } from './config/schema.js';
 import { knownPlans } from './plans.js';
 import { PendingMigrationsError } from './storage/migrations.js';
 import { StorageLockedError } from './storage/dirLock.js';
-import type { Database } from './storage/db.js';
+import type { Database, Queryable } from './storage/db.js';
 
 const SHUTDOWN_GRACE_MS = 10_000;
 const HEALTH_TIMEOUT_MS = 2000;
@@ -147,6 +147,16 @@ second. Nothing is deleted; \`users activate\` undoes it.`,
     help: `Lists users, newest first, as GET /admin/v1/users does: --query matches the email (a
 substring, any case) or an exact id; --plan keeps one plan; --limit caps the count (default 50,
 at most 200). Prints a table, or with --json one JSON object {"users": [...]}.`,
+  },
+  {
+    name: 'audit', config: true, run: auditCommand,
+    options: { user: { type: 'string' }, type: { type: 'string' }, since: { type: 'string' }, limit: { type: 'string' }, json: { type: 'boolean' } },
+    summary: 'list audit events, newest first (--user ID, --type T, --since TIME, --limit N, --json)',
+    help: `Lists the audit log (docs/audit.md), newest first, as GET /admin/v1/audit does: --user keeps
+one account's events (its id), --type one event type (login.failed, admin.plan_changed, ...),
+--since those at or after a time (ISO 8601, e.g. 2026-11-25T08:00:00Z); --limit caps the count
+(default 50, at most 200). Prints a table, or with --json one JSON object {"events": [...]}.
+Reads the database: on embedded storage, with the gateway stopped (or ask its admin API).`,
   },
   {
     name: 'users reset-link', operands: ['EMAIL'], config: true, admin: true, run: (args) => users('reset-link', args),
@@ -325,8 +335,7 @@ export function routeTable(config: Config): string {
     rows.push([r.path, r.methods?.join(',') ?? '*', r.auth, r.plans?.join(',') ?? '-', r.dailyLimit ? 'yes' : '-', r.rateLimit ? 'yes' : '-',
       upstream ? `${r.upstream} (${upstream.url})` : '- (decision only)', upstream ? `${(r.rewritePrefix ?? r.path).replace(/\/+$/, '')}/…` : '-']);
   }
-  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
-  return rows.map((row) => row.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n');
+  return columns(rows);
 }
 
 async function schema(): Promise<number> {
@@ -381,24 +390,33 @@ async function users(action: UserAction, { operands: [email, plan], config: conf
   if (admin) return print(await usersThroughAdmin(action, email!, plan, admin, config.admin.apiKey));
   const mail = config.mail;
   if (action === 'reset-link' && !mail) throw new CommandError(`${file}: mail.resetUrl is not set: the link needs the application's reset page (a URL with {token})`);
-  const [{ deleteUser, findByEmail, setActive, setPlan }, { LINK_TTL_MS, makeLink }] = await Promise.all([import('./storage/users.js'), import('./auth/links.js')]);
+  const [{ deleteUser, findByEmail, setActive, setPlan }, { LINK_TTL_MS, makeLink }, { insertAuditEvent }] = await Promise.all([
+    import('./storage/users.js'), import('./auth/links.js'), import('./storage/audit.js'),
+  ]);
   return print(await withDatabase(config, async (db) => {
     const user = await findByEmail(db, email!.trim().toLowerCase());
     if (!user) throw new CommandError(`no user with email ${email}`);
     const who = `user ${user.id} (${user.email})`;
+    // Each change with its audit row (CONTRACT §17), in one transaction.
+    const audited = (tx: Queryable, type: 'admin.plan_changed' | 'admin.user_deleted' | 'admin.active_changed', data?: Record<string, unknown>) =>
+      insertAuditEvent(tx, { type, actor: 'cli', userId: user.id, data }, new Date());
     switch (action) {
       case 'set-plan':
-        await setPlan(db, user.id, plan!);
+        await setPlan(db, user.id, plan!, (tx) => audited(tx, 'admin.plan_changed', { plan }));
         return `${who}: plan ${user.plan} → ${plan}`;
       case 'reset-link': {
         const url = await makeLink(db, user, 'reset', mail!, new Date());
         return `${who}: password reset link, single use, valid ${LINK_TTL_MS.reset / 60_000} minutes:\n${url}`;
       }
       case 'delete':
-        await deleteUser(db, user.id);
+        await db.transaction(async (tx) => {
+          if (await deleteUser(tx, user.id)) await audited(tx, 'admin.user_deleted');
+        });
         return `${who}: deleted, with its sessions, API keys, webhook and links`;
       default:
-        await setActive(db, user.id, action === 'activate');
+        await db.transaction(async (tx) => {
+          if (await setActive(tx, user.id, action === 'activate')) await audited(tx, 'admin.active_changed', { active: action === 'activate' });
+        });
         return `${who}: ${action === 'activate' ? 'active' : 'inactive'}`;
     }
   }));
@@ -415,7 +433,8 @@ async function usersThroughAdmin(action: UserAction, email: string, plan: string
     let res: Response;
     try {
       res = await fetch(new URL(path, base), {
-        method, headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        // The audit log's actor: the CLI (the admin API takes the word of whoever holds the key).
+        method, headers: { authorization: `Bearer ${key}`, 'x-gateway-actor': 'cli', ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
         body: body === undefined ? undefined : JSON.stringify(body), signal: AbortSignal.timeout(10_000),
       });
     } catch (err) {
@@ -453,9 +472,30 @@ async function listUsersCommand({ config: configPath, values }: Args): Promise<n
   const rows = await withDatabase(config, (db) => listUsers(db, { ...(query?.trim() ? { query: query.trim() } : {}), ...(plan ? { plan } : {}), limit }));
   const users = rows.map((u) => ({ id: u.id, email: u.email, plan: u.plan, is_active: u.is_active, created_at: u.created_at.toISOString() }));
   if (values.json) return print(JSON.stringify({ users }));
-  const table = [['ID', 'EMAIL', 'PLAN', 'ACTIVE', 'CREATED'], ...users.map((u) => [String(u.id), u.email, u.plan, u.is_active ? 'yes' : 'no', u.created_at])];
-  const widths = table[0]!.map((_, i) => Math.max(...table.map((row) => row[i]!.length)));
-  return print(table.map((row) => row.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n'));
+  return print(columns([['ID', 'EMAIL', 'PLAN', 'ACTIVE', 'CREATED'], ...users.map((u) => [String(u.id), u.email, u.plan, u.is_active ? 'yes' : 'no', u.created_at])]));
+}
+
+async function auditCommand({ config: configPath, values }: Args): Promise<number> {
+  const { config } = loadConfig(configPath);
+  const [userText, type, sinceText, limitText = '50'] = [values.user, values.type, values.since, values.limit] as Array<string | undefined>;
+  const limit = /^\d{1,3}$/.test(limitText) ? Number(limitText) : NaN;
+  if (!(limit >= 1 && limit <= LIST_MAX)) throw new UsageError(`--limit: expected a number from 1 to ${LIST_MAX}`);
+  const userId = userText === undefined ? undefined : /^[1-9]\d{0,9}$/.test(userText) ? Number(userText) : NaN;
+  if (Number.isNaN(userId)) throw new UsageError('--user: expected a user id');
+  const since = sinceText === undefined ? undefined : new Date(sinceText);
+  if (since && Number.isNaN(since.getTime())) throw new UsageError('--since: expected a time such as 2026-11-25T08:00:00Z');
+  const { listAuditEvents } = await import('./storage/audit.js');
+  const rows = await withDatabase(config, (db) => listAuditEvents(db, { userId, type, since, limit }));
+  const events = rows.slice(0, limit).map((e) => ({ id: e.id, at: e.at.toISOString(), type: e.type, actor: e.actor, user_id: e.user_id, ip: e.ip, user_agent: e.user_agent, data: e.data }));
+  if (values.json) return print(JSON.stringify({ events }));
+  // The user agent (whatever a client sent) stays out of the table; JSON escapes what data holds.
+  return print(columns([['AT', 'TYPE', 'ACTOR', 'USER', 'IP', 'DATA'], ...events.map((e) => [e.at, e.type, e.actor, e.user_id === null ? '-' : String(e.user_id), e.ip ?? '-', JSON.stringify(e.data)])]));
+}
+
+/** Rows as aligned columns, the first row the heading. */
+function columns(rows: string[][]): string {
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
+  return rows.map((row) => row.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n');
 }
 
 async function rotateKeys({ config: configPath, admin }: Args): Promise<number> {

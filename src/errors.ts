@@ -52,6 +52,7 @@ export const ERRORS = {
   // CONTRACT §16 (operators)
   consoleCsrf: { status: 403, message: 'Jeton CSRF invalide' },
   adminListInvalid: { status: 400, message: 'Paramètres de liste invalides (limit, cursor, active ou plan)' },
+  auditListInvalid: { status: 400, message: 'Paramètres de liste invalides (limit, cursor, user_id ou since)' },
   // CONTRACT §14 (second factor)
   codeInvalid: { status: 400, message: 'Code invalide' },
   codeRefused: { status: 401, message: 'Code invalide' },

@@ -5,6 +5,7 @@
 import type { Logger } from 'pino';
 import type { Config } from './config/schema.js';
 import { AssertionKeyring } from './assertion/keyring.js';
+import { AuditLog } from './audit.js';
 import { AssertionSigner } from './assertion/signer.js';
 import { isSingleMailbox } from './auth/credentials.js';
 import { MailQueue } from './auth/mail.js';
@@ -59,6 +60,8 @@ export interface Instance {
   events: Events;
   /** Account mails (reset and verification links), sent off the request path. */
   mailer: MailQueue;
+  /** The audit log: account events, in the transactions of their changes. */
+  audit: AuditLog;
   /** In a worker (server.workers > 1): the primary, which gathers /metrics and /readyz of every worker. */
   fleet?: FleetLink;
   close(): Promise<void>;
@@ -127,6 +130,8 @@ export async function createInstance(config: Config, options: InstanceOptions): 
     closers.push(() => outbox.close());
     outbox.start();
     const events = new OutboxEmitter({ db, config: config.webhooks, clock });
+    const audit = new AuditLog({ db, clock, log, retentionMs: config.audit.retention });
+    closers.push(async () => audit.close());
     await feed.start();
 
     const passwords = new Passwords();
@@ -148,7 +153,7 @@ export async function createInstance(config: Config, options: InstanceOptions): 
     });
 
     return {
-      lifecycle: { draining: false }, config, live, db, redis, clock, log, feed, tokens, passwords, identities, keyUsage, daily, keyring, pipeline, metrics, events, mailer, fleet: options.fleet,
+      lifecycle: { draining: false }, config, live, db, redis, clock, log, feed, tokens, passwords, identities, keyUsage, daily, keyring, pipeline, metrics, events, mailer, audit, fleet: options.fleet,
       close: () => closeAll((err) => log.warn({ err }, 'error while closing')),
     };
   } catch (err) {

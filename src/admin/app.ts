@@ -1,5 +1,6 @@
 // The admin listener (admin.host:admin.port): metrics, health and the OpenAPI document for
 // operators, and /admin/v1.
+import { randomBytes } from 'node:crypto';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { healthRoutes } from '../health.js';
 import type { Instance } from '../instance.js';
@@ -14,7 +15,9 @@ export interface AdminOptions {
 }
 
 export async function buildAdminApp(instance: Instance, options: AdminOptions = {}): Promise<FastifyInstance> {
-  const { db, redis, identities, events, metrics, log, live, lifecycle, fleet } = instance;
+  const { db, redis, identities, events, audit, metrics, log, live, lifecycle, fleet } = instance;
+  // The console's own requests to the admin API say so with this, for the audit log's actor.
+  const consoleMark = randomBytes(16).toString('hex');
   const app = Fastify(listenerOptions(log.child({ listener: 'admin' })));
   registerCommon(app, metrics.tallies);
   await documentRoutes(app);
@@ -25,10 +28,10 @@ export async function buildAdminApp(instance: Instance, options: AdminOptions = 
     // In a worker, every worker's series, summed (workers.ts): a scrape reaches any one of them.
     return fleet ? fleet.metrics() : metrics.registry.metrics();
   });
-  await app.register(adminRoutes, { prefix: '/admin', db, identities, events, apiKey: instance.config.admin.apiKey, config: () => live.current.settings, clock: instance.clock });
+  await app.register(adminRoutes, { prefix: '/admin', db, identities, events, audit, consoleMark, apiKey: instance.config.admin.apiKey, config: () => live.current.settings, clock: instance.clock });
   // Absent, not refused, without a key or off loopback (CONTRACT §16).
   if (consoleAllowed(instance.config.admin.host, instance.config.admin.apiKey)) {
-    await app.register(consoleRoutes, { apiKey: instance.config.admin.apiKey, config: () => live.current.settings, readiness: { db, redis: redis?.client ?? null, lifecycle }, metrics, clock: instance.clock });
+    await app.register(consoleRoutes, { consoleMark, apiKey: instance.config.admin.apiKey, config: () => live.current.settings, readiness: { db, redis: redis?.client ?? null, lifecycle }, metrics, clock: instance.clock });
   }
   return app;
 }

@@ -11,6 +11,7 @@ import { sendError } from '../errors.js';
 import { readiness, type ReadinessDeps } from '../health.js';
 import { CONSOLE_COOKIE, headerValue } from '../http.js';
 import type { Metrics } from '../metrics.js';
+import { CONSOLE_MARK_HEADER } from './routes.js';
 
 const SESSION_MS = 8 * 3600_000;
 const ASSETS = new URL('../../console/', import.meta.url);
@@ -21,6 +22,8 @@ const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 's
 
 export interface ConsoleDeps {
   apiKey: string;
+  /** Set on the console's requests to the admin API (routes.ts): their audit actor is `console`. */
+  consoleMark: string;
   config: () => Pick<Config, 'routes' | 'upstreams'>;
   readiness: ReadinessDeps;
   metrics: Metrics;
@@ -139,7 +142,13 @@ export async function consoleRoutes(app: FastifyInstance, deps: ConsoleDeps): Pr
     const answer = await app.inject({
       method: request.method as 'GET',
       url: `/admin${rest}`,
-      headers: { authorization: `Bearer ${deps.apiKey}`, ...(request.body === undefined ? {} : { 'content-type': 'application/json' }) },
+      headers: {
+        authorization: `Bearer ${deps.apiKey}`,
+        [CONSOLE_MARK_HEADER]: deps.consoleMark,
+        'user-agent': headerValue(request.headers, 'user-agent'),
+        ...(request.body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
+      remoteAddress: request.ip,
       ...(request.body === undefined ? {} : { payload: JSON.stringify(request.body) }),
     });
     return reply.code(answer.statusCode).type('application/json; charset=utf-8').send(answer.body);

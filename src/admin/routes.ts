@@ -3,6 +3,7 @@
 // path, known or not, answers the same way to a caller without the key.
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Audit, AuditActor, AuditEvent } from '../audit.js';
 import type { Config } from '../config/schema.js';
 import { planUnknownMessage, sendDenial, sendError } from '../errors.js';
 import { headerValue } from '../http.js';
@@ -12,12 +13,16 @@ import type { Database } from '../storage/db.js';
 import { lookupForm, storable } from '../auth/credentials.js';
 import { dailyRemaining, knownPlans, planLimitsOf, usedToday } from '../plans.js';
 import { listKeys } from '../storage/apiKeys.js';
+import { listAuditEvents, type AuditFilter, type AuditRow } from '../storage/audit.js';
 import { listIdentities, listPasskeys, removeSecondFactor } from '../storage/optionalTables.js';
 import { revokeAllForUser } from '../storage/refreshTokens.js';
 import { activeSessions, isUsersSession, revokeSession } from '../storage/sessions.js';
 import { deleteUser, findByEmail, findById, listUsers, lockUser, parseUserId, setActive, setPlan, usageSince, type User, type UserFilter } from '../storage/users.js';
 import { listDeliveries, type DeliveryRow } from '../storage/webhookDeliveries.js';
 import { utcDay } from '../time.js';
+
+/** The header console.ts marks its own requests with (its value is a secret of the process). */
+export const CONSOLE_MARK_HEADER = 'x-gateway-console';
 
 const ALERT_TYPE = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$/;
 const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
@@ -66,6 +71,9 @@ export interface AdminRoutesDeps {
   db: Database;
   identities: Pick<IdentityCache, 'forgetUser'>;
   events: Events;
+  audit: Audit;
+  /** What the console sets on the requests it makes for its session (console.ts): their actor is `console`. */
+  consoleMark?: string;
   /** admin.apiKey; empty: the admin API does not exist. */
   apiKey: string;
   /** The plans and their limits, read per request (a reload may change them). */
@@ -103,13 +111,43 @@ function listFilter(q: Record<string, unknown>, plans: readonly string[]): UserF
   };
 }
 
+/** GET /admin/v1/audit's parameters, checked; undefined when one is malformed. */
+function auditFilter(q: Record<string, unknown>): AuditFilter | undefined {
+  const text = (v: unknown) => (v === undefined || v === '' ? undefined : typeof v === 'string' ? v : null);
+  const [userId, type, since, limit, cursor] = [q.user_id, q.type, q.since, q.limit, q.cursor].map(text);
+  if ([userId, type, since, limit, cursor].includes(null)) return undefined;
+  const id = userId === undefined ? undefined : parseUserId(userId!);
+  const at = since === undefined ? undefined : new Date(since!);
+  const n = limit === undefined ? LIST_DEFAULT : /^\d{1,3}$/.test(limit!) ? Number(limit) : NaN;
+  const before = cursor === undefined ? undefined : /^a(\d{1,15})$/.exec(Buffer.from(cursor!, 'base64url').toString())?.[1];
+  if ((userId !== undefined && id === undefined) || (at !== undefined && Number.isNaN(at.getTime())) || !(n >= 1 && n <= LIST_MAX) || (cursor !== undefined && before === undefined)) return undefined;
+  return {
+    ...(id !== undefined ? { userId: id } : {}),
+    ...(type !== undefined ? { type: type! } : {}),
+    ...(at !== undefined ? { since: at } : {}),
+    ...(before !== undefined ? { beforeId: Number(before) } : {}),
+    limit: n,
+  };
+}
+
+const auditView = (row: AuditRow) => ({
+  id: row.id, at: row.at.toISOString(), type: row.type, actor: row.actor, user_id: row.user_id, ip: row.ip, user_agent: row.user_agent, data: row.data,
+});
+
 /** Rows from tables other branches own: their dates as ISO strings like every other answer. */
 const datesAsIso = (row: Record<string, unknown>) =>
   Object.fromEntries(Object.entries(row).map(([k, v]) => [k, v instanceof Date ? v.toISOString() : typeof v === 'bigint' ? Number(v) : v]));
 const DELIVERIES_LISTED = 100;
 
 export async function adminRoutes(app: FastifyInstance, deps: AdminRoutesDeps): Promise<void> {
-  const { db, identities, events, config, clock } = deps;
+  const { db, identities, events, audit, config, clock } = deps;
+  // Who changed it, for the audit log: the console, the CLI acting through --admin (it says so;
+  // it holds the key anyway), or whoever else holds the admin key.
+  const by = (request: FastifyRequest): Pick<AuditEvent, 'actor' | 'ip' | 'userAgent'> => {
+    const marked = deps.consoleMark !== undefined && headerValue(request.headers, CONSOLE_MARK_HEADER) === deps.consoleMark;
+    const actor: AuditActor = marked ? 'console' : headerValue(request.headers, 'x-gateway-actor') === 'cli' ? 'cli' : 'admin';
+    return { actor, ip: request.ip, userAgent: headerValue(request.headers, 'user-agent') || undefined };
+  };
   const userOf = async (text: string) => {
     const id = parseUserId(text);
     return id === undefined ? undefined : findById(db, id);
@@ -159,6 +197,16 @@ export async function adminRoutes(app: FastifyInstance, deps: AdminRoutesDeps): 
     return { users: page.map(adminView), next_cursor: next };
   });
 
+  // The audit log (CONTRACT §16, §17): newest first, in keyset pages, by user, type and time.
+  app.get<{ Querystring: Record<string, unknown> }>('/v1/audit', async (request, reply) => {
+    const filter = auditFilter(request.query);
+    if (!filter) return sendError(reply, 'auditListInvalid');
+    const rows = await listAuditEvents(db, filter);
+    const page = rows.slice(0, filter.limit);
+    const next = rows.length > filter.limit ? Buffer.from(`a${page.at(-1)!.id}`).toString('base64url') : null;
+    return { events: page.map(auditView), next_cursor: next };
+  });
+
   app.get<{ Params: { id: string } }>('/v1/users/:id/sessions', async (request, reply) => {
     const user = await userOf(request.params.id);
     if (!user) return sendError(reply, 'adminNotFound');
@@ -194,9 +242,10 @@ export async function adminRoutes(app: FastifyInstance, deps: AdminRoutesDeps): 
     const ended = await db.transaction(async (tx) => {
       // The user's row first, as every transaction ending sessions does (storage/users.ts lockUser).
       if (!(await lockUser(tx, id, 'update'))) return undefined;
-      if (sid === undefined) return revokeAllForUser(tx, id, 'session');
-      if (!(await isUsersSession(tx, id, sid))) return undefined;
-      return revokeSession(tx, sid);
+      if (sid !== undefined && !(await isUsersSession(tx, id, sid))) return undefined;
+      const n = sid === undefined ? await revokeAllForUser(tx, id, 'session') : await revokeSession(tx, sid);
+      await audit.record({ type: 'admin.sessions_revoked', ...by(request), userId: id, data: { session_id: sid ?? null, revoked: n } }, tx);
+      return n;
     });
     if (ended === undefined) return sendError(reply, 'adminNotFound');
     request.log.info({ userId: id, sessionId: sid ?? 'all', ended }, 'admin: sessions revoked');
@@ -209,7 +258,11 @@ export async function adminRoutes(app: FastifyInstance, deps: AdminRoutesDeps): 
   app.delete<{ Params: { id: string } }>('/v1/users/:id/mfa', async (request, reply) => {
     const user = await userOf(request.params.id);
     if (!user) return sendError(reply, 'adminNotFound');
-    const removed = await removeSecondFactor(db, user.id);
+    const removed = await db.transaction(async (tx) => {
+      const n = await removeSecondFactor(tx, user.id);
+      await audit.record({ type: 'admin.mfa_reset', ...by(request), userId: user.id, data: { removed: n } }, tx);
+      return n;
+    });
     request.log.info({ userId: user.id, removed }, 'admin: second factor removed');
     return { message: 'Second facteur retiré', user_id: user.id };
   });
@@ -217,7 +270,11 @@ export async function adminRoutes(app: FastifyInstance, deps: AdminRoutesDeps): 
   // Erasure on request (GDPR art. 17): the account and everything hanging from it; the email is free again.
   app.delete<{ Params: { id: string } }>('/v1/users/:id', async (request, reply) => {
     const id = parseUserId(request.params.id);
-    const user = id === undefined ? undefined : await deleteUser(db, id);
+    const user = id === undefined ? undefined : await db.transaction(async (tx) => {
+      const gone = await deleteUser(tx, id);
+      if (gone) await audit.record({ type: 'admin.user_deleted', ...by(request), userId: gone.id }, tx);
+      return gone;
+    });
     if (!user) return sendError(reply, 'adminNotFound');
     identities.forgetUser(user.id);
     request.log.info({ userId: user.id }, 'admin: user deleted');
@@ -231,7 +288,7 @@ export async function adminRoutes(app: FastifyInstance, deps: AdminRoutesDeps): 
     const plans = knownPlans(config());
     if (typeof plan !== 'string' || !plans.includes(plan)) return sendDenial(reply, { code: 'planUnknown', message: planUnknownMessage(plans) });
     // setPlan changes the user and its subscription record in one transaction.
-    const user = await setPlan(db, id, plan);
+    const user = await setPlan(db, id, plan, (tx) => audit.record({ type: 'admin.plan_changed', ...by(request), userId: id, data: { plan } }, tx));
     if (!user) return sendError(reply, 'adminNotFound');
     // At once here; the users trigger's NOTIFY carries it to every other instance.
     identities.forgetUser(id);
@@ -275,7 +332,11 @@ export async function adminRoutes(app: FastifyInstance, deps: AdminRoutesDeps): 
     if (id === undefined) return sendError(reply, 'adminNotFound');
     const active = field(request.body, 'active');
     if (typeof active !== 'boolean') return sendError(reply, 'activeFlagInvalid');
-    const user = await setActive(db, id, active);
+    const user = await db.transaction(async (tx) => {
+      const changed = await setActive(tx, id, active);
+      if (changed) await audit.record({ type: 'admin.active_changed', ...by(request), userId: id, data: { active } }, tx);
+      return changed;
+    });
     if (!user) return sendError(reply, 'adminNotFound');
     identities.forgetUser(id);
     request.log.info({ userId: id, active }, 'admin: active flag set');

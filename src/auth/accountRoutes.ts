@@ -5,6 +5,7 @@ import type { FastifyInstance } from 'fastify';
 import { sendDenial, sendError } from '../errors.js';
 import { currentIdentity, currentUser, type RequireUser } from '../listener/requireUser.js';
 import { textField } from '../http.js';
+import type { Audit } from '../audit.js';
 import type { Config } from '../config/schema.js';
 import type { Events } from '../webhooks/emitter.js';
 import type { Database, Queryable } from '../storage/db.js';
@@ -24,12 +25,13 @@ export interface AccountRoutesDeps extends LinkMailDeps {
   tokens: Tokens;
   passwords: Passwords;
   events: Events;
+  audit: Audit;
   requireUser: RequireUser;
   auth: Pick<Config['auth'], 'passwordMinLength'>;
 }
 
 export async function accountRoutes(app: FastifyInstance, deps: AccountRoutesDeps): Promise<void> {
-  const { db, tokens, passwords, clock, events, mailer, requireUser } = deps;
+  const { db, tokens, passwords, clock, events, audit, mailer, requireUser } = deps;
   const minLength = deps.auth.passwordMinLength;
 
   app.post('/password/change', { preHandler: requireUser() }, async (request, reply) => {
@@ -54,6 +56,7 @@ export async function accountRoutes(app: FastifyInstance, deps: AccountRoutesDep
       await emailTokens.useUpAll(tx, id, 'reset', now);
       // The alert is stored with the change it reports, before the answer.
       await events.emit(id, 'auth.password_changed', { method: 'change', revoked_sessions: ended }, tx);
+      await audit.record({ type: 'password.changed', actor: 'user', userId: id, ...clientOf(request), data: { revoked_sessions: ended } }, tx);
       return { pair: await issueInSession(tx, tokens, locked, clientOf(request), now, keep), ended };
     });
     if (!changed) return refuseCredentials(request, reply, 'changedMeanwhile', id);
@@ -87,6 +90,7 @@ export async function accountRoutes(app: FastifyInstance, deps: AccountRoutesDep
       await emailTokens.useUpAll(tx, user.id, 'reset', now);
       const revoked = await revokeAllForUser(tx, user.id, 'password');
       await events.emit(user.id, 'auth.password_changed', { method: 'reset', revoked_sessions: revoked }, tx);
+      await audit.record({ type: 'password.reset', actor: 'user', userId: user.id, ...clientOf(request), data: { revoked_sessions: revoked } }, tx);
       return revoked;
     });
     if (ended === undefined) return sendError(reply, 'linkInvalid');
@@ -97,7 +101,11 @@ export async function accountRoutes(app: FastifyInstance, deps: AccountRoutesDep
   app.post('/email/verify', async (request, reply) => {
     const token = textField(request.body, 'token').trim();
     const holder = token ? await emailTokens.findUsable(db, sha256Hex(token), 'verify', clock()) : undefined;
-    const verified = holder && await useLink(token, 'verify', holder.user_id, (tx, user, now) => users.markEmailVerified(tx, user.id, user.email, now));
+    const verified = holder && await useLink(token, 'verify', holder.user_id, async (tx, user, now) => {
+      const marked = await users.markEmailVerified(tx, user.id, user.email, now);
+      if (marked) await audit.record({ type: 'email.verified', actor: 'user', userId: user.id, ...clientOf(request) }, tx);
+      return marked;
+    });
     if (!verified) return sendError(reply, 'linkInvalid');
     request.log.info({ userId: holder.user_id }, 'email verified');
     return { message: 'Email vérifié' };

@@ -5,6 +5,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { sendError, type ErrorCode } from '../errors.js';
 import { currentIdentity, type RequireUser } from '../listener/requireUser.js';
 import { textField } from '../http.js';
+import type { Audit } from '../audit.js';
 import type { Events } from '../webhooks/emitter.js';
 import type { Database, Queryable } from '../storage/db.js';
 import * as mfa from '../storage/mfa.js';
@@ -39,6 +40,7 @@ export interface MfaRoutesDeps {
   totp: Totp;
   clock: () => Date;
   events: Events;
+  audit: Audit;
   requireUser: RequireUser;
   issuer: string;
   /** With mail configured, a factor is added only to an account whose email is verified. */
@@ -46,7 +48,7 @@ export interface MfaRoutesDeps {
 }
 
 export async function mfaRoutes(app: FastifyInstance, deps: MfaRoutesDeps): Promise<void> {
-  const { db, tokens, passwords, totp, clock, events, requireUser } = deps;
+  const { db, tokens, passwords, totp, clock, events, audit, requireUser } = deps;
 
   /** Guard `factor`: a bearer token from a recent sign-in, at aal2 when the user has a second factor. */
   const factor = async (request: FastifyRequest, reply: FastifyReply) => {
@@ -83,6 +85,7 @@ export async function mfaRoutes(app: FastifyInstance, deps: MfaRoutesDeps): Prom
       const recovery = newRecoveryCodes();
       await mfa.confirmTotp(tx, user.id, recovery.map(recoveryCodeHash), now);
       await events.emit(user.id, 'auth.mfa_enrolled', { method: 'totp' }, tx);
+      await audit.record({ type: 'mfa.enrolled', actor: 'user', userId: user.id, ...clientOf(request), data: { method: 'totp' } }, tx);
       return recovery;
     });
     if (!codes) return sendError(reply, 'codeInvalid');
@@ -102,6 +105,7 @@ export async function mfaRoutes(app: FastifyInstance, deps: MfaRoutesDeps): Prom
       const keep = sessionId !== undefined && (await isUsersSession(tx, id, sessionId)) ? sessionId : undefined;
       const n = await revokeOtherSessions(tx, id, 'mfa', keep);
       await events.emit(id, 'auth.mfa_removed', { method: 'totp', revoked_sessions: n }, tx);
+      await audit.record({ type: 'mfa.removed', actor: 'user', userId: id, ...clientOf(request), data: { method: 'totp', revoked_sessions: n } }, tx);
       return n;
     });
     request.log.info({ userId: id, revokedSessions: ended }, 'totp removed');
@@ -119,14 +123,20 @@ export async function mfaRoutes(app: FastifyInstance, deps: MfaRoutesDeps): Prom
       const live = await mfa.lockLiveMfaToken(tx, hash, now, MFA_TOKEN_MAX_FAILURES);
       if (!live) return undefined;
       const amr = await secondFactor(tx, live.userId, code, now);
+      const client = clientOf(request);
       if (!amr) {
         await mfa.failMfaToken(tx, hash);
+        await audit.record({ type: 'login.failed', actor: 'user', userId: live.userId, ...client, data: { reason: 'mfa_failed' } }, tx);
         return undefined;
       }
       await mfa.useMfaToken(tx, hash, now);
       const user = await users.lockUser(tx, live.userId, 'share');
       if (!user || user.is_active !== 1) return undefined;
-      return issueInSession(tx, tokens, user, clientOf(request), now, undefined, [...live.amr, ...amr]);
+      const signIn = [...live.amr, ...amr];
+      // A recovery code adds `mfa` alone (a TOTP code `otp` too): one fewer left.
+      if (!amr.includes('otp')) await audit.record({ type: 'mfa.recovery_code_used', actor: 'user', userId: user.id, ...client }, tx);
+      await audit.record({ type: 'login.succeeded', actor: 'user', userId: user.id, ...client, data: { amr: signIn } }, tx);
+      return issueInSession(tx, tokens, user, client, now, undefined, signIn);
     });
     if (!pair) return sendError(reply, 'codeRefused');
     return pair;

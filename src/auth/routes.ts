@@ -1,8 +1,9 @@
 // POST /api/v1/auth/register, /login, /refresh, /logout: exactly spec §4, each login starting a
 // session (a refresh-token family) that its refreshes continue (CONTRACT §13).
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { sendDenial, sendError } from '../errors.js';
 import { textField } from '../http.js';
+import type { Audit } from '../audit.js';
 import type { Config } from '../config/schema.js';
 import type { Events } from '../webhooks/emitter.js';
 import type { Database } from '../storage/db.js';
@@ -23,11 +24,12 @@ export interface AuthRoutesDeps extends LinkMailDeps {
   passwords: Passwords;
   clock: () => Date;
   events: Events;
+  audit: Audit;
   auth: Pick<Config['auth'], 'passwordMinLength' | 'refreshReuse' | 'requireVerifiedEmail'>;
 }
 
 export async function authRoutes(app: FastifyInstance, deps: AuthRoutesDeps): Promise<void> {
-  const { db, tokens, passwords, clock, events } = deps;
+  const { db, tokens, passwords, clock, events, audit } = deps;
   const minLength = deps.auth.passwordMinLength;
   const sendVerification = (user: { id: number; email: string; is_active: number }) => queueLinkMail(deps, 'verify', user.id, async () => user);
 
@@ -39,7 +41,7 @@ export async function authRoutes(app: FastifyInstance, deps: AuthRoutesDeps): Pr
     if (denial) return sendDenial(reply, denial);
     // A cheap check first spares a hash for the common duplicate; the INSERT still decides races.
     if (await users.emailExists(db, email)) return sendError(reply, 'emailTaken');
-    const id = await users.createUser(db, email, await passwords.hash(password));
+    const id = await users.createUser(db, email, await passwords.hash(password), (tx, userId) => audit.record({ type: 'user.registered', actor: 'user', userId, ...clientOf(request) }, tx));
     if (id === null) return sendError(reply, 'emailTaken');
     request.log.info({ userId: id }, 'user registered');
     sendVerification({ id, email, is_active: 1 });
@@ -51,13 +53,23 @@ export async function authRoutes(app: FastifyInstance, deps: AuthRoutesDeps): Pr
     const password = textField(request.body, 'password');
     if (!email || !password) return sendError(reply, 'loginFieldsRequired');
     // No stored password is this long: refuse without hashing, so it cannot be used to burn CPU.
-    if (isTooLong(password)) return refuseCredentials(request, reply, 'passwordTooLong');
+    // A failed login is one audit row too; for an unknown email, nothing of what was typed (a
+    // password typed into the email field must not be kept).
+    const failed = (reason: 'unknown_email' | 'wrong_password' | 'inactive', userId?: number) => audit.note({ type: 'login.failed', actor: 'user', userId, ...clientOf(request), data: { reason } });
+    if (isTooLong(password)) {
+      await failed('wrong_password');
+      return refuseCredentials(request, reply, 'passwordTooLong');
+    }
     const user = storable(email) ? await users.findByEmailWithHash(db, email) : undefined;
     if (!user || user.is_active !== 1) {
       await passwords.burnVerification(password);
+      await failed(user ? 'inactive' : 'unknown_email', user?.id);
       return refuseCredentials(request, reply, user ? 'inactive' : 'unknownEmail', user?.id);
     }
-    if (!(await passwords.verify(user.password_hash, password))) return refuseCredentials(request, reply, 'wrongPassword', user.id);
+    if (!(await passwords.verify(user.password_hash, password))) {
+      await failed('wrong_password', user.id);
+      return refuseCredentials(request, reply, 'wrongPassword', user.id);
+    }
     if (needsRehash(user.password_hash)) await users.updatePasswordHash(db, user.id, await passwords.hash(password));
     // Said only to whoever knows the password. A new link goes out (at most one a minute), so an
     // account whose first link was lost or expired is never stuck.
@@ -78,9 +90,14 @@ export async function authRoutes(app: FastifyInstance, deps: AuthRoutesDeps): Pr
       // Changed, deactivated or deleted since the password was checked: a session of the old
       // password must not start after the change has ended all the others.
       if (!locked || locked.is_active !== 1 || !users.samePassword(user, locked)) return undefined;
-      return issueInSession(tx, tokens, locked, clientOf(request), clock());
+      const issued = await issueInSession(tx, tokens, locked, clientOf(request), clock());
+      await audit.record({ type: 'login.succeeded', actor: 'user', userId: user.id, ...clientOf(request), data: { amr: PASSWORD_AMR } }, tx);
+      return issued;
     });
-    if (!pair) return refuseCredentials(request, reply, 'changedMeanwhile', user.id);
+    if (!pair) {
+      await failed('wrong_password', user.id);
+      return refuseCredentials(request, reply, 'changedMeanwhile', user.id);
+    }
     request.log.info({ userId: user.id }, 'login');
     return pair;
   });
@@ -109,7 +126,7 @@ export async function authRoutes(app: FastifyInstance, deps: AuthRoutesDeps): Pr
     });
     if (result.outcome === 'user-gone') return refuseCredentials(request, reply, 'userGone', userId, 'userNotFound');
     if (result.outcome === 'inactive') {
-      await onReuse(userId, hash, request.log);
+      await onReuse(userId, hash, request);
       return refuseCredentials(request, reply, 'inactiveToken', userId, 'refreshTokenInactive');
     }
     return result.pair;
@@ -117,12 +134,18 @@ export async function authRoutes(app: FastifyInstance, deps: AuthRoutesDeps): Pr
 
   app.post('/logout', async (request, reply) => {
     const token = textField(request.body, 'refresh_token').trim();
-    if (token) await refreshTokens.revokeByHash(db, sha256Hex(token));
+    if (token) {
+      // The session's owner, told by the token's row: logout needs no access token (spec §4).
+      await db.transaction(async (tx) => {
+        const ended = await refreshTokens.revokeByHash(tx, sha256Hex(token));
+        if (ended) await audit.record({ type: 'logout', actor: 'user', userId: ended.userId, ...clientOf(request) }, tx);
+      });
+    }
     return reply.send({ message: 'Déconnexion réussie' });
   });
 
   /** A rotated-away token presented again means it was copied: say so, and under revoke-all, end every session. */
-  async function onReuse(userId: number, hash: string, log: FastifyInstance['log']): Promise<void> {
+  async function onReuse(userId: number, hash: string, request: FastifyRequest): Promise<void> {
     if (!(await refreshTokens.wasRotated(db, hash, userId))) return;
     // The alert is stored with the revocation it reports, before the 401 is answered.
     const revoked = await db.transaction(async (tx) => {
@@ -132,9 +155,10 @@ export async function authRoutes(app: FastifyInstance, deps: AuthRoutesDeps): Pr
         n = await refreshTokens.revokeAllForUser(tx, userId, 'reuse');
       }
       await events.emit(userId, 'auth.refresh_token_reused', { revoked_sessions: n }, tx);
+      await audit.record({ type: 'refresh.reuse_detected', actor: 'user', userId, ...clientOf(request), data: { revoked_sessions: n } }, tx);
       return n;
     });
-    log.warn({ userId, revokedSessions: revoked }, 'refresh token reused');
+    request.log.warn({ userId, revokedSessions: revoked }, 'refresh token reused');
   }
 }
 

@@ -288,6 +288,10 @@ export const configSchema = z.strictObject({
     port: port.default(9090),
     apiKey: text,
   }).prefault({}),
+  // The audit log (CONTRACT §17): rows older than retention are purged.
+  audit: z.strictObject({
+    retention: duration.prefault('90d').meta({ description: 'How long audit events are kept (audit_events rows older are purged every hour).' }),
+  }).prefault({}),
   // The forward-auth listener (CONTRACT §11): nginx auth_request, Caddy forward_auth, … ask it.
   decisions: z.strictObject({
     host: z.string().default('127.0.0.1'),

@@ -66,6 +66,17 @@ export async function revokeOtherSessions(db: Queryable, userId: number, reason:
 }
 
 /** Logout: revokes by hash whatever the state; an unknown hash changes nothing. */
-export async function revokeByHash(db: Queryable, tokenHash: string): Promise<void> {
-  await db.query(`UPDATE refresh_tokens SET revoked = 1, revoked_reason = COALESCE(revoked_reason, 'logout') WHERE token_hash = $1`, [tokenHash]);
+/** Revokes the token (logout); its user when it was active until now, for the audit log. */
+export async function revokeByHash(db: Queryable, tokenHash: string): Promise<{ userId: number } | undefined> {
+  // Of two logouts of one token at once, the row lock lets one see it active.
+  const rows = await db.query<{ user_id: number }>(
+    `WITH active AS (
+       UPDATE refresh_tokens SET revoked = 1, revoked_reason = 'logout' WHERE token_hash = $1 AND revoked = 0 RETURNING user_id
+     ), unexplained AS (
+       UPDATE refresh_tokens SET revoked_reason = 'logout' WHERE token_hash = $1 AND revoked = 1 AND revoked_reason IS NULL
+     )
+     SELECT user_id FROM active`,
+    [tokenHash],
+  );
+  return rows[0] ? { userId: Number(rows[0].user_id) } : undefined;
 }

@@ -32,8 +32,11 @@ export function parseUserId(value: unknown): number | undefined {
 
 const USER_COLUMNS = 'id, email, plan, is_active, daily_usage, last_usage_date, created_at, email_verified_at';
 
-/** Creates the user and its subscription in one unit; null when the email is taken. */
-export async function createUser(db: { transaction: <T>(fn: (tx: Queryable) => Promise<T>) => Promise<T> }, email: string, passwordHash: string): Promise<number | null> {
+/** Creates the user and its subscription in one unit (with `created`'s writes: its audit event); null when the email is taken. */
+export async function createUser(
+  db: { transaction: <T>(fn: (tx: Queryable) => Promise<T>) => Promise<T> }, email: string, passwordHash: string,
+  created?: (tx: Queryable, id: number) => Promise<void>,
+): Promise<number | null> {
   return db.transaction(async (tx) => {
     // ON CONFLICT makes a race of registrations of one email end in one row and 409s, not a 500.
     const rows = await tx.query<{ id: number }>(
@@ -43,6 +46,7 @@ export async function createUser(db: { transaction: <T>(fn: (tx: Queryable) => P
     const id = rows[0]?.id;
     if (id === undefined) return null;
     await tx.query(`INSERT INTO subscriptions (user_id, plan) VALUES ($1, 'free')`, [id]);
+    await created?.(tx, id);
     return id;
   });
 }
@@ -131,7 +135,10 @@ export async function deleteUser(db: Queryable, id: number, unchangedSince?: Pic
 }
 
 /** Sets the plan on the user and its subscription record together. */
-export async function setPlan(db: { transaction: <T>(fn: (tx: Queryable) => Promise<T>) => Promise<T> }, id: number, plan: Plan): Promise<User | undefined> {
+export async function setPlan(
+  db: { transaction: <T>(fn: (tx: Queryable) => Promise<T>) => Promise<T> }, id: number, plan: Plan,
+  changed?: (tx: Queryable, user: User) => Promise<void>,
+): Promise<User | undefined> {
   return db.transaction(async (tx) => {
     const user = (await tx.query<User>(`UPDATE users SET plan = $2 WHERE id = $1 RETURNING ${USER_COLUMNS}`, [id, plan]))[0];
     if (!user) return undefined;
@@ -140,6 +147,7 @@ export async function setPlan(db: { transaction: <T>(fn: (tx: Queryable) => Prom
        ON CONFLICT (user_id) DO UPDATE SET plan = EXCLUDED.plan, updated_at = now()`,
       [id, plan],
     );
+    await changed?.(tx, user);
     return user;
   });
 }

@@ -1,6 +1,7 @@
 // POST and DELETE /api/v1/user/api-token (CONTRACT §4): the user's personal API key, pro plan only.
 import type { FastifyInstance } from 'fastify';
 import { createApiKey, revokeApiKeys, type ApiKeyDeps } from '../auth/apiKeys.js';
+import { clientOf } from '../auth/sessions.js';
 import { currentUser, type RequireUser } from '../listener/requireUser.js';
 
 export interface ApiTokenDeps extends ApiKeyDeps {
@@ -12,14 +13,14 @@ export async function apiTokenRoutes(app: FastifyInstance, deps: ApiTokenDeps): 
 
   app.post('/api-token', proOnly, async (request, reply) => {
     const userId = currentUser(request).id;
-    const { key, createdAt } = await createApiKey(deps, userId);
+    const { key, createdAt } = await createApiKey(deps, userId, { actor: 'user', ...clientOf(request) });
     request.log.info({ userId }, 'API key created');
     return reply.code(201).send({ api_token: key, created_at: createdAt.toISOString() });
   });
 
   app.delete('/api-token', proOnly, async (request) => {
     const userId = currentUser(request).id;
-    const revoked = await revokeApiKeys(deps, userId);
+    const revoked = await revokeApiKeys(deps, userId, { actor: 'user', ...clientOf(request) });
     request.log.info({ userId, revoked }, 'API keys revoked');
     return { message: 'Clé API révoquée' };
   });

@@ -1,6 +1,8 @@
 // GET /api/v1/user/me (CONTRACT §4, §12) and DELETE /api/v1/user/me (§13): the account itself.
 import type { FastifyInstance } from 'fastify';
+import type { Audit } from '../audit.js';
 import { refuseCredentials } from '../auth/credentials.js';
+import { clientOf } from '../auth/sessions.js';
 import { isTooLong, type Passwords } from '../auth/passwords.js';
 import { textField } from '../http.js';
 import { currentUser, type RequireUser } from '../listener/requireUser.js';
@@ -35,6 +37,7 @@ export async function readMe(app: FastifyInstance, deps: MeDeps): Promise<void> 
 
 export interface DeleteMeDeps {
   db: Database;
+  audit: Audit;
   passwords: Passwords;
   requireUser: RequireUser;
   identities: Pick<IdentityCache, 'forgetUser'>;
@@ -42,7 +45,7 @@ export interface DeleteMeDeps {
 
 /** Under the auth rate limit, as every endpoint that checks a password (user/routes.ts). */
 export async function deleteMe(app: FastifyInstance, deps: DeleteMeDeps): Promise<void> {
-  const { db, passwords, requireUser, identities } = deps;
+  const { db, passwords, requireUser, identities, audit } = deps;
 
   app.delete('/me', { preHandler: requireUser() }, async (request, reply) => {
     const { id } = currentUser(request);
@@ -50,7 +53,11 @@ export async function deleteMe(app: FastifyInstance, deps: DeleteMeDeps): Promis
     const user = isTooLong(password) ? undefined : await users.findByIdWithHash(db, id);
     if (!user || !(await passwords.verify(user.password_hash, password))) return refuseCredentials(request, reply, user ? 'wrongPassword' : 'passwordTooLong', id);
     // Only if the password checked is still the password.
-    const deleted = await users.deleteUser(db, id, user);
+    const deleted = await db.transaction(async (tx) => {
+      const gone = await users.deleteUser(tx, id, user);
+      if (gone) await audit.record({ type: 'account.deleted', actor: 'user', userId: id, ...clientOf(request) }, tx);
+      return gone;
+    });
     if (!deleted) return refuseCredentials(request, reply, 'changedMeanwhile', id);
     // At once here; the delete triggers carry it to every other instance (tokens, keys, WebSockets).
     identities.forgetUser(id);

@@ -6,17 +6,20 @@ import { currentIdentity, type RequireUser } from '../listener/requireUser.js';
 import type { Database } from '../storage/db.js';
 import { activeSessions, isUsersSession, revokeSession } from '../storage/sessions.js';
 import * as users from '../storage/users.js';
+import type { Audit } from '../audit.js';
+import { clientOf } from '../auth/sessions.js';
 import type { Events } from '../webhooks/emitter.js';
 
 export interface SessionsDeps {
   db: Database;
   clock: () => Date;
   events: Events;
+  audit: Audit;
   requireUser: RequireUser;
 }
 
 export async function sessionRoutes(app: FastifyInstance, deps: SessionsDeps): Promise<void> {
-  const { db, clock, events, requireUser } = deps;
+  const { db, clock, events, audit, requireUser } = deps;
 
   app.get('/sessions', { preHandler: requireUser() }, async (request) => {
     const { user, sessionId } = currentIdentity(request);
@@ -42,7 +45,10 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionsDeps): P
       if (!(await isUsersSession(tx, user.id, id))) return undefined;
       const ended = await revokeSession(tx, id);
       // Ending a session already ended is not an event.
-      if (ended > 0) await events.emit(user.id, 'auth.session_revoked', { session_id: id, current: id === sessionId }, tx);
+      if (ended > 0) {
+        await events.emit(user.id, 'auth.session_revoked', { session_id: id, current: id === sessionId }, tx);
+        await audit.record({ type: 'session.revoked', actor: 'user', userId: user.id, ...clientOf(request), data: { session_id: id, current: id === sessionId } }, tx);
+      }
       return ended;
     });
     if (revoked === undefined) return sendError(reply, 'sessionNotFound');

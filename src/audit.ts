@@ -1,0 +1,66 @@
+// The audit log (CONTRACT §17): who did what to which account, and from where. A record of a
+// change goes into the change's own transaction (pass `tx`): it commits or rolls back with it, so
+// an event is never lost while its change stands and never kept for a change undone. An event
+// with no change (a failed login) is written alone, and its failure never changes the answer.
+// Rows older than audit.retention are purged, by every instance (a DELETE by age is idempotent).
+import type { Logger } from 'pino';
+import { failureLog, type FailureLog } from './logThrottle.js';
+import { insertAuditEvent, purgeAuditEvents, type AuditEvent } from './storage/audit.js';
+import type { Database, Queryable } from './storage/db.js';
+
+export type { AuditActor, AuditEvent, AuditType } from './storage/audit.js';
+
+export interface Audit {
+  /** In `tx` when the event records a change made there. Rejects when it cannot be stored (the change then rolls back). */
+  record(event: AuditEvent, tx?: Queryable): Promise<void>;
+  /** For an event with no change: a failure to store it is logged, never thrown. */
+  note(event: AuditEvent): Promise<void>;
+}
+
+export interface AuditLogDeps {
+  db: Database;
+  clock: () => Date;
+  log: Logger;
+  retentionMs: number;
+}
+
+const PURGE_EVERY_MS = 3_600_000;
+
+export class AuditLog implements Audit {
+  private readonly failing: FailureLog;
+  private readonly purging: NodeJS.Timeout;
+
+  constructor(private readonly deps: AuditLogDeps) {
+    this.failing = failureLog(deps.log, 'audit events could not be stored');
+    this.purging = setInterval(() => void this.purge(), PURGE_EVERY_MS).unref();
+  }
+
+  record(event: AuditEvent, tx?: Queryable): Promise<void> {
+    return insertAuditEvent(tx ?? this.deps.db, event, this.deps.clock());
+  }
+
+  async note(event: AuditEvent): Promise<void> {
+    try {
+      await this.record(event);
+      this.failing.recovered();
+    } catch (err) {
+      this.failing.failed(err, { type: event.type });
+    }
+  }
+
+  /** Removes what audit.retention no longer keeps; how many rows went. */
+  async purge(): Promise<number> {
+    try {
+      const n = await purgeAuditEvents(this.deps.db, new Date(this.deps.clock().getTime() - this.deps.retentionMs));
+      if (n) this.deps.log.info({ purged: n }, 'audit events past their retention purged');
+      return n;
+    } catch (err) {
+      this.deps.log.warn({ err }, 'audit events could not be purged');
+      return 0;
+    }
+  }
+
+  close(): void {
+    clearInterval(this.purging);
+  }
+}

@@ -1,0 +1,81 @@
+// audit_events (migration 014, CONTRACT §17): one row per account event, written in the
+// transaction of the change it records; read newest first in keyset pages; purged by age.
+import type { Queryable } from './db.js';
+
+/** Every event CONTRACT §17 names that the gateway produces today (passkeys and identity providers come with them). */
+export const AUDIT_TYPES = [
+  'user.registered', 'login.succeeded', 'login.failed', 'refresh.reuse_detected', 'logout',
+  'password.changed', 'password.reset', 'email.verified', 'mfa.enrolled', 'mfa.removed',
+  'mfa.recovery_code_used', 'session.revoked', 'api_key.created', 'api_key.revoked', 'account.deleted',
+  'admin.plan_changed', 'admin.active_changed', 'admin.sessions_revoked', 'admin.mfa_reset', 'admin.user_deleted',
+] as const;
+export type AuditType = (typeof AUDIT_TYPES)[number];
+
+/** Who acted: the account's owner, an operator through the admin API, the CLI or the console, or the gateway itself. */
+export type AuditActor = 'user' | 'admin' | 'cli' | 'console' | 'system';
+
+export interface AuditEvent {
+  type: AuditType;
+  actor: AuditActor;
+  userId?: number | null;
+  ip?: string;
+  userAgent?: string;
+  /** What happened, never a secret (no password, token, key, code or email typed at a login). */
+  data?: Record<string, unknown>;
+}
+
+export interface AuditRow {
+  id: number;
+  at: Date;
+  type: string;
+  actor: string;
+  user_id: number | null;
+  ip: string | null;
+  user_agent: string | null;
+  data: Record<string, unknown>;
+}
+
+// A user agent is attacker-chosen and unbounded: a row keeps its start.
+const USER_AGENT_MAX = 512;
+
+export async function insertAuditEvent(q: Queryable, event: AuditEvent, at: Date): Promise<void> {
+  await q.query(
+    'INSERT INTO audit_events (at, type, actor, user_id, ip, user_agent, data) VALUES ($1, $2, $3, $4, $5, $6, $7)',
+    [at, event.type, event.actor, event.userId ?? null, event.ip ?? null, event.userAgent?.slice(0, USER_AGENT_MAX) ?? null, JSON.stringify(event.data ?? {})],
+  );
+}
+
+export interface AuditFilter {
+  userId?: number;
+  type?: string;
+  since?: Date;
+  /** Rows with a smaller id than this (the previous page's last). */
+  beforeId?: number;
+  limit: number;
+}
+
+/** Newest first; one more row than `limit` tells the caller there is a next page. */
+export async function listAuditEvents(q: Queryable, filter: AuditFilter): Promise<AuditRow[]> {
+  const where: string[] = [];
+  const params: unknown[] = [];
+  const add = (clause: string, value: unknown) => {
+    params.push(value);
+    where.push(clause.replace('?', `$${params.length}`));
+  };
+  if (filter.userId !== undefined) add('user_id = ?', filter.userId);
+  if (filter.type !== undefined) add('type = ?', filter.type);
+  if (filter.since !== undefined) add('at >= ?', filter.since);
+  if (filter.beforeId !== undefined) add('id < ?', filter.beforeId);
+  params.push(filter.limit + 1);
+  const rows = await q.query<AuditRow>(
+    `SELECT id, at, type, actor, user_id, ip, user_agent, data FROM audit_events ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY id DESC LIMIT $${params.length}`,
+    params,
+  );
+  return rows.map((r) => ({ ...r, id: Number(r.id), at: new Date(r.at) }));
+}
+
+/** Removes the rows older than `before`; how many went. */
+export async function purgeAuditEvents(q: Queryable, before: Date): Promise<number> {
+  const rows = await q.query<{ n: string }>('WITH gone AS (DELETE FROM audit_events WHERE at < $1 RETURNING 1) SELECT count(*) AS n FROM gone', [before]);
+  return Number(rows[0]?.n ?? 0);
+}
