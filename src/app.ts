@@ -13,7 +13,7 @@ import { authRateLimitOptions } from './listener/authRateLimit.js';
 import { requireUserWith } from './listener/requireUser.js';
 import { healthRoutes } from './health.js';
 import type { Instance } from './instance.js';
-import { httpsOptions, listenerOptions, registerCommon } from './listener/common.js';
+import { httpsOptions, listenerOptions, registerCommon, traceRequests } from './listener/common.js';
 import { Forwarder } from './proxy/forwarder.js';
 import { ownEndpointMethods, RequestContexts, type RequestContext } from './requestContext.js';
 import { OpenSockets } from './proxy/openSockets.js';
@@ -53,6 +53,7 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
   app.decorateRequest('context', null as unknown as RequestContext);
   app.addHook('onRequest', contexts.hook());
   registerCommon(app, metrics.tallies);
+  if (instance.tracing) traceRequests(app, instance.tracing);
   await documentRoutes(app);
   // While draining (server.shutdownDelay), every answer closes its connection: a load balancer's
   // keep-alive connection must not be idle in its pool when the listener closes, or the request it

@@ -27,6 +27,7 @@ import { assertMigrated, migrate } from './storage/migrations.js';
 import { connectRedis, waitReady } from './storage/redis.js';
 import { RedisBreaker } from './storage/redisBreaker.js';
 import { emailsToRecheck } from './storage/users.js';
+import { Tracing, tracingSettings } from './telemetry/tracing.js';
 import type { FleetLink } from './workers.js';
 
 /** Where the instance is in its life: told by server.ts, read by readiness and every response. */
@@ -62,6 +63,8 @@ export interface Instance {
   mailer: MailQueue;
   /** The audit log: account events, in the transactions of their changes. */
   audit: AuditLog;
+  /** Traces, when telemetry.otlp (or OTEL_EXPORTER_OTLP_ENDPOINT) names a collector. */
+  tracing: Tracing | undefined;
   /** In a worker (server.workers > 1): the primary, which gathers /metrics and /readyz of every worker. */
   fleet?: FleetLink;
   close(): Promise<void>;
@@ -132,6 +135,14 @@ export async function createInstance(config: Config, options: InstanceOptions): 
     const events = new OutboxEmitter({ db, config: config.webhooks, clock });
     const audit = new AuditLog({ db, clock, log, retentionMs: config.audit.retention });
     closers.push(async () => audit.close());
+    const traced = tracingSettings(config.telemetry.otlp);
+    const tracing = traced && new Tracing(traced);
+    if (tracing) {
+      // Closed after the listeners (closers run in reverse): the last spans go out.
+      closers.push(() => tracing.close());
+      metrics.observeTracing(tracing.stats);
+      log.info({ endpoint: traced.endpoint, serviceName: traced.serviceName, sampleRatio: traced.sampleRatio }, 'tracing: spans exported over OTLP/HTTP');
+    }
     await feed.start();
 
     const passwords = new Passwords();
@@ -153,7 +164,7 @@ export async function createInstance(config: Config, options: InstanceOptions): 
     });
 
     return {
-      lifecycle: { draining: false }, config, live, db, redis, clock, log, feed, tokens, passwords, identities, keyUsage, daily, keyring, pipeline, metrics, events, mailer, audit, fleet: options.fleet,
+      lifecycle: { draining: false }, config, live, db, redis, clock, log, feed, tokens, passwords, identities, keyUsage, daily, keyring, pipeline, metrics, events, mailer, audit, tracing, fleet: options.fleet,
       close: () => closeAll((err) => log.warn({ err }, 'error while closing')),
     };
   } catch (err) {

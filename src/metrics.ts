@@ -115,6 +115,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
   // The identity cache counts hits and misses in plain fields on its hot path too.
   let cacheStats: { hits: number; misses: number } | undefined;
   let webSockets: WebSocketStats | undefined;
+  let traces: { exported: number; dropped: number } | undefined;
   // Unprefixed: stock Node.js dashboards and alerts look for process_* and nodejs_* by these names.
   if (options.defaultMetrics) collectDefaultMetrics({ register: registry });
   // The usual build-info gauge: a constant 1 whose labels say what runs, for joins in queries.
@@ -145,6 +146,11 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     add({ result: 'miss' }, cacheStats.misses);
   });
 
+  scrapedCounter(registry, 'gateway_trace_spans_total', 'Trace spans exported, or dropped (queue full, or the collector failed)', ['outcome'], (add) => {
+    if (!traces) return;
+    add({ outcome: 'exported' }, traces.exported);
+    add({ outcome: 'dropped' }, traces.dropped);
+  });
   new Gauge({
     name: 'gateway_websockets_open', help: 'WebSockets open now, by route', labelNames: ['route'], registers: [registry],
     collect() {
@@ -166,6 +172,9 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     },
     observeWebSockets(stats: WebSocketStats): void {
       webSockets = stats;
+    },
+    observeTracing(stats: { exported: number; dropped: number }): void {
+      traces = stats;
     },
   };
 }

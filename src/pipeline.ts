@@ -25,6 +25,7 @@ import { identityHeaders } from './identityHeaders.js';
 import { overridingMethods } from './routing/methodOverrides.js';
 import type { RequestContext } from './requestContext.js';
 import type { CompiledRoute } from './routing/routeTable.js';
+import type { RequestTrace } from './telemetry/tracing.js';
 
 /** What a route (or an own endpoint) asks of a request. */
 export interface GuardPolicy {
@@ -42,6 +43,8 @@ export interface GuardPolicy {
 export interface RequestFacts {
   context: RequestContext;
   headers: IncomingHttpHeaders;
+  /** With tracing: each stage becomes a child span of the request's. */
+  trace?: RequestTrace;
 }
 
 export type GuardOutcome =
@@ -120,7 +123,7 @@ export class Pipeline {
       return this.denied(route.path, { code: 'methodNotAllowed', headers: { allow: [...route.allowedMethods].join(', ') } });
     }
 
-    const outcome = await this.guard(route, request.headers, context.live);
+    const outcome = await this.guard(route, request.headers, context.live, request.trace);
     if (outcome.kind === 'deny') return this.denied(route.path, outcome.denial);
     const { auth } = outcome;
     let identity: Record<string, string> | undefined;
@@ -133,19 +136,23 @@ export class Pipeline {
   }
 
   /** authenticate → plan → per-minute → daily, each only when the policy asks for it; limits as `live` has them. */
-  async guard(policy: GuardPolicy, headers: IncomingHttpHeaders, live: LiveSnapshot): Promise<GuardOutcome> {
+  async guard(policy: GuardPolicy, headers: IncomingHttpHeaders, live: LiveSnapshot, trace?: RequestTrace): Promise<GuardOutcome> {
     const bearer = bearerToken(headers);
     let auth: AuthResult = { kind: 'anonymous' };
     const mfa = policy.mfa === 'required';
     if (policy.auth !== 'none' || mfa) {
+      const span = trace?.start('gateway.authenticate');
       auth = await authenticate(headers, this.deps.auth, bearer);
+      span?.setAttribute('gateway.outcome', auth.kind === 'denied' ? auth.denial.code : auth.kind).end();
       if (auth.kind === 'denied') return { kind: 'deny', denial: auth.denial };
       if (auth.kind === 'anonymous' && (policy.auth === 'required' || mfa)) return { kind: 'deny', denial: { code: 'tokenInvalid' } };
       if (mfa && (auth.kind !== 'authenticated' || auth.method !== 'bearer' || auth.acr !== 'aal2')) return { kind: 'deny', denial: { code: 'mfaRequired' } };
     }
     const user = auth.kind === 'authenticated' ? auth.user : undefined;
     if (policy.plans) {
+      const span = trace?.start('gateway.plan');
       const denial = checkPlan(user, policy.plans);
+      span?.setAttribute('gateway.outcome', denial ? denial.code : 'allow').end();
       if (denial) return { kind: 'deny', denial };
     }
     if (!user || !(policy.rateLimit || policy.dailyLimit)) return { kind: 'pass', auth, bearer, responseHeaders: undefined };
@@ -154,7 +161,9 @@ export class Pipeline {
     const limits = planLimitsOf(live.settings.plans, user.plan);
     const quotas: QuotaState[] = [];
     const count = async (kind: 'minute' | 'daily', consume: () => Promise<QuotaOutcome>): Promise<Denial | undefined> => {
+      const span = trace?.start(kind === 'minute' ? 'gateway.per_minute_limit' : 'gateway.daily_limit');
       const { state, denial } = await consume();
+      span?.setAttribute('gateway.outcome', denial ? denial.code : 'allow').end();
       quotas.push(state);
       this.deps.tallies.quota(kind, user.plan, policy.path ?? 'own', denial ? 'refused' : 'admitted');
       return denial && { ...denial, headers: { ...denial.headers, ...rateLimitHeaders(quotas) } };

@@ -58,6 +58,8 @@ const size = z.union([
 const int = (min: number, max = Number.MAX_SAFE_INTEGER) => z.preprocess((v) => (typeof v === 'string' && /^-?\d+$/.test(v.trim()) ? Number(v) : v), z.number().int().min(min).max(max));
 // A number or the text of one ("8080", as PORT gives): never `true` read as 1.
 const port = int(0, 65535);
+// A share from 0 to 1: a number, or its text ("0.25", as ${VAR} gives it).
+const ratio = z.preprocess((v) => (typeof v === 'string' && /^\s*(?:\d+(?:\.\d*)?|\.\d+)\s*$/.test(v) ? Number(v) : v), z.number().min(0).max(1));
 const bool = () => z.preprocess((v) => (v === 'true' ? true : v === 'false' ? false : v), z.boolean());
 // `key:` with nothing after it (as `${VAR:-}` gives) is YAML null: read it as empty.
 const text = z.string().nullish().transform((s) => s ?? '');
@@ -287,6 +289,17 @@ export const configSchema = z.strictObject({
     host: z.string().default('127.0.0.1'),
     port: port.default(9090),
     apiKey: text,
+  }).prefault({}),
+  // Traces (CONTRACT §17): empty endpoint and no OTEL_EXPORTER_OTLP_ENDPOINT, no tracing. What is
+  // left unset here, the standard OTEL_* variables fill (telemetry/tracing.ts).
+  telemetry: z.strictObject({
+    otlp: z.strictObject({
+      endpoint: optionalText.pipe(z.string().refine((u) => isUrl(u, /^https?:$/), 'expected an http:// or https:// URL such as http://collector:4318').optional())
+        .meta({ description: 'The collector\'s OTLP/HTTP base URL (traces go to {endpoint}/v1/traces); empty: OTEL_EXPORTER_OTLP_ENDPOINT, else no tracing.' }),
+      serviceName: optionalText.meta({ description: 'service.name of the spans; unset: OTEL_SERVICE_NAME, else auth-gateway.' }),
+      sampleRatio: ratio.optional().meta({ description: 'The share of traces the gateway records (0 to 1); unset: OTEL_TRACES_SAMPLER_ARG, else 1.' }),
+      trustIncoming: bool().prefault(false).meta({ description: 'true: an incoming traceparent\'s sampled flag decides; false: the gateway decides (a client cannot force sampling).' }),
+    }).prefault({}),
   }).prefault({}),
   // The audit log (CONTRACT §17): rows older than retention are purged.
   audit: z.strictObject({

@@ -16,15 +16,47 @@ import { failureLog } from '../logThrottle.js';
 import { AccessLog, lazyChildLogger } from '../logger.js';
 import type { RouteTallies } from '../metrics.js';
 import { isUnavailable } from '../storage/db.js';
+import type { RequestTrace, Tracing } from '../telemetry/tracing.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
     /** The gateway route a proxied request matched (metrics label). */
     gatewayRoute: string;
+    /** With tracing (telemetry.otlp): the request's trace. */
+    trace: RequestTrace | undefined;
+    /** With tracing: `allow`, or the catalog name of the denial (gateway.decision). */
+    gatewayDecision: string;
   }
 }
 
 const SAFE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/**
+ * A server span per request (CONTRACT §17), named `METHOD route` after the route it matched
+ * (never the raw URL), with the attributes of OpenTelemetry's HTTP conventions and the gateway's.
+ * Registered only when tracing is on.
+ */
+export function traceRequests(app: FastifyInstance, tracing: Tracing): void {
+  app.decorateRequest('trace', undefined);
+  app.decorateRequest('gatewayDecision', '');
+  app.addHook('onRequest', (request, _reply, done) => {
+    const query = request.url.indexOf('?');
+    request.trace = tracing.begin(request.method, query < 0 ? request.url : request.url.slice(0, query), request.headers);
+    done();
+  });
+  app.addHook('onResponse', (request, reply, done) => {
+    const { trace } = request;
+    if (trace) {
+      const route = request.gatewayRoute || request.routeOptions.url || 'unmatched';
+      trace.span.updateName(`${request.method} ${route}`);
+      trace.span.setAttributes({ 'http.route': route, 'gateway.route': route, 'http.response.status_code': reply.statusCode });
+      if (request.gatewayDecision) trace.span.setAttribute('gateway.decision', request.gatewayDecision);
+      if (reply.statusCode >= 500) trace.span.setStatus({ code: 2 /* ERROR */ });
+      trace.span.end();
+    }
+    done();
+  });
+}
 
 /** A caller's request id is kept when it is harmless (for tracing across hops), else one is made. */
 export function requestId(header: string | string[] | undefined): string {

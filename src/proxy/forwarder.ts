@@ -7,6 +7,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Http2ServerRequest } from 'node:http2';
 import type { Readable } from 'node:stream';
+import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import type { Dispatcher } from 'undici';
@@ -146,9 +147,14 @@ export class Forwarder {
       if (malformed) return sendDenial(reply, malformed);
     }
     const headers = upgrade ? upgradeHeaders(request.headers, context.query) : request.headers;
-    const decision = await this.deps.pipeline.decide({ context, headers }, { forwarding: true });
+    const { trace } = request;
+    const decision = await this.deps.pipeline.decide({ context, headers, trace }, { forwarding: true });
     if (decision.kind === 'deny') return this.deny(request, reply, decision.route, decision.denial);
     request.gatewayRoute = decision.route.path;
+    if (trace) {
+      request.gatewayDecision = 'allow';
+      if (decision.auth.kind === 'authenticated') trace.span.setAttribute('enduser.id', String(decision.auth.user.id));
+    }
 
     // An upgrade's access_token is a credential of the gateway's, never the upstream's, whoever signed it.
     const query = upgrade ? withoutAccessToken(context.query) : context.query;
@@ -177,12 +183,21 @@ export class Forwarder {
       }
       case 'relay': {
         const corsCovered = request.corsCovered;
+        // The upstream call's span; the upstream continues the trace from it (traceparent).
+        const span = request.trace?.start('upstream', { 'gateway.upstream': upstream, 'http.request.method': planned.request.method }, SpanKind.CLIENT);
+        if (span) request.trace!.inject(span, planned.request.headers);
         relay(this.agent, reply, { ...planned.request, body: (request.body as Readable | undefined) ?? null }, {
           // The gateway's RateLimit fields on a counted route, in place of any the upstream sent.
           responseHeaders: (upstreamHeaders) => (decision.responseHeaders ? { ...downstreamHeaders(upstreamHeaders, corsCovered), ...decision.responseHeaders } : downstreamHeaders(upstreamHeaders, corsCovered)),
-          answered: () => this.answered(upstream),
+          answered: () => {
+            span?.end();
+            this.answered(upstream);
+          },
           // Never resent: a retried POST could run twice.
-          failed: (error) => this.failed(request, reply, upstream, error),
+          failed: (error) => {
+            span?.setStatus({ code: SpanStatusCode.ERROR, message: (error as NodeJS.ErrnoException).code ?? 'upstream failed' }).end();
+            this.failed(request, reply, upstream, error);
+          },
         });
       }
     }
@@ -190,6 +205,7 @@ export class Forwarder {
 
   private deny(request: FastifyRequest, reply: FastifyReply, route: string | undefined, denial: Denial): void {
     if (route) request.gatewayRoute = route;
+    if (request.trace) request.gatewayDecision = denial.code;
     // 400 and 404 name no route and decide nothing: not worth a line each at info.
     if (route) this.denials.denied(request.log, route, denial.code);
     sendDenial(reply, denial);

@@ -51,8 +51,8 @@ describe('configuration examples in the docs', () => {
     const others = docsPages().flatMap((file) => fencedBlocks(file)
       .filter((b) => b.lang === 'yaml' && !examples.some((e) => e.file === file && e.line === b.line))
       .map((b) => ({ where: `${file}:${b.line}`, text: b.text })));
-    // Traefik's and Envoy's configurations, and a Kubernetes manifest, nothing else.
-    expect(others.map((o) => o.where.split(':')[0])).toEqual(['docs/decisions.md', 'docs/decisions.md', 'docs/production.md']);
+    // Traefik's and Envoy's configurations, a Kubernetes manifest and an OpenTelemetry Collector's, nothing else.
+    expect(others.map((o) => o.where.split(':')[0])).toEqual(['docs/decisions.md', 'docs/decisions.md', 'docs/production.md', 'docs/tracing.md']);
     for (const other of others) {
       expect(other.text.split('\n', 1)[0], other.where).toMatch(/not a gateway configuration$/);
       expect(() => parseYaml(other.text), other.where).not.toThrow();

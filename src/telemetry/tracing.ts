@@ -1,0 +1,172 @@
+// Traces (CONTRACT §17), with the OpenTelemetry JS SDK: a server span per request, named after the
+// route it matched, with a child span per pipeline stage and one for the upstream call, whose
+// traceparent the upstream receives. Exported over OTLP/HTTP (JSON) to {endpoint}/v1/traces.
+//
+// Contexts are passed by hand (RequestTrace), not through a context manager: the gateway knows
+// where each stage starts and ends, and an AsyncLocalStorage on every request would cost the hot
+// path even when tracing is off. Off (no endpoint), none of this runs: no hook, no span.
+//
+// Sampling is the gateway's: an incoming traceparent is continued (its trace id kept), but its
+// sampled flag decides only with trustIncoming, so that a client cannot make every request of
+// its own recorded. Spans wait in a bounded queue; when it is full, or an export fails, they are
+// dropped and counted (gateway_trace_spans_dropped_total): a collector that is down or slow
+// costs requests nothing.
+import { ROOT_CONTEXT, SpanKind, trace, TraceFlags, type Attributes, type Context, type Span, type TextMapGetter } from '@opentelemetry/api';
+import { ExportResultCode, W3CTraceContextPropagator } from '@opentelemetry/core';
+import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import { resourceFromAttributes } from '@opentelemetry/resources';
+import { SamplingDecision, TraceIdRatioBasedSampler, TracerProvider, type ReadableSpan, type Sampler, type SamplingResult, type SpanExporter, type SpanProcessor } from '@opentelemetry/sdk-trace';
+import type { IncomingHttpHeaders } from 'node:http';
+
+export interface TracingSettings {
+  /** The collector's OTLP/HTTP base URL (http://collector:4318); traces go to {endpoint}/v1/traces. */
+  endpoint: string;
+  serviceName: string;
+  sampleRatio: number;
+  trustIncoming: boolean;
+}
+
+/** telemetry.otlp as written, the standard OTEL_* variables filling what it leaves unset (the YAML wins); undefined: tracing off. */
+export function tracingSettings(otlp: { endpoint?: string; serviceName?: string; sampleRatio?: number; trustIncoming: boolean }, env: NodeJS.ProcessEnv = process.env): TracingSettings | undefined {
+  const tracesUrl = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim();
+  const endpoint = otlp.endpoint || (tracesUrl ? tracesUrl.replace(/\/v1\/traces\/?$/, '') : env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim());
+  if (!endpoint || env.OTEL_SDK_DISABLED === 'true') return undefined;
+  const envRatio = Number(env.OTEL_TRACES_SAMPLER_ARG);
+  return {
+    endpoint: endpoint.replace(/\/+$/, ''),
+    serviceName: otlp.serviceName || env.OTEL_SERVICE_NAME?.trim() || 'auth-gateway',
+    sampleRatio: otlp.sampleRatio ?? (env.OTEL_TRACES_SAMPLER_ARG && envRatio >= 0 && envRatio <= 1 ? envRatio : 1),
+    trustIncoming: otlp.trustIncoming,
+  };
+}
+
+/** A request's trace: its server span, and what starts its children. */
+export interface RequestTrace {
+  readonly span: Span;
+  /** A child of the request's span: a pipeline stage, or the upstream call (kind CLIENT). */
+  start(name: string, attributes?: Attributes, kind?: SpanKind): Span;
+  /** Writes `span`'s traceparent (and tracestate) into headers bound upstream. */
+  inject(span: Span, headers: Record<string, unknown>): void;
+}
+
+export interface TracingStats {
+  exported: number;
+  dropped: number;
+}
+
+const QUEUE_MAX = 2048;
+const BATCH_MAX = 512;
+const EXPORT_EVERY_MS = 1000;
+const EXPORT_TIMEOUT_MS = 5000;
+
+const headerGetter: TextMapGetter<IncomingHttpHeaders> = {
+  keys: (carrier) => Object.keys(carrier),
+  get: (carrier, key) => carrier[key],
+};
+
+export class Tracing {
+  readonly stats: TracingStats = { exported: 0, dropped: 0 };
+  private readonly provider: TracerProvider;
+  private readonly tracer;
+  private readonly propagator = new W3CTraceContextPropagator();
+
+  constructor(settings: TracingSettings, exporter: SpanExporter = new OTLPTraceExporter({ url: `${settings.endpoint}/v1/traces`, timeoutMillis: EXPORT_TIMEOUT_MS })) {
+    this.provider = new TracerProvider({
+      resource: resourceFromAttributes({ 'service.name': settings.serviceName }),
+      sampler: new GatewaySampler(settings.sampleRatio, settings.trustIncoming),
+      spanProcessors: [new BoundedExport(exporter, this.stats)],
+    });
+    this.tracer = this.provider.getTracer('auth-gateway');
+  }
+
+  /** The server span of a request, continuing the client's trace when it sent a traceparent. */
+  begin(method: string, path: string, headers: IncomingHttpHeaders): RequestTrace {
+    const parent = headers.traceparent === undefined ? ROOT_CONTEXT : this.propagator.extract(ROOT_CONTEXT, headers, headerGetter);
+    const span = this.tracer.startSpan(method, { kind: SpanKind.SERVER, attributes: { 'http.request.method': method, 'url.path': path } }, parent);
+    const context = trace.setSpan(parent, span);
+    return {
+      span,
+      start: (name, attributes, kind = SpanKind.INTERNAL) => this.tracer.startSpan(name, { kind, attributes }, context),
+      inject: (child, headers) => this.propagator.inject(trace.setSpan(ROOT_CONTEXT, child), headers, { set: (carrier, key, value) => { (carrier as Record<string, unknown>)[key] = value; } }),
+    };
+  }
+
+  /** Exports what is queued, then stops. */
+  close(): Promise<void> {
+    return this.provider.shutdown();
+  }
+}
+
+/**
+ * The gateway's own decision for a trace's first span (the ratio, by trace id, so every instance
+ * decides alike); a child follows its parent. A remote parent's flag counts only with trustIncoming.
+ */
+class GatewaySampler implements Sampler {
+  private readonly byRatio: TraceIdRatioBasedSampler;
+
+  constructor(ratio: number, private readonly trustIncoming: boolean) {
+    this.byRatio = new TraceIdRatioBasedSampler(ratio);
+  }
+
+  shouldSample(context: Context, traceId: string): SamplingResult {
+    const parent = trace.getSpanContext(context);
+    if (parent && (!parent.isRemote || this.trustIncoming)) {
+      return { decision: parent.traceFlags & TraceFlags.SAMPLED ? SamplingDecision.RECORD_AND_SAMPLED : SamplingDecision.NOT_RECORD };
+    }
+    return this.byRatio.shouldSample(context, traceId);
+  }
+
+  toString(): string {
+    return `GatewaySampler{${this.byRatio.toString()}, trustIncoming=${this.trustIncoming}}`;
+  }
+}
+
+/**
+ * Ended spans in a queue of QUEUE_MAX, sent in batches every EXPORT_EVERY_MS (or once a batch is
+ * full), one export at a time. A span that finds the queue full, or whose export failed, is
+ * counted as dropped: nothing waits on the collector, nothing grows without bound.
+ */
+class BoundedExport implements SpanProcessor {
+  private queue: ReadableSpan[] = [];
+  private exporting: Promise<void> | undefined;
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(private readonly exporter: SpanExporter, private readonly stats: TracingStats) {
+    this.timer = setInterval(() => void this.flush(), EXPORT_EVERY_MS).unref();
+  }
+
+  onStart(): void {}
+
+  onEnd(span: ReadableSpan): void {
+    if (!(span.spanContext().traceFlags & TraceFlags.SAMPLED)) return;
+    if (this.queue.length >= QUEUE_MAX) {
+      this.stats.dropped++;
+      return;
+    }
+    this.queue.push(span);
+    if (this.queue.length >= BATCH_MAX) void this.flush();
+  }
+
+  flush(): Promise<void> {
+    if (this.exporting || this.queue.length === 0) return this.exporting ?? Promise.resolve();
+    const batch = this.queue.splice(0, BATCH_MAX);
+    this.exporting = new Promise<void>((resolve) => {
+      this.exporter.export(batch, (result) => {
+        if (result.code === ExportResultCode.SUCCESS) this.stats.exported += batch.length;
+        else this.stats.dropped += batch.length;
+        resolve();
+      });
+    }).finally(() => { this.exporting = undefined; });
+    return this.exporting;
+  }
+
+  async forceFlush(): Promise<void> {
+    while (this.queue.length || this.exporting) await this.flush();
+  }
+
+  async shutdown(): Promise<void> {
+    clearInterval(this.timer);
+    await this.forceFlush().catch(() => {});
+    await this.exporter.shutdown();
+  }
+}

@@ -1,0 +1,179 @@
+// Traces (issue 31, CONTRACT §17) as a collector sees them: an OTLP/HTTP receiver started here
+// takes the gateway's exports. A request is a server span named after its route, with the
+// pipeline's stages and the upstream call as children; the upstream gets the upstream span's
+// traceparent; an incoming trace is continued, its sampling flag trusted only when configured; no
+// credential, email or query string in any attribute; a collector that is down costs requests
+// nothing and its drops are counted in /metrics.
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseConfig } from '../../src/config/load.js';
+import { tracingSettings } from '../../src/telemetry/tracing.js';
+import { docsExample } from '../helpers/docs.js';
+import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
+import { bearer, closeSql, configProblems, describeWithServices, eventually, makeUser, marker, startTestGateway, testConfig, type TestGateway } from '../helpers/gateway.js';
+import { sparePort } from '../helpers/ports.js';
+
+interface OtlpSpan {
+  traceId: string;
+  spanId: string;
+  parentSpanId?: string;
+  name: string;
+  kind: number;
+  attributes: Array<{ key: string; value: Record<string, unknown> }>;
+}
+
+/** An OTLP/HTTP (JSON) receiver: every span it was sent, and the raw bodies. */
+async function startCollector() {
+  const spans: OtlpSpan[] = [];
+  const bodies: string[] = [];
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks).toString('utf8');
+      if (req.url === '/v1/traces' && String(req.headers['content-type']).startsWith('application/json')) {
+        bodies.push(body);
+        const doc = JSON.parse(body) as { resourceSpans: Array<{ scopeSpans: Array<{ spans: OtlpSpan[] }> }> };
+        for (const rs of doc.resourceSpans) for (const ss of rs.scopeSpans) spans.push(...ss.spans);
+      }
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    spans,
+    bodies,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+const attr = (span: OtlpSpan, key: string) => {
+  const value = span.attributes.find((a) => a.key === key)?.value;
+  return value === undefined ? undefined : (value.stringValue ?? (value.intValue === undefined ? value.boolValue : Number(value.intValue)));
+};
+
+describe('telemetry settings', () => {
+  it('the YAML wins; the OTEL_* variables fill what it leaves unset; no endpoint, no tracing', () => {
+    const yaml = { trustIncoming: false };
+    expect(tracingSettings(yaml, {})).toBeUndefined();
+    expect(tracingSettings(yaml, { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318/', OTEL_SERVICE_NAME: 'edge', OTEL_TRACES_SAMPLER_ARG: '0.25' }))
+      .toEqual({ endpoint: 'http://collector:4318', serviceName: 'edge', sampleRatio: 0.25, trustIncoming: false });
+    expect(tracingSettings({ ...yaml, endpoint: 'http://mine:4318', serviceName: 'gw', sampleRatio: 1 }, { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_SERVICE_NAME: 'edge', OTEL_TRACES_SAMPLER_ARG: '0.25' }))
+      .toEqual({ endpoint: 'http://mine:4318', serviceName: 'gw', sampleRatio: 1, trustIncoming: false });
+    expect(tracingSettings(yaml, { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://c:4318/v1/traces' })?.endpoint).toBe('http://c:4318');
+    expect(tracingSettings(yaml, { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_SDK_DISABLED: 'true' })).toBeUndefined();
+  });
+
+  it('docs/tracing.md\'s example: off without OTEL_EXPORTER_OTLP_ENDPOINT, on with it', () => {
+    const example = docsExample('tracing', 'tracing');
+    expect(tracingSettings(parseConfig(example, 'docs/tracing.md', {}).telemetry.otlp, {})).toBeUndefined();
+    const env = { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' };
+    expect(tracingSettings(parseConfig(example, 'docs/tracing.md', env).telemetry.otlp, env))
+      .toEqual({ endpoint: 'http://collector:4318', serviceName: 'auth-gateway', sampleRatio: 1, trustIncoming: false });
+  });
+
+  it('gateway check reads telemetry.otlp as CONTRACT §17 writes it, and refuses what it cannot use', () => {
+    expect(configProblems('telemetry:\n  otlp:\n    endpoint: "http://127.0.0.1:4318"\n    serviceName: auth-gateway\n    sampleRatio: 1\n    trustIncoming: false\n')).toEqual([]);
+    expect(configProblems('telemetry: { otlp: { endpoint: "" } }')).toEqual([]);
+    expect(configProblems('telemetry: { otlp: { sampleRatio: "0.5" } }')).toEqual([]);
+    expect(configProblems('telemetry: { otlp: { sampleRatio: 2 } }')[0]).toMatch(/^telemetry\.otlp\.sampleRatio: /);
+    expect(configProblems('telemetry: { otlp: { endpoint: "collector:4318" } }')[0]).toMatch(/^telemetry\.otlp\.endpoint: expected an http:\/\/ or https:\/\/ URL/);
+  });
+});
+
+describeWithServices('traces over OTLP/HTTP', () => {
+  let collector: Awaited<ReturnType<typeof startCollector>>;
+  let upstream: EchoUpstream;
+  let gw: TestGateway;
+  const routes = () => [
+    { path: '/traced', upstream: 'app', auth: 'required', plans: ['free', 'pro'], dailyLimit: true },
+    { path: '/open', upstream: 'app', auth: 'none' },
+  ];
+  const config = (otlp: object) => testConfig({ plans: { limits: { free: { daily: 1000 } } }, telemetry: { otlp }, upstreams: { app: { url: upstream.url } }, routes: routes() });
+  const traceOf = (traceId: string) => collector.spans.filter((s) => s.traceId === traceId);
+
+  beforeAll(async () => {
+    [collector, upstream] = await Promise.all([startCollector(), startEchoUpstream()]);
+    gw = await startTestGateway(config({ endpoint: collector.url, serviceName: 'gateway-under-test' }));
+  });
+  afterAll(async () => {
+    await gw?.close();
+    await Promise.all([collector?.close(), upstream?.close()]);
+    await closeSql();
+  });
+
+  it('a request: a server span named after its route, its stages and the upstream call as children, the upstream told the trace', async () => {
+    const user = await makeUser(gw);
+    const m = marker();
+    const res = await gw.get(`/traced/${m}?secret_query=${m}`, { headers: bearer(user.access) });
+    expect(res.status).toBe(200);
+    const traceparent = String(upstream.last(m)!.headers.traceparent);
+    const [, traceId, parentId, flags] = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/.exec(traceparent)!;
+    expect(flags).toBe('01');
+    await eventually(() => traceOf(traceId!).length >= 5, 5000);
+    const spans = traceOf(traceId!);
+    const server = spans.find((s) => s.name === 'GET /traced')!;
+    expect(server.kind).toBe(2); // SERVER
+    expect(server.parentSpanId ?? '').toBe('');
+    expect({
+      method: attr(server, 'http.request.method'), status: attr(server, 'http.response.status_code'), path: attr(server, 'url.path'),
+      route: attr(server, 'http.route'), gatewayRoute: attr(server, 'gateway.route'), decision: attr(server, 'gateway.decision'), user: attr(server, 'enduser.id'),
+    }).toEqual({ method: 'GET', status: 200, path: `/traced/${m}`, route: '/traced', gatewayRoute: '/traced', decision: 'allow', user: String(user.id) });
+    const children = spans.filter((s) => s.parentSpanId === server.spanId).map((s) => s.name).sort();
+    expect(children).toEqual(['gateway.authenticate', 'gateway.daily_limit', 'gateway.plan', 'upstream']);
+    const call = spans.find((s) => s.name === 'upstream')!;
+    expect(call.kind).toBe(3); // CLIENT
+    expect(call.spanId).toBe(parentId);
+    // Neither the token nor the email nor the query string is in anything exported.
+    const exported = collector.bodies.join('\n');
+    for (const secret of [user.access, user.email, 'secret_query']) expect(exported).not.toContain(secret);
+    expect(exported).toContain('gateway-under-test');
+  });
+
+  it('a denial: the span says which, and nothing is called upstream', async () => {
+    const m = marker();
+    const res = await gw.get(`/traced/${m}`);
+    expect(res.status).toBe(401);
+    await eventually(() => collector.spans.some((s) => s.name === 'GET /traced' && attr(s, 'gateway.decision') === 'tokenInvalid'), 5000);
+    expect(upstream.count(m)).toBe(0);
+  });
+
+  it('continues an incoming trace; its sampled flag decides only with trustIncoming', async () => {
+    const incoming = (traceId: string) => ({ traceparent: `00-${traceId}-${'1'.repeat(16)}-01` });
+    const id = (n: number) => n.toString(16).padStart(32, '0');
+    const [never, trusting] = await Promise.all([
+      startTestGateway(config({ endpoint: collector.url, sampleRatio: 0 })),
+      startTestGateway(config({ endpoint: collector.url, sampleRatio: 0, trustIncoming: true })),
+    ]);
+    try {
+      const a = marker();
+      const b = marker();
+      expect((await never.get(`/open/${a}`, { headers: incoming(id(0xa1)) })).status).toBe(200);
+      expect((await trusting.get(`/open/${b}`, { headers: incoming(id(0xb2)) })).status).toBe(200);
+      // The trace id is continued either way: the upstream sees it.
+      expect(String(upstream.last(a)!.headers.traceparent)).toMatch(new RegExp(`^00-${id(0xa1)}-[0-9a-f]{16}-00$`));
+      expect(String(upstream.last(b)!.headers.traceparent)).toMatch(new RegExp(`^00-${id(0xb2)}-[0-9a-f]{16}-01$`));
+      await eventually(() => traceOf(id(0xb2)).length >= 2, 5000);
+      expect(traceOf(id(0xb2)).find((s) => s.name === 'GET /open')!.parentSpanId).toBe('1'.repeat(16));
+      await new Promise((resolve) => setTimeout(resolve, 1500)); // past an export interval
+      expect(traceOf(id(0xa1))).toEqual([]);
+    } finally {
+      await Promise.all([never.close(), trusting.close()]);
+    }
+  });
+
+  it('a collector that does not answer costs requests nothing; the dropped spans are counted', async () => {
+    const nowhere = await sparePort();
+    const down = await startTestGateway(config({ endpoint: `http://127.0.0.1:${nowhere}` }));
+    try {
+      const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => down.get(`/open/${marker()}-${i}`)));
+      expect(answers.map((r) => r.status)).toEqual(Array(20).fill(200));
+      await eventually(async () => /gateway_trace_spans_total\{outcome="dropped"\} ([1-9]\d*)/.test(await down.services.metrics.registry.metrics()), 8000);
+      expect(down.services.tracing!.stats.exported).toBe(0);
+    } finally {
+      await down.close();
+    }
+  }, 20_000);
+});
