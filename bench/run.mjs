@@ -26,7 +26,7 @@
 // default 12), BENCH_WARMUP (seconds per target and scenario, default 1), BENCH_CONNECTIONS
 // (default 50), BENCH_USERS (users per group, default 10), BENCH_LOG_LEVEL (the gateway's, default
 // info), BENCH_ONLY (a subset:
-// public,bearer,plan,apikey,daily,rated,minute,assertion,tls,ws,pgbouncer,floor,haproxy,counted,workers,logins,decisions),
+// public,bearer,plan,apikey,daily,rated,minute,assertion,tls,ws,pgbouncer,floor,haproxy,counted,workers,tracing,logins,decisions),
 // BENCH_KEEP=1 (keep the generated config and the gateway's log),
 // BENCH_GATEWAY_NODE_ARGS / BENCH_BASELINE_NODE_ARGS (node flags, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"),
 // DATABASE_URL, REDIS_URL.
@@ -190,12 +190,18 @@ async function main() {
     // the same HS256 token (jwt_verify, exp) and setting x-user-id.
     const floor = await startChild(SELF, 'floor', [upstream.url], cleanups, splitArgs(env.BENCH_BASELINE_NODE_ARGS));
     const haproxy = await startHaproxy(upstream.url, config.auth.jwt.secret, cleanups);
+    // Tracing (docs/tracing.md): a gateway exporting every request's spans to a local receiver, and
+    // one whose collector does not answer, each against the plain gateway.
+    const collector = await startChild(SELF, 'collector', [], cleanups);
+    const traced = await startGateway(tmp, 'gateway-traced', { ...config, server: { ...config.server, port: await freePort() }, decisions: { port: 0 }, telemetry: { otlp: { endpoint: collector.url, sampleRatio: 1 } } }, cleanups);
+    const tracedDown = await startGateway(tmp, 'gateway-traced-down', { ...config, server: { ...config.server, port: await freePort() }, decisions: { port: 0 }, telemetry: { otlp: { endpoint: `http://127.0.0.1:${await freePort()}` } } }, cleanups);
     // server.workers: 2 against 1, and against nginx with two workers: every process on every core.
     const fleet = storage.postgres ? await startFleet(tmp, config, upstream.url, gateway.decisionsUrl, cleanups) : { skip: 'server.workers needs Postgres (embedded PGlite here)' };
     // The process under test alone on its core, what makes the load on the other (chooseLoader).
     loader.pin(upstream.pid, 'load');
     loader.pin(wsUpstream.pid, 'load');
-    for (const server of [baseline, baselineTls, gateway, gatewayTls, gatewayPooled, floor, haproxy.pid && haproxy].filter(Boolean)) loader.pin(server.pid, 'server');
+    loader.pin(collector.pid, 'load');
+    for (const server of [traced, tracedDown, baseline, baselineTls, gateway, gatewayTls, gatewayPooled, floor, haproxy.pid && haproxy].filter(Boolean)) loader.pin(server.pid, 'server');
     for (const server of fleet.skip ? [] : [fleet.one, fleet.two, fleet.nginx]) loader.pin(server.pid, 'all');
     const pro = await Promise.all(data.pro.map((u) => login(gateway.url, u)));
     const used = await Promise.all(data.used.map((u) => login(gateway.url, u)));
@@ -235,6 +241,9 @@ async function main() {
       // One premium-sized user far under a large daily quota, on every connection: the row lock
       // a use per request once took (541 req/s); baseline: the same user on the uncounted route.
       { name: 'counted daily quota, one busy user (baseline: the gateway, bearer)', key: 'counted', pair: 'counted', route: '/counted', headers: () => bearerOf(groups.pro.slice(0, 1)), expect: 200, identity: 'bearer', targets: { ratio: 0.80 } },
+      // Tracing on (every request sampled, exported to a receiver) and to a collector that is down.
+      { name: 'bearer + plan, traced (baseline: the gateway untraced)', key: 'tracing', pair: 'traced', route: '/plan', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', targets: { ratio: 0.85 } },
+      { name: 'bearer + plan, collector down (baseline: the gateway untraced)', key: 'tracing', pair: 'traced-down', route: '/plan', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', targets: { ratio: 0.95 } },
       // Unpinned: wrk, the upstream and the servers share both cores.
       { name: 'bearer, workers: 2 (baseline: workers: 1), unpinned', key: 'workers', pair: 'workers', route: '/bearer', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', targets: { ratio: 1.7 } },
       { name: 'public, workers: 2 (baseline: nginx, 2 workers), unpinned', key: 'workers', pair: 'nginx2', route: '/public', headers: () => [{}], expect: 200 },
@@ -246,6 +255,8 @@ async function main() {
       floor: { baseline: { ...floor, name: 'baseline' }, gateway },
       haproxy: { baseline: haproxy, gateway },
       counted: { baseline: { ...gateway, name: 'gateway', route: '/bearer' }, gateway },
+      traced: { baseline: { ...gateway, name: 'gateway' }, gateway: traced },
+      'traced-down': { baseline: { ...gateway, name: 'gateway' }, gateway: tracedDown },
       workers: { baseline: fleet.one, gateway: fleet.two },
       nginx2: { baseline: fleet.nginx && { ...fleet.nginx, name: 'baseline' }, gateway: fleet.two },
     })[scenario.pair] ?? { baseline, gateway };
@@ -1087,5 +1098,6 @@ if (role === 'upstream') await runUpstream(echoIdentity);
 else if (role === 'wsupstream') await runWsUpstream();
 else if (role === 'baseline') await runBaseline(process.argv[4], process.argv[5]);
 else if (role === 'floor') await runFloor(process.argv[4]);
+else if (role === 'collector') await runUpstream(() => ({}));
 else if (role === 'logins') runLoginDriver(process.argv[4]);
 else await main();

@@ -9,8 +9,10 @@
 // Sampling is the gateway's: an incoming traceparent is continued (its trace id kept), but its
 // sampled flag decides only with trustIncoming, so that a client cannot make every request of
 // its own recorded. Spans wait in a bounded queue; when it is full, or an export fails, they are
-// dropped and counted (gateway_trace_spans_dropped_total): a collector that is down or slow
-// costs requests nothing.
+// dropped and counted (gateway_trace_spans_total{outcome="dropped"}). A collector that is down or
+// slow costs requests nothing: after a failed export, requests are not traced at all for a pause
+// (5 s, doubling up to a minute while exports keep failing; each such request counts as a dropped
+// span), so the spans nobody can receive are not even made.
 import { ROOT_CONTEXT, SpanKind, trace, TraceFlags, type Attributes, type Context, type Span, type TextMapGetter } from '@opentelemetry/api';
 import { ExportResultCode, W3CTraceContextPropagator } from '@opentelemetry/core';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
@@ -58,6 +60,8 @@ const QUEUE_MAX = 2048;
 const BATCH_MAX = 512;
 const EXPORT_EVERY_MS = 1000;
 const EXPORT_TIMEOUT_MS = 5000;
+const PAUSE_MIN_MS = 5000;
+const PAUSE_MAX_MS = 60_000;
 
 const headerGetter: TextMapGetter<IncomingHttpHeaders> = {
   keys: (carrier) => Object.keys(carrier),
@@ -69,18 +73,37 @@ export class Tracing {
   private readonly provider: TracerProvider;
   private readonly tracer;
   private readonly propagator = new W3CTraceContextPropagator();
+  /** While exports fail: no tracing until then, and how long the next pause lasts. */
+  private pausedUntil = 0;
+  private pauseMs = PAUSE_MIN_MS;
 
   constructor(settings: TracingSettings, exporter: SpanExporter = new OTLPTraceExporter({ url: `${settings.endpoint}/v1/traces`, timeoutMillis: EXPORT_TIMEOUT_MS })) {
     this.provider = new TracerProvider({
       resource: resourceFromAttributes({ 'service.name': settings.serviceName }),
       sampler: new GatewaySampler(settings.sampleRatio, settings.trustIncoming),
-      spanProcessors: [new BoundedExport(exporter, this.stats)],
+      spanProcessors: [new BoundedExport(exporter, this.stats, (ok) => this.exported(ok))],
     });
     this.tracer = this.provider.getTracer('auth-gateway');
   }
 
-  /** The server span of a request, continuing the client's trace when it sent a traceparent. */
-  begin(method: string, path: string, headers: IncomingHttpHeaders): RequestTrace {
+  private exported(ok: boolean): void {
+    if (ok) {
+      this.pauseMs = PAUSE_MIN_MS;
+      return;
+    }
+    this.pausedUntil = Date.now() + this.pauseMs;
+    this.pauseMs = Math.min(PAUSE_MAX_MS, this.pauseMs * 2);
+  }
+
+  /** The server span of a request, continuing the client's trace when it sent a traceparent; none while exports fail. */
+  begin(method: string, path: string, headers: IncomingHttpHeaders): RequestTrace | undefined {
+    if (this.pausedUntil !== 0) {
+      if (Date.now() < this.pausedUntil) {
+        this.stats.dropped++;
+        return undefined;
+      }
+      this.pausedUntil = 0;
+    }
     const parent = headers.traceparent === undefined ? ROOT_CONTEXT : this.propagator.extract(ROOT_CONTEXT, headers, headerGetter);
     const span = this.tracer.startSpan(method, { kind: SpanKind.SERVER, attributes: { 'http.request.method': method, 'url.path': path } }, parent);
     const context = trace.setSpan(parent, span);
@@ -131,7 +154,7 @@ class BoundedExport implements SpanProcessor {
   private exporting: Promise<void> | undefined;
   private readonly timer: NodeJS.Timeout;
 
-  constructor(private readonly exporter: SpanExporter, private readonly stats: TracingStats) {
+  constructor(private readonly exporter: SpanExporter, private readonly stats: TracingStats, private readonly exported: (ok: boolean) => void) {
     this.timer = setInterval(() => void this.flush(), EXPORT_EVERY_MS).unref();
   }
 
@@ -152,8 +175,10 @@ class BoundedExport implements SpanProcessor {
     const batch = this.queue.splice(0, BATCH_MAX);
     this.exporting = new Promise<void>((resolve) => {
       this.exporter.export(batch, (result) => {
-        if (result.code === ExportResultCode.SUCCESS) this.stats.exported += batch.length;
-        else this.stats.dropped += batch.length;
+        const ok = result.code === ExportResultCode.SUCCESS;
+        if (ok) this.stats.exported += batch.length;
+        else this.stats.dropped += batch.length + this.queue.splice(0).length; // the rest would fail alike
+        this.exported(ok);
         resolve();
       });
     }).finally(() => { this.exporting = undefined; });

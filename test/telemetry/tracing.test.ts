@@ -164,16 +164,32 @@ describeWithServices('traces over OTLP/HTTP', () => {
     }
   });
 
-  it('a collector that does not answer costs requests nothing; the dropped spans are counted', async () => {
+  it('a collector that does not answer: requests go on untraced for a pause, counted as dropped; traces resume once it answers', async () => {
     const nowhere = await sparePort();
     const down = await startTestGateway(config({ endpoint: `http://127.0.0.1:${nowhere}` }));
+    let late: http.Server | undefined;
     try {
       const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => down.get(`/open/${marker()}-${i}`)));
       expect(answers.map((r) => r.status)).toEqual(Array(20).fill(200));
       await eventually(async () => /gateway_trace_spans_total\{outcome="dropped"\} ([1-9]\d*)/.test(await down.services.metrics.registry.metrics()), 8000);
-      expect(down.services.tracing!.stats.exported).toBe(0);
+      const stats = down.services.tracing!.stats;
+      expect(stats.exported).toBe(0);
+      // Paused: no span is made, the upstream gets no traceparent, each request counts as dropped.
+      const dropped = stats.dropped;
+      const m = marker();
+      expect((await down.get(`/open/${m}`)).status).toBe(200);
+      expect(upstream.last(m)!.headers.traceparent).toBeUndefined();
+      expect(stats.dropped).toBe(dropped + 1);
+      // The collector comes up: after the pause, spans reach it.
+      late = http.createServer((req, res) => { req.resume(); req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end('{}')); });
+      await new Promise<void>((resolve) => late!.listen(nowhere, '127.0.0.1', resolve));
+      await eventually(async () => {
+        await down.get(`/open/${marker()}`);
+        return stats.exported > 0;
+      }, 15_000, 250);
     } finally {
       await down.close();
+      await new Promise((resolve) => (late ? late.close(resolve) : resolve(undefined)));
     }
-  }, 20_000);
+  }, 30_000);
 });
