@@ -2,7 +2,7 @@
 // (guard `factor`), and POST /mfa/verify, which turns a login's mfa_token and a code into the pair.
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { sendError, type ErrorCode } from '../errors.js';
+import { sendDenial, sendError, type ErrorCode } from '../errors.js';
 import { currentIdentity, type RequireUser } from '../listener/requireUser.js';
 import { textField } from '../http.js';
 import type { Audit } from '../audit.js';
@@ -21,6 +21,14 @@ import { newRecoveryCodes, recoveryCodeHash, type Totp } from './totp.js';
 /** How long an mfa_token lives, and how many wrong codes kill it. */
 const MFA_TOKEN_TTL_MS = 5 * 60_000;
 const MFA_TOKEN_MAX_FAILURES = 5;
+// CONTRACT §14: 10 wrong codes for a user within 15 minutes lock code verification for 15 minutes
+// (whatever mfa_tokens they came with: a password thief gets a new one per login).
+const WRONG_CODES = { max: 10, windowMs: 15 * 60_000, lockMs: 15 * 60_000 };
+
+/** The answer while a user's code verification is locked. */
+class CodesLocked {
+  constructor(readonly until: Date, readonly now: Date) {}
+}
 /** A factor is added or removed only from a sign-in this recent. */
 const RECENT_SIGN_IN_S = 5 * 60;
 
@@ -80,14 +88,20 @@ export async function mfaRoutes(app: FastifyInstance, deps: MfaRoutesDeps): Prom
       const row = await mfa.findTotp(tx, user.id);
       if (!row || row.confirmed_at) return undefined;
       const now = clock();
+      const locked = await mfa.codesLockedUntil(tx, user.id, now);
+      if (locked) return new CodesLocked(locked, now);
       const step = totp.stepOf(totp.decrypt(row.secret_encrypted), code, now);
-      if (step === undefined || !(await mfa.useTotpStep(tx, user.id, step))) return undefined;
+      if (step === undefined || !(await mfa.useTotpStep(tx, user.id, step))) {
+        await mfa.countWrongCode(tx, user.id, now, WRONG_CODES);
+        return undefined;
+      }
       const recovery = newRecoveryCodes();
       await mfa.confirmTotp(tx, user.id, recovery.map(recoveryCodeHash), now);
       await events.emit(user.id, 'auth.mfa_enrolled', { method: 'totp' }, tx);
       await audit.record({ type: 'mfa.enrolled', actor: 'user', userId: user.id, ...clientOf(request), data: { method: 'totp' } }, tx);
       return recovery;
     });
+    if (codes instanceof CodesLocked) return refuseLocked(reply, codes);
     if (!codes) return sendError(reply, 'codeInvalid');
     request.log.info({ userId: user.id }, 'totp enrolled');
     return { recovery_codes: codes };
@@ -122,10 +136,14 @@ export async function mfaRoutes(app: FastifyInstance, deps: MfaRoutesDeps): Prom
       // Locked: two verifies of one mfa_token at once queue here, and the second finds it used.
       const live = await mfa.lockLiveMfaToken(tx, hash, now, MFA_TOKEN_MAX_FAILURES);
       if (!live) return undefined;
+      const locked = await mfa.codesLockedUntil(tx, live.userId, now);
+      if (locked) return new CodesLocked(locked, now);
       const amr = await secondFactor(tx, live.userId, code, now);
       const client = clientOf(request);
       if (!amr) {
         await mfa.failMfaToken(tx, hash);
+        const lockedNow = await mfa.countWrongCode(tx, live.userId, now, WRONG_CODES);
+        if (lockedNow) request.log.warn({ userId: live.userId, until: lockedNow.toISOString() }, 'second-factor codes locked: too many wrong codes');
         await audit.record({ type: 'login.failed', actor: 'user', userId: live.userId, ...client, data: { reason: 'mfa_failed' } }, tx);
         return undefined;
       }
@@ -138,9 +156,15 @@ export async function mfaRoutes(app: FastifyInstance, deps: MfaRoutesDeps): Prom
       await audit.record({ type: 'login.succeeded', actor: 'user', userId: user.id, ...client, data: { amr: signIn } }, tx);
       return issueInSession(tx, tokens, user, client, now, undefined, signIn);
     });
+    if (pair instanceof CodesLocked) return refuseLocked(reply, pair);
     if (!pair) return sendError(reply, 'codeRefused');
     return pair;
   });
+
+  /** 429 while the lock holds, saying when to try again. */
+  function refuseLocked(reply: FastifyReply, { until, now }: CodesLocked) {
+    return sendDenial(reply, { code: 'rateLimited', headers: { 'retry-after': String(Math.max(1, Math.ceil((until.getTime() - now.getTime()) / 1000))) } });
+  }
 
   /** The `amr` a code adds, once: a TOTP step or a recovery code is used up by the UPDATE that accepts it. */
   async function secondFactor(tx: Queryable, userId: number, code: string, now: Date): Promise<string[] | undefined> {

@@ -66,6 +66,37 @@ export async function lockLiveMfaToken(db: Queryable, tokenHash: string, now: Da
   return rows[0] ? { userId: rows[0].user_id, amr: rows[0].amr.split(' ') } : undefined;
 }
 
+/**
+ * When the user's code verification is locked (CONTRACT §14: too many wrong codes), until when;
+ * else undefined. Locks the user's row for the transaction: a user's codes are checked one at a
+ * time, on every instance, so no code slips past the lock the tenth wrong one sets.
+ */
+export async function codesLockedUntil(db: Queryable, userId: number, now: Date): Promise<Date | undefined> {
+  const rows = await db.query<{ until: Date | null }>('SELECT codes_locked_until AS until FROM mfa_totp WHERE user_id = $1 FOR UPDATE', [userId]);
+  const until = rows[0]?.until;
+  return until && new Date(until) > now ? new Date(until) : undefined;
+}
+
+/**
+ * Counts a wrong code in the user's window of `windowMs` (a new window once the last one is over);
+ * the `max`-th locks code verification for `lockMs`. One UPDATE: instances counting at once
+ * each add one. The lock's end when this one locked it.
+ */
+export async function countWrongCode(db: Queryable, userId: number, now: Date, { max, windowMs, lockMs }: { max: number; windowMs: number; lockMs: number }): Promise<Date | undefined> {
+  const rows = await db.query<{ until: Date | null }>(
+    `UPDATE mfa_totp SET
+       code_failures = CASE WHEN failures_since IS NULL OR failures_since <= $2::timestamptz - make_interval(secs => $3 / 1000.0) THEN 1 ELSE code_failures + 1 END,
+       failures_since = CASE WHEN failures_since IS NULL OR failures_since <= $2::timestamptz - make_interval(secs => $3 / 1000.0) THEN $2 ELSE failures_since END
+     WHERE user_id = $1
+     RETURNING CASE WHEN code_failures >= $4 THEN $2::timestamptz + make_interval(secs => $5 / 1000.0) END AS until`,
+    [userId, now, windowMs, max, lockMs],
+  );
+  const until = rows[0]?.until;
+  if (!until) return undefined;
+  await db.query('UPDATE mfa_totp SET codes_locked_until = $2, code_failures = 0, failures_since = NULL WHERE user_id = $1', [userId, until]);
+  return new Date(until);
+}
+
 export async function failMfaToken(db: Queryable, tokenHash: string): Promise<void> {
   await db.query('UPDATE mfa_tokens SET failures = failures + 1 WHERE token_hash = $1', [tokenHash]);
 }
