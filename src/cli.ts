@@ -486,7 +486,7 @@ async function auditCommand({ config: configPath, values }: Args): Promise<numbe
   if (since && Number.isNaN(since.getTime())) throw new UsageError('--since: expected a time such as 2026-11-25T08:00:00Z');
   const { listAuditEvents } = await import('./storage/audit.js');
   const rows = await withDatabase(config, (db) => listAuditEvents(db, { userId, type, since, limit }));
-  const events = rows.slice(0, limit).map((e) => ({ id: e.id, at: e.at.toISOString(), type: e.type, actor: e.actor, user_id: e.user_id, ip: e.ip, user_agent: e.user_agent, data: e.data }));
+  const events = rows.map((e) => ({ id: e.id, at: e.at.toISOString(), type: e.type, actor: e.actor, user_id: e.user_id, ip: e.ip, user_agent: e.user_agent, data: e.data }));
   if (values.json) return print(JSON.stringify({ events }));
   // The user agent (whatever a client sent) stays out of the table; JSON escapes what data holds.
   return print(columns([['AT', 'TYPE', 'ACTOR', 'USER', 'IP', 'DATA'], ...events.map((e) => [e.at, e.type, e.actor, e.user_id === null ? '-' : String(e.user_id), e.ip ?? '-', JSON.stringify(e.data)])]));

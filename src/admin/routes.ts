@@ -85,48 +85,62 @@ const USAGE_DAYS = 30;
 const LIST_DEFAULT = 50;
 const LIST_MAX = 200;
 
-/** The cursor is the last id of the page read; opaque to callers so its form may change. */
-const encodeCursor = (id: number) => Buffer.from(`u${id}`).toString('base64url');
-function decodeCursor(cursor: string): number | undefined {
-  const text = Buffer.from(cursor, 'base64url').toString();
-  return text.startsWith('u') ? parseUserId(text.slice(1)) : undefined;
+/** A query parameter as text: undefined when absent or empty, null when repeated or not text (a 400). */
+const queryText = (v: unknown) => (v === undefined || v === '' ? undefined : typeof v === 'string' ? v : null);
+
+/**
+ * A keyset listing's pages (newest first): `limit` and `cursor` checked, and the next cursor. A
+ * cursor is the last id of the page read, tagged per listing; opaque to callers so its form may change.
+ */
+function keysetPages(tag: string) {
+  return {
+    /** The page asked for; undefined when `limit` or `cursor` is malformed. */
+    page(limit: string | undefined, cursor: string | undefined): { limit: number; beforeId?: number } | undefined {
+      const n = limit === undefined ? LIST_DEFAULT : /^\d{1,3}$/.test(limit) ? Number(limit) : NaN;
+      if (!(n >= 1 && n <= LIST_MAX)) return undefined;
+      if (cursor === undefined) return { limit: n };
+      const id = new RegExp(`^${tag}([1-9]\\d{0,14})$`).exec(Buffer.from(cursor, 'base64url').toString())?.[1];
+      return id === undefined ? undefined : { limit: n, beforeId: Number(id) };
+    },
+    /** Rows read with one more than `limit` asked: the page, and the cursor of the next one (null: none). */
+    split<T extends { id: number }>(rows: T[], limit: number): { page: T[]; next: string | null } {
+      const page = rows.slice(0, limit);
+      return { page, next: rows.length > limit ? Buffer.from(`${tag}${page.at(-1)!.id}`).toString('base64url') : null };
+    },
+  };
 }
+const userPages = keysetPages('u');
+const auditPages = keysetPages('a');
 
 /** The listing's parameters, checked; undefined when one is malformed (a 400, not a guess). */
 function listFilter(q: Record<string, unknown>, plans: readonly string[]): UserFilter | undefined {
-  const text = (v: unknown) => (v === undefined || v === '' ? undefined : typeof v === 'string' ? v : null);
-  const [query, plan, active, limit, cursor] = [q.query, q.plan, q.active, q.limit, q.cursor].map(text);
+  const [query, plan, active, limit, cursor] = [q.query, q.plan, q.active, q.limit, q.cursor].map(queryText);
   if ([query, plan, active, limit, cursor].includes(null)) return undefined;
-  const n = limit === undefined ? LIST_DEFAULT : /^\d{1,3}$/.test(limit!) ? Number(limit) : NaN;
-  const beforeId = cursor === undefined ? undefined : decodeCursor(cursor!);
-  if (!(n >= 1 && n <= LIST_MAX) || (cursor !== undefined && beforeId === undefined)) return undefined;
+  const page = userPages.page(limit ?? undefined, cursor ?? undefined);
+  if (!page) return undefined;
   if (plan !== undefined && !plans.includes(plan!)) return undefined;
   if (active !== undefined && active !== 'true' && active !== 'false') return undefined;
   return {
     ...(query?.trim() ? { query: query.trim() } : {}),
     ...(plan !== undefined ? { plan: plan! } : {}),
     ...(active !== undefined ? { active: active === 'true' } : {}),
-    ...(beforeId !== undefined ? { beforeId } : {}),
-    limit: n,
+    ...page,
   };
 }
 
 /** GET /admin/v1/audit's parameters, checked; undefined when one is malformed. */
 function auditFilter(q: Record<string, unknown>): AuditFilter | undefined {
-  const text = (v: unknown) => (v === undefined || v === '' ? undefined : typeof v === 'string' ? v : null);
-  const [userId, type, since, limit, cursor] = [q.user_id, q.type, q.since, q.limit, q.cursor].map(text);
+  const [userId, type, since, limit, cursor] = [q.user_id, q.type, q.since, q.limit, q.cursor].map(queryText);
   if ([userId, type, since, limit, cursor].includes(null)) return undefined;
   const id = userId === undefined ? undefined : parseUserId(userId!);
   const at = since === undefined ? undefined : new Date(since!);
-  const n = limit === undefined ? LIST_DEFAULT : /^\d{1,3}$/.test(limit!) ? Number(limit) : NaN;
-  const before = cursor === undefined ? undefined : /^a(\d{1,15})$/.exec(Buffer.from(cursor!, 'base64url').toString())?.[1];
-  if ((userId !== undefined && id === undefined) || (at !== undefined && Number.isNaN(at.getTime())) || !(n >= 1 && n <= LIST_MAX) || (cursor !== undefined && before === undefined)) return undefined;
+  const page = auditPages.page(limit ?? undefined, cursor ?? undefined);
+  if ((userId !== undefined && id === undefined) || (at !== undefined && Number.isNaN(at.getTime())) || !page) return undefined;
   return {
     ...(id !== undefined ? { userId: id } : {}),
     ...(type !== undefined ? { type: type! } : {}),
     ...(at !== undefined ? { since: at } : {}),
-    ...(before !== undefined ? { beforeId: Number(before) } : {}),
-    limit: n,
+    ...page,
   };
 }
 
@@ -191,9 +205,7 @@ export async function adminRoutes(app: FastifyInstance, deps: AdminRoutesDeps): 
     const filter = listFilter({ query, plan, active, limit, cursor }, knownPlans(config()));
     if (!filter) return sendError(reply, 'adminListInvalid');
     // One more than asked tells whether there is a next page without a count.
-    const rows = await listUsers(db, { ...filter, limit: filter.limit + 1 });
-    const page = rows.slice(0, filter.limit);
-    const next = rows.length > filter.limit ? encodeCursor(page.at(-1)!.id) : null;
+    const { page, next } = userPages.split(await listUsers(db, { ...filter, limit: filter.limit + 1 }), filter.limit);
     return { users: page.map(adminView), next_cursor: next };
   });
 
@@ -201,9 +213,7 @@ export async function adminRoutes(app: FastifyInstance, deps: AdminRoutesDeps): 
   app.get<{ Querystring: Record<string, unknown> }>('/v1/audit', async (request, reply) => {
     const filter = auditFilter(request.query);
     if (!filter) return sendError(reply, 'auditListInvalid');
-    const rows = await listAuditEvents(db, filter);
-    const page = rows.slice(0, filter.limit);
-    const next = rows.length > filter.limit ? Buffer.from(`a${page.at(-1)!.id}`).toString('base64url') : null;
+    const { page, next } = auditPages.split(await listAuditEvents(db, { ...filter, limit: filter.limit + 1 }), filter.limit);
     return { events: page.map(auditView), next_cursor: next };
   });
 

@@ -39,9 +39,9 @@ const SAFE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 export function traceRequests(app: FastifyInstance, tracing: Tracing): void {
   app.decorateRequest('trace', undefined);
   app.decorateRequest('gatewayDecision', '');
+  // After the request context's hook (app.ts): the path is split from the query once, there.
   app.addHook('onRequest', (request, _reply, done) => {
-    const query = request.url.indexOf('?');
-    request.trace = tracing.begin(request.method, query < 0 ? request.url : request.url.slice(0, query), request.headers);
+    request.trace = tracing.begin(request.method, request.context.rawPath, request.headers);
     done();
   });
   app.addHook('onResponse', (request, reply, done) => {

@@ -54,7 +54,7 @@ export interface AuditFilter {
   limit: number;
 }
 
-/** Newest first; one more row than `limit` tells the caller there is a next page. */
+/** Newest first, `limit` rows at most. */
 export async function listAuditEvents(q: Queryable, filter: AuditFilter): Promise<AuditRow[]> {
   const where: string[] = [];
   const params: unknown[] = [];
@@ -66,7 +66,7 @@ export async function listAuditEvents(q: Queryable, filter: AuditFilter): Promis
   if (filter.type !== undefined) add('type = ?', filter.type);
   if (filter.since !== undefined) add('at >= ?', filter.since);
   if (filter.beforeId !== undefined) add('id < ?', filter.beforeId);
-  params.push(filter.limit + 1);
+  params.push(filter.limit);
   const rows = await q.query<AuditRow>(
     `SELECT id, at, type, actor, user_id, ip, user_agent, data FROM audit_events ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY id DESC LIMIT $${params.length}`,
     params,

@@ -6,6 +6,7 @@ import { authenticator } from 'otplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildAdminApp } from '../../src/admin/app.js';
 import { parseConfig } from '../../src/config/load.js';
+import type { AuditRow } from '../../src/storage/audit.js';
 import {
   ADMIN_KEY, bearer, closeSql, configProblems, describeWithServices, makeUser, marker, newEmail, newPassword, rawTestConfig, sql, startTestGateway, startTwoGateways, testConfig, type TestGateway,
 } from '../helpers/gateway.js';
@@ -16,16 +17,8 @@ import { writeFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
-interface Row {
-  id: number;
-  at: string;
-  type: string;
-  actor: string;
-  user_id: number | null;
-  ip: string | null;
-  user_agent: string | null;
-  data: Record<string, unknown>;
-}
+/** A row as the admin API answers it: the time as text. */
+type Row = Omit<AuditRow, 'at'> & { at: string };
 
 describeWithServices('audit log', () => {
   let a: TestGateway;
