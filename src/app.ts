@@ -6,6 +6,8 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import rateLimit from '@fastify/rate-limit';
 import { accountRoutes } from './auth/accountRoutes.js';
 import { authRoutes } from './auth/routes.js';
+import { linkTemplates } from './auth/links.js';
+import { magicLinkRoutes } from './auth/magicLinkRoutes.js';
 import { mfaRoutes } from './auth/mfaRoutes.js';
 import { createTotp } from './auth/totp.js';
 import { corsHook } from './listener/cors.js';
@@ -86,7 +88,7 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
   });
   const requireUser = requireUserWith(pipeline);
   const totp = await createTotp(db);
-  const links = { db, mailer, templates: config.mail, clock };
+  const links = { db, mailer, templates: linkTemplates(config), clock };
   // Always registered (max 0 lets every request through) so a reload can switch it on. One store
   // for both scopes: a client address has one budget for every endpoint that checks a password
   // or a link, whichever it calls.
@@ -96,6 +98,8 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
     await auth.register(authRoutes, { ...links, tokens, passwords, events, audit, auth: config.auth });
     await auth.register(accountRoutes, { ...links, tokens, passwords, events, audit, requireUser, auth: config.auth });
     await auth.register(mfaRoutes, { db, tokens, passwords, totp, clock, events, audit, requireUser, issuer: config.auth.mfa.issuer, mailConfigured: config.mail !== undefined });
+    // Absent from the configuration: no such endpoints (404), as CONTRACT §14 says.
+    if (config.auth.magicLink) await auth.register(magicLinkRoutes, { ...links, tokens, audit });
   }, { prefix: '/api/v1/auth' });
   const userDeps = { rateLimit: authRateLimit, db, passwords, identities, events, audit, requireUser, webhooks: config.webhooks, clock };
   await app.register((user) => userRoutes(user, userDeps), { prefix: '/api/v1/user' });

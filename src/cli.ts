@@ -344,11 +344,11 @@ async function schema(): Promise<number> {
 }
 
 async function openapi(): Promise<number> {
-  const [{ mkdtempSync, rmSync }, os, path, { configSchema }, { createLogger }, { startGateway }] = await Promise.all([
-    import('node:fs'), import('node:os'), import('node:path'), import('./config/schema.js'), import('./logger.js'), import('./server.js'),
+  const [{ mkdtempSync, rmSync }, os, path, { configSchema }, { createLogger }, { startGateway }, { DOCUMENTED_OPTIONS }] = await Promise.all([
+    import('node:fs'), import('node:os'), import('node:path'), import('./config/schema.js'), import('./logger.js'), import('./server.js'), import('./openapi.js'),
   ]);
   const dir = mkdtempSync(path.join(os.tmpdir(), 'gateway-openapi-'));
-  const config = configSchema.parse({ server: { host: '127.0.0.1', port: 0 }, storage: { embeddedDir: dir }, admin: { host: '127.0.0.1', port: 0 } });
+  const config = configSchema.parse({ ...DOCUMENTED_OPTIONS, server: { host: '127.0.0.1', port: 0 }, storage: { embeddedDir: dir }, admin: { host: '127.0.0.1', port: 0 } });
   const gateway = await startGateway(config, { log: createLogger('silent') });
   try {
     const { buildAdminApp } = await import('./admin/app.js');
@@ -405,7 +405,7 @@ async function users(action: UserAction, { operands: [email, plan], config: conf
         await setPlan(db, user.id, plan!, (tx) => audited(tx, 'admin.plan_changed', { plan }));
         return `${who}: plan ${user.plan} → ${plan}`;
       case 'reset-link': {
-        const url = await makeLink(db, user, 'reset', mail!, new Date());
+        const url = await makeLink(db, user, 'reset', mail!.resetUrl, new Date());
         return `${who}: password reset link, single use, valid ${LINK_TTL_MS.reset / 60_000} minutes:\n${url}`;
       }
       case 'delete':

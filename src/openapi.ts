@@ -58,6 +58,15 @@ const mfaChallenge = {
   properties: { error: { type: 'string' }, mfa_token: { type: 'string' }, methods: { type: 'array', items: { type: 'string' } } },
 };
 
+/**
+ * The optional settings the document is made with (merged into the configuration), so that it
+ * describes the endpoints they switch on too.
+ */
+export const DOCUMENTED_OPTIONS = {
+  mail: { resetUrl: 'https://app.example.com/reset?token={token}', verifyUrl: 'https://app.example.com/verify?token={token}' },
+  auth: { magicLink: { url: 'https://app.example.com/magic?token={token}' } },
+};
+
 /** Each own endpoint's schema, by method and path (with its prefix). */
 const ENDPOINTS: Record<string, FastifySchema & Record<string, unknown>> = {
   'GET /healthz': { tags: ['health'], summary: 'The process runs', response: { 200: { type: 'object', properties: { status: { const: 'ok' } } } } },
@@ -76,6 +85,8 @@ const ENDPOINTS: Record<string, FastifySchema & Record<string, unknown>> = {
   'POST /api/v1/auth/password/forgot': { tags: ['accounts'], summary: 'Mail a reset link if the account exists (the same answer whatever the address)', body: credentials(['email']), response: { 202: message, ...errors('emailInvalid', 'rateLimited', 'mailUnavailable') } },
   'POST /api/v1/auth/password/reset': { tags: ['accounts'], summary: 'Set a new password with a reset link\'s token; every session ends', body: credentials(['token', 'new_password']), response: { 200: message, ...errors('linkInvalid', 'passwordTooShort', 'passwordTooLong', 'rateLimited', 'storageUnavailable') } },
   'POST /api/v1/auth/email/verify': { tags: ['accounts'], summary: 'Verify the email with a verification link\'s token', body: credentials(['token']), response: { 200: message, ...errors('linkInvalid', 'rateLimited') } },
+  'POST /api/v1/auth/magic-link': { tags: ['accounts'], summary: 'Mail a 15-minute sign-in link if the account exists (the same answer whatever the address); only with auth.magicLink', body: credentials(['email']), response: { 202: message, ...errors('emailInvalid', 'rateLimited', 'mailUnavailable') } },
+  'POST /api/v1/auth/magic-link/verify': { tags: ['accounts'], summary: 'Sign in with a sign-in link\'s token (amr ["email"]): the token pair, or an mfa_token for POST /api/v1/auth/mfa/verify', body: credentials(['token']), response: { 200: tokenPair, ...errors('linkInvalid', 'rateLimited', 'storageUnavailable'), 403: mfaChallenge } },
   'POST /api/v1/auth/email/resend': { tags: ['accounts'], summary: 'Mail a new verification link (none when already verified)', security: bearer, response: { 202: message, ...errors('tokenInvalid', 'rateLimited', 'mailUnavailable') } },
   'GET /api/v1/user/sessions': { tags: ['accounts'], summary: 'The active sessions (one per login), most recently used first', security: bearer, response: { 200: { type: 'object', properties: { sessions: { type: 'array', items: session } } }, ...errors('tokenInvalid', 'rateLimited') } },
   'DELETE /api/v1/user/sessions/:id': { tags: ['accounts'], summary: 'End one of the user\'s sessions', security: bearer, params: { type: 'object', required: ['id'], properties: { id: { type: 'string', pattern: '^[1-9][0-9]*$' } } }, response: { 200: message, ...errors('sessionNotFound', 'tokenInvalid', 'rateLimited') } },

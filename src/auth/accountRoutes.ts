@@ -8,13 +8,13 @@ import { textField } from '../http.js';
 import type { Audit } from '../audit.js';
 import type { Config } from '../config/schema.js';
 import type { Events } from '../webhooks/emitter.js';
-import type { Database, Queryable } from '../storage/db.js';
+import type { Database } from '../storage/db.js';
 import * as emailTokens from '../storage/emailTokens.js';
 import { revokeAllForUser } from '../storage/refreshTokens.js';
 import { isUsersSession } from '../storage/sessions.js';
 import * as users from '../storage/users.js';
 import { newPasswordDenial, normalizeEmail, refuseCredentials } from './credentials.js';
-import { queueLinkMail, type LinkMailDeps, type LinkPurpose } from './links.js';
+import { queueLinkMail, useLink, type LinkMailDeps } from './links.js';
 import { isTooLong, type Passwords } from './passwords.js';
 import { clientOf, issueInSession } from './sessions.js';
 import { sha256Hex } from '../digest.js';
@@ -83,7 +83,7 @@ export async function accountRoutes(app: FastifyInstance, deps: AccountRoutesDep
     const denial = newPasswordDenial(next, minLength);
     if (denial) return sendDenial(reply, denial);
     const hash = await passwords.hash(next);
-    const ended = await useLink(token, 'reset', holder.user_id, async (tx, user, now) => {
+    const ended = await useLink(db, clock, token, 'reset', holder.user_id, async (tx, user, now) => {
       await users.setPassword(tx, user.id, hash, now);
       // The link went to this address and came back: the address is the user's.
       await users.markEmailVerified(tx, user.id, user.email, now);
@@ -101,7 +101,7 @@ export async function accountRoutes(app: FastifyInstance, deps: AccountRoutesDep
   app.post('/email/verify', async (request, reply) => {
     const token = textField(request.body, 'token').trim();
     const holder = token ? await emailTokens.findUsable(db, sha256Hex(token), 'verify', clock()) : undefined;
-    const verified = holder && await useLink(token, 'verify', holder.user_id, async (tx, user, now) => {
+    const verified = holder && await useLink(db, clock, token, 'verify', holder.user_id, async (tx, user, now) => {
       const marked = await users.markEmailVerified(tx, user.id, user.email, now);
       if (marked) await audit.record({ type: 'email.verified', actor: 'user', userId: user.id, ...clientOf(request) }, tx);
       return marked;
@@ -119,19 +119,4 @@ export async function accountRoutes(app: FastifyInstance, deps: AccountRoutesDep
     queueLinkMail(deps, 'verify', user.id, async () => user);
     return reply.code(202).send({ message: 'Lien de vérification envoyé' });
   });
-
-  /**
-   * Uses the link up and runs `then` in one transaction, the user's row locked first (lockUser's
-   * order). Undefined when the link was used meanwhile (of concurrent uses, one wins), or was sent
-   * to an address that is no longer the account's.
-   */
-  async function useLink<T>(token: string, purpose: LinkPurpose, userId: number, then: (tx: Queryable, user: users.User, now: Date) => Promise<T>): Promise<T | undefined> {
-    return db.transaction(async (tx) => {
-      const user = await users.lockUser(tx, userId, 'update');
-      const now = clock();
-      const used = await emailTokens.useUp(tx, sha256Hex(token), purpose, now);
-      if (!user || !used || used.email !== user.email) return undefined;
-      return then(tx, user, now);
-    });
-  }
 }

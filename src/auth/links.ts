@@ -1,30 +1,38 @@
-// Single-use links sent by email (CONTRACT §13): password reset and email verification. A link
-// carries 32 random bytes; only their SHA-256 is stored (email_tokens), so a copy of the database
-// opens no account. The raw token exists in the mail (or in `gateway users reset-link`'s output)
-// and nowhere else: never in a log.
+// Single-use links sent by email (CONTRACT §13, §14): password reset, email verification and
+// sign-in. A link carries 32 random bytes; only their SHA-256 is stored (email_tokens), so a copy
+// of the database opens no account. The raw token exists in the mail (or in `gateway users
+// reset-link`'s output) and nowhere else: never in a log.
 import type { Config } from '../config/schema.js';
 import type { Database, Queryable } from '../storage/db.js';
-import { insertEmailToken, issuedSince, type LinkPurpose } from '../storage/emailTokens.js';
+import { insertEmailToken, issuedSince, useUp, type LinkPurpose } from '../storage/emailTokens.js';
+import * as users from '../storage/users.js';
 import type { Mail, Mailer } from './mail.js';
 import { randomToken, sha256Hex } from '../digest.js';
 
 export type { LinkPurpose };
 
-/** How long a link works: a reset link briefly (it hands over the account), a verification one a day. */
-export const LINK_TTL_MS: Record<LinkPurpose, number> = { reset: 30 * 60_000, verify: 24 * 3_600_000 };
+/**
+ * How long a link works: a reset or sign-in link briefly (each hands over the account), a
+ * verification one a day.
+ */
+export const LINK_TTL_MS: Record<LinkPurpose, number> = { reset: 30 * 60_000, verify: 24 * 3_600_000, magic: 15 * 60_000 };
 /**
  * At most one mail per purpose per user in this long: requests from many addresses (each under the
  * auth rate limit) cannot fill someone's inbox. A link sent earlier still works meanwhile.
  */
 export const LINK_MAIL_INTERVAL_MS = 60_000;
 
-export type LinkTemplates = Pick<NonNullable<Config['mail']>, 'resetUrl' | 'verifyUrl'>;
+/** The application's page each kind of link opens (a URL with {token}); a purpose without one sends none. */
+export type LinkTemplates = Partial<Record<LinkPurpose, string>>;
+
+export function linkTemplates(config: Pick<Config, 'mail' | 'auth'>): LinkTemplates {
+  return { reset: config.mail?.resetUrl, verify: config.mail?.verifyUrl, magic: config.auth.magicLink?.url };
+}
 
 /** A new link for the user: stores its hash, returns the URL (the template with the token in it). */
-export async function makeLink(db: Queryable, user: { id: number; email: string }, purpose: LinkPurpose, templates: LinkTemplates, now: Date): Promise<string> {
+export async function makeLink(db: Queryable, user: { id: number; email: string }, purpose: LinkPurpose, template: string, now: Date): Promise<string> {
   const token = randomToken(32);
   await insertEmailToken(db, user.id, purpose, sha256Hex(token), user.email, now, new Date(now.getTime() + LINK_TTL_MS[purpose]));
-  const template = purpose === 'reset' ? templates.resetUrl : templates.verifyUrl;
   return template.replaceAll('{token}', token);
 }
 
@@ -43,6 +51,23 @@ export function linkMail(purpose: LinkPurpose, email: string, url: string): Mail
         url,
         '',
         'Ce lien ne fonctionne qu’une fois. Si vous n’êtes pas à l’origine de cette demande, ignorez ce message : votre mot de passe ne change pas.',
+        '',
+      ].join('\n'),
+    };
+  }
+  if (purpose === 'magic') {
+    return {
+      to: email,
+      subject: 'Votre lien de connexion',
+      text: [
+        'Bonjour,',
+        '',
+        `Une connexion au compte ${email} a été demandée.`,
+        'Pour vous connecter, ouvrez ce lien dans les 15 minutes :',
+        '',
+        url,
+        '',
+        'Ce lien ne fonctionne qu’une fois. Si vous n’êtes pas à l’origine de cette demande, ignorez ce message : personne ne peut se connecter sans lui.',
         '',
       ].join('\n'),
     };
@@ -66,7 +91,7 @@ export function linkMail(purpose: LinkPurpose, email: string, url: string): Mail
 export interface LinkMailDeps {
   db: Database;
   mailer: Mailer;
-  templates: LinkTemplates | undefined;
+  templates: LinkTemplates;
   clock: () => Date;
 }
 
@@ -75,13 +100,35 @@ export interface LinkMailDeps {
  * mail) and runs in the queue too, so the request's answer and timing do not depend on it.
  */
 export function queueLinkMail(deps: LinkMailDeps, purpose: LinkPurpose, userId: number | undefined, find: () => Promise<{ id: number; email: string; is_active: number } | undefined>): void {
-  const { db, mailer, templates, clock } = deps;
-  if (!templates) return;
+  const { db, mailer, clock } = deps;
+  const template = deps.templates[purpose];
+  if (!template) return;
   mailer.enqueue(purpose, userId, async () => {
-    const user = await find();
-    if (!user || user.is_active !== 1) return undefined;
+    const found = await find();
+    if (!found || found.is_active !== 1) return undefined;
+    // The user's row locked (lockUser's order): of concurrent requests, on any instance, the first
+    // makes the link and the others see it, so an account gets one mail a minute, not one each.
+    const link = await db.transaction(async (tx) => {
+      const user = await users.lockUser(tx, found.id, 'update');
+      const now = clock();
+      if (!user || user.is_active !== 1 || (await issuedSince(tx, user.id, purpose, new Date(now.getTime() - LINK_MAIL_INTERVAL_MS)))) return undefined;
+      return { email: user.email, url: await makeLink(tx, user, purpose, template, now) };
+    });
+    return link && linkMail(purpose, link.email, link.url);
+  });
+}
+
+/**
+ * Uses the link up and runs `then` in one transaction, the user's row locked first (lockUser's
+ * order). Undefined when the link was used meanwhile (of concurrent uses, one wins), or was sent
+ * to an address that is no longer the account's.
+ */
+export async function useLink<T>(db: Database, clock: () => Date, token: string, purpose: LinkPurpose, userId: number, then: (tx: Queryable, user: users.User, now: Date) => Promise<T>): Promise<T | undefined> {
+  return db.transaction(async (tx) => {
+    const user = await users.lockUser(tx, userId, 'update');
     const now = clock();
-    if (await issuedSince(db, user.id, purpose, new Date(now.getTime() - LINK_MAIL_INTERVAL_MS))) return undefined;
-    return linkMail(purpose, user.email, await makeLink(db, user, purpose, templates, now));
+    const used = await useUp(tx, sha256Hex(token), purpose, now);
+    if (!user || !used || used.email !== user.email) return undefined;
+    return then(tx, user, now);
   });
 }

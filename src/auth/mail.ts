@@ -19,7 +19,7 @@ export interface Mail {
 }
 
 /** What a job is for (in its log lines): the link it sends. */
-export type MailPurpose = 'reset' | 'verify';
+export type MailPurpose = 'reset' | 'verify' | 'magic';
 
 export interface MailLimits {
   maxWaiting: number;

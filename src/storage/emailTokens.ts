@@ -1,8 +1,8 @@
-// email_tokens: single-use links sent by email (password reset, email verification), stored as the
+// email_tokens: single-use links sent by email (password reset, email verification, sign-in), stored as the
 // SHA-256 of the token only, with the address the link was sent to.
 import type { Queryable } from './db.js';
 
-export type LinkPurpose = 'reset' | 'verify';
+export type LinkPurpose = 'reset' | 'verify' | 'magic';
 
 export async function insertEmailToken(db: Queryable, userId: number, purpose: LinkPurpose, tokenHash: string, email: string, now: Date, expiresAt: Date): Promise<void> {
   await db.query(

@@ -4,6 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { buildAdminApp } from '../../src/admin/app.js';
+import { DOCUMENTED_OPTIONS } from '../../src/openapi.js';
 import { closeSql, describeWithServices, startTestGateway, testConfig, type TestGateway } from '../helpers/gateway.js';
 
 const COMMITTED = JSON.parse(readFileSync(new URL('../../docs/openapi.json', import.meta.url), 'utf8')) as {
@@ -16,7 +17,7 @@ describeWithServices('the OpenAPI document', () => {
   let served: unknown;
 
   beforeAll(async () => {
-    gw = await startTestGateway(testConfig());
+    gw = await startTestGateway(testConfig(DOCUMENTED_OPTIONS));
     const admin = await buildAdminApp(gw.services, { publicDocument: () => gw.app.swagger() as Record<string, unknown> });
     served = (await admin.inject({ method: 'GET', url: '/openapi.json' })).json();
     await admin.close();
@@ -33,7 +34,7 @@ describeWithServices('the OpenAPI document', () => {
 
   it('is OpenAPI 3.1 and describes every own endpoint of both listeners, each with a summary and its answers', () => {
     expect(COMMITTED.openapi).toBe('3.1.0');
-    for (const path of ['/api/v1/auth/login', '/api/v1/user/me', '/healthz', '/.well-known/gateway-assertion-keys.json', '/metrics', '/admin/v1/users/{id}/plan']) {
+    for (const path of ['/api/v1/auth/login', '/api/v1/auth/magic-link', '/api/v1/user/me', '/healthz', '/.well-known/gateway-assertion-keys.json', '/metrics', '/admin/v1/users/{id}/plan']) {
       expect(Object.keys(COMMITTED.paths), path).toContain(path);
     }
     for (const [path, operations] of Object.entries(COMMITTED.paths)) {

@@ -45,3 +45,9 @@ export function alike({ medianA, medianB, ratio }: TimingComparison): boolean {
   if (Math.abs(medianA - medianB) < TIMING_TOLERANCE.floorMs) return true;
   return ratio > TIMING_TOLERANCE.minRatio && ratio < TIMING_TOLERANCE.maxRatio;
 }
+
+/** What an answer shows a client, less what differs on every one (date, request id): answers to compare for sameness. */
+export function visibleAnswer(res: { status: number; text: string; headers: Record<string, unknown> }) {
+  const { date: _date, 'x-request-id': _id, ...headers } = res.headers;
+  return { status: res.status, text: res.text, headers };
+}

@@ -1,0 +1,60 @@
+// Sign-in links by email (CONTRACT §14), under /api/v1/auth, registered only with auth.magicLink
+// (without it both answer 404): POST /magic-link mails a 15-minute single-use link to an existing
+// account, as enumeration-proof as password/forgot; POST /magic-link/verify turns it into a session
+// (`amr: ["email"]`), or into the second-factor answer of a login for a user with TOTP.
+import type { FastifyInstance } from 'fastify';
+import { sendError } from '../errors.js';
+import { textField } from '../http.js';
+import type { Audit } from '../audit.js';
+import * as emailTokens from '../storage/emailTokens.js';
+import * as mfa from '../storage/mfa.js';
+import * as users from '../storage/users.js';
+import { normalizeEmail } from './credentials.js';
+import { queueLinkMail, useLink, type LinkMailDeps } from './links.js';
+import { issueMfaToken, MFA_METHODS } from './mfaRoutes.js';
+import { clientOf, issueInSession } from './sessions.js';
+import { sha256Hex } from '../digest.js';
+import type { Tokens } from './tokens.js';
+
+export const MAGIC_LINK_AMR: readonly string[] = ['email'];
+
+export interface MagicLinkRoutesDeps extends LinkMailDeps {
+  tokens: Tokens;
+  audit: Audit;
+}
+
+export async function magicLinkRoutes(app: FastifyInstance, deps: MagicLinkRoutesDeps): Promise<void> {
+  const { db, tokens, clock, audit, mailer } = deps;
+
+  app.post('/magic-link', async (request, reply) => {
+    if (!mailer.enabled) return sendError(reply, 'mailUnavailable');
+    const email = normalizeEmail(textField(request.body, 'email'));
+    if (!email) return sendError(reply, 'emailInvalid');
+    // As password/forgot: the lookup runs in the mail queue, so neither the answer nor its time
+    // tells whether the account exists; an unknown address creates nothing and gets no mail.
+    queueLinkMail(deps, 'magic', undefined, () => users.findByEmail(db, email));
+    return reply.code(202).send({ message: 'Si un compte existe pour cet email, un lien de connexion vient d’être envoyé' });
+  });
+
+  app.post('/magic-link/verify', async (request, reply) => {
+    const token = textField(request.body, 'token').trim();
+    const holder = token ? await emailTokens.findUsable(db, sha256Hex(token), 'magic', clock()) : undefined;
+    const client = clientOf(request);
+    const signIn = holder && await useLink(db, clock, token, 'magic', holder.user_id, async (tx, user, now) => {
+      if (user.is_active !== 1) return undefined;
+      // The link went to the address and came back: the address is the user's.
+      if (await users.markEmailVerified(tx, user.id, user.email, now)) await audit.record({ type: 'email.verified', actor: 'user', userId: user.id, ...client }, tx);
+      // The link is one factor, as a password is: a user with TOTP still owes a code.
+      if (await mfa.hasConfirmedTotp(tx, user.id)) return { mfaToken: await issueMfaToken(tx, user.id, MAGIC_LINK_AMR, now) };
+      await audit.record({ type: 'login.succeeded', actor: 'user', userId: user.id, ...client, data: { amr: MAGIC_LINK_AMR } }, tx);
+      return { pair: await issueInSession(tx, tokens, user, client, now, undefined, MAGIC_LINK_AMR) };
+    });
+    if (!signIn) return sendError(reply, 'linkInvalid');
+    if ('mfaToken' in signIn) {
+      request.log.info({ userId: holder.user_id }, 'magic link: second factor required');
+      return sendError(reply, 'mfaCodeRequired', { mfa_token: signIn.mfaToken, methods: MFA_METHODS });
+    }
+    request.log.info({ userId: holder.user_id }, 'login by magic link');
+    return signIn.pair;
+  });
+}
