@@ -9,6 +9,7 @@ import { authRoutes } from './auth/routes.js';
 import { linkTemplates } from './auth/links.js';
 import { magicLinkRoutes } from './auth/magicLinkRoutes.js';
 import { mfaRoutes } from './auth/mfaRoutes.js';
+import { passkeyRoutes } from './auth/passkeyRoutes.js';
 import { createTotp } from './auth/totp.js';
 import { corsHook } from './listener/cors.js';
 import { authRateLimitOptions } from './listener/authRateLimit.js';
@@ -89,6 +90,7 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
   const requireUser = requireUserWith(pipeline);
   const totp = await createTotp(db);
   const links = { db, mailer, templates: linkTemplates(config), clock };
+  const mailConfigured = config.mail !== undefined;
   // Always registered (max 0 lets every request through) so a reload can switch it on. One store
   // for both scopes: a client address has one budget for every endpoint that checks a password
   // or a link, whichever it calls.
@@ -97,11 +99,12 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
     await auth.register(rateLimit, authRateLimit);
     await auth.register(authRoutes, { ...links, tokens, passwords, events, audit, auth: config.auth });
     await auth.register(accountRoutes, { ...links, tokens, passwords, events, audit, requireUser, auth: config.auth });
-    await auth.register(mfaRoutes, { db, tokens, passwords, totp, clock, events, audit, requireUser, issuer: config.auth.mfa.issuer, mailConfigured: config.mail !== undefined });
+    await auth.register(mfaRoutes, { db, tokens, passwords, totp, clock, events, audit, requireUser, issuer: config.auth.mfa.issuer, mailConfigured });
     // Absent from the configuration: no such endpoints (404), as CONTRACT §14 says.
     if (config.auth.magicLink) await auth.register(magicLinkRoutes, { ...links, tokens, audit });
+    if (config.auth.passkeys) await auth.register(passkeyRoutes, { db, tokens, clock, events, audit, requireUser, mailConfigured, relyingParty: config.auth.passkeys });
   }, { prefix: '/api/v1/auth' });
-  const userDeps = { rateLimit: authRateLimit, db, passwords, identities, events, audit, requireUser, webhooks: config.webhooks, clock };
+  const userDeps = { rateLimit: authRateLimit, db, passwords, identities, events, audit, requireUser, webhooks: config.webhooks, clock, mailConfigured, passkeys: config.auth.passkeys !== undefined };
   await app.register((user) => userRoutes(user, userDeps), { prefix: '/api/v1/user' });
   // WebSocket upgrades on websocket routes go through fastify's routing like any request; the
   // sockets they open are closed (1008) when their user no longer passes the route's guards, and

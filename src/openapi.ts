@@ -41,6 +41,10 @@ const session = {
     user_agent: { type: ['string', 'null'] }, ip: { type: ['string', 'null'] }, current: { type: 'boolean', description: 'the session of the access token used' },
   },
 };
+const passkey = {
+  type: 'object',
+  properties: { id: { type: 'integer' }, name: { type: 'string' }, created_at: { type: 'string', format: 'date-time' }, last_used_at: { type: ['string', 'null'], format: 'date-time' } },
+};
 const userId = { type: 'object', required: ['id'], properties: { id: { type: 'string', pattern: '^[1-9][0-9]{0,9}$' } } };
 const credentials = (fields: string[]) => ({
   type: 'object',
@@ -64,7 +68,10 @@ const mfaChallenge = {
  */
 export const DOCUMENTED_OPTIONS = {
   mail: { resetUrl: 'https://app.example.com/reset?token={token}', verifyUrl: 'https://app.example.com/verify?token={token}' },
-  auth: { magicLink: { url: 'https://app.example.com/magic?token={token}' } },
+  auth: {
+    magicLink: { url: 'https://app.example.com/magic?token={token}' },
+    passkeys: { rpId: 'app.example.com', rpName: 'Example', origins: ['https://app.example.com'] },
+  },
 };
 
 /** Each own endpoint's schema, by method and path (with its prefix). */
@@ -79,6 +86,10 @@ const ENDPOINTS: Record<string, FastifySchema & Record<string, unknown>> = {
   'POST /api/v1/auth/mfa/totp/confirm': { tags: ['second factor'], summary: 'Confirm TOTP with a code: ten recovery codes, shown once', security: bearerOnly, body: credentials(['code']), response: { 200: { type: 'object', properties: { recovery_codes: { type: 'array', items: { type: 'string' } } } }, ...errors('codeInvalid', 'recentAuthRequired', 'emailUnverified', 'tokenInvalid', 'rateLimited') } },
   'DELETE /api/v1/auth/mfa/totp': { tags: ['second factor'], summary: 'Remove TOTP and the recovery codes; every other session ends', security: bearerOnly, body: credentials(['password']), response: { 200: message, ...errors('invalidCredentials', 'recentAuthRequired', 'tokenInvalid', 'rateLimited') } },
   'POST /api/v1/auth/mfa/verify': { tags: ['second factor'], summary: 'A login\'s mfa_token and a TOTP or recovery code: the token pair', body: credentials(['mfa_token', 'code']), response: { 200: tokenPair, ...errors('codeRefused', 'rateLimited', 'storageUnavailable') } },
+  'POST /api/v1/auth/passkeys/register/options': { tags: ['second factor'], summary: 'WebAuthn creation options for a new passkey (discoverable, user verification required); only with auth.passkeys', security: bearerOnly, response: { 200: { type: 'object', description: 'PublicKeyCredentialCreationOptionsJSON' }, ...errors('recentAuthRequired', 'emailUnverified', 'tokenInvalid', 'rateLimited') } },
+  'POST /api/v1/auth/passkeys/register/verify': { tags: ['second factor'], summary: 'Register the passkey the authenticator made (RegistrationResponseJSON, optional name)', security: bearerOnly, body: { type: 'object', description: 'RegistrationResponseJSON, plus an optional name' }, response: { 201: passkey, ...errors('passkeyInvalid', 'recentAuthRequired', 'emailUnverified', 'tokenInvalid', 'rateLimited') } },
+  'POST /api/v1/auth/passkeys/login/options': { tags: ['second factor'], summary: 'WebAuthn request options for a passkey sign-in (discoverable: no email)', response: { 200: { type: 'object', description: 'PublicKeyCredentialRequestOptionsJSON' }, ...errors('rateLimited') } },
+  'POST /api/v1/auth/passkeys/login/verify': { tags: ['second factor'], summary: 'Sign in with a passkey (AuthenticationResponseJSON): the token pair, amr ["hwk","user"], aal2', body: { type: 'object', description: 'AuthenticationResponseJSON' }, response: { 200: tokenPair, ...errors('invalidCredentials', 'rateLimited', 'storageUnavailable') } },
   'POST /api/v1/auth/refresh': { tags: ['auth'], summary: 'Rotate a refresh token: a new pair, the old token revoked', body: credentials(['refresh_token']), response: { 200: tokenPair, ...errors('refreshTokenMissing', 'refreshTokenUndecodable', 'refreshTokenInactive', 'userNotFound', 'rateLimited') } },
   'POST /api/v1/auth/logout': { tags: ['auth'], summary: 'Revoke a refresh token (always 200)', body: credentials(['refresh_token']), response: { 200: message } },
   'POST /api/v1/auth/password/change': { tags: ['accounts'], summary: 'Change the password: a new pair; every other session ends', security: bearer, body: credentials(['current_password', 'new_password']), response: { 200: tokenPair, ...errors('passwordTooShort', 'passwordTooLong', 'invalidCredentials', 'tokenInvalid', 'rateLimited', 'storageUnavailable') } },
@@ -88,6 +99,8 @@ const ENDPOINTS: Record<string, FastifySchema & Record<string, unknown>> = {
   'POST /api/v1/auth/magic-link': { tags: ['accounts'], summary: 'Mail a 15-minute sign-in link if the account exists (the same answer whatever the address); only with auth.magicLink', body: credentials(['email']), response: { 202: message, ...errors('emailInvalid', 'rateLimited', 'mailUnavailable') } },
   'POST /api/v1/auth/magic-link/verify': { tags: ['accounts'], summary: 'Sign in with a sign-in link\'s token (amr ["email"]): the token pair, or an mfa_token for POST /api/v1/auth/mfa/verify', body: credentials(['token']), response: { 200: tokenPair, ...errors('linkInvalid', 'rateLimited', 'storageUnavailable'), 403: mfaChallenge } },
   'POST /api/v1/auth/email/resend': { tags: ['accounts'], summary: 'Mail a new verification link (none when already verified)', security: bearer, response: { 202: message, ...errors('tokenInvalid', 'rateLimited', 'mailUnavailable') } },
+  'GET /api/v1/user/passkeys': { tags: ['second factor'], summary: 'The user\'s passkeys (never a key or counter); only with auth.passkeys', security: bearer, response: { 200: { type: 'object', properties: { passkeys: { type: 'array', items: passkey } } }, ...errors('tokenInvalid', 'rateLimited') } },
+  'DELETE /api/v1/user/passkeys/:id': { tags: ['second factor'], summary: 'Remove one of the user\'s passkeys; every other session ends', security: bearerOnly, params: { type: 'object', required: ['id'], properties: { id: { type: 'string', pattern: '^[1-9][0-9]*$' } } }, response: { 200: message, ...errors('passkeyNotFound', 'recentAuthRequired', 'emailUnverified', 'tokenInvalid', 'rateLimited') } },
   'GET /api/v1/user/sessions': { tags: ['accounts'], summary: 'The active sessions (one per login), most recently used first', security: bearer, response: { 200: { type: 'object', properties: { sessions: { type: 'array', items: session } } }, ...errors('tokenInvalid', 'rateLimited') } },
   'DELETE /api/v1/user/sessions/:id': { tags: ['accounts'], summary: 'End one of the user\'s sessions', security: bearer, params: { type: 'object', required: ['id'], properties: { id: { type: 'string', pattern: '^[1-9][0-9]*$' } } }, response: { 200: message, ...errors('sessionNotFound', 'tokenInvalid', 'rateLimited') } },
   'DELETE /api/v1/user/me': { tags: ['accounts'], summary: 'Delete the account and everything of it; the email is free again', security: bearer, body: credentials(['password']), response: { 200: message, ...errors('invalidCredentials', 'tokenInvalid', 'rateLimited', 'storageUnavailable') } },

@@ -1,8 +1,8 @@
 // A second factor (CONTRACT §14), under /api/v1/auth: TOTP enrolment, confirmation and removal
 // (guard `factor`), and POST /mfa/verify, which turns a login's mfa_token and a code into the pair.
 import { randomBytes } from 'node:crypto';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { sendDenial, sendError, type ErrorCode } from '../errors.js';
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import { sendDenial, sendError } from '../errors.js';
 import { currentIdentity, type RequireUser } from '../listener/requireUser.js';
 import { textField } from '../http.js';
 import type { Audit } from '../audit.js';
@@ -12,6 +12,7 @@ import * as mfa from '../storage/mfa.js';
 import { revokeOtherSessions } from '../storage/refreshTokens.js';
 import { isUsersSession } from '../storage/sessions.js';
 import * as users from '../storage/users.js';
+import { factorGuard, type FactorGuardDeps } from './factor.js';
 import { isTooLong, type Passwords } from './passwords.js';
 import { clientOf, issueInSession } from './sessions.js';
 import { sha256Hex } from '../digest.js';
@@ -29,8 +30,6 @@ const WRONG_CODES = { max: 10, windowMs: 15 * 60_000, lockMs: 15 * 60_000 };
 class CodesLocked {
   constructor(readonly until: Date, readonly now: Date) {}
 }
-/** A factor is added or removed only from a sign-in this recent. */
-const RECENT_SIGN_IN_S = 5 * 60;
 
 export const MFA_METHODS = ['totp', 'recovery_code'] as const;
 
@@ -41,7 +40,7 @@ export async function issueMfaToken(db: Queryable, userId: number, amr: readonly
   return token;
 }
 
-export interface MfaRoutesDeps {
+export interface MfaRoutesDeps extends FactorGuardDeps {
   db: Database;
   tokens: Tokens;
   passwords: Passwords;
@@ -51,27 +50,12 @@ export interface MfaRoutesDeps {
   audit: Audit;
   requireUser: RequireUser;
   issuer: string;
-  /** With mail configured, a factor is added only to an account whose email is verified. */
-  mailConfigured: boolean;
 }
 
 export async function mfaRoutes(app: FastifyInstance, deps: MfaRoutesDeps): Promise<void> {
   const { db, tokens, passwords, totp, clock, events, audit, requireUser } = deps;
 
-  /** Guard `factor`: a bearer token from a recent sign-in, at aal2 when the user has a second factor. */
-  const factor = async (request: FastifyRequest, reply: FastifyReply) => {
-    const denial = await factorDenial(request);
-    if (denial) return sendError(reply, denial);
-  };
-  async function factorDenial(request: FastifyRequest): Promise<ErrorCode | undefined> {
-    const { user, method, acr, authTime } = currentIdentity(request);
-    const age = clock().getTime() / 1000 - (authTime ?? 0);
-    if (method !== 'bearer' || age > RECENT_SIGN_IN_S) return 'recentAuthRequired';
-    if (acr !== 'aal2' && (await mfa.hasConfirmedTotp(db, user.id))) return 'recentAuthRequired';
-    if (deps.mailConfigured && !user.email_verified_at) return 'emailUnverified';
-    return undefined;
-  }
-  const guarded = { preHandler: [requireUser(), factor] };
+  const guarded = { preHandler: [requireUser(), factorGuard(deps)] };
 
   app.post('/mfa/totp/enroll', guarded, async (request, reply) => {
     const { user } = currentIdentity(request);

@@ -182,6 +182,21 @@ const linkTemplate = z.string().superRefine((text, ctx) => {
   else if (!isUrl(text.replaceAll('{token}', 'x'), /^https?:$/)) ctx.addIssue({ code: 'custom', message: `expected an http:// or https:// URL, got ${JSON.stringify(text)}` });
 });
 
+/** Why `origin` cannot run WebAuthn ceremonies for `rpId` (undefined: it can). */
+function originProblem(origin: string, rpId: string): string | undefined {
+  let url: URL;
+  try {
+    url = new URL(origin);
+  } catch {
+    return `expected an origin such as https://${rpId}, got ${JSON.stringify(origin)}`;
+  }
+  if (url.origin !== origin) return `expected an origin (scheme, host and port only: ${url.origin}), got ${JSON.stringify(origin)}`;
+  const host = url.hostname;
+  if (host !== rpId && !host.endsWith(`.${rpId}`)) return `${origin} is not on ${rpId} or a subdomain of it: browsers refuse the ceremony`;
+  if (url.protocol !== 'https:' && host !== 'localhost' && !host.endsWith('.localhost')) return `${origin}: browsers allow passkeys only on https:// pages (or http://localhost)`;
+  return undefined;
+}
+
 function isUrl(text: string, protocol: RegExp): boolean {
   try {
     return protocol.test(new URL(text).protocol);
@@ -270,12 +285,19 @@ export const configSchema = z.strictObject({
     mfa: z.strictObject({
       issuer: z.string().min(1).default('auth-gateway').meta({ description: 'The label authenticator apps show for TOTP (otpauth issuer).' }),
     }).prefault({}),
-    // CONTRACT §14; accepted by `gateway check`, the endpoints are not served yet (docs/second-factor.md).
+    // CONTRACT §14 (docs/second-factor.md#passkeys).
     passkeys: z.strictObject({
-      rpId: z.string().min(1),
+      rpId: z.string().regex(/^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/, 'expected a host name in lower case, such as app.example.com (no scheme, no port)'),
       rpName: z.string().min(1),
       origins: z.array(z.string().min(1)).min(1),
-    }).optional().meta({ description: 'WebAuthn relying party (passkeys); absent: the passkey endpoints answer 404.' }),
+    }).superRefine(({ rpId, origins }, ctx) => {
+      // A browser refuses a ceremony whose rpId is not its page's host or a parent of it: say so at
+      // `gateway check`, not at the first user's sign-in.
+      origins.forEach((origin, i) => {
+        const problem = originProblem(origin, rpId);
+        if (problem) ctx.addIssue({ code: 'custom', path: ['origins', i], message: problem });
+      });
+    }).optional().meta({ description: 'WebAuthn relying party (passkeys): rpId (the host name passkeys are bound to), rpName (shown by the authenticator), origins (the pages that run the ceremonies, https:// or http://localhost); absent: the passkey endpoints answer 404.' }),
     magicLink: z.strictObject({
       url: linkTemplate,
     }).optional().meta({ description: 'Sign-in links by email (needs mail); absent: 404.' }),

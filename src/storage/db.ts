@@ -272,3 +272,12 @@ export async function embeddedDatabase(dir: string): Promise<Database> {
 export async function openDatabase(storage: { postgres: string; postgresDirect?: string; poolSize?: number; embeddedDir: string }): Promise<Database> {
   return storage.postgres ? postgresDatabase(storage.postgres, { listenUrl: storage.postgresDirect, poolSize: storage.poolSize }) : embeddedDatabase(storage.embeddedDir);
 }
+
+/** A Postgres integer column's largest value: a larger id names no row, and would fail the query (500). */
+const MAX_INTEGER_ID = 2 ** 31 - 1;
+
+/** The id of a row with an integer key, from outside (a URL, a token, a body): a decimal or number within range, else undefined. */
+export function parseIntegerId(value: unknown): number | undefined {
+  const n = typeof value === 'string' && /^[1-9]\d{0,9}$/.test(value) ? Number(value) : typeof value === 'number' ? value : NaN;
+  return Number.isInteger(n) && n >= 1 && n <= MAX_INTEGER_ID ? n : undefined;
+}

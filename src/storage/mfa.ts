@@ -16,6 +16,19 @@ export async function hasConfirmedTotp(db: Queryable, userId: number): Promise<b
   return (await db.query('SELECT 1 FROM mfa_totp WHERE user_id = $1 AND confirmed_at IS NOT NULL', [userId])).length === 1;
 }
 
+/**
+ * Whether the user has a second factor: confirmed TOTP or a passkey (a passkey sign-in is two
+ * factors in itself, so its holder is held to aal2 as a TOTP user is).
+ */
+export async function hasSecondFactor(db: Queryable, userId: number): Promise<boolean> {
+  const [row] = await db.query<{ has: boolean }>(
+    `SELECT EXISTS (SELECT 1 FROM mfa_totp WHERE user_id = $1 AND confirmed_at IS NOT NULL)
+         OR EXISTS (SELECT 1 FROM passkeys WHERE user_id = $1) AS has`,
+    [userId],
+  );
+  return row?.has === true;
+}
+
 /** A new unconfirmed secret, replacing an unconfirmed one; false when a confirmed one is there. */
 export async function enrollTotp(db: Queryable, userId: number, secretEncrypted: string, now: Date): Promise<boolean> {
   const rows = await db.query(

@@ -19,10 +19,13 @@ export async function listIdentities(db: Queryable, userId: number): Promise<Rec
   return db.query('SELECT provider, issuer, subject, email, created_at FROM user_identities WHERE user_id = $1 ORDER BY created_at DESC', [userId]);
 }
 
-/** Removes TOTP and the recovery codes (a locked-out user); how many rows went. */
+/**
+ * Removes TOTP, the recovery codes and the passkeys (a locked-out user: each of them holds the
+ * user to aal2 for adding a factor); how many rows went.
+ */
 export async function removeSecondFactor(db: Queryable, userId: number): Promise<number> {
   let removed = 0;
-  for (const table of ['mfa_totp', 'mfa_recovery_codes']) {
+  for (const table of ['mfa_totp', 'mfa_recovery_codes', 'passkeys']) {
     if (await exists(db, table)) removed += (await db.query(`DELETE FROM ${table} WHERE user_id = $1 RETURNING 1`, [userId])).length;
   }
   return removed;

@@ -1,6 +1,6 @@
 // users and subscriptions: plain parameterized SQL, one statement per operation where possible.
 import type { Plan } from '../config/schema.js';
-import type { Queryable } from './db.js';
+import { parseIntegerId, type Queryable } from './db.js';
 
 export interface User {
   id: number;
@@ -21,14 +21,8 @@ export interface UserWithHash extends User {
   password_changed_at: Date | null;
 }
 
-/** users.id is a Postgres integer: a larger id can name no user, and would fail the query (500). */
-export const MAX_USER_ID = 2 ** 31 - 1;
-
 /** A user id from outside (a token's `sub`, a URL, a body): a decimal or number within users.id's range, else undefined. */
-export function parseUserId(value: unknown): number | undefined {
-  const n = typeof value === 'string' && /^[1-9]\d{0,9}$/.test(value) ? Number(value) : typeof value === 'number' ? value : NaN;
-  return Number.isInteger(n) && n >= 1 && n <= MAX_USER_ID ? n : undefined;
-}
+export const parseUserId = parseIntegerId;
 
 const USER_COLUMNS = 'id, email, plan, is_active, daily_usage, last_usage_date, created_at, email_verified_at';
 

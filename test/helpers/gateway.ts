@@ -322,3 +322,6 @@ export async function everywhereWithin<T>(
   });
   if (misses.length) throw new Error(`not seen everywhere within ${ms} ms: ${misses.join('; ')}`);
 }
+
+/** The claims of a JWT as a client reads them (no verification: the gateway's answer is under test). */
+export const claims = (token: string) => JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString()) as Record<string, unknown>;

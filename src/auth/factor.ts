@@ -1,0 +1,35 @@
+// Guard `factor` (CONTRACT §14), for adding, confirming or removing a way to sign in: a bearer
+// access token (never an API key) from a sign-in at most 5 minutes old, at aal2 when the user
+// already has a second factor, and, with mail configured, an account whose email is verified (so
+// nobody pre-installs a factor on an address they do not own). Runs after requireUser().
+import type { FastifyReply, FastifyRequest, preHandlerAsyncHookHandler } from 'fastify';
+import { sendError, type ErrorCode } from '../errors.js';
+import { currentIdentity } from '../listener/requireUser.js';
+import type { Queryable } from '../storage/db.js';
+import { hasSecondFactor } from '../storage/mfa.js';
+
+/** A factor is added or removed only from a sign-in this recent. */
+export const RECENT_SIGN_IN_S = 5 * 60;
+
+export interface FactorGuardDeps {
+  db: Queryable;
+  clock: () => Date;
+  /** With mail configured, a factor is added only to an account whose email is verified. */
+  mailConfigured: boolean;
+}
+
+export function factorGuard({ db, clock, mailConfigured }: FactorGuardDeps): preHandlerAsyncHookHandler {
+  async function denial(request: FastifyRequest): Promise<ErrorCode | undefined> {
+    const { user, method, acr, authTime } = currentIdentity(request);
+    const age = clock().getTime() / 1000 - (authTime ?? 0);
+    if (method !== 'bearer' || age > RECENT_SIGN_IN_S) return 'recentAuthRequired';
+    // A passkey counts: whoever has only the password of a user with one must not add another.
+    if (acr !== 'aal2' && (await hasSecondFactor(db, user.id))) return 'recentAuthRequired';
+    if (mailConfigured && !user.email_verified_at) return 'emailUnverified';
+    return undefined;
+  }
+  return async function factor(request: FastifyRequest, reply: FastifyReply) {
+    const code = await denial(request);
+    if (code) return sendError(reply, code);
+  };
+}

@@ -1,0 +1,136 @@
+// Passkeys (CONTRACT §14), under /api/v1/auth, registered only with auth.passkeys (without it they
+// answer 404): registering one (guard `factor`) and signing in with one, discoverable, user
+// verification required. The ceremonies are @simplewebauthn/server's; what is ours is that each
+// challenge is stored hashed and used up once across instances, and that a sign-in checks and
+// moves the passkey's counter under a row lock, so a replayed or cloned answer is refused.
+import {
+  generateAuthenticationOptions, generateRegistrationOptions, verifyAuthenticationResponse, verifyRegistrationResponse,
+  type AuthenticationResponseJSON, type RegistrationResponseJSON,
+} from '@simplewebauthn/server';
+import type { FastifyInstance } from 'fastify';
+import { sendError } from '../errors.js';
+import { currentUser, type RequireUser } from '../listener/requireUser.js';
+import { textField } from '../http.js';
+import type { Audit } from '../audit.js';
+import type { Config } from '../config/schema.js';
+import type { Events } from '../webhooks/emitter.js';
+import type { Database } from '../storage/db.js';
+import * as passkeys from '../storage/passkeys.js';
+import * as users from '../storage/users.js';
+import { factorGuard, type FactorGuardDeps } from './factor.js';
+import { clientOf, issueInSession } from './sessions.js';
+import { sha256Hex } from '../digest.js';
+import type { Tokens } from './tokens.js';
+
+/** A passkey sign-in is two factors in itself: something held, verified by the user on it. */
+export const PASSKEY_AMR: readonly string[] = ['hwk', 'user'];
+/** How long a ceremony may take, from its options to its answer. */
+const CHALLENGE_TTL_MS = 5 * 60_000;
+const NAME_MAX = 100;
+const DEFAULT_NAME = 'Clé d’accès';
+
+/**
+ * The WebAuthn user handle of a user: their id, which is no personal data. A sign-in's answer
+ * carries it back, and must name the passkey's owner.
+ */
+const handleOf = (userId: number) => Buffer.from(String(userId));
+
+export interface PasskeyRoutesDeps extends FactorGuardDeps {
+  db: Database;
+  tokens: Tokens;
+  events: Events;
+  audit: Audit;
+  requireUser: RequireUser;
+  relyingParty: NonNullable<Config['auth']['passkeys']>;
+}
+
+export async function passkeyRoutes(app: FastifyInstance, deps: PasskeyRoutesDeps): Promise<void> {
+  const { db, tokens, clock, events, audit, requireUser, relyingParty: { rpId, rpName, origins } } = deps;
+  const guarded = { preHandler: [requireUser(), factorGuard(deps)] };
+  const expires = (now: Date) => new Date(now.getTime() + CHALLENGE_TTL_MS);
+
+  app.post('/passkeys/register/options', guarded, async (request) => {
+    const user = currentUser(request);
+    const now = clock();
+    const options = await generateRegistrationOptions({
+      rpName, rpID: rpId, userName: user.email, userID: handleOf(user.id),
+      attestationType: 'none', timeout: CHALLENGE_TTL_MS,
+      // Discoverable: a sign-in starts without an email, the authenticator names the account.
+      authenticatorSelection: { residentKey: 'required', requireResidentKey: true, userVerification: 'required' },
+      excludeCredentials: await passkeys.credentialIdsOf(db, user.id),
+    });
+    await passkeys.createChallenge(db, sha256Hex(options.challenge), 'register', user.id, now, expires(now));
+    return options;
+  });
+
+  app.post('/passkeys/register/verify', guarded, async (request, reply) => {
+    const user = currentUser(request);
+    const name = textField(request.body, 'name').trim().slice(0, NAME_MAX) || DEFAULT_NAME;
+    const now = clock();
+    const verified = await verifyRegistrationResponse({
+      response: request.body as RegistrationResponseJSON,
+      expectedChallenge: (challenge) => passkeys.useChallenge(db, sha256Hex(challenge), 'register', user.id, now),
+      expectedOrigin: origins, expectedRPID: rpId, requireUserVerification: true,
+    }).catch((err: unknown) => {
+      request.log.info({ userId: user.id, reason: reasonOf(err) }, 'passkey registration refused');
+      return undefined;
+    });
+    if (!verified?.verified) return sendError(reply, 'passkeyInvalid');
+    const created = await db.transaction(async (tx) => {
+      await users.lockUser(tx, user.id, 'update');
+      const row = await passkeys.insertPasskey(tx, user.id, verified.registrationInfo.credential, name, now);
+      if (!row) return undefined; // that credential is registered already
+      await events.emit(user.id, 'auth.mfa_enrolled', { method: 'passkey' }, tx);
+      await audit.record({ type: 'passkey.added', actor: 'user', userId: user.id, ...clientOf(request), data: { passkey_id: row.id } }, tx);
+      return row;
+    });
+    if (!created) return sendError(reply, 'passkeyInvalid');
+    request.log.info({ userId: user.id, passkeyId: created.id }, 'passkey registered');
+    return reply.code(201).send({ id: created.id, name: created.name, created_at: created.created_at.toISOString() });
+  });
+
+  app.post('/passkeys/login/options', async () => {
+    const now = clock();
+    // No allowCredentials: the authenticator offers the passkeys it holds for this rpId.
+    const options = await generateAuthenticationOptions({ rpID: rpId, userVerification: 'required', timeout: CHALLENGE_TTL_MS });
+    await passkeys.createChallenge(db, sha256Hex(options.challenge), 'login', null, now, expires(now));
+    return options;
+  });
+
+  app.post('/passkeys/login/verify', async (request, reply) => {
+    const response = request.body as AuthenticationResponseJSON;
+    const credentialId = textField(request.body, 'id');
+    const owner = credentialId ? await passkeys.findOwner(db, credentialId) : undefined;
+    const client = clientOf(request);
+    const pair = owner === undefined ? undefined : await db.transaction(async (tx) => {
+      // lockUser's order: the user's row, then the passkey's, whose counter is checked and moved.
+      const user = await users.lockUser(tx, owner, 'share');
+      const passkey = await passkeys.lockByCredentialId(tx, credentialId);
+      if (!user || !passkey || passkey.user_id !== user.id) return undefined;
+      const now = clock();
+      const verified = await verifyAuthenticationResponse({
+        response,
+        // Used up here, whatever follows: the same answer sent again finds it gone.
+        expectedChallenge: (challenge) => passkeys.useChallenge(tx, sha256Hex(challenge), 'login', null, now),
+        expectedOrigin: origins, expectedRPID: rpId, requireUserVerification: true,
+        credential: { id: passkey.credential_id, publicKey: passkey.public_key, counter: passkey.counter, transports: passkey.transports as never },
+      }).catch((err: unknown) => {
+        request.log.info({ userId: user.id, reason: reasonOf(err) }, 'passkey sign-in refused');
+        return undefined;
+      });
+      const handle = response.response?.userHandle;
+      if (!verified?.verified || (handle !== undefined && handle !== handleOf(user.id).toString('base64url')) || user.is_active !== 1) return undefined;
+      await passkeys.recordUse(tx, passkey.id, verified.authenticationInfo.newCounter, now);
+      await audit.record({ type: 'login.succeeded', actor: 'user', userId: user.id, ...client, data: { amr: PASSKEY_AMR } }, tx);
+      return issueInSession(tx, tokens, user, client, now, undefined, PASSKEY_AMR);
+    });
+    if (!pair) return sendError(reply, 'invalidCredentials');
+    request.log.info({ userId: owner }, 'login by passkey');
+    return pair;
+  });
+}
+
+/** Why a ceremony was refused, for the log: the library's message, never the answer itself. */
+function reasonOf(err: unknown): string {
+  return err instanceof Error ? err.message.slice(0, 200) : 'unreadable answer';
+}

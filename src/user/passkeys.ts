@@ -1,0 +1,52 @@
+// GET /api/v1/user/passkeys and DELETE /api/v1/user/passkeys/{id} (CONTRACT §14), registered with
+// the passkey endpoints (auth.passkeys). Removing one is guard `factor`, and ends every other
+// session: whoever signed in with a lost passkey must sign in again.
+import type { FastifyInstance } from 'fastify';
+import { sendError } from '../errors.js';
+import { currentIdentity, type RequireUser } from '../listener/requireUser.js';
+import type { Audit } from '../audit.js';
+import { factorGuard, type FactorGuardDeps } from '../auth/factor.js';
+import { clientOf } from '../auth/sessions.js';
+import { parseIntegerId, type Database } from '../storage/db.js';
+import { listPasskeys } from '../storage/optionalTables.js';
+import { removePasskey } from '../storage/passkeys.js';
+import { revokeOtherSessions } from '../storage/refreshTokens.js';
+import { isUsersSession } from '../storage/sessions.js';
+import * as users from '../storage/users.js';
+import type { Events } from '../webhooks/emitter.js';
+
+export interface PasskeysDeps extends FactorGuardDeps {
+  db: Database;
+  events: Events;
+  audit: Audit;
+  requireUser: RequireUser;
+}
+
+export async function passkeysRoutes(app: FastifyInstance, deps: PasskeysDeps): Promise<void> {
+  const { db, events, audit, requireUser } = deps;
+
+  app.get('/passkeys', { preHandler: requireUser() }, async (request) => {
+    const rows = await listPasskeys(db, currentIdentity(request).user.id);
+    return { passkeys: rows.map((p) => ({ id: p.id, name: p.name, created_at: iso(p.created_at), last_used_at: iso(p.last_used_at) })) };
+  });
+
+  app.delete<{ Params: { id: string } }>('/passkeys/:id', { preHandler: [requireUser(), factorGuard(deps)] }, async (request, reply) => {
+    const { user: { id: userId }, sessionId } = currentIdentity(request);
+    const id = parseIntegerId(request.params.id);
+    const ended = id === undefined ? undefined : await db.transaction(async (tx) => {
+      await users.lockUser(tx, userId, 'update');
+      // Someone else's passkey is "not found", as an unknown one: ids do not tell whose they are.
+      if (!(await removePasskey(tx, userId, id))) return undefined;
+      const keep = sessionId !== undefined && (await isUsersSession(tx, userId, sessionId)) ? sessionId : undefined;
+      const n = await revokeOtherSessions(tx, userId, 'mfa', keep);
+      await events.emit(userId, 'auth.mfa_removed', { method: 'passkey', revoked_sessions: n }, tx);
+      await audit.record({ type: 'passkey.removed', actor: 'user', userId, ...clientOf(request), data: { passkey_id: id, revoked_sessions: n } }, tx);
+      return n;
+    });
+    if (ended === undefined) return sendError(reply, 'passkeyNotFound');
+    request.log.info({ userId, passkeyId: id, revokedSessions: ended }, 'passkey removed');
+    return { message: 'Clé d’accès supprimée' };
+  });
+}
+
+const iso = (value: unknown) => (value instanceof Date ? value.toISOString() : null);

@@ -1,0 +1,86 @@
+// Passkeys in a real browser (CONTRACT §14): headless Chromium with a virtual authenticator (the
+// DevTools protocol's WebAuthn domain: a platform authenticator with resident keys and user
+// verification), on a page at http://localhost:PORT, which the rpId `localhost` accepts. What
+// Chromium checks (the rpId against the page's origin, user verification, the options' shape) is
+// checked by Chromium itself, and the gateway verifies what the authenticator really signed. The
+// gateway runs docs/second-factor.md's passkeys example as written.
+import path from 'node:path';
+import type { CDPSession, Page } from 'puppeteer-core';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { describeWithBrowser, launchBrowser, serveFile, type StaticSite, type TestBrowser } from '../helpers/browser.js';
+import { docsExample } from '../helpers/docs.js';
+import { bearer, claims, closeSql, makeUser, sql, startTestGateway, testConfigFromYaml, type TestGateway } from '../helpers/gateway.js';
+
+interface Answer { status: number; body: Record<string, unknown>; answer?: Record<string, unknown>; refused?: string }
+interface PageApi {
+  register(token: string, name: string): Promise<Answer>;
+  signIn(): Promise<Answer>;
+}
+
+const PAGE = path.join(import.meta.dirname, 'passkeys.html');
+
+describeWithBrowser('passkeys in Chromium, with its virtual authenticator', () => {
+  let site: StaticSite;
+  let gw: TestGateway;
+  let chromium: TestBrowser;
+  let page: Page;
+  let cdp: CDPSession;
+  let authenticatorId: string;
+
+  const inPage = <K extends keyof PageApi>(method: K, ...args: Parameters<PageApi[K]>) =>
+    page.evaluate((m, a) => (globalThis as unknown as { passkeys: Record<string, (...x: unknown[]) => Promise<Answer>> }).passkeys[m]!(...a), method, args) as Promise<Answer>;
+
+  beforeAll(async () => {
+    site = await serveFile(PAGE);
+    const origin = site.origin.replace('127.0.0.1', 'localhost');
+    gw = await startTestGateway(testConfigFromYaml(docsExample('second-factor', 'passkeys'), { PASSKEY_RP_ID: 'localhost', PASSKEY_ORIGIN: origin }));
+    chromium = await launchBrowser();
+    page = await chromium.browser.newPage();
+    await page.goto(`${origin}/?gateway=${encodeURIComponent(gw.url)}`);
+    cdp = await page.createCDPSession();
+    await cdp.send('WebAuthn.enable');
+    ({ authenticatorId } = await cdp.send('WebAuthn.addVirtualAuthenticator', {
+      options: { protocol: 'ctap2', transport: 'internal', hasResidentKey: true, hasUserVerification: true, isUserVerified: true, automaticPresenceSimulation: true },
+    }));
+  }, 60_000);
+
+  afterAll(async () => {
+    await chromium?.close();
+    await gw?.close();
+    await site?.close();
+    await closeSql();
+  });
+
+  it('registers a passkey, signs in with it (no email typed) at aal2, and refuses the same answer twice', async () => {
+    const user = await makeUser(gw);
+    const registered = await inPage('register', user.access, 'Chromium');
+    expect(registered).toMatchObject({ status: 201, body: { id: expect.any(Number), name: 'Chromium' } });
+    // The authenticator holds it as a discoverable credential for localhost, for this user.
+    const { credentials } = await cdp.send('WebAuthn.getCredentials', { authenticatorId });
+    expect(credentials).toHaveLength(1);
+    expect(credentials[0]).toMatchObject({ isResidentCredential: true, rpId: 'localhost', userHandle: Buffer.from(String(user.id)).toString('base64') });
+
+    const signIn = await inPage('signIn');
+    expect(signIn.status).toBe(200);
+    expect(claims(signIn.body.access_token as string)).toMatchObject({ sub: String(user.id), amr: ['hwk', 'user'], acr: 'aal2' });
+    const [row] = await sql<{ credential_id: string; counter: string }>('SELECT credential_id, counter FROM passkeys WHERE user_id = $1', [user.id]);
+    expect(row!.credential_id).toBe(signIn.answer!.id);
+    expect(Number(row!.counter)).toBe(credentials[0]!.signCount + 1);
+
+    const replay = await gw.post('/api/v1/auth/passkeys/login/verify', signIn.answer);
+    expect([replay.status, replay.json]).toEqual([401, { error: 'Identifiants invalides' }]);
+    const list = await gw.get('/api/v1/user/passkeys', { headers: bearer(signIn.body.access_token as string) });
+    expect(list.json.passkeys).toEqual([expect.objectContaining({ id: registered.body.id, name: 'Chromium', last_used_at: expect.any(String) })]);
+  });
+
+  it('an authenticator that cannot verify the user is refused by the browser: the options require it', async () => {
+    await cdp.send('WebAuthn.setUserVerified', { authenticatorId, isUserVerified: false });
+    try {
+      const signIn = await inPage('signIn');
+      expect(signIn.refused).toMatch(/^NotAllowedError/);
+    } finally {
+      await cdp.send('WebAuthn.setUserVerified', { authenticatorId, isUserVerified: true });
+    }
+    expect((await inPage('signIn')).status).toBe(200);
+  });
+});
