@@ -12,6 +12,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { authenticator } from 'otplib';
 import type { SMTPServer } from 'smtp-server';
 import { WebSocketServer } from 'ws';
 import { loadConfig } from './config/load.js';
@@ -21,16 +22,32 @@ import { startGateway, type RunningGateway } from './server.js';
 const CONFIG_FILE = fileURLToPath(new URL('../demo/gateway.demo.yaml', import.meta.url));
 const PAGE_FILE = fileURLToPath(new URL('../demo/browser.html', import.meta.url));
 
+/** The last link token the mail catcher received, by address and kind of link (reset-password, verify-email, magic). */
+type Inbox = Map<string, string>;
+const inboxKey = (address: string, kind: string) => `${address.toLowerCase()} ${kind}`;
+
 /**
  * The echo upstream: answers with what the gateway told it about the caller; greets WebSockets
  * with it and echoes their messages. Its `/` is the demo's browser page, which calls the gateway
- * (`gatewayUrl()`, known once it listens) from this other origin.
+ * (`gatewayUrl()`, known once it listens) from this other origin. Two stand-ins for what a user
+ * has at hand, under /demo/ (the gateway routes nothing there): their inbox (the last link token
+ * the mail catcher received for an address) and their authenticator app (the TOTP code of a
+ * secret, now or at the next step).
  */
-function startEchoUpstream(gatewayUrl: () => string): Promise<http.Server> {
+function startEchoUpstream(gatewayUrl: () => string, inbox: Inbox): Promise<http.Server> {
   const server = http.createServer((req, res) => {
     if (req.method === 'GET' && req.url === '/') {
       res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
       res.end(readFileSync(PAGE_FILE, 'utf8').replace('%GATEWAY_URL%', gatewayUrl()));
+      return;
+    }
+    const url = new URL(req.url ?? '/', 'http://demo');
+    if (req.method === 'GET' && url.pathname.startsWith('/demo/')) {
+      const [, , what, arg = ''] = url.pathname.split('/');
+      const answer = what === 'totp' ? totpCode(decodeURIComponent(arg), url.searchParams.has('next'))
+        : what === 'mail' ? inbox.get(inboxKey(url.searchParams.get('to') ?? '', decodeURIComponent(arg)))
+          : undefined;
+      res.writeHead(answer ? 200 : 404, { 'content-type': 'text/plain; charset=utf-8' }).end(answer ?? 'nothing here\n');
       return;
     }
     req.resume();
@@ -55,6 +72,15 @@ function startEchoUpstream(gatewayUrl: () => string): Promise<http.Server> {
   });
 }
 
+/**
+ * The code an authenticator app shows for the secret. A code is accepted once per step; the next
+ * step's is accepted already (one step either side), so a walkthrough needs no 30-second wait.
+ */
+function totpCode(secret: string, next: boolean): string | undefined {
+  if (!/^[A-Z2-7]+=*$/.test(secret)) return undefined;
+  return authenticator.clone({ epoch: Date.now() + (next ? 30_000 : 0) }).generate(secret);
+}
+
 /** Quoted-printable (RFC 2045 §6.7), as nodemailer encodes French text: soft line breaks, then =XX bytes. */
 function decodeQuotedPrintable(text: string): string {
   const joined = text.replace(/=\r?\n/g, '');
@@ -72,10 +98,10 @@ function decodeQuotedPrintable(text: string): string {
 /**
  * The mail catcher: an SMTP server on loopback that the gateway sends its account mails to, and
  * that prints the link each one carries, as the user would find it in their inbox. It also keeps
- * the last token of each kind of link in `tokensDir` (reset-password.token, verify-email.token),
- * so that a pasted walkthrough command can read it.
+ * the last token of each kind of link in `tokensDir` (reset-password.token, verify-email.token,
+ * magic.token), so that a pasted walkthrough command can read it, and in `inbox` for the page.
  */
-async function startMailCatcher(tokensDir: string): Promise<SMTPServer> {
+async function startMailCatcher(tokensDir: string, inbox: Inbox): Promise<SMTPServer> {
   // Loaded here: nothing but the demo needs an SMTP server.
   const { SMTPServer } = await import('smtp-server');
   const server = new SMTPServer({
@@ -95,7 +121,11 @@ async function startMailCatcher(tokensDir: string): Promise<SMTPServer> {
         const to = session.envelope.rcptTo.map((r) => r.address).join(', ');
         const token = link ? new URL(link).searchParams.get('token') : null;
         console.log(`\n[demo mail catcher] a mail to ${to}:\n  ${link ?? '(no link)'}\n  token: ${token ?? '-'}\n`);
-        if (link && token) writeFileSync(path.join(tokensDir, `${new URL(link).pathname.split('/').pop()}.token`), token);
+        if (link && token) {
+          const kind = new URL(link).pathname.split('/').pop()!;
+          writeFileSync(path.join(tokensDir, `${kind}.token`), token);
+          for (const { address } of session.envelope.rcptTo) inbox.set(inboxKey(address, kind), token);
+        }
         callback();
       });
     },
@@ -122,6 +152,11 @@ async function freePort(preferred: number): Promise<number> {
 
 function walkthrough(url: string, decisionsUrl: string | undefined, adminUrl: string | undefined, adminKey: string, tokensDir: string, page: string): string {
   const resetToken = path.join(tokensDir, 'reset-password.token');
+  const magicToken = path.join(tokensDir, 'magic.token');
+  // The demo's stand-in for an authenticator app, on the echo server (curl needs no name lookup).
+  const totp = `${page.replace('localhost', '127.0.0.1')}demo/totp`;
+  const login = `-X POST ${url}/api/v1/auth/login -H 'content-type: application/json' -d '{"email":"ada@example.com","password":"a-brand-new-password"}'`;
+  const field = (name: string) => `sed -E 's/.*"${name}":"([^"]+)".*/\\1/'`;
   const json = "-H 'content-type: application/json'";
   const show = `-w '  (HTTP %{http_code})\\n'`;
   const lines = [
@@ -130,10 +165,11 @@ function walkthrough(url: string, decisionsUrl: string | undefined, adminUrl: st
     'Routes (demo/gateway.demo.yaml): /api/v1/public (no guard), /api/v1/profile (token required),',
     '/api/v1/reports (plans premium and pro), /api/v1/races (free: one use a day; premium: 5 a day, 60 a minute),',
     '/api/v1/signed (token required; its upstream also gets the identity signed in x-gateway-assertion),',
-    '/api/v1/live (a WebSocket for signed-in users).',
+    '/api/v1/live (a WebSocket for signed-in users), /api/v1/billing (a second factor required).',
     '',
     `In a browser, open ${page} : a page on another origin (the echo server's) that registers,`,
-    'logs in and calls these routes through CORS, and opens a WebSocket with ?access_token=.',
+    'logs in and calls these routes through CORS, opens a WebSocket with ?access_token=, and',
+    'registers a passkey and signs in with it.',
     '',
     'In another terminal, paste these one by one:',
     '',
@@ -198,6 +234,28 @@ function walkthrough(url: string, decisionsUrl: string | undefined, adminUrl: st
     '# 13. The old password no longer works, the new one does; every session ended with the reset',
     `curl -s ${show} -X POST ${url}/api/v1/auth/login ${json} -d '{"email":"ada@example.com","password":"correct-horse-battery"}'`,
     `curl -s ${show} -X POST ${url}/api/v1/auth/login ${json} -d '{"email":"ada@example.com","password":"a-brand-new-password"}'`,
+    '',
+    '# 14. A route that needs a second factor (mfa: required): a password sign-in is refused with 403',
+    `TOKEN=$(curl -s ${login} | ${field('access_token')}); echo "$TOKEN"`,
+    `curl -s ${show} ${url}/api/v1/billing -H "Authorization: Bearer $TOKEN"`,
+    '',
+    '# 15. Enrol TOTP (from a sign-in at most 5 minutes old; the reset of step 12 verified the email). Scan the',
+    '#     otpauth URL with an authenticator app, or ask the demo\'s stand-in for one, then confirm with the code:',
+    `SECRET=$(curl -s -X POST ${url}/api/v1/auth/mfa/totp/enroll -H "Authorization: Bearer $TOKEN" | ${field('secret')}); echo "$SECRET"`,
+    `CODE=$(curl -s ${totp}/$SECRET); echo "$CODE"`,
+    `curl -s ${show} -X POST ${url}/api/v1/auth/mfa/totp/confirm -H "Authorization: Bearer $TOKEN" ${json} -d "{\\"code\\":\\"$CODE\\"}"`,
+    '',
+    '# 16. The password now gets no tokens: a 403 with an mfa_token, which a code turns into a pair at aal2',
+    '#     (each code is accepted once: this one is the code the app shows next, accepted already)',
+    `MFA_TOKEN=$(curl -s ${login} | ${field('mfa_token')}); echo "$MFA_TOKEN"`,
+    `TOKEN=$(curl -s -X POST ${url}/api/v1/auth/mfa/verify ${json} -d "{\\"mfa_token\\":\\"$MFA_TOKEN\\",\\"code\\":\\"$(curl -s "${totp}/$SECRET?next")\\"}" | ${field('access_token')}); echo "$TOKEN"`,
+    `curl -s ${show} ${url}/api/v1/billing -H "Authorization: Bearer $TOKEN"`,
+    '',
+    '# 17. Without a password: a sign-in link by email (the mail catcher prints it and keeps its token). This',
+    '#     user has TOTP, so the link too gets the 403 with an mfa_token: a link is one factor, as a password is',
+    `curl -s ${show} -X POST ${url}/api/v1/auth/magic-link ${json} -d '{"email":"ada@example.com"}'`,
+    `MAGIC_TOKEN=$(until [ -s ${magicToken} ]; do sleep 0.2; done; cat ${magicToken}); echo "$MAGIC_TOKEN"`,
+    `curl -s ${show} -X POST ${url}/api/v1/auth/magic-link/verify ${json} -d "{\\"token\\":\\"$MAGIC_TOKEN\\"}"`,
   );
   if (adminUrl) {
     lines.push('', `# The console, for operators: open ${adminUrl}/console/ and sign in with the admin key ${adminKey}`);
@@ -214,9 +272,10 @@ async function main(): Promise<void> {
   const tokensDir = path.join(root, 'mail');
   mkdirSync(tokensDir);
   let gatewayUrl = '';
-  const upstream = await startEchoUpstream(() => gatewayUrl);
+  const inbox: Inbox = new Map();
+  const upstream = await startEchoUpstream(() => gatewayUrl, inbox);
   const page = `http://127.0.0.1:${(upstream.address() as net.AddressInfo).port}/`;
-  const mail = await startMailCatcher(tokensDir);
+  const mail = await startMailCatcher(tokensDir, inbox);
   let gateway: RunningGateway | undefined;
   let stopping: Promise<void> | undefined;
   const stop = () => (stopping ??= (async () => {
@@ -262,7 +321,8 @@ async function main(): Promise<void> {
     await new Promise((resolve) => setTimeout(resolve, 50));
     await new Promise<void>((resolve) => log.flush(() => resolve()));
     gatewayUrl = gateway.url.replace('localhost', '127.0.0.1');
-    console.log(walkthrough(gatewayUrl, gateway.decisionsUrl, gateway.adminUrl, adminKey, tokensDir, page));
+    // Opened by a host name, not an address: passkeys are bound to one (auth.passkeys.rpId: localhost).
+    console.log(walkthrough(gatewayUrl, gateway.decisionsUrl, gateway.adminUrl, adminKey, tokensDir, page.replace('127.0.0.1', 'localhost')));
   } catch (err) {
     console.error(`The demo could not start: ${err instanceof Error ? err.message : String(err)}`);
     await stop();

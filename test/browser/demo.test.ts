@@ -68,4 +68,22 @@ describeWithBrowser('the demo\'s browser page', () => {
     expect(live).toContain('WebSocket message: echo: Hello from the page');
     expect(live).toContain('WebSocket closed: 1000 done');
   });
+
+  it('verifies the email, adds a passkey (Chromium\'s virtual authenticator) and signs in with it to pass the second-factor route', async () => {
+    const cdp = await page.createCDPSession();
+    await cdp.send('WebAuthn.enable');
+    const { authenticatorId } = await cdp.send('WebAuthn.addVirtualAuthenticator', {
+      options: { protocol: 'ctap2', transport: 'internal', hasResidentKey: true, hasUserVerification: true, isUserVerified: true, automaticPresenceSimulation: true },
+    });
+    expect(await step('verify')).toMatch(/^POST \/api\/v1\/auth\/email\/verify → 200\n/);
+    expect(await step('billing')).toContain('"error": "Authentification à deux facteurs requise"');
+    expect(await step('login')).toMatch(/→ 200\n/); // a fresh sign-in: adding a factor needs one of the last 5 minutes
+    const added = await step('addPasskey', 2);
+    expect(added).toMatch(/^POST \/api\/v1\/auth\/passkeys\/register\/options → 200\nPOST \/api\/v1\/auth\/passkeys\/register\/verify → 201\n/);
+    expect(added).toContain('"name": "Demo page"');
+    const signedIn = await step('passkeySignIn', 3);
+    expect(signedIn).toMatch(/passkeys\/login\/verify → 200\n/);
+    expect(signedIn).toMatch(/GET \/api\/v1\/billing → 200\n/);
+    expect((await cdp.send('WebAuthn.getCredentials', { authenticatorId })).credentials).toHaveLength(1);
+  });
 });

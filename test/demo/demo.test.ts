@@ -43,7 +43,7 @@ describe('npm run demo', () => {
 
   it('runs every printed command with the outcome its comment announces', async () => {
     const commands = walkthrough.split('\n').filter((line) => /^(curl|[A-Z_]+=)/.test(line));
-    expect(commands.length).toBe(20);
+    expect(commands.length).toBe(31);
     const script = commands.map((command, i) => `echo "### ${i}"\n${command}\necho`).join('\n');
     const run = spawnSync('bash', ['-c', script], { encoding: 'utf8', timeout: 60_000 });
     expect(run.status, run.stderr).toBe(0);
@@ -89,5 +89,22 @@ describe('npm run demo', () => {
     const [oldPassword, newPassword] = all(/^curl .*auth\/login/);
     expect(oldPassword).toMatch(/Identifiants invalides.*\(HTTP 401\)/);
     expect(newPassword).toMatch(/"access_token".*\(HTTP 200\)/);
+
+    // A second factor (docs/second-factor.md): billing refused to the password, TOTP enrolled with
+    // the code of the demo's stand-in for an app, the login's mfa_token and a code, billing allowed.
+    const [passwordOnly, secondFactor] = all(/api\/v1\/billing/);
+    expect(passwordOnly).toMatch(/Authentification à deux facteurs requise.*\(HTTP 403\)/);
+    expect(secondFactor).toMatch(/"x-user-id": "1".*\(HTTP 200\)/s);
+    expect(step(/mfa\/totp\/enroll/)).toMatch(/^[A-Z2-7]{16,}$/);
+    expect(step(/^CODE=/)).toMatch(/^\d{6}$/);
+    expect(step(/mfa\/totp\/confirm/)).toMatch(/"recovery_codes":\[("[0-9a-f-]+",?){10}\].*\(HTTP 200\)/);
+    expect(step(/^MFA_TOKEN=/)).toMatch(/^[\w-]{43}$/);
+    expect(step(/mfa\/verify/)).toMatch(/^[\w-]+\.[\w-]+\.[\w-]+$/);
+    // A sign-in link, mailed and printed; a user with TOTP still owes a code.
+    expect(step(/auth\/magic-link -H/)).toMatch(/Si un compte existe.*\(HTTP 202\)/);
+    const magic = step(/^MAGIC_TOKEN=/);
+    expect(magic).toMatch(/^[\w-]{43}$/);
+    await expect.poll(() => walkthrough).toContain(`https://app.example.com/magic?token=${magic}`);
+    expect(step(/magic-link\/verify/)).toMatch(/"error":"Code à deux facteurs requis","mfa_token":"[\w-]{43}".*\(HTTP 403\)/);
   });
 });
