@@ -1,12 +1,11 @@
 // TOTP second factor (CONTRACT §14) through the HTTP API, on two instances sharing one database:
 // codes are computed from the secret the enrolment answered, at the gateways' clock.
 import { authenticator } from 'otplib';
-import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import {
   bearer, claims, closeSql, describeWithServices, makeUser, sql, startTwoGateways, testClock, testConfig, type TestGateway, type TestUser,
 } from '../helpers/gateway.js';
-import { startReceiver, type Receiver } from '../helpers/webhookReceiver.js';
+import { startReceiver, verifiedEvent, type Receiver } from '../helpers/webhookReceiver.js';
 
 const ENROLL = '/api/v1/auth/mfa/totp/enroll';
 const CONFIRM = '/api/v1/auth/mfa/totp/confirm';
@@ -194,13 +193,7 @@ describeWithServices('TOTP second factor', () => {
     expect((await a.post('/api/v1/auth/refresh', { refresh_token: current.refresh_token })).status).toBe(200);
     expect((await login(a, user)).status).toBe(200);
     expect(await sql('SELECT 1 FROM mfa_recovery_codes WHERE user_id = $1', [user.id])).toEqual([]);
-    const event = async (type: string) => {
-      await expect.poll(() => receiver.deliveries.some((d) => d.path === path(user) && d.json.type === type)).toBe(true);
-      const d = receiver.deliveries.find((x) => x.path === path(user) && x.json.type === type)!;
-      return new Webhook(hookSecret).verify(d.body, {
-        'webhook-id': String(d.headers['webhook-id']), 'webhook-timestamp': String(d.headers['webhook-timestamp']), 'webhook-signature': String(d.headers['webhook-signature']),
-      });
-    };
+    const event = (type: string) => verifiedEvent(receiver, path(user), type, hookSecret);
     expect(await event('auth.mfa_enrolled')).toEqual({ type: 'auth.mfa_enrolled', timestamp: expect.any(String), data: { method: 'totp' } });
     // The user's other sessions: the one elsewhere, and the password sign-in of makeUser.
     expect(await event('auth.mfa_removed')).toEqual({ type: 'auth.mfa_removed', timestamp: expect.any(String), data: { method: 'totp', revoked_sessions: 2 } });

@@ -7,6 +7,7 @@ import {
   testClock, testConfig, type TestGateway, type TestUser,
 } from '../helpers/gateway.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
+import { registerWebhook, startReceiver, verifiedEvent, type Receiver } from '../helpers/webhookReceiver.js';
 import { authenticate, register, type CeremonyOptions, type SoftCredential } from '../helpers/softAuthenticator.js';
 
 const RP = { rpId: 'app.example.test', rpName: 'Example', origins: ['https://app.example.test'] };
@@ -24,10 +25,11 @@ describeWithServices('passkeys', () => {
   let a: TestGateway;
   let b: TestGateway;
   let upstream: EchoUpstream;
+  let receiver: Receiver;
   const clock = testClock();
 
   beforeAll(async () => {
-    upstream = await startEchoUpstream();
+    [upstream, receiver] = await Promise.all([startEchoUpstream(), startReceiver()]);
     [a, b] = await startTwoGateways(testConfig({
       auth: { passkeys: RP },
       upstreams: { app: { url: upstream.url } },
@@ -36,7 +38,7 @@ describeWithServices('passkeys', () => {
   });
   afterAll(async () => {
     await Promise.all([a?.close(), b?.close()]);
-    await upstream?.close();
+    await Promise.all([upstream?.close(), receiver?.close()]);
     await closeSql();
   });
 
@@ -196,6 +198,19 @@ describeWithServices('passkeys', () => {
     expect(audit!.data).toEqual({ passkey_id: id, revoked_sessions: 2 });
     // The stranger's passkey is untouched.
     expect((await signIn(stranger.credential)).res.status).toBe(200);
+  });
+
+  it('sends the user\'s webhook auth.mfa_enrolled and auth.mfa_removed with method passkey', async () => {
+    const user = await makeUser(a, { plan: 'pro' });
+    const path = `/hook/passkeys-${user.id}`;
+    const secret = await registerWebhook(a, user, receiver.url.replace('/hook', path));
+    const { res, credential } = await addPasskey(user.access);
+    const signedIn = (await signIn(credential)).res.json.access_token as string;
+    expect((await a.request('DELETE', `/api/v1/user/passkeys/${res.json.id}`, { headers: bearer(signedIn) })).status).toBe(200);
+    const event = (type: string) => verifiedEvent(receiver, path, type, secret);
+    expect(await event('auth.mfa_enrolled')).toEqual({ type: 'auth.mfa_enrolled', timestamp: expect.any(String), data: { method: 'passkey' } });
+    // makeUser's password session ended; the passkey session that removed it goes on.
+    expect(await event('auth.mfa_removed')).toEqual({ type: 'auth.mfa_removed', timestamp: expect.any(String), data: { method: 'passkey', revoked_sessions: 1 } });
   });
 
   it('without auth.passkeys every passkey endpoint answers 404', async () => {

@@ -127,6 +127,13 @@ export function verified(secret: string, d: Delivery): unknown {
   });
 }
 
+/** Waits for the first delivery of event `type` at `path` and returns its payload, verified with `secret`. */
+export async function verifiedEvent(receiver: Receiver, path: string, type: string, secret: string): Promise<unknown> {
+  const find = () => receiver.deliveries.find((d) => d.path === path && (d.json as { type?: string }).type === type);
+  await expect.poll(() => find() !== undefined).toBe(true);
+  return verified(secret, find()!);
+}
+
 /** An instance's delivery attempts so far, by outcome (gateway_webhook_deliveries_total). */
 export async function outcomes(metrics: { webhookDeliveries: { get(): Promise<{ values: Array<{ labels: Record<string, unknown>; value: number }> }> } }): Promise<Record<string, number>> {
   const out: Record<string, number> = {};
