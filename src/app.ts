@@ -56,7 +56,8 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
   app.decorateRequest('context', null as unknown as RequestContext);
   app.addHook('onRequest', contexts.hook());
   registerCommon(app, metrics.tallies);
-  if (instance.tracing) traceRequests(app, instance.tracing);
+  // After the request context's hook: the path is split from the query once, there.
+  if (instance.tracing) traceRequests(app, instance.tracing, (request) => request.context.rawPath);
   await documentRoutes(app);
   // While draining (server.shutdownDelay), every answer closes its connection: a load balancer's
   // keep-alive connection must not be idle in its pool when the listener closes, or the request it

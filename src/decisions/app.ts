@@ -7,7 +7,7 @@
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { sendDenial, sendError } from '../errors.js';
 import type { Instance } from '../instance.js';
-import { acceptEveryMethod, listenerOptions, registerCommon } from '../listener/common.js';
+import { acceptEveryMethod, listenerOptions, registerCommon, traceDecision, traceRequests } from '../listener/common.js';
 import { DenialLog } from '../logThrottle.js';
 import { credentialChecks, findOwnCredentials } from '../proxy/ownTokens.js';
 import { requestContext, type OwnMethods } from '../requestContext.js';
@@ -39,6 +39,9 @@ export async function buildDecisionsApp(instance: Instance, options: DecisionsOp
   const { ownMethods } = options;
   const app = Fastify(listenerOptions(log.child({ listener: 'decisions' })));
   registerCommon(app, metrics.tallies);
+  // A decision is a span of its own, named after the route it was asked about (its stages as
+  // children), continuing the proxy's trace when the proxy sends a traceparent.
+  if (instance.tracing) traceRequests(app, instance.tracing, (request) => request.url.split('?', 1)[0]!);
   // A decision reads the headers alone. A body the proxy sent along anyway is never read (Node
   // discards it once the answer is out): no parsing on this path, and no body limit to apply.
   app.removeAllContentTypeParsers();
@@ -57,7 +60,8 @@ export async function buildDecisionsApp(instance: Instance, options: DecisionsOp
     if (!original) return sendError(reply, 'badRequest');
     // Decided against the live state of this moment, like any request the public listener takes.
     const context = requestContext(live.current, original.method, original.url, ownMethods);
-    const decision = await pipeline.decide({ context, headers: request.headers });
+    const decision = await pipeline.decide({ context, headers: request.headers, trace: request.trace });
+    traceDecision(request.trace, decision);
     if (decision.kind === 'deny') {
       // The gateway's own endpoints are served by its public listener, under every spelling, and
       // never by a route (CONTRACT §8): no route decides for them either. Were one on `/` allowed

@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { METHODS, STATUS_CODES, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { createSecureContext, type Server as TlsServer } from 'node:tls';
-import type { FastifyBaseLogger, FastifyError, FastifyHttpOptions, FastifyInstance } from 'fastify';
+import type { FastifyBaseLogger, FastifyError, FastifyHttpOptions, FastifyInstance, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import type { Config } from '../config/schema.js';
 import { errorBody, ERRORS, GatewayError, sendError, type ErrorCode } from '../errors.js';
@@ -15,6 +15,7 @@ import { isJsonType, isValidHost, lenientJson } from '../http.js';
 import { failureLog } from '../logThrottle.js';
 import { AccessLog, lazyChildLogger } from '../logger.js';
 import type { RouteTallies } from '../metrics.js';
+import type { Decision } from '../pipeline.js';
 import { isUnavailable } from '../storage/db.js';
 import type { RequestTrace, Tracing } from '../telemetry/tracing.js';
 
@@ -24,9 +25,20 @@ declare module 'fastify' {
     gatewayRoute: string;
     /** With tracing (telemetry.otlp): the request's trace. */
     trace: RequestTrace | undefined;
-    /** With tracing: `allow`, or the catalog name of the denial (gateway.decision). */
-    gatewayDecision: string;
   }
+}
+
+/** What the pipeline decided, on the request's trace: the route that names its span, the outcome, and who passed. */
+export function traceDecision(trace: RequestTrace | undefined, decision: Decision): void {
+  if (!trace) return;
+  if (decision.kind === 'deny') {
+    if (decision.route && decision.route !== 'own') trace.route = decision.route;
+    trace.decision = decision.denial.code;
+    return;
+  }
+  trace.route = decision.route.path;
+  trace.decision = 'allow';
+  if (decision.auth.kind === 'authenticated') trace.span.setAttribute('enduser.id', String(decision.auth.user.id));
 }
 
 const SAFE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -34,23 +46,21 @@ const SAFE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 /**
  * A server span per request (CONTRACT §17), named `METHOD route` after the route it matched
  * (never the raw URL), with the attributes of OpenTelemetry's HTTP conventions and the gateway's.
- * Registered only when tracing is on.
+ * Registered only when tracing is on; `pathOf` is the request's path without its query.
  */
-export function traceRequests(app: FastifyInstance, tracing: Tracing): void {
+export function traceRequests(app: FastifyInstance, tracing: Tracing, pathOf: (request: FastifyRequest) => string): void {
   app.decorateRequest('trace', undefined);
-  app.decorateRequest('gatewayDecision', '');
-  // After the request context's hook (app.ts): the path is split from the query once, there.
   app.addHook('onRequest', (request, _reply, done) => {
-    request.trace = tracing.begin(request.method, request.context.rawPath, request.headers);
+    request.trace = tracing.begin(request.method, pathOf(request), request.headers);
     done();
   });
   app.addHook('onResponse', (request, reply, done) => {
     const { trace } = request;
     if (trace) {
-      const route = request.gatewayRoute || request.routeOptions.url || 'unmatched';
+      const route = trace.route ?? (request.gatewayRoute || request.routeOptions.url || 'unmatched');
       trace.span.updateName(`${request.method} ${route}`);
       trace.span.setAttributes({ 'http.route': route, 'gateway.route': route, 'http.response.status_code': reply.statusCode });
-      if (request.gatewayDecision) trace.span.setAttribute('gateway.decision', request.gatewayDecision);
+      if (trace.decision) trace.span.setAttribute('gateway.decision', trace.decision);
       if (reply.statusCode >= 500) trace.span.setStatus({ code: 2 /* ERROR */ });
       trace.span.end();
     }

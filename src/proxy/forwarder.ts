@@ -12,7 +12,7 @@ import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest }
 import type { Logger } from 'pino';
 import type { Dispatcher } from 'undici';
 import { sendDenial, sendError, type Denial } from '../errors.js';
-import { acceptEveryMethod } from '../listener/common.js';
+import { acceptEveryMethod, traceDecision } from '../listener/common.js';
 import { DenialLog, failureLog, type FailureLog } from '../logThrottle.js';
 import type { Metrics } from '../metrics.js';
 import type { Decision, Pipeline } from '../pipeline.js';
@@ -149,12 +149,9 @@ export class Forwarder {
     const headers = upgrade ? upgradeHeaders(request.headers, context.query) : request.headers;
     const { trace } = request;
     const decision = await this.deps.pipeline.decide({ context, headers, trace }, { forwarding: true });
+    traceDecision(trace, decision);
     if (decision.kind === 'deny') return this.deny(request, reply, decision.route, decision.denial);
     request.gatewayRoute = decision.route.path;
-    if (trace) {
-      request.gatewayDecision = 'allow';
-      if (decision.auth.kind === 'authenticated') trace.span.setAttribute('enduser.id', String(decision.auth.user.id));
-    }
 
     // An upgrade's access_token is a credential of the gateway's, never the upstream's, whoever signed it.
     const query = upgrade ? withoutAccessToken(context.query) : context.query;
@@ -205,7 +202,6 @@ export class Forwarder {
 
   private deny(request: FastifyRequest, reply: FastifyReply, route: string | undefined, denial: Denial): void {
     if (route) request.gatewayRoute = route;
-    if (request.trace) request.gatewayDecision = denial.code;
     // 400 and 404 name no route and decide nothing: not worth a line each at info.
     if (route) this.denials.denied(request.log, route, denial.code);
     sendDenial(reply, denial);

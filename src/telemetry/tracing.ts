@@ -49,6 +49,10 @@ export interface RequestTrace {
   start(name: string, attributes?: Attributes, kind?: SpanKind): Span;
   /** Writes `span`'s traceparent (and tracestate) into headers bound upstream. */
   inject(span: Span, headers: Record<string, unknown>): void;
+  /** The gateway route the request was decided for: the span's name and `gateway.route`. */
+  route?: string;
+  /** `allow`, or the catalog name of the denial (`gateway.decision`). */
+  decision?: string;
 }
 
 export interface TracingStats {

@@ -11,7 +11,7 @@ import { parseConfig } from '../../src/config/load.js';
 import { tracingSettings } from '../../src/telemetry/tracing.js';
 import { docsExample } from '../helpers/docs.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
-import { bearer, closeSql, configProblems, describeWithServices, eventually, makeUser, marker, startTestGateway, testConfig, type TestGateway } from '../helpers/gateway.js';
+import { bearer, closeSql, configProblems, describeWithServices, eventually, makeUser, marker, startDecidingGateway, startTestGateway, testConfig, type TestGateway } from '../helpers/gateway.js';
 import { sparePort } from '../helpers/ports.js';
 
 interface OtlpSpan {
@@ -138,6 +138,29 @@ describeWithServices('traces over OTLP/HTTP', () => {
     expect(res.status).toBe(401);
     await eventually(() => collector.spans.some((s) => s.name === 'GET /traced' && attr(s, 'gateway.decision') === 'tokenInvalid'), 5000);
     expect(upstream.count(m)).toBe(0);
+  });
+
+  it('a decision for a proxy: a span named after the route asked about, its stages as children, the proxy\'s trace continued', async () => {
+    const deciding = await startDecidingGateway({ plans: { limits: { free: { daily: 1000 } } }, telemetry: { otlp: { endpoint: collector.url } }, upstreams: { app: { url: upstream.url } }, routes: routes() });
+    try {
+      const user = await makeUser(deciding);
+      const m = marker();
+      const traceId = 'c3'.padStart(32, '0');
+      const proxySpan = '2'.repeat(16);
+      const allowed = await deciding.decide('GET', `/decisions/traced/${m}?q=${m}`, { headers: { ...bearer(user.access), traceparent: `00-${traceId}-${proxySpan}-01` } });
+      expect(allowed.status).toBe(200);
+      expect((await deciding.decide('GET', `/decisions/traced/${m}`)).status).toBe(401);
+      await eventually(() => traceOf(traceId).length >= 4 && collector.spans.some((s) => s.name === 'GET /traced' && attr(s, 'gateway.decision') === 'tokenInvalid' && String(attr(s, 'url.path')).startsWith('/decisions/')), 5000);
+      const span = traceOf(traceId).find((s) => s.name === 'GET /traced')!;
+      expect(span.kind).toBe(2); // SERVER
+      expect(span.parentSpanId).toBe(proxySpan);
+      expect({ path: attr(span, 'url.path'), decision: attr(span, 'gateway.decision'), user: attr(span, 'enduser.id'), status: attr(span, 'http.response.status_code') })
+        .toEqual({ path: `/decisions/traced/${m}`, decision: 'allow', user: String(user.id), status: 200 });
+      expect(traceOf(traceId).filter((s) => s.parentSpanId === span.spanId).map((s) => s.name).sort()).toEqual(['gateway.authenticate', 'gateway.daily_limit', 'gateway.plan']);
+      expect(upstream.count(m)).toBe(0);
+    } finally {
+      await deciding.close();
+    }
   });
 
   it('continues an incoming trace; its sampled flag decides only with trustIncoming', async () => {
