@@ -15,7 +15,12 @@ import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js
 
 const DAILY = 3;
 const PER_MINUTE = 4;
-const warnings = (gw: TestGateway) => gw.logs.map((l) => JSON.parse(l) as { level: number; msg: string }).filter((l) => l.level >= 40);
+/**
+ * The warnings a gateway logged, less the start-up report of stored emails that are not one
+ * mailbox: other test files leave such rows in the run's shared database, and it is no Redis matter.
+ */
+const warnings = (gw: TestGateway) => gw.logs.map((l) => JSON.parse(l) as { level: number; msg: string })
+  .filter((l) => l.level >= 40 && !l.msg.startsWith('accounts whose email is not a single mailbox'));
 const daily = (gw: TestGateway, user: TestUser) => gw.get(`/daily/${marker()}`, { headers: bearer(user.access) });
 const statusesOf = (responses: Array<{ status: number }>) => responses.map((r) => r.status).sort();
 
