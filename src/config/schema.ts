@@ -177,6 +177,10 @@ const routeSchema = z.strictObject({
 });
 
 /** http(s) URL to the application's page for a link sent by email, with `{token}` where the token goes. */
+/** The bodies an OTLP/HTTP export may have (telemetry.otlp.protocol). */
+export const OTLP_PROTOCOLS = ['http/protobuf', 'http/json'] as const;
+export type OtlpProtocol = (typeof OTLP_PROTOCOLS)[number];
+
 const linkTemplate = z.string().superRefine((text, ctx) => {
   if (!text.includes('{token}')) ctx.addIssue({ code: 'custom', message: 'expected a URL containing {token}, where the link\'s token goes' });
   else if (!isUrl(text.replaceAll('{token}', 'x'), /^https?:$/)) ctx.addIssue({ code: 'custom', message: `expected an http:// or https:// URL, got ${JSON.stringify(text)}` });
@@ -321,6 +325,7 @@ export const configSchema = z.strictObject({
       serviceName: optionalText.meta({ description: 'service.name of the spans; unset: OTEL_SERVICE_NAME, else auth-gateway.' }),
       sampleRatio: ratio.optional().meta({ description: 'The share of traces the gateway records (0 to 1); unset: OTEL_TRACES_SAMPLER_ARG, else 1.' }),
       trustIncoming: bool().prefault(false).meta({ description: 'true: an incoming traceparent\'s sampled flag decides; false: the gateway decides (a client cannot force sampling).' }),
+      protocol: z.enum(OTLP_PROTOCOLS).optional().meta({ description: 'The export body: http/protobuf (OTLP\'s default) or http/json; unset: OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf.' }),
     }).prefault({}),
   }).prefault({}),
   // The audit log (CONTRACT §17): rows older than retention are purged.

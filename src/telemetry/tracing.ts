@@ -15,10 +15,12 @@
 // span), so the spans nobody can receive are not even made.
 import { ROOT_CONTEXT, SpanKind, trace, TraceFlags, type Attributes, type Context, type Span, type TextMapGetter } from '@opentelemetry/api';
 import { ExportResultCode, W3CTraceContextPropagator } from '@opentelemetry/core';
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import { OTLPTraceExporter as ProtobufExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { SamplingDecision, TraceIdRatioBasedSampler, TracerProvider, type ReadableSpan, type Sampler, type SamplingResult, type SpanExporter, type SpanProcessor } from '@opentelemetry/sdk-trace';
 import type { IncomingHttpHeaders } from 'node:http';
+import { OTLP_PROTOCOLS, type OtlpProtocol } from '../config/schema.js';
 
 export interface TracingSettings {
   /** The collector's OTLP/HTTP base URL (http://collector:4318); traces go to {endpoint}/v1/traces. */
@@ -26,10 +28,14 @@ export interface TracingSettings {
   serviceName: string;
   sampleRatio: number;
   trustIncoming: boolean;
+  /** The body of an export: protobuf, OTLP's default, or JSON. */
+  protocol: OtlpProtocol;
 }
 
+const isOtlpProtocol = (value: string | undefined): value is OtlpProtocol => (OTLP_PROTOCOLS as readonly string[]).includes(value ?? '');
+
 /** telemetry.otlp as written, the standard OTEL_* variables filling what it leaves unset (the YAML wins); undefined: tracing off. */
-export function tracingSettings(otlp: { endpoint?: string; serviceName?: string; sampleRatio?: number; trustIncoming: boolean }, env: NodeJS.ProcessEnv = process.env): TracingSettings | undefined {
+export function tracingSettings(otlp: { endpoint?: string; serviceName?: string; sampleRatio?: number; trustIncoming: boolean; protocol?: OtlpProtocol }, env: NodeJS.ProcessEnv = process.env): TracingSettings | undefined {
   const tracesUrl = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim();
   const endpoint = otlp.endpoint || (tracesUrl ? tracesUrl.replace(/\/v1\/traces\/?$/, '') : env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim());
   if (!endpoint || env.OTEL_SDK_DISABLED === 'true') return undefined;
@@ -39,6 +45,9 @@ export function tracingSettings(otlp: { endpoint?: string; serviceName?: string;
     serviceName: otlp.serviceName || env.OTEL_SERVICE_NAME?.trim() || 'auth-gateway',
     sampleRatio: otlp.sampleRatio ?? (env.OTEL_TRACES_SAMPLER_ARG && envRatio >= 0 && envRatio <= 1 ? envRatio : 1),
     trustIncoming: otlp.trustIncoming,
+    // The traces-specific variable first, as the SDKs read it; grpc (another port, another
+    // transport) is not spoken here, and leaves the default.
+    protocol: otlp.protocol ?? [env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, env.OTEL_EXPORTER_OTLP_PROTOCOL].map((v) => v?.trim()).find(isOtlpProtocol) ?? 'http/protobuf',
   };
 }
 
@@ -81,7 +90,7 @@ export class Tracing {
   private pausedUntil = 0;
   private pauseMs = PAUSE_MIN_MS;
 
-  constructor(settings: TracingSettings, exporter: SpanExporter = new OTLPTraceExporter({ url: `${settings.endpoint}/v1/traces`, timeoutMillis: EXPORT_TIMEOUT_MS })) {
+  constructor(settings: TracingSettings, exporter: SpanExporter = otlpExporter(settings)) {
     this.provider = new TracerProvider({
       resource: resourceFromAttributes({ 'service.name': settings.serviceName }),
       sampler: new GatewaySampler(settings.sampleRatio, settings.trustIncoming),
@@ -122,6 +131,11 @@ export class Tracing {
   close(): Promise<void> {
     return this.provider.shutdown();
   }
+}
+
+function otlpExporter({ endpoint, protocol }: TracingSettings): SpanExporter {
+  const options = { url: `${endpoint}/v1/traces`, timeoutMillis: EXPORT_TIMEOUT_MS };
+  return protocol === 'http/json' ? new JsonExporter(options) : new ProtobufExporter(options);
 }
 
 /**

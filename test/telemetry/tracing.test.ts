@@ -23,21 +23,26 @@ interface OtlpSpan {
   attributes: Array<{ key: string; value: Record<string, unknown> }>;
 }
 
-/** An OTLP/HTTP (JSON) receiver: every span it was sent, and the raw bodies. */
+/** An OTLP/HTTP receiver, protobuf and JSON alike: every span it was sent, the raw bodies and their content types. */
 async function startCollector() {
   const spans: OtlpSpan[] = [];
   const bodies: string[] = [];
+  const contentTypes: string[] = [];
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
-      const body = Buffer.concat(chunks).toString('utf8');
-      if (req.url === '/v1/traces' && String(req.headers['content-type']).startsWith('application/json')) {
-        bodies.push(body);
-        const doc = JSON.parse(body) as { resourceSpans: Array<{ scopeSpans: Array<{ spans: OtlpSpan[] }> }> };
-        for (const rs of doc.resourceSpans) for (const ss of rs.scopeSpans) spans.push(...ss.spans);
+      const body = Buffer.concat(chunks);
+      const type = String(req.headers['content-type']);
+      if (req.url === '/v1/traces') {
+        contentTypes.push(type);
+        bodies.push(body.toString('utf8'));
+        if (type.startsWith('application/json')) {
+          const doc = JSON.parse(body.toString('utf8')) as { resourceSpans: Array<{ scopeSpans: Array<{ spans: OtlpSpan[] }> }> };
+          for (const rs of doc.resourceSpans) for (const ss of rs.scopeSpans) spans.push(...ss.spans);
+        } else if (type === 'application/x-protobuf') spans.push(...protobufSpans(body));
       }
-      res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+      res.writeHead(200, { 'content-type': type === 'application/x-protobuf' ? type : 'application/json' }).end(type === 'application/x-protobuf' ? '' : '{}');
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -45,8 +50,54 @@ async function startCollector() {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     spans,
     bodies,
+    contentTypes,
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
+}
+
+/** The fields of a protobuf message (wire format): number, and a varint or the bytes. */
+function protobufFields(buf: Buffer): Array<{ field: number; value: bigint | Buffer }> {
+  const out: Array<{ field: number; value: bigint | Buffer }> = [];
+  let i = 0;
+  const varint = () => {
+    let result = 0n;
+    for (let shift = 0n; ; shift += 7n) {
+      const byte = buf[i++]!;
+      result |= BigInt(byte & 0x7f) << shift;
+      if (!(byte & 0x80)) return result;
+    }
+  };
+  const take = (n: number) => buf.subarray(i, (i += n));
+  while (i < buf.length) {
+    const tag = Number(varint());
+    const wire = tag & 7;
+    const value = wire === 0 ? varint() : wire === 1 ? take(8) : wire === 2 ? take(Number(varint())) : wire === 5 ? take(4) : undefined;
+    if (value === undefined) throw new Error(`protobuf wire type ${wire}`);
+    out.push({ field: tag >> 3, value });
+  }
+  return out;
+}
+
+/** The spans of an ExportTraceServiceRequest (opentelemetry-proto), in the shape of its JSON encoding. */
+function protobufSpans(body: Buffer): OtlpSpan[] {
+  const sub = (buf: Buffer, field: number) => protobufFields(buf).filter((f) => f.field === field).map((f) => f.value as Buffer);
+  const one = (buf: Buffer, field: number) => protobufFields(buf).find((f) => f.field === field)?.value;
+  const anyValue = (buf: Buffer): Record<string, unknown> => {
+    const [f] = protobufFields(buf);
+    if (!f) return {};
+    if (f.field === 1) return { stringValue: (f.value as Buffer).toString('utf8') };
+    if (f.field === 2) return { boolValue: f.value === 1n };
+    if (f.field === 3) return { intValue: String(BigInt.asIntN(64, f.value as bigint)) };
+    return { doubleValue: (f.value as Buffer).readDoubleLE() };
+  };
+  return sub(body, 1).flatMap((rs) => sub(rs, 2)).flatMap((ss) => sub(ss, 2)).map((span) => ({
+    traceId: (one(span, 1) as Buffer).toString('hex'),
+    spanId: (one(span, 2) as Buffer).toString('hex'),
+    parentSpanId: (one(span, 4) as Buffer | undefined)?.toString('hex') ?? '',
+    name: (one(span, 5) as Buffer).toString('utf8'),
+    kind: Number(one(span, 6) ?? 0n),
+    attributes: sub(span, 9).map((kv) => ({ key: (one(kv, 1) as Buffer).toString('utf8'), value: anyValue((one(kv, 2) as Buffer | undefined) ?? Buffer.alloc(0)) })),
+  }));
 }
 
 const attr = (span: OtlpSpan, key: string) => {
@@ -59,9 +110,14 @@ describe('telemetry settings', () => {
     const yaml = { trustIncoming: false };
     expect(tracingSettings(yaml, {})).toBeUndefined();
     expect(tracingSettings(yaml, { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318/', OTEL_SERVICE_NAME: 'edge', OTEL_TRACES_SAMPLER_ARG: '0.25' }))
-      .toEqual({ endpoint: 'http://collector:4318', serviceName: 'edge', sampleRatio: 0.25, trustIncoming: false });
-    expect(tracingSettings({ ...yaml, endpoint: 'http://mine:4318', serviceName: 'gw', sampleRatio: 1 }, { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_SERVICE_NAME: 'edge', OTEL_TRACES_SAMPLER_ARG: '0.25' }))
-      .toEqual({ endpoint: 'http://mine:4318', serviceName: 'gw', sampleRatio: 1, trustIncoming: false });
+      .toEqual({ endpoint: 'http://collector:4318', serviceName: 'edge', sampleRatio: 0.25, trustIncoming: false, protocol: 'http/protobuf' });
+    expect(tracingSettings({ ...yaml, endpoint: 'http://mine:4318', serviceName: 'gw', sampleRatio: 1, protocol: 'http/json' }, { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_SERVICE_NAME: 'edge', OTEL_TRACES_SAMPLER_ARG: '0.25', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf' }))
+      .toEqual({ endpoint: 'http://mine:4318', serviceName: 'gw', sampleRatio: 1, trustIncoming: false, protocol: 'http/json' });
+    // The protocol: the traces variable first, then the general one; grpc is not spoken here.
+    const protocol = (env: Record<string, string>) => tracingSettings(yaml, { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', ...env })?.protocol;
+    expect(protocol({ OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' })).toBe('http/json');
+    expect(protocol({ OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/protobuf' })).toBe('http/protobuf');
+    expect(protocol({ OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' })).toBe('http/protobuf');
     expect(tracingSettings(yaml, { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://c:4318/v1/traces' })?.endpoint).toBe('http://c:4318');
     expect(tracingSettings(yaml, { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_SDK_DISABLED: 'true' })).toBeUndefined();
   });
@@ -71,7 +127,7 @@ describe('telemetry settings', () => {
     expect(tracingSettings(parseConfig(example, 'docs/tracing.md', {}).telemetry.otlp, {})).toBeUndefined();
     const env = { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' };
     expect(tracingSettings(parseConfig(example, 'docs/tracing.md', env).telemetry.otlp, env))
-      .toEqual({ endpoint: 'http://collector:4318', serviceName: 'auth-gateway', sampleRatio: 1, trustIncoming: false });
+      .toEqual({ endpoint: 'http://collector:4318', serviceName: 'auth-gateway', sampleRatio: 1, trustIncoming: false, protocol: 'http/protobuf' });
   });
 
   it('gateway check reads telemetry.otlp as CONTRACT §17 writes it, and refuses what it cannot use', () => {
@@ -130,6 +186,21 @@ describeWithServices('traces over OTLP/HTTP', () => {
     const exported = collector.bodies.join('\n');
     for (const secret of [user.access, user.email, 'secret_query']) expect(exported).not.toContain(secret);
     expect(exported).toContain('gateway-under-test');
+  });
+
+  it('exports protobuf by default (OTLP\'s default), JSON with protocol: http/json, the same spans either way', async () => {
+    expect(collector.contentTypes.length).toBeGreaterThan(0);
+    expect(new Set(collector.contentTypes)).toEqual(new Set(['application/x-protobuf']));
+    const json = await startTestGateway(config({ endpoint: collector.url, protocol: 'http/json' }));
+    try {
+      const traceId = 'd4'.padStart(32, '0');
+      expect((await json.get(`/open/${marker()}`, { headers: { traceparent: `00-${traceId}-${'3'.repeat(16)}-01` } })).status).toBe(200);
+      await eventually(() => traceOf(traceId).length >= 2, 5000);
+      expect(collector.contentTypes).toContain('application/json');
+      expect(traceOf(traceId).map((s) => s.name).sort()).toEqual(['GET /open', 'upstream']);
+    } finally {
+      await json.close();
+    }
   });
 
   it('a denial: the span says which, and nothing is called upstream', async () => {
