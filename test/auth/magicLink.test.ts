@@ -19,7 +19,6 @@ const SUBJECT = 'Votre lien de connexion';
 const MAGIC_LINK = { url: 'https://app.example.test/magic?token={token}' };
 const MINUTE = 60_000;
 
-
 describeWithServices('magic links', () => {
   let smtp: SmtpCatcher;
   let a: TestGateway;
