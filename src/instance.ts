@@ -6,6 +6,7 @@ import type { Logger } from 'pino';
 import type { Config } from './config/schema.js';
 import { AssertionKeyring } from './assertion/keyring.js';
 import { AuditLog } from './audit.js';
+import { Housekeeping } from './housekeeping.js';
 import { AssertionSigner } from './assertion/signer.js';
 import { isSingleMailbox } from './auth/credentials.js';
 import { MailQueue } from './auth/mail.js';
@@ -63,6 +64,8 @@ export interface Instance {
   mailer: MailQueue;
   /** The audit log: account events, in the transactions of their changes. */
   audit: AuditLog;
+  /** Hourly purge of expired single-use tokens. */
+  housekeeping: Housekeeping;
   /** Traces, when telemetry.otlp (or OTEL_EXPORTER_OTLP_ENDPOINT) names a collector. */
   tracing: Tracing | undefined;
   /** In a worker (server.workers > 1): the primary, which gathers /metrics and /readyz of every worker. */
@@ -135,6 +138,8 @@ export async function createInstance(config: Config, options: InstanceOptions): 
     const events = new OutboxEmitter({ db, config: config.webhooks, clock });
     const audit = new AuditLog({ db, clock, log, retentionMs: config.audit.retention });
     closers.push(async () => audit.close());
+    const housekeeping = new Housekeeping({ db, clock, log });
+    closers.push(async () => housekeeping.close());
     const traced = tracingSettings(config.telemetry.otlp);
     const tracing = traced && new Tracing(traced);
     if (tracing) {
@@ -164,7 +169,7 @@ export async function createInstance(config: Config, options: InstanceOptions): 
     });
 
     return {
-      lifecycle: { draining: false }, config, live, db, redis, clock, log, feed, tokens, passwords, identities, keyUsage, daily, keyring, pipeline, metrics, events, mailer, audit, tracing, fleet: options.fleet,
+      lifecycle: { draining: false }, config, live, db, redis, clock, log, feed, tokens, passwords, identities, keyUsage, daily, keyring, pipeline, metrics, events, mailer, audit, housekeeping, tracing, fleet: options.fleet,
       close: () => closeAll((err) => log.warn({ err }, 'error while closing')),
     };
   } catch (err) {

@@ -1,0 +1,33 @@
+// Hourly clean-up of the single-use rows that expired (storage/expiredRows.ts), by every instance:
+// a DELETE by age is idempotent, so instances need not agree on who does it. Rows are kept a day
+// past their expiry: a link opened a little late still finds its row, and is refused as expired.
+import type { Logger } from 'pino';
+import type { Database } from './storage/db.js';
+import { purgeExpired } from './storage/expiredRows.js';
+
+const SWEEP_EVERY_MS = 3_600_000;
+const KEEP_EXPIRED_MS = 86_400_000;
+
+export class Housekeeping {
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(private readonly deps: { db: Database; clock: () => Date; log: Logger }) {
+    this.timer = setInterval(() => void this.sweep(), SWEEP_EVERY_MS).unref();
+  }
+
+  /** Purges what expired more than a day ago; how many rows went, by table. */
+  async sweep(): Promise<Record<string, number>> {
+    try {
+      const purged = await purgeExpired(this.deps.db, new Date(this.deps.clock().getTime() - KEEP_EXPIRED_MS));
+      if (Object.values(purged).some((n) => n > 0)) this.deps.log.info({ purged }, 'expired single-use tokens purged');
+      return purged;
+    } catch (err) {
+      this.deps.log.warn({ err }, 'expired single-use tokens could not be purged');
+      return {};
+    }
+  }
+
+  close(): void {
+    clearInterval(this.timer);
+  }
+}
