@@ -15,6 +15,7 @@ import { isUsersSession } from '../storage/sessions.js';
 import * as users from '../storage/users.js';
 import { newPasswordDenial, normalizeEmail, refuseCredentials } from './credentials.js';
 import { queueLinkMail, useLink, type LinkMailDeps } from './links.js';
+import { passwordConfirmed } from './factor.js';
 import { isTooLong, type Passwords } from './passwords.js';
 import { clientOf, issueInSession } from './sessions.js';
 import { sha256Hex } from '../digest.js';
@@ -35,13 +36,15 @@ export async function accountRoutes(app: FastifyInstance, deps: AccountRoutesDep
   const minLength = deps.auth.passwordMinLength;
 
   app.post('/password/change', { preHandler: requireUser() }, async (request, reply) => {
-    const { user: { id }, sessionId } = currentIdentity(request);
+    const identity = currentIdentity(request);
+    const { user: { id }, sessionId } = identity;
     const current = textField(request.body, 'current_password');
     const next = textField(request.body, 'new_password');
     const denial = newPasswordDenial(next, minLength);
     if (denial) return sendDenial(reply, denial);
+    // A user without a password sets a first one from a recent sign-in, without current_password.
     const user = isTooLong(current) ? undefined : await users.findByIdWithHash(db, id);
-    if (!user || !(await passwords.verify(user.password_hash, current))) return refuseCredentials(request, reply, user ? 'wrongPassword' : 'passwordTooLong', id);
+    if (!user || !(await passwordConfirmed(passwords, user, current, identity, clock()))) return refuseCredentials(request, reply, user ? 'wrongPassword' : 'passwordTooLong', id);
     const hash = await passwords.hash(next);
     const changed = await db.transaction(async (tx) => {
       const locked = await users.lockUser(tx, id, 'update');

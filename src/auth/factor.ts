@@ -5,8 +5,11 @@
 import type { FastifyReply, FastifyRequest, preHandlerAsyncHookHandler } from 'fastify';
 import { sendError, type ErrorCode } from '../errors.js';
 import { currentIdentity } from '../listener/requireUser.js';
+import type { Identity } from '../guards/authenticate.js';
 import type { Queryable } from '../storage/db.js';
 import { hasSecondFactor } from '../storage/mfa.js';
+import type { UserWithHash } from '../storage/users.js';
+import type { Passwords } from './passwords.js';
 
 /** A factor is added or removed only from a sign-in this recent. */
 export const RECENT_SIGN_IN_S = 5 * 60;
@@ -20,9 +23,9 @@ export interface FactorGuardDeps {
 
 export function factorGuard({ db, clock, mailConfigured }: FactorGuardDeps): preHandlerAsyncHookHandler {
   async function denial(request: FastifyRequest): Promise<ErrorCode | undefined> {
-    const { user, method, acr, authTime } = currentIdentity(request);
-    const age = clock().getTime() / 1000 - (authTime ?? 0);
-    if (method !== 'bearer' || age > RECENT_SIGN_IN_S) return 'recentAuthRequired';
+    const identity = currentIdentity(request);
+    const { user, acr } = identity;
+    if (!isRecentSignIn(identity, clock())) return 'recentAuthRequired';
     // A passkey counts: whoever has only the password of a user with one must not add another.
     if (acr !== 'aal2' && (await hasSecondFactor(db, user.id))) return 'recentAuthRequired';
     if (mailConfigured && !user.email_verified_at) return 'emailUnverified';
@@ -32,4 +35,19 @@ export function factorGuard({ db, clock, mailConfigured }: FactorGuardDeps): pre
     const code = await denial(request);
     if (code) return sendError(reply, code);
   };
+}
+
+/** A bearer access token (never an API key) from a sign-in at most 5 minutes old. */
+export function isRecentSignIn({ method, authTime }: Identity, now: Date): boolean {
+  return method === 'bearer' && now.getTime() / 1000 - (authTime ?? 0) <= RECENT_SIGN_IN_S;
+}
+
+/**
+ * Where an endpoint asks for the password (CONTRACT §14): the password, or, for a user who has
+ * none (made by an identity provider), a recent sign-in in its place.
+ */
+export async function passwordConfirmed(passwords: Passwords, user: UserWithHash | undefined, password: string, identity: Identity, now: Date): Promise<boolean> {
+  if (!user) return false;
+  if (user.password_hash === null) return isRecentSignIn(identity, now);
+  return passwords.verify(user.password_hash, password);
 }

@@ -12,7 +12,7 @@ import * as mfa from '../storage/mfa.js';
 import { revokeOtherSessions } from '../storage/refreshTokens.js';
 import { isUsersSession } from '../storage/sessions.js';
 import * as users from '../storage/users.js';
-import { factorGuard, type FactorGuardDeps } from './factor.js';
+import { factorGuard, passwordConfirmed, type FactorGuardDeps } from './factor.js';
 import { isTooLong, type Passwords } from './passwords.js';
 import { clientOf, issueInSession } from './sessions.js';
 import { sha256Hex } from '../digest.js';
@@ -92,10 +92,11 @@ export async function mfaRoutes(app: FastifyInstance, deps: MfaRoutesDeps): Prom
   });
 
   app.delete('/mfa/totp', guarded, async (request, reply) => {
-    const { user: { id }, sessionId } = currentIdentity(request);
+    const identity = currentIdentity(request);
+    const { user: { id }, sessionId } = identity;
     const password = textField(request.body, 'password');
     const user = isTooLong(password) ? undefined : await users.findByIdWithHash(db, id);
-    if (!user || !(await passwords.verify(user.password_hash, password))) return sendError(reply, 'invalidCredentials');
+    if (!(await passwordConfirmed(passwords, user, password, identity, clock()))) return sendError(reply, 'invalidCredentials');
     const ended = await db.transaction(async (tx) => {
       await users.lockUser(tx, id, 'update');
       if (!(await mfa.removeTotp(tx, id))) return 0;

@@ -66,11 +66,14 @@ export async function authRoutes(app: FastifyInstance, deps: AuthRoutesDeps): Pr
       await failed(user ? 'inactive' : 'unknown_email', user?.id);
       return refuseCredentials(request, reply, user ? 'inactive' : 'unknownEmail', user?.id);
     }
-    if (!(await passwords.verify(user.password_hash, password))) {
+    // An account without a password (made by an identity provider) is refused as a wrong password
+    // is, after as long a hash.
+    const hash = user.password_hash;
+    if (hash === null ? (await passwords.burnVerification(password), true) : !(await passwords.verify(hash, password))) {
       await failed('wrong_password', user.id);
       return refuseCredentials(request, reply, 'wrongPassword', user.id);
     }
-    if (needsRehash(user.password_hash)) await users.updatePasswordHash(db, user.id, await passwords.hash(password));
+    if (hash !== null && needsRehash(hash)) await users.updatePasswordHash(db, user.id, await passwords.hash(password));
     // Said only to whoever knows the password. A new link goes out (at most one a minute), so an
     // account whose first link was lost or expired is never stuck.
     if (deps.auth.requireVerifiedEmail && !user.email_verified_at) {

@@ -16,7 +16,8 @@ export interface User {
 
 /** What the account flows read besides the identity: the password and its state, the email's. */
 export interface UserWithHash extends User {
-  password_hash: string;
+  /** null: no password (an account made by an identity provider, until its user sets one) */
+  password_hash: string | null;
   /** null: the password chosen at registration (migration 009) */
   password_changed_at: Date | null;
 }

@@ -2,10 +2,11 @@
 import type { FastifyInstance } from 'fastify';
 import type { Audit } from '../audit.js';
 import { refuseCredentials } from '../auth/credentials.js';
+import { passwordConfirmed } from '../auth/factor.js';
 import { clientOf } from '../auth/sessions.js';
 import { isTooLong, type Passwords } from '../auth/passwords.js';
 import { textField } from '../http.js';
-import { currentUser, type RequireUser } from '../listener/requireUser.js';
+import { currentIdentity, currentUser, type RequireUser } from '../listener/requireUser.js';
 import { dailyRemaining, planLimitsOf, usedToday } from '../plans.js';
 import type { Database } from '../storage/db.js';
 import type { IdentityCache } from '../storage/identityCache.js';
@@ -41,17 +42,19 @@ export interface DeleteMeDeps {
   passwords: Passwords;
   requireUser: RequireUser;
   identities: Pick<IdentityCache, 'forgetUser'>;
+  clock: () => Date;
 }
 
 /** Under the auth rate limit, as every endpoint that checks a password (user/routes.ts). */
 export async function deleteMe(app: FastifyInstance, deps: DeleteMeDeps): Promise<void> {
-  const { db, passwords, requireUser, identities, audit } = deps;
+  const { db, passwords, requireUser, identities, audit, clock } = deps;
 
   app.delete('/me', { preHandler: requireUser() }, async (request, reply) => {
-    const { id } = currentUser(request);
+    const identity = currentIdentity(request);
+    const { id } = identity.user;
     const password = textField(request.body, 'password');
     const user = isTooLong(password) ? undefined : await users.findByIdWithHash(db, id);
-    if (!user || !(await passwords.verify(user.password_hash, password))) return refuseCredentials(request, reply, user ? 'wrongPassword' : 'passwordTooLong', id);
+    if (!user || !(await passwordConfirmed(passwords, user, password, identity, clock()))) return refuseCredentials(request, reply, user ? 'wrongPassword' : 'passwordTooLong', id);
     // Only if the password checked is still the password.
     const deleted = await db.transaction(async (tx) => {
       const gone = await users.deleteUser(tx, id, user);
