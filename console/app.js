@@ -152,7 +152,9 @@ async function userView(id) {
 }
 
 function auditTable(events) {
-  return table(['When', 'Type', 'Actor', 'Data'], (events ?? []).map((e) => [e.created_at ?? e.at, e.type, e.actor ?? null, JSON.stringify(e.data ?? {})]));
+  // The user as a link to their page (an account deleted since keeps its id, and no page).
+  const user = (id) => (id == null ? null : h('a', { href: `#/user/${id}` }, String(id)));
+  return table(['When', 'Type', 'Actor', 'User', 'Data'], (events ?? []).map((e) => [e.created_at ?? e.at, e.type, e.actor ?? null, user(e.user_id), JSON.stringify(e.data ?? {})]));
 }
 
 async function auditView() {

@@ -103,6 +103,23 @@ describeWithBrowser('the console, in Chromium', () => {
     expect((await gw.get('/api/v1/reports', { headers: bearer(user.access) })).status).toBe(200);
   });
 
+  it('reads the audit event the change wrote, on the user\'s page and in the audit log', async () => {
+    // The user's page, drawn again after the change, lists it with the console as its actor.
+    const row = (type: string) => [...document.querySelectorAll('tr')].map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent))
+      .find((cells) => cells.includes(type));
+    await page.goto(`${consoleUrl}#/user/${user.id}`);
+    const onPage = await page.waitForFunction(row, { timeout: 10_000 }, 'admin.plan_changed');
+    expect(await onPage.jsonValue()).toEqual([expect.any(String), 'admin.plan_changed', 'console', String(user.id), '{"plan":"pro"}']);
+    await page.goto(`${consoleUrl}#/audit`);
+    const inLog = await page.waitForFunction(row, { timeout: 10_000 }, 'admin.plan_changed');
+    expect(await inLog.jsonValue()).toEqual([expect.any(String), 'admin.plan_changed', 'console', String(user.id), '{"plan":"pro"}']);
+    expect(await axe()).toEqual([]);
+    await shot('audit');
+    // The log's user id leads back to the user's page.
+    await page.click(`a[href="#/user/${user.id}"]`);
+    await page.waitForSelector('#user-plan');
+  });
+
   it('revokes a session, and its refresh token stops working', async () => {
     const button = await page.waitForSelector('button[aria-label^="Revoke session"]');
     await button!.click();
