@@ -151,14 +151,30 @@ async function userView(id) {
   show(...sections);
 }
 
-function auditTable(events) {
-  return table(['When', 'Type', 'Actor', 'Data'], (events ?? []).map((e) => [e.created_at ?? e.at, e.type, e.actor ?? null, JSON.stringify(e.data ?? {})]));
+/** Audit events as a table; the log's own view also says whose account each one concerns. */
+function auditTable(events, withUser = false) {
+  return table(['When', 'Type', 'Actor', ...(withUser ? ['User'] : []), 'IP', 'Data'], (events ?? []).map((e) => [e.at ?? e.created_at, e.type, e.actor ?? null,
+    ...(withUser ? [e.user_id == null ? null : h('a', { href: `#/user/${e.user_id}` }, String(e.user_id))] : []), e.ip ?? null, JSON.stringify(e.data ?? {})]));
 }
 
-async function auditView() {
+// ---- audit log
+async function auditView(params) {
   const show = renderer();
-  const { json } = await api('GET', 'api/v1/audit?limit=100');
-  show(h('h2', {}, 'Audit log'), auditTable(json.events));
+  const q = new URLSearchParams(params);
+  if (!q.has('limit')) q.set('limit', '100');
+  const form = h('form', { id: 'audit-filter', role: 'search', onsubmit: (e) => {
+    e.preventDefault();
+    const next = new URLSearchParams();
+    for (const name of ['type', 'user_id']) if (form.elements[name].value.trim()) next.set(name, form.elements[name].value.trim());
+    location.hash = `#/audit?${next}`;
+  } },
+  h('label', { for: 'audit-type' }, 'Type'), h('input', { id: 'audit-type', name: 'type', type: 'text', value: q.get('type') ?? '', placeholder: 'admin.plan_changed' }),
+  h('label', { for: 'audit-user' }, 'User id'), h('input', { id: 'audit-user', name: 'user_id', type: 'text', inputmode: 'numeric', value: q.get('user_id') ?? '' }),
+  h('button', { type: 'submit' }, 'Filter'));
+  const { status, json } = await api('GET', `api/v1/audit?${q}`);
+  if (status !== 200) return show(h('h2', {}, 'Audit log'), form, h('p', { role: 'alert' }, json.error ?? 'Error'));
+  const next = json.next_cursor ? (() => { const n = new URLSearchParams(q); n.set('cursor', json.next_cursor); return h('a', { href: `#/audit?${n}` }, 'Next page'); })() : null;
+  show(h('h2', {}, 'Audit log'), form, auditTable(json.events, true), next);
 }
 
 async function routesView() {
@@ -182,7 +198,7 @@ function route() {
   generation++;
   const [path, query = ''] = location.hash.slice(1).split('?');
   const user = /^\/user\/(\d+)$/.exec(path);
-  const view = user ? userView(user[1]) : path === '/routes' ? routesView() : path === '/health' ? healthView() : path === '/audit' ? auditView() : usersView(query);
+  const view = user ? userView(user[1]) : path === '/routes' ? routesView() : path === '/health' ? healthView() : path === '/audit' ? auditView(query) : usersView(query);
   view.catch(() => {});
 }
 

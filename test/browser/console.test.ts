@@ -50,6 +50,8 @@ describeWithBrowser('the console, in Chromium', () => {
 
   const shot = (name: string) => page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`), fullPage: true });
   const text = (selector: string) => page.$eval(selector, (el) => el.textContent ?? '');
+  /** The cells' text of each row of the tables under `scope`. */
+  const rows = (scope: string) => page.$$eval(`${scope} tbody tr`, (trs) => (trs as HTMLTableRowElement[]).map((tr) => [...tr.cells].map((td) => td.textContent ?? '')));
   async function axe(): Promise<unknown[]> {
     await page.addScriptTag({ path: AXE });
     return page.evaluate(async () => {
@@ -99,8 +101,17 @@ describeWithBrowser('the console, in Chromium', () => {
     await page.select('#user-plan', 'pro');
     await page.click('#save-plan');
     await page.waitForFunction(() => document.getElementById('user-status')?.textContent === 'Plan set to pro');
-    await shot('user');
     expect((await gw.get('/api/v1/reports', { headers: bearer(user.access) })).status).toBe(200);
+  });
+
+  it('shows the audit event the change wrote, on the user\'s page', async () => {
+    // The page is drawn again after the change: wait for the new drawing's audit section.
+    await page.waitForFunction(() => [...document.querySelectorAll('section[aria-labelledby=h-audit] td')].some((td) => td.textContent === 'admin.plan_changed'));
+    const audit = await rows('section[aria-labelledby=h-audit]');
+    expect(await text('#h-audit')).toBe('Audit events');
+    expect(audit).toContainEqual([expect.any(String), 'admin.plan_changed', 'console', '127.0.0.1', '{"plan":"pro"}']);
+    expect(await page.$eval('#user-plan', (el) => (el as HTMLSelectElement).value)).toBe('pro');
+    await shot('user');
   });
 
   it('revokes a session, and its refresh token stops working', async () => {
@@ -108,6 +119,21 @@ describeWithBrowser('the console, in Chromium', () => {
     await button!.click();
     await page.waitForFunction(() => /^Session \d+ revoked$/.test(document.getElementById('user-status')?.textContent ?? ''));
     expect((await gw.post('/api/v1/auth/refresh', { refresh_token: user.refresh })).status).toBe(401);
+  });
+
+  it('finds the same event in the audit log, filtered by the user\'s id from the keyboard', async () => {
+    await page.click('a[href="#/audit"]');
+    await page.waitForSelector('#audit-user', { visible: true });
+    await page.focus('#audit-user');
+    await page.keyboard.type(String(user.id));
+    await page.keyboard.press('Enter');
+    await page.waitForFunction((id) => location.hash === `#/audit?user_id=${id}` && [...document.querySelectorAll<HTMLTableRowElement>('tbody tr')].every((tr) => tr.cells[3]?.textContent === String(id)), {}, user.id);
+    const log = await rows('main');
+    expect(log).toContainEqual([expect.any(String), 'admin.plan_changed', 'console', String(user.id), '127.0.0.1', '{"plan":"pro"}']);
+    // The user column leads back to the user's page.
+    expect(await page.$$eval(`tbody a[href="#/user/${user.id}"]`, (links) => links.length)).toBe(log.length);
+    expect(await axe()).toEqual([]);
+    await shot('audit');
   });
 
   it('shows the route table and the health summary', async () => {
