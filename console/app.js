@@ -216,7 +216,28 @@ $('sign-out').addEventListener('click', async () => {
   await fetch('/console/session', { method: 'DELETE', headers: { 'x-csrf-token': csrf } });
   signedOut();
 });
-addEventListener('hashchange', route);
+/**
+ * Signs in with a one-time link's ticket (`#ticket=…`: `npm run demo` prints one), else resumes the
+ * session the cookie stands for, else shows the sign-in form (saying why a link was refused).
+ */
+async function start() {
+  const ticket = /^#ticket=([\w-]+)$/.exec(location.hash)?.[1];
+  let refused = '';
+  if (ticket) {
+    // Off the address bar, and out of the history, before anything else: the link is spent either way.
+    history.replaceState(null, '', `${location.pathname}#/users`);
+    const res = await fetch('/console/session', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ ticket }) });
+    const json = await res.json().catch(() => ({}));
+    if (res.status === 200) { csrf = json.csrf; return signedIn(); }
+    refused = json.error ?? 'Error';
+  }
+  const session = await fetch('/console/session');
+  if (session.status === 200) { csrf = (await session.json()).csrf; await signedIn(); return; }
+  signedOut();
+  $('sign-in-error').textContent = refused;
+}
 
-const session = await fetch('/console/session');
-if (session.status === 200) { csrf = (await session.json()).csrf; await signedIn(); } else signedOut();
+// A sign-in link pasted into a console tab already open arrives as a hash change.
+addEventListener('hashchange', () => { if (location.hash.startsWith('#ticket=')) void start(); else route(); });
+
+await start();

@@ -2,18 +2,20 @@
 /// <reference lib="dom.iterable" />
 // The console in Chromium (CONTRACT §16): an operator signs in with the admin key, finds a user
 // the test created, changes the plan and the gateway enforces it on the next request, revokes a
-// session and its refresh fails; every view passes axe-core; screenshots land in
+// session and its refresh fails, reads the audit event the change wrote; a one-time sign-in link
+// (as the demo prints) signs in once and never again; every view passes axe-core; screenshots land in
 // test-artifacts/console/ (gitignored) for a person to look at.
 import { mkdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Page } from 'puppeteer-core';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildAdminApp } from '../../src/admin/app.js';
 import { describeWithBrowser, launchBrowser, type TestBrowser } from '../helpers/browser.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
-import { ADMIN_KEY, bearer, closeSql, makeUser, startTestGateway, testConfig, type TestGateway, type TestUser } from '../helpers/gateway.js';
+import { TICKET_MS } from '../../src/admin/console.js';
+import { ADMIN_KEY, bearer, closeSql, makeUser, startTestGateway, testClock, testConfig, type TestGateway, type TestUser } from '../helpers/gateway.js';
 
 const ARTIFACTS = path.join(import.meta.dirname, '../../test-artifacts/console');
 const AXE = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
@@ -26,11 +28,12 @@ describeWithBrowser('the console, in Chromium', () => {
   let chromium: TestBrowser;
   let page: Page;
   let user: TestUser;
+  const clock = testClock();
 
   beforeAll(async () => {
     mkdirSync(ARTIFACTS, { recursive: true });
     upstream = await startEchoUpstream();
-    gw = await startTestGateway(testConfig({ upstreams: { app: { url: upstream.url } }, routes: [{ path: '/api/v1/reports', upstream: 'app', plans: ['pro'] }] }));
+    gw = await startTestGateway(testConfig({ upstreams: { app: { url: upstream.url } }, routes: [{ path: '/api/v1/reports', upstream: 'app', plans: ['pro'] }] }), { clock });
     admin = await buildAdminApp(gw.services);
     consoleUrl = `${await admin.listen({ host: '127.0.0.1', port: 0 })}/console/`;
     user = await makeUser(gw);
@@ -164,5 +167,56 @@ describeWithBrowser('the console, in Chromium', () => {
     await page.goto(consoleUrl);
     await page.waitForSelector('#key', { visible: true });
     expect(await page.$('#user-search')).toBeNull();
+  });
+
+  describe('a one-time sign-in link, as `npm run demo` prints', () => {
+    const mint = async () => {
+      const res = await fetch(new URL('tickets', consoleUrl), { method: 'POST', headers: { authorization: `Bearer ${ADMIN_KEY}` } });
+      expect(res.status).toBe(201);
+      return ((await res.json()) as { url: string }).url;
+    };
+    /** The link opened in a browser profile of its own (no cookie from the tests above). */
+    async function open(link: string): Promise<Page> {
+      const context = await chromium.browser.createBrowserContext();
+      const fresh = await context.newPage();
+      await fresh.goto(link);
+      await fresh.waitForSelector('#user-search, #sign-in:not([hidden])', { visible: true });
+      return fresh;
+    }
+    const refusedOn = async (other: Page) => {
+      await other.waitForFunction(() => document.getElementById('sign-in-error')?.textContent !== '');
+      expect(await other.$eval('#sign-in-error', (el) => el.textContent)).toBe('Lien de connexion invalide, déjà utilisé ou expiré');
+      expect(await other.evaluate(() => document.activeElement?.id)).toBe('key');
+      expect(await other.cookies()).toEqual([]);
+    };
+    let link: string;
+
+    it('signs in, and takes the ticket off the address bar', async () => {
+      link = await mint();
+      expect(link).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/console\/#ticket=[\w-]{43}$/);
+      const signedIn = await open(link);
+      expect(await signedIn.$('#user-search')).not.toBeNull();
+      expect(signedIn.url()).toBe(`${consoleUrl}#/users`);
+      expect(await signedIn.cookies()).toEqual([expect.objectContaining({ name: 'gw_console', httpOnly: true, sameSite: 'Strict' })]);
+      // Replaced, not added to: Back leads to where the browser was before the link, not to the ticket.
+      await signedIn.goBack();
+      expect(signedIn.url()).toBe('about:blank');
+      await signedIn.browserContext().close();
+    });
+
+    it('a second use is refused: the sign-in form says why', async () => {
+      const again = await open(link);
+      await refusedOn(again);
+      expect(again.url()).toBe(`${consoleUrl}#/users`);
+      await again.browserContext().close();
+    });
+
+    it('a link older than 10 minutes is refused', async () => {
+      const late = await mint();
+      clock.advance(TICKET_MS + 1_000);
+      const expired = await open(late);
+      await refusedOn(expired);
+      await expired.browserContext().close();
+    });
   });
 });
