@@ -175,6 +175,8 @@ export async function consoleRoutes(app: FastifyInstance, deps: ConsoleDeps): Pr
     const counted = await deps.metrics.registry.getSingleMetric('gateway_requests_total')?.get();
     for (const { labels, value } of counted?.values ?? []) {
       const route = String(labels.route);
+      // The gateway's traffic, not the operators' own calls (the console's included) on this listener.
+      if (route.startsWith('/admin/') || route.startsWith('/console/')) continue;
       const row = perRoute.get(route) ?? { requests: 0, denials: 0 };
       row.requests += value;
       // A denial is what the gateway refused: 401, 403, 429 (not an upstream's own answer).
