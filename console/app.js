@@ -118,9 +118,16 @@ async function userView(id) {
   const u = user.json;
   const status = h('p', { role: 'status', id: 'user-status' });
   const act = async (method, path, body, done) => {
+    // The page is drawn again after a change: a keyboard user keeps their place (the same button).
+    const focused = document.activeElement?.id;
     const res = await api(method, `api/v1/users/${id}${path}`, body);
     status.textContent = res.status === 200 ? done : (res.json.error ?? 'Error');
-    if (res.status === 200 && mine === generation) await userView(id).then(() => { if ($('user-status')) $('user-status').textContent = done; });
+    if (res.status === 200 && mine === generation) {
+      await userView(id).then(() => {
+        if ($('user-status')) $('user-status').textContent = done;
+        if (focused && $(focused)) $(focused).focus();
+      });
+    }
   };
   const planSelect = h('select', { id: 'user-plan' }, ['free', 'premium', 'pro'].map((p) => h('option', { value: p, selected: u.plan === p }, p)));
   const sections = [

@@ -96,14 +96,22 @@ describeWithBrowser('the console, in Chromium', () => {
     await shot('users');
   });
 
-  it('changes the plan, and the gateway enforces it on the next request', async () => {
+  it('changes the plan from the keyboard, and the gateway enforces it on the next request', async () => {
     expect((await gw.get('/api/v1/reports', { headers: bearer(user.access) })).status).toBe(403);
     await page.click('tbody a');
     await page.waitForSelector('#user-plan');
     expect(await axe()).toEqual([]);
-    await page.select('#user-plan', 'pro');
-    await page.click('#save-plan');
+    // free → premium → pro with the arrow key, Tab to the button, Enter.
+    await page.focus('#user-plan');
+    await page.keyboard.press('ArrowDown');
+    await page.keyboard.press('ArrowDown');
+    expect(await page.$eval('#user-plan', (el) => (el as HTMLSelectElement).value)).toBe('pro');
+    await page.keyboard.press('Tab');
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('save-plan');
+    await page.keyboard.press('Enter');
     await page.waitForFunction(() => document.getElementById('user-status')?.textContent === 'Plan set to pro');
+    // Drawn again, the page gives the focus back to the button that was used.
+    await page.waitForFunction(() => document.activeElement?.id === 'save-plan');
     expect((await gw.get('/api/v1/reports', { headers: bearer(user.access) })).status).toBe(200);
   });
 
