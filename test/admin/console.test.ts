@@ -5,7 +5,7 @@
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildAdminApp } from '../../src/admin/app.js';
-import { TICKET_MS } from '../../src/admin/console.js';
+import { consoleAllowed, TICKET_MS } from '../../src/admin/console.js';
 import { ADMIN_KEY, closeSql, describeWithServices, makeUser, startTestGateway, testClock, testConfig, type TestGateway } from '../helpers/gateway.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import { request } from '../helpers/http.js';
@@ -47,6 +47,26 @@ describeWithServices('console: sign-in, cookie, CSRF', () => {
     const other = await listen(bare);
     expect((await request(other, 'GET', '/console/')).status).toBe(404);
     expect((await request(other, 'POST', '/console/session', { json: { key: '' } })).status).toBe(404);
+  });
+
+  it('is absent (404) off loopback, where the cookie would cross the network in clear', async () => {
+    expect(consoleAllowed('127.0.0.1', ADMIN_KEY)).toBe(true);
+    expect(consoleAllowed('::1', ADMIN_KEY)).toBe(true);
+    expect(consoleAllowed('localhost', ADMIN_KEY)).toBe(true);
+    expect(consoleAllowed('0.0.0.0', ADMIN_KEY)).toBe(false);
+    expect(consoleAllowed('10.0.0.5', ADMIN_KEY)).toBe(false);
+    expect(consoleAllowed('127.0.0.1', '')).toBe(false);
+    const open = await startTestGateway(testConfig({ admin: { host: '0.0.0.0', port: 0 } }));
+    try {
+      const app = await buildAdminApp(open.services);
+      apps.push(app);
+      expect((await app.inject({ method: 'GET', url: '/console/' })).statusCode).toBe(404);
+      expect((await app.inject({ method: 'POST', url: '/console/tickets', headers: { authorization: `Bearer ${ADMIN_KEY}` } })).statusCode).toBe(404);
+      // The admin API itself is still there, with the key.
+      expect((await app.inject({ method: 'GET', url: '/admin/v1/users?limit=1', headers: { authorization: `Bearer ${ADMIN_KEY}` } })).statusCode).toBe(200);
+    } finally {
+      await open.close();
+    }
   });
 
   it('serves its page with a strict CSP and nothing from elsewhere', async () => {
