@@ -12,6 +12,7 @@ import { sendError } from '../errors.js';
 import { readiness, type ReadinessDeps } from '../health.js';
 import { CONSOLE_COOKIE, headerValue } from '../http.js';
 import type { Metrics } from '../metrics.js';
+import type { ConsoleStore } from './consoleStore.js';
 import { BEARER, CONSOLE_MARK_HEADER } from './routes.js';
 
 const SESSION_MS = 8 * 3600_000;
@@ -31,10 +32,12 @@ export interface ConsoleDeps {
   readiness: ReadinessDeps;
   metrics: Metrics;
   clock: () => Date;
+  /** Sessions and tickets: this instance's memory, or the primary's with server.workers. */
+  store: ConsoleStore;
 }
 
 const digest = (value: string) => createHash('sha256').update(value).digest();
-/** What the instance keeps of a session's or a ticket's secret: its hash, so that memory read by someone else (a heap dump, a core file) signs nobody in. */
+/** What is kept of a session's or a ticket's secret: its hash, so that memory read by someone else (a heap dump, a core file) signs nobody in. */
 const hashOf = (value: string) => digest(value).toString('base64url');
 
 /** Whether the listener's host is a loopback address (where the console may be served). */
@@ -52,27 +55,21 @@ function cookieOf(request: FastifyRequest): string | undefined {
 
 export async function consoleRoutes(app: FastifyInstance, deps: ConsoleDeps): Promise<void> {
   const expected = digest(deps.apiKey);
-  /** hash of the cookie's token → CSRF token and expiry; per instance, as the admin listener is. */
-  const sessions = new Map<string, { csrf: string; expires: number }>();
-  /** hash of a one-time sign-in ticket → its expiry; taken out when used. */
-  const tickets = new Map<string, number>();
-  /** Forgets what has expired, so that sessions never used again and links never opened do not pile up. */
-  const prune = () => {
-    const now = deps.clock().getTime();
-    for (const [id, session] of sessions) if (session.expires <= now) sessions.delete(id);
-    for (const [id, expires] of tickets) if (expires <= now) tickets.delete(id);
-  };
+  // Sessions and tickets apart, so that a ticket presented as a cookie is no session.
+  const sessionKey = (token: string) => `session:${hashOf(token)}`;
+  const ticketKey = (ticket: string) => `ticket:${hashOf(ticket)}`;
 
-  const current = (request: FastifyRequest) => {
+  const current = async (request: FastifyRequest) => {
     const token = cookieOf(request);
-    const id = token ? hashOf(token) : undefined;
-    const session = id ? sessions.get(id) : undefined;
-    if (!session) return undefined;
+    if (!token) return undefined;
+    const key = sessionKey(token);
+    const session = await deps.store.get(key);
+    if (!session?.csrf) return undefined;
     if (session.expires <= deps.clock().getTime()) {
-      sessions.delete(id!);
+      await deps.store.take(key);
       return undefined;
     }
-    return { id: id!, ...session };
+    return { key, csrf: session.csrf, expires: session.expires };
   };
   const foreignOrigin = (request: FastifyRequest) => {
     const origin = headerValue(request.headers, 'origin');
@@ -99,10 +96,8 @@ export async function consoleRoutes(app: FastifyInstance, deps: ConsoleDeps): Pr
     const body = request.body as { key?: unknown; ticket?: unknown } | undefined;
     if (typeof body?.ticket === 'string') {
       if (foreignOrigin(request)) return sendError(reply, 'consoleTicketInvalid');
-      const id = hashOf(body.ticket);
-      const expires = tickets.get(id);
       // Single use: spent whether or not it was still in time.
-      tickets.delete(id);
+      const expires = (await deps.store.take(ticketKey(body.ticket)))?.expires;
       if (expires === undefined || expires <= deps.clock().getTime()) {
         request.log.warn('console sign-in refused: unknown, spent or expired sign-in link');
         return sendError(reply, 'consoleTicketInvalid');
@@ -114,10 +109,9 @@ export async function consoleRoutes(app: FastifyInstance, deps: ConsoleDeps): Pr
         return sendError(reply, 'adminUnauthorized');
       }
     }
-    prune();
     const token = randomBytes(32).toString('base64url');
     const csrf = randomBytes(24).toString('base64url');
-    sessions.set(hashOf(token), { csrf, expires: deps.clock().getTime() + SESSION_MS });
+    await deps.store.put(sessionKey(token), { csrf, expires: deps.clock().getTime() + SESSION_MS });
     reply.header('set-cookie', `${CONSOLE_COOKIE}=${token}; HttpOnly; SameSite=Strict; Path=/console/; Max-Age=${SESSION_MS / 1000}`);
     return { csrf };
   });
@@ -131,30 +125,29 @@ export async function consoleRoutes(app: FastifyInstance, deps: ConsoleDeps): Pr
       request.log.warn('console sign-in link refused: missing or wrong admin key');
       return sendError(reply, 'adminUnauthorized');
     }
-    prune();
     const ticket = randomBytes(32).toString('base64url');
     const expires = deps.clock().getTime() + TICKET_MS;
-    tickets.set(hashOf(ticket), expires);
+    await deps.store.put(ticketKey(ticket), { expires });
     return reply.code(201).send({ url: `http://${headerValue(request.headers, 'host')}/console/#ticket=${ticket}`, expires_at: new Date(expires).toISOString() });
   });
 
   app.get('/console/session', async (request, reply) => {
-    const session = current(request);
+    const session = await current(request);
     if (!session) return sendError(reply, 'adminUnauthorized');
     return { csrf: session.csrf, expires_at: new Date(session.expires).toISOString() };
   });
 
   app.delete('/console/session', async (request, reply) => {
-    const session = current(request);
+    const session = await current(request);
     if (session && changeRefused(request, session.csrf)) return sendError(reply, 'consoleCsrf');
-    if (session) sessions.delete(session.id);
+    if (session) await deps.store.take(session.key);
     reply.header('set-cookie', `${CONSOLE_COOKIE}=; HttpOnly; SameSite=Strict; Path=/console/; Max-Age=0`);
     return { message: 'Session terminée' };
   });
 
   // Every /console/api/* call needs the session; changes need the CSRF token too.
   const guard = async (request: FastifyRequest, reply: FastifyReply) => {
-    const session = current(request);
+    const session = await current(request);
     if (!session) return sendError(reply, 'adminUnauthorized');
     if (request.method !== 'GET' && changeRefused(request, session.csrf)) return sendError(reply, 'consoleCsrf');
   };
