@@ -118,9 +118,16 @@ async function userView(id) {
   const u = user.json;
   const status = h('p', { role: 'status', id: 'user-status' });
   const act = async (method, path, body, done) => {
+    // The page is drawn again after a change: a keyboard user keeps their place (the same button).
+    const focused = document.activeElement?.id;
     const res = await api(method, `api/v1/users/${id}${path}`, body);
     status.textContent = res.status === 200 ? done : (res.json.error ?? 'Error');
-    if (res.status === 200 && mine === generation) await userView(id).then(() => { if ($('user-status')) $('user-status').textContent = done; });
+    if (res.status === 200 && mine === generation) {
+      await userView(id).then(() => {
+        if ($('user-status')) $('user-status').textContent = done;
+        if (focused && $(focused)) $(focused).focus();
+      });
+    }
   };
   const planSelect = h('select', { id: 'user-plan' }, ['free', 'premium', 'pro'].map((p) => h('option', { value: p, selected: u.plan === p }, p)));
   const sections = [
@@ -151,16 +158,30 @@ async function userView(id) {
   show(...sections);
 }
 
-function auditTable(events) {
-  // The user as a link to their page (an account deleted since keeps its id, and no page).
-  const user = (id) => (id == null ? null : h('a', { href: `#/user/${id}` }, String(id)));
-  return table(['When', 'Type', 'Actor', 'User', 'Data'], (events ?? []).map((e) => [e.created_at ?? e.at, e.type, e.actor ?? null, user(e.user_id), JSON.stringify(e.data ?? {})]));
+/** Audit events as a table; the log's own view also says whose account each one concerns. */
+function auditTable(events, withUser = false) {
+  return table(['When', 'Type', 'Actor', ...(withUser ? ['User'] : []), 'IP', 'Data'], (events ?? []).map((e) => [e.at ?? e.created_at, e.type, e.actor ?? null,
+    ...(withUser ? [e.user_id == null ? null : h('a', { href: `#/user/${e.user_id}` }, String(e.user_id))] : []), e.ip ?? null, JSON.stringify(e.data ?? {})]));
 }
 
-async function auditView() {
+// ---- audit log
+async function auditView(params) {
   const show = renderer();
-  const { json } = await api('GET', 'api/v1/audit?limit=100');
-  show(h('h2', {}, 'Audit log'), auditTable(json.events));
+  const q = new URLSearchParams(params);
+  if (!q.has('limit')) q.set('limit', '100');
+  const form = h('form', { id: 'audit-filter', role: 'search', onsubmit: (e) => {
+    e.preventDefault();
+    const next = new URLSearchParams();
+    for (const name of ['type', 'user_id']) if (form.elements[name].value.trim()) next.set(name, form.elements[name].value.trim());
+    location.hash = `#/audit?${next}`;
+  } },
+  h('label', { for: 'audit-type' }, 'Type'), h('input', { id: 'audit-type', name: 'type', type: 'text', value: q.get('type') ?? '', placeholder: 'admin.plan_changed' }),
+  h('label', { for: 'audit-user' }, 'User id'), h('input', { id: 'audit-user', name: 'user_id', type: 'text', inputmode: 'numeric', value: q.get('user_id') ?? '' }),
+  h('button', { type: 'submit' }, 'Filter'));
+  const { status, json } = await api('GET', `api/v1/audit?${q}`);
+  if (status !== 200) return show(h('h2', {}, 'Audit log'), form, h('p', { role: 'alert' }, json.error ?? 'Error'));
+  const next = json.next_cursor ? (() => { const n = new URLSearchParams(q); n.set('cursor', json.next_cursor); return h('a', { href: `#/audit?${n}` }, 'Next page'); })() : null;
+  show(h('h2', {}, 'Audit log'), form, auditTable(json.events, true), next);
 }
 
 async function routesView() {
@@ -184,7 +205,7 @@ function route() {
   generation++;
   const [path, query = ''] = location.hash.slice(1).split('?');
   const user = /^\/user\/(\d+)$/.exec(path);
-  const view = user ? userView(user[1]) : path === '/routes' ? routesView() : path === '/health' ? healthView() : path === '/audit' ? auditView() : usersView(query);
+  const view = user ? userView(user[1]) : path === '/routes' ? routesView() : path === '/health' ? healthView() : path === '/audit' ? auditView(query) : usersView(query);
   view.catch(() => {});
 }
 
@@ -202,7 +223,28 @@ $('sign-out').addEventListener('click', async () => {
   await fetch('/console/session', { method: 'DELETE', headers: { 'x-csrf-token': csrf } });
   signedOut();
 });
-addEventListener('hashchange', route);
+/**
+ * Signs in with a one-time link's ticket (`#ticket=…`: `npm run demo` prints one), else resumes the
+ * session the cookie stands for, else shows the sign-in form (saying why a link was refused).
+ */
+async function start() {
+  const ticket = /^#ticket=([\w-]+)$/.exec(location.hash)?.[1];
+  let refused = '';
+  if (ticket) {
+    // Off the address bar, and out of the history, before anything else: the link is spent either way.
+    history.replaceState(null, '', `${location.pathname}#/users`);
+    const res = await fetch('/console/session', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ ticket }) });
+    const json = await res.json().catch(() => ({}));
+    if (res.status === 200) { csrf = json.csrf; return signedIn(); }
+    refused = json.error ?? 'Error';
+  }
+  const session = await fetch('/console/session');
+  if (session.status === 200) { csrf = (await session.json()).csrf; await signedIn(); return; }
+  signedOut();
+  $('sign-in-error').textContent = refused;
+}
 
-const session = await fetch('/console/session');
-if (session.status === 200) { csrf = (await session.json()).csrf; await signedIn(); } else signedOut();
+// A sign-in link pasted into a console tab already open arrives as a hash change.
+addEventListener('hashchange', () => { if (location.hash.startsWith('#ticket=')) void start(); else route(); });
+
+await start();

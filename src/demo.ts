@@ -150,7 +150,14 @@ async function freePort(preferred: number): Promise<number> {
   return (await tryPort(preferred)) ?? (await tryPort(0)) ?? 0;
 }
 
-function walkthrough(url: string, decisionsUrl: string | undefined, adminUrl: string | undefined, adminKey: string, tokensDir: string, page: string): string {
+/** A link that signs a browser in to the console once, within 10 minutes (docs/console.md), minted with the admin key. */
+async function consoleLink(adminUrl: string | undefined, adminKey: string): Promise<string | undefined> {
+  if (!adminUrl) return undefined;
+  const res = await fetch(`${adminUrl}/console/tickets`, { method: 'POST', headers: { authorization: `Bearer ${adminKey}` } });
+  return res.status === 201 ? ((await res.json()) as { url: string }).url : undefined;
+}
+
+function walkthrough(url: string, decisionsUrl: string | undefined, adminUrl: string | undefined, adminKey: string, tokensDir: string, page: string, consoleUrl?: string): string {
   const resetToken = path.join(tokensDir, 'reset-password.token');
   const magicToken = path.join(tokensDir, 'magic.token');
   // The demo's stand-in for an authenticator app, on the echo server (curl needs no name lookup).
@@ -258,7 +265,8 @@ function walkthrough(url: string, decisionsUrl: string | undefined, adminUrl: st
     `curl -s ${show} -X POST ${url}/api/v1/auth/magic-link/verify ${json} -d "{\\"token\\":\\"$MAGIC_TOKEN\\"}"`,
   );
   if (adminUrl) {
-    lines.push('', `# The console, for operators: open ${adminUrl}/console/ and sign in with the admin key ${adminKey}`);
+    lines.push('', ...(consoleUrl ? ['# The console, for operators: this link signs you in, once, within 10 minutes:', `#    ${consoleUrl}`] : []),
+      `# ${consoleUrl ? 'After that, ' : 'The console, for operators: '}open ${adminUrl}/console/ and sign in with the admin key ${adminKey}`);
   }
   lines.push('', 'Press Ctrl-C to stop the demo (its data is deleted).', '');
   return lines.join('\n');
@@ -322,7 +330,8 @@ async function main(): Promise<void> {
     await new Promise<void>((resolve) => log.flush(() => resolve()));
     gatewayUrl = gateway.url.replace('localhost', '127.0.0.1');
     // Opened by a host name, not an address: passkeys are bound to one (auth.passkeys.rpId: localhost).
-    console.log(walkthrough(gatewayUrl, gateway.decisionsUrl, gateway.adminUrl, adminKey, tokensDir, page.replace('127.0.0.1', 'localhost')));
+    const pageByName = page.replace('127.0.0.1', 'localhost');
+    console.log(walkthrough(gatewayUrl, gateway.decisionsUrl, gateway.adminUrl, adminKey, tokensDir, pageByName, await consoleLink(gateway.adminUrl, adminKey)));
   } catch (err) {
     console.error(`The demo could not start: ${err instanceof Error ? err.message : String(err)}`);
     await stop();

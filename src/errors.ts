@@ -51,6 +51,7 @@ export const ERRORS = {
   adminEmailRequired: { status: 400, message: 'Paramètre email requis' },
   // CONTRACT §16 (operators)
   consoleCsrf: { status: 403, message: 'Jeton CSRF invalide' },
+  consoleTicketInvalid: { status: 401, message: 'Lien de connexion invalide, déjà utilisé ou expiré' },
   adminListInvalid: { status: 400, message: 'Paramètres de liste invalides (limit, cursor, active ou plan)' },
   auditListInvalid: { status: 400, message: 'Paramètres de liste invalides (limit, cursor, user_id ou since)' },
   // CONTRACT §14 (second factor)

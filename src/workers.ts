@@ -6,13 +6,15 @@
 // worker drains as a single instance does). It also gathers what one worker cannot answer alone:
 // /metrics (every worker's registry, summed by prom-client's AggregatorRegistry) and /readyz
 // (ready when every worker is). A worker asks it over the IPC channel; the primary asks every
-// worker and answers the one that asked.
+// worker and answers the one that asked. It also holds the console's sessions and sign-in tickets
+// (admin/consoleStore.ts): whichever worker a connection reaches knows them.
 import cluster, { type Worker } from 'node:cluster';
 import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import type { Logger } from 'pino';
 import { AggregatorRegistry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 import type { Config } from './config/schema.js';
+import { memoryConsoleStore, type ConsoleStore, type ConsoleStoreCall } from './admin/consoleStore.js';
 import type { CheckState, Readiness } from './health.js';
 
 type Gathered = 'metrics' | 'readiness';
@@ -25,6 +27,7 @@ type Message =
   | { gateway: 'stop' } // primary → worker: close without draining (the primary's SIGINT)
   | { gateway: 'listening'; url: string; admin?: string; decisions?: string } // worker → primary
   | { gateway: 'ask'; id: number; kind: Gathered } // worker → primary
+  | { gateway: 'console'; id: number; call: ConsoleStoreCall } // worker → primary, answered with `answer`
   | { gateway: 'gather'; id: number; kind: Gathered } // primary → every worker
   | { gateway: 'gathered'; id: number; value: unknown } // worker → primary
   | { gateway: 'answer'; id: number; value: unknown }; // primary → the worker that asked
@@ -70,6 +73,8 @@ export interface FleetLink {
   metrics(): Promise<string>;
   /** Ready when every worker is. */
   readiness(): Promise<Readiness>;
+  /** The console's sessions and tickets, held by the primary for every worker. */
+  consoleStore: ConsoleStore;
   /** What this worker answers when the primary gathers, once it runs. */
   serve(own: { metrics(): Promise<MetricsJson>; readiness(): Promise<Readiness> }): void;
   /** Tells the primary this worker serves. */
@@ -96,6 +101,11 @@ export function joinFleet(): FleetLink {
     asked.set(id, resolve);
     send({ gateway: 'ask', id, kind });
   });
+  const consoleCall = (call: ConsoleStoreCall) => new Promise<unknown>((resolve) => {
+    const id = nextId++;
+    asked.set(id, resolve);
+    send({ gateway: 'console', id, call });
+  }) as Promise<Awaited<ReturnType<ConsoleStore['get']>>>;
 
   process.on('message', (message: unknown) => {
     if (!isMessage(message)) return;
@@ -127,6 +137,11 @@ export function joinFleet(): FleetLink {
     config,
     metrics: () => ask('metrics') as Promise<string>,
     readiness: () => ask('readiness') as Promise<Readiness>,
+    consoleStore: {
+      get: (key) => consoleCall({ op: 'get', key }),
+      take: (key) => consoleCall({ op: 'take', key }),
+      put: async (key, entry) => { await consoleCall({ op: 'put', key, entry }); },
+    },
     serve(own) { serving = own; },
     listening(urls) { send({ gateway: 'listening', ...urls }); },
     onReload(apply) {
@@ -174,6 +189,8 @@ export function runPrimary(options: PrimaryOptions): Promise<number> {
   // Structured clone, not JSON, on the channel: the configuration arrives as it was checked.
   cluster.setupPrimary({ serialization: 'advanced' });
   const gatherings = new Map<number, { waiting: Set<Worker>; values: unknown[]; done(): void }>();
+  // The console's, for every worker: gone with the primary, as one instance's are with it.
+  const consoleStore = memoryConsoleStore();
   let nextGathering = 0;
 
   const listeningWorkers = () => [...workers].filter(([, s]) => s.listening).map(([w]) => w);
@@ -214,6 +231,10 @@ export function runPrimary(options: PrimaryOptions): Promise<number> {
         }
       } else if (message.gateway === 'ask') {
         void answer(message.kind).then((value) => {
+          if (worker.isConnected()) worker.send({ gateway: 'answer', id: message.id, value } satisfies Message);
+        });
+      } else if (message.gateway === 'console') {
+        void consoleStore.call(message.call).then((value) => {
           if (worker.isConnected()) worker.send({ gateway: 'answer', id: message.id, value } satisfies Message);
         });
       } else if (message.gateway === 'gathered') {

@@ -7,6 +7,7 @@ import type { Instance } from '../instance.js';
 import { listenerOptions, registerCommon } from '../listener/common.js';
 import { combinedDocument, documentRoutes } from '../openapi.js';
 import { consoleAllowed, consoleRoutes } from './console.js';
+import { memoryConsoleStore } from './consoleStore.js';
 import { adminRoutes } from './routes.js';
 
 export interface AdminOptions {
@@ -31,7 +32,9 @@ export async function buildAdminApp(instance: Instance, options: AdminOptions = 
   await app.register(adminRoutes, { prefix: '/admin', db, identities, events, audit, consoleMark, apiKey: instance.config.admin.apiKey, config: () => live.current.settings, clock: instance.clock });
   // Absent, not refused, without a key or off loopback (CONTRACT §16).
   if (consoleAllowed(instance.config.admin.host, instance.config.admin.apiKey)) {
-    await app.register(consoleRoutes, { consoleMark, apiKey: instance.config.admin.apiKey, config: () => live.current.settings, readiness: { db, redis: redis?.client ?? null, lifecycle }, metrics, clock: instance.clock });
+    // With server.workers, the primary keeps sessions and tickets for all: a connection may reach any worker.
+    const store = fleet?.consoleStore ?? memoryConsoleStore(() => instance.clock().getTime());
+    await app.register(consoleRoutes, { consoleMark, apiKey: instance.config.admin.apiKey, config: () => live.current.settings, readiness: { db, redis: redis?.client ?? null, lifecycle }, metrics, clock: instance.clock, store });
   }
   return app;
 }

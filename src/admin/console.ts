@@ -2,7 +2,8 @@
 // key is exchanged once for a session cookie; the pages then call /console/api/*, which answers
 // what /admin/v1/* answers (the same handlers, reached with the key the session stands for), plus
 // the route table and a health summary. Served only on a loopback admin listener: the cookie
-// would otherwise cross the network in clear.
+// would otherwise cross the network in clear. A one-time sign-in link (a ticket, minted with the
+// admin key: the demo prints one) is the other way in.
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
@@ -11,9 +12,12 @@ import { sendError } from '../errors.js';
 import { readiness, type ReadinessDeps } from '../health.js';
 import { CONSOLE_COOKIE, headerValue } from '../http.js';
 import type { Metrics } from '../metrics.js';
-import { CONSOLE_MARK_HEADER } from './routes.js';
+import type { ConsoleStore } from './consoleStore.js';
+import { BEARER, CONSOLE_MARK_HEADER } from './routes.js';
 
 const SESSION_MS = 8 * 3600_000;
+/** How long a one-time sign-in link works: long enough to open it, short enough that a link left in a terminal's scrollback is spent. */
+export const TICKET_MS = 10 * 60_000;
 const ASSETS = new URL('../../console/', import.meta.url);
 const FILES: Record<string, string> = { '': 'text/html; charset=utf-8', 'app.js': 'text/javascript; charset=utf-8', 'app.css': 'text/css; charset=utf-8' };
 // No inline script or style, nothing from elsewhere: an email or user agent that slips markup
@@ -28,9 +32,13 @@ export interface ConsoleDeps {
   readiness: ReadinessDeps;
   metrics: Metrics;
   clock: () => Date;
+  /** Sessions and tickets: this instance's memory, or the primary's with server.workers. */
+  store: ConsoleStore;
 }
 
 const digest = (value: string) => createHash('sha256').update(value).digest();
+/** What is kept of a session's or a ticket's secret: its hash, so that memory read by someone else (a heap dump, a core file) signs nobody in. */
+const hashOf = (value: string) => digest(value).toString('base64url');
 
 /** Whether the listener's host is a loopback address (where the console may be served). */
 export function consoleAllowed(host: string, apiKey: string): boolean {
@@ -47,23 +55,29 @@ function cookieOf(request: FastifyRequest): string | undefined {
 
 export async function consoleRoutes(app: FastifyInstance, deps: ConsoleDeps): Promise<void> {
   const expected = digest(deps.apiKey);
-  /** token → CSRF token and expiry; per instance, as the admin listener is. */
-  const sessions = new Map<string, { csrf: string; expires: number }>();
+  // Sessions and tickets apart, so that a ticket presented as a cookie is no session.
+  const sessionKey = (token: string) => `session:${hashOf(token)}`;
+  const ticketKey = (ticket: string) => `ticket:${hashOf(ticket)}`;
 
-  const current = (request: FastifyRequest) => {
+  const current = async (request: FastifyRequest) => {
     const token = cookieOf(request);
-    const session = token ? sessions.get(token) : undefined;
-    if (!session) return undefined;
+    if (!token) return undefined;
+    const key = sessionKey(token);
+    const session = await deps.store.get(key);
+    if (!session?.csrf) return undefined;
     if (session.expires <= deps.clock().getTime()) {
-      sessions.delete(token!);
+      await deps.store.take(key);
       return undefined;
     }
-    return { token: token!, ...session };
+    return { key, csrf: session.csrf, expires: session.expires };
+  };
+  const foreignOrigin = (request: FastifyRequest) => {
+    const origin = headerValue(request.headers, 'origin');
+    return Boolean(origin) && origin !== `http://${headerValue(request.headers, 'host')}`;
   };
   // A change must come from the console's own page: its CSRF token, and no other Origin.
   const changeRefused = (request: FastifyRequest, csrf: string) => {
-    const origin = headerValue(request.headers, 'origin');
-    if (origin && origin !== `http://${headerValue(request.headers, 'host')}`) return true;
+    if (foreignOrigin(request)) return true;
     const presented = headerValue(request.headers, 'x-csrf-token');
     return presented.length !== csrf.length || !timingSafeEqual(Buffer.from(presented), Buffer.from(csrf));
   };
@@ -71,42 +85,69 @@ export async function consoleRoutes(app: FastifyInstance, deps: ConsoleDeps): Pr
   for (const [file, type] of Object.entries(FILES)) {
     app.get(`/console/${file}`, async (_request, reply) => {
       const body = await readFile(new URL(file || 'index.html', ASSETS));
-      return reply.type(type).header('content-security-policy', CSP).header('x-content-type-options', 'nosniff').header('cache-control', 'no-store').send(body);
+      return reply.type(type).header('content-security-policy', CSP).header('x-content-type-options', 'nosniff').header('cache-control', 'no-store').header('referrer-policy', 'no-referrer').send(body);
     });
   }
 
+  // The operator's way in: the admin key typed in the sign-in form, or a one-time ticket the page
+  // read from its link's fragment. Either way a POST from the console's own page (a link followed
+  // from elsewhere sets no cookie by itself), then a session cookie.
   app.post('/console/session', async (request, reply) => {
-    const body = request.body as { key?: unknown } | undefined;
-    const key = typeof body?.key === 'string' ? body.key : '';
-    const origin = headerValue(request.headers, 'origin');
-    if ((origin && origin !== `http://${headerValue(request.headers, 'host')}`) || !timingSafeEqual(digest(key), expected)) {
-      request.log.warn('console sign-in refused: wrong admin key');
-      return sendError(reply, 'adminUnauthorized');
+    const body = request.body as { key?: unknown; ticket?: unknown } | undefined;
+    if (typeof body?.ticket === 'string') {
+      if (foreignOrigin(request)) return sendError(reply, 'consoleTicketInvalid');
+      // Single use: spent whether or not it was still in time.
+      const expires = (await deps.store.take(ticketKey(body.ticket)))?.expires;
+      if (expires === undefined || expires <= deps.clock().getTime()) {
+        request.log.warn('console sign-in refused: unknown, spent or expired sign-in link');
+        return sendError(reply, 'consoleTicketInvalid');
+      }
+    } else {
+      const key = typeof body?.key === 'string' ? body.key : '';
+      if (foreignOrigin(request) || !timingSafeEqual(digest(key), expected)) {
+        request.log.warn('console sign-in refused: wrong admin key');
+        return sendError(reply, 'adminUnauthorized');
+      }
     }
     const token = randomBytes(32).toString('base64url');
     const csrf = randomBytes(24).toString('base64url');
-    sessions.set(token, { csrf, expires: deps.clock().getTime() + SESSION_MS });
+    await deps.store.put(sessionKey(token), { csrf, expires: deps.clock().getTime() + SESSION_MS });
     reply.header('set-cookie', `${CONSOLE_COOKIE}=${token}; HttpOnly; SameSite=Strict; Path=/console/; Max-Age=${SESSION_MS / 1000}`);
     return { csrf };
   });
 
+  // A one-time sign-in link, for whoever holds the admin key (the demo, an operator's script):
+  // it grants nothing the key does not. The ticket rides in the URL's fragment, which browsers
+  // send to no server and put in no Referer; the page takes it off the address bar and POSTs it.
+  app.post('/console/tickets', async (request, reply) => {
+    const presented = BEARER.exec(headerValue(request.headers, 'authorization'))?.[1] ?? '';
+    if (foreignOrigin(request) || !timingSafeEqual(digest(presented), expected)) {
+      request.log.warn('console sign-in link refused: missing or wrong admin key');
+      return sendError(reply, 'adminUnauthorized');
+    }
+    const ticket = randomBytes(32).toString('base64url');
+    const expires = deps.clock().getTime() + TICKET_MS;
+    await deps.store.put(ticketKey(ticket), { expires });
+    return reply.code(201).send({ url: `http://${headerValue(request.headers, 'host')}/console/#ticket=${ticket}`, expires_at: new Date(expires).toISOString() });
+  });
+
   app.get('/console/session', async (request, reply) => {
-    const session = current(request);
+    const session = await current(request);
     if (!session) return sendError(reply, 'adminUnauthorized');
     return { csrf: session.csrf, expires_at: new Date(session.expires).toISOString() };
   });
 
   app.delete('/console/session', async (request, reply) => {
-    const session = current(request);
+    const session = await current(request);
     if (session && changeRefused(request, session.csrf)) return sendError(reply, 'consoleCsrf');
-    if (session) sessions.delete(session.token);
+    if (session) await deps.store.take(session.key);
     reply.header('set-cookie', `${CONSOLE_COOKIE}=; HttpOnly; SameSite=Strict; Path=/console/; Max-Age=0`);
     return { message: 'Session terminée' };
   });
 
   // Every /console/api/* call needs the session; changes need the CSRF token too.
   const guard = async (request: FastifyRequest, reply: FastifyReply) => {
-    const session = current(request);
+    const session = await current(request);
     if (!session) return sendError(reply, 'adminUnauthorized');
     if (request.method !== 'GET' && changeRefused(request, session.csrf)) return sendError(reply, 'consoleCsrf');
   };
@@ -127,6 +168,8 @@ export async function consoleRoutes(app: FastifyInstance, deps: ConsoleDeps): Pr
     const counted = await deps.metrics.registry.getSingleMetric('gateway_requests_total')?.get();
     for (const { labels, value } of counted?.values ?? []) {
       const route = String(labels.route);
+      // The gateway's traffic, not the operators' own calls (the console's included) on this listener.
+      if (route.startsWith('/admin/') || route.startsWith('/console/')) continue;
       const row = perRoute.get(route) ?? { requests: 0, denials: 0 };
       row.requests += value;
       // A denial is what the gateway refused: 401, 403, 429 (not an upstream's own answer).

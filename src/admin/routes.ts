@@ -25,7 +25,7 @@ import { utcDay } from '../time.js';
 export const CONSOLE_MARK_HEADER = 'x-gateway-console';
 
 const ALERT_TYPE = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$/;
-const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
+export const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
 /** Below the outbox's per-message limit (MAX_MESSAGE_BYTES of webhooks/emitter.ts), leaving room for the envelope. */
 const ALERT_DATA_MAX_BYTES = 60 * 1024;
 

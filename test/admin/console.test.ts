@@ -1,10 +1,12 @@
 // The console's doors (CONTRACT §16), over HTTP: absent without an admin key, the admin key
 // exchanged for an HttpOnly SameSite=Strict cookie, CSRF and Origin checked on every change,
-// a strict CSP, sign-out ending the session, and the cookie never forwarded upstream.
+// a strict CSP, sign-out ending the session, the cookie never forwarded upstream, and one-time
+// sign-in links minted with the admin key.
 import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildAdminApp } from '../../src/admin/app.js';
-import { ADMIN_KEY, closeSql, describeWithServices, makeUser, startTestGateway, testConfig, type TestGateway } from '../helpers/gateway.js';
+import { consoleAllowed, TICKET_MS } from '../../src/admin/console.js';
+import { ADMIN_KEY, closeSql, describeWithServices, makeUser, startTestGateway, testClock, testConfig, type TestGateway } from '../helpers/gateway.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import { request } from '../helpers/http.js';
 
@@ -14,6 +16,7 @@ describeWithServices('console: sign-in, cookie, CSRF', () => {
   let upstream: EchoUpstream;
   const apps: FastifyInstance[] = [];
   let url: string;
+  const clock = testClock();
 
   async function listen(g: TestGateway): Promise<string> {
     const app = await buildAdminApp(g.services);
@@ -23,7 +26,7 @@ describeWithServices('console: sign-in, cookie, CSRF', () => {
 
   beforeAll(async () => {
     upstream = await startEchoUpstream();
-    gw = await startTestGateway(testConfig({ upstreams: { app: { url: upstream.url } }, routes: [{ path: '/console', upstream: 'app', auth: 'none' }] }));
+    gw = await startTestGateway(testConfig({ upstreams: { app: { url: upstream.url } }, routes: [{ path: '/console', upstream: 'app', auth: 'none' }] }), { clock });
     bare = await startTestGateway(testConfig({ admin: { port: 0, apiKey: '' } }));
     url = await listen(gw);
   });
@@ -44,6 +47,26 @@ describeWithServices('console: sign-in, cookie, CSRF', () => {
     const other = await listen(bare);
     expect((await request(other, 'GET', '/console/')).status).toBe(404);
     expect((await request(other, 'POST', '/console/session', { json: { key: '' } })).status).toBe(404);
+  });
+
+  it('is absent (404) off loopback, where the cookie would cross the network in clear', async () => {
+    expect(consoleAllowed('127.0.0.1', ADMIN_KEY)).toBe(true);
+    expect(consoleAllowed('::1', ADMIN_KEY)).toBe(true);
+    expect(consoleAllowed('localhost', ADMIN_KEY)).toBe(true);
+    expect(consoleAllowed('0.0.0.0', ADMIN_KEY)).toBe(false);
+    expect(consoleAllowed('10.0.0.5', ADMIN_KEY)).toBe(false);
+    expect(consoleAllowed('127.0.0.1', '')).toBe(false);
+    const open = await startTestGateway(testConfig({ admin: { host: '0.0.0.0', port: 0 } }));
+    try {
+      const app = await buildAdminApp(open.services);
+      apps.push(app);
+      expect((await app.inject({ method: 'GET', url: '/console/' })).statusCode).toBe(404);
+      expect((await app.inject({ method: 'POST', url: '/console/tickets', headers: { authorization: `Bearer ${ADMIN_KEY}` } })).statusCode).toBe(404);
+      // The admin API itself is still there, with the key.
+      expect((await app.inject({ method: 'GET', url: '/admin/v1/users?limit=1', headers: { authorization: `Bearer ${ADMIN_KEY}` } })).statusCode).toBe(200);
+    } finally {
+      await open.close();
+    }
   });
 
   it('serves its page with a strict CSP and nothing from elsewhere', async () => {
@@ -90,11 +113,52 @@ describeWithServices('console: sign-in, cookie, CSRF', () => {
     const health = (await request(url, 'GET', '/console/api/health', { headers: { cookie } })).json;
     expect(health).toEqual(expect.objectContaining({ ready: true, checks: expect.objectContaining({ postgres: 'ok' }) }));
     expect(health.routes).toContainEqual(expect.objectContaining({ route: '/console', requests: expect.any(Number) }));
+    // The operators' own calls (these tests', the console's) are not the gateway's traffic.
+    expect(health.routes.filter((r: { route: string }) => /^\/(admin|console)\//.test(r.route))).toEqual([]);
   });
 
   it('the public listener never forwards the console cookie upstream', async () => {
     const { cookie } = await signIn();
     await gw.get('/console/page-cookie', { headers: { cookie: `theme=dark; ${cookie}` } });
     expect(upstream.last('page-cookie')!.headers.cookie).toBe('theme=dark');
+  });
+
+  describe('one-time sign-in links', () => {
+    const mint = (headers: Record<string, string> = { authorization: `Bearer ${ADMIN_KEY}` }) => request(url, 'POST', '/console/tickets', { headers });
+    const ticketOf = (link: string) => /#ticket=([\w-]+)$/.exec(link)![1]!;
+    const use = (ticket: string, headers: Record<string, string> = {}) => request(url, 'POST', '/console/session', { headers, json: { ticket } });
+
+    it('are minted only with the admin key, for 10 minutes, the ticket in the fragment', async () => {
+      expect((await mint({})).json).toEqual({ error: 'Clé d’administration invalide' });
+      expect((await mint({ authorization: 'Bearer wrong' })).status).toBe(401);
+      const res = await mint();
+      expect(res.status).toBe(201);
+      expect(res.json.url).toMatch(new RegExp(`^${url}/console/#ticket=[\\w-]{43}$`));
+      expect(Date.parse(res.json.expires_at) - clock().getTime()).toBeGreaterThan(TICKET_MS - 5_000);
+      expect(Date.parse(res.json.expires_at) - clock().getTime()).toBeLessThanOrEqual(TICKET_MS);
+    });
+
+    it('sign in once: the session cookie, then the same ticket is refused', async () => {
+      const ticket = ticketOf((await mint()).json.url);
+      const first = await use(ticket);
+      expect(first.status).toBe(200);
+      expect(first.headers['set-cookie']).toEqual([expect.stringMatching(/^gw_console=[\w-]{43}; HttpOnly; SameSite=Strict; Path=\/console\/; Max-Age=28800$/)]);
+      const cookie = String(first.headers['set-cookie']).split(';')[0]!;
+      expect((await request(url, 'GET', '/console/api/routes', { headers: { cookie } })).status).toBe(200);
+      expect((await use(ticket)).json).toEqual({ error: 'Lien de connexion invalide, déjà utilisé ou expiré' });
+      expect((await use('made-up')).status).toBe(401);
+    });
+
+    it('refuse a ticket from another Origin (and keep it for the console\'s own page)', async () => {
+      const ticket = ticketOf((await mint()).json.url);
+      expect((await use(ticket, { origin: 'http://evil.example' })).status).toBe(401);
+      expect((await use(ticket)).status).toBe(200);
+    });
+
+    it('refuse a ticket past its 10 minutes', async () => {
+      const ticket = ticketOf((await mint()).json.url);
+      clock.advance(TICKET_MS + 1_000);
+      expect((await use(ticket)).status).toBe(401);
+    });
   });
 });

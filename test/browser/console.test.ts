@@ -2,18 +2,20 @@
 /// <reference lib="dom.iterable" />
 // The console in Chromium (CONTRACT §16): an operator signs in with the admin key, finds a user
 // the test created, changes the plan and the gateway enforces it on the next request, revokes a
-// session and its refresh fails; every view passes axe-core; screenshots land in
+// session and its refresh fails, reads the audit event the change wrote; a one-time sign-in link
+// (as the demo prints) signs in once and never again; every view passes axe-core; screenshots land in
 // test-artifacts/console/ (gitignored) for a person to look at.
 import { mkdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Page } from 'puppeteer-core';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildAdminApp } from '../../src/admin/app.js';
 import { describeWithBrowser, launchBrowser, type TestBrowser } from '../helpers/browser.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
-import { ADMIN_KEY, bearer, closeSql, makeUser, startTestGateway, testConfig, type TestGateway, type TestUser } from '../helpers/gateway.js';
+import { TICKET_MS } from '../../src/admin/console.js';
+import { ADMIN_KEY, bearer, closeSql, makeUser, startTestGateway, testClock, testConfig, type TestGateway, type TestUser } from '../helpers/gateway.js';
 
 const ARTIFACTS = path.join(import.meta.dirname, '../../test-artifacts/console');
 const AXE = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
@@ -26,11 +28,12 @@ describeWithBrowser('the console, in Chromium', () => {
   let chromium: TestBrowser;
   let page: Page;
   let user: TestUser;
+  const clock = testClock();
 
   beforeAll(async () => {
     mkdirSync(ARTIFACTS, { recursive: true });
     upstream = await startEchoUpstream();
-    gw = await startTestGateway(testConfig({ upstreams: { app: { url: upstream.url } }, routes: [{ path: '/api/v1/reports', upstream: 'app', plans: ['pro'] }] }));
+    gw = await startTestGateway(testConfig({ upstreams: { app: { url: upstream.url } }, routes: [{ path: '/api/v1/reports', upstream: 'app', plans: ['pro'] }] }), { clock });
     admin = await buildAdminApp(gw.services);
     consoleUrl = `${await admin.listen({ host: '127.0.0.1', port: 0 })}/console/`;
     user = await makeUser(gw);
@@ -50,6 +53,8 @@ describeWithBrowser('the console, in Chromium', () => {
 
   const shot = (name: string) => page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`), fullPage: true });
   const text = (selector: string) => page.$eval(selector, (el) => el.textContent ?? '');
+  /** The cells' text of each row of the tables under `scope`. */
+  const rows = (scope: string) => page.$$eval(`${scope} tbody tr`, (trs) => (trs as HTMLTableRowElement[]).map((tr) => [...tr.cells].map((td) => td.textContent ?? '')));
   async function axe(): Promise<unknown[]> {
     await page.addScriptTag({ path: AXE });
     return page.evaluate(async () => {
@@ -91,33 +96,33 @@ describeWithBrowser('the console, in Chromium', () => {
     await shot('users');
   });
 
-  it('changes the plan, and the gateway enforces it on the next request', async () => {
+  it('changes the plan from the keyboard, and the gateway enforces it on the next request', async () => {
     expect((await gw.get('/api/v1/reports', { headers: bearer(user.access) })).status).toBe(403);
     await page.click('tbody a');
     await page.waitForSelector('#user-plan');
     expect(await axe()).toEqual([]);
-    await page.select('#user-plan', 'pro');
-    await page.click('#save-plan');
+    // free → premium → pro with the arrow key, Tab to the button, Enter.
+    await page.focus('#user-plan');
+    await page.keyboard.press('ArrowDown');
+    await page.keyboard.press('ArrowDown');
+    expect(await page.$eval('#user-plan', (el) => (el as HTMLSelectElement).value)).toBe('pro');
+    await page.keyboard.press('Tab');
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('save-plan');
+    await page.keyboard.press('Enter');
     await page.waitForFunction(() => document.getElementById('user-status')?.textContent === 'Plan set to pro');
-    await shot('user');
+    // Drawn again, the page gives the focus back to the button that was used.
+    await page.waitForFunction(() => document.activeElement?.id === 'save-plan');
     expect((await gw.get('/api/v1/reports', { headers: bearer(user.access) })).status).toBe(200);
   });
 
-  it('reads the audit event the change wrote, on the user\'s page and in the audit log', async () => {
-    // The user's page, drawn again after the change, lists it with the console as its actor.
-    const row = (type: string) => [...document.querySelectorAll('tr')].map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent))
-      .find((cells) => cells.includes(type));
-    await page.goto(`${consoleUrl}#/user/${user.id}`);
-    const onPage = await page.waitForFunction(row, { timeout: 10_000 }, 'admin.plan_changed');
-    expect(await onPage.jsonValue()).toEqual([expect.any(String), 'admin.plan_changed', 'console', String(user.id), '{"plan":"pro"}']);
-    await page.goto(`${consoleUrl}#/audit`);
-    const inLog = await page.waitForFunction(row, { timeout: 10_000 }, 'admin.plan_changed');
-    expect(await inLog.jsonValue()).toEqual([expect.any(String), 'admin.plan_changed', 'console', String(user.id), '{"plan":"pro"}']);
-    expect(await axe()).toEqual([]);
-    await shot('audit');
-    // The log's user id leads back to the user's page.
-    await page.click(`a[href="#/user/${user.id}"]`);
-    await page.waitForSelector('#user-plan');
+  it('shows the audit event the change wrote, on the user\'s page', async () => {
+    // The page is drawn again after the change: wait for the new drawing's audit section.
+    await page.waitForFunction(() => [...document.querySelectorAll('section[aria-labelledby=h-audit] td')].some((td) => td.textContent === 'admin.plan_changed'));
+    const audit = await rows('section[aria-labelledby=h-audit]');
+    expect(await text('#h-audit')).toBe('Audit events');
+    expect(audit).toContainEqual([expect.any(String), 'admin.plan_changed', 'console', '127.0.0.1', '{"plan":"pro"}']);
+    expect(await page.$eval('#user-plan', (el) => (el as HTMLSelectElement).value)).toBe('pro');
+    await shot('user');
   });
 
   it('revokes a session, and its refresh token stops working', async () => {
@@ -125,6 +130,21 @@ describeWithBrowser('the console, in Chromium', () => {
     await button!.click();
     await page.waitForFunction(() => /^Session \d+ revoked$/.test(document.getElementById('user-status')?.textContent ?? ''));
     expect((await gw.post('/api/v1/auth/refresh', { refresh_token: user.refresh })).status).toBe(401);
+  });
+
+  it('finds the same event in the audit log, filtered by the user\'s id from the keyboard', async () => {
+    await page.click('a[href="#/audit"]');
+    await page.waitForSelector('#audit-user', { visible: true });
+    await page.focus('#audit-user');
+    await page.keyboard.type(String(user.id));
+    await page.keyboard.press('Enter');
+    await page.waitForFunction((id) => location.hash === `#/audit?user_id=${id}` && [...document.querySelectorAll<HTMLTableRowElement>('tbody tr')].every((tr) => tr.cells[3]?.textContent === String(id)), {}, user.id);
+    const log = await rows('main');
+    expect(log).toContainEqual([expect.any(String), 'admin.plan_changed', 'console', String(user.id), '127.0.0.1', '{"plan":"pro"}']);
+    // The user column leads back to the user's page.
+    expect(await page.$$eval(`tbody a[href="#/user/${user.id}"]`, (links) => links.length)).toBe(log.length);
+    expect(await axe()).toEqual([]);
+    await shot('audit');
   });
 
   it('shows the route table and the health summary', async () => {
@@ -155,5 +175,56 @@ describeWithBrowser('the console, in Chromium', () => {
     await page.goto(consoleUrl);
     await page.waitForSelector('#key', { visible: true });
     expect(await page.$('#user-search')).toBeNull();
+  });
+
+  describe('a one-time sign-in link, as `npm run demo` prints', () => {
+    const mint = async () => {
+      const res = await fetch(new URL('tickets', consoleUrl), { method: 'POST', headers: { authorization: `Bearer ${ADMIN_KEY}` } });
+      expect(res.status).toBe(201);
+      return ((await res.json()) as { url: string }).url;
+    };
+    /** The link opened in a browser profile of its own (no cookie from the tests above). */
+    async function open(link: string): Promise<Page> {
+      const context = await chromium.browser.createBrowserContext();
+      const fresh = await context.newPage();
+      await fresh.goto(link);
+      await fresh.waitForSelector('#user-search, #sign-in:not([hidden])', { visible: true });
+      return fresh;
+    }
+    const refusedOn = async (other: Page) => {
+      await other.waitForFunction(() => document.getElementById('sign-in-error')?.textContent !== '');
+      expect(await other.$eval('#sign-in-error', (el) => el.textContent)).toBe('Lien de connexion invalide, déjà utilisé ou expiré');
+      expect(await other.evaluate(() => document.activeElement?.id)).toBe('key');
+      expect(await other.cookies()).toEqual([]);
+    };
+    let link: string;
+
+    it('signs in, and takes the ticket off the address bar', async () => {
+      link = await mint();
+      expect(link).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/console\/#ticket=[\w-]{43}$/);
+      const signedIn = await open(link);
+      expect(await signedIn.$('#user-search')).not.toBeNull();
+      expect(signedIn.url()).toBe(`${consoleUrl}#/users`);
+      expect(await signedIn.cookies()).toEqual([expect.objectContaining({ name: 'gw_console', httpOnly: true, sameSite: 'Strict' })]);
+      // Replaced, not added to: Back leads to where the browser was before the link, not to the ticket.
+      await signedIn.goBack();
+      expect(signedIn.url()).toBe('about:blank');
+      await signedIn.browserContext().close();
+    });
+
+    it('a second use is refused: the sign-in form says why', async () => {
+      const again = await open(link);
+      await refusedOn(again);
+      expect(again.url()).toBe(`${consoleUrl}#/users`);
+      await again.browserContext().close();
+    });
+
+    it('a link older than 10 minutes is refused', async () => {
+      const late = await mint();
+      clock.advance(TICKET_MS + 1_000);
+      const expired = await open(late);
+      await refusedOn(expired);
+      await expired.browserContext().close();
+    });
   });
 });

@@ -34,11 +34,16 @@ describe('npm run demo', () => {
     await exited;
   });
 
-  it('prints the console address and the key that signs in to it', async () => {
+  it('prints a link that signs in to the console once, and the key that signs in to it', async () => {
+    const [, link] = /this link signs you in, once, within 10 minutes:\n# {4}(http:\/\/\S+\/console\/#ticket=[\w-]{43})\n/.exec(walkthrough) ?? [];
     const [, url, key] = /open (http:\/\/\S+\/console\/) and sign in with the admin key (\S+)/.exec(walkthrough) ?? [];
+    expect(link!.startsWith(`${url}#ticket=`)).toBe(true);
     expect((await fetch(url!)).status).toBe(200);
-    const signIn = await fetch(new URL('session', url), { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ key }) });
-    expect(signIn.status).toBe(200);
+    const signIn = (body: object) => fetch(new URL('session', url), { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const ticket = new URL(link!).hash.slice('#ticket='.length);
+    expect((await signIn({ ticket })).status).toBe(200);
+    expect((await signIn({ ticket })).status).toBe(401);
+    expect((await signIn({ key })).status).toBe(200);
   });
 
   it('runs every printed command with the outcome its comment announces', async () => {

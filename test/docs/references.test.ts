@@ -2,6 +2,7 @@
 // docs/architecture.md the module that does each thing): every path they name must exist, so a
 // renamed or removed file cannot leave a page pointing at nothing.
 import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
 import { expect, it } from 'vitest';
 import { docsPages } from '../helpers/docs.js';
 
@@ -13,6 +14,17 @@ it('every src/ and test/ file the docs name exists', () => {
     return [...new Set([...text.matchAll(/`((?:src|test)\/[\w/.-]+\.(?:ts|mjs|js))`/g)].map((m) => m[1]!))]
       .filter((file) => !existsSync(new URL(file, ROOT)))
       .map((file) => `${page}: ${file}`);
+  });
+  expect(missing).toEqual([]);
+});
+
+it('every relative link and image of the docs leads to a file that exists', () => {
+  const missing = docsPages().flatMap((page) => {
+    const text = readFileSync(new URL(page, ROOT), 'utf8');
+    return [...text.matchAll(/\]\(([^)\s#]+)(?:#[^)\s]*)?\)/g)].map((m) => m[1]!)
+      .filter((target) => !/^[a-z][\w+.-]*:/i.test(target))
+      .filter((target) => !existsSync(new URL(path.posix.join(path.posix.dirname(page), target), ROOT)))
+      .map((target) => `${page}: ${target}`);
   });
   expect(missing).toEqual([]);
 });

@@ -102,6 +102,27 @@ describeWithServices('server.workers: 2 on the built CLI, as docs/production.md 
     expect(ready.json).toEqual({ status: 'ready', checks: { postgres: 'ok', redis: 'disabled' } });
   });
 
+  it('the console\'s session and one-time sign-in links hold whichever worker a connection reaches', async () => {
+    // A connection each: the primary hands them to the workers in turn.
+    const fresh = (method: string, path: string, options: { headers?: Record<string, string>; json?: unknown } = {}) => request(adminUrl, method, path, { ...options, freshConnection: true });
+    const signedIn = await fresh('POST', '/console/session', { json: { key: ADMIN_KEY } });
+    expect(signedIn.status).toBe(200);
+    const cookie = String(signedIn.headers['set-cookie']).split(';')[0]!;
+    const seen = await Promise.all(Array.from({ length: 8 }, () => fresh('GET', '/console/session', { headers: { cookie } })));
+    expect(seen.map((r) => r.status)).toEqual(Array(8).fill(200));
+    expect(new Set(seen.map((r) => r.json.csrf))).toEqual(new Set([signedIn.json.csrf]));
+
+    const ticket = /#ticket=([\w-]+)$/.exec((await fresh('POST', '/console/tickets', { headers: { authorization: `Bearer ${ADMIN_KEY}` } })).json.url)![1]!;
+    const uses = [];
+    for (let i = 0; i < 4; i++) uses.push((await fresh('POST', '/console/session', { json: { ticket } })).status);
+    expect(uses).toEqual([200, 401, 401, 401]);
+
+    // Sign-out ends it on every worker.
+    expect((await fresh('DELETE', '/console/session', { headers: { cookie, 'x-csrf-token': signedIn.json.csrf } })).status).toBe(200);
+    const after = await Promise.all(Array.from({ length: 4 }, () => fresh('GET', '/console/session', { headers: { cookie } })));
+    expect(after.map((r) => r.status)).toEqual(Array(4).fill(401));
+  });
+
   it('starts another worker when one dies, and keeps serving meanwhile', async () => {
     const pids = workerLines('worker listening').map((l) => l.pid as number);
     const victim = pids[0]!;
