@@ -13,6 +13,7 @@ import {
   type TestGateway,
 } from '../helpers/gateway.js';
 import type { HttpResponse } from '../helpers/http.js';
+import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import { signInAtProvider, startTestProvider, type TestProvider } from '../helpers/oidcProvider.js';
 
 const PUBLIC_URL = 'http://localhost:9';
@@ -25,6 +26,7 @@ const BAD_REQUEST = { error: 'Requête invalide' };
 
 describeWithServices('sign in with an identity provider', () => {
   let idp: TestProvider;
+  let upstream: EchoUpstream;
   let a: TestGateway;
   let b: TestGateway;
   const clock = testClock();
@@ -32,11 +34,12 @@ describeWithServices('sign in with an identity provider', () => {
   beforeAll(async () => {
     idp = await startTestProvider([`${PUBLIC_URL}/api/v1/auth/oidc/testidp/callback`]);
     const oidc = { publicUrl: PUBLIC_URL, returnTo: [APP], providers: { testidp: { issuer: idp.issuer, clientId: idp.clientId, clientSecret: idp.clientSecret, scopes: ['openid', 'email'] } } };
-    [a, b] = await startTwoGateways(testConfig({ auth: { oidc } }), { clock });
+    upstream = await startEchoUpstream();
+    [a, b] = await startTwoGateways(testConfig({ auth: { oidc }, upstreams: { app: { url: upstream.url } }, routes: [{ path: '/app', upstream: 'app', auth: 'none' }] }), { clock });
   });
   afterAll(async () => {
     await Promise.all([a?.close(), b?.close()]);
-    await idp?.close();
+    await Promise.all([idp?.close(), upstream?.close()]);
     await closeSql();
   });
   beforeEach(() => idp.misbehave('none'));
@@ -157,6 +160,13 @@ describeWithServices('sign in with an identity provider', () => {
     const again = await signedIn(subject);
     expect(claims(again.json.access_token).sub).toBe(String(link!.user_id));
     expect(await sql('SELECT id FROM users WHERE email = $1', [email])).toHaveLength(1);
+  });
+
+  it('the sign-in cookie is the gateway\'s own: never forwarded to an upstream', async () => {
+    const { cookie } = await start(a);
+    const res = await b.get('/app/oidc-cookie', { headers: { cookie: `theme=dark; ${cookie}` } });
+    expect(res.status).toBe(200);
+    expect(upstream.last('oidc-cookie')!.headers.cookie).toBe('theme=dark');
   });
 
   it('a login_code works once, for 60 seconds, with the verifier of the start\'s challenge; a wrong verifier leaves it to its application', async () => {
