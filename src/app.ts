@@ -9,6 +9,8 @@ import { authRoutes } from './auth/routes.js';
 import { linkTemplates } from './auth/links.js';
 import { magicLinkRoutes } from './auth/magicLinkRoutes.js';
 import { mfaRoutes } from './auth/mfaRoutes.js';
+import { OidcProviders } from './auth/oidc.js';
+import { oidcCallbackRoute, oidcRoutes } from './auth/oidcRoutes.js';
 import { passkeyRoutes } from './auth/passkeyRoutes.js';
 import { createTotp } from './auth/totp.js';
 import { corsHook } from './listener/cors.js';
@@ -92,6 +94,8 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
   const totp = await createTotp(db);
   const links = { db, mailer, templates: linkTemplates(config), clock };
   const mailConfigured = config.mail !== undefined;
+  // Identity providers (CONTRACT §15): their discovery documents and keys cached per listener.
+  const oidc = config.auth.oidc && new OidcProviders(config.auth.oidc);
   // Always registered (max 0 lets every request through) so a reload can switch it on. One store
   // for both scopes: a client address has one budget for every endpoint that checks a password
   // or a link, whichever it calls.
@@ -104,8 +108,15 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
     // Absent from the configuration: no such endpoints (404), as CONTRACT §14 says.
     if (config.auth.magicLink) await auth.register(magicLinkRoutes, { ...links, tokens, audit });
     if (config.auth.passkeys) await auth.register(passkeyRoutes, { db, tokens, clock, events, audit, requireUser, mailConfigured, relyingParty: config.auth.passkeys });
+    if (oidc) await auth.register(oidcRoutes, { db, tokens, audit, clock, providers: oidc });
   }, { prefix: '/api/v1/auth' });
-  const userDeps = { rateLimit: authRateLimit, db, passwords, identities, events, audit, requireUser, webhooks: config.webhooks, clock, mailConfigured, passkeys: config.auth.passkeys !== undefined };
+  // The provider's redirect back is not under the auth rate limit (CONTRACT §15): a browser
+  // arrives with a single-use state, and the exchange that follows is limited.
+  if (oidc) await app.register((callback) => oidcCallbackRoute(callback, { db, tokens, audit, clock, providers: oidc }), { prefix: '/api/v1/auth' });
+  const userDeps = {
+    rateLimit: authRateLimit, db, passwords, identities, events, audit, requireUser, webhooks: config.webhooks, clock, mailConfigured,
+    passkeys: config.auth.passkeys !== undefined, oidc: oidc !== undefined, issuerOf: (name: string) => oidc?.issuerOf(name),
+  };
   await app.register((user) => userRoutes(user, userDeps), { prefix: '/api/v1/user' });
   // WebSocket upgrades on websocket routes go through fastify's routing like any request; the
   // sockets they open are closed (1008) when their user no longer passes the route's guards, and

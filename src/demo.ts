@@ -16,6 +16,7 @@ import { authenticator } from 'otplib';
 import type { SMTPServer } from 'smtp-server';
 import { WebSocketServer } from 'ws';
 import { loadConfig } from './config/load.js';
+import { startDemoIdp, DEMO_IDP_USER, type DemoIdp } from './demoIdp.js';
 import { createLogger } from './logger.js';
 import { startGateway, type RunningGateway } from './server.js';
 
@@ -263,6 +264,10 @@ function walkthrough(url: string, decisionsUrl: string | undefined, adminUrl: st
     `curl -s ${show} -X POST ${url}/api/v1/auth/magic-link ${json} -d '{"email":"ada@example.com"}'`,
     `MAGIC_TOKEN=$(until [ -s ${magicToken} ]; do sleep 0.2; done; cat ${magicToken}); echo "$MAGIC_TOKEN"`,
     `curl -s ${show} -X POST ${url}/api/v1/auth/magic-link/verify ${json} -d "{\\"token\\":\\"$MAGIC_TOKEN\\"}"`,
+    '',
+    `# 18. With an identity provider (OpenID Connect): on the browser page, "Sign in with Demo IdP" goes to the`,
+    `#     demo's own provider (sign in as ${DEMO_IDP_USER.login}, any password) and back with a login_code the page exchanges`,
+    '#     for a pair with amr ["fed"] (docs/identity-providers.md)',
   );
   if (adminUrl) {
     lines.push('', ...(consoleUrl ? ['# The console, for operators: this link signs you in, once, within 10 minutes:', `#    ${consoleUrl}`] : []),
@@ -285,9 +290,11 @@ async function main(): Promise<void> {
   const page = `http://127.0.0.1:${(upstream.address() as net.AddressInfo).port}/`;
   const mail = await startMailCatcher(tokensDir, inbox);
   let gateway: RunningGateway | undefined;
+  let idp: DemoIdp | undefined;
   let stopping: Promise<void> | undefined;
   const stop = () => (stopping ??= (async () => {
     await gateway?.close().catch((err: unknown) => console.error(`while stopping the gateway: ${String(err)}`));
+    await idp?.close();
     upstream.closeAllConnections();
     await new Promise<void>((resolve) => upstream.close(() => resolve()));
     await new Promise<void>((resolve) => mail.close(() => resolve()));
@@ -321,6 +328,11 @@ async function main(): Promise<void> {
       DEMO_ADMIN_PORT: String(await freePort(process.env.PORT ? 0 : 9090)),
       DEMO_DECISIONS_PORT: String(await freePort(process.env.PORT ? 0 : 9191)),
     };
+    // "Sign in with Demo IdP" (src/demoIdp.ts): the provider registers the gateway's callback, so
+    // the gateway's port is known before it listens (PORT=0 becomes a free port here).
+    const gatewayPort = process.env.PORT && process.env.PORT !== '0' ? process.env.PORT : env.DEMO_PORT ?? String(await freePort(0));
+    idp = await startDemoIdp(`http://127.0.0.1:${gatewayPort}`);
+    Object.assign(env, idp.env, process.env.PORT ? { PORT: gatewayPort } : {});
     const { config } = loadConfig(CONFIG_FILE, env);
     // Request denials and errors show up here as you paste the commands (LOG_LEVEL=debug: every request).
     const log = createLogger(process.env.LOG_LEVEL ?? 'info');

@@ -63,6 +63,10 @@ export const ERRORS = {
   emailUnverified: { status: 403, message: 'Adresse email non vérifiée' },
   passkeyInvalid: { status: 400, message: 'Clé d\'accès invalide' },
   passkeyNotFound: { status: 404, message: 'Clé d\'accès introuvable' },
+  // CONTRACT §15 (identity providers)
+  redirectNotAllowed: { status: 400, message: 'Redirection non autorisée' },
+  providerNotLinked: { status: 404, message: 'Fournisseur non lié' },
+  lastSignInMethod: { status: 409, message: 'Impossible de retirer la dernière méthode de connexion' },
 } as const satisfies Record<string, { status: number; message: string }>;
 
 export type ErrorCode = keyof typeof ERRORS;

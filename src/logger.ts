@@ -78,9 +78,10 @@ export class AccessLog extends LogController {
   }
 }
 
-// A token in a URL: `?access_token=` (RFC 6750 §2.3, how browsers authenticate a WebSocket), or a
+// A token in a URL: `?access_token=` (RFC 6750 §2.3, how browsers authenticate a WebSocket), an
+// OAuth authorization `?code=` (an identity provider's redirect to the callback, CONTRACT §15), or a
 // JWT in any other parameter. Its value is logged as CENSOR.
-const TOKEN_IN_QUERY = /(?<=[?&]access_token=)[^&]*|(?<=[?&][^=&]*=)eyJ[\w-]*\.[\w-]*\.[\w-]*/gi;
+const TOKEN_IN_QUERY = /(?<=[?&](?:access_token|code)=)[^&]*|(?<=[?&][^=&]*=)eyJ[\w-]*\.[\w-]*\.[\w-]*/gi;
 
 /**
  * The request as the access line shows it (fastify's req serializer reads these fields), with

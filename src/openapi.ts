@@ -45,6 +45,10 @@ const passkey = {
   type: 'object',
   properties: { id: { type: 'integer' }, name: { type: 'string' }, created_at: { type: 'string', format: 'date-time' }, last_used_at: { type: ['string', 'null'], format: 'date-time' } },
 };
+const identity = {
+  type: 'object',
+  properties: { provider: { type: 'string' }, issuer: { type: 'string' }, subject: { type: 'string' }, email: { type: ['string', 'null'] }, created_at: { type: 'string', format: 'date-time' } },
+};
 const userId = { type: 'object', required: ['id'], properties: { id: { type: 'string', pattern: '^[1-9][0-9]{0,9}$' } } };
 const credentials = (fields: string[]) => ({
   type: 'object',
@@ -71,6 +75,11 @@ export const DOCUMENTED_OPTIONS = {
   auth: {
     magicLink: { url: 'https://app.example.com/magic?token={token}' },
     passkeys: { rpId: 'app.example.com', rpName: 'Example', origins: ['https://app.example.com'] },
+    oidc: {
+      publicUrl: 'https://gw.example.com',
+      returnTo: ['https://app.example.com/'],
+      providers: { google: { issuer: 'https://accounts.google.com', clientId: 'documented-client-id', clientSecret: 'documented-client-secret' } },
+    },
   },
 };
 
@@ -101,6 +110,11 @@ const ENDPOINTS: Record<string, FastifySchema & Record<string, unknown>> = {
   'POST /api/v1/auth/email/resend': { tags: ['accounts'], summary: 'Mail a new verification link (none when already verified)', security: bearer, response: { 202: message, ...errors('tokenInvalid', 'rateLimited', 'mailUnavailable') } },
   'GET /api/v1/user/passkeys': { tags: ['second factor'], summary: 'The user\'s passkeys (never a key or counter); only with auth.passkeys', security: bearer, response: { 200: { type: 'object', properties: { passkeys: { type: 'array', items: passkey } } }, ...errors('tokenInvalid', 'rateLimited') } },
   'DELETE /api/v1/user/passkeys/:id': { tags: ['second factor'], summary: 'Remove one of the user\'s passkeys; every other session ends', security: bearerOnly, params: { type: 'object', required: ['id'], properties: { id: { type: 'string', pattern: '^[1-9][0-9]*$' } } }, response: { 200: message, ...errors('passkeyNotFound', 'recentAuthRequired', 'emailUnverified', 'tokenInvalid', 'rateLimited') } },
+  'GET /api/v1/auth/oidc/:provider/start': { tags: ['identity providers'], summary: 'Leave for the provider (302): code flow with PKCE, the sign-in bound to the browser by a cookie; only with auth.oidc', params: { type: 'object', required: ['provider'], properties: { provider: { type: 'string', description: 'the provider\'s name in auth.oidc.providers' } } }, querystring: { type: 'object', required: ['return_to', 'code_challenge'], properties: { return_to: { type: 'string', format: 'uri', description: 'where the browser comes back (auth.oidc.returnTo)' }, code_challenge: { type: 'string', description: 'the application\'s S256 challenge, which binds the exchange' } } }, response: { 302: { description: 'to the provider\'s authorization endpoint (Set-Cookie gw_oidc); to return_to#error=provider_error when the provider cannot be reached' }, ...errors('redirectNotAllowed', 'badRequest', 'routeNotFound', 'rateLimited') } },
+  'GET /api/v1/auth/oidc/:provider/callback': { tags: ['identity providers'], summary: 'The provider sends the browser back here; 302 to return_to with #login_code= (60 s, single use) or #error=', params: { type: 'object', required: ['provider'], properties: { provider: { type: 'string', description: 'the provider\'s name in auth.oidc.providers' } } }, response: { 302: { description: 'return_to#login_code=…, or return_to#error= access_denied, provider_error, invalid_id_token, account_exists or email_unverified' }, ...errors('badRequest', 'routeNotFound') } },
+  'POST /api/v1/auth/oidc/exchange': { tags: ['identity providers'], summary: 'Trade a login_code and the verifier of the start\'s challenge for the token pair (amr ["fed"]), or an mfa_token', body: credentials(['login_code', 'code_verifier']), response: { 200: tokenPair, ...errors('linkInvalid', 'rateLimited', 'storageUnavailable'), 403: mfaChallenge } },
+  'GET /api/v1/user/identities': { tags: ['identity providers'], summary: 'The providers linked to the account; only with auth.oidc', security: bearer, response: { 200: { type: 'object', properties: { identities: { type: 'array', items: identity } } }, ...errors('tokenInvalid', 'rateLimited') } },
+  'DELETE /api/v1/user/identities/:provider': { tags: ['identity providers'], summary: 'Unlink a provider, unless it is the last way to sign in', security: bearerOnly, params: { type: 'object', required: ['provider'], properties: { provider: { type: 'string', description: 'the provider\'s name in auth.oidc.providers' } } }, response: { 200: message, ...errors('providerNotLinked', 'lastSignInMethod', 'recentAuthRequired', 'emailUnverified', 'tokenInvalid', 'rateLimited') } },
   'GET /api/v1/user/sessions': { tags: ['accounts'], summary: 'The active sessions (one per login), most recently used first', security: bearer, response: { 200: { type: 'object', properties: { sessions: { type: 'array', items: session } } }, ...errors('tokenInvalid', 'rateLimited') } },
   'DELETE /api/v1/user/sessions/:id': { tags: ['accounts'], summary: 'End one of the user\'s sessions', security: bearer, params: { type: 'object', required: ['id'], properties: { id: { type: 'string', pattern: '^[1-9][0-9]*$' } } }, response: { 200: message, ...errors('sessionNotFound', 'tokenInvalid', 'rateLimited') } },
   'DELETE /api/v1/user/me': { tags: ['accounts'], summary: 'Delete the account and everything of it; the email is free again', security: bearer, body: credentials(['password']), response: { 200: message, ...errors('invalidCredentials', 'tokenInvalid', 'rateLimited', 'storageUnavailable') } },

@@ -10,7 +10,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../config/schema.js';
 import { sendError } from '../errors.js';
 import { readiness, type ReadinessDeps } from '../health.js';
-import { CONSOLE_COOKIE, headerValue } from '../http.js';
+import { CONSOLE_COOKIE, cookieValue, headerValue } from '../http.js';
 import type { Metrics } from '../metrics.js';
 import type { ConsoleStore } from './consoleStore.js';
 import { BEARER, CONSOLE_MARK_HEADER } from './routes.js';
@@ -46,11 +46,7 @@ export function consoleAllowed(host: string, apiKey: string): boolean {
 }
 
 function cookieOf(request: FastifyRequest): string | undefined {
-  for (const pair of headerValue(request.headers, 'cookie').split(';')) {
-    const [name, ...rest] = pair.trim().split('=');
-    if (name === CONSOLE_COOKIE) return rest.join('=');
-  }
-  return undefined;
+  return cookieValue(request.headers, CONSOLE_COOKIE);
 }
 
 export async function consoleRoutes(app: FastifyInstance, deps: ConsoleDeps): Promise<void> {

@@ -209,6 +209,54 @@ function isUrl(text: string, protocol: RegExp): boolean {
   }
 }
 
+// Identity providers (CONTRACT §15). Issuers and the gateway's public URL are https://, except on
+// loopback hosts (local providers, tests): a sign-in carried over plain HTTP could be read or
+// changed on the way.
+const LOOPBACK_HOSTS = new Set(['127.0.0.1', '[::1]', 'localhost']);
+function httpsOrLoopback(text: string): boolean {
+  try {
+    const url = new URL(text);
+    return url.protocol === 'https:' || (url.protocol === 'http:' && LOOPBACK_HOSTS.has(url.hostname));
+  } catch {
+    return false;
+  }
+}
+const secureUrl = (example: string) => z.string().min(1)
+  .refine((u) => httpsOrLoopback(u), `expected an https:// URL such as ${example} (http:// only on 127.0.0.1, ::1 or localhost)`)
+  .refine((u) => { const url = new URL(u); return !url.username && !url.password && !url.search && !url.hash; }, 'expected no user, query or fragment in the URL')
+  .transform((u) => u.replace(/\/+$/, ''));
+const returnToEntry = z.string().transform((text, ctx) => {
+  let url: URL | undefined;
+  try {
+    url = new URL(text);
+  } catch { /* reported below */ }
+  if (!url || !/^https?:$/.test(url.protocol) || url.username || url.password || url.search || url.hash) {
+    ctx.addIssue({ code: 'custom', message: `expected an http:// or https:// URL without query or fragment, such as https://app.example.com/, got ${JSON.stringify(text)}` });
+    return z.NEVER;
+  }
+  return url.href;
+});
+const OIDC_PROVIDER_NAME = /^[a-z0-9][a-z0-9_-]{0,31}$/;
+const oidcSchema = z.strictObject({
+  publicUrl: secureUrl('https://gw.example.com').meta({ description: 'The gateway as browsers reach it: each provider\'s redirect URI is {publicUrl}/api/v1/auth/oidc/{provider}/callback.' }),
+  returnTo: z.array(returnToEntry).min(1).meta({ description: 'Where a sign-in may send the browser back: the same origin, and a path under the one given (at a "/" boundary).' }),
+  providers: z.record(
+    z.string(),
+    z.strictObject({
+      issuer: secureUrl('https://accounts.google.com').meta({ description: 'The provider\'s issuer; its discovery document is {issuer}/.well-known/openid-configuration.' }),
+      clientId: z.string().min(1),
+      clientSecret: z.string().min(1).meta({ description: 'The client secret the provider gave the gateway (sent to its token endpoint only).' }),
+      scopes: z.array(z.string().regex(/^[\x21\x23-\x5b\x5d-\x7e]+$/, 'expected a scope token')).default(['openid', 'email', 'profile'])
+        .refine((scopes) => scopes.includes('openid'), 'expected openid among the scopes'),
+    }),
+  ).superRefine((providers, ctx) => {
+    if (Object.keys(providers).length === 0) ctx.addIssue({ code: 'custom', message: 'expected at least one provider' });
+    for (const name of Object.keys(providers)) {
+      if (!OIDC_PROVIDER_NAME.test(name)) ctx.addIssue({ code: 'custom', path: [name], message: 'expected a provider name of lower-case letters, digits, - and _ (it is a URL segment)' });
+    }
+  }),
+}).meta({ description: 'Sign in with identity providers (OpenID Connect, docs/identity-providers.md); absent: the endpoints answer 404.' });
+
 const mailSchema = z.strictObject({
   // Empty (as `${SMTP_URL:-}` gives when unset): no mail is sent; `gateway users reset-link` still makes links.
   smtp: text.refine((url) => url === '' || isUrl(url, /^smtps?:$/), { message: 'expected an smtp:// or smtps:// URL (or nothing: no mail is sent)' })
@@ -305,6 +353,7 @@ export const configSchema = z.strictObject({
     magicLink: z.strictObject({
       url: linkTemplate,
     }).optional().meta({ description: 'Sign-in links by email (needs mail); absent: 404.' }),
+    oidc: oidcSchema.optional(),
   }).prefault({}),
   plans: z.strictObject({
     // The shorthand it always was: limits.free.daily (read through planLimitsOf, src/plans.ts).

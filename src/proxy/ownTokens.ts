@@ -6,7 +6,7 @@
 // access log on the way and in Referer, and clients invent headers (X-Access-Token, X-Auth-Token).
 // So every place is searched, in the forms upstream frameworks read: Rack splits a query on `;` as
 // well as `&` and percent-decodes cookie values.
-import { CONSOLE_COOKIE } from '../http.js';
+import { CONSOLE_COOKIE, OIDC_COOKIE } from '../http.js';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Tokens } from '../auth/tokens.js';
 import { sha256Hex } from '../digest.js';
@@ -83,8 +83,10 @@ export async function findOwnCredentials(request: CredentialFacts, checks: Crede
     const pairs = cookieHeader.split(';');
     const kept: string[] = [];
     for (const pair of pairs) {
-      // The console's cookie reaches this port too (cookies ignore ports): it is the gateway's own.
-      if (!pair.trim().startsWith(`${CONSOLE_COOKIE}=`) && !(await holdsOwn(decoded(pair)))) kept.push(pair.trim());
+      // The console's cookie reaches this port too (cookies ignore ports): it is the gateway's own,
+      // as is the sign-in cookie of an identity provider.
+      const own = pair.trim().startsWith(`${CONSOLE_COOKIE}=`) || pair.trim().startsWith(`${OIDC_COOKIE}=`);
+      if (!own && !(await holdsOwn(decoded(pair)))) kept.push(pair.trim());
     }
     if (kept.length < pairs.length) cookie = kept.length ? kept.join('; ') : null;
   }

@@ -2,10 +2,11 @@
 // transaction of the change it records; read newest first in keyset pages; purged by age.
 import type { Queryable } from './db.js';
 
-/** Every event CONTRACT §17 names that the gateway produces today (identity providers come with them). */
+/** Every event CONTRACT §17 names. */
 export const AUDIT_TYPES = [
   'user.registered', 'login.succeeded', 'login.failed', 'refresh.reuse_detected', 'logout',
   'password.changed', 'password.reset', 'email.verified', 'mfa.enrolled', 'mfa.removed', 'passkey.added', 'passkey.removed',
+  'oidc.linked', 'oidc.unlinked',
   'mfa.recovery_code_used', 'session.revoked', 'api_key.created', 'api_key.revoked', 'account.deleted',
   'admin.plan_changed', 'admin.active_changed', 'admin.sessions_revoked', 'admin.mfa_reset', 'admin.user_deleted',
 ] as const;

@@ -1,5 +1,6 @@
 // Single-use secrets past their life: sign-in, reset and verification links (email_tokens), the
-// mfa_tokens of logins awaiting a code, and WebAuthn challenges. Once expired they can do nothing
+// mfa_tokens of logins awaiting a code, WebAuthn challenges, and identity-provider sign-ins under way
+// (oidc_states) and their login codes. Once expired they can do nothing
 // (every use checks expires_at) and say nothing the audit log does not; without a purge they pile
 // up at the pace of logins and mails.
 import type { Queryable } from './db.js';
@@ -7,7 +8,7 @@ import type { Queryable } from './db.js';
 /** Deletes the rows that expired before `before`; how many went, by table. */
 export async function purgeExpired(db: Queryable, before: Date): Promise<Record<string, number>> {
   const purged: Record<string, number> = {};
-  for (const table of ['email_tokens', 'mfa_tokens', 'webauthn_challenges']) {
+  for (const table of ['email_tokens', 'mfa_tokens', 'webauthn_challenges', 'oidc_states', 'oidc_login_codes']) {
     purged[table] = (await db.query(`DELETE FROM ${table} WHERE expires_at < $1 RETURNING 1`, [before])).length;
   }
   return purged;

@@ -27,9 +27,12 @@ export const parseUserId = parseIntegerId;
 
 const USER_COLUMNS = 'id, email, plan, is_active, daily_usage, last_usage_date, created_at, email_verified_at';
 
-/** Creates the user and its subscription in one unit (with `created`'s writes: its audit event); null when the email is taken. */
+/**
+ * Creates the user and its subscription in one unit (with `created`'s writes: its audit event); null
+ * when the email is taken. A null hash: an account without a password (made by an identity provider).
+ */
 export async function createUser(
-  db: { transaction: <T>(fn: (tx: Queryable) => Promise<T>) => Promise<T> }, email: string, passwordHash: string,
+  db: { transaction: <T>(fn: (tx: Queryable) => Promise<T>) => Promise<T> }, email: string, passwordHash: string | null,
   created?: (tx: Queryable, id: number) => Promise<void>,
 ): Promise<number | null> {
   return db.transaction(async (tx) => {

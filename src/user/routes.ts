@@ -5,16 +5,19 @@ import rateLimit, { type RateLimitPluginOptions } from '@fastify/rate-limit';
 import type { FastifyInstance } from 'fastify';
 import type { ApiTokenDeps } from './apiToken.js';
 import { apiTokenRoutes } from './apiToken.js';
+import { identitiesRoutes, type IdentitiesDeps } from './identities.js';
 import { deleteMe, readMe, type DeleteMeDeps, type MeDeps } from './me.js';
 import { passkeysRoutes, type PasskeysDeps } from './passkeys.js';
 import { sessionRoutes, type SessionsDeps } from './sessions.js';
 import { webhookRoutes, type WebhookDeps } from './webhook.js';
 
-export type UserRoutesDeps = MeDeps & DeleteMeDeps & SessionsDeps & ApiTokenDeps & WebhookDeps & PasskeysDeps & {
+export type UserRoutesDeps = MeDeps & DeleteMeDeps & SessionsDeps & ApiTokenDeps & WebhookDeps & PasskeysDeps & IdentitiesDeps & {
   /** The auth rate limit's options (listener/authRateLimit.ts): one budget with /api/v1/auth. */
   rateLimit: RateLimitPluginOptions;
   /** auth.passkeys is configured: without it, /passkeys answers 404 as the ceremonies do. */
   passkeys: boolean;
+  /** auth.oidc is configured: without it, /identities answers 404 as the sign-in endpoints do. */
+  oidc: boolean;
 };
 
 export async function userRoutes(app: FastifyInstance, deps: UserRoutesDeps): Promise<void> {
@@ -23,6 +26,7 @@ export async function userRoutes(app: FastifyInstance, deps: UserRoutesDeps): Pr
     await limited.register(sessionRoutes, deps);
     await limited.register(deleteMe, deps);
     if (deps.passkeys) await limited.register(passkeysRoutes, deps);
+    if (deps.oidc) await limited.register(identitiesRoutes, deps);
   });
   await app.register(readMe, deps);
   await app.register(apiTokenRoutes, deps);

@@ -1,7 +1,7 @@
 // `npm run demo` as a newcomer meets it: the built demo started as its script starts it, and its
 // browser page (served by the demo's echo upstream, another origin than the gateway's) clicked
 // through in headless Chromium: register, log in, the 401, the identity, the 403, the 429, and a
-// WebSocket opened with ?access_token=.
+// WebSocket opened with ?access_token=; a passkey; and a sign-in with the demo's identity provider.
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import type { Page } from 'puppeteer-core';
@@ -85,5 +85,19 @@ describeWithBrowser('the demo\'s browser page', () => {
     expect(signedIn).toMatch(/passkeys\/login\/verify → 200\n/);
     expect(signedIn).toMatch(/GET \/api\/v1\/billing → 200\n/);
     expect((await cdp.send('WebAuthn.getCredentials', { authenticatorId })).credentials).toHaveLength(1);
+  });
+
+  it('signs in with the Demo IdP: its login form and consent page, back to the page, which exchanges the code', async () => {
+    await Promise.all([page.waitForNavigation(), page.click('button[data-step=idpSignIn]')]);
+    await page.type('input[name=login]', 'grace');
+    await page.type('input[name=password]', 'anything');
+    await Promise.all([page.waitForNavigation(), page.click('button[type=submit]')]);
+    await Promise.all([page.waitForNavigation(), page.click('button[type=submit]')]); // consent
+    await page.waitForFunction('document.querySelectorAll("#out span").length >= 2', { timeout: 10_000 });
+    const out = await page.evaluate('[...document.querySelectorAll("#out span")].map((s) => s.textContent).join("")') as string;
+    expect(out).toMatch(/^POST \/api\/v1\/auth\/oidc\/exchange → 200\n/);
+    expect(out).toMatch(/GET \/api\/v1\/profile → 200\n/);
+    expect(out).toContain('"x-user-email": "grace@example.com"');
+    expect(page.url()).toBe(pageUrl);
   });
 });

@@ -14,6 +14,20 @@ const EXAMPLE_ENV = {
   JWT_SECRET: 'an-example-secret-of-at-least-32-bytes',
   GATEWAY_ADMIN_KEY: 'an-example-admin-key-of-at-least-32-bytes',
   SMTP_URL: 'smtp://gateway:secret@smtp.example.com:587',
+  // docs/identity-providers.md: each provider's client, and a provider on this machine.
+  GOOGLE_CLIENT_ID: 'example.apps.googleusercontent.com',
+  GOOGLE_CLIENT_SECRET: 'an-example-client-secret',
+  ENTRA_TENANT_ID: '00000000-0000-0000-0000-000000000000',
+  ENTRA_CLIENT_ID: '11111111-1111-1111-1111-111111111111',
+  ENTRA_CLIENT_SECRET: 'an-example-client-secret',
+  KEYCLOAK_CLIENT_SECRET: 'an-example-client-secret',
+  OKTA_CLIENT_ID: '0oa-example',
+  OKTA_CLIENT_SECRET: 'an-example-client-secret',
+  GATEWAY_PUBLIC_URL: 'http://localhost:8080',
+  APP_ORIGIN: 'http://127.0.0.1:5173',
+  OIDC_ISSUER: 'http://127.0.0.1:9000',
+  OIDC_CLIENT_ID: 'gateway',
+  OIDC_CLIENT_SECRET: 'an-example-client-secret',
 };
 
 // What a fragment is completed with: the one upstream fragments' routes name. A top-level key the

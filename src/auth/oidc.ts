@@ -1,0 +1,243 @@
+// The gateway as an OpenID Connect client (CONTRACT §15), one per configured provider, with
+// openid-client: discovery, the authorization URL (code flow, PKCE S256), the code exchange and
+// the ID token's claims (iss, aud, azp, exp, iat, nonce). The signature is checked here too, with
+// jose, against the provider's JWKS: openid-client skips it for a token that came straight from the
+// token endpoint over TLS, and the contract asks for it. Discovery documents and key sets are cached
+// per instance; a key id the cached set lacks makes one refetch (the provider rotated its keys).
+// The provider's tokens never leave this file: callers get who the user is, nothing else.
+import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import { createLocalJWKSet, errors as joseErrors, jwtVerify, type JSONWebKeySet } from 'jose';
+import * as client from 'openid-client';
+import type { Config } from '../config/schema.js';
+
+type OidcSettings = NonNullable<Config['auth']['oidc']>;
+export type ProviderSettings = OidcSettings['providers'][string];
+
+/** What a provider asserted about the user, once every check passed. */
+export interface Assertion {
+  issuer: string;
+  subject: string;
+  /** As the provider sent it (not yet normalized), or undefined. */
+  email: string | undefined;
+  emailVerified: boolean;
+}
+
+/** How a sign-in at the provider failed, as the application reads it in `#error=` (CONTRACT §15). */
+export type ProviderFailure = 'access_denied' | 'provider_error' | 'invalid_id_token';
+
+/** A failure with its code for the application, and a cause for the log (never a token). */
+export class SignInFailed extends Error {
+  constructor(readonly code: ProviderFailure, reason: string) {
+    super(reason);
+    this.name = 'SignInFailed';
+  }
+}
+
+/** What a start hands the provider and its callback needs again, all derived from the browser's secret. */
+export interface FlowSecrets {
+  state: string;
+  nonce: string;
+  /** The gateway's own PKCE verifier with the provider (not the application's). */
+  verifier: string;
+}
+
+/**
+ * The state, nonce and PKCE verifier of a sign-in, derived from a random secret only the browser's
+ * cookie holds: the database keeps the state's hash alone, and the callback can rebuild them only
+ * with the cookie of the browser that started.
+ */
+export function flowSecrets(browserSecret: string): FlowSecrets {
+  const derive = (label: string) => createHmac('sha256', browserSecret).update(label).digest('base64url');
+  return { state: derive('state'), nonce: derive('nonce'), verifier: derive('pkce') };
+}
+
+/** Constant-time comparison of two strings (a state against the one the cookie derives). */
+export function sameSecret(a: string, b: string): boolean {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+}
+
+/** RFC 7636 S256: the challenge of a verifier. */
+export function s256(verifier: string): string {
+  return createHash('sha256').update(verifier).digest('base64url');
+}
+
+// How long a discovery document and a key set are trusted before they are fetched again; a key id
+// the set lacks is fetched at once. A provider that cannot be reached answers within this.
+const DISCOVERY_TTL_MS = 60 * 60_000;
+const JWKS_TTL_MS = 10 * 60_000;
+const PROVIDER_TIMEOUT_MS = 10_000;
+// The ID token checks of openid-client whose failure is the token's fault, not the provider's availability.
+const ID_TOKEN_CHECKS = new Set(['OAUTH_JWT_CLAIM_COMPARISON_FAILED', 'OAUTH_JWT_TIMESTAMP_CHECK_FAILED']);
+
+/** One provider: its discovered configuration and its keys, cached, fetched once at a time. */
+export class OidcProvider {
+  private discovered: { config: client.Configuration; at: number } | undefined;
+  private discovering: Promise<client.Configuration> | undefined;
+  private keys: { set: JSONWebKeySet; at: number } | undefined;
+  private fetchingKeys: Promise<JSONWebKeySet> | undefined;
+
+  constructor(readonly name: string, readonly settings: ProviderSettings, readonly redirectUri: string) {}
+
+  /** The provider's authorization URL for this sign-in; throws SignInFailed (provider_error) when it cannot be discovered. */
+  async authorizationUrl(secrets: FlowSecrets): Promise<string> {
+    const config = await this.configuration();
+    return client.buildAuthorizationUrl(config, {
+      redirect_uri: this.redirectUri,
+      scope: this.settings.scopes.join(' '),
+      state: secrets.state,
+      nonce: secrets.nonce,
+      code_challenge: s256(secrets.verifier),
+      code_challenge_method: 'S256',
+    }).href;
+  }
+
+  /**
+   * The callback's query, checked: the provider's answer (an error, or a code bound to this state
+   * and its issuer), the code exchanged with the PKCE verifier, the ID token's claims and signature.
+   */
+  async signIn(query: URLSearchParams, secrets: FlowSecrets): Promise<Assertion> {
+    const config = await this.configuration();
+    const error = query.get('error');
+    if (error) throw new SignInFailed(error === 'access_denied' ? 'access_denied' : 'provider_error', `the provider answered ${error}`);
+    const current = new URL(this.redirectUri);
+    current.search = query.toString();
+    let tokens: Awaited<ReturnType<typeof client.authorizationCodeGrant>>;
+    try {
+      tokens = await client.authorizationCodeGrant(config, current, {
+        pkceCodeVerifier: secrets.verifier,
+        expectedState: secrets.state,
+        expectedNonce: secrets.nonce,
+        idTokenExpected: true,
+      });
+    } catch (err) {
+      if (err instanceof client.AuthorizationResponseError) throw new SignInFailed(err.error === 'access_denied' ? 'access_denied' : 'provider_error', `the provider answered ${err.error}`);
+      const code = (err as { code?: unknown }).code;
+      if (typeof code === 'string' && ID_TOKEN_CHECKS.has(code)) throw new SignInFailed('invalid_id_token', `ID token refused: ${(err as Error).message}`);
+      throw new SignInFailed('provider_error', `code exchange failed: ${err instanceof Error ? err.message : String(err)}`);
+    }
+    if (!tokens.id_token) throw new SignInFailed('invalid_id_token', 'no ID token');
+    const claims = await this.verifySignature(tokens.id_token, config);
+    const subject = String(claims.sub);
+    // Providers that keep ID tokens small (Okta, oidc-provider) give the email scope's claims at
+    // the UserInfo endpoint only: asked there, for the same subject, with the access token, which
+    // is then dropped.
+    const about = typeof claims.email === 'string' ? claims : await this.userInfo(config, tokens.access_token, subject);
+    const email = typeof about.email === 'string' ? about.email : undefined;
+    return { issuer: this.settings.issuer, subject, email, emailVerified: about.email_verified === true };
+  }
+
+  private async userInfo(config: client.Configuration, accessToken: string, subject: string): Promise<Record<string, unknown>> {
+    if (!config.serverMetadata().userinfo_endpoint) return {};
+    try {
+      return await client.fetchUserInfo(config, accessToken, subject);
+    } catch (err) {
+      throw new SignInFailed('provider_error', `userinfo failed: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  }
+
+  /** The ID token's signature (and again its issuer, audience and expiry), with one refetch of the key set for a key it lacks. */
+  private async verifySignature(idToken: string, config: client.Configuration): Promise<Record<string, unknown>> {
+    const options = { issuer: config.serverMetadata().issuer, audience: this.settings.clientId };
+    const verify = async (set: JSONWebKeySet) => (await jwtVerify(idToken, createLocalJWKSet(set), options)).payload;
+    try {
+      try {
+        return await verify(await this.keySet(config, false));
+      } catch (err) {
+        if (!(err instanceof joseErrors.JWKSNoMatchingKey)) throw err;
+        return await verify(await this.keySet(config, true));
+      }
+    } catch (err) {
+      if (err instanceof SignInFailed) throw err;
+      throw new SignInFailed('invalid_id_token', `ID token refused: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  }
+
+  private async configuration(): Promise<client.Configuration> {
+    if (this.discovered && Date.now() - this.discovered.at < DISCOVERY_TTL_MS) return this.discovered.config;
+    this.discovering ??= (async () => {
+      try {
+        const { issuer, clientId, clientSecret } = this.settings;
+        // http:// is allowed by the configuration on loopback hosts only (config/schema.ts).
+        const insecure = issuer.startsWith('http:');
+        const config = await client.discovery(new URL(issuer), clientId, { client_secret: clientSecret }, client.ClientSecretBasic(clientSecret), {
+          timeout: PROVIDER_TIMEOUT_MS / 1000,
+          ...(insecure ? { execute: [client.allowInsecureRequests] } : {}),
+        });
+        this.discovered = { config, at: Date.now() };
+        return config;
+      } catch (err) {
+        throw new SignInFailed('provider_error', `discovery failed: ${err instanceof Error ? err.message : String(err)}`);
+      } finally {
+        this.discovering = undefined;
+      }
+    })();
+    return this.discovering;
+  }
+
+  private async keySet(config: client.Configuration, refetch: boolean): Promise<JSONWebKeySet> {
+    if (!refetch && this.keys && Date.now() - this.keys.at < JWKS_TTL_MS) return this.keys.set;
+    // Concurrent callbacks that miss the same key share one fetch.
+    this.fetchingKeys ??= (async () => {
+      try {
+        const uri = config.serverMetadata().jwks_uri;
+        if (!uri) throw new SignInFailed('provider_error', 'the provider publishes no jwks_uri');
+        if (new URL(uri).protocol !== new URL(this.settings.issuer).protocol) throw new SignInFailed('provider_error', 'the provider\'s jwks_uri is not https://');
+        const res = await fetch(uri, { signal: AbortSignal.timeout(PROVIDER_TIMEOUT_MS), redirect: 'error', headers: { accept: 'application/json' } });
+        const body = res.ok ? (await res.json()) as JSONWebKeySet : undefined;
+        if (!body || !Array.isArray(body.keys)) throw new SignInFailed('provider_error', `the provider's key set answered ${res.status}`);
+        this.keys = { set: body, at: Date.now() };
+        return body;
+      } catch (err) {
+        if (err instanceof SignInFailed) throw err;
+        throw new SignInFailed('provider_error', `key set fetch failed: ${err instanceof Error ? err.message : String(err)}`);
+      } finally {
+        this.fetchingKeys = undefined;
+      }
+    })();
+    return this.fetchingKeys;
+  }
+}
+
+/** Every configured provider, by its name in the configuration (the URL segment). */
+export class OidcProviders {
+  private readonly byName = new Map<string, OidcProvider>();
+
+  constructor(readonly settings: OidcSettings) {
+    for (const [name, provider] of Object.entries(settings.providers)) {
+      this.byName.set(name, new OidcProvider(name, provider, `${settings.publicUrl}/api/v1/auth/oidc/${name}/callback`));
+    }
+  }
+
+  get(name: string): OidcProvider | undefined {
+    return Object.hasOwn(this.settings.providers, name) ? this.byName.get(name) : undefined;
+  }
+
+  /** The issuer of a configured provider's name. */
+  issuerOf(name: string): string | undefined {
+    return this.get(name)?.settings.issuer;
+  }
+
+  /**
+   * The return_to as the browser will be sent to it, if an allowed one (CONTRACT §15): the same
+   * origin as an entry, and its path under the entry's at a "/" boundary. Compared as parsed, and
+   * the parsed form is what is used, so what was checked is where the browser goes.
+   */
+  allowedReturnTo(raw: string): string | undefined {
+    let url: URL;
+    try {
+      url = new URL(raw);
+    } catch {
+      return undefined;
+    }
+    if (url.username || url.password || url.hash || raw.includes('#')) return undefined;
+    const allowed = this.settings.returnTo.some((entry) => {
+      const base = new URL(entry);
+      if (base.origin !== url.origin) return false;
+      const prefix = base.pathname.endsWith('/') ? base.pathname : `${base.pathname}/`;
+      return url.pathname === base.pathname || url.pathname.startsWith(prefix);
+    });
+    return allowed ? url.href : undefined;
+  }
+}

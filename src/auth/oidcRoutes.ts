@@ -1,0 +1,214 @@
+// Sign in with an identity provider (CONTRACT §15), under /api/v1/auth/oidc, registered only with
+// auth.oidc (without it every path answers 404):
+//   GET  /{provider}/start     the browser leaves for the provider (302), a cookie binding the sign-in to it
+//   GET  /{provider}/callback  the browser comes back; 302 to the application with #login_code or #error
+//   POST /exchange             the application trades the login_code and its PKCE verifier for the pair
+// The browser never carries a token in a URL: only a one-time 60-second code, which is worth
+// nothing without the verifier of the challenge the application gave at the start. The
+// provider's tokens are checked (auth/oidc.ts) and dropped; the gateway issues its own (amr ["fed"]).
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { randomBytes } from 'node:crypto';
+import type { Audit } from '../audit.js';
+import { sendError } from '../errors.js';
+import { cookieValue, OIDC_COOKIE, textField } from '../http.js';
+import type { Database, Queryable } from '../storage/db.js';
+import * as identities from '../storage/identities.js';
+import * as mfa from '../storage/mfa.js';
+import * as users from '../storage/users.js';
+import { randomToken, sha256Hex } from '../digest.js';
+import { normalizeEmail } from './credentials.js';
+import { issueMfaToken, MFA_METHODS } from './mfaRoutes.js';
+import { flowSecrets, s256, sameSecret, SignInFailed, type Assertion, type OidcProvider, type OidcProviders } from './oidc.js';
+import { clientOf, issueInSession } from './sessions.js';
+import type { Tokens } from './tokens.js';
+
+export const FEDERATED_AMR: readonly string[] = ['fed'];
+
+/** From the start to the callback: time to sign in at the provider. */
+const STATE_TTL_MS = 10 * 60_000;
+/** From the callback to the exchange: the application's page loads and posts at once. */
+const LOGIN_CODE_TTL_MS = 60_000;
+// RFC 7636 §4.2: S256 of a verifier is 32 bytes, 43 characters of base64url.
+const S256_CHALLENGE = /^[A-Za-z0-9_-]{43}$/;
+// RFC 7636 §4.1: a verifier is 43 to 128 unreserved characters.
+const VERIFIER = /^[A-Za-z0-9._~-]{43,128}$/;
+const COOKIE_PATH = '/api/v1/auth/oidc/';
+
+/** Why a callback that knows its state sends the browser back with `#error=` (CONTRACT §15). */
+type CallbackError = 'access_denied' | 'provider_error' | 'invalid_id_token' | 'account_exists' | 'email_unverified';
+
+export interface OidcRoutesDeps {
+  db: Database;
+  tokens: Tokens;
+  audit: Audit;
+  clock: () => Date;
+  providers: OidcProviders;
+}
+
+/** The provider of the path, or a 404 as for any path the gateway does not serve. */
+function providerOf(deps: OidcRoutesDeps, request: FastifyRequest<{ Params: { provider: string } }>, reply: FastifyReply): OidcProvider | undefined {
+  const provider = deps.providers.get(request.params.provider);
+  if (!provider) sendError(reply, 'routeNotFound');
+  return provider;
+}
+
+/** The sign-in cookie: HttpOnly, SameSite=Lax (the provider's redirect back is a top-level GET), Secure when the gateway is reached over https. */
+function signInCookie(deps: OidcRoutesDeps, value: string, maxAgeS: number): string {
+  const secure = deps.providers.settings.publicUrl.startsWith('https:') ? '; Secure' : '';
+  return `${OIDC_COOKIE}=${value}; HttpOnly; SameSite=Lax; Path=${COOKIE_PATH}; Max-Age=${maxAgeS}${secure}`;
+}
+
+/** Start and exchange: under the auth rate limit (app.ts). */
+export async function oidcRoutes(app: FastifyInstance, deps: OidcRoutesDeps): Promise<void> {
+  const { db, tokens, audit, clock } = deps;
+
+  app.get<{ Params: { provider: string }; Querystring: Record<string, unknown> }>('/oidc/:provider/start', async (request, reply) => {
+    const provider = providerOf(deps, request, reply);
+    if (!provider) return reply;
+    const query = new URLSearchParams(request.context.query ?? '');
+    const returnTo = deps.providers.allowedReturnTo(query.get('return_to') ?? '');
+    if (!returnTo) return sendError(reply, 'redirectNotAllowed');
+    const challenge = query.get('code_challenge') ?? '';
+    const method = query.get('code_challenge_method') ?? 'S256';
+    if (!S256_CHALLENGE.test(challenge) || method !== 'S256') return sendError(reply, 'badRequest');
+    const browserSecret = randomToken(32);
+    const secrets = flowSecrets(browserSecret);
+    let location: string;
+    try {
+      location = await provider.authorizationUrl(secrets);
+    } catch (err) {
+      if (!(err instanceof SignInFailed)) throw err;
+      request.log.warn({ provider: provider.name, reason: err.message }, 'identity provider unavailable');
+      return backToApplication(reply, returnTo, { error: err.code });
+    }
+    const now = clock();
+    await identities.createState(db, sha256Hex(secrets.state), { provider: provider.name, return_to: returnTo, app_challenge: challenge }, now, new Date(now.getTime() + STATE_TTL_MS));
+    reply.header('set-cookie', signInCookie(deps, browserSecret, STATE_TTL_MS / 1000));
+    reply.header('cache-control', 'no-store');
+    return reply.redirect(location, 302);
+  });
+
+  app.post('/oidc/exchange', async (request, reply) => {
+    const code = textField(request.body, 'login_code').trim();
+    const verifier = textField(request.body, 'code_verifier');
+    if (!code || !VERIFIER.test(verifier)) return sendError(reply, 'linkInvalid');
+    const hash = sha256Hex(code);
+    const client = clientOf(request);
+    const holder = await identities.loginCodeHolder(db, hash);
+    // The user's row first (lockUser's order), then the code, used up by one conditional UPDATE:
+    // of concurrent exchanges on any instance, one signs in.
+    const signIn = holder === undefined ? undefined : await db.transaction(async (tx) => {
+      const user = await users.lockUser(tx, holder, 'share');
+      const now = clock();
+      if (!user || (await identities.useLoginCode(tx, hash, s256(verifier), now)) !== user.id || user.is_active !== 1) return undefined;
+      // The provider is one factor, as a password is: a user with TOTP still owes a code.
+      if (await mfa.hasConfirmedTotp(tx, user.id)) return { mfaToken: await issueMfaToken(tx, user.id, FEDERATED_AMR, now) };
+      await audit.record({ type: 'login.succeeded', actor: 'user', userId: user.id, ...client, data: { amr: FEDERATED_AMR } }, tx);
+      return { pair: await issueInSession(tx, tokens, user, client, now, undefined, FEDERATED_AMR) };
+    });
+    if (!signIn) return sendError(reply, 'linkInvalid');
+    if ('mfaToken' in signIn) {
+      request.log.info({ userId: holder }, 'identity provider: second factor required');
+      return sendError(reply, 'mfaCodeRequired', { mfa_token: signIn.mfaToken, methods: MFA_METHODS });
+    }
+    request.log.info({ userId: holder }, 'login by identity provider');
+    return signIn.pair;
+  });
+}
+
+/** The callback: not under the auth rate limit (CONTRACT §15; the exchange is), and it answers the browser, not an application. */
+export async function oidcCallbackRoute(app: FastifyInstance, deps: OidcRoutesDeps): Promise<void> {
+  const { db, audit, clock } = deps;
+
+  app.get<{ Params: { provider: string } }>('/oidc/:provider/callback', async (request, reply) => {
+    const provider = providerOf(deps, request, reply);
+    if (!provider) return reply;
+    const query = new URLSearchParams(request.context.query ?? '');
+    const browserSecret = cookieValue(request.headers, OIDC_COOKIE);
+    const secrets = browserSecret ? flowSecrets(browserSecret) : undefined;
+    const state = query.get('state') ?? '';
+    // The state must be the one this browser's cookie derives (a state from another browser, or a
+    // forged callback, has no cookie to match), and unused: the row is used up here, once, on any
+    // instance. Until then nothing says where to send the browser: a plain JSON 400.
+    const started = secrets && sameSecret(state, secrets.state) ? await identities.useState(db, sha256Hex(state), provider.name, clock()) : undefined;
+    if (!secrets || !started) {
+      request.log.info({ provider: provider.name, cookie: Boolean(secrets) }, 'identity provider callback without a valid state');
+      return sendError(reply, 'badRequest');
+    }
+    reply.header('set-cookie', signInCookie(deps, '', 0));
+    let assertion: Assertion;
+    try {
+      assertion = await provider.signIn(query, secrets);
+    } catch (err) {
+      if (!(err instanceof SignInFailed)) throw err;
+      request.log.info({ provider: provider.name, code: err.code, reason: err.message }, 'identity provider sign-in refused');
+      return backToApplication(reply, started.return_to, { error: err.code });
+    }
+    const outcome = await accountOf(db, audit, provider.name, assertion, clientOf(request), clock);
+    if (typeof outcome === 'string') {
+      request.log.info({ provider: provider.name, code: outcome }, 'identity provider sign-in refused');
+      return backToApplication(reply, started.return_to, { error: outcome });
+    }
+    const loginCode = randomBytes(32).toString('base64url');
+    const now = clock();
+    await identities.createLoginCode(db, sha256Hex(loginCode), outcome, started.app_challenge, now, new Date(now.getTime() + LOGIN_CODE_TTL_MS));
+    return backToApplication(reply, started.return_to, { login_code: loginCode });
+  });
+}
+
+/** 302 to the application with the outcome in the fragment, which browsers never send to a server. */
+function backToApplication(reply: FastifyReply, returnTo: string, fragment: Record<string, string>): FastifyReply {
+  reply.header('cache-control', 'no-store');
+  reply.header('referrer-policy', 'no-referrer');
+  return reply.redirect(`${returnTo}#${new URLSearchParams(fragment).toString()}`, 302);
+}
+
+/**
+ * The account the provider's user signs in to (CONTRACT §15): the one linked to (issuer, subject);
+ * else the account of the same email, linked now only when the provider says the email is verified
+ * and the account's is too (no silent takeover); else a new account without a password. Or why not.
+ */
+async function accountOf(db: Database, audit: Audit, provider: string, who: Assertion, client: ReturnType<typeof clientOf>, clock: () => Date): Promise<number | CallbackError> {
+  const record = (tx: Queryable, type: 'user.registered' | 'oidc.linked' | 'email.verified', userId: number) =>
+    audit.record({ type, actor: 'user', userId, ...client, data: type === 'oidc.linked' ? { provider, issuer: who.issuer } : {} }, tx);
+  const email = who.email === undefined ? undefined : normalizeEmail(who.email);
+  const link = { provider, issuer: who.issuer, subject: who.subject, email: email ?? null };
+
+  const linked = await identities.findLink(db, who.issuer, who.subject);
+  if (linked) {
+    await db.transaction(async (tx) => {
+      const user = await users.lockUser(tx, linked.user_id, 'update');
+      await identities.touchLink(tx, who.issuer, who.subject, provider, link.email);
+      // The provider vouches for the address of an account it signs in to.
+      if (user && email === user.email && who.emailVerified && !user.email_verified_at && (await users.markEmailVerified(tx, user.id, email, clock()))) await record(tx, 'email.verified', user.id);
+    });
+    return linked.user_id;
+  }
+  // No address, or one no account could have: nothing to create an account for.
+  if (!email) return 'email_unverified';
+  const existing = await users.findByEmail(db, email);
+  if (existing) {
+    if (!who.emailVerified || !existing.email_verified_at) return 'account_exists';
+    return db.transaction(async (tx) => {
+      const user = await users.lockUser(tx, existing.id, 'update');
+      if (!user || user.email !== email || !user.email_verified_at) return 'account_exists';
+      if (!(await identities.insertLink(tx, user.id, link, clock()))) return (await identities.findLink(tx, who.issuer, who.subject))?.user_id ?? 'account_exists';
+      await record(tx, 'oidc.linked', user.id);
+      return user.id;
+    });
+  }
+  const created = await users.createUser(db, email, null, async (tx, id) => {
+    if (who.emailVerified) await users.markEmailVerified(tx, id, email, clock());
+    if (!(await identities.insertLink(tx, id, link, clock()))) throw new LinkedMeanwhile();
+    await record(tx, 'user.registered', id);
+    await record(tx, 'oidc.linked', id);
+  }).catch((err: unknown) => {
+    if (err instanceof LinkedMeanwhile) return null;
+    throw err;
+  });
+  // A sign-in of the same user in another tab made the account (or the link) first: use it.
+  return created ?? (await identities.findLink(db, who.issuer, who.subject))?.user_id ?? 'account_exists';
+}
+
+/** The same (issuer, subject) was linked by a concurrent sign-in: the new account is rolled back. */
+class LinkedMeanwhile extends Error {}

@@ -1,0 +1,109 @@
+// Identity providers (migration 019, CONTRACT §15): the links (user_identities), the sign-ins under
+// way (oidc_states) and the login codes handed to applications (oidc_login_codes). States and codes
+// are stored as SHA-256 (hashed by the caller) and used up by one conditional UPDATE, so of two
+// instances handed the same one at once exactly one goes on.
+import type { Queryable } from './db.js';
+
+export interface IdentityLink {
+  user_id: number;
+  provider: string;
+  issuer: string;
+  subject: string;
+  email: string | null;
+  created_at: Date;
+}
+
+const LINK_COLUMNS = 'user_id, provider, issuer, subject, email, created_at';
+
+/** Who signs in as (issuer, subject), read without a lock (a sign-in then locks the user first). */
+export async function findLink(db: Queryable, issuer: string, subject: string): Promise<IdentityLink | undefined> {
+  return (await db.query<IdentityLink>(`SELECT ${LINK_COLUMNS} FROM user_identities WHERE issuer = $1 AND subject = $2`, [issuer, subject]))[0];
+}
+
+/** Links (issuer, subject) to the user; false when it is already linked (to anyone). */
+export async function insertLink(db: Queryable, userId: number, link: { provider: string; issuer: string; subject: string; email: string | null }, now: Date): Promise<boolean> {
+  const rows = await db.query(
+    `INSERT INTO user_identities (user_id, provider, issuer, subject, email, created_at) VALUES ($1, $2, $3, $4, $5, $6)
+     ON CONFLICT (issuer, subject) DO NOTHING RETURNING 1`,
+    [userId, link.provider, link.issuer, link.subject, link.email, now],
+  );
+  return rows.length === 1;
+}
+
+/** What a later sign-in refreshes: the provider's name in the configuration (it may have been renamed) and the email it asserts. */
+export async function touchLink(db: Queryable, issuer: string, subject: string, provider: string, email: string | null): Promise<void> {
+  await db.query('UPDATE user_identities SET provider = $3, email = $4 WHERE issuer = $1 AND subject = $2', [issuer, subject, provider, email]);
+}
+
+/** The user's links, oldest first. */
+export async function listLinks(db: Queryable, userId: number): Promise<IdentityLink[]> {
+  return db.query<IdentityLink>(`SELECT ${LINK_COLUMNS} FROM user_identities WHERE user_id = $1 ORDER BY created_at, id`, [userId]);
+}
+
+/** Removes the user's links to a provider (by its name, or its issuer when it is configured); the rows removed. */
+export async function removeLinks(db: Queryable, userId: number, provider: string, issuer: string | undefined): Promise<IdentityLink[]> {
+  return db.query<IdentityLink>(
+    `DELETE FROM user_identities WHERE user_id = $1 AND (provider = $2 OR issuer = $3) RETURNING ${LINK_COLUMNS}`,
+    [userId, provider, issuer ?? null],
+  );
+}
+
+/**
+ * The ways the user can sign in besides the given links: a password, a passkey, links to other
+ * providers. Read after the user's row is locked (lockUser), so two removals cannot each count
+ * the other's method and leave none.
+ */
+export async function otherSignInMethods(db: Queryable, userId: number, except: { provider: string; issuer: string | undefined }): Promise<number> {
+  const [row] = await db.query<{ n: number }>(
+    `SELECT (SELECT count(*) FROM users WHERE id = $1 AND password_hash IS NOT NULL)
+          + (SELECT count(*) FROM passkeys WHERE user_id = $1)
+          + (SELECT count(*) FROM user_identities WHERE user_id = $1 AND provider <> $2 AND issuer IS DISTINCT FROM $3) AS n`,
+    [userId, except.provider, except.issuer ?? null],
+  );
+  return Number(row?.n ?? 0);
+}
+
+export interface StartedSignIn {
+  provider: string;
+  return_to: string;
+  app_challenge: string;
+}
+
+/** A sign-in under way (its state's hash, what /start was asked); expired ones go at the same time. */
+export async function createState(db: Queryable, stateHash: string, started: StartedSignIn, now: Date, expiresAt: Date): Promise<void> {
+  await db.query('DELETE FROM oidc_states WHERE expires_at < $1', [now]);
+  await db.query(
+    'INSERT INTO oidc_states (state_hash, provider, return_to, app_challenge, expires_at) VALUES ($1, $2, $3, $4, $5)',
+    [stateHash, started.provider, started.return_to, started.app_challenge, expiresAt],
+  );
+}
+
+/** Uses the state up if it is live and of this provider: what its start was asked, once. */
+export async function useState(db: Queryable, stateHash: string, provider: string, now: Date): Promise<StartedSignIn | undefined> {
+  return (await db.query<StartedSignIn>(
+    `UPDATE oidc_states SET used_at = $3 WHERE state_hash = $1 AND provider = $2 AND used_at IS NULL AND expires_at > $3
+     RETURNING provider, return_to, app_challenge`,
+    [stateHash, provider, now],
+  ))[0];
+}
+
+export async function createLoginCode(db: Queryable, codeHash: string, userId: number, appChallenge: string, now: Date, expiresAt: Date): Promise<void> {
+  await db.query('DELETE FROM oidc_login_codes WHERE expires_at < $1', [now]);
+  await db.query('INSERT INTO oidc_login_codes (code_hash, user_id, app_challenge, expires_at) VALUES ($1, $2, $3, $4)', [codeHash, userId, appChallenge, expiresAt]);
+}
+
+/** Whose the login code is, read without a lock (the exchange then locks the user first, then uses the code up). */
+export async function loginCodeHolder(db: Queryable, codeHash: string): Promise<number | undefined> {
+  return (await db.query<{ user_id: number }>('SELECT user_id FROM oidc_login_codes WHERE code_hash = $1', [codeHash]))[0]?.user_id;
+}
+
+/**
+ * Uses the login code up if it is live and `challenge` is the one its start was given (the
+ * verifier's S256): the user it signs in. A wrong verifier leaves the code to its application.
+ */
+export async function useLoginCode(db: Queryable, codeHash: string, challenge: string, now: Date): Promise<number | undefined> {
+  return (await db.query<{ user_id: number }>(
+    `UPDATE oidc_login_codes SET used_at = $3 WHERE code_hash = $1 AND app_challenge = $2 AND used_at IS NULL AND expires_at > $3 RETURNING user_id`,
+    [codeHash, challenge, now],
+  ))[0]?.user_id;
+}

@@ -1,0 +1,49 @@
+// GET /api/v1/user/identities and DELETE /api/v1/user/identities/{provider} (CONTRACT §15),
+// registered with auth.oidc. Unlinking is guard `factor`, and never removes the last way to sign
+// in: an account left with no password, no passkey and no other provider could never be entered again.
+import type { FastifyInstance } from 'fastify';
+import { sendError } from '../errors.js';
+import { currentIdentity, type RequireUser } from '../listener/requireUser.js';
+import type { Audit } from '../audit.js';
+import { factorGuard, type FactorGuardDeps } from '../auth/factor.js';
+import { clientOf } from '../auth/sessions.js';
+import type { Database } from '../storage/db.js';
+import * as identities from '../storage/identities.js';
+import * as users from '../storage/users.js';
+
+export interface IdentitiesDeps extends FactorGuardDeps {
+  db: Database;
+  audit: Audit;
+  requireUser: RequireUser;
+  /** The issuer of a configured provider's name (a renamed provider keeps its links by issuer). */
+  issuerOf: (provider: string) => string | undefined;
+}
+
+export async function identitiesRoutes(app: FastifyInstance, deps: IdentitiesDeps): Promise<void> {
+  const { db, audit, requireUser, issuerOf } = deps;
+
+  app.get('/identities', { preHandler: requireUser() }, async (request) => {
+    const links = await identities.listLinks(db, currentIdentity(request).user.id);
+    return { identities: links.map((l) => ({ provider: l.provider, issuer: l.issuer, subject: l.subject, email: l.email, created_at: l.created_at.toISOString() })) };
+  });
+
+  app.delete<{ Params: { provider: string } }>('/identities/:provider', { preHandler: [requireUser(), factorGuard(deps)] }, async (request, reply) => {
+    const { user: { id: userId } } = currentIdentity(request);
+    const provider = request.params.provider;
+    const issuer = issuerOf(provider);
+    const outcome = await db.transaction(async (tx) => {
+      // Locked first: two unlinks at once cannot each count the other's provider and leave none.
+      await users.lockUser(tx, userId, 'update');
+      if ((await identities.otherSignInMethods(tx, userId, { provider, issuer })) === 0) {
+        return (await identities.listLinks(tx, userId)).some((l) => l.provider === provider || l.issuer === issuer) ? 'last' : 'none';
+      }
+      const removed = await identities.removeLinks(tx, userId, provider, issuer);
+      for (const link of removed) await audit.record({ type: 'oidc.unlinked', actor: 'user', userId, ...clientOf(request), data: { provider: link.provider, issuer: link.issuer } }, tx);
+      return removed.length ? 'removed' : 'none';
+    });
+    if (outcome === 'none') return sendError(reply, 'providerNotLinked');
+    if (outcome === 'last') return sendError(reply, 'lastSignInMethod');
+    request.log.info({ userId, provider }, 'identity provider unlinked');
+    return { message: 'Fournisseur retiré' };
+  });
+}

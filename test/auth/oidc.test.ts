@@ -1,0 +1,378 @@
+// Sign in with an identity provider (CONTRACT §15) against a real OpenID Connect provider
+// (oidc-provider on loopback, test/helpers/oidcProvider.ts), on two gateway instances sharing one
+// database: the browser's redirects are followed here by hand, the start on one instance and the
+// callback or the exchange on the other. What is asserted is what a browser and an application
+// see: statuses, Location, cookies, fragments, bodies, and the rows left behind.
+import { randomBytes, randomUUID } from 'node:crypto';
+import { authenticator } from 'otplib';
+import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
+import { s256 } from '../../src/auth/oidc.js';
+import { sha256Hex } from '../../src/digest.js';
+import {
+  bearer, claims, closeSql, describeWithServices, makeUser, newEmail, newPassword, sql, startTestGateway, startTwoGateways, testClock, testConfig,
+  type TestGateway,
+} from '../helpers/gateway.js';
+import type { HttpResponse } from '../helpers/http.js';
+import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
+import { signInAtProvider, startTestProvider, type TestProvider } from '../helpers/oidcProvider.js';
+
+const PUBLIC_URL = 'http://localhost:9';
+const START = '/api/v1/auth/oidc/testidp/start';
+const EXCHANGE = '/api/v1/auth/oidc/exchange';
+const APP = 'https://app.example.test/app/';
+const RETURN_TO = `${APP}signed-in?from=test`;
+const LINK_INVALID = { error: 'Lien invalide ou expiré' };
+const BAD_REQUEST = { error: 'Requête invalide' };
+
+describeWithServices('sign in with an identity provider', () => {
+  let idp: TestProvider;
+  let upstream: EchoUpstream;
+  let a: TestGateway;
+  let b: TestGateway;
+  const clock = testClock();
+
+  beforeAll(async () => {
+    idp = await startTestProvider([`${PUBLIC_URL}/api/v1/auth/oidc/testidp/callback`]);
+    const oidc = { publicUrl: PUBLIC_URL, returnTo: [APP], providers: { testidp: { issuer: idp.issuer, clientId: idp.clientId, clientSecret: idp.clientSecret, scopes: ['openid', 'email'] } } };
+    upstream = await startEchoUpstream();
+    [a, b] = await startTwoGateways(testConfig({ auth: { oidc }, upstreams: { app: { url: upstream.url } }, routes: [{ path: '/app', upstream: 'app', auth: 'none' }] }), { clock });
+  });
+  afterAll(async () => {
+    await Promise.all([a?.close(), b?.close()]);
+    await Promise.all([idp?.close(), upstream?.close()]);
+    await closeSql();
+  });
+  beforeEach(() => idp.misbehave('none'));
+
+  /** A user the provider knows, with a fresh subject. */
+  function providerUser(user: { email?: string; email_verified?: boolean } = { email: newEmail('idp'), email_verified: true }): string {
+    const subject = `sub-${randomUUID()}`;
+    idp.users.set(subject, user);
+    return subject;
+  }
+
+  interface Started { verifier: string; cookie: string; location: URL; res: HttpResponse }
+  /** GET /start as an application's page sends the browser there, with a fresh PKCE pair of its own. */
+  async function start(gw: TestGateway, returnTo = RETURN_TO): Promise<Started> {
+    const verifier = randomBytes(32).toString('base64url');
+    const res = await gw.get(`${START}?return_to=${encodeURIComponent(returnTo)}&code_challenge=${s256(verifier)}`);
+    expect(res.status, res.text).toBe(302);
+    const cookie = String((res.headers['set-cookie'] as string[])[0]).split(';')[0]!;
+    return { verifier, cookie, location: new URL(String(res.headers.location)), res };
+  }
+  /** The browser arriving at the callback (on `gw`: it holds the cookie of the gateway's domain, whichever instance answers). */
+  const callback = (gw: TestGateway, at: URL, cookie?: string) => gw.get(`${at.pathname}${at.search}`, { headers: cookie ? { cookie } : {} });
+  /** Where the callback sent the browser, and its fragment. */
+  function backAt(res: HttpResponse): { url: URL; fragment: URLSearchParams } {
+    expect(res.status, res.text).toBe(302);
+    const url = new URL(String(res.headers.location));
+    return { url, fragment: new URLSearchParams(url.hash.slice(1)) };
+  }
+  /** Start on `a`, sign in at the provider as `subject`, come back on `b`: the fragment. */
+  async function signIn(subject: string): Promise<{ fragment: URLSearchParams; verifier: string; res: HttpResponse; providerCode: string | null }> {
+    const started = await start(a);
+    const back = await signInAtProvider(started.location.href, subject);
+    const res = await callback(b, back, started.cookie);
+    return { fragment: backAt(res).fragment, verifier: started.verifier, res, providerCode: back.searchParams.get('code') };
+  }
+  /** The whole sign-in to the token pair. */
+  async function signedIn(subject: string): Promise<HttpResponse> {
+    const { fragment, verifier } = await signIn(subject);
+    expect(fragment.get('error')).toBeNull();
+    return a.post(EXCHANGE, { login_code: fragment.get('login_code'), code_verifier: verifier });
+  }
+  const identityOf = (subject: string) => sql<{ user_id: number; provider: string; email: string | null }>('SELECT user_id, provider, email FROM user_identities WHERE issuer = $1 AND subject = $2', [idp.issuer, subject]);
+
+  it('start sends the browser to the provider: code flow, PKCE S256 of its own, state and nonce bound by an HttpOnly SameSite=Lax cookie', async () => {
+    const { location, res, verifier } = await start(a);
+    expect(location.origin + location.pathname).toBe(`${idp.issuer}/auth`);
+    const q = location.searchParams;
+    expect(Object.fromEntries([...q].filter(([k]) => !['state', 'nonce', 'code_challenge'].includes(k)))).toEqual({
+      client_id: idp.clientId, redirect_uri: `${PUBLIC_URL}/api/v1/auth/oidc/testidp/callback`, response_type: 'code', scope: 'openid email', code_challenge_method: 'S256',
+    });
+    expect(q.get('state')).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(q.get('nonce')).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    // The provider gets the gateway's own challenge, never the application's.
+    expect(q.get('code_challenge')).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(q.get('code_challenge')).not.toBe(s256(verifier));
+    const setCookie = (res.headers['set-cookie'] as string[]);
+    expect(setCookie).toHaveLength(1);
+    expect(setCookie[0]).toMatch(/^gw_oidc=[A-Za-z0-9_-]{43}; HttpOnly; SameSite=Lax; Path=\/api\/v1\/auth\/oidc\/; Max-Age=600$/);
+    expect(res.headers['cache-control']).toBe('no-store');
+    // Stored: the state's hash alone, with what the start was asked.
+    const rows = await sql<{ return_to: string; app_challenge: string; ttl: number }>(
+      'SELECT return_to, app_challenge, EXTRACT(EPOCH FROM expires_at - $2::timestamptz)::int AS ttl FROM oidc_states WHERE state_hash = $1', [sha256Hex(q.get('state')!), clock()]);
+    expect(rows).toEqual([{ return_to: RETURN_TO, app_challenge: s256(verifier), ttl: 600 }]);
+  });
+
+  it('the cookie is Secure when the gateway is reached over https (publicUrl)', async () => {
+    const oidc = { publicUrl: 'https://gw.example.test', returnTo: [APP], providers: { testidp: { issuer: idp.issuer, clientId: idp.clientId, clientSecret: idp.clientSecret } } };
+    const secure = await startTestGateway(testConfig({ auth: { oidc } }), { clock });
+    try {
+      const { res, location } = await start(secure);
+      expect((res.headers['set-cookie'] as string[])[0]).toMatch(/^gw_oidc=[\w-]{43}; HttpOnly; SameSite=Lax; Path=\/api\/v1\/auth\/oidc\/; Max-Age=600; Secure$/);
+      expect(location.searchParams.get('redirect_uri')).toBe('https://gw.example.test/api/v1/auth/oidc/testidp/callback');
+    } finally {
+      await secure.close();
+    }
+  });
+
+  it('a first sign-in creates the account (free, no password, email verified as the provider says), links it, and the exchange gives a pair with amr ["fed"]', async () => {
+    const email = newEmail('idp');
+    const subject = providerUser({ email: email.toUpperCase(), email_verified: true });
+    const { fragment, verifier, res, providerCode } = await signIn(subject);
+    expect(providerCode).toBeTruthy();
+    expect(String(res.headers.location)).toMatch(/^https:\/\/app\.example\.test\/app\/signed-in\?from=test#login_code=[A-Za-z0-9_-]{43}$/);
+    expect(res.headers['set-cookie']).toEqual(['gw_oidc=; HttpOnly; SameSite=Lax; Path=/api/v1/auth/oidc/; Max-Age=0']);
+    const loginCode = fragment.get('login_code')!;
+    const [code] = await sql<{ ttl: number; used_at: Date | null }>('SELECT EXTRACT(EPOCH FROM expires_at - $2::timestamptz)::int AS ttl, used_at FROM oidc_login_codes WHERE code_hash = $1', [sha256Hex(loginCode), clock()]);
+    expect(code).toEqual({ ttl: 60, used_at: null });
+
+    const pair = await a.post(EXCHANGE, { login_code: loginCode, code_verifier: verifier });
+    expect(pair.status).toBe(200);
+    expect(pair.json).toEqual({ access_token: expect.any(String), refresh_token: expect.any(String), token_type: 'Bearer', plan: 'free' });
+    const [link] = await identityOf(subject);
+    expect(link).toEqual({ user_id: expect.any(Number), provider: 'testidp', email });
+    expect(claims(pair.json.access_token)).toMatchObject({ sub: String(link!.user_id), amr: ['fed'], acr: 'aal1' });
+    const [user] = await sql<{ email: string; password_hash: string | null; plan: string; verified: boolean }>('SELECT email, password_hash, plan, email_verified_at IS NOT NULL AS verified FROM users WHERE id = $1', [link!.user_id]);
+    expect(user).toEqual({ email, password_hash: null, plan: 'free', verified: true });
+    // The provider's tokens are kept nowhere: not in the pair, not in a log.
+    const logs = [...a.logs, ...b.logs].join('\n');
+    expect(logs).not.toContain(loginCode);
+    expect(logs).not.toContain(providerCode);
+    expect(logs).toContain('/api/v1/auth/oidc/testidp/callback?code=[redacted]');
+    expect(logs).not.toContain('id_token');
+    const audit = await sql<{ type: string; data: unknown }>('SELECT type, data FROM audit_events WHERE user_id = $1 ORDER BY id', [link!.user_id]);
+    expect(audit).toEqual([
+      { type: 'user.registered', data: {} },
+      { type: 'oidc.linked', data: { provider: 'testidp', issuer: idp.issuer } },
+      { type: 'login.succeeded', data: { amr: ['fed'] } },
+    ]);
+    // The account has no password: a login is refused as a wrong password.
+    expect((await b.post('/api/v1/auth/login', { email, password: 'anything-at-all' })).status).toBe(401);
+    // A refresh keeps the sign-in's assurance; GET /identities lists the link.
+    const refreshed = await b.post('/api/v1/auth/refresh', { refresh_token: pair.json.refresh_token });
+    expect(claims(refreshed.json.access_token)).toMatchObject({ amr: ['fed'], acr: 'aal1' });
+    const listed = await b.get('/api/v1/user/identities', { headers: bearer(pair.json.access_token) });
+    expect([listed.status, listed.json]).toEqual([200, { identities: [{ provider: 'testidp', issuer: idp.issuer, subject, email, created_at: expect.any(String) }] }]);
+
+    // Signing in again reaches the same account, and makes none.
+    const again = await signedIn(subject);
+    expect(claims(again.json.access_token).sub).toBe(String(link!.user_id));
+    expect(await sql('SELECT id FROM users WHERE email = $1', [email])).toHaveLength(1);
+  });
+
+  it('the sign-in cookie is the gateway\'s own: never forwarded to an upstream', async () => {
+    const { cookie } = await start(a);
+    const res = await b.get('/app/oidc-cookie', { headers: { cookie: `theme=dark; ${cookie}` } });
+    expect(res.status).toBe(200);
+    expect(upstream.last('oidc-cookie')!.headers.cookie).toBe('theme=dark');
+  });
+
+  it('a login_code works once, for 60 seconds, with the verifier of the start\'s challenge; a wrong verifier leaves it to its application', async () => {
+    const subject = providerUser();
+    const used = await signIn(subject);
+    const code = used.fragment.get('login_code');
+    const wrong = await b.post(EXCHANGE, { login_code: code, code_verifier: randomBytes(32).toString('base64url') });
+    expect([wrong.status, wrong.json]).toEqual([400, LINK_INVALID]);
+    expect((await a.post(EXCHANGE, { login_code: code, code_verifier: used.verifier })).status).toBe(200);
+    for (const gw of [a, b]) {
+      const res = await gw.post(EXCHANGE, { login_code: code, code_verifier: used.verifier });
+      expect([res.status, res.json]).toEqual([400, LINK_INVALID]);
+    }
+    const late = await signIn(subject);
+    clock.advance(61_000);
+    try {
+      const res = await b.post(EXCHANGE, { login_code: late.fragment.get('login_code'), code_verifier: late.verifier });
+      expect([res.status, res.json]).toEqual([400, LINK_INVALID]);
+    } finally {
+      clock.advance(-61_000);
+    }
+    for (const body of [{}, { login_code: 'made-up', code_verifier: late.verifier }, { login_code: late.fragment.get('login_code') }]) {
+      const res = await a.post(EXCHANGE, body);
+      expect([res.status, res.json], JSON.stringify(body)).toEqual([400, LINK_INVALID]);
+    }
+  });
+
+  it('one login_code exchanged ten times at once over two instances signs in once', async () => {
+    const subject = providerUser();
+    const { fragment, verifier } = await signIn(subject);
+    await signedIn(subject); // the account exists: count its sessions from here
+    const [link] = await identityOf(subject);
+    const before = await sql('SELECT id FROM sessions WHERE user_id = $1', [link!.user_id]);
+    const answers = await Promise.all(Array.from({ length: 10 }, (_, i) => (i % 2 ? a : b).post(EXCHANGE, { login_code: fragment.get('login_code'), code_verifier: verifier })));
+    expect(answers.map((r) => r.status).sort()).toEqual([200, ...Array(9).fill(400)]);
+    expect(await sql('SELECT id FROM sessions WHERE user_id = $1', [link!.user_id])).toHaveLength(before.length + 1);
+  });
+
+  it('the callback needs the cookie of the browser that started, once: else a JSON 400 and nothing else', async () => {
+    const subject = providerUser();
+    const mine = await start(a);
+    const theirs = await start(b);
+    const back = await signInAtProvider(mine.location.href, subject);
+    for (const cookie of [undefined, theirs.cookie, 'gw_oidc=forged']) {
+      const res = await callback(b, back, cookie);
+      expect([res.status, res.json, res.headers.location], String(cookie)).toEqual([400, BAD_REQUEST, undefined]);
+    }
+    // A state the provider never issued, with a real cookie.
+    const forged = new URL(back);
+    forged.searchParams.set('state', 'x'.repeat(43));
+    expect((await callback(a, forged, mine.cookie)).status).toBe(400);
+    // The right cookie: once, on whichever instance.
+    expect(backAt(await callback(a, back, mine.cookie)).fragment.get('login_code')).toBeTruthy();
+    const replay = await callback(b, back, mine.cookie);
+    expect([replay.status, replay.json]).toEqual([400, BAD_REQUEST]);
+    // Another provider's path for the same state: unknown provider, 404.
+    expect((await a.get(`/api/v1/auth/oidc/other/callback${back.search}`, { headers: { cookie: mine.cookie } })).status).toBe(404);
+  });
+
+  it('start refuses a return_to not on the list (400 "Redirection non autorisée"), a missing challenge (400) and an unknown provider (404)', async () => {
+    const challenge = s256(randomBytes(32).toString('base64url'));
+    for (const returnTo of [
+      'https://evil.test/app/', 'https://app.example.test/application', 'https://app.example.test/', 'http://app.example.test/app/',
+      'https://app.example.test:8443/app/', 'https://app.example.test@evil.test/app/', 'https://x@app.example.test/app/', '/app/', 'javascript:alert(1)',
+      'https://app.example.test/app/../admin', 'https://app.example.test/app/x#frag', '',
+    ]) {
+      const res = await a.get(`${START}?return_to=${encodeURIComponent(returnTo)}&code_challenge=${challenge}`);
+      expect([res.status, res.json, res.headers['set-cookie']], returnTo).toEqual([400, { error: 'Redirection non autorisée' }, undefined]);
+    }
+    for (const query of [`return_to=${encodeURIComponent(APP)}`, `return_to=${encodeURIComponent(APP)}&code_challenge=short`, `return_to=${encodeURIComponent(APP)}&code_challenge=${challenge}&code_challenge_method=plain`]) {
+      const res = await a.get(`${START}?${query}`);
+      expect([res.status, res.json], query).toEqual([400, BAD_REQUEST]);
+    }
+    const unknown = await a.get(`/api/v1/auth/oidc/nope/start?return_to=${encodeURIComponent(APP)}&code_challenge=${challenge}`);
+    expect(unknown.status).toBe(404);
+    // The list's own entry, and a path under it, are fine.
+    for (const returnTo of [APP, `${APP}deep/page?x=1`]) expect((await start(b, returnTo)).res.status).toBe(302);
+  });
+
+  it.each([
+    ['wrong-nonce', 'a nonce from another sign-in'],
+    ['wrong-aud', 'an audience that is another client'],
+    ['expired', 'an expired ID token'],
+    ['unknown-kid', 'a key the provider never published'],
+  ] as const)('an ID token with %s (%s) sends the browser back with #error=invalid_id_token, and signs no one in', async (how, _what) => {
+    await signedIn(providerUser()); // the provider's key set is cached
+    const subject = providerUser();
+    idp.misbehave(how);
+    const fetched = idp.jwksFetches();
+    const { fragment, res } = await signIn(subject);
+    expect(new URL(String(res.headers.location)).hash).toBe('#error=invalid_id_token');
+    expect(fragment.get('login_code')).toBeNull();
+    expect(await identityOf(subject)).toEqual([]);
+    // An unknown key id made one fetch of the key set (a rotation would be picked up), not more;
+    // the other tokens fail on their claims, before any key is needed.
+    expect(idp.jwksFetches() - fetched).toBe(how === 'unknown-kid' ? 1 : 0);
+  });
+
+  it('a key the provider rotated in is fetched once and accepted', async () => {
+    const subject = providerUser();
+    await signedIn(subject); // the current key set is cached
+    const fetched = idp.jwksFetches();
+    idp.misbehave('rotated-key');
+    const res = await signedIn(subject);
+    expect(res.status).toBe(200);
+    expect(idp.jwksFetches() - fetched).toBe(1);
+    // Cached from then on.
+    expect((await signedIn(subject)).status).toBe(200);
+    expect(idp.jwksFetches() - fetched).toBe(1);
+  });
+
+  it('the provider saying no (access_denied), or failing otherwise, sends the browser back with #error', async () => {
+    for (const [error, expected] of [['access_denied', 'access_denied'], ['server_error', 'provider_error']] as const) {
+      const started = await start(a);
+      const state = started.location.searchParams.get('state')!;
+      const res = await callback(b, new URL(`${PUBLIC_URL}/api/v1/auth/oidc/testidp/callback?error=${error}&state=${state}&iss=${encodeURIComponent(idp.issuer)}`), started.cookie);
+      expect(String(res.headers.location)).toBe(`${RETURN_TO}#error=${expected}`);
+    }
+  });
+
+  it('no silent takeover: an account of the same email is linked only when both sides have it verified; else #error=account_exists', async () => {
+    // The provider does not vouch for the address: an account here is never handed to it.
+    const local = await makeUser(a);
+    await sql('UPDATE users SET email_verified_at = now() WHERE id = $1', [local.id]);
+    const unverified = providerUser({ email: local.email, email_verified: false });
+    expect(new URL(String((await signIn(unverified)).res.headers.location)).hash).toBe('#error=account_exists');
+    // The account's own address is not verified: whoever registered it may not own it.
+    const other = await makeUser(a);
+    const verifiedThere = providerUser({ email: other.email, email_verified: true });
+    expect(new URL(String((await signIn(verifiedThere)).res.headers.location)).hash).toBe('#error=account_exists');
+    expect(await identityOf(unverified)).toEqual([]);
+    expect(await identityOf(verifiedThere)).toEqual([]);
+    // Both verified: linked, the same account, its password still its own.
+    const both = providerUser({ email: local.email, email_verified: true });
+    const pair = await signedIn(both);
+    expect(claims(pair.json.access_token).sub).toBe(String(local.id));
+    expect((await identityOf(both))[0]!.user_id).toBe(local.id);
+    expect((await b.post('/api/v1/auth/login', { email: local.email, password: local.password })).status).toBe(200);
+    const linked = await sql<{ data: unknown }>("SELECT data FROM audit_events WHERE user_id = $1 AND type = 'oidc.linked'", [local.id]);
+    expect(linked).toEqual([{ data: { provider: 'testidp', issuer: idp.issuer } }]);
+  });
+
+  it('an email the provider does not vouch for makes an account without email_verified_at; no email at all makes none (#error=email_unverified)', async () => {
+    const email = newEmail('idp');
+    const subject = providerUser({ email, email_verified: false });
+    expect((await signedIn(subject)).status).toBe(200);
+    expect(await sql('SELECT email_verified_at FROM users WHERE email = $1', [email])).toEqual([{ email_verified_at: null }]);
+    const anonymous = providerUser({});
+    expect(new URL(String((await signIn(anonymous)).res.headers.location)).hash).toBe('#error=email_unverified');
+  });
+
+  it('a user with TOTP gets the 403 with an mfa_token, which a code turns into a pair with amr ["fed","otp","mfa"]', async () => {
+    const subject = providerUser();
+    const first = await signedIn(subject);
+    const token = first.json.access_token as string;
+    const { secret } = (await a.post('/api/v1/auth/mfa/totp/enroll', {}, { headers: bearer(token) })).json as { secret: string };
+    expect((await a.post('/api/v1/auth/mfa/totp/confirm', { code: authenticator.generate(secret) }, { headers: bearer(token) })).status).toBe(200);
+    const challenge = await signedIn(subject);
+    expect([challenge.status, challenge.json]).toEqual([403, { error: 'Code à deux facteurs requis', mfa_token: expect.any(String), methods: ['totp', 'recovery_code'] }]);
+    const next = authenticator.clone({ epoch: Date.now() + 30_000 }).generate(secret);
+    const pair = await b.post('/api/v1/auth/mfa/verify', { mfa_token: challenge.json.mfa_token, code: next });
+    expect(pair.status).toBe(200);
+    expect(claims(pair.json.access_token)).toMatchObject({ amr: ['fed', 'otp', 'mfa'], acr: 'aal2' });
+    // Without a password, a recent sign-in stands in for it to remove TOTP (CONTRACT §14).
+    expect((await a.request('DELETE', '/api/v1/auth/mfa/totp', { json: {}, headers: bearer(pair.json.access_token) })).status).toBe(200);
+  });
+
+  it('unlinking: the last way to sign in is refused (409), a provider not linked is 404, a stale sign-in 403; with a password, it goes', async () => {
+    const subject = providerUser();
+    const pair = await signedIn(subject);
+    const token = pair.json.access_token as string;
+    const [link] = await identityOf(subject);
+    const last = await a.request('DELETE', '/api/v1/user/identities/testidp', { headers: bearer(token) });
+    expect([last.status, last.json]).toEqual([409, { error: 'Impossible de retirer la dernière méthode de connexion' }]);
+    const notLinked = await b.request('DELETE', '/api/v1/user/identities/other', { headers: bearer(token) });
+    expect([notLinked.status, notLinked.json]).toEqual([404, { error: 'Fournisseur non lié' }]);
+    // A first password, set from the recent sign-in without current_password (CONTRACT §14).
+    const password = newPassword();
+    const changed = await a.post('/api/v1/auth/password/change', { new_password: password }, { headers: bearer(token) });
+    expect(changed.status).toBe(200);
+    clock.advance(6 * 60_000);
+    try {
+      const stale = await b.request('DELETE', '/api/v1/user/identities/testidp', { headers: bearer(changed.json.access_token) });
+      expect([stale.status, stale.json]).toEqual([403, { error: 'Authentification récente requise' }]);
+    } finally {
+      clock.advance(-6 * 60_000);
+    }
+    const gone = await b.request('DELETE', '/api/v1/user/identities/testidp', { headers: bearer(changed.json.access_token) });
+    expect([gone.status, gone.json]).toEqual([200, { message: 'Fournisseur retiré' }]);
+    expect(await identityOf(subject)).toEqual([]);
+    expect((await b.get('/api/v1/user/identities', { headers: bearer(changed.json.access_token) })).json).toEqual({ identities: [] });
+    const again = await b.request('DELETE', '/api/v1/user/identities/testidp', { headers: bearer(changed.json.access_token) });
+    expect([again.status, again.json]).toEqual([404, { error: 'Fournisseur non lié' }]);
+    const unlinked = await sql<{ data: unknown }>("SELECT data FROM audit_events WHERE user_id = $1 AND type = 'oidc.unlinked'", [link!.user_id]);
+    expect(unlinked).toEqual([{ data: { provider: 'testidp', issuer: idp.issuer } }]);
+    // API keys never unlink (guard factor): bearer tokens only.
+    expect((await a.request('DELETE', '/api/v1/user/identities/testidp', { headers: { 'x-api-key': 'gw_not-a-key' } })).status).toBe(401);
+  });
+
+  it('a user without a password deletes the account from a recent sign-in (CONTRACT §14)', async () => {
+    const subject = providerUser();
+    const pair = await signedIn(subject);
+    const [link] = await identityOf(subject);
+    const res = await b.request('DELETE', '/api/v1/user/me', { json: {}, headers: bearer(pair.json.access_token) });
+    expect(res.status).toBe(200);
+    expect(await sql('SELECT id FROM users WHERE id = $1', [link!.user_id])).toEqual([]);
+    expect(await identityOf(subject)).toEqual([]);
+  });
+});

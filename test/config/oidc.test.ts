@@ -1,0 +1,72 @@
+// auth.oidc (CONTRACT §15) as `gateway check` reads it: https:// issuers and public URL except on
+// loopback hosts, return_to entries without query or fragment, provider names fit for a URL
+// segment, openid among the scopes.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ensureBuilt, gateway } from '../helpers/cli.js';
+import { configProblems } from '../helpers/gateway.js';
+
+const oidc = (publicUrl: string, issuer: string, extra = '') => `
+auth:
+  oidc:
+    publicUrl: ${publicUrl}
+    returnTo: ["https://app.example.com/"]
+    providers:
+      google:
+        issuer: ${issuer}
+        clientId: an-id
+        clientSecret: a-secret
+${extra}`;
+
+describe('auth.oidc', () => {
+  it('accepts https:// anywhere and http:// on 127.0.0.1, ::1 and localhost only', () => {
+    expect(configProblems(oidc('https://gw.example.com', 'https://accounts.google.com'))).toEqual([]);
+    for (const host of ['127.0.0.1:8080', '[::1]:8080', 'localhost:8080']) expect(configProblems(oidc(`http://${host}`, `http://${host}/realms/x`)), host).toEqual([]);
+    const problems = configProblems(oidc('http://gw.example.com', 'http://idp.example.com'));
+    expect(problems).toEqual([
+      'auth.oidc.publicUrl: expected an https:// URL such as https://gw.example.com (http:// only on 127.0.0.1, ::1 or localhost)',
+      'auth.oidc.providers.google.issuer: expected an https:// URL such as https://accounts.google.com (http:// only on 127.0.0.1, ::1 or localhost)',
+    ]);
+    // 127.0.0.2 and a name that merely starts with localhost are not this machine's loopback as the contract lists it.
+    expect(configProblems(oidc('https://gw.example.com', 'http://localhost.example.com'))).toHaveLength(1);
+  });
+
+  it('refuses a return_to with a query, a provider name that is no URL segment, and scopes without openid', () => {
+    const text = `
+auth:
+  oidc:
+    publicUrl: https://gw.example.com
+    returnTo: ["https://app.example.com/?next=x"]
+    providers:
+      Google/Workspace:
+        issuer: https://accounts.google.com
+        clientId: an-id
+        clientSecret: a-secret
+      okta:
+        issuer: https://example.okta.com
+        clientId: an-id
+        clientSecret: a-secret
+        scopes: [email, profile]
+`;
+    const problems = configProblems(text);
+    expect(problems.some((p) => p.startsWith('auth.oidc.returnTo[0]: expected an http:// or https:// URL without query or fragment'))).toBe(true);
+    expect(problems).toContain('auth.oidc.providers.Google/Workspace: expected a provider name of lower-case letters, digits, - and _ (it is a URL segment)');
+    expect(problems).toContain('auth.oidc.providers.okta.scopes: expected openid among the scopes');
+  });
+
+  it('gateway check accepts a configuration with providers', { timeout: 60_000 }, async () => {
+    ensureBuilt();
+    const dir = mkdtempSync(path.join(tmpdir(), 'gw-oidc-'));
+    try {
+      const file = path.join(dir, 'gateway.yaml');
+      writeFileSync(file, oidc('https://gw.example.com', 'https://accounts.google.com'));
+      const { code, stdout, stderr } = await gateway(['check', '--config', file]);
+      expect([code, stderr]).toEqual([0, '']);
+      expect(stdout.split('\n')[0]).toBe(`${file}: valid`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -1,0 +1,138 @@
+// A real OpenID Connect provider for the tests: panva's oidc-provider on a loopback port (an
+// http:// issuer, which the gateway accepts on loopback only), with one confidential client
+// registered for the gateway and its development login and consent pages (any login, the
+// password is not checked: the login is the user's subject). Users are added by the tests.
+//
+// It can also misbehave on purpose, as a broken or hostile provider would: its ID tokens re-signed
+// with a claim changed (nonce, aud, exp) or by a key it never published, and its keys rotated.
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { decodeJwt, exportJWK, generateKeyPair, SignJWT, type JWK } from 'jose';
+import Provider from 'oidc-provider';
+
+export interface ProviderUser {
+  email?: string;
+  email_verified?: boolean;
+}
+
+/** How the provider's ID tokens go wrong; `none`: as issued. */
+export type Misbehaviour = 'none' | 'wrong-nonce' | 'wrong-aud' | 'expired' | 'unknown-kid' | 'rotated-key';
+
+export interface TestProvider {
+  issuer: string;
+  clientId: string;
+  clientSecret: string;
+  users: Map<string, ProviderUser>;
+  misbehave(how: Misbehaviour): void;
+  /** Times the gateway fetched the key set. */
+  jwksFetches(): number;
+  close(): Promise<void>;
+}
+
+async function signingKey(kid: string): Promise<{ privateJwk: JWK; publicJwk: JWK }> {
+  const { privateKey, publicKey } = await generateKeyPair('RS256', { extractable: true });
+  const meta = { kid, alg: 'RS256', use: 'sig' };
+  return { privateJwk: { ...(await exportJWK(privateKey)), ...meta }, publicJwk: { ...(await exportJWK(publicKey)), ...meta } };
+}
+
+/**
+ * Starts the provider; `redirectUris` are the gateway callbacks its client may return to
+ * ({publicUrl}/api/v1/auth/oidc/{name}/callback).
+ */
+export async function startTestProvider(redirectUris: string[], options: { clientId?: string; clientSecret?: string } = {}): Promise<TestProvider> {
+  const clientId = options.clientId ?? 'gateway-test';
+  const clientSecret = options.clientSecret ?? 'a-test-client-secret-for-the-gateway';
+  const server = http.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const users = new Map<string, ProviderUser>();
+  const [published, rotated, unpublished] = await Promise.all([signingKey('k1'), signingKey('k2'), signingKey('never-published')]);
+  let misbehaviour: Misbehaviour = 'none';
+  let fetches = 0;
+
+  const provider = new Provider(issuer, {
+    clients: [{ client_id: clientId, client_secret: clientSecret, redirect_uris: redirectUris, grant_types: ['authorization_code'], response_types: ['code'] }],
+    jwks: { keys: [published.privateJwk] },
+    claims: { openid: ['sub'], email: ['email', 'email_verified'] },
+    cookies: { keys: ['test-provider-cookie-key-0123456789'] },
+    pkce: { required: () => true },
+    findAccount: (_ctx, sub) => {
+      const user = users.get(sub);
+      return user ? { accountId: sub, claims: () => ({ sub, ...user }) } : undefined;
+    },
+  });
+  // Its own warnings about development settings (dev interactions, in-memory storage) say nothing here.
+  provider.on('server_error', (_ctx, err) => console.error('test provider error', err));
+
+  provider.use(async (ctx, next) => {
+    await next();
+    if (ctx.path === '/jwks') {
+      fetches++;
+      if (misbehaviour === 'rotated-key') ctx.body = { keys: [published.publicJwk, rotated.publicJwk] };
+    }
+    const body = ctx.body as { id_token?: string } | undefined;
+    if (ctx.path === '/token' && body?.id_token && misbehaviour !== 'none') {
+      const claims = decodeJwt(body.id_token);
+      const now = Math.floor(Date.now() / 1000);
+      if (misbehaviour === 'wrong-nonce') claims.nonce = 'a-nonce-from-another-sign-in';
+      if (misbehaviour === 'wrong-aud') claims.aud = 'another-client';
+      if (misbehaviour === 'expired') Object.assign(claims, { iat: now - 3600, exp: now - 600 });
+      const key = misbehaviour === 'unknown-kid' ? unpublished : misbehaviour === 'rotated-key' ? rotated : published;
+      body.id_token = await new SignJWT(claims).setProtectedHeader({ alg: 'RS256', kid: key.privateJwk.kid! }).sign(key.privateJwk);
+    }
+  });
+  server.on('request', provider.callback());
+
+  return {
+    issuer,
+    clientId,
+    clientSecret,
+    users,
+    misbehave: (how) => { misbehaviour = how; },
+    jwksFetches: () => fetches,
+    close: () => new Promise<void>((resolve) => {
+      server.closeAllConnections();
+      server.close(() => resolve());
+    }),
+  };
+}
+
+/**
+ * Signs in at the provider as a client program would drive a browser: follows its redirects with
+ * its cookies, submits its login form (as `login`) and its consent form, and stops at the first
+ * redirect that leaves the provider (the gateway's callback, with code or error). Returns that URL.
+ */
+export async function signInAtProvider(authorizationUrl: string, login: string): Promise<URL> {
+  const origin = new URL(authorizationUrl).origin;
+  const jar = new Map<string, string>();
+  const cookie = () => [...jar].map(([k, v]) => `${k}=${v}`).join('; ');
+  let url = new URL(authorizationUrl);
+  let form: URLSearchParams | undefined;
+  for (let step = 0; step < 20; step++) {
+    const res = await fetch(url, {
+      method: form ? 'POST' : 'GET',
+      redirect: 'manual',
+      headers: { cookie: cookie(), ...(form ? { 'content-type': 'application/x-www-form-urlencoded' } : {}) },
+      body: form?.toString(),
+    });
+    form = undefined;
+    for (const set of res.headers.getSetCookie()) {
+      const [pair] = set.split(';');
+      const [name, ...value] = pair!.split('=');
+      jar.set(name!.trim(), value.join('='));
+    }
+    const location = res.headers.get('location');
+    if (res.status >= 300 && res.status < 400 && location) {
+      url = new URL(location, url);
+      if (url.origin !== origin) return url;
+      continue;
+    }
+    const html = await res.text();
+    const action = /<form[^>]*action="([^"]+)"/.exec(html)?.[1];
+    const prompt = /name="prompt" value="(\w+)"/.exec(html)?.[1];
+    if (res.status !== 200 || !action || !prompt) throw new Error(`the provider answered ${res.status} at ${url.pathname}: ${html.slice(0, 300)}`);
+    url = new URL(action.replaceAll('&amp;', '&'), url);
+    form = new URLSearchParams(prompt === 'login' ? { prompt, login, password: 'not checked' } : { prompt });
+  }
+  throw new Error('the provider never sent the browser back');
+}
