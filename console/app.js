@@ -196,7 +196,7 @@ async function healthView() {
   const { json } = await api('GET', 'api/health');
   show(h('h2', {}, 'Health'), h('p', { id: 'ready' }, json.ready ? 'Ready' : 'Not ready'),
     table(['Check', 'State'], Object.entries(json.checks ?? {}).map(([k, v]) => [k, v])),
-    h('p', {}, `Instances: ${json.instances}`),
+    h('p', { id: 'instances' }, `Instances: ${json.instances ?? 'unknown (Postgres does not answer)'}`),
     table(['Route', 'Requests', 'Denials'], (json.routes ?? []).map((r) => [r.route, String(r.requests), String(r.denials)])));
 }
 

@@ -5,7 +5,7 @@ import type { Database } from './storage/db.js';
 import { probeRedis, type RedisClient } from './storage/redis.js';
 import { withTimeout } from './time.js';
 
-const CHECK_TIMEOUT_MS = 1000;
+export const CHECK_TIMEOUT_MS = 1000;
 
 export interface ReadinessDeps {
   db: Database;

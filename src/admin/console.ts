@@ -9,9 +9,11 @@ import { readFile } from 'node:fs/promises';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../config/schema.js';
 import { sendError } from '../errors.js';
-import { readiness, type ReadinessDeps } from '../health.js';
+import { CHECK_TIMEOUT_MS, readiness, type ReadinessDeps } from '../health.js';
 import { CONSOLE_COOKIE, cookieValue, headerValue } from '../http.js';
 import type { Metrics } from '../metrics.js';
+import { countInstances } from '../storage/changeFeed.js';
+import { withTimeout } from '../time.js';
 import type { ConsoleStore } from './consoleStore.js';
 import { BEARER, CONSOLE_MARK_HEADER } from './routes.js';
 
@@ -172,7 +174,9 @@ export async function consoleRoutes(app: FastifyInstance, deps: ConsoleDeps): Pr
       if ([401, 403, 429].includes(Number(labels.status))) row.denials += value;
       perRoute.set(route, row);
     }
-    return { ready, checks, instances: 1, routes: [...perRoute].map(([route, n]) => ({ route, ...n })).sort((a, b) => a.route.localeCompare(b.route)) };
+    // Unknown (null) while Postgres does not answer: the checks above already say so.
+    const instances = await withTimeout(countInstances(deps.readiness.db), CHECK_TIMEOUT_MS).catch(() => null);
+    return { ready, checks, instances, routes: [...perRoute].map(([route, n]) => ({ route, ...n })).sort((a, b) => a.route.localeCompare(b.route)) };
   });
 
   // The admin API itself, with the key the session stands for.

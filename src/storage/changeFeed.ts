@@ -46,6 +46,21 @@ const BEAT = `WITH beat AS (
   SELECT greatest((SELECT seq FROM beat), (SELECT seq FROM gateway_heartbeat WHERE id = 1))::text AS seq,
          (SELECT count(*) FROM sent)::int AS sent`;
 
+/**
+ * Gateway processes serving from this database now (workers counted one by one): each holds one
+ * change-feed connection, whose last statement is always a LISTEN on one of our channels (the
+ * ping repeats one). Not its application_name: an operator's in the URL would replace any we
+ * set. Embedded storage is one process's by construction.
+ */
+export async function countInstances(db: Database): Promise<number> {
+  if (db.kind === 'embedded') return 1;
+  const [row] = await db.query<{ n: number }>(
+    'SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND query LIKE $1',
+    ['LISTEN "gw\\_%'],
+  );
+  return row?.n ?? 0;
+}
+
 export interface ChangeHandlers {
   /**
    * A user's plan, active flag, email or email verification changed, or the id came into being or

@@ -6,7 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildAdminApp } from '../../src/admin/app.js';
 import { consoleAllowed, TICKET_MS } from '../../src/admin/console.js';
-import { ADMIN_KEY, closeSql, describeWithServices, makeUser, startTestGateway, testClock, testConfig, type TestGateway } from '../helpers/gateway.js';
+import { ADMIN_KEY, closeSql, describeWithServices, eventually, makeUser, startTestGateway, testClock, testConfig, throwawayDatabase, type TestGateway } from '../helpers/gateway.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import { request } from '../helpers/http.js';
 
@@ -115,6 +115,26 @@ describeWithServices('console: sign-in, cookie, CSRF', () => {
     expect(health.routes).toContainEqual(expect.objectContaining({ route: '/console', requests: expect.any(Number) }));
     // The operators' own calls (these tests', the console's) are not the gateway's traffic.
     expect(health.routes.filter((r: { route: string }) => /^\/(admin|console)\//.test(r.route))).toEqual([]);
+  });
+
+  it('counts the instances serving from the database, and sees one leave', async () => {
+    const db = await throwawayDatabase();
+    const first = await startTestGateway(testConfig({ storage: db.storage }));
+    const second = await startTestGateway(testConfig({ storage: db.storage }));
+    let secondClosed = false;
+    try {
+      const own = await listen(first);
+      const res = await request(own, 'POST', '/console/session', { json: { key: ADMIN_KEY } });
+      const cookie = String(res.headers['set-cookie']).split(';')[0]!;
+      const instances = async () => (await request(own, 'GET', '/console/api/health', { headers: { cookie } })).json.instances;
+      expect(await instances()).toBe(2);
+      await second.close();
+      secondClosed = true;
+      await eventually(async () => (await instances()) === 1);
+    } finally {
+      await Promise.all([first.close(), secondClosed ? undefined : second.close()]);
+      await db.drop();
+    }
   });
 
   it('the public listener never forwards the console cookie upstream', async () => {
