@@ -19,7 +19,7 @@ import { requireUserWith } from './listener/requireUser.js';
 import { healthRoutes } from './health.js';
 import type { Instance } from './instance.js';
 import { httpsOptions, listenerOptions, registerCommon, traceRequests } from './listener/common.js';
-import { Forwarder } from './proxy/forwarder.js';
+import { FORWARDED_ROUTE, Forwarder } from './proxy/forwarder.js';
 import { ownEndpointMethods, RequestContexts, type RequestContext } from './requestContext.js';
 import { OpenSockets } from './proxy/openSockets.js';
 import { credentialChecks } from './proxy/ownTokens.js';
@@ -59,7 +59,7 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
   app.addHook('onRequest', contexts.hook());
   registerCommon(app, metrics.tallies);
   // After the request context's hook: the path is split from the query once, there.
-  if (instance.tracing) traceRequests(app, instance.tracing, (request) => request.context.rawPath);
+  if (instance.tracing) traceRequests(app, instance.tracing, (request) => request.context.rawPath, (request) => request.routeOptions.url !== FORWARDED_ROUTE);
   await documentRoutes(app);
   // While draining (server.shutdownDelay), every answer closes its connection: a load balancer's
   // keep-alive connection must not be idle in its pool when the listener closes, or the request it

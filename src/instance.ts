@@ -132,7 +132,15 @@ export async function createInstance(config: Config, options: InstanceOptions): 
     const keyring = new AssertionKeyring(db, feed, clock, log);
     // Webhook deliveries (the outbox worker): closed before the feed and the pool, so it can hand
     // back the attempts a shutdown cuts short.
-    const outbox = new OutboxWorker({ db, feed, config: config.webhooks, clock, log, metrics, lookup: options.webhookLookup });
+    const traced = tracingSettings(config.telemetry.otlp);
+    const tracing = traced && new Tracing(traced);
+    if (tracing) {
+      // Closed after the listeners and the outbox worker (closers run in reverse): the last spans go out.
+      closers.push(() => tracing.close());
+      metrics.observeTracing(tracing.stats);
+      log.info({ endpoint: traced.endpoint, serviceName: traced.serviceName, sampleRatio: traced.sampleRatio }, 'tracing: spans exported over OTLP/HTTP');
+    }
+    const outbox = new OutboxWorker({ db, feed, config: config.webhooks, clock, log, metrics, lookup: options.webhookLookup, tracing });
     closers.push(() => outbox.close());
     outbox.start();
     const events = new OutboxEmitter({ db, config: config.webhooks, clock });
@@ -140,14 +148,6 @@ export async function createInstance(config: Config, options: InstanceOptions): 
     closers.push(async () => audit.close());
     const housekeeping = new Housekeeping({ db, clock, log });
     closers.push(async () => housekeeping.close());
-    const traced = tracingSettings(config.telemetry.otlp);
-    const tracing = traced && new Tracing(traced);
-    if (tracing) {
-      // Closed after the listeners (closers run in reverse): the last spans go out.
-      closers.push(() => tracing.close());
-      metrics.observeTracing(tracing.stats);
-      log.info({ endpoint: traced.endpoint, serviceName: traced.serviceName, sampleRatio: traced.sampleRatio }, 'tracing: spans exported over OTLP/HTTP');
-    }
     await feed.start();
 
     const passwords = new Passwords();

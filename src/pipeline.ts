@@ -25,6 +25,7 @@ import { identityHeaders } from './identityHeaders.js';
 import { overridingMethods } from './routing/methodOverrides.js';
 import type { RequestContext } from './requestContext.js';
 import type { CompiledRoute } from './routing/routeTable.js';
+import { untraced, type StoreCalls } from './storage/storeCalls.js';
 import type { RequestTrace } from './telemetry/tracing.js';
 
 /** What a route (or an own endpoint) asks of a request. */
@@ -142,7 +143,7 @@ export class Pipeline {
     const mfa = policy.mfa === 'required';
     if (policy.auth !== 'none' || mfa) {
       const span = trace?.start('gateway.authenticate');
-      auth = await authenticate(headers, this.deps.auth, bearer);
+      auth = await authenticate(headers, this.deps.auth, bearer, span ? trace!.calls(span) : untraced);
       span?.setAttribute('gateway.outcome', auth.kind === 'denied' ? auth.denial.code : auth.kind).end();
       if (auth.kind === 'denied') return { kind: 'deny', denial: auth.denial };
       if (auth.kind === 'anonymous' && (policy.auth === 'required' || mfa)) return { kind: 'deny', denial: { code: 'tokenInvalid' } };
@@ -160,17 +161,17 @@ export class Pipeline {
     // Per minute first: a request refused for bursting must not use up one of the day's uses.
     const limits = planLimitsOf(live.settings.plans, user.plan);
     const quotas: QuotaState[] = [];
-    const count = async (kind: 'minute' | 'daily', consume: () => Promise<QuotaOutcome>): Promise<Denial | undefined> => {
+    const count = async (kind: 'minute' | 'daily', consume: (calls: StoreCalls) => Promise<QuotaOutcome>): Promise<Denial | undefined> => {
       const span = trace?.start(kind === 'minute' ? 'gateway.per_minute_limit' : 'gateway.daily_limit');
-      const { state, denial } = await consume();
+      const { state, denial } = await consume(span ? trace!.calls(span) : untraced);
       span?.setAttribute('gateway.outcome', denial ? denial.code : 'allow').end();
       quotas.push(state);
       this.deps.tallies.quota(kind, user.plan, policy.path ?? 'own', denial ? 'refused' : 'admitted');
       return denial && { ...denial, headers: { ...denial.headers, ...rateLimitHeaders(quotas) } };
     };
     const { perMinute, daily } = limits;
-    const denial = (policy.rateLimit && perMinute !== null ? await count('minute', () => this.deps.minute.consume(user.id, perMinute)) : undefined)
-      ?? (policy.dailyLimit && daily !== null ? await count('daily', () => this.deps.daily.consume(user, daily)) : undefined);
+    const denial = (policy.rateLimit && perMinute !== null ? await count('minute', (calls) => this.deps.minute.consume(user.id, perMinute, calls)) : undefined)
+      ?? (policy.dailyLimit && daily !== null ? await count('daily', (calls) => this.deps.daily.consume(user, daily, calls)) : undefined);
     if (denial) return { kind: 'deny', denial };
     return { kind: 'pass', auth, bearer, responseHeaders: quotas.length ? rateLimitHeaders(quotas) : undefined };
   }

@@ -9,6 +9,7 @@ import type { Acr, Tokens } from '../auth/tokens.js';
 import type { User } from '../storage/users.js';
 import type { IdentityCache } from '../storage/identityCache.js';
 import type { ApiKeyUsage } from '../storage/apiKeyUsage.js';
+import { untraced, type StoreCalls } from '../storage/storeCalls.js';
 
 export type AuthMethod = 'bearer' | 'api-key';
 
@@ -45,12 +46,12 @@ export function bearerToken(headers: IncomingHttpHeaders): string | undefined {
   return BEARER.exec(headerValue(headers, 'authorization'))?.[1];
 }
 
-/** `token`: the bearer token when the caller has already read it from the headers. */
-export async function authenticate(headers: IncomingHttpHeaders, deps: AuthDeps, token = bearerToken(headers)): Promise<AuthResult> {
+/** `token`: the bearer token when the caller has already read it from the headers; `calls`: how its lookups are traced. */
+export async function authenticate(headers: IncomingHttpHeaders, deps: AuthDeps, token = bearerToken(headers), calls: StoreCalls = untraced): Promise<AuthResult> {
   if (token) {
     const claims = await deps.tokens.verifyAccess(token);
     if (claims) {
-      const user = await deps.identities.activeUser(claims.userId);
+      const user = await deps.identities.activeUser(claims.userId, calls);
       if (!user) return { kind: 'denied', denial: { code: 'userNotFound', headers: INVALID_TOKEN } };
       return { kind: 'authenticated', user, method: 'bearer', sessionId: claims.sessionId, acr: claims.acr, authTime: claims.authTime };
     }
@@ -58,8 +59,8 @@ export async function authenticate(headers: IncomingHttpHeaders, deps: AuthDeps,
   const key = headerValue(headers, 'x-api-key').trim();
   if (key) {
     const hash = sha256Hex(key);
-    const ownerId = await deps.identities.keyOwner(hash);
-    const user = ownerId === undefined ? undefined : await deps.identities.activeUser(ownerId);
+    const ownerId = await deps.identities.keyOwner(hash, calls);
+    const user = ownerId === undefined ? undefined : await deps.identities.activeUser(ownerId, calls);
     if (user) {
       deps.keyUsage.record(hash, deps.clock());
       return { kind: 'authenticated', user, method: 'api-key', keyHash: hash };

@@ -24,6 +24,11 @@ import type { ChangeFeed } from '../storage/changeFeed.js';
 import type { Database } from '../storage/db.js';
 import { BACKGROUND_TIMEOUT_MS, type RedisBreaker } from '../storage/redisBreaker.js';
 import { dropKeys, eachKeyBatch, INCR_WITH_TTL } from '../storage/redisScripts.js';
+import { untraced, type StoreCall, type StoreCalls } from '../storage/storeCalls.js';
+
+const GATE_CALL: StoreCall = { system: 'redis', operation: 'EVAL' };
+const GATE_DROP_CALL: StoreCall = { system: 'redis', operation: 'DEL' };
+const RESERVE_CALL: StoreCall = { system: 'postgresql', operation: 'UPDATE', collection: 'users' };
 import { handBackDailyUses, reserveDailyUses, underDailyLimit, type User } from '../storage/users.js';
 import { secondsToUtcMidnight, type QuotaOutcome } from './quota.js';
 
@@ -111,7 +116,7 @@ export class DailyLimiter {
   }
 
   /** Counts one use of the day against `limit` (the user's plan's); a denial when the day is used up. */
-  async consume(user: User, limit: number): Promise<QuotaOutcome> {
+  async consume(user: User, limit: number, calls: StoreCalls = untraced): Promise<QuotaOutcome> {
     for (let gated = false; ;) {
       const now = this.clock();
       const day = utcDay(now);
@@ -125,7 +130,7 @@ export class DailyLimiter {
       // uses Postgres counts plus the ones it refuses, so a gate past the limit means the day is used up.
       if (!gated) {
         gated = true;
-        const gate = await this.redisIncrement(gateKey(user.id, day));
+        const gate = await this.redisIncrement(gateKey(user.id, day), calls);
         if (gate !== undefined && gate > limit) {
           this.stats.refusedByRedis++;
           return refused(user.plan, limit, secondsToUtcMidnight(now));
@@ -141,7 +146,7 @@ export class DailyLimiter {
         refusal = await pending.done.catch(() => undefined);
       } else {
         const mine = { waiting: 0, done: Promise.resolve<QuotaOutcome | null>(null) };
-        mine.done = this.ask(user, limit, now, day, lease, mine);
+        mine.done = this.ask(user, limit, now, day, lease, mine, calls);
         this.asking.set(user.id, mine);
         try {
           refusal = await mine.done;
@@ -157,7 +162,7 @@ export class DailyLimiter {
   }
 
   /** Asks Postgres for a block of the user's uses (handing back the old one's leftover); a refusal, or null with the block in leases. */
-  private async ask(user: User, limit: number, now: Date, day: string, old: Lease | undefined, pending: { waiting: number }): Promise<QuotaOutcome | null> {
+  private async ask(user: User, limit: number, now: Date, day: string, old: Lease | undefined, pending: { waiting: number }, calls: StoreCalls): Promise<QuotaOutcome | null> {
     const key = gateKey(user.id, day);
     const handback = old && old.day === day ? old.left : 0;
     // A lone client asks for one use at a time (its counts stay exact); a block that was used up in
@@ -167,14 +172,15 @@ export class DailyLimiter {
     let reserved: { granted: number; count: number } | null;
     try {
       // In a transaction of its own: its SET LOCAL statement_timeout holds through PgBouncer too.
-      reserved = await this.db.transaction((tx) => reserveDailyUses(tx, user.id, day, limit, handback, wanted, BLOCK_SHARE));
+      reserved = await calls(RESERVE_CALL, () => this.db.transaction((tx) => reserveDailyUses(tx, user.id, day, limit, handback, wanted, BLOCK_SHARE)));
     } catch (err) {
       // The use was not counted, but the gate may have been pushed past the limit meanwhile by
       // the requests it refused while this one was in flight: handing back one slot (DECR) would
       // leave the user refused all day with nothing counted. Drop the gate instead; Postgres
       // decides the next request and the gate rebuilds itself from its answer. Awaited, so a
       // retry the client sends on seeing this failure, to any instance, finds the gate gone.
-      await this.redis?.call((client) => client.del(key));
+      const redis = this.redis;
+      if (redis) await calls(GATE_DROP_CALL, () => redis.call((client) => client.del(key)));
       throw err;
     }
     this.leases.delete(user.id); // its leftover was handed back by the statement
@@ -301,8 +307,10 @@ export class DailyLimiter {
   }
 
   /** The gate after this request; undefined when Redis does not answer in time (the breaker logs why). */
-  private async redisIncrement(key: string): Promise<number | undefined> {
-    const answer = await this.redis?.call((client) => client.eval(INCR_WITH_TTL, 1, key, KEY_TTL_MS));
+  private async redisIncrement(key: string, calls: StoreCalls): Promise<number | undefined> {
+    const redis = this.redis;
+    if (!redis) return undefined;
+    const answer = await calls(GATE_CALL, () => redis.call((client) => client.eval(INCR_WITH_TTL, 1, key, KEY_TTL_MS)));
     return answer === undefined ? undefined : Number(answer);
   }
 }

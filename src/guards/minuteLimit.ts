@@ -29,6 +29,9 @@ import { LRUCache } from 'lru-cache';
 import type { RedisClient } from '../storage/redis.js';
 import type { RedisBreaker } from '../storage/redisBreaker.js';
 import { minuteBucketScript } from '../storage/redisScripts.js';
+import { untraced, type StoreCall, type StoreCalls } from '../storage/storeCalls.js';
+
+const BUCKET_CALL: StoreCall = { system: 'redis', operation: 'EVALSHA' };
 import type { QuotaOutcome, QuotaState } from './quota.js';
 
 const WINDOW_MS = 60_000;
@@ -77,8 +80,8 @@ export class MinuteLimiter {
     redis?.client.defineCommand('gwMinuteBucket', { numberOfKeys: 1, lua: minuteBucketScript(WINDOW_MS, LEASE_SHARE) });
   }
 
-  /** Takes one request from the user's bucket of `perMinute`; a denial with Retry-After when it is empty. */
-  async consume(userId: number, perMinute: number): Promise<QuotaOutcome> {
+  /** Takes one request from the user's bucket of `perMinute`; a denial with Retry-After when it is empty. `calls` traces its Redis call. */
+  async consume(userId: number, perMinute: number, calls: StoreCalls = untraced): Promise<QuotaOutcome> {
     // While this instance asks Redis for a user, the user's other requests wait for that answer
     // (once) rather than ask too: its lease, or its refusal, is usually theirs as well.
     const asking = this.asking.get(userId);
@@ -99,7 +102,7 @@ export class MinuteLimiter {
       : now < current.until ? Math.min(MAX_LEASE, current.taken * 2) : Math.max(1, current.taken - current.left);
     const handedBack = current && now >= current.until ? current.left : 0;
     if (current) current.left = 0; // handed back, or about to be replaced
-    const ask = this.shared(userId, interval, handedBack, wanted);
+    const ask = this.shared(userId, interval, handedBack, wanted, calls);
     this.asking.set(userId, ask);
     const shared = await ask;
     if (this.asking.get(userId) === ask) this.asking.delete(userId);
@@ -125,8 +128,10 @@ export class MinuteLimiter {
     return { policy: 'minute', limit: perMinute, windowSec: WINDOW_MS / 1000, remaining, resetSec: Math.max(0, Math.ceil(fullInMs / 1000)) };
   }
 
-  private async shared(userId: number, interval: number, handedBack: number, wanted: number): Promise<[number, number, number] | undefined> {
-    const answer = await this.redis?.call((client) => (client as WithGcra).gwMinuteBucket(`rate:${userId}`, interval, handedBack, wanted));
+  private async shared(userId: number, interval: number, handedBack: number, wanted: number, calls: StoreCalls): Promise<[number, number, number] | undefined> {
+    const redis = this.redis;
+    if (!redis) return undefined;
+    const answer = await calls(BUCKET_CALL, () => redis.call((client) => (client as WithGcra).gwMinuteBucket(`rate:${userId}`, interval, handedBack, wanted)));
     return answer?.map(Number) as [number, number, number] | undefined;
   }
 

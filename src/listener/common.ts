@@ -48,11 +48,22 @@ const SAFE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
  * (never the raw URL), with the attributes of OpenTelemetry's HTTP conventions and the gateway's.
  * Registered only when tracing is on; `pathOf` is the request's path without its query.
  */
-export function traceRequests(app: FastifyInstance, tracing: Tracing, pathOf: (request: FastifyRequest) => string): void {
+/**
+ * `carried`: whether a request's handler may store what outlives it (a webhook message, whose
+ * deliveries continue the request's trace): its trace is then at hand deep in the handler
+ * (servedTraceparent). Proxied requests store nothing, and skip that cost.
+ */
+export function traceRequests(app: FastifyInstance, tracing: Tracing, pathOf: (request: FastifyRequest) => string, carried: (request: FastifyRequest) => boolean = () => false): void {
   app.decorateRequest('trace', undefined);
   app.addHook('onRequest', (request, _reply, done) => {
     request.trace = tracing.begin(request.method, pathOf(request), request.headers);
     done();
+  });
+  // Not from onRequest: the body is read in the socket's async context, so the handler that
+  // follows would not be in the one entered there (as @fastify/request-context found).
+  app.addHook('preValidation', (request, _reply, done) => {
+    if (request.trace && carried(request)) tracing.carry(request.trace, done);
+    else done();
   });
   app.addHook('onResponse', (request, reply, done) => {
     const { trace } = request;

@@ -111,6 +111,9 @@ export interface ForwarderDeps {
   log: FastifyBaseLogger;
 }
 
+/** The catch-all route every request for an upstream takes (fastify's url). */
+export const FORWARDED_ROUTE = '/*';
+
 export class Forwarder {
   private readonly agent: Dispatcher;
   // An upstream that is down fails every request routed to it: one line per interval and upstream,
@@ -132,7 +135,7 @@ export class Forwarder {
     acceptEveryMethod(app);
     // Not an async handler: fastify would wait on the reply as a promise (an eos listener per
     // request); the reply is answered by the relay, or by sendError, or by the error handler here.
-    app.route({ method: app.supportedMethods, url: '/*', handler: (request, reply) => void this.forward(request, reply).catch((err: unknown) => reply.send(err)) });
+    app.route({ method: app.supportedMethods, url: FORWARDED_ROUTE, handler: (request, reply) => void this.forward(request, reply).catch((err: unknown) => reply.send(err)) });
   }
 
   /** Decide, then plan, then send; every way out answers the client once. */

@@ -7,6 +7,10 @@ import type { ChangeFeed } from './changeFeed.js';
 import type { Database } from './db.js';
 import { findActiveById, type User } from './users.js';
 import { findKeyOwner } from './apiKeys.js';
+import { untraced, type StoreCall, type StoreCalls } from './storeCalls.js';
+
+const SELECT_USER: StoreCall = { system: 'postgresql', operation: 'SELECT', collection: 'users' };
+const SELECT_KEY: StoreCall = { system: 'postgresql', operation: 'SELECT', collection: 'api_tokens' };
 
 const MAX_ENTRIES = 100_000;
 // Hashes that matched no key: a client spraying made-up keys must not cost a query each. Kept
@@ -52,8 +56,8 @@ export class IdentityCache {
     this.unknownKeys.clear();
   }
 
-  /** The active user with this id, or undefined. */
-  async activeUser(id: number): Promise<User | undefined> {
+  /** The active user with this id, or undefined; `calls` traces the lookup a miss makes. */
+  async activeUser(id: number, calls: StoreCalls = untraced): Promise<User | undefined> {
     const cached = this.isLive ? this.users.get(id) : undefined;
     if (cached) {
       this.stats.hits++;
@@ -61,13 +65,13 @@ export class IdentityCache {
     }
     this.stats.misses++;
     const generation = this.generation;
-    const user = await findActiveById(this.db, id);
+    const user = await calls(SELECT_USER, () => findActiveById(this.db, id));
     if (this.isLive && generation === this.generation) this.users.set(id, user ?? { missing: true });
     return user;
   }
 
   /** The id of the user owning this non-revoked key hash (active or not: see activeUser), or undefined. */
-  async keyOwner(keyHash: string): Promise<number | undefined> {
+  async keyOwner(keyHash: string, calls: StoreCalls = untraced): Promise<number | undefined> {
     if (this.isLive) {
       const cached = this.keys.get(keyHash);
       if (cached !== undefined || this.unknownKeys.has(keyHash)) {
@@ -77,7 +81,7 @@ export class IdentityCache {
     }
     this.stats.misses++;
     const generation = this.generation;
-    const userId = await findKeyOwner(this.db, keyHash);
+    const userId = await calls(SELECT_KEY, () => findKeyOwner(this.db, keyHash));
     if (this.isLive && generation === this.generation) {
       if (userId === undefined) this.unknownKeys.set(keyHash, true);
       else this.keys.set(keyHash, userId);

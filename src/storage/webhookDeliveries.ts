@@ -15,13 +15,15 @@ export interface NewDelivery {
   type: string;
   body: string;
   maxAttempts: number;
+  /** The traceparent of the traced request that caused the message (migration 020). */
+  traceparent: string | null;
 }
 
 /** Stores a message for delivery; inside the caller's transaction when `db` is one. */
 export async function insertDelivery(db: Queryable, d: NewDelivery): Promise<void> {
   await db.query(
-    'INSERT INTO webhook_deliveries (id, user_id, type, body, max_attempts) VALUES ($1, $2, $3, $4, $5)',
-    [d.id, d.userId, d.type, d.body, d.maxAttempts],
+    'INSERT INTO webhook_deliveries (id, user_id, type, body, max_attempts, traceparent) VALUES ($1, $2, $3, $4, $5, $6)',
+    [d.id, d.userId, d.type, d.body, d.maxAttempts, d.traceparent],
   );
 }
 
@@ -33,6 +35,8 @@ export interface ClaimedDelivery {
   /** this attempt's number, from 1 */
   attempts: number;
   max_attempts: number;
+  /** The trace the attempt continues (insertDelivery). */
+  traceparent: string | null;
   /**
    * The user's webhook and its owner's plan and active flag, read by the claim, that is at the
    * start of this attempt (null: no webhook).
@@ -78,7 +82,7 @@ WITH held AS (
       ORDER BY next_attempt_at
       LIMIT $3
       FOR UPDATE SKIP LOCKED)
-  RETURNING d.id, d.user_id, d.type, d.body, d.attempts, d.max_attempts
+  RETURNING d.id, d.user_id, d.type, d.body, d.attempts, d.max_attempts, d.traceparent
 )
 SELECT c.*, w.url, w.secret, u.plan, u.is_active
   FROM claimed c LEFT JOIN webhooks w ON w.user_id = c.user_id LEFT JOIN users u ON u.id = c.user_id`;

@@ -1,10 +1,15 @@
 // Traces (CONTRACT §17), with the OpenTelemetry JS SDK: a server span per request, named after the
-// route it matched, with a child span per pipeline stage and one for the upstream call, whose
-// traceparent the upstream receives. Exported over OTLP/HTTP (JSON) to {endpoint}/v1/traces.
+// route it matched, with a child span per pipeline stage (and under it, each Redis or Postgres
+// call the stage makes) and one for the upstream call, whose traceparent the upstream receives.
+// A webhook message remembers the traceparent of the request that caused it: each delivery
+// attempt is a client span in that trace, and the receiver gets its traceparent. Exported over
+// OTLP/HTTP (protobuf, or JSON) to {endpoint}/v1/traces.
 //
 // Contexts are passed by hand (RequestTrace), not through a context manager: the gateway knows
 // where each stage starts and ends, and an AsyncLocalStorage on every request would cost the hot
-// path even when tracing is off. Off (no endpoint), none of this runs: no hook, no span.
+// path even when tracing is off. Off (no endpoint), none of this runs: no hook, no span. The one
+// AsyncLocalStorage (serving) holds the trace of a request served by the gateway's own handlers,
+// which store webhook messages deep in their transactions; proxied requests never enter it.
 //
 // Sampling is the gateway's: an incoming traceparent is continued (its trace id kept), but its
 // sampled flag decides only with trustIncoming, so that a client cannot make every request of
@@ -19,8 +24,10 @@ import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace
 import { OTLPTraceExporter as ProtobufExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { SamplingDecision, TraceIdRatioBasedSampler, TracerProvider, type ReadableSpan, type Sampler, type SamplingResult, type SpanExporter, type SpanProcessor } from '@opentelemetry/sdk-trace';
+import { AsyncLocalStorage } from 'node:async_hooks';
 import type { IncomingHttpHeaders } from 'node:http';
 import { OTLP_PROTOCOLS, type OtlpProtocol } from '../config/schema.js';
+import type { StoreCall, StoreCalls } from '../storage/storeCalls.js';
 
 export interface TracingSettings {
   /** The collector's OTLP/HTTP base URL (http://collector:4318); traces go to {endpoint}/v1/traces. */
@@ -56,6 +63,8 @@ export interface RequestTrace {
   readonly span: Span;
   /** A child of the request's span: a pipeline stage, or the upstream call (kind CLIENT). */
   start(name: string, attributes?: Attributes, kind?: SpanKind): Span;
+  /** The Redis and Postgres calls of a stage, as children of its span. */
+  calls(stage: Span): StoreCalls;
   /** Writes `span`'s traceparent (and tracestate) into headers bound upstream. */
   inject(span: Span, headers: Record<string, unknown>): void;
   /** The gateway route the request was decided for: the span's name and `gateway.route`. */
@@ -80,6 +89,30 @@ const headerGetter: TextMapGetter<IncomingHttpHeaders> = {
   keys: (carrier) => Object.keys(carrier),
   get: (carrier, key) => carrier[key],
 };
+const headerSetter = { set: (carrier: unknown, key: string, value: string) => { (carrier as Record<string, unknown>)[key] = value; } };
+
+/** The trace of the request an own handler is serving (Tracing.carry); made on first use. */
+let serving: AsyncLocalStorage<RequestTrace> | undefined;
+
+/** The traceparent of the request being served by an own handler, when it is traced: what a webhook message it stores keeps. */
+export function servedTraceparent(): string | undefined {
+  const served = serving?.getStore();
+  if (!served) return undefined;
+  const carrier: Record<string, string> = {};
+  served.inject(served.span, carrier);
+  return carrier.traceparent;
+}
+
+function failed(span: Span, type: string): void {
+  span.setAttribute('error.type', type);
+  span.setStatus({ code: 2 /* ERROR */ });
+}
+
+/** A span of our own making, and how to hand its traceparent on. */
+export interface ClientSpan {
+  readonly span: Span;
+  inject(headers: Record<string, unknown>): void;
+}
 
 export class Tracing {
   readonly stats: TracingStats = { exported: 0, dropped: 0 };
@@ -108,23 +141,69 @@ export class Tracing {
     this.pauseMs = Math.min(PAUSE_MAX_MS, this.pauseMs * 2);
   }
 
+  /** Whether spans are made now: not while exports fail (each span not made counts as dropped). */
+  private paused(): boolean {
+    if (this.pausedUntil === 0) return false;
+    if (Date.now() < this.pausedUntil) {
+      this.stats.dropped++;
+      return true;
+    }
+    this.pausedUntil = 0;
+    return false;
+  }
+
+  private inject(span: Span, headers: Record<string, unknown>): void {
+    this.propagator.inject(trace.setSpan(ROOT_CONTEXT, span), headers, headerSetter);
+  }
+
   /** The server span of a request, continuing the client's trace when it sent a traceparent; none while exports fail. */
   begin(method: string, path: string, headers: IncomingHttpHeaders): RequestTrace | undefined {
-    if (this.pausedUntil !== 0) {
-      if (Date.now() < this.pausedUntil) {
-        this.stats.dropped++;
-        return undefined;
-      }
-      this.pausedUntil = 0;
-    }
+    if (this.paused()) return undefined;
     const parent = headers.traceparent === undefined ? ROOT_CONTEXT : this.propagator.extract(ROOT_CONTEXT, headers, headerGetter);
     const span = this.tracer.startSpan(method, { kind: SpanKind.SERVER, attributes: { 'http.request.method': method, 'url.path': path } }, parent);
     const context = trace.setSpan(parent, span);
     return {
       span,
       start: (name, attributes, kind = SpanKind.INTERNAL) => this.tracer.startSpan(name, { kind, attributes }, context),
-      inject: (child, headers) => this.propagator.inject(trace.setSpan(ROOT_CONTEXT, child), headers, { set: (carrier, key, value) => { (carrier as Record<string, unknown>)[key] = value; } }),
+      calls: (stage) => (call, work) => this.storeCall(trace.setSpan(context, stage), call, work),
+      inject: (child, headers) => this.inject(child, headers),
     };
+  }
+
+  private async storeCall<T>(parent: Context, { system, operation, collection }: StoreCall, work: () => Promise<T>): Promise<T> {
+    const span = this.tracer.startSpan(collection ? `${operation} ${collection}` : operation, {
+      kind: SpanKind.CLIENT,
+      attributes: { 'db.system.name': system, 'db.operation.name': operation, ...(collection ? { 'db.collection.name': collection } : {}) },
+    }, parent);
+    try {
+      const result = await work();
+      // The Redis breaker answers undefined for a call that failed or ran out of time (redisBreaker.ts).
+      if (result === undefined && system === 'redis') failed(span, 'unavailable');
+      return result;
+    } catch (err) {
+      failed(span, err instanceof Error ? err.name : 'Error');
+      throw err;
+    } finally {
+      span.end();
+    }
+  }
+
+  /** Runs `next` (the rest of an own handler's request) with `served` at hand for servedTraceparent(). */
+  carry(served: RequestTrace, next: () => void): void {
+    (serving ??= new AsyncLocalStorage()).run(served, next);
+  }
+
+  /**
+   * A CLIENT span of the gateway's own, outside a request (a webhook delivery attempt): a child of
+   * `traceparent`, which the gateway stored itself (its sampling flag is ours, so it decides), or
+   * the first span of a new trace; none while exports fail.
+   */
+  client(name: string, attributes: Attributes, traceparent: string | null): ClientSpan | undefined {
+    if (this.paused()) return undefined;
+    const stored = traceparent ? trace.getSpanContext(this.propagator.extract(ROOT_CONTEXT, { traceparent }, headerGetter)) : undefined;
+    const parent = stored ? trace.setSpanContext(ROOT_CONTEXT, { ...stored, isRemote: false }) : ROOT_CONTEXT;
+    const span = this.tracer.startSpan(name, { kind: SpanKind.CLIENT, attributes }, parent);
+    return { span, inject: (headers) => this.inject(span, headers) };
   }
 
   /** Exports what is queued, then stops. */

@@ -4,6 +4,7 @@
 import type { Config } from '../config/schema.js';
 import type { Database, Queryable } from '../storage/db.js';
 import { insertDelivery } from '../storage/webhookDeliveries.js';
+import { servedTraceparent } from '../telemetry/tracing.js';
 import { newMessage } from './message.js';
 
 /** A message body larger than this is refused by emit() (POST /admin/v1/alerts checks first). */
@@ -31,6 +32,7 @@ export class OutboxEmitter implements Events {
     const message = newMessage(userId, type, data, this.deps.clock());
     const bytes = Buffer.byteLength(message.body);
     if (bytes > MAX_MESSAGE_BYTES) throw new RangeError(`webhook message of ${bytes} bytes, over the ${MAX_MESSAGE_BYTES}-byte limit`);
-    await insertDelivery(tx ?? this.deps.db, { id: message.id, userId, type, body: message.body, maxAttempts: this.deps.config.retries + 1 });
+    // The request's trace, when it is traced: each delivery attempt continues it.
+    await insertDelivery(tx ?? this.deps.db, { id: message.id, userId, type, body: message.body, maxAttempts: this.deps.config.retries + 1, traceparent: servedTraceparent() ?? null });
   }
 }

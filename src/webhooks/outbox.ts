@@ -20,6 +20,7 @@ import type { Database } from '../storage/db.js';
 import {
   claimDue, finishDelivery, nextDueInMs, purgeFinished, releaseDeliveries, retryDeliveryLater, type ClaimedDelivery, type FinalStatus,
 } from '../storage/webhookDeliveries.js';
+import type { Tracing } from '../telemetry/tracing.js';
 import type { LookupAll } from './ssrf.js';
 import { describeError, WebhookSender, type AttemptOutcome, type AttemptResult } from './sender.js';
 
@@ -74,6 +75,8 @@ export interface DeliveryDeps {
   metrics: Metrics;
   /** Test seam: how webhook hosts are resolved (DNS rebinding, a resolver that never answers); the system's by default. */
   lookup?: LookupAll;
+  /** With tracing: attempts are spans (sender.ts). */
+  tracing?: Tracing;
 }
 
 /** A message given up after its last retry: also counted. */
@@ -122,7 +125,7 @@ export class OutboxWorker {
 
   constructor(private readonly deps: DeliveryDeps, private readonly limits: DeliveryLimits = DEFAULT_LIMITS) {
     this.log = deps.log.child({ component: 'webhooks' });
-    this.sender = new WebhookSender({ config: deps.config, log: this.log, maxSockets: limits.concurrency, lookup: deps.lookup });
+    this.sender = new WebhookSender({ config: deps.config, log: this.log, maxSockets: limits.concurrency, lookup: deps.lookup, tracing: deps.tracing });
     this.attemptMs = 2 * deps.config.timeout + ATTEMPT_SLACK_MS;
     this.leaseMs = this.attemptMs + LEASE_MARGIN_MS;
   }

@@ -10,6 +10,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../config/schema.js';
 import type { ClaimedDelivery } from '../storage/webhookDeliveries.js';
 import { bareHost, checkTarget, parseWebhookUrl, type LookupAll, type ResolvedAddress } from './ssrf.js';
+import type { Tracing } from '../telemetry/tracing.js';
 import { deliveryHeaders, type WebhookMessage } from './message.js';
 
 /** What one attempt came to; also the `outcome` label of gateway_webhook_deliveries_total. */
@@ -41,6 +42,8 @@ export interface SenderDeps {
   maxSockets: number;
   /** Test seam: how webhook hosts are resolved (DNS rebinding, a resolver that never answers); the system's by default. */
   lookup?: LookupAll;
+  /** With tracing: each attempt is a client span in the trace of the request that caused the message. */
+  tracing?: Tracing;
 }
 
 export class WebhookSender {
@@ -48,11 +51,13 @@ export class WebhookSender {
   private readonly config: Config['webhooks'];
   private readonly log: Logger;
   private readonly lookup: LookupAll | undefined;
+  private readonly tracing: Tracing | undefined;
 
   constructor(deps: SenderDeps) {
     this.config = deps.config;
     this.log = deps.log;
     this.lookup = deps.lookup;
+    this.tracing = deps.tracing;
     // webhooks.caFile is trusted in addition to the public roots, never instead of them.
     const ca = deps.config.caFile ? [...rootCertificates, readCa(deps.config.caFile)] : undefined;
     // No keep-alive: every attempt opens its own connection to the address it has just checked.
@@ -79,7 +84,21 @@ export class WebhookSender {
     if (signal.aborted) return { outcome: 'network_error', error: 'aborted' };
     // The attempt's real time, not the gateway's clock: receivers hold it against their own clock
     // (their replay window).
-    const result = await this.post(url, check.target, deliveryHeaders(message, job.secret, new Date()), message.body, signal);
+    const headers = deliveryHeaders(message, job.secret, new Date());
+    const traced = this.tracing?.client('POST webhook', {
+      'http.request.method': 'POST', 'server.address': bareHost(url), 'server.port': Number(url.port || 443),
+      'gateway.webhook.type': job.type, 'gateway.webhook.attempt': job.attempts,
+    }, job.traceparent);
+    if (traced) traced.inject(headers);
+    // Not traced here (tracing off on this instance, or paused): the receiver still joins the
+    // trace of the request, as a proxy that does not trace passes traceparent on.
+    else if (job.traceparent) headers.traceparent = job.traceparent;
+    const result = await this.post(url, check.target, headers, message.body, signal);
+    if (traced) {
+      if (result.kind === 'status') traced.span.setAttribute('http.response.status_code', result.status);
+      if (result.kind !== 'status' || result.status >= 400) traced.span.setAttribute('error.type', result.kind === 'status' ? String(result.status) : result.kind).setStatus({ code: 2 /* ERROR */ });
+      traced.span.end();
+    }
     switch (result.kind) {
       case 'status':
         if (result.status >= 200 && result.status < 300) return { outcome: 'success' };

@@ -11,7 +11,8 @@ import { parseConfig } from '../../src/config/load.js';
 import { tracingSettings } from '../../src/telemetry/tracing.js';
 import { docsExample } from '../helpers/docs.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
-import { bearer, closeSql, configProblems, describeWithServices, eventually, makeUser, marker, startDecidingGateway, startTestGateway, testConfig, type TestGateway } from '../helpers/gateway.js';
+import { bearer, closeSql, configProblems, describeWithServices, eventually, makeUser, marker, startDecidingGateway, startTestGateway, testConfig, throwawayDatabase, type TestGateway } from '../helpers/gateway.js';
+import { startReceiver, verifiedEvent } from '../helpers/webhookReceiver.js';
 import { sparePort } from '../helpers/ports.js';
 
 interface OtlpSpan {
@@ -146,8 +147,9 @@ describeWithServices('traces over OTLP/HTTP', () => {
   const routes = () => [
     { path: '/traced', upstream: 'app', auth: 'required', plans: ['free', 'pro'], dailyLimit: true },
     { path: '/open', upstream: 'app', auth: 'none' },
+    { path: '/metered', upstream: 'app', auth: 'required', rateLimit: true, dailyLimit: true },
   ];
-  const config = (otlp: object) => testConfig({ plans: { limits: { free: { daily: 1000 } } }, telemetry: { otlp }, upstreams: { app: { url: upstream.url } }, routes: routes() });
+  const config = (otlp: object) => testConfig({ plans: { limits: { free: { daily: 1000, perMinute: 1000 } } }, telemetry: { otlp }, upstreams: { app: { url: upstream.url } }, routes: routes() });
   const traceOf = (traceId: string) => collector.spans.filter((s) => s.traceId === traceId);
 
   beforeAll(async () => {
@@ -200,6 +202,54 @@ describeWithServices('traces over OTLP/HTTP', () => {
       expect(traceOf(traceId).map((s) => s.name).sort()).toEqual(['GET /open', 'upstream']);
     } finally {
       await json.close();
+    }
+  });
+
+  it('a stage\'s Redis and Postgres calls are its children, named as OpenTelemetry names database calls', async () => {
+    const user = await makeUser(gw);
+    gw.services.identities.forgetUser(user.id); // the lookup a cache miss makes, traced
+    const m = marker();
+    expect((await gw.get(`/metered/${m}`, { headers: bearer(user.access) })).status).toBe(200);
+    const [, traceId] = /^00-([0-9a-f]{32})-/.exec(String(upstream.last(m)!.headers.traceparent))!;
+    await eventually(() => traceOf(traceId!).length >= 8, 5000);
+    const spans = traceOf(traceId!);
+    const under = (stage: string) => {
+      const parent = spans.find((s) => s.name === stage)!;
+      return spans.filter((s) => s.parentSpanId === parent.spanId)
+        .map((s) => ({ name: s.name, kind: s.kind, system: attr(s, 'db.system.name'), operation: attr(s, 'db.operation.name'), table: attr(s, 'db.collection.name') }));
+    };
+    expect(under('gateway.authenticate')).toEqual([{ name: 'SELECT users', kind: 3, system: 'postgresql', operation: 'SELECT', table: 'users' }]);
+    expect(under('gateway.per_minute_limit')).toEqual([{ name: 'EVALSHA', kind: 3, system: 'redis', operation: 'EVALSHA', table: undefined }]);
+    // A first use of the day: the Redis gate, then a block of uses reserved in Postgres.
+    expect(under('gateway.daily_limit')).toEqual([
+      { name: 'EVAL', kind: 3, system: 'redis', operation: 'EVAL', table: undefined },
+      { name: 'UPDATE users', kind: 3, system: 'postgresql', operation: 'UPDATE', table: 'users' },
+    ]);
+  });
+
+  it('a webhook message continues the trace of the request that caused it: the attempt is a client span, the receiver gets its traceparent', async () => {
+    const db = await throwawayDatabase();
+    const receiver = await startReceiver();
+    const own = await startTestGateway(testConfig({ storage: db.storage, telemetry: { otlp: { endpoint: collector.url } } }));
+    try {
+      const user = await makeUser(own, { plan: 'pro' });
+      const traceId = 'e5'.padStart(32, '0');
+      const res = await own.post('/api/v1/user/webhook', { url: receiver.url }, { headers: { ...bearer(user.access), traceparent: `00-${traceId}-${'4'.repeat(16)}-01` } });
+      expect(res.status).toBe(201);
+      await verifiedEvent(receiver, '/hook', 'webhook.test', res.json.secret);
+      const delivered = String(receiver.ofType('webhook.test')[0]!.headers.traceparent);
+      const [, deliveredTrace, attemptSpan] = /^00-([0-9a-f]{32})-([0-9a-f]{16})-01$/.exec(delivered)!;
+      expect(deliveredTrace).toBe(traceId);
+      await eventually(() => traceOf(traceId).some((s) => s.spanId === attemptSpan), 5000);
+      const request = traceOf(traceId).find((s) => s.name === 'POST /api/v1/user/webhook')!;
+      const attempt = traceOf(traceId).find((s) => s.spanId === attemptSpan)!;
+      expect({ name: attempt.name, kind: attempt.kind, parent: attempt.parentSpanId, type: attr(attempt, 'gateway.webhook.type'), status: attr(attempt, 'http.response.status_code') })
+        .toEqual({ name: 'POST webhook', kind: 3, parent: request.spanId, type: 'webhook.test', status: 200 });
+      expect(await db.sql('SELECT traceparent FROM webhook_deliveries WHERE user_id = $1', [user.id])).toEqual([{ traceparent: `00-${traceId}-${request.spanId}-01` }]);
+    } finally {
+      await own.close();
+      await receiver.close();
+      await db.drop();
     }
   });
 

@@ -5,6 +5,7 @@
 // delivers (they share the database): the tests look at what the receiver got and at the rows.
 // Failures: deliveries.error.test.ts; SSRF at delivery time: deliveries.security.test.ts; crashes,
 // shutdowns and several instances: deliveries.durability.test.ts.
+import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { bearer, closeSql, describeWithServices, eventually, makeUser, sql, type TestGateway } from '../helpers/gateway.js';
 import {
@@ -40,6 +41,23 @@ describeWithServices('webhook deliveries', () => {
     expect(new Date(d!.json.timestamp).toISOString()).toBe(d!.json.timestamp);
     // A wrong secret does not verify: the signature really depends on it.
     expect(() => verified(`whsec_${Buffer.alloc(32, 1).toString('base64')}`, d!)).toThrow();
+  });
+
+  it('hands the receiver the trace of the request that caused the message, kept with it (none when it had none)', async () => {
+    const r = await receiver();
+    const user = await makeUser(gw, { plan: 'pro' });
+    await registerWebhook(gw, user, r.url);
+    await eventually(() => r.deliveries.length === 1);
+    // Registered by a request nobody traced: no traceparent.
+    expect(r.deliveries[0]!.headers.traceparent).toBeUndefined();
+    // A message from a traced request keeps its traceparent (telemetry/tracing.test.ts makes one);
+    // whichever instance delivers it, traced or not, the receiver joins that trace.
+    const traceId = randomBytes(16).toString('hex');
+    const body = JSON.stringify({ type: 'user.note', timestamp: new Date().toISOString(), data: {} });
+    await sql('INSERT INTO webhook_deliveries (id, user_id, type, body, max_attempts, traceparent) VALUES ($1, $2, $3, $4, 1, $5)',
+      [`msg_${randomBytes(8).toString('hex')}`, user.id, 'user.note', body, `00-${traceId}-${'7'.repeat(16)}-01`]);
+    await eventually(() => r.ofType('user.note').length === 1);
+    expect(String(r.ofType('user.note')[0]!.headers.traceparent)).toMatch(new RegExp(`^00-${traceId}-[0-9a-f]{16}-01$`));
   });
 
   it('sends api_token.created and api_token.revoked, never the key itself', async () => {
