@@ -17,6 +17,8 @@ COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 COPY package.json gateway.yaml gateway.schema.json ./
 COPY migrations ./migrations
+# The console's pages (CONTRACT §16), served by the admin listener.
+COPY console ./console
 # Embedded storage (no DATABASE_URL) writes here; mount a volume to keep it.
 RUN mkdir -p /app/data && chown node:node /app/data
 USER node

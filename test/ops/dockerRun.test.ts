@@ -31,6 +31,14 @@ describeWithServices('docs/operating.md: the Docker section\'s environment', () 
     await closeSql();
   });
 
+  it('the image holds everything the package ships (the console\'s pages were once left out)', () => {
+    const dockerfile = readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8');
+    const runtime = dockerfile.slice(dockerfile.lastIndexOf('\nFROM '));
+    const copied = new Set([...runtime.matchAll(/^COPY (?:--from=\S+ )?(.+) \S+$/gm)].flatMap(([, sources]) => sources!.split(' ').map((s) => s.replace(/^\/app\//, ''))));
+    const shipped = (JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { files: string[] }).files;
+    expect(shipped.filter((f) => !copied.has(f))).toEqual([]);
+  });
+
   it('serves the image\'s routes to APP_UPSTREAM with the environment docker run passes', async () => {
     const block = docsBlock('operating', 'docker-run');
     const passed = Object.fromEntries([...block.matchAll(/-e ([A-Z_]+)=("\$\((.+?)\)"|\S+)/g)].map(([, name, value, command]) => [name!, command ? execSync(command, { encoding: 'utf8' }).trim() : value!]));
