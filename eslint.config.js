@@ -12,5 +12,5 @@ export default tseslint.config(
     },
   },
   // The console's page script runs in the browser.
-  { files: ['console/**/*.js'], languageOptions: { globals: { document: 'readonly', location: 'readonly', Node: 'readonly', URLSearchParams: 'readonly', addEventListener: 'readonly', history: 'readonly' } } },
+  { files: ['console/**/*.js'], languageOptions: { globals: { document: 'readonly', location: 'readonly', Node: 'readonly', URLSearchParams: 'readonly', addEventListener: 'readonly', history: 'readonly', uPlot: 'readonly' } } },
 );

@@ -30,7 +30,9 @@ function importedPackages(dir: string): Set<string> {
   const files = readdirSync(path.join(ROOT, dir), { recursive: true, encoding: 'utf8' }).filter((f) => /\.(ts|mjs|js)$/.test(f));
   for (const file of files) {
     const source = readFileSync(path.join(ROOT, dir, file), 'utf8');
-    for (const { fileName: specifier } of ts.preProcessFile(source, true, true).importedFiles) {
+    // Imported, or resolved to a file it serves (require.resolve('uplot/dist/…'): the console's chart).
+    const resolved = [...source.matchAll(/\.resolve\('([^'./][^']*)'\)/g)].map(([, specifier]) => ({ fileName: specifier! }));
+    for (const { fileName: specifier } of [...ts.preProcessFile(source, true, true).importedFiles, ...resolved]) {
       if (specifier.startsWith('.') || specifier.startsWith('/') || isBuiltin(specifier)) continue;
       // '@scope/name/sub' and 'name/sub' belong to '@scope/name' and 'name'.
       packages.add(specifier.split('/').slice(0, specifier.startsWith('@') ? 2 : 1).join('/'));

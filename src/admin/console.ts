@@ -6,6 +6,7 @@
 // admin key: the demo prints one) is the other way in.
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../config/schema.js';
 import { sendError } from '../errors.js';
@@ -21,7 +22,18 @@ const SESSION_MS = 8 * 3600_000;
 /** How long a one-time sign-in link works: long enough to open it, short enough that a link left in a terminal's scrollback is spent. */
 export const TICKET_MS = 10 * 60_000;
 const ASSETS = new URL('../../console/', import.meta.url);
-const FILES: Record<string, string> = { '': 'text/html; charset=utf-8', 'app.js': 'text/javascript; charset=utf-8', 'app.css': 'text/css; charset=utf-8' };
+const HTML = 'text/html; charset=utf-8';
+const JS = 'text/javascript; charset=utf-8';
+const CSS = 'text/css; charset=utf-8';
+const installed = createRequire(import.meta.url);
+/** What the pages load, all from the gateway: its own files, and the chart library as npm installed it. */
+const FILES: Record<string, { path: URL | string; type: string }> = {
+  '': { path: new URL('index.html', ASSETS), type: HTML },
+  'app.js': { path: new URL('app.js', ASSETS), type: JS },
+  'app.css': { path: new URL('app.css', ASSETS), type: CSS },
+  'uplot.js': { path: installed.resolve('uplot/dist/uPlot.iife.min.js'), type: JS },
+  'uplot.css': { path: installed.resolve('uplot/dist/uPlot.min.css'), type: CSS },
+};
 // No inline script or style, nothing from elsewhere: an email or user agent that slips markup
 // past the escaping still cannot run.
 const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
@@ -80,9 +92,9 @@ export async function consoleRoutes(app: FastifyInstance, deps: ConsoleDeps): Pr
     return presented.length !== csrf.length || !timingSafeEqual(Buffer.from(presented), Buffer.from(csrf));
   };
 
-  for (const [file, type] of Object.entries(FILES)) {
+  for (const [file, { path, type }] of Object.entries(FILES)) {
     app.get(`/console/${file}`, async (_request, reply) => {
-      const body = await readFile(new URL(file || 'index.html', ASSETS));
+      const body = await readFile(path);
       return reply.type(type).header('content-security-policy', CSP).header('x-content-type-options', 'nosniff').header('cache-control', 'no-store').header('referrer-policy', 'no-referrer').send(body);
     });
   }

@@ -15,7 +15,7 @@ import { buildAdminApp } from '../../src/admin/app.js';
 import { describeWithBrowser, launchBrowser, type TestBrowser } from '../helpers/browser.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import { TICKET_MS } from '../../src/admin/console.js';
-import { ADMIN_KEY, bearer, closeSql, makeUser, startTestGateway, testClock, testConfig, type TestGateway, type TestUser } from '../helpers/gateway.js';
+import { ADMIN_KEY, bearer, closeSql, makeUser, sql, startTestGateway, testClock, testConfig, type TestGateway, type TestUser } from '../helpers/gateway.js';
 
 const ARTIFACTS = path.join(import.meta.dirname, '../../test-artifacts/console');
 const AXE = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
@@ -29,6 +29,7 @@ describeWithBrowser('the console, in Chromium', () => {
   let page: Page;
   let user: TestUser;
   const clock = testClock();
+  const threeDaysAgo = new Date(Date.now() - 3 * 86_400_000).toISOString().slice(0, 10);
 
   beforeAll(async () => {
     mkdirSync(ARTIFACTS, { recursive: true });
@@ -37,6 +38,8 @@ describeWithBrowser('the console, in Chromium', () => {
     admin = await buildAdminApp(gw.services);
     consoleUrl = `${await admin.listen({ host: '127.0.0.1', port: 0 })}/console/`;
     user = await makeUser(gw);
+    // Uses counted on an earlier day, for the usage chart to show.
+    await sql('INSERT INTO usage_days (user_id, day, uses) VALUES ($1, $2, 7)', [user.id, threeDaysAgo]);
     chromium = await launchBrowser();
     page = await chromium.browser.newPage();
     // Only so axe can be injected: the console's own CSP refuses any script not its own.
@@ -122,6 +125,12 @@ describeWithBrowser('the console, in Chromium', () => {
     expect(await text('#h-audit')).toBe('Audit events');
     expect(audit).toContainEqual([expect.any(String), 'admin.plan_changed', 'console', '127.0.0.1', '{"plan":"pro"}']);
     expect(await page.$eval('#user-plan', (el) => (el as HTMLSelectElement).value)).toBe('pro');
+    // The usage chart: drawn by uPlot on a canvas, its numbers as a table beside it.
+    const usage = 'section[aria-labelledby=h-usage]';
+    expect(await page.$eval(`${usage} canvas`, (c) => (c as HTMLCanvasElement).width)).toBeGreaterThan(0);
+    const perDay = await rows(`${usage} details`);
+    expect(perDay).toHaveLength(30);
+    expect(perDay).toContainEqual([threeDaysAgo, '7']);
     await shot('user');
   });
 
