@@ -29,11 +29,12 @@ describeWithServices('sign in with an identity provider', () => {
   let upstream: EchoUpstream;
   let a: TestGateway;
   let b: TestGateway;
+  let oidc: Record<string, unknown>;
   const clock = testClock();
 
   beforeAll(async () => {
     idp = await startTestProvider([`${PUBLIC_URL}/api/v1/auth/oidc/testidp/callback`]);
-    const oidc = { publicUrl: PUBLIC_URL, returnTo: [APP], providers: { testidp: { issuer: idp.issuer, clientId: idp.clientId, clientSecret: idp.clientSecret, scopes: ['openid', 'email'] } } };
+    oidc = { publicUrl: PUBLIC_URL, returnTo: [APP], providers: { testidp: { issuer: idp.issuer, clientId: idp.clientId, clientSecret: idp.clientSecret, scopes: ['openid', 'email'] } } };
     upstream = await startEchoUpstream();
     [a, b] = await startTwoGateways(testConfig({ auth: { oidc }, upstreams: { app: { url: upstream.url } }, routes: [{ path: '/app', upstream: 'app', auth: 'none' }] }), { clock });
   });
@@ -103,6 +104,49 @@ describeWithServices('sign in with an identity provider', () => {
     const rows = await sql<{ return_to: string; app_challenge: string; ttl: number }>(
       'SELECT return_to, app_challenge, EXTRACT(EPOCH FROM expires_at - $2::timestamptz)::int AS ttl FROM oidc_states WHERE state_hash = $1', [sha256Hex(q.get('state')!), clock()]);
     expect(rows).toEqual([{ return_to: RETURN_TO, app_challenge: s256(verifier), ttl: 600 }]);
+  });
+
+  it('the same first sign-in in two tabs at once, on two instances: one account, one link, both tabs signed in to it', async () => {
+    for (let round = 0; round < 3; round++) {
+      const email = newEmail('idp-race');
+      const subject = providerUser({ email, email_verified: true });
+      // Two flows to the provider's consent, then both callbacks at the same moment.
+      const [one, two] = [await start(a), await start(b)];
+      const [backOne, backTwo] = [await signInAtProvider(one.location.href, subject), await signInAtProvider(two.location.href, subject)];
+      const [resOne, resTwo] = await Promise.all([callback(a, backOne, one.cookie), callback(b, backTwo, two.cookie)]);
+      const codes = [backAt(resOne).fragment, backAt(resTwo).fragment].map((f) => f.get('login_code'));
+      expect(codes.every((c) => c && /^[\w-]{43}$/.test(c)), String([resOne.headers.location, resTwo.headers.location])).toBe(true);
+      const pairs = await Promise.all([a.post(EXCHANGE, { login_code: codes[0], code_verifier: one.verifier }), b.post(EXCHANGE, { login_code: codes[1], code_verifier: two.verifier })]);
+      expect(pairs.map((p) => p.status)).toEqual([200, 200]);
+      const links = await identityOf(subject);
+      expect(links).toHaveLength(1);
+      expect(pairs.map((p) => claims(p.json.access_token).sub)).toEqual([String(links[0]!.user_id), String(links[0]!.user_id)]);
+      expect(await sql('SELECT id FROM users WHERE email = $1', [email])).toEqual([{ id: links[0]!.user_id }]);
+      expect(await sql('SELECT type FROM audit_events WHERE user_id = $1 AND type = $2', [links[0]!.user_id, 'user.registered'])).toHaveLength(1);
+    }
+  });
+
+  it('a provider that does not answer: start sends the browser back with #error=provider_error and keeps nothing; once it answers, sign-in works without a restart', async () => {
+    idp.misbehave('unavailable');
+    // An instance of its own: the others have the provider's discovery document cached.
+    const fresh = await startTestGateway(testConfig({ auth: { oidc } }), { clock });
+    try {
+      const returnTo = `${APP}down-${randomUUID()}`;
+      const res = await fresh.get(`${START}?return_to=${encodeURIComponent(returnTo)}&code_challenge=${s256(randomBytes(32).toString('base64url'))}`);
+      expect(res.status).toBe(302);
+      expect(res.headers.location).toBe(`${returnTo}#error=provider_error`);
+      expect(res.headers['set-cookie']).toBeUndefined();
+      expect(await sql('SELECT 1 FROM oidc_states WHERE return_to = $1', [returnTo])).toEqual([]);
+      expect(fresh.logs.join('\n')).toContain('identity provider unavailable');
+      idp.misbehave('none');
+      const subject = providerUser();
+      const started = await start(fresh);
+      const back = await signInAtProvider(started.location.href, subject);
+      const { fragment } = backAt(await callback(fresh, back, started.cookie));
+      expect((await fresh.post(EXCHANGE, { login_code: fragment.get('login_code'), code_verifier: started.verifier })).status).toBe(200);
+    } finally {
+      await fresh.close();
+    }
   });
 
   it('the cookie is Secure when the gateway is reached over https (publicUrl)', async () => {

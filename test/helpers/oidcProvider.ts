@@ -16,7 +16,8 @@ export interface ProviderUser {
 }
 
 /** How the provider's ID tokens go wrong; `none`: as issued. */
-export type Misbehaviour = 'none' | 'wrong-nonce' | 'wrong-aud' | 'expired' | 'unknown-kid' | 'rotated-key';
+// unavailable: every request, discovery included, answered 503 (a provider down for maintenance).
+export type Misbehaviour = 'none' | 'wrong-nonce' | 'wrong-aud' | 'expired' | 'unknown-kid' | 'rotated-key' | 'unavailable';
 
 export interface TestProvider {
   issuer: string;
@@ -65,6 +66,11 @@ export async function startTestProvider(redirectUris: string[], options: { clien
   provider.on('server_error', (_ctx, err) => console.error('test provider error', err));
 
   provider.use(async (ctx, next) => {
+    if (misbehaviour === 'unavailable') {
+      ctx.status = 503;
+      ctx.body = 'down for maintenance';
+      return;
+    }
     await next();
     if (ctx.path === '/jwks') {
       fetches++;
