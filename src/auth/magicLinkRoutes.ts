@@ -7,12 +7,11 @@ import { sendError } from '../errors.js';
 import { textField } from '../http.js';
 import type { Audit } from '../audit.js';
 import * as emailTokens from '../storage/emailTokens.js';
-import * as mfa from '../storage/mfa.js';
 import * as users from '../storage/users.js';
 import { normalizeEmail } from './credentials.js';
 import { queueLinkMail, useLink, type LinkMailDeps } from './links.js';
-import { issueMfaToken, MFA_METHODS } from './mfaRoutes.js';
-import { clientOf, issueInSession } from './sessions.js';
+import { answerOneFactorSignIn, signInByOneFactor } from './mfaRoutes.js';
+import { clientOf } from './sessions.js';
 import { sha256Hex } from '../digest.js';
 import type { Tokens } from './tokens.js';
 
@@ -24,7 +23,7 @@ export interface MagicLinkRoutesDeps extends LinkMailDeps {
 }
 
 export async function magicLinkRoutes(app: FastifyInstance, deps: MagicLinkRoutesDeps): Promise<void> {
-  const { db, tokens, clock, audit, mailer } = deps;
+  const { db, clock, audit, mailer } = deps;
 
   app.post('/magic-link', async (request, reply) => {
     if (!mailer.enabled) return sendError(reply, 'mailUnavailable');
@@ -45,16 +44,9 @@ export async function magicLinkRoutes(app: FastifyInstance, deps: MagicLinkRoute
       // The link went to the address and came back: the address is the user's.
       if (await users.markEmailVerified(tx, user.id, user.email, now)) await audit.record({ type: 'email.verified', actor: 'user', userId: user.id, ...client }, tx);
       // The link is one factor, as a password is: a user with TOTP still owes a code.
-      if (await mfa.hasConfirmedTotp(tx, user.id)) return { mfaToken: await issueMfaToken(tx, user.id, MAGIC_LINK_AMR, now) };
-      await audit.record({ type: 'login.succeeded', actor: 'user', userId: user.id, ...client, data: { amr: MAGIC_LINK_AMR } }, tx);
-      return { pair: await issueInSession(tx, tokens, user, client, now, undefined, MAGIC_LINK_AMR) };
+      return signInByOneFactor(tx, deps, user, client, now, MAGIC_LINK_AMR);
     });
     if (!signIn) return sendError(reply, 'linkInvalid');
-    if ('mfaToken' in signIn) {
-      request.log.info({ userId: holder.user_id }, 'magic link: second factor required');
-      return sendError(reply, 'mfaCodeRequired', { mfa_token: signIn.mfaToken, methods: MFA_METHODS });
-    }
-    request.log.info({ userId: holder.user_id }, 'login by magic link');
-    return signIn.pair;
+    return answerOneFactorSignIn(request, reply, holder.user_id, signIn, 'magic link');
   });
 }

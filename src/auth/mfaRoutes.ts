@@ -1,7 +1,7 @@
 // A second factor (CONTRACT §14), under /api/v1/auth: TOTP enrolment, confirmation and removal
 // (guard `factor`), and POST /mfa/verify, which turns a login's mfa_token and a code into the pair.
 import { randomBytes } from 'node:crypto';
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { sendDenial, sendError } from '../errors.js';
 import { currentIdentity, type RequireUser } from '../listener/requireUser.js';
 import { textField } from '../http.js';
@@ -10,13 +10,13 @@ import type { Events } from '../webhooks/emitter.js';
 import type { Database, Queryable } from '../storage/db.js';
 import * as mfa from '../storage/mfa.js';
 import { revokeOtherSessions } from '../storage/refreshTokens.js';
-import { isUsersSession } from '../storage/sessions.js';
+import { isUsersSession, type Client } from '../storage/sessions.js';
 import * as users from '../storage/users.js';
 import { factorGuard, passwordConfirmed, type FactorGuardDeps } from './factor.js';
 import { isTooLong, type Passwords } from './passwords.js';
 import { clientOf, issueInSession } from './sessions.js';
 import { sha256Hex } from '../digest.js';
-import type { Tokens } from './tokens.js';
+import type { TokenPair, Tokens } from './tokens.js';
 import { newRecoveryCodes, recoveryCodeHash, type Totp } from './totp.js';
 
 /** How long an mfa_token lives, and how many wrong codes kill it. */
@@ -38,6 +38,32 @@ export async function issueMfaToken(db: Queryable, userId: number, amr: readonly
   const token = randomBytes(32).toString('base64url');
   await mfa.createMfaToken(db, sha256Hex(token), userId, amr, new Date(now.getTime() + MFA_TOKEN_TTL_MS));
   return token;
+}
+
+/** What a sign-in by one factor gives: the pair, or an mfa_token when a second factor is owed. */
+export type OneFactorSignIn = { pair: TokenPair } | { mfaToken: string };
+
+/**
+ * A sign-in by one factor (a link, a provider), in the transaction that locked the user: a user
+ * with TOTP still owes a code (an mfa_token for POST /mfa/verify); any other gets the pair, and
+ * login.succeeded is recorded with it.
+ */
+export async function signInByOneFactor(
+  tx: Queryable, deps: { tokens: Tokens; audit: Audit }, user: users.User, client: Client, now: Date, amr: readonly string[],
+): Promise<OneFactorSignIn> {
+  if (await mfa.hasConfirmedTotp(tx, user.id)) return { mfaToken: await issueMfaToken(tx, user.id, amr, now) };
+  await deps.audit.record({ type: 'login.succeeded', actor: 'user', userId: user.id, ...client, data: { amr } }, tx);
+  return { pair: await issueInSession(tx, deps.tokens, user, client, now, undefined, amr) };
+}
+
+/** The answer to a one-factor sign-in (`how`: "magic link"): the pair, or the 403 that asks for the second factor. */
+export function answerOneFactorSignIn(request: FastifyRequest, reply: FastifyReply, userId: number, signIn: OneFactorSignIn, how: string): TokenPair | FastifyReply {
+  if ('mfaToken' in signIn) {
+    request.log.info({ userId }, `${how}: second factor required`);
+    return sendError(reply, 'mfaCodeRequired', { mfa_token: signIn.mfaToken, methods: MFA_METHODS });
+  }
+  request.log.info({ userId }, `login by ${how}`);
+  return signIn.pair;
 }
 
 export interface MfaRoutesDeps extends FactorGuardDeps {

@@ -13,13 +13,12 @@ import { sendError } from '../errors.js';
 import { cookieValue, OIDC_COOKIE, textField } from '../http.js';
 import type { Database, Queryable } from '../storage/db.js';
 import * as identities from '../storage/identities.js';
-import * as mfa from '../storage/mfa.js';
 import * as users from '../storage/users.js';
 import { randomToken, sha256Hex } from '../digest.js';
 import { normalizeEmail } from './credentials.js';
-import { issueMfaToken, MFA_METHODS } from './mfaRoutes.js';
+import { answerOneFactorSignIn, signInByOneFactor } from './mfaRoutes.js';
 import { flowSecrets, s256, sameSecret, SignInFailed, type Assertion, type OidcProvider, type OidcProviders } from './oidc.js';
-import { clientOf, issueInSession } from './sessions.js';
+import { clientOf } from './sessions.js';
 import type { Tokens } from './tokens.js';
 
 export const FEDERATED_AMR: readonly string[] = ['fed'];
@@ -60,7 +59,7 @@ function signInCookie(deps: OidcRoutesDeps, value: string, maxAgeS: number): str
 
 /** Start and exchange: under the auth rate limit (app.ts). */
 export async function oidcRoutes(app: FastifyInstance, deps: OidcRoutesDeps): Promise<void> {
-  const { db, tokens, audit, clock } = deps;
+  const { db, clock } = deps;
 
   app.get<{ Params: { provider: string }; Querystring: Record<string, unknown> }>('/oidc/:provider/start', async (request, reply) => {
     const provider = providerOf(deps, request, reply);
@@ -102,17 +101,10 @@ export async function oidcRoutes(app: FastifyInstance, deps: OidcRoutesDeps): Pr
       const now = clock();
       if (!user || (await identities.useLoginCode(tx, hash, s256(verifier), now)) !== user.id || user.is_active !== 1) return undefined;
       // The provider is one factor, as a password is: a user with TOTP still owes a code.
-      if (await mfa.hasConfirmedTotp(tx, user.id)) return { mfaToken: await issueMfaToken(tx, user.id, FEDERATED_AMR, now) };
-      await audit.record({ type: 'login.succeeded', actor: 'user', userId: user.id, ...client, data: { amr: FEDERATED_AMR } }, tx);
-      return { pair: await issueInSession(tx, tokens, user, client, now, undefined, FEDERATED_AMR) };
+      return signInByOneFactor(tx, deps, user, client, now, FEDERATED_AMR);
     });
-    if (!signIn) return sendError(reply, 'linkInvalid');
-    if ('mfaToken' in signIn) {
-      request.log.info({ userId: holder }, 'identity provider: second factor required');
-      return sendError(reply, 'mfaCodeRequired', { mfa_token: signIn.mfaToken, methods: MFA_METHODS });
-    }
-    request.log.info({ userId: holder }, 'login by identity provider');
-    return signIn.pair;
+    if (!signIn || holder === undefined) return sendError(reply, 'linkInvalid');
+    return answerOneFactorSignIn(request, reply, holder, signIn, 'identity provider');
   });
 }
 
