@@ -47,8 +47,6 @@ const SAFE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
  * A server span per request (CONTRACT §17), named `METHOD route` after the route it matched
  * (never the raw URL), with the attributes of OpenTelemetry's HTTP conventions and the gateway's.
  * Registered only when tracing is on; `pathOf` is the request's path without its query.
- */
-/**
  * `carried`: whether a request's handler may store what outlives it (a webhook message, whose
  * deliveries continue the request's trace): its trace is then at hand deep in the handler
  * (servedTraceparent). Proxied requests store nothing, and skip that cost.

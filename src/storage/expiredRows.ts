@@ -9,7 +9,9 @@ import type { Queryable } from './db.js';
 export async function purgeExpired(db: Queryable, before: Date): Promise<Record<string, number>> {
   const purged: Record<string, number> = {};
   for (const table of ['email_tokens', 'mfa_tokens', 'webauthn_challenges', 'oidc_states', 'oidc_login_codes']) {
-    purged[table] = (await db.query(`DELETE FROM ${table} WHERE expires_at < $1 RETURNING 1`, [before])).length;
+    // Counted in Postgres, as purgeAuditEvents does: a backlog's rows are not shipped here to be counted.
+    const [row] = await db.query<{ n: number }>(`WITH gone AS (DELETE FROM ${table} WHERE expires_at < $1 RETURNING 1) SELECT count(*)::int AS n FROM gone`, [before]);
+    purged[table] = row?.n ?? 0;
   }
   return purged;
 }
