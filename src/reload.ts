@@ -4,7 +4,7 @@
 // the snapshot it started with; the next one sees the new one. An invalid file changes nothing.
 // Everything else (listeners, storage, keys, token lifetimes, webhooks) was wired into the running
 // instance at start, so a change there is reported as needing a restart. Files named by the
-// configuration that are meant to be renewed in place (the listener's certificate, upstream TLS)
+// configuration that are meant to be renewed in place (the listeners' certificates, upstream TLS)
 // are read again on every reload.
 import type { Logger } from 'pino';
 import type { Config } from './config/schema.js';
@@ -19,7 +19,7 @@ export interface ReloadDeps {
   config: Config;
   daily: Pick<DailyLimiter, 'forgetToday'>;
   log: Logger;
-  /** The HTTPS listener's certificate (server.tls): its files are read again on every reload. */
+  /** The HTTPS listeners' certificates (server.tls, admin.tls): their files are read again on every reload. */
   certificates?: Certificates;
 }
 

@@ -10,7 +10,7 @@ import { buildAdminApp } from './admin/app.js';
 import type { Config } from './config/schema.js';
 import { buildDecisionsApp } from './decisions/app.js';
 import { createInstance, type Instance, type InstanceOptions } from './instance.js';
-import { listenerCertificates, type Certificates } from './listener/common.js';
+import { allCertificates, listenerCertificates, type Certificates } from './listener/common.js';
 import { ownEndpointMethods } from './requestContext.js';
 
 export interface RunningGateway {
@@ -23,7 +23,7 @@ export interface RunningGateway {
   url: string;
   adminUrl?: string;
   decisionsUrl?: string;
-  /** With server.tls: the public listener's certificate, read again on SIGHUP (reload.ts). */
+  /** With server.tls or admin.tls: those listeners' certificates, read again on SIGHUP (reload.ts). */
   certificates?: Certificates;
   /**
    * Drains for `delayMs` (server.shutdownDelay on SIGTERM: /readyz 503, every response closes its
@@ -124,7 +124,6 @@ export async function startGateway(config: Config, options: InstanceOptions & { 
     app = await buildApp(services);
     const drains = [new ConnectionDrain(app.server)];
     const url = await app.listen({ host: config.server.host, port: config.server.port });
-    const certificates = config.server.tls && listenerCertificates(app.server as unknown as TlsServer, config.server.tls);
     let adminUrl: string | undefined;
     if (config.admin.port !== 0) {
       const publicApp = app;
@@ -132,6 +131,10 @@ export async function startGateway(config: Config, options: InstanceOptions & { 
       drains.push(new ConnectionDrain(admin.server));
       adminUrl = await admin.listen({ host: config.admin.host, port: config.admin.port });
     }
+    const certificates = allCertificates([
+      config.server.tls && listenerCertificates(app.server as unknown as TlsServer, config.server.tls),
+      admin && config.admin.tls ? listenerCertificates(admin.server as unknown as TlsServer, config.admin.tls) : undefined,
+    ]);
     let decisionsUrl: string | undefined;
     if (config.decisions.port !== 0) {
       // The public listener's own endpoints are never a route, for a decision either.

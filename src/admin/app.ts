@@ -1,10 +1,10 @@
-// The admin listener (admin.host:admin.port): metrics, health and the OpenAPI document for
-// operators, and /admin/v1.
+// The admin listener (admin.host:admin.port, HTTPS with admin.tls): metrics, health and the
+// OpenAPI document for operators, /admin/v1, and the console.
 import { randomBytes } from 'node:crypto';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { healthRoutes } from '../health.js';
 import type { Instance } from '../instance.js';
-import { listenerOptions, registerCommon } from '../listener/common.js';
+import { httpsOptions, listenerOptions, registerCommon } from '../listener/common.js';
 import { combinedDocument, documentRoutes } from '../openapi.js';
 import { consoleAllowed, consoleRoutes } from './console.js';
 import { memoryConsoleStore } from './consoleStore.js';
@@ -19,7 +19,9 @@ export async function buildAdminApp(instance: Instance, options: AdminOptions = 
   const { db, redis, identities, events, audit, metrics, log, live, lifecycle, fleet } = instance;
   // The console's own requests to the admin API say so with this, for the audit log's actor.
   const consoleMark = randomBytes(16).toString('hex');
-  const app = Fastify(listenerOptions(log.child({ listener: 'admin' })));
+  const { admin } = instance.config;
+  // admin.tls: HTTPS (and HTTP/2 if asked), with the public listener's TLS policy.
+  const app = Fastify({ ...listenerOptions(log.child({ listener: 'admin' })), ...(httpsOptions(admin.tls) as object) });
   registerCommon(app, metrics.tallies);
   await documentRoutes(app);
   await app.register(healthRoutes, { db, redis: redis?.client ?? null, lifecycle, fleet });
@@ -29,12 +31,12 @@ export async function buildAdminApp(instance: Instance, options: AdminOptions = 
     // In a worker, every worker's series, summed (workers.ts): a scrape reaches any one of them.
     return fleet ? fleet.metrics() : metrics.registry.metrics();
   });
-  await app.register(adminRoutes, { prefix: '/admin', db, identities, events, audit, consoleMark, apiKey: instance.config.admin.apiKey, config: () => live.current.settings, clock: instance.clock });
-  // Absent, not refused, without a key or off loopback (CONTRACT §16).
-  if (consoleAllowed(instance.config.admin.host, instance.config.admin.apiKey)) {
+  await app.register(adminRoutes, { prefix: '/admin', db, identities, events, audit, consoleMark, apiKey: admin.apiKey, config: () => live.current.settings, clock: instance.clock });
+  // Absent, not refused, without a key, or off loopback without TLS (CONTRACT §16).
+  if (consoleAllowed(admin)) {
     // With server.workers, the primary keeps sessions and tickets for all: a connection may reach any worker.
     const store = fleet?.consoleStore ?? memoryConsoleStore(() => instance.clock().getTime());
-    await app.register(consoleRoutes, { consoleMark, apiKey: instance.config.admin.apiKey, config: () => live.current.settings, readiness: { db, redis: redis?.client ?? null, lifecycle }, metrics, clock: instance.clock, store });
+    await app.register(consoleRoutes, { consoleMark, apiKey: admin.apiKey, secure: admin.tls !== undefined, config: () => live.current.settings, readiness: { db, redis: redis?.client ?? null, lifecycle }, metrics, clock: instance.clock, store });
   }
   return app;
 }

@@ -1,9 +1,9 @@
 // The console (CONTRACT §16): pages for operators at /console/ on the admin listener. The admin
 // key is exchanged once for a session cookie; the pages then call /console/api/*, which answers
 // what /admin/v1/* answers (the same handlers, reached with the key the session stands for), plus
-// the route table and a health summary. Served only on a loopback admin listener: the cookie
-// would otherwise cross the network in clear. A one-time sign-in link (a ticket, minted with the
-// admin key: the demo prints one) is the other way in.
+// the route table and a health summary. Served only on a loopback admin listener, or one with TLS
+// (admin.tls, the cookie then Secure): the cookie would otherwise cross the network in clear. A
+// one-time sign-in link (a ticket, minted with the admin key: the demo prints one) is the other way in.
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
@@ -40,6 +40,8 @@ const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 's
 
 export interface ConsoleDeps {
   apiKey: string;
+  /** Served over HTTPS (admin.tls): the cookie is Secure, and the page's origin https://. */
+  secure: boolean;
   /** Set on the console's requests to the admin API (routes.ts): their audit actor is `console`. */
   consoleMark: string;
   config: () => Pick<Config, 'routes' | 'upstreams'>;
@@ -54,9 +56,9 @@ const digest = (value: string) => createHash('sha256').update(value).digest();
 /** What is kept of a session's or a ticket's secret: its hash, so that memory read by someone else (a heap dump, a core file) signs nobody in. */
 const hashOf = (value: string) => digest(value).toString('base64url');
 
-/** Whether the listener's host is a loopback address (where the console may be served). */
-export function consoleAllowed(host: string, apiKey: string): boolean {
-  return Boolean(apiKey) && (host === 'localhost' || host === '::1' || /^127\./.test(host));
+/** Whether the admin listener may serve the console: it has a key, and it is on a loopback address or has TLS. */
+export function consoleAllowed({ host, apiKey, tls }: Pick<Config['admin'], 'host' | 'apiKey' | 'tls'>): boolean {
+  return Boolean(apiKey) && (tls !== undefined || host === 'localhost' || host === '::1' || /^127\./.test(host));
 }
 
 function cookieOf(request: FastifyRequest): string | undefined {
@@ -65,6 +67,7 @@ function cookieOf(request: FastifyRequest): string | undefined {
 
 export async function consoleRoutes(app: FastifyInstance, deps: ConsoleDeps): Promise<void> {
   const expected = digest(deps.apiKey);
+  const secure = deps.secure ? ' Secure;' : '';
   // Sessions and tickets apart, so that a ticket presented as a cookie is no session.
   const sessionKey = (token: string) => `session:${hashOf(token)}`;
   const ticketKey = (ticket: string) => `ticket:${hashOf(ticket)}`;
@@ -83,7 +86,8 @@ export async function consoleRoutes(app: FastifyInstance, deps: ConsoleDeps): Pr
   };
   const foreignOrigin = (request: FastifyRequest) => {
     const origin = headerValue(request.headers, 'origin');
-    return Boolean(origin) && origin !== `http://${headerValue(request.headers, 'host')}`;
+    // request.host: Host, or HTTP/2's :authority.
+    return Boolean(origin) && origin !== `${deps.secure ? 'https' : 'http'}://${request.host}`;
   };
   // A change must come from the console's own page: its CSRF token, and no other Origin.
   const changeRefused = (request: FastifyRequest, csrf: string) => {
@@ -122,7 +126,7 @@ export async function consoleRoutes(app: FastifyInstance, deps: ConsoleDeps): Pr
     const token = randomBytes(32).toString('base64url');
     const csrf = randomBytes(24).toString('base64url');
     await deps.store.put(sessionKey(token), { csrf, expires: deps.clock().getTime() + SESSION_MS });
-    reply.header('set-cookie', `${CONSOLE_COOKIE}=${token}; HttpOnly; SameSite=Strict; Path=/console/; Max-Age=${SESSION_MS / 1000}`);
+    reply.header('set-cookie', `${CONSOLE_COOKIE}=${token}; HttpOnly;${secure} SameSite=Strict; Path=/console/; Max-Age=${SESSION_MS / 1000}`);
     return { csrf };
   });
 
@@ -151,7 +155,7 @@ export async function consoleRoutes(app: FastifyInstance, deps: ConsoleDeps): Pr
     const session = await current(request);
     if (session && changeRefused(request, session.csrf)) return sendError(reply, 'consoleCsrf');
     if (session) await deps.store.take(session.key);
-    reply.header('set-cookie', `${CONSOLE_COOKIE}=; HttpOnly; SameSite=Strict; Path=/console/; Max-Age=0`);
+    reply.header('set-cookie', `${CONSOLE_COOKIE}=; HttpOnly;${secure} SameSite=Strict; Path=/console/; Max-Age=0`);
     return { message: 'Session terminée' };
   });
 

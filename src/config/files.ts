@@ -119,10 +119,13 @@ function setting<T>(key: string, kind: FileSetting['kind'], holder: T, prop: Fil
 
 export function fileSettings(config: Config): FileSetting[] {
   return [
-    ...(config.server.tls ? [
-      setting('server.tls.certFile', 'certificates', config.server.tls, 'certFile'),
-      setting('server.tls.keyFile', 'privateKey', config.server.tls, 'keyFile', 'certFile'),
-    ] : []),
+    ...(['server', 'admin'] as const).flatMap((listener) => {
+      const { tls } = config[listener];
+      return tls ? [
+        setting(`${listener}.tls.certFile`, 'certificates', tls, 'certFile'),
+        setting(`${listener}.tls.keyFile`, 'privateKey', tls, 'keyFile', 'certFile'),
+      ] : [];
+    }),
     setting('auth.jwt.privateKeyFile', 'signingKey', config.auth.jwt, 'privateKeyFile'),
     setting('webhooks.caFile', 'certificates', config.webhooks, 'caFile'),
     ...Object.entries(config.upstreams).flatMap(([name, { tls }]) => (tls ? [

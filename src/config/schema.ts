@@ -280,6 +280,15 @@ const upstreamSchema = z.strictObject({
   }).optional(),
 });
 
+// HTTPS on a listener (the public one, the admin one), its files read again on SIGHUP.
+const listenerTls = z.strictObject({
+  certFile: z.string().min(1).meta({ description: 'The certificate chain (PEM): the certificate first, then its intermediates.' }),
+  keyFile: z.string().min(1).meta({ description: 'Its private key (PEM).' }),
+  http2: bool().prefault(false).meta({ description: 'Also serve HTTP/2 (negotiated by ALPN); HTTP/1.1 clients are still served.' }),
+  minVersion: z.enum(['TLSv1.2', 'TLSv1.3']).default('TLSv1.2').meta({ description: 'The oldest TLS version offered.' }),
+  ciphers: z.string().min(1).optional().meta({ description: 'OpenSSL cipher list replacing the default (TLS 1.3, and TLS 1.2 with ECDHE/DHE and AES-GCM or ChaCha20-Poly1305 only).' }),
+});
+
 // Defaults of values that a transform or preprocess reads are prefaults: written as in the file and
 // parsed like it, so `gateway schema` can show them (a default is the parsed value, a number).
 export const configSchema = z.strictObject({
@@ -296,13 +305,7 @@ export const configSchema = z.strictObject({
     // balancer stops sending before the listener closes. SIGINT (Ctrl-C) does not wait.
     shutdownDelay: durationOrZero.prefault('5s'),
     // HTTPS on the public listener (CONTRACT §10); the files are read again on SIGHUP.
-    tls: z.strictObject({
-      certFile: z.string().min(1).meta({ description: 'The certificate chain (PEM): the certificate first, then its intermediates.' }),
-      keyFile: z.string().min(1).meta({ description: 'Its private key (PEM).' }),
-      http2: bool().prefault(false).meta({ description: 'Also serve HTTP/2 (negotiated by ALPN); HTTP/1.1 clients are still served.' }),
-      minVersion: z.enum(['TLSv1.2', 'TLSv1.3']).default('TLSv1.2').meta({ description: 'The oldest TLS version offered.' }),
-      ciphers: z.string().min(1).optional().meta({ description: 'OpenSSL cipher list replacing the default (TLS 1.3, and TLS 1.2 with ECDHE/DHE and AES-GCM or ChaCha20-Poly1305 only).' }),
-    }).optional(),
+    tls: listenerTls.optional(),
   }).prefault({}),
   storage: z.strictObject({
     postgres: text,
@@ -364,6 +367,8 @@ export const configSchema = z.strictObject({
     host: z.string().default('127.0.0.1'),
     port: port.default(9090),
     apiKey: text,
+    // Off loopback, the admin key, the metrics and the console's cookie would cross the network in clear.
+    tls: listenerTls.optional().meta({ description: 'Serve the admin listener over HTTPS (the admin API, metrics, health, and the console off loopback); the files are read again on SIGHUP.' }),
   }).prefault({}),
   // Traces (CONTRACT §17): empty endpoint and no OTEL_EXPORTER_OTLP_ENDPOINT, no tracing. What is
   // left unset here, the standard OTEL_* variables fill (telemetry/tracing.ts).

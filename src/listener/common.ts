@@ -135,6 +135,18 @@ export function listenerCertificates(server: TlsServer, tls: TlsSettings): Certi
   };
 }
 
+/** The certificates of every HTTPS listener as one: all are read and checked before any is swapped. */
+export function allCertificates(listeners: Array<Certificates | undefined>): Certificates | undefined {
+  const present = listeners.filter((c) => c !== undefined);
+  if (present.length === 0) return undefined;
+  return {
+    reread() {
+      const swaps = present.map((certificates) => certificates.reread());
+      return () => swaps.forEach((swap) => swap());
+    },
+  };
+}
+
 /** The fastify options every listener starts from. */
 export function listenerOptions(log: Logger) {
   return {

@@ -49,13 +49,15 @@ describeWithServices('console: sign-in, cookie, CSRF', () => {
     expect((await request(other, 'POST', '/console/session', { json: { key: '' } })).status).toBe(404);
   });
 
-  it('is absent (404) off loopback, where the cookie would cross the network in clear', async () => {
-    expect(consoleAllowed('127.0.0.1', ADMIN_KEY)).toBe(true);
-    expect(consoleAllowed('::1', ADMIN_KEY)).toBe(true);
-    expect(consoleAllowed('localhost', ADMIN_KEY)).toBe(true);
-    expect(consoleAllowed('0.0.0.0', ADMIN_KEY)).toBe(false);
-    expect(consoleAllowed('10.0.0.5', ADMIN_KEY)).toBe(false);
-    expect(consoleAllowed('127.0.0.1', '')).toBe(false);
+  it('is absent (404) off loopback without TLS, where the cookie would cross the network in clear', async () => {
+    expect(consoleAllowed({ host: '127.0.0.1', apiKey: ADMIN_KEY })).toBe(true);
+    expect(consoleAllowed({ host: '::1', apiKey: ADMIN_KEY })).toBe(true);
+    expect(consoleAllowed({ host: 'localhost', apiKey: ADMIN_KEY })).toBe(true);
+    expect(consoleAllowed({ host: '0.0.0.0', apiKey: ADMIN_KEY })).toBe(false);
+    expect(consoleAllowed({ host: '10.0.0.5', apiKey: ADMIN_KEY })).toBe(false);
+    expect(consoleAllowed({ host: '127.0.0.1', apiKey: '' })).toBe(false);
+    // With TLS the cookie is Secure: any address (test/admin/adminTls.test.ts serves it so).
+    expect(consoleAllowed({ host: '0.0.0.0', apiKey: ADMIN_KEY, tls: { certFile: 'a.pem', keyFile: 'a-key.pem', http2: false, minVersion: 'TLSv1.2' } })).toBe(true);
     const open = await startTestGateway(testConfig({ admin: { host: '0.0.0.0', port: 0 } }));
     try {
       const app = await buildAdminApp(open.services);
