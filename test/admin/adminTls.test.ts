@@ -1,5 +1,5 @@
 // HTTPS on the admin listener (admin.tls, docs/tls.md's example as written): the admin API and
-// /metrics over TLS only, the console served off loopback with a Secure cookie and its https://
+// /metrics over TLS only (the CLI's --admin too), the console served off loopback with a Secure cookie and its https://
 // origin accepted for changes, and the certificate renewed by a reload like the public listener's.
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import https from 'node:https';
@@ -9,6 +9,7 @@ import tls from 'node:tls';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { checkFiles } from '../../src/config/files.js';
 import { makePki, type Pki } from '../helpers/certs.js';
+import { gateway } from '../helpers/cli.js';
 import { docsExample } from '../helpers/docs.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import { ADMIN_KEY, closeSql, describeWithServices, makeUser, startTestGateway, testConfigFromFile, type TestGateway } from '../helpers/gateway.js';
@@ -89,6 +90,17 @@ describeWithServices('admin listener over HTTPS (admin.tls)', () => {
     const plain = await rawExchange(`http://127.0.0.1:${new URL(base).port}`, Buffer.from(`GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n`));
     expect(plain).not.toContain('gateway_');
     expect(plain).not.toMatch(/^HTTP\/1\.1 200/);
+  });
+
+  it('serves the CLI\'s --admin https:// URL, trusting the operator\'s CA through NODE_EXTRA_CA_CERTS', async () => {
+    const user = await makeUser(gw);
+    const args = ['users', 'set-plan', user.email, 'pro', '--admin', base];
+    const untrusted = await gateway(args, { env: { GATEWAY_ADMIN_KEY: ADMIN_KEY } });
+    expect(untrusted.code).toBe(1);
+    const run = await gateway(args, { env: { GATEWAY_ADMIN_KEY: ADMIN_KEY, NODE_EXTRA_CA_CERTS: pki.caFile } });
+    expect(run).toMatchObject({ code: 0, stdout: expect.stringContaining('plan free → pro') });
+    const found = await admin('GET', `/admin/v1/users/${user.id}`, { headers: { authorization: `Bearer ${ADMIN_KEY}` } });
+    expect(found.json).toMatchObject({ plan: 'pro' });
   });
 
   it('serves the console off loopback, with a Secure cookie, and takes changes from its https:// origin only', async () => {
