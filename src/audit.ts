@@ -2,7 +2,7 @@
 // change goes into the change's own transaction (pass `tx`): it commits or rolls back with it, so
 // an event is never lost while its change stands and never kept for a change undone. An event
 // with no change (a failed login) is written alone, and its failure never changes the answer.
-// Rows older than audit.retention are purged, by every instance (a DELETE by age is idempotent).
+// Rows older than audit.retention are purged hourly by every instance (housekeeping.ts).
 import type { Logger } from 'pino';
 import { failureLog, type FailureLog } from './logThrottle.js';
 import { insertAuditEvent, purgeAuditEvents, type AuditEvent } from './storage/audit.js';
@@ -24,15 +24,11 @@ export interface AuditLogDeps {
   retentionMs: number;
 }
 
-const PURGE_EVERY_MS = 3_600_000;
-
 export class AuditLog implements Audit {
   private readonly failing: FailureLog;
-  private readonly purging: NodeJS.Timeout;
 
   constructor(private readonly deps: AuditLogDeps) {
     this.failing = failureLog(deps.log, 'audit events could not be stored');
-    this.purging = setInterval(() => void this.purge(), PURGE_EVERY_MS).unref();
   }
 
   record(event: AuditEvent, tx?: Queryable): Promise<void> {
@@ -48,7 +44,7 @@ export class AuditLog implements Audit {
     }
   }
 
-  /** Removes what audit.retention no longer keeps; how many rows went. */
+  /** Removes what audit.retention no longer keeps (hourly, by housekeeping.ts); how many rows went. */
   async purge(): Promise<number> {
     try {
       const n = await purgeAuditEvents(this.deps.db, new Date(this.deps.clock().getTime() - this.deps.retentionMs));
@@ -58,9 +54,5 @@ export class AuditLog implements Audit {
       this.deps.log.warn({ err }, 'audit events could not be purged');
       return 0;
     }
-  }
-
-  close(): void {
-    clearInterval(this.purging);
   }
 }

@@ -1,7 +1,10 @@
-// Hourly clean-up of the single-use rows that expired (storage/expiredRows.ts), by every instance:
-// a DELETE by age is idempotent, so instances need not agree on who does it. Rows are kept a day
-// past their expiry: a link opened a little late still finds its row, and is refused as expired.
+// The hourly clean-up, by every instance (a DELETE by age is idempotent, so instances need not
+// agree on who does it): single-use rows that expired (storage/expiredRows.ts), kept a day past
+// their expiry so that a link opened a little late still finds its row and is refused as expired;
+// and audit events past audit.retention (audit.ts). Webhook messages keep their own purge, whose
+// pace is a setting (webhooks/outbox.ts).
 import type { Logger } from 'pino';
+import type { AuditLog } from './audit.js';
 import type { Database } from './storage/db.js';
 import { purgeExpired } from './storage/expiredRows.js';
 
@@ -11,12 +14,18 @@ const KEEP_EXPIRED_MS = 86_400_000;
 export class Housekeeping {
   private readonly timer: NodeJS.Timeout;
 
-  constructor(private readonly deps: { db: Database; clock: () => Date; log: Logger }) {
+  constructor(private readonly deps: { db: Database; clock: () => Date; log: Logger; audit: Pick<AuditLog, 'purge'> }) {
     this.timer = setInterval(() => void this.sweep(), SWEEP_EVERY_MS).unref();
   }
 
-  /** Purges what expired more than a day ago; how many rows went, by table. */
+  /** Purges both; how many rows went, by table. */
   async sweep(): Promise<Record<string, number>> {
+    const [tokens, auditEvents] = await Promise.all([this.purgeTokens(), this.deps.audit.purge()]);
+    return { ...tokens, audit_events: auditEvents };
+  }
+
+  /** Single-use rows that expired more than a day ago. */
+  private async purgeTokens(): Promise<Record<string, number>> {
     try {
       const purged = await purgeExpired(this.deps.db, new Date(this.deps.clock().getTime() - KEEP_EXPIRED_MS));
       if (Object.values(purged).some((n) => n > 0)) this.deps.log.info({ purged }, 'expired single-use tokens purged');

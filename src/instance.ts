@@ -145,8 +145,7 @@ export async function createInstance(config: Config, options: InstanceOptions): 
     outbox.start();
     const events = new OutboxEmitter({ db, config: config.webhooks, clock });
     const audit = new AuditLog({ db, clock, log, retentionMs: config.audit.retention });
-    closers.push(async () => audit.close());
-    const housekeeping = new Housekeeping({ db, clock, log });
+    const housekeeping = new Housekeeping({ db, clock, log, audit });
     closers.push(async () => housekeeping.close());
     await feed.start();
 
