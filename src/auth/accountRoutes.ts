@@ -14,7 +14,7 @@ import { revokeAllForUser } from '../storage/refreshTokens.js';
 import { isUsersSession } from '../storage/sessions.js';
 import * as users from '../storage/users.js';
 import { newPasswordDenial, normalizeEmail, refuseCredentials } from './credentials.js';
-import { queueLinkMail, useLink, type LinkMailDeps } from './links.js';
+import { mailboxTakesOver, queueLinkMail, useLink, type LinkMailDeps } from './links.js';
 import { passwordConfirmed } from './factor.js';
 import { isTooLong, type Passwords } from './passwords.js';
 import { clientOf, issueInSession } from './sessions.js';
@@ -45,6 +45,9 @@ export async function accountRoutes(app: FastifyInstance, deps: AccountRoutesDep
     // A user without a password sets a first one from a recent sign-in, without current_password.
     const user = isTooLong(current) ? undefined : await users.findByIdWithHash(db, id);
     if (!user || !(await passwordConfirmed(passwords, user, current, identity, clock()))) return refuseCredentials(request, reply, user ? 'wrongPassword' : 'passwordTooLong', id);
+    // A first password is a way in added, as a factor is (factor.ts): with mail, only to an address
+    // proven to be the user's, so nobody who took an address first keeps one past its owner.
+    if (user.password_hash === null && mailer.enabled && !user.email_verified_at) return sendError(reply, 'emailUnverified');
     const hash = await passwords.hash(next);
     const changed = await db.transaction(async (tx) => {
       const locked = await users.lockUser(tx, id, 'update');
@@ -88,12 +91,12 @@ export async function accountRoutes(app: FastifyInstance, deps: AccountRoutesDep
     const hash = await passwords.hash(next);
     const ended = await useLink(db, clock, token, 'reset', holder.user_id, async (tx, user, now) => {
       await users.setPassword(tx, user.id, hash, now);
-      // The link went to this address and came back: the address is the user's.
-      await users.markEmailVerified(tx, user.id, user.email, now);
       await emailTokens.useUpAll(tx, user.id, 'reset', now);
       const revoked = await revokeAllForUser(tx, user.id, 'password');
       await events.emit(user.id, 'auth.password_changed', { method: 'reset', revoked_sessions: revoked }, tx);
       await audit.record({ type: 'password.reset', actor: 'user', userId: user.id, ...clientOf(request), data: { revoked_sessions: revoked } }, tx);
+      // The link went to this address and came back: the account is the mailbox's.
+      await mailboxTakesOver(tx, user, now, { audit, client: clientOf(request), setsPassword: true });
       return revoked;
     });
     if (ended === undefined) return sendError(reply, 'linkInvalid');

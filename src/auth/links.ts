@@ -2,9 +2,13 @@
 // sign-in. A link carries 32 random bytes; only their SHA-256 is stored (email_tokens), so a copy
 // of the database opens no account. The raw token exists in the mail (or in `gateway users
 // reset-link`'s output) and nowhere else: never in a log.
+import type { Audit } from '../audit.js';
 import type { Config } from '../config/schema.js';
 import type { Database, Queryable } from '../storage/db.js';
 import { insertEmailToken, issuedSince, useUp, type LinkPurpose } from '../storage/emailTokens.js';
+import { removeUnvouchedLinks } from '../storage/identities.js';
+import { revokeAllForUser } from '../storage/refreshTokens.js';
+import type { Client } from '../storage/sessions.js';
 import * as users from '../storage/users.js';
 import type { Mail, Mailer } from './mail.js';
 import { randomToken, sha256Hex } from '../digest.js';
@@ -131,4 +135,26 @@ export async function useLink<T>(db: Database, clock: () => Date, token: string,
     if (!user || !used || used.email !== user.email) return undefined;
     return then(tx, user, now);
   });
+}
+
+/**
+ * A link that hands over the account (a sign-in link, a password reset) came back from its mailbox:
+ * the account is the mailbox owner's from now on. Someone may have taken the address first without
+ * proving it (pre-hijacking): signed in through a provider that did not vouch for it, or registered
+ * it with a password, and may still hold a session. So the links no provider vouched for go; and
+ * when one went, or the address was not verified until now, every session ends and, unless the
+ * link sets a password itself (a reset), the password set before goes too. Then the address is
+ * verified. Run in useLink's transaction (the user's row locked).
+ */
+export async function mailboxTakesOver(tx: Queryable, user: users.User, now: Date, deps: { audit: Audit; client: Client; setsPassword: boolean }): Promise<void> {
+  const event = (type: 'oidc.unlinked' | 'email.verified' | 'session.revoked' | 'password.changed', data: Record<string, unknown> = {}) =>
+    deps.audit.record({ type, actor: 'user', userId: user.id, ...deps.client, data }, tx);
+  const firstProof = user.email_verified_at === null;
+  const unlinked = await removeUnvouchedLinks(tx, user.id);
+  for (const link of unlinked) await event('oidc.unlinked', { provider: link.provider, issuer: link.issuer, reason: 'mailbox_proven' });
+  if (firstProof && (await users.markEmailVerified(tx, user.id, user.email, now))) await event('email.verified');
+  if (!firstProof && unlinked.length === 0) return;
+  const ended = await revokeAllForUser(tx, user.id, 'mailbox');
+  if (ended > 0) await event('session.revoked', { sessions: ended, reason: 'mailbox_proven' });
+  if (!deps.setsPassword && (await users.removePassword(tx, user.id, now))) await event('password.changed', { removed: true, reason: 'mailbox_proven' });
 }

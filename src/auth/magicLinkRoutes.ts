@@ -9,7 +9,7 @@ import type { Audit } from '../audit.js';
 import * as emailTokens from '../storage/emailTokens.js';
 import * as users from '../storage/users.js';
 import { normalizeEmail } from './credentials.js';
-import { queueLinkMail, useLink, type LinkMailDeps } from './links.js';
+import { mailboxTakesOver, queueLinkMail, useLink, type LinkMailDeps } from './links.js';
 import { answerOneFactorSignIn, signInByOneFactor } from './mfaRoutes.js';
 import { clientOf } from './sessions.js';
 import { sha256Hex } from '../digest.js';
@@ -41,8 +41,8 @@ export async function magicLinkRoutes(app: FastifyInstance, deps: MagicLinkRoute
     const client = clientOf(request);
     const signIn = holder && await useLink(db, clock, token, 'magic', holder.user_id, async (tx, user, now) => {
       if (user.is_active !== 1) return undefined;
-      // The link went to the address and came back: the address is the user's.
-      if (await users.markEmailVerified(tx, user.id, user.email, now)) await audit.record({ type: 'email.verified', actor: 'user', userId: user.id, ...client }, tx);
+      // The link went to the address and came back: the account is the mailbox's.
+      await mailboxTakesOver(tx, user, now, { audit, client, setsPassword: false });
       // The link is one factor, as a password is: a user with TOTP still owes a code.
       return signInByOneFactor(tx, deps, user, client, now, MAGIC_LINK_AMR);
     });

@@ -164,13 +164,14 @@ async function accountOf(db: Database, audit: Audit, provider: string, who: Asse
   const record = (tx: Queryable, type: 'user.registered' | 'oidc.linked' | 'email.verified', userId: number) =>
     audit.record({ type, actor: 'user', userId, ...client, data: type === 'oidc.linked' ? { provider, issuer: who.issuer } : {} }, tx);
   const email = who.email === undefined ? undefined : normalizeEmail(who.email);
-  const link = { provider, issuer: who.issuer, subject: who.subject, email: email ?? null };
+  // Vouched: the provider says the address is verified (for a link made now, the account's address is its).
+  const link = { provider, issuer: who.issuer, subject: who.subject, email: email ?? null, vouched: who.emailVerified };
 
   const linked = await identities.findLink(db, who.issuer, who.subject);
   if (linked) {
     await db.transaction(async (tx) => {
       const user = await users.lockUser(tx, linked.user_id, 'update');
-      await identities.touchLink(tx, who.issuer, who.subject, provider, link.email);
+      await identities.touchLink(tx, { ...link, vouched: link.vouched && email === user?.email });
       // The provider vouches for the address of an account it signs in to.
       if (user && email === user.email && who.emailVerified && !user.email_verified_at && (await users.markEmailVerified(tx, user.id, email, clock()))) await record(tx, 'email.verified', user.id);
     });

@@ -10,29 +10,48 @@ export interface IdentityLink {
   issuer: string;
   subject: string;
   email: string | null;
+  /** The provider vouched for the account's address (migration 021). */
+  vouched: boolean;
   created_at: Date;
 }
 
-const LINK_COLUMNS = 'user_id, provider, issuer, subject, email, created_at';
+const LINK_COLUMNS = 'user_id, provider, issuer, subject, email, vouched, created_at';
 
 /** Who signs in as (issuer, subject), read without a lock (a sign-in then locks the user first). */
 export async function findLink(db: Queryable, issuer: string, subject: string): Promise<IdentityLink | undefined> {
   return (await db.query<IdentityLink>(`SELECT ${LINK_COLUMNS} FROM user_identities WHERE issuer = $1 AND subject = $2`, [issuer, subject]))[0];
 }
 
+export interface NewLink {
+  provider: string;
+  issuer: string;
+  subject: string;
+  email: string | null;
+  /** The provider says this is the account's address, verified. */
+  vouched: boolean;
+}
+
 /** Links (issuer, subject) to the user; false when it is already linked (to anyone). */
-export async function insertLink(db: Queryable, userId: number, link: { provider: string; issuer: string; subject: string; email: string | null }, now: Date): Promise<boolean> {
+export async function insertLink(db: Queryable, userId: number, link: NewLink, now: Date): Promise<boolean> {
   const rows = await db.query(
-    `INSERT INTO user_identities (user_id, provider, issuer, subject, email, created_at) VALUES ($1, $2, $3, $4, $5, $6)
+    `INSERT INTO user_identities (user_id, provider, issuer, subject, email, vouched, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)
      ON CONFLICT (issuer, subject) DO NOTHING RETURNING 1`,
-    [userId, link.provider, link.issuer, link.subject, link.email, now],
+    [userId, link.provider, link.issuer, link.subject, link.email, link.vouched, now],
   );
   return rows.length === 1;
 }
 
-/** What a later sign-in refreshes: the provider's name in the configuration (it may have been renamed) and the email it asserts. */
-export async function touchLink(db: Queryable, issuer: string, subject: string, provider: string, email: string | null): Promise<void> {
-  await db.query('UPDATE user_identities SET provider = $3, email = $4 WHERE issuer = $1 AND subject = $2', [issuer, subject, provider, email]);
+/**
+ * What a later sign-in refreshes: the provider's name in the configuration (it may have been
+ * renamed) and the email it asserts; a link it vouches for now stays vouched for.
+ */
+export async function touchLink(db: Queryable, link: NewLink): Promise<void> {
+  await db.query('UPDATE user_identities SET provider = $3, email = $4, vouched = vouched OR $5 WHERE issuer = $1 AND subject = $2', [link.issuer, link.subject, link.provider, link.email, link.vouched]);
+}
+
+/** Removes the user's links no provider vouched for (links.ts: the mailbox owner took the account); the rows removed. */
+export async function removeUnvouchedLinks(db: Queryable, userId: number): Promise<IdentityLink[]> {
+  return db.query<IdentityLink>(`DELETE FROM user_identities WHERE user_id = $1 AND NOT vouched RETURNING ${LINK_COLUMNS}`, [userId]);
 }
 
 /** The user's links, oldest first. */

@@ -35,7 +35,7 @@ export async function wasRotated(db: Queryable, tokenHash: string, userId: numbe
  * Why tokens were revoked, besides rotation and logout: a replayed token under refreshReuse
  * revoke-all, a password change or reset, a session ended by its user.
  */
-export type RevokeReason = 'reuse' | 'password' | 'session' | 'mfa';
+export type RevokeReason = 'reuse' | 'password' | 'session' | 'mfa' | 'mailbox';
 
 /**
  * Revokes every active token of the user: ends all their sessions. Returns how many sessions

@@ -113,6 +113,12 @@ export async function setPassword(tx: Queryable, id: number, passwordHash: strin
   await tx.query('UPDATE users SET password_hash = $2, password_changed_at = $3 WHERE id = $1', [id, passwordHash, now]);
 }
 
+/** Removes the user's password (a sign-in link handing the account to its mailbox, links.ts); whether it had one. */
+export async function removePassword(tx: Queryable, id: number, now: Date): Promise<boolean> {
+  const rows = await tx.query('UPDATE users SET password_hash = NULL, password_changed_at = $2 WHERE id = $1 AND password_hash IS NOT NULL RETURNING id', [id, now]);
+  return rows.length === 1;
+}
+
 /** Marks the email verified, if it is still `email` (a link proves only the address it went to). */
 export async function markEmailVerified(tx: Queryable, id: number, email: string, now: Date): Promise<boolean> {
   const rows = await tx.query('UPDATE users SET email_verified_at = COALESCE(email_verified_at, $3) WHERE id = $1 AND email = $2 RETURNING id', [id, email, now]);

@@ -15,6 +15,7 @@ import {
 import type { HttpResponse } from '../helpers/http.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import { signInAtProvider, startTestProvider, type TestProvider } from '../helpers/oidcProvider.js';
+import { mailSettings, startSmtpCatcher, type SmtpCatcher } from '../helpers/smtp.js';
 
 const PUBLIC_URL = 'http://localhost:9';
 const START = '/api/v1/auth/oidc/testidp/start';
@@ -26,6 +27,7 @@ const BAD_REQUEST = { error: 'Requête invalide' };
 
 describeWithServices('sign in with an identity provider', () => {
   let idp: TestProvider;
+  let smtp: SmtpCatcher;
   let upstream: EchoUpstream;
   let a: TestGateway;
   let b: TestGateway;
@@ -36,11 +38,14 @@ describeWithServices('sign in with an identity provider', () => {
     idp = await startTestProvider([`${PUBLIC_URL}/api/v1/auth/oidc/testidp/callback`]);
     oidc = { publicUrl: PUBLIC_URL, returnTo: [APP], providers: { testidp: { issuer: idp.issuer, clientId: idp.clientId, clientSecret: idp.clientSecret, scopes: ['openid', 'email'] } } };
     upstream = await startEchoUpstream();
-    [a, b] = await startTwoGateways(testConfig({ auth: { oidc }, upstreams: { app: { url: upstream.url } }, routes: [{ path: '/app', upstream: 'app', auth: 'none' }] }), { clock });
+    // Mail and sign-in links: the mailbox owner's ways to take an account (pre-hijacking, below).
+    smtp = await startSmtpCatcher();
+    const magicLink = { url: 'https://app.example.test/magic?token={token}' };
+    [a, b] = await startTwoGateways(testConfig({ mail: mailSettings(smtp), auth: { oidc, magicLink }, upstreams: { app: { url: upstream.url } }, routes: [{ path: '/app', upstream: 'app', auth: 'none' }] }), { clock });
   });
   afterAll(async () => {
     await Promise.all([a?.close(), b?.close()]);
-    await Promise.all([idp?.close(), upstream?.close()]);
+    await Promise.all([idp?.close(), upstream?.close(), smtp?.close()]);
     await closeSql();
   });
   beforeEach(() => idp.misbehave('none'));
@@ -418,5 +423,80 @@ describeWithServices('sign in with an identity provider', () => {
     expect(res.status).toBe(200);
     expect(await sql('SELECT id FROM users WHERE id = $1', [link!.user_id])).toEqual([]);
     expect(await identityOf(subject)).toEqual([]);
+  });
+  // Pre-hijacking (CONTRACT §15's "no silent takeover", from the other side): someone signs in first
+  // with an address a provider does not vouch for, and waits for its owner.
+  /** The mail with `subject` to `email` once it came (`asked` sends it). */
+  async function mailed(email: string, subject: string, asked: () => Promise<HttpResponse>): Promise<string> {
+    const before = smtp.to(email).filter((m) => m.subject === subject).length;
+    expect((await asked()).status).toBe(202);
+    await expect.poll(() => smtp.to(email).filter((m) => m.subject === subject).length).toBe(before + 1);
+    return smtp.to(email).filter((m) => m.subject === subject).at(-1)!.token!;
+  }
+  const magicLinkOf = (email: string) => mailed(email, 'Votre lien de connexion', () => a.post('/api/v1/auth/magic-link', { email }));
+  const resetLinkOf = (email: string) => mailed(email, 'Réinitialisation de votre mot de passe', () => a.post('/api/v1/auth/password/forgot', { email }));
+  const auditOf = (userId: number, type: string) => sql<{ data: unknown }>('SELECT data FROM audit_events WHERE user_id = $1 AND type = $2 ORDER BY id', [userId, type]);
+
+  it('pre-hijacking: a link no provider vouched for is removed when the mailbox owner signs in by link; the taker\'s sessions end and it cannot come back', async () => {
+    const email = newEmail('victim');
+    const taker = providerUser({ email, email_verified: false });
+    const taken = (await signedIn(taker)).json as { access_token: string; refresh_token: string };
+    const [link] = await identityOf(taker);
+    // With mail, an address nobody proved gets no password added (as no factor): the taker keeps no way in of its own.
+    const password = await a.post('/api/v1/auth/password/change', { new_password: newPassword() }, { headers: bearer(taken.access_token) });
+    expect([password.status, password.json]).toEqual([403, { error: 'Adresse email non vérifiée' }]);
+    // The owner cannot register the address, but its mailbox opens a sign-in link.
+    expect((await b.post('/api/v1/auth/register', { email, password: newPassword() })).status).toBe(409);
+    const owner = await b.post('/api/v1/auth/magic-link/verify', { token: await magicLinkOf(email) });
+    expect(owner.status).toBe(200);
+    expect(claims(owner.json.access_token).sub).toBe(String(link!.user_id));
+    expect(await identityOf(taker)).toEqual([]);
+    expect((await a.post('/api/v1/auth/refresh', { refresh_token: taken.refresh_token })).json).toEqual({ error: 'Refresh token invalide, révoqué ou expiré' });
+    expect(new URL(String((await signIn(taker)).res.headers.location)).hash).toBe('#error=account_exists');
+    expect((await a.get('/api/v1/user/me', { headers: bearer(owner.json.access_token) })).json).toMatchObject({ email, email_verified_at: expect.any(String) });
+    expect(await auditOf(link!.user_id, 'oidc.unlinked')).toEqual([{ data: { provider: 'testidp', issuer: idp.issuer, reason: 'mailbox_proven' } }]);
+    expect(await auditOf(link!.user_id, 'session.revoked')).toEqual([{ data: { sessions: 1, reason: 'mailbox_proven' } }]);
+    expect(await auditOf(link!.user_id, 'email.verified')).toHaveLength(1);
+  });
+
+  it('pre-hijacking: a password reset by the mailbox owner removes the link no provider vouched for too', async () => {
+    const email = newEmail('victim');
+    const taker = providerUser({ email, email_verified: false });
+    const taken = (await signedIn(taker)).json as { refresh_token: string };
+    const password = newPassword();
+    expect((await b.post('/api/v1/auth/password/reset', { token: await resetLinkOf(email), new_password: password })).status).toBe(200);
+    expect(await identityOf(taker)).toEqual([]);
+    expect((await a.post('/api/v1/auth/refresh', { refresh_token: taken.refresh_token })).status).toBe(401);
+    expect(new URL(String((await signIn(taker)).res.headers.location)).hash).toBe('#error=account_exists');
+    expect((await a.post('/api/v1/auth/login', { email, password })).status).toBe(200);
+  });
+
+  it('pre-hijacking by registration: the owner\'s first sign-in link ends the registrant\'s sessions and password', async () => {
+    const taker = await makeUser(a);
+    const owner = await b.post('/api/v1/auth/magic-link/verify', { token: await magicLinkOf(taker.email) });
+    expect(owner.status).toBe(200);
+    expect((await a.post('/api/v1/auth/login', { email: taker.email, password: taker.password })).json).toEqual({ error: 'Identifiants invalides' });
+    expect((await a.post('/api/v1/auth/refresh', { refresh_token: taker.refresh })).status).toBe(401);
+    expect(await auditOf(taker.id, 'password.changed')).toEqual([{ data: { removed: true, reason: 'mailbox_proven' } }]);
+    // The owner sets a password of its own from this sign-in; a later link on the verified address changes nothing else.
+    const password = newPassword();
+    const set = await a.post('/api/v1/auth/password/change', { new_password: password }, { headers: bearer(owner.json.access_token) });
+    expect(set.status).toBe(200);
+    clock.advance(61_000); // one link mail a minute per address
+    const again = await b.post('/api/v1/auth/magic-link/verify', { token: await magicLinkOf(taker.email) });
+    expect(again.status).toBe(200);
+    expect((await a.post('/api/v1/auth/login', { email: taker.email, password })).status).toBe(200);
+    expect((await a.post('/api/v1/auth/refresh', { refresh_token: set.json.refresh_token })).status).toBe(200);
+  });
+
+  it('a link its provider vouched for stays when the user also signs in by link', async () => {
+    const subject = providerUser();
+    const first = (await signedIn(subject)).json as { refresh_token: string };
+    const [link] = await identityOf(subject);
+    const [{ email }] = await sql<{ email: string }>('SELECT email FROM users WHERE id = $1', [link!.user_id]);
+    expect((await b.post('/api/v1/auth/magic-link/verify', { token: await magicLinkOf(email) })).status).toBe(200);
+    expect(await identityOf(subject)).toHaveLength(1);
+    expect((await a.post('/api/v1/auth/refresh', { refresh_token: first.refresh_token })).status).toBe(200);
+    expect((await signedIn(subject)).status).toBe(200);
   });
 });
