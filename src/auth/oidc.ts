@@ -70,6 +70,20 @@ const JWKS_TTL_MS = 10 * 60_000;
 const PROVIDER_TIMEOUT_MS = 10_000;
 // The ID token checks of openid-client whose failure is the token's fault, not the provider's availability.
 const ID_TOKEN_CHECKS = new Set(['OAUTH_JWT_CLAIM_COMPARISON_FAILED', 'OAUTH_JWT_TIMESTAMP_CHECK_FAILED']);
+// Its other refusals of the token response's JWT (an `alg` the provider's metadata does not offer,
+// `none` included; no JWT at all; a `crit` header) share their codes with refusals of the rest of
+// the response, and each names the JWT in its message (oauth4webapi's, kept as the error's cause).
+const JWT_SHAPE_CHECKS = new Set(['OAUTH_INVALID_RESPONSE', 'OAUTH_PARSE_ERROR', 'OAUTH_UNSUPPORTED_OPERATION']);
+
+/** Whether the code exchange failed on the ID token it returned (rather than on the provider). */
+function isIdTokenRefusal(err: unknown): boolean {
+  let e = err as { code?: unknown; message?: unknown; cause?: unknown } | undefined;
+  for (let depth = 0; e && depth < 4; depth++, e = e.cause as typeof e) {
+    if (typeof e.code !== 'string') continue;
+    if (ID_TOKEN_CHECKS.has(e.code) || (JWT_SHAPE_CHECKS.has(e.code) && typeof e.message === 'string' && e.message.includes('JWT'))) return true;
+  }
+  return false;
+}
 
 /** One provider: its discovered configuration and its keys, cached, fetched once at a time. */
 export class OidcProvider {
@@ -113,8 +127,7 @@ export class OidcProvider {
       });
     } catch (err) {
       if (err instanceof client.AuthorizationResponseError) throw new SignInFailed(err.error === 'access_denied' ? 'access_denied' : 'provider_error', `the provider answered ${err.error}`);
-      const code = (err as { code?: unknown }).code;
-      if (typeof code === 'string' && ID_TOKEN_CHECKS.has(code)) throw new SignInFailed('invalid_id_token', `ID token refused: ${(err as Error).message}`);
+      if (isIdTokenRefusal(err)) throw new SignInFailed('invalid_id_token', `ID token refused: ${(err as Error).message}`);
       throw new SignInFailed('provider_error', `code exchange failed: ${err instanceof Error ? err.message : String(err)}`);
     }
     if (!tokens.id_token) throw new SignInFailed('invalid_id_token', 'no ID token');

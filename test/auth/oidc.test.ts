@@ -300,6 +300,8 @@ describeWithServices('sign in with an identity provider', () => {
     ['wrong-aud', 'an audience that is another client'],
     ['expired', 'an expired ID token'],
     ['unknown-kid', 'a key the provider never published'],
+    ['alg-none', 'no signature at all'],
+    ['hs256', 'an HMAC with the client secret, never offered'],
   ] as const)('an ID token with %s (%s) sends the browser back with #error=invalid_id_token, and signs no one in', async (how, _what) => {
     await signedIn(providerUser()); // the provider's key set is cached
     const subject = providerUser();
@@ -493,8 +495,8 @@ describeWithServices('sign in with an identity provider', () => {
     const subject = providerUser();
     const first = (await signedIn(subject)).json as { refresh_token: string };
     const [link] = await identityOf(subject);
-    const [{ email }] = await sql<{ email: string }>('SELECT email FROM users WHERE id = $1', [link!.user_id]);
-    expect((await b.post('/api/v1/auth/magic-link/verify', { token: await magicLinkOf(email) })).status).toBe(200);
+    const [user] = await sql<{ email: string }>('SELECT email FROM users WHERE id = $1', [link!.user_id]);
+    expect((await b.post('/api/v1/auth/magic-link/verify', { token: await magicLinkOf(user!.email) })).status).toBe(200);
     expect(await identityOf(subject)).toHaveLength(1);
     expect((await a.post('/api/v1/auth/refresh', { refresh_token: first.refresh_token })).status).toBe(200);
     expect((await signedIn(subject)).status).toBe(200);

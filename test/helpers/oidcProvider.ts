@@ -7,7 +7,7 @@
 // with a claim changed (nonce, aud, exp) or by a key it never published, and its keys rotated.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { decodeJwt, exportJWK, generateKeyPair, SignJWT, type JWK } from 'jose';
+import { decodeJwt, exportJWK, generateKeyPair, SignJWT, UnsecuredJWT, type JWK } from 'jose';
 import Provider from 'oidc-provider';
 
 export interface ProviderUser {
@@ -17,7 +17,8 @@ export interface ProviderUser {
 
 /** How the provider's ID tokens go wrong; `none`: as issued. */
 // unavailable: every request, discovery included, answered 503 (a provider down for maintenance).
-export type Misbehaviour = 'none' | 'wrong-nonce' | 'wrong-aud' | 'expired' | 'unknown-kid' | 'rotated-key' | 'unavailable';
+// alg-none: unsigned (`alg: none`); hs256: signed with the client secret, an algorithm its metadata never offered.
+export type Misbehaviour = 'none' | 'wrong-nonce' | 'wrong-aud' | 'expired' | 'unknown-kid' | 'rotated-key' | 'alg-none' | 'hs256' | 'unavailable';
 
 export interface TestProvider {
   issuer: string;
@@ -84,7 +85,9 @@ export async function startTestProvider(redirectUris: string[], options: { clien
       if (misbehaviour === 'wrong-aud') claims.aud = 'another-client';
       if (misbehaviour === 'expired') Object.assign(claims, { iat: now - 3600, exp: now - 600 });
       const key = misbehaviour === 'unknown-kid' ? unpublished : misbehaviour === 'rotated-key' ? rotated : published;
-      body.id_token = await new SignJWT(claims).setProtectedHeader({ alg: 'RS256', kid: key.privateJwk.kid! }).sign(key.privateJwk);
+      if (misbehaviour === 'alg-none') body.id_token = new UnsecuredJWT(claims).encode();
+      else if (misbehaviour === 'hs256') body.id_token = await new SignJWT(claims).setProtectedHeader({ alg: 'HS256' }).sign(new TextEncoder().encode(clientSecret));
+      else body.id_token = await new SignJWT(claims).setProtectedHeader({ alg: 'RS256', kid: key.privateJwk.kid! }).sign(key.privateJwk);
     }
   });
   server.on('request', provider.callback());
