@@ -180,7 +180,7 @@ async function routesView() {
   const show = renderer();
   const { json } = await api('GET', 'api/routes');
   show(h('h2', {}, 'Routes'), table(['Path', 'Methods', 'Auth', 'Plans', 'Daily', 'Per minute', 'Upstream'],
-    json.routes.map((r) => [r.path, r.methods?.join(', ') ?? '*', r.auth, r.plans?.join(', ') ?? '—', r.daily_limit ? 'yes' : '—', r.rate_limit ? 'yes' : '—', r.upstream ? `${r.upstream.name} (${r.upstream.url})` : 'decision only'])));
+    json.routes.map((r) => [r.path, r.methods?.join(', ') ?? '*', r.mfa === 'required' ? `${r.auth}, second factor` : r.auth, r.plans?.join(', ') ?? '—', r.daily_limit ? 'yes' : '—', r.rate_limit ? 'yes' : '—', r.upstream ? `${r.upstream.name} (${r.upstream.url})` : 'decision only'])));
 }
 
 async function healthView() {

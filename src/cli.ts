@@ -332,7 +332,7 @@ export function routeTable(config: Config): string {
   const rows = [['PATH', 'METHODS', 'AUTH', 'PLANS', 'DAILY', 'PER MINUTE', 'UPSTREAM', 'FORWARDED AS']];
   for (const r of [...config.routes].sort((a, b) => a.path.localeCompare(b.path))) {
     const upstream = r.upstream === undefined ? undefined : config.upstreams[r.upstream]!;
-    rows.push([r.path, r.methods?.join(',') ?? '*', r.auth, r.plans?.join(',') ?? '-', r.dailyLimit ? 'yes' : '-', r.rateLimit ? 'yes' : '-',
+    rows.push([r.path, r.methods?.join(',') ?? '*', r.mfa === 'required' ? `${r.auth} (mfa)` : r.auth, r.plans?.join(',') ?? '-', r.dailyLimit ? 'yes' : '-', r.rateLimit ? 'yes' : '-',
       upstream ? `${r.upstream} (${upstream.url})` : '- (decision only)', upstream ? `${(r.rewritePrefix ?? r.path).replace(/\/+$/, '')}/…` : '-']);
   }
   return columns(rows);

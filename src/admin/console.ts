@@ -170,7 +170,7 @@ export async function consoleRoutes(app: FastifyInstance, deps: ConsoleDeps): Pr
     const config = deps.config();
     return {
       routes: config.routes.map((r) => ({
-        path: r.path, methods: r.methods ?? null, auth: r.auth, plans: r.plans ?? null, daily_limit: Boolean(r.dailyLimit), rate_limit: Boolean(r.rateLimit),
+        path: r.path, methods: r.methods ?? null, auth: r.auth, mfa: r.mfa, plans: r.plans ?? null, daily_limit: Boolean(r.dailyLimit), rate_limit: Boolean(r.rateLimit),
         upstream: r.upstream === undefined ? null : { name: r.upstream, url: config.upstreams[r.upstream]?.url ?? null },
       })),
     };

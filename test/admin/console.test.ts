@@ -26,7 +26,7 @@ describeWithServices('console: sign-in, cookie, CSRF', () => {
 
   beforeAll(async () => {
     upstream = await startEchoUpstream();
-    gw = await startTestGateway(testConfig({ upstreams: { app: { url: upstream.url } }, routes: [{ path: '/console', upstream: 'app', auth: 'none' }] }), { clock });
+    gw = await startTestGateway(testConfig({ upstreams: { app: { url: upstream.url } }, routes: [{ path: '/console', upstream: 'app', auth: 'none' }, { path: '/billing', upstream: 'app', mfa: 'required' }] }), { clock });
     bare = await startTestGateway(testConfig({ admin: { port: 0, apiKey: '' } }));
     url = await listen(gw);
   });
@@ -110,7 +110,10 @@ describeWithServices('console: sign-in, cookie, CSRF', () => {
 
   it('shows the route table and a health summary with requests per route', async () => {
     const { cookie } = await signIn();
-    expect((await request(url, 'GET', '/console/api/routes', { headers: { cookie } })).json.routes).toEqual([expect.objectContaining({ path: '/console', auth: 'none', upstream: { name: 'app', url: upstream.url } })]);
+    expect((await request(url, 'GET', '/console/api/routes', { headers: { cookie } })).json.routes).toEqual([
+      expect.objectContaining({ path: '/console', auth: 'none', mfa: 'optional', upstream: { name: 'app', url: upstream.url } }),
+      expect.objectContaining({ path: '/billing', auth: 'required', mfa: 'required' }),
+    ]);
     await gw.get('/console/x');
     const health = (await request(url, 'GET', '/console/api/health', { headers: { cookie } })).json;
     expect(health).toEqual(expect.objectContaining({ ready: true, checks: expect.objectContaining({ postgres: 'ok' }) }));

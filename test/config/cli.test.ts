@@ -57,6 +57,14 @@ describe('gateway check', { timeout: 60_000 }, () => {
     expect(row).toEqual(['/downloads', '*', 'required', 'pro', '-', '-', '- (decision only)', '-']);
   });
 
+  it('shows a route that asks for a second factor (mfa: required) in its AUTH column', async () => {
+    const file = write('mfa.yaml', `${VALID}  - { path: /api/v1/billing, upstream: app, mfa: required }
+`);
+    const { code, stdout } = await gateway(['check', '--config', file]);
+    expect(code).toBe(0);
+    expect(stdout.split('\n').find((l) => l.startsWith('/api/v1/billing'))!.split(/ {2,}/)[2]).toBe('required (mfa)');
+  });
+
   it('shows a route on / as forwarded to /…, not //…', async () => {
     const file = write('root.yaml', `${VALID}  - { path: /, upstream: app, auth: none }\n  - { path: /old, upstream: app, auth: none, rewritePrefix: / }\n`);
     const { code, stdout } = await gateway(['check', '--config', file]);
