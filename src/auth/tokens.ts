@@ -3,7 +3,7 @@
 // The algorithm list is pinned to the configured one: no `alg: none`, no HS/RS confusion.
 import { createPublicKey, randomBytes, randomUUID, webcrypto } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { calculateJwkThumbprint, compactVerify, decodeProtectedHeader, exportJWK, importPKCS8, importSPKI, jwtVerify, SignJWT, type CryptoKey, type JWK, type JWTPayload } from 'jose';
+import { calculateJwkThumbprint, CompactSign, compactVerify, decodeProtectedHeader, exportJWK, importPKCS8, importSPKI, jwtVerify, SignJWT, type CryptoKey, type JWK, type JWTPayload } from 'jose';
 import { LRUCache } from 'lru-cache';
 import type { Config, Plan } from '../config/schema.js';
 import type { Queryable } from '../storage/db.js';
@@ -54,8 +54,9 @@ export interface Tokens {
   /** The refresh token's user id, or null when it does not decode, is expired or is not a refresh token. */
   verifyRefresh(token: string): Promise<number | null>;
   /**
-   * Whether the gateway signed this token, whatever its kind and even expired: such a token is a
-   * credential of the gateway's own and never goes to an upstream (CONTRACT §3).
+   * Whether the gateway signed this token, whatever its kind and even expired, also with other
+   * characters glued after it: such a token is a credential of the gateway's own and never goes to
+   * an upstream (CONTRACT §3).
    */
   isOwn(token: string): Promise<boolean>;
   /** The access-token public key for /.well-known/jwks.json (asymmetric algorithms only). */
@@ -85,6 +86,9 @@ export async function createTokens(
   // Verification goes through WebCrypto on the threadpool; a bounded cache of tokens already
   // verified keeps it off the hot path. An entry is used only while its `exp` is in the future.
   const verified = new LRUCache<string, AccessClaims>({ max: VERIFIED_CACHE_SIZE });
+  // How long this key's signatures are in a token (base64url, a fixed length per key): isOwn() cuts
+  // a token of ours there when other characters are glued to it.
+  const signatureLength = (await new CompactSign(new Uint8Array(0)).setProtectedHeader({ alg: auth.jwt.algorithm }).sign(keys.sign)).split('.')[2]!.length;
 
   const sign = (claims: JWTPayload, typ: string, ttlMs: number, subject: number) => {
     const iat = seconds();
@@ -135,14 +139,16 @@ export async function createTokens(
       verified.set(token, claims);
       return claims;
     },
-    async isOwn(token) {
-      if (verified.has(token)) return true;
+    async isOwn(text) {
+      if (verified.has(text)) return true;
       try {
         // Every token the gateway signs says its kind in `typ`: anything else is not worth a
         // signature check (a header full of other services' JWTs costs a decode each, no more).
-        const { typ } = decodeProtectedHeader(token);
+        const { typ } = decodeProtectedHeader(text);
         if (typ !== ACCESS_TYP && typ !== REFRESH_TYP) return false;
-        await compactVerify(token, keys.verify, { algorithms });
+        // `<token>X`: a token of ours all the same, which an upstream could take back out.
+        const excess = text.length - text.lastIndexOf('.') - 1 - signatureLength;
+        await compactVerify(excess > 0 ? text.slice(0, -excess) : text, keys.verify, { algorithms });
         return true;
       } catch {
         return false;

@@ -228,6 +228,15 @@ describeWithServices.each([
     expect(decodeJwt(refreshed.json.access_token).sub).toBe(String(user.id));
   });
 
+  it('knows its tokens with characters glued after them (never forwarded), and refuses them as credentials', async () => {
+    const user = await makeUser(gw);
+    for (const token of [user.access, user.refresh]) {
+      expect(await gw.services.tokens.isOwn(`${token}X`)).toBe(true);
+      expect(await gw.services.tokens.isOwn(`${token}${'A'.repeat(100)}`)).toBe(true);
+    }
+    expect(await probe(gw, upstream, `${user.access}X`)).toMatchObject({ status: 401, hits: 0 });
+  });
+
   it('typ and alg stay pinned: refresh as Bearer, HS256 keyed with the public key, alg none and another key pair are refused', async () => {
     const user = await makeUser(gw);
     await expectRefused(gw, upstream, user.refresh);

@@ -73,6 +73,20 @@ describeWithServices('headers and tokens that never reach an upstream', () => {
     expect(upstream.last(n)!.headers.cookie).toBeUndefined();
   });
 
+  it('removes a gateway token with other characters glued after it, which an upstream could cut back off', async () => {
+    for (const junk of ['X', 'XY', '_', '-', 'abcdefgh']) {
+      const m = marker();
+      const glued = `${user.access}${junk}`;
+      const res = await gw.get(`/open/${m}?access_token=${glued}`, { headers: { authorization: `Bearer ${glued}`, cookie: `access_token=${glued}`, 'x-token': glued } });
+      expect(res.status, junk).toBe(200);
+      const hit = upstream.last(m)!;
+      expect(JSON.stringify(hit), junk).not.toContain(user.access);
+      expect(JSON.stringify(hit), junk).not.toContain(user.access.slice(user.access.lastIndexOf('.')));
+    }
+    // On a guarded route it is no credential: 401, as any token that is not exactly one.
+    expect((await gw.get(`/private/${marker()}`, { headers: { authorization: `Bearer ${user.access}X` } })).status).toBe(401);
+  });
+
   it('removes a gateway token from the query and the cookies as Rack reads them: after a `;`, and percent-encoded', async () => {
     // Rack 2 (Rails 6 and 7.0) splits a query on `;` as on `&`, and percent-decodes every cookie
     // value: `?a=1;access_token=<jwt>` and `access_token=<jwt with . as %2E>` give the application
