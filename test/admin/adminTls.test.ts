@@ -5,10 +5,9 @@ import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import https from 'node:https';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import tls from 'node:tls';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { checkFiles } from '../../src/config/files.js';
-import { makePki, type Pki } from '../helpers/certs.js';
+import { makePki, servedCn, type Pki } from '../helpers/certs.js';
 import { gateway } from '../helpers/cli.js';
 import { docsExample } from '../helpers/docs.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
@@ -40,18 +39,6 @@ describeWithServices('admin listener over HTTPS (admin.tls)', () => {
       });
       req.on('error', reject);
       req.end(body);
-    });
-  }
-
-  /** The subject CN of the certificate a new connection to the admin listener is shown. */
-  function servedCn(): Promise<string> {
-    const { port } = new URL(base);
-    return new Promise((resolve, reject) => {
-      const socket = tls.connect({ host: '127.0.0.1', port: Number(port), ca: pki.ca, servername: 'localhost' }, () => {
-        resolve(String(socket.getPeerCertificate().subject.CN));
-        socket.end();
-      });
-      socket.on('error', reject);
     });
   }
 
@@ -119,15 +106,15 @@ describeWithServices('admin listener over HTTPS (admin.tls)', () => {
   });
 
   it('takes a renewed certificate on reload; a key that is not the certificate\'s is refused before anything changes', async () => {
-    expect(await servedCn()).toBe('admin-1');
+    expect(await servedCn(base, pki.ca)).toBe('admin-1');
     const renewed = pki.issue('admin-2', { cn: 'admin-2', names: ['localhost', '127.0.0.1'] });
     copyFileSync(renewed.certFile, path.join(dir, 'certs/admin.pem'));
     // Half renewed (the old key beside the new certificate): gateway check and the reload both refuse it.
     expect(await checkFiles(gw.services.config)).toEqual([expect.stringMatching(/^admin\.tls\.keyFile: /)]);
     expect(() => gw.certificates!.reread()).toThrow();
-    expect(await servedCn()).toBe('admin-1');
+    expect(await servedCn(base, pki.ca)).toBe('admin-1');
     copyFileSync(renewed.keyFile, path.join(dir, 'certs/admin-key.pem'));
     gw.certificates!.reread()();
-    expect(await servedCn()).toBe('admin-2');
+    expect(await servedCn(base, pki.ca)).toBe('admin-2');
   });
 });

@@ -2,6 +2,7 @@
 // certificates it signs for servers (the HTTPS listener, HTTPS upstreams) and clients (mTLS).
 // P-256 keys: quick to make. Everything lives in one temporary directory, removed by remove().
 import { execFileSync } from 'node:child_process';
+import tls from 'node:tls';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -48,4 +49,16 @@ export function makePki(label = 'Test CA'): Pki {
     },
     remove: () => rmSync(dir, { recursive: true, force: true }),
   };
+}
+
+/** The subject CN of the certificate a new TLS connection to `url` is shown (SNI localhost), trusting `ca`. */
+export function servedCn(url: string, ca: string): Promise<string> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const socket = tls.connect({ host: hostname, port: Number(port), ca, servername: 'localhost' }, () => {
+      resolve(String(socket.getPeerCertificate().subject.CN));
+      socket.end();
+    });
+    socket.on('error', reject);
+  });
 }

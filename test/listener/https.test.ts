@@ -11,7 +11,7 @@ import path from 'node:path';
 import tls, { type TLSSocket } from 'node:tls';
 import { Agent, buildConnector, request as undiciRequest } from 'undici';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { makePki, type Pki } from '../helpers/certs.js';
+import { makePki, servedCn, type Pki } from '../helpers/certs.js';
 import { docsExample } from '../helpers/docs.js';
 import {
   bearer, closeSql, describeWithServices, eventually, makeUser, marker, rawTestConfig, startTestGateway, testConfigFromFile, type TestGateway,
@@ -56,18 +56,6 @@ function tlsExchange(url: string, ca: string, bytes: string): Promise<string> {
     let out = '';
     socket.setEncoding('utf8').on('data', (c: string) => { out += c; });
     socket.on('end', () => resolve(out));
-    socket.on('error', reject);
-  });
-}
-
-/** The subject CN of the certificate a new TLS connection is shown. */
-function servedCn(url: string, ca: string): Promise<string> {
-  const { hostname, port } = new URL(url);
-  return new Promise((resolve, reject) => {
-    const socket = tls.connect({ host: hostname, port: Number(port), ca, servername: 'localhost' }, () => {
-      resolve(String(socket.getPeerCertificate().subject.CN));
-      socket.end();
-    });
     socket.on('error', reject);
   });
 }
