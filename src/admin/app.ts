@@ -2,7 +2,9 @@
 // OpenAPI document for operators, /admin/v1, and the console.
 import { randomBytes } from 'node:crypto';
 import Fastify, { type FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
 import { healthRoutes } from '../health.js';
+import { failureLog } from '../logThrottle.js';
 import type { Instance } from '../instance.js';
 import { httpsOptions, listenerOptions, registerCommon } from '../listener/common.js';
 import { combinedDocument, documentRoutes } from '../openapi.js';
@@ -31,12 +33,14 @@ export async function buildAdminApp(instance: Instance, options: AdminOptions = 
     // In a worker, every worker's series, summed (workers.ts): a scrape reaches any one of them.
     return fleet ? fleet.metrics() : metrics.registry.metrics();
   });
-  await app.register(adminRoutes, { prefix: '/admin', db, identities, events, audit, consoleMark, apiKey: admin.apiKey, config: () => live.current.settings, clock: instance.clock });
+  // A script guessing keys would write a line per guess (5,000 a second, measured): one per interval instead.
+  const keyRefusals = failureLog(app.log as Logger, 'admin key refused: a request with a missing or wrong admin key');
+  await app.register(adminRoutes, { prefix: '/admin', db, identities, events, audit, consoleMark, apiKey: admin.apiKey, config: () => live.current.settings, clock: instance.clock, keyRefusals });
   // Absent, not refused, without a key, or off loopback without TLS (CONTRACT §16).
   if (consoleAllowed(admin)) {
     // With server.workers, the primary keeps sessions and tickets for all: a connection may reach any worker.
     const store = fleet?.consoleStore ?? memoryConsoleStore(() => instance.clock().getTime());
-    await app.register(consoleRoutes, { consoleMark, apiKey: admin.apiKey, secure: admin.tls !== undefined, config: () => live.current.settings, readiness: { db, redis: redis?.client ?? null, lifecycle }, metrics, clock: instance.clock, store });
+    await app.register(consoleRoutes, { consoleMark, apiKey: admin.apiKey, secure: admin.tls !== undefined, config: () => live.current.settings, readiness: { db, redis: redis?.client ?? null, lifecycle }, metrics, clock: instance.clock, store, keyRefusals });
   }
   return app;
 }

@@ -12,6 +12,7 @@ import type { Config } from '../config/schema.js';
 import { sendError } from '../errors.js';
 import { CHECK_TIMEOUT_MS, readiness, type ReadinessDeps } from '../health.js';
 import { CONSOLE_COOKIE, cookieValue, headerValue } from '../http.js';
+import type { FailureLog } from '../logThrottle.js';
 import type { Metrics } from '../metrics.js';
 import { countInstances } from '../storage/changeFeed.js';
 import { withTimeout } from '../time.js';
@@ -50,6 +51,8 @@ export interface ConsoleDeps {
   clock: () => Date;
   /** Sessions and tickets: this instance's memory, or the primary's with server.workers. */
   store: ConsoleStore;
+  /** Sign-ins and links refused for a wrong admin key (routes.ts's, shared): a line per interval. */
+  keyRefusals: FailureLog;
 }
 
 const digest = (value: string) => createHash('sha256').update(value).digest();
@@ -84,10 +87,11 @@ export async function consoleRoutes(app: FastifyInstance, deps: ConsoleDeps): Pr
     }
     return { key, csrf: session.csrf, expires: session.expires };
   };
+  // The console's own origin as this request reached it (request.host: Host, or HTTP/2's :authority).
+  const ownOrigin = (request: FastifyRequest) => `${deps.secure ? 'https' : 'http'}://${request.host}`;
   const foreignOrigin = (request: FastifyRequest) => {
     const origin = headerValue(request.headers, 'origin');
-    // request.host: Host, or HTTP/2's :authority.
-    return Boolean(origin) && origin !== `${deps.secure ? 'https' : 'http'}://${request.host}`;
+    return Boolean(origin) && origin !== ownOrigin(request);
   };
   // A change must come from the console's own page: its CSRF token, and no other Origin.
   const changeRefused = (request: FastifyRequest, csrf: string) => {
@@ -119,7 +123,7 @@ export async function consoleRoutes(app: FastifyInstance, deps: ConsoleDeps): Pr
     } else {
       const key = typeof body?.key === 'string' ? body.key : '';
       if (foreignOrigin(request) || !timingSafeEqual(digest(key), expected)) {
-        request.log.warn('console sign-in refused: wrong admin key');
+        deps.keyRefusals.failed(undefined, { ip: request.ip, url: request.url });
         return sendError(reply, 'adminUnauthorized');
       }
     }
@@ -136,13 +140,13 @@ export async function consoleRoutes(app: FastifyInstance, deps: ConsoleDeps): Pr
   app.post('/console/tickets', async (request, reply) => {
     const presented = BEARER.exec(headerValue(request.headers, 'authorization'))?.[1] ?? '';
     if (foreignOrigin(request) || !timingSafeEqual(digest(presented), expected)) {
-      request.log.warn('console sign-in link refused: missing or wrong admin key');
+      deps.keyRefusals.failed(undefined, { ip: request.ip, url: request.url });
       return sendError(reply, 'adminUnauthorized');
     }
     const ticket = randomBytes(32).toString('base64url');
     const expires = deps.clock().getTime() + TICKET_MS;
     await deps.store.put(ticketKey(ticket), { expires });
-    return reply.code(201).send({ url: `http://${headerValue(request.headers, 'host')}/console/#ticket=${ticket}`, expires_at: new Date(expires).toISOString() });
+    return reply.code(201).send({ url: `${ownOrigin(request)}/console/#ticket=${ticket}`, expires_at: new Date(expires).toISOString() });
   });
 
   app.get('/console/session', async (request, reply) => {

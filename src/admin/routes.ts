@@ -7,6 +7,7 @@ import type { Audit, AuditActor, AuditEvent } from '../audit.js';
 import type { Config } from '../config/schema.js';
 import { planUnknownMessage, sendDenial, sendError } from '../errors.js';
 import { headerValue } from '../http.js';
+import type { FailureLog } from '../logThrottle.js';
 import type { IdentityCache } from '../storage/identityCache.js';
 import type { Events } from '../webhooks/emitter.js';
 import type { Database } from '../storage/db.js';
@@ -79,6 +80,8 @@ export interface AdminRoutesDeps {
   /** The plans and their limits, read per request (a reload may change them). */
   config: () => Pick<Config, 'plans' | 'routes'>;
   clock: () => Date;
+  /** Requests refused for a missing or wrong admin key, here and in the console: a line per interval, with a count. */
+  keyRefusals: FailureLog;
 }
 
 const USAGE_DAYS = 30;
@@ -176,7 +179,7 @@ export async function adminRoutes(app: FastifyInstance, deps: AdminRoutesDeps): 
     if (!expected) return sendError(reply, 'adminNotFound');
     const presented = BEARER.exec(headerValue(request.headers, 'authorization'))?.[1];
     if (!presented || !timingSafeEqual(digest(presented), expected)) {
-      request.log.warn({ url: request.url }, 'admin request refused: missing or wrong admin key');
+      deps.keyRefusals.failed(undefined, { ip: request.ip, url: request.url });
       return sendDenial(reply, { code: 'adminUnauthorized', headers: { 'www-authenticate': 'Bearer realm="gateway-admin"' } });
     }
   });

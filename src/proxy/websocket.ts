@@ -201,7 +201,8 @@ export class WebSockets {
  */
 export function handshakeDenial(headers: IncomingHttpHeaders): Denial | undefined {
   const version = headers['sec-websocket-version'];
-  if (version !== '13' && version !== '8') return { code: 'badRequest', headers: { 'sec-websocket-version': '13, 8' } };
+  // RFC 6455's version only: 8 is a draft's (hybi-08), which the ws library would still speak.
+  if (version !== '13') return { code: 'badRequest', headers: { 'sec-websocket-version': '13' } };
   if (!/^[+/0-9A-Za-z]{22}==$/.test(String(headers['sec-websocket-key'] ?? ''))) return { code: 'badRequest' };
   const protocols = offeredProtocols(headers);
   if (protocols.some((p) => !TOKEN.test(p)) || new Set(protocols).size !== protocols.length) return { code: 'badRequest' };

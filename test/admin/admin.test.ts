@@ -65,6 +65,22 @@ describeWithServices('admin listener', () => {
     expect(metrics.text).toContain('# TYPE gateway_upstream_errors_total counter');
   });
 
+  it('logs wrong admin keys once per interval with a count, not a line per guess', async () => {
+    // An admin listener of its own: a fresh count, and `b`'s log alone.
+    const { app, call } = await startAdmin(b);
+    try {
+      const before = b.logs.length;
+      const guesses = await Promise.all(Array.from({ length: 200 }, (_, i) => call('GET', '/admin/v1/users?limit=1', { headers: bearer(`guess-${i}`) })));
+      expect(guesses.every((g) => g.status === 401)).toBe(true);
+      const lines = b.logs.slice(before).filter((l) => l.includes('admin key refused'));
+      expect(lines).toHaveLength(1);
+      expect(JSON.parse(lines[0]!)).toMatchObject({ level: 40, ip: '127.0.0.1', url: '/admin/v1/users?limit=1' });
+      expect(b.logs.slice(before).join('')).not.toContain('guess-');
+    } finally {
+      await app.close();
+    }
+  });
+
   it('answers an undecodable URL from the error catalog, as the public listener does', async () => {
     const res = await admin.as('GET', '/admin/v1/users/%');
     expect(res.status).toBe(400);

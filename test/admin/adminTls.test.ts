@@ -103,6 +103,11 @@ describeWithServices('admin listener over HTTPS (admin.tls)', () => {
     expect((await change(`http://localhost:${new URL(base).port}`)).status).toBe(403);
     const done = await change(base);
     expect(done).toMatchObject({ status: 200, json: { plan: 'pro' } });
+    // A one-time sign-in link names the https:// origin it works on.
+    const minted = await admin('POST', '/console/tickets', { headers: { authorization: `Bearer ${ADMIN_KEY}` } });
+    expect(minted).toMatchObject({ status: 201, json: { url: expect.stringMatching(new RegExp(`^${base}/console/#ticket=[\\w-]{43}$`)) } });
+    const ticket = (minted.json as { url: string }).url.split('#ticket=')[1];
+    expect((await admin('POST', '/console/session', { headers: { origin: base }, json: { ticket } })).status).toBe(200);
   });
 
   it('takes a renewed certificate on reload; a key that is not the certificate\'s is refused before anything changes', async () => {
