@@ -11,7 +11,7 @@ import { acceptEveryMethod, listenerOptions, registerCommon, traceDecision, trac
 import { DenialLog } from '../logThrottle.js';
 import { credentialChecks, findOwnCredentials } from '../proxy/ownTokens.js';
 import { requestContext, type OwnMethods } from '../requestContext.js';
-import { DECISIONS_PATH, originalRequest } from './original.js';
+import { DECISION_HEADERS, DECISIONS_PATH, originalRequest } from './original.js';
 
 /**
  * A denial's JSON body again, in a header, for proxies that cannot pass on the body of an auth
@@ -60,6 +60,17 @@ export async function buildDecisionsApp(instance: Instance, options: DecisionsOp
     if (!original) return sendError(reply, 'badRequest');
     // Decided against the live state of this moment, like any request the public listener takes.
     const context = requestContext(live.current, original.method, original.url, ownMethods);
+    // Where the client put a gateway credential. Authorization and X-API-Key are every documented
+    // configuration's to remove, the query and the cookies the Clean headers' below (the URI the
+    // proxy says it decides for holds that query); any other header holding one (X-Access-Token,
+    // Proxy-Authorization) the proxy cannot be told to remove, so the request is refused (400)
+    // before anything is decided or counted, rather than reach the application with it.
+    const own = await findOwnCredentials({ headers: request.headers, query: context.query, bearer: undefined, authenticatedByBearer: true }, credentials);
+    const carrying = own.headers.filter((name) => !DECISION_HEADERS.has(name));
+    if (carrying.length) {
+      request.log.info({ headers: carrying }, 'decision refused: a gateway credential in a header the proxy passes on');
+      return sendError(reply, 'badRequest');
+    }
     const decision = await pipeline.decide({ context, headers: request.headers, trace: request.trace });
     traceDecision(request.trace, decision);
     if (decision.kind === 'deny') {
@@ -73,8 +84,6 @@ export async function buildDecisionsApp(instance: Instance, options: DecisionsOp
     }
     // Only what the pipeline says: nothing the client sent comes back for the proxy to copy.
     if (decision.identity) reply.headers(decision.identity);
-    const { auth } = decision;
-    const own = await findOwnCredentials({ headers: request.headers, query: context.query, bearer: decision.bearer, authenticatedByBearer: auth.kind === 'authenticated' && auth.method === 'bearer' }, credentials);
     reply.header(CLEAN_URI_HEADER, own.query === undefined ? original.url : context.rawPath + (own.query ? `?${own.query}` : ''));
     const cookie = own.cookie === undefined ? request.headers.cookie ?? '' : own.cookie ?? '';
     reply.header(CLEAN_COOKIE_HEADER, cookie);

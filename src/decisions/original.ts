@@ -37,6 +37,8 @@ export function originalRequest(method: string, url: string, rawHeaders: readonl
   return { method: originalMethod, url: uri };
 }
 
+/** The headers that say which request is decided: the proxy's own, never passed on to the application. */
+export const DECISION_HEADERS: ReadonlySet<string> = new Set(['x-forwarded-uri', 'x-original-uri', 'x-forwarded-method', 'x-original-method']);
 type DecisionHeader = 'x-forwarded-uri' | 'x-original-uri' | 'x-forwarded-method' | 'x-original-method';
 
 /** The four headers, each trimmed; undefined when one of them comes more than once. */
@@ -47,9 +49,9 @@ function decisionHeaders(rawHeaders: readonly string[]): Partial<Record<Decision
     // Every one of them starts with x: most headers are passed over after one comparison.
     if (name.length < 14 || (name.charCodeAt(0) | 0x20) !== 0x78) continue;
     const lower = name.toLowerCase();
-    if (lower !== 'x-forwarded-uri' && lower !== 'x-original-uri' && lower !== 'x-forwarded-method' && lower !== 'x-original-method') continue;
-    if (found[lower] !== undefined) return undefined;
-    found[lower] = rawHeaders[i + 1]!.trim();
+    if (!DECISION_HEADERS.has(lower)) continue;
+    if (found[lower as DecisionHeader] !== undefined) return undefined;
+    found[lower as DecisionHeader] = rawHeaders[i + 1]!.trim();
   }
   return found;
 }

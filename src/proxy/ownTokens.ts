@@ -22,7 +22,8 @@ const API_KEY = /gw_[\w-]{43}/g;
 // A client that fills the budget with look-alikes can only leak its own credential.
 const MAX_CANDIDATES = 16;
 // Handled by their own rules (headers.ts): never forwarded, or read here field by field.
-const NOT_SCANNED = new Set(['authorization', 'cookie', 'x-api-key', 'proxy-authorization']);
+// Proxy-Authorization is scanned all the same: a proxy in front of the decisions listener passes it on.
+const NOT_SCANNED = new Set(['authorization', 'cookie', 'x-api-key']);
 
 export interface OwnCredentials {
   /** Authorization carries a gateway credential: not forwarded. */

@@ -189,6 +189,31 @@ for (const proxy of ['nginx', 'caddy'] as const satisfies readonly Proxy[]) {
       expect(upstream.last(none)!.headers.cookie).toBeUndefined();
     });
 
+    it('a gateway token in any other header is refused (400): the proxy cannot be told to remove that header', async () => {
+      const premium = await makeUser(a, { plan: 'premium' });
+      for (const headers of [
+        { 'x-access-token': premium.access } as Record<string, string>,
+        { 'x-auth-token': `Bearer ${premium.refresh}` },
+        { 'proxy-authorization': `Bearer ${premium.access}` },
+        { ...bearer(premium.access), 'x-forwarded-token': `${premium.access}X` },
+      ]) {
+        const m = marker();
+        const res = await call('GET', `/api/v1/catalog/${m}`, { headers });
+        // Caddy passes Proxy-Authorization on to nobody (hop-by-hop to it): nothing to refuse.
+        if (proxy === 'caddy' && 'proxy-authorization' in headers) {
+          expect(res.status).toBe(200);
+          expect(JSON.stringify(upstream.last(m))).not.toContain(premium.access);
+          continue;
+        }
+        expectDenied(res, 400, { error: 'Requête invalide' });
+        expect(upstream.count(m), JSON.stringify(Object.keys(headers))).toBe(0);
+      }
+      // Another service's token, or none, in such a header goes through.
+      const m = marker();
+      expect((await call('GET', `/api/v1/catalog/${m}`, { headers: { 'x-access-token': 'eyJhbGciOiJIUzI1NiJ9.e30.c2lnbmF0dXJl' } })).status).toBe(200);
+      expect(upstream.last(m)!.headers['x-access-token']).toBe('eyJhbGciOiJIUzI1NiJ9.e30.c2lnbmF0dXJl');
+    });
+
     it('a 429 reaches the client with Retry-After and the RateLimit fields', async () => {
       const free = await makeUser(a);
       const m = marker();
