@@ -43,7 +43,10 @@ export function matchKeys(path: string): string[] {
 const ESCAPE = /%([0-9A-Fa-f]{2})/g;
 const UNRESERVED = /^[A-Za-z0-9\-._~]$/;
 // Only paths that may need work go through the URL parser; the common case costs one regex test.
-const MAY_NEED_WORK = /[%#\\]|\/\/|\/\.|[\u0080-\uffff]/;
+const MAY_NEED_WORK = /[%#\\]|\/\/|\/\.|\.(?:\/|$)|[\u0080-\uffff]/;
+// A segment ending in dots once dot segments are resolved (`/reports./x`, `/reports../x`, `/...`):
+// Windows, IIS and ASP.NET drop trailing dots from a segment, and read it as `/reports/x`.
+const SEGMENT_ENDING_IN_DOT = /\.(?:\/|$)/;
 
 // Spellings upstreams read differently from one another (CONTRACT §19), all refused unless the
 // route says `encodedSeparators: keep`:
@@ -97,7 +100,7 @@ function foldsToSeparator(rawPath: string): boolean {
  * upstream could read it as another path than we do: a backslash or `#`, a `..;` segment
  * (`/public/..;/paid` is `/paid` to servlet containers), an encoded separator or one of its kin
  * (above: `/public%2F..%2Fpaid` is `/paid` to an upstream that decodes before splitting), or when
- * it is not a path at all. With `keepSeparators` (a route's `encodedSeparators: keep`), encoded
+ * it is not a path at all, or a segment ends in a dot (above). With `keepSeparators` (a route's `encodedSeparators: keep`), encoded
  * separators and their kin stay in the path as sent, undecoded.
  */
 export function normalizePath(rawPath: string, keepSeparators = false): string | undefined {
@@ -112,11 +115,13 @@ export function normalizePath(rawPath: string, keepSeparators = false): string |
     return UNRESERVED.test(char) ? char : escape;
   });
   if (/\/\.\.?;/.test(decoded)) return undefined;
+  let path: string;
   try {
-    return new URL(decoded.replace(/\/{2,}/g, '/'), 'http://gateway.invalid').pathname;
+    path = new URL(decoded.replace(/\/{2,}/g, '/'), 'http://gateway.invalid').pathname;
   } catch {
     return undefined;
   }
+  return SEGMENT_ENDING_IN_DOT.test(path) ? undefined : path;
 }
 
 /**

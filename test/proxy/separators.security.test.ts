@@ -31,6 +31,8 @@ describeWithServices('encoded separators and their kin', () => {
     `/api/v1/profile%3b${m}`, `/api/v1/profile%3B/${m}`, `/api/v1/reports%00/${m}`, `/api/v1/reports%2500/${m}`,
     `/api/v1/profile%20?${m}`, `/api/v1/profile%09?${m}`, `/api/v1%252fprofile/${m}`, `/api/v1%255Cprofile/${m}`, `/api/v1/profile%253b/${m}`,
     `/x/%252e%252e/api/v1/profile/${m}`, `/api/v1%EF%BC%8Fprofile/${m}`, `/api/v1/profile%EF%BC%9B/${m}`, `/x/%EF%BC%8E%EF%BC%8E/api/v1/profile/${m}`,
+    // A segment ending in dots, which Windows and IIS read without them.
+    `/api/v1/reports./${m}`, `/api/v1/reports../${m}`, `/api/v1/reports%2e/${m}`,
   ];
 
   it('refuses each spelling on the proxy with 400, the upstream never reached', async () => {

@@ -97,6 +97,14 @@ describe('normalizePath', () => {
     ['/public/%EF%BC%8E%EF%BC%8E/admin'],
     ['/public/\ufe52\ufe52/admin'],
     ['/public/\uff0e\uff0e/admin'],
+    // A segment ending in dots, which Windows, IIS and ASP.NET read without them.
+    ['/api/v1/reports./x'],
+    ['/api/v1/reports../x'],
+    ['/api/v1/reports%2e/x'],
+    ['/api/v1/reports.%2E/x'],
+    ['/api/v1/reports.'],
+    ['/api/v1/.../x'],
+    ['/x/../reports./y'],
   ])('refuses %s, which an upstream could read as another path', (path) => {
     expect(normalizePath(path)).toBeUndefined();
   });
