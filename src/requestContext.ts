@@ -10,7 +10,7 @@ import type { FastifyInstance, onRequestHookHandler } from 'fastify';
 import { LRUCache } from 'lru-cache';
 import { HTTP_METHODS } from './config/schema.js';
 import type { Live, LiveSnapshot } from './live.js';
-import { canonicalUrl, matchKeys, normalizePath } from './routing/paths.js';
+import { canonicalUrl, compatibilityFolded, matchKeys, normalizePath } from './routing/paths.js';
 import type { Match } from './routing/routeTable.js';
 
 export interface RequestContext {
@@ -48,8 +48,17 @@ export function requestContext(live: LiveSnapshot, method: string, url: string, 
   if (path === undefined) return keptSeparators(live, method, rawPath, query);
   const own = ownMethods(path);
   if (own.length) return { live, method, rawPath, path, query, own, ownSpelling: false, match: NO_MATCH };
-  return { live, method, rawPath, path, query, own, ownSpelling: isOwnSpelling(path, ownMethods), match: live.routes.match(method, path) };
+  const match = live.routes.match(method, path);
+  // `/api/v1/ｒeports` taken by a public route on `/`, and read as `/api/v1/reports` by an upstream
+  // that folds Unicode: refused (400), as the path cannot be read one way only.
+  const folded = compatibilityFolded(path);
+  if (folded !== undefined && (ownMethods(folded).length || isOwnSpelling(folded, ownMethods) || routeOf(live.routes.match(method, folded)) !== routeOf(match))) {
+    return { live, method, rawPath, path: undefined, query, own: NONE, ownSpelling: false, match: NO_MATCH };
+  }
+  return { live, method, rawPath, path, query, own, ownSpelling: isOwnSpelling(path, ownMethods), match };
 }
+
+const routeOf = (match: Match) => (match.kind === 'none' ? undefined : match.route);
 
 /**
  * A path refused for its encoded separators is served only by a route that keeps them

@@ -73,24 +73,38 @@ function hasEncodedSeparators(rawPath: string): boolean {
   return foldsToSeparator(rawPath);
 }
 
+/** `rawPath` with its percent-encoded UTF-8 decoded, run by run: one run that is not UTF-8 (a Latin-1 path) leaves the others read. */
+function withUtf8Decoded(rawPath: string): string {
+  if (!/%[89a-f][0-9a-f]/i.test(rawPath)) return rawPath;
+  return rawPath.replace(/(?:%[89a-f][0-9a-f])+/gi, (run) => {
+    try {
+      return decodeURIComponent(run);
+    } catch {
+      return '';
+    }
+  });
+}
+
 /** A non-ASCII character, sent raw or percent-encoded as UTF-8, that NFKC turns into a separator or a dot. */
 function foldsToSeparator(rawPath: string): boolean {
-  let text = rawPath;
-  if (/%[89a-f][0-9a-f]/i.test(text)) {
-    // Decoded run by run: one run that is not UTF-8 (a Latin-1 path) leaves the others checked.
-    text = text.replace(/(?:%[89a-f][0-9a-f])+/gi, (run) => {
-      try {
-        return decodeURIComponent(run);
-      } catch {
-        return '';
-      }
-    });
-  }
+  const text = withUtf8Decoded(rawPath);
   if (!NON_ASCII.test(text)) return false;
   for (const char of text) {
     if (char.charCodeAt(0) > 0x7f && FOLDS_TO_SEPARATOR.test(char.normalize('NFKC'))) return true;
   }
   return false;
+}
+
+/**
+ * `path` as an upstream that applies Unicode NFKC reads it (IIS's "best fit" mapping does much the
+ * same): fullwidth `ｒ` is `r` there. Undefined when that changes nothing, as for most paths and
+ * every ASCII one. The caller refuses a path whose folded form would be routed elsewhere.
+ */
+export function compatibilityFolded(path: string): string | undefined {
+  if (!/%[89a-f][0-9a-f]|[\u0080-\uffff]/i.test(path)) return undefined;
+  const text = withUtf8Decoded(path);
+  const folded = text.normalize('NFKC');
+  return folded === text ? undefined : folded;
 }
 
 /**

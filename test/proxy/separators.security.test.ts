@@ -33,6 +33,8 @@ describeWithServices('encoded separators and their kin', () => {
     `/x/%252e%252e/api/v1/profile/${m}`, `/api/v1%EF%BC%8Fprofile/${m}`, `/api/v1/profile%EF%BC%9B/${m}`, `/x/%EF%BC%8E%EF%BC%8E/api/v1/profile/${m}`,
     // A segment ending in dots, which Windows and IIS read without them.
     `/api/v1/reports./${m}`, `/api/v1/reports../${m}`, `/api/v1/reports%2e/${m}`,
+    // Letters NFKC folds into a guarded route's (fullwidth ｒ, the ﬁ ligature), for upstreams that fold Unicode.
+    `/api/v1/%EF%BD%92eports/${m}`, `/api/v1/%ef%bd%92eports/${m}`, `/api/v1/pro%EF%AC%81le/${m}`,
   ];
 
   it('refuses each spelling on the proxy with 400, the upstream never reached', async () => {
@@ -59,6 +61,9 @@ describeWithServices('encoded separators and their kin', () => {
     expect((await gw.get(`/files/100%25/${m}`)).status).toBe(200);
     expect(upstream.last(m)!.path).toBe(`/files/100%25/${m}`);
     expect((await gw.get(`/files/a%20b/${m}x`)).status).toBe(200);
+    // Unicode that NFKC folds without changing the route it falls under is the upstream's business.
+    expect((await gw.get(`/files/%EF%BC%91%EF%BC%92/${m}`)).status).toBe(200);
+    expect((await gw.get(`/files/%C3%A9t%C3%A9/${m}`)).status).toBe(200);
   });
 
   it('with encodedSeparators: keep, forwards them undecoded under the route\'s guards', async () => {
