@@ -104,6 +104,10 @@ export async function createTokens(
   };
 
   const verify = async (token: string, typ: string): Promise<JWTPayload | null> => {
+    // One spelling per token: a refresh token is known by the hash of its text (reuse detection),
+    // which `<token>=` or a last character differing in its unused bits would evade, though both
+    // decode to the same bytes and verify.
+    if (!isCanonical(token)) return null;
     try {
       const { payload } = await jwtVerify(token, keys.verify, { ...claimChecks, typ, currentDate: clock(), requiredClaims: ['sub', 'exp', 'iat', 'jti'] });
       // A `sub` past users.id's range names nobody: refused here, not left to fail the query.
@@ -202,4 +206,10 @@ export async function loadKeyFile(jwt: Config['auth']['jwt']): Promise<Keys> {
   } catch (err) {
     throw new SigningKeyError(jwt, err);
   }
+}
+
+/** Each of the three parts is base64url as an encoder writes it: no padding, no unused bits set. */
+function isCanonical(token: string): boolean {
+  const parts = token.split('.');
+  return parts.length === 3 && parts.every((part) => Buffer.from(part, 'base64url').toString('base64url') === part);
 }

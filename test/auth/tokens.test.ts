@@ -88,6 +88,26 @@ describeWithServices('token kinds and forgeries (HS256)', () => {
     expect(res.json).toEqual(REFRESH_UNDECODABLE);
   });
 
+  it('one spelling per token: padding or a last character differing only in unused bits is refused, as access and as refresh token', async () => {
+    const user = await makeUser(gw);
+    /** The same bytes spelled otherwise: the last character's unused low bits set. */
+    const respelled = (token: string) => {
+      const last = token.at(-1)!;
+      const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+      const other = alphabet[alphabet.indexOf(last) ^ 1]!;
+      return token.slice(0, -1) + other;
+    };
+    // HS256: 32 bytes of signature in 43 characters, the last carrying 2 unused bits.
+    expect(Buffer.from(respelled(user.access).split('.')[2]!, 'base64url')).toEqual(Buffer.from(user.access.split('.')[2]!, 'base64url'));
+    for (const token of [`${user.access}=`, respelled(user.access)]) await expectRefused(gw, upstream, token);
+    for (const token of [`${user.refresh}=`, respelled(user.refresh)]) {
+      const res = await gw.post('/api/v1/auth/refresh', { refresh_token: token });
+      expect([res.status, res.json]).toEqual([401, REFRESH_UNDECODABLE]);
+    }
+    // The token as issued still works.
+    expect(await probe(gw, upstream, user.access)).toMatchObject({ status: 200, hits: 1 });
+  });
+
   it('alg none is refused, as access and as refresh token', async () => {
     const user = await makeUser(gw);
     const now = Math.floor(Date.now() / 1000);
