@@ -52,7 +52,6 @@ export type GuardOutcome =
   | {
       kind: 'pass';
       auth: Exclude<AuthResult, { kind: 'denied' }>;
-      bearer: string | undefined;
       /** For the client, on a counted route: RateLimit-Policy and RateLimit. */
       responseHeaders: Record<string, string> | undefined;
     }
@@ -65,8 +64,6 @@ export type Decision =
       /** The path to ask the upstream for (rewritePrefix applied). */
       upstreamPath: string;
       auth: Exclude<AuthResult, { kind: 'denied' }>;
-      /** The Authorization header's bearer token, when it had one (read once, here). */
-      bearer: string | undefined;
       /** The headers that say who the caller is (x-user-*, x-auth-method, x-gateway-assertion); none for anonymous. */
       identity: Record<string, string> | undefined;
       /** Headers for the client's response, added to the upstream's (the RateLimit fields of a counted route). */
@@ -133,7 +130,7 @@ export class Pipeline {
       if (route.target?.assertion) Object.assign(identity, await this.deps.assertions.headerFor(auth.user, auth.method, route.target.name));
     }
     this.deps.tallies.decided(route.path, 'allowed');
-    return { kind: 'allow', route, upstreamPath: match.upstreamPath, auth, bearer: outcome.bearer, identity, responseHeaders: outcome.responseHeaders };
+    return { kind: 'allow', route, upstreamPath: match.upstreamPath, auth, identity, responseHeaders: outcome.responseHeaders };
   }
 
   /** authenticate → plan → per-minute → daily, each only when the policy asks for it; limits as `live` has them. */
@@ -156,7 +153,7 @@ export class Pipeline {
       span?.setAttribute('gateway.outcome', denial ? denial.code : 'allow').end();
       if (denial) return { kind: 'deny', denial };
     }
-    if (!user || !(policy.rateLimit || policy.dailyLimit)) return { kind: 'pass', auth, bearer, responseHeaders: undefined };
+    if (!user || !(policy.rateLimit || policy.dailyLimit)) return { kind: 'pass', auth, responseHeaders: undefined };
 
     // Per minute first: a request refused for bursting must not use up one of the day's uses.
     const limits = planLimitsOf(live.settings.plans, user.plan);
@@ -173,7 +170,7 @@ export class Pipeline {
     const denial = (policy.rateLimit && perMinute !== null ? await count('minute', (calls) => this.deps.minute.consume(user.id, perMinute, calls)) : undefined)
       ?? (policy.dailyLimit && daily !== null ? await count('daily', (calls) => this.deps.daily.consume(user, daily, calls)) : undefined);
     if (denial) return { kind: 'deny', denial };
-    return { kind: 'pass', auth, bearer, responseHeaders: quotas.length ? rateLimitHeaders(quotas) : undefined };
+    return { kind: 'pass', auth, responseHeaders: quotas.length ? rateLimitHeaders(quotas) : undefined };
   }
 
   private denied(route: string, denial: Denial): Decision & { kind: 'deny' } {

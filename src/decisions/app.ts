@@ -65,7 +65,7 @@ export async function buildDecisionsApp(instance: Instance, options: DecisionsOp
     // proxy says it decides for holds that query); any other header holding one (X-Access-Token,
     // Proxy-Authorization) the proxy cannot be told to remove, so the request is refused (400)
     // before anything is decided or counted, rather than reach the application with it.
-    const own = await findOwnCredentials({ headers: request.headers, query: context.query, bearer: undefined, authenticatedByBearer: true }, credentials);
+    const own = await findOwnCredentials({ headers: request.headers, query: context.query, authorizationIsOwn: true }, credentials);
     const carrying = own.headers.filter((name) => !DECISION_HEADERS.has(name));
     if (carrying.length) {
       request.log.info({ headers: carrying }, 'decision refused: a gateway credential in a header the proxy passes on');

@@ -37,9 +37,10 @@ export function originalRequest(method: string, url: string, rawHeaders: readonl
   return { method: originalMethod, url: uri };
 }
 
+const DECISION_HEADER_NAMES = ['x-forwarded-uri', 'x-original-uri', 'x-forwarded-method', 'x-original-method'] as const;
+type DecisionHeader = (typeof DECISION_HEADER_NAMES)[number];
 /** The headers that say which request is decided: the proxy's own, never passed on to the application. */
-export const DECISION_HEADERS: ReadonlySet<string> = new Set(['x-forwarded-uri', 'x-original-uri', 'x-forwarded-method', 'x-original-method']);
-type DecisionHeader = 'x-forwarded-uri' | 'x-original-uri' | 'x-forwarded-method' | 'x-original-method';
+export const DECISION_HEADERS: ReadonlySet<string> = new Set(DECISION_HEADER_NAMES);
 
 /** The four headers, each trimmed; undefined when one of them comes more than once. */
 function decisionHeaders(rawHeaders: readonly string[]): Partial<Record<DecisionHeader, string>> | undefined {

@@ -159,7 +159,7 @@ export class Forwarder {
     // An upgrade's access_token is a credential of the gateway's, never the upstream's, whoever signed it.
     const query = upgrade ? withoutAccessToken(context.query) : context.query;
     const { auth } = decision;
-    const own = await findOwnCredentials({ headers: request.headers, query, bearer: decision.bearer, authenticatedByBearer: auth.kind === 'authenticated' && auth.method === 'bearer' }, this.deps.credentials);
+    const own = await findOwnCredentials({ headers: request.headers, query, authorizationIsOwn: auth.kind === 'authenticated' && auth.method === 'bearer' }, this.deps.credentials);
     const planned = plan({
       context, headers: request.headers, requestId: request.id, socketAddress: request.socket.remoteAddress ?? '', protocol: request.protocol,
       host: request.host || undefined, websocket: upgrade && decision.route.websocket === true, query, own, trustProxy: this.deps.server.trustProxy,

@@ -40,10 +40,11 @@ export interface CredentialFacts {
   headers: IncomingHttpHeaders;
   /** The query string (without `?`), as it would be forwarded. */
   query: string | undefined;
-  /** The Authorization header's bearer token, when it had one. */
-  bearer: string | undefined;
-  /** The bearer token authenticated this request: ours, known without another check. */
-  authenticatedByBearer: boolean;
+  /**
+   * Authorization is the gateway's without a check: its bearer token authenticated the request, or
+   * the caller never passes it on (the decisions listener: every documented proxy removes it).
+   */
+  authorizationIsOwn: boolean;
 }
 
 export interface CredentialChecks {
@@ -76,7 +77,7 @@ export async function findOwnCredentials(request: CredentialFacts, checks: Crede
     return false;
   };
 
-  const authorization = request.authenticatedByBearer || (await holdsOwn(headerText(request.headers.authorization)));
+  const authorization = request.authorizationIsOwn || (await holdsOwn(headerText(request.headers.authorization)));
 
   let cookie: string | null | undefined;
   const cookieHeader = headerText(request.headers.cookie);

@@ -1,13 +1,12 @@
 // HTTPS on the admin listener (admin.tls, docs/tls.md's example as written): the admin API and
 // /metrics over TLS only (the CLI's --admin too), the console served off loopback with a Secure cookie and its https://
 // origin accepted for changes, and the certificate renewed by a reload like the public listener's.
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, rmSync } from 'node:fs';
 import https from 'node:https';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { checkFiles } from '../../src/config/files.js';
-import { makePki, servedCn, type Pki } from '../helpers/certs.js';
+import { exampleCertificateDir, makePki, servedCn, type Pki } from '../helpers/certs.js';
 import { gateway } from '../helpers/cli.js';
 import { docsExample } from '../helpers/docs.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
@@ -44,11 +43,7 @@ describeWithServices('admin listener over HTTPS (admin.tls)', () => {
 
   beforeAll(async () => {
     pki = makePki('Admin CA');
-    const issued = pki.issue('admin', { cn: 'admin-1', names: ['localhost', '127.0.0.1'] });
-    dir = mkdtempSync(path.join(tmpdir(), 'gw-admin-tls-'));
-    mkdirSync(path.join(dir, 'certs'));
-    copyFileSync(issued.certFile, path.join(dir, 'certs/admin.pem'));
-    copyFileSync(issued.keyFile, path.join(dir, 'certs/admin-key.pem'));
+    dir = exampleCertificateDir(pki.issue('admin', { cn: 'admin-1', names: ['localhost', '127.0.0.1'] }), 'admin');
     upstream = await startEchoUpstream();
     // The docs' example as written; the test's storage, and a spare port for the admin listener
     // (the test settings turn it off).

@@ -3,7 +3,7 @@
 // P-256 keys: quick to make. Everything lives in one temporary directory, removed by remove().
 import { execFileSync } from 'node:child_process';
 import tls from 'node:tls';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
@@ -61,4 +61,16 @@ export function servedCn(url: string, ca: string): Promise<string> {
     });
     socket.on('error', reject);
   });
+}
+
+/**
+ * A temporary directory laid out as the docs' TLS examples name their files: a copy of `issued`
+ * as `certs/<name>.pem` and `certs/<name>-key.pem`. The caller removes it.
+ */
+export function exampleCertificateDir(issued: Issued, name: string): string {
+  const dir = mkdtempSync(path.join(tmpdir(), 'gw-tls-example-'));
+  mkdirSync(path.join(dir, 'certs'));
+  copyFileSync(issued.certFile, path.join(dir, `certs/${name}.pem`));
+  copyFileSync(issued.keyFile, path.join(dir, `certs/${name}-key.pem`));
+  return dir;
 }

@@ -3,15 +3,14 @@
 // over TLS; the certificate renewed on SIGHUP without dropping connections (the built CLI);
 // HTTP/2 connections let go at shutdown.
 import { execFile } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, rmSync } from 'node:fs';
 import http2 from 'node:http2';
 import https from 'node:https';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import tls, { type TLSSocket } from 'node:tls';
 import { Agent, buildConnector, request as undiciRequest } from 'undici';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { makePki, servedCn, type Pki } from '../helpers/certs.js';
+import { exampleCertificateDir, makePki, servedCn, type Pki } from '../helpers/certs.js';
 import { docsExample } from '../helpers/docs.js';
 import {
   bearer, closeSql, describeWithServices, eventually, makeUser, marker, rawTestConfig, startTestGateway, testConfigFromFile, type TestGateway,
@@ -69,11 +68,7 @@ describeWithServices('HTTPS listener', () => {
 
   beforeAll(async () => {
     pki = makePki('Gateway CA');
-    const server = pki.issue('gateway', { cn: 'gateway', names: ['localhost', '127.0.0.1'] });
-    dir = mkdtempSync(path.join(tmpdir(), 'gw-https-'));
-    mkdirSync(path.join(dir, 'certs'));
-    copyFileSync(server.certFile, path.join(dir, 'certs/gateway.pem'));
-    copyFileSync(server.keyFile, path.join(dir, 'certs/gateway-key.pem'));
+    dir = exampleCertificateDir(pki.issue('gateway', { cn: 'gateway', names: ['localhost', '127.0.0.1'] }), 'gateway');
     upstream = await startEchoUpstream();
     // The docs' example as written, on the test's storage and port 0.
     gw = await startTestGateway(testConfigFromFile(docsExample('tls', 'https-listener'), dir, { APP_URL: upstream.url }));

@@ -28,7 +28,7 @@ function allowed(method: string, url: string, overrides: Partial<PlanInput> = {}
   if (context.match.kind !== 'route') throw new Error(`no route for ${url}`);
   const decision: Decision & { kind: 'allow' } = {
     kind: 'allow', route: context.match.route, upstreamPath: context.match.upstreamPath,
-    auth: { kind: 'authenticated', user: { id: 7 } as never, method: 'bearer' }, bearer: 'token', identity: IDENTITY, responseHeaders: undefined,
+    auth: { kind: 'authenticated', user: { id: 7 } as never, method: 'bearer' }, identity: IDENTITY, responseHeaders: undefined,
   };
   const input: PlanInput = {
     context, headers: { host: 'gw.example.test', 'x-user-id': '1', authorization: 'Bearer token', 'x-custom': 'kept' }, requestId: 'req-1',
