@@ -27,6 +27,14 @@ export const DENIAL_BODY_HEADER = 'x-gateway-error';
  */
 export const CLEAN_URI_HEADER = 'x-gateway-clean-uri';
 export const CLEAN_COOKIE_HEADER = 'x-gateway-clean-cookie';
+/**
+ * Sent by the proxy on its decision request (`uri`, `cookie`, or both): it forwards the Clean
+ * header of each in place of the client's. A proxy that cannot (Traefik, Envoy: neither can put a
+ * header's value in the request line or in Cookie) sends none, and a request carrying a gateway
+ * token in its query or a cookie is then refused (400) rather than decided: allowed, the token would
+ * reach the application. A client that sets it through a proxy passing it on leaks only its own token.
+ */
+export const CLEANS_HEADER = 'x-gateway-clean';
 
 export interface DecisionsOptions {
   /** The public listener's own endpoints (requestContext.ts, ownEndpointMethods). */
@@ -71,6 +79,12 @@ export async function buildDecisionsApp(instance: Instance, options: DecisionsOp
       request.log.info({ headers: carrying }, 'decision refused: a gateway credential in a header the proxy passes on');
       return sendError(reply, 'badRequest');
     }
+    const cleans = cleanedByProxy(request.headers[CLEANS_HEADER]);
+    const uncleaned = [own.query !== undefined && !cleans.has('uri') && 'query', own.cookie !== undefined && !cleans.has('cookie') && 'cookie'].filter(Boolean);
+    if (uncleaned.length) {
+      request.log.info({ in: uncleaned }, 'decision refused: a gateway credential the proxy does not clean');
+      return sendError(reply, 'badRequest');
+    }
     const decision = await pipeline.decide({ context, headers: request.headers, trace: request.trace });
     traceDecision(request.trace, decision);
     if (decision.kind === 'deny') {
@@ -92,6 +106,12 @@ export async function buildDecisionsApp(instance: Instance, options: DecisionsOp
   app.route({ method: app.supportedMethods, url: DECISIONS_PATH, handler });
   app.route({ method: app.supportedMethods, url: `${DECISIONS_PATH}/*`, handler });
   return app;
+}
+
+/** What the proxy says it forwards cleaned (CLEANS_HEADER): `uri`, `cookie`. */
+function cleanedByProxy(value: string | string[] | undefined): Set<string> {
+  if (value === undefined) return new Set();
+  return new Set(String(value).split(',').map((part) => part.trim().toLowerCase()));
 }
 
 /** JSON text with every character outside printable ASCII written as a \u escape: the same JSON. */

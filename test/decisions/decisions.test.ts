@@ -73,14 +73,38 @@ describeWithServices('decisions listener', () => {
       expect(bare.headers['x-gateway-clean-uri']).toBe('/public/x');
       expect(bare.headers['x-gateway-clean-cookie']).toBe('');
       const tokened = await a.decide('GET', '/decisions', {
-        headers: { 'X-Forwarded-Uri': `/public/x?q=1&access_token=${user.access};r=${encodeURIComponent(user.refresh)}&z=2`, cookie: `a=1; t=${user.access}; b=2` },
+        headers: { 'X-Forwarded-Uri': `/public/x?q=1&access_token=${user.access};r=${encodeURIComponent(user.refresh)}&z=2`, cookie: `a=1; t=${user.access}; b=2`, 'X-Gateway-Clean': 'uri, cookie' },
       });
       expect(tokened.status).toBe(200);
       expect(tokened.headers['x-gateway-clean-uri']).toBe('/public/x?q=1&z=2');
       expect(tokened.headers['x-gateway-clean-cookie']).toBe('a=1; b=2');
-      const only = await a.decide('GET', `/decisions/public/x?access_token=${user.access}`, { headers: { cookie: `t=${user.access}` } });
+      const only = await a.decide('GET', `/decisions/public/x?access_token=${user.access}`, { headers: { cookie: `t=${user.access}`, 'X-Gateway-Clean': 'URI,Cookie' } });
       expect(only.headers['x-gateway-clean-uri']).toBe('/public/x');
       expect(only.headers['x-gateway-clean-cookie']).toBe('');
+    });
+
+    it('refuses (400) a gateway token in the query or a cookie that the proxy does not say it cleans (Traefik, Envoy), counting nothing', async () => {
+      const user = await makeUser(a, { plan: 'free' });
+      const inQuery = `/race/x?q=1&access_token=${user.access}`;
+      const inCookie = { cookie: `a=1; t=${user.access}` };
+      for (const [uri, headers] of [
+        [inQuery, {}],
+        [inQuery, { 'X-Gateway-Clean': 'cookie' }],
+        ['/race/x', { ...inCookie, ...bearer(user.access) }],
+        ['/race/x', { ...inCookie, ...bearer(user.access), 'X-Gateway-Clean': 'uri' }],
+        [inQuery, { ...inCookie, 'X-Gateway-Clean': 'uri' }],
+      ] as const) {
+        const res = await b.decide('GET', '/decisions', { headers: { 'X-Forwarded-Uri': uri, ...headers } });
+        expect(res.status, `${uri} ${JSON.stringify(headers)}`).toBe(400);
+        expect(res.json).toEqual({ error: 'Requête invalide' });
+      }
+      // None of those was decided, so none counted a daily use; a clean request (or one the proxy cleans) is decided as ever.
+      expect((await usage(user.id)).daily_usage).toBe(0);
+      expect((await a.decide('GET', '/decisions', { headers: { 'X-Forwarded-Uri': '/race/x', ...bearer(user.access), cookie: 'a=1' } })).status).toBe(200);
+      const cleaned = await a.decide('GET', '/decisions', { headers: { 'X-Forwarded-Uri': '/race/x', ...bearer(user.access), ...inCookie, 'X-Gateway-Clean': 'cookie' } });
+      expect(cleaned.status).toBe(200);
+      expect(cleaned.headers['x-gateway-clean-cookie']).toBe('a=1');
+      expect((await usage(user.id)).daily_usage).toBe(2);
     });
 
     it('answers an empty body and the identity headers, for the path after /decisions and for X-Forwarded-Uri alike', async () => {
