@@ -1,6 +1,7 @@
 // The identity-header contract (CONTRACT §3, §8): the headers that say who a caller is, their
 // values, and the rule that tells a client's copy of one (which never reaches an upstream). The
 // pipeline sets them, the proxy strips the client's, the decisions listener hands them to a proxy.
+import { isSingleMailbox } from './auth/credentials.js';
 import type { AuthMethod } from './guards/authenticate.js';
 import type { User } from './storage/users.js';
 
@@ -13,9 +14,30 @@ export function isIdentityHeader(name: string): boolean {
   return n.startsWith('x-user-') || n === 'x-auth-method' || n === 'x-gateway-assertion';
 }
 
-/** The identity headers of CONTRACT §3 for an authenticated request. */
+/** The identity headers of CONTRACT §3 for an authenticated request; x-user-email only for an address that is one mailbox. */
 export function identityHeaders(user: User, method: AuthMethod): Record<string, string> {
-  return { 'x-user-id': String(user.id), 'x-user-plan': user.plan, 'x-user-email': headerSafeEmail(user.email), 'x-auth-method': method };
+  const headers: Record<string, string> = { 'x-user-id': String(user.id), 'x-user-plan': user.plan, 'x-auth-method': method };
+  if (isForwardableEmail(user.email)) headers['x-user-email'] = headerSafeEmail(user.email);
+  return headers;
+}
+
+const MAILBOX_CHECKS_KEPT = 10_000;
+const mailboxChecks = new Map<string, boolean>();
+
+/**
+ * Whether an upstream may be told `email` (x-user-email, the assertion's claim): only a single
+ * mailbox (CONTRACT §19). An account stored before that rule with `ceo@bank.test <attacker@evil.test>`
+ * or a list keeps signing in, but no upstream reads it as another address until an operator fixes
+ * it. Checked per request, so the answers are kept (users' emails repeat).
+ */
+export function isForwardableEmail(email: string): boolean {
+  let fit = mailboxChecks.get(email);
+  if (fit === undefined) {
+    fit = isSingleMailbox(email);
+    if (mailboxChecks.size >= MAILBOX_CHECKS_KEPT) mailboxChecks.clear();
+    mailboxChecks.set(email, fit);
+  }
+  return fit;
 }
 
 const PRINTABLE_ASCII = /^[\x20-\x7e]*$/;

@@ -6,6 +6,7 @@ import { SignJWT, type CryptoKey } from 'jose';
 import { LRUCache } from 'lru-cache';
 import type { AuthMethod } from '../guards/authenticate.js';
 import type { User } from '../storage/users.js';
+import { isForwardableEmail } from '../identityHeaders.js';
 import { ASSERTION_HEADER, ASSERTION_TYP, DEFAULT_ISSUER } from '../verify/index.js';
 import { ASSERTION_ALG } from './keys.js';
 import { ASSERTION_TTL_SEC, type AssertionKeyring } from './keyring.js';
@@ -59,7 +60,8 @@ export class AssertionSigner implements Assertions {
 
   private async sign(kid: string, key: CryptoKey, user: User, method: AuthMethod, audience: string, now: number): Promise<Issued> {
     const iat = Math.floor(now / 1000);
-    const token = await new SignJWT({ plan: user.plan, email: user.email, auth_method: method })
+    // An address stored before the one-mailbox rule is left out rather than handed on (identityHeaders.ts).
+    const token = await new SignJWT({ plan: user.plan, ...(isForwardableEmail(user.email) ? { email: user.email } : {}), auth_method: method })
       .setProtectedHeader({ alg: ASSERTION_ALG, typ: ASSERTION_TYP, kid })
       .setIssuer(this.issuer)
       .setAudience(audience)

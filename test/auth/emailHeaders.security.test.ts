@@ -89,18 +89,20 @@ describeWithServices('emails in identity headers', () => {
     expect(new Set(seen).size, JSON.stringify(seen)).toBe(seen.length);
   });
 
-  it('keeps serving a user whose stored address holds CR LF (written before registration refused it)', async () => {
+  it('keeps serving a user whose stored address holds CR LF (written before registration refused it), telling upstreams no email', async () => {
     const tag = marker();
     const password = newPassword();
     const email = `old.${tag}@b.test`;
-    expect((await gw.post('/api/v1/auth/register', { email, password })).status).toBe(201);
+    const reg = await gw.post('/api/v1/auth/register', { email, password });
+    expect(reg.status).toBe(201);
     const login = await gw.post('/api/v1/auth/login', { email, password });
     await sql('UPDATE users SET email = $2 WHERE email = $1', [email, `old.${tag}@b.test\r\nx-user-id: 1`]);
     const m = marker();
     const res = await gw.get(`/private/${m}`, { headers: bearer(login.json.access_token) });
     expect(res.status).toBe(200);
     const hit = upstream.last(m)!;
-    expect(hit.headers['x-user-email']).toBe(`old.${tag}@b.test%0D%0Ax-user-id: 1`);
-    expect(hit.headers['x-user-id']).not.toBe('1');
+    // Not one mailbox (CONTRACT §19): no upstream is told it, not even percent-encoded.
+    expect(hit.headers['x-user-email']).toBeUndefined();
+    expect(hit.headers['x-user-id']).toBe(String(reg.json.user_id));
   });
 });

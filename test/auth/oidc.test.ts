@@ -9,7 +9,7 @@ import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
 import { s256 } from '../../src/auth/oidc.js';
 import { sha256Hex } from '../../src/digest.js';
 import {
-  bearer, claims, closeSql, describeWithServices, makeUser, newEmail, newPassword, sql, startTestGateway, startTwoGateways, testClock, testConfig,
+  bearer, claims, closeSql, describeWithServices, makeUser, marker, newEmail, newPassword, sql, startTestGateway, startTwoGateways, testClock, testConfig,
   type TestGateway,
 } from '../helpers/gateway.js';
 import type { HttpResponse } from '../helpers/http.js';
@@ -367,6 +367,16 @@ describeWithServices('sign in with an identity provider', () => {
     expect(await sql('SELECT email_verified_at FROM users WHERE email = $1', [email])).toEqual([{ email_verified_at: null }]);
     const anonymous = providerUser({});
     expect(new URL(String((await signIn(anonymous)).res.headers.location)).hash).toBe('#error=email_unverified');
+  });
+
+  it('an email claim that is not one mailbox (a list, a display name) makes no account, even vouched for (CONTRACT §19)', async () => {
+    const t = marker();
+    for (const email of [`victim.${t}@x.test,attacker.${t}@y.test`, `CEO <ceo.${t}@bank.test>`, `a.${t}@x.test (c)`]) {
+      const subject = providerUser({ email, email_verified: true });
+      expect(new URL(String((await signIn(subject)).res.headers.location)).hash, email).toBe('#error=email_unverified');
+    }
+    expect(await sql('SELECT id FROM users WHERE email LIKE $1', [`%${t}%`])).toEqual([]);
+    expect(await sql('SELECT user_id FROM user_identities WHERE email LIKE $1', [`%${t}%`])).toEqual([]);
   });
 
   it('a user with TOTP gets the 403 with an mfa_token, which a code turns into a pair with amr ["fed","otp","mfa"]', async () => {

@@ -6,6 +6,7 @@ import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { bearer, closeSql, describeWithServices, eventually, marker, newEmail, newPassword, sql, startTestGateway, testConfig, type TestGateway } from '../helpers/gateway.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
+import { headerSafeEmail } from '../../src/identityHeaders.js';
 import { mailSettings, startSmtpCatcher, type SmtpCatcher } from '../helpers/smtp.js';
 
 const INVALID = { error: 'Email invalide' };
@@ -20,6 +21,7 @@ describeWithServices('one mailbox per account', () => {
     upstream = await startEchoUpstream();
     gw = await startTestGateway(testConfig({
       mail: mailSettings(smtp),
+      auth: { magicLink: { url: 'https://app.example.test/magic?token={token}' } },
       upstreams: { app: { url: upstream.url }, signed: { url: upstream.url, assertion: true } },
       routes: [{ path: '/private', upstream: 'app' }, { path: '/signed', upstream: 'signed' }],
     }));
@@ -42,7 +44,7 @@ describeWithServices('one mailbox per account', () => {
     expect(smtp.messages.filter((m) => m.raw.includes(tag))).toEqual([]);
   });
 
-  it('refuses lists, groups, comments, spaces, separators and quoted parts that split addresses, on register and forgot', async () => {
+  it('refuses lists, groups, comments, spaces, separators and quoted parts that split addresses, on register, forgot and magic link', async () => {
     const t = marker();
     const sixteen = Array.from({ length: 16 }, (_, i) => `r${i}.${t}@x.test`).join(',');
     const refused = [
@@ -52,7 +54,7 @@ describeWithServices('one mailbox per account', () => {
       `.a.${t}@x.test`, `a..${t}@x.test`, `a.${t}@-x.test`, `a.${t}@x..test`, `a.${t}@[300.1.1.1]`, `${'l'.repeat(65)}@x.test`, `a\u200b.${t}@x.test`, `a.${t}\u3000@x.test`,
     ];
     for (const email of refused) {
-      for (const path of ['/api/v1/auth/register', '/api/v1/auth/password/forgot']) {
+      for (const path of ['/api/v1/auth/register', '/api/v1/auth/password/forgot', '/api/v1/auth/magic-link']) {
         const res = await gw.post(path, { email, password: newPassword() });
         expect(res.status, `${path} ${JSON.stringify(email)}`).toBe(400);
         expect(res.json).toEqual(INVALID);
@@ -72,14 +74,24 @@ describeWithServices('one mailbox per account', () => {
       const s = marker();
       expect((await gw.get(`/signed/${s}`, { headers: bearer(login.json.access_token) })).status).toBe(200);
       expect(decodeJwt(String(upstream.last(s)!.headers['x-gateway-assertion'])).email).toBe(email);
+      expect(upstream.last(s)!.headers['x-user-email']).toBe(headerSafeEmail(email));
+      expect(decodeJwt(login.json.access_token).email).toBe(email);
     }
   });
 
   it('sends each link with an SMTP envelope naming exactly the stored address', async () => {
     const email = newEmail('env');
-    expect((await gw.post('/api/v1/auth/register', { email, password: newPassword() })).status).toBe(201);
-    const mail = await smtp.waitFor(email);
-    expect(mail.recipients).toEqual([email]);
+    const reg = await gw.post('/api/v1/auth/register', { email, password: newPassword() });
+    expect(reg.status).toBe(201);
+    expect((await smtp.waitFor(email, 1)).recipients).toEqual([email]);
+    // The reset and sign-in links too (one link mail a minute per account: the last one made an hour ago).
+    for (const [n, path] of [[2, '/api/v1/auth/password/forgot'], [3, '/api/v1/auth/magic-link']] as const) {
+      await sql("UPDATE email_tokens SET created_at = created_at - interval '1 hour' WHERE user_id = $1", [reg.json.user_id]);
+      expect((await gw.post(path, { email })).status).toBe(202);
+      const mails = await smtp.waitFor(email, n);
+      expect(mails.recipients, path).toEqual([email]);
+    }
+    expect(smtp.messages.filter((m) => m.recipients.includes(email)).length).toBe(3);
   });
 
   it('mails nothing to an address stored before the rule, and names the account at start', async () => {
@@ -102,6 +114,18 @@ describeWithServices('one mailbox per account', () => {
     await eventually(() => gw.logs.some((l) => l.includes('is not a single mailbox') && l.includes(`"userId":${reg.json.user_id}`)));
     expect(smtp.messages.length).toBe(sent);
     expect(smtp.to(attacker)).toEqual([]);
+    // Nor does an upstream ever read it: no x-user-email, no email claim in the assertion; the id still says who.
+    await eventually(async () => {
+      const p = marker();
+      const s = marker();
+      await gw.get(`/private/${p}`, { headers: bearer(login.json.access_token) });
+      await gw.get(`/signed/${s}`, { headers: bearer(login.json.access_token) });
+      const plain = upstream.last(p)?.headers;
+      const signed = upstream.last(s)?.headers;
+      return plain?.['x-user-id'] === String(reg.json.user_id) && plain['x-user-email'] === undefined
+        && signed !== undefined && !('email' in decodeJwt(String(signed['x-gateway-assertion'])));
+    });
+    expect(JSON.stringify(upstream.hits.filter((h) => h.headers['x-user-id'] === String(reg.json.user_id)).map((h) => h.headers))).not.toContain(attacker);
 
     const second = await startTestGateway(testConfig({ mail: mailSettings(smtp) }));
     try {
