@@ -147,8 +147,9 @@ export async function useLink<T>(db: Database, clock: () => Date, token: string,
  * verified. Run in useLink's transaction (the user's row locked).
  */
 export async function mailboxTakesOver(tx: Queryable, user: users.User, now: Date, deps: { audit: Audit; client: Client; setsPassword: boolean }): Promise<void> {
+  // The address proven is the user's doing; what the gateway ends because of it, its own rule's (system).
   const event = (type: 'oidc.unlinked' | 'email.verified' | 'session.revoked' | 'password.changed', data: Record<string, unknown> = {}) =>
-    deps.audit.record({ type, actor: 'user', userId: user.id, ...deps.client, data }, tx);
+    deps.audit.record({ type, actor: type === 'email.verified' ? 'user' : 'system', userId: user.id, ...deps.client, data }, tx);
   const firstProof = user.email_verified_at === null;
   const unlinked = await removeUnvouchedLinks(tx, user.id);
   for (const link of unlinked) await event('oidc.unlinked', { provider: link.provider, issuer: link.issuer, reason: 'mailbox_proven' });

@@ -158,7 +158,8 @@ export async function authRoutes(app: FastifyInstance, deps: AuthRoutesDeps): Pr
         n = await refreshTokens.revokeAllForUser(tx, userId, 'reuse');
       }
       await events.emit(userId, 'auth.refresh_token_reused', { revoked_sessions: n }, tx);
-      await audit.record({ type: 'refresh.reuse_detected', actor: 'user', userId, ...clientOf(request), data: { revoked_sessions: n } }, tx);
+      // The gateway's finding (whoever presented the token may not be the user), and its sessions ended by its rule.
+      await audit.record({ type: 'refresh.reuse_detected', actor: 'system', userId, ...clientOf(request), data: { revoked_sessions: n } }, tx);
       return n;
     });
     request.log.warn({ userId, revokedSessions: revoked }, 'refresh token reused');

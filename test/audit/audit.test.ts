@@ -115,6 +115,8 @@ describeWithServices('audit log', () => {
     ]);
     const by = (type: string) => rows.filter((r) => r.type === type);
     expect(by('session.revoked')[0]).toMatchObject({ actor: 'user', data: { session_id: otherSession.id, current: false }, user_agent: headers['user-agent'] });
+    // The gateway's own finding: whoever presented the rotated token may not be its user.
+    expect(by('refresh.reuse_detected')[0]).toMatchObject({ actor: 'system', data: { revoked_sessions: 0 } });
     expect(by('admin.plan_changed')[0]).toMatchObject({ actor: 'admin', data: { plan: 'pro' } });
     expect(by('admin.active_changed').map((r) => r.data)).toEqual([{ active: false }, { active: true }]);
     expect(by('login.failed')[0]!.data).toEqual({ reason: 'inactive' });

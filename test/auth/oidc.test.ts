@@ -447,7 +447,7 @@ describeWithServices('sign in with an identity provider', () => {
   }
   const magicLinkOf = (email: string) => mailed(email, 'Votre lien de connexion', () => a.post('/api/v1/auth/magic-link', { email }));
   const resetLinkOf = (email: string) => mailed(email, 'Réinitialisation de votre mot de passe', () => a.post('/api/v1/auth/password/forgot', { email }));
-  const auditOf = (userId: number, type: string) => sql<{ data: unknown }>('SELECT data FROM audit_events WHERE user_id = $1 AND type = $2 ORDER BY id', [userId, type]);
+  const auditOf = (userId: number, type: string) => sql<{ actor: string; data: unknown }>('SELECT actor, data FROM audit_events WHERE user_id = $1 AND type = $2 ORDER BY id', [userId, type]);
 
   it('pre-hijacking: a link no provider vouched for is removed when the mailbox owner signs in by link; the taker\'s sessions end and it cannot come back', async () => {
     const email = newEmail('victim');
@@ -466,8 +466,8 @@ describeWithServices('sign in with an identity provider', () => {
     expect((await a.post('/api/v1/auth/refresh', { refresh_token: taken.refresh_token })).json).toEqual({ error: 'Refresh token invalide, révoqué ou expiré' });
     expect(new URL(String((await signIn(taker)).res.headers.location)).hash).toBe('#error=account_exists');
     expect((await a.get('/api/v1/user/me', { headers: bearer(owner.json.access_token) })).json).toMatchObject({ email, email_verified_at: expect.any(String) });
-    expect(await auditOf(link!.user_id, 'oidc.unlinked')).toEqual([{ data: { provider: 'testidp', issuer: idp.issuer, reason: 'mailbox_proven' } }]);
-    expect(await auditOf(link!.user_id, 'session.revoked')).toEqual([{ data: { sessions: 1, reason: 'mailbox_proven' } }]);
+    expect(await auditOf(link!.user_id, 'oidc.unlinked')).toEqual([{ actor: 'system', data: { provider: 'testidp', issuer: idp.issuer, reason: 'mailbox_proven' } }]);
+    expect(await auditOf(link!.user_id, 'session.revoked')).toEqual([{ actor: 'system', data: { sessions: 1, reason: 'mailbox_proven' } }]);
     expect(await auditOf(link!.user_id, 'email.verified')).toHaveLength(1);
   });
 
@@ -489,7 +489,7 @@ describeWithServices('sign in with an identity provider', () => {
     expect(owner.status).toBe(200);
     expect((await a.post('/api/v1/auth/login', { email: taker.email, password: taker.password })).json).toEqual({ error: 'Identifiants invalides' });
     expect((await a.post('/api/v1/auth/refresh', { refresh_token: taker.refresh })).status).toBe(401);
-    expect(await auditOf(taker.id, 'password.changed')).toEqual([{ data: { removed: true, reason: 'mailbox_proven' } }]);
+    expect(await auditOf(taker.id, 'password.changed')).toEqual([{ actor: 'system', data: { removed: true, reason: 'mailbox_proven' } }]);
     // The owner sets a password of its own from this sign-in; a later link on the verified address changes nothing else.
     const password = newPassword();
     const set = await a.post('/api/v1/auth/password/change', { new_password: password }, { headers: bearer(owner.json.access_token) });
