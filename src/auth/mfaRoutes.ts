@@ -149,8 +149,15 @@ export async function mfaRoutes(app: FastifyInstance, deps: MfaRoutesDeps): Prom
       if (!live) return undefined;
       const locked = await mfa.codesLockedUntil(tx, live.userId, now);
       if (locked) return new CodesLocked(locked, now);
-      const amr = await secondFactor(tx, live.userId, code, now);
       const client = clientOf(request);
+      // Deactivated since the password step: refused before a code is checked, so that none is used
+      // up (a recovery code is one of ten) for a sign-in that cannot happen, and said in the log.
+      const user = await users.lockUser(tx, live.userId, 'share');
+      if (!user || user.is_active !== 1) {
+        if (user) await audit.record({ type: 'login.failed', actor: 'user', userId: user.id, ...client, data: { reason: 'inactive' } }, tx);
+        return undefined;
+      }
+      const amr = await secondFactor(tx, live.userId, code, now);
       if (!amr) {
         await mfa.failMfaToken(tx, hash);
         const lockedNow = await mfa.countWrongCode(tx, live.userId, now, WRONG_CODES);
@@ -159,8 +166,6 @@ export async function mfaRoutes(app: FastifyInstance, deps: MfaRoutesDeps): Prom
         return undefined;
       }
       await mfa.useMfaToken(tx, hash, now);
-      const user = await users.lockUser(tx, live.userId, 'share');
-      if (!user || user.is_active !== 1) return undefined;
       const signIn = [...live.amr, ...amr];
       // A recovery code adds `mfa` alone (a TOTP code `otp` too): one fewer left.
       if (!amr.includes('otp')) await audit.record({ type: 'mfa.recovery_code_used', actor: 'user', userId: user.id, ...client }, tx);

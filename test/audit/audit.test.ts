@@ -143,6 +143,23 @@ describeWithServices('audit log', () => {
     expect(JSON.stringify(rows)).not.toContain(confirm.json.recovery_codes[0]);
   });
 
+  it('a second factor for an account deactivated since its password step: login.failed (inactive), and no code used up', async () => {
+    const user = await makeUser(a);
+    const enroll = await a.post('/api/v1/auth/mfa/totp/enroll', {}, { headers: bearer(user.access) });
+    const confirm = await a.post('/api/v1/auth/mfa/totp/confirm', { code: authenticator.generate(enroll.json.secret as string) }, { headers: bearer(user.access) });
+    expect(confirm.status).toBe(200);
+    const code = confirm.json.recovery_codes[0] as string;
+    const mfaToken = (await a.post('/api/v1/auth/login', { email: user.email, password: user.password })).json.mfa_token as string;
+    expect((await admin('PUT', `/admin/v1/users/${user.id}/active`, { active: false })).status).toBe(200);
+    const refused = await b.post('/api/v1/auth/mfa/verify', { mfa_token: mfaToken, code }, { headers: agent() });
+    expect([refused.status, refused.json]).toEqual([401, { error: 'Code invalide' }]);
+    expect((await eventsOf(user.id)).filter((r) => r.type === 'login.failed').map((r) => r.data)).toEqual([{ reason: 'inactive' }]);
+    // Active again: the same recovery code still signs in (it was not spent on the refused attempt).
+    expect((await admin('PUT', `/admin/v1/users/${user.id}/active`, { active: true })).status).toBe(200);
+    const fresh = (await a.post('/api/v1/auth/login', { email: user.email, password: user.password })).json.mfa_token as string;
+    expect((await a.post('/api/v1/auth/mfa/verify', { mfa_token: fresh, code })).status).toBe(200);
+  });
+
   it('one logout of one token on two instances at once: one row', async () => {
     const user = await makeUser(a);
     const answers = await Promise.all([a, b, a, b].map((gw) => gw.post('/api/v1/auth/logout', { refresh_token: user.refresh })));
