@@ -67,7 +67,7 @@ export function newPasswordDenial(password: string, minLength: number): Denial |
 }
 
 /** Why a password or refresh token was refused: the log says, the client never learns. */
-export type CredentialRefusal = 'unknownEmail' | 'inactive' | 'wrongPassword' | 'passwordTooLong' | 'changedMeanwhile' | 'undecodable' | 'inactiveToken' | 'userGone';
+export type CredentialRefusal = 'unknownEmail' | 'inactive' | 'wrongPassword' | 'passwordTooLong' | 'changedMeanwhile' | 'undecodable' | 'inactiveToken' | 'userGone' | 'mfaFailed' | 'mfaTokenInvalid';
 
 /**
  * A refused credential: one `request denied` line with the reason and, when known, the account

@@ -12,6 +12,7 @@ import * as mfa from '../storage/mfa.js';
 import { revokeOtherSessions } from '../storage/refreshTokens.js';
 import { isUsersSession, type Client } from '../storage/sessions.js';
 import * as users from '../storage/users.js';
+import { refuseCredentials, type CredentialRefusal } from './credentials.js';
 import { factorGuard, passwordConfirmed, type FactorGuardDeps } from './factor.js';
 import { isTooLong, type Passwords } from './passwords.js';
 import { clientOf, issueInSession } from './sessions.js';
@@ -27,6 +28,12 @@ const MFA_TOKEN_MAX_FAILURES = 5;
 const WRONG_CODES = { max: 10, windowMs: 15 * 60_000, lockMs: 15 * 60_000 };
 
 /** The answer while a user's code verification is locked. */
+/** Why a second-factor step was refused, and whose (the log line's). */
+interface Refused {
+  why: CredentialRefusal;
+  userId?: number;
+}
+
 class CodesLocked {
   constructor(readonly until: Date, readonly now: Date) {}
 }
@@ -142,20 +149,21 @@ export async function mfaRoutes(app: FastifyInstance, deps: MfaRoutesDeps): Prom
     const code = textField(request.body, 'code').trim();
     if (!token || !code) return sendError(reply, 'codeRefused');
     const hash = sha256Hex(token);
-    const pair = await db.transaction(async (tx) => {
+    const outcome = await db.transaction(async (tx): Promise<TokenPair | CodesLocked | Refused> => {
       const now = clock();
       // Locked: two verifies of one mfa_token at once queue here, and the second finds it used.
       const live = await mfa.lockLiveMfaToken(tx, hash, now, MFA_TOKEN_MAX_FAILURES);
-      if (!live) return undefined;
+      if (!live) return { why: 'mfaTokenInvalid' };
       const locked = await mfa.codesLockedUntil(tx, live.userId, now);
       if (locked) return new CodesLocked(locked, now);
       const client = clientOf(request);
       // Deactivated since the password step: refused before a code is checked, so that none is used
-      // up (a recovery code is one of ten) for a sign-in that cannot happen, and said in the log.
+      // up (a recovery code is one of ten) for a sign-in that cannot happen.
       const user = await users.lockUser(tx, live.userId, 'share');
-      if (!user || user.is_active !== 1) {
-        if (user) await audit.record({ type: 'login.failed', actor: 'user', userId: user.id, ...client, data: { reason: 'inactive' } }, tx);
-        return undefined;
+      if (!user) return { why: 'userGone' };
+      if (user.is_active !== 1) {
+        await audit.record({ type: 'login.failed', actor: 'user', userId: user.id, ...client, data: { reason: 'inactive' } }, tx);
+        return { why: 'inactive', userId: user.id };
       }
       const amr = await secondFactor(tx, live.userId, code, now);
       if (!amr) {
@@ -163,7 +171,7 @@ export async function mfaRoutes(app: FastifyInstance, deps: MfaRoutesDeps): Prom
         const lockedNow = await mfa.countWrongCode(tx, live.userId, now, WRONG_CODES);
         if (lockedNow) request.log.warn({ userId: live.userId, until: lockedNow.toISOString() }, 'second-factor codes locked: too many wrong codes');
         await audit.record({ type: 'login.failed', actor: 'user', userId: live.userId, ...client, data: { reason: 'mfa_failed' } }, tx);
-        return undefined;
+        return { why: 'mfaFailed', userId: live.userId };
       }
       await mfa.useMfaToken(tx, hash, now);
       const signIn = [...live.amr, ...amr];
@@ -172,9 +180,10 @@ export async function mfaRoutes(app: FastifyInstance, deps: MfaRoutesDeps): Prom
       await audit.record({ type: 'login.succeeded', actor: 'user', userId: user.id, ...client, data: { amr: signIn } }, tx);
       return issueInSession(tx, tokens, user, client, now, undefined, signIn);
     });
-    if (pair instanceof CodesLocked) return refuseLocked(reply, pair);
-    if (!pair) return sendError(reply, 'codeRefused');
-    return pair;
+    if (outcome instanceof CodesLocked) return refuseLocked(reply, outcome);
+    // A failed login is one log line too (CONTRACT §17), with the same answer whatever the reason.
+    if ('why' in outcome) return refuseCredentials(request, reply, outcome.why, outcome.userId, 'codeRefused');
+    return outcome;
   });
 
   /** 429 while the lock holds, saying when to try again. */

@@ -1,6 +1,7 @@
 // A refused credential is one `request denied` line (issue 27: failed logins left no trace,
 // although docs/operating.md promises a line for every 401): the reason and the account when
 // known are in the log, the password never; the client sees one answer whatever the reason.
+import { authenticator } from 'otplib';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { bearer, closeSql, describeWithServices, makeUser, newEmail, newPassword, sql, startTestGateway, testConfig, type TestGateway } from '../helpers/gateway.js';
 import type { HttpResponse } from '../helpers/http.js';
@@ -56,5 +57,27 @@ describeWithServices('failed logins in the log', () => {
     expect(refresh.status).toBe(401);
     expect(linesOf(refresh).filter((l) => l.msg === 'request denied')).toEqual([expect.objectContaining({ reason: 'refreshTokenUndecodable', why: 'undecodable' })]);
     expect(gw.logs.join('\n')).not.toContain(wrong);
+  });
+
+  it('logs a refused second-factor step once (a wrong code, a used mfa_token, a deactivated account), never the code, and answers all alike', async () => {
+    const user = await makeUser(gw);
+    const { secret } = (await gw.post('/api/v1/auth/mfa/totp/enroll', {}, { headers: bearer(user.access) })).json as { secret: string };
+    expect((await gw.post('/api/v1/auth/mfa/totp/confirm', { code: authenticator.generate(secret) }, { headers: bearer(user.access) })).status).toBe(200);
+    const mfaToken = async () => (await gw.post('/api/v1/auth/login', { email: user.email, password: user.password })).json.mfa_token as string;
+    const wrongCode = '987654321';
+    const wrong = await gw.post('/api/v1/auth/mfa/verify', { mfa_token: await mfaToken(), code: wrongCode });
+    const unknown = await gw.post('/api/v1/auth/mfa/verify', { mfa_token: `made-up-${newPassword()}`, code: wrongCode });
+    const token = await mfaToken();
+    await sql('UPDATE users SET is_active = 0 WHERE id = $1', [user.id]);
+    const inactive = await gw.post('/api/v1/auth/mfa/verify', { mfa_token: token, code: authenticator.generate(secret) });
+    const cases = [[wrong, 'mfaFailed', user.id], [unknown, 'mfaTokenInvalid', undefined], [inactive, 'inactive', user.id]] as const;
+    for (const [res, why, userId] of cases) {
+      const denied = linesOf(res).filter((l) => l.msg === 'request denied');
+      expect(denied, why).toEqual([expect.objectContaining({ reason: 'codeRefused', why })]);
+      expect(denied[0]!.userId, why).toBe(userId);
+    }
+    expect(new Set(cases.map(([res]) => JSON.stringify(answer(res)))).size).toBe(1);
+    expect(answer(wrong)).toMatchObject({ status: 401, body: JSON.stringify({ error: 'Code invalide' }) });
+    expect(gw.logs.join('\n')).not.toContain(wrongCode);
   });
 });
