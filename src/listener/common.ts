@@ -64,17 +64,25 @@ export function traceRequests(app: FastifyInstance, tracing: Tracing, pathOf: (r
     else done();
   });
   app.addHook('onResponse', (request, reply, done) => {
-    const { trace } = request;
-    if (trace) {
-      const route = trace.route ?? (request.gatewayRoute || request.routeOptions.url || 'unmatched');
-      trace.span.updateName(`${request.method} ${route}`);
-      trace.span.setAttributes({ 'http.route': route, 'gateway.route': route, 'http.response.status_code': reply.statusCode });
-      if (trace.decision) trace.span.setAttribute('gateway.decision', trace.decision);
-      if (reply.statusCode >= 500) trace.span.setStatus({ code: 2 /* ERROR */ });
-      trace.span.end();
-    }
+    endRequestTrace(request, reply.statusCode);
     done();
   });
+}
+
+/**
+ * Ends a request's server span with its route, status and decision. From onResponse, or, for a
+ * WebSocket upgrade (whose 101 is written on the socket, so onResponse never runs), once the
+ * client's handshake is answered.
+ */
+export function endRequestTrace(request: FastifyRequest, statusCode: number): void {
+  const { trace } = request;
+  if (!trace) return;
+  const route = trace.route ?? (request.gatewayRoute || request.routeOptions.url || 'unmatched');
+  trace.span.updateName(`${request.method} ${route}`);
+  trace.span.setAttributes({ 'http.route': route, 'gateway.route': route, 'http.response.status_code': statusCode });
+  if (trace.decision) trace.span.setAttribute('gateway.decision', trace.decision);
+  if (statusCode >= 500) trace.span.setStatus({ code: 2 /* ERROR */ });
+  trace.span.end();
 }
 
 /** A caller's request id is kept when it is harmless (for tracing across hops), else one is made. */

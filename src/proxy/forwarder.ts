@@ -7,12 +7,12 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Http2ServerRequest } from 'node:http2';
 import type { Readable } from 'node:stream';
-import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
+import { SpanKind, SpanStatusCode, type Span } from '@opentelemetry/api';
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import type { Dispatcher } from 'undici';
 import { sendDenial, sendError, type Denial } from '../errors.js';
-import { acceptEveryMethod, traceDecision } from '../listener/common.js';
+import { acceptEveryMethod, endRequestTrace, traceDecision } from '../listener/common.js';
 import { DenialLog, failureLog, type FailureLog } from '../logThrottle.js';
 import type { Metrics } from '../metrics.js';
 import type { Decision, Pipeline } from '../pipeline.js';
@@ -176,16 +176,23 @@ export class Forwarder {
         request.log.info({ upstream }, 'path refused by the proxy');
         return sendError(reply, 'badRequest');
       case 'websocket': {
+        // The handshake with the upstream is the upstream call: its span, and its traceparent.
+        const span = upstreamSpan(request, upstream, 'GET', planned.target.headers);
         const opened = await this.deps.websockets.open(request, reply, planned.target);
-        if (opened.kind === 'failed') this.failed(request, reply, upstream, opened.error);
-        else this.answered(upstream);
+        if (opened.kind === 'failed') {
+          failedSpan(span, opened.error);
+          this.failed(request, reply, upstream, opened.error);
+        } else {
+          span?.end();
+          // Opened: the client's 101 goes out on the socket, past fastify's onResponse.
+          if (opened.kind === 'opened') endRequestTrace(request, 101);
+          this.answered(upstream);
+        }
         return;
       }
       case 'relay': {
         const corsCovered = request.corsCovered;
-        // The upstream call's span; the upstream continues the trace from it (traceparent).
-        const span = request.trace?.start('upstream', { 'gateway.upstream': upstream, 'http.request.method': planned.request.method }, SpanKind.CLIENT);
-        if (span) request.trace!.inject(span, planned.request.headers);
+        const span = upstreamSpan(request, upstream, planned.request.method, planned.request.headers);
         relay(this.agent, reply, { ...planned.request, body: (request.body as Readable | undefined) ?? null }, {
           // The gateway's RateLimit fields on a counted route, in place of any the upstream sent.
           responseHeaders: (upstreamHeaders) => (decision.responseHeaders ? { ...downstreamHeaders(upstreamHeaders, corsCovered), ...decision.responseHeaders } : downstreamHeaders(upstreamHeaders, corsCovered)),
@@ -195,7 +202,7 @@ export class Forwarder {
           },
           // Never resent: a retried POST could run twice.
           failed: (error) => {
-            span?.setStatus({ code: SpanStatusCode.ERROR, message: (error as NodeJS.ErrnoException).code ?? 'upstream failed' }).end();
+            failedSpan(span, error);
             this.failed(request, reply, upstream, error);
           },
         });
@@ -236,6 +243,17 @@ export class Forwarder {
     if (!log) this.failureLogs.set(upstream, (log = failureLog(this.deps.log.child({ upstream }) as Logger, 'upstream failed: its requests are answered 502 or 504', { recoveredMessage: 'upstream answers again' })));
     return log;
   }
+}
+
+/** With tracing: the upstream call's span, whose traceparent (and tracestate) `headers`, bound upstream, now carry. */
+function upstreamSpan(request: FastifyRequest, upstream: string, method: string, headers: IncomingHttpHeaders): Span | undefined {
+  const span = request.trace?.start('upstream', { 'gateway.upstream': upstream, 'http.request.method': method }, SpanKind.CLIENT);
+  if (span) request.trace!.inject(span, headers);
+  return span;
+}
+
+function failedSpan(span: Span | undefined, error: unknown): void {
+  span?.setStatus({ code: SpanStatusCode.ERROR, message: (error as NodeJS.ErrnoException).code ?? 'upstream failed' }).end();
 }
 
 /** A body follows the headers (RFC 9112 §6.3): a chunked one, or a non-zero Content-Length. */

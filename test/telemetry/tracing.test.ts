@@ -10,7 +10,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
 import { tracingSettings } from '../../src/telemetry/tracing.js';
 import { docsExample } from '../helpers/docs.js';
+import WebSocket from 'ws';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
+import { startWsUpstream, type WsUpstream } from '../helpers/wsUpstream.js';
 import { bearer, closeSql, configProblems, describeWithServices, eventually, makeUser, marker, startDecidingGateway, startTestGateway, testConfig, throwawayDatabase, type TestGateway } from '../helpers/gateway.js';
 import { startReceiver, verifiedEvent } from '../helpers/webhookReceiver.js';
 import { sparePort } from '../helpers/ports.js';
@@ -143,22 +145,26 @@ describe('telemetry settings', () => {
 describeWithServices('traces over OTLP/HTTP', () => {
   let collector: Awaited<ReturnType<typeof startCollector>>;
   let upstream: EchoUpstream;
+  let wsUpstream: WsUpstream;
   let gw: TestGateway;
   const routes = () => [
     { path: '/traced', upstream: 'app', auth: 'required', plans: ['free', 'pro'], dailyLimit: true },
     { path: '/open', upstream: 'app', auth: 'none' },
     { path: '/metered', upstream: 'app', auth: 'required', rateLimit: true, dailyLimit: true },
+    { path: '/live', upstream: 'live', auth: 'required', websocket: true },
   ];
-  const config = (otlp: object) => testConfig({ plans: { limits: { free: { daily: 1000, perMinute: 1000 } } }, telemetry: { otlp }, upstreams: { app: { url: upstream.url } }, routes: routes() });
+  const config = (otlp: object) => testConfig({
+    plans: { limits: { free: { daily: 1000, perMinute: 1000 } } }, telemetry: { otlp }, upstreams: { app: { url: upstream.url }, live: { url: wsUpstream.url } }, routes: routes(),
+  });
   const traceOf = (traceId: string) => collector.spans.filter((s) => s.traceId === traceId);
 
   beforeAll(async () => {
-    [collector, upstream] = await Promise.all([startCollector(), startEchoUpstream()]);
+    [collector, upstream, wsUpstream] = await Promise.all([startCollector(), startEchoUpstream(), startWsUpstream()]);
     gw = await startTestGateway(config({ endpoint: collector.url, serviceName: 'gateway-under-test' }));
   });
   afterAll(async () => {
     await gw?.close();
-    await Promise.all([collector?.close(), upstream?.close()]);
+    await Promise.all([collector?.close(), upstream?.close(), wsUpstream?.close()]);
     await closeSql();
   });
 
@@ -262,7 +268,7 @@ describeWithServices('traces over OTLP/HTTP', () => {
   });
 
   it('a decision for a proxy: a span named after the route asked about, its stages as children, the proxy\'s trace continued', async () => {
-    const deciding = await startDecidingGateway({ plans: { limits: { free: { daily: 1000 } } }, telemetry: { otlp: { endpoint: collector.url } }, upstreams: { app: { url: upstream.url } }, routes: routes() });
+    const deciding = await startDecidingGateway({ plans: { limits: { free: { daily: 1000 } } }, telemetry: { otlp: { endpoint: collector.url } }, upstreams: { app: { url: upstream.url }, live: { url: wsUpstream.url } }, routes: routes() });
     try {
       const user = await makeUser(deciding);
       const m = marker();
@@ -282,6 +288,41 @@ describeWithServices('traces over OTLP/HTTP', () => {
     } finally {
       await deciding.close();
     }
+  });
+
+  it('a WebSocket upgrade: the handshake with the upstream is the upstream span, and carries its traceparent and the client\'s tracestate', async () => {
+    const user = await makeUser(gw);
+    const traceId = 'e5'.padStart(32, '0');
+    const m = marker();
+    const socket = new WebSocket(`${gw.url.replace(/^http/, 'ws')}/live/${m}`, {
+      headers: { ...bearer(user.access), traceparent: `00-${traceId}-${'2'.repeat(16)}-01`, tracestate: 'vendor=opaque' },
+    });
+    await new Promise<void>((resolve, reject) => { socket.once('open', () => resolve()); socket.once('error', reject); });
+    socket.close();
+    const handshake = wsUpstream.last(m)!;
+    const [, seenTrace, parentId] = /^00-([0-9a-f]{32})-([0-9a-f]{16})-01$/.exec(String(handshake.headers.traceparent))!;
+    expect(seenTrace).toBe(traceId);
+    expect(handshake.headers.tracestate).toBe('vendor=opaque');
+    await eventually(() => traceOf(traceId).some((s) => s.name === 'GET /live') && traceOf(traceId).some((s) => s.name === 'upstream'), 5000);
+    const server = traceOf(traceId).find((s) => s.name === 'GET /live')!;
+    const call = traceOf(traceId).find((s) => s.name === 'upstream')!;
+    expect([call.spanId, call.parentSpanId, call.kind]).toEqual([parentId, server.spanId, 3]);
+    expect([attr(server, 'http.response.status_code'), attr(server, 'gateway.decision'), attr(server, 'enduser.id')]).toEqual([101, 'allow', String(user.id)]);
+    expect(collector.bodies.join('\n')).not.toContain(user.access);
+  });
+
+  it('a plain request passes the client\'s tracestate on with the gateway\'s traceparent; an API key or Basic credentials are never exported', async () => {
+    const m = marker();
+    const key = `gw_${'k'.repeat(43)}`;
+    const basic = `Basic ${Buffer.from(`someone:${m}-password`).toString('base64')}`;
+    const traceId = 'f6'.padStart(32, '0');
+    const res = await gw.get(`/open/${m}`, { headers: { 'x-api-key': key, authorization: basic, traceparent: `00-${traceId}-${'4'.repeat(16)}-01`, tracestate: 'a=1,b=2' } });
+    expect(res.status).toBe(200);
+    expect(upstream.last(m)!.headers.tracestate).toBe('a=1,b=2');
+    expect(String(upstream.last(m)!.headers.traceparent)).toMatch(new RegExp(`^00-${traceId}-(?!4{16})[0-9a-f]{16}-01$`));
+    await eventually(() => traceOf(traceId).length >= 2, 5000);
+    const exported = collector.bodies.join('\n');
+    for (const secret of [key, basic, `${m}-password`, Buffer.from(`someone:${m}-password`).toString('base64')]) expect(exported).not.toContain(secret);
   });
 
   it('continues an incoming trace; its sampled flag decides only with trustIncoming', async () => {
