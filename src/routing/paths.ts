@@ -43,10 +43,12 @@ export function matchKeys(path: string): string[] {
 const ESCAPE = /%([0-9A-Fa-f]{2})/g;
 const UNRESERVED = /^[A-Za-z0-9\-._~]$/;
 // Only paths that may need work go through the URL parser; the common case costs one regex test.
-const MAY_NEED_WORK = /[%#\\]|\/\/|\/\.|\.(?:\/|$)|[\u0080-\uffff]/;
+const MAY_NEED_WORK = /[%#\\]|\/\/|\/\.|\.(?:[/;]|$)|[\u0080-\uffff]/;
 // A segment ending in dots once dot segments are resolved (`/reports./x`, `/reports../x`, `/...`):
-// Windows, IIS and ASP.NET drop trailing dots from a segment, and read it as `/reports/x`.
-const SEGMENT_ENDING_IN_DOT = /\.(?:\/|$)/;
+// Windows, IIS and ASP.NET drop trailing dots from a segment, and read it as `/reports/x`. Also
+// before its `;params` (`/reports.;/x`): a servlet container in front of such an upstream drops
+// them, and routes are matched without them (matchKey), which leaves `reports.`.
+const SEGMENT_ENDING_IN_DOT = /\.(?:[/;]|$)/;
 
 // Spellings upstreams read differently from one another (CONTRACT §19), all refused unless the
 // route says `encodedSeparators: keep`:
@@ -60,7 +62,7 @@ const SEGMENT_ENDING_IN_DOT = /\.(?:\/|$)/;
 //   `／` `＼` `；` `．`, small `﹒` `﹔`…), as upstreams that normalize Unicode read it.
 const ENCODED_SEPARATOR = /%(?:25)?(?:00|2f|3b|5c)/i;
 const ENCODED_CONTROL = /%(?:25)?(?:[01][0-9a-f]|7f)/i;
-const ENCODED_SPACE_ENDING_SEGMENT = /(?:%(?:25)?(?:20|09))+(?:\/|$)/i;
+const ENCODED_SPACE_ENDING_SEGMENT = /(?:%(?:25)?(?:20|09))+(?:[/;]|$)/i;
 const DOUBLE_ENCODED_DOT = /%252e/i;
 const DOT_SEGMENT = /(?:^|\/)\.{1,2}(?:\/|$)/;
 const FOLDS_TO_SEPARATOR = /[/\\;.]/;

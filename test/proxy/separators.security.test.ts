@@ -33,6 +33,8 @@ describeWithServices('encoded separators and their kin', () => {
     `/x/%252e%252e/api/v1/profile/${m}`, `/api/v1%EF%BC%8Fprofile/${m}`, `/api/v1/profile%EF%BC%9B/${m}`, `/x/%EF%BC%8E%EF%BC%8E/api/v1/profile/${m}`,
     // A segment ending in dots, which Windows and IIS read without them.
     `/api/v1/reports./${m}`, `/api/v1/reports../${m}`, `/api/v1/reports%2e/${m}`,
+    // … also before `;params`, which servlet containers drop (found by a manual pass after 4-ZERO-3).
+    `/api/v1/reports.;/${m}`, `/api/v1/reports..;/${m}`, `/api/v1/reports.;jsessionid=1/${m}`, `/api/v1/Reports.;/${m}`, `/api/v1/reports%2e;/${m}`, `/api/v1/reports%20;/${m}`,
     // Letters NFKC folds into a guarded route's (fullwidth ｒ, the ﬁ ligature), for upstreams that fold Unicode.
     `/api/v1/%EF%BD%92eports/${m}`, `/api/v1/%ef%bd%92eports/${m}`, `/api/v1/pro%EF%AC%81le/${m}`,
   ];

@@ -105,6 +105,14 @@ describe('normalizePath', () => {
     ['/api/v1/reports.'],
     ['/api/v1/.../x'],
     ['/x/../reports./y'],
+    // … also before `;params`, which a servlet container drops first (and routes are matched without).
+    ['/api/v1/reports.;/x'],
+    ['/api/v1/reports..;/x'],
+    ['/api/v1/reports.;jsessionid=1/x'],
+    ['/api/v1/Reports.;/x'],
+    ['/api/v1/reports%2e;/x'],
+    ['/api/v1/reports%20;/x'],
+    ['/api/v1/reports%09;x/y'],
   ])('refuses %s, which an upstream could read as another path', (path) => {
     expect(normalizePath(path)).toBeUndefined();
   });
