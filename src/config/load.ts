@@ -3,10 +3,10 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { isPair, isScalar, isSeq, parseDocument, visit, type Document } from 'yaml';
+import { isPair, isScalar, isSeq, parseDocument, stringify, visit, type Document } from 'yaml';
 import { fileSettings } from './files.js';
 import { configSchema, type Config } from './schema.js';
-import type { z } from 'zod';
+import { z } from 'zod';
 
 export class ConfigError extends Error {
   constructor(readonly file: string, readonly problems: string[]) {
@@ -38,17 +38,206 @@ export function parseConfig(text: string, file: string, env: Env = {}): Config {
   if (doc.errors.length) throw new ConfigError(file, doc.errors.map((e) => `YAML: ${e.message.split('\n')[0]}`));
   substituteEnv(doc, new RegExp(`__gwenv${nonce}_(\\d+)__`, 'g'), references, env, file);
   const raw = doc.toJS() ?? {};
-  const result = configSchema.safeParse(raw);
-  if (!result.success) {
-    throw new ConfigError(file, result.error.issues.flatMap(meantBranch).map((issue) => {
-      const message = issue.code === 'unrecognized_keys' ? unknownKeys(issue.keys, keysAt(issue.path)) : issue.message;
-      return `${keyPath(issue.path)}: ${message}`;
-    }));
-  }
+  // Zod's own wording ("Invalid input: expected array, received string") is marked, to be
+  // replaced by what the schema expects there (expected()); a message the schema gives is kept.
+  const result = configSchema.safeParse(raw, { error: (issue) => `${GENERIC}${zodMessage(issue)}`, reportInput: true });
+  if (!result.success) throw new ConfigError(file, problems(result.error.issues));
   const config = result.data;
   if (env.PORT) config.server.port = validPort(env.PORT, 'PORT', file);
   if (env.HOST) config.server.host = env.HOST;
   return config;
+}
+
+const GENERIC = '\u0000';
+
+function zodMessage(issue: z.core.$ZodRawIssue): string {
+  const message = z.config().localeError?.(issue);
+  return (typeof message === 'string' ? message : message?.message) ?? 'Invalid input';
+}
+
+/** `key.path: message` for each issue, zod's generic wording replaced by what is expected there. */
+function problems(issues: readonly z.core.$ZodIssue[]): string[] {
+  const all = issues.flatMap(meantBranch);
+  return all.filter((issue, i) => !followsFrom(issue, all.slice(0, i))).map((issue) => {
+    if (issue.code === 'unrecognized_keys') return `${keyPath(issue.path)}: ${unknownKeys(issue.keys, keysAt(issue.path))}`;
+    if (issue.code === 'invalid_key') {
+      // A map's key (plans.limits.Gold): the key's own problem, said of the map.
+      const key = issue.path.at(-1)!;
+      const inner = issue.issues.map((i) => (i.message.startsWith(GENERIC) ? expected(issue.path, i, 'key') ?? i.message.slice(1) : i.message));
+      return `${keyPath(issue.path.slice(0, -1))}: key ${JSON.stringify(String(key))}: ${inner.join('; ')}`;
+    }
+    const message = issue.message.startsWith(GENERIC) ? expected(issue.path, issue) ?? issue.message.slice(1) : issue.message;
+    return `${keyPath(issue.path)}: ${message}`;
+  });
+}
+
+/**
+ * A rule between keys (configSchema's check) also runs when a section is malformed, reading it as
+ * written: what it then says of a value already reported as the wrong type (`server: 5`, then
+ * "more than one worker…") is that problem again, not another one.
+ */
+function followsFrom(issue: z.core.$ZodIssue, before: readonly z.core.$ZodIssue[]): boolean {
+  if (issue.code !== 'custom') return false;
+  return before.some((b) => b.code !== 'custom' && b.code !== 'unrecognized_keys' && b.path.length <= issue.path.length && b.path.every((p, i) => p === issue.path[i]));
+}
+
+/**
+ * What is expected at `path`, said from the schema itself (its type, its values, its range, its
+ * `.meta({ title, examples })`, its default), in one form for every key: "expected a list of plan
+ * names, e.g. [premium, pro]", "expected a whole number from 0 to 65535, e.g. 8080", "expected
+ * true or false", "expected one of required, optional, none". Undefined where the schema does not
+ * say: zod's wording is kept. Range problems keep it too ("Too big: expected number to be
+ * <=65535"): it names the bound crossed.
+ */
+function expected(path: ReadonlyArray<PropertyKey>, issue: { code: string; input?: unknown }, part: 'value' | 'key' = 'value'): string | undefined {
+  if (!['invalid_type', 'invalid_value', 'invalid_union', 'invalid_format'].includes(issue.code)) return undefined;
+  const found = nodesAt(path, part)[0];
+  const said = found && describe(found);
+  if (!said) return undefined;
+  const missing = 'input' in issue && issue.input === undefined;
+  // Text written as a number or true (`name: 123`): the value itself, quoted, is the example.
+  const quoted = said.text && said.examples.length === 0 && (typeof issue.input === 'number' || typeof issue.input === 'boolean') ? [String(issue.input)] : [];
+  const example = said.listed ? undefined : [...said.examples, ...quoted][0];
+  return `${missing ? 'missing; ' : ''}expected ${said.one}${example === undefined ? '' : `, e.g. ${yamlText(example)}`}`;
+}
+
+type Def = {
+  type: string; innerType?: SchemaNode; in?: SchemaNode; out?: SchemaNode; shape?: Record<string, SchemaNode>; element?: SchemaNode;
+  keyType?: SchemaNode; valueType?: SchemaNode; options?: SchemaNode[]; entries?: Record<string, string | number>; values?: unknown[];
+  checks?: Array<{ _zod: { def: { check: string; value?: unknown; inclusive?: boolean; format?: string; minimum?: number } } }>; defaultValue?: unknown;
+};
+type SchemaNode = { _zod?: { def?: Def } };
+/** A schema node with what its wrappers said: its default and its meta (outermost first). */
+type Found = { node: SchemaNode; fallback?: unknown; title?: string; examples?: unknown[] };
+
+/** The node under defaults, optionals, pipes (their input side) and preprocessing, gathering default and meta on the way. */
+function unwrap(node: SchemaNode | undefined, seen: Omit<Found, 'node'> = {}): Found[] {
+  const def = node?._zod?.def;
+  if (!def) return [];
+  const meta = z.globalRegistry.get(node as z.ZodType) as { title?: string; examples?: unknown[] } | undefined;
+  const found = { title: seen.title ?? meta?.title, examples: seen.examples ?? meta?.examples, fallback: seen.fallback };
+  if ((def.type === 'default' || def.type === 'prefault') && found.fallback === undefined) found.fallback = def.defaultValue;
+  if (def.innerType) return unwrap(def.innerType, found);
+  // z.preprocess is a pipe from a transform: what it checks is the pipe's output.
+  if (def.type === 'pipe') return unwrap(def.in?._zod?.def?.type === 'transform' ? def.out : def.in, found);
+  return [{ node: node!, ...found }];
+}
+
+/** The schema nodes at `path` (through objects, lists, maps and the forms of unions); `key`: a map's key type at its last step. */
+function nodesAt(path: ReadonlyArray<PropertyKey>, part: 'value' | 'key' = 'value'): Found[] {
+  let found = unwrap(configSchema as unknown as SchemaNode);
+  path.forEach((key, i) => {
+    found = found.flatMap((f) => (f.node._zod!.def!.type === 'union' ? f.node._zod!.def!.options!.flatMap((o) => unwrap(o)) : [f])).flatMap(({ node }) => {
+      const def = node._zod!.def!;
+      if (def.type === 'object') return unwrap(def.shape?.[String(key)]);
+      if (def.type === 'array') return unwrap(def.element);
+      if (def.type === 'record') return unwrap(part === 'key' && i === path.length - 1 ? def.keyType : def.valueType);
+      return [];
+    });
+  });
+  return found;
+}
+
+/** The keys the schema knows for the object at `path` (through defaults, pipes, arrays, maps and unions). */
+function keysAt(path: ReadonlyArray<PropertyKey>): string[] {
+  return nodesAt(path).flatMap((f) => (f.node._zod!.def!.type === 'union' ? f.node._zod!.def!.options!.flatMap((o) => unwrap(o)) : [f]))
+    .flatMap((f) => Object.keys(f.node._zod!.def!.shape ?? {}));
+}
+
+/**
+ * How to say what a node expects: one value of it (`a plan name`), several (`plan names`), examples
+ * (its default first); `listed`: the values are named (an enum, true or false), no example needed.
+ */
+type Said = { one: string; many: string; examples: unknown[]; listed?: boolean; text?: boolean };
+
+function describe(found: Found): Said | undefined {
+  const { node, title } = found;
+  const def = node._zod!.def!;
+  const checks = (def.checks ?? []).map((c) => c._zod.def);
+  const given = [...(empty(found.fallback) ? [] : [found.fallback]), ...(found.examples ?? [])];
+  const titled = (one: string, many: string, examples: unknown[] = []): Said => ({ one: title ? article(title) : one, many: title ? plural(title) : many, examples: [...given, ...examples] });
+  switch (def.type) {
+    case 'boolean':
+      return { one: 'true or false', many: 'true or false values', examples: [true, false], listed: true };
+    case 'enum':
+    case 'literal': {
+      const values = def.type === 'enum' ? Object.values(def.entries!) : def.values!;
+      const listed = values.map((v) => yamlText(v)).join(', ');
+      return { one: values.length === 1 ? listed : `one of ${listed}`, many: title ? plural(title) : `values among ${listed}`, examples: [...given, ...values], listed: true };
+    }
+    case 'number': {
+      const whole = checks.some((c) => c.check === 'number_format' && /int/.test(c.format ?? ''));
+      const above = checks.find((c) => c.check === 'greater_than');
+      const min = above && (above.inclusive || !whole ? (above.value as number) : (above.value as number) + 1);
+      const max = checks.find((c) => c.check === 'less_than')?.value as number | undefined;
+      const range = min !== undefined && max !== undefined && max < Number.MAX_SAFE_INTEGER ? ` from ${min} to ${max}` : min !== undefined ? ` of at least ${min}` : '';
+      const kind = whole ? 'whole number' : 'number';
+      return titled(`a ${kind}${range}`, `${kind}s${range}`, [min !== undefined && min > 0 ? min : 1]);
+    }
+    case 'string': {
+      const nonEmpty = checks.some((c) => c.check === 'min_length' && (c.minimum ?? 0) > 0);
+      return { ...titled(nonEmpty ? 'non-empty text' : 'text', nonEmpty ? 'non-empty texts' : 'texts'), text: true };
+    }
+    case 'array': {
+      const element = unwrap(def.element)[0];
+      const each = element && describe(element);
+      if (!each) return undefined;
+      return { one: `a list of ${each.many}`, many: `lists of ${each.many}`, examples: [...given, ...(each.examples.length ? [each.examples.slice(0, 2)] : [])] };
+    }
+    case 'object': {
+      // The keys it needs, with an example each; if it needs none, the first key that has one.
+      const shape = Object.entries(def.shape ?? {});
+      const required = shape.filter(([, child]) => !optional(child));
+      const entries = (required.length ? required : shape).flatMap(([key, child]) => {
+        const inner = unwrap(child)[0];
+        const example = inner && describe(inner)?.examples[0];
+        return example === undefined ? [] : [[key, example] as const];
+      });
+      return titled('a map', 'maps', entries.length ? [Object.fromEntries(required.length ? entries : entries.slice(0, 1))] : []);
+    }
+    case 'record': {
+      const key = unwrap(def.keyType)[0];
+      const value = unwrap(def.valueType)[0];
+      const example = value && describe(value)?.examples[0];
+      return titled('a map', 'maps', example === undefined ? [] : [{ [String(key?.examples?.[0] ?? 'name')]: example }]);
+    }
+    case 'union': {
+      if (title) return titled('', '');
+      const forms = def.options!.map((o) => unwrap(o)[0]).map((f) => f && describe(f));
+      if (forms.some((f) => !f)) return undefined;
+      return { one: forms.map((f) => f!.one).join(' or '), many: forms.map((f) => f!.many).join(' or '), examples: [...given, ...forms.flatMap((f) => f!.examples)] };
+    }
+    default:
+      return undefined;
+  }
+}
+
+/** Whether a key may be left out (it is optional or has a default). */
+function optional(node: SchemaNode | undefined): boolean {
+  const def = node?._zod?.def;
+  if (!def) return false;
+  if (def.type === 'optional' || def.type === 'default' || def.type === 'prefault') return true;
+  if (def.type === 'pipe') return optional(def.in);
+  return def.innerType ? optional(def.innerType) : false;
+}
+
+function empty(value: unknown): boolean {
+  return value === undefined || value === '' || value === 0 || (Array.isArray(value) && !value.length) || (typeof value === 'object' && value !== null && !Object.keys(value).length);
+}
+
+function article(noun: string): string {
+  return `${/^[aeiou]/i.test(noun) ? 'an' : 'a'} ${noun}`;
+}
+
+function plural(noun: string): string {
+  return /(s|sh|ch|x)$/.test(noun) ? `${noun}es` : `${noun}s`;
+}
+
+/** A value as it would be written in the file, in flow style: `[premium, pro]`, `{ url: http://127.0.0.1:3000 }`. */
+function yamlText(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(yamlText).join(', ')}]`;
+  if (value && typeof value === 'object') return `{ ${Object.entries(value).map(([k, v]) => `${yamlText(k)}: ${yamlText(v)}`).join(', ')} }`;
+  return stringify(value, { lineWidth: 0 }).trimEnd();
 }
 
 /**
@@ -101,31 +290,6 @@ function editDistance(a: string, b: string): number {
     }
   }
   return d[a.length]![b.length]!;
-}
-
-type SchemaNode = { _zod?: { def?: { type: string; innerType?: SchemaNode; in?: SchemaNode; shape?: Record<string, SchemaNode>; element?: SchemaNode; valueType?: SchemaNode; options?: SchemaNode[] } } };
-
-/** The keys the schema knows for the object at `path` (through defaults, pipes, arrays, maps and unions). */
-function keysAt(path: ReadonlyArray<PropertyKey>): string[] {
-  const unwrap = (node: SchemaNode | undefined): SchemaNode[] => {
-    const def = node?._zod?.def;
-    if (!def) return [];
-    if (def.innerType) return unwrap(def.innerType);
-    if (def.type === 'pipe') return unwrap(def.in);
-    if (def.type === 'union') return (def.options ?? []).flatMap(unwrap);
-    return [node!];
-  };
-  let nodes = unwrap(configSchema as unknown as SchemaNode);
-  for (const key of path) {
-    nodes = nodes.flatMap((node) => {
-      const def = node._zod!.def!;
-      if (def.type === 'object') return unwrap(def.shape?.[String(key)]);
-      if (def.type === 'array') return unwrap(def.element);
-      if (def.type === 'record') return unwrap(def.valueType);
-      return [];
-    });
-  }
-  return nodes.flatMap((node) => Object.keys(node._zod!.def!.shape ?? {}));
 }
 
 function keyPath(path: ReadonlyArray<PropertyKey>): string {

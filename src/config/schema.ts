@@ -45,7 +45,7 @@ const durationOrZero = z.string({ error: 'expected a duration such as 0s, 500ms 
 const size = z.union([
   z.number().int().positive(),
   z.string().meta({ pattern: SIZE.source, description: 'A size: a positive whole number of bytes, or with a unit (b, kb, mb, gb), e.g. 64kb, 1mb.' }),
-]).transform((v, ctx) => {
+]).meta({ title: 'size', examples: ['1mb'] }).transform((v, ctx) => {
   const bytes = typeof v === 'number' ? v : parseSize(v);
   if (bytes === undefined) {
     ctx.addIssue({ code: 'custom', message: `expected a size such as 64kb or 1mb, got ${JSON.stringify(v)}` });
@@ -59,16 +59,25 @@ const int = (min: number, max = Number.MAX_SAFE_INTEGER) => z.preprocess((v) => 
 // A number or the text of one ("8080", as PORT gives): never `true` read as 1.
 const port = int(0, 65535);
 // A share from 0 to 1: a number, or its text ("0.25", as ${VAR} gives it).
-const ratio = z.preprocess((v) => (typeof v === 'string' && /^\s*(?:\d+(?:\.\d*)?|\.\d+)\s*$/.test(v) ? Number(v) : v), z.number().min(0).max(1));
+const ratio = z.preprocess((v) => (typeof v === 'string' && /^\s*(?:\d+(?:\.\d*)?|\.\d+)\s*$/.test(v) ? Number(v) : v), z.number().min(0).max(1).meta({ examples: [0.25] }));
 const bool = () => z.preprocess((v) => (v === 'true' ? true : v === 'false' ? false : v), z.boolean());
 // `key:` with nothing after it (as `${VAR:-}` gives) is YAML null: read it as empty.
 const text = z.string().nullish().transform((s) => s ?? '');
 const optionalText = z.string().nullish().transform((s) => (s ? s : undefined));
 
+// Secrets (the HS256 secret, the admin key): at least 32 characters, counted as JSON Schema's
+// minLength and zod's min count them (code points), so that gateway.schema.json says the same; no
+// fewer than 32 bytes either way.
+const SECRET_MIN = 32;
+const ADMIN_KEY_LENGTH = 'expected at least 32 characters (for example `openssl rand -base64 32`), or empty to turn the admin API off';
+// The admin key hands over every account: no weaker than the token secret (CONTRACT §19).
+const adminKey = z.union([z.literal(''), z.string().min(SECRET_MIN, ADMIN_KEY_LENGTH)], { error: ADMIN_KEY_LENGTH }).nullish().transform((s) => s ?? '');
+const ASYMMETRIC = ['EdDSA', 'ES256', 'RS256'] as const;
+
 // storage.redis (CONTRACT §9): one URL, a Sentinel group or a Cluster. Addresses are read into
 // { host, port } here, so the connection code parses nothing.
 const HOST_PORT = /^(?:\[([0-9A-Fa-f:.]+)\]|([^\s:[\]]+)):(\d{1,5})$/;
-const hostPort = z.string().meta({ pattern: HOST_PORT.source, description: 'host:port ([v6 address]:port for IPv6).' })
+const hostPort = z.string().meta({ pattern: HOST_PORT.source, description: 'host:port ([v6 address]:port for IPv6).', title: 'host:port address', examples: ['10.0.0.1:26379', '10.0.0.2:26379'] })
   .transform((text, ctx) => {
     const m = HOST_PORT.exec(text.trim());
     const port = Number(m?.[3]);
@@ -83,7 +92,7 @@ const redisUrl = text.refine((url) => REDIS_URL.test(url), 'expected a redis:// 
   .meta({ pattern: REDIS_URL.source, description: 'A redis:// or rediss:// URL; empty: no Redis.' });
 const redisSentinel = z.strictObject({
   sentinels: z.array(hostPort).min(1).meta({ description: 'Sentinel addresses (host:port); the gateway asks them for the master of `name`, and again after a failover.' }),
-  name: z.string().min(1).meta({ description: 'The master group name the sentinels monitor (sentinel.conf `sentinel monitor NAME …`).' }),
+  name: z.string().min(1).meta({ examples: ['mymaster'], description: 'The master group name the sentinels monitor (sentinel.conf `sentinel monitor NAME …`).' }),
   password: optionalText,
   sentinelPassword: optionalText,
 });
@@ -99,31 +108,55 @@ export const BASE_PLANS = ['free', 'premium', 'pro'] as const;
 export type Plan = string;
 // A plan travels in x-user-plan and in metric labels: a short lower-case name, as the database checks (008).
 const PLAN_NAME = /^[a-z][a-z0-9_-]{0,31}$/;
-const planName = z.string().regex(PLAN_NAME, 'expected a plan name: lower-case letters, digits, - and _, starting with a letter, at most 32');
+const planName = z.string().regex(PLAN_NAME, 'expected a plan name: lower-case letters, digits, - and _, starting with a letter, at most 32')
+  .meta({ title: 'plan name', examples: ['premium', 'pro'] });
 // users.daily_usage is a Postgres integer: a larger limit would fail every counting UPDATE.
 const MAX_LIMIT = 2_147_483_647;
 const planLimits = z.strictObject({
-  daily: int(1, MAX_LIMIT).optional().meta({ description: 'Counted uses per UTC day on routes with dailyLimit: true; none: unlimited (free: plans.freeDailyLimit).' }),
-  perMinute: int(1, MAX_LIMIT).optional().meta({ description: 'Requests per minute on routes with rateLimit: true (a bucket of this size, refilled over 60 s); none: no limit.' }),
+  daily: int(1, MAX_LIMIT).meta({ examples: [1000] }).optional().meta({ description: 'Counted uses per UTC day on routes with dailyLimit: true; none: unlimited (free: plans.freeDailyLimit).' }),
+  perMinute: int(1, MAX_LIMIT).meta({ examples: [60] }).optional().meta({ description: 'Requests per minute on routes with rateLimit: true (a bucket of this size, refilled over 60 s); none: no limit.' }),
 });
 export const HTTP_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
 
+// An http(s) URL's scheme, host and port as a pattern: what gateway.schema.json can say of a URL.
+// The values that take it are checked against it and parsed as URLs, so the file refuses what the
+// pattern refuses (' https://x', 'http:x', 'https:\\x', which URL parsing would repair). A host is
+// a name whose last label starts with a letter, a dotted IPv4 address or a [v6 address]; a port at
+// most 65535.
+const LABEL = '(?:[A-Za-z0-9_-]|[^\\x00-\\x7F])+';
+const NAME = `(?:${LABEL}\\.)*(?:[A-Za-z_]|[^\\x00-\\x7F])(?:[A-Za-z0-9_-]|[^\\x00-\\x7F])*\\.?`;
+const OCTET = '(?:25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)';
+const PORT = '0*(?:6553[0-5]|655[0-2]\\d|65[0-4]\\d{2}|6[0-4]\\d{3}|[1-5]\\d{4}|\\d{1,4})';
+const HTTP_ORIGIN_SOURCE = `[Hh][Tt][Tt][Pp][Ss]?://(?:\\[[0-9A-Fa-f:.]+\\]|(?:${OCTET}\\.){3}${OCTET}|${NAME})(?::${PORT})?`;
+const HTTP_URL = new RegExp(`^(?:${HTTP_ORIGIN_SOURCE}(?:[/?#]\\S*)?)$`);
+
 // CORS (CONTRACT §10). An origin is compared with the browser's `Origin` header as text, so it is
 // kept in the form browsers send (RFC 6454 serialization: lower case, no default port, no path).
+const ORIGIN = new RegExp(`^(?:\\*|${HTTP_ORIGIN_SOURCE}/?)$`);
 const origin = z.string().transform((text, ctx) => {
   if (text === '*') return text;
   let url: URL | undefined;
   try {
-    url = new URL(text);
+    if (ORIGIN.test(text)) url = new URL(text);
   } catch { /* reported below */ }
   if (!url || !/^https?:$/.test(url.protocol) || url.username || url.password || url.pathname !== '/' || url.search || url.hash) {
     ctx.addIssue({ code: 'custom', message: `expected an origin such as https://app.example.com (scheme, host and port only) or "*", got ${JSON.stringify(text)}` });
     return z.NEVER;
   }
   return url.origin;
-}).meta({ description: 'An origin: scheme, host and optional port (https://app.example.com:8443), or "*" (any origin, only without credentials).' });
+}).meta({
+  description: 'An origin: scheme, host and optional port (https://app.example.com:8443), or "*" (any origin, only without credentials).',
+  title: 'origin', examples: ['https://app.example.com'], pattern: ORIGIN.source,
+});
 // RFC 9110 §5.1 token: what a header name may be.
-const headerName = z.string().regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, 'expected a header name').transform((name) => name.toLowerCase());
+const headerName = z.string().regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, 'expected a header name').meta({ title: 'header name', examples: ['x-api-key'] })
+  .transform((name) => name.toLowerCase());
+
+// The rules between the keys of one map are said to editors too (`allOf` of draft-07 if/then, in
+// gateway.schema.json as written here): `gateway check` and the schema accept the same files. A
+// `${VAR}` reference stands for any value (envReference is defined by jsonSchema.ts).
+const envReference = { $ref: '#/definitions/envReference' };
+const onlyFalse = { anyOf: [{ enum: [false, 'false'] }, envReference] };
 
 const corsFields = {
   origins: z.array(origin).min(1),
@@ -140,6 +173,9 @@ const corsSchema = z.strictObject({
   headers: corsFields.headers.default(['authorization', 'content-type', 'x-api-key']),
   exposeHeaders: corsFields.exposeHeaders.default(['x-request-id', 'retry-after']),
   maxAge: corsFields.maxAge.prefault('10m'),
+}).meta({
+  // corsProblem below: "*" alone, and never with credentials.
+  allOf: [{ if: { required: ['origins'], properties: { origins: { contains: { const: '*' } } } }, then: { properties: { origins: { maxItems: 1 }, credentials: onlyFalse } } }],
 });
 /** What a policy holds when neither the global `cors` nor a route's override says otherwise. */
 export const CORS_DEFAULTS = (({ origins: _origins, ...defaults }) => defaults)(corsSchema.parse({ origins: ['*'] }));
@@ -154,17 +190,17 @@ const routeCorsSchema = z.strictObject({
 
 const routeSchema = z.strictObject({
   // No `;`: routes are matched on paths without segment parameters (routeTable.ts, matchKey).
-  path: z.string().regex(/^\/[^?#;\s]*$/, 'expected a path starting with / (no query, no `;`, no spaces)')
+  path: z.string().regex(/^\/[^?#;\s]*$/, 'expected a path starting with / (no query, no `;`, no spaces)').meta({ examples: ['/api'] })
     .transform((p) => (p.length > 1 ? p.replace(/\/+$/, '') || '/' : p)),
   // Optional only beside a decisions listener: a route without one is decided, never proxied.
-  upstream: z.string().min(1).optional(),
+  upstream: z.string().min(1).meta({ examples: ['app'] }).optional(),
   // Any case; the schema's enum (editor completion) lists the upper-case spelling.
-  methods: z.array(z.preprocess((m) => (typeof m === 'string' ? m.toUpperCase() : m), z.enum(HTTP_METHODS))).min(1).optional(),
+  methods: z.array(z.preprocess((m) => (typeof m === 'string' ? m.toUpperCase() : m), z.enum(HTTP_METHODS).meta({ title: 'HTTP method' }))).min(1).optional(),
   auth: z.enum(['required', 'optional', 'none']).default('required'),
   plans: z.array(planName).min(1).optional(),
   dailyLimit: bool().prefault(false),
   rateLimit: bool().prefault(false),
-  rewritePrefix: z.string().regex(/^(\/[^?#\s]*)?$/, 'expected a path starting with /').optional(),
+  rewritePrefix: z.string().regex(/^(\/[^?#\s]*)?$/, 'expected a path starting with /').meta({ examples: ['/'] }).optional(),
   cors: routeCorsSchema.optional(),
   // Accept WebSocket upgrades (CONTRACT §10): the route's guards run on the upgrade.
   websocket: bool().prefault(false),
@@ -174,6 +210,9 @@ const routeSchema = z.strictObject({
     .meta({ description: 'keep: accept paths with %2F, %5C, %3B, %00 (also encoded twice) or look-alike Unicode separators under this route, forwarded undecoded; refuse (default): 400.' }),
   // CONTRACT §14: only access tokens from a second-factor sign-in (acr aal2) pass; implies auth: required.
   mfa: z.enum(['required', 'optional']).default('optional'),
+}).meta({
+  // The rule of configSchema's check below: plans, dailyLimit and rateLimit need auth: required.
+  allOf: [{ if: { required: ['auth'], properties: { auth: { enum: ['optional', 'none'] } } }, then: { not: { required: ['plans'] }, properties: { dailyLimit: onlyFalse, rateLimit: onlyFalse } } }],
 });
 
 /** http(s) URL to the application's page for a link sent by email, with `{token}` where the token goes. */
@@ -221,7 +260,7 @@ function httpsOrLoopback(text: string): boolean {
     return false;
   }
 }
-const secureUrl = (example: string) => z.string().min(1)
+const secureUrl = (example: string) => z.string().min(1).meta({ examples: [example] })
   .refine((u) => httpsOrLoopback(u), `expected an https:// URL such as ${example} (http:// only on 127.0.0.1, ::1 or localhost)`)
   .refine((u) => { const url = new URL(u); return !url.username && !url.password && !url.search && !url.hash; }, 'expected no user, query or fragment in the URL')
   .transform((u) => u.replace(/\/+$/, ''));
@@ -235,17 +274,17 @@ const returnToEntry = z.string().transform((text, ctx) => {
     return z.NEVER;
   }
   return url.href;
-});
+}).meta({ title: 'URL', examples: ['https://app.example.com/'] });
 const OIDC_PROVIDER_NAME = /^[a-z0-9][a-z0-9_-]{0,31}$/;
 const oidcSchema = z.strictObject({
   publicUrl: secureUrl('https://gw.example.com').meta({ description: 'The gateway as browsers reach it: each provider\'s redirect URI is {publicUrl}/api/v1/auth/oidc/{provider}/callback.' }),
   returnTo: z.array(returnToEntry).min(1).meta({ description: 'Where a sign-in may send the browser back: the same origin, and a path under the one given (at a "/" boundary).' }),
   providers: z.record(
-    z.string(),
+    z.string().meta({ examples: ['google'] }),
     z.strictObject({
       issuer: secureUrl('https://accounts.google.com').meta({ description: 'The provider\'s issuer; its discovery document is {issuer}/.well-known/openid-configuration.' }),
-      clientId: z.string().min(1),
-      clientSecret: z.string().min(1).meta({ description: 'The client secret the provider gave the gateway (sent to its token endpoint only).' }),
+      clientId: z.string().min(1).meta({ examples: ['gateway'] }),
+      clientSecret: z.string().min(1).meta({ examples: ['${GOOGLE_CLIENT_SECRET}'], description: 'The client secret the provider gave the gateway (sent to its token endpoint only).' }),
       scopes: z.array(z.string().regex(/^[\x21\x23-\x5b\x5d-\x7e]+$/, 'expected a scope token')).default(['openid', 'email', 'profile'])
         .refine((scopes) => scopes.includes('openid'), 'expected openid among the scopes'),
     }),
@@ -260,30 +299,30 @@ const oidcSchema = z.strictObject({
 const mailSchema = z.strictObject({
   // Empty (as `${SMTP_URL:-}` gives when unset): no mail is sent; `gateway users reset-link` still makes links.
   smtp: text.refine((url) => url === '' || isUrl(url, /^smtps?:$/), { message: 'expected an smtp:// or smtps:// URL (or nothing: no mail is sent)' })
-    .meta({ description: 'The SMTP relay: smtp://user:pass@host:587 (STARTTLS when offered) or smtps://user:pass@host:465; empty: no mail is sent.' }),
-  from: text.meta({ description: 'The sender of the mails, e.g. "Gateway <no-reply@example.com>"; needed with smtp.' }),
-  resetUrl: linkTemplate.meta({ description: "The application's password reset page, with {token} where the link's token goes." }),
-  verifyUrl: linkTemplate.meta({ description: "The application's email verification page, with {token} where the link's token goes." }),
+    .meta({ examples: ['smtp://user:pass@smtp.example.com:587'], description: 'The SMTP relay: smtp://user:pass@host:587 (STARTTLS when offered) or smtps://user:pass@host:465; empty: no mail is sent.' }),
+  from: text.meta({ examples: ['Gateway <no-reply@example.com>'], description: 'The sender of the mails, e.g. "Gateway <no-reply@example.com>"; needed with smtp.' }),
+  resetUrl: linkTemplate.meta({ examples: ['https://app.example.com/reset?token={token}'], description: "The application's password reset page, with {token} where the link's token goes." }),
+  verifyUrl: linkTemplate.meta({ examples: ['https://app.example.com/verify?token={token}'], description: "The application's email verification page, with {token} where the link's token goes." }),
 }).meta({ description: 'Account mails (password reset and email verification links). Without it, or with smtp empty, password/forgot and email/resend answer 503.' });
 
 const upstreamSchema = z.strictObject({
   url: z.url({ protocol: /^https?$/, error: 'expected an http:// or https:// URL' })
-    .transform((u) => u.replace(/\/+$/, '')).meta({ pattern: '^[Hh][Tt][Tt][Pp][Ss]?://[^\\s/?#]+', format: 'uri' }),
+    .transform((u) => u.replace(/\/+$/, '')).meta({ pattern: '^[Hh][Tt][Tt][Pp][Ss]?://[^\\s/?#]+', format: 'uri', examples: ['http://127.0.0.1:3000'] }),
   timeout: duration.prefault('30s'),
   assertion: bool().prefault(false),
   // How the gateway talks TLS to an https:// upstream (CONTRACT §10): files are PEM.
   tls: z.strictObject({
-    caFile: optionalText.meta({ description: 'CA certificates (PEM) trusted for this upstream, instead of the public ones.' }),
-    certFile: optionalText.meta({ description: 'Client certificate (PEM) the gateway presents (mTLS); needs keyFile.' }),
-    keyFile: optionalText.meta({ description: 'Private key (PEM) of certFile.' }),
-    serverName: optionalText.meta({ description: "Name sent in SNI and checked against the upstream's certificate, instead of the URL's host." }),
+    caFile: optionalText.meta({ examples: ['tls/upstream-ca.pem'], description: 'CA certificates (PEM) trusted for this upstream, instead of the public ones.' }),
+    certFile: optionalText.meta({ examples: ['tls/client.pem'], description: 'Client certificate (PEM) the gateway presents (mTLS); needs keyFile.' }),
+    keyFile: optionalText.meta({ examples: ['tls/client-key.pem'], description: 'Private key (PEM) of certFile.' }),
+    serverName: optionalText.meta({ examples: ['api.internal'], description: "Name sent in SNI and checked against the upstream's certificate, instead of the URL's host." }),
   }).optional(),
 });
 
 // HTTPS on a listener (the public one, the admin one), its files read again on SIGHUP.
 const listenerTls = z.strictObject({
-  certFile: z.string().min(1).meta({ description: 'The certificate chain (PEM): the certificate first, then its intermediates.' }),
-  keyFile: z.string().min(1).meta({ description: 'Its private key (PEM).' }),
+  certFile: z.string().min(1).meta({ description: 'The certificate chain (PEM): the certificate first, then its intermediates.', examples: ['tls/cert.pem'] }),
+  keyFile: z.string().min(1).meta({ description: 'Its private key (PEM).', examples: ['tls/key.pem'] }),
   http2: bool().prefault(false).meta({ description: 'Also serve HTTP/2 (negotiated by ALPN); HTTP/1.1 clients are still served.' }),
   minVersion: z.enum(['TLSv1.2', 'TLSv1.3']).default('TLSv1.2').meta({ description: 'The oldest TLS version offered.' }),
   ciphers: z.string().min(1).optional().meta({ description: 'OpenSSL cipher list replacing the default (TLS 1.3, and TLS 1.2 with ECDHE/DHE and AES-GCM or ChaCha20-Poly1305 only).' }),
@@ -308,9 +347,9 @@ export const configSchema = z.strictObject({
     tls: listenerTls.optional(),
   }).prefault({}),
   storage: z.strictObject({
-    postgres: text,
+    postgres: text.meta({ examples: ['postgres://gateway:secret@127.0.0.1:5432/gateway'] }),
     // A pooler in transaction mode (PgBouncer) cannot carry LISTEN: the change feed connects here.
-    postgresDirect: text,
+    postgresDirect: text.meta({ examples: ['postgres://gateway:secret@127.0.0.1:5432/gateway'] }),
     // Per instance, plus one LISTEN connection: with N instances, Postgres (or PgBouncer) must
     // accept N × (poolSize + 1) connections.
     poolSize: int(1, 1000).prefault(20),
@@ -322,11 +361,18 @@ export const configSchema = z.strictObject({
   }).prefault({}),
   auth: z.strictObject({
     jwt: z.strictObject({
-      algorithm: z.enum(['HS256', 'EdDSA', 'ES256', 'RS256']).default('HS256'),
-      secret: text,
-      privateKeyFile: optionalText,
-      issuer: optionalText,
-      audience: optionalText,
+      algorithm: z.enum(['HS256', ...ASYMMETRIC]).default('HS256'),
+      secret: text.meta({ examples: ['${JWT_SECRET}'] }),
+      privateKeyFile: optionalText.meta({ examples: ['keys/jwt.pem'] }),
+      issuer: optionalText.meta({ examples: ['https://gw.example.com'] }),
+      audience: optionalText.meta({ examples: ['my-app'] }),
+    }).meta({
+      // The rules of configSchema's check below: an HS256 secret (the default algorithm) of 32
+      // characters or none; a private key file for the others.
+      allOf: [
+        { if: { properties: { algorithm: { const: 'HS256' } } }, then: { properties: { secret: { anyOf: [{ type: 'null' }, { const: '' }, { type: 'string', minLength: SECRET_MIN }, envReference] } } } },
+        { if: { required: ['algorithm'], properties: { algorithm: { enum: [...ASYMMETRIC] } } }, then: { required: ['privateKeyFile'], properties: { privateKeyFile: { type: 'string', minLength: 1 } } } },
+      ],
     }).prefault({}),
     accessTokenTtl: duration.prefault('15m'),
     refreshTokenTtl: duration.prefault('30d'),
@@ -342,9 +388,10 @@ export const configSchema = z.strictObject({
     }).prefault({}),
     // CONTRACT §14 (docs/second-factor.md#passkeys).
     passkeys: z.strictObject({
-      rpId: z.string().regex(/^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/, 'expected a host name in lower case, such as app.example.com (no scheme, no port)'),
-      rpName: z.string().min(1),
-      origins: z.array(z.string().min(1)).min(1),
+      rpId: z.string().regex(/^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/, 'expected a host name in lower case, such as app.example.com (no scheme, no port)')
+        .meta({ examples: ['app.example.com'] }),
+      rpName: z.string().min(1).meta({ examples: ['Example'] }),
+      origins: z.array(z.string().min(1).meta({ title: 'origin', examples: ['https://app.example.com'] })).min(1),
     }).superRefine(({ rpId, origins }, ctx) => {
       // A browser refuses a ceremony whose rpId is not its page's host or a parent of it: say so at
       // `gateway check`, not at the first user's sign-in.
@@ -354,7 +401,7 @@ export const configSchema = z.strictObject({
       });
     }).optional().meta({ description: 'WebAuthn relying party (passkeys): rpId (the host name passkeys are bound to), rpName (shown by the authenticator), origins (the pages that run the ceremonies, https:// or http://localhost); absent: the passkey endpoints answer 404.' }),
     magicLink: z.strictObject({
-      url: linkTemplate,
+      url: linkTemplate.meta({ examples: ['https://app.example.com/sign-in?token={token}'] }),
     }).optional().meta({ description: 'Sign-in links by email (needs mail); absent: 404.' }),
     oidc: oidcSchema.optional(),
   }).prefault({}),
@@ -366,7 +413,7 @@ export const configSchema = z.strictObject({
   admin: z.strictObject({
     host: z.string().default('127.0.0.1'),
     port: port.default(9090),
-    apiKey: text,
+    apiKey: adminKey,
     // Off loopback, the admin key, the metrics and the console's cookie would cross the network in clear.
     tls: listenerTls.optional().meta({ description: 'Serve the admin listener over HTTPS (the admin API, metrics, health, and the console off loopback); the files are read again on SIGHUP.' }),
   }).prefault({}),
@@ -374,9 +421,9 @@ export const configSchema = z.strictObject({
   // left unset here, the standard OTEL_* variables fill (telemetry/tracing.ts).
   telemetry: z.strictObject({
     otlp: z.strictObject({
-      endpoint: optionalText.pipe(z.string().refine((u) => isUrl(u, /^https?:$/), 'expected an http:// or https:// URL such as http://collector:4318').optional())
-        .meta({ description: 'The collector\'s OTLP/HTTP base URL (traces go to {endpoint}/v1/traces); empty: OTEL_EXPORTER_OTLP_ENDPOINT, else no tracing.' }),
-      serviceName: optionalText.meta({ description: 'service.name of the spans; unset: OTEL_SERVICE_NAME, else auth-gateway.' }),
+      endpoint: optionalText.pipe(z.string().refine((u) => HTTP_URL.test(u) && isUrl(u, /^https?:$/), 'expected an http:// or https:// URL such as http://collector:4318').optional())
+        .meta({ pattern: `^$|${HTTP_URL.source}`, examples: ['http://collector:4318'], description: 'The collector\'s OTLP/HTTP base URL (traces go to {endpoint}/v1/traces); empty: OTEL_EXPORTER_OTLP_ENDPOINT, else no tracing.' }),
+      serviceName: optionalText.meta({ examples: ['auth-gateway'], description: 'service.name of the spans; unset: OTEL_SERVICE_NAME, else auth-gateway.' }),
       sampleRatio: ratio.optional().meta({ description: 'The share of traces the gateway records (0 to 1); unset: OTEL_TRACES_SAMPLER_ARG, else 1.' }),
       trustIncoming: bool().prefault(false).meta({ description: 'true: an incoming traceparent\'s sampled flag decides; false: the gateway decides (a client cannot force sampling).' }),
       protocol: z.enum(OTLP_PROTOCOLS).optional().meta({ description: 'The export body: http/protobuf (OTLP\'s default) or http/json; unset: OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf.' }),
@@ -389,17 +436,17 @@ export const configSchema = z.strictObject({
   // The forward-auth listener (CONTRACT §11): nginx auth_request, Caddy forward_auth, … ask it.
   decisions: z.strictObject({
     host: z.string().default('127.0.0.1'),
-    port: port.default(0),
+    port: port.default(0).meta({ examples: [9191] }),
   }).prefault({}),
   webhooks: z.strictObject({
     timeout: duration.prefault('5s'),
     retries: int(0, 10).prefault(3),
     allowPrivateNetworks: bool().prefault(false),
-    caFile: optionalText,
+    caFile: optionalText.meta({ examples: ['tls/webhooks-ca.pem'] }),
   }).prefault({}),
   cors: corsSchema.optional(),
   mail: mailSchema.optional(),
-  upstreams: z.record(z.string().regex(/^[A-Za-z0-9_.-]+$/, 'expected an upstream name of letters, digits, _ . -'), upstreamSchema).default({}),
+  upstreams: z.record(z.string().regex(/^[A-Za-z0-9_.-]+$/, 'expected an upstream name of letters, digits, _ . -').meta({ examples: ['app'] }), upstreamSchema).default({}),
   routes: z.array(routeSchema).default([]),
 }).superRefine((cfg, ctx) => {
   // These checks also run when a section is malformed (`when` below), so that `gateway check`
@@ -415,14 +462,10 @@ export const configSchema = z.strictObject({
   };
   each(() => {
     const jwt = cfg.auth.jwt;
-    if (jwt.algorithm === 'HS256' && jwt.secret && Buffer.byteLength(jwt.secret) < 32) {
-      ctx.addIssue({ code: 'custom', path: ['auth', 'jwt', 'secret'], message: 'expected at least 32 bytes for HS256 (or leave it empty to have one generated)' });
+    if (jwt.algorithm === 'HS256' && jwt.secret && [...jwt.secret].length < SECRET_MIN) {
+      ctx.addIssue({ code: 'custom', path: ['auth', 'jwt', 'secret'], message: 'expected at least 32 characters for HS256 (or leave it empty to have one generated)' });
     }
-    // The admin key hands over every account: no weaker than the token secret (CONTRACT §19).
-    if (cfg.admin.apiKey && Buffer.byteLength(cfg.admin.apiKey) < 32) {
-      ctx.addIssue({ code: 'custom', path: ['admin', 'apiKey'], message: 'expected at least 32 bytes (for example `openssl rand -base64 32`), or empty to turn the admin API off' });
-    }
-    if (jwt.algorithm !== 'HS256' && !jwt.privateKeyFile) {
+    if ((ASYMMETRIC as readonly string[]).includes(jwt.algorithm) && !jwt.privateKeyFile) {
       ctx.addIssue({ code: 'custom', path: ['auth', 'jwt', 'privateKeyFile'], message: `expected a PEM private key file for ${jwt.algorithm}` });
     }
   });

@@ -88,7 +88,7 @@ describe('gateway check', { timeout: 60_000 }, () => {
     expect(stdout).toBe('');
     expect(stderr).toBe([
       `${file}: invalid configuration`,
-      '  - auth.jwt.secret: expected at least 32 bytes for HS256 (or leave it empty to have one generated)',
+      '  - auth.jwt.secret: expected at least 32 characters for HS256 (or leave it empty to have one generated)',
       '  - routes[3].upstream: unknown upstream "nope"; declared: app, reports',
       '',
     ].join('\n'));

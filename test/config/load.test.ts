@@ -160,7 +160,7 @@ describe('parseConfig', () => {
       const yaml = 'upstreams:\n  app: { url: http://x, timout: 5s }\nroutes:\n  - { path: /a, upstream: app, plans: premium }\n  - { path: /b, upstream: ap }\n';
       const problems = configError(yaml).problems;
       expect(problems).toContain('upstreams.app: unknown key(s) "timout" (did you mean "timeout"?)');
-      expect(problems.some((p) => p.startsWith('routes[0].plans: '))).toBe(true);
+      expect(problems).toContain('routes[0].plans: expected a list of plan names, e.g. [premium, pro]');
       expect(problems).toContain('routes[1].upstream: unknown upstream "ap"; declared: app');
       expect(problems).toHaveLength(3);
     });
@@ -202,21 +202,63 @@ describe('parseConfig', () => {
       expect(parseConfig(`${ROUTES}  - { path: /a, upstream: app, plans: [pro], dailyLimit: true }\n`, FILE).routes[0]!.auth).toBe('required');
     });
 
-    it('an admin key under 32 bytes (CONTRACT §19), the empty one turning the admin API off', () => {
-      for (const key of ['a', 'short', 'x'.repeat(31), 'é'.repeat(15)]) {
-        expect(configError(`admin:\n  apiKey: "${key}"\n`).problems).toEqual(['admin.apiKey: expected at least 32 bytes (for example `openssl rand -base64 32`), or empty to turn the admin API off']);
+    // Characters, as gateway.schema.json's minLength counts them (code points): 32 characters are
+    // at least 32 bytes, and the schema and check agree (schemaAgreement.test.ts).
+    it('an admin key under 32 characters (CONTRACT §19), the empty one turning the admin API off', () => {
+      for (const key of ['a', 'short', 'x'.repeat(31), 'é'.repeat(16), '😀'.repeat(31)]) {
+        expect(configError(`admin:\n  apiKey: "${key}"\n`).problems).toEqual(['admin.apiKey: expected at least 32 characters (for example `openssl rand -base64 32`), or empty to turn the admin API off']);
       }
+      expect(configError('admin:\n  apiKey: 12345\n').problems).toEqual(['admin.apiKey: expected at least 32 characters (for example `openssl rand -base64 32`), or empty to turn the admin API off']);
       expect(parseConfig('admin:\n  apiKey: ""\n', FILE, {}).admin.apiKey).toBe('');
+      expect(parseConfig('admin:\n  apiKey:\n', FILE, {}).admin.apiKey).toBe('');
       expect(parseConfig(`admin:\n  apiKey: "${'x'.repeat(32)}"\n`, FILE, {}).admin.apiKey).toBe('x'.repeat(32));
+      expect(parseConfig(`admin:\n  apiKey: "${'é'.repeat(32)}"\n`, FILE, {}).admin.apiKey).toBe('é'.repeat(32));
     });
 
-    it('an HS256 secret under 32 bytes', () => {
-      expect(configError('auth:\n  jwt:\n    secret: too-short\n').problems).toEqual(['auth.jwt.secret: expected at least 32 bytes for HS256 (or leave it empty to have one generated)']);
+    it('an HS256 secret under 32 characters', () => {
+      expect(configError('auth:\n  jwt:\n    secret: too-short\n').problems).toEqual(['auth.jwt.secret: expected at least 32 characters for HS256 (or leave it empty to have one generated)']);
+      expect(configError(`auth:\n  jwt:\n    secret: ${'é'.repeat(16)}\n`).problems).toEqual(['auth.jwt.secret: expected at least 32 characters for HS256 (or leave it empty to have one generated)']);
       expect(parseConfig(`auth:\n  jwt:\n    secret: ${'x'.repeat(32)}\n`, FILE).auth.jwt.secret).toHaveLength(32);
+      expect(parseConfig('auth:\n  jwt:\n    algorithm: EdDSA\n    secret: short\n    privateKeyFile: k.pem\n', FILE).auth.jwt.secret).toBe('short');
     });
 
-    it('an asymmetric algorithm without a private key file', () => {
+    it('an asymmetric algorithm without a private key file; an unknown one is only that', () => {
       expect(configError('auth:\n  jwt:\n    algorithm: EdDSA\n').problems).toEqual(['auth.jwt.privateKeyFile: expected a PEM private key file for EdDSA']);
+      expect(configError('auth:\n  jwt:\n    algorithm: ES512\n').problems).toEqual(['auth.jwt.algorithm: expected one of HS256, EdDSA, ES256, RS256']);
+    });
+
+    // Issue 27: a wrong type says what is expected there, with an example, in one form for every
+    // key (load.ts, expected()): from the schema's type, values, range, title, examples or default.
+    it('a wrong type names what is expected, with an example', () => {
+      const problems = (yaml: string) => configError(yaml).problems;
+      // A list.
+      expect(problems(`${ROUTES}  - { path: /a, upstream: app, plans: premium }\n`)).toEqual(['routes[0].plans: expected a list of plan names, e.g. [premium, pro]']);
+      expect(problems(`${ROUTES}  - { path: /a, upstream: app, methods: GET }\n`)).toEqual(['routes[0].methods: expected a list of HTTP methods, e.g. [GET, HEAD]']);
+      expect(problems('cors:\n  origins: "https://app.example.com"\n')).toEqual(['cors.origins: expected a list of origins, e.g. [https://app.example.com]']);
+      // A number: its range, its default as the example.
+      expect(problems('server:\n  port: eighty\n')).toEqual(['server.port: expected a whole number from 0 to 65535, e.g. 8080']);
+      expect(problems('admin:\n  port: 90.5\n')).toEqual(['admin.port: expected a whole number from 0 to 65535, e.g. 9090']);
+      expect(problems('telemetry:\n  otlp:\n    sampleRatio: half\n')).toEqual(['telemetry.otlp.sampleRatio: expected a number from 0 to 1, e.g. 0.25']);
+      // A boolean.
+      expect(problems('server:\n  trustProxy: yes\n')).toEqual(['server.trustProxy: expected true or false']);
+      // An enum lists its values.
+      expect(problems(`${ROUTES}  - { path: /a, upstream: app, encodedSeparators: allow }\n`)).toEqual(['routes[0].encodedSeparators: expected one of refuse, keep']);
+      expect(problems(`${ROUTES}  - { path: /a, upstream: app, methods: [FETCH] }\n`)).toEqual(['routes[0].methods[0]: expected one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS']);
+      // A nested map: the keys it needs, each with its example.
+      expect(problems('server:\n  tls: yes\n')).toEqual(['server.tls: expected a map, e.g. { certFile: tls/cert.pem, keyFile: tls/key.pem }']);
+      expect(problems('upstreams:\n  app: http://127.0.0.1:3000\n')).toEqual(['upstreams.app: expected a map, e.g. { url: http://127.0.0.1:3000 }']);
+      // Text, a missing key, a map's key, a size.
+      expect(problems('server:\n  host: 8\n')).toEqual(['server.host: expected text, e.g. 0.0.0.0']);
+      expect(problems('auth:\n  mfa:\n    issuer: 42\n')).toEqual(['auth.mfa.issuer: expected non-empty text, e.g. auth-gateway']);
+      expect(problems('cors:\n  credentials: true\n')).toEqual(['cors.origins: missing; expected a list of origins, e.g. [https://app.example.com]']);
+      expect(problems('plans:\n  limits:\n    Gold: { daily: 3 }\n')).toEqual(['plans.limits: key "Gold": expected a plan name: lower-case letters, digits, - and _, starting with a letter, at most 32']);
+      expect(problems('server:\n  bodyLimit: true\n')).toEqual(['server.bodyLimit: expected a size, e.g. 1mb']);
+    });
+
+    it('a section of the wrong type is one problem, not also what the rules between keys then read in it', () => {
+      expect(configError('server: 5\n').problems).toEqual(['server: expected a map, e.g. { host: 0.0.0.0 }']);
+      expect(configError('auth:\n  jwt: []\n').problems).toEqual(['auth.jwt: expected a map, e.g. { algorithm: HS256 }']);
+      expect(configError(`${ROUTES}  - { path: /a, upstream: 5 }\n`).problems).toEqual(['routes[0].upstream: expected non-empty text, e.g. app']);
     });
 
     it('a plan name that cannot be one, a bad enum, a path declared twice, a bad URL', () => {
