@@ -1,6 +1,6 @@
 // The gateway refuses a Node older than package.json's engines (issue 27: Node 20 ran silently),
 // with one line naming the version needed, before any command runs.
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -11,6 +11,15 @@ import { spawnGateway } from '../helpers/gatewayProcess.js';
 
 const ENGINES = (JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { engines: { node: string } }).engines.node;
 const FLOOR = ENGINES.replace('>=', '');
+
+/** `file --version`, or undefined when there is no such Node. */
+function versionOf(file: string): string | undefined {
+  try {
+    return execFileSync(file, ['--version'], { encoding: 'utf8', timeout: 10_000 }).trim();
+  } catch {
+    return undefined;
+  }
+}
 
 /** The built CLI with process.versions.node made to read `version` before it loads (an older Node, as far as the gateway can tell). */
 function cliAs(version: string, args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
@@ -40,6 +49,19 @@ describe('the Node version', () => {
     // The floor itself runs.
     const atFloor = await cliAs(FLOOR, ['--version']);
     expect(atFloor).toMatchObject({ code: 0, stderr: '' });
+  });
+
+  // These machines' own Node (Debian's, 20) is older than the floor: the real thing, not a pretence,
+  // so that nothing the CLI imports fails to load on it before the check can speak.
+  const systemNode = ['/usr/bin/node', '/usr/local/bin/node'].map((file) => ({ file, version: versionOf(file) })).find((n) => n.version && nodeVersionProblem(n.version, ENGINES));
+  it.runIf(systemNode)(`a real older Node (${systemNode?.version ?? 'none here'}) gets the same one line and exit 1`, async () => {
+    ensureBuilt();
+    const run = await new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+      execFile(systemNode!.file, [CLI, 'check', '--config', '/nonexistent.yaml'], { env: { PATH: '/usr/bin:/bin' }, timeout: 30_000 }, (err, stdout, stderr) => {
+        resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr });
+      });
+    });
+    expect(run).toEqual({ code: 1, stdout: '', stderr: `gateway: Node.js ${FLOOR} or newer is needed, this is ${systemNode!.version} (npm start and npm test run on the one npm install brings; otherwise install a newer Node.js)\n` });
   });
 });
 
