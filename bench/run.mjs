@@ -193,7 +193,9 @@ async function main() {
     // Tracing (docs/tracing.md): a gateway exporting every request's spans to a local receiver, and
     // one whose collector does not answer, each against the plain gateway.
     const collector = await startChild(SELF, 'collector', [], cleanups);
-    const traced = await startGateway(tmp, 'gateway-traced', { ...config, server: { ...config.server, port: await freePort() }, decisions: { port: 0 }, telemetry: { otlp: { endpoint: collector.url, sampleRatio: 1 } } }, cleanups);
+    // Its admin listener tells how many spans it exported and dropped: a run that mostly dropped would look cheaper than tracing is.
+    const tracedAdmin = await freePort();
+    const traced = await startGateway(tmp, 'gateway-traced', { ...config, server: { ...config.server, port: await freePort() }, admin: { ...config.admin, port: tracedAdmin }, decisions: { port: 0 }, telemetry: { otlp: { endpoint: collector.url, sampleRatio: 1 } } }, cleanups);
     const tracedDown = await startGateway(tmp, 'gateway-traced-down', { ...config, server: { ...config.server, port: await freePort() }, decisions: { port: 0 }, telemetry: { otlp: { endpoint: `http://127.0.0.1:${await freePort()}` } } }, cleanups);
     // server.workers: 2 against 1, and against nginx with two workers: every process on every core.
     const fleet = storage.postgres ? await startFleet(tmp, config, upstream.url, gateway.decisionsUrl, cleanups) : { skip: 'server.workers needs Postgres (embedded PGlite here)' };
@@ -303,6 +305,7 @@ async function main() {
           async () => runs.gateway.push(await measure(targets.gateway, scenario, SECONDS)));
       }
       const row = { scenario, baseline: combine(runs.baseline), gateway: combine(runs.gateway) };
+      if (scenario.pair === 'traced') row.spans = await spanCounts(`http://127.0.0.1:${tracedAdmin}/metrics`);
       rows.push(row);
       console.log(`- ${scenario.name}: req/s per round: baseline ${row.baseline.rounds}; gateway ${row.gateway.rounds}`);
       console.log(`  p99 (ms) per round: baseline ${row.baseline.p99s}; gateway ${row.gateway.p99s}`);
@@ -1037,13 +1040,20 @@ const fmtRps = (n) => Math.round(n).toLocaleString('en-US');
 const fmtMs = (n) => (Number.isFinite(n) ? n.toFixed(2) : '-');
 const verdict = (ok) => (ok ? 'PASS' : 'FAIL');
 
+/** gateway_trace_spans_total of a gateway's /metrics: { exported, dropped }. */
+async function spanCounts(metricsUrl) {
+  const text = await (await fetch(metricsUrl)).text();
+  const count = (outcome) => Number(new RegExp(`^gateway_trace_spans_total\\{outcome="${outcome}"\\} (\\d+)`, 'm').exec(text)?.[1] ?? 0);
+  return { exported: count('exported'), dropped: count('dropped') };
+}
+
 function printReport(rows, loginRun, gateway, decisionsRun) {
   const lines = [
     '| scenario | baseline req/s | gateway req/s | ratio | baseline p50 / p99 (ms) | gateway p50 / p99 (ms) | Δp99 (ms) | CPU µs/req baseline / gateway | target |',
     '|---|---:|---:|---:|---:|---:|---:|---:|---|',
   ];
   let allPass = true;
-  for (const { scenario, baseline: b, gateway: g } of rows) {
+  for (const { scenario, baseline: b, gateway: g, spans } of rows) {
     if (!g) {
       lines.push(`| ${scenario.name} | - | - | - | - | - | - | - | skipped: ${scenario.skip} |`);
       continue;
@@ -1054,6 +1064,8 @@ function printReport(rows, loginRun, gateway, decisionsRun) {
     if (scenario.targets?.ratio !== undefined) checks.push(`ratio ≥ ${scenario.targets.ratio.toFixed(2)} ${verdict(ratio >= scenario.targets.ratio)}`);
     if (scenario.targets?.p99DeltaMs !== undefined) checks.push(`Δp99 ≤ ${scenario.targets.p99DeltaMs} ms ${verdict(delta <= scenario.targets.p99DeltaMs)}`);
     if (g.unexpected || b.unexpected) checks.push(`ERROR: ${g.unexpected + b.unexpected} unexpected answers`);
+    // Every span made must have been sent: a ratio measured while spans were dropped flatters tracing.
+    if (spans) checks.push(spans.dropped > spans.exported / 100 ? `ERROR: ${spans.dropped} spans dropped, ${spans.exported} exported` : `${spans.exported} spans exported, ${spans.dropped} dropped`);
     if (scenario.refills) {
       // A bucket of 1 a minute lets each user through once, then once per minute measured.
       const allowed = scenario.headers().length * (2 + Math.ceil((g.runs.length * SECONDS) / 60));
