@@ -1,8 +1,9 @@
 // Embedded storage is one process's (issue 27, CONTRACT §18): with `gateway start` running on
 // PGlite, a second start or a CLI command that writes exits 1 naming the holder, instead of
 // working on its own copy (the plan change it printed was never seen, and was lost); users
-// commands act through the running gateway with --admin URL; a lock left by a killed process is
-// taken over. The built CLI in real processes.
+// commands act through the running gateway with --admin URL (keys rotate, which the admin API
+// cannot do, says so); a lock left by a killed process is taken over. The built CLI in real
+// processes. The lock under contention: test/storage/dirLock.test.ts.
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -57,6 +58,13 @@ describe('embedded storage held by one process', () => {
     expect(direct.stderr).toContain(`in use by process ${pid}`);
     expect(direct.stderr).toContain('--admin');
 
+    // keys rotate writes too: refused the same way, and the lock is still the gateway's.
+    const rotate = await gateway(['keys', 'rotate', '--config', configFile], { cwd: dir });
+    expect(rotate.code).toBe(1);
+    expect(rotate.stderr).toContain(`in use by process ${pid}`);
+    expect(rotate.stdout).toBe('');
+    expect(readFileSync(path.join(dir, 'data', 'gateway.lock'), 'utf8')).toBe(`${pid}\n`);
+
     // Through the running gateway's admin API: done, and the gateway enforces it at once.
     const viaAdmin = await gateway(['users', 'set-plan', email, 'pro', '--config', configFile, '--admin', first.adminUrl!], { cwd: dir });
     expect(viaAdmin).toMatchObject({ code: 0, stderr: '' });
@@ -68,6 +76,11 @@ describe('embedded storage held by one process', () => {
     const link = await gateway(['users', 'reset-link', email, '--config', configFile, '--admin', first.adminUrl!], { cwd: dir });
     expect(link.code).toBe(1);
     expect(link.stderr).toContain('the admin API does not make reset links');
+    const rotateViaAdmin = await gateway(['keys', 'rotate', '--config', configFile, '--admin', first.adminUrl!], { cwd: dir });
+    expect(rotateViaAdmin.code).toBe(1);
+    expect(rotateViaAdmin.stdout).toBe('');
+    expect(rotateViaAdmin.stderr).toContain('the admin API does not rotate keys');
+    expect(rotateViaAdmin.stderr).toContain('with the gateway stopped');
 
     // Killed without a chance to let go: the next start takes the stale lock over.
     first.child.kill('SIGKILL');
@@ -81,5 +94,5 @@ describe('embedded storage held by one process', () => {
     expect(existsSync(path.join(dir, 'data', 'gateway.lock'))).toBe(false);
     const after = await gateway(['users', 'deactivate', email, '--config', configFile], { cwd: dir });
     expect(after.code, after.stderr).toBe(0);
-  }, 120_000); // six processes that each load PGlite (a WebAssembly Postgres) from cold
+  }, 120_000); // several processes that each load PGlite (a WebAssembly Postgres) from cold
 });
