@@ -2,9 +2,12 @@
 // each ```yaml block goes through the real loader (parseConfig), so an example left behind by a
 // change to the schema fails here instead of in a reader's terminal. A block marked `# fragment`
 // is checked inside the smallest configuration it needs.
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { parseConfig } from '../../src/config/load.js';
+import { ROOT } from '../helpers/cli.js';
 import { docsExample, docsPages, fencedBlocks, yamlExamples, type DocsExample } from '../helpers/docs.js';
 
 // The environment the docs tell operators to set; examples may reference nothing else without a default.
@@ -88,5 +91,25 @@ describe('configuration examples in the docs', () => {
   it('catches a stale example: the loader refuses a key the schema does not have', () => {
     const stale: DocsExample = { file: 'test', line: 1, name: undefined, fragment: true, text: '# fragment\nplans:\n  freeDailyLimits: 2\n' };
     expect(() => parseConfig(completed(stale), 'stale', EXAMPLE_ENV)).toThrow(/plans: unknown key\(s\) "freeDailyLimits"/);
+  });
+});
+
+// docs/production.md shows PgBouncer's and nginx's configurations inline, beside the files the
+// tests run (test/ops/pgbouncer.test.ts, test/ops/rollingDeploy.test.ts): what a reader pastes must
+// be what was tested. Each inline block, comments and spacing aside, is the example file's lines in order.
+describe('docs/production.md: the inline PgBouncer and nginx blocks are the tested example files', () => {
+  const lines = (text: string, comment: string) => text.split('\n').map((l) => l.split(comment)[0]!.trim().replace(/\s+/g, ' ')).filter(Boolean);
+  it.each([['ini', 'docs/examples/pgbouncer.ini', ';'], ['nginx', 'docs/examples/nginx-upstream.conf', '#']] as const)('the %s block is %s', (lang, file, comment) => {
+    const blocks = fencedBlocks('docs/production.md').filter((b) => b.lang === lang);
+    expect(blocks).toHaveLength(1);
+    const tested = lines(readFileSync(path.join(ROOT, file), 'utf8'), comment);
+    const shown = lines(blocks[0]!.text, comment);
+    // In order, each shown line being the next tested one; the file may add lines the page leaves out (logfile, pidfile).
+    let at = 0;
+    for (const line of shown) {
+      at = tested.indexOf(line, at);
+      expect(at, `${file} lacks "${line}" (or has it out of order)`).toBeGreaterThanOrEqual(0);
+      at++;
+    }
   });
 });
