@@ -25,15 +25,16 @@ const CHANNELS = {
 
 const HEARTBEAT_CHANNEL = 'gw_heartbeat';
 
-// Interrupted once three heartbeats committed by Postgres (one per timer tick) have not been heard:
-// well under the one second a change may take to reach every instance (CONTRACT §4). Counted by
+// Interrupted once two heartbeats committed by Postgres (one per timer tick) have not been heard:
+// 400–600 ms, well under the one second a change may take to reach every instance (CONTRACT §4),
+// with room for a loaded machine (three took 780 ms on a busy two-core one, too close to that second). Counted by
 // number, not "any heard lately": a connection that delivers everything, but seconds late, hears
 // some older beat all the time, and would be trusted while serving every change that late. Ticks,
 // not elapsed time: a busy event loop that has not read the answers yet is not a dead connection.
 // A beat still waiting for a pool connection does not count, so a congested pool alone cannot
 // turn the caches off and add load.
 const HEARTBEAT_EVERY_MS = 200;
-const HEARTBEATS_MISSED = 3;
+const HEARTBEATS_MISSED = 2;
 // Every instance asks every tick; whichever finds the last beat at least this old sends the next
 // one (one UPDATE wins, the others see its row and send nothing), so the fleet beats about every
 // tick, and each instance reads the latest seq committed in the same statement.
@@ -187,7 +188,7 @@ export class ChangeFeed {
         // The first read after LISTEN: beats up to here may have been committed before it.
         const from = this.beatsKnown ?? latest;
         // One entry per tick, the latest beat committed by then, however many instances beat
-        // meanwhile: three ticks with a committed beat still unheard is what counts, as when each
+        // meanwhile: HEARTBEATS_MISSED ticks with a committed beat still unheard is what counts, as when each
         // instance had its own, so a busy event loop is not taken for a dead connection.
         // Bounded: a listener that never delivers stays distrusted with the last few just the same.
         if (latest > from && latest > this.beatsHeard && this.unheard.push(latest) > 100) this.unheard.shift();
