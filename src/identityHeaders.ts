@@ -1,6 +1,7 @@
 // The identity-header contract (CONTRACT §3, §8): the headers that say who a caller is, their
 // values, and the rule that tells a client's copy of one (which never reaches an upstream). The
 // pipeline sets them, the proxy strips the client's, the decisions listener hands them to a proxy.
+import { LRUCache } from 'lru-cache';
 import { isSingleMailbox } from './auth/credentials.js';
 import type { AuthMethod } from './guards/authenticate.js';
 import type { User } from './storage/users.js';
@@ -21,8 +22,7 @@ export function identityHeaders(user: User, method: AuthMethod): Record<string, 
   return headers;
 }
 
-const MAILBOX_CHECKS_KEPT = 10_000;
-const mailboxChecks = new Map<string, boolean>();
+const mailboxChecks = new LRUCache<string, boolean>({ max: 10_000 });
 
 /**
  * Whether an upstream may be told `email` (x-user-email, the assertion's claim): only a single
@@ -34,7 +34,6 @@ export function isForwardableEmail(email: string): boolean {
   let fit = mailboxChecks.get(email);
   if (fit === undefined) {
     fit = isSingleMailbox(email);
-    if (mailboxChecks.size >= MAILBOX_CHECKS_KEPT) mailboxChecks.clear();
     mailboxChecks.set(email, fit);
   }
   return fit;

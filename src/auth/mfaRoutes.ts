@@ -27,13 +27,13 @@ const MFA_TOKEN_MAX_FAILURES = 5;
 // (whatever mfa_tokens they came with: a password thief gets a new one per login).
 const WRONG_CODES = { max: 10, windowMs: 15 * 60_000, lockMs: 15 * 60_000 };
 
-/** The answer while a user's code verification is locked. */
 /** Why a second-factor step was refused, and whose (the log line's). */
 interface Refused {
   why: CredentialRefusal;
   userId?: number;
 }
 
+/** The answer while a user's code verification is locked. */
 class CodesLocked {
   constructor(readonly until: Date, readonly now: Date) {}
 }
