@@ -7,7 +7,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Http2ServerRequest } from 'node:http2';
 import type { Readable } from 'node:stream';
-import { SpanKind, SpanStatusCode, type Span } from '@opentelemetry/api';
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import type { Dispatcher } from 'undici';
@@ -18,6 +17,7 @@ import type { Metrics } from '../metrics.js';
 import type { Decision, Pipeline } from '../pipeline.js';
 import type { RequestContext } from '../requestContext.js';
 import { streamBodiesWithin } from './bodyLimit.js';
+import { SpanKind, STATUS_ERROR, type GatewaySpan } from '../telemetry/spans.js';
 import { downstreamHeaders, upstreamHeaders, type ForwardContext } from './headers.js';
 import { findOwnCredentials, type CredentialChecks, type OwnCredentials } from './ownTokens.js';
 import { relay, upstreamTarget, type UpstreamRequest } from './relay.js';
@@ -246,14 +246,14 @@ export class Forwarder {
 }
 
 /** With tracing: the upstream call's span, whose traceparent (and tracestate) `headers`, bound upstream, now carry. */
-function upstreamSpan(request: FastifyRequest, upstream: string, method: string, headers: IncomingHttpHeaders): Span | undefined {
+function upstreamSpan(request: FastifyRequest, upstream: string, method: string, headers: IncomingHttpHeaders): GatewaySpan | undefined {
   const span = request.trace?.start('upstream', { 'gateway.upstream': upstream, 'http.request.method': method }, SpanKind.CLIENT);
   if (span) request.trace!.inject(span, headers);
   return span;
 }
 
-function failedSpan(span: Span | undefined, error: unknown): void {
-  span?.setStatus({ code: SpanStatusCode.ERROR, message: (error as NodeJS.ErrnoException).code ?? 'upstream failed' }).end();
+function failedSpan(span: GatewaySpan | undefined, error: unknown): void {
+  span?.setStatus({ code: STATUS_ERROR, message: (error as NodeJS.ErrnoException).code ?? 'upstream failed' }).end();
 }
 
 /** A body follows the headers (RFC 9112 §6.3): a chunked one, or a non-zero Content-Length. */

@@ -1,9 +1,11 @@
-// Traces (CONTRACT §17), with the OpenTelemetry JS SDK: a server span per request, named after the
-// route it matched, with a child span per pipeline stage (and under it, each Redis or Postgres
-// call the stage makes) and one for the upstream call, whose traceparent the upstream receives.
-// A webhook message remembers the traceparent of the request that caused it: each delivery
-// attempt is a client span in that trace, and the receiver gets its traceparent. Exported over
-// OTLP/HTTP (protobuf, or JSON) to {endpoint}/v1/traces.
+// Traces (CONTRACT §17): a server span per request, named after the route it matched, with a
+// child span per pipeline stage (and under it, each Redis or Postgres call the stage makes) and
+// one for the upstream call, whose traceparent the upstream receives. A webhook message remembers
+// the traceparent of the request that caused it: each delivery attempt is a client span in that
+// trace, and the receiver gets its traceparent. Exported over OTLP/HTTP (protobuf, or JSON) to
+// {endpoint}/v1/traces by the OpenTelemetry JS SDK's exporter (its transport, retries and
+// OTEL_EXPORTER_OTLP_* settings), with its ratio sampler and W3C propagator; the spans and the
+// export's body are the gateway's own (spans.ts, otlp.ts), at less than half the SDK's cost.
 //
 // Contexts are passed by hand (RequestTrace), not through a context manager: the gateway knows
 // where each stage starts and ends, and an AsyncLocalStorage on every request would cost the hot
@@ -18,16 +20,18 @@
 // slow costs requests nothing: after a failed export, requests are not traced at all for a pause
 // (5 s, doubling up to a minute while exports keep failing; each such request counts as a dropped
 // span), so the spans nobody can receive are not even made.
-import { ROOT_CONTEXT, SpanKind, trace, TraceFlags, type Attributes, type Context, type Span, type TextMapGetter } from '@opentelemetry/api';
-import { ExportResultCode, W3CTraceContextPropagator } from '@opentelemetry/core';
-import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { OTLPTraceExporter as ProtobufExporter } from '@opentelemetry/exporter-trace-otlp-proto';
-import { resourceFromAttributes } from '@opentelemetry/resources';
-import { SamplingDecision, TraceIdRatioBasedSampler, TracerProvider, type ReadableSpan, type Sampler, type SamplingResult, type SpanExporter, type SpanProcessor } from '@opentelemetry/sdk-trace';
+import { ROOT_CONTEXT, trace, TraceFlags, type TextMapGetter } from '@opentelemetry/api';
+import { ExportResultCode, W3CTraceContextPropagator, type ExportResult } from '@opentelemetry/core';
+import { OTLPExporterBase } from '@opentelemetry/otlp-exporter-base';
+import { convertLegacyHttpOptions, createOtlpHttpExportDelegate } from '@opentelemetry/otlp-exporter-base/node-http';
+import { JsonTraceSerializer, ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
+import { TraceIdRatioBasedSampler, SamplingDecision } from '@opentelemetry/sdk-trace';
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { IncomingHttpHeaders } from 'node:http';
 import { OTLP_PROTOCOLS, type OtlpProtocol } from '../config/schema.js';
 import type { StoreCall, StoreCalls } from '../storage/storeCalls.js';
+import { jsonExport, protobufExport } from './otlp.js';
+import { GatewaySpan, newTraceId, SpanKind, STATUS_ERROR, type Attributes, type SpanParent } from './spans.js';
 
 export interface TracingSettings {
   /** The collector's OTLP/HTTP base URL (http://collector:4318); traces go to {endpoint}/v1/traces. */
@@ -60,13 +64,13 @@ export function tracingSettings(otlp: { endpoint?: string; serviceName?: string;
 
 /** A request's trace: its server span, and what starts its children. */
 export interface RequestTrace {
-  readonly span: Span;
+  readonly span: GatewaySpan;
   /** A child of the request's span: a pipeline stage, or the upstream call (kind CLIENT). */
-  start(name: string, attributes?: Attributes, kind?: SpanKind): Span;
+  start(name: string, attributes?: Attributes, kind?: SpanKind): GatewaySpan;
   /** The Redis and Postgres calls of a stage, as children of its span. */
-  calls(stage: Span): StoreCalls;
+  calls(stage: GatewaySpan): StoreCalls;
   /** Writes `span`'s traceparent (and tracestate) into headers bound upstream. */
-  inject(span: Span, headers: Record<string, unknown>): void;
+  inject(span: GatewaySpan, headers: Record<string, unknown>): void;
   /** The gateway route the request was decided for: the span's name and `gateway.route`. */
   route?: string;
   /** `allow`, or the catalog name of the denial (`gateway.decision`). */
@@ -89,7 +93,6 @@ const headerGetter: TextMapGetter<IncomingHttpHeaders> = {
   keys: (carrier) => Object.keys(carrier),
   get: (carrier, key) => carrier[key],
 };
-const headerSetter = { set: (carrier: unknown, key: string, value: string) => { (carrier as Record<string, unknown>)[key] = value; } };
 
 /** The trace of the request an own handler is serving (Tracing.carry); made on first use. */
 let serving: AsyncLocalStorage<RequestTrace> | undefined;
@@ -103,33 +106,41 @@ export function servedTraceparent(): string | undefined {
   return carrier.traceparent;
 }
 
-function failed(span: Span, type: string): void {
-  span.setAttribute('error.type', type);
-  span.setStatus({ code: 2 /* ERROR */ });
+function failed(span: GatewaySpan, type: string): void {
+  span.setAttribute('error.type', type).setStatus({ code: STATUS_ERROR });
+}
+
+/** Writes `span`'s traceparent, and the tracestate its trace came with, into headers bound elsewhere. */
+function inject(span: GatewaySpan, headers: Record<string, unknown>): void {
+  headers.traceparent = span.traceparent;
+  if (span.parent?.traceState) headers.tracestate = span.parent.traceState;
 }
 
 /** A span of our own making, and how to hand its traceparent on. */
 export interface ClientSpan {
-  readonly span: Span;
+  readonly span: GatewaySpan;
   inject(headers: Record<string, unknown>): void;
+}
+
+/** An export of ended spans, as the SDK's OTLP exporters take one. */
+export interface SpanExport {
+  export(spans: GatewaySpan[], done: (result: ExportResult) => void): void;
+  shutdown(): Promise<void>;
 }
 
 export class Tracing {
   readonly stats: TracingStats = { exported: 0, dropped: 0 };
-  private readonly provider: TracerProvider;
-  private readonly tracer;
+  private readonly queue: BoundedExport;
+  private readonly byRatio: TraceIdRatioBasedSampler;
   private readonly propagator = new W3CTraceContextPropagator();
+  private readonly ended = (span: GatewaySpan) => this.queue.add(span);
   /** While exports fail: no tracing until then, and how long the next pause lasts. */
   private pausedUntil = 0;
   private pauseMs = PAUSE_MIN_MS;
 
-  constructor(settings: TracingSettings, exporter: SpanExporter = otlpExporter(settings)) {
-    this.provider = new TracerProvider({
-      resource: resourceFromAttributes({ 'service.name': settings.serviceName }),
-      sampler: new GatewaySampler(settings.sampleRatio, settings.trustIncoming),
-      spanProcessors: [new BoundedExport(exporter, this.stats, (ok) => this.exported(ok))],
-    });
-    this.tracer = this.provider.getTracer('auth-gateway');
+  constructor(private readonly settings: TracingSettings, exporter: SpanExport = otlpExporter(settings)) {
+    this.byRatio = new TraceIdRatioBasedSampler(settings.sampleRatio);
+    this.queue = new BoundedExport(exporter, this.stats, (ok) => this.exported(ok));
   }
 
   private exported(ok: boolean): void {
@@ -152,29 +163,44 @@ export class Tracing {
     return false;
   }
 
-  private inject(span: Span, headers: Record<string, unknown>): void {
-    this.propagator.inject(trace.setSpan(ROOT_CONTEXT, span), headers, headerSetter);
+  /**
+   * A span: a child follows its parent's sampling; a trace's first span is sampled by the ratio,
+   * by trace id (every instance decides alike), and so is a client's trace unless trustIncoming.
+   */
+  private span(name: string, kind: SpanKind, attributes: Attributes, parent: SpanParent | undefined): GatewaySpan {
+    const traceId = parent?.traceId ?? newTraceId();
+    const sampled = parent && (!parent.isRemote || this.settings.trustIncoming)
+      ? parent.sampled
+      : this.byRatio.shouldSample(ROOT_CONTEXT, traceId).decision === SamplingDecision.RECORD_AND_SAMPLED;
+    return new GatewaySpan(name, kind, parent, traceId, sampled, attributes, this.ended);
+  }
+
+  /** A W3C traceparent (and tracestate) as the span it names, when it is well-formed. */
+  private parentOf(headers: IncomingHttpHeaders, isRemote: boolean): SpanParent | undefined {
+    const context = trace.getSpanContext(this.propagator.extract(ROOT_CONTEXT, headers, headerGetter));
+    if (!context) return undefined;
+    const { traceId, spanId, traceFlags, traceState } = context;
+    return { traceId, spanId, sampled: (traceFlags & TraceFlags.SAMPLED) !== 0, isRemote, traceState: traceState?.serialize() || undefined };
   }
 
   /** The server span of a request, continuing the client's trace when it sent a traceparent; none while exports fail. */
   begin(method: string, path: string, headers: IncomingHttpHeaders): RequestTrace | undefined {
     if (this.paused()) return undefined;
-    const parent = headers.traceparent === undefined ? ROOT_CONTEXT : this.propagator.extract(ROOT_CONTEXT, headers, headerGetter);
-    const span = this.tracer.startSpan(method, { kind: SpanKind.SERVER, attributes: { 'http.request.method': method, 'url.path': path } }, parent);
-    const context = trace.setSpan(parent, span);
+    const parent = headers.traceparent === undefined ? undefined : this.parentOf(headers, true);
+    const span = this.span(method, SpanKind.SERVER, { 'http.request.method': method, 'url.path': path }, parent);
+    const context = span.context;
     return {
       span,
-      start: (name, attributes, kind = SpanKind.INTERNAL) => this.tracer.startSpan(name, { kind, attributes }, context),
-      calls: (stage) => (call, work) => this.storeCall(trace.setSpan(context, stage), call, work),
-      inject: (child, headers) => this.inject(child, headers),
+      start: (name, attributes = {}, kind = SpanKind.INTERNAL) => this.span(name, kind, attributes, context),
+      calls: (stage) => (call, work) => this.storeCall(stage, call, work),
+      inject,
     };
   }
 
-  private async storeCall<T>(parent: Context, { system, operation, collection }: StoreCall, work: () => Promise<T>): Promise<T> {
-    const span = this.tracer.startSpan(collection ? `${operation} ${collection}` : operation, {
-      kind: SpanKind.CLIENT,
-      attributes: { 'db.system.name': system, 'db.operation.name': operation, ...(collection ? { 'db.collection.name': collection } : {}) },
-    }, parent);
+  private async storeCall<T>(stage: GatewaySpan, { system, operation, collection }: StoreCall, work: () => Promise<T>): Promise<T> {
+    const span = this.span(collection ? `${operation} ${collection}` : operation, SpanKind.CLIENT, {
+      'db.system.name': system, 'db.operation.name': operation, ...(collection ? { 'db.collection.name': collection } : {}),
+    }, stage.context);
     try {
       const result = await work();
       // The Redis breaker answers undefined for a call that failed or ran out of time (redisBreaker.ts).
@@ -200,45 +226,29 @@ export class Tracing {
    */
   client(name: string, attributes: Attributes, traceparent: string | null): ClientSpan | undefined {
     if (this.paused()) return undefined;
-    const stored = traceparent ? trace.getSpanContext(this.propagator.extract(ROOT_CONTEXT, { traceparent }, headerGetter)) : undefined;
-    const parent = stored ? trace.setSpanContext(ROOT_CONTEXT, { ...stored, isRemote: false }) : ROOT_CONTEXT;
-    const span = this.tracer.startSpan(name, { kind: SpanKind.CLIENT, attributes }, parent);
-    return { span, inject: (headers) => this.inject(span, headers) };
+    const span = this.span(name, SpanKind.CLIENT, attributes, traceparent ? this.parentOf({ traceparent }, false) : undefined);
+    return { span, inject: (headers) => inject(span, headers) };
   }
 
   /** Exports what is queued, then stops. */
   close(): Promise<void> {
-    return this.provider.shutdown();
+    return this.queue.shutdown();
   }
-}
-
-function otlpExporter({ endpoint, protocol }: TracingSettings): SpanExporter {
-  const options = { url: `${endpoint}/v1/traces`, timeoutMillis: EXPORT_TIMEOUT_MS };
-  return protocol === 'http/json' ? new JsonExporter(options) : new ProtobufExporter(options);
 }
 
 /**
- * The gateway's own decision for a trace's first span (the ratio, by trace id, so every instance
- * decides alike); a child follows its parent. A remote parent's flag counts only with trustIncoming.
+ * The SDK's OTLP/HTTP exporter (its transport, retries, timeout and OTEL_EXPORTER_OTLP_HEADERS),
+ * given the body written by otlp.ts; the collector's answer is read by the SDK's own deserializers.
  */
-class GatewaySampler implements Sampler {
-  private readonly byRatio: TraceIdRatioBasedSampler;
-
-  constructor(ratio: number, private readonly trustIncoming: boolean) {
-    this.byRatio = new TraceIdRatioBasedSampler(ratio);
-  }
-
-  shouldSample(context: Context, traceId: string): SamplingResult {
-    const parent = trace.getSpanContext(context);
-    if (parent && (!parent.isRemote || this.trustIncoming)) {
-      return { decision: parent.traceFlags & TraceFlags.SAMPLED ? SamplingDecision.RECORD_AND_SAMPLED : SamplingDecision.NOT_RECORD };
-    }
-    return this.byRatio.shouldSample(context, traceId);
-  }
-
-  toString(): string {
-    return `GatewaySampler{${this.byRatio.toString()}, trustIncoming=${this.trustIncoming}}`;
-  }
+function otlpExporter({ endpoint, protocol, serviceName }: TracingSettings): SpanExport {
+  const json = protocol === 'http/json';
+  const options = convertLegacyHttpOptions({ url: `${endpoint}/v1/traces`, timeoutMillis: EXPORT_TIMEOUT_MS }, 'TRACES', 'v1/traces', {
+    'Content-Type': json ? 'application/json' : 'application/x-protobuf',
+  });
+  const serializer = json
+    ? { serializeRequest: (spans: GatewaySpan[]) => jsonExport(spans, serviceName), deserializeResponse: JsonTraceSerializer.deserializeResponse }
+    : { serializeRequest: (spans: GatewaySpan[]) => protobufExport(spans, serviceName), deserializeResponse: ProtobufTraceSerializer.deserializeResponse };
+  return new OTLPExporterBase(createOtlpHttpExportDelegate(options, serializer, 'otlp_http_span_exporter', { name: 'span', countItems: (spans) => spans.length }, undefined));
 }
 
 /**
@@ -246,19 +256,16 @@ class GatewaySampler implements Sampler {
  * full), one export at a time. A span that finds the queue full, or whose export failed, is
  * counted as dropped: nothing waits on the collector, nothing grows without bound.
  */
-class BoundedExport implements SpanProcessor {
-  private queue: ReadableSpan[] = [];
+class BoundedExport {
+  private queue: GatewaySpan[] = [];
   private exporting: Promise<void> | undefined;
   private readonly timer: NodeJS.Timeout;
 
-  constructor(private readonly exporter: SpanExporter, private readonly stats: TracingStats, private readonly exported: (ok: boolean) => void) {
+  constructor(private readonly exporter: SpanExport, private readonly stats: TracingStats, private readonly exported: (ok: boolean) => void) {
     this.timer = setInterval(() => void this.flush(), EXPORT_EVERY_MS).unref();
   }
 
-  onStart(): void {}
-
-  onEnd(span: ReadableSpan): void {
-    if (!(span.spanContext().traceFlags & TraceFlags.SAMPLED)) return;
+  add(span: GatewaySpan): void {
     if (this.queue.length >= QUEUE_MAX) {
       this.stats.dropped++;
       return;
@@ -282,13 +289,9 @@ class BoundedExport implements SpanProcessor {
     return this.exporting;
   }
 
-  async forceFlush(): Promise<void> {
-    while (this.queue.length || this.exporting) await this.flush();
-  }
-
   async shutdown(): Promise<void> {
     clearInterval(this.timer);
-    await this.forceFlush().catch(() => {});
+    while (this.queue.length || this.exporting) await this.flush().catch(() => {});
     await this.exporter.shutdown();
   }
 }
