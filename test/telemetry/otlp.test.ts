@@ -9,6 +9,7 @@ import type { ReadableSpan } from '@opentelemetry/sdk-trace';
 import { describe, expect, it } from 'vitest';
 import { jsonExport, protobufExport, SCOPE_NAME } from '../../src/telemetry/otlp.js';
 import { GatewaySpan, SpanKind, STATUS_ERROR, type SpanParent } from '../../src/telemetry/spans.js';
+import { decodeProtobuf, EXPORT_TRACE_REQUEST } from '../helpers/otlp.js';
 
 const SERVICE = 'edge-gateway';
 const RESOURCE = { attributes: { 'service.name': SERVICE } }; // one object: the SDK groups spans by resource identity
@@ -35,66 +36,6 @@ function readable(span: GatewaySpan): ReadableSpan {
     droppedEventsCount: 0,
     droppedLinksCount: 0,
   } as unknown as ReadableSpan;
-}
-
-// opentelemetry-proto, as far as a trace export goes: each message's fields by number, as
-// [name, kind]. Defaults (0, empty) are left out, as proto3 leaves them out on the wire.
-type Kind = 'string' | 'hex' | 'uint' | 'int64' | 'fixed64' | 'fixed32' | 'double' | 'bool' | Schema;
-interface Schema { [field: number]: [string, Kind, 'repeated'?] }
-const ANY_VALUE: Schema = { 1: ['stringValue', 'string'], 2: ['boolValue', 'bool'], 3: ['intValue', 'int64'], 4: ['doubleValue', 'double'] };
-const KEY_VALUE: Schema = { 1: ['key', 'string'], 2: ['value', ANY_VALUE] };
-const SPAN: Schema = {
-  1: ['traceId', 'hex'], 2: ['spanId', 'hex'], 3: ['traceState', 'string'], 4: ['parentSpanId', 'hex'], 5: ['name', 'string'], 6: ['kind', 'uint'],
-  7: ['startTimeUnixNano', 'fixed64'], 8: ['endTimeUnixNano', 'fixed64'], 9: ['attributes', KEY_VALUE, 'repeated'], 10: ['droppedAttributesCount', 'uint'],
-  11: ['events', {}, 'repeated'], 12: ['droppedEventsCount', 'uint'], 13: ['links', {}, 'repeated'], 14: ['droppedLinksCount', 'uint'],
-  15: ['status', { 2: ['message', 'string'], 3: ['code', 'uint'] }], 16: ['flags', 'fixed32'],
-};
-const REQUEST: Schema = {
-  1: ['resourceSpans', {
-    1: ['resource', { 1: ['attributes', KEY_VALUE, 'repeated'], 2: ['droppedAttributesCount', 'uint'] }],
-    2: ['scopeSpans', { 1: ['scope', { 1: ['name', 'string'], 2: ['version', 'string'] }], 2: ['spans', SPAN, 'repeated'], 3: ['schemaUrl', 'string'] }, 'repeated'],
-    3: ['schemaUrl', 'string'],
-  }, 'repeated'],
-};
-
-/** A protobuf message decoded by its schema; unknown fields fail the test. */
-function decode(buf: Buffer, schema: Schema): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  let i = 0;
-  const varint = () => {
-    let value = 0n;
-    for (let shift = 0n; ; shift += 7n) {
-      const byte = buf[i++]!;
-      value |= BigInt(byte & 0x7f) << shift;
-      if (!(byte & 0x80)) return value;
-    }
-  };
-  while (i < buf.length) {
-    const tag = Number(varint());
-    const entry = schema[tag >> 3];
-    if (!entry) throw new Error(`unknown field ${tag >> 3}`);
-    const [name, kind, repeated] = entry;
-    const wire = tag & 7;
-    let value: unknown;
-    if (wire === 0) {
-      const raw = varint();
-      value = kind === 'bool' ? raw === 1n : kind === 'int64' ? String(BigInt.asIntN(64, raw)) : Number(raw);
-    } else if (wire === 1) {
-      value = kind === 'double' ? buf.readDoubleLE(i) : String(buf.readBigUInt64LE(i));
-      i += 8;
-    } else if (wire === 5) {
-      value = buf.readUInt32LE(i);
-      i += 4;
-    } else if (wire === 2) {
-      const length = Number(varint());
-      const bytes = buf.subarray(i, (i += length));
-      value = kind === 'hex' ? bytes.toString('hex') : kind === 'string' ? bytes.toString('utf8') : decode(bytes, kind as Schema);
-    } else throw new Error(`wire type ${wire}`);
-    const isDefault = value === 0 || value === '0' || value === '' || value === false || (typeof value === 'object' && Object.keys(value as object).length === 0 && !repeated);
-    if (repeated) ((out[name] ??= []) as unknown[]).push(value);
-    else if (!isDefault) out[name] = value;
-  }
-  return out;
 }
 
 /** OTLP/JSON compared as proto3 reads it: int64 as strings (OTLP/JSON allows a number or a string), empty lists and zero fields left out. */
@@ -159,8 +100,8 @@ function spans(): GatewaySpan[] {
 describe('OTLP export bodies', () => {
   it('protobuf: what the SDK\'s serializer writes for the same spans, field for field', () => {
     const made = spans();
-    const ours = decode(Buffer.from(protobufExport(made, SERVICE)), REQUEST);
-    const sdk = decode(Buffer.from(ProtobufTraceSerializer.serializeRequest(made.map(readable))!), REQUEST);
+    const ours = decodeProtobuf(Buffer.from(protobufExport(made, SERVICE)), EXPORT_TRACE_REQUEST);
+    const sdk = decodeProtobuf(Buffer.from(ProtobufTraceSerializer.serializeRequest(made.map(readable))!), EXPORT_TRACE_REQUEST);
     expect(flattened(ours)).toEqual(flattened(sdk));
     expectSameTimes(timesOf(ours), timesOf(sdk));
     // The gateway sends one resource and one scope; the SDK may repeat them, which means the same.

@@ -15,6 +15,7 @@ import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js
 import { startWsUpstream, type WsUpstream } from '../helpers/wsUpstream.js';
 import { bearer, closeSql, configProblems, describeWithServices, eventually, makeUser, marker, startDecidingGateway, startTestGateway, testConfig, throwawayDatabase, type TestGateway } from '../helpers/gateway.js';
 import { startReceiver, verifiedEvent } from '../helpers/webhookReceiver.js';
+import { protobufSpans } from '../helpers/otlp.js';
 import { sparePort } from '../helpers/ports.js';
 
 interface OtlpSpan {
@@ -43,7 +44,7 @@ async function startCollector() {
         if (type.startsWith('application/json')) {
           const doc = JSON.parse(body.toString('utf8')) as { resourceSpans: Array<{ scopeSpans: Array<{ spans: OtlpSpan[] }> }> };
           for (const rs of doc.resourceSpans) for (const ss of rs.scopeSpans) spans.push(...ss.spans);
-        } else if (type === 'application/x-protobuf') spans.push(...protobufSpans(body));
+        } else if (type === 'application/x-protobuf') spans.push(...(protobufSpans(body) as unknown as OtlpSpan[]));
       }
       res.writeHead(200, { 'content-type': type === 'application/x-protobuf' ? type : 'application/json' }).end(type === 'application/x-protobuf' ? '' : '{}');
     });
@@ -56,51 +57,6 @@ async function startCollector() {
     contentTypes,
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
-}
-
-/** The fields of a protobuf message (wire format): number, and a varint or the bytes. */
-function protobufFields(buf: Buffer): Array<{ field: number; value: bigint | Buffer }> {
-  const out: Array<{ field: number; value: bigint | Buffer }> = [];
-  let i = 0;
-  const varint = () => {
-    let result = 0n;
-    for (let shift = 0n; ; shift += 7n) {
-      const byte = buf[i++]!;
-      result |= BigInt(byte & 0x7f) << shift;
-      if (!(byte & 0x80)) return result;
-    }
-  };
-  const take = (n: number) => buf.subarray(i, (i += n));
-  while (i < buf.length) {
-    const tag = Number(varint());
-    const wire = tag & 7;
-    const value = wire === 0 ? varint() : wire === 1 ? take(8) : wire === 2 ? take(Number(varint())) : wire === 5 ? take(4) : undefined;
-    if (value === undefined) throw new Error(`protobuf wire type ${wire}`);
-    out.push({ field: tag >> 3, value });
-  }
-  return out;
-}
-
-/** The spans of an ExportTraceServiceRequest (opentelemetry-proto), in the shape of its JSON encoding. */
-function protobufSpans(body: Buffer): OtlpSpan[] {
-  const sub = (buf: Buffer, field: number) => protobufFields(buf).filter((f) => f.field === field).map((f) => f.value as Buffer);
-  const one = (buf: Buffer, field: number) => protobufFields(buf).find((f) => f.field === field)?.value;
-  const anyValue = (buf: Buffer): Record<string, unknown> => {
-    const [f] = protobufFields(buf);
-    if (!f) return {};
-    if (f.field === 1) return { stringValue: (f.value as Buffer).toString('utf8') };
-    if (f.field === 2) return { boolValue: f.value === 1n };
-    if (f.field === 3) return { intValue: String(BigInt.asIntN(64, f.value as bigint)) };
-    return { doubleValue: (f.value as Buffer).readDoubleLE() };
-  };
-  return sub(body, 1).flatMap((rs) => sub(rs, 2)).flatMap((ss) => sub(ss, 2)).map((span) => ({
-    traceId: (one(span, 1) as Buffer).toString('hex'),
-    spanId: (one(span, 2) as Buffer).toString('hex'),
-    parentSpanId: (one(span, 4) as Buffer | undefined)?.toString('hex') ?? '',
-    name: (one(span, 5) as Buffer).toString('utf8'),
-    kind: Number(one(span, 6) ?? 0n),
-    attributes: sub(span, 9).map((kv) => ({ key: (one(kv, 1) as Buffer).toString('utf8'), value: anyValue((one(kv, 2) as Buffer | undefined) ?? Buffer.alloc(0)) })),
-  }));
 }
 
 const attr = (span: OtlpSpan, key: string) => {
