@@ -3,7 +3,8 @@
 // and the gateway (embedded PGlite in a fresh temporary directory, demo/gateway.demo.yaml: one
 // route per guard), then prints curl commands to paste, and the address of a browser page
 // (demo/browser.html, served by the upstream: another origin than the gateway's) that does the same
-// through CORS. Ctrl-C stops them all and deletes the temporary data.
+// through CORS. A trace receiver prints each request's OpenTelemetry trace as it arrives.
+// Ctrl-C stops them all and deletes the temporary data.
 import './nodeVersion.js';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -138,6 +139,62 @@ async function startMailCatcher(tokensDir: string, inbox: Inbox): Promise<SMTPSe
   return server;
 }
 
+interface JsonSpan {
+  traceId: string;
+  spanId: string;
+  parentSpanId?: string;
+  name: string;
+  kind: number;
+  startTimeUnixNano: string;
+  endTimeUnixNano: string;
+  attributes?: Array<{ key: string; value: { stringValue?: string; intValue?: string | number } }>;
+}
+
+/**
+ * The trace receiver: an OTLP/HTTP endpoint (JSON) that prints each request's trace on one line
+ * once its server span arrives: route, status, decision and duration, then the stages and the
+ * upstream call under it (with the storage calls a stage waited for), as a collector's UI would
+ * show them (docs/tracing.md). A request's spans end before its server span, so they come in the
+ * same export or an earlier one.
+ */
+async function startTraceReceiver(): Promise<http.Server> {
+  const waiting = new Map<string, JsonSpan[]>(); // spans by trace, until their server span comes
+  const ms = (span: JsonSpan) => (Number(BigInt(span.endTimeUnixNano) - BigInt(span.startTimeUnixNano)) / 1e6).toFixed(1);
+  const attribute = (span: JsonSpan, key: string) => { const v = span.attributes?.find((a) => a.key === key)?.value; return v?.stringValue ?? v?.intValue; };
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+      let spans: JsonSpan[];
+      try {
+        const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { resourceSpans: Array<{ scopeSpans: Array<{ spans: JsonSpan[] }> }> };
+        spans = body.resourceSpans.flatMap((r) => r.scopeSpans.flatMap((s) => s.spans));
+      } catch {
+        return;
+      }
+      for (const span of spans) {
+        const trace = waiting.get(span.traceId) ?? [];
+        waiting.delete(span.traceId);
+        if (span.kind !== 2 /* SERVER */) {
+          waiting.set(span.traceId, [...trace, span]);
+          if (waiting.size > 500) waiting.delete(waiting.keys().next().value!);
+          continue;
+        }
+        const children = (parent: JsonSpan) => trace.filter((s) => s.parentSpanId === parent.spanId).sort((a, b) => (BigInt(a.startTimeUnixNano) < BigInt(b.startTimeUnixNano) ? -1 : 1));
+        const stages = children(span).map((stage) => {
+          const calls = children(stage).map((call) => `${call.name} ${ms(call)} ms`);
+          return `${stage.name} ${ms(stage)} ms${calls.length ? ` (${calls.join(', ')})` : ''}`;
+        });
+        const decision = attribute(span, 'gateway.decision');
+        console.log(`[demo traces] ${span.name} ${attribute(span, 'http.response.status_code') ?? ''}${decision ? ` ${decision}` : ''}, ${ms(span)} ms${stages.length ? `: ${stages.join(' › ')}` : ''}`);
+      }
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return server;
+}
+
 /** The preferred port when it is free on 127.0.0.1, else one the system picks (not 0: port 0 means no admin or decisions listener). */
 async function freePort(preferred: number): Promise<number> {
   const tryPort = (port: number) => new Promise<number | undefined>((resolve) => {
@@ -178,6 +235,9 @@ function walkthrough(url: string, decisionsUrl: string | undefined, adminUrl: st
     `In a browser, open ${page} : a page on another origin (the echo server's) that registers,`,
     'logs in and calls these routes through CORS, opens a WebSocket with ?access_token=, and',
     'registers a passkey and signs in with it.',
+    '',
+    'Every request is traced (OpenTelemetry, docs/tracing.md): the demo\'s terminal prints each trace within',
+    'a second, as a [demo traces] line with the route, status, decision and the time of each stage.',
     '',
     'In another terminal, paste these one by one:',
     '',
@@ -289,6 +349,7 @@ async function main(): Promise<void> {
   const upstream = await startEchoUpstream(() => gatewayUrl, inbox);
   const page = `http://127.0.0.1:${(upstream.address() as net.AddressInfo).port}/`;
   const mail = await startMailCatcher(tokensDir, inbox);
+  const traces = await startTraceReceiver();
   let gateway: RunningGateway | undefined;
   let idp: DemoIdp | undefined;
   let stopping: Promise<void> | undefined;
@@ -298,6 +359,7 @@ async function main(): Promise<void> {
     upstream.closeAllConnections();
     await new Promise<void>((resolve) => upstream.close(() => resolve()));
     await new Promise<void>((resolve) => mail.close(() => resolve()));
+    await new Promise<void>((resolve) => traces.close(() => resolve()));
     rmSync(root, { recursive: true, force: true });
   })());
   const onSignal = () => {
@@ -323,6 +385,7 @@ async function main(): Promise<void> {
       DEMO_JWT_SECRET: randomBytes(48).toString('base64url'),
       DEMO_ADMIN_KEY: adminKey,
       DEMO_SMTP_URL: `smtp://127.0.0.1:${(mail.server.address() as net.AddressInfo).port}`,
+      DEMO_OTLP_ENDPOINT: `http://127.0.0.1:${(traces.address() as net.AddressInfo).port}`,
       DEMO_PORT: process.env.PORT ? undefined : String(await freePort(8080)),
       // Whoever sets PORT (a second demo, a test) chose the ports: the admin and decisions listeners take any free ones.
       DEMO_ADMIN_PORT: String(await freePort(process.env.PORT ? 0 : 9090)),

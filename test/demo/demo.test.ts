@@ -111,5 +111,11 @@ describe('npm run demo', () => {
     expect(magic).toMatch(/^[\w-]{43}$/);
     await expect.poll(() => walkthrough).toContain(`https://app.example.com/magic?token=${magic}`);
     expect(step(/magic-link\/verify/)).toMatch(/"error":"Code à deux facteurs requis","mfa_token":"[\w-]{43}".*\(HTTP 403\)/);
+
+    // Traces (docs/tracing.md): the demo's terminal prints each request's, its stages in order.
+    expect(walkthrough).toContain('as a [demo traces] line with the route');
+    await expect.poll(() => walkthrough, { timeout: 5000 }).toMatch(/^\[demo traces\] GET \/api\/v1\/reports 403 planInsufficient, [\d.]+ ms: gateway\.authenticate [\d.]+ ms › gateway\.plan [\d.]+ ms$/m);
+    await expect.poll(() => walkthrough, { timeout: 5000 }).toMatch(/^\[demo traces\] GET \/api\/v1\/profile 200 allow, [\d.]+ ms: gateway\.authenticate [\d.]+ ms( \([^)]*\))? › upstream [\d.]+ ms$/m);
+    expect(walkthrough).toMatch(/^\[demo traces\] POST \/api\/v1\/auth\/login 200, [\d.]+ ms$/m);
   });
 });
