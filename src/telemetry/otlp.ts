@@ -122,14 +122,17 @@ class ProtoWriter {
   }
 
   /**
-   * A nested message, written by `body`: its length goes before it once known. One byte is kept
-   * for it; a longer length moves the body along (a few hundred bytes for a span).
+   * Opens a nested message: its fields follow, then end() with what this returned puts its length
+   * before them. One byte is kept for the length; a longer one moves the body along (a few hundred
+   * bytes for a span). Not a callback: a closure per attribute would cost more than its bytes.
    */
-  message(field: number, body: () => void): void {
+  begin(field: number): number {
     this.tag(field, 2);
     this.room(1);
-    const lengthAt = this.pos++;
-    body();
+    return this.pos++;
+  }
+
+  end(lengthAt: number): void {
     const length = this.pos - lengthAt - 1;
     let lengthBytes = 1;
     for (let rest = length; rest > 0x7f; rest = Math.floor(rest / 128)) lengthBytes++;
@@ -159,21 +162,22 @@ class ProtoWriter {
 function protoAttributes(w: ProtoWriter, field: number, attributes: Attributes): void {
   for (const key in attributes) {
     const value = attributes[key]!;
-    w.message(field, () => {
-      w.string(1, key);
-      w.message(2, () => {
-        if (typeof value === 'string') w.string(1, value);
-        else if (typeof value === 'boolean') w.uint(2, value ? 1 : 0);
-        else if (Number.isSafeInteger(value)) w.int64(3, value);
-        else w.double(4, value);
-      });
-    });
+    const keyValue = w.begin(field);
+    w.string(1, key);
+    const anyValue = w.begin(2);
+    if (typeof value === 'string') w.string(1, value);
+    else if (typeof value === 'boolean') w.uint(2, value ? 1 : 0);
+    else if (Number.isSafeInteger(value)) w.int64(3, value);
+    else w.double(4, value);
+    w.end(anyValue);
+    w.end(keyValue);
   }
 }
 
 // Span { trace_id 1, span_id 2, trace_state 3, parent_span_id 4, name 5, kind 6,
 //        start_time_unix_nano 7, end_time_unix_nano 8, attributes 9, status 15, flags 16 }
 function protoSpan(w: ProtoWriter, span: GatewaySpan): void {
+  const message = w.begin(2);
   w.hex(1, span.traceId);
   w.hex(2, span.spanId);
   if (span.parent?.traceState) w.string(3, span.parent.traceState);
@@ -184,25 +188,30 @@ function protoSpan(w: ProtoWriter, span: GatewaySpan): void {
   w.time(8, span.endedAt);
   protoAttributes(w, 9, span.attributes);
   if (span.status) {
-    w.message(15, () => {
-      if (span.statusMessage) w.string(2, span.statusMessage);
-      w.uint(3, span.status);
-    });
+    const status = w.begin(15);
+    if (span.statusMessage) w.string(2, span.statusMessage);
+    w.uint(3, span.status);
+    w.end(status);
   }
   w.fixed32(16, otlpFlags(span));
+  w.end(message);
 }
 
 const writer = new ProtoWriter();
 
 /** ExportTraceServiceRequest { resource_spans 1: ResourceSpans { resource 1, scope_spans 2: ScopeSpans { scope 1, spans 2 } } } */
 export function protobufExport(spans: readonly GatewaySpan[], serviceName: string): Uint8Array {
-  writer.message(1, () => {
-    writer.message(1, () => protoAttributes(writer, 1, { 'service.name': serviceName }));
-    writer.message(2, () => {
-      writer.message(1, () => writer.string(1, SCOPE_NAME));
-      for (const span of spans) writer.message(2, () => protoSpan(writer, span));
-    });
-  });
+  const resourceSpans = writer.begin(1);
+  const resource = writer.begin(1);
+  protoAttributes(writer, 1, { 'service.name': serviceName });
+  writer.end(resource);
+  const scopeSpans = writer.begin(2);
+  const scope = writer.begin(1);
+  writer.string(1, SCOPE_NAME);
+  writer.end(scope);
+  for (const span of spans) protoSpan(writer, span);
+  writer.end(scopeSpans);
+  writer.end(resourceSpans);
   return writer.take();
 }
 
