@@ -171,7 +171,7 @@ export class Tracing {
     const traceId = parent?.traceId ?? newTraceId();
     const sampled = parent && (!parent.isRemote || this.settings.trustIncoming)
       ? parent.sampled
-      : this.byRatio.shouldSample(ROOT_CONTEXT, traceId).decision === SamplingDecision.RECORD_AND_SAMPLED;
+      : this.settings.sampleRatio >= 1 || this.byRatio.shouldSample(ROOT_CONTEXT, traceId).decision === SamplingDecision.RECORD_AND_SAMPLED;
     return new GatewaySpan(name, kind, parent, traceId, sampled, attributes, this.ended);
   }
 
