@@ -225,7 +225,7 @@ const jsonValue = (value: AttributeValue) =>
       : Number.isSafeInteger(value) ? { intValue: String(value) } : { doubleValue: value };
 const jsonAttributes = (attributes: Attributes) => Object.keys(attributes).map((key) => ({ key, value: jsonValue(attributes[key]!) }));
 
-/** The same request in OTLP/JSON. */
+/** The same request in OTLP/JSON (a field left undefined is left out by JSON.stringify: no spreads, which cost more than the rest). */
 export function jsonExport(spans: readonly GatewaySpan[], serviceName: string): Uint8Array {
   return Buffer.from(JSON.stringify({
     resourceSpans: [{
@@ -235,14 +235,14 @@ export function jsonExport(spans: readonly GatewaySpan[], serviceName: string): 
         spans: spans.map((span) => ({
           traceId: span.traceId,
           spanId: span.spanId,
-          ...(span.parent?.traceState ? { traceState: span.parent.traceState } : {}),
-          ...(span.parent ? { parentSpanId: span.parent.spanId } : {}),
+          traceState: span.parent?.traceState || undefined,
+          parentSpanId: span.parent?.spanId,
           name: span.name,
           kind: otlpKind(span),
           startTimeUnixNano: jsonTime(span.startedAt),
           endTimeUnixNano: jsonTime(span.endedAt),
           attributes: jsonAttributes(span.attributes),
-          status: span.status ? { code: span.status, ...(span.statusMessage ? { message: span.statusMessage } : {}) } : {},
+          status: span.status ? { code: span.status, message: span.statusMessage || undefined } : {},
           flags: otlpFlags(span),
         })),
       }],
