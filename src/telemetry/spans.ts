@@ -68,6 +68,7 @@ export class GatewaySpan {
     readonly traceId: string,
     /** Recorded and exported; otherwise only its ids are passed on, with the sampled flag off. */
     readonly sampled: boolean,
+    /** The span's own from now on: kept as given, not copied (callers pass a fresh literal). */
     readonly attributes: Attributes,
     private readonly ended: (span: GatewaySpan) => void,
   ) {}
