@@ -150,11 +150,14 @@ class ProtoWriter {
     this.buf[at] = rest;
   }
 
-  /** The message written so far, copied out: the writer is reused for the next export. */
-  take(): Uint8Array {
-    const out = Buffer.from(this.buf.subarray(0, this.pos));
+  /** Starts a new message: the buffer is reused from one export to the next. */
+  reset(): void {
     this.pos = 0;
-    return out;
+  }
+
+  /** The message written since reset(), copied out. */
+  take(): Uint8Array {
+    return Buffer.from(this.buf.subarray(0, this.pos));
   }
 }
 
@@ -201,6 +204,7 @@ const writer = new ProtoWriter();
 
 /** ExportTraceServiceRequest { resource_spans 1: ResourceSpans { resource 1, scope_spans 2: ScopeSpans { scope 1, spans 2 } } } */
 export function protobufExport(spans: readonly GatewaySpan[], serviceName: string): Uint8Array {
+  writer.reset(); // also after an export that threw halfway
   const resourceSpans = writer.begin(1);
   const resource = writer.begin(1);
   protoAttributes(writer, 1, { 'service.name': serviceName });
