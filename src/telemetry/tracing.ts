@@ -110,10 +110,15 @@ function failed(span: GatewaySpan, type: string): void {
   span.setAttribute('error.type', type).setStatus({ code: STATUS_ERROR });
 }
 
-/** Writes `span`'s traceparent, and the tracestate its trace came with, into headers bound elsewhere. */
+/**
+ * Writes `span`'s traceparent, and the tracestate its trace came with, into headers bound
+ * elsewhere (a copy of the client's). A client's tracestate without a valid traceparent belongs to
+ * no trace the gateway continues: Trace Context's processing model (§4.2, §4.3) has it discarded.
+ */
 function inject(span: GatewaySpan, headers: Record<string, unknown>): void {
   headers.traceparent = span.traceparent;
   if (span.parent?.traceState) headers.tracestate = span.parent.traceState;
+  else delete headers.tracestate;
 }
 
 /** A span of our own making, and how to hand its traceparent on. */

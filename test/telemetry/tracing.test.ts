@@ -283,6 +283,18 @@ describeWithServices('traces over OTLP/HTTP', () => {
     for (const secret of [key, basic, `${m}-password`, Buffer.from(`someone:${m}-password`).toString('base64')]) expect(exported).not.toContain(secret);
   });
 
+  it('a malformed traceparent starts a new trace, and its tracestate, which belongs to no trace now, is not passed on', async () => {
+    for (const traceparent of [`00-${'0'.repeat(32)}-${'4'.repeat(16)}-01`, '00-not-a-trace-01', `00-${'ab'.repeat(16)}-${'0'.repeat(16)}-01`]) {
+      const m = marker();
+      const res = await gw.get(`/open/${m}`, { headers: { traceparent, tracestate: 'vendor=stale' } });
+      expect(res.status).toBe(200);
+      const sent = upstream.last(m)!.headers;
+      expect(String(sent.traceparent)).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/);
+      expect(sent.traceparent).not.toContain('abababab');
+      expect(sent.tracestate).toBeUndefined();
+    }
+  });
+
   it('continues an incoming trace; its sampled flag decides only with trustIncoming', async () => {
     const incoming = (traceId: string) => ({ traceparent: `00-${traceId}-${'1'.repeat(16)}-01` });
     const id = (n: number) => n.toString(16).padStart(32, '0');
