@@ -87,13 +87,14 @@ export class DailyLimiter {
   private readonly clock: () => Date;
   private readonly log: Logger;
   private readonly config: () => Pick<Config, 'plans' | 'routes'>;
+  private readonly feed: Pick<ChangeFeed, 'trusted'>;
   private readonly leases = new Map<number, Lease>();
   private readonly asking = new Map<number, { waiting: number; done: Promise<QuotaOutcome | null> }>();
   private sweeping: NodeJS.Timeout | undefined;
   private closed = false;
 
   constructor(deps: DailyLimiterDeps) {
-    ({ db: this.db, redis: this.redis, clock: this.clock, config: this.config } = deps);
+    ({ db: this.db, redis: this.redis, clock: this.clock, config: this.config, feed: this.feed } = deps);
     // It logs from background work only (dropping and checking gates), never for a request.
     this.log = deps.log.child({ component: 'daily-limit' });
     this.gatesFailing = failureLog(this.log, 'daily limit: Redis gates could not be dropped or checked against Postgres; a gate left behind refuses its user from Redis until it is checked again (on the next reconnection or change feed restart)', {
@@ -128,10 +129,12 @@ export class DailyLimiter {
       }
       // The Redis gate counts each request that finds no block here, once: never more than the
       // uses Postgres counts plus the ones it refuses, so a gate past the limit means the day is used up.
+      // Unless a change that drops it (a plan raised, a count lowered) is on its way: while the
+      // change feed is not trusted, the user's plan is read from Postgres, and so is the refusal.
       if (!gated) {
         gated = true;
         const gate = await this.redisIncrement(gateKey(user.id, day), calls);
-        if (gate !== undefined && gate > limit) {
+        if (gate !== undefined && gate > limit && this.feed.trusted) {
           this.stats.refusedByRedis++;
           return refused(user.plan, limit, secondsToUtcMidnight(now));
         }

@@ -7,10 +7,11 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { Config } from '../../src/config/schema.js';
 import { docsExample } from '../helpers/docs.js';
 import {
-  bearer, closeSql, describeWithServices, everywhereWithin, makeUser, marker, sql, startTestGateway, startTwoGateways, testConfig, testConfigFromYaml, testServices, usage,
+  bearer, closeSql, describeWithServices, everywhereWithin, makeUser, marker, ownRedisPrefix, sql, startTestGateway, startTwoGateways, testConfig, testConfigFromYaml, testServices, usage,
   type TestGateway,
 } from '../helpers/gateway.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
+import { startListenRelay } from '../helpers/listenRelay.js';
 
 const DEAD_REDIS = 'redis://127.0.0.1:1';
 
@@ -115,6 +116,32 @@ describeWithServices('per-plan quotas and per-minute limits', () => {
     await everywhereWithin([a, b], async (gw) => (await gw.get(`/metered/${probe}`, { headers: bearer(user.access) })).json?.error === 'Limite quotidienne atteinte (plan free: 1 course/jour)', 1000);
     expect(upstream.count(m)).toBe(3);
     expect(upstream.count(probe)).toBe(0);
+  });
+
+  it('applies a plan raised during the day within a second, also when every instance hears the change late', async () => {
+    // A fleet of one (its own Redis keys) whose LISTEN connection delivers everything 1.5 s late:
+    // the plan is read from Postgres meanwhile, and the Redis gate, which still counts the free
+    // plan's refusals and which the late notification would drop, must not refuse the user.
+    const relay = await startListenRelay();
+    const gw = await startTestGateway(testConfig({ ...routes(upstream.url), plans: { limits }, storage: { postgres: relay.url, redisKeyPrefix: ownRedisPrefix('late') } }));
+    extra.push(gw);
+    try {
+      const user = await makeUser(gw);
+      const m = marker();
+      const metered = async () => (await gw.get(`/metered/${m}`, { headers: bearer(user.access) })).status;
+      expect([await metered(), await metered(), await metered()]).toEqual([200, 429, 429]); // the gate counts 3
+      relay.lag(1500);
+      await new Promise((resolve) => setTimeout(resolve, 2500));
+      expect(gw.services.feed.trusted).toBe(false);
+      await sql("UPDATE users SET plan = 'premium' WHERE id = $1", [user.id]);
+      await everywhereWithin([gw], async () => (await metered()) === 200, 1000);
+      expect(await metered()).toBe(200);
+      expect(await metered()).toBe(429); // premium's 3, exactly
+      expect((await usage(user.id)).daily_usage).toBe(3);
+    } finally {
+      relay.lag(0);
+      await relay.close();
+    }
   });
 
   it('admits the per-minute limit once out of a burst over two instances, with Retry-After and the RateLimit fields', async () => {
