@@ -101,9 +101,12 @@ describeWithServices('plan and daily guards', () => {
       expect((await a.get(`/race/${m}`, { headers: bearer(user.access) })).status).toBe(200);
       const pattern = `${testServices!.redisPrefix}daily:${user.id}:*`;
       for (let round = 0; round < 3; round++) {
+        // Another test's instance on the run's Redis may have dropped the gate already: one that
+        // checked today's gates against Postgres between this gate's INCR and its use being
+        // counted (a reconciliation drops gates Postgres does not back yet). Gone either way.
         const keys = await redis.keys(pattern);
-        expect(keys.length).toBe(1);
-        await redis.del(...keys);
+        expect(keys.length).toBeLessThanOrEqual(1);
+        if (keys.length) await redis.del(...keys);
         const res = await (round % 2 ? a : b).get(`/race/${m}`, { headers: bearer(user.access) });
         expect(res.status).toBe(429);
         expect(res.json).toEqual(LIMIT_1);
