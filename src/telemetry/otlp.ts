@@ -29,11 +29,17 @@ class ProtoWriter {
 
   private varint(value: number): void {
     this.room(10);
+    this.pos = this.varintAt(this.pos, value);
+  }
+
+  /** Writes `value` as a varint at `at` (room made by the caller); where it ends. */
+  private varintAt(at: number, value: number): number {
     while (value > 0x7f) {
-      this.buf[this.pos++] = (value & 0x7f) | 0x80;
+      this.buf[at++] = (value & 0x7f) | 0x80;
       value = Math.floor(value / 128);
     }
-    this.buf[this.pos++] = value;
+    this.buf[at] = value;
+    return at + 1;
   }
 
   private tag(field: number, wire: 0 | 1 | 2 | 5): void {
@@ -141,13 +147,7 @@ class ProtoWriter {
       this.buf.copyWithin(lengthAt + lengthBytes, lengthAt + 1, this.pos);
       this.pos += lengthBytes - 1;
     }
-    let at = lengthAt;
-    let rest = length;
-    while (rest > 0x7f) {
-      this.buf[at++] = (rest & 0x7f) | 0x80;
-      rest = Math.floor(rest / 128);
-    }
-    this.buf[at] = rest;
+    this.varintAt(lengthAt, length);
   }
 
   /** Starts a new message: the buffer is reused from one export to the next. */
