@@ -4,7 +4,8 @@
 // real schema (configSchema.parse), as gateway.yaml gives them. End to end: routing.*.test.ts.
 import { describe, expect, it } from 'vitest';
 import { configSchema } from '../../src/config/schema.js';
-import { RouteTable, type Match } from '../../src/routing/routeTable.js';
+import { matchKeys } from '../../src/routing/paths.js';
+import { RouteTable, type CompiledRoute, type Match } from '../../src/routing/routeTable.js';
 
 const ALL_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
 
@@ -44,6 +45,39 @@ describe('RouteTable.match', () => {
 
     it.each([['/racesX'], ['/race'], ['/api'], ['/api/v2/users'], ['/'], ['/nowhere/races']])('%s matches no route', (path) => {
       expect(routes.match('GET', path)).toEqual({ kind: 'none' });
+    });
+
+    // The table looks a path's keys up (its own and its parents'); this is the rule it must keep,
+    // as a scan of every route, longest path first, tried on random tables and paths.
+    it('finds the route a scan of every route finds, on random tables and paths', () => {
+      const segments = ['a', 'b', 'ab', 'A', 'Ab', 'x.json', 'x', 'v1', 'v1.2'];
+      let seed = 7;
+      const random = (n: number) => (seed = (seed * 1103515245 + 12345) % 2 ** 31) % n;
+      const randomPath = (depth: number) => '/' + Array.from({ length: depth }, () => segments[random(segments.length)]).join('/');
+      const scan = (all: readonly CompiledRoute[], key: string) =>
+        all.find((r) => r.key === '/' || key === r.key || (key.startsWith(r.key) && key.charCodeAt(r.key.length) === 0x2f));
+      let compared = 0;
+      for (let t = 0; t < 200; t++) {
+        const paths = new Map<string, string>(); // one route per key, as the schema requires
+        for (let i = random(12); i >= 0; i--) {
+          const path = random(10) === 0 ? '/' : randomPath(1 + random(3));
+          paths.set(path.toLowerCase(), path);
+        }
+        const routes = table([...paths.values()].map((path) => ({ path })));
+        for (let i = 0; i < 50; i++) {
+          const path = randomPath(1 + random(5)) + (random(4) === 0 ? '/' : '');
+          const [key, ...withoutSuffix] = matchKeys(path);
+          let expected = scan(routes.all, key!);
+          for (const shorter of withoutSuffix) {
+            const found = scan(routes.all, shorter);
+            if (found && found.key === shorter && (!expected || found.key.length > expected.key.length)) expected = found;
+          }
+          const match = routes.match('GET', path);
+          expect(match.kind === 'none' ? undefined : match.route.path, `${path} in ${[...paths.values()].join(' ')}`).toBe(expected?.path);
+          if (expected) compared++;
+        }
+      }
+      expect(compared).toBeGreaterThan(2000);
     });
 
     it('tries routes from the longest path to the shortest, whatever their order in the config', () => {
