@@ -26,7 +26,7 @@
 // default 12), BENCH_WARMUP (seconds per target and scenario, default 1), BENCH_CONNECTIONS
 // (default 50), BENCH_USERS (users per group, default 10), BENCH_LOG_LEVEL (the gateway's, default
 // info), BENCH_ONLY (a subset:
-// public,bearer,plan,apikey,daily,rated,minute,assertion,tls,ws,pgbouncer,floor,haproxy,counted,workers,tracing,logins,decisions),
+// public,bearer,plan,apikey,daily,rated,minute,assertion,tls,ws,pgbouncer,floor,haproxy,counted,routes,workers,tracing,logins,decisions),
 // BENCH_KEEP=1 (keep the generated config and the gateway's log),
 // BENCH_GATEWAY_NODE_ARGS / BENCH_BASELINE_NODE_ARGS (node flags, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"),
 // DATABASE_URL, REDIS_URL.
@@ -197,13 +197,18 @@ async function main() {
     const tracedAdmin = await freePort();
     const traced = await startGateway(tmp, 'gateway-traced', { ...config, server: { ...config.server, port: await freePort() }, admin: { ...config.admin, port: tracedAdmin }, decisions: { port: 0 }, telemetry: { otlp: { endpoint: collector.url, sampleRatio: 1 } } }, cleanups);
     const tracedDown = await startGateway(tmp, 'gateway-traced-down', { ...config, server: { ...config.server, port: await freePort() }, decisions: { port: 0 }, telemetry: { otlp: { endpoint: `http://127.0.0.1:${await freePort()}` } } }, cleanups);
+    // A large route table: the same gateway with 2,000 more routes beside /plan's requests, under
+    // the same prefix (as `/api/v1/…` routes share theirs), all on longer paths: a table scanned
+    // longest path first would try every one of them on each request.
+    const manyRoutes = Array.from({ length: EXTRA_ROUTES }, (_, i) => ({ path: `/plan/resource-${i}`, upstream: 'echo', auth: 'required' }));
+    const gatewayRoutes = await startGateway(tmp, 'gateway-routes', { ...config, server: { ...config.server, port: await freePort() }, decisions: { port: 0 }, routes: [...config.routes, ...manyRoutes] }, cleanups);
     // server.workers: 2 against 1, and against nginx with two workers: every process on every core.
     const fleet = storage.postgres ? await startFleet(tmp, config, upstream.url, gateway.decisionsUrl, cleanups) : { skip: 'server.workers needs Postgres (embedded PGlite here)' };
     // The process under test alone on its core, what makes the load on the other (chooseLoader).
     loader.pin(upstream.pid, 'load');
     loader.pin(wsUpstream.pid, 'load');
     loader.pin(collector.pid, 'load');
-    for (const server of [traced, tracedDown, baseline, baselineTls, gateway, gatewayTls, gatewayPooled, floor, haproxy.pid && haproxy].filter(Boolean)) loader.pin(server.pid, 'server');
+    for (const server of [traced, tracedDown, gatewayRoutes, baseline, baselineTls, gateway, gatewayTls, gatewayPooled, floor, haproxy.pid && haproxy].filter(Boolean)) loader.pin(server.pid, 'server');
     for (const server of fleet.skip ? [] : [fleet.one, fleet.two, fleet.nginx]) loader.pin(server.pid, 'all');
     const pro = await Promise.all(data.pro.map((u) => login(gateway.url, u)));
     const used = await Promise.all(data.used.map((u) => login(gateway.url, u)));
@@ -246,6 +251,8 @@ async function main() {
       // Tracing on (every request sampled, exported to a receiver) and to a collector that is down.
       { name: 'bearer + plan, traced (baseline: the gateway untraced)', key: 'tracing', pair: 'traced', route: '/plan', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', targets: { ratio: 0.85 } },
       { name: 'bearer + plan, collector down (baseline: the gateway untraced)', key: 'tracing', pair: 'traced-down', route: '/plan', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', targets: { ratio: 0.95 } },
+      // Matching a path looks up its keys, whatever the number of routes declared.
+      { name: `bearer + plan, ${EXTRA_ROUTES.toLocaleString('en')} more routes declared (baseline: the gateway)`, key: 'routes', pair: 'routes', route: '/plan', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', targets: { ratio: 0.95 } },
       // Unpinned: wrk, the upstream and the servers share both cores.
       { name: 'bearer, workers: 2 (baseline: workers: 1), unpinned', key: 'workers', pair: 'workers', route: '/bearer', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', targets: { ratio: 1.7 } },
       { name: 'public, workers: 2 (baseline: nginx, 2 workers), unpinned', key: 'workers', pair: 'nginx2', route: '/public', headers: () => [{}], expect: 200 },
@@ -259,6 +266,7 @@ async function main() {
       counted: { baseline: { ...gateway, name: 'gateway', route: '/bearer' }, gateway },
       traced: { baseline: { ...gateway, name: 'gateway' }, gateway: traced },
       'traced-down': { baseline: { ...gateway, name: 'gateway' }, gateway: tracedDown },
+      routes: { baseline: { ...gateway, name: 'gateway' }, gateway: gatewayRoutes },
       workers: { baseline: fleet.one, gateway: fleet.two },
       nginx2: { baseline: fleet.nginx && { ...fleet.nginx, name: 'baseline' }, gateway: fleet.two },
     })[scenario.pair] ?? { baseline, gateway };
@@ -458,6 +466,9 @@ async function startPgBouncer(postgresUrl, port, cleanups) {
   }
   throw new Error(`pgbouncer did not start: ${readFileSync(path.join(dir, 'pgbouncer.log'), 'utf8').slice(-2000)}`);
 }
+
+/** Routes the large-table gateway declares beside the bench's. */
+const EXTRA_ROUTES = 2000;
 
 // ── decisions ───────────────────────────────────────────────────────────────────────────────
 const DECISIONS_TARGET = 1.5;
