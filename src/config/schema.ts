@@ -1,6 +1,7 @@
 // The one description of gateway.yaml: zod gives both the validator and the TypeScript type.
 // Durations and sizes are turned into milliseconds and bytes here, so nothing downstream parses them.
 import { z } from 'zod';
+import { normalizePath } from '../routing/paths.js';
 
 const DURATION_UNITS_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
 const SIZE_UNITS = { b: 1, kb: 1024, mb: 1024 ** 2, gb: 1024 ** 3 } as const;
@@ -545,6 +546,17 @@ export const configSchema = z.strictObject({
       }
       if ((route.plans || route.dailyLimit || route.rateLimit) && route.auth !== 'required') {
         ctx.addIssue({ code: 'custom', path: ['routes', i, 'auth'], message: 'plans, dailyLimit and rateLimit need auth: required' });
+      }
+      // Requests are matched in the form normalizePath gives them (`/api//admin/x` as `/api/admin/x`):
+      // a route declared otherwise is never matched, and a shorter route takes what it was to guard.
+      const readAs = normalizePath(route.path, route.encodedSeparators === 'keep');
+      if (readAs !== route.path) {
+        ctx.addIssue({
+          code: 'custom', path: ['routes', i, 'path'],
+          message: readAs === undefined
+            ? `path ${route.path} can never be requested: the gateway refuses such paths (400)`
+            : `path ${route.path} is never requested as written: requests for it are read as ${readAs}, so declare that`,
+        });
       }
       // Paths are matched without regard to case (routeTable.ts, matchKey): /Docs and /docs are one.
       const key = route.path.toLowerCase();

@@ -273,6 +273,22 @@ describe('parseConfig', () => {
       expect(configError('upstreams:\n  app: { url: ftp://x }\n').problems).toEqual(['upstreams.app.url: expected an http:// or https:// URL']);
     });
 
+    // Requests are matched as normalizePath reads them: with a public /api, a guarded `/api//admin`
+    // guarded nothing, as `/api//admin/x` is read (and forwarded) as `/api/admin/x`, which /api took.
+    it('a route path no request is read as: refused, with the form requests take', () => {
+      const problems = (path: string, extra = '') => configError(`${ROUTES}  - { path: '${path}', upstream: app${extra} }\n`).problems;
+      expect(problems('/api//admin')).toEqual(['routes[0].path: path /api//admin is never requested as written: requests for it are read as /api/admin, so declare that']);
+      expect(problems('/x/./y')).toEqual(['routes[0].path: path /x/./y is never requested as written: requests for it are read as /x/y, so declare that']);
+      expect(problems('/r/../s')).toEqual(['routes[0].path: path /r/../s is never requested as written: requests for it are read as /s, so declare that']);
+      expect(problems('/p/%61dmin')).toEqual(['routes[0].path: path /p/%61dmin is never requested as written: requests for it are read as /p/admin, so declare that']);
+      expect(problems('/café')).toEqual(['routes[0].path: path /café is never requested as written: requests for it are read as /caf%C3%A9, so declare that']);
+      expect(problems('/a%2Fb')).toEqual(['routes[0].path: path /a%2Fb can never be requested: the gateway refuses such paths (400)']);
+      // As requests take them: accepted.
+      for (const path of ['/', '/api/admin', '/API/V1', '/caf%C3%A9', '/a/b.json', '/~user', '/a%20b']) expect(parseConfig(`${ROUTES}  - { path: '${path}', upstream: app }\n`, FILE).routes[0]!.path).toBe(path);
+      // A route that keeps encoded separators is requested with them.
+      expect(parseConfig(`${ROUTES}  - { path: '/a%2Fb', upstream: app, encodedSeparators: keep }\n`, FILE).routes[0]!.path).toBe('/a%2Fb');
+    });
+
     it('storage.redis in its three forms (CONTRACT §9), and what is wrong with one that fits none', () => {
       const redis = (yaml: string) => parseConfig(`storage:\n  redis:${yaml}`, FILE).storage;
       expect(redis(' rediss://:secret@redis.internal:6380/2\n')).toMatchObject({ redis: 'rediss://:secret@redis.internal:6380/2', redisTimeout: 100 });
