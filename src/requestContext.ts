@@ -79,24 +79,21 @@ declare module 'fastify' {
   }
 }
 
+const CONTEXT = Symbol('gateway.requestContext');
+
 /**
  * The public listener's contexts. A WebSocket upgrade is first seen by Node's upgrade dispatch,
  * before fastify's hooks (proxy/websocket.ts), so a context is made on first sight of the raw
  * request, whoever sees it first, and kept with it.
  */
 export class RequestContexts {
-  private readonly made = new WeakMap<IncomingMessage | Http2ServerRequest, RequestContext>();
-
   constructor(private readonly live: Live, private readonly ownMethods: OwnMethods) {}
 
   of(req: IncomingMessage | Http2ServerRequest): RequestContext {
-    let context = this.made.get(req);
-    if (!context) {
-      // req.url as Node read it (fastify's rewriteUrl may have put the canonical form there already: the same).
-      context = requestContext(this.live.current, req.method ?? 'GET', canonicalUrl(req.url ?? '/'), this.ownMethods);
-      this.made.set(req, context);
-    }
-    return context;
+    // Kept on the request itself: a WeakMap entry per request cost more than the context.
+    const held = req as (IncomingMessage | Http2ServerRequest) & { [CONTEXT]?: RequestContext };
+    // req.url as Node read it (fastify's rewriteUrl may have put the canonical form there already: the same).
+    return (held[CONTEXT] ??= requestContext(this.live.current, req.method ?? 'GET', canonicalUrl(req.url ?? '/'), this.ownMethods));
   }
 
   /** The first onRequest hook: every later step reads request.context. */
