@@ -30,7 +30,7 @@ export class RouteTable {
   /**
    * Each key's route and its place in `routes` (the first of a key's routes, as a scan would find
    * it). A path is matched by looking up its own key and each parent key (O(segments)), not by
-   * scanning the routes: with 1,000 routes a scan cost 21 µs a request, a third of its CPU.
+   * scanning the routes: a scan of 1,000 routes sharing the path's prefix cost 21 µs a match.
    */
   private readonly byKey = new Map<string, { route: CompiledRoute; rank: number }>();
 
