@@ -8,7 +8,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { ensureBuilt, gateway } from '../helpers/cli.js';
 import { closeSql, describeWithServices, startTestGateway, testConfig, type TestGateway } from '../helpers/gateway.js';
-import { sparePort } from '../helpers/ports.js';
+import { refusedPort, sparePort } from '../helpers/ports.js';
 
 describeWithServices('gateway health', () => {
   let dir: string;
@@ -63,7 +63,7 @@ describeWithServices('gateway health', () => {
   });
 
   it('exit 1, saying why, when nothing listens, when /healthz is not 200, when it does not answer in time', async () => {
-    const closed = await sparePort();
+    const closed = await refusedPort();
     const failing = await listener((_req, res) => { res.statusCode = 503; res.end(); });
     const silent = await listener(() => { /* never answers */ });
     const [refused, unhealthy, hanging] = await Promise.all([closed, failing, silent].map((p, i) => gateway(['health', '--config', config(`down-${i}.yaml`, `{ host: 127.0.0.1, port: ${p} }`)])));

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { startHoldingUpstream, type HoldingUpstream } from '../helpers/echoUpstream.js';
 import { closeSql, describeWithServices, eventually, marker, startTwoGateways, testConfig, type TestGateway } from '../helpers/gateway.js';
 import { request } from '../helpers/http.js';
-import { sparePort } from '../helpers/ports.js';
+import { refusedPort } from '../helpers/ports.js';
 
 describeWithServices('upstream failures', () => {
   let healthy: HoldingUpstream;
@@ -36,7 +36,7 @@ describeWithServices('upstream failures', () => {
       upstreams: {
         healthy: { url: healthy.url, timeout: '30s' },
         faulty: { url: faulty.url, timeout: '500ms' },
-        refusing: { url: `http://127.0.0.1:${await sparePort()}` },
+        refusing: { url: `http://127.0.0.1:${await refusedPort()}` },
       },
       routes: [
         { path: '/ok', upstream: 'healthy', auth: 'none' },

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import { closeSql, describeWithServices, marker, startTwoGateways, testConfig, type TestGateway } from '../helpers/gateway.js';
 import { streamRequest } from '../helpers/http.js';
-import { sparePort } from '../helpers/ports.js';
+import { refusedPort } from '../helpers/ports.js';
 
 const MB = 1024 * 1024;
 
@@ -31,7 +31,7 @@ describeWithServices('reverse proxy refusals and upstream failures', () => {
       res.on('close', () => clearTimeout(timer));
       return true;
     };
-    const dead = await sparePort();
+    const dead = await refusedPort();
     [a, b] = await startTwoGateways(testConfig({
       server: { bodyLimit: '10mb' },
       upstreams: {

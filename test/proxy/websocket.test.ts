@@ -12,6 +12,7 @@ import {
   type TestGateway, type TestUser,
 } from '../helpers/gateway.js';
 import { startEchoUpstream } from '../helpers/echoUpstream.js';
+import { refusedPort } from '../helpers/ports.js';
 import { opened, refused, startWsUpstream, wsConnect, type TestSocket, type WsUpstream } from '../helpers/wsUpstream.js';
 
 const wsUrl = (gw: TestGateway, path: string) => `${gw.url.replace(/^http/, 'ws')}${path}`;
@@ -230,10 +231,8 @@ describeWithServices('WebSocket routes', () => {
     expect(answer.json).toEqual({ upstream: 'refused' });
     expect(answer.headers['x-upstream']).toBe('ws');
 
-    const gone = await startWsUpstream();
-    const own = await startTestGateway(testConfig({ upstreams: { app: { url: gone.url, timeout: '2s' } }, routes: [{ path: '/ws', upstream: 'app', auth: 'none', websocket: true }] }));
+    const own = await startTestGateway(testConfig({ upstreams: { app: { url: `http://127.0.0.1:${await refusedPort()}`, timeout: '2s' } }, routes: [{ path: '/ws', upstream: 'app', auth: 'none', websocket: true }] }));
     try {
-      await gone.close();
       const away = refused(await wsConnect(wsUrl(own, '/ws/x')));
       expect(away.status).toBe(502);
       expect(away.json).toEqual({ error: 'Service en amont indisponible' });
