@@ -13,7 +13,7 @@ import type { Config } from '../config/schema.js';
 import { errorBody, ERRORS, GatewayError, sendError, type ErrorCode } from '../errors.js';
 import { isJsonType, isValidHost, lenientJson } from '../http.js';
 import { failureLog } from '../logThrottle.js';
-import { AccessLog, lazyChildLogger } from '../logger.js';
+import { AccessLog } from '../logger.js';
 import type { RouteTallies } from '../metrics.js';
 import type { Decision } from '../pipeline.js';
 import { isUnavailable } from '../storage/db.js';
@@ -168,9 +168,9 @@ export function listenerOptions(log: Logger) {
     // A URL the router cannot decode (`/x/%`) gets the catalog's 400, not fastify's own body.
     frameworkErrors: (_error, _request, reply) => sendError(reply, 'badRequest'),
     // One access line per request instead of two, at debug, and request.log made on first use
-    // (src/logger.ts): logging was the largest per-request cost after the proxying itself.
+    // (createLogger's child, src/logger.ts): logging was the largest per-request cost after the
+    // proxying itself.
     logController: new AccessLog(),
-    childLoggerFactory: lazyChildLogger,
   } satisfies FastifyHttpOptions<Server> & { loggerInstance: FastifyBaseLogger };
 }
 
