@@ -55,6 +55,38 @@ export async function runUpstream(describe) {
   process.on('SIGTERM', () => process.exit(0));
 }
 
+// ── child: the Node floor ───────────────────────────────────────────────────────────────────
+// What any Node proxy pays before doing anything of its own: node:http in, undici's dispatcher
+// out (the gateway's own relay path, src/proxy/relay.ts), headers passed through, no logic.
+/** `pool`: the undici Pool options, the gateway's own (src/proxy/forwarder.ts UPSTREAM_POOL). */
+export async function runFloor(upstream, pool) {
+  const { default: http } = await import('node:http');
+  const { Pool } = await import('undici');
+  const upstreamPool = new Pool(upstream, pool);
+  const server = http.createServer((req, res) => {
+    const headers = { ...req.headers };
+    delete headers.connection;
+    delete headers['keep-alive'];
+    upstreamPool.dispatch({ path: req.url, method: req.method, headers, body: req.method === 'GET' || req.method === 'HEAD' ? null : req }, {
+      onRequestStart() {},
+      onResponseStart(_controller, status, upstreamHeaders) {
+        delete upstreamHeaders.connection;
+        delete upstreamHeaders['keep-alive'];
+        res.writeHead(status, upstreamHeaders);
+      },
+      onResponseData(_controller, chunk) { res.write(chunk); },
+      onResponseEnd() { res.end(); },
+      onResponseError() { if (!res.headersSent) res.writeHead(502); res.end(); },
+    });
+  });
+  server.keepAliveTimeout = 65_000;
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  process.send({ port: server.address().port });
+  const stop = () => { server.close(); upstreamPool.close().finally(() => process.exit(0)); };
+  process.on('disconnect', stop);
+  process.on('SIGTERM', stop);
+}
+
 // ── storage: a database and Redis prefix of the run's own, or embedded ─────────────────────
 /** `tag` names the database and key prefix (gw_<tag>_<random>), so leftovers say whose they are. */
 export async function prepareStorage(tmp, cleanups, tag) {
@@ -146,7 +178,7 @@ export async function seed(storage, { tag, password, users, free }) {
 
 // How `npm start`, the Dockerfile and the bin run the gateway (docs/operating.md): measured as
 // deployed, and every other Node process of the bench launched alike.
-const NODE_FLAGS = ['--max-semi-space-size=32'];
+export const NODE_FLAGS = ['--max-semi-space-size=32'];
 
 // ── processes ───────────────────────────────────────────────────────────────────────────────
 /**

@@ -38,7 +38,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { spawn } from 'node:child_process';
 import {
-  baseConfig, createCleanups, freePort, httpClient, positive, prepareStorage, runUpstream, seed, sleep, spawnGateway, startChild, stopProcess, waitForGateway, writeConfig,
+  baseConfig, createCleanups, freePort, httpClient, positive, prepareStorage, runFloor, runUpstream, seed, sleep, spawnGateway, startChild, stopProcess, waitForGateway, writeConfig,
 } from './common.mjs';
 import { localPgBouncerIni } from './pgbouncerIni.mjs';
 
@@ -84,37 +84,6 @@ async function runBaseline(upstream, certDir) {
   await app.listen({ host: '127.0.0.1', port: 0 });
   process.send({ port: app.server.address().port });
   const stop = () => app.close().finally(() => process.exit(0));
-  process.on('disconnect', stop);
-  process.on('SIGTERM', stop);
-}
-
-// ── child: the Node floor ───────────────────────────────────────────────────────────────────
-// What any Node proxy pays before doing anything of its own: node:http in, undici's dispatcher
-// out (the gateway's own relay path, src/proxy/relay.ts), headers passed through, no logic.
-async function runFloor(upstream) {
-  const { default: http } = await import('node:http');
-  const { Pool } = await import('undici');
-  const pool = new Pool(upstream, UNDICI);
-  const server = http.createServer((req, res) => {
-    const headers = { ...req.headers };
-    delete headers.connection;
-    delete headers['keep-alive'];
-    pool.dispatch({ path: req.url, method: req.method, headers, body: req.method === 'GET' || req.method === 'HEAD' ? null : req }, {
-      onRequestStart() {},
-      onResponseStart(_controller, status, upstreamHeaders) {
-        delete upstreamHeaders.connection;
-        delete upstreamHeaders['keep-alive'];
-        res.writeHead(status, upstreamHeaders);
-      },
-      onResponseData(_controller, chunk) { res.write(chunk); },
-      onResponseEnd() { res.end(); },
-      onResponseError() { if (!res.headersSent) res.writeHead(502); res.end(); },
-    });
-  });
-  server.keepAliveTimeout = 65_000;
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-  process.send({ port: server.address().port });
-  const stop = () => { server.close(); pool.close().finally(() => process.exit(0)); };
   process.on('disconnect', stop);
   process.on('SIGTERM', stop);
 }
@@ -1120,7 +1089,7 @@ function printLoginRun({ quiet, busy, logins }) {
 if (role === 'upstream') await runUpstream(echoIdentity);
 else if (role === 'wsupstream') await runWsUpstream();
 else if (role === 'baseline') await runBaseline(process.argv[4], process.argv[5]);
-else if (role === 'floor') await runFloor(process.argv[4]);
+else if (role === 'floor') await runFloor(process.argv[4], UNDICI);
 else if (role === 'collector') await runUpstream(() => ({}));
 else if (role === 'logins') runLoginDriver(process.argv[4]);
 else await main();

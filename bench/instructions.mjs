@@ -1,0 +1,235 @@
+#!/usr/bin/env node
+// npm run instructions: what one proxied request costs in CPU instructions, the gateway against the
+// Node floor, counted by valgrind's callgrind. npm run bench's req/s and CPU µs move with whatever
+// else the machine does; an instruction count does not, so a change that saves 2 % shows as 2 %
+// here, and the report names the functions the difference is spent in (docs/benchmark.md,
+// "Instructions a request").
+//
+// Each target runs under callgrind with V8's --single-threaded and --perf-basic-prof, besides the
+// flags every bench process gets: compiles then run on the measured thread, and would be counted
+// if the warm-up did not outlast them, and JIT code is named from V8's /tmp/perf-<pid>.map. One
+// keep-alive connection sends INSTR_WARMUP requests (60,000: after 15,000 TurboFan still took 40 %
+// of the window), then INSTR_REQUESTS (5,000) are counted. Targets, each a process of its own: the
+// Node floor (bench/common.mjs) on /public; the gateway on /public (auth: none); the gateway on
+// /bearer. The compilers' and
+// the garbage collector's shares of each window are reported apart and the ratios are taken
+// without them: a major collection falls in one window and not the next, and would move a ratio
+// by 20 % by itself. INSTR_TOP (25): how many functions each comparison lists.
+// INSTR_KEEP=1 keeps the callgrind files (callgrind_annotate, kcachegrind) and names their folder.
+// Needs valgrind (Debian package valgrind); Postgres and Redis when they answer, as npm run bench.
+import { execFileSync, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { baseConfig, createCleanups, freePort, httpClient, NODE_FLAGS, positive, prepareStorage, ROOT, seed, sleep, startChild, stopProcess, writeConfig } from './common.mjs';
+
+const RUN = path.join(path.dirname(fileURLToPath(import.meta.url)), 'run.mjs');
+const env = process.env;
+const WARMUP = Math.round(positive(env.INSTR_WARMUP, 60_000));
+const REQUESTS = Math.round(positive(env.INSTR_REQUESTS, 5_000));
+const TOP = Math.round(positive(env.INSTR_TOP, 25));
+const PASSWORD = 'instructions-password-0123';
+// Above this share of a window, V8 was still compiling what the window measures.
+const COMPILER_SHARE_LIMIT = 0.02;
+const COMPILER = /compiler::|maglev::|turboshaft::/i;
+const GARBAGE_COLLECTOR = /Heap::|heap::|Scaveng|MarkCompact|Marking|Sweeper|Evacuat|RememberedSet|RecordMigratedSlot|LiveObjectVisitor|RootVisitor|RootScavenge|IterateObjectCache|GCTracer/;
+
+function hasValgrind() {
+  try {
+    execFileSync('valgrind', ['--version'], { stdio: 'ignore' });
+    execFileSync('callgrind_control', ['--version'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** `node ...args` under callgrind, instrumentation off until switched on; dumps go to `${out}.1`, `${out}.2`… */
+function underCallgrind(out, args, cleanups, options = {}) {
+  const child = spawn('valgrind', ['-q', '--tool=callgrind', '--instr-atstart=no', `--callgrind-out-file=${out}`, process.execPath, ...NODE_FLAGS, '--single-threaded', '--perf-basic-prof', ...args], {
+    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+    ...options,
+  });
+  cleanups.push(async () => {
+    await stopProcess(child);
+    rmSync(`/tmp/perf-${child.pid}.map`, { force: true });
+  });
+  return child;
+}
+
+const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+
+function get(url, pathname, headers) {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: hostname, port, path: pathname, headers, agent }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/** Polls url+pathname until it answers 200: under valgrind a start takes tens of seconds. */
+async function answering(child, url, pathname) {
+  const deadline = Date.now() + 300_000;
+  while (Date.now() < deadline && child.exitCode === null) {
+    if (await get(url, pathname, {}).catch(() => 0) === 200) return;
+    await sleep(1000);
+  }
+  throw new Error(`${url}${pathname} never answered 200 under valgrind`);
+}
+
+async function send(url, pathname, headers, times) {
+  for (let i = 0; i < times; i++) {
+    const status = await get(url, pathname, headers);
+    if (status !== 200) throw new Error(`${pathname} answered ${status}`);
+  }
+}
+
+/** Counts REQUESTS requests of `pathname` in one window of the process `pid` (the warm-up done). */
+async function countWindow(pid, url, pathname, headers) {
+  execFileSync('callgrind_control', ['-i', 'on', String(pid)], { stdio: 'ignore' });
+  await send(url, pathname, headers, REQUESTS);
+  execFileSync('callgrind_control', ['-d', String(pid)], { stdio: 'ignore' });
+  execFileSync('callgrind_control', ['-i', 'off', String(pid)], { stdio: 'ignore' });
+}
+
+// ── reading a dump ─────────────────────────────────────────────────────────────────────────
+/** JIT code ranges of the process that wrote `dump`, from V8's perf map: the entry written last wins. */
+function jitNames(dump) {
+  const pid = /^pid: (\d+)$/m.exec(readFileSync(dump, 'utf8').slice(0, 4000))?.[1];
+  const file = `/tmp/perf-${pid}.map`;
+  const entries = existsSync(file)
+    ? readFileSync(file, 'utf8').split('\n').filter(Boolean).map((line, order) => {
+      const [start, size, ...name] = line.split(' ');
+      return { start: parseInt(start, 16), end: parseInt(start, 16) + parseInt(size, 16), name: name.join(' '), order };
+    })
+    : [];
+  return (address) => {
+    let found;
+    for (const e of entries) if (e.start <= address && address < e.end && (!found || e.order > found.order)) found = e;
+    return found?.name ?? `0x${address.toString(16)}`;
+  };
+}
+
+/** Instructions a request by function (own instructions, not callees'; the compilers' and collector's apart), and the window's totals. */
+function profile(dump) {
+  const text = execFileSync('callgrind_annotate', ['--threshold=100', dump], { maxBuffer: 512 * 1024 * 1024, encoding: 'utf8' });
+  const nameOf = jitNames(dump);
+  const byFunction = new Map();
+  let compiler = 0;
+  let collector = 0;
+  for (const line of text.split('\n')) {
+    const m = /^\s*([\d,]+) \(\s*[\d.]+%\)\s+(.*)$/.exec(line);
+    if (!m || m[2].includes('PROGRAM TOTALS')) continue;
+    const count = Number(m[1].replaceAll(',', '')) / REQUESTS;
+    const jit = /^\?\?\?:0x([0-9a-f]+) \[\?\?\?\]$/.exec(m[2]);
+    const name = jit ? nameOf(parseInt(jit[1], 16)) : m[2].replace(/ \[[^\]]*\]$/, '').replace(/^\?\?\?:/, '');
+    if (COMPILER.test(name)) compiler += count;
+    else if (GARBAGE_COLLECTOR.test(name)) collector += count;
+    else byFunction.set(name, (byFunction.get(name) ?? 0) + count);
+  }
+  const work = [...byFunction.values()].reduce((a, b) => a + b, 0);
+  return { byFunction, work, compiler, collector, total: work + compiler + collector };
+}
+
+function grewMost(from, to) {
+  const names = new Set([...from.byFunction.keys(), ...to.byFunction.keys()]);
+  return [...names]
+    .map((name) => ({ name, delta: (to.byFunction.get(name) ?? 0) - (from.byFunction.get(name) ?? 0) }))
+    .sort((a, b) => b.delta - a.delta)
+    .slice(0, TOP);
+}
+
+const int = (n) => Math.round(n).toLocaleString('en');
+
+// ── the targets ────────────────────────────────────────────────────────────────────────────
+async function measureFloor(tmp, upstreamUrl, cleanups) {
+  const out = path.join(tmp, 'floor.out');
+  const floor = underCallgrind(out, [RUN, '--role', 'floor', upstreamUrl], cleanups);
+  const port = await new Promise((resolve, reject) => {
+    floor.once('message', (message) => resolve(message.port));
+    floor.once('exit', (code) => reject(new Error(`the floor exited (${code}) before listening`)));
+  });
+  const url = `http://127.0.0.1:${port}`;
+  await send(url, '/public', {}, WARMUP);
+  await countWindow(floor.pid, url, '/public', {});
+  await stopProcess(floor);
+  return profile(`${out}.1`);
+}
+
+/**
+ * A gateway of its own for each route, sent that route alone, as the floor is: with two routes
+ * in turn, V8 was still optimizing code for both after 60,000 requests of each.
+ */
+async function measureGateway(tmp, route, storage, upstreamUrl, secret, credentials, cleanups) {
+  const port = await freePort();
+  const configFile = path.join(tmp, `gateway-${route}.json`);
+  writeConfig(configFile, {
+    ...baseConfig(port, storage),
+    auth: { jwt: { algorithm: 'HS256', secret }, rateLimit: { max: 0 } },
+    upstreams: { echo: { url: upstreamUrl, timeout: '30s' } },
+    routes: [
+      { path: '/public', upstream: 'echo', auth: 'none' },
+      { path: '/bearer', upstream: 'echo', auth: 'required' },
+    ],
+  });
+  const out = path.join(tmp, `gateway-${route}.out`);
+  const gateway = underCallgrind(out, [path.join(ROOT, 'dist/cli.js'), 'start', '--config', configFile], cleanups, {
+    env: { PATH: env.PATH, HOME: env.HOME, NODE_ENV: 'production', LOG_LEVEL: 'warn' },
+  });
+  const url = `http://127.0.0.1:${port}`;
+  await answering(gateway, url, '/public');
+  const headers = await credentials(url);
+  await send(url, `/${route}`, headers, WARMUP);
+  await countWindow(gateway.pid, url, `/${route}`, headers);
+  await stopProcess(gateway);
+  return profile(`${out}.1`);
+}
+
+// ── main ───────────────────────────────────────────────────────────────────────────────────
+async function main() {
+  if (!hasValgrind()) {
+    console.log('valgrind is not installed (Debian package valgrind): nothing counted.');
+    return;
+  }
+  if (!existsSync(path.join(ROOT, 'dist/cli.js'))) throw new Error('dist/cli.js is missing: npm run build first');
+  const { cleanups, cleanup } = createCleanups();
+  const tmp = mkdtempSync(path.join(os.tmpdir(), 'gw-instructions-'));
+  if (env.INSTR_KEEP !== '1') cleanups.push(async () => rmSync(tmp, { recursive: true, force: true }));
+  try {
+    const storage = await prepareStorage(tmp, cleanups, 'instr');
+    const upstream = await startChild(RUN, 'upstream', [], cleanups);
+    const { pro: [user] } = await seed(storage, { tag: 'instr', password: PASSWORD, users: 1, free: async () => [] });
+    console.log(`Storage: ${storage.label}. ${int(WARMUP)} requests of warm-up, then ${int(REQUESTS)} counted, on one keep-alive connection.\n`);
+
+    const floorProfile = await measureFloor(tmp, upstream.url, cleanups);
+    const secret = randomBytes(48).toString('base64url');
+    const publicProfile = await measureGateway(tmp, 'public', storage, upstream.url, secret, async () => ({}), cleanups);
+    const bearerProfile = await measureGateway(tmp, 'bearer', storage, upstream.url, secret, async (url) => {
+      const { access } = await httpClient({ maxSockets: 1 }).login(url, user);
+      return { authorization: `Bearer ${access}` };
+    }, cleanups);
+    console.log('| target | instructions a request | without compilers and collector | floor ÷ target, without | compilers | collector |');
+    console.log('|---|---:|---:|---:|---:|---:|');
+    for (const [name, p] of [['Node floor, /public', floorProfile], ['gateway, /public (auth: none)', publicProfile], ['gateway, /bearer', bearerProfile]]) {
+      console.log(`| ${name} | ${int(p.total)} | ${int(p.work)} | ${(floorProfile.work / p.work).toFixed(2)} | ${int(p.compiler)} | ${int(p.collector)} |`);
+    }
+    const compiling = [floorProfile, publicProfile, bearerProfile].some((p) => p.compiler > COMPILER_SHARE_LIMIT * p.total);
+    if (compiling) console.log(`\nV8 was still compiling in a window (over ${100 * COMPILER_SHARE_LIMIT} % of it). The ratios leave compiles out, but code that\nwas not optimized yet may still weigh in the lists below: a larger INSTR_WARMUP tells.`);
+    for (const [title, from, to] of [['the Node floor to the gateway\'s /public', floorProfile, publicProfile], ['the gateway\'s /public to its /bearer', publicProfile, bearerProfile]]) {
+      console.log(`\nOwn instructions a request that grew the most, from ${title} (${int(to.work - from.work)} in all, without compilers and collector):`);
+      for (const { name, delta } of grewMost(from, to)) console.log(`${int(delta).padStart(8)}  ${name}`);
+    }
+    if (env.INSTR_KEEP === '1') console.log(`\nCallgrind files kept in ${tmp}.`);
+  } finally {
+    await cleanup();
+  }
+}
+
+await main();
