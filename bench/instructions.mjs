@@ -11,10 +11,10 @@
 // keep-alive connection sends INSTR_WARMUP requests (60,000: after 15,000 TurboFan still took 40 %
 // of the window), then INSTR_REQUESTS (5,000) are counted. Targets, each a process of its own: the
 // Node floor (bench/common.mjs) on /public; the gateway on /public (auth: none); the gateway on
-// /bearer. The compilers' and
-// the garbage collector's shares of each window are reported apart and the ratios are taken
-// without them: a major collection falls in one window and not the next, and would move a ratio
-// by 20 % by itself. INSTR_TOP (25): how many functions each comparison lists.
+// /bearer. The compilers' and the garbage collector's shares of each window are reported apart
+// and the ratios are taken without them: a major collection falls in one window and not the
+// next, and would move a ratio by 20 % by itself. INSTR_TOP (25): how many functions each
+// comparison lists.
 // INSTR_KEEP=1 keeps the callgrind files (callgrind_annotate, kcachegrind) and names their folder.
 // Needs valgrind (Debian package valgrind); Postgres and Redis when they answer, as npm run bench.
 import { execFileSync, spawn } from 'node:child_process';
