@@ -236,9 +236,9 @@ export function spawnGateway(configFile, { nodeArgs = [], stdio, logLevel }, cle
   return child;
 }
 
-/** Polls GET url+pathname for a 200 for up to a minute; false when the process exits or time runs out. */
-export async function waitForGateway(send, child, url, pathname) {
-  const deadline = Date.now() + 60_000;
+/** Polls GET url+pathname for a 200 for up to `timeoutMs` (a minute); false when the process exits or time runs out. */
+export async function waitForGateway(send, child, url, pathname, timeoutMs = 60_000) {
+  const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (child.exitCode !== null) break;
     const res = await send(url, 'GET', pathname).catch(() => null);

@@ -20,11 +20,10 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { baseConfig, createCleanups, freePort, httpClient, NODE_FLAGS, positive, prepareStorage, ROOT, seed, sleep, startChild, stopProcess, writeConfig } from './common.mjs';
+import { baseConfig, createCleanups, freePort, httpClient, NODE_FLAGS, positive, prepareStorage, ROOT, seed, startChild, stopProcess, waitForGateway, writeConfig } from './common.mjs';
 
 const RUN = path.join(path.dirname(fileURLToPath(import.meta.url)), 'run.mjs');
 const env = process.env;
@@ -60,33 +59,14 @@ function underCallgrind(out, args, cleanups, options = {}) {
   return child;
 }
 
-const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-
-function get(url, pathname, headers) {
-  const { hostname, port } = new URL(url);
-  return new Promise((resolve, reject) => {
-    const req = http.request({ host: hostname, port, path: pathname, headers, agent }, (res) => {
-      res.resume();
-      res.on('end', () => resolve(res.statusCode));
-    });
-    req.on('error', reject);
-    req.end();
-  });
-}
-
-/** Polls url+pathname until it answers 200: under valgrind a start takes tens of seconds. */
-async function answering(child, url, pathname) {
-  const deadline = Date.now() + 300_000;
-  while (Date.now() < deadline && child.exitCode === null) {
-    if (await get(url, pathname, {}).catch(() => 0) === 200) return;
-    await sleep(1000);
-  }
-  throw new Error(`${url}${pathname} never answered 200 under valgrind`);
-}
+// One keep-alive connection for everything sent to the targets.
+const { send: request, login } = httpClient({ maxSockets: 1 });
+// Under valgrind a gateway takes tens of seconds to start.
+const START_TIMEOUT_MS = 300_000;
 
 async function send(url, pathname, headers, times) {
   for (let i = 0; i < times; i++) {
-    const status = await get(url, pathname, headers);
+    const { status } = await request(url, 'GET', pathname, { headers });
     if (status !== 200) throw new Error(`${pathname} answered ${status}`);
   }
 }
@@ -184,7 +164,7 @@ async function measureGateway(tmp, route, storage, upstreamUrl, secret, credenti
     env: { PATH: env.PATH, HOME: env.HOME, NODE_ENV: 'production', LOG_LEVEL: 'warn' },
   });
   const url = `http://127.0.0.1:${port}`;
-  await answering(gateway, url, '/public');
+  if (!(await waitForGateway(request, gateway, url, '/public', START_TIMEOUT_MS))) throw new Error(`the gateway under valgrind never answered ${url}/public`);
   const headers = await credentials(url);
   await send(url, `/${route}`, headers, WARMUP);
   await countWindow(gateway.pid, url, `/${route}`, headers);
@@ -212,7 +192,7 @@ async function main() {
     const secret = randomBytes(48).toString('base64url');
     const publicProfile = await measureGateway(tmp, 'public', storage, upstream.url, secret, async () => ({}), cleanups);
     const bearerProfile = await measureGateway(tmp, 'bearer', storage, upstream.url, secret, async (url) => {
-      const { access } = await httpClient({ maxSockets: 1 }).login(url, user);
+      const { access } = await login(url, user);
       return { authorization: `Bearer ${access}` };
     }, cleanups);
     console.log('| target | instructions a request | without compilers and collector | floor ÷ target, without | compilers | collector |');
