@@ -15,11 +15,12 @@
 // and the ratios are taken without them: a major collection falls in one window and not the
 // next, and would move a ratio by 20 % by itself. INSTR_TOP (25): how many functions each
 // comparison lists.
-// INSTR_KEEP=1 keeps the callgrind files (callgrind_annotate, kcachegrind) and names their folder.
+// INSTR_KEEP=1 keeps the callgrind files (callgrind_annotate, kcachegrind) and V8's perf maps that
+// name their JIT code, and names their folder.
 // Needs valgrind (Debian package valgrind); Postgres and Redis when they answer, as npm run bench.
 import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -54,7 +55,10 @@ function underCallgrind(out, args, cleanups, options = {}) {
   });
   cleanups.push(async () => {
     await stopProcess(child);
-    rmSync(`/tmp/perf-${child.pid}.map`, { force: true });
+    // Kept beside the dumps with INSTR_KEEP=1: they name the JIT code in callgrind_annotate's output.
+    const map = `/tmp/perf-${child.pid}.map`;
+    if (env.INSTR_KEEP === '1' && existsSync(map)) copyFileSync(map, path.join(path.dirname(out), path.basename(map)));
+    rmSync(map, { force: true });
   });
   return child;
 }
