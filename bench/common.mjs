@@ -58,20 +58,42 @@ export async function runUpstream(describe) {
 // ── child: the Node floor ───────────────────────────────────────────────────────────────────
 // What any Node proxy pays before doing anything of its own: node:http in, undici's dispatcher
 // out (the gateway's own relay path, src/proxy/relay.ts), headers passed through, no logic.
-/** `pool`: the undici Pool options, the gateway's own (src/proxy/forwarder.ts UPSTREAM_POOL). */
-export async function runFloor(upstream, pool) {
+// With `contract`, it also does the least CONTRACT §3 asks of every forwarded request: the
+// upstream told X-Forwarded-For, -Proto and -Host and an X-Request-Id, which the client's answer
+// carries too; with `contract: 'authenticated'`, also the four identity headers (fixed values: no
+// token is read) and Authorization not forwarded. No guard, no header rule: the most any gateway
+// of the contract can reach on a public route, and on an authenticated one.
+const CONTRACT_IDENTITY = { 'x-user-id': '1', 'x-user-plan': 'pro', 'x-user-email': 'floor@example.com', 'x-auth-method': 'bearer' };
+/**
+ * `pool`: the undici Pool options, the gateway's own (src/proxy/forwarder.ts UPSTREAM_POOL);
+ * `contract`: 'public' or 'authenticated' (above), or none.
+ */
+export async function runFloor(upstream, pool, { contract } = {}) {
   const { default: http } = await import('node:http');
+  const { randomUUID } = await import('node:crypto');
   const { Pool } = await import('undici');
   const upstreamPool = new Pool(upstream, pool);
   const server = http.createServer((req, res) => {
     const headers = { ...req.headers };
     delete headers.connection;
     delete headers['keep-alive'];
+    const requestId = contract ? randomUUID() : undefined;
+    if (contract) {
+      headers['x-forwarded-for'] = req.socket.remoteAddress;
+      headers['x-forwarded-proto'] = 'http';
+      if (req.headers.host) headers['x-forwarded-host'] = req.headers.host;
+      headers['x-request-id'] = requestId;
+      if (contract === 'authenticated') {
+        delete headers.authorization;
+        Object.assign(headers, CONTRACT_IDENTITY);
+      }
+    }
     upstreamPool.dispatch({ path: req.url, method: req.method, headers, body: req.method === 'GET' || req.method === 'HEAD' ? null : req }, {
       onRequestStart() {},
       onResponseStart(_controller, status, upstreamHeaders) {
         delete upstreamHeaders.connection;
         delete upstreamHeaders['keep-alive'];
+        if (contract) upstreamHeaders['x-request-id'] = requestId;
         res.writeHead(status, upstreamHeaders);
       },
       onResponseData(_controller, chunk) { res.write(chunk); },

@@ -9,10 +9,12 @@
 // flags every bench process gets: compiles then run on the measured thread, and would be counted
 // if the warm-up did not outlast them, and JIT code is named from V8's /tmp/perf-<pid>.map. One
 // keep-alive connection sends INSTR_WARMUP requests (60,000: after 15,000 TurboFan still took 40 %
-// of the window), then INSTR_REQUESTS (5,000) are counted. Targets, each a process of its own: the
-// Node floor (bench/common.mjs) on /public; the gateway on /public (auth: none); the gateway on
-// /bearer. The compilers' and the garbage collector's shares of each window are reported apart
-// and the ratios are taken without them: a major collection falls in one window and not the
+// of the window), then INSTR_REQUESTS (5,000) are counted. Targets, each a process of its own: a
+// gateway sent only /public (auth: none), one sent only /bearer, and for each of them the Node
+// floor (bench/common.mjs) and the floor doing the least the contract asks of such a request (the
+// ceiling of the gateway's ratio), sent the same requests; each ratio is to the floor sent the
+// same requests. The compilers' and the garbage collector's shares of each window are reported
+// apart and the ratios are taken without them: a major collection falls in one window and not the
 // next, and would move a ratio by 20 % by itself. INSTR_TOP (25): how many functions each
 // comparison lists.
 // INSTR_KEEP=1 keeps the callgrind files (callgrind_annotate, kcachegrind) and V8's perf maps that
@@ -133,16 +135,17 @@ function grewMost(from, to) {
 const int = (n) => Math.round(n).toLocaleString('en');
 
 // ── the targets ────────────────────────────────────────────────────────────────────────────
-async function measureFloor(tmp, upstreamUrl, cleanups) {
-  const out = path.join(tmp, 'floor.out');
-  const floor = underCallgrind(out, [RUN, '--role', 'floor', upstreamUrl], cleanups);
+/** `role`: floor, or floor-public and floor-authenticated, the floor doing the least the contract asks (bench/common.mjs), sent `pathname` with `headers`. */
+async function measureFloor(tmp, upstreamUrl, cleanups, role = 'floor', pathname = '/public', headers = {}) {
+  const out = path.join(tmp, `${role}.out`);
+  const floor = underCallgrind(out, [RUN, '--role', role, upstreamUrl], cleanups);
   const port = await new Promise((resolve, reject) => {
     floor.once('message', (message) => resolve(message.port));
     floor.once('exit', (code) => reject(new Error(`the floor exited (${code}) before listening`)));
   });
   const url = `http://127.0.0.1:${port}`;
-  await send(url, '/public', {}, WARMUP);
-  await countWindow(floor.pid, url, '/public', {});
+  await send(url, pathname, headers, WARMUP);
+  await countWindow(floor.pid, url, pathname, headers);
   await stopProcess(floor);
   return profile(`${out}.1`);
 }
@@ -193,18 +196,32 @@ async function main() {
     console.log(`Storage: ${storage.label}. ${int(WARMUP)} requests of warm-up, then ${int(REQUESTS)} counted, on one keep-alive connection.\n`);
 
     const floorProfile = await measureFloor(tmp, upstream.url, cleanups);
+    const contractProfile = await measureFloor(tmp, upstream.url, cleanups, 'floor-public');
     const secret = randomBytes(48).toString('base64url');
     const publicProfile = await measureGateway(tmp, 'public', storage, upstream.url, secret, async () => ({}), cleanups);
+    let bearer;
     const bearerProfile = await measureGateway(tmp, 'bearer', storage, upstream.url, secret, async (url) => {
       const { access } = await login(url, user);
-      return { authorization: `Bearer ${access}` };
+      return (bearer = { authorization: `Bearer ${access}` });
     }, cleanups);
+    // The gateway's /bearer requests, Authorization and all, as npm run bench sends both sides: the token is not read.
+    const floorBearerProfile = await measureFloor(tmp, upstream.url, cleanups, 'floor', '/bearer', bearer);
+    const contractAuthenticatedProfile = await measureFloor(tmp, upstream.url, cleanups, 'floor-authenticated', '/bearer', bearer);
+    // Each row against the floor sent the same requests.
+    const rows = [
+      ['Node floor, /public', floorProfile, floorProfile],
+      ['the contract\'s least, public: the floor + forwarding headers and request id', contractProfile, floorProfile],
+      ['gateway, /public (auth: none)', publicProfile, floorProfile],
+      ['Node floor, /bearer (its token not read)', floorBearerProfile, floorBearerProfile],
+      ['the contract\'s least, authenticated: also identity headers', contractAuthenticatedProfile, floorBearerProfile],
+      ['gateway, /bearer', bearerProfile, floorBearerProfile],
+    ];
     console.log('| target | instructions a request | without compilers and collector | floor ÷ target, without | compilers | collector |');
     console.log('|---|---:|---:|---:|---:|---:|');
-    for (const [name, p] of [['Node floor, /public', floorProfile], ['gateway, /public (auth: none)', publicProfile], ['gateway, /bearer', bearerProfile]]) {
-      console.log(`| ${name} | ${int(p.total)} | ${int(p.work)} | ${(floorProfile.work / p.work).toFixed(2)} | ${int(p.compiler)} | ${int(p.collector)} |`);
+    for (const [name, p, floor] of rows) {
+      console.log(`| ${name} | ${int(p.total)} | ${int(p.work)} | ${(floor.work / p.work).toFixed(2)} | ${int(p.compiler)} | ${int(p.collector)} |`);
     }
-    const compiling = [floorProfile, publicProfile, bearerProfile].some((p) => p.compiler > COMPILER_SHARE_LIMIT * p.total);
+    const compiling = rows.map(([, p]) => p).some((p) => p.compiler > COMPILER_SHARE_LIMIT * p.total);
     if (compiling) console.log(`\nV8 was still compiling in a window (over ${100 * COMPILER_SHARE_LIMIT} % of it). The ratios leave compiles out, but code that\nwas not optimized yet may still weigh in the lists below: a larger INSTR_WARMUP tells.`);
     for (const [title, from, to] of [['the Node floor to the gateway\'s /public', floorProfile, publicProfile], ['the gateway\'s /public to its /bearer', publicProfile, bearerProfile]]) {
       console.log(`\nOwn instructions a request that grew the most, from ${title} (${int(to.work - from.work)} in all, without compilers and collector):`);

@@ -22,10 +22,10 @@
 //
 // Environment: BENCH_LOADER (wrk or autocannon), BENCH_SECONDS (per round, default 3),
 // BENCH_ROUNDS (rounds per target, default 6), BENCH_TARGET_ROUNDS (the same for the scenarios that
-// carry a target, default 12), BENCH_LOGIN_ROUNDS (pairs of bearer rounds without and with logins,
-// default 12), BENCH_WARMUP (seconds per target and scenario, default 1), BENCH_CONNECTIONS
-// (default 50), BENCH_USERS (users per group, default 10), BENCH_LOG_LEVEL (the gateway's, default
-// info), BENCH_ONLY (a subset:
+// carry a target or stand for one's ceiling, default 12), BENCH_LOGIN_ROUNDS (pairs of bearer
+// rounds without and with logins, default 12), BENCH_WARMUP (seconds per target and scenario,
+// default 1), BENCH_CONNECTIONS (default 50), BENCH_USERS (users per group, default 10),
+// BENCH_LOG_LEVEL (the gateway's, default info), BENCH_ONLY (a subset:
 // public,bearer,plan,apikey,daily,rated,minute,assertion,tls,ws,pgbouncer,floor,haproxy,counted,routes,workers,tracing,logins,decisions),
 // BENCH_KEEP=1 (keep the generated config and the gateway's log),
 // BENCH_GATEWAY_NODE_ARGS / BENCH_BASELINE_NODE_ARGS (node flags, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"),
@@ -158,6 +158,10 @@ async function main() {
     // Issue 28's references: the Node floor (node:http + undici, no logic), and HAProxy verifying
     // the same HS256 token (jwt_verify, exp) and setting x-user-id.
     const floor = await startChild(SELF, 'floor', [upstream.url], cleanups, splitArgs(env.BENCH_BASELINE_NODE_ARGS));
+    // The floor doing the least the contract asks of a forwarded request (bench/common.mjs), public
+    // and authenticated: the ceiling of the gateway's ratios to the floor.
+    const contractFloor = await startChild(SELF, 'floor-public', [upstream.url], cleanups, splitArgs(env.BENCH_BASELINE_NODE_ARGS));
+    const contractFloorAuthenticated = await startChild(SELF, 'floor-authenticated', [upstream.url], cleanups, splitArgs(env.BENCH_BASELINE_NODE_ARGS));
     const haproxy = await startHaproxy(upstream.url, config.auth.jwt.secret, cleanups);
     // Tracing (docs/tracing.md): a gateway exporting every request's spans to a local receiver, and
     // one whose collector does not answer, each against the plain gateway.
@@ -177,7 +181,7 @@ async function main() {
     loader.pin(upstream.pid, 'load');
     loader.pin(wsUpstream.pid, 'load');
     loader.pin(collector.pid, 'load');
-    for (const server of [traced, tracedDown, gatewayRoutes, baseline, baselineTls, gateway, gatewayTls, gatewayPooled, floor, haproxy.pid && haproxy].filter(Boolean)) loader.pin(server.pid, 'server');
+    for (const server of [traced, tracedDown, gatewayRoutes, baseline, baselineTls, gateway, gatewayTls, gatewayPooled, floor, contractFloor, contractFloorAuthenticated, haproxy.pid && haproxy].filter(Boolean)) loader.pin(server.pid, 'server');
     for (const server of fleet.skip ? [] : [fleet.one, fleet.two, fleet.nginx]) loader.pin(server.pid, 'all');
     const pro = await Promise.all(data.pro.map((u) => login(gateway.url, u)));
     const used = await Promise.all(data.used.map((u) => login(gateway.url, u)));
@@ -213,7 +217,14 @@ async function main() {
       // Issue 28: against what Node itself costs, and against a C proxy checking the same token.
       { name: 'public (baseline: Node floor)', key: 'floor', pair: 'floor', route: '/public', headers: () => [{}], expect: 200, targets: { ratio: 0.90 } },
       { name: 'bearer (baseline: Node floor)', key: 'floor', pair: 'floor', route: '/bearer', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', targets: { ratio: 0.85 } },
+      // No target: a Node proxy that does nothing but what CONTRACT §3 adds to every forwarded
+      // request (and, on the second row, to an authenticated one, its token not even read), the
+      // ceiling of the two rows above (and, after HAProxy's row, of that one); as many pairs as
+      // theirs (`ceiling`).
+      { name: 'the contract\'s least, public: forwarding headers and request id (baseline: Node floor)', key: 'floor', pair: 'contract', route: '/public', headers: () => [{}], expect: 200, ceiling: true },
+      { name: 'the contract\'s least, authenticated: also identity headers, no token read (baseline: Node floor)', key: 'floor', pair: 'contract-authenticated', route: '/bearer', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', ceiling: true },
       { name: 'bearer (baseline: HAProxy, jwt_verify)', key: 'haproxy', pair: 'haproxy', route: '/bearer', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', targets: { ratio: 0.60 } },
+      { name: 'the contract\'s least, authenticated (baseline: HAProxy, jwt_verify)', key: 'haproxy', pair: 'contract-haproxy', route: '/bearer', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', ceiling: true },
       // One premium-sized user far under a large daily quota, on every connection: the row lock
       // a use per request once took (541 req/s); baseline: the same user on the uncounted route.
       { name: 'counted daily quota, one busy user (baseline: the gateway, bearer)', key: 'counted', pair: 'counted', route: '/counted', headers: () => bearerOf(groups.pro.slice(0, 1)), expect: 200, identity: 'bearer', targets: { ratio: 0.80 } },
@@ -231,6 +242,9 @@ async function main() {
       ws: { baseline: { ...wsUpstream, pid: undefined }, gateway }, // the upstream's CPU is not the proxying's: not shown
       pgbouncer: { baseline: { ...gateway, name: 'gateway' }, gateway: gatewayPooled }, // both answer as a gateway
       floor: { baseline: { ...floor, name: 'baseline' }, gateway },
+      contract: { baseline: { ...floor, name: 'baseline' }, gateway: contractFloor },
+      'contract-authenticated': { baseline: { ...floor, name: 'baseline' }, gateway: contractFloorAuthenticated },
+      'contract-haproxy': { baseline: haproxy, gateway: contractFloorAuthenticated },
       haproxy: { baseline: haproxy, gateway },
       counted: { baseline: { ...gateway, name: 'gateway', route: '/bearer' }, gateway },
       traced: { baseline: { ...gateway, name: 'gateway' }, gateway: traced },
@@ -246,7 +260,7 @@ async function main() {
       if (only && !only.has(s.key ?? s.route.slice(1))) s.skip = 'not in BENCH_ONLY';
       else if (s.pair === 'tls' && !tls) s.skip = 'no openssl to make a certificate';
       else if (s.pair === 'pgbouncer' && !gatewayPooled) s.skip = bouncer.skip;
-      else if (s.pair === 'haproxy' && haproxy.skip) s.skip = haproxy.skip;
+      else if ((s.pair === 'haproxy' || s.pair === 'contract-haproxy') && haproxy.skip) s.skip = haproxy.skip;
       else if (s.pair === 'haproxy' && !(await send(haproxy.url, 'GET', '/bearer/probe', { headers: s.headers()[0] })).json?.user) throw new Error('haproxy: the upstream was not told the identity');
       else if ((s.pair === 'workers' || s.pair === 'nginx2') && fleet.skip) s.skip = fleet.skip;
       else if (s.pair === 'nginx2' && !fleet.nginx) s.skip = 'nginx is not installed';
@@ -276,7 +290,7 @@ async function main() {
       await measure(targets.baseline, scenario, WARMUP);
       await measure(targets.gateway, scenario, WARMUP);
       const runs = { baseline: [], gateway: [] };
-      const rounds = scenario.targets ? TARGET_ROUNDS : ROUNDS;
+      const rounds = scenario.targets || scenario.ceiling ? TARGET_ROUNDS : ROUNDS;
       for (let round = 0; round < rounds; round++) {
         await inTurn(round, async () => runs.baseline.push(await measure(targets.baseline, scenario, SECONDS)),
           async () => runs.gateway.push(await measure(targets.gateway, scenario, SECONDS)));
@@ -1090,6 +1104,8 @@ if (role === 'upstream') await runUpstream(echoIdentity);
 else if (role === 'wsupstream') await runWsUpstream();
 else if (role === 'baseline') await runBaseline(process.argv[4], process.argv[5]);
 else if (role === 'floor') await runFloor(process.argv[4], UNDICI);
+else if (role === 'floor-public') await runFloor(process.argv[4], UNDICI, { contract: 'public' });
+else if (role === 'floor-authenticated') await runFloor(process.argv[4], UNDICI, { contract: 'authenticated' });
 else if (role === 'collector') await runUpstream(() => ({}));
 else if (role === 'logins') runLoginDriver(process.argv[4]);
 else await main();
