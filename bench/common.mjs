@@ -210,6 +210,11 @@ export const NODE_FLAGS = ['--max-semi-space-size=32'];
 export function startChild(script, name, args, cleanups, execArgv = []) {
   const child = fork(script, ['--role', name, ...args], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: [...NODE_FLAGS, ...execArgv] });
   cleanups.push(() => stopProcess(child));
+  return listening(child, name);
+}
+
+/** `child` (a role of these scripts, with an IPC channel) once it tells the port it listens on. */
+export function listening(child, name) {
   return new Promise((resolve, reject) => {
     child.once('message', ({ port }) => resolve({ name, pid: child.pid, url: `http://127.0.0.1:${port}`, child }));
     child.once('exit', (code) => reject(new Error(`${name} exited (${code}) before listening`)));

@@ -26,7 +26,7 @@ import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'nod
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { baseConfig, createCleanups, freePort, httpClient, NODE_FLAGS, positive, prepareStorage, ROOT, seed, startChild, stopProcess, waitForGateway, writeConfig } from './common.mjs';
+import { baseConfig, createCleanups, freePort, httpClient, listening, NODE_FLAGS, positive, prepareStorage, ROOT, seed, startChild, stopProcess, waitForGateway, writeConfig } from './common.mjs';
 
 const RUN = path.join(path.dirname(fileURLToPath(import.meta.url)), 'run.mjs');
 const env = process.env;
@@ -77,12 +77,19 @@ async function send(url, pathname, headers, times) {
   }
 }
 
-/** Counts REQUESTS requests of `pathname` in one window of the process `pid` (the warm-up done). */
-async function countWindow(pid, url, pathname, headers) {
-  execFileSync('callgrind_control', ['-i', 'on', String(pid)], { stdio: 'ignore' });
+/**
+ * Sends WARMUP requests of `pathname` to `child` (under callgrind, writing to `out`), counts the
+ * next REQUESTS in one window, stops it and reads its profile.
+ */
+async function countAfterWarmup(child, out, url, pathname, headers) {
+  const pid = String(child.pid);
+  await send(url, pathname, headers, WARMUP);
+  execFileSync('callgrind_control', ['-i', 'on', pid], { stdio: 'ignore' });
   await send(url, pathname, headers, REQUESTS);
-  execFileSync('callgrind_control', ['-d', String(pid)], { stdio: 'ignore' });
-  execFileSync('callgrind_control', ['-i', 'off', String(pid)], { stdio: 'ignore' });
+  execFileSync('callgrind_control', ['-d', pid], { stdio: 'ignore' });
+  execFileSync('callgrind_control', ['-i', 'off', pid], { stdio: 'ignore' });
+  await stopProcess(child);
+  return profile(`${out}.1`);
 }
 
 // ── reading a dump ─────────────────────────────────────────────────────────────────────────
@@ -139,20 +146,14 @@ const int = (n) => Math.round(n).toLocaleString('en');
 async function measureFloor(tmp, upstreamUrl, cleanups, role = 'floor', pathname = '/public', headers = {}) {
   const out = path.join(tmp, `${role}.out`);
   const floor = underCallgrind(out, [RUN, '--role', role, upstreamUrl], cleanups);
-  const port = await new Promise((resolve, reject) => {
-    floor.once('message', (message) => resolve(message.port));
-    floor.once('exit', (code) => reject(new Error(`the floor exited (${code}) before listening`)));
-  });
-  const url = `http://127.0.0.1:${port}`;
-  await send(url, pathname, headers, WARMUP);
-  await countWindow(floor.pid, url, pathname, headers);
-  await stopProcess(floor);
-  return profile(`${out}.1`);
+  const { url } = await listening(floor, role);
+  return countAfterWarmup(floor, out, url, pathname, headers);
 }
 
 /**
  * A gateway of its own for each route, sent that route alone, as the floor is: with two routes
- * in turn, V8 was still optimizing code for both after 60,000 requests of each.
+ * in turn, V8 was still optimizing code for both after 60,000 requests of each. Its profile, and
+ * the headers `credentials` gave (sent with every request).
  */
 async function measureGateway(tmp, route, storage, upstreamUrl, secret, credentials, cleanups) {
   const port = await freePort();
@@ -173,10 +174,7 @@ async function measureGateway(tmp, route, storage, upstreamUrl, secret, credenti
   const url = `http://127.0.0.1:${port}`;
   if (!(await waitForGateway(request, gateway, url, '/public', START_TIMEOUT_MS))) throw new Error(`the gateway under valgrind never answered ${url}/public`);
   const headers = await credentials(url);
-  await send(url, `/${route}`, headers, WARMUP);
-  await countWindow(gateway.pid, url, `/${route}`, headers);
-  await stopProcess(gateway);
-  return profile(`${out}.1`);
+  return { profile: await countAfterWarmup(gateway, out, url, `/${route}`, headers), headers };
 }
 
 // ── main ───────────────────────────────────────────────────────────────────────────────────
@@ -198,11 +196,10 @@ async function main() {
     const floorProfile = await measureFloor(tmp, upstream.url, cleanups);
     const contractProfile = await measureFloor(tmp, upstream.url, cleanups, 'floor-public');
     const secret = randomBytes(48).toString('base64url');
-    const publicProfile = await measureGateway(tmp, 'public', storage, upstream.url, secret, async () => ({}), cleanups);
-    let bearer;
-    const bearerProfile = await measureGateway(tmp, 'bearer', storage, upstream.url, secret, async (url) => {
+    const { profile: publicProfile } = await measureGateway(tmp, 'public', storage, upstream.url, secret, async () => ({}), cleanups);
+    const { profile: bearerProfile, headers: bearer } = await measureGateway(tmp, 'bearer', storage, upstream.url, secret, async (url) => {
       const { access } = await login(url, user);
-      return (bearer = { authorization: `Bearer ${access}` });
+      return { authorization: `Bearer ${access}` };
     }, cleanups);
     // The gateway's /bearer requests, Authorization and all, as npm run bench sends both sides: the token is not read.
     const floorBearerProfile = await measureFloor(tmp, upstream.url, cleanups, 'floor', '/bearer', bearer);
