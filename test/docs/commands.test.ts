@@ -50,7 +50,7 @@ const RUN_ELSEWHERE = new Set(['docs/operating.md: docker-run', 'docs/decisions.
 // Shell blocks not run as written, by their first line, and why.
 const NOT_RUN: Record<string, string> = {
   'README.md: npm install': 'installs and starts the demo: test/demo runs the demo',
-  'README.md: npm install && npm start   # the gateway on http://0.0.0.0:8080 with ./gateway.yaml, embedded Postgres in ./data': 'the whole install, start and suite: CI runs it on a fresh clone',
+  'README.md: npm install && npm start   # the gateway on http://0.0.0.0:8080 with ./gateway.yaml, embedded Postgres in ./data': 'the install and start: .ci/newcomer runs it on a clean clone with the machine\'s Node, registers and logs in',
   'README.md: APP_UPSTREAM=http://127.0.0.1:5000 npm start': 'npm start, the command CI\'s newcomer check runs, with the variable test/ops/dockerRun.test.ts passes',
   'docs/accounts.md: curl -s -XPOST localhost:8080/api/v1/auth/password/forgot -H \'content-type: application/json\' \\': 'the reset token comes from a mail (Zm9v… stands for it): test/auth/accountsDocs.test.ts runs the page\'s flow',
   'docs/benchmark.md: npm run bench          # ~20 minutes; uses Postgres and Redis when they answer, else embedded': 'twenty minutes of load',
