@@ -1,7 +1,7 @@
 // The built CLI (dist/cli.js) run as an operator runs it: its own process, an environment of the
 // test's choosing (nothing of the test run's DATABASE_URL, PORT or LOG_LEVEL leaks in).
 import { execFile, execFileSync } from 'node:child_process';
-import { readdirSync, statSync } from 'node:fs';
+import { chmodSync, readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 
 export const ROOT = path.resolve(import.meta.dirname, '../..');
@@ -32,6 +32,8 @@ export function ensureBuilt(): void {
   } catch {
     // tsc still emits when another file has a type error; the tests judge the result.
   }
+  // As `npm run build` leaves it: the installed `gateway` command runs the file by its #! line.
+  try { chmodSync(CLI, 0o755); } catch { /* nothing emitted: the tests that need it fail and say so */ }
 }
 
 /** Runs `gateway ARGS` with only PATH and the given environment. */

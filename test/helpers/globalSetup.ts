@@ -12,6 +12,7 @@ import pg from 'pg';
 import { Redis } from 'ioredis';
 import type { TestProject } from 'vitest/node';
 import { makeCertificate } from './certificate.js';
+import { ensureBuilt } from './cli.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -67,6 +68,9 @@ async function reachable(): Promise<string | null> {
 const WEBHOOK_TEST_NAMES = ['hooks.rebind.test'];
 
 export default async function setup(project: TestProject) {
+  // A file run alone (`npx vitest run FILE`) on a fresh clone or after an edit gets the dist/ that
+  // its spawned CLIs and workers need, as `npm test` builds it first.
+  ensureBuilt();
   const cert = makeCertificate(WEBHOOK_TEST_NAMES);
   project.provide('webhookCertificate', { certFile: cert.certFile, keyFile: cert.keyFile });
   const proxies = { nginx: findProxy('nginx'), caddy: findProxy('caddy'), pgbouncer: findProxy('pgbouncer') };
