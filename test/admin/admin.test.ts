@@ -1,12 +1,12 @@
 // The admin listener: health and metrics, and /admin/v1 behind the admin key.
 import type { FastifyInstance } from 'fastify';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildAdminApp } from '../../src/admin/app.js';
 import {
-  ADMIN_KEY, bearer, closeSql, describeWithServices, eventually, makeUser, sql, startTestGateway, testConfig, testServices, type TestGateway,
+  ADMIN_KEY, bearer, closeSql, describeWithServices, eventually, makeUser, sql, startTestGateway, testConfig, type TestGateway,
 } from '../helpers/gateway.js';
 import { request, type RequestOptions } from '../helpers/http.js';
+import { holdUserRow } from '../helpers/rowLock.js';
 import { startReceiver, type Receiver } from '../helpers/webhookReceiver.js';
 
 const UNAUTHORIZED = { error: 'Clé d’administration invalide' };
@@ -200,24 +200,16 @@ describeWithServices('admin listener', () => {
 
   it('POST /admin/v1/alerts for a user deleted while it is accepted: 404, never a 500', async () => {
     const user = await makeUser(a);
-    // Another session deletes the user: it holds the row while the alert is in flight, then commits.
-    const deleter = new pg.Client({ connectionString: testServices!.postgres });
-    await deleter.connect();
-    try {
-      await deleter.query('BEGIN');
-      await deleter.query('SELECT id FROM users WHERE id = $1 FOR UPDATE', [user.id]);
-      const alert = admin.as('POST', '/admin/v1/alerts', { user_id: user.id, type: 'billing.payment_failed', data: {} });
-      // Long enough for the request to reach the row the deleter holds.
-      await new Promise((resolve) => setTimeout(resolve, 300));
-      await deleter.query('DELETE FROM users WHERE id = $1', [user.id]);
-      await deleter.query('COMMIT');
-      const res = await alert;
-      expect(res.status).toBe(404);
-      expect(res.json).toEqual(NOT_FOUND);
-      expect(await sql('SELECT id FROM webhook_deliveries WHERE user_id = $1', [user.id])).toEqual([]);
-    } finally {
-      await deleter.end();
-    }
+    // Another session deletes the user: it holds the row until the alert waits for it, then commits.
+    const deleter = await holdUserRow(user.id);
+    const alert = admin.as('POST', '/admin/v1/alerts', { user_id: user.id, type: 'billing.payment_failed', data: {} });
+    await deleter.waiters(1);
+    await deleter.run('DELETE FROM users WHERE id = $1', [user.id]);
+    await deleter.release();
+    const res = await alert;
+    expect(res.status).toBe(404);
+    expect(res.json).toEqual(NOT_FOUND);
+    expect(await sql('SELECT id FROM webhook_deliveries WHERE user_id = $1', [user.id])).toEqual([]);
   });
 
   it('POST /admin/v1/alerts validates its body and knows its users', async () => {

@@ -4,6 +4,7 @@ import { sha256Hex } from '../../src/digest.js';
 import {
   bearer, closeSql, describeWithServices, makeUser, newPassword, sql, startTwoGateways, testClock, testConfig, type TestGateway,
 } from '../helpers/gateway.js';
+import { holdUserRow } from '../helpers/rowLock.js';
 
 const SESSIONS = '/api/v1/user/sessions';
 const NOT_FOUND = { error: 'Session introuvable' };
@@ -109,21 +110,25 @@ describeWithServices('GET/DELETE /api/v1/user/sessions', () => {
     expect((await a.request('DELETE', `${SESSIONS}/1`)).status).toBe(401);
   });
 
-  it('ending a session while it is being refreshed on the other instance leaves it ended', async () => {
-    for (let round = 0; round < 6; round++) {
+  // Both orders forced (helpers/rowLock.ts): the end queued behind the rotation, and ahead of it.
+  for (const refreshFirst of [true, false]) {
+    it(`ending a session ${refreshFirst ? 'just after' : 'just before'} it is refreshed on the other instance leaves it ended`, async () => {
       const user = await makeUser(a);
       const target = await login(a, user.email, user.password, 'Target/1');
       const id = (await list(a, target.json.access_token)).find((s) => s.current)!.id;
-      const [ended, rotated] = await Promise.all([
-        a.request('DELETE', `${SESSIONS}/${id}`, { headers: bearer(user.access) }),
-        refresh(b, target.json.refresh_token),
-      ]);
+      const held = await holdUserRow(user.id);
+      const first = refreshFirst ? refresh(b, target.json.refresh_token) : a.request('DELETE', `${SESSIONS}/${id}`, { headers: bearer(user.access) });
+      await held.waiters(1);
+      const second = refreshFirst ? a.request('DELETE', `${SESSIONS}/${id}`, { headers: bearer(user.access) }) : refresh(b, target.json.refresh_token);
+      await held.waiters(2);
+      await held.release();
+      const [rotated, ended] = refreshFirst ? [await first, await second] : [await second, await first];
       expect(ended.status).toBe(200);
-      const alive = await sql('SELECT 1 FROM refresh_tokens WHERE session_id = $1 AND revoked = 0', [id]);
-      expect(alive).toEqual([]);
-      if (rotated.status === 200) expect((await refresh(a, rotated.json.refresh_token)).status).toBe(401);
-    }
-  });
+      expect(rotated.status).toBe(refreshFirst ? 200 : 401);
+      expect(await sql('SELECT 1 FROM refresh_tokens WHERE session_id = $1 AND revoked = 0', [id])).toEqual([]);
+      if (refreshFirst) expect((await refresh(a, rotated.json.refresh_token)).status).toBe(401);
+    });
+  }
 
   it('a password change keeps the current session going (same id) and lists it alone', async () => {
     const user = await makeUser(a);

@@ -1,0 +1,48 @@
+// A user's row held by the test, so that requests racing for it queue in an order the test chooses:
+// Postgres grants a row lock to its waiters in the order they asked. A race test that only fires
+// requests together leaves the dangerous interleaving to chance; this one puts it there.
+import pg from 'pg';
+import { eventually, testServices } from './gateway.js';
+
+export interface HeldRow {
+  /** Resolves once `count` other sessions wait for the row: the requests sent have reached their lock. */
+  waiters(count: number): Promise<void>;
+  /** A statement in the holding transaction, before release (a DELETE of the row, say). */
+  run(text: string, params?: unknown[]): Promise<void>;
+  /** Commits: lets the queue go, first come first served. */
+  release(): Promise<void>;
+}
+
+const QUEUE = `WITH RECURSIVE queue(pid) AS (
+    SELECT a.pid FROM pg_stat_activity a WHERE $1 = ANY(pg_blocking_pids(a.pid))
+    UNION SELECT a.pid FROM pg_stat_activity a JOIN queue ON queue.pid = ANY(pg_blocking_pids(a.pid)))
+  SELECT count(*)::int AS n FROM queue`;
+
+/** Locks users(id) FOR UPDATE in a transaction of the test's own until release(). */
+export async function holdUserRow(id: number): Promise<HeldRow> {
+  const client = new pg.Client({ connectionString: testServices!.postgres });
+  await client.connect();
+  await client.query('BEGIN');
+  await client.query('SELECT id FROM users WHERE id = $1 FOR UPDATE', [id]);
+  const pid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+  return {
+    async waiters(count) {
+      // The first waiter waits for the holder, each later one for the waiter before it (it holds
+      // the tuple's lock): the queue is everything blocked, step by step, behind the holder.
+      await eventually(async () => {
+        const { rows } = await client.query<{ n: number }>(QUEUE, [pid]);
+        return rows[0]!.n >= count;
+      }, 20_000);
+    },
+    async run(text, params = []) {
+      await client.query(text, params);
+    },
+    async release() {
+      try {
+        await client.query('COMMIT');
+      } finally {
+        await client.end();
+      }
+    },
+  };
+}
