@@ -95,13 +95,13 @@ export function streamRequest(baseUrl: string, method: string, path: string, chu
  * Writes bytes on a fresh connection, half-closes it (unless halfClose is false: the gateway takes a
  * client's FIN during a proxied request as the client going away), and returns whatever comes back.
  */
-export function rawExchange(baseUrl: string, bytes: Buffer, { halfClose = true } = {}): Promise<string> {
+export function rawExchange(baseUrl: string, bytes: Buffer, { halfClose = true, timeoutMs = 3000 } = {}): Promise<string> {
   const url = new URL(baseUrl);
   return new Promise((resolve) => {
     const socket = net.connect(Number(url.port), url.hostname);
     const chunks: Buffer[] = [];
     const done = () => { clearTimeout(timer); socket.destroy(); resolve(Buffer.concat(chunks).toString('utf8')); };
-    const timer = setTimeout(done, 3000);
+    const timer = setTimeout(done, timeoutMs);
     socket.on('data', (c: Buffer) => chunks.push(c));
     socket.on('error', done);
     socket.on('close', done);

@@ -47,6 +47,34 @@ describeWithServices('HTTP at its edges', () => {
     expect(upstream.last(n)!.headers['x-forwarded-host']).toBe('shop.example:8443');
   });
 
+  it('answers 431 from the catalog to headers larger than the listener takes, and forwards nothing', async () => {
+    const m = marker();
+    const answer = await raw(`GET /open/${m} HTTP/1.1\r\nHost: shop.example\r\nX-Padding: ${'p'.repeat(20_000)}\r\n\r\n`);
+    expect(statusLine(answer)).toBe('HTTP/1.1 431 Request Header Fields Too Large');
+    expect(answer).toMatch(/\r\nconnection: close\r\n/i);
+    expect(body(answer)).toBe('{"error":"En-têtes de requête trop volumineux"}');
+    expect(upstream.count(m)).toBe(0);
+  });
+
+  // Node checks its connections' deadlines every 30 s (connectionsCheckingInterval, fixed when the
+  // server is made): the listener's deadline is shortened here, and the check comes within 30 s.
+  it('answers 408 from the catalog to a request whose headers never finish arriving (slowloris)', { timeout: 60_000 }, async () => {
+    const server = gw.app.server;
+    const before = { request: server.requestTimeout, headers: server.headersTimeout };
+    server.requestTimeout = 1000;
+    server.headersTimeout = 1000;
+    try {
+      const m = marker();
+      const answer = await rawExchange(gw.url, Buffer.from(`GET /open/${m} HTTP/1.1\r\nHost: shop.example\r\nX-Slow: 1\r\n`, 'latin1'), { halfClose: false, timeoutMs: 45_000 });
+      expect(statusLine(answer)).toBe('HTTP/1.1 408 Request Timeout');
+      expect(body(answer)).toBe('{"error":"Requête trop lente à arriver"}');
+      expect(upstream.count(m)).toBe(0);
+    } finally {
+      server.requestTimeout = before.request;
+      server.headersTimeout = before.headers;
+    }
+  });
+
   it('answers 400 to a request with two Host headers (RFC 9112 §3.2), whichever comes first', async () => {
     // Node keeps the first and drops the second; a proxy in front that keeps the last would route on
     // one host while the gateway repeats the other to the upstream in X-Forwarded-Host.
