@@ -91,21 +91,37 @@ export function streamRequest(baseUrl: string, method: string, path: string, chu
   });
 }
 
+/** What came back on a raw connection, and whether the gateway ended it (false: the wait ran out). */
+export interface RawAnswer {
+  text: string;
+  ended: boolean;
+}
+
 /**
  * Writes bytes on a fresh connection, half-closes it (unless halfClose is false: the gateway takes a
- * client's FIN during a proxied request as the client going away), and returns whatever comes back.
+ * client's FIN during a proxied request as the client going away), and returns whatever comes back
+ * before the gateway closes the connection or timeoutMs runs out.
  */
-export function rawExchange(baseUrl: string, bytes: Buffer, { halfClose = true, timeoutMs = 3000 } = {}): Promise<string> {
+export function rawAnswer(baseUrl: string, bytes: Buffer, { halfClose = true, timeoutMs = 3000 } = {}): Promise<RawAnswer> {
   const url = new URL(baseUrl);
   return new Promise((resolve) => {
     const socket = net.connect(Number(url.port), url.hostname);
     const chunks: Buffer[] = [];
-    const done = () => { clearTimeout(timer); socket.destroy(); resolve(Buffer.concat(chunks).toString('utf8')); };
-    const timer = setTimeout(done, timeoutMs);
+    const done = (ended: boolean) => () => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve({ text: Buffer.concat(chunks).toString('utf8'), ended });
+    };
+    const timer = setTimeout(done(false), timeoutMs);
     socket.on('data', (c: Buffer) => chunks.push(c));
-    socket.on('error', done);
-    socket.on('close', done);
+    socket.on('error', done(true));
+    socket.on('close', done(true));
     socket.on('connect', () => (halfClose ? socket.end(bytes) : socket.write(bytes)));
   });
+}
+
+/** rawAnswer's text alone. */
+export async function rawExchange(baseUrl: string, bytes: Buffer, options: { halfClose?: boolean; timeoutMs?: number } = {}): Promise<string> {
+  return (await rawAnswer(baseUrl, bytes, options)).text;
 }
 

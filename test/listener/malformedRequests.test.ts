@@ -9,7 +9,8 @@ import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js
 import {
   closeSql, describeWithServices, makeUser, startTestGateway, testConfig, throwawayDatabase, type TestGateway, type TestUser, type ThrowawayDatabase,
 } from '../helpers/gateway.js';
-import { rawExchange, request, type HttpResponse } from '../helpers/http.js';
+import { rawAnswer, request, type HttpResponse } from '../helpers/http.js';
+import { fuzzRuns } from '../helpers/fuzz.js';
 
 const BODY_LIMIT = 8 * 1024;
 // Extra fields the spec and CONTRACT document on error bodies (403 plan, 429 daily limit).
@@ -140,18 +141,22 @@ describeWithServices('malformed requests', () => {
         throw new Error(`${what}: ${String(err)}`);
       }
       expectDocumented(res, m, what);
-    }), {
-      numRuns: 150,
+    }), fuzzRuns(150, {
       // Cases fast-check found once, kept so they run every time.
       examples: [
         ['GET', '/api/v1/auth/register/%', undefined, null, {}, {}], // undecodable URL: catalog 400
         ['DELETE', '/api/v1/auth/register/%', '{}', null, {}, {}], // body bytes read as a second request
         ['HEAD', '/api/v1/auth/register/', undefined, null, { authorization: 'A'.repeat(12_000) }, { cookie: 'B'.repeat(6000) }], // 431 to HEAD: no body
       ],
-    });
+    }));
 
     expect((await gw.get('/healthz')).status).toBe(200);
     expect(gw.logs.join('\n')).not.toContain('unexpected error');
+    // Whatever a case got back, what reached a guarded route's upstream carried the identity its
+    // guards demand: the signed-in user's id, and on the plan route the one paid user's plan.
+    const guarded = upstream.hits.filter((h) => !h.path.startsWith('/public') && !h.path.startsWith('/api/v1/catalog'));
+    for (const hit of guarded) expect(hit.headers['x-user-id'], `${hit.method} ${hit.url}`).toMatch(new RegExp(`^(${free.id}|${pro.id})$`));
+    for (const hit of guarded.filter((h) => h.path.startsWith('/api/v1/reports'))) expect(hit.headers['x-user-plan'], hit.url).toBe('pro');
   });
 
   it('answers garbage on the wire with a catalog error, or not at all (50 runs)', async () => {
@@ -165,9 +170,15 @@ describeWithServices('malformed requests', () => {
       fc.constant('GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n'),
     );
     await fc.assert(fc.asyncProperty(raw, async (bytes) => {
-      const answer = await rawExchange(gw.url, Buffer.from(bytes, 'latin1'));
+      const { text: answer, ended } = await rawAnswer(gw.url, Buffer.from(bytes, 'latin1'), { timeoutMs: 10_000 });
       const status = /^HTTP\/1\.1 (\d{3})/.exec(answer)?.[1];
-      if (!status) return; // the connection was closed without an answer: acceptable for garbage
+      // Closed without an answer is acceptable for garbage (bytes holding no request at all); a
+      // connection left open with the client's side ended is a hang, whatever came back.
+      if (!ended) throw new Error(`no end within 10 s for ${JSON.stringify(bytes.slice(0, 120))}: ${answer.slice(0, 200)}`);
+      if (!status) {
+        if (answer !== '') throw new Error(`not HTTP for ${JSON.stringify(bytes.slice(0, 120))}: ${answer.slice(0, 200)}`);
+        return;
+      }
       if (Number(status) >= 500) throw new Error(`${status} for ${JSON.stringify(bytes.slice(0, 120))}: ${answer}`);
       if (Number(status) < 400) return;
       const headEnd = answer.indexOf('\r\n\r\n');
@@ -176,7 +187,7 @@ describeWithServices('malformed requests', () => {
       let body: Record<string, unknown> = {};
       try { body = JSON.parse(text) as Record<string, unknown>; } catch { /* checked below */ }
       if (typeof body.error !== 'string' || Object.keys(body).some((k) => !DOCUMENTED_FIELDS.has(k))) throw new Error(`undocumented body: ${answer}`);
-    }), { numRuns: 50 });
+    }), fuzzRuns(50));
     expect((await gw.get('/healthz')).status).toBe(200);
   });
 });

@@ -5,6 +5,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { upstreamTarget } from '../../src/proxy/relay.js';
+import { fuzzRuns } from '../helpers/fuzz.js';
 
 /** What @fastify/reply-from made of `base + path` (its buildURL), the reference the shortcut must equal. */
 function parsed(base: string, path: string): { origin: string; path: string } | undefined {
@@ -48,6 +49,6 @@ describe('upstreamTarget', () => {
     const base = fc.constantFrom('http://127.0.0.1:3000', 'http://127.0.0.1:3000/api', 'https://svc.example/a/b', 'http://HOST.example:80');
     fc.assert(fc.property(base, path, (b, p) => {
       expect(upstreamTarget(b, p)).toEqual(parsed(b, p));
-    }), { numRuns: 5000 });
+    }), fuzzRuns(5000));
   });
 });
