@@ -146,14 +146,17 @@ export class Pipeline {
       if (auth.kind === 'anonymous' && (policy.auth === 'required' || mfa)) return { kind: 'deny', denial: { code: 'tokenInvalid' } };
       if (mfa && (auth.kind !== 'authenticated' || auth.method !== 'bearer' || auth.acr !== 'aal2')) return { kind: 'deny', denial: { code: 'mfaRequired' } };
     }
-    const user = auth.kind === 'authenticated' ? auth.user : undefined;
+    // Anonymous past this point only on auth: none or optional, where the config allows no plan,
+    // quota or limit (config/schema.ts: they need auth: required).
+    if (auth.kind !== 'authenticated') return { kind: 'pass', auth, responseHeaders: undefined };
+    const { user } = auth;
     if (policy.plans) {
       const span = trace?.start('gateway.plan');
       const denial = checkPlan(user, policy.plans);
       span?.setAttribute('gateway.outcome', denial ? denial.code : 'allow').end();
       if (denial) return { kind: 'deny', denial };
     }
-    if (!user || !(policy.rateLimit || policy.dailyLimit)) return { kind: 'pass', auth, responseHeaders: undefined };
+    if (!(policy.rateLimit || policy.dailyLimit)) return { kind: 'pass', auth, responseHeaders: undefined };
 
     // Per minute first: a request refused for bursting must not use up one of the day's uses.
     const limits = planLimitsOf(live.settings.plans, user.plan);

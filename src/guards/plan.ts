@@ -2,8 +2,9 @@
 import { UPGRADE_URL, type Denial } from '../errors.js';
 import type { User } from '../storage/users.js';
 
-export function checkPlan(user: User | undefined, allowed: readonly string[]): Denial | null {
-  if (!user) return { code: 'notAuthenticated' };
+// The spec's "no current user: 401 Non authentifié" cannot happen here: a route with plans needs
+// auth: required (config/schema.ts), so the authentication guard has refused an anonymous request.
+export function checkPlan(user: User, allowed: readonly string[]): Denial | null {
   if (allowed.includes(user.plan)) return null;
   return { code: 'planInsufficient', extra: { required: [...allowed], current_plan: user.plan, upgrade_url: UPGRADE_URL } };
 }

@@ -121,9 +121,10 @@ export class OpenSockets implements WebSocketStats {
     try {
       const user = await this.deps.identities.activeUser(userId);
       for (const socket of [...sockets]) {
-        let denial: Denial | null = user ? null : { code: 'userNotFound' };
-        if (!denial && socket.keyHash !== undefined && (await this.deps.identities.keyOwner(socket.keyHash)) !== userId) denial = { code: 'tokenInvalid' };
-        if (!denial && socket.plans) denial = checkPlan(user, socket.plans);
+        let denial: Denial | null = null;
+        if (!user) denial = { code: 'userNotFound' };
+        else if (socket.keyHash !== undefined && (await this.deps.identities.keyOwner(socket.keyHash)) !== userId) denial = { code: 'tokenInvalid' };
+        else if (socket.plans) denial = checkPlan(user, socket.plans);
         if (!denial) continue;
         this.deps.log.info({ route: socket.route, userId, reason: denial.code }, 'websocket closed: the user no longer passes the route\'s guards');
         socket.close(POLICY_VIOLATION, ERRORS[denial.code].message);
