@@ -35,6 +35,13 @@ const DEFAULT_NAME = 'Clé d’accès';
  */
 const handleOf = (userId: number) => Buffer.from(String(userId));
 
+/**
+ * WebAuthn §7.2: the answer for a discoverable credential must carry a userHandle, and it must be
+ * the credential's user's, byte for byte (the canonical base64url of handleOf, as browsers send
+ * it). It is outside the signature: whoever relays an answer could drop it or name another account.
+ */
+const namesOwner = (handle: unknown, userId: number) => typeof handle === 'string' && handle === handleOf(userId).toString('base64url');
+
 export interface PasskeyRoutesDeps extends FactorGuardDeps {
   db: Database;
   tokens: Tokens;
@@ -118,8 +125,7 @@ export async function passkeyRoutes(app: FastifyInstance, deps: PasskeyRoutesDep
         request.log.info({ userId: user.id, reason: reasonOf(err) }, 'passkey sign-in refused');
         return undefined;
       });
-      const handle = response.response?.userHandle;
-      if (!verified?.verified || (handle !== undefined && handle !== handleOf(user.id).toString('base64url')) || user.is_active !== 1) return undefined;
+      if (!verified?.verified || !namesOwner(response.response?.userHandle, user.id) || user.is_active !== 1) return undefined;
       await passkeys.recordUse(tx, passkey.id, verified.authenticationInfo.newCounter, now);
       await audit.record({ type: 'login.succeeded', actor: 'user', userId: user.id, ...client, data: { amr: PASSKEY_AMR } }, tx);
       return issueInSession(tx, tokens, user, client, now, undefined, PASSKEY_AMR);

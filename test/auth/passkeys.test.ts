@@ -137,6 +137,24 @@ describeWithServices('passkeys', () => {
     expect((await signIn(credential, { ...ORIGIN, counter: 6 })).res.status).toBe(200);
   });
 
+  it('refuses a sign-in without userHandle, or whose userHandle is not the credential\'s user (CONTRACT §26)', async () => {
+    const { user, credential } = await userWithPasskey();
+    const stranger = await userWithPasskey();
+    const sessions = async () => (await sql('SELECT id FROM sessions WHERE user_id = $1', [user.id])).length;
+    const before = await sessions();
+    // The handle is not signed: whoever relays a good answer can drop it or name another account.
+    for (const userHandle of [undefined, null, '', stranger.credential.userHandle, String(user.id), 42]) {
+      const { res } = await signIn(credential, { ...ORIGIN, userHandle });
+      expect([res.status, res.json], JSON.stringify({ userHandle })).toEqual([401, REFUSED]);
+    }
+    expect(await sessions()).toBe(before);
+    // The right one, the user id's bytes as the registration gave them, signs in.
+    expect(credential.userHandle).toBe(Buffer.from(String(user.id)).toString('base64url'));
+    const { res } = await signIn(credential);
+    expect(res.status).toBe(200);
+    expect(claims(res.json.access_token)).toMatchObject({ sub: String(user.id) });
+  });
+
   it('refuses a registration from another origin, without user verification, with another user\'s challenge, or malformed', async () => {
     const user = await makeUser(a);
     for (const ceremony of [{ origin: 'https://evil.example' }, { ...ORIGIN, verified: false }, { ...ORIGIN, rpId: 'evil.example' }]) {

@@ -63,6 +63,9 @@ describeWithBrowser('passkeys in Chromium, with its virtual authenticator', () =
     const signIn = await inPage('signIn');
     expect(signIn.status).toBe(200);
     expect(claims(signIn.body.access_token as string)).toMatchObject({ sub: String(user.id), amr: ['hwk', 'user'], acr: 'aal2' });
+    // The browser sends the user handle exactly as the gateway compares it (CONTRACT §26): the
+    // canonical base64url of the user id's bytes the registration gave.
+    expect((signIn.answer!.response as Record<string, unknown>).userHandle).toBe(Buffer.from(String(user.id)).toString('base64url'));
     const [row] = await sql<{ credential_id: string; counter: string }>('SELECT credential_id, counter FROM passkeys WHERE user_id = $1', [user.id]);
     expect(row!.credential_id).toBe(signIn.answer!.id);
     expect(Number(row!.counter)).toBe(credentials[0]!.signCount + 1);

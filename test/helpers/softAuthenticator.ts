@@ -1,6 +1,7 @@
 // A WebAuthn authenticator in software (P-256, attestation "none"), for the HTTP tests of passkeys:
 // it answers the gateway's options as a browser with a platform authenticator would, and can be
-// made to misbehave (another origin, no user verification, an old counter). The browser test
+// made to misbehave (another origin, no user verification, an old counter, a userHandle left out
+// or naming someone else). The browser test
 // (test/browser/passkeys.test.ts) uses Chromium's own virtual authenticator instead.
 import { createHash, generateKeyPairSync, randomBytes, sign, type KeyObject } from 'node:crypto';
 
@@ -19,6 +20,12 @@ export interface CeremonyOptions {
   counter?: number;
   /** The rpId whose hash goes in the authenticator data (default: the options'). */
   rpId?: string;
+  /**
+   * The sign-in's `userHandle` (default: the one the registration gave the credential). Given as
+   * undefined, the member is left out; any other value is sent as it is. It is outside what the
+   * authenticator signs, so whoever relays the answer can change it.
+   */
+  userHandle?: unknown;
 }
 
 const b64url = (bytes: Uint8Array | string) => Buffer.from(bytes).toString('base64url');
@@ -55,9 +62,10 @@ export function authenticate(options: { challenge: string; rpId?: string }, cred
   const authData = authenticatorData(ceremony.rpId ?? options.rpId!, flags(ceremony), counter);
   const clientData = clientDataJson('webauthn.get', options.challenge, ceremony.origin);
   const signature = sign('sha256', Buffer.concat([authData, sha256(clientData)]), credential.privateKey);
+  const userHandle = 'userHandle' in ceremony ? ceremony.userHandle : credential.userHandle;
   return {
     id: credential.id, rawId: credential.id, type: 'public-key', clientExtensionResults: {}, authenticatorAttachment: 'platform',
-    response: { clientDataJSON: b64url(clientData), authenticatorData: b64url(authData), signature: b64url(signature), userHandle: credential.userHandle },
+    response: { clientDataJSON: b64url(clientData), authenticatorData: b64url(authData), signature: b64url(signature), userHandle },
   };
 }
 
