@@ -40,6 +40,15 @@ class CodesLocked {
 
 export const MFA_METHODS = ['totp', 'recovery_code'] as const;
 
+/**
+ * Ends every session of the user but the caller's (`sessionId`, when it is the user's); how many
+ * ended. A factor added or removed leaves no session of before it elsewhere. After lockUser().
+ */
+async function endOtherSessions(tx: Queryable, userId: number, sessionId: number | undefined): Promise<number> {
+  const keep = sessionId !== undefined && (await isUsersSession(tx, userId, sessionId)) ? sessionId : undefined;
+  return revokeOtherSessions(tx, userId, 'mfa', keep);
+}
+
 /** The 403 a login answers for a user with a second factor: an mfa_token instead of the pair. */
 export async function issueMfaToken(db: Queryable, userId: number, amr: readonly string[], now: Date): Promise<string> {
   const token = randomBytes(32).toString('base64url');
@@ -99,7 +108,7 @@ export async function mfaRoutes(app: FastifyInstance, deps: MfaRoutesDeps): Prom
   });
 
   app.post('/mfa/totp/confirm', guarded, async (request, reply) => {
-    const { user } = currentIdentity(request);
+    const { user, sessionId } = currentIdentity(request);
     const code = textField(request.body, 'code').trim();
     const codes = await db.transaction(async (tx) => {
       const row = await mfa.findTotp(tx, user.id);
@@ -113,15 +122,21 @@ export async function mfaRoutes(app: FastifyInstance, deps: MfaRoutesDeps): Prom
         return undefined;
       }
       const recovery = newRecoveryCodes();
+      // After the TOTP row (mfa/verify's order), the user's: a refresh or a login racing this
+      // waits for it, or it for them, and their session is ended below (CONTRACT §26).
+      await users.lockUser(tx, user.id, 'update');
       await mfa.confirmTotp(tx, user.id, recovery.map(recoveryCodeHash), now);
+      // As a password change does: whoever signed in elsewhere with the password alone (a thief
+      // of it, say) must sign in again, now with a code. This session goes on.
+      const ended = await endOtherSessions(tx, user.id, sessionId);
       await events.emit(user.id, 'auth.mfa_enrolled', { method: 'totp' }, tx);
-      await audit.record({ type: 'mfa.enrolled', actor: 'user', userId: user.id, ...clientOf(request), data: { method: 'totp' } }, tx);
-      return recovery;
+      await audit.record({ type: 'mfa.enrolled', actor: 'user', userId: user.id, ...clientOf(request), data: { method: 'totp', revoked_sessions: ended } }, tx);
+      return { recovery, ended };
     });
     if (codes instanceof CodesLocked) return refuseLocked(reply, codes);
     if (!codes) return sendError(reply, 'codeInvalid');
-    request.log.info({ userId: user.id }, 'totp enrolled');
-    return { recovery_codes: codes };
+    request.log.info({ userId: user.id, revokedSessions: codes.ended }, 'totp enrolled');
+    return { recovery_codes: codes.recovery };
   });
 
   app.delete('/mfa/totp', guarded, async (request, reply) => {
@@ -134,8 +149,7 @@ export async function mfaRoutes(app: FastifyInstance, deps: MfaRoutesDeps): Prom
       await users.lockUser(tx, id, 'update');
       if (!(await mfa.removeTotp(tx, id))) return 0;
       // Whoever signed in elsewhere with the factor must sign in again: every other session ends.
-      const keep = sessionId !== undefined && (await isUsersSession(tx, id, sessionId)) ? sessionId : undefined;
-      const n = await revokeOtherSessions(tx, id, 'mfa', keep);
+      const n = await endOtherSessions(tx, id, sessionId);
       await events.emit(id, 'auth.mfa_removed', { method: 'totp', revoked_sessions: n }, tx);
       await audit.record({ type: 'mfa.removed', actor: 'user', userId: id, ...clientOf(request), data: { method: 'totp', revoked_sessions: n } }, tx);
       return n;

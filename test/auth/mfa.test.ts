@@ -78,6 +78,27 @@ describeWithServices('TOTP second factor', () => {
     clock.advance(STEP);
   });
 
+  it('confirming TOTP ends every other session of the user on every instance, as a password change does; this one goes on (CONTRACT §26)', async () => {
+    const user = await makeUser(a);
+    // Session B: whoever else is signed in (a stolen password's session, say) must sign in again, now with the code.
+    const elsewhere = (await login(b, user)).json;
+    const secret = (await a.post(ENROLL, {}, { headers: bearer(user.access) })).json.secret as string;
+    const confirm = await b.post(CONFIRM, { code: code(secret) }, { headers: bearer(user.access) });
+    expect(confirm.status).toBe(200);
+    for (const gw of [a, b]) {
+      const res = await gw.post('/api/v1/auth/refresh', { refresh_token: elsewhere.refresh_token });
+      expect([res.status, res.json]).toEqual([401, { error: 'Refresh token invalide, révoqué ou expiré' }]);
+    }
+    const sessions = await a.get('/api/v1/user/sessions', { headers: bearer(user.access) });
+    expect(sessions.json.sessions).toEqual([expect.objectContaining({ current: true })]);
+    expect((await b.post('/api/v1/auth/refresh', { refresh_token: user.refresh })).status).toBe(200);
+    const [audit] = await sql<{ data: unknown }>('SELECT data FROM audit_events WHERE user_id = $1 AND type = $2', [user.id, 'mfa.enrolled']);
+    expect(audit!.data).toEqual({ method: 'totp', revoked_sessions: 1 });
+    // B signs in again, and now owes the code.
+    expect((await login(b, user)).status).toBe(403);
+    clock.advance(STEP);
+  });
+
   it('login answers 403 with an mfa_token; a TOTP code turns it into a pair at aal2, which refresh keeps', async () => {
     const { user, secret } = await enrolled();
     const before = Math.floor(clock().getTime() / 1000);
