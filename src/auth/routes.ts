@@ -13,8 +13,7 @@ import { lookupForm, newPasswordDenial, normalizeEmail, refuseCredentials, stora
 import { queueLinkMail, type LinkMailDeps } from './links.js';
 import { isTooLong, needsRehash, type Passwords } from './passwords.js';
 import { clientOf, issueInSession, PASSWORD_AMR } from './sessions.js';
-import { issueMfaToken, MFA_METHODS } from './mfaRoutes.js';
-import * as mfa from '../storage/mfa.js';
+import { answerOneFactorSignIn, signInByOneFactor } from './mfaRoutes.js';
 import { sha256Hex } from '../digest.js';
 import type { Tokens } from './tokens.js';
 
@@ -81,28 +80,21 @@ export async function authRoutes(app: FastifyInstance, deps: AuthRoutesDeps): Pr
       request.log.info({ userId: user.id }, 'login refused: email not verified');
       return sendError(reply, 'emailNotVerified');
     }
-    // A second factor: no pair yet, an mfa_token for POST /mfa/verify (a client that knows only
-    // the spec fails closed on the 403).
-    if (await mfa.hasConfirmedTotp(db, user.id)) {
-      const mfaToken = await issueMfaToken(db, user.id, PASSWORD_AMR, clock());
-      request.log.info({ userId: user.id }, 'login: second factor required');
-      return sendError(reply, 'mfaCodeRequired', { mfa_token: mfaToken, methods: MFA_METHODS });
-    }
-    const pair = await db.transaction(async (tx) => {
+    const signIn = await db.transaction(async (tx) => {
       const locked = await users.lockUser(tx, user.id, 'share');
       // Changed, deactivated or deleted since the password was checked: a session of the old
       // password must not start after the change has ended all the others.
       if (!locked || locked.is_active !== 1 || !users.samePassword(user, locked)) return undefined;
-      const issued = await issueInSession(tx, tokens, locked, clientOf(request), clock());
-      await audit.record({ type: 'login.succeeded', actor: 'user', userId: user.id, ...clientOf(request), data: { amr: PASSWORD_AMR } }, tx);
-      return issued;
+      // A second factor: no pair, an mfa_token for POST /mfa/verify (a client that knows only the
+      // spec fails closed on the 403). Read under the lock: a TOTP confirmed meanwhile, which ended
+      // every other session (CONTRACT §26), is seen here, so none of the password alone starts after.
+      return signInByOneFactor(tx, deps, locked, clientOf(request), clock(), PASSWORD_AMR);
     });
-    if (!pair) {
+    if (!signIn) {
       await failed('wrong_password', user.id);
       return refuseCredentials(request, reply, 'changedMeanwhile', user.id);
     }
-    request.log.info({ userId: user.id }, 'login');
-    return pair;
+    return answerOneFactorSignIn(request, reply, user.id, signIn, 'password');
   });
 
   app.post('/refresh', async (request, reply) => {
