@@ -3,12 +3,13 @@
 // verification), on a page at http://localhost:PORT, which the rpId `localhost` accepts. What
 // Chromium checks (the rpId against the page's origin, user verification, the options' shape) is
 // checked by Chromium itself, and the gateway verifies what the authenticator really signed. The
-// gateway runs docs/second-factor.md's passkeys example as written.
+// gateway runs docs/second-factor.md's passkeys example as written, and the page runs that page's
+// registration and sign-in snippets as written.
 import path from 'node:path';
 import type { CDPSession, Page } from 'puppeteer-core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { describeWithBrowser, launchBrowser, serveFile, type StaticSite, type TestBrowser } from '../helpers/browser.js';
-import { docsExample } from '../helpers/docs.js';
+import { docsBlock, docsExample } from '../helpers/docs.js';
 import { bearer, claims, closeSql, makeUser, sql, startTestGateway, testConfigFromYaml, type TestGateway } from '../helpers/gateway.js';
 
 interface Answer { status: number; body: Record<string, unknown>; answer?: Record<string, unknown>; refused?: string }
@@ -85,5 +86,21 @@ describeWithBrowser('passkeys in Chromium, with its virtual authenticator', () =
       await cdp.send('WebAuthn.setUserVerified', { authenticatorId, isUserVerified: true });
     }
     expect((await inPage('signIn')).status).toBe(200);
+  });
+
+  it('docs/second-factor.md\'s snippets, run as written: one registers a passkey, the other signs in with it', async () => {
+    // The authenticator holds this user's passkey only, so the sign-in cannot pick another.
+    await cdp.send('WebAuthn.clearCredentials', { authenticatorId });
+    const user = await makeUser(gw);
+    /** Runs a snippet in the page with `gateway` and `accessToken` set, answering the variable `result`. */
+    const run = (snippet: string, result: string) => page.evaluate(
+      `(async () => { const gateway = ${JSON.stringify(gw.url)}; const accessToken = ${JSON.stringify(user.access)};\n${snippet}\nreturn ${result}; })()`,
+    ) as Promise<Record<string, unknown>>;
+    const passkey = await run(docsBlock('second-factor', 'passkey-register'), 'passkey');
+    expect(passkey).toEqual({ id: expect.any(Number), name: 'Laptop', created_at: expect.any(String) });
+    const pair = await run(docsBlock('second-factor', 'passkey-sign-in'), 'pair');
+    expect(claims(pair.access_token as string)).toMatchObject({ sub: String(user.id), amr: ['hwk', 'user'], acr: 'aal2' });
+    const list = await gw.get('/api/v1/user/passkeys', { headers: bearer(pair.access_token as string) });
+    expect(list.json.passkeys).toEqual([expect.objectContaining({ id: passkey.id, name: 'Laptop', last_used_at: expect.any(String) })]);
   });
 });
