@@ -10,7 +10,7 @@ import type { FastifyInstance, onRequestHookHandler } from 'fastify';
 import { LRUCache } from 'lru-cache';
 import { HTTP_METHODS } from './config/schema.js';
 import type { Live, LiveSnapshot } from './live.js';
-import { canonicalUrl, compatibilityFolded, matchKeys, normalizePath } from './routing/paths.js';
+import { canonicalUrl, matchKeys, normalizePath, unicodeFolded } from './routing/paths.js';
 import type { Match } from './routing/routeTable.js';
 
 export interface RequestContext {
@@ -45,30 +45,44 @@ export function requestContext(live: LiveSnapshot, method: string, url: string, 
   const rawPath = q === -1 ? url : url.slice(0, q);
   const query = q === -1 ? undefined : url.slice(q + 1);
   const path = normalizePath(rawPath);
-  if (path === undefined) return keptSeparators(live, method, rawPath, query);
+  if (path === undefined) return keptSeparators(live, method, rawPath, query, ownMethods);
   const own = ownMethods(path);
   if (own.length) return { live, method, rawPath, path, query, own, ownSpelling: false, match: NO_MATCH };
   const match = live.routes.match(method, path);
-  // `/api/v1/ｒeports` taken by a public route on `/`, and read as `/api/v1/reports` by an upstream
-  // that folds Unicode: refused (400), as the path cannot be read one way only.
-  const folded = compatibilityFolded(path);
-  if (folded !== undefined && (ownMethods(folded).length || isOwnSpelling(folded, ownMethods) || routeOf(live.routes.match(method, folded)) !== routeOf(match))) {
-    return { live, method, rawPath, path: undefined, query, own: NONE, ownSpelling: false, match: NO_MATCH };
-  }
+  if (readElsewhere(live, method, path, match, ownMethods)) return unreadable(live, method, rawPath, query);
   return { live, method, rawPath, path, query, own, ownSpelling: isOwnSpelling(path, ownMethods), match };
 }
 
 const routeOf = (match: Match) => (match.kind === 'none' ? undefined : match.route);
+
+const unreadable = (live: LiveSnapshot, method: string, rawPath: string, query: string | undefined): RequestContext =>
+  ({ live, method, rawPath, path: undefined, query, own: NONE, ownSpelling: false, match: NO_MATCH });
+
+/**
+ * Whether an upstream that folds Unicode (NFKC, or case in any locale: CONTRACT §19, §26) reads
+ * `path` as an own endpoint or under another route than `match`: `/api/v1/ｒeports` or
+ * `/api/v1/prof%C4%B1le` taken by a public route on `/` while NFKC or Java's equalsIgnoreCase serve
+ * them as `/api/v1/reports` and `/api/v1/profile`. Such a path cannot be read one way only: it is refused (400). So is one whose
+ * folded form the gateway would refuse if sent as such (`/admin%E3%80%80`: `/admin ` trimmed).
+ */
+function readElsewhere(live: LiveSnapshot, method: string, path: string, match: Match, ownMethods: OwnMethods, keepSeparators = false): boolean {
+  const folded = unicodeFolded(path);
+  if (folded === undefined) return false;
+  const read = normalizePath(folded, keepSeparators);
+  return read === undefined || ownMethods(read).length > 0 || isOwnSpelling(read, ownMethods) || routeOf(live.routes.match(method, read)) !== routeOf(match);
+}
 
 /**
  * A path refused for its encoded separators is served only by a route that keeps them
  * (`encodedSeparators: keep`, CONTRACT §19), matched and forwarded with them as sent. Never an own
  * endpoint: those paths have no encoded separators.
  */
-function keptSeparators(live: LiveSnapshot, method: string, rawPath: string, query: string | undefined): RequestContext {
+function keptSeparators(live: LiveSnapshot, method: string, rawPath: string, query: string | undefined, ownMethods: OwnMethods): RequestContext {
   const kept = normalizePath(rawPath, true);
   const match = kept === undefined ? NO_MATCH : live.routes.match(method, kept);
-  if (match.kind === 'none' || match.route.encodedSeparators !== 'keep') return { live, method, rawPath, path: undefined, query, own: NONE, ownSpelling: false, match: NO_MATCH };
+  if (kept === undefined || match.kind === 'none' || match.route.encodedSeparators !== 'keep' || readElsewhere(live, method, kept, match, ownMethods, true)) {
+    return unreadable(live, method, rawPath, query);
+  }
   return { live, method, rawPath, path: kept, query, own: NONE, ownSpelling: false, match };
 }
 

@@ -97,16 +97,79 @@ function foldsToSeparator(rawPath: string): boolean {
   return false;
 }
 
+// How upstreams that fold Unicode read a path (CONTRACT §19 for NFKC, §26 for case): `/api/v1/ｒeports`
+// is `/api/v1/reports` under NFKC (IIS's "best fit" mapping does much the same), and
+// `/api/v1/prof%C4%B1le` is `/api/v1/profile` to Java's equalsIgnoreCase (dotless ı upper-cases to
+// I), to String.toUpperCase, or to toLowerCase in a Turkish locale (İ is i there). Only characters
+// read as ASCII matter: routes are ASCII (others percent-encoded), matched without regard to ASCII
+// case. Such a character is one that NFKC or a case mapping changes, a few thousand of all
+// (CHANGES_WHEN_FOLDED); each one's reading is computed once and kept.
+const LOCALES = [undefined, 'tr', 'az', 'lt'] as const;
+const CHANGES_WHEN_FOLDED = /[\p{Changes_When_NFKC_Casefolded}\p{Changes_When_Casemapped}]/u;
+const ASCII_ONLY = /^\p{ASCII}+$/u;
+const asciiReadings = new Map<string, string | null>();
+// Non-ASCII, raw or percent-encoded as UTF-8: what most paths do not hold.
+const MAY_BE_UNICODE = /%[89a-f][0-9a-f]|[\u0080-\uffff]/i;
+
+/** Each way `text` is case-mapped: lower, upper and both in turn, in the locales whose rules differ. */
+function caseMappings(text: string): string[] {
+  return LOCALES.flatMap((locale) => {
+    const lower = text.toLocaleLowerCase(locale);
+    const upper = text.toLocaleUpperCase(locale);
+    return [lower, upper, upper.toLocaleLowerCase(locale), lower.toLocaleUpperCase(locale)];
+  });
+}
+
+/** The ASCII that an upstream folding Unicode reads one character as (lower case), or null. */
+function asciiReading(char: string): string | null {
+  let reading = asciiReadings.get(char);
+  if (reading !== undefined) return reading;
+  const compatible = char.normalize('NFKC');
+  const readings = [compatible, ...caseMappings(char), ...caseMappings(compatible)];
+  reading = readings.map((read) => read.normalize('NFKC')).find((read) => ASCII_ONLY.test(read))?.toLowerCase() ?? null;
+  asciiReadings.set(char, reading); // bounded: only characters that CHANGES_WHEN_FOLDED come here
+  return reading;
+}
+
+/** `char` (spelled `spelling` in the path) as an upstream folding Unicode reads it, in the path's form. */
+function foldedCharacter(char: string, spelling: string): string {
+  const reading = CHANGES_WHEN_FOLDED.test(char) ? asciiReading(char) : null;
+  // White space and controls stay encoded, so that the checks of the path read them as sent encoded
+  // (a segment ending in a space is refused: a trimming upstream drops it).
+  return reading === null ? spelling : reading.replace(/[\p{Cc} ]/gu, (c) => `%${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
+}
+
+// A character in well-formed UTF-8, percent-encoded (RFC 3629 §4: no overlong form, no surrogate),
+// which decodeURIComponent decodes without throwing.
+const UTF8_ESCAPED = /%(?:c[2-9a-f]|d[0-9a-f])%[89ab][0-9a-f]|%(?:e0%[ab]|e[1-9a-cef]%[89ab]|ed%[89])[0-9a-f]%[89ab][0-9a-f]|%(?:f0%[9ab]|f[1-3]%[89ab]|f4%8)[0-9a-f]%[89ab][0-9a-f]%[89ab][0-9a-f]/gi;
+
+/** A run of percent-encoded bytes with each UTF-8 character in it folded; bytes of no character stay as sent. */
+function foldedEscapes(run: string): string {
+  // Most runs hold no character that folding changes (CJK…): one decoding and one test for the whole run.
+  if (!CHANGES_WHEN_FOLDED.test(Buffer.from(run.replace(/%/g, ''), 'hex').toString('utf8'))) return run;
+  return run.replace(UTF8_ESCAPED, (spelling) => foldedCharacter(decodeURIComponent(spelling), spelling));
+}
+
+// Lower-casing in Turkish drops a combining dot above (U+0307) after `I`, upper-casing in Lithuanian
+// drops it after `i` and `j`: `bI%CC%87lling` is `billing` there.
+const DOT_ABOVE_DROPPED = /([ijI])(?:%[cC][cC]%87|\u0307)/g;
+
 /**
- * `path` as an upstream that applies Unicode NFKC reads it (IIS's "best fit" mapping does much the
- * same): fullwidth `ｒ` is `r` there. Undefined when that changes nothing, as for most paths and
- * every ASCII one. The caller refuses a path whose folded form would be routed elsewhere.
+ * `path` (normalized, see normalizePath) as an upstream that folds Unicode reads it: each character
+ * that NFKC or a case mapping in any locale reads as ASCII replaced by that ASCII, the rest as sent,
+ * and cut at a `?` that folding made (fullwidth `？`). Undefined when that changes nothing, as for
+ * most paths, at the cost of one regular expression for an ASCII one. The caller refuses a path
+ * whose folded form would be routed elsewhere (requestContext.ts).
  */
-export function compatibilityFolded(path: string): string | undefined {
-  if (!/%[89a-f][0-9a-f]|[\u0080-\uffff]/i.test(path)) return undefined;
-  const text = withUtf8Decoded(path);
-  const folded = text.normalize('NFKC');
-  return folded === text ? undefined : folded;
+export function unicodeFolded(path: string): string | undefined {
+  if (!MAY_BE_UNICODE.test(path)) return undefined;
+  let folded = path
+    .replace(/(?:%[89a-f][0-9a-f])+/gi, foldedEscapes)
+    .replace(/\P{ASCII}/gu, (char) => foldedCharacter(char, char))
+    .replace(DOT_ABOVE_DROPPED, (_, letter: string) => letter.toLowerCase());
+  const query = folded.indexOf('?');
+  if (query !== -1) folded = folded.slice(0, query);
+  return folded === path ? undefined : folded;
 }
 
 /**
