@@ -1,0 +1,89 @@
+// The admin key and the console's secrets compared exactly (CONTRACT §16), through the admin
+// listener startGateway builds (admin.port set): a key that differs from the configured one by a
+// letter's case, one character at its start, middle or end, a prefix of it, or it plus one
+// character, is refused as any wrong key; only the key itself opens the admin API, the console's
+// sign-in and its sign-in links. The console's CSRF token is compared the same way.
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { ADMIN_KEY, bearer, closeSql, describeWithServices, makeUser, startTestGateway, testConfig, type TestGateway } from '../helpers/gateway.js';
+import { request, type RequestOptions } from '../helpers/http.js';
+import { sparePort } from '../helpers/ports.js';
+
+const UNAUTHORIZED = { error: 'Clé d’administration invalide' };
+const CSRF_REFUSED = { error: 'Jeton CSRF invalide' };
+
+/** Strings that are not `secret` but differ from it by as little as possible. */
+function nearMisses(secret: string): Record<string, string> {
+  const letter = [...secret].findIndex((c) => c.toLowerCase() !== c.toUpperCase());
+  const flip = (c: string) => (c === c.toLowerCase() ? c.toUpperCase() : c.toLowerCase());
+  const other = (c: string) => (c === 'x' ? 'y' : 'x');
+  const at = (i: number, f: (c: string) => string) => secret.slice(0, i) + f(secret[i]!) + secret.slice(i + 1);
+  const middle = Math.floor(secret.length / 2);
+  return {
+    'one letter in the other case': at(letter, flip),
+    'first character changed': at(0, other),
+    'middle character changed': at(middle, other),
+    'last character changed': at(secret.length - 1, other),
+    'a prefix (one character short)': secret.slice(0, -1),
+    'one character more': `${secret}x`,
+  };
+}
+
+describeWithServices('admin key and console secrets: exact comparison', () => {
+  let gw: TestGateway;
+  let userId: number;
+
+  beforeAll(async () => {
+    gw = await startTestGateway(testConfig({ admin: { host: '127.0.0.1', port: await sparePort() } }));
+    userId = (await makeUser(gw)).id;
+  });
+  afterAll(async () => {
+    await gw?.close();
+    await closeSql();
+  });
+
+  const admin = (method: string, path: string, options?: RequestOptions) => request(gw.adminUrl!, method, path, options);
+
+  it('the admin API: each near miss of the key gets 401 with the Bearer challenge; the key itself gets the user', async () => {
+    for (const [miss, key] of Object.entries(nearMisses(ADMIN_KEY))) {
+      expect(key, miss).not.toBe(ADMIN_KEY);
+      const res = await admin('GET', `/admin/v1/users/${userId}`, { headers: bearer(key) });
+      expect([res.status, res.json, res.headers['www-authenticate']], miss).toEqual([401, UNAUTHORIZED, 'Bearer realm="gateway-admin"']);
+    }
+    const res = await admin('GET', `/admin/v1/users/${userId}`, { headers: bearer(ADMIN_KEY) });
+    expect([res.status, res.json.id]).toEqual([200, userId]);
+  });
+
+  it('the console sign-in form: each near miss of the key gets 401 and no cookie; the key itself, a session', async () => {
+    for (const [miss, key] of Object.entries(nearMisses(ADMIN_KEY))) {
+      const res = await admin('POST', '/console/session', { json: { key } });
+      expect([res.status, res.json, res.headers['set-cookie']], miss).toEqual([401, UNAUTHORIZED, undefined]);
+    }
+    const res = await admin('POST', '/console/session', { json: { key: ADMIN_KEY } });
+    expect(res.status, res.text).toBe(200);
+    expect(String(res.headers['set-cookie'])).toMatch(/^gw_console=[A-Za-z0-9_-]+;/);
+  });
+
+  it('console sign-in links: each near miss of the key gets 401; the key itself, a link', async () => {
+    for (const [miss, key] of Object.entries(nearMisses(ADMIN_KEY))) {
+      const res = await admin('POST', '/console/tickets', { headers: bearer(key) });
+      expect([res.status, res.json], miss).toEqual([401, UNAUTHORIZED]);
+    }
+    const res = await admin('POST', '/console/tickets', { headers: bearer(ADMIN_KEY) });
+    expect(res.status, res.text).toBe(201);
+    expect(res.json.url).toMatch(/\/console\/#ticket=[A-Za-z0-9_-]+$/);
+  });
+
+  it('the console CSRF token: each near miss gets 403 and the session stays; the token itself ends the session', async () => {
+    const signIn = await admin('POST', '/console/session', { json: { key: ADMIN_KEY } });
+    const cookie = String(signIn.headers['set-cookie']).split(';')[0]!;
+    const csrf = signIn.json.csrf as string;
+    for (const [miss, token] of Object.entries(nearMisses(csrf))) {
+      const res = await admin('DELETE', '/console/session', { headers: { cookie, 'x-csrf-token': token } });
+      expect([res.status, res.json], miss).toEqual([403, CSRF_REFUSED]);
+    }
+    expect((await admin('GET', '/console/session', { headers: { cookie } })).status).toBe(200);
+    const res = await admin('DELETE', '/console/session', { headers: { cookie, 'x-csrf-token': csrf } });
+    expect([res.status, res.json]).toEqual([200, { message: 'Session terminée' }]);
+    expect((await admin('GET', '/console/session', { headers: { cookie } })).json).toEqual(UNAUTHORIZED);
+  });
+});
