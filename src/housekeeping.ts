@@ -11,11 +11,21 @@ import { purgeExpired } from './storage/expiredRows.js';
 const SWEEP_EVERY_MS = 3_600_000;
 const KEEP_EXPIRED_MS = 86_400_000;
 
+export interface HousekeepingDeps {
+  db: Database;
+  clock: () => Date;
+  log: Logger;
+  audit: Pick<AuditLog, 'purge'>;
+  /** Test seam: how often the sweep runs (hourly), so a test can watch the timer do it. */
+  everyMs?: number;
+}
+
 export class Housekeeping {
   private readonly timer: NodeJS.Timeout;
 
-  constructor(private readonly deps: { db: Database; clock: () => Date; log: Logger; audit: Pick<AuditLog, 'purge'> }) {
-    this.timer = setInterval(() => void this.sweep(), SWEEP_EVERY_MS).unref();
+  constructor(private readonly deps: HousekeepingDeps) {
+    // Unref'd, and cleared by close(): the clean-up never keeps a stopped process alive.
+    this.timer = setInterval(() => void this.sweep(), deps.everyMs ?? SWEEP_EVERY_MS).unref();
   }
 
   /** Purges both; how many rows went, by table. */

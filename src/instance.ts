@@ -81,6 +81,8 @@ export interface InstanceOptions {
   defaultMetrics?: boolean;
   /** Test seam: how webhook hosts are resolved at delivery (tests of DNS rebinding and of a silent resolver). */
   webhookLookup?: LookupAll;
+  /** Test seam: how often the clean-up of expired rows runs (housekeeping.ts; hourly). */
+  housekeepingEveryMs?: number;
   /** Set in a worker of server.workers. */
   fleet?: FleetLink;
 }
@@ -145,7 +147,7 @@ export async function createInstance(config: Config, options: InstanceOptions): 
     outbox.start();
     const events = new OutboxEmitter({ db, config: config.webhooks, clock });
     const audit = new AuditLog({ db, clock, log, retentionMs: config.audit.retention });
-    const housekeeping = new Housekeeping({ db, clock, log, audit });
+    const housekeeping = new Housekeeping({ db, clock, log, audit, everyMs: options.housekeepingEveryMs });
     closers.push(async () => housekeeping.close());
     await feed.start();
 

@@ -151,6 +151,8 @@ export interface TestGatewayOptions {
   logLevel?: string;
   /** How webhook hosts are resolved at delivery (the instance's test seam); only on a throwawayDatabase(). */
   webhookLookup?: LookupAll;
+  /** How often the clean-up of expired rows runs (the instance's test seam; hourly otherwise). */
+  housekeepingEveryMs?: number;
 }
 
 export async function startTestGateway(config: Config, options: TestGatewayOptions = {}): Promise<TestGateway> {
@@ -158,7 +160,7 @@ export async function startTestGateway(config: Config, options: TestGatewayOptio
   const sink = new Writable({ write(chunk, _enc, cb) { logs.push(String(chunk)); cb(); } });
   // The production logger, so every test that reads logs exercises the real redaction.
   const log = createLogger(options.logLevel ?? 'debug', sink);
-  const running = await startGateway(config, { log, clock: options.clock, db: options.db, webhookLookup: options.webhookLookup });
+  const running = await startGateway(config, { log, clock: options.clock, db: options.db, webhookLookup: options.webhookLookup, housekeepingEveryMs: options.housekeepingEveryMs });
   return {
     ...running,
     logs,
