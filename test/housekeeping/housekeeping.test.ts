@@ -66,9 +66,9 @@ describeWithServices('housekeeping timer', () => {
     child.stdout.setEncoding('utf8').on('data', (chunk: string) => { out += chunk; });
     child.stderr.setEncoding('utf8').on('data', (chunk: string) => { out += chunk; });
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-    const deadline = new Promise<'still running'>((resolve) => setTimeout(() => resolve('still running'), 30_000).unref());
+    const deadline = new Promise<'still running'>((resolve) => setTimeout(() => resolve('still running'), 20_000).unref());
     const outcome = await Promise.race([exited, deadline]);
     if (outcome === 'still running') child.kill('SIGKILL');
-    expect([outcome, out.trim().split('\n').at(-1)], out).toEqual([0, 'closed']);
-  });
+    expect([outcome, out.trim().split('\n').at(-1)], out.slice(-300)).toEqual([0, 'closed']);
+  }, 60_000);
 });
