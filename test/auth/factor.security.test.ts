@@ -1,26 +1,30 @@
-// Guard `factor` with mail configured (CONTRACT §14, src/auth/factor.ts): no factor is added to an
-// account whose email is not verified, so that whoever registers someone else's address first
-// cannot pre-install a TOTP or a passkey the owner would inherit (account pre-hijacking). Each of
-// the four routes that add a factor refuses; once the owner opens the verification link, they work.
+// Guard `factor` (CONTRACT §14, src/auth/factor.ts). With mail configured, no factor is added to
+// an account whose email is not verified, so that whoever registers someone else's address first
+// cannot pre-install a TOTP or a passkey the owner would inherit (account pre-hijacking): each of
+// the four routes that add a factor refuses; once the owner opens the verification link, they
+// work. And a factor is added only from a sign-in at most 5 minutes old (a stolen or forgotten
+// session cannot add one later), on both sides of that edge.
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { bearer, closeSql, describeWithServices, newEmail, newPassword, startTestGateway, testConfig, type TestGateway } from '../helpers/gateway.js';
+import { bearer, closeSql, describeWithServices, newEmail, newPassword, startTestGateway, testClock, testConfig, type TestGateway } from '../helpers/gateway.js';
 import { register as makePasskey } from '../helpers/softAuthenticator.js';
 import { mailSettings, startSmtpCatcher, type SmtpCatcher } from '../helpers/smtp.js';
 
 const UNVERIFIED = { error: 'Adresse email non vérifiée' };
+const RECENT = { error: 'Authentification récente requise' };
 const RP = { rpId: 'app.example.test', rpName: 'Example', origins: ['https://app.example.test'] };
 const ENROLL = '/api/v1/auth/mfa/totp/enroll';
 const CONFIRM = '/api/v1/auth/mfa/totp/confirm';
 const PASSKEY_OPTIONS = '/api/v1/auth/passkeys/register/options';
 const PASSKEY_REGISTER = '/api/v1/auth/passkeys/register/verify';
 
-describeWithServices('adding a factor needs a verified email when mail is configured', () => {
+describeWithServices('guard factor: a verified email when mail is configured, a recent sign-in', () => {
   let smtp: SmtpCatcher;
   let gw: TestGateway;
+  const clock = testClock();
 
   beforeAll(async () => {
     smtp = await startSmtpCatcher();
-    gw = await startTestGateway(testConfig({ mail: mailSettings(smtp), auth: { mfa: { issuer: 'Example' }, passkeys: RP } }));
+    gw = await startTestGateway(testConfig({ mail: mailSettings(smtp), auth: { mfa: { issuer: 'Example' }, passkeys: RP } }), { clock });
   });
   afterAll(async () => {
     await gw?.close();
@@ -52,5 +56,22 @@ describeWithServices('adding a factor needs a verified email when mail is config
     const { response } = makePasskey(options.json, { origin: 'https://app.example.test' });
     const added = await gw.post(PASSKEY_REGISTER, response, { headers });
     expect(added.status, added.text).toBe(201);
+  });
+
+  it('a sign-in 4 min 40 s old may still add a factor; one 5 min 10 s old may not, with either route', async () => {
+    const email = newEmail('recent');
+    const password = newPassword();
+    await gw.post('/api/v1/auth/register', { email, password });
+    expect((await gw.post('/api/v1/auth/email/verify', { token: (await smtp.waitFor(email)).token })).status).toBe(200);
+    const headers = bearer((await gw.post('/api/v1/auth/login', { email, password })).json.access_token);
+    await expect.poll(async () => (await gw.post(ENROLL, {}, { headers })).status).toBe(200);
+    clock.advance(4 * 60_000 + 40_000);
+    expect((await gw.post(ENROLL, {}, { headers })).status).toBe(200);
+    expect((await gw.post(PASSKEY_OPTIONS, {}, { headers })).status).toBe(200);
+    clock.advance(30_000);
+    for (const path of [ENROLL, PASSKEY_OPTIONS]) {
+      const res = await gw.post(path, {}, { headers });
+      expect([res.status, res.json], path).toEqual([403, RECENT]);
+    }
   });
 });
