@@ -1,6 +1,7 @@
 // The admin listener (admin.host:admin.port, HTTPS with admin.tls): metrics, health and the
 // OpenAPI document for operators, /admin/v1, and the console.
 import { randomBytes } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { healthRoutes } from '../health.js';
@@ -8,7 +9,8 @@ import { failureLog } from '../logThrottle.js';
 import type { Instance } from '../instance.js';
 import { httpsOptions, listenerOptions, registerCommon } from '../listener/common.js';
 import { combinedDocument, documentRoutes } from '../openapi.js';
-import { consoleAllowed, consoleRoutes } from './console.js';
+import { consoleRoutes } from './console.js';
+import { consoleOffReasons, consoleOrigin } from './consoleOrigin.js';
 import { memoryConsoleStore } from './consoleStore.js';
 import { adminRoutes } from './routes.js';
 
@@ -36,11 +38,18 @@ export async function buildAdminApp(instance: Instance, options: AdminOptions = 
   // A script guessing keys would write a line per guess (5,000 a second, measured): one per interval instead.
   const keyRefusals = failureLog(app.log as Logger, 'admin key refused: a request with a missing or wrong admin key');
   await app.register(adminRoutes, { prefix: '/admin', db, identities, events, audit, consoleMark, apiKey: admin.apiKey, config: () => live.current.settings, clock: instance.clock, keyRefusals });
-  // Absent, not refused, without a key, or off loopback without TLS (CONTRACT §16).
-  if (consoleAllowed(admin)) {
+  // Absent, not refused, without a key, off loopback without TLS (CONTRACT §16), or on every
+  // address without admin.publicUrl (§26): said once at start, as `gateway check` says it.
+  const offBecause = consoleOffReasons(admin);
+  if (!offBecause.length) {
     // With server.workers, the primary keeps sessions and tickets for all: a connection may reach any worker.
     const store = fleet?.consoleStore ?? memoryConsoleStore(() => instance.clock().getTime());
-    await app.register(consoleRoutes, { consoleMark, apiKey: admin.apiKey, secure: admin.tls !== undefined, config: () => live.current.settings, readiness: { db, redis: redis?.client ?? null, lifecycle }, metrics, clock: instance.clock, store, keyRefusals });
+    // admin.port 0 (any free port): the port the listener got, once it listens.
+    const origin = () => consoleOrigin(admin, (app.server.address() as AddressInfo | null)?.port ?? admin.port);
+    const secure = admin.tls !== undefined || admin.publicUrl?.startsWith('https:') === true;
+    await app.register(consoleRoutes, { consoleMark, apiKey: admin.apiKey, secure, origin, config: () => live.current.settings, readiness: { db, redis: redis?.client ?? null, lifecycle }, metrics, clock: instance.clock, store, keyRefusals });
+  } else if (admin.apiKey) {
+    app.log.warn({ reasons: offBecause }, 'console off: /console/ answers 404');
   }
   return app;
 }

@@ -2,8 +2,9 @@
 // key is exchanged once for a session cookie; the pages then call /console/api/*, which answers
 // what /admin/v1/* answers (the same handlers, reached with the key the session stands for), plus
 // the route table and a health summary. Served only on a loopback admin listener, or one with TLS
-// (admin.tls, the cookie then Secure): the cookie would otherwise cross the network in clear. A
-// one-time sign-in link (a ticket, minted with the admin key: the demo prints one) is the other way in.
+// (admin.tls, the cookie then Secure): the cookie would otherwise cross the network in clear; and
+// only where it has an origin (consoleOrigin.ts). A one-time sign-in link (a ticket, minted with
+// the admin key: the demo prints one) is the other way in.
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
@@ -16,6 +17,7 @@ import type { FailureLog } from '../logThrottle.js';
 import type { Metrics } from '../metrics.js';
 import { countInstances } from '../storage/changeFeed.js';
 import { withTimeout } from '../time.js';
+import type { ConsoleOrigin } from './consoleOrigin.js';
 import type { ConsoleStore } from './consoleStore.js';
 import { BEARER, CONSOLE_MARK_HEADER } from './routes.js';
 
@@ -41,8 +43,10 @@ const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 's
 
 export interface ConsoleDeps {
   apiKey: string;
-  /** Served over HTTPS (admin.tls): the cookie is Secure, and the page's origin https://. */
+  /** Reached over HTTPS (admin.tls, or an https:// admin.publicUrl): the cookie is Secure. */
   secure: boolean;
+  /** The console's origin (CONTRACT §26): read when asked, since the listener's port may be known only once it listens. */
+  origin: () => ConsoleOrigin;
   /** Set on the console's requests to the admin API (routes.ts): their audit actor is `console`. */
   consoleMark: string;
   config: () => Pick<Config, 'routes' | 'upstreams'>;
@@ -58,11 +62,6 @@ export interface ConsoleDeps {
 const digest = (value: string) => createHash('sha256').update(value).digest();
 /** What is kept of a session's or a ticket's secret: its hash, so that memory read by someone else (a heap dump, a core file) signs nobody in. */
 const hashOf = (value: string) => digest(value).toString('base64url');
-
-/** Whether the admin listener may serve the console: it has a key, and it is on a loopback address or has TLS. */
-export function consoleAllowed({ host, apiKey, tls }: Pick<Config['admin'], 'host' | 'apiKey' | 'tls'>): boolean {
-  return Boolean(apiKey) && (tls !== undefined || host === 'localhost' || host === '::1' || /^127\./.test(host));
-}
 
 function cookieOf(request: FastifyRequest): string | undefined {
   return cookieValue(request.headers, CONSOLE_COOKIE);
@@ -87,12 +86,11 @@ export async function consoleRoutes(app: FastifyInstance, deps: ConsoleDeps): Pr
     }
     return { key, csrf: session.csrf, expires: session.expires };
   };
-  // The console's own origin as this request reached it (request.host: Host, or HTTP/2's :authority).
-  const ownOrigin = (request: FastifyRequest) => `${deps.secure ? 'https' : 'http'}://${request.host}`;
-  const foreignOrigin = (request: FastifyRequest) => {
-    const origin = headerValue(request.headers, 'origin');
-    return Boolean(origin) && origin !== ownOrigin(request);
-  };
+  // Compared with the console's configured origin, never with the request's Host: a DNS-rebinding
+  // page (evil.example resolved to 127.0.0.1) sends a Host and an Origin that agree.
+  const fromConsole = (request: FastifyRequest) => deps.origin().accepted.has(headerValue(request.headers, 'origin'));
+  // No Origin at all is a script's request (curl), not another site's page: its key or token decides.
+  const foreignOrigin = (request: FastifyRequest) => Boolean(headerValue(request.headers, 'origin')) && !fromConsole(request);
   // A change must come from the console's own page: its CSRF token, and no other Origin.
   const changeRefused = (request: FastifyRequest, csrf: string) => {
     if (foreignOrigin(request)) return true;
@@ -113,7 +111,13 @@ export async function consoleRoutes(app: FastifyInstance, deps: ConsoleDeps): Pr
   app.post('/console/session', async (request, reply) => {
     const body = request.body as { key?: unknown; ticket?: unknown } | undefined;
     if (typeof body?.ticket === 'string') {
-      if (foreignOrigin(request)) return sendError(reply, 'consoleTicketInvalid');
+      // Only the console's page redeems a ticket, and a browser sends its Origin with every POST
+      // (§26): from elsewhere or with no Origin, refused without spending it.
+      if (!fromConsole(request)) {
+        // Said to the operator too: a tunnel on another port, or a proxy the console's origin does not name, ends here.
+        request.log.warn({ origin: headerValue(request.headers, 'origin') || null, expected: deps.origin().link }, 'console sign-in refused: a sign-in link redeemed from another origin than the console\'s');
+        return sendError(reply, 'consoleTicketInvalid');
+      }
       // Single use: spent whether or not it was still in time.
       const expires = (await deps.store.take(ticketKey(body.ticket)))?.expires;
       if (expires === undefined || expires <= deps.clock().getTime()) {
@@ -146,7 +150,8 @@ export async function consoleRoutes(app: FastifyInstance, deps: ConsoleDeps): Pr
     const ticket = randomBytes(32).toString('base64url');
     const expires = deps.clock().getTime() + TICKET_MS;
     await deps.store.put(ticketKey(ticket), { expires });
-    return reply.code(201).send({ url: `${ownOrigin(request)}/console/#ticket=${ticket}`, expires_at: new Date(expires).toISOString() });
+    // From the console's origin, never from Host: a Host of the sender's choosing would point the link, and its ticket, elsewhere.
+    return reply.code(201).send({ url: `${deps.origin().link}/console/#ticket=${ticket}`, expires_at: new Date(expires).toISOString() });
   });
 
   app.get('/console/session', async (request, reply) => {

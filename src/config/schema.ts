@@ -329,6 +329,19 @@ const listenerTls = z.strictObject({
   ciphers: z.string().min(1).optional().meta({ description: 'OpenSSL cipher list replacing the default (TLS 1.3, and TLS 1.2 with ECDHE/DHE and AES-GCM or ChaCha20-Poly1305 only).' }),
 });
 
+// The console's origin (CONTRACT §26): its sign-in links are built from it and its pages accepted
+// only from it. An origin only (the console is at /console/ on it), kept in the form browsers send,
+// and https:// off loopback: a session cookie or a ticket sent over plain HTTP can be read on the
+// way. The pattern says it all, so gateway.schema.json refuses what check refuses.
+const CONSOLE_ORIGIN = new RegExp(`^(?:[Hh][Tt][Tt][Pp][Ss]://(?:\\[[0-9A-Fa-f:.]+\\]|(?:${OCTET}\\.){3}${OCTET}|${NAME})|[Hh][Tt][Tt][Pp]://(?:127\\.0\\.0\\.1|\\[::1\\]|[Ll][Oo][Cc][Aa][Ll][Hh][Oo][Ss][Tt]))(?::${PORT})?/?$`);
+const consoleOriginUrl = z.string()
+  .refine((u) => CONSOLE_ORIGIN.test(u) && isUrl(u, /^https?:$/), 'expected the console\'s origin, an https:// URL without path, query or fragment such as https://gateway-admin.example.com (http:// only on 127.0.0.1, ::1 or localhost)')
+  .transform((u) => new URL(u).origin)
+  .meta({
+    pattern: CONSOLE_ORIGIN.source, examples: ['https://gateway-admin.example.com'],
+    description: 'The console\'s origin as operators open it (through a proxy, say): its sign-in links name it and its pages are accepted only from it. Unset: http(s)://{host}:{port}, with 127.0.0.1, localhost and [::1] alike on loopback; on every address (0.0.0.0, ::) the console is then off.',
+  });
+
 // Defaults of values that a transform or preprocess reads are prefaults: written as in the file and
 // parsed like it, so `gateway schema` can show them (a default is the parsed value, a number).
 export const configSchema = z.strictObject({
@@ -417,6 +430,7 @@ export const configSchema = z.strictObject({
     apiKey: adminKey,
     // Off loopback, the admin key, the metrics and the console's cookie would cross the network in clear.
     tls: listenerTls.optional().meta({ description: 'Serve the admin listener over HTTPS (the admin API, metrics, health, and the console off loopback); the files are read again on SIGHUP.' }),
+    publicUrl: consoleOriginUrl.optional(),
   }).prefault({}),
   // Traces (CONTRACT §17): empty endpoint and no OTEL_EXPORTER_OTLP_ENDPOINT, no tracing. What is
   // left unset here, the standard OTEL_* variables fill (telemetry/tracing.ts).

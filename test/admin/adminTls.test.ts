@@ -49,9 +49,12 @@ describeWithServices('admin listener over HTTPS (admin.tls)', () => {
     // (the test settings turn it off).
     const config = testConfigFromFile(docsExample('tls', 'admin-https'), dir, { APP_URL: upstream.url, GATEWAY_ADMIN_KEY: ADMIN_KEY });
     expect(config.admin.host).toBe('0.0.0.0');
+    expect(config.admin.publicUrl).toBe('https://gateway-admin.internal:9443');
     config.admin.port = await sparePort();
-    gw = await startTestGateway(config);
     base = `https://localhost:${config.admin.port}`;
+    // On every address the console's origin is admin.publicUrl (CONTRACT §26): here, where the test reaches it.
+    config.admin.publicUrl = base;
+    gw = await startTestGateway(config);
   });
 
   afterAll(async () => {

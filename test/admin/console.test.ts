@@ -5,8 +5,11 @@
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildAdminApp } from '../../src/admin/app.js';
-import { consoleAllowed, TICKET_MS } from '../../src/admin/console.js';
-import { ADMIN_KEY, closeSql, describeWithServices, eventually, makeUser, startTestGateway, testClock, testConfig, throwawayDatabase, type TestGateway } from '../helpers/gateway.js';
+import { TICKET_MS } from '../../src/admin/console.js';
+import { consoleAllowed } from '../../src/admin/consoleOrigin.js';
+import { makeCertificate } from '../helpers/certificate.js';
+import { docsExample } from '../helpers/docs.js';
+import { ADMIN_KEY, closeSql, configProblems, describeWithServices, eventually, makeUser, startTestGateway, testClock, testConfig, testConfigFromYaml, throwawayDatabase, type TestGateway } from '../helpers/gateway.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import { request } from '../helpers/http.js';
 
@@ -56,8 +59,14 @@ describeWithServices('console: sign-in, cookie, CSRF', () => {
     expect(consoleAllowed({ host: '0.0.0.0', apiKey: ADMIN_KEY })).toBe(false);
     expect(consoleAllowed({ host: '10.0.0.5', apiKey: ADMIN_KEY })).toBe(false);
     expect(consoleAllowed({ host: '127.0.0.1', apiKey: '' })).toBe(false);
-    // With TLS the cookie is Secure: any address (test/admin/adminTls.test.ts serves it so).
-    expect(consoleAllowed({ host: '0.0.0.0', apiKey: ADMIN_KEY, tls: { certFile: 'a.pem', keyFile: 'a-key.pem', http2: false, minVersion: 'TLSv1.2' } })).toBe(true);
+    // With TLS the cookie is Secure: any address (test/admin/adminTls.test.ts serves it so), but
+    // on every address (a wildcard) only with admin.publicUrl: else the console has no origin (§26).
+    const tls = { certFile: 'a.pem', keyFile: 'a-key.pem', http2: false, minVersion: 'TLSv1.2' } as const;
+    expect(consoleAllowed({ host: '10.0.0.5', apiKey: ADMIN_KEY, tls })).toBe(true);
+    for (const host of ['0.0.0.0', '::', '']) {
+      expect(consoleAllowed({ host, apiKey: ADMIN_KEY, tls }), host).toBe(false);
+      expect(consoleAllowed({ host, apiKey: ADMIN_KEY, tls, publicUrl: 'https://admin.example.com' }), host).toBe(true);
+    }
     const open = await startTestGateway(testConfig({ admin: { host: '0.0.0.0', port: 0 } }));
     try {
       const app = await buildAdminApp(open.services);
@@ -68,6 +77,56 @@ describeWithServices('console: sign-in, cookie, CSRF', () => {
       expect((await app.inject({ method: 'GET', url: '/admin/v1/users?limit=1', headers: { authorization: `Bearer ${ADMIN_KEY}` } })).statusCode).toBe(200);
     } finally {
       await open.close();
+    }
+  });
+
+  it('is absent (404) on every address (0.0.0.0, ::) without admin.publicUrl, TLS or not: it has no origin', async () => {
+    const cert = makeCertificate();
+    const tls = { certFile: cert.certFile, keyFile: cert.keyFile };
+    try {
+      for (const host of ['0.0.0.0', '::']) {
+        const open = await startTestGateway(testConfig({ admin: { host, port: 0, tls } }));
+        try {
+          const app = await buildAdminApp(open.services);
+          apps.push(app);
+          expect((await app.inject({ method: 'GET', url: '/console/' })).statusCode, host).toBe(404);
+          expect((await app.inject({ method: 'POST', url: '/console/tickets', headers: { authorization: `Bearer ${ADMIN_KEY}` } })).statusCode, host).toBe(404);
+        } finally {
+          await open.close();
+        }
+      }
+    } finally {
+      cert.remove();
+    }
+  });
+
+  it('takes admin.publicUrl (docs/console.md\'s example) as its origin: links name it, tickets need it', async () => {
+    const config = testConfigFromYaml(docsExample('console', 'public-url'), { GATEWAY_ADMIN_KEY: ADMIN_KEY });
+    expect(config.admin.publicUrl).toBe('https://gateway-admin.example.com');
+    const own = await startTestGateway(config);
+    try {
+      const app = await buildAdminApp(own.services);
+      apps.push(app);
+      const local = await app.listen({ host: '127.0.0.1', port: 0 });
+      const minted = await request(local, 'POST', '/console/tickets', { headers: { authorization: `Bearer ${ADMIN_KEY}` } });
+      expect(minted.json.url).toMatch(/^https:\/\/gateway-admin\.example\.com\/console\/#ticket=[\w-]{43}$/);
+      const ticket = String(minted.json.url).split('#ticket=')[1];
+      // The listener's own address is not the console's origin any more.
+      expect((await request(local, 'POST', '/console/session', { headers: { origin: local }, json: { ticket } })).status).toBe(401);
+      const session = await request(local, 'POST', '/console/session', { headers: { origin: 'https://gateway-admin.example.com' }, json: { ticket } });
+      expect(session.status).toBe(200);
+      // Browsers reach it over https://: the cookie is Secure though the proxy speaks HTTP to the loopback listener.
+      expect(session.headers['set-cookie']).toEqual([expect.stringMatching(/^gw_console=[\w-]{43}; HttpOnly; Secure; SameSite=Strict; Path=\/console\/; Max-Age=28800$/)]);
+    } finally {
+      await own.close();
+    }
+  });
+
+  it('refuses an admin.publicUrl that is not an origin, or http:// off loopback', () => {
+    const problems = (publicUrl: string) => configProblems(`admin:\n  publicUrl: '${publicUrl}'\nupstreams:\n  app: { url: 'http://127.0.0.1:3000' }\n`);
+    for (const good of ['https://admin.example.com', 'https://admin.example.com:9443/', 'http://127.0.0.1:9090', 'http://localhost:9090', 'http://[::1]:9090']) expect(problems(good), good).toEqual([]);
+    for (const bad of ['http://admin.example.com', 'https://admin.example.com/console/', 'https://admin.example.com/?a=1', 'https://u:p@admin.example.com', 'admin.example.com']) {
+      expect(problems(bad), bad).toEqual([expect.stringMatching(/^admin\.publicUrl: expected the console's origin/)]);
     }
   });
 
@@ -95,6 +154,10 @@ describeWithServices('console: sign-in, cookie, CSRF', () => {
     const change = (headers: Record<string, string>) => request(url, 'PUT', `/console/api/v1/users/${user.id}/plan`, { headers: { cookie, ...headers }, json: { plan: 'pro' } });
     expect((await change({})).json).toEqual({ error: 'Jeton CSRF invalide' });
     expect((await change({ 'x-csrf-token': csrf, origin: 'http://evil.example' })).status).toBe(403);
+    // The Origin is compared with the console's own, not with the Host the request names (DNS rebinding).
+    const port = new URL(url).port;
+    expect((await change({ 'x-csrf-token': csrf, host: `evil.example:${port}`, origin: `http://evil.example:${port}` })).status).toBe(403);
+    expect((await change({ 'x-csrf-token': csrf, origin: `http://localhost:${port}` })).status).toBe(200);
     const done = await change({ 'x-csrf-token': csrf });
     expect(done.status).toBe(200);
     expect(done.json.plan).toBe('pro');
@@ -151,7 +214,8 @@ describeWithServices('console: sign-in, cookie, CSRF', () => {
   describe('one-time sign-in links', () => {
     const mint = (headers: Record<string, string> = { authorization: `Bearer ${ADMIN_KEY}` }) => request(url, 'POST', '/console/tickets', { headers });
     const ticketOf = (link: string) => /#ticket=([\w-]+)$/.exec(link)![1]!;
-    const use = (ticket: string, headers: Record<string, string> = {}) => request(url, 'POST', '/console/session', { headers, json: { ticket } });
+    // The console's page POSTs from its own origin: a browser sends that Origin with every POST.
+    const use = (ticket: string, headers: Record<string, string> = { origin: url }) => request(url, 'POST', '/console/session', { headers, json: { ticket } });
 
     it('are minted only with the admin key, for 10 minutes, the ticket in the fragment', async () => {
       expect((await mint({})).json).toEqual({ error: 'Clé d’administration invalide' });
@@ -178,6 +242,36 @@ describeWithServices('console: sign-in, cookie, CSRF', () => {
       const ticket = ticketOf((await mint()).json.url);
       expect((await use(ticket, { origin: 'http://evil.example' })).status).toBe(401);
       expect((await use(ticket)).status).toBe(200);
+    });
+
+    // CONTRACT §26: the link is built from the console's origin, never from Host (a request's Host
+    // is whatever its sender wrote: a link naming evil.example hands the ticket to its page).
+    it('are built from the console\'s origin, whatever Host the minting request carried', async () => {
+      const res = await mint({ authorization: `Bearer ${ADMIN_KEY}`, host: 'evil.example' });
+      expect(res.status).toBe(201);
+      expect(res.json.url).toMatch(new RegExp(`^${url}/console/#ticket=[\\w-]{43}$`));
+    });
+
+    it('need an Origin equal to the console\'s: none, or one that follows Host, is refused and the ticket kept', async () => {
+      const ticket = ticketOf((await mint()).json.url);
+      const refused = { status: 401, json: { error: 'Lien de connexion invalide, déjà utilisé ou expiré' } };
+      expect(await use(ticket, {})).toMatchObject(refused);
+      // DNS rebinding: a page on evil.example resolved to 127.0.0.1 sends its own Host and Origin.
+      const port = new URL(url).port;
+      expect(await use(ticket, { host: `evil.example:${port}`, origin: `http://evil.example:${port}` })).toMatchObject(refused);
+      expect(await use(ticket, { origin: `https://127.0.0.1:${port}` })).toMatchObject(refused);
+      expect((await use(ticket)).status).toBe(200);
+    });
+
+    it('take 127.0.0.1, localhost and [::1] as one origin on a loopback listener', async () => {
+      const port = new URL(url).port;
+      for (const host of ['localhost', '[::1]', '127.0.0.1']) {
+        const ticket = ticketOf((await mint()).json.url);
+        expect((await use(ticket, { origin: `http://${host}:${port}` })).status, host).toBe(200);
+      }
+      // Another port is another origin.
+      const ticket = ticketOf((await mint()).json.url);
+      expect((await use(ticket, { origin: `http://localhost:${Number(port) + 1}` })).status).toBe(401);
     });
 
     it('refuse a ticket past its 10 minutes', async () => {

@@ -230,6 +230,15 @@ describeWithBrowser('the console, in Chromium', () => {
       await again.browserContext().close();
     });
 
+    // The page redeems the ticket by a POST, which carries the page's Origin: the gateway needs it
+    // (CONTRACT §26), and on a loopback listener 127.0.0.1, localhost and [::1] are one origin.
+    it('signs in through localhost as through 127.0.0.1 (an SSH tunnel\'s address)', async () => {
+      const tunnelled = await open((await mint()).replace('//127.0.0.1:', '//localhost:'));
+      expect(await tunnelled.$('#user-search')).not.toBeNull();
+      expect(await tunnelled.cookies()).toEqual([expect.objectContaining({ name: 'gw_console', domain: 'localhost' })]);
+      await tunnelled.browserContext().close();
+    });
+
     it('a link older than 10 minutes is refused', async () => {
       const late = await mint();
       clock.advance(TICKET_MS + 1_000);

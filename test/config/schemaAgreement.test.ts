@@ -65,9 +65,13 @@ const auth = fc.record({
   ['rateLimit', entries([['max', a.rateMax], ['window', a.rateWindow]])], ['accessTokenTtl', a.accessTokenTtl], ['refreshReuse', a.refreshReuse],
   ['jwt', entries([['algorithm', a.algorithm], [a.jwtKey, a.secret], ['privateKeyFile', a.privateKeyFile], ['issuer', a.issuer], ['audience', a.audience]])],
 ]));
-const admin = fc.record({ host: maybe(host), port: maybe(port), apiKey: maybe(secret), apiKeyKey: key('apiKey'),
+// The console's origin: https:// anywhere, http:// on loopback only, no path.
+const consoleUrl = mostly<unknown>(['https://gateway-admin.example.com', 'HTTPS://Admin.Example.COM:9443/', 'https://[fd00::5]:9443', 'http://127.0.0.1:9090', 'http://localhost:9090', 'http://[::1]:9090'], [
+  'http://admin.example.com', 'http://127.0.0.2:9090', 'https://admin.example.com/console/', 'https://x?q', 'https://u:p@x', 'admin.example.com', 'https://x:70000', 5, '${CONSOLE_URL:-https://a.example}',
+]);
+const admin = fc.record({ host: maybe(host), port: maybe(port), apiKey: maybe(secret), apiKeyKey: key('apiKey'), publicUrl: maybe(consoleUrl),
   tls: maybe(fc.record({ certFile: file, keyFile: maybe(file), http2: maybe(bool), minVersion: maybe(mostly<unknown>(['TLSv1.2', 'TLSv1.3'], ['TLSv1.1', 1.3])) })) })
-  .map((a) => entries([['host', a.host], ['port', a.port], [a.apiKeyKey, a.apiKey], ['tls', a.tls && entries(Object.entries(a.tls))]]));
+  .map((a) => entries([['host', a.host], ['port', a.port], [a.apiKeyKey, a.apiKey], ['publicUrl', a.publicUrl], ['tls', a.tls && entries(Object.entries(a.tls))]]));
 const webhooks = fc.record({ timeout: maybe(duration), retries: maybe(mostly<unknown>([0, 3, 10, '5'], [11, -1, 'x'])), allowPrivateNetworks: maybe(bool), caFile: maybe(file) })
   .map((w) => entries(Object.entries(w)));
 const cors = fc.record({ origins: mostly<unknown>([[], [0], [0, 1]], ['*', null]), picks: fc.array(origin, { minLength: 2, maxLength: 2 }), credentials: maybe(mostly<unknown>([true, false, 'true'], ['${CREDENTIALS:-false}', 'sometimes'])),

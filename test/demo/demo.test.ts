@@ -39,7 +39,8 @@ describe('npm run demo', () => {
     const [, url, key] = /open (http:\/\/\S+\/console\/) and sign in with the admin key (\S+)/.exec(walkthrough) ?? [];
     expect(link!.startsWith(`${url}#ticket=`)).toBe(true);
     expect((await fetch(url!)).status).toBe(200);
-    const signIn = (body: object) => fetch(new URL('session', url), { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    // As the console's page POSTs, with its Origin: a ticket needs it (CONTRACT §26).
+    const signIn = (body: object) => fetch(new URL('session', url), { method: 'POST', headers: { 'content-type': 'application/json', origin: new URL(url!).origin }, body: JSON.stringify(body) });
     const ticket = new URL(link!).hash.slice('#ticket='.length);
     expect((await signIn({ ticket })).status).toBe(200);
     expect((await signIn({ ticket })).status).toBe(401);

@@ -114,7 +114,8 @@ describeWithServices('server.workers: 2 on the built CLI, as docs/production.md 
 
     const ticket = /#ticket=([\w-]+)$/.exec((await fresh('POST', '/console/tickets', { headers: { authorization: `Bearer ${ADMIN_KEY}` } })).json.url)![1]!;
     const uses = [];
-    for (let i = 0; i < 4; i++) uses.push((await fresh('POST', '/console/session', { json: { ticket } })).status);
+    // From the console's page: its Origin (CONTRACT §26).
+    for (let i = 0; i < 4; i++) uses.push((await fresh('POST', '/console/session', { headers: { origin: adminUrl }, json: { ticket } })).status);
     expect(uses).toEqual([200, 401, 401, 401]);
 
     // Sign-out ends it on every worker.
