@@ -11,6 +11,7 @@ import { readFileSync } from 'node:fs';
 import { get } from 'node:http';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { levels } from 'pino';
+import { consoleOffReasons } from './admin/consoleOrigin.js';
 import { checkFiles } from './config/files.js';
 import { ConfigError, loadConfig } from './config/load.js';
 import type { Config } from './config/schema.js';
@@ -96,8 +97,9 @@ storage.migrate is false.`,
     help: `Validates what \`start\` reads, without touching the network: the YAML, every key
 (unknown keys are errors), the \${VAR} references, PORT, HOST and LOG_LEVEL, and every file the
 configuration names (keys, CA and certificate files), which must exist and parse as what they
-are. Prints "FILE: valid" and the route table, exit status 0; or, on stderr, the file and one
-line per problem (key path, what is wrong), exit status 1.`,
+are. Prints "FILE: valid" and the route table, exit status 0, with on stderr a "FILE: warning:"
+line for what a valid file leaves off (the console, with its reason); or, on stderr, the file and
+one line per problem (key path, what is wrong), exit status 1.`,
   },
   {
     name: 'health', config: true, run: health,
@@ -325,6 +327,9 @@ async function loadChecked(configPath: string | undefined): Promise<{ config: Co
 
 async function check({ config: configPath }: Args): Promise<number> {
   const { config, file } = await loadChecked(configPath);
+  // A valid file that leaves the console off although it has a key: the operator meant to use it.
+  const consoleOff = config.admin.apiKey ? consoleOffReasons(config.admin) : [];
+  for (const reason of consoleOff) console.error(`${file}: warning: the console (/console/) is off: ${reason}`);
   return print(`${file}: valid\n\n${routeTable(config)}`);
 }
 

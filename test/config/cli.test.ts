@@ -164,4 +164,22 @@ describe('gateway check', { timeout: 60_000 }, () => {
     });
     expect(debug.code).toBe(0);
   });
+
+  // CONTRACT §26: on every address the console has no origin of its own unless admin.publicUrl gives one.
+  it('says why the console is off on every address without admin.publicUrl, and is quiet with it', async () => {
+    const cert = makeCertificate();
+    try {
+      const admin = (host: string, extra = '') => `admin:\n  host: '${host}'\n  port: 9443\n  apiKey: ${'k'.repeat(32)}\n  tls: { certFile: ${cert.certFile}, keyFile: ${cert.keyFile} }\n${extra}`;
+      const files = { v4: write('console-v4.yaml', `${VALID}${admin('0.0.0.0')}`), v6: write('console-v6.yaml', `${VALID}${admin('::')}`), named: write('console-named.yaml', `${VALID}${admin('::', '  publicUrl: https://gateway-admin.example.com:9443\n')}`) };
+      const [v4, v6, named] = await Promise.all([gateway(['check', '--config', files.v4]), gateway(['check', '--config', files.v6]), gateway(['check', '--config', files.named])]);
+      for (const [result, file, host] of [[v4, files.v4, '0.0.0.0'], [v6, files.v6, '::']] as const) {
+        expect(result.code).toBe(0);
+        expect(result.stdout.split('\n')[0]).toBe(`${file}: valid`);
+        expect(result.stderr).toBe(`${file}: warning: the console (/console/) is off: admin.host "${host}" is every address and admin.publicUrl is not set: the console has no origin to build its sign-in links from and to accept pages of (set admin.publicUrl to the address operators open, such as https://gateway-admin.example.com)\n`);
+      }
+      expect(named).toMatchObject({ code: 0, stderr: '' });
+    } finally {
+      cert.remove();
+    }
+  });
 });
