@@ -1,5 +1,4 @@
 // What an email or a new password must be, wherever one comes in (register, forgot, change, reset).
-import { isIPv4, isIPv6 } from 'node:net';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { passwordTooShortMessage, sendError, type Denial, type ErrorCode } from '../errors.js';
 import { isTooLong } from './passwords.js';
@@ -19,7 +18,9 @@ const UNFIT_FOR_EMAIL = /[\p{Cc}\p{Cs}\uFFFD%]/u;
 // or an upstream would read as more: no display name (`ceo@bank.test <attacker@evil.test>` mails
 // the second), no list (`a@x.test,b@y.test` mails both), comment or group (CONTRACT §19).
 // Non-ASCII letters are welcome (`łukasz@x.pl`); spaces, separators (U+2028, U+2029) and
-// invisible format characters are not.
+// invisible format characters are not. Nor is a domain literal (`eve@[127.0.0.1]`,
+// `a@[IPv6:::1]`, CONTRACT §26): it names a host, not a domain, so mail to it goes wherever the
+// literal points (the gateway's own network included), past domain allow-lists and MX policy.
 const NON_ASCII = String.raw`[^\x00-\x7f\p{Z}\p{C}]`;
 const ATEXT = String.raw`(?:[A-Za-z0-9!#$&'*+\-/=?^_\x60{|}~]|${NON_ASCII})`;
 const DOT_STRING = String.raw`${ATEXT}+(?:\.${ATEXT}+)*`;
@@ -27,20 +28,15 @@ const DOT_STRING = String.raw`${ATEXT}+(?:\.${ATEXT}+)*`;
 // the characters that split or name addresses (`,` `<` `>` `;` `:` `@`), spaces or escapes.
 const QUOTED = String.raw`"(?:${ATEXT}|\.)+"`;
 const LABEL = String.raw`(?:[A-Za-z0-9]|${NON_ASCII})(?:(?:[A-Za-z0-9-]|${NON_ASCII})*(?:[A-Za-z0-9]|${NON_ASCII}))?`;
-const MAILBOX = new RegExp(String.raw`^(${DOT_STRING}|${QUOTED})@(${LABEL}(?:\.${LABEL})*|\[[^\]]+\])$`, 'u');
+const MAILBOX = new RegExp(String.raw`^(${DOT_STRING}|${QUOTED})@(${LABEL}(?:\.${LABEL})*)$`, 'u');
 
-/** Whether `email` is exactly one mailbox that can be stored and mailed (CONTRACT §8, §19). */
+/** Whether `email` is exactly one mailbox that can be stored and mailed (CONTRACT §8, §19, §26). */
 export function isSingleMailbox(email: string): boolean {
   if (email.length > MAX_EMAIL_LENGTH || UNFIT_FOR_EMAIL.test(email)) return false;
   const match = MAILBOX.exec(email);
   if (!match) return false;
-  const [, local, domain] = match as unknown as [string, string, string];
-  if (Buffer.byteLength(local) > MAX_LOCAL_OCTETS) return false;
-  if (domain.startsWith('[')) {
-    const literal = domain.slice(1, -1);
-    return isIPv4(literal) || (literal.toLowerCase().startsWith('ipv6:') && isIPv6(literal.slice(5)));
-  }
-  return true;
+  const [, local] = match as unknown as [string, string];
+  return Buffer.byteLength(local) <= MAX_LOCAL_OCTETS;
 }
 
 /** The email as stored (trimmed, lower-cased), or undefined when it cannot be an account's. */

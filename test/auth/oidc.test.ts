@@ -369,9 +369,9 @@ describeWithServices('sign in with an identity provider', () => {
     expect(new URL(String((await signIn(anonymous)).res.headers.location)).hash).toBe('#error=email_unverified');
   });
 
-  it('an email claim that is not one mailbox (a list, a display name) makes no account, even vouched for (CONTRACT §19)', async () => {
+  it('an email claim that is not one mailbox (a list, a display name, a domain literal) makes no account, even vouched for (CONTRACT §19, §26)', async () => {
     const t = marker();
-    for (const email of [`victim.${t}@x.test,attacker.${t}@y.test`, `CEO <ceo.${t}@bank.test>`, `a.${t}@x.test (c)`]) {
+    for (const email of [`victim.${t}@x.test,attacker.${t}@y.test`, `CEO <ceo.${t}@bank.test>`, `a.${t}@x.test (c)`, `a.${t}@[127.0.0.1]`, `a.${t}@[IPv6:::1]`]) {
       const subject = providerUser({ email, email_verified: true });
       expect(new URL(String((await signIn(subject)).res.headers.location)).hash, email).toBe('#error=email_unverified');
     }

@@ -68,9 +68,26 @@ describeWithServices('one mailbox per account', () => {
     expect(await sql('SELECT email FROM users WHERE email LIKE $1', [`%${t}%`])).toEqual([]);
   });
 
+  it('refuses a domain literal on register, forgot and magic link, stores nothing, and login knows no such account (CONTRACT §26)', async () => {
+    // `eve@[127.0.0.1]` names a host, not a domain: mail to it goes wherever the literal points
+    // (the gateway's own network), past every domain allow-list and MX policy.
+    const t = marker();
+    for (const email of [`eve.${t}@[127.0.0.1]`, `eve.${t}@[IPv6:::1]`, `eve.${t}@[ipv6:2001:db8::1]`, `eve.${t}@[10.0.0.1]`]) {
+      const password = newPassword();
+      for (const path of ['/api/v1/auth/register', '/api/v1/auth/password/forgot', '/api/v1/auth/magic-link']) {
+        const res = await gw.post(path, { email, password });
+        expect([res.status, res.json], `${path} ${email}`).toEqual([400, INVALID]);
+      }
+      const login = await gw.post('/api/v1/auth/login', { email, password });
+      expect([login.status, login.json]).toEqual([401, { error: 'Identifiants invalides' }]);
+    }
+    // No account, so no link could be queued for one.
+    expect(await sql('SELECT email FROM users WHERE email LIKE $1', [`%${t}%`])).toEqual([]);
+  });
+
   it('accepts single mailboxes of every permitted shape, and the header and assertion carry exactly that address', async () => {
     const t = marker();
-    for (const email of [`łukasz.${t}@x.pl`, `"john..doe.${t}"@x.test`, `a+b.${t}@x.test`, `o'brien.${t}@x.test`, `${t}@[127.0.0.1]`, `${t}@bücher.example`]) {
+    for (const email of [`łukasz.${t}@x.pl`, `"john..doe.${t}"@x.test`, `a+b.${t}@x.test`, `o'brien.${t}@x.test`, `${t}@bücher.example`]) {
       const password = newPassword();
       const reg = await gw.post('/api/v1/auth/register', { email, password });
       expect(reg.status, JSON.stringify(email)).toBe(201);
