@@ -19,6 +19,7 @@ import { requireUserWith } from './listener/requireUser.js';
 import { healthRoutes } from './health.js';
 import type { Instance } from './instance.js';
 import { httpsOptions, listenerOptions, registerCommon, traceRequests } from './listener/common.js';
+import { refuseUnfitInput } from './listener/inputs.js';
 import { FORWARDED_ROUTE, Forwarder } from './proxy/forwarder.js';
 import { ownEndpointMethods, RequestContexts, type RequestContext } from './requestContext.js';
 import { OpenSockets } from './proxy/openSockets.js';
@@ -30,6 +31,10 @@ import { userRoutes } from './user/routes.js';
 import { ASSERTION_KEYS_PATH } from './verify/index.js';
 
 const REQUEST_TIMEOUT_MS = 300_000;
+// Endpoints whose answers to each field the spec and CONTRACT §19/§26 fix (an email with a control
+// character is `Email invalide`, a password with one at login `Identifiants invalides`, logout
+// always 200): their handlers read their fields themselves, past the unfit-text refusal.
+const SPEC_FIELDS = ['register', 'login', 'refresh', 'logout', 'password/forgot', 'magic-link'].map((p) => `/api/v1/auth/${p}`);
 
 export async function buildApp(instance: Instance): Promise<FastifyInstance> {
   const { config, live, db, redis, tokens, passwords, identities, events, audit, mailer, keyring, pipeline, metrics, log, clock, lifecycle, feed } = instance;
@@ -101,6 +106,9 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
   // or a link, whichever it calls.
   const authRateLimit = authRateLimitOptions({ redis });
   await app.register(async (auth) => {
+    // Unfit text (CONTRACT §26) is 400 `Requête invalide`, but where the spec says otherwise: its
+    // four endpoints and the two that take an email answer each field as documented themselves.
+    refuseUnfitInput(auth, { readsOwnFields: SPEC_FIELDS });
     await auth.register(rateLimit, authRateLimit);
     await auth.register(authRoutes, { ...links, tokens, passwords, events, audit, auth: config.auth });
     await auth.register(accountRoutes, { ...links, tokens, passwords, events, audit, requireUser, auth: config.auth });
@@ -112,12 +120,20 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
   }, { prefix: '/api/v1/auth' });
   // The provider's redirect back is not under the auth rate limit (CONTRACT §15): a browser
   // arrives with a single-use state, and the exchange that follows is limited.
-  if (oidc) await app.register((callback) => oidcCallbackRoute(callback, { db, tokens, audit, clock, providers: oidc }), { prefix: '/api/v1/auth' });
+  if (oidc) {
+    await app.register(async (callback) => {
+      refuseUnfitInput(callback);
+      await oidcCallbackRoute(callback, { db, tokens, audit, clock, providers: oidc });
+    }, { prefix: '/api/v1/auth' });
+  }
   const userDeps = {
     rateLimit: authRateLimit, db, passwords, identities, events, audit, requireUser, webhooks: config.webhooks, clock, mailConfigured,
     passkeys: config.auth.passkeys !== undefined, oidc: oidc !== undefined, issuerOf: (name: string) => oidc?.issuerOf(name),
   };
-  await app.register((user) => userRoutes(user, userDeps), { prefix: '/api/v1/user' });
+  await app.register(async (user) => {
+    refuseUnfitInput(user);
+    await userRoutes(user, userDeps);
+  }, { prefix: '/api/v1/user' });
   // WebSocket upgrades on websocket routes go through fastify's routing like any request; the
   // sockets they open are closed (1008) when their user no longer passes the route's guards, and
   // (1001) when the listener closes, after the drain (server.shutdownDelay).

@@ -183,6 +183,22 @@ export async function documentRoutes(app: FastifyInstance): Promise<void> {
   });
 }
 
+type Responses = Record<string, { description?: string }>;
+
+/**
+ * `schema` with `code`'s answer among its documented responses (its message added to the
+ * description of a status already there): for a refusal a hook adds to many routes at once.
+ */
+export function withRefusal(schema: FastifySchema | undefined, code: keyof typeof ERRORS): FastifySchema | undefined {
+  const response = (schema as { response?: Responses } | undefined)?.response;
+  if (!schema || !response) return schema;
+  const { status, message } = ERRORS[code];
+  const existing = response[status];
+  if (existing?.description?.split(' / ').includes(message)) return schema;
+  const entry = existing ? { ...existing, description: `${existing.description} / ${message}` } : { description: message, ...error };
+  return { ...schema, response: { ...response, [status]: entry } } as FastifySchema;
+}
+
 type OpenApiDocument = { paths?: Record<string, unknown>; [key: string]: unknown };
 
 /** One document for both listeners: the public one's, with the admin listener's paths added. */

@@ -8,6 +8,7 @@ import { healthRoutes } from '../health.js';
 import { failureLog } from '../logThrottle.js';
 import type { Instance } from '../instance.js';
 import { httpsOptions, listenerOptions, registerCommon } from '../listener/common.js';
+import { refuseUnfitInput } from '../listener/inputs.js';
 import { combinedDocument, documentRoutes } from '../openapi.js';
 import { consoleRoutes } from './console.js';
 import { consoleOffReasons, consoleOrigin } from './consoleOrigin.js';
@@ -36,6 +37,9 @@ export async function buildAdminApp(instance: Instance, options: AdminOptions = 
     return fleet ? fleet.metrics() : metrics.registry.metrics();
   });
   // A script guessing keys would write a line per guess (5,000 a second, measured): one per interval instead.
+  // Unfit text in a query, path or body (CONTRACT §26) is 400 `Requête invalide` on the admin API
+  // and the console; an alert's data is a document relayed to a webhook, newlines and all.
+  refuseUnfitInput(app, { payloads: ['/admin/v1/alerts'] });
   const keyRefusals = failureLog(app.log as Logger, 'admin key refused: a request with a missing or wrong admin key');
   await app.register(adminRoutes, { prefix: '/admin', db, identities, events, audit, consoleMark, apiKey: admin.apiKey, config: () => live.current.settings, clock: instance.clock, keyRefusals });
   // Absent, not refused, without a key, off loopback without TLS (CONTRACT §16), or on every

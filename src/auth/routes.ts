@@ -3,6 +3,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { sendDenial, sendError } from '../errors.js';
 import { textField } from '../http.js';
+import { isUnfitText } from '../listener/inputs.js';
 import type { Audit } from '../audit.js';
 import type { Config } from '../config/schema.js';
 import type { Events } from '../webhooks/emitter.js';
@@ -36,6 +37,9 @@ export async function authRoutes(app: FastifyInstance, deps: AuthRoutesDeps): Pr
     const email = normalizeEmail(textField(request.body, 'email'));
     const password = textField(request.body, 'password');
     if (!email) return sendError(reply, 'emailInvalid');
+    // A control character or a lone surrogate is present but invalid (CONTRACT §26): no one could
+    // type it again at login, and a lone surrogate would be hashed as U+FFFD, another password.
+    if (isUnfitText(password)) return sendError(reply, 'badRequest');
     const denial = newPasswordDenial(password, minLength);
     if (denial) return sendDenial(reply, denial);
     // A cheap check first spares a hash for the common duplicate; the INSERT still decides races.
@@ -55,9 +59,11 @@ export async function authRoutes(app: FastifyInstance, deps: AuthRoutesDeps): Pr
     // A failed login is one audit row too; for an unknown email, nothing of what was typed (a
     // password typed into the email field must not be kept).
     const failed = (reason: 'unknown_email' | 'wrong_password' | 'inactive', userId?: number) => audit.note({ type: 'login.failed', actor: 'user', userId, ...clientOf(request), data: { reason } });
-    if (isTooLong(password)) {
+    // A password with a control character or a lone surrogate is refused as a wrong one, unhashed
+    // (CONTRACT §26): register refuses them, and one set before the rule can be reset.
+    if (isTooLong(password) || isUnfitText(password)) {
       await failed('wrong_password');
-      return refuseCredentials(request, reply, 'passwordTooLong');
+      return refuseCredentials(request, reply, isTooLong(password) ? 'passwordTooLong' : 'unfitPassword');
     }
     const user = storable(email) ? await users.findByEmailWithHash(db, email) : undefined;
     if (!user || user.is_active !== 1) {

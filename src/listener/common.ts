@@ -16,7 +16,7 @@ import { failureLog } from '../logThrottle.js';
 import { AccessLog } from '../logger.js';
 import type { RouteTallies } from '../metrics.js';
 import type { Decision } from '../pipeline.js';
-import { isUnavailable } from '../storage/db.js';
+import { isRefusedInput, isUnavailable } from '../storage/db.js';
 import type { RequestTrace, Tracing } from '../telemetry/tracing.js';
 
 declare module 'fastify' {
@@ -300,6 +300,12 @@ export function registerCommon(app: FastifyInstance, tallies: RouteTallies): voi
     if (isUnavailable(error)) {
       storageFailures.failed(error, { reqId: request.id, url: request.url });
       return sendError(reply, 'storageUnavailable');
+    }
+    // A value Postgres cannot hold (a NUL in text) that a check missed: the client's request, not
+    // a fault of ours, so no 500; warned, so that the missing check is found (CONTRACT §26).
+    if (isRefusedInput(error)) {
+      request.log.warn({ err: error, url: request.routeOptions.url }, 'request refused by Postgres: a value it cannot hold');
+      return sendError(reply, 'badRequest');
     }
     if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || error.statusCode === 413) return sendError(reply, 'payloadTooLarge');
     if (error.statusCode && error.statusCode >= 400 && error.statusCode < 500) {

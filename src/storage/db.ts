@@ -54,6 +54,20 @@ export function isUnavailable(err: unknown): boolean {
   return /Query read timeout|Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|connection is closed|Cannot use a pool after calling end/i.test(message);
 }
 
+// Class 22, data exception (NUL in text 22021, in jsonb 22P05, text that is no number 22P02, a
+// number out of range 22003), and 54000 (a value too large for its index): the input, not the
+// database, is at fault.
+const INPUT_SQLSTATE = /^(22|54000$)/;
+
+/**
+ * A statement Postgres (or PGlite) refused because of a value it was given. The gateway's own
+ * endpoints refuse such values before (listener/inputs.ts): this is the net for one missed.
+ */
+export function isRefusedInput(err: unknown): boolean {
+  const e = err as { code?: unknown; severity?: unknown } | null;
+  return !!e && typeof e.code === 'string' && typeof e.severity === 'string' && INPUT_SQLSTATE.test(e.code);
+}
+
 function translate(err: unknown): never {
   throw isUnavailable(err) ? new StorageUnavailableError(err) : err;
 }
