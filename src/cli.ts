@@ -13,7 +13,7 @@ import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { levels } from 'pino';
 import { consoleOffReasons } from './admin/consoleOrigin.js';
 import { checkFiles } from './config/files.js';
-import { ConfigError, loadConfig } from './config/load.js';
+import { ConfigError, configWarnings, loadConfig } from './config/load.js';
 import type { Config } from './config/schema.js';
 import { knownPlans } from './plans.js';
 import { PendingMigrationsError } from './storage/migrations.js';
@@ -327,6 +327,7 @@ async function loadChecked(configPath: string | undefined): Promise<{ config: Co
 
 async function check({ config: configPath }: Args): Promise<number> {
   const { config, file } = await loadChecked(configPath);
+  for (const warning of configWarnings(config)) console.error(`${file}: warning: ${warning}`);
   // A valid file that leaves the console off although it has a key: the operator meant to use it.
   const consoleOff = config.admin.apiKey ? consoleOffReasons(config.admin) : [];
   for (const reason of consoleOff) console.error(`${file}: warning: the console (/console/) is off: ${reason}`);

@@ -233,24 +233,25 @@ export class OidcProviders {
   }
 
   /**
-   * The return_to as the browser will be sent to it, if an allowed one (CONTRACT §15): the same
-   * origin as an entry, and its path under the entry's at a "/" boundary. Compared as parsed, and
-   * the parsed form is what is used, so what was checked is where the browser goes.
+   * The return_to, if it is an entry of auth.oidc.returnTo character for character (CONTRACT §26,
+   * RFC 9700 §4.1.3), or the same URL on another port for an http:// loopback entry (a native
+   * application's local server). Never parsed nor normalised: a prefix, a query or an encoded
+   * separator let an application's own open redirect carry the login code elsewhere (issue 45).
    */
   allowedReturnTo(raw: string): string | undefined {
-    let url: URL;
-    try {
-      url = new URL(raw);
-    } catch {
-      return undefined;
-    }
-    if (url.username || url.password || url.hash || raw.includes('#')) return undefined;
-    const allowed = this.settings.returnTo.some((entry) => {
-      const base = new URL(entry);
-      if (base.origin !== url.origin) return false;
-      const prefix = base.pathname.endsWith('/') ? base.pathname : `${base.pathname}/`;
-      return url.pathname === base.pathname || url.pathname.startsWith(prefix);
-    });
-    return allowed ? url.href : undefined;
+    return this.settings.returnTo.some((entry) => raw === entry || sameOnAnotherLoopbackPort(raw, entry)) ? raw : undefined;
   }
+}
+
+// An http:// loopback URL split as text: scheme and host, port, the rest (RFC 8252 §7.3: the port
+// of a native application's loopback redirect is chosen when it runs). Entries are as URL.href
+// writes them (config/schema.ts), so the host is spelled one way and a path follows.
+const LOOPBACK_URL = /^(http:\/\/(?:127\.0\.0\.1|\[::1\]))(?::([1-9][0-9]{0,4}))?(\/.*)$/s;
+
+/** Whether `raw` is the loopback `entry` with nothing but the port changed (a real port: 1 to 65535, no leading zero). */
+function sameOnAnotherLoopbackPort(raw: string, entry: string): boolean {
+  const allowed = LOOPBACK_URL.exec(entry);
+  const asked = allowed && LOOPBACK_URL.exec(raw);
+  if (!allowed || !asked) return false;
+  return asked[1] === allowed[1] && asked[3] === allowed[3] && (asked[2] === undefined || Number(asked[2]) <= 65535);
 }

@@ -355,3 +355,14 @@ export function loadConfig(explicitPath: string | undefined, env: Env = process.
   }
   return { config, file };
 }
+
+/**
+ * What `gateway check` warns about in a valid configuration: settings whose meaning changed under
+ * them. An auth.oidc.returnTo entry ending in "/" below the root was a prefix for every page under
+ * it (CONTRACT §15); it is now one exact URL (§26), and the pages under it are refused.
+ */
+export function configWarnings(config: Config): string[] {
+  return (config.auth.oidc?.returnTo ?? []).flatMap((entry, i) => (new URL(entry).pathname.length > 1 && entry.endsWith('/')
+    ? [`auth.oidc.returnTo[${i}]: ${entry} is an exact URL, no longer a prefix (CONTRACT §26): a return_to under it is refused; list each page the browser comes back to`]
+    : []));
+}

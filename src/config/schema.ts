@@ -270,16 +270,22 @@ const returnToEntry = z.string().transform((text, ctx) => {
   try {
     url = new URL(text);
   } catch { /* reported below */ }
-  if (!url || !/^https?:$/.test(url.protocol) || url.username || url.password || url.search || url.hash) {
-    ctx.addIssue({ code: 'custom', message: `expected an http:// or https:// URL without query or fragment, such as https://app.example.com/, got ${JSON.stringify(text)}` });
+  if (!url || !/^https?:$/.test(url.protocol) || url.username || url.password || url.search || url.hash || text.includes('#') || text.endsWith('?')) {
+    ctx.addIssue({ code: 'custom', message: `expected an http:// or https:// URL without query or fragment, such as https://app.example.com/signed-in, got ${JSON.stringify(text)}` });
     return z.NEVER;
   }
-  return url.href;
-}).meta({ title: 'URL', examples: ['https://app.example.com/'] });
+  // Compared as text with what the application sends (CONTRACT §26): written as browsers write it
+  // (URL.href), or an entry could never match, or match a URL other than the one it seems to be.
+  if (url.href !== text) {
+    ctx.addIssue({ code: 'custom', message: `expected the exact URL as browsers write it: ${url.href}, got ${JSON.stringify(text)}` });
+    return z.NEVER;
+  }
+  return text;
+}).meta({ title: 'URL', examples: ['https://app.example.com/signed-in'] });
 const OIDC_PROVIDER_NAME = /^[a-z0-9][a-z0-9_-]{0,31}$/;
 const oidcSchema = z.strictObject({
   publicUrl: secureUrl('https://gw.example.com').meta({ description: 'The gateway as browsers reach it: each provider\'s redirect URI is {publicUrl}/api/v1/auth/oidc/{provider}/callback.' }),
-  returnTo: z.array(returnToEntry).min(1).meta({ description: 'Where a sign-in may send the browser back: the same origin, and a path under the one given (at a "/" boundary).' }),
+  returnTo: z.array(returnToEntry).min(1).meta({ description: 'Where a sign-in may send the browser back: exact URLs, a return_to allowed only when identical to one (on an http://127.0.0.1 or http://[::1] entry, any port).' }),
   providers: z.record(
     z.string().meta({ examples: ['google'] }),
     z.strictObject({

@@ -58,7 +58,7 @@ describeWithBrowser('signing in with an identity provider, in Chromium', () => {
     await page.waitForSelector('#result[data-done]', { timeout: 15_000 });
     const result = JSON.parse(await page.$eval('#result', (e) => e.textContent ?? '')) as { status: number; sub: string; amr: string[]; plan: string; address: string };
     const [user] = await sql<{ id: number }>('SELECT id FROM users WHERE email = $1', [email]);
-    expect(result).toEqual({ status: 200, sub: String(user!.id), amr: ['fed'], plan: 'free', address: `${site.origin}/?gateway=${encodeURIComponent(gw.url)}` });
+    expect(result).toEqual({ status: 200, sub: String(user!.id), amr: ['fed'], plan: 'free', address: `${site.origin}/` });
     // The page cleared the fragment: the code is in no address the user could copy or share.
     expect(page.url()).not.toContain('login_code');
     // The sign-in cookie was used up and cleared by the callback.

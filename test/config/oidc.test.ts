@@ -56,6 +56,31 @@ auth:
     expect(problems).toContain('auth.oidc.providers.okta.scopes: expected openid among the scopes');
   });
 
+  it('takes return_to entries as exact URLs written as browsers write them (CONTRACT §26)', () => {
+    const entry = (url: string) => configProblems(oidc('https://gw.example.com', 'https://accounts.google.com').replace('["https://app.example.com/"]', JSON.stringify([url])));
+    expect(entry('https://app.example.com/signed-in')).toEqual([]);
+    expect(entry('https://app.example.com')).toEqual(['auth.oidc.returnTo[0]: expected the exact URL as browsers write it: https://app.example.com/, got "https://app.example.com"']);
+    expect(entry('HTTPS://App.example.com:443/x')).toEqual(['auth.oidc.returnTo[0]: expected the exact URL as browsers write it: https://app.example.com/x, got "HTTPS://App.example.com:443/x"']);
+    for (const url of ['https://app.example.com/x?', 'https://app.example.com/x#', 'https://u@app.example.com/x']) {
+      expect(entry(url)[0], url).toMatch(/^auth\.oidc\.returnTo\[0\]: expected an http:\/\/ or https:\/\/ URL without query or fragment/);
+    }
+  });
+
+  it('gateway check warns for an entry that was a prefix under CONTRACT §15 (a path ending in "/" other than the root)', { timeout: 60_000 }, async () => {
+    ensureBuilt();
+    const dir = mkdtempSync(path.join(tmpdir(), 'gw-oidc-'));
+    try {
+      const file = path.join(dir, 'gateway.yaml');
+      writeFileSync(file, oidc('https://gw.example.com', 'https://accounts.google.com').replace('["https://app.example.com/"]', '["https://app.example.com/", "https://app.example.com/app/", "https://app.example.com/signed-in"]'));
+      const { code, stdout, stderr } = await gateway(['check', '--config', file]);
+      expect(code).toBe(0);
+      expect(stdout.split('\n')[0]).toBe(`${file}: valid`);
+      expect(stderr).toBe(`${file}: warning: auth.oidc.returnTo[1]: https://app.example.com/app/ is an exact URL, no longer a prefix (CONTRACT §26): a return_to under it is refused; list each page the browser comes back to\n`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('gateway check accepts a configuration with providers', { timeout: 60_000 }, async () => {
     ensureBuilt();
     const dir = mkdtempSync(path.join(tmpdir(), 'gw-oidc-'));
