@@ -81,6 +81,8 @@ export const DOCUMENTED_OPTIONS = {
       providers: { google: { issuer: 'https://accounts.google.com', clientId: 'documented-client-id', clientSecret: 'documented-client-secret' } },
     },
   },
+  // The return page posts the exchange with the gw_oidc cookie (auth.oidc.bindToBrowser, on for one site).
+  cors: { origins: ['https://app.example.com'], credentials: true },
 };
 
 /** Each own endpoint's schema, by method and path (with its prefix). */

@@ -4,7 +4,8 @@
 //   GET  /{provider}/callback  the browser comes back; 302 to the application with #login_code or #error
 //   POST /exchange             the application trades the login_code and its PKCE verifier for the pair
 // The browser never carries a token in a URL: only a one-time 60-second code, which is worth
-// nothing without the verifier of the challenge the application gave at the start. The
+// nothing without the verifier of the challenge the application gave at the start, and with
+// auth.oidc.bindToBrowser without the cookie the callback set in the browser that signed in. The
 // provider's tokens are checked (auth/oidc.ts) and dropped; the gateway issues its own (amr ["fed"]).
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { randomBytes } from 'node:crypto';
@@ -57,6 +58,21 @@ function signInCookie(deps: OidcRoutesDeps, value: string, maxAgeS: number): str
   return `${OIDC_COOKIE}=${value}; HttpOnly; SameSite=Lax; Path=${COOKIE_PATH}; Max-Age=${maxAgeS}${secure}`;
 }
 
+/** Whether login codes are bound to the browser's cookie as well as to the application's verifier (auth.oidc.bindToBrowser, CONTRACT §26). */
+function boundToBrowser(deps: OidcRoutesDeps): boolean {
+  return deps.providers.settings.bindToBrowser;
+}
+
+/**
+ * The key a login code is stored under: its SHA-256, and with bindToBrowser that of the code and
+ * the cookie the callback set beside it. A code read off the return page (a script recording
+ * location.hash, a redirect that keeps the fragment) is then worth nothing from another browser,
+ * even with the verifier of a challenge the attacker chose at the start (issue 45).
+ */
+function loginCodeKey(code: string, binding: string | undefined): string {
+  return sha256Hex(binding === undefined ? code : `${code}.${binding}`);
+}
+
 /** Start and exchange: under the auth rate limit (app.ts). */
 export async function oidcRoutes(app: FastifyInstance, deps: OidcRoutesDeps): Promise<void> {
   const { db, clock } = deps;
@@ -91,7 +107,9 @@ export async function oidcRoutes(app: FastifyInstance, deps: OidcRoutesDeps): Pr
     const code = textField(request.body, 'login_code').trim();
     const verifier = textField(request.body, 'code_verifier');
     if (!code || !VERIFIER.test(verifier)) return sendError(reply, 'linkInvalid');
-    const hash = sha256Hex(code);
+    const binding = boundToBrowser(deps) ? cookieValue(request.headers, OIDC_COOKIE) : undefined;
+    if (boundToBrowser(deps) && !binding) return sendError(reply, 'linkInvalid');
+    const hash = loginCodeKey(code, binding);
     const client = clientOf(request);
     const holder = await identities.loginCodeHolder(db, hash);
     // The user's row first (lockUser's order), then the code, used up by one conditional UPDATE:
@@ -104,6 +122,7 @@ export async function oidcRoutes(app: FastifyInstance, deps: OidcRoutesDeps): Pr
       return signInByOneFactor(tx, deps, user, client, now, FEDERATED_AMR);
     });
     if (!signIn || holder === undefined) return sendError(reply, 'linkInvalid');
+    if (binding) reply.header('set-cookie', signInCookie(deps, '', 0));
     return answerOneFactorSignIn(request, reply, holder, signIn, 'identity provider');
   });
 }
@@ -142,8 +161,11 @@ export async function oidcCallbackRoute(app: FastifyInstance, deps: OidcRoutesDe
       return backToApplication(reply, started.return_to, { error: outcome });
     }
     const loginCode = randomBytes(32).toString('base64url');
+    const binding = boundToBrowser(deps) ? randomToken(32) : undefined;
+    // Set anew for the code's 60 s, in place of the clearing above (set-cookie headers add up).
+    if (binding) reply.removeHeader('set-cookie').header('set-cookie', signInCookie(deps, binding, LOGIN_CODE_TTL_MS / 1000));
     const now = clock();
-    await identities.createLoginCode(db, sha256Hex(loginCode), outcome, started.app_challenge, now, new Date(now.getTime() + LOGIN_CODE_TTL_MS));
+    await identities.createLoginCode(db, loginCodeKey(loginCode, binding), outcome, started.app_challenge, now, new Date(now.getTime() + LOGIN_CODE_TTL_MS));
     return backToApplication(reply, started.return_to, { login_code: loginCode });
   });
 }

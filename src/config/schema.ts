@@ -1,6 +1,7 @@
 // The one description of gateway.yaml: zod gives both the validator and the TypeScript type.
 // Durations and sizes are turned into milliseconds and bytes here, so nothing downstream parses them.
 import { z } from 'zod';
+import { sameSite } from './sameSite.js';
 import { normalizePath } from '../routing/paths.js';
 
 const DURATION_UNITS_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
@@ -286,6 +287,7 @@ const OIDC_PROVIDER_NAME = /^[a-z0-9][a-z0-9_-]{0,31}$/;
 const oidcSchema = z.strictObject({
   publicUrl: secureUrl('https://gw.example.com').meta({ description: 'The gateway as browsers reach it: each provider\'s redirect URI is {publicUrl}/api/v1/auth/oidc/{provider}/callback.' }),
   returnTo: z.array(returnToEntry).min(1).meta({ description: 'Where a sign-in may send the browser back: exact URLs, a return_to allowed only when identical to one (on an http://127.0.0.1 or http://[::1] entry, any port).' }),
+  bindToBrowser: bool().optional().meta({ description: 'true: the login code is bound to the browser by the gw_oidc cookie, which the exchange must carry (every returnTo origin same-site with publicUrl, and allowed by cors with credentials: true); false: by the application\'s PKCE verifier alone. Default: true when every returnTo origin is same-site with publicUrl.' }),
   providers: z.record(
     z.string().meta({ examples: ['google'] }),
     z.strictObject({
@@ -301,7 +303,17 @@ const oidcSchema = z.strictObject({
       if (!OIDC_PROVIDER_NAME.test(name)) ctx.addIssue({ code: 'custom', path: [name], message: 'expected a provider name of lower-case letters, digits, - and _ (it is a URL segment)' });
     }
   }),
-}).meta({ description: 'Sign in with identity providers (OpenID Connect, docs/identity-providers.md); absent: the endpoints answer 404.' });
+}).superRefine((oidc, ctx) => {
+  if (oidc.bindToBrowser === true && !everyReturnToSameSite(oidc)) {
+    ctx.addIssue({ code: 'custom', path: ['bindToBrowser'], message: 'true needs every returnTo origin same-site with publicUrl: browsers send the gw_oidc cookie to the exchange from the gateway\'s site only' });
+  }
+}).transform((oidc) => ({ ...oidc, bindToBrowser: oidc.bindToBrowser ?? everyReturnToSameSite(oidc) }))
+  .meta({ description: 'Sign in with identity providers (OpenID Connect, docs/identity-providers.md); absent: the endpoints answer 404.' });
+
+/** Whether the sign-in cookie can bind the login code (CONTRACT §26): the pages that exchange it are of the gateway's site. */
+function everyReturnToSameSite(oidc: { publicUrl: string; returnTo: string[] }): boolean {
+  return oidc.returnTo.every((entry) => sameSite(entry, oidc.publicUrl));
+}
 
 const mailSchema = z.strictObject({
   // Empty (as `${SMTP_URL:-}` gives when unset): no mail is sent; `gateway users reset-link` still makes links.
@@ -544,6 +556,17 @@ export const configSchema = z.strictObject({
     }
     if (cfg.auth.requireVerifiedEmail && !cfg.mail?.smtp) {
       ctx.addIssue({ code: 'custom', path: ['auth', 'requireVerifiedEmail'], message: 'needs mail.smtp: without mail no account could receive its verification link, and none could log in' });
+    }
+  });
+  each(() => {
+    // The exchange is posted by the return page: from another origin, it carries the cookie only
+    // when CORS allows that origin with credentials (own endpoints follow the global policy).
+    const oidc = cfg.auth.oidc;
+    if (!oidc?.bindToBrowser) return;
+    const gateway = new URL(oidc.publicUrl).origin;
+    for (const origin of new Set(oidc.returnTo.map((entry) => new URL(entry).origin))) {
+      if (origin === gateway || (cfg.cors?.credentials === true && cfg.cors.origins.includes(origin))) continue;
+      ctx.addIssue({ code: 'custom', path: ['auth', 'oidc', 'bindToBrowser'], message: `true (as set, or by default: every returnTo origin is same-site with publicUrl) needs cors to allow ${origin} with credentials: true, so that its page's exchange carries the gw_oidc cookie; or set bindToBrowser: false to bind by the application's PKCE verifier alone` });
     }
   });
   const seen = new Set<string>();

@@ -158,7 +158,8 @@ describeWithServices('sign in with an identity provider', () => {
 
   it('the cookie is Secure when the gateway is reached over https (publicUrl)', async () => {
     const oidc = { publicUrl: 'https://gw.example.test', returnTo: [APP], providers: { testidp: { issuer: idp.issuer, clientId: idp.clientId, clientSecret: idp.clientSecret } } };
-    const secure = await startTestGateway(testConfig({ auth: { oidc } }), { clock });
+    // app.example.test is of the gateway's site: the login code is bound to the browser, whose page posts the exchange with credentials.
+    const secure = await startTestGateway(testConfig({ cors: { origins: ['https://app.example.test'], credentials: true }, auth: { oidc } }), { clock });
     try {
       const { res, location } = await start(secure);
       expect((res.headers['set-cookie'] as string[])[0]).toMatch(/^gw_oidc=[\w-]{43}; HttpOnly; SameSite=Lax; Path=\/api\/v1\/auth\/oidc\/; Max-Age=600; Secure$/);

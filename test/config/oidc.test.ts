@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ensureBuilt, gateway } from '../helpers/cli.js';
+import { parseConfig } from '../../src/config/load.js';
 import { configProblems } from '../helpers/gateway.js';
 
 const oidc = (publicUrl: string, issuer: string, extra = '') => `
@@ -19,10 +20,16 @@ auth:
         clientId: an-id
         clientSecret: a-secret
 ${extra}`;
+// The return page posts the exchange with the gw_oidc cookie (bindToBrowser, on by default for one site).
+const CORS = `
+cors:
+  origins: ["https://app.example.com"]
+  credentials: true
+`;
 
 describe('auth.oidc', () => {
   it('accepts https:// anywhere and http:// on 127.0.0.1, ::1 and localhost only', () => {
-    expect(configProblems(oidc('https://gw.example.com', 'https://accounts.google.com'))).toEqual([]);
+    expect(configProblems(oidc('https://gw.example.com', 'https://accounts.google.com', CORS))).toEqual([]);
     for (const host of ['127.0.0.1:8080', '[::1]:8080', 'localhost:8080']) expect(configProblems(oidc(`http://${host}`, `http://${host}/realms/x`)), host).toEqual([]);
     const problems = configProblems(oidc('http://gw.example.com', 'http://idp.example.com'));
     expect(problems).toEqual([
@@ -57,7 +64,7 @@ auth:
   });
 
   it('takes return_to entries as exact URLs written as browsers write them (CONTRACT §26)', () => {
-    const entry = (url: string) => configProblems(oidc('https://gw.example.com', 'https://accounts.google.com').replace('["https://app.example.com/"]', JSON.stringify([url])));
+    const entry = (url: string) => configProblems(oidc('https://gw.example.com', 'https://accounts.google.com', CORS).replace('["https://app.example.com/"]', JSON.stringify([url])));
     expect(entry('https://app.example.com/signed-in')).toEqual([]);
     expect(entry('https://app.example.com')).toEqual(['auth.oidc.returnTo[0]: expected the exact URL as browsers write it: https://app.example.com/, got "https://app.example.com"']);
     expect(entry('HTTPS://App.example.com:443/x')).toEqual(['auth.oidc.returnTo[0]: expected the exact URL as browsers write it: https://app.example.com/x, got "HTTPS://App.example.com:443/x"']);
@@ -66,12 +73,40 @@ auth:
     }
   });
 
+  it('bindToBrowser: true by default when every returnTo origin is same-site with publicUrl, false otherwise (CONTRACT §26)', () => {
+    const parsed = (yaml: string) => parseConfig(yaml, 'gateway.yaml').auth.oidc!.bindToBrowser;
+    expect(parsed(oidc('https://gw.example.com', 'https://accounts.google.com', CORS))).toBe(true);
+    expect(parsed(oidc('https://gw.example.com', 'https://accounts.google.com').replace('https://app.example.com/', 'https://gw.example.com/signed-in'))).toBe(true);
+    for (const other of ['https://app.example.org/', 'http://app.example.com/', 'https://app.example.com/", "https://other.test/']) {
+      expect(parsed(oidc('https://gw.example.com', 'https://accounts.google.com').replace('https://app.example.com/', other)), other).toBe(false);
+    }
+    // An address is a site of its own, whatever the port; localhost is another site.
+    const loopback = (publicUrl: string) => parsed(oidc(publicUrl, 'https://accounts.google.com', CORS).replaceAll('https://app.example.com', 'http://127.0.0.1:5173'));
+    expect(loopback('http://127.0.0.1:8080')).toBe(true);
+    expect(loopback('http://localhost:8080')).toBe(false);
+  });
+
+  it('bindToBrowser: true needs every returnTo origin same-site, and each other origin allowed by cors with credentials', () => {
+    const bound = (returnTo: string, extra = '') => configProblems(oidc('https://gw.example.com', 'https://accounts.google.com', extra).replace('"https://app.example.com/"', `"${returnTo}"`).replace('    providers:', '    bindToBrowser: true\n    providers:'));
+    expect(bound('https://app.example.com/', CORS)).toEqual([]);
+    expect(bound('https://gw.example.com/signed-in')).toEqual([]);
+    expect(bound('https://app.example.org/', CORS.replace('example.com', 'example.org'))).toEqual([
+      'auth.oidc.bindToBrowser: true needs every returnTo origin same-site with publicUrl: browsers send the gw_oidc cookie to the exchange from the gateway\'s site only',
+    ]);
+    const needsCors = 'auth.oidc.bindToBrowser: true (as set, or by default: every returnTo origin is same-site with publicUrl) needs cors to allow https://app.example.com with credentials: true, so that its page\'s exchange carries the gw_oidc cookie; or set bindToBrowser: false to bind by the application\'s PKCE verifier alone';
+    for (const extra of ['', CORS.replace('  credentials: true\n', ''), CORS.replace('https://app.example.com', 'https://www.example.com')]) {
+      expect(bound('https://app.example.com/', extra), extra).toEqual([needsCors]);
+    }
+    // The default is held to the same rule: said at check, not at the first sign-in.
+    expect(configProblems(oidc('https://gw.example.com', 'https://accounts.google.com'))).toEqual([needsCors]);
+  });
+
   it('gateway check warns for an entry that was a prefix under CONTRACT §15 (a path ending in "/" other than the root)', { timeout: 60_000 }, async () => {
     ensureBuilt();
     const dir = mkdtempSync(path.join(tmpdir(), 'gw-oidc-'));
     try {
       const file = path.join(dir, 'gateway.yaml');
-      writeFileSync(file, oidc('https://gw.example.com', 'https://accounts.google.com').replace('["https://app.example.com/"]', '["https://app.example.com/", "https://app.example.com/app/", "https://app.example.com/signed-in"]'));
+      writeFileSync(file, oidc('https://gw.example.com', 'https://accounts.google.com', CORS).replace('["https://app.example.com/"]', '["https://app.example.com/", "https://app.example.com/app/", "https://app.example.com/signed-in"]'));
       const { code, stdout, stderr } = await gateway(['check', '--config', file]);
       expect(code).toBe(0);
       expect(stdout.split('\n')[0]).toBe(`${file}: valid`);
@@ -86,7 +121,7 @@ auth:
     const dir = mkdtempSync(path.join(tmpdir(), 'gw-oidc-'));
     try {
       const file = path.join(dir, 'gateway.yaml');
-      writeFileSync(file, oidc('https://gw.example.com', 'https://accounts.google.com'));
+      writeFileSync(file, oidc('https://gw.example.com', 'https://accounts.google.com', CORS));
       const { code, stdout, stderr } = await gateway(['check', '--config', file]);
       expect([code, stderr]).toEqual([0, '']);
       expect(stdout.split('\n')[0]).toBe(`${file}: valid`);
