@@ -8,7 +8,7 @@
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import { createLocalJWKSet, errors as joseErrors, jwtVerify, type JSONWebKeySet } from 'jose';
 import * as client from 'openid-client';
-import type { Config } from '../config/schema.js';
+import { GOOGLE_ISSUER, type Config } from '../config/schema.js';
 
 type OidcSettings = NonNullable<Config['auth']['oidc']>;
 export type ProviderSettings = OidcSettings['providers'][string];
@@ -20,6 +20,8 @@ export interface Assertion {
   /** As the provider sent it (not yet normalized), or undefined. */
   email: string | undefined;
   emailVerified: boolean;
+  /** Google's `hd` claim: the Workspace domain of the account, if any. */
+  hostedDomain: string | undefined;
 }
 
 /** How a sign-in at the provider failed, as the application reads it in `#error=` (CONTRACT §15). */
@@ -138,7 +140,8 @@ export class OidcProvider {
     // is then dropped.
     const about = typeof claims.email === 'string' ? claims : await this.userInfo(config, tokens.access_token, subject);
     const email = typeof about.email === 'string' ? about.email : undefined;
-    return { issuer: this.settings.issuer, subject, email, emailVerified: about.email_verified === true };
+    const hostedDomain = typeof claims.hd === 'string' ? claims.hd : undefined;
+    return { issuer: this.settings.issuer, subject, email, emailVerified: about.email_verified === true, hostedDomain };
   }
 
   private async userInfo(config: client.Configuration, accessToken: string, subject: string): Promise<Record<string, unknown>> {
@@ -211,6 +214,19 @@ export class OidcProvider {
     })();
     return this.fetchingKeys;
   }
+}
+
+/**
+ * Whether the provider may link or sign up an account of `email` (CONTRACT §26): with
+ * emailDomains, the address's domain listed (exact, case-insensitive) and, for Google, the ID
+ * token's `hd` equal to it: a consumer Google account may carry an address of a company's domain
+ * without being the company's.
+ */
+export function domainAllowed(settings: ProviderSettings, email: string, hostedDomain: string | undefined): boolean {
+  if (!settings.emailDomains) return true;
+  const domain = email.slice(email.lastIndexOf('@') + 1).toLowerCase();
+  if (!settings.emailDomains.includes(domain)) return false;
+  return settings.issuer !== GOOGLE_ISSUER || hostedDomain?.toLowerCase() === domain;
 }
 
 /** Every configured provider, by its name in the configuration (the URL segment). */

@@ -18,7 +18,7 @@ import * as users from '../storage/users.js';
 import { randomToken, sha256Hex } from '../digest.js';
 import { normalizeEmail } from './credentials.js';
 import { answerOneFactorSignIn, signInByOneFactor } from './mfaRoutes.js';
-import { flowSecrets, s256, sameSecret, SignInFailed, type Assertion, type OidcProvider, type OidcProviders } from './oidc.js';
+import { domainAllowed, flowSecrets, s256, sameSecret, SignInFailed, type Assertion, type OidcProvider, type OidcProviders } from './oidc.js';
 import { clientOf } from './sessions.js';
 import type { Tokens } from './tokens.js';
 
@@ -35,7 +35,7 @@ const VERIFIER = /^[A-Za-z0-9._~-]{43,128}$/;
 const COOKIE_PATH = '/api/v1/auth/oidc/';
 
 /** Why a callback that knows its state sends the browser back with `#error=` (CONTRACT §15). */
-type CallbackError = 'access_denied' | 'provider_error' | 'invalid_id_token' | 'account_exists' | 'email_unverified';
+type CallbackError = 'access_denied' | 'provider_error' | 'invalid_id_token' | 'account_exists' | 'email_unverified' | 'account_not_allowed';
 
 export interface OidcRoutesDeps {
   db: Database;
@@ -155,7 +155,7 @@ export async function oidcCallbackRoute(app: FastifyInstance, deps: OidcRoutesDe
       request.log.info({ provider: provider.name, code: err.code, reason: err.message }, 'identity provider sign-in refused');
       return backToApplication(reply, started.return_to, { error: err.code });
     }
-    const outcome = await accountOf(db, audit, provider.name, assertion, clientOf(request), clock);
+    const outcome = await accountOf(db, audit, provider, assertion, clientOf(request), clock);
     if (typeof outcome === 'string') {
       request.log.info({ provider: provider.name, code: outcome }, 'identity provider sign-in refused');
       return backToApplication(reply, started.return_to, { error: outcome });
@@ -178,16 +178,21 @@ function backToApplication(reply: FastifyReply, returnTo: string, fragment: Reco
 }
 
 /**
- * The account the provider's user signs in to (CONTRACT §15): the one linked to (issuer, subject);
- * else the account of the same email, linked now only when the provider says the email is verified
- * and the account's is too (no silent takeover); else a new account without a password. Or why not.
+ * The account the provider's user signs in to (CONTRACT §15, §26): the one linked to (issuer,
+ * subject); else, for an address of the provider's emailDomains, the account of the same email,
+ * linked now only when the provider is trusted with addresses (trustEmail), says this one is
+ * verified, and the account's is too (no silent takeover); else a new account without a password,
+ * if the provider may sign up. Or why not.
  */
-async function accountOf(db: Database, audit: Audit, provider: string, who: Assertion, client: ReturnType<typeof clientOf>, clock: () => Date): Promise<number | CallbackError> {
+async function accountOf(db: Database, audit: Audit, provider: OidcProvider, asserted: Assertion, client: ReturnType<typeof clientOf>, clock: () => Date): Promise<number | CallbackError> {
+  const { name, settings } = provider;
+  // A provider not trusted with addresses vouches for none: its "verified" counts as not.
+  const who = { ...asserted, emailVerified: asserted.emailVerified && settings.trustEmail };
   const record = (tx: Queryable, type: 'user.registered' | 'oidc.linked' | 'email.verified', userId: number) =>
-    audit.record({ type, actor: 'user', userId, ...client, data: type === 'oidc.linked' ? { provider, issuer: who.issuer } : {} }, tx);
+    audit.record({ type, actor: 'user', userId, ...client, data: type === 'oidc.linked' ? { provider: name, issuer: who.issuer } : {} }, tx);
   const email = who.email === undefined ? undefined : normalizeEmail(who.email);
   // Vouched: the provider says the address is verified (for a link made now, the account's address is its).
-  const link = { provider, issuer: who.issuer, subject: who.subject, email: email ?? null, vouched: who.emailVerified };
+  const link = { provider: name, issuer: who.issuer, subject: who.subject, email: email ?? null, vouched: who.emailVerified };
 
   const linked = await identities.findLink(db, who.issuer, who.subject);
   if (linked) {
@@ -201,6 +206,7 @@ async function accountOf(db: Database, audit: Audit, provider: string, who: Asse
   }
   // No address, or one no account could have: nothing to create an account for.
   if (!email) return 'email_unverified';
+  if (!domainAllowed(settings, email, who.hostedDomain)) return 'account_not_allowed';
   const existing = await users.findByEmail(db, email);
   if (existing) {
     if (!who.emailVerified || !existing.email_verified_at) return 'account_exists';
@@ -212,6 +218,7 @@ async function accountOf(db: Database, audit: Audit, provider: string, who: Asse
       return user.id;
     });
   }
+  if (!settings.allowSignUp) return 'account_not_allowed';
   const created = await users.createUser(db, email, null, async (tx, id) => {
     if (who.emailVerified) await users.markEmailVerified(tx, id, email, clock());
     if (!(await identities.insertLink(tx, id, link, clock()))) throw new LinkedMeanwhile();

@@ -284,6 +284,9 @@ const returnToEntry = z.string().transform((text, ctx) => {
   return text;
 }).meta({ title: 'URL', examples: ['https://app.example.com/signed-in'] });
 const OIDC_PROVIDER_NAME = /^[a-z0-9][a-z0-9_-]{0,31}$/;
+/** Google's issuer: its addresses are its own to vouch for, and its ID tokens name a Workspace domain in `hd`. */
+export const GOOGLE_ISSUER = 'https://accounts.google.com';
+const emailDomain = z.string().regex(/^[^\s@]+\.[^\s@.]+$/, 'expected a domain such as example.com').transform((d) => d.toLowerCase()).meta({ examples: ['example.com'] });
 const oidcSchema = z.strictObject({
   publicUrl: secureUrl('https://gw.example.com').meta({ description: 'The gateway as browsers reach it: each provider\'s redirect URI is {publicUrl}/api/v1/auth/oidc/{provider}/callback.' }),
   returnTo: z.array(returnToEntry).min(1).meta({ description: 'Where a sign-in may send the browser back: exact URLs, a return_to allowed only when identical to one (on an http://127.0.0.1 or http://[::1] entry, any port).' }),
@@ -296,7 +299,12 @@ const oidcSchema = z.strictObject({
       clientSecret: z.string().min(1).meta({ examples: ['${GOOGLE_CLIENT_SECRET}'], description: 'The client secret the provider gave the gateway (sent to its token endpoint only).' }),
       scopes: z.array(z.string().regex(/^[\x21\x23-\x5b\x5d-\x7e]+$/, 'expected a scope token')).default(['openid', 'email', 'profile'])
         .refine((scopes) => scopes.includes('openid'), 'expected openid among the scopes'),
-    }),
+      // Which addresses the provider may vouch for (CONTRACT §26): any provider can assert any
+      // address verified, and a provider anyone can run, or sign up to, asserts the victim's.
+      trustEmail: bool().optional().meta({ description: 'true: the provider\'s verified email links to an existing account of that email and marks new accounts verified. Default: true for https://accounts.google.com, false otherwise.' }),
+      emailDomains: z.array(emailDomain).min(1).optional().meta({ description: 'The domains whose addresses this provider may link or sign up (exact, case-insensitive); for Google the hd claim must be the email\'s domain. Absent: any.' }),
+      allowSignUp: bool().prefault(true).meta({ description: 'false: the provider signs in accounts already linked or linked by email, and creates none.' }),
+    }).transform((provider) => ({ ...provider, trustEmail: provider.trustEmail ?? provider.issuer === GOOGLE_ISSUER })),
   ).superRefine((providers, ctx) => {
     if (Object.keys(providers).length === 0) ctx.addIssue({ code: 'custom', message: 'expected at least one provider' });
     for (const name of Object.keys(providers)) {

@@ -38,7 +38,9 @@ describeWithServices('sign in with an identity provider', () => {
 
   beforeAll(async () => {
     idp = await startTestProvider([`${PUBLIC_URL}/api/v1/auth/oidc/testidp/callback`]);
-    oidc = { publicUrl: PUBLIC_URL, returnTo: [APP, DOWN], providers: { testidp: { issuer: idp.issuer, clientId: idp.clientId, clientSecret: idp.clientSecret, scopes: ['openid', 'email'] } } };
+    // trustEmail: this suite is §15's linking by a provider trusted with addresses (the default for
+    // Google only; test/auth/oidcDomains.test.ts has the others).
+    oidc = { publicUrl: PUBLIC_URL, returnTo: [APP, DOWN], providers: { testidp: { issuer: idp.issuer, clientId: idp.clientId, clientSecret: idp.clientSecret, scopes: ['openid', 'email'], trustEmail: true } } };
     upstream = await startEchoUpstream();
     // Mail and sign-in links: the mailbox owner's ways to take an account (pre-hijacking, below).
     smtp = await startSmtpCatcher();
