@@ -1,7 +1,7 @@
 // The one description of gateway.yaml: zod gives both the validator and the TypeScript type.
 // Durations and sizes are turned into milliseconds and bytes here, so nothing downstream parses them.
+import { isIP } from 'node:net';
 import { z } from 'zod';
-import { sameSite } from './sameSite.js';
 import { normalizePath } from '../routing/paths.js';
 
 const DURATION_UNITS_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
@@ -317,6 +317,19 @@ const oidcSchema = z.strictObject({
   }
 }).transform((oidc) => ({ ...oidc, bindToBrowser: oidc.bindToBrowser ?? everyReturnToSameSite(oidc) }))
   .meta({ description: 'Sign in with identity providers (OpenID Connect, docs/identity-providers.md); absent: the endpoints answer 404.' });
+
+// Whether two URLs are of one site, as browsers decide which cookies a request carries (RFC 6265bis
+// §5.2, schemeful): the same scheme, and the same registrable domain, or the same IP address.
+// The registrable domain is taken as the host's last two labels: the gateway carries no copy of
+// the Public Suffix List. That errs one way only, towards "same site" for two hosts under a
+// suffix of several labels (a.example.co.uk and b.other.co.uk, x.github.io and y.github.io):
+// bindToBrowser then defaults to true, the browser does not send the cookie, and every exchange
+// is refused (fail closed, never a weaker binding); bindToBrowser: false is then the setting.
+function siteOf(url: URL): string {
+  const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+  return `${url.protocol}//${isIP(host) ? host : host.split('.').slice(-2).join('.')}`;
+}
+const sameSite = (a: string, b: string) => siteOf(new URL(a)) === siteOf(new URL(b));
 
 /** Whether the sign-in cookie can bind the login code (CONTRACT §26): the pages that exchange it are of the gateway's site. */
 function everyReturnToSameSite(oidc: { publicUrl: string; returnTo: string[] }): boolean {
