@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { isPair, isScalar, isSeq, parseDocument, stringify, visit, type Document } from 'yaml';
 import { fileSettings } from './files.js';
-import { configSchema, type Config } from './schema.js';
+import { configSchema, originsWithoutCookie, type Config } from './schema.js';
 import { z } from 'zod';
 
 export class ConfigError extends Error {
@@ -362,7 +362,11 @@ export function loadConfig(explicitPath: string | undefined, env: Env = process.
  * it (CONTRACT §15); it is now one exact URL (§26), and the pages under it are refused.
  */
 export function configWarnings(config: Config): string[] {
-  return (config.auth.oidc?.returnTo ?? []).flatMap((entry, i) => (new URL(entry).pathname.length > 1 && entry.endsWith('/')
+  const oidc = config.auth.oidc;
+  const prefixes = (oidc?.returnTo ?? []).flatMap((entry, i) => (new URL(entry).pathname.length > 1 && entry.endsWith('/')
     ? [`auth.oidc.returnTo[${i}]: ${entry} is an exact URL, no longer a prefix (CONTRACT §26): a return_to under it is refused; list each page the browser comes back to`]
     : []));
+  // On by default (every return page is of the gateway's site), yet a page's exchange could not carry the cookie.
+  const unbindable = oidc?.bindToBrowser && oidc.bindToBrowserDefaulted ? originsWithoutCookie(config) : [];
+  return [...prefixes, ...unbindable.map((origin) => `auth.oidc.bindToBrowser: on by default (every returnTo origin is same-site with publicUrl), but cors does not allow ${origin} with credentials: true, so its page's exchange cannot carry the gw_oidc cookie and is refused; allow it in cors, or set bindToBrowser: false to bind by the application's PKCE verifier alone`)];
 }

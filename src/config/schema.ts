@@ -315,7 +315,9 @@ const oidcSchema = z.strictObject({
   if (oidc.bindToBrowser === true && !everyReturnToSameSite(oidc)) {
     ctx.addIssue({ code: 'custom', path: ['bindToBrowser'], message: 'true needs every returnTo origin same-site with publicUrl: browsers send the gw_oidc cookie to the exchange from the gateway\'s site only' });
   }
-}).transform((oidc) => ({ ...oidc, bindToBrowser: oidc.bindToBrowser ?? everyReturnToSameSite(oidc) }))
+  // Defaulted (not set) is kept apart: an explicit true that cannot work is a config error, a
+  // default that cannot work a warning (configWarnings), so a file valid before stays valid.
+}).transform((oidc) => ({ ...oidc, bindToBrowser: oidc.bindToBrowser ?? everyReturnToSameSite(oidc), bindToBrowserDefaulted: oidc.bindToBrowser === undefined }))
   .meta({ description: 'Sign in with identity providers (OpenID Connect, docs/identity-providers.md); absent: the endpoints answer 404.' });
 
 // Whether two URLs are of one site, as browsers decide which cookies a request carries (RFC 6265bis
@@ -330,6 +332,19 @@ function siteOf(url: URL): string {
   return `${url.protocol}//${isIP(host) ? host : host.split('.').slice(-2).join('.')}`;
 }
 const sameSite = (a: string, b: string) => siteOf(new URL(a)) === siteOf(new URL(b));
+
+/**
+ * The return pages' origins whose exchange would not carry the gw_oidc cookie: posted from another
+ * origin, it carries the cookie only when CORS allows that origin with credentials (own endpoints
+ * follow the global policy).
+ */
+export function originsWithoutCookie(cfg: { cors?: { origins: string[]; credentials: boolean }; auth: { oidc?: { publicUrl: string; returnTo: string[] } } }): string[] {
+  const oidc = cfg.auth.oidc;
+  if (!oidc) return [];
+  const gateway = new URL(oidc.publicUrl).origin;
+  return [...new Set(oidc.returnTo.map((entry) => new URL(entry).origin))]
+    .filter((origin) => origin !== gateway && !(cfg.cors?.credentials === true && cfg.cors.origins.includes(origin)));
+}
 
 /** Whether the sign-in cookie can bind the login code (CONTRACT §26): the pages that exchange it are of the gateway's site. */
 function everyReturnToSameSite(oidc: { publicUrl: string; returnTo: string[] }): boolean {
@@ -580,14 +595,10 @@ export const configSchema = z.strictObject({
     }
   });
   each(() => {
-    // The exchange is posted by the return page: from another origin, it carries the cookie only
-    // when CORS allows that origin with credentials (own endpoints follow the global policy).
     const oidc = cfg.auth.oidc;
-    if (!oidc?.bindToBrowser) return;
-    const gateway = new URL(oidc.publicUrl).origin;
-    for (const origin of new Set(oidc.returnTo.map((entry) => new URL(entry).origin))) {
-      if (origin === gateway || (cfg.cors?.credentials === true && cfg.cors.origins.includes(origin))) continue;
-      ctx.addIssue({ code: 'custom', path: ['auth', 'oidc', 'bindToBrowser'], message: `true (as set, or by default: every returnTo origin is same-site with publicUrl) needs cors to allow ${origin} with credentials: true, so that its page's exchange carries the gw_oidc cookie; or set bindToBrowser: false to bind by the application's PKCE verifier alone` });
+    if (!oidc?.bindToBrowser || oidc.bindToBrowserDefaulted) return;
+    for (const origin of originsWithoutCookie(cfg)) {
+      ctx.addIssue({ code: 'custom', path: ['auth', 'oidc', 'bindToBrowser'], message: `true needs cors to allow ${origin} with credentials: true, so that its page's exchange carries the gw_oidc cookie; or set bindToBrowser: false to bind by the application's PKCE verifier alone` });
     }
   });
   const seen = new Set<string>();

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ensureBuilt, gateway } from '../helpers/cli.js';
-import { parseConfig } from '../../src/config/load.js';
+import { configWarnings, parseConfig } from '../../src/config/load.js';
 import { configProblems } from '../helpers/gateway.js';
 
 const oidc = (publicUrl: string, issuer: string, extra = '') => `
@@ -93,12 +93,19 @@ auth:
     expect(bound('https://app.example.org/', CORS.replace('example.com', 'example.org'))).toEqual([
       'auth.oidc.bindToBrowser: true needs every returnTo origin same-site with publicUrl: browsers send the gw_oidc cookie to the exchange from the gateway\'s site only',
     ]);
-    const needsCors = 'auth.oidc.bindToBrowser: true (as set, or by default: every returnTo origin is same-site with publicUrl) needs cors to allow https://app.example.com with credentials: true, so that its page\'s exchange carries the gw_oidc cookie; or set bindToBrowser: false to bind by the application\'s PKCE verifier alone';
+    const needsCors = 'auth.oidc.bindToBrowser: true needs cors to allow https://app.example.com with credentials: true, so that its page\'s exchange carries the gw_oidc cookie; or set bindToBrowser: false to bind by the application\'s PKCE verifier alone';
     for (const extra of ['', CORS.replace('  credentials: true\n', ''), CORS.replace('https://app.example.com', 'https://www.example.com')]) {
       expect(bound('https://app.example.com/', extra), extra).toEqual([needsCors]);
     }
-    // The default is held to the same rule: said at check, not at the first sign-in.
-    expect(configProblems(oidc('https://gw.example.com', 'https://accounts.google.com'))).toEqual([needsCors]);
+  });
+
+  it('bindToBrowser on by default where cors would keep the cookie from the exchange: valid, with a warning (a file valid before stays valid)', () => {
+    const text = oidc('https://gw.example.com', 'https://accounts.google.com');
+    expect(configProblems(text)).toEqual([]);
+    const config = parseConfig(text, 'gateway.yaml');
+    expect(config.auth.oidc!.bindToBrowser).toBe(true);
+    expect(configWarnings(config)).toEqual(['auth.oidc.bindToBrowser: on by default (every returnTo origin is same-site with publicUrl), but cors does not allow https://app.example.com with credentials: true, so its page\'s exchange cannot carry the gw_oidc cookie and is refused; allow it in cors, or set bindToBrowser: false to bind by the application\'s PKCE verifier alone']);
+    expect(configWarnings(parseConfig(oidc('https://gw.example.com', 'https://accounts.google.com', CORS), 'gateway.yaml'))).toEqual([]);
   });
 
   it('gateway check warns for an entry that was a prefix under CONTRACT §15 (a path ending in "/" other than the root)', { timeout: 60_000 }, async () => {
