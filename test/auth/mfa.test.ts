@@ -1,11 +1,11 @@
 // TOTP second factor (CONTRACT §14) through the HTTP API, on two instances sharing one database:
 // codes are computed from the secret the enrolment answered, at the gateways' clock.
 import { authenticator } from 'otplib';
-import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import {
-  bearer, claims, closeSql, describeWithServices, eventually, makeUser, sql, startTwoGateways, testClock, testConfig, testServices, type TestGateway, type TestUser,
+  bearer, claims, closeSql, describeWithServices, makeUser, sql, startTwoGateways, testClock, testConfig, type TestGateway, type TestUser,
 } from '../helpers/gateway.js';
+import { holdUserRow } from '../helpers/rowLock.js';
 import { startReceiver, verifiedEvent, type Receiver } from '../helpers/webhookReceiver.js';
 
 const ENROLL = '/api/v1/auth/mfa/totp/enroll';
@@ -103,30 +103,17 @@ describeWithServices('TOTP second factor', () => {
   it('a password login racing the confirmation gets no session of the password alone: it waits, then owes the code', async () => {
     const user = await makeUser(a);
     const secret = (await a.post(ENROLL, {}, { headers: bearer(user.access) })).json.secret as string;
-    // Who waits on the user's row, held here: the confirmation first, then the login, whose
-    // password is checked and which has read TOTP as not confirmed yet. Then the row goes free.
-    // (Only backends this test blocks are looked at: other files share the database.)
-    const blocked = async (pids: number[], lock: string) => (await sql<{ pid: number }>(
-      'SELECT pid FROM pg_stat_activity WHERE pg_blocking_pids(pid) && $1::int[] AND query LIKE $2', [pids, `%FROM users WHERE id = $1 ${lock}%`],
-    ))[0]?.pid;
-    const locker = new pg.Client({ connectionString: testServices!.postgres });
-    await locker.connect();
-    try {
-      await locker.query('BEGIN');
-      const lockerPid = (await locker.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
-      await locker.query('SELECT id FROM users WHERE id = $1 FOR UPDATE', [user.id]);
-      const confirm = a.post(CONFIRM, { code: code(secret) }, { headers: bearer(user.access) });
-      let confirmPid: number | undefined;
-      await eventually(async () => (confirmPid = await blocked([lockerPid], 'FOR NO KEY UPDATE')) !== undefined);
-      const racing = login(b, user);
-      await eventually(async () => (await blocked([lockerPid, confirmPid!], 'FOR SHARE')) !== undefined);
-      await locker.query('ROLLBACK');
-      expect((await confirm).status).toBe(200);
-      const res = await racing;
-      expect([res.status, res.json]).toEqual([403, { error: 'Code à deux facteurs requis', mfa_token: expect.any(String), methods: ['totp', 'recovery_code'] }]);
-    } finally {
-      await locker.end();
-    }
+    // The user's row held here (helpers/rowLock.ts): the confirmation queues on it first, then the
+    // login, whose password is checked and which has read TOTP as not confirmed yet. Then it goes free.
+    const held = await holdUserRow(user.id);
+    const confirm = a.post(CONFIRM, { code: code(secret) }, { headers: bearer(user.access) });
+    await held.waiters(1);
+    const racing = login(b, user);
+    await held.waiters(2);
+    await held.release();
+    expect((await confirm).status).toBe(200);
+    const res = await racing;
+    expect([res.status, res.json]).toEqual([403, { error: 'Code à deux facteurs requis', mfa_token: expect.any(String), methods: ['totp', 'recovery_code'] }]);
     // The only live refresh token is the confirming session's.
     expect((await sql('SELECT id FROM refresh_tokens WHERE user_id = $1 AND revoked = 0', [user.id])).length).toBe(1);
     clock.advance(STEP);
