@@ -3,9 +3,9 @@
 // overlong strings, wrong types, deep nesting) in its body fields, query parameters and path
 // parameters, with a valid bearer token or admin key where it needs one, next to plausible
 // values in the other fields so that each field's own check is reached. Whatever is sent: no
-// 5xx, no error-level log line. Bounded: 400 requests. The seed is printed; HOSTILE_SEED=<n>
-// replays a run (and HOSTILE_PATH=<path> the failing case fast-check reports); HOSTILE_DEBUG=1
-// prints every answer. Before it, the exact answers the contract gives on the spec's endpoints,
+// 5xx, no error-level log line. Bounded: 400 requests. The seed is printed; FUZZ_SEED=<n>
+// replays a run (and FUZZ_PATH=<path> the failing case fast-check reports, helpers/fuzz.ts);
+// HOSTILE_DEBUG=1 prints every answer. Before it, the exact answers the contract gives on the spec's endpoints,
 // issue 45's cases, and the net for a value Postgres refuses.
 import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
@@ -19,6 +19,7 @@ import { sparePort } from '../helpers/ports.js';
 import { mailSettings, startSmtpCatcher, type SmtpCatcher } from '../helpers/smtp.js';
 import { startTestProvider, type TestProvider } from '../helpers/oidcProvider.js';
 import { register as registerPasskey } from '../helpers/softAuthenticator.js';
+import { fuzzRuns } from '../helpers/fuzz.js';
 
 const BAD_REQUEST = { error: 'Requête invalide' };
 const REFUSED = { error: 'Identifiants invalides' };
@@ -229,8 +230,6 @@ describeWithServices('hostile values in every field of every endpoint (CONTRACT 
       return '999999';
     };
 
-    const seed = Number(process.env.HOSTILE_SEED ?? Math.floor(Math.random() * 2 ** 31));
-    console.log(`hostile fields: seed ${seed} (HOSTILE_SEED=${seed} replays this run)`);
     await fc.assert(fc.asyncProperty(request_, async ({ op, body: sent, params }) => {
       let path = op.path;
       const query: string[] = [];
@@ -250,8 +249,7 @@ describeWithServices('hostile values in every field of every endpoint (CONTRACT 
       if (res.status >= 500) throw new Error(`${res.status} for ${what}: ${res.text}`);
       const errors = gw.logs.slice(logged).filter((line) => (JSON.parse(line) as { level: number }).level >= 50);
       if (errors.length) throw new Error(`error-level log for ${what}: ${errors.join('')}`);
-    }), {
-      seed, numRuns: 400, ...(process.env.HOSTILE_PATH ? { path: process.env.HOSTILE_PATH } : {}),
+    }), fuzzRuns(400, {
       // Issue 45's cases, and the ones this property found first: run every time.
       examples: [
         [{ op: find('POST', '/api/v1/auth/passkeys/login/verify'), body: { id: 'a\u0000b' }, params: [] }],
@@ -259,6 +257,6 @@ describeWithServices('hostile values in every field of every endpoint (CONTRACT 
         [{ op: find('GET', '/admin/v1/audit'), body: undefined, params: [undefined, '\u0000', undefined, undefined, undefined] }],
         [{ op: find('DELETE', '/api/v1/user/identities/{provider}'), body: undefined, params: ['\u0000'] }],
       ],
-    });
+    }));
   }, 120_000);
 });

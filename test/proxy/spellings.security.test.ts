@@ -6,6 +6,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { bearer, closeSql, describeWithServices, makeUser, startTestGateway, testConfig, usage, type TestGateway } from '../helpers/gateway.js';
 import { startRailsUpstream, type RailsUpstream } from '../helpers/railsUpstream.js';
+import { fuzzRuns } from '../helpers/fuzz.js';
 
 const GUARDED = ['/api/v1/public/admin', '/api/v1/reports', '/api/v1/races'];
 const OWN = ['/api/v1/auth/login', '/api/v1/auth/register', '/api/v1/user/me', '/healthz', '/.well-known/jwks.json'];
@@ -121,6 +122,6 @@ describeWithServices('spellings of guarded paths and own endpoints', () => {
         for (const guarded of GUARDED) expect(reading === guarded || reading.startsWith(`${guarded}/`), `${path} reached ${reading} unguarded`).toBe(false);
         for (const own of OWN) expect(reading, `${path} proxied as ${reading}`).not.toBe(own);
       }
-    }), { numRuns: 300 });
+    }), fuzzRuns(300));
   });
 });
