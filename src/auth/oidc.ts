@@ -5,71 +5,22 @@
 // token endpoint over TLS, and the contract asks for it. Discovery documents and key sets are cached
 // per instance; a key id the cached set lacks makes one refetch (the provider rotated its keys).
 // The provider's tokens never leave this file: callers get who the user is, nothing else.
-import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import { createLocalJWKSet, errors as joseErrors, jwtVerify, type JSONWebKeySet } from 'jose';
 import * as client from 'openid-client';
 import { GOOGLE_ISSUER, type Config } from '../config/schema.js';
+import { GitHubProvider } from './github.js';
+import { callbackError, PROVIDER_TIMEOUT_MS, s256, SignInFailed, type Assertion, type FlowSecrets, type ProviderSettings, type SignInProvider } from './signInProvider.js';
+
+// Kept importable from here: the tests' PKCE helper.
+export { s256 } from './signInProvider.js';
 
 type OidcSettings = NonNullable<Config['auth']['oidc']>;
-export type ProviderSettings = OidcSettings['providers'][string];
-
-/** What a provider asserted about the user, once every check passed. */
-export interface Assertion {
-  issuer: string;
-  subject: string;
-  /** As the provider sent it (not yet normalized), or undefined. */
-  email: string | undefined;
-  emailVerified: boolean;
-  /** Google's `hd` claim: the Workspace domain of the account, if any. */
-  hostedDomain: string | undefined;
-}
-
-/** How a sign-in at the provider failed, as the application reads it in `#error=` (CONTRACT §15). */
-export type ProviderFailure = 'access_denied' | 'provider_error' | 'invalid_id_token';
-
-/** A failure with its code for the application, and a cause for the log (never a token). */
-export class SignInFailed extends Error {
-  constructor(readonly code: ProviderFailure, reason: string) {
-    super(reason);
-    this.name = 'SignInFailed';
-  }
-}
-
-/** What a start hands the provider and its callback needs again, all derived from the browser's secret. */
-export interface FlowSecrets {
-  state: string;
-  nonce: string;
-  /** The gateway's own PKCE verifier with the provider (not the application's). */
-  verifier: string;
-}
-
-/**
- * The state, nonce and PKCE verifier of a sign-in, derived from a random secret only the browser's
- * cookie holds: the database keeps the state's hash alone, and the callback can rebuild them only
- * with the cookie of the browser that started.
- */
-export function flowSecrets(browserSecret: string): FlowSecrets {
-  const derive = (label: string) => createHmac('sha256', browserSecret).update(label).digest('base64url');
-  return { state: derive('state'), nonce: derive('nonce'), verifier: derive('pkce') };
-}
-
-/** Constant-time comparison of two strings (a state against the one the cookie derives). */
-export function sameSecret(a: string, b: string): boolean {
-  const x = Buffer.from(a);
-  const y = Buffer.from(b);
-  return x.length === y.length && timingSafeEqual(x, y);
-}
-
-/** RFC 7636 S256: the challenge of a verifier. */
-export function s256(verifier: string): string {
-  return createHash('sha256').update(verifier).digest('base64url');
-}
+type OidcProviderSettings = Extract<ProviderSettings, { kind: 'oidc' }>;
 
 // How long a discovery document and a key set are trusted before they are fetched again; a key id
 // the set lacks is fetched at once. A provider that cannot be reached answers within this.
 const DISCOVERY_TTL_MS = 60 * 60_000;
 const JWKS_TTL_MS = 10 * 60_000;
-const PROVIDER_TIMEOUT_MS = 10_000;
 // The ID token checks of openid-client whose failure is the token's fault, not the provider's availability.
 const ID_TOKEN_CHECKS = new Set(['OAUTH_JWT_CLAIM_COMPARISON_FAILED', 'OAUTH_JWT_TIMESTAMP_CHECK_FAILED']);
 // Its other refusals of the token response's JWT (an `alg` the provider's metadata does not offer,
@@ -88,13 +39,13 @@ function isIdTokenRefusal(err: unknown): boolean {
 }
 
 /** One provider: its discovered configuration and its keys, cached, fetched once at a time. */
-export class OidcProvider {
+export class OidcProvider implements SignInProvider {
   private discovered: { config: client.Configuration; at: number } | undefined;
   private discovering: Promise<client.Configuration> | undefined;
   private keys: { set: JSONWebKeySet; at: number } | undefined;
   private fetchingKeys: Promise<JSONWebKeySet> | undefined;
 
-  constructor(readonly name: string, readonly settings: ProviderSettings, readonly redirectUri: string) {}
+  constructor(readonly name: string, readonly settings: OidcProviderSettings, readonly redirectUri: string) {}
 
   /** The provider's authorization URL for this sign-in; throws SignInFailed (provider_error) when it cannot be discovered. */
   async authorizationUrl(secrets: FlowSecrets): Promise<string> {
@@ -115,8 +66,8 @@ export class OidcProvider {
    */
   async signIn(query: URLSearchParams, secrets: FlowSecrets): Promise<Assertion> {
     const config = await this.configuration();
-    const error = query.get('error');
-    if (error) throw new SignInFailed(error === 'access_denied' ? 'access_denied' : 'provider_error', `the provider answered ${error}`);
+    const refused = callbackError(query);
+    if (refused) throw refused;
     const current = new URL(this.redirectUri);
     current.search = query.toString();
     let tokens: Awaited<ReturnType<typeof client.authorizationCodeGrant>>;
@@ -231,15 +182,17 @@ export function domainAllowed(settings: ProviderSettings, email: string, hostedD
 
 /** Every configured provider, by its name in the configuration (the URL segment). */
 export class OidcProviders {
-  private readonly byName = new Map<string, OidcProvider>();
+  private readonly byName = new Map<string, SignInProvider>();
 
   constructor(readonly settings: OidcSettings) {
     for (const [name, provider] of Object.entries(settings.providers)) {
-      this.byName.set(name, new OidcProvider(name, provider, `${settings.publicUrl}/api/v1/auth/oidc/${name}/callback`));
+      const redirectUri = `${settings.publicUrl}/api/v1/auth/oidc/${name}/callback`;
+      // The one place the kind of a provider matters: the routes see a SignInProvider.
+      this.byName.set(name, provider.kind === 'github' ? new GitHubProvider(name, provider, redirectUri) : new OidcProvider(name, provider, redirectUri));
     }
   }
 
-  get(name: string): OidcProvider | undefined {
+  get(name: string): SignInProvider | undefined {
     return Object.hasOwn(this.settings.providers, name) ? this.byName.get(name) : undefined;
   }
 

@@ -18,7 +18,8 @@ import * as users from '../storage/users.js';
 import { randomToken, sha256Hex } from '../digest.js';
 import { normalizeEmail } from './credentials.js';
 import { answerOneFactorSignIn, signInByOneFactor } from './mfaRoutes.js';
-import { domainAllowed, flowSecrets, s256, sameSecret, SignInFailed, type Assertion, type OidcProvider, type OidcProviders } from './oidc.js';
+import { domainAllowed, type OidcProviders } from './oidc.js';
+import { flowSecrets, s256, sameSecret, SignInFailed, type Assertion, type SignInProvider } from './signInProvider.js';
 import { clientOf } from './sessions.js';
 import type { Tokens } from './tokens.js';
 
@@ -46,7 +47,7 @@ export interface OidcRoutesDeps {
 }
 
 /** The provider of the path, or a 404 as for any path the gateway does not serve. */
-function providerOf(deps: OidcRoutesDeps, request: FastifyRequest<{ Params: { provider: string } }>, reply: FastifyReply): OidcProvider | undefined {
+function providerOf(deps: OidcRoutesDeps, request: FastifyRequest<{ Params: { provider: string } }>, reply: FastifyReply): SignInProvider | undefined {
   const provider = deps.providers.get(request.params.provider);
   if (!provider) sendError(reply, 'routeNotFound');
   return provider;
@@ -184,7 +185,7 @@ function backToApplication(reply: FastifyReply, returnTo: string, fragment: Reco
  * verified, and the account's is too (no silent takeover); else a new account without a password,
  * if the provider may sign up. Or why not.
  */
-async function accountOf(db: Database, audit: Audit, provider: OidcProvider, asserted: Assertion, client: ReturnType<typeof clientOf>, clock: () => Date): Promise<number | CallbackError> {
+async function accountOf(db: Database, audit: Audit, provider: SignInProvider, asserted: Assertion, client: ReturnType<typeof clientOf>, clock: () => Date): Promise<number | CallbackError> {
   const { name, settings } = provider;
   // A provider not trusted with addresses vouches for none: its "verified" counts as not.
   const who = { ...asserted, emailVerified: asserted.emailVerified && settings.trustEmail };

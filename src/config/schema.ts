@@ -287,25 +287,48 @@ const OIDC_PROVIDER_NAME = /^[a-z0-9][a-z0-9_-]{0,31}$/;
 /** Google's issuer: its addresses are its own to vouch for, and its ID tokens name a Workspace domain in `hd`. */
 export const GOOGLE_ISSUER = 'https://accounts.google.com';
 const emailDomain = z.string().regex(/^[^\s@]+\.[^\s@.]+$/, 'expected a domain such as example.com').transform((d) => d.toLowerCase()).meta({ examples: ['example.com'] });
+// Which addresses a provider may vouch for (CONTRACT §26): any provider can assert any address
+// verified, and a provider anyone can run, or sign up to, asserts the victim's.
+const vouching = {
+  trustEmail: bool().optional().meta({ description: 'true: the provider\'s verified email links to an existing account of that email and marks new accounts verified. Default: true for https://accounts.google.com, false otherwise (GitHub included).' }),
+  emailDomains: z.array(emailDomain).min(1).optional().meta({ description: 'The domains whose addresses this provider may link or sign up (exact, case-insensitive); for Google the hd claim must be the email\'s domain. Absent: any.' }),
+  allowSignUp: bool().prefault(true).meta({ description: 'false: the provider signs in accounts already linked or linked by email, and creates none.' }),
+};
+const scopeToken = z.string().regex(/^[\x21\x23-\x5b\x5d-\x7e]+$/, 'expected a scope token');
+const oidcProviderSchema = z.strictObject({
+  kind: z.literal('oidc').optional().meta({ description: 'oidc (the default): an OpenID Connect provider, found by discovery.' }),
+  issuer: secureUrl('https://accounts.google.com').meta({ description: 'The provider\'s issuer; its discovery document is {issuer}/.well-known/openid-configuration.' }),
+  clientId: z.string().min(1).meta({ examples: ['gateway'] }),
+  clientSecret: z.string().min(1).meta({ examples: ['${GOOGLE_CLIENT_SECRET}'], description: 'The client secret the provider gave the gateway (sent to its token endpoint only).' }),
+  scopes: z.array(scopeToken).default(['openid', 'email', 'profile'])
+    .refine((scopes) => scopes.includes('openid'), 'expected openid among the scopes'),
+  ...vouching,
+});
+/** GitHub's identities: (this issuer, the account's numeric id), which a rename of the login keeps. */
+export const GITHUB_ISSUER = 'https://github.com';
+const GITHUB_AUTHORIZE_URL = 'https://github.com/login/oauth/authorize';
+// GitHub is OAuth 2 without OpenID Connect (no discovery, no ID token): its endpoints are named
+// here, settable so that tests and the demo run against a local fake (CONTRACT §26).
+const githubProviderSchema = z.strictObject({
+  kind: z.literal('github').meta({ description: 'github: Sign in with GitHub (an OAuth App or a GitHub App\'s user authorization).' }),
+  clientId: z.string().min(1).meta({ examples: ['Iv1.0123456789abcdef'] }),
+  clientSecret: z.string().min(1).meta({ examples: ['${GITHUB_CLIENT_SECRET}'], description: 'The client secret GitHub gave the gateway (sent to its token endpoint only).' }),
+  scopes: z.array(scopeToken).default(['read:user', 'user:email']),
+  apiBase: secureUrl('https://api.github.com').default('https://api.github.com').meta({ description: 'GitHub\'s REST API: {apiBase}/user and {apiBase}/user/emails. Default: https://api.github.com.' }),
+  authorizeUrl: secureUrl(GITHUB_AUTHORIZE_URL).default(GITHUB_AUTHORIZE_URL).meta({ description: 'Where the browser authorizes the gateway. Default: https://github.com/login/oauth/authorize.' }),
+  tokenUrl: secureUrl('https://github.com/login/oauth/access_token').optional().meta({ description: 'Where the gateway exchanges the code. Default: /login/oauth/access_token at the origin of authorizeUrl.' }),
+  ...vouching,
+});
+const providerSchema = z.discriminatedUnion('kind', [oidcProviderSchema, githubProviderSchema], {
+  error: (issue) => (issue.code === 'invalid_union' ? 'expected oidc (the default) or github' : undefined),
+}).transform((provider) => provider.kind === 'github'
+  ? { ...provider, issuer: GITHUB_ISSUER, trustEmail: provider.trustEmail ?? false, tokenUrl: provider.tokenUrl ?? `${new URL(provider.authorizeUrl).origin}/login/oauth/access_token` }
+  : { ...provider, kind: 'oidc' as const, trustEmail: provider.trustEmail ?? provider.issuer === GOOGLE_ISSUER });
 const oidcSchema = z.strictObject({
   publicUrl: secureUrl('https://gw.example.com').meta({ description: 'The gateway as browsers reach it: each provider\'s redirect URI is {publicUrl}/api/v1/auth/oidc/{provider}/callback.' }),
   returnTo: z.array(returnToEntry).min(1).meta({ description: 'Where a sign-in may send the browser back: exact URLs, a return_to allowed only when identical to one (on an http://127.0.0.1 or http://[::1] entry, any port).' }),
   bindToBrowser: bool().optional().meta({ description: 'true: the login code is bound to the browser by the gw_oidc cookie, which the exchange must carry (every returnTo origin same-site with publicUrl, and allowed by cors with credentials: true); false: by the application\'s PKCE verifier alone. Default: true when every returnTo origin is same-site with publicUrl.' }),
-  providers: z.record(
-    z.string().meta({ examples: ['google'] }),
-    z.strictObject({
-      issuer: secureUrl('https://accounts.google.com').meta({ description: 'The provider\'s issuer; its discovery document is {issuer}/.well-known/openid-configuration.' }),
-      clientId: z.string().min(1).meta({ examples: ['gateway'] }),
-      clientSecret: z.string().min(1).meta({ examples: ['${GOOGLE_CLIENT_SECRET}'], description: 'The client secret the provider gave the gateway (sent to its token endpoint only).' }),
-      scopes: z.array(z.string().regex(/^[\x21\x23-\x5b\x5d-\x7e]+$/, 'expected a scope token')).default(['openid', 'email', 'profile'])
-        .refine((scopes) => scopes.includes('openid'), 'expected openid among the scopes'),
-      // Which addresses the provider may vouch for (CONTRACT §26): any provider can assert any
-      // address verified, and a provider anyone can run, or sign up to, asserts the victim's.
-      trustEmail: bool().optional().meta({ description: 'true: the provider\'s verified email links to an existing account of that email and marks new accounts verified. Default: true for https://accounts.google.com, false otherwise.' }),
-      emailDomains: z.array(emailDomain).min(1).optional().meta({ description: 'The domains whose addresses this provider may link or sign up (exact, case-insensitive); for Google the hd claim must be the email\'s domain. Absent: any.' }),
-      allowSignUp: bool().prefault(true).meta({ description: 'false: the provider signs in accounts already linked or linked by email, and creates none.' }),
-    }).transform((provider) => ({ ...provider, trustEmail: provider.trustEmail ?? provider.issuer === GOOGLE_ISSUER })),
-  ).superRefine((providers, ctx) => {
+  providers: z.record(z.string().meta({ examples: ['google'] }), providerSchema).superRefine((providers, ctx) => {
     if (Object.keys(providers).length === 0) ctx.addIssue({ code: 'custom', message: 'expected at least one provider' });
     for (const name of Object.keys(providers)) {
       if (!OIDC_PROVIDER_NAME.test(name)) ctx.addIssue({ code: 'custom', path: [name], message: 'expected a provider name of lower-case letters, digits, - and _ (it is a URL segment)' });

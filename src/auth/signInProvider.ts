@@ -1,0 +1,81 @@
+// What every identity provider is to the sign-in routes (auth/oidcRoutes.ts, CONTRACT §15, §26):
+// an authorization URL for a sign-in, and from the callback's query who the user is. OpenID
+// Connect providers (auth/oidc.ts) and GitHub (auth/github.ts) implement it; OidcProviders picks
+// one by the provider's `kind`, and nothing else branches on it, so that every provider follows
+// the same linking rules (trustEmail, emailDomains, allowSignUp) through the same code.
+import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import type { Config } from '../config/schema.js';
+
+type OidcSettings = NonNullable<Config['auth']['oidc']>;
+export type ProviderSettings = OidcSettings['providers'][string];
+
+/** What a provider asserted about the user, once every check passed. */
+export interface Assertion {
+  issuer: string;
+  subject: string;
+  /** As the provider sent it (not yet normalized), or undefined. */
+  email: string | undefined;
+  emailVerified: boolean;
+  /** Google's `hd` claim: the Workspace domain of the account, if any. */
+  hostedDomain: string | undefined;
+}
+
+/** How a sign-in at the provider failed, as the application reads it in `#error=` (CONTRACT §15). */
+export type ProviderFailure = 'access_denied' | 'provider_error' | 'invalid_id_token';
+
+/** A failure with its code for the application, and a cause for the log (never a token). */
+export class SignInFailed extends Error {
+  constructor(readonly code: ProviderFailure, reason: string) {
+    super(reason);
+    this.name = 'SignInFailed';
+  }
+}
+
+/** What a start hands the provider and its callback needs again, all derived from the browser's secret. */
+export interface FlowSecrets {
+  state: string;
+  nonce: string;
+  /** The gateway's own PKCE verifier with the provider (not the application's). */
+  verifier: string;
+}
+
+/** One configured provider, whatever its kind. */
+export interface SignInProvider {
+  readonly name: string;
+  readonly settings: ProviderSettings;
+  /** The provider's authorization URL for this sign-in; throws SignInFailed (provider_error) when it cannot be built. */
+  authorizationUrl(secrets: FlowSecrets): Promise<string>;
+  /** The callback's query, checked and exchanged: who the user is; throws SignInFailed. */
+  signIn(query: URLSearchParams, secrets: FlowSecrets): Promise<Assertion>;
+}
+
+/** How long a provider's endpoint has to answer: a provider that hangs costs a sign-in, not the gateway. */
+export const PROVIDER_TIMEOUT_MS = 10_000;
+
+/**
+ * The state, nonce and PKCE verifier of a sign-in, derived from a random secret only the browser's
+ * cookie holds: the database keeps the state's hash alone, and the callback can rebuild them only
+ * with the cookie of the browser that started.
+ */
+export function flowSecrets(browserSecret: string): FlowSecrets {
+  const derive = (label: string) => createHmac('sha256', browserSecret).update(label).digest('base64url');
+  return { state: derive('state'), nonce: derive('nonce'), verifier: derive('pkce') };
+}
+
+/** Constant-time comparison of two strings (a state against the one the cookie derives). */
+export function sameSecret(a: string, b: string): boolean {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+}
+
+/** RFC 7636 S256: the challenge of a verifier. */
+export function s256(verifier: string): string {
+  return createHash('sha256').update(verifier).digest('base64url');
+}
+
+/** The provider's answer in the callback's query, when it is an error (the user declined, or the provider failed). */
+export function callbackError(query: URLSearchParams): SignInFailed | undefined {
+  const error = query.get('error');
+  return error ? new SignInFailed(error === 'access_denied' ? 'access_denied' : 'provider_error', `the provider answered ${error}`) : undefined;
+}

@@ -1,0 +1,229 @@
+// Sign in with GitHub (CONTRACT §26, issue 45): a provider `kind: github`, against a local fake of
+// GitHub's endpoints (test/helpers/githubFake.ts). OAuth 2 code flow with PKCE, the identity
+// (https://github.com, numeric id), the primary verified address only, the same linking rules as
+// OpenID Connect providers (trustEmail false by default, emailDomains, allowSignUp), amr ["fed"],
+// and a GitHub that refuses or is down sends the browser back with #error=provider_error.
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { s256 } from '../../src/auth/oidc.js';
+import { parseConfig } from '../../src/config/load.js';
+import { ensureBuilt, gateway } from '../helpers/cli.js';
+import { claims, closeSql, configProblems, describeWithServices, makeUser, marker, newEmail, sql, startTestGateway, testConfig, type TestGateway } from '../helpers/gateway.js';
+import { approveAtGitHub, startGitHubFake, type GitHubEmail, type GitHubFake } from '../helpers/githubFake.js';
+
+const PUBLIC_URL = 'http://localhost:9';
+const RETURN_TO = 'https://app.example.test/signed-in';
+const EXCHANGE = '/api/v1/auth/oidc/exchange';
+
+/** A loopback port nothing listens on (GitHub's API down: connections refused). */
+async function closedPort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+describeWithServices('Sign in with GitHub', () => {
+  let github: GitHubFake;
+  const gateways: TestGateway[] = [];
+  let nextId = 1_000_000 + Math.floor(Math.random() * 1_000_000_000);
+
+  beforeAll(async () => {
+    github = await startGitHubFake();
+  });
+  afterAll(async () => {
+    await Promise.all(gateways.map((gw) => gw.close()));
+    await github?.close();
+    await closeSql();
+  });
+
+  async function gatewayWith(settings: Record<string, unknown> = {}): Promise<TestGateway> {
+    const gh = { kind: 'github', clientId: github.clientId, clientSecret: github.clientSecret, authorizeUrl: `${github.url}/login/oauth/authorize`, apiBase: `${github.url}/api`, ...settings };
+    const gw = await startTestGateway(testConfig({ auth: { oidc: { publicUrl: PUBLIC_URL, returnTo: [RETURN_TO], providers: { gh } } } }));
+    gateways.push(gw);
+    return gw;
+  }
+
+  /** A GitHub user of these addresses: its login and numeric id. */
+  function gitHubUser(emails: GitHubEmail[]): { login: string; id: number } {
+    const login = `octo-${marker()}`;
+    const id = nextId++;
+    github.users.set(login, { id, emails });
+    return { login, id };
+  }
+
+  /**
+   * The browser's round trip: start, approve at GitHub as `login` (with `tamper` changing the
+   * authorization URL first), the callback; the fragment the application gets and its verifier.
+   */
+  async function signIn(gw: TestGateway, login: string, tamper: (url: URL) => void = () => {}): Promise<{ fragment: URLSearchParams; verifier: string; location: URL }> {
+    const verifier = randomBytes(32).toString('base64url');
+    const started = await gw.get(`/api/v1/auth/oidc/gh/start?return_to=${encodeURIComponent(RETURN_TO)}&code_challenge=${s256(verifier)}`);
+    expect(started.status, started.text).toBe(302);
+    const location = new URL(String(started.headers.location));
+    tamper(location);
+    const back = await approveAtGitHub(location.href, login);
+    const res = await gw.get(`${back.pathname}${back.search}`, { headers: { cookie: String((started.headers['set-cookie'] as string[])[0]).split(';')[0]! } });
+    expect(res.status, res.text).toBe(302);
+    const url = new URL(String(res.headers.location));
+    expect(url.origin + url.pathname).toBe(RETURN_TO);
+    return { fragment: new URLSearchParams(url.hash.slice(1)), verifier, location };
+  }
+  const linksOf = (id: number) => sql<{ user_id: number; provider: string; email: string | null }>('SELECT user_id, provider, email FROM user_identities WHERE issuer = $1 AND subject = $2', ['https://github.com', String(id)]);
+  const usersOf = (email: string) => sql<{ id: number; verified: boolean; password_hash: string | null }>('SELECT id, email_verified_at IS NOT NULL AS verified, password_hash FROM users WHERE email = $1', [email]);
+
+  it('signs up, then signs in again to the same account, with amr ["fed"]; identity (https://github.com, numeric id); no GitHub secret in the logs', async () => {
+    const gw = await gatewayWith();
+    const email = newEmail('gh');
+    const { login, id } = gitHubUser([{ email: newEmail('secondary'), primary: false, verified: true }, { email: email.toUpperCase(), primary: true, verified: true }]);
+    const first = await signIn(gw, login);
+    // The authorization request: code flow with PKCE S256 and state, GitHub's default scopes, no nonce.
+    expect(Object.fromEntries(first.location.searchParams)).toEqual({
+      client_id: github.clientId, redirect_uri: `${PUBLIC_URL}/api/v1/auth/oidc/gh/callback`, scope: 'read:user user:email',
+      state: expect.stringMatching(/^[\w-]{43}$/), code_challenge: expect.stringMatching(/^[\w-]{43}$/), code_challenge_method: 'S256',
+    });
+    expect(first.location.origin + first.location.pathname).toBe(`${github.url}/login/oauth/authorize`);
+    const pair = await gw.post(EXCHANGE, { login_code: first.fragment.get('login_code'), code_verifier: first.verifier });
+    expect(pair.status, pair.text).toBe(200);
+    const [link] = await linksOf(id);
+    expect(link).toEqual({ user_id: expect.any(Number), provider: 'gh', email });
+    expect(claims(pair.json.access_token)).toMatchObject({ sub: String(link!.user_id), amr: ['fed'], acr: 'aal1' });
+    // trustEmail defaults to false for GitHub: the account is made, its address not taken as verified.
+    expect(await usersOf(email)).toEqual([{ id: link!.user_id, verified: false, password_hash: null }]);
+
+    const again = await signIn(gw, login);
+    const second = await gw.post(EXCHANGE, { login_code: again.fragment.get('login_code'), code_verifier: again.verifier });
+    expect(second.status, second.text).toBe(200);
+    expect(claims(second.json.access_token)).toMatchObject({ sub: String(link!.user_id), amr: ['fed'] });
+    expect(await linksOf(id)).toHaveLength(1);
+
+    // What the gateway sent GitHub: the exchange as a form asking for JSON, the API with a bearer, GitHub's media type and a User-Agent.
+    const token = github.requests.find((r) => r.path === '/login/oauth/access_token')!;
+    expect(token.headers.accept).toBe('application/json');
+    expect(Object.fromEntries(new URLSearchParams(token.body))).toMatchObject({ client_id: github.clientId, client_secret: github.clientSecret, redirect_uri: `${PUBLIC_URL}/api/v1/auth/oidc/gh/callback`, code_verifier: expect.any(String) });
+    const user = github.requests.find((r) => r.path === '/api/user')!;
+    expect([user.headers.accept, user.headers['user-agent'], user.headers.authorization]).toEqual(['application/vnd.github+json', 'auth-gateway', expect.stringMatching(/^Bearer gho_/)]);
+    const logs = gw.logs.join('\n');
+    for (const secret of [github.clientSecret, ...github.accessTokens]) expect(logs).not.toContain(secret);
+  });
+
+  it('counts the primary verified address only: a verified secondary or an unverified primary makes no account (#error=email_unverified)', async () => {
+    const gw = await gatewayWith({ trustEmail: true });
+    const secondary = newEmail('secondary');
+    const unverified = newEmail('unverified');
+    for (const emails of [[{ email: secondary, primary: false, verified: true }, { email: unverified, primary: true, verified: false }], []]) {
+      const { login, id } = gitHubUser(emails);
+      const { fragment } = await signIn(gw, login);
+      expect(Object.fromEntries(fragment)).toEqual({ error: 'email_unverified' });
+      expect(await linksOf(id)).toEqual([]);
+    }
+    expect([...await usersOf(secondary), ...await usersOf(unverified)]).toEqual([]);
+  });
+
+  it('trustEmail false (the default) does not link an existing account of the same address (#error=account_exists); true does', async () => {
+    const untrusted = await gatewayWith();
+    const member = await makeUser(untrusted);
+    await sql('UPDATE users SET email_verified_at = now() WHERE id = $1', [member.id]);
+    const taker = gitHubUser([{ email: member.email, primary: true, verified: true }]);
+    expect(Object.fromEntries((await signIn(untrusted, taker.login)).fragment)).toEqual({ error: 'account_exists' });
+    expect(await linksOf(taker.id)).toEqual([]);
+    const trusted = await gatewayWith({ trustEmail: true });
+    expect((await signIn(trusted, taker.login)).fragment.get('login_code')).toMatch(/^[\w-]{43}$/);
+    expect(await linksOf(taker.id)).toEqual([{ user_id: member.id, provider: 'gh', email: member.email }]);
+  });
+
+  it('emailDomains and allowSignUp: false refuse with #error=account_not_allowed and make no account', async () => {
+    const t = marker();
+    const gw = await gatewayWith({ emailDomains: [`corp-${t}.test`] });
+    const outsider = gitHubUser([{ email: `eve.${t}@evil.test`, primary: true, verified: true }]);
+    expect(Object.fromEntries((await signIn(gw, outsider.login)).fragment)).toEqual({ error: 'account_not_allowed' });
+    const insider = gitHubUser([{ email: `ada.${t}@corp-${t}.test`, primary: true, verified: true }]);
+    expect((await signIn(gw, insider.login)).fragment.get('login_code')).toBeTruthy();
+    const closed = await gatewayWith({ allowSignUp: false });
+    const stranger = gitHubUser([{ email: newEmail('stranger'), primary: true, verified: true }]);
+    expect(Object.fromEntries((await signIn(closed, stranger.login)).fragment)).toEqual({ error: 'account_not_allowed' });
+    expect(await linksOf(outsider.id)).toEqual([]);
+    expect(await linksOf(stranger.id)).toEqual([]);
+    expect(await sql('SELECT id FROM users WHERE email LIKE $1', [`eve.${t}@%`])).toEqual([]);
+    // A user already linked still signs in where sign-up is closed.
+    const closedToo = await gatewayWith({ allowSignUp: false, emailDomains: [`corp-${t}.test`] });
+    expect((await signIn(closedToo, insider.login)).fragment.get('login_code')).toBeTruthy();
+  });
+
+  it('a code issued for another PKCE challenge is refused by GitHub: #error=provider_error, no account', async () => {
+    const gw = await gatewayWith();
+    const { login, id } = gitHubUser([{ email: newEmail('pkce'), primary: true, verified: true }]);
+    const { fragment } = await signIn(gw, login, (url) => url.searchParams.set('code_challenge', s256(randomBytes(32).toString('base64url'))));
+    expect(Object.fromEntries(fragment)).toEqual({ error: 'provider_error' });
+    expect(await linksOf(id)).toEqual([]);
+    expect(gw.logs.join('\n')).toContain('code exchange refused: bad_verification_code');
+  });
+
+  it('the user declining at GitHub sends the browser back with #error=access_denied', async () => {
+    const gw = await gatewayWith();
+    const started = await gw.get(`/api/v1/auth/oidc/gh/start?return_to=${encodeURIComponent(RETURN_TO)}&code_challenge=${s256(randomBytes(32).toString('base64url'))}`);
+    const state = new URL(String(started.headers.location)).searchParams.get('state')!;
+    const res = await gw.get(`/api/v1/auth/oidc/gh/callback?error=access_denied&state=${state}`, { headers: { cookie: String((started.headers['set-cookie'] as string[])[0]).split(';')[0]! } });
+    expect([res.status, res.headers.location]).toEqual([302, `${RETURN_TO}#error=access_denied`]);
+  });
+
+  it('GitHub\'s API down (connection refused) sends the browser back with #error=provider_error, never a 5xx', async () => {
+    const gw = await gatewayWith({ apiBase: `http://127.0.0.1:${await closedPort()}` });
+    const { login, id } = gitHubUser([{ email: newEmail('down'), primary: true, verified: true }]);
+    const { fragment } = await signIn(gw, login);
+    expect(Object.fromEntries(fragment)).toEqual({ error: 'provider_error' });
+    expect(await linksOf(id)).toEqual([]);
+    const logs = gw.logs.join('\n');
+    expect(logs).toContain('GitHub unreachable at /user');
+    for (const secret of [github.clientSecret, ...github.accessTokens]) expect(logs).not.toContain(secret);
+  });
+});
+
+describe('a github provider in the configuration', () => {
+  const CONFORMANCE = `
+auth:
+  oidc:
+    publicUrl: https://gw.example.com
+    returnTo: ["https://app.example.com/signed-in"]
+    providers:
+      github:
+        kind: github
+        clientId: "client-id"
+        clientSecret: "client-secret"
+        trustEmail: false
+        emailDomains: [example.com]
+        allowSignUp: true
+`;
+
+  it('gateway check accepts the shared conformance configuration (exit 0)', { timeout: 60_000 }, async () => {
+    ensureBuilt();
+    const dir = mkdtempSync(path.join(tmpdir(), 'gw-github-'));
+    try {
+      const file = path.join(dir, 'gateway.yaml');
+      writeFileSync(file, CONFORMANCE);
+      const { code, stdout, stderr } = await gateway(['check', '--config', file]);
+      expect(code, stderr).toBe(0);
+      expect(stdout.split('\n')[0]).toBe(`${file}: valid`);
+      // Its one warning is §26's bindToBrowser default, which cors decides; nothing about the provider.
+      expect(stderr).toBe(`${file}: warning: auth.oidc.bindToBrowser: on by default (every returnTo origin is same-site with publicUrl), but cors does not allow https://app.example.com with credentials: true, so its page's exchange cannot carry the gw_oidc cookie and is refused; allow it in cors, or set bindToBrowser: false to bind by the application's PKCE verifier alone\n`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('needs no issuer, refuses one, and defaults GitHub\'s endpoints, scopes and trustEmail false', () => {
+    const parsed = parseConfig(CONFORMANCE, 'gateway.yaml').auth.oidc!.providers.github!;
+    expect(parsed).toMatchObject({ kind: 'github', issuer: 'https://github.com', trustEmail: false, scopes: ['read:user', 'user:email'], apiBase: 'https://api.github.com',
+      authorizeUrl: 'https://github.com/login/oauth/authorize', tokenUrl: 'https://github.com/login/oauth/access_token' });
+    const local = parseConfig(CONFORMANCE.replace('trustEmail: false', 'authorizeUrl: http://127.0.0.1:8181/login/oauth/authorize'), 'gateway.yaml').auth.oidc!.providers.github!;
+    expect(local).toMatchObject({ tokenUrl: 'http://127.0.0.1:8181/login/oauth/access_token', trustEmail: false });
+    expect(configProblems(CONFORMANCE.replace('kind: github', 'kind: github\n        issuer: https://github.com'))).toEqual(['auth.oidc.providers.github: unknown key(s) "issuer"']);
+    expect(configProblems(CONFORMANCE.replace('kind: github', 'kind: gitlab'))).toEqual(['auth.oidc.providers.github.kind: expected oidc (the default) or github']);
+    expect(configProblems(CONFORMANCE.replace('kind: github', 'kind: github\n        apiBase: http://api.github.com'))).toEqual(['auth.oidc.providers.github.apiBase: expected an https:// URL such as https://api.github.com (http:// only on 127.0.0.1, ::1 or localhost)']);
+  });
+});
