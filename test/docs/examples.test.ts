@@ -26,6 +26,8 @@ const EXAMPLE_ENV = {
   KEYCLOAK_CLIENT_SECRET: 'an-example-client-secret',
   OKTA_CLIENT_ID: '0oa-example',
   OKTA_CLIENT_SECRET: 'an-example-client-secret',
+  GITHUB_CLIENT_ID: 'Ov23liExample',
+  GITHUB_CLIENT_SECRET: 'an-example-client-secret',
   GATEWAY_PUBLIC_URL: 'http://localhost:8080',
   APP_ORIGIN: 'http://127.0.0.1:5173',
   OIDC_ISSUER: 'http://127.0.0.1:9000',
