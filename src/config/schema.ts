@@ -341,7 +341,7 @@ const oidcSchema = z.strictObject({
   // Defaulted (not set) is kept apart: an explicit true that cannot work is a config error, a
   // default that cannot work a warning (configWarnings), so a file valid before stays valid.
 }).transform((oidc) => ({ ...oidc, bindToBrowser: oidc.bindToBrowser ?? everyReturnToSameSite(oidc), bindToBrowserDefaulted: oidc.bindToBrowser === undefined }))
-  .meta({ description: 'Sign in with identity providers (OpenID Connect, docs/identity-providers.md); absent: the endpoints answer 404.' });
+  .meta({ description: 'Sign in with identity providers (OpenID Connect, and GitHub with kind: github; docs/identity-providers.md); absent: the endpoints answer 404.' });
 
 // Whether two URLs are of one site, as browsers decide which cookies a request carries (RFC 6265bis
 // §5.2, schemeful): the same scheme, and the same registrable domain, or the same IP address.
