@@ -17,10 +17,14 @@ import { authenticator } from 'otplib';
 import type { SMTPServer } from 'smtp-server';
 import { WebSocketServer } from 'ws';
 import { loadConfig } from './config/load.js';
+import { startGitHubFake, type GitHubFake } from './demoGitHub.js';
 import { startDemoIdp, DEMO_IDP_USER, type DemoIdp } from './demoIdp.js';
 import { createLogger } from './logger.js';
 import { startGateway, type RunningGateway } from './server.js';
 
+// The demo GitHub's one user: a primary verified address, and a verified secondary one that does not count.
+const DEMO_GITHUB_LOGIN = 'octocat';
+const DEMO_GITHUB_USER = { id: 583231, emails: [{ email: 'octo@users.noreply.example.com', primary: false, verified: true }, { email: 'octocat@example.com', primary: true, verified: true }] };
 const CONFIG_FILE = fileURLToPath(new URL('../demo/gateway.demo.yaml', import.meta.url));
 const PAGE_FILE = fileURLToPath(new URL('../demo/browser.html', import.meta.url));
 
@@ -327,7 +331,8 @@ function walkthrough(url: string, decisionsUrl: string | undefined, adminUrl: st
     '',
     `# 18. With an identity provider (OpenID Connect): on the browser page, "Sign in with Demo IdP" goes to the`,
     `#     demo's own provider (sign in as ${DEMO_IDP_USER.login}, any password) and back with a login_code the page exchanges`,
-    '#     for a pair with amr ["fed"] (docs/identity-providers.md)',
+    '#     for a pair with amr ["fed"] (docs/identity-providers.md); "Sign in with GitHub (demo)" does the same',
+    `#     with a fake of GitHub's endpoints on this machine, where ${DEMO_GITHUB_LOGIN} approves at once (kind: github)`,
   );
   if (adminUrl) {
     lines.push('', ...(consoleUrl ? ['# The console, for operators: this link signs you in, once, within 10 minutes:', `#    ${consoleUrl}`] : []),
@@ -352,10 +357,12 @@ async function main(): Promise<void> {
   const traces = await startTraceReceiver();
   let gateway: RunningGateway | undefined;
   let idp: DemoIdp | undefined;
+  let github: GitHubFake | undefined;
   let stopping: Promise<void> | undefined;
   const stop = () => (stopping ??= (async () => {
     await gateway?.close().catch((err: unknown) => console.error(`while stopping the gateway: ${String(err)}`));
     await idp?.close();
+    await github?.close();
     upstream.closeAllConnections();
     await new Promise<void>((resolve) => upstream.close(() => resolve()));
     await new Promise<void>((resolve) => mail.close(() => resolve()));
@@ -395,7 +402,9 @@ async function main(): Promise<void> {
     // the gateway's port is known before it listens (PORT=0 becomes a free port here).
     const gatewayPort = process.env.PORT && process.env.PORT !== '0' ? process.env.PORT : env.DEMO_PORT ?? String(await freePort(0));
     idp = await startDemoIdp(`http://127.0.0.1:${gatewayPort}`);
-    Object.assign(env, idp.env, process.env.PORT ? { PORT: gatewayPort } : {});
+    // "Sign in with GitHub (demo)": a fake of GitHub's endpoints (src/demoGitHub.ts), its one user approving at once.
+    github = await startGitHubFake({ clientId: 'demo-github', defaultLogin: DEMO_GITHUB_LOGIN, users: { [DEMO_GITHUB_LOGIN]: DEMO_GITHUB_USER } });
+    Object.assign(env, idp.env, { DEMO_GITHUB_URL: github.url, DEMO_GITHUB_CLIENT_SECRET: github.clientSecret }, process.env.PORT ? { PORT: gatewayPort } : {});
     const { config } = loadConfig(CONFIG_FILE, env);
     // Request denials and errors show up here as you paste the commands (LOG_LEVEL=debug: every request).
     const log = createLogger(process.env.LOG_LEVEL ?? 'info');

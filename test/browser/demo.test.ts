@@ -1,7 +1,8 @@
 // `npm run demo` as a newcomer meets it: the built demo started as its script starts it, and its
 // browser page (served by the demo's echo upstream, another origin than the gateway's) clicked
 // through in headless Chromium: register, log in, the 401, the identity, the 403, the 429, and a
-// WebSocket opened with ?access_token=; a passkey; and a sign-in with the demo's identity provider.
+// WebSocket opened with ?access_token=; a passkey; a sign-in with the demo's identity provider,
+// and one with the demo's fake GitHub (kind: github).
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import type { Page } from 'puppeteer-core';
@@ -98,6 +99,17 @@ describeWithBrowser('the demo\'s browser page', () => {
     expect(out).toMatch(/^POST \/api\/v1\/auth\/oidc\/exchange → 200\n/);
     expect(out).toMatch(/GET \/api\/v1\/profile → 200\n/);
     expect(out).toContain('"x-user-email": "grace@example.com"');
+    expect(page.url()).toBe(pageUrl);
+  });
+
+  it('signs in with GitHub (demo): the fake approves at once, back to the page, which exchanges the code for the primary verified address', async () => {
+    await page.goto(pageUrl);
+    await Promise.all([page.waitForNavigation(), page.click('button[data-step=githubSignIn]')]);
+    await page.waitForFunction('document.querySelectorAll("#out span").length >= 2', { timeout: 10_000 });
+    const out = await page.evaluate('[...document.querySelectorAll("#out span")].map((s) => s.textContent).join("")') as string;
+    expect(out).toMatch(/^POST \/api\/v1\/auth\/oidc\/exchange → 200\n/);
+    expect(out).toMatch(/GET \/api\/v1\/profile → 200\n/);
+    expect(out).toContain('"x-user-email": "octocat@example.com"');
     expect(page.url()).toBe(pageUrl);
   });
 });
