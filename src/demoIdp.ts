@@ -1,8 +1,8 @@
-// The demo's identity provider (`npm run demo`, CONTRACT §15): panva's oidc-provider on loopback
-// with one user, so that "Sign in with Demo IdP" on the demo's page runs the whole flow on this
-// machine: its login form (any password: it is a demo, the login is what names the user), its
-// consent page, the gateway's callback, and the page's exchange. Nothing here is fit for anything
-// but the demo: development interactions, in-memory storage, random keys at each start.
+// The demo's identity provider (`npm run demo`, CONTRACT §15; `npm run idp`, src/idp.ts): panva's
+// oidc-provider on loopback with one user, so that a sign-in runs the whole flow on this machine:
+// its login form (any password: it is a demo, the login is what names the user), its consent
+// page, the gateway's callback, and the page's exchange. Nothing here is fit for anything but a
+// developer's machine: development interactions, in-memory storage, random keys at each start.
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -11,6 +11,23 @@ import type { AddressInfo } from 'node:net';
 export const DEMO_IDP_USER = { login: 'grace', email: 'grace@example.com' };
 export const DEMO_IDP_CLIENT_ID = 'demo-gateway';
 
+export interface LocalProviderOptions {
+  /** The gateway callbacks its one client may return to ({publicUrl}/api/v1/auth/oidc/{name}/callback). */
+  redirectUris: string[];
+  /** Its port on 127.0.0.1; 0 (the default): one the system picks. */
+  port?: number;
+  clientId?: string;
+  /** Default: a random one. */
+  clientSecret?: string;
+}
+
+export interface LocalProvider {
+  issuer: string;
+  clientId: string;
+  clientSecret: string;
+  close(): Promise<void>;
+}
+
 export interface DemoIdp {
   issuer: string;
   /** The ${DEMO_…} values demo/gateway.demo.yaml reads for auth.oidc. */
@@ -18,21 +35,22 @@ export interface DemoIdp {
   close(): Promise<void>;
 }
 
-/** Starts the provider; `gatewayUrl` is the gateway as the browser reaches it (its callback is registered). */
-export async function startDemoIdp(gatewayUrl: string): Promise<DemoIdp> {
-  // Loaded here: nothing but the demo runs a provider.
+/** Starts the provider on 127.0.0.1 with one confidential client and DEMO_IDP_USER. */
+export async function startLocalProvider(options: LocalProviderOptions): Promise<LocalProvider> {
+  // Loaded here: nothing but the demo and `npm run idp` run a provider.
   const { default: Provider } = await import('oidc-provider');
   const server = http.createServer();
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => resolve());
+    server.listen(options.port ?? 0, '127.0.0.1', () => resolve());
   });
   const issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  const clientSecret = randomBytes(24).toString('base64url');
+  const clientId = options.clientId ?? DEMO_IDP_CLIENT_ID;
+  const clientSecret = options.clientSecret ?? randomBytes(24).toString('base64url');
   const provider = new Provider(issuer, {
     clients: [{
-      client_id: DEMO_IDP_CLIENT_ID, client_secret: clientSecret, client_name: 'Demo gateway',
-      redirect_uris: [`${gatewayUrl}/api/v1/auth/oidc/demo/callback`], grant_types: ['authorization_code'], response_types: ['code'],
+      client_id: clientId, client_secret: clientSecret, client_name: 'Demo gateway',
+      redirect_uris: options.redirectUris, grant_types: ['authorization_code'], response_types: ['code'],
     }],
     claims: { openid: ['sub'], email: ['email', 'email_verified'], profile: ['name'] },
     cookies: { keys: [randomBytes(32).toString('base64url')] },
@@ -44,10 +62,21 @@ export async function startDemoIdp(gatewayUrl: string): Promise<DemoIdp> {
   server.on('request', provider.callback());
   return {
     issuer,
-    env: { DEMO_IDP_ISSUER: issuer, DEMO_IDP_CLIENT_SECRET: clientSecret, DEMO_PUBLIC_URL: gatewayUrl },
+    clientId,
+    clientSecret,
     close: () => new Promise<void>((resolve) => {
       server.closeAllConnections();
       server.close(() => resolve());
     }),
+  };
+}
+
+/** Starts the demo's provider; `gatewayUrl` is the gateway as the browser reaches it (its callback is registered). */
+export async function startDemoIdp(gatewayUrl: string): Promise<DemoIdp> {
+  const idp = await startLocalProvider({ redirectUris: [`${gatewayUrl}/api/v1/auth/oidc/demo/callback`] });
+  return {
+    issuer: idp.issuer,
+    env: { DEMO_IDP_ISSUER: idp.issuer, DEMO_IDP_CLIENT_SECRET: idp.clientSecret, DEMO_PUBLIC_URL: gatewayUrl },
+    close: () => idp.close(),
   };
 }

@@ -45,8 +45,9 @@ function expectShown(output: string, shown: string[]): void {
   }
 }
 
-// Blocks run elsewhere, by name (test/ops/dockerRun.test.ts, test/decisions/twoInstances.test.ts).
-const RUN_ELSEWHERE = new Set(['docs/operating.md: docker-run', 'docs/decisions.md: two-instances']);
+// Blocks run elsewhere, by name (test/ops/dockerRun.test.ts, test/decisions/twoInstances.test.ts,
+// test/auth/oidcDocs.test.ts).
+const RUN_ELSEWHERE = new Set(['docs/operating.md: docker-run', 'docs/decisions.md: two-instances', 'docs/identity-providers.md: local-idp']);
 // Shell blocks not run as written, by their first line, and why.
 const NOT_RUN: Record<string, string> = {
   'README.md: npm install': 'installs and starts the demo: test/demo runs the demo',
