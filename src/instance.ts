@@ -60,6 +60,8 @@ export interface Instance {
   metrics: Metrics;
   /** Webhook events, stored in the outbox with the change that causes them. */
   events: Events;
+  /** The outbox worker's one seam, for tests and operators' health: settled(), a claim pass begun after the call, finished. */
+  deliveries: Pick<OutboxWorker, 'settled'>;
   /** Account mails (reset and verification links), sent off the request path. */
   mailer: MailQueue;
   /** The audit log: account events, in the transactions of their changes. */
@@ -170,7 +172,7 @@ export async function createInstance(config: Config, options: InstanceOptions): 
     });
 
     return {
-      lifecycle: { draining: false }, config, live, db, redis, clock, log, feed, tokens, passwords, identities, keyUsage, daily, keyring, pipeline, metrics, events, mailer, audit, housekeeping, tracing, fleet: options.fleet,
+      lifecycle: { draining: false }, config, live, db, redis, clock, log, feed, tokens, passwords, identities, keyUsage, daily, keyring, pipeline, metrics, events, deliveries: outbox, mailer, audit, housekeeping, tracing, fleet: options.fleet,
       close: () => closeAll((err) => log.warn({ err }, 'error while closing')),
     };
   } catch (err) {

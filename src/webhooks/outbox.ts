@@ -120,6 +120,9 @@ export class OutboxWorker {
   private passing: Promise<void> | undefined;
   private purging: Promise<number> | undefined;
   private again = false;
+  /** Claim passes begun and finished since start (passes run one at a time): what settled() counts. */
+  private passesBegun = 0;
+  private passesFinished = 0;
   private closing: Promise<void> | undefined;
   private storageDown = false;
 
@@ -198,6 +201,18 @@ export class OutboxWorker {
     return total;
   }
 
+  /**
+   * For tests and operators' health checks: starts a claim pass and resolves once a pass that
+   * began after this call has finished, so that every message stored before the call has been
+   * looked at (claimed, or left for a reason: the user's attempts in flight, this instance full).
+   * Attempts it launched may still be running. Resolves at once when the worker is closing.
+   */
+  async settled(): Promise<void> {
+    const target = this.passesBegun + 1; // passes run one at a time: the next one to begin
+    this.wake();
+    while (this.passesFinished < target && this.passing) await this.passing;
+  }
+
   /** Claims what may run now, unless a claim is under way (then once more after it). */
   private wake(): void {
     if (this.closing) return;
@@ -205,7 +220,9 @@ export class OutboxWorker {
       this.again = true;
       return;
     }
+    this.passesBegun++;
     this.passing = this.claim().finally(() => {
+      this.passesFinished++;
       this.passing = undefined;
       if (this.again) {
         this.again = false;

@@ -92,8 +92,9 @@ describeWithServices('webhook deliveries', () => {
       const again = await b.post('/api/v1/user/api-token', {}, { headers: bearer(user.access) });
       expect(again.status).toBe(201);
       // At most two attempts in flight for the user, whichever instances make them; the rest wait in
-      // the outbox. (A moment first, in which a third attempt, were it allowed, would have started.)
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      // the outbox. Each instance has looked at the outbox since the last message was stored (a
+      // claim pass begun after it, finished): a third attempt, were it allowed, would be claimed.
+      await Promise.all([a.services.deliveries.settled(), b.services.deliveries.settled()]);
       expect(r.hanging).toBe(2);
       expect(r.deliveries).toHaveLength(2);
       const rows = await outboxRows(user.id, own.db.sql);
