@@ -18,6 +18,7 @@ import type { Config } from './config/schema.js';
 import { knownPlans } from './plans.js';
 import { PendingMigrationsError } from './storage/migrations.js';
 import { StorageLockedError } from './storage/dirLock.js';
+import { PostgresStartError } from './storage/startWait.js';
 import type { Database, Queryable } from './storage/db.js';
 
 const SHUTDOWN_GRACE_MS = 10_000;
@@ -74,7 +75,9 @@ Output: JSON log lines (pino) on stdout and nothing else, at LOG_LEVEL (default 
 with msg "gateway listening" carries the URLs (url, admin). Whatever stops the start (an invalid
 configuration or file it names, an unknown LOG_LEVEL, a port in use, a database not migrated or
 not reachable) is one line at level 60 (fatal) with msg, hint and the details, then exit status
-1; \`gateway check\` prints the same configuration problems as text.
+1; \`gateway check\` prints the same configuration problems as text. A Postgres that does not
+answer yet (refused, unreachable, starting up) is waited for up to storage.startTimeout (default
+60 s), with a warn line "waiting for Postgres at host:port (code)" at each attempt.
 
 Signals: SIGHUP reloads routes, upstreams, cors and limits from the file, and reads certificate
 files again (other changes are logged as needing a restart). SIGTERM first drains for
@@ -624,6 +627,9 @@ function startFailure(err: unknown): StartFailure {
   }
   if (err instanceof PendingMigrationsError) {
     return { msg: err.message, pending: err.pending, hint: MIGRATE_HINT };
+  }
+  if (err instanceof PostgresStartError) {
+    return { msg: err.message, postgres: err.postgres, code: err.code, hint: err.hint };
   }
   if (err instanceof StorageLockedError) {
     return { msg: err.message, pid: err.pid, hint: `stop process ${err.pid}, or give this instance storage.postgres (several instances need Postgres)` };

@@ -27,6 +27,7 @@ import { openDatabase, type Database } from './storage/db.js';
 import { assertMigrated, migrate } from './storage/migrations.js';
 import { connectRedis, waitReady } from './storage/redis.js';
 import { RedisBreaker } from './storage/redisBreaker.js';
+import { waitForPostgres } from './storage/startWait.js';
 import { emailsToRecheck } from './storage/users.js';
 import { Tracing, tracingSettings } from './telemetry/tracing.js';
 import type { FleetLink } from './workers.js';
@@ -97,6 +98,8 @@ export async function createInstance(config: Config, options: InstanceOptions): 
     for (const close of closers.reverse()) await close().catch(onError);
   };
   try {
+    // A Postgres that is not up yet is waited for (storage.startTimeout), not a reason to exit at once.
+    if (!options.db && config.storage.postgres) await waitForPostgres(config.storage.postgres, config.storage.startTimeout, log);
     const db = options.db ?? (await openDatabase(config.storage));
     if (!options.db) closers.push(() => db.close());
     if (config.storage.migrate) {

@@ -449,6 +449,9 @@ export const configSchema = z.strictObject({
     redisKeyPrefix: z.string().default('gw:'),
     redisTimeout: duration.prefault('100ms'),
     migrate: bool().prefault(true),
+    // CONTRACT §25: at start, how long to wait for a Postgres that does not answer yet (compose,
+    // Kubernetes start the database beside the gateway) before exiting 1.
+    startTimeout: duration.prefault('60s').meta({ description: 'At start, how long to wait for a Postgres that does not answer yet (refused, unreachable, starting up) before exiting 1. A wrong password or a missing database stops the start at once.' }),
   }).prefault({}),
   auth: z.strictObject({
     jwt: z.strictObject({

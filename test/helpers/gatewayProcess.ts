@@ -32,10 +32,10 @@ export interface GatewayProcess {
 /**
  * Starts the CLI on `config` (see rawTestConfig; a string is written as is), written as the config
  * file. `onListening` runs the moment the "listening" line is read, as an operator's script would
- * act on it. `env` is added to the environment (for a file's ${VAR} references; PORT and HOST
- * apply only when given here).
+ * act on it; `onLog` runs on every line as it is read, start-up's included. `env` is added to the
+ * environment (for a file's ${VAR} references; PORT and HOST apply only when given here).
  */
-export async function spawnGateway(config: Record<string, unknown> | string, options: { onListening?: (child: ChildProcess) => void; asInstalled?: boolean; env?: Record<string, string> } = {}): Promise<GatewayProcess> {
+export async function spawnGateway(config: Record<string, unknown> | string, options: { onListening?: (child: ChildProcess) => void; onLog?: (line: LogLine) => void; asInstalled?: boolean; env?: Record<string, string> } = {}): Promise<GatewayProcess> {
   if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run \`npm run build\` first (npm test does)`);
   const dir = mkdtempSync(path.join(tmpdir(), 'gw-ops-'));
   const configFile = path.join(dir, 'gateway.yaml');
@@ -64,6 +64,7 @@ export async function spawnGateway(config: Record<string, unknown> | string, opt
       // Every line is JSON: `start` writes nothing else on stdout.
       const log = JSON.parse(line) as LogLine;
       logs.push(log);
+      options.onLog?.(log);
       if (log.msg === 'gateway listening') {
         listening = { url: log.url as string, adminUrl: log.admin as string | undefined };
         options.onListening?.(child);
