@@ -91,8 +91,9 @@ skips the drain.`,
     summary: 'apply pending database migrations',
     help: `Applies the files of migrations/ that the configured database lacks, in name order, in
 one transaction, and prints their names (or "nothing to apply"). Safe when several instances
-run it at once: an advisory lock makes the others wait. Needed before \`start\` when
-storage.migrate is false.`,
+run it at once: an advisory lock makes the others wait. A Postgres that does not answer yet is
+waited for as by \`start\` (storage.startTimeout), each attempt said on stderr. Needed before
+\`start\` when storage.migrate is false.`,
   },
   {
     name: 'check', config: true, run: check,
@@ -385,7 +386,9 @@ async function withDatabase<T>(config: Config, work: (db: Database) => Promise<T
 
 async function migrateCommand({ config: configPath }: Args): Promise<number> {
   const { config } = loadConfig(configPath);
-  const { migrate } = await import('./storage/migrations.js');
+  const [{ migrate }, { waitForPostgres }] = await Promise.all([import('./storage/migrations.js'), import('./storage/startWait.js')]);
+  // A migration Job starts beside its Postgres as the gateway does: it waits the same way (stdout keeps the result alone).
+  if (config.storage.postgres) await waitForPostgres(config.storage.postgres, config.storage.startTimeout, { warn: (_fields, msg) => console.error(`gateway: ${msg}`) });
   const applied = await withDatabase(config, (db) => migrate(db), { migrated: false });
   return print(applied.length ? `applied: ${applied.join(', ')}` : 'nothing to apply');
 }
@@ -655,6 +658,7 @@ main(process.argv.slice(2)).then((code) => {
   else if (err instanceof CommandError) console.error(`gateway: ${err.message}`);
   else if (err instanceof PendingMigrationsError) console.error(`gateway: ${err.message}\n${MIGRATE_HINT}`);
   else if (err instanceof StorageLockedError) console.error(`gateway: ${err.message}`);
+  else if (err instanceof PostgresStartError) console.error(`gateway: ${err.message}\n${err.hint}`);
   else console.error(`gateway: ${err instanceof Error ? err.stack ?? err.message : String(err)}`);
   process.exitCode = 1;
 });

@@ -4,7 +4,6 @@
 // a missing database will not fix itself, so it stops the start at once.
 // pg is imported when waiting: the CLI loads this file for PostgresStartError alone.
 import type pg from 'pg';
-import type { Logger } from 'pino';
 
 const FIRST_DELAY_MS = 250;
 const MAX_DELAY_MS = 5000;
@@ -23,6 +22,11 @@ export class PostgresStartError extends Error {
     super(message);
     this.name = 'PostgresStartError';
   }
+}
+
+/** Where each failed attempt is said: the start's logger (pino), or stderr for `gateway migrate`. */
+export interface WaitLog {
+  warn(fields: Record<string, unknown>, msg: string): void;
 }
 
 interface Reason {
@@ -69,7 +73,7 @@ function seconds(ms: number): string {
  * Throws PostgresStartError when the time is up, or at once on anything else (authentication,
  * a missing database, TLS).
  */
-export async function waitForPostgres(url: string, timeoutMs: number, log: Logger): Promise<void> {
+export async function waitForPostgres(url: string, timeoutMs: number, log: WaitLog): Promise<void> {
   const { default: { Client } } = await import('pg');
   const postgres = postgresAddress(Client, url);
   const deadline = Date.now() + timeoutMs;

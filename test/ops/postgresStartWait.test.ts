@@ -94,6 +94,18 @@ describeWithServices('start-up waits for Postgres (storage.startTimeout)', () =>
     });
   }, 60_000);
 
+  it('gateway migrate waits the same way: each attempt on stderr, then exit 1 naming DATABASE_URL', async () => {
+    const port = await refusedPort();
+    const file = path.join(dir, 'migrate.yaml');
+    writeFileSync(file, `storage: { postgres: "postgres://gateway:pw-never-shown@127.0.0.1:${port}/gateway", startTimeout: 1s }\n`);
+    const run = await gateway(['migrate', '--config', file]);
+    expect(run.code).toBe(1);
+    expect(run.stdout).toBe('');
+    expect(run.stderr).toContain(`gateway: waiting for Postgres at 127.0.0.1:${port} (ECONNREFUSED)\n`);
+    expect(run.stderr).toContain(`gateway: Postgres at 127.0.0.1:${port} did not answer within 1s (ECONNREFUSED)\ncheck DATABASE_URL (storage.postgres)`);
+    expect(run.stderr).not.toContain('pw-never-shown');
+  }, 60_000);
+
   it('gateway check accepts storage.startTimeout', async () => {
     const file = path.join(dir, 'check.yaml');
     writeFileSync(file, 'storage:\n  startTimeout: 60s\n');
