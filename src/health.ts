@@ -1,8 +1,8 @@
-// /healthz (the process runs) and /readyz (its dependencies answer), on both listeners.
+// /healthz (the process runs) and /readyz (the instance can serve), on both listeners.
 import type { FastifyInstance } from 'fastify';
 import { errorBody } from './errors.js';
 import type { Database } from './storage/db.js';
-import { probeRedis, type RedisClient } from './storage/redis.js';
+import { isReadOnlyError, probeRedis, refusesWrites, type RedisClient } from './storage/redis.js';
 import { withTimeout } from './time.js';
 
 export const CHECK_TIMEOUT_MS = 1000;
@@ -16,30 +16,39 @@ export interface ReadinessDeps {
   fleet?: { readiness(): Promise<Readiness> };
 }
 
-export type CheckState = 'ok' | 'down' | 'disabled' | 'draining';
+/** `off`: no Redis configured. `readonly`: Redis answers but refuses writes (a replica). */
+export type CheckState = 'ok' | 'down' | 'readonly' | 'off';
+export type ReadinessStatus = 'ok' | 'unavailable' | 'draining';
 
 export interface Readiness {
-  ready: boolean;
+  status: ReadinessStatus;
   checks: Record<string, CheckState>;
 }
 
+/** A write refused by a replica (now, or just before the reconnection it caused): the server answers, the guards fall back (CONTRACT §25). */
+function redisState(client: RedisClient, err: unknown): CheckState {
+  return isReadOnlyError(err) || refusesWrites(client) ? 'readonly' : 'down';
+}
+
 export async function readiness(deps: ReadinessDeps): Promise<Readiness> {
-  // A load balancer must stop sending before the listener closes: say so at once, no probe needed.
-  if (deps.lifecycle.draining) return { ready: false, checks: { shutdown: 'draining' } };
+  const redisClient = deps.redis;
   const [postgres, redis] = await Promise.all([
     withTimeout(deps.db.query('SELECT 1'), CHECK_TIMEOUT_MS).then(() => 'ok' as const, () => 'down' as const),
-    deps.redis
-      ? withTimeout(probeRedis(deps.redis), CHECK_TIMEOUT_MS).then(() => 'ok' as const, () => 'down' as const)
-      : Promise.resolve('disabled' as const),
+    redisClient
+      ? withTimeout(probeRedis(redisClient), CHECK_TIMEOUT_MS).then(() => 'ok' as const, (err: unknown) => redisState(redisClient, err))
+      : Promise.resolve('off' as const),
   ]);
-  return { ready: postgres === 'ok' && redis !== 'down', checks: { postgres, redis } };
+  // Redis down or read-only is not a reason to leave the pool: the guards fall back in-process
+  // (§4, §9), and a readiness that failed on it would drop every pod at once during an outage.
+  const status = deps.lifecycle.draining ? 'draining' : postgres === 'ok' ? 'ok' : 'unavailable';
+  return { status, checks: { postgres, redis } };
 }
 
 export async function healthRoutes(app: FastifyInstance, deps: ReadinessDeps): Promise<void> {
   app.get('/healthz', async () => ({ status: 'ok' }));
   app.get('/readyz', async (_request, reply) => {
-    const { ready, checks } = await (deps.fleet ? deps.fleet.readiness() : readiness(deps));
-    if (ready) return { status: 'ready', checks };
-    return reply.code(503).send({ ...errorBody('storageUnavailable'), checks });
+    const { status, checks } = await (deps.fleet ? deps.fleet.readiness() : readiness(deps));
+    if (status === 'ok') return { status, checks };
+    return reply.code(503).send({ ...errorBody('storageUnavailable'), status, checks });
   });
 }

@@ -15,7 +15,7 @@ import type { Logger } from 'pino';
 import { AggregatorRegistry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 import type { Config } from './config/schema.js';
 import { memoryConsoleStore, type ConsoleStore, type ConsoleStoreCall } from './admin/consoleStore.js';
-import type { CheckState, Readiness } from './health.js';
+import type { CheckState, Readiness, ReadinessStatus } from './health.js';
 
 type Gathered = 'metrics' | 'readiness';
 type MetricsJson = MetricObjectWithValues<MetricValue<string>>[];
@@ -314,18 +314,23 @@ export function runPrimary(options: PrimaryOptions): Promise<number> {
 }
 
 // A check's worst state across workers wins: one worker draining or cut off makes the fleet not ready.
-const SEVERITY: Record<CheckState, number> = { ok: 0, disabled: 0, down: 1, draining: 2 };
+const SEVERITY: Record<CheckState, number> = { ok: 0, off: 0, readonly: 1, down: 2 };
+const STATUS_SEVERITY: Record<ReadinessStatus, number> = { ok: 0, unavailable: 1, draining: 2 };
 
 /** Ready when every one of `expected` workers answered ready; each check as its worst worker sees it, and `workers: down` when one is missing. */
 export function fleetReadiness(answers: Readiness[], expected: number): Readiness {
   const checks: Record<string, CheckState> = {};
-  for (const { checks: own } of answers) {
-    for (const [name, state] of Object.entries(own)) {
+  let status: ReadinessStatus = 'ok';
+  for (const { status: own, checks: ownChecks } of answers) {
+    if (STATUS_SEVERITY[own] > STATUS_SEVERITY[status]) status = own;
+    for (const [name, state] of Object.entries(ownChecks)) {
       const seen = checks[name];
       if (seen === undefined || SEVERITY[state] > SEVERITY[seen]) checks[name] = state;
     }
   }
-  const missing = answers.length < expected;
-  if (missing) checks.workers = 'down';
-  return { ready: !missing && answers.every((a) => a.ready), checks };
+  if (answers.length < expected) {
+    checks.workers = 'down';
+    if (status === 'ok') status = 'unavailable';
+  }
+  return { status, checks };
 }

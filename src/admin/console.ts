@@ -186,7 +186,8 @@ export async function consoleRoutes(app: FastifyInstance, deps: ConsoleDeps): Pr
   });
 
   app.get('/console/api/health', { onRequest: guard }, async () => {
-    const { ready, checks } = await readiness(deps.readiness);
+    const { status, checks } = await readiness(deps.readiness);
+    const ready = status === 'ok';
     const perRoute = new Map<string, { requests: number; denials: number }>();
     const counted = await deps.metrics.registry.getSingleMetric('gateway_requests_total')?.get();
     for (const { labels, value } of counted?.values ?? []) {

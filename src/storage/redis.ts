@@ -27,7 +27,11 @@ export function connectRedis(settings: Exclude<RedisSettings, ''>, keyPrefix: st
     // demoted under our open connection (or a DNS name moved to another node). Reconnecting asks
     // the sentinels (or DNS) again, so the instance follows the new master; the command itself
     // fails, and its caller uses its fallback.
-    reconnectOnError: (err) => err.message.startsWith('READONLY'),
+    reconnectOnError: (err) => {
+      const readOnly = isReadOnlyError(err);
+      if (readOnly) refusingWrites.add(client);
+      return readOnly;
+    },
   };
   let client: RedisClient;
   if (typeof settings === 'string') {
@@ -61,7 +65,11 @@ export function connectRedis(settings: Exclude<RedisSettings, ''>, keyPrefix: st
   client.on('ready', () => connection.recovered());
   // A lost connection (reconnecting: not at a close of our own) and each failed attempt.
   client.on('reconnecting', () => connection.failed('the connection is lost; reconnecting'));
-  client.on('error', (err: Error) => connection.failed(err));
+  client.on('error', (err: Error) => {
+    // Unreachable now (refused, reset): whatever it was, it is not a replica that answers.
+    refusingWrites.delete(client);
+    connection.failed(err);
+  });
   client.on('end', () => log.debug('Redis connection ended'));
   return client;
 }
@@ -73,8 +81,26 @@ export function connectRedis(settings: Exclude<RedisSettings, ''>, keyPrefix: st
  */
 export async function probeRedis(client: RedisClient): Promise<void> {
   await client.set('probe', '1', 'PX', PROBE_TTL_MS);
+  refusingWrites.delete(client);
   // One key can live on the very node a plain URL names; the others would answer MOVED.
   if (await isClusterNodeByUrl(client)) throw new Error(CLUSTER_NODE_BY_URL);
+}
+
+/**
+ * Clients whose last write was refused with READONLY (a replica, a demoted master). Each such
+ * refusal reconnects (reconnectOnError), and while it does every command fails at once like an
+ * unreachable server: this remembers what the server said, so /readyz can report "readonly"
+ * rather than "down" (CONTRACT §25). Forgotten at the next write taken or connection error.
+ */
+const refusingWrites = new WeakSet<RedisClient>();
+
+export function isReadOnlyError(err: unknown): boolean {
+  return err instanceof Error && err.message.startsWith('READONLY');
+}
+
+/** Whether Redis answered its last refused write with READONLY, and has taken none since. */
+export function refusesWrites(client: RedisClient): boolean {
+  return refusingWrites.has(client);
 }
 
 export const CLUSTER_NODE_BY_URL = 'storage.redis names one node of a Redis Cluster, which answers MOVED for most keys: configure it as `redis: { cluster: [...] }`';

@@ -1,5 +1,5 @@
 // /healthz and /readyz (CONTRACT §4) on the public and the admin listener. The outage tests
-// (postgresOutage, redisOutage) cover /readyz answering 503.
+// (postgresOutage, readiness, shutdown) cover /readyz answering 503 and Redis down or read-only.
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { closeSql, describeWithServices, startTestGateway, testConfig, type TestGateway } from '../helpers/gateway.js';
 import { request } from '../helpers/http.js';
@@ -24,14 +24,14 @@ describeWithServices('health endpoints', () => {
       expect(health.json).toEqual({ status: 'ok' });
       const ready = await request(base, 'GET', '/readyz');
       expect(ready.status).toBe(200);
-      expect(ready.json).toEqual({ status: 'ready', checks: { postgres: 'ok', redis: 'ok' } });
+      expect(ready.json).toEqual({ status: 'ok', checks: { postgres: 'ok', redis: 'ok' } });
     }
   });
 
-  it('reports Redis as disabled, not down, when none is configured', async () => {
+  it('reports Redis as off, not down, when none is configured', async () => {
     const ready = await noRedis.get('/readyz');
     expect(ready.status).toBe(200);
-    expect(ready.json).toEqual({ status: 'ready', checks: { postgres: 'ok', redis: 'disabled' } });
+    expect(ready.json).toEqual({ status: 'ok', checks: { postgres: 'ok', redis: 'off' } });
   });
 
   it('needs no credentials and ignores any that are sent', async () => {

@@ -72,7 +72,7 @@ describeWithServices('graceful shutdown (SIGTERM, SIGINT)', () => {
     await gw.waitForLog((l) => l.msg === 'draining: /readyz answers 503, responses close their connections');
     const ready = await request(gw.url, 'GET', '/readyz', { freshConnection: true });
     expect(ready.status).toBe(503);
-    expect(ready.json).toEqual({ error: 'Service temporairement indisponible', checks: { shutdown: 'draining' } });
+    expect(ready.json).toEqual({ error: 'Service temporairement indisponible', status: 'draining', checks: { postgres: 'ok', redis: 'ok' } });
     // Still served during the delay, on a new connection too, and told to close it.
     const during = await request(gw.url, 'GET', `/open/${m}/during`, { freshConnection: true });
     expect(during.status).toBe(200);

@@ -31,11 +31,12 @@ describe('server.workers in the configuration', () => {
   });
 
   it('the fleet is ready when every worker is: the worst state of each check wins, a missing worker is "workers: down"', () => {
-    const ok = { ready: true, checks: { postgres: 'ok', redis: 'ok' } } as const;
-    expect(fleetReadiness([ok, ok], 2)).toEqual({ ready: true, checks: { postgres: 'ok', redis: 'ok' } });
-    expect(fleetReadiness([ok, { ready: false, checks: { postgres: 'ok', redis: 'down' } }], 2)).toEqual({ ready: false, checks: { postgres: 'ok', redis: 'down' } });
-    expect(fleetReadiness([ok, { ready: false, checks: { shutdown: 'draining' } }], 2)).toEqual({ ready: false, checks: { postgres: 'ok', redis: 'ok', shutdown: 'draining' } });
-    expect(fleetReadiness([ok], 2)).toEqual({ ready: false, checks: { postgres: 'ok', redis: 'ok', workers: 'down' } });
+    const ok = { status: 'ok', checks: { postgres: 'ok', redis: 'ok' } } as const;
+    expect(fleetReadiness([ok, ok], 2)).toEqual({ status: 'ok', checks: { postgres: 'ok', redis: 'ok' } });
+    expect(fleetReadiness([ok, { status: 'ok', checks: { postgres: 'ok', redis: 'readonly' } }], 2)).toEqual({ status: 'ok', checks: { postgres: 'ok', redis: 'readonly' } });
+    expect(fleetReadiness([ok, { status: 'unavailable', checks: { postgres: 'down', redis: 'down' } }], 2)).toEqual({ status: 'unavailable', checks: { postgres: 'down', redis: 'down' } });
+    expect(fleetReadiness([{ status: 'unavailable', checks: { postgres: 'down', redis: 'ok' } }, { status: 'draining', checks: { postgres: 'ok', redis: 'ok' } }], 2)).toEqual({ status: 'draining', checks: { postgres: 'down', redis: 'ok' } });
+    expect(fleetReadiness([ok], 2)).toEqual({ status: 'unavailable', checks: { postgres: 'ok', redis: 'ok', workers: 'down' } });
   });
 });
 
@@ -99,7 +100,7 @@ describeWithServices('server.workers: 2 on the built CLI, as docs/production.md 
   it('/readyz answers for every worker', async () => {
     const ready = await request(adminUrl, 'GET', '/readyz');
     expect(ready.status).toBe(200);
-    expect(ready.json).toEqual({ status: 'ready', checks: { postgres: 'ok', redis: 'disabled' } });
+    expect(ready.json).toEqual({ status: 'ok', checks: { postgres: 'ok', redis: 'off' } });
   });
 
   it('the console\'s session and one-time sign-in links hold whichever worker a connection reaches', async () => {
@@ -164,7 +165,7 @@ describeWithServices('server.workers: 2 on the built CLI, as docs/production.md 
     await eventually(() => workerLines('draining: /readyz answers 503, responses close their connections').length === 2, 5000);
     const draining = await request(adminUrl, 'GET', '/readyz', { freshConnection: true });
     expect(draining.status).toBe(503);
-    expect((draining.json as { checks: object }).checks).toMatchObject({ shutdown: 'draining' });
+    expect(draining.json).toEqual({ error: 'Service temporairement indisponible', status: 'draining', checks: { postgres: 'ok', redis: 'off' } });
     // Still answering while draining.
     expect((await request(gw.url, 'GET', `/open/${marker()}`, { freshConnection: true })).status).toBe(200);
     expect(await gw.exited).toEqual({ code: 0, signal: null });

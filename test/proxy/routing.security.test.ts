@@ -65,7 +65,7 @@ describeWithServices('requests crafted to get around the route table', () => {
         const dotted = await gw.post('/api/v1/x/../auth/login', {}, { headers: { 'x-marker': m } });
         expect(dotted.json).toEqual({ error: 'Email et mot de passe requis' });
         // The rest of the own endpoints, one request each.
-        expect(await gw.get('/readyz', { headers: { 'x-marker': m } })).toMatchObject({ status: 200, json: { status: 'ready' } });
+        expect(await gw.get('/readyz', { headers: { 'x-marker': m } })).toMatchObject({ status: 200, json: { status: 'ok' } });
         const jwks = await gw.get('/.well-known/jwks.json', { headers: { 'x-marker': m } });
         expect(jwks.status).toBe(200);
         expect(jwks.json.keys).toEqual(expect.any(Array));
