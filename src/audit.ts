@@ -4,7 +4,7 @@
 // with no change (a failed login) is written alone, and its failure never changes the answer.
 // Rows older than audit.retention are purged hourly by every instance (housekeeping.ts).
 import type { Logger } from 'pino';
-import { failureLog, type FailureLog } from './logThrottle.js';
+import { failureLog, type FailureLog } from './telemetry/logThrottle.js';
 import { insertAuditEvent, purgeAuditEvents, type AuditEvent } from './storage/audit.js';
 import type { Database, Queryable } from './storage/db.js';
 

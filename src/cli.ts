@@ -355,7 +355,7 @@ async function schema(): Promise<number> {
 
 async function openapi(): Promise<number> {
   const [{ mkdtempSync, rmSync }, os, path, { configSchema }, { createLogger }, { startGateway }, { DOCUMENTED_OPTIONS }] = await Promise.all([
-    import('node:fs'), import('node:os'), import('node:path'), import('./config/schema.js'), import('./logger.js'), import('./server.js'), import('./openapi.js'),
+    import('node:fs'), import('node:os'), import('node:path'), import('./config/schema.js'), import('./telemetry/logger.js'), import('./server.js'), import('./openapi.js'),
   ]);
   const dir = mkdtempSync(path.join(os.tmpdir(), 'gateway-openapi-'));
   const config = configSchema.parse({ ...DOCUMENTED_OPTIONS, server: { host: '127.0.0.1', port: 0 }, storage: { embeddedDir: dir }, admin: { host: '127.0.0.1', port: 0 } });
@@ -546,7 +546,7 @@ async function health({ config: configPath }: Args): Promise<number> {
  */
 async function start({ config: configPath }: Args): Promise<number> {
   const [{ asyncStdout, createLogger }, { startGateway }, { reload, reloadOnSignal }, { readiness }, workers, { default: cluster }, { default: closeWithGrace }] = await Promise.all([
-    import('./logger.js'), import('./server.js'), import('./reload.js'), import('./health.js'), import('./workers.js'), import('node:cluster'), import('close-with-grace'),
+    import('./telemetry/logger.js'), import('./server.js'), import('./reload.js'), import('./health.js'), import('./workers.js'), import('node:cluster'), import('close-with-grace'),
   ]);
   const levelProblem = logLevelProblem();
   const root = createLogger(levelProblem ? 'info' : process.env.LOG_LEVEL ?? 'info', asyncStdout());

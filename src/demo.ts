@@ -19,7 +19,7 @@ import { WebSocketServer } from 'ws';
 import { loadConfig } from './config/load.js';
 import { startGitHubFake, type GitHubFake } from './demoGitHub.js';
 import { startDemoIdp, DEMO_IDP_USER, type DemoIdp } from './demoIdp.js';
-import { createLogger } from './logger.js';
+import { createLogger } from './telemetry/logger.js';
 import { startGateway, type RunningGateway } from './server.js';
 
 // The demo GitHub's one user: a primary verified address, and a verified secondary one that does not count.

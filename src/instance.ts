@@ -17,7 +17,7 @@ import { DailyLimiter } from './guards/dailyLimit.js';
 import { IdentityCache } from './storage/identityCache.js';
 import { MinuteLimiter } from './guards/minuteLimit.js';
 import { Live, liveSettingsOf } from './live.js';
-import { createMetrics, type Metrics } from './metrics.js';
+import { createMetrics, type Metrics } from './telemetry/metrics.js';
 import { Pipeline } from './pipeline.js';
 import { OutboxEmitter, type Events } from './webhooks/emitter.js';
 import { OutboxWorker } from './webhooks/outbox.js';

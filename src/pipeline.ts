@@ -20,7 +20,7 @@ import { rateLimitHeaders, type QuotaOutcome, type QuotaState } from './guards/q
 import { checkPlan } from './guards/plan.js';
 import type { LiveSnapshot } from './live.js';
 import { planLimitsOf } from './plans.js';
-import type { RouteTallies } from './metrics.js';
+import type { RouteTallies } from './telemetry/metrics.js';
 import { identityHeaders } from './identityHeaders.js';
 import { overridingMethods } from './routing/methodOverrides.js';
 import type { RequestContext } from './requestContext.js';

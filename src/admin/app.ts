@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { healthRoutes } from '../health.js';
-import { failureLog } from '../logThrottle.js';
+import { failureLog } from '../telemetry/logThrottle.js';
 import type { Instance } from '../instance.js';
 import { httpsOptions, listenerOptions, registerCommon } from '../listener/common.js';
 import { refuseUnfitInput } from '../listener/inputs.js';

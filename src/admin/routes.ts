@@ -7,7 +7,7 @@ import type { Audit, AuditActor, AuditEvent } from '../audit.js';
 import type { Config } from '../config/schema.js';
 import { planUnknownMessage, sendDenial, sendError } from '../errors.js';
 import { headerValue } from '../http.js';
-import type { FailureLog } from '../logThrottle.js';
+import type { FailureLog } from '../telemetry/logThrottle.js';
 import type { IdentityCache } from '../storage/identityCache.js';
 import type { Events } from '../webhooks/emitter.js';
 import type { Database } from '../storage/db.js';

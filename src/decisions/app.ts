@@ -8,7 +8,7 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest }
 import { sendDenial, sendError } from '../errors.js';
 import type { Instance } from '../instance.js';
 import { acceptEveryMethod, listenerOptions, registerCommon, traceDecision, traceRequests } from '../listener/common.js';
-import { DenialLog } from '../logThrottle.js';
+import { DenialLog } from '../telemetry/logThrottle.js';
 import { credentialChecks, findOwnCredentials } from '../proxy/ownTokens.js';
 import { requestContext, type OwnMethods } from '../requestContext.js';
 import { DECISION_HEADERS, DECISIONS_PATH, originalRequest } from './original.js';

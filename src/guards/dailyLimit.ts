@@ -15,7 +15,7 @@
 // master node (a SCAN sees one node's keys) and dropped one key at a time (a DEL of several keys
 // in different slots is refused with CROSSSLOT).
 import type { Logger } from 'pino';
-import { failureLog, type FailureLog } from '../logThrottle.js';
+import { failureLog, type FailureLog } from '../telemetry/logThrottle.js';
 import type { Config } from '../config/schema.js';
 import { dailyLimitMessage, UPGRADE_URL, type Denial } from '../errors.js';
 import { planLimitsOf, knownPlans } from '../plans.js';

@@ -12,7 +12,7 @@ import { ERRORS, type Denial } from '../errors.js';
 import type { IdentityCache } from '../storage/identityCache.js';
 import { checkPlan } from '../guards/plan.js';
 import type { ChangeFeed } from '../storage/changeFeed.js';
-import type { WebSocketStats } from '../metrics.js';
+import type { WebSocketStats } from '../telemetry/metrics.js';
 
 /** Close code of RFC 6455 §7.4.1: the endpoint is going away (a server shutting down). */
 export const GOING_AWAY = 1001;

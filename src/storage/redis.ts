@@ -5,7 +5,7 @@
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
 import type { RedisSettings } from '../config/schema.js';
-import { failureLog } from '../logThrottle.js';
+import { failureLog } from '../telemetry/logThrottle.js';
 import { withTimeout } from '../time.js';
 
 export type RedisClient = Redis | Cluster;

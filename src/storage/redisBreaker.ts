@@ -8,7 +8,7 @@
 // closes it again once Redis takes writes (or keeps it open another cool-down). Requests never
 // wait on a Redis that is known to be failing.
 import type { Logger } from 'pino';
-import { failureLog, type FailureLog } from '../logThrottle.js';
+import { failureLog, type FailureLog } from '../telemetry/logThrottle.js';
 import { withTimeout } from '../time.js';
 import { CLUSTER_NODE_BY_URL, isClusterNodeByUrl, probeRedis, type RedisClient } from './redis.js';
 

@@ -9,7 +9,7 @@ import pg from 'pg';
 import { describe, inject } from 'vitest';
 import { ConfigError, loadConfig, parseConfig } from '../../src/config/load.js';
 import { configSchema, parseDuration, type Config } from '../../src/config/schema.js';
-import { createLogger } from '../../src/logger.js';
+import { createLogger } from '../../src/telemetry/logger.js';
 import { startGateway, type RunningGateway } from '../../src/server.js';
 import type { LookupAll } from '../../src/webhooks/ssrf.js';
 import { PG_TYPES, type Database } from '../../src/storage/db.js';

@@ -3,9 +3,9 @@
 // by a moved clock through the production logger into captured lines.
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { createLogger } from '../../src/logger.js';
+import { createLogger } from '../../src/telemetry/logger.js';
 import type { FastifyBaseLogger } from 'fastify';
-import { DenialLog, failureLog } from '../../src/logThrottle.js';
+import { DenialLog, failureLog } from '../../src/telemetry/logThrottle.js';
 
 function captured() {
   const lines: Array<Record<string, unknown>> = [];

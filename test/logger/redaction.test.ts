@@ -2,7 +2,7 @@
 // pino's fixed paths plus censorNested for the `*.name` ones (kept off pino for speed).
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { createLogger } from '../../src/logger.js';
+import { createLogger } from '../../src/telemetry/logger.js';
 
 function capture(level = 'debug') {
   const lines: string[] = [];

@@ -7,7 +7,7 @@
 // stays within two lines per interval.
 import type { FastifyBaseLogger } from 'fastify';
 import type { Logger } from 'pino';
-import type { ErrorCode } from './errors.js';
+import type { ErrorCode } from '../errors.js';
 
 export const FAILURE_LOG_INTERVAL_MS = 10_000;
 

@@ -13,7 +13,7 @@ export interface WebSocketStats {
 export type Metrics = ReturnType<typeof createMetrics>;
 
 // src/ and dist/ both sit right under the package root.
-const PACKAGE_VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+const PACKAGE_VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
 const LATENCY_NAME = 'gateway_request_duration_seconds';
 const LATENCY_HELP = 'Time to answer, by route';
