@@ -26,7 +26,7 @@ const USERS = [
 ];
 
 function startDemo() {
-  const demo = spawn(process.execPath, [path.join(ROOT, 'dist/demo.js')], { env: { PATH: process.env.PATH, PORT: '0', LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const demo = spawn(process.execPath, [path.join(ROOT, 'dist/demo/demo.js')], { env: { PATH: process.env.PATH, PORT: '0', LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`the demo did not print its walkthrough:\n${output}`)), 60_000);

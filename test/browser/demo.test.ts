@@ -11,7 +11,7 @@ import { describeWithBrowser, launchBrowser, type TestBrowser } from '../helpers
 import { CLI, ensureBuilt } from '../helpers/cli.js';
 import { eventually } from '../helpers/gateway.js';
 
-const DEMO = path.join(path.dirname(CLI), 'demo.js');
+const DEMO = path.join(path.dirname(CLI), 'demo', 'demo.js');
 
 describeWithBrowser('the demo\'s browser page', () => {
   let demo: ChildProcess;

@@ -4,7 +4,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureBuilt } from '../helpers/cli.js';
 
-const DEMO = new URL('../../dist/demo.js', import.meta.url).pathname;
+const DEMO = new URL('../../dist/demo/demo.js', import.meta.url).pathname;
 
 describe('npm run demo', () => {
   let demo: ChildProcess;

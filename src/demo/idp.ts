@@ -1,11 +1,11 @@
-// `npm run idp`: the demo's identity provider (src/demoIdp.ts) as a process of its own, for
+// `npm run idp`: the demo's identity provider (src/demo/localProvider.ts) as a process of its own, for
 // docs/identity-providers.md's local example (`local-provider`): a fixed port, client and secret,
 // so that the variables it prints stay true from one start to the next. It registers the callback
 // of the provider named `local` at GATEWAY_PUBLIC_URL. A developer's tool, on loopback only: its
 // secret is in the docs, which is no harm on 127.0.0.1 and the reason it is nothing more.
 // Ctrl-C stops it.
-import './nodeVersion.js';
-import { DEMO_IDP_USER, startLocalProvider, type LocalProvider } from './demoIdp.js';
+import '../nodeVersion.js';
+import { DEMO_IDP_USER, startLocalProvider, type LocalProvider } from './localProvider.js';
 
 /** The documented defaults (docs/identity-providers.md); IDP_PORT moves the port when 9000 is taken. */
 const LOCAL_IDP = { port: 9000, clientId: 'gateway', clientSecret: 'a-local-client-secret', provider: 'local' };

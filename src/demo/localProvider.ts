@@ -1,4 +1,4 @@
-// The demo's identity provider (`npm run demo`, CONTRACT §15; `npm run idp`, src/idp.ts): panva's
+// The demo's identity provider (`npm run demo`, CONTRACT §15; `npm run idp`, src/demo/idp.ts): panva's
 // oidc-provider on loopback with one user, so that a sign-in runs the whole flow on this machine:
 // its login form (any password: it is a demo, the login is what names the user), its consent
 // page, the gateway's callback, and the page's exchange. Nothing here is fit for anything but a

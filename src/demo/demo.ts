@@ -5,7 +5,7 @@
 // (demo/browser.html, served by the upstream: another origin than the gateway's) that does the same
 // through CORS. A trace receiver prints each request's OpenTelemetry trace as it arrives.
 // Ctrl-C stops them all and deletes the temporary data.
-import './nodeVersion.js';
+import '../nodeVersion.js';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
@@ -16,17 +16,17 @@ import { fileURLToPath } from 'node:url';
 import { authenticator } from 'otplib';
 import type { SMTPServer } from 'smtp-server';
 import { WebSocketServer } from 'ws';
-import { loadConfig } from './config/load.js';
-import { startGitHubFake, type GitHubFake } from './demoGitHub.js';
-import { startDemoIdp, DEMO_IDP_USER, type DemoIdp } from './demoIdp.js';
-import { createLogger } from './telemetry/logger.js';
-import { startGateway, type RunningGateway } from './server.js';
+import { loadConfig } from '../config/load.js';
+import { startGitHubFake, type GitHubFake } from './githubFake.js';
+import { startDemoIdp, DEMO_IDP_USER, type DemoIdp } from './localProvider.js';
+import { createLogger } from '../telemetry/logger.js';
+import { startGateway, type RunningGateway } from '../server.js';
 
 // The demo GitHub's one user: a primary verified address, and a verified secondary one that does not count.
 const DEMO_GITHUB_LOGIN = 'octocat';
 const DEMO_GITHUB_USER = { id: 583231, emails: [{ email: 'octo@users.noreply.example.com', primary: false, verified: true }, { email: 'octocat@example.com', primary: true, verified: true }] };
-const CONFIG_FILE = fileURLToPath(new URL('../demo/gateway.demo.yaml', import.meta.url));
-const PAGE_FILE = fileURLToPath(new URL('../demo/browser.html', import.meta.url));
+const CONFIG_FILE = fileURLToPath(new URL('../../demo/gateway.demo.yaml', import.meta.url));
+const PAGE_FILE = fileURLToPath(new URL('../../demo/browser.html', import.meta.url));
 
 /** The last link token the mail catcher received, by address and kind of link (reset-password, verify-email, magic). */
 type Inbox = Map<string, string>;
@@ -398,11 +398,11 @@ async function main(): Promise<void> {
       DEMO_ADMIN_PORT: String(await freePort(process.env.PORT ? 0 : 9090)),
       DEMO_DECISIONS_PORT: String(await freePort(process.env.PORT ? 0 : 9191)),
     };
-    // "Sign in with Demo IdP" (src/demoIdp.ts): the provider registers the gateway's callback, so
+    // "Sign in with Demo IdP" (src/demo/localProvider.ts): the provider registers the gateway's callback, so
     // the gateway's port is known before it listens (PORT=0 becomes a free port here).
     const gatewayPort = process.env.PORT && process.env.PORT !== '0' ? process.env.PORT : env.DEMO_PORT ?? String(await freePort(0));
     idp = await startDemoIdp(`http://127.0.0.1:${gatewayPort}`);
-    // "Sign in with GitHub (demo)": a fake of GitHub's endpoints (src/demoGitHub.ts), its one user approving at once.
+    // "Sign in with GitHub (demo)": a fake of GitHub's endpoints (src/demo/githubFake.ts), its one user approving at once.
     github = await startGitHubFake({ clientId: 'demo-github', defaultLogin: DEMO_GITHUB_LOGIN, users: { [DEMO_GITHUB_LOGIN]: DEMO_GITHUB_USER } });
     Object.assign(env, idp.env, { DEMO_GITHUB_URL: github.url, DEMO_GITHUB_CLIENT_SECRET: github.clientSecret }, process.env.PORT ? { PORT: gatewayPort } : {});
     const { config } = loadConfig(CONFIG_FILE, env);
