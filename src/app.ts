@@ -21,7 +21,7 @@ import type { Instance } from './instance.js';
 import { httpsOptions, listenerOptions, registerCommon, traceRequests } from './listener/common.js';
 import { refuseUnfitInput } from './listener/inputs.js';
 import { FORWARDED_ROUTE, Forwarder } from './proxy/forwarder.js';
-import { ownEndpointMethods, RequestContexts, type RequestContext } from './requestContext.js';
+import { ownEndpointMethods, RequestContexts, type RequestContext } from './live/requestContext.js';
 import { OpenSockets } from './proxy/openSockets.js';
 import { credentialChecks } from './proxy/ownTokens.js';
 import { documentRoutes } from './openapi.js';

@@ -546,7 +546,7 @@ async function health({ config: configPath }: Args): Promise<number> {
  */
 async function start({ config: configPath }: Args): Promise<number> {
   const [{ asyncStdout, createLogger }, { startGateway }, { reload, reloadOnSignal }, { readiness }, workers, { default: cluster }, { default: closeWithGrace }] = await Promise.all([
-    import('./telemetry/logger.js'), import('./server.js'), import('./reload.js'), import('./health.js'), import('./workers.js'), import('node:cluster'), import('close-with-grace'),
+    import('./telemetry/logger.js'), import('./server.js'), import('./live/reload.js'), import('./health.js'), import('./workers.js'), import('node:cluster'), import('close-with-grace'),
   ]);
   const levelProblem = logLevelProblem();
   const root = createLogger(levelProblem ? 'info' : process.env.LOG_LEVEL ?? 'info', asyncStdout());

@@ -16,7 +16,7 @@ import { ApiKeyUsage } from './storage/apiKeyUsage.js';
 import { DailyLimiter } from './guards/dailyLimit.js';
 import { IdentityCache } from './storage/identityCache.js';
 import { MinuteLimiter } from './guards/minuteLimit.js';
-import { Live, liveSettingsOf } from './live.js';
+import { Live, liveSettingsOf } from './live/live.js';
 import { createMetrics, type Metrics } from './telemetry/metrics.js';
 import { Pipeline } from './pipeline.js';
 import { OutboxEmitter, type Events } from './webhooks/emitter.js';

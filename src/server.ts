@@ -11,7 +11,7 @@ import type { Config } from './config/schema.js';
 import { buildDecisionsApp } from './decisions/app.js';
 import { createInstance, type Instance, type InstanceOptions } from './instance.js';
 import { allCertificates, listenerCertificates, type Certificates } from './listener/common.js';
-import { ownEndpointMethods } from './requestContext.js';
+import { ownEndpointMethods } from './live/requestContext.js';
 
 export interface RunningGateway {
   /** The instance's parts (tests look inside; modules are handed only what they use). */

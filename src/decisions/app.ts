@@ -10,7 +10,7 @@ import type { Instance } from '../instance.js';
 import { acceptEveryMethod, listenerOptions, registerCommon, traceDecision, traceRequests } from '../listener/common.js';
 import { DenialLog } from '../telemetry/logThrottle.js';
 import { credentialChecks, findOwnCredentials } from '../proxy/ownTokens.js';
-import { requestContext, type OwnMethods } from '../requestContext.js';
+import { requestContext, type OwnMethods } from '../live/requestContext.js';
 import { DECISION_HEADERS, DECISIONS_PATH, originalRequest } from './original.js';
 
 /**

@@ -15,7 +15,7 @@ import { acceptEveryMethod, endRequestTrace, traceDecision } from '../listener/c
 import { DenialLog, failureLog, type FailureLog } from '../telemetry/logThrottle.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import type { Decision, Pipeline } from '../pipeline.js';
-import type { RequestContext } from '../requestContext.js';
+import type { RequestContext } from '../live/requestContext.js';
 import { streamBodiesWithin } from './bodyLimit.js';
 import { SpanKind, STATUS_ERROR, type GatewaySpan } from '../telemetry/spans.js';
 import { downstreamHeaders, upstreamHeaders, type ForwardContext } from './headers.js';

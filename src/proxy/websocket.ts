@@ -17,7 +17,7 @@ import { TLSSocket } from 'node:tls';
 import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
 import WebSocket, { WebSocketServer, type RawData } from 'ws';
 import type { Denial } from '../errors.js';
-import type { RequestContexts } from '../requestContext.js';
+import type { RequestContexts } from '../live/requestContext.js';
 import { downstreamHeaders } from './headers.js';
 import { GOING_AWAY, type OpenSocket, type OpenSockets } from './openSockets.js';
 import type { UpstreamTls } from './upstreamTls.js';

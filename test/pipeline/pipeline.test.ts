@@ -8,7 +8,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createApiKey } from '../../src/auth/apiKeys.js';
 import { createInstance, type Instance } from '../../src/instance.js';
 import type { Decision } from '../../src/pipeline.js';
-import { requestContext } from '../../src/requestContext.js';
+import { requestContext } from '../../src/live/requestContext.js';
 import * as users from '../../src/storage/users.js';
 import { closeSql, describeWithServices, newEmail, testConfig } from '../helpers/gateway.js';
 

@@ -3,13 +3,13 @@
 // answers, counts and logs). End to end: routing.*.test.ts, upstreamFailures.test.ts in test/ops.
 import { describe, expect, it } from 'vitest';
 import { configSchema } from '../../src/config/schema.js';
-import { Live, liveSettingsOf } from '../../src/live.js';
+import { Live, liveSettingsOf } from '../../src/live/live.js';
 import type { Decision } from '../../src/pipeline.js';
 import { BODY_TOO_LARGE } from '../../src/proxy/bodyLimit.js';
 import { plan, type PlanInput } from '../../src/proxy/forwarder.js';
 import { CLIENT_GONE } from '../../src/proxy/relay.js';
 import { classifyUpstreamFailure, UPSTREAM_FAILURES } from '../../src/proxy/upstreamFailures.js';
-import { requestContext } from '../../src/requestContext.js';
+import { requestContext } from '../../src/live/requestContext.js';
 
 const live = new Live(liveSettingsOf(configSchema.parse({
   upstreams: { app: { url: 'http://app.test:8080/base', timeout: '7s' } },

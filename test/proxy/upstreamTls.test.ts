@@ -5,7 +5,7 @@ import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { applyConfig, reload } from '../../src/reload.js';
+import { applyConfig, reload } from '../../src/live/reload.js';
 import { makePki, type Issued, type Pki } from '../helpers/certs.js';
 import { ensureBuilt, gateway as cli } from '../helpers/cli.js';
 import { docsExample } from '../helpers/docs.js';

@@ -7,8 +7,8 @@
 // test/proxy/caseFolds.security.test.ts.
 import { describe, expect, it } from 'vitest';
 import { configSchema } from '../../src/config/schema.js';
-import type { LiveSnapshot } from '../../src/live.js';
-import { requestContext, type RequestContext } from '../../src/requestContext.js';
+import type { LiveSnapshot } from '../../src/live/live.js';
+import { requestContext, type RequestContext } from '../../src/live/requestContext.js';
 import { RouteTable } from '../../src/routing/routeTable.js';
 
 const LOCALES = [undefined, 'tr', 'az', 'lt'] as const;

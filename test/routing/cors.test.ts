@@ -3,7 +3,7 @@
 // reload. The docs' example runs as written; a real browser does the same in test/browser/.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
-import { applyConfig } from '../../src/reload.js';
+import { applyConfig } from '../../src/live/reload.js';
 import { docsExample } from '../helpers/docs.js';
 import {
   bearer, closeSql, configProblems, describeWithServices, makeUser, marker, ownRedisPrefix, startTestGateway, testConfig, testConfigFromYaml, type TestGateway,

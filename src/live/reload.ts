@@ -7,10 +7,10 @@
 // configuration that are meant to be renewed in place (the listeners' certificates, upstream TLS)
 // are read again on every reload.
 import type { Logger } from 'pino';
-import type { Config } from './config/schema.js';
-import { ConfigError } from './config/load.js';
-import type { DailyLimiter } from './guards/dailyLimit.js';
-import type { Certificates } from './listener/common.js';
+import type { Config } from '../config/schema.js';
+import { ConfigError } from '../config/load.js';
+import type { DailyLimiter } from '../guards/dailyLimit.js';
+import type { Certificates } from '../listener/common.js';
 import { Live, LIVE_SETTINGS, liveSettingsOf } from './live.js';
 
 export interface ReloadDeps {

@@ -4,10 +4,10 @@
 // from start to end, even across a reload. Everything else an instance holds was wired at start
 // from the start-up Config and never changes: the live settings are a type of their own, so that
 // reading a start-up setting (server.*, storage.*, admin.*) through the live holder does not compile.
-import type { Config } from './config/schema.js';
-import { CorsPolicies } from './routing/cors.js';
-import { RouteTable } from './routing/routeTable.js';
-import { readUpstreamTls, type UpstreamTls } from './proxy/upstreamTls.js';
+import type { Config } from '../config/schema.js';
+import { CorsPolicies } from '../routing/cors.js';
+import { RouteTable } from '../routing/routeTable.js';
+import { readUpstreamTls, type UpstreamTls } from '../proxy/upstreamTls.js';
 
 /** Setting paths a reload applies to the running instance (reload.ts); the rest need a restart. */
 export const LIVE_SETTINGS = ['routes', 'upstreams', 'cors', 'plans', 'auth.rateLimit'] as const;

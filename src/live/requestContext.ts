@@ -8,10 +8,10 @@ import type { IncomingMessage } from 'node:http';
 import type { Http2ServerRequest } from 'node:http2';
 import type { FastifyInstance, onRequestHookHandler } from 'fastify';
 import { LRUCache } from 'lru-cache';
-import { HTTP_METHODS } from './config/schema.js';
+import { HTTP_METHODS } from '../config/schema.js';
 import type { Live, LiveSnapshot } from './live.js';
-import { canonicalUrl, matchKeys, normalizePath, unicodeFolded } from './routing/paths.js';
-import type { Match } from './routing/routeTable.js';
+import { canonicalUrl, matchKeys, normalizePath, unicodeFolded } from '../routing/paths.js';
+import type { Match } from '../routing/routeTable.js';
 
 export interface RequestContext {
   /** The live state for the whole request, even across a reload. */
