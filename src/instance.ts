@@ -30,7 +30,7 @@ import { RedisBreaker } from './storage/redisBreaker.js';
 import { waitForPostgres } from './storage/startWait.js';
 import { emailsToRecheck } from './storage/users.js';
 import { Tracing, tracingSettings } from './telemetry/tracing.js';
-import type { FleetLink } from './workers.js';
+import type { FleetLink } from './fleet/workerLink.js';
 
 /** Where the instance is in its life: told by server.ts, read by readiness and every response. */
 export interface Lifecycle {

@@ -5,7 +5,7 @@
 // (demo/browser.html, served by the upstream: another origin than the gateway's) that does the same
 // through CORS. A trace receiver prints each request's OpenTelemetry trace as it arrives.
 // Ctrl-C stops them all and deletes the temporary data.
-import '../nodeVersion.js';
+import '../cli/nodeVersion.js';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';

@@ -4,7 +4,7 @@
 // of the provider named `local` at GATEWAY_PUBLIC_URL. A developer's tool, on loopback only: its
 // secret is in the docs, which is no harm on 127.0.0.1 and the reason it is nothing more.
 // Ctrl-C stops it.
-import '../nodeVersion.js';
+import '../cli/nodeVersion.js';
 import { DEMO_IDP_USER, startLocalProvider, type LocalProvider } from './localProvider.js';
 
 /** The documented defaults (docs/identity-providers.md); IDP_PORT moves the port when 9000 is taken. */

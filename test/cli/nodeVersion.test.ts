@@ -4,7 +4,7 @@ import { execFile, execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { nodeVersionProblem } from '../../src/nodeVersion.js';
+import { nodeVersionProblem } from '../../src/cli/nodeVersion.js';
 import { CLI, ensureBuilt, ROOT } from '../helpers/cli.js';
 import { describeWithServices, rawTestConfig } from '../helpers/gateway.js';
 import { spawnGateway } from '../helpers/gatewayProcess.js';

@@ -10,7 +10,7 @@ import { docsExample } from '../helpers/docs.js';
 import { spawnGateway, type GatewayProcess, type LogLine } from '../helpers/gatewayProcess.js';
 import { request } from '../helpers/http.js';
 import { sparePort } from '../helpers/ports.js';
-import { fleetReadiness, workerCount } from '../../src/workers.js';
+import { fleetReadiness, workerCount } from '../../src/fleet/primary.js';
 
 describe('server.workers in the configuration', () => {
   it('needs storage.postgres for more than one worker, auto included', () => {

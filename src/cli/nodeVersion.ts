@@ -19,7 +19,7 @@ export function nodeVersionProblem(version: string, engines: string): string | u
   return undefined;
 }
 
-const { engines } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { engines: { node: string } };
+const { engines } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { engines: { node: string } };
 const problem = nodeVersionProblem(process.versions.node, engines.node);
 if (problem) {
   process.stderr.write(`${problem}\n`);

@@ -1,0 +1,52 @@
+// `gateway check`, `schema` and `openapi`: the configuration and the documents made from it.
+import { consoleOffReasons } from '../admin/consoleOrigin.js';
+import { configWarnings } from '../config/load.js';
+import type { Config } from '../config/schema.js';
+import { columns, loadChecked, print, type Args } from './command.js';
+
+export async function check({ config: configPath }: Args): Promise<number> {
+  const { config, file } = await loadChecked(configPath);
+  for (const warning of checkWarnings(config)) console.error(`${file}: warning: ${warning}`);
+  return print(`${file}: valid\n\n${routeTable(config)}`);
+}
+
+/** Every warning of a valid file, in one list: the settings' own, and a console left off although it has a key. */
+export function checkWarnings(config: Config): string[] {
+  // A key without a console: the operator meant to use it.
+  const consoleOff = config.admin.apiKey ? consoleOffReasons(config.admin) : [];
+  return [...configWarnings(config), ...consoleOff.map((reason) => `the console (/console/) is off: ${reason}`)];
+}
+
+export function routeTable(config: Config): string {
+  const rows = [['PATH', 'METHODS', 'AUTH', 'PLANS', 'DAILY', 'PER MINUTE', 'UPSTREAM', 'FORWARDED AS']];
+  for (const r of [...config.routes].sort((a, b) => a.path.localeCompare(b.path))) {
+    const upstream = r.upstream === undefined ? undefined : config.upstreams[r.upstream]!;
+    rows.push([r.path, r.methods?.join(',') ?? '*', r.mfa === 'required' ? `${r.auth} (mfa)` : r.auth, r.plans?.join(',') ?? '-', r.dailyLimit ? 'yes' : '-', r.rateLimit ? 'yes' : '-',
+      upstream ? `${r.upstream} (${upstream.url})` : '- (decision only)', upstream ? `${(r.rewritePrefix ?? r.path).replace(/\/+$/, '')}/…` : '-']);
+  }
+  return columns(rows);
+}
+
+export async function schema(): Promise<number> {
+  const { configJsonSchema } = await import('../config/jsonSchema.js');
+  return print(JSON.stringify(configJsonSchema(), null, 2));
+}
+
+export async function openapi(): Promise<number> {
+  const [{ mkdtempSync, rmSync }, os, path, { configSchema }, { createLogger }, { startGateway }, { DOCUMENTED_OPTIONS }] = await Promise.all([
+    import('node:fs'), import('node:os'), import('node:path'), import('../config/schema.js'), import('../telemetry/logger.js'), import('../server.js'), import('../openapi.js'),
+  ]);
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'gateway-openapi-'));
+  const config = configSchema.parse({ ...DOCUMENTED_OPTIONS, server: { host: '127.0.0.1', port: 0 }, storage: { embeddedDir: dir }, admin: { host: '127.0.0.1', port: 0 } });
+  const gateway = await startGateway(config, { log: createLogger('silent') });
+  try {
+    const { buildAdminApp } = await import('../admin/app.js');
+    const admin = await buildAdminApp(gateway.services, { publicDocument: () => gateway.app.swagger() as Record<string, unknown> });
+    const res = await admin.inject({ method: 'GET', url: '/openapi.json' });
+    await admin.close();
+    return print(JSON.stringify(res.json(), null, 2));
+  } finally {
+    await gateway.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}

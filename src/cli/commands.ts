@@ -1,0 +1,135 @@
+// Every `gateway` subcommand, with its own help: the one list the parser, the help and the docs
+// test read (docs/commands.md).
+import { check, openapi, schema } from './check.js';
+import type { Command } from './command.js';
+import { health, HEALTH_TIMEOUT_MS } from './health.js';
+import { SHUTDOWN_GRACE_MS, start } from './start.js';
+import { migrateCommand, rotateKeys } from './storage.js';
+import { auditCommand, listUsersCommand, users } from './users.js';
+
+export const COMMANDS: Command[] = [
+  {
+    name: 'start', config: true, run: start,
+    summary: 'start the gateway (migrations first, unless storage.migrate is false)',
+    help: `Applies pending migrations (unless storage.migrate is false: then a database that lacks
+one stops the start), then serves on server.host:server.port, and on admin.host:admin.port
+unless admin.port is 0.
+
+Output: JSON log lines (pino) on stdout and nothing else, at LOG_LEVEL (default info). The line
+with msg "gateway listening" carries the URLs (url, admin). Whatever stops the start (an invalid
+configuration or file it names, an unknown LOG_LEVEL, a port in use, a database not migrated or
+not reachable) is one line at level 60 (fatal) with msg, hint and the details, then exit status
+1; \`gateway check\` prints the same configuration problems as text. A Postgres that does not
+answer yet (refused, unreachable, starting up) is waited for up to storage.startTimeout (default
+60 s), with a warn line "waiting for Postgres at host:port (code)" at each attempt.
+
+Signals: SIGHUP reloads routes, upstreams, cors and limits from the file, and reads certificate
+files again (other changes are logged as needing a restart). SIGTERM first drains for
+server.shutdownDelay (default 5 s: /readyz answers 503, every response closes its connection, so
+a load balancer moves away), then closes open WebSockets (1001), stops accepting, lets the
+requests in flight finish (up to ${SHUTDOWN_GRACE_MS / 1000} s more) and exits; SIGINT (Ctrl-C)
+skips the drain.`,
+  },
+  {
+    name: 'migrate', config: true, run: migrateCommand,
+    summary: 'apply pending database migrations',
+    help: `Applies the files of migrations/ that the configured database lacks, in name order, in
+one transaction, and prints their names (or "nothing to apply"). Safe when several instances
+run it at once: an advisory lock makes the others wait. A Postgres that does not answer yet is
+waited for as by \`start\` (storage.startTimeout), each attempt said on stderr. Needed before
+\`start\` when storage.migrate is false.`,
+  },
+  {
+    name: 'check', config: true, run: check,
+    summary: 'validate the configuration and the files it names; print the route table',
+    help: `Validates what \`start\` reads, without touching the network: the YAML, every key
+(unknown keys are errors), the \${VAR} references, PORT, HOST and LOG_LEVEL, and every file the
+configuration names (keys, CA and certificate files), which must exist and parse as what they
+are. Prints "FILE: valid" and the route table, exit status 0, with on stderr a "FILE: warning:"
+line for what a valid file leaves off (the console, with its reason); or, on stderr, the file and
+one line per problem (key path, what is wrong), exit status 1.`,
+  },
+  {
+    name: 'health', config: true, run: health,
+    summary: "ask the running gateway's /healthz (container health checks)",
+    help: `Reads the configuration as \`start\` does (so PORT and HOST apply), then asks
+GET http://HOST:PORT/healthz, with 127.0.0.1 for a host of 0.0.0.0 (::1 for ::) and a
+${HEALTH_TIMEOUT_MS / 1000} s timeout. Exit status 0 when it answers 200, else 1. The Docker
+image's HEALTHCHECK runs it.`,
+  },
+  {
+    name: 'schema', config: false, run: schema,
+    summary: 'print the JSON Schema of gateway.yaml',
+    help: `Prints the JSON Schema (draft-07) of gateway.yaml, generated from the validator that
+\`check\` and \`start\` use. The repository keeps it as gateway.schema.json; editors with the YAML
+language server complete and check a file whose first line is
+  # yaml-language-server: $schema=./gateway.schema.json`,
+  },
+  {
+    name: 'openapi', config: false, run: openapi,
+    summary: 'print the OpenAPI 3.1 document of the public and admin HTTP APIs',
+    help: `Prints the OpenAPI 3.1 document of the gateway's own endpoints (public and admin
+listeners), as the admin listener serves it at /openapi.json. It builds both listeners on a
+throwaway embedded database, so it needs no configuration and no network. The repository keeps
+it as docs/openapi.json.`,
+  },
+  {
+    name: 'users set-plan', operands: ['EMAIL', 'PLAN'], config: true, admin: true, run: (args) => users('set-plan', args),
+    summary: 'set a user\'s plan (free, premium, pro, or any plan gateway.yaml names)',
+    help: `Sets the user's plan and their subscription record. EMAIL is matched without regard to
+case. Running instances apply the change within a second.`,
+  },
+  {
+    name: 'users deactivate', operands: ['EMAIL'], config: true, admin: true, run: (args) => users('deactivate', args),
+    summary: 'deactivate a user',
+    help: `Deactivates the user: every running instance refuses their tokens and API keys within a
+second. Nothing is deleted; \`users activate\` undoes it.`,
+  },
+  {
+    name: 'users activate', operands: ['EMAIL'], config: true, admin: true, run: (args) => users('activate', args),
+    summary: 'activate a user',
+    help: 'Activates the user again; running instances accept them within a second.',
+  },
+  {
+    name: 'users list', config: true, run: listUsersCommand,
+    options: { query: { type: 'string' }, plan: { type: 'string' }, limit: { type: 'string' }, json: { type: 'boolean' } },
+    summary: 'list users, newest first (--query Q, --plan P, --limit N, --json)',
+    help: `Lists users, newest first, as GET /admin/v1/users does: --query matches the email (a
+substring, any case) or an exact id; --plan keeps one plan; --limit caps the count (default 50,
+at most 200). Prints a table, or with --json one JSON object {"users": [...]}.`,
+  },
+  {
+    name: 'audit', config: true, run: auditCommand,
+    options: { user: { type: 'string' }, type: { type: 'string' }, since: { type: 'string' }, limit: { type: 'string' }, json: { type: 'boolean' } },
+    summary: 'list audit events, newest first (--user ID, --type T, --since TIME, --limit N, --json)',
+    help: `Lists the audit log (docs/audit.md), newest first, as GET /admin/v1/audit does: --user keeps
+one account's events (its id), --type one event type (login.failed, admin.plan_changed, ...),
+--since those at or after a time (ISO 8601, e.g. 2026-11-25T08:00:00Z); --limit caps the count
+(default 50, at most 200). Prints a table, or with --json one JSON object {"events": [...]}.
+Reads the database: on embedded storage, with the gateway stopped (or ask its admin API).`,
+  },
+  {
+    name: 'users reset-link', operands: ['EMAIL'], config: true, admin: true, run: (args) => users('reset-link', args),
+    summary: 'print a password reset link for a user (no SMTP needed)',
+    help: `Makes a password reset link, as POST /api/v1/auth/password/forgot would mail it, and prints
+it: for a deployment without mail.smtp, or a user whose mail does not arrive. It needs
+mail.resetUrl (the application's reset page, with {token}). The link works once, within 30
+minutes; using it sets the password and ends every session of the user. Give it only to the
+owner of the address.`,
+  },
+  {
+    name: 'users delete', operands: ['EMAIL'], config: true, admin: true, run: (args) => users('delete', args),
+    summary: 'delete a user and everything of theirs',
+    help: `Deletes the account (GDPR erasure): the user, its subscription record, refresh tokens and
+sessions, API keys, webhook and links. The email can register again. Running instances refuse
+the user's tokens and API keys within a second. It cannot be undone; \`users deactivate\` can.`,
+  },
+  {
+    name: 'keys rotate', config: true, admin: true, run: rotateKeys,
+    summary: 'make a new upstream assertion key current',
+    help: `Makes the next upstream assertion key current and publishes a new next one. The previous
+key stays published (/.well-known/gateway-assertion-keys.json) until every assertion it signed
+has expired, so upstreams verifying with a cached key set keep working. Running instances
+switch at once (NOTIFY), or at their next periodic reload.`,
+  },
+];

@@ -1,0 +1,117 @@
+// `gateway users …` and `gateway audit`: accounts changed and listed, directly in the database or
+// through a running gateway's admin API (--admin).
+import { loadConfig } from '../config/load.js';
+import { knownPlans } from '../plans.js';
+import type { Queryable } from '../storage/db.js';
+import { columns, CommandError, print, UsageError, withDatabase, type Args } from './command.js';
+
+type UserAction = 'set-plan' | 'deactivate' | 'activate' | 'reset-link' | 'delete';
+
+export async function users(action: UserAction, { operands: [email, plan], config: configPath, admin }: Args): Promise<number> {
+  const { config, file } = loadConfig(configPath);
+  const plans = knownPlans(config);
+  if (action === 'set-plan' && !plans.includes(plan ?? '')) throw new UsageError(`unknown plan ${JSON.stringify(plan ?? '')}: expected one of ${plans.join(', ')}`);
+  if (admin) return print(await usersThroughAdmin(action, email!, plan, admin, config.admin.apiKey));
+  const mail = config.mail;
+  if (action === 'reset-link' && !mail) throw new CommandError(`${file}: mail.resetUrl is not set: the link needs the application's reset page (a URL with {token})`);
+  const [{ deleteUser, findByEmail, setActive, setPlan }, { LINK_TTL_MS, makeLink }, { insertAuditEvent }] = await Promise.all([
+    import('../storage/users.js'), import('../auth/links.js'), import('../storage/audit.js'),
+  ]);
+  return print(await withDatabase(config, async (db) => {
+    const user = await findByEmail(db, email!.trim().toLowerCase());
+    if (!user) throw new CommandError(`no user with email ${email}`);
+    const who = `user ${user.id} (${user.email})`;
+    // Each change with its audit row (CONTRACT §17), in one transaction.
+    const audited = (tx: Queryable, type: 'admin.plan_changed' | 'admin.user_deleted' | 'admin.active_changed', data?: Record<string, unknown>) =>
+      insertAuditEvent(tx, { type, actor: 'cli', userId: user.id, data }, new Date());
+    switch (action) {
+      case 'set-plan':
+        await setPlan(db, user.id, plan!, (tx) => audited(tx, 'admin.plan_changed', { plan }));
+        return `${who}: plan ${user.plan} → ${plan}`;
+      case 'reset-link': {
+        const url = await makeLink(db, user, 'reset', mail!.resetUrl, new Date());
+        return `${who}: password reset link, single use, valid ${LINK_TTL_MS.reset / 60_000} minutes:\n${url}`;
+      }
+      case 'delete':
+        await db.transaction(async (tx) => {
+          if (await deleteUser(tx, user.id)) await audited(tx, 'admin.user_deleted');
+        });
+        return `${who}: deleted, with its sessions, API keys, webhook and links`;
+      default:
+        await db.transaction(async (tx) => {
+          if (await setActive(tx, user.id, action === 'activate')) await audited(tx, 'admin.active_changed', { active: action === 'activate' });
+        });
+        return `${who}: ${action === 'activate' ? 'active' : 'inactive'}`;
+    }
+  }));
+}
+
+/**
+ * A users command through a running gateway's admin API (CONTRACT §18): the way to change an
+ * account while a gateway holds embedded storage, and a way that works on Postgres too.
+ */
+async function usersThroughAdmin(action: UserAction, email: string, plan: string | undefined, base: string, key: string): Promise<string> {
+  if (action === 'reset-link') throw new CommandError('the admin API does not make reset links: run `gateway users reset-link` where it can open the database (on embedded storage, with the gateway stopped), or let the user ask through password/forgot');
+  if (!key) throw new CommandError('--admin needs admin.apiKey (GATEWAY_ADMIN_KEY) in the configuration: the admin API answers 404 without one');
+  const call = async (method: string, path: string, body?: unknown) => {
+    let res: Response;
+    try {
+      res = await fetch(new URL(path, base), {
+        // The audit log's actor: the CLI (the admin API takes the word of whoever holds the key).
+        method, headers: { authorization: `Bearer ${key}`, 'x-gateway-actor': 'cli', ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        body: body === undefined ? undefined : JSON.stringify(body), signal: AbortSignal.timeout(10_000),
+      });
+    } catch (err) {
+      throw new CommandError(`cannot reach the admin API at ${base}: ${(err as Error & { cause?: { code?: string } }).cause?.code ?? (err as Error).message}`);
+    }
+    const json = (await res.json().catch(() => ({}))) as Record<string, unknown>;
+    return { status: res.status, json };
+  };
+  const found = await call('GET', `/admin/v1/users?email=${encodeURIComponent(email)}`);
+  if (found.status === 404) throw new CommandError(`no user with email ${email}`);
+  if (found.status !== 200) throw new CommandError(`the admin API at ${base} answered ${found.status} ${JSON.stringify(found.json)}`);
+  const user = found.json as { id: number; email: string; plan: string };
+  const who = `user ${user.id} (${user.email})`;
+  const done = action === 'set-plan' ? await call('PUT', `/admin/v1/users/${user.id}/plan`, { plan })
+    : action === 'delete' ? await call('DELETE', `/admin/v1/users/${user.id}`)
+      : await call('PUT', `/admin/v1/users/${user.id}/active`, { active: action === 'activate' });
+  if (done.status !== 200) throw new CommandError(`the admin API at ${base} answered ${done.status} ${JSON.stringify(done.json)}`);
+  if (action === 'set-plan') return `${who}: plan ${user.plan} → ${plan}`;
+  if (action === 'delete') return `${who}: deleted, with its sessions, API keys, webhook and links`;
+  return `${who}: ${action === 'activate' ? 'active' : 'inactive'}`;
+}
+
+const LIST_MAX = 200;
+
+export async function listUsersCommand({ config: configPath, values }: Args): Promise<number> {
+  const { config } = loadConfig(configPath);
+  const query = values.query as string | undefined;
+  const plan = values.plan as string | undefined;
+  const limitText = (values.limit as string | undefined) ?? '50';
+  const limit = /^\d{1,3}$/.test(limitText) ? Number(limitText) : NaN;
+  if (!(limit >= 1 && limit <= LIST_MAX)) throw new UsageError(`--limit: expected a number from 1 to ${LIST_MAX}`);
+  const plans = knownPlans(config);
+  if (plan !== undefined && !plans.includes(plan)) throw new UsageError(`unknown plan ${JSON.stringify(plan)}: expected one of ${plans.join(', ')}`);
+  const { listUsers } = await import('../storage/users.js');
+  const rows = await withDatabase(config, (db) => listUsers(db, { ...(query?.trim() ? { query: query.trim() } : {}), ...(plan ? { plan } : {}), limit }));
+  const users = rows.map((u) => ({ id: u.id, email: u.email, plan: u.plan, is_active: u.is_active, created_at: u.created_at.toISOString() }));
+  if (values.json) return print(JSON.stringify({ users }));
+  return print(columns([['ID', 'EMAIL', 'PLAN', 'ACTIVE', 'CREATED'], ...users.map((u) => [String(u.id), u.email, u.plan, u.is_active ? 'yes' : 'no', u.created_at])]));
+}
+
+export async function auditCommand({ config: configPath, values }: Args): Promise<number> {
+  const { config } = loadConfig(configPath);
+  const [userText, type, sinceText, limitText = '50'] = [values.user, values.type, values.since, values.limit] as Array<string | undefined>;
+  const limit = /^\d{1,3}$/.test(limitText) ? Number(limitText) : NaN;
+  if (!(limit >= 1 && limit <= LIST_MAX)) throw new UsageError(`--limit: expected a number from 1 to ${LIST_MAX}`);
+  const userId = userText === undefined ? undefined : /^[1-9]\d{0,9}$/.test(userText) ? Number(userText) : NaN;
+  if (Number.isNaN(userId)) throw new UsageError('--user: expected a user id');
+  const since = sinceText === undefined ? undefined : new Date(sinceText);
+  if (since && Number.isNaN(since.getTime())) throw new UsageError('--since: expected a time such as 2026-11-25T08:00:00Z');
+  const { listAuditEvents } = await import('../storage/audit.js');
+  const rows = await withDatabase(config, (db) => listAuditEvents(db, { userId, type, since, limit }));
+  const events = rows.map((e) => ({ id: e.id, at: e.at.toISOString(), type: e.type, actor: e.actor, user_id: e.user_id, ip: e.ip, user_agent: e.user_agent, data: e.data }));
+  if (values.json) return print(JSON.stringify({ events }));
+  // The user agent (whatever a client sent) stays out of the table; JSON escapes what data holds.
+  return print(columns([['AT', 'TYPE', 'ACTOR', 'USER', 'IP', 'DATA'], ...events.map((e) => [e.at, e.type, e.actor, e.user_id === null ? '-' : String(e.user_id), e.ip ?? '-', JSON.stringify(e.data)])]));
+}
