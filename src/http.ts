@@ -39,11 +39,6 @@ export function headerValue(headers: IncomingHttpHeaders, name: string): string 
   return (Array.isArray(value) ? value[0] : value) ?? '';
 }
 
-/** The console's session cookie (admin listener): never forwarded upstream by the public listener. */
-export const CONSOLE_COOKIE = 'gw_console';
-/** The cookie that binds an identity-provider sign-in to its browser (auth/oidcRoutes.ts): never forwarded upstream either. */
-export const OIDC_COOKIE = 'gw_oidc';
-
 /** A cookie's value from the Cookie header, or undefined. */
 export function cookieValue(headers: IncomingHttpHeaders, name: string): string | undefined {
   for (const pair of headerValue(headers, 'cookie').split(';')) {

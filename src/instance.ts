@@ -4,21 +4,18 @@
 // admin/app.ts) read this record, to hand each module the few parts it uses; no module takes it.
 import type { Logger } from 'pino';
 import type { Config } from './config/schema.js';
-import { AssertionKeyring } from './assertion/keyring.js';
+import { AssertionKeyring } from './credentials/assertionKeyring.js';
 import { AuditLog } from './audit.js';
 import { Housekeeping } from './housekeeping.js';
-import { AssertionSigner } from './assertion/signer.js';
+import { AssertionSigner, DailyLimiter, MinuteLimiter, Pipeline } from './pipeline/index.js';
 import { isSingleMailbox } from './auth/credentials.js';
 import { MailQueue } from './auth/mail.js';
 import { Passwords } from './auth/passwords.js';
-import { createTokens, type Tokens } from './auth/tokens.js';
+import { createTokens, type Tokens } from './credentials/tokens.js';
 import { ApiKeyUsage } from './storage/apiKeyUsage.js';
-import { DailyLimiter } from './guards/dailyLimit.js';
 import { IdentityCache } from './storage/identityCache.js';
-import { MinuteLimiter } from './guards/minuteLimit.js';
 import { Live, liveSettingsOf } from './live/live.js';
 import { createMetrics, type Metrics } from './telemetry/metrics.js';
-import { Pipeline } from './pipeline.js';
 import { OutboxEmitter, type Events } from './webhooks/emitter.js';
 import { OutboxWorker } from './webhooks/outbox.js';
 import type { LookupAll } from './webhooks/ssrf.js';

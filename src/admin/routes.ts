@@ -12,7 +12,7 @@ import type { IdentityCache } from '../storage/identityCache.js';
 import type { Events } from '../webhooks/emitter.js';
 import type { Database } from '../storage/db.js';
 import { lookupForm, storable } from '../auth/credentials.js';
-import { dailyRemaining, knownPlans, planLimitsOf, usedToday } from '../plans.js';
+import { dailyRemaining, knownPlans, planLimitsOf, usedToday } from '../pipeline/index.js';
 import { listKeys } from '../storage/apiKeys.js';
 import { listAuditEvents, type AuditFilter, type AuditRow } from '../storage/audit.js';
 import { listIdentities, listPasskeys, removeSecondFactor } from '../storage/optionalTables.js';

@@ -18,8 +18,8 @@ import { mailboxTakesOver, queueLinkMail, useLink, type LinkMailDeps } from './l
 import { passwordConfirmed } from './factor.js';
 import { isTooLong, type Passwords } from './passwords.js';
 import { clientOf, issueInSession } from './sessions.js';
-import { sha256Hex } from '../digest.js';
-import type { Tokens } from './tokens.js';
+import { sha256Hex } from '../credentials/digest.js';
+import type { Tokens } from '../credentials/tokens.js';
 
 export interface AccountRoutesDeps extends LinkMailDeps {
   db: Database;

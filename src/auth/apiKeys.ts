@@ -1,19 +1,13 @@
 // Personal API keys (CONTRACT §4): shown once, stored as SHA-256 only, one active key per user.
 // Changes take effect at once on this instance (forgetKey) and, through the NOTIFY trigger on
 // api_tokens, on every other instance within a second.
-import { randomToken, sha256Hex } from '../digest.js';
+import { sha256Hex } from '../credentials/digest.js';
+import { newApiKey } from '../credentials/shapes.js';
 import type { IdentityCache } from '../storage/identityCache.js';
 import type { Database } from '../storage/db.js';
 import type { Audit, AuditEvent } from '../audit.js';
 import type { Events } from '../webhooks/emitter.js';
 import { replaceKey, revokeKeys } from '../storage/apiKeys.js';
-
-export const API_KEY_PREFIX = 'gw_';
-const KEY_BYTES = 32; // 256 bits: guessing is hopeless, so a plain (unsalted) hash is enough
-
-export function newApiKey(): string {
-  return `${API_KEY_PREFIX}${randomToken(KEY_BYTES)}`;
-}
 
 /** Creates the user's new key, revoking the earlier one; returns the raw key, never stored. */
 export interface ApiKeyDeps {

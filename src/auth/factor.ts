@@ -5,7 +5,7 @@
 import type { FastifyReply, FastifyRequest, preHandlerAsyncHookHandler } from 'fastify';
 import { sendError, type ErrorCode } from '../errors.js';
 import { currentIdentity } from '../listener/requireUser.js';
-import type { Identity } from '../guards/authenticate.js';
+import type { Identity } from '../pipeline/index.js';
 import type { Queryable } from '../storage/db.js';
 import { hasSecondFactor } from '../storage/mfa.js';
 import type { UserWithHash } from '../storage/users.js';

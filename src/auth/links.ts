@@ -11,7 +11,7 @@ import { revokeAllForUser } from '../storage/refreshTokens.js';
 import type { Client } from '../storage/sessions.js';
 import * as users from '../storage/users.js';
 import type { Mail, Mailer } from './mail.js';
-import { randomToken, sha256Hex } from '../digest.js';
+import { randomToken, sha256Hex } from '../credentials/digest.js';
 
 export type { LinkPurpose };
 

@@ -12,8 +12,8 @@ import { normalizeEmail } from './credentials.js';
 import { mailboxTakesOver, queueLinkMail, useLink, type LinkMailDeps } from './links.js';
 import { answerOneFactorSignIn, signInByOneFactor } from './mfaRoutes.js';
 import { clientOf } from './sessions.js';
-import { sha256Hex } from '../digest.js';
-import type { Tokens } from './tokens.js';
+import { sha256Hex } from '../credentials/digest.js';
+import type { Tokens } from '../credentials/tokens.js';
 
 export const MAGIC_LINK_AMR: readonly string[] = ['email'];
 

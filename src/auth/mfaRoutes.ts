@@ -16,8 +16,8 @@ import { refuseCredentials, type CredentialRefusal } from './credentials.js';
 import { factorGuard, passwordConfirmed, type FactorGuardDeps } from './factor.js';
 import { isTooLong, type Passwords } from './passwords.js';
 import { clientOf, issueInSession } from './sessions.js';
-import { sha256Hex } from '../digest.js';
-import type { TokenPair, Tokens } from './tokens.js';
+import { sha256Hex } from '../credentials/digest.js';
+import type { TokenPair, Tokens } from '../credentials/tokens.js';
 import { newRecoveryCodes, recoveryCodeHash, type Totp } from './totp.js';
 
 /** How long an mfa_token lives, and how many wrong codes kill it. */

@@ -19,8 +19,8 @@ import * as passkeys from '../storage/passkeys.js';
 import * as users from '../storage/users.js';
 import { factorGuard, type FactorGuardDeps } from './factor.js';
 import { clientOf, issueInSession } from './sessions.js';
-import { sha256Hex } from '../digest.js';
-import type { Tokens } from './tokens.js';
+import { sha256Hex } from '../credentials/digest.js';
+import type { Tokens } from '../credentials/tokens.js';
 
 /** A passkey sign-in is two factors in itself: something held, verified by the user on it. */
 export const PASSKEY_AMR: readonly string[] = ['hwk', 'user'];

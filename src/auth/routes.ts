@@ -15,8 +15,8 @@ import { queueLinkMail, type LinkMailDeps } from './links.js';
 import { isTooLong, needsRehash, type Passwords } from './passwords.js';
 import { clientOf, issueInSession, PASSWORD_AMR } from './sessions.js';
 import { answerOneFactorSignIn, signInByOneFactor } from './mfaRoutes.js';
-import { sha256Hex } from '../digest.js';
-import type { Tokens } from './tokens.js';
+import { sha256Hex } from '../credentials/digest.js';
+import type { Tokens } from '../credentials/tokens.js';
 
 export interface AuthRoutesDeps extends LinkMailDeps {
   db: Database;

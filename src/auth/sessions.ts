@@ -6,8 +6,8 @@ import type { Queryable } from '../storage/db.js';
 import { insertRefreshToken } from '../storage/refreshTokens.js';
 import { createSession, touchSession, type Client } from '../storage/sessions.js';
 import type { User } from '../storage/users.js';
-import { sha256Hex } from '../digest.js';
-import type { TokenPair, Tokens } from './tokens.js';
+import { sha256Hex } from '../credentials/digest.js';
+import type { TokenPair, Tokens } from '../credentials/tokens.js';
 
 export const PASSWORD_AMR: readonly string[] = ['pwd'];
 

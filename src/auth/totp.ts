@@ -5,7 +5,7 @@ import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { authenticator } from 'otplib';
 import type { Queryable } from '../storage/db.js';
 import { getOrCreateSecret } from '../storage/secrets.js';
-import { sha256Hex } from '../digest.js';
+import { sha256Hex } from '../credentials/digest.js';
 
 const STEP_MS = 30_000;
 const RECOVERY_CODES = 10;

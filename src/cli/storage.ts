@@ -14,7 +14,7 @@ export async function migrateCommand({ config: configPath }: Args): Promise<numb
 export async function rotateKeys({ config: configPath, admin }: Args): Promise<number> {
   const { config } = loadConfig(configPath);
   if (admin) throw new CommandError('the admin API does not rotate keys: run `gateway keys rotate` where it can open the database (on Postgres, anywhere; on embedded storage, with the gateway stopped)');
-  const [{ rotateAssertionKeys }, { RETIRED_KEY_PUBLISHED_MS }] = await Promise.all([import('../assertion/keys.js'), import('../assertion/keyring.js')]);
+  const [{ rotateAssertionKeys }, { RETIRED_KEY_PUBLISHED_MS }] = await Promise.all([import('../credentials/assertionKeys.js'), import('../credentials/assertionKeyring.js')]);
   const { current, previous, next } = await withDatabase(config, (db) => rotateAssertionKeys(db));
   // Running instances pick the rotation up through NOTIFY (or their periodic reload).
   return print(`assertion key rotated: now signing with kid ${current}` + (previous ? `; ${previous} stays published for ${RETIRED_KEY_PUBLISHED_MS / 1000} s` : '') + `; next kid ${next} is published ahead`);

@@ -15,7 +15,7 @@ import { isJsonType, isValidHost, lenientJson } from '../http.js';
 import { failureLog } from '../telemetry/logThrottle.js';
 import { AccessLog } from '../telemetry/logger.js';
 import type { RouteTallies } from '../telemetry/metrics.js';
-import type { Decision } from '../pipeline.js';
+import type { Decision } from '../pipeline/index.js';
 import { isRefusedInput, isUnavailable } from '../storage/db.js';
 import type { RequestTrace, Tracing } from '../telemetry/tracing.js';
 

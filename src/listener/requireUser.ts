@@ -2,9 +2,8 @@
 // pipeline's own guard stage, so an own endpoint and a route answer identically.
 import type { FastifyReply, FastifyRequest, preHandlerAsyncHookHandler } from 'fastify';
 import { sendDenial } from '../errors.js';
-import type { Pipeline } from '../pipeline.js';
+import type { Identity, Pipeline } from '../pipeline/index.js';
 import type { User } from '../storage/users.js';
-import type { Identity } from '../guards/authenticate.js';
 
 declare module 'fastify' {
   interface FastifyRequest {

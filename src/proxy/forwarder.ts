@@ -14,7 +14,7 @@ import { sendDenial, sendError, type Denial } from '../errors.js';
 import { acceptEveryMethod, endRequestTrace, traceDecision } from '../listener/common.js';
 import { DenialLog, failureLog, type FailureLog } from '../telemetry/logThrottle.js';
 import type { Metrics } from '../telemetry/metrics.js';
-import type { Decision, Pipeline } from '../pipeline.js';
+import type { Decision, Pipeline } from '../pipeline/index.js';
 import type { RequestContext } from '../live/requestContext.js';
 import { streamBodiesWithin } from './bodyLimit.js';
 import { SpanKind, STATUS_ERROR, type GatewaySpan } from '../telemetry/spans.js';

@@ -2,7 +2,7 @@
 // what clients receive of an upstream's. Client-sent identity headers go (identityHeaders.ts says
 // which they are), the gateway's own come.
 import type { IncomingHttpHeaders } from 'node:http';
-import { isIdentityHeader } from '../identityHeaders.js';
+import { isIdentityHeader } from '../pipeline/index.js';
 
 export interface ForwardContext {
   requestId: string;

@@ -10,7 +10,7 @@
 import type { Logger } from 'pino';
 import { ERRORS, type Denial } from '../errors.js';
 import type { IdentityCache } from '../storage/identityCache.js';
-import { checkPlan } from '../guards/plan.js';
+import { checkPlan } from '../pipeline/index.js';
 import type { ChangeFeed } from '../storage/changeFeed.js';
 import type { WebSocketStats } from '../telemetry/metrics.js';
 

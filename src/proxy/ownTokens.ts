@@ -6,17 +6,12 @@
 // access log on the way and in Referer, and clients invent headers (X-Access-Token, X-Auth-Token).
 // So every place is searched, in the forms upstream frameworks read: Rack splits a query on `;` as
 // well as `&` and percent-decodes cookie values.
-import { CONSOLE_COOKIE, OIDC_COOKIE } from '../http.js';
 import type { IncomingHttpHeaders } from 'node:http';
-import type { Tokens } from '../auth/tokens.js';
-import { sha256Hex } from '../digest.js';
+import type { Tokens } from '../credentials/tokens.js';
+import { sha256Hex } from '../credentials/digest.js';
+import { API_KEY_PATTERN as API_KEY, API_KEY_PREFIX, CONSOLE_COOKIE, JWS_PATTERN as JWS, JWS_PREFIX, OIDC_COOKIE } from '../credentials/shapes.js';
 import type { IdentityCache } from '../storage/identityCache.js';
 
-// A JWS compact serialization starts with a base64url JSON object: `{"` is `eyJ`. Matching from
-// there also finds a token glued to what precedes it (`bearer<token>`).
-const JWS = /eyJ[\w-]*\.[\w-]+\.[\w-]+/g;
-// The gateway's API keys: `gw_` and 32 random bytes in base64url (src/auth/apiKeys.ts).
-const API_KEY = /gw_[\w-]{43}/g;
 // Checks per request at most, whoever sent the candidates. isOwn() reads the token's header first
 // and checks the signature only of tokens that claim to be ours; a key costs a cached lookup.
 // A client that fills the budget with look-alikes can only leak its own credential.
@@ -62,13 +57,13 @@ export async function findOwnCredentials(request: CredentialFacts, checks: Crede
   let budget = MAX_CANDIDATES;
   /** Whether `text` holds a credential of the gateway's. */
   const holdsOwn = async (text: string): Promise<boolean> => {
-    if (text.includes('eyJ')) {
+    if (text.includes(JWS_PREFIX)) {
       for (const candidate of text.match(JWS) ?? []) {
         if (budget-- <= 0) return false;
         if (await checks.tokens.isOwn(candidate)) return true;
       }
     }
-    if (text.includes('gw_')) {
+    if (text.includes(API_KEY_PREFIX)) {
       for (const candidate of text.match(API_KEY) ?? []) {
         if (budget-- <= 0) return false;
         if (await checks.isOwnKey(candidate)) return true;
@@ -81,7 +76,7 @@ export async function findOwnCredentials(request: CredentialFacts, checks: Crede
 
   let cookie: string | null | undefined;
   const cookieHeader = headerText(request.headers.cookie);
-  if (cookieHeader.includes('eyJ') || cookieHeader.includes('gw_') || cookieHeader.includes('%')) {
+  if (cookieHeader.includes(JWS_PREFIX) || cookieHeader.includes(API_KEY_PREFIX) || cookieHeader.includes('%')) {
     const pairs = cookieHeader.split(';');
     const kept: string[] = [];
     for (const pair of pairs) {
@@ -95,7 +90,7 @@ export async function findOwnCredentials(request: CredentialFacts, checks: Crede
 
   let query: string | undefined;
   const raw = request.query;
-  if (raw !== undefined && (raw.includes('eyJ') || raw.includes('gw_') || raw.includes('%'))) {
+  if (raw !== undefined && (raw.includes(JWS_PREFIX) || raw.includes(API_KEY_PREFIX) || raw.includes('%'))) {
     // Kept in the client's spelling (the separators it used included), less the pairs that carry one.
     const parts = raw.split(/([&;])/);
     let kept = '';
@@ -131,7 +126,7 @@ function headersLookingLikeCredentials(headers: IncomingHttpHeaders): ReadonlyAr
   for (const name in headers) {
     if (NOT_SCANNED.has(name)) continue;
     const value = headerText(headers[name]);
-    if (value.includes('eyJ') || value.includes('gw_')) (found ??= []).push([name, value]);
+    if (value.includes(JWS_PREFIX) || value.includes(API_KEY_PREFIX)) (found ??= []).push([name, value]);
   }
   return found ?? NONE;
 }

@@ -7,7 +7,7 @@ import { clientOf } from '../auth/sessions.js';
 import { isTooLong, type Passwords } from '../auth/passwords.js';
 import { textField } from '../http.js';
 import { currentIdentity, currentUser, type RequireUser } from '../listener/requireUser.js';
-import { dailyRemaining, planLimitsOf, usedToday } from '../plans.js';
+import { dailyRemaining, planLimitsOf, usedToday } from '../pipeline/index.js';
 import type { Database } from '../storage/db.js';
 import type { IdentityCache } from '../storage/identityCache.js';
 import * as users from '../storage/users.js';

@@ -2,7 +2,7 @@
 // a pro user's webhook in the Standard Webhooks format, verified with the standardwebhooks package.
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { sha256Hex } from '../../src/digest.js';
+import { sha256Hex } from '../../src/credentials/digest.js';
 import { bearer, closeSql, describeWithServices, makeUser, newPassword, sql, startTestGateway, testConfig, type TestGateway, type TestUser } from '../helpers/gateway.js';
 import { mailSettings, startSmtpCatcher, type SmtpCatcher } from '../helpers/smtp.js';
 import { settledRows, startReceiver, type Delivery, type Receiver } from '../helpers/webhookReceiver.js';

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { sha256Hex } from '../../src/digest.js';
+import { sha256Hex } from '../../src/credentials/digest.js';
 import { describeWithServices, newEmail, newPassword, startTestGateway, testConfig, type TestGateway } from '../helpers/gateway.js';
 
 const INACTIVE = { error: 'Refresh token invalide, révoqué ou expiré' };

@@ -2,7 +2,7 @@
 // them, and every line of a request carries its id (the one echoed in x-request-id).
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { sha256Hex } from '../../src/digest.js';
+import { sha256Hex } from '../../src/credentials/digest.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import { bearer, closeSql, describeWithServices, marker, newEmail, newPassword, sql, startTestGateway, testConfig, type TestGateway } from '../helpers/gateway.js';
 import type { HttpResponse } from '../helpers/http.js';

@@ -1,7 +1,7 @@
 import argon2 from 'argon2';
 import { decodeJwt, decodeProtectedHeader } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { sha256Hex } from '../../src/digest.js';
+import { sha256Hex } from '../../src/credentials/digest.js';
 import { closeSql, describeWithServices, newEmail, newPassword, sql, startTestGateway, testConfig, type TestGateway } from '../helpers/gateway.js';
 import { alike, compareTimings } from '../helpers/timing.js';
 

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { sha256Hex } from '../../src/digest.js';
+import { sha256Hex } from '../../src/credentials/digest.js';
 import { bearer, closeSql, describeWithServices, makeUser, sql, startTestGateway, testConfig, type TestGateway } from '../helpers/gateway.js';
 
 const LOGOUT = '/api/v1/auth/logout';

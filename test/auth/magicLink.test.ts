@@ -2,7 +2,7 @@
 // server: links are read out of the messages it received, TOTP codes computed from the secret.
 import { authenticator } from 'otplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { sha256Hex } from '../../src/digest.js';
+import { sha256Hex } from '../../src/credentials/digest.js';
 import {
   bearer, claims, closeSql, describeWithServices, makeUser, newEmail, newPassword, ownRedisPrefix, sql, startTestGateway, startTwoGateways,
   testClock, testConfig, testConfigFromYaml, type TestGateway, type TestUser,

@@ -1,7 +1,7 @@
 // Password change, forgot and reset (CONTRACT §13), on two instances, with a real SMTP server:
 // the links are read out of the messages it received.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { sha256Hex } from '../../src/digest.js';
+import { sha256Hex } from '../../src/credentials/digest.js';
 import {
   bearer, closeSql, describeWithServices, makeUser, newEmail, newPassword, sql, startTestGateway, startTwoGateways,
   testClock, testConfig, type TestGateway, type TestUser,

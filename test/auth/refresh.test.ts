@@ -1,6 +1,6 @@
 import { decodeJwt } from 'jose';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { sha256Hex } from '../../src/digest.js';
+import { sha256Hex } from '../../src/credentials/digest.js';
 import {
   closeSql, describeWithServices, makeUser, sql, startTestGateway, startTwoGateways, testClock, testConfig, type TestGateway,
 } from '../helpers/gateway.js';

@@ -1,6 +1,6 @@
 // Sessions (CONTRACT §13): one per refresh-token family, listed and ended one by one, on two instances.
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { sha256Hex } from '../../src/digest.js';
+import { sha256Hex } from '../../src/credentials/digest.js';
 import {
   bearer, closeSql, describeWithServices, makeUser, newPassword, sql, startTwoGateways, testClock, testConfig, type TestGateway,
 } from '../helpers/gateway.js';

@@ -4,7 +4,7 @@
 import { generateKeyPairSync } from 'node:crypto';
 import { SignJWT } from 'jose';
 import { describe, expect, it } from 'vitest';
-import { loadKeyFile } from '../../src/auth/tokens.js';
+import { loadKeyFile } from '../../src/credentials/tokens.js';
 import { signingKeyProblem } from '../../src/config/files.js';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';

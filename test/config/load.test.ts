@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig, parseConfig } from '../../src/config/load.js';
-import { planLimitsOf } from '../../src/plans.js';
+import { planLimitsOf } from '../../src/pipeline/plans.js';
 
 const FILE = '/etc/gateway/gateway.yaml';
 const SECRET = 'a-test-secret-that-is-at-least-32-bytes';

@@ -7,7 +7,7 @@ import pino from 'pino';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createApiKey } from '../../src/auth/apiKeys.js';
 import { createInstance, type Instance } from '../../src/instance.js';
-import type { Decision } from '../../src/pipeline.js';
+import type { Decision } from '../../src/pipeline/pipeline.js';
 import { requestContext } from '../../src/live/requestContext.js';
 import * as users from '../../src/storage/users.js';
 import { closeSql, describeWithServices, newEmail, testConfig } from '../helpers/gateway.js';

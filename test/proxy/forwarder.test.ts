@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { configSchema } from '../../src/config/schema.js';
 import { Live, liveSettingsOf } from '../../src/live/live.js';
-import type { Decision } from '../../src/pipeline.js';
+import type { Decision } from '../../src/pipeline/pipeline.js';
 import { BODY_TOO_LARGE } from '../../src/proxy/bodyLimit.js';
 import { plan, type PlanInput } from '../../src/proxy/forwarder.js';
 import { CLIENT_GONE } from '../../src/proxy/relay.js';

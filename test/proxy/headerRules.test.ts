@@ -5,7 +5,7 @@
 // connection. End to end, on the wire: headers.test.ts and routing.security.test.ts.
 import type { IncomingHttpHeaders } from 'node:http';
 import { describe, expect, it } from 'vitest';
-import { identityHeaders, isIdentityHeader } from '../../src/identityHeaders.js';
+import { identityHeaders, isIdentityHeader } from '../../src/pipeline/identityHeaders.js';
 import { downstreamHeaders, upstreamHeaders, type ForwardContext } from '../../src/proxy/headers.js';
 import { overridingMethods } from '../../src/routing/methodOverrides.js';
 import type { User } from '../../src/storage/users.js';

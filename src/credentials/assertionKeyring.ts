@@ -7,7 +7,7 @@ import { importJWK, type CryptoKey, type JWK } from 'jose';
 import type { Logger } from 'pino';
 import type { ChangeFeed } from '../storage/changeFeed.js';
 import type { Database } from '../storage/db.js';
-import { ASSERTION_ALG, ensureAssertionKeys, loadAssertionKeys, type StoredKey } from './keys.js';
+import { ASSERTION_ALG, ensureAssertionKeys, loadAssertionKeys, type StoredKey } from './assertionKeys.js';
 
 /** Lifetime of an assertion (CONTRACT §3: exp at most 60 s after iat). */
 export const ASSERTION_TTL_SEC = 60;

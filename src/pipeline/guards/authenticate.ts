@@ -2,14 +2,14 @@
 // "Not mine" is not "denied": a missing or invalid bearer passes to the key check, and only when
 // no method claims the request is it a 401.
 import type { IncomingHttpHeaders } from 'node:http';
-import { bearerChallenge, type Denial } from '../errors.js';
-import { headerValue } from '../http.js';
-import { sha256Hex } from '../digest.js';
-import type { Acr, Tokens } from '../auth/tokens.js';
-import type { User } from '../storage/users.js';
-import type { IdentityCache } from '../storage/identityCache.js';
-import type { ApiKeyUsage } from '../storage/apiKeyUsage.js';
-import { untraced, type StoreCalls } from '../storage/storeCalls.js';
+import { bearerChallenge, type Denial } from '../../errors.js';
+import { headerValue } from '../../http.js';
+import { sha256Hex } from '../../credentials/digest.js';
+import type { Acr, Tokens } from '../../credentials/tokens.js';
+import type { User } from '../../storage/users.js';
+import type { IdentityCache } from '../../storage/identityCache.js';
+import type { ApiKeyUsage } from '../../storage/apiKeyUsage.js';
+import { untraced, type StoreCalls } from '../../storage/storeCalls.js';
 
 export type AuthMethod = 'bearer' | 'api-key';
 

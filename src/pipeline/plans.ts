@@ -1,6 +1,6 @@
 // Plans as data (CONTRACT §12): which plans exist and what each may use. Read from the live
 // configuration on every request, so a reload changes limits without a restart.
-import { BASE_PLANS, type Config } from './config/schema.js';
+import { BASE_PLANS, type Config } from '../config/schema.js';
 
 export interface PlanLimits {
   /** Counted uses per UTC day on dailyLimit routes; null: unlimited. */

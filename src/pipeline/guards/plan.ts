@@ -1,6 +1,6 @@
 // Plan guard (spec §5): after authentication, the user's plan must be in the route's list.
-import { UPGRADE_URL, type Denial } from '../errors.js';
-import type { User } from '../storage/users.js';
+import { UPGRADE_URL, type Denial } from '../../errors.js';
+import type { User } from '../../storage/users.js';
 
 // The spec's "no current user: 401 Non authentifié" cannot happen here: a route with plans needs
 // auth: required (config/schema.ts), so the authentication guard has refused an anonymous request.

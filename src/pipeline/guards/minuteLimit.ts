@@ -26,10 +26,10 @@
 // instance (a client spread over N instances gets up to N times it) until Redis answers again
 // (the breaker of redisBreaker.ts decides, and logs). One key per bucket: cluster-safe.
 import { LRUCache } from 'lru-cache';
-import type { RedisClient } from '../storage/redis.js';
-import type { RedisBreaker } from '../storage/redisBreaker.js';
-import { minuteBucketScript } from '../storage/redisScripts.js';
-import { untraced, type StoreCall, type StoreCalls } from '../storage/storeCalls.js';
+import type { RedisClient } from '../../storage/redis.js';
+import type { RedisBreaker } from '../../storage/redisBreaker.js';
+import { minuteBucketScript } from '../../storage/redisScripts.js';
+import { untraced, type StoreCall, type StoreCalls } from '../../storage/storeCalls.js';
 
 const BUCKET_CALL: StoreCall = { system: 'redis', operation: 'EVALSHA' };
 import type { QuotaOutcome, QuotaState } from './quota.js';

@@ -11,22 +11,22 @@
 // the route matched once). Nothing here forwards, answers or logs: callers do that with the
 // Decision they get. The stages' logic lives in guards/, the routes' in routing/.
 import type { IncomingHttpHeaders } from 'node:http';
-import type { Assertions } from './assertion/signer.js';
-import type { Denial } from './errors.js';
+import type { Assertions } from './assertionSigner.js';
+import type { Denial } from '../errors.js';
 import { authenticate, bearerToken, type AuthDeps, type AuthResult } from './guards/authenticate.js';
 import type { DailyLimiter } from './guards/dailyLimit.js';
 import type { MinuteLimiter } from './guards/minuteLimit.js';
 import { rateLimitHeaders, type QuotaOutcome, type QuotaState } from './guards/quota.js';
 import { checkPlan } from './guards/plan.js';
-import type { LiveSnapshot } from './live/live.js';
+import type { LiveSnapshot } from '../live/live.js';
 import { planLimitsOf } from './plans.js';
-import type { RouteTallies } from './telemetry/metrics.js';
+import type { RouteTallies } from '../telemetry/metrics.js';
 import { identityHeaders } from './identityHeaders.js';
-import { overridingMethods } from './routing/methodOverrides.js';
-import type { RequestContext } from './live/requestContext.js';
-import type { CompiledRoute } from './routing/routeTable.js';
-import { untraced, type StoreCalls } from './storage/storeCalls.js';
-import type { RequestTrace } from './telemetry/tracing.js';
+import { overridingMethods } from '../routing/methodOverrides.js';
+import type { RequestContext } from '../live/requestContext.js';
+import type { CompiledRoute } from '../routing/routeTable.js';
+import { untraced, type StoreCalls } from '../storage/storeCalls.js';
+import type { RequestTrace } from '../telemetry/tracing.js';
 
 /** What a route (or an own endpoint) asks of a request. */
 export interface GuardPolicy {

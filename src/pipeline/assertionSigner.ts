@@ -4,12 +4,12 @@
 // life is left: a busy user costs one signature per upstream every ASSERTION_TTL_SEC / 2.
 import { SignJWT, type CryptoKey } from 'jose';
 import { LRUCache } from 'lru-cache';
-import type { AuthMethod } from '../guards/authenticate.js';
+import type { AuthMethod } from './guards/authenticate.js';
 import type { User } from '../storage/users.js';
-import { isForwardableEmail } from '../identityHeaders.js';
+import { isForwardableEmail } from './identityHeaders.js';
 import { ASSERTION_HEADER, ASSERTION_TYP, DEFAULT_ISSUER } from '../verify/index.js';
-import { ASSERTION_ALG } from './keys.js';
-import { ASSERTION_TTL_SEC, type AssertionKeyring } from './keyring.js';
+import { ASSERTION_ALG } from '../credentials/assertionKeys.js';
+import { ASSERTION_TTL_SEC, type AssertionKeyring } from '../credentials/assertionKeyring.js';
 
 // Entries live 30 s at most; this bounds memory (a few hundred bytes each) under a flood of users.
 const MAX_CACHED = 20_000;

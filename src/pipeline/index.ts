@@ -1,0 +1,11 @@
+// The pipeline's one door (docs/architecture.md): what the listeners, the proxy, the decisions
+// listener and the rooms that show a user's plan read of it. The stages behind it (guards/, the
+// identity headers, the assertion signer) are reached through the Pipeline, never directly.
+export { Pipeline, type Decision, type DecideOptions, type GuardOutcome, type GuardPolicy, type PipelineDeps, type RequestFacts } from './pipeline.js';
+export type { AuthMethod, Identity } from './guards/authenticate.js';
+export { checkPlan } from './guards/plan.js';
+export { DailyLimiter } from './guards/dailyLimit.js';
+export { MinuteLimiter } from './guards/minuteLimit.js';
+export { AssertionSigner, type Assertions } from './assertionSigner.js';
+export { isIdentityHeader } from './identityHeaders.js';
+export { dailyRemaining, knownPlans, planLimitsOf, usedToday, type PlanLimits } from './plans.js';
