@@ -10,7 +10,7 @@ import { buildAdminApp } from './admin/app.js';
 import type { Config } from './config/schema.js';
 import { buildDecisionsApp } from './decisions/app.js';
 import { createInstance, type Instance, type InstanceOptions } from './instance.js';
-import { allCertificates, listenerCertificates, type Certificates } from './listener/common.js';
+import { allCertificates, listenerCertificates, type Certificates } from './listener/tls.js';
 import { ownEndpointMethods } from './live/requestContext.js';
 
 export interface RunningGateway {

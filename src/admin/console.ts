@@ -11,7 +11,7 @@ import { createRequire } from 'node:module';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../config/schema.js';
 import { sendError } from '../errors.js';
-import { CHECK_TIMEOUT_MS, readiness, type ReadinessDeps } from '../health.js';
+import { CHECK_TIMEOUT_MS, readiness, type ReadinessDeps } from '../listener/health.js';
 import { CONSOLE_COOKIE } from '../credentials/shapes.js';
 import { cookieValue, headerValue } from '../http.js';
 import type { FailureLog } from '../telemetry/logThrottle.js';

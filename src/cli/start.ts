@@ -13,7 +13,7 @@ export const SHUTDOWN_GRACE_MS = 10_000;
  */
 export async function start({ config: configPath }: Args): Promise<number> {
   const [{ asyncStdout, createLogger }, { startGateway }, { reload, reloadOnSignal }, { readiness }, { runPrimary, workerCount }, { joinFleet }, { default: cluster }, { default: closeWithGrace }] = await Promise.all([
-    import('../telemetry/logger.js'), import('../server.js'), import('../live/reload.js'), import('../health.js'), import('../fleet/primary.js'), import('../fleet/workerLink.js'), import('node:cluster'), import('close-with-grace'),
+    import('../telemetry/logger.js'), import('../server.js'), import('../live/reload.js'), import('../listener/health.js'), import('../fleet/primary.js'), import('../fleet/workerLink.js'), import('node:cluster'), import('close-with-grace'),
   ]);
   const levelProblem = logLevelProblem();
   const root = createLogger(levelProblem ? 'info' : process.env.LOG_LEVEL ?? 'info', asyncStdout());

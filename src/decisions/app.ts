@@ -7,7 +7,8 @@
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { sendDenial, sendError } from '../errors.js';
 import type { Instance } from '../instance.js';
-import { acceptEveryMethod, listenerOptions, registerCommon, traceDecision, traceRequests } from '../listener/common.js';
+import { acceptEveryMethod, listenerOptions, registerCommon } from '../listener/basics.js';
+import { traceDecision, traceRequests } from '../listener/tracing.js';
 import { DenialLog } from '../telemetry/logThrottle.js';
 import { credentialChecks, findOwnCredentials } from '../proxy/ownTokens.js';
 import { requestContext, type OwnMethods } from '../live/requestContext.js';

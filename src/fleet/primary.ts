@@ -15,7 +15,7 @@ import type { Logger } from 'pino';
 import { AggregatorRegistry } from 'prom-client';
 import { memoryConsoleStore } from '../admin/consoleStore.js';
 import type { Config } from '../config/schema.js';
-import type { CheckState, Readiness, ReadinessStatus } from '../health.js';
+import type { CheckState, Readiness, ReadinessStatus } from '../listener/health.js';
 import { isMessage, type Gathered, type Message, type MetricsJson } from './messages.js';
 
 // A worker that does not answer within this long counts as not ready, and is left out of /metrics.

@@ -5,7 +5,7 @@
 import cluster from 'node:cluster';
 import type { ConsoleStore, ConsoleStoreCall } from '../admin/consoleStore.js';
 import type { Config } from '../config/schema.js';
-import type { Readiness } from '../health.js';
+import type { Readiness } from '../listener/health.js';
 import { isMessage, type Gathered, type Message, type MetricsJson } from './messages.js';
 
 /** A worker's link to the primary. */

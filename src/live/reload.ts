@@ -10,7 +10,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../config/schema.js';
 import { ConfigError } from '../config/load.js';
 import type { DailyLimiter } from '../pipeline/index.js';
-import type { Certificates } from '../listener/common.js';
+import type { Certificates } from '../listener/tls.js';
 import { Live, LIVE_SETTINGS, liveSettingsOf } from './live.js';
 
 export interface ReloadDeps {

@@ -11,7 +11,8 @@ import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest }
 import type { Logger } from 'pino';
 import type { Dispatcher } from 'undici';
 import { sendDenial, sendError, type Denial } from '../errors.js';
-import { acceptEveryMethod, endRequestTrace, traceDecision } from '../listener/common.js';
+import { acceptEveryMethod } from '../listener/basics.js';
+import { endRequestTrace, traceDecision } from '../listener/tracing.js';
 import { DenialLog, failureLog, type FailureLog } from '../telemetry/logThrottle.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import type { Decision, Pipeline } from '../pipeline/index.js';

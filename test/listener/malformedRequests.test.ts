@@ -1,6 +1,6 @@
 // Malformed requests, property-based (fast-check): random and malformed methods, paths, bodies,
 // content types, header values and oversized inputs against every endpoint of the gateway, plus
-// garbage on a raw socket (what src/listener/common.ts answers for every listener). Whatever arrives:
+// garbage on a raw socket (what src/listener/unparsable.ts answers for every listener). Whatever arrives:
 // never a 5xx, never a crash, and every error body is {"error": <string>} with only documented
 // extra fields. Runs are bounded (200 in all).
 import fc from 'fast-check';

@@ -1,9 +1,9 @@
 // /healthz (the process runs) and /readyz (the instance can serve), on both listeners.
 import type { FastifyInstance } from 'fastify';
-import { errorBody } from './errors.js';
-import type { Database } from './storage/db.js';
-import { isReadOnlyError, probeRedis, refusesWrites, type RedisClient } from './storage/redis.js';
-import { withTimeout } from './time.js';
+import { errorBody } from '../errors.js';
+import type { Database } from '../storage/db.js';
+import { isReadOnlyError, probeRedis, refusesWrites, type RedisClient } from '../storage/redis.js';
+import { withTimeout } from '../time.js';
 
 export const CHECK_TIMEOUT_MS = 1000;
 

@@ -1,0 +1,85 @@
+// What every listener (public, admin, decisions) is built from: fastify's options, every method
+// Node parses, and the hooks they share: the request id, the Host check (hostCheck.ts), the
+// per-route metrics, the lenient JSON body parser, the catalog's not-found and error handler
+// (errorHandler.ts). Unparsable HTTP is answered by unparsable.ts, tracing by tracing.ts, HTTPS
+// by tls.ts. app.ts, admin/app.ts and decisions/app.ts each add only their own routes.
+import { METHODS, type Server, type ServerResponse } from 'node:http';
+import type { FastifyBaseLogger, FastifyHttpOptions, FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import { sendError } from '../errors.js';
+import { isJsonType, lenientJson } from '../http.js';
+import { AccessLog } from '../telemetry/logger.js';
+import type { RouteTallies } from '../telemetry/metrics.js';
+import { registerErrorHandler } from './errorHandler.js';
+import { refusesHost } from './hostCheck.js';
+import { requestId } from './tracing.js';
+import { clientErrorHandler, writeRaw } from './unparsable.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The gateway route a proxied request matched (metrics label). */
+    gatewayRoute: string;
+  }
+}
+
+/** The fastify options every listener starts from. */
+export function listenerOptions(log: Logger) {
+  return {
+    loggerInstance: log as FastifyBaseLogger,
+    // The Host check is registerCommon's, so that its 400 has the catalog's body.
+    http: { requireHostHeader: false },
+    // Connections are closed by server.ts's ConnectionDrain, which spares the ones not used yet.
+    forceCloseConnections: false,
+    genReqId: (req) => requestId(req.headers['x-request-id']),
+    clientErrorHandler,
+    // A URL the router cannot decode (`/x/%`) gets the catalog's 400, not fastify's own body.
+    frameworkErrors: (_error, _request, reply) => sendError(reply, 'badRequest'),
+    // One access line per request instead of two, at debug, and request.log made on first use
+    // (createLogger's child, src/logger.ts): logging was the largest per-request cost after the
+    // proxying itself.
+    logController: new AccessLog(),
+  } satisfies FastifyHttpOptions<Server> & { loggerInstance: FastifyBaseLogger };
+}
+
+/**
+ * Lets routes of `app` take every method Node parses, not only fastify's usual ones, so that TRACE
+ * or PROPFIND get the catalog's 405 (or 404) rather than a bare not-found. CONNECT never reaches
+ * fastify: Node hands it to 'connect'.
+ */
+export function acceptEveryMethod(app: FastifyInstance): void {
+  for (const method of METHODS) {
+    if (method !== 'CONNECT' && !app.supportedMethods.includes(method)) app.addHttpMethod(method);
+  }
+}
+
+/** What every listener registers: request ids, the lenient JSON parser, the error catalog, metrics. */
+export function registerCommon(app: FastifyInstance, tallies: RouteTallies): void {
+  // An Expect other than 100-continue (RFC 9110 §10.1.1) is refused before any route runs; Node's
+  // own 417 has an empty body.
+  // On HTTP/2 `res` is Node's compatibility response, which answers writeHead and end alike.
+  app.server.on('checkExpectation', (_req, res: ServerResponse) => writeRaw(res, 'expectationFailed'));
+  app.decorateRequest('gatewayRoute', '');
+  // Callback-style hooks: these run on every request, and an async hook costs a promise each time.
+  app.addHook('onRequest', (request, reply, done) => {
+    reply.header('x-request-id', request.id);
+    if (refusesHost(request)) {
+      if (request.raw.httpVersionMajor === 1) reply.header('connection', 'close');
+      sendError(reply, 'badRequest');
+    }
+    done();
+  });
+  app.addHook('onResponse', (request, reply, done) => {
+    const route = request.gatewayRoute || request.routeOptions.url || 'unmatched';
+    tallies.answered(route, request.method, reply.statusCode, reply.elapsedTime / 1000);
+    done();
+  });
+
+  // Spec §4: a missing, non-JSON, other-typed or non-object body reads as {} (never 415/400).
+  app.removeAllContentTypeParsers();
+  // Only a JSON content type is read: text/plain and forms can be sent cross-site by any web page
+  // without a CORS preflight (CSRF), so their bodies count as {} even when they hold JSON.
+  app.addContentTypeParser('*', { parseAs: 'string' }, (request, body, done) => done(null, isJsonType(request.headers['content-type']) ? lenientJson(body as string) : {}));
+
+  app.setNotFoundHandler((_request, reply) => sendError(reply, 'routeNotFound'));
+  registerErrorHandler(app);
+}
