@@ -3,16 +3,7 @@
 // through the pipeline to a route's upstream (proxy/forward.ts).
 import type { Http2ServerRequest } from 'node:http2';
 import Fastify, { type FastifyInstance } from 'fastify';
-import rateLimit from '@fastify/rate-limit';
-import { accountRoutes } from './auth/accountRoutes.js';
-import { authRoutes } from './auth/routes.js';
-import { linkTemplates } from './auth/links.js';
-import { magicLinkRoutes } from './auth/magicLinkRoutes.js';
-import { mfaRoutes } from './auth/mfaRoutes.js';
-import { OidcProviders } from './auth/oidc.js';
-import { oidcCallbackRoute, oidcRoutes } from './auth/oidcRoutes.js';
-import { passkeyRoutes } from './auth/passkeyRoutes.js';
-import { createTotp } from './auth/totp.js';
+import { registerAuth } from './auth/index.js';
 import { corsHook } from './listener/cors.js';
 import { authRateLimitOptions } from './listener/authRateLimit.js';
 import { requireUserWith } from './listener/requireUser.js';
@@ -33,11 +24,6 @@ import { userRoutes } from './user/routes.js';
 import { ASSERTION_KEYS_PATH } from './verify/index.js';
 
 const REQUEST_TIMEOUT_MS = 300_000;
-// Endpoints whose answers to each field the spec and CONTRACT §19/§26 fix (an email with a control
-// character is `Email invalide`, a password with one at login `Identifiants invalides`, logout
-// always 200): their handlers read their fields themselves, past the unfit-text refusal.
-const SPEC_FIELDS = ['register', 'login', 'refresh', 'logout', 'password/forgot', 'magic-link'].map((p) => `/api/v1/auth/${p}`);
-
 export async function buildApp(instance: Instance): Promise<FastifyInstance> {
   const { config, live, db, redis, tokens, passwords, identities, events, audit, mailer, keyring, pipeline, metrics, log, clock, lifecycle, feed } = instance;
   const app = Fastify({
@@ -98,39 +84,14 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
     return { keys: keyring.publicJwks() };
   });
   const requireUser = requireUserWith(pipeline);
-  const totp = await createTotp(db);
-  const links = { db, mailer, templates: linkTemplates(config), clock };
-  const mailConfigured = config.mail !== undefined;
-  // Identity providers (CONTRACT §15): their discovery documents and keys cached per listener.
-  const oidc = config.auth.oidc && new OidcProviders(config.auth.oidc);
   // Always registered (max 0 lets every request through) so a reload can switch it on. One store
   // for both scopes: a client address has one budget for every endpoint that checks a password
   // or a link, whichever it calls.
   const authRateLimit = authRateLimitOptions({ redis });
-  await app.register(async (auth) => {
-    // Unfit text (CONTRACT §26) is 400 `Requête invalide`, but where the spec says otherwise: its
-    // four endpoints and the two that take an email answer each field as documented themselves.
-    refuseUnfitInput(auth, { readsOwnFields: SPEC_FIELDS });
-    await auth.register(rateLimit, authRateLimit);
-    await auth.register(authRoutes, { ...links, tokens, passwords, events, audit, auth: config.auth });
-    await auth.register(accountRoutes, { ...links, tokens, passwords, events, audit, requireUser, auth: config.auth });
-    await auth.register(mfaRoutes, { db, tokens, passwords, totp, clock, events, audit, requireUser, issuer: config.auth.mfa.issuer, mailConfigured });
-    // Absent from the configuration: no such endpoints (404), as CONTRACT §14 says.
-    if (config.auth.magicLink) await auth.register(magicLinkRoutes, { ...links, tokens, audit });
-    if (config.auth.passkeys) await auth.register(passkeyRoutes, { db, tokens, clock, events, audit, requireUser, mailConfigured, relyingParty: config.auth.passkeys });
-    if (oidc) await auth.register(oidcRoutes, { db, tokens, audit, clock, providers: oidc });
-  }, { prefix: '/api/v1/auth' });
-  // The provider's redirect back is not under the auth rate limit (CONTRACT §15): a browser
-  // arrives with a single-use state, and the exchange that follows is limited.
-  if (oidc) {
-    await app.register(async (callback) => {
-      refuseUnfitInput(callback);
-      await oidcCallbackRoute(callback, { db, tokens, audit, clock, providers: oidc });
-    }, { prefix: '/api/v1/auth' });
-  }
+  const features = await registerAuth(app, { config, db, tokens, passwords, events, audit, mailer, clock, requireUser, rateLimit: authRateLimit });
   const userDeps = {
-    rateLimit: authRateLimit, db, passwords, identities, events, audit, requireUser, webhooks: config.webhooks, clock, mailConfigured,
-    passkeys: config.auth.passkeys !== undefined, oidc: oidc !== undefined, issuerOf: (name: string) => oidc?.issuerOf(name),
+    rateLimit: authRateLimit, db, passwords, identities, events, audit, requireUser, webhooks: config.webhooks, clock, mailConfigured: config.mail !== undefined,
+    passkeys: config.auth.passkeys !== undefined, oidc: features.oidc, issuerOf: features.issuerOf,
   };
   await app.register(async (user) => {
     refuseUnfitInput(user);

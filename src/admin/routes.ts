@@ -11,14 +11,18 @@ import type { FailureLog } from '../telemetry/logThrottle.js';
 import type { IdentityCache } from '../storage/identityCache.js';
 import type { Events } from '../webhooks/emitter.js';
 import type { Database } from '../storage/db.js';
-import { lookupForm, storable } from '../auth/credentials.js';
+import { lookupForm, storable } from '../credentials/emailAddress.js';
 import { dailyRemaining, knownPlans, planLimitsOf, usedToday } from '../pipeline/index.js';
 import { listKeys } from '../storage/apiKeys.js';
 import { listAuditEvents, type AuditFilter, type AuditRow } from '../storage/audit.js';
-import { listIdentities, listPasskeys, removeSecondFactor } from '../storage/optionalTables.js';
+import { listLinks } from '../storage/identities.js';
+import { removeSecondFactor } from '../storage/mfa.js';
+import { listPasskeys } from '../storage/passkeys.js';
 import { revokeAllForUser } from '../storage/refreshTokens.js';
 import { activeSessions, isUsersSession, revokeSession } from '../storage/sessions.js';
-import { deleteUser, findByEmail, findById, listUsers, lockUser, parseUserId, setActive, setPlan, usageSince, type User, type UserFilter } from '../storage/users.js';
+import { usageSince } from '../storage/dailyUsage.js';
+import { listUsers, type UserFilter } from '../storage/userList.js';
+import { deleteUser, findByEmail, findById, lockUser, parseUserId, setActive, setPlan, type User } from '../storage/users.js';
 import { listDeliveries, type DeliveryRow } from '../storage/webhookDeliveries.js';
 import { utcDay } from '../time.js';
 
@@ -152,7 +156,7 @@ const auditView = (row: AuditRow) => ({
 });
 
 /** Rows from tables other branches own: their dates as ISO strings like every other answer. */
-const datesAsIso = (row: Record<string, unknown>) =>
+const datesAsIso = (row: object) =>
   Object.fromEntries(Object.entries(row).map(([k, v]) => [k, v instanceof Date ? v.toISOString() : typeof v === 'bigint' ? Number(v) : v]));
 const DELIVERIES_LISTED = 100;
 
@@ -243,7 +247,9 @@ export async function adminRoutes(app: FastifyInstance, deps: AdminRoutesDeps): 
   app.get<{ Params: { id: string } }>('/v1/users/:id/identities', async (request, reply) => {
     const user = await userOf(request.params.id);
     if (!user) return sendError(reply, 'adminNotFound');
-    return { identities: (await listIdentities(db, user.id)).map(datesAsIso) };
+    // Newest first; who they are at the provider, never a token.
+    const links = (await listLinks(db, user.id)).reverse();
+    return { identities: links.map(({ provider, issuer, subject, email, created_at }) => datesAsIso({ provider, issuer, subject, email, created_at })) };
   });
 
   // Ends one session or all of them: their refresh tokens stop working at once; access tokens

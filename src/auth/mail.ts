@@ -9,7 +9,7 @@
 import { createTransport } from 'nodemailer';
 import type { Logger } from 'pino';
 import type { Config } from '../config/schema.js';
-import { isSingleMailbox } from './credentials.js';
+import { isSingleMailbox } from '../credentials/emailAddress.js';
 
 export interface Mail {
   to: string;

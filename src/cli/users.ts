@@ -15,7 +15,7 @@ export async function users(action: UserAction, { operands: [email, plan], confi
   const mail = config.mail;
   if (action === 'reset-link' && !mail) throw new CommandError(`${file}: mail.resetUrl is not set: the link needs the application's reset page (a URL with {token})`);
   const [{ deleteUser, findByEmail, setActive, setPlan }, { LINK_TTL_MS, makeLink }, { insertAuditEvent }] = await Promise.all([
-    import('../storage/users.js'), import('../auth/links.js'), import('../storage/audit.js'),
+    import('../storage/users.js'), import('../auth/links/links.js'), import('../storage/audit.js'),
   ]);
   return print(await withDatabase(config, async (db) => {
     const user = await findByEmail(db, email!.trim().toLowerCase());
@@ -92,7 +92,7 @@ export async function listUsersCommand({ config: configPath, values }: Args): Pr
   if (!(limit >= 1 && limit <= LIST_MAX)) throw new UsageError(`--limit: expected a number from 1 to ${LIST_MAX}`);
   const plans = knownPlans(config);
   if (plan !== undefined && !plans.includes(plan)) throw new UsageError(`unknown plan ${JSON.stringify(plan)}: expected one of ${plans.join(', ')}`);
-  const { listUsers } = await import('../storage/users.js');
+  const { listUsers } = await import('../storage/userList.js');
   const rows = await withDatabase(config, (db) => listUsers(db, { ...(query?.trim() ? { query: query.trim() } : {}), ...(plan ? { plan } : {}), limit }));
   const users = rows.map((u) => ({ id: u.id, email: u.email, plan: u.plan, is_active: u.is_active, created_at: u.created_at.toISOString() }));
   if (values.json) return print(JSON.stringify({ users }));

@@ -10,8 +10,8 @@ import type { FastifyRequest } from 'fastify';
 import { LRUCache } from 'lru-cache';
 import { GatewayError } from '../errors.js';
 import type { Config } from '../config/schema.js';
-import type { RedisBreaker } from '../storage/redisBreaker.js';
-import { INCR_WITH_WINDOW } from '../storage/redisScripts.js';
+import type { RedisBreaker } from '../storage/redis/breaker.js';
+import { INCR_WITH_WINDOW } from '../storage/redis/scripts.js';
 
 type Result = { current: number; ttl: number };
 type Callback = (error: Error | null, result?: Result) => void;

@@ -2,7 +2,7 @@
 import type { FastifyInstance } from 'fastify';
 import { errorBody } from '../errors.js';
 import type { Database } from '../storage/db.js';
-import { isReadOnlyError, probeRedis, refusesWrites, type RedisClient } from '../storage/redis.js';
+import { isReadOnlyError, probeRedis, refusesWrites, type RedisClient } from '../storage/redis/client.js';
 import { withTimeout } from '../time.js';
 
 export const CHECK_TIMEOUT_MS = 1000;

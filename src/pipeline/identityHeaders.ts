@@ -2,7 +2,7 @@
 // values, and the rule that tells a client's copy of one (which never reaches an upstream). The
 // pipeline sets them, the proxy strips the client's, the decisions listener hands them to a proxy.
 import { LRUCache } from 'lru-cache';
-import { isSingleMailbox } from '../auth/credentials.js';
+import { isSingleMailbox } from '../credentials/emailAddress.js';
 import type { AuthMethod } from './guards/authenticate.js';
 import type { User } from '../storage/users.js';
 

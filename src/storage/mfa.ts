@@ -117,3 +117,15 @@ export async function failMfaToken(db: Queryable, tokenHash: string): Promise<vo
 export async function useMfaToken(db: Queryable, tokenHash: string, now: Date): Promise<void> {
   await db.query('UPDATE mfa_tokens SET used_at = $2 WHERE token_hash = $1', [tokenHash, now]);
 }
+
+/**
+ * Removes TOTP, the recovery codes and the passkeys (a locked-out user: each of them holds the
+ * user to aal2 for adding a factor); how many rows went.
+ */
+export async function removeSecondFactor(db: Queryable, userId: number): Promise<number> {
+  let removed = 0;
+  for (const table of ['mfa_totp', 'mfa_recovery_codes', 'passkeys']) {
+    removed += (await db.query(`DELETE FROM ${table} WHERE user_id = $1 RETURNING 1`, [userId])).length;
+  }
+  return removed;
+}

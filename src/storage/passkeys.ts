@@ -19,6 +19,11 @@ export interface PasskeySummary {
   last_used_at: Date | null;
 }
 
+/** The user's passkeys, newest first: what the user and operators see of them. */
+export async function listPasskeys(db: Queryable, userId: number): Promise<PasskeySummary[]> {
+  return db.query<PasskeySummary>('SELECT id, name, created_at, last_used_at FROM passkeys WHERE user_id = $1 ORDER BY created_at DESC', [userId]);
+}
+
 export type ChallengePurpose = 'register' | 'login';
 
 /** Stores a challenge's hash; challenges expired before `now` go at the same time (each is written once, deleted once). */

@@ -1,4 +1,5 @@
 // users and subscriptions: plain parameterized SQL, one statement per operation where possible.
+// A user's daily count is dailyUsage.ts's; the admin's listing, userList.ts's.
 import type { Plan } from '../config/schema.js';
 import { parseIntegerId, type Queryable } from './db.js';
 
@@ -25,7 +26,7 @@ export interface UserWithHash extends User {
 /** A user id from outside (a token's `sub`, a URL, a body): a decimal or number within users.id's range, else undefined. */
 export const parseUserId = parseIntegerId;
 
-const USER_COLUMNS = 'id, email, plan, is_active, daily_usage, last_usage_date, created_at, email_verified_at';
+export const USER_COLUMNS = 'id, email, plan, is_active, daily_usage, last_usage_date, created_at, email_verified_at';
 
 /**
  * Creates the user and its subscription in one unit (with `created`'s writes: its audit event); null
@@ -158,102 +159,4 @@ export async function setPlan(
 
 export async function setActive(db: Queryable, id: number, active: boolean): Promise<User | undefined> {
   return (await db.query<User>(`UPDATE users SET is_active = $2 WHERE id = $1 RETURNING ${USER_COLUMNS}`, [id, active ? 1 : 0]))[0];
-}
-
-/**
- * Reserves a block of the user's remaining uses for today in one statement, handing back first
- * the `handback` uses an earlier block of today left unserved (src/guards/dailyLimit.ts). Grants
- * at most `wanted`, at most a `share`-th of what remains (at least one while any remains, so the
- * last uses of a day are granted one at a time) and never past `limit`: the row's lock is held for
- * this one statement only, so concurrent reservations on any instance cannot both pass it.
- * Returns the uses granted and the count after it; null or 0 granted: refused (the day is used up,
- * the row is gone, or it is on a later day: another instance's clock is ahead). A refusal with
- * nothing to hand back writes nothing.
- */
-export async function reserveDailyUses(db: Queryable, id: number, today: string, limit: number, handback: number, wanted: number, share: number): Promise<{ granted: number; count: number } | null> {
-  const rows = await db.query<{ granted: number; count: number }>(
-    `WITH cur AS (
-       SELECT id, CASE WHEN last_usage_date = $2::date THEN GREATEST(0, daily_usage - $4::int) ELSE 0 END AS base
-         FROM users WHERE id = $1 AND (last_usage_date IS NULL OR last_usage_date <= $2::date) FOR UPDATE),
-     g AS (SELECT id, base, CASE WHEN base >= $3::int THEN 0 ELSE LEAST($5::int, GREATEST(1, ($3::int - base) / $6::int)) END AS granted FROM cur)
-     UPDATE users u SET daily_usage = g.base + g.granted, last_usage_date = $2::date
-       FROM g WHERE u.id = g.id AND (g.granted > 0 OR $4::int > 0)
-     RETURNING g.granted, u.daily_usage AS count`,
-    [id, today, limit, handback, wanted, share],
-  );
-  return rows[0] ?? null;
-}
-
-/** Hands back uses reserved today and never served (`ids[i]` gets `counts[i]` back). */
-export async function handBackDailyUses(db: Queryable, ids: number[], counts: number[], today: string): Promise<void> {
-  await db.query(
-    `UPDATE users u SET daily_usage = GREATEST(0, u.daily_usage - b.n)
-       FROM unnest($1::int[], $2::int[]) AS b(id, n) WHERE u.id = b.id AND u.last_usage_date = $3::date`,
-    [ids, counts, today],
-  );
-}
-
-/** Of these ids, the users whose day is not used up under their plan's limit (`limits`; a plan without one never is). */
-export async function underDailyLimit(db: Queryable, ids: number[], today: string, limits: ReadonlyMap<string, number>): Promise<number[]> {
-  const rows = await db.query<{ id: number }>(
-    `SELECT u.id FROM users u LEFT JOIN unnest($3::text[], $4::int[]) AS l(plan, daily) ON l.plan = u.plan
-      WHERE u.id = ANY($1::int[]) AND (l.daily IS NULL OR u.last_usage_date IS NULL OR u.last_usage_date < $2::date
-                                       OR (u.last_usage_date = $2::date AND u.daily_usage < l.daily))`,
-    [ids, today, [...limits.keys()], [...limits.values()]],
-  );
-  return rows.map((r) => r.id);
-}
-
-/** Uses counted per day since `fromDay` (YYYY-MM-DD): finished days from usage_days, the current one from users. */
-export async function usageSince(db: Queryable, id: number, fromDay: string): Promise<Map<string, number>> {
-  const rows = await db.query<{ day: string; uses: number; current: boolean }>(
-    `SELECT to_char(day, 'YYYY-MM-DD') AS day, uses, false AS current FROM usage_days WHERE user_id = $1 AND day >= $2::date
-     UNION ALL
-     SELECT to_char(last_usage_date, 'YYYY-MM-DD'), daily_usage, true FROM users WHERE id = $1 AND last_usage_date >= $2::date`,
-    [id, fromDay],
-  );
-  const uses = new Map<string, number>();
-  // The users row is the authority for its day (a day moved back by hand may also have a rollup row).
-  for (const row of rows.sort((a, b) => Number(a.current) - Number(b.current))) uses.set(row.day, row.uses);
-  return uses;
-}
-
-export interface UserFilter {
-  /** An email substring (case-insensitive), or an exact id when it is one. */
-  query?: string;
-  plan?: string;
-  active?: boolean;
-  /** Only users with a smaller id: the keyset page after one already read. */
-  beforeId?: number;
-  limit: number;
-}
-
-/**
- * Users newest first. Pages are keyed on the id, not on an offset: users registered while an
- * operator pages get larger ids, so they never push a row into a later page twice or hide one.
- */
-export async function listUsers(db: Queryable, filter: UserFilter): Promise<User[]> {
-  const where: string[] = [];
-  const params: unknown[] = [];
-  const add = (condition: (p: string) => string, value: unknown) => {
-    params.push(value);
-    where.push(condition(`$${params.length}`));
-  };
-  if (filter.query) {
-    const id = parseUserId(filter.query);
-    // LIKE's own characters in the text are literal: an operator searching "a_b" means that.
-    const pattern = `%${filter.query.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-    params.push(pattern);
-    const like = `lower(email) LIKE $${params.length}`;
-    if (id === undefined) where.push(like);
-    else add((p) => `(${like} OR id = ${p})`, id);
-  }
-  if (filter.plan !== undefined) add((p) => `plan = ${p}`, filter.plan);
-  if (filter.active !== undefined) add((p) => `is_active = ${p}`, filter.active ? 1 : 0);
-  if (filter.beforeId !== undefined) add((p) => `id < ${p}`, filter.beforeId);
-  params.push(filter.limit);
-  return db.query<User>(
-    `SELECT ${USER_COLUMNS} FROM users ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY id DESC LIMIT $${params.length}`,
-    params,
-  );
 }

@@ -1,7 +1,6 @@
 // POST and DELETE /api/v1/user/api-token (CONTRACT §4): the user's personal API key, pro plan only.
 import type { FastifyInstance } from 'fastify';
-import { createApiKey, revokeApiKeys, type ApiKeyDeps } from '../auth/apiKeys.js';
-import { clientOf } from '../auth/sessions.js';
+import { type ApiKeyDeps, clientOf, createApiKey, revokeApiKeys } from '../auth/index.js';
 import { currentUser, type RequireUser } from '../listener/requireUser.js';
 
 export interface ApiTokenDeps extends ApiKeyDeps {

@@ -1,10 +1,7 @@
 // GET /api/v1/user/me (CONTRACT §4, §12) and DELETE /api/v1/user/me (§13): the account itself.
 import type { FastifyInstance } from 'fastify';
 import type { Audit } from '../audit.js';
-import { refuseCredentials } from '../auth/credentials.js';
-import { passwordConfirmed } from '../auth/factor.js';
-import { clientOf } from '../auth/sessions.js';
-import { isTooLong, type Passwords } from '../auth/passwords.js';
+import { clientOf, isTooLong, passwordConfirmed, type Passwords, refuseCredentials } from '../auth/index.js';
 import { textField } from '../http.js';
 import { currentIdentity, currentUser, type RequireUser } from '../listener/requireUser.js';
 import { dailyRemaining, planLimitsOf, usedToday } from '../pipeline/index.js';

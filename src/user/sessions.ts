@@ -7,7 +7,7 @@ import type { Database } from '../storage/db.js';
 import { activeSessions, isUsersSession, revokeSession } from '../storage/sessions.js';
 import * as users from '../storage/users.js';
 import type { Audit } from '../audit.js';
-import { clientOf } from '../auth/sessions.js';
+import { clientOf } from '../auth/index.js';
 import type { Events } from '../webhooks/emitter.js';
 
 export interface SessionsDeps {

@@ -113,6 +113,10 @@ describe('module dependencies', () => {
     expect(refused(graph, (f) => !f.startsWith('pipeline/'), (t) => !t.startsWith('pipeline/') || t === 'pipeline/index.ts' || LEAVES.has(t))).toEqual([]);
   });
 
+  it('the account system has one door: nothing outside auth/ imports past auth/index.ts', () => {
+    expect(refused(graph, (f) => !f.startsWith('auth/'), (t) => !t.startsWith('auth/') || t === 'auth/index.ts')).toEqual([]);
+  });
+
   it('leaves import nothing above them', () => {
     expect(refused(graph, (f) => LEAVES.has(f), (t) => LEAVES.has(t))).toEqual([]);
   });

@@ -8,7 +8,7 @@ import type { FastifyInstance } from 'fastify';
 import { authenticator } from 'otplib';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { buildAdminApp } from '../../src/admin/app.js';
-import { s256 } from '../../src/auth/oidc.js';
+import { s256 } from '../../src/auth/providers/oidc.js';
 import {
   ADMIN_KEY, bearer, claims, closeSql, describeWithServices, makeUser, newEmail, newPassword, sql, startTestGateway, testConfig,
   type TestGateway, type TestUser,

@@ -9,7 +9,7 @@ import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { s256 } from '../../src/auth/oidc.js';
+import { s256 } from '../../src/auth/providers/oidc.js';
 import { parseConfig } from '../../src/config/load.js';
 import { ensureBuilt, gateway } from '../helpers/cli.js';
 import { claims, closeSql, configProblems, describeWithServices, makeUser, marker, newEmail, sql, startTestGateway, testConfig, type TestGateway } from '../helpers/gateway.js';

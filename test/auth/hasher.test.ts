@@ -3,7 +3,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { afterAll, describe, expect, it } from 'vitest';
-import { MAX_WAITING_HASHES, Passwords } from '../../src/auth/passwords.js';
+import { MAX_WAITING_HASHES, Passwords } from '../../src/auth/password/passwords.js';
 
 const SCHED_IDLE = 5;
 const hasChrt = (() => {

@@ -6,7 +6,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { authenticator } from 'otplib';
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
-import { s256 } from '../../src/auth/oidc.js';
+import { s256 } from '../../src/auth/providers/oidc.js';
 import { sha256Hex } from '../../src/credentials/digest.js';
 import {
   bearer, claims, closeSql, describeWithServices, makeUser, marker, newEmail, newPassword, sql, startTestGateway, startTwoGateways, testClock, testConfig,

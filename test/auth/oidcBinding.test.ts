@@ -6,7 +6,7 @@
 // the code is worth nothing outside the browser that signed in.
 import { randomBytes, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { s256 } from '../../src/auth/oidc.js';
+import { s256 } from '../../src/auth/providers/oidc.js';
 import { claims, closeSql, describeWithServices, newEmail, sql, startTestGateway, testConfig, type TestGateway } from '../helpers/gateway.js';
 import { signInAtProvider, startTestProvider, type TestProvider } from '../helpers/oidcProvider.js';
 

@@ -6,7 +6,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { afterAll, expect, it } from 'vitest';
-import { s256 } from '../../src/auth/oidc.js';
+import { s256 } from '../../src/auth/providers/oidc.js';
 import { ensureBuilt, ROOT } from '../helpers/cli.js';
 import { claims, closeSql, describeWithServices, newEmail, startTestGateway, testConfigFromYaml, throwawayDatabase } from '../helpers/gateway.js';
 import { docsBlock, docsExample } from '../helpers/docs.js';

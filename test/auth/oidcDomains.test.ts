@@ -6,7 +6,7 @@
 // settings hold it.
 import { randomBytes, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { domainAllowed, s256 } from '../../src/auth/oidc.js';
+import { domainAllowed, s256 } from '../../src/auth/providers/oidc.js';
 import { configSchema } from '../../src/config/schema.js';
 import { closeSql, describeWithServices, makeUser, marker, newEmail, sql, startTestGateway, testConfig, type TestGateway } from '../helpers/gateway.js';
 import { signInAtProvider, startTestProvider, type ProviderUser, type TestProvider } from '../helpers/oidcProvider.js';

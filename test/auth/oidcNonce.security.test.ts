@@ -4,7 +4,7 @@
 // everything else about the callback is right: its state, its cookie, its PKCE verifier.
 import { randomBytes, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { s256 } from '../../src/auth/oidc.js';
+import { s256 } from '../../src/auth/providers/oidc.js';
 import { closeSql, describeWithServices, newEmail, sql, startTestGateway, testConfig, type TestGateway } from '../helpers/gateway.js';
 import { signInAtProvider, startTestProvider, type TestProvider } from '../helpers/oidcProvider.js';
 

@@ -5,7 +5,7 @@
 // application (…/go?to=https://evil/) carried #login_code to an attacker (browsers keep the
 // fragment across a redirect), and encoded separators reached paths outside the entry.
 import { describe, expect, it } from 'vitest';
-import { OidcProviders } from '../../src/auth/oidc.js';
+import { OidcProviders } from '../../src/auth/providers/oidc.js';
 import { configSchema } from '../../src/config/schema.js';
 
 function providersWith(returnTo: string[]): OidcProviders {

@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import type { Page } from 'puppeteer-core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { s256 } from '../../src/auth/oidc.js';
+import { s256 } from '../../src/auth/providers/oidc.js';
 import { describeWithBrowser, launchBrowser, serveFile, type StaticSite, type TestBrowser } from '../helpers/browser.js';
 import { closeSql, newEmail, sql, startTestGateway, testConfig, type TestGateway } from '../helpers/gateway.js';
 import { startTestProvider, type TestProvider } from '../helpers/oidcProvider.js';

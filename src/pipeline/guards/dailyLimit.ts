@@ -22,14 +22,15 @@ import { planLimitsOf, knownPlans } from '../plans.js';
 import { utcDay } from '../../time.js';
 import type { ChangeFeed } from '../../storage/changeFeed.js';
 import type { Database } from '../../storage/db.js';
-import { BACKGROUND_TIMEOUT_MS, type RedisBreaker } from '../../storage/redisBreaker.js';
-import { dropKeys, eachKeyBatch, INCR_WITH_TTL } from '../../storage/redisScripts.js';
+import { BACKGROUND_TIMEOUT_MS, type RedisBreaker } from '../../storage/redis/breaker.js';
+import { dropKeys, eachKeyBatch, INCR_WITH_TTL } from '../../storage/redis/scripts.js';
 import { untraced, type StoreCall, type StoreCalls } from '../../storage/storeCalls.js';
 
 const GATE_CALL: StoreCall = { system: 'redis', operation: 'EVAL' };
 const GATE_DROP_CALL: StoreCall = { system: 'redis', operation: 'DEL' };
 const RESERVE_CALL: StoreCall = { system: 'postgresql', operation: 'UPDATE', collection: 'users' };
-import { handBackDailyUses, reserveDailyUses, underDailyLimit, type User } from '../../storage/users.js';
+import { handBackDailyUses, reserveDailyUses, underDailyLimit } from '../../storage/dailyUsage.js';
+import type { User } from '../../storage/users.js';
 import { secondsToUtcMidnight, type QuotaOutcome } from './quota.js';
 
 const KEY_TTL_MS = 48 * 3_600_000; // outlives the UTC day whatever the instance's clock skew

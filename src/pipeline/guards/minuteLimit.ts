@@ -26,9 +26,9 @@
 // instance (a client spread over N instances gets up to N times it) until Redis answers again
 // (the breaker of redisBreaker.ts decides, and logs). One key per bucket: cluster-safe.
 import { LRUCache } from 'lru-cache';
-import type { RedisClient } from '../../storage/redis.js';
-import type { RedisBreaker } from '../../storage/redisBreaker.js';
-import { minuteBucketScript } from '../../storage/redisScripts.js';
+import type { RedisClient } from '../../storage/redis/client.js';
+import type { RedisBreaker } from '../../storage/redis/breaker.js';
+import { minuteBucketScript } from '../../storage/redis/scripts.js';
 import { untraced, type StoreCall, type StoreCalls } from '../../storage/storeCalls.js';
 
 const BUCKET_CALL: StoreCall = { system: 'redis', operation: 'EVALSHA' };

@@ -2,16 +2,16 @@
 // sign-in. A link carries 32 random bytes; only their SHA-256 is stored (email_tokens), so a copy
 // of the database opens no account. The raw token exists in the mail (or in `gateway users
 // reset-link`'s output) and nowhere else: never in a log.
-import type { Audit } from '../audit.js';
-import type { Config } from '../config/schema.js';
-import type { Database, Queryable } from '../storage/db.js';
-import { insertEmailToken, issuedSince, useUp, type LinkPurpose } from '../storage/emailTokens.js';
-import { removeUnvouchedLinks } from '../storage/identities.js';
-import { revokeAllForUser } from '../storage/refreshTokens.js';
-import type { Client } from '../storage/sessions.js';
-import * as users from '../storage/users.js';
-import type { Mail, Mailer } from './mail.js';
-import { randomToken, sha256Hex } from '../credentials/digest.js';
+import type { Audit } from '../../audit.js';
+import type { Config } from '../../config/schema.js';
+import type { Database, Queryable } from '../../storage/db.js';
+import { insertEmailToken, issuedSince, useUp, type LinkPurpose } from '../../storage/emailTokens.js';
+import { removeUnvouchedLinks } from '../../storage/identities.js';
+import { revokeAllForUser } from '../../storage/refreshTokens.js';
+import type { Client } from '../../storage/sessions.js';
+import * as users from '../../storage/users.js';
+import type { Mail, Mailer } from '../mail.js';
+import { randomToken, sha256Hex } from '../../credentials/digest.js';
 
 export type { LinkPurpose };
 

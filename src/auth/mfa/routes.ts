@@ -1,27 +1,25 @@
 // A second factor (CONTRACT §14), under /api/v1/auth: TOTP enrolment, confirmation and removal
 // (guard `factor`), and POST /mfa/verify, which turns a login's mfa_token and a code into the pair.
-import { randomBytes } from 'node:crypto';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { sendDenial, sendError } from '../errors.js';
-import { currentIdentity, type RequireUser } from '../listener/requireUser.js';
-import { textField } from '../http.js';
-import type { Audit } from '../audit.js';
-import type { Events } from '../webhooks/emitter.js';
-import type { Database, Queryable } from '../storage/db.js';
-import * as mfa from '../storage/mfa.js';
-import { revokeOtherSessions } from '../storage/refreshTokens.js';
-import { isUsersSession, type Client } from '../storage/sessions.js';
-import * as users from '../storage/users.js';
-import { refuseCredentials, type CredentialRefusal } from './credentials.js';
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import { sendDenial, sendError } from '../../errors.js';
+import { currentIdentity, type RequireUser } from '../../listener/requireUser.js';
+import { textField } from '../../http.js';
+import type { Audit } from '../../audit.js';
+import type { Events } from '../../webhooks/emitter.js';
+import type { Database, Queryable } from '../../storage/db.js';
+import * as mfa from '../../storage/mfa.js';
+import { revokeOtherSessions } from '../../storage/refreshTokens.js';
+import { isUsersSession } from '../../storage/sessions.js';
+import * as users from '../../storage/users.js';
+import { refuseCredentials, type CredentialRefusal } from '../credentials.js';
 import { factorGuard, passwordConfirmed, type FactorGuardDeps } from './factor.js';
-import { isTooLong, type Passwords } from './passwords.js';
-import { clientOf, issueInSession } from './sessions.js';
-import { sha256Hex } from '../credentials/digest.js';
-import type { TokenPair, Tokens } from '../credentials/tokens.js';
+import { isTooLong, type Passwords } from '../password/passwords.js';
+import { clientOf, issueInSession } from '../sessions.js';
+import { sha256Hex } from '../../credentials/digest.js';
+import type { TokenPair, Tokens } from '../../credentials/tokens.js';
 import { newRecoveryCodes, recoveryCodeHash, type Totp } from './totp.js';
 
-/** How long an mfa_token lives, and how many wrong codes kill it. */
-const MFA_TOKEN_TTL_MS = 5 * 60_000;
+/** How many wrong codes kill an mfa_token. */
 const MFA_TOKEN_MAX_FAILURES = 5;
 // CONTRACT §14: 10 wrong codes for a user within 15 minutes lock code verification for 15 minutes
 // (whatever mfa_tokens they came with: a password thief gets a new one per login).
@@ -38,8 +36,6 @@ class CodesLocked {
   constructor(readonly until: Date, readonly now: Date) {}
 }
 
-export const MFA_METHODS = ['totp', 'recovery_code'] as const;
-
 /**
  * Ends every session of the user but the caller's (`sessionId`, when it is the user's); how many
  * ended. A factor added or removed leaves no session of before it elsewhere. After lockUser().
@@ -47,39 +43,6 @@ export const MFA_METHODS = ['totp', 'recovery_code'] as const;
 async function endOtherSessions(tx: Queryable, userId: number, sessionId: number | undefined): Promise<number> {
   const keep = sessionId !== undefined && (await isUsersSession(tx, userId, sessionId)) ? sessionId : undefined;
   return revokeOtherSessions(tx, userId, 'mfa', keep);
-}
-
-/** The 403 a login answers for a user with a second factor: an mfa_token instead of the pair. */
-export async function issueMfaToken(db: Queryable, userId: number, amr: readonly string[], now: Date): Promise<string> {
-  const token = randomBytes(32).toString('base64url');
-  await mfa.createMfaToken(db, sha256Hex(token), userId, amr, new Date(now.getTime() + MFA_TOKEN_TTL_MS));
-  return token;
-}
-
-/** What a sign-in by one factor gives: the pair, or an mfa_token when a second factor is owed. */
-export type OneFactorSignIn = { pair: TokenPair } | { mfaToken: string };
-
-/**
- * A sign-in by one factor (a link, a provider), in the transaction that locked the user: a user
- * with TOTP still owes a code (an mfa_token for POST /mfa/verify); any other gets the pair, and
- * login.succeeded is recorded with it.
- */
-export async function signInByOneFactor(
-  tx: Queryable, deps: { tokens: Tokens; audit: Audit }, user: users.User, client: Client, now: Date, amr: readonly string[],
-): Promise<OneFactorSignIn> {
-  if (await mfa.hasConfirmedTotp(tx, user.id)) return { mfaToken: await issueMfaToken(tx, user.id, amr, now) };
-  await deps.audit.record({ type: 'login.succeeded', actor: 'user', userId: user.id, ...client, data: { amr } }, tx);
-  return { pair: await issueInSession(tx, deps.tokens, user, client, now, undefined, amr) };
-}
-
-/** The answer to a one-factor sign-in (`how`: "magic link"): the pair, or the 403 that asks for the second factor. */
-export function answerOneFactorSignIn(request: FastifyRequest, reply: FastifyReply, userId: number, signIn: OneFactorSignIn, how: string): TokenPair | FastifyReply {
-  if ('mfaToken' in signIn) {
-    request.log.info({ userId }, `${how}: second factor required`);
-    return sendError(reply, 'mfaCodeRequired', { mfa_token: signIn.mfaToken, methods: MFA_METHODS });
-  }
-  request.log.info({ userId }, `login by ${how}`);
-  return signIn.pair;
 }
 
 export interface MfaRoutesDeps extends FactorGuardDeps {

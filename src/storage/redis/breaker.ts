@@ -8,9 +8,9 @@
 // closes it again once Redis takes writes (or keeps it open another cool-down). Requests never
 // wait on a Redis that is known to be failing.
 import type { Logger } from 'pino';
-import { failureLog, type FailureLog } from '../telemetry/logThrottle.js';
-import { withTimeout } from '../time.js';
-import { CLUSTER_NODE_BY_URL, isClusterNodeByUrl, probeRedis, type RedisClient } from './redis.js';
+import { failureLog, type FailureLog } from '../../telemetry/logThrottle.js';
+import { withTimeout } from '../../time.js';
+import { CLUSTER_NODE_BY_URL, isClusterNodeByUrl, probeRedis, type RedisClient } from './client.js';
 
 /** Failures in a row that open the breaker. */
 const FAILURES_TO_OPEN = 3;

@@ -1,7 +1,7 @@
 // The Lua scripts the limiters run in Redis, and the key scans they need: each script names one
 // key (cluster-safe), and a scan visits every master node (a SCAN sees one node's keys).
-import { masterNodes } from './redis.js';
-import { BACKGROUND_TIMEOUT_MS, type RedisBreaker } from './redisBreaker.js';
+import { masterNodes } from './client.js';
+import { BACKGROUND_TIMEOUT_MS, type RedisBreaker } from './breaker.js';
 
 // INCR and set the expiry in one step, so a crash between the two cannot leave an immortal key.
 export const INCR_WITH_TTL = `local n = redis.call('INCR', KEYS[1])

@@ -2,24 +2,25 @@
 // /password/change, /password/forgot, /password/reset, /email/verify, /email/resend. All under the
 // auth rate limit (app.ts). The user's own resources under /api/v1/user are in src/user/.
 import type { FastifyInstance } from 'fastify';
-import { sendDenial, sendError } from '../errors.js';
-import { currentIdentity, currentUser, type RequireUser } from '../listener/requireUser.js';
-import { textField } from '../http.js';
-import type { Audit } from '../audit.js';
-import type { Config } from '../config/schema.js';
-import type { Events } from '../webhooks/emitter.js';
-import type { Database } from '../storage/db.js';
-import * as emailTokens from '../storage/emailTokens.js';
-import { revokeAllForUser } from '../storage/refreshTokens.js';
-import { isUsersSession } from '../storage/sessions.js';
-import * as users from '../storage/users.js';
-import { newPasswordDenial, normalizeEmail, refuseCredentials } from './credentials.js';
-import { mailboxTakesOver, queueLinkMail, useLink, type LinkMailDeps } from './links.js';
-import { passwordConfirmed } from './factor.js';
+import { sendDenial, sendError } from '../../errors.js';
+import { currentIdentity, currentUser, type RequireUser } from '../../listener/requireUser.js';
+import { textField } from '../../http.js';
+import type { Audit } from '../../audit.js';
+import type { Config } from '../../config/schema.js';
+import type { Events } from '../../webhooks/emitter.js';
+import type { Database } from '../../storage/db.js';
+import * as emailTokens from '../../storage/emailTokens.js';
+import { revokeAllForUser } from '../../storage/refreshTokens.js';
+import { isUsersSession } from '../../storage/sessions.js';
+import * as users from '../../storage/users.js';
+import { newPasswordDenial, refuseCredentials } from '../credentials.js';
+import { normalizeEmail } from '../../credentials/emailAddress.js';
+import { mailboxTakesOver, queueLinkMail, useLink, type LinkMailDeps } from '../links/links.js';
+import { passwordConfirmed } from '../mfa/factor.js';
 import { isTooLong, type Passwords } from './passwords.js';
-import { clientOf, issueInSession } from './sessions.js';
-import { sha256Hex } from '../credentials/digest.js';
-import type { Tokens } from '../credentials/tokens.js';
+import { clientOf, issueInSession } from '../sessions.js';
+import { sha256Hex } from '../../credentials/digest.js';
+import type { Tokens } from '../../credentials/tokens.js';
 
 export interface AccountRoutesDeps extends LinkMailDeps {
   db: Database;

@@ -7,7 +7,7 @@
 // The provider's tokens never leave this file: callers get who the user is, nothing else.
 import { createLocalJWKSet, errors as joseErrors, jwtVerify, type JSONWebKeySet } from 'jose';
 import * as client from 'openid-client';
-import { GOOGLE_ISSUER, type Config } from '../config/schema.js';
+import { GOOGLE_ISSUER, type Config } from '../../config/schema.js';
 import { GitHubProvider } from './github.js';
 import { callbackError, PROVIDER_TIMEOUT_MS, s256, SignInFailed, type Assertion, type FlowSecrets, type ProviderSettings, type SignInProvider } from './signInProvider.js';
 

@@ -9,20 +9,20 @@
 // provider's tokens are checked (auth/oidc.ts) and dropped; the gateway issues its own (amr ["fed"]).
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { randomBytes } from 'node:crypto';
-import type { Audit } from '../audit.js';
-import { sendError } from '../errors.js';
-import { OIDC_COOKIE } from '../credentials/shapes.js';
-import { cookieValue, textField } from '../http.js';
-import type { Database, Queryable } from '../storage/db.js';
-import * as identities from '../storage/identities.js';
-import * as users from '../storage/users.js';
-import { randomToken, sha256Hex } from '../credentials/digest.js';
-import { normalizeEmail } from './credentials.js';
-import { answerOneFactorSignIn, signInByOneFactor } from './mfaRoutes.js';
+import type { Audit } from '../../audit.js';
+import { sendError } from '../../errors.js';
+import { OIDC_COOKIE } from '../../credentials/shapes.js';
+import { cookieValue, textField } from '../../http.js';
+import type { Database, Queryable } from '../../storage/db.js';
+import * as identities from '../../storage/identities.js';
+import * as users from '../../storage/users.js';
+import { randomToken, sha256Hex } from '../../credentials/digest.js';
+import { normalizeEmail } from '../../credentials/emailAddress.js';
+import { answerOneFactorSignIn, signInByOneFactor } from '../signIn.js';
 import { domainAllowed, type OidcProviders } from './oidc.js';
 import { flowSecrets, s256, sameSecret, SignInFailed, type Assertion, type SignInProvider } from './signInProvider.js';
-import { clientOf } from './sessions.js';
-import type { Tokens } from '../credentials/tokens.js';
+import { clientOf } from '../sessions.js';
+import type { Tokens } from '../../credentials/tokens.js';
 
 export const FEDERATED_AMR: readonly string[] = ['fed'];
 

@@ -3,9 +3,9 @@
 // SHA-256: no slow hash is needed for a secret that cannot be guessed).
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { authenticator } from 'otplib';
-import type { Queryable } from '../storage/db.js';
-import { getOrCreateSecret } from '../storage/secrets.js';
-import { sha256Hex } from '../credentials/digest.js';
+import type { Queryable } from '../../storage/db.js';
+import { getOrCreateSecret } from '../../storage/secrets.js';
+import { sha256Hex } from '../../credentials/digest.js';
 
 const STEP_MS = 30_000;
 const RECOVERY_CODES = 10;

@@ -4,9 +4,9 @@
 // Redis is away. The guards reach it through a RedisBreaker (redisBreaker.ts).
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
-import type { RedisSettings } from '../config/schema.js';
-import { failureLog } from '../telemetry/logThrottle.js';
-import { withTimeout } from '../time.js';
+import type { RedisSettings } from '../../config/schema.js';
+import { failureLog } from '../../telemetry/logThrottle.js';
+import { withTimeout } from '../../time.js';
 
 export type RedisClient = Redis | Cluster;
 

@@ -3,17 +3,17 @@
 // account, as enumeration-proof as password/forgot; POST /magic-link/verify turns it into a session
 // (`amr: ["email"]`), or into the second-factor answer of a login for a user with TOTP.
 import type { FastifyInstance } from 'fastify';
-import { sendError } from '../errors.js';
-import { textField } from '../http.js';
-import type { Audit } from '../audit.js';
-import * as emailTokens from '../storage/emailTokens.js';
-import * as users from '../storage/users.js';
-import { normalizeEmail } from './credentials.js';
+import { sendError } from '../../errors.js';
+import { textField } from '../../http.js';
+import type { Audit } from '../../audit.js';
+import * as emailTokens from '../../storage/emailTokens.js';
+import * as users from '../../storage/users.js';
+import { normalizeEmail } from '../../credentials/emailAddress.js';
 import { mailboxTakesOver, queueLinkMail, useLink, type LinkMailDeps } from './links.js';
-import { answerOneFactorSignIn, signInByOneFactor } from './mfaRoutes.js';
-import { clientOf } from './sessions.js';
-import { sha256Hex } from '../credentials/digest.js';
-import type { Tokens } from '../credentials/tokens.js';
+import { answerOneFactorSignIn, signInByOneFactor } from '../signIn.js';
+import { clientOf } from '../sessions.js';
+import { sha256Hex } from '../../credentials/digest.js';
+import type { Tokens } from '../../credentials/tokens.js';
 
 export const MAGIC_LINK_AMR: readonly string[] = ['email'];
 

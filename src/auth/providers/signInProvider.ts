@@ -4,7 +4,7 @@
 // one by the provider's `kind`, and nothing else branches on it, so that every provider follows
 // the same linking rules (trustEmail, emailDomains, allowSignUp) through the same code.
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
-import type { Config } from '../config/schema.js';
+import type { Config } from '../../config/schema.js';
 
 type OidcSettings = NonNullable<Config['auth']['oidc']>;
 export type ProviderSettings = OidcSettings['providers'][string];

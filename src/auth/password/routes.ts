@@ -1,22 +1,23 @@
 // POST /api/v1/auth/register, /login, /refresh, /logout: exactly spec §4, each login starting a
 // session (a refresh-token family) that its refreshes continue (CONTRACT §13).
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { sendDenial, sendError } from '../errors.js';
-import { textField } from '../http.js';
-import { isUnfitText } from '../listener/inputs.js';
-import type { Audit } from '../audit.js';
-import type { Config } from '../config/schema.js';
-import type { Events } from '../webhooks/emitter.js';
-import type { Database } from '../storage/db.js';
-import * as refreshTokens from '../storage/refreshTokens.js';
-import * as users from '../storage/users.js';
-import { lookupForm, newPasswordDenial, normalizeEmail, refuseCredentials, storable } from './credentials.js';
-import { queueLinkMail, type LinkMailDeps } from './links.js';
+import { sendDenial, sendError } from '../../errors.js';
+import { textField } from '../../http.js';
+import { isUnfitText } from '../../listener/inputs.js';
+import type { Audit } from '../../audit.js';
+import type { Config } from '../../config/schema.js';
+import type { Events } from '../../webhooks/emitter.js';
+import type { Database } from '../../storage/db.js';
+import * as refreshTokens from '../../storage/refreshTokens.js';
+import * as users from '../../storage/users.js';
+import { newPasswordDenial, refuseCredentials } from '../credentials.js';
+import { lookupForm, normalizeEmail, storable } from '../../credentials/emailAddress.js';
+import { queueLinkMail, type LinkMailDeps } from '../links/links.js';
 import { isTooLong, needsRehash, type Passwords } from './passwords.js';
-import { clientOf, issueInSession, PASSWORD_AMR } from './sessions.js';
-import { answerOneFactorSignIn, signInByOneFactor } from './mfaRoutes.js';
-import { sha256Hex } from '../credentials/digest.js';
-import type { Tokens } from '../credentials/tokens.js';
+import { clientOf, issueInSession, PASSWORD_AMR } from '../sessions.js';
+import { answerOneFactorSignIn, signInByOneFactor } from '../signIn.js';
+import { sha256Hex } from '../../credentials/digest.js';
+import type { Tokens } from '../../credentials/tokens.js';
 
 export interface AuthRoutesDeps extends LinkMailDeps {
   db: Database;

@@ -3,13 +3,13 @@
 // already has a second factor, and, with mail configured, an account whose email is verified (so
 // nobody pre-installs a factor on an address they do not own). Runs after requireUser().
 import type { FastifyReply, FastifyRequest, preHandlerAsyncHookHandler } from 'fastify';
-import { sendError, type ErrorCode } from '../errors.js';
-import { currentIdentity } from '../listener/requireUser.js';
-import type { Identity } from '../pipeline/index.js';
-import type { Queryable } from '../storage/db.js';
-import { hasSecondFactor } from '../storage/mfa.js';
-import type { UserWithHash } from '../storage/users.js';
-import type { Passwords } from './passwords.js';
+import { sendError, type ErrorCode } from '../../errors.js';
+import { currentIdentity } from '../../listener/requireUser.js';
+import type { Identity } from '../../pipeline/index.js';
+import type { Queryable } from '../../storage/db.js';
+import { hasSecondFactor } from '../../storage/mfa.js';
+import type { UserWithHash } from '../../storage/users.js';
+import type { Passwords } from '../password/passwords.js';
 
 /** A factor is added or removed only from a sign-in this recent. */
 export const RECENT_SIGN_IN_S = 5 * 60;

@@ -8,19 +8,19 @@ import {
   type AuthenticationResponseJSON, type RegistrationResponseJSON,
 } from '@simplewebauthn/server';
 import type { FastifyInstance } from 'fastify';
-import { sendError } from '../errors.js';
-import { currentUser, type RequireUser } from '../listener/requireUser.js';
-import { textField } from '../http.js';
-import type { Audit } from '../audit.js';
-import type { Config } from '../config/schema.js';
-import type { Events } from '../webhooks/emitter.js';
-import type { Database } from '../storage/db.js';
-import * as passkeys from '../storage/passkeys.js';
-import * as users from '../storage/users.js';
-import { factorGuard, type FactorGuardDeps } from './factor.js';
-import { clientOf, issueInSession } from './sessions.js';
-import { sha256Hex } from '../credentials/digest.js';
-import type { Tokens } from '../credentials/tokens.js';
+import { sendError } from '../../errors.js';
+import { currentUser, type RequireUser } from '../../listener/requireUser.js';
+import { textField } from '../../http.js';
+import type { Audit } from '../../audit.js';
+import type { Config } from '../../config/schema.js';
+import type { Events } from '../../webhooks/emitter.js';
+import type { Database } from '../../storage/db.js';
+import * as passkeys from '../../storage/passkeys.js';
+import * as users from '../../storage/users.js';
+import { factorGuard, type FactorGuardDeps } from '../mfa/factor.js';
+import { clientOf, issueInSession } from '../sessions.js';
+import { sha256Hex } from '../../credentials/digest.js';
+import type { Tokens } from '../../credentials/tokens.js';
 
 /** A passkey sign-in is two factors in itself: something held, verified by the user on it. */
 export const PASSKEY_AMR: readonly string[] = ['hwk', 'user'];

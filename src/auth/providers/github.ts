@@ -5,7 +5,7 @@
 // an id cannot) and {apiBase}/user/emails for the primary address, counted only when GitHub says
 // it is verified: a secondary or unverified address is anyone's to add to their GitHub account.
 // The access token is dropped here; it is never logged, stored or forwarded.
-import { GITHUB_ISSUER } from '../config/schema.js';
+import { GITHUB_ISSUER } from '../../config/schema.js';
 import { callbackError, PROVIDER_TIMEOUT_MS, s256, SignInFailed, type Assertion, type FlowSecrets, type ProviderSettings, type SignInProvider } from './signInProvider.js';
 
 type GitHubSettings = Extract<ProviderSettings, { kind: 'github' }>;
