@@ -1,0 +1,91 @@
+// What is routed: plans and their limits, CORS policies, routes, upstreams.
+import { z } from 'zod';
+import { bool, duration, headerName, int, onlyFalse, optionalText, origin } from './values.js';
+
+// The plans the spec names: they always exist (free is every new account's, pro unlocks API keys
+// and webhooks). Others come into being by being named in plans.limits or a route's plans.
+export const BASE_PLANS = ['free', 'premium', 'pro'] as const;
+export type Plan = string;
+// A plan travels in x-user-plan and in metric labels: a short lower-case name, as the database checks (008).
+export const PLAN_NAME = /^[a-z][a-z0-9_-]{0,31}$/;
+export const planName = z.string().regex(PLAN_NAME, 'expected a plan name: lower-case letters, digits, - and _, starting with a letter, at most 32')
+  .meta({ title: 'plan name', examples: ['premium', 'pro'] });
+// users.daily_usage is a Postgres integer: a larger limit would fail every counting UPDATE.
+export const MAX_LIMIT = 2_147_483_647;
+export const planLimits = z.strictObject({
+  daily: int(1, MAX_LIMIT).meta({ examples: [1000] }).optional().meta({ description: 'Counted uses per UTC day on routes with dailyLimit: true; none: unlimited (free: plans.freeDailyLimit).' }),
+  perMinute: int(1, MAX_LIMIT).meta({ examples: [60] }).optional().meta({ description: 'Requests per minute on routes with rateLimit: true (a bucket of this size, refilled over 60 s); none: no limit.' }),
+});
+export const HTTP_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
+
+export const corsFields = {
+  origins: z.array(origin).min(1),
+  credentials: bool(),
+  headers: z.array(headerName),
+  exposeHeaders: z.array(headerName),
+  maxAge: duration,
+};
+// The whole policy, with what a browser page calling the gateway needs by default: its token, a
+// JSON body and an API key may be sent; the request id and Retry-After (of a 429) may be read.
+export const corsSchema = z.strictObject({
+  origins: corsFields.origins,
+  credentials: corsFields.credentials.prefault(false),
+  headers: corsFields.headers.default(['authorization', 'content-type', 'x-api-key']),
+  exposeHeaders: corsFields.exposeHeaders.default(['x-request-id', 'retry-after']),
+  maxAge: corsFields.maxAge.prefault('10m'),
+}).meta({
+  // corsProblem below: "*" alone, and never with credentials.
+  allOf: [{ if: { required: ['origins'], properties: { origins: { contains: { const: '*' } } } }, then: { properties: { origins: { maxItems: 1 }, credentials: onlyFalse } } }],
+});
+/** What a policy holds when neither the global `cors` nor a route's override says otherwise. */
+export const CORS_DEFAULTS = (({ origins: _origins, ...defaults }) => defaults)(corsSchema.parse({ origins: ['*'] }));
+// A route's override: what it names replaces the global policy's value, the rest is kept.
+export const routeCorsSchema = z.strictObject({
+  origins: corsFields.origins.optional(),
+  credentials: corsFields.credentials.optional(),
+  headers: corsFields.headers.optional(),
+  exposeHeaders: corsFields.exposeHeaders.optional(),
+  maxAge: corsFields.maxAge.optional(),
+});
+
+export const routeSchema = z.strictObject({
+  // No `;`: routes are matched on paths without segment parameters (routeTable.ts, matchKey).
+  path: z.string().regex(/^\/[^?#;\s]*$/, 'expected a path starting with / (no query, no `;`, no spaces)').meta({ examples: ['/api'] })
+    .transform((p) => (p.length > 1 ? p.replace(/\/+$/, '') || '/' : p)),
+  // Optional only beside a decisions listener: a route without one is decided, never proxied.
+  upstream: z.string().min(1).meta({ examples: ['app'] }).optional(),
+  // Any case; the schema's enum (editor completion) lists the upper-case spelling.
+  methods: z.array(z.preprocess((m) => (typeof m === 'string' ? m.toUpperCase() : m), z.enum(HTTP_METHODS).meta({ title: 'HTTP method' }))).min(1).optional(),
+  auth: z.enum(['required', 'optional', 'none']).default('required'),
+  plans: z.array(planName).min(1).optional(),
+  dailyLimit: bool().prefault(false),
+  rateLimit: bool().prefault(false),
+  rewritePrefix: z.string().regex(/^(\/[^?#\s]*)?$/, 'expected a path starting with /').meta({ examples: ['/'] }).optional(),
+  cors: routeCorsSchema.optional(),
+  // Accept WebSocket upgrades (CONTRACT §10): the route's guards run on the upgrade.
+  websocket: bool().prefault(false),
+  // Paths holding encoded separators (`group%2Fproject`) are refused unless the route carries them
+  // (CONTRACT §19): then forwarded undecoded, the route's guards over the whole path as received.
+  encodedSeparators: z.enum(['refuse', 'keep']).default('refuse')
+    .meta({ description: 'keep: accept paths with %2F, %5C, %3B, %00 (also encoded twice) or look-alike Unicode separators under this route, forwarded undecoded; refuse (default): 400.' }),
+  // CONTRACT §14: only access tokens from a second-factor sign-in (acr aal2) pass; implies auth: required.
+  mfa: z.enum(['required', 'optional']).default('optional'),
+}).meta({
+  // The rule of configSchema's check below: plans, dailyLimit and rateLimit need auth: required.
+  allOf: [{ if: { required: ['auth'], properties: { auth: { enum: ['optional', 'none'] } } }, then: { not: { required: ['plans'] }, properties: { dailyLimit: onlyFalse, rateLimit: onlyFalse } } }],
+});
+
+
+export const upstreamSchema = z.strictObject({
+  url: z.url({ protocol: /^https?$/, error: 'expected an http:// or https:// URL' })
+    .transform((u) => u.replace(/\/+$/, '')).meta({ pattern: '^[Hh][Tt][Tt][Pp][Ss]?://[^\\s/?#]+', format: 'uri', examples: ['http://127.0.0.1:3000'] }),
+  timeout: duration.prefault('30s'),
+  assertion: bool().prefault(false),
+  // How the gateway talks TLS to an https:// upstream (CONTRACT §10): files are PEM.
+  tls: z.strictObject({
+    caFile: optionalText.meta({ examples: ['tls/upstream-ca.pem'], description: 'CA certificates (PEM) trusted for this upstream, instead of the public ones.' }),
+    certFile: optionalText.meta({ examples: ['tls/client.pem'], description: 'Client certificate (PEM) the gateway presents (mTLS); needs keyFile.' }),
+    keyFile: optionalText.meta({ examples: ['tls/client-key.pem'], description: 'Private key (PEM) of certFile.' }),
+    serverName: optionalText.meta({ examples: ['api.internal'], description: "Name sent in SNI and checked against the upstream's certificate, instead of the URL's host." }),
+  }).optional(),
+});
