@@ -20,6 +20,10 @@ export interface GitHubUser {
   emails: GitHubEmail[];
 }
 
+// The demo GitHub's one user: a primary verified address, and a verified secondary one that does not count.
+export const DEMO_GITHUB_LOGIN = 'octocat';
+export const DEMO_GITHUB_USER = { id: 583231, emails: [{ email: 'octo@users.noreply.example.com', primary: false, verified: true }, { email: 'octocat@example.com', primary: true, verified: true }] };
+
 export interface GitHubFake {
   /** http://127.0.0.1:PORT: authorizeUrl is {url}/login/oauth/authorize, apiBase {url}/api. */
   url: string;

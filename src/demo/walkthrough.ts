@@ -1,0 +1,128 @@
+// What `npm run demo` prints once everything listens: curl commands to paste, one per guard and
+// feature, with the addresses of this run.
+import path from 'node:path';
+import { DEMO_GITHUB_LOGIN } from './githubFake.js';
+import { DEMO_IDP_USER } from './localProvider.js';
+
+export function walkthrough(url: string, decisionsUrl: string | undefined, adminUrl: string | undefined, adminKey: string, tokensDir: string, page: string, consoleUrl?: string): string {
+  const resetToken = path.join(tokensDir, 'reset-password.token');
+  const magicToken = path.join(tokensDir, 'magic.token');
+  // The demo's stand-in for an authenticator app, on the echo server (curl needs no name lookup).
+  const totp = `${page.replace('localhost', '127.0.0.1')}demo/totp`;
+  const login = `-X POST ${url}/api/v1/auth/login -H 'content-type: application/json' -d '{"email":"ada@example.com","password":"a-brand-new-password"}'`;
+  const field = (name: string) => `sed -E 's/.*"${name}":"([^"]+)".*/\\1/'`;
+  const json = "-H 'content-type: application/json'";
+  const show = `-w '  (HTTP %{http_code})\\n'`;
+  const lines = [
+    '',
+    `The gateway is listening on ${url}, in front of an echo server that answers with the headers it received.`,
+    'Routes (demo/gateway.demo.yaml): /api/v1/public (no guard), /api/v1/profile (token required),',
+    '/api/v1/reports (plans premium and pro), /api/v1/races (free: one use a day; premium: 5 a day, 60 a minute),',
+    '/api/v1/signed (token required; its upstream also gets the identity signed in x-gateway-assertion),',
+    '/api/v1/live (a WebSocket for signed-in users), /api/v1/billing (a second factor required).',
+    '',
+    `In a browser, open ${page} : a page on another origin (the echo server's) that registers,`,
+    'logs in and calls these routes through CORS, opens a WebSocket with ?access_token=, and',
+    'registers a passkey and signs in with it.',
+    '',
+    'Every request is traced (OpenTelemetry, docs/tracing.md): the demo\'s terminal prints each trace within',
+    'a second, as a [demo traces] line with the route, status, decision and the time of each stage.',
+    '',
+    'In another terminal, paste these one by one:',
+    '',
+    '# 1. Register: every new account is on the free plan (a verification link is mailed: see the demo\'s terminal)',
+    `curl -s ${show} -X POST ${url}/api/v1/auth/register ${json} -d '{"email":"ada@example.com","password":"correct-horse-battery"}'`,
+    '',
+    '# 2. Log in, and keep the access token in a shell variable',
+    `TOKEN=$(curl -s -X POST ${url}/api/v1/auth/login ${json} -d '{"email":"ada@example.com","password":"correct-horse-battery"}' | sed -E 's/.*"access_token":"([^"]+)".*/\\1/'); echo "$TOKEN"`,
+    '',
+    '# 3. No token: 401, the upstream never sees the request',
+    `curl -s ${show} ${url}/api/v1/profile`,
+    '',
+    '# 4. With the token: the upstream receives x-user-id, x-user-plan, x-user-email, x-auth-method and',
+    '#    x-request-id, set by the gateway (the forged X-User-Plan sent here is removed, and the token is not forwarded)',
+    `curl -s ${show} ${url}/api/v1/profile -H "Authorization: Bearer $TOKEN" -H 'X-User-Plan: pro'`,
+    '',
+    '# 5. A premium/pro route on the free plan: 403, with the plans needed and where to upgrade',
+    `curl -s ${show} ${url}/api/v1/reports -H "Authorization: Bearer $TOKEN"`,
+    '',
+    '# 6. The free plan\'s daily quota: the first call goes through, the second one is refused with 429',
+    `curl -s ${show} ${url}/api/v1/races -H "Authorization: Bearer $TOKEN"`,
+    `curl -s ${show} ${url}/api/v1/races -H "Authorization: Bearer $TOKEN"`,
+    '',
+    '# 7. An upstream that wants proof gets x-gateway-assertion too: a JWT signed by the gateway\'s assertion',
+    '#    key, published (apart from the access-token key) at /.well-known/gateway-assertion-keys.json',
+    `curl -s ${show} ${url}/api/v1/signed -H "Authorization: Bearer $TOKEN"`,
+    `curl -s ${show} ${url}/.well-known/gateway-assertion-keys.json`,
+  ];
+  if (decisionsUrl) {
+    lines.push(
+      '',
+      '# 8. The same decisions for a proxy you already run (nginx auth_request, Caddy forward_auth: docs/decisions.md):',
+      '#    200 with the identity headers for the proxy to copy, or the denial for it to pass on, and nothing forwarded',
+      `curl -s -D - ${decisionsUrl}/decisions/api/v1/profile -H "Authorization: Bearer $TOKEN"`,
+      `curl -s ${show} ${decisionsUrl}/decisions -H 'X-Forwarded-Uri: /api/v1/reports' -H "Authorization: Bearer $TOKEN"`,
+    );
+  }
+  if (adminUrl) {
+    lines.push(
+      '',
+      '# 9. Upgrade the user (id 1, from step 1) to premium with the admin API: the same token now passes the',
+      '#    plan guard, because the gateway reads the plan from the database, not from the token',
+      `curl -s ${show} -X PUT ${adminUrl}/admin/v1/users/1/plan -H 'Authorization: Bearer ${adminKey}' ${json} -d '{"plan":"premium"}'`,
+      `curl -s ${show} ${url}/api/v1/reports -H "Authorization: Bearer $TOKEN"`,
+      '',
+      '# 10. Premium\'s quota (5 a day, 60 a minute): the daily route admits again, and says what is left',
+      `curl -s -D - -o /dev/null ${url}/api/v1/races -H "Authorization: Bearer $TOKEN" | grep -i '^ratelimit'`,
+    );
+  }
+  lines.push(
+    '',
+    '# 11. The sessions of the account: one per login, the one of this token marked current',
+    `curl -s ${show} ${url}/api/v1/user/sessions -H "Authorization: Bearer $TOKEN"`,
+    '',
+    '# 12. A forgotten password: the answer is the same whether the account exists or not. The reset link is',
+    '#     mailed; the demo\'s mail catcher prints it in the demo\'s terminal (as it printed the verification link',
+    '#     at step 1), and keeps its token in a file, which the next command waits for. Then a new password:',
+    `curl -s ${show} -X POST ${url}/api/v1/auth/password/forgot ${json} -d '{"email":"ada@example.com"}'`,
+    `RESET_TOKEN=$(until [ -s ${resetToken} ]; do sleep 0.2; done; cat ${resetToken}); echo "$RESET_TOKEN"`,
+    `curl -s ${show} -X POST ${url}/api/v1/auth/password/reset ${json} -d "{\\"token\\":\\"$RESET_TOKEN\\",\\"new_password\\":\\"a-brand-new-password\\"}"`,
+    '',
+    '# 13. The old password no longer works, the new one does; every session ended with the reset',
+    `curl -s ${show} -X POST ${url}/api/v1/auth/login ${json} -d '{"email":"ada@example.com","password":"correct-horse-battery"}'`,
+    `curl -s ${show} -X POST ${url}/api/v1/auth/login ${json} -d '{"email":"ada@example.com","password":"a-brand-new-password"}'`,
+    '',
+    '# 14. A route that needs a second factor (mfa: required): a password sign-in is refused with 403',
+    `TOKEN=$(curl -s ${login} | ${field('access_token')}); echo "$TOKEN"`,
+    `curl -s ${show} ${url}/api/v1/billing -H "Authorization: Bearer $TOKEN"`,
+    '',
+    '# 15. Enrol TOTP (from a sign-in at most 5 minutes old; the reset of step 12 verified the email). Scan the',
+    '#     otpauth URL with an authenticator app, or ask the demo\'s stand-in for one, then confirm with the code:',
+    `SECRET=$(curl -s -X POST ${url}/api/v1/auth/mfa/totp/enroll -H "Authorization: Bearer $TOKEN" | ${field('secret')}); echo "$SECRET"`,
+    `CODE=$(curl -s ${totp}/$SECRET); echo "$CODE"`,
+    `curl -s ${show} -X POST ${url}/api/v1/auth/mfa/totp/confirm -H "Authorization: Bearer $TOKEN" ${json} -d "{\\"code\\":\\"$CODE\\"}"`,
+    '',
+    '# 16. The password now gets no tokens: a 403 with an mfa_token, which a code turns into a pair at aal2',
+    '#     (each code is accepted once: this one is the code the app shows next, accepted already)',
+    `MFA_TOKEN=$(curl -s ${login} | ${field('mfa_token')}); echo "$MFA_TOKEN"`,
+    `TOKEN=$(curl -s -X POST ${url}/api/v1/auth/mfa/verify ${json} -d "{\\"mfa_token\\":\\"$MFA_TOKEN\\",\\"code\\":\\"$(curl -s "${totp}/$SECRET?next")\\"}" | ${field('access_token')}); echo "$TOKEN"`,
+    `curl -s ${show} ${url}/api/v1/billing -H "Authorization: Bearer $TOKEN"`,
+    '',
+    '# 17. Without a password: a sign-in link by email (the mail catcher prints it and keeps its token). This',
+    '#     user has TOTP, so the link too gets the 403 with an mfa_token: a link is one factor, as a password is',
+    `curl -s ${show} -X POST ${url}/api/v1/auth/magic-link ${json} -d '{"email":"ada@example.com"}'`,
+    `MAGIC_TOKEN=$(until [ -s ${magicToken} ]; do sleep 0.2; done; cat ${magicToken}); echo "$MAGIC_TOKEN"`,
+    `curl -s ${show} -X POST ${url}/api/v1/auth/magic-link/verify ${json} -d "{\\"token\\":\\"$MAGIC_TOKEN\\"}"`,
+    '',
+    `# 18. With an identity provider (OpenID Connect): on the browser page, "Sign in with Demo IdP" goes to the`,
+    `#     demo's own provider (sign in as ${DEMO_IDP_USER.login}, any password) and back with a login_code the page exchanges`,
+    '#     for a pair with amr ["fed"] (docs/identity-providers.md); "Sign in with GitHub (demo)" does the same',
+    `#     with a fake of GitHub's endpoints on this machine, where ${DEMO_GITHUB_LOGIN} approves at once (kind: github)`,
+  );
+  if (adminUrl) {
+    lines.push('', ...(consoleUrl ? ['# The console, for operators: this link signs you in, once, within 10 minutes:', `#    ${consoleUrl}`] : []),
+      `# ${consoleUrl ? 'After that, ' : 'The console, for operators: '}open ${adminUrl}/console/ and sign in with the admin key ${adminKey}`);
+  }
+  lines.push('', 'Press Ctrl-C to stop the demo (its data is deleted).', '');
+  return lines.join('\n');
+}
