@@ -13,7 +13,7 @@ import { refuseUnfitInput } from '../listener/inputs.js';
 import { combinedDocument, documentRoutes } from '../openapi.js';
 import { consoleRoutes } from './console.js';
 import { consoleOffReasons, consoleOrigin } from './consoleOrigin.js';
-import { memoryConsoleStore } from './consoleStore.js';
+import { memoryConsoleStore } from '../storage/consoleStore.js';
 import { adminRoutes } from './routes.js';
 
 export interface AdminOptions {

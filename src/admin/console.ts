@@ -19,7 +19,7 @@ import type { Metrics } from '../telemetry/metrics.js';
 import { countInstances } from '../storage/changeFeed.js';
 import { withTimeout } from '../time.js';
 import type { ConsoleOrigin } from './consoleOrigin.js';
-import type { ConsoleStore } from './consoleStore.js';
+import type { ConsoleStore } from '../storage/consoleStore.js';
 import { BEARER, CONSOLE_MARK_HEADER } from './routes.js';
 
 const SESSION_MS = 8 * 3600_000;

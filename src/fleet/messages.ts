@@ -1,7 +1,7 @@
 // What travels on the IPC channel between the fleet's primary (fleet/primary.ts) and its workers
 // (fleet/workerLink.ts), sent with structured clone: the configuration arrives as it was checked.
 import type { MetricObjectWithValues, MetricValue } from 'prom-client';
-import type { ConsoleStoreCall } from '../admin/consoleStore.js';
+import type { ConsoleStoreCall } from '../storage/consoleStore.js';
 import type { Config } from '../config/schema.js';
 
 export type Gathered = 'metrics' | 'readiness';

@@ -13,7 +13,7 @@ import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import type { Logger } from 'pino';
 import { AggregatorRegistry } from 'prom-client';
-import { memoryConsoleStore } from '../admin/consoleStore.js';
+import { memoryConsoleStore } from '../storage/consoleStore.js';
 import type { Config } from '../config/schema.js';
 import type { CheckState, Readiness, ReadinessStatus } from '../listener/health.js';
 import { isMessage, type Gathered, type Message, type MetricsJson } from './messages.js';

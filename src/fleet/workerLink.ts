@@ -3,7 +3,7 @@
 // alone (/metrics and /readyz over every worker, the console's sessions and tickets), and answers
 // the primary's gatherings with its own.
 import cluster from 'node:cluster';
-import type { ConsoleStore, ConsoleStoreCall } from '../admin/consoleStore.js';
+import type { ConsoleStore, ConsoleStoreCall } from '../storage/consoleStore.js';
 import type { Config } from '../config/schema.js';
 import type { Readiness } from '../listener/health.js';
 import { isMessage, type Gathered, type Message, type MetricsJson } from './messages.js';

@@ -7,7 +7,7 @@
 import type { Config } from '../config/schema.js';
 import { CorsPolicies } from '../routing/cors.js';
 import { RouteTable } from '../routing/routeTable.js';
-import { readUpstreamTls, type UpstreamTls } from '../proxy/upstreamTls.js';
+import { readUpstreamTls, type UpstreamTls } from './upstreamTls.js';
 
 /** Setting paths a reload applies to the running instance (reload.ts); the rest need a restart. */
 export const LIVE_SETTINGS = ['routes', 'upstreams', 'cors', 'plans', 'auth.rateLimit'] as const;

@@ -25,7 +25,7 @@ import { identityHeaders } from './identityHeaders.js';
 import { overridingMethods } from '../routing/methodOverrides.js';
 import type { RequestContext } from '../live/requestContext.js';
 import type { CompiledRoute } from '../routing/routeTable.js';
-import { untraced, type StoreCalls } from '../storage/storeCalls.js';
+import { untraced, type StoreCalls } from '../telemetry/storeCalls.js';
 import type { RequestTrace } from '../telemetry/tracing.js';
 
 /** What a route (or an own endpoint) asks of a request. */

@@ -20,7 +20,7 @@ import type { Denial } from '../errors.js';
 import type { RequestContexts } from '../live/requestContext.js';
 import { downstreamHeaders } from './headers.js';
 import { GOING_AWAY, type OpenSocket, type OpenSockets } from './openSockets.js';
-import type { UpstreamTls } from './upstreamTls.js';
+import type { UpstreamTls } from '../live/upstreamTls.js';
 
 // A relayed direction stops reading from its sender while this much is waiting to be written to
 // its receiver, and reads again below half of it: a fast sender cannot fill the gateway's memory.

@@ -7,7 +7,7 @@ import type { ChangeFeed } from './changeFeed.js';
 import type { Database } from './db.js';
 import { findActiveById, type User } from './users.js';
 import { findKeyOwner } from './apiKeys.js';
-import { untraced, type StoreCall, type StoreCalls } from './storeCalls.js';
+import { untraced, type StoreCall, type StoreCalls } from '../telemetry/storeCalls.js';
 
 const SELECT_USER: StoreCall = { system: 'postgresql', operation: 'SELECT', collection: 'users' };
 const SELECT_KEY: StoreCall = { system: 'postgresql', operation: 'SELECT', collection: 'api_tokens' };

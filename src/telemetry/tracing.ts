@@ -29,7 +29,7 @@ import { TraceIdRatioBasedSampler, SamplingDecision } from '@opentelemetry/sdk-t
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { IncomingHttpHeaders } from 'node:http';
 import { OTLP_PROTOCOLS, type OtlpProtocol } from '../config/schema.js';
-import type { StoreCall, StoreCalls } from '../storage/storeCalls.js';
+import type { StoreCall, StoreCalls } from './storeCalls.js';
 import { jsonExport, protobufExport } from './otlp.js';
 import { GatewaySpan, newTraceId, SpanKind, STATUS_ERROR, type Attributes, type SpanParent } from './spans.js';
 

@@ -9,7 +9,7 @@ import type { Acr, Tokens } from '../../credentials/tokens.js';
 import type { User } from '../../storage/users.js';
 import type { IdentityCache } from '../../storage/identityCache.js';
 import type { ApiKeyUsage } from '../../storage/apiKeyUsage.js';
-import { untraced, type StoreCalls } from '../../storage/storeCalls.js';
+import { untraced, type StoreCalls } from '../../telemetry/storeCalls.js';
 
 export type AuthMethod = 'bearer' | 'api-key';
 

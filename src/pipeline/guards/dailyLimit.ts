@@ -24,7 +24,7 @@ import type { ChangeFeed } from '../../storage/changeFeed.js';
 import type { Database } from '../../storage/db.js';
 import { BACKGROUND_TIMEOUT_MS, type RedisBreaker } from '../../storage/redis/breaker.js';
 import { dropKeys, eachKeyBatch, INCR_WITH_TTL } from '../../storage/redis/scripts.js';
-import { untraced, type StoreCall, type StoreCalls } from '../../storage/storeCalls.js';
+import { untraced, type StoreCall, type StoreCalls } from '../../telemetry/storeCalls.js';
 
 const GATE_CALL: StoreCall = { system: 'redis', operation: 'EVAL' };
 const GATE_DROP_CALL: StoreCall = { system: 'redis', operation: 'DEL' };

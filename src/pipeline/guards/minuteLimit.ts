@@ -29,7 +29,7 @@ import { LRUCache } from 'lru-cache';
 import type { RedisClient } from '../../storage/redis/client.js';
 import type { RedisBreaker } from '../../storage/redis/breaker.js';
 import { minuteBucketScript } from '../../storage/redis/scripts.js';
-import { untraced, type StoreCall, type StoreCalls } from '../../storage/storeCalls.js';
+import { untraced, type StoreCall, type StoreCalls } from '../../telemetry/storeCalls.js';
 
 const BUCKET_CALL: StoreCall = { system: 'redis', operation: 'EVALSHA' };
 import type { QuotaOutcome, QuotaState } from './quota.js';

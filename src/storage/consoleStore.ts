@@ -1,6 +1,6 @@
 // Where the console keeps its sessions and one-time sign-in tickets: by the SHA-256 of their
 // secret, in memory. One process holds them: the instance itself, or with server.workers the
-// primary (workers.ts), which every worker asks over the IPC channel, since node:cluster hands
+// primary (fleet/primary.ts), which every worker asks over the IPC channel, since node:cluster hands
 // each new connection to any worker and a session known to one only would sign the operator out
 // at the next connection.
 
