@@ -28,3 +28,11 @@ it('every relative link and image of the docs leads to a file that exists', () =
   });
   expect(missing).toEqual([]);
 });
+
+it('every file docs/architecture.md names (by its path under src/) exists', () => {
+  const text = readFileSync(new URL('docs/architecture.md', ROOT), 'utf8');
+  const named = [...new Set([...text.matchAll(/`((?:[\w-]+\/)*[\w-]+\.ts)`/g)].map((m) => m[1]!))];
+  const missing = named.filter((file) => !existsSync(new URL(file, ROOT)) && !existsSync(new URL(`src/${file}`, ROOT)));
+  expect(named.length).toBeGreaterThan(40);
+  expect(missing).toEqual([]);
+});
