@@ -12,6 +12,8 @@ RUN npm run build && npm prune --omit=dev
 # Runtime stage: only what `node dist/cli.js start` needs, run as the unprivileged `node` user.
 FROM node:26-bookworm-slim
 ENV NODE_ENV=production
+# Every interface inside the container (the gateway's own default on embedded storage is loopback).
+ENV HOST=0.0.0.0
 WORKDIR /app
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist

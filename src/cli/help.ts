@@ -36,6 +36,8 @@ ${CONFIG_OPTION}
 Environment:
   GATEWAY_CONFIG     the configuration file when --config is not given
   PORT, HOST         override server.port and server.host
+  ADMIN_PORT, ADMIN_HOST, DECISIONS_PORT, DECISIONS_HOST, REDIS_KEY_PREFIX
+                     override admin.*, decisions.* and storage.redisKeyPrefix
   LOG_LEVEL          start: ${LOG_LEVELS.join(', ')} (default info)
   and every \${VAR} the configuration file names
 

@@ -1,7 +1,7 @@
 // `gateway users …` and `gateway audit`: accounts changed and listed, directly in the database or
 // through a running gateway's admin API (--admin).
 import { loadConfig } from '../config/load.js';
-import { knownPlans } from '../pipeline/index.js';
+import { knownPlans } from '../pipeline/plans.js';
 import type { Queryable } from '../storage/db.js';
 import { columns, CommandError, print, UsageError, withDatabase, type Args } from './command.js';
 

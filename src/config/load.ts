@@ -1,4 +1,5 @@
-// Loads gateway.yaml: YAML parsing, ${VAR} substitution, validation, then the PORT/HOST overrides.
+// Loads gateway.yaml: YAML parsing, ${VAR} substitution, the environment's overrides (PORT, HOST,
+// ADMIN_*, DECISIONS_*, REDIS_KEY_PREFIX), then validation.
 // After this, nothing in the gateway reads process.env.
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -37,15 +38,49 @@ export function parseConfig(text: string, file: string, env: Env = {}): Config {
   const doc = parseDocument(masked);
   if (doc.errors.length) throw new ConfigError(file, doc.errors.map((e) => `YAML: ${e.message.split('\n')[0]}`));
   substituteEnv(doc, new RegExp(`__gwenv${nonce}_(\\d+)__`, 'g'), references, env, file);
-  const raw = doc.toJS() ?? {};
+  const raw = withEnvironment(doc.toJS() ?? {}, env, file);
   // Zod's own wording ("Invalid input: expected array, received string") is marked, to be
   // replaced by what the schema expects there (expected()); a message the schema gives is kept.
   const result = configSchema.safeParse(raw, { error: (issue) => `${GENERIC}${zodMessage(issue)}`, reportInput: true });
   if (!result.success) throw new ConfigError(file, problems(result.error.issues));
   const config = result.data;
-  if (env.PORT) config.server.port = validPort(env.PORT, 'PORT', file);
-  if (env.HOST) config.server.host = env.HOST;
+  // server.host unset: loopback on embedded storage (`npm start` on a laptop is not a server for
+  // the café's network), every interface with Postgres (a deployment behind its load balancer).
+  if (sectionOf(raw, 'server')?.host == null && config.storage.postgres) config.server.host = '0.0.0.0';
   return config;
+}
+
+/** What the environment sets over the file (CONTRACT §1, §25): a variable's name, where it goes, and whether it is a port. */
+const ENV_OVERRIDES = [
+  ['PORT', 'server', 'port'], ['HOST', 'server', 'host'],
+  ['ADMIN_PORT', 'admin', 'port'], ['ADMIN_HOST', 'admin', 'host'],
+  ['DECISIONS_PORT', 'decisions', 'port'], ['DECISIONS_HOST', 'decisions', 'host'],
+  ['REDIS_KEY_PREFIX', 'storage', 'redisKeyPrefix'],
+] as const;
+
+/**
+ * The file's values with the environment's overrides, before validation: the checks between
+ * settings see what the gateway will run with (DECISIONS_PORT may open the listener a
+ * decision-only route needs). An empty variable (an unset compose one) leaves the file's value.
+ */
+function withEnvironment(raw: unknown, env: Env, file: string): unknown {
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return raw;
+  const doc = raw as Record<string, unknown>;
+  for (const [name, section, key] of ENV_OVERRIDES) {
+    const text = env[name];
+    if (!text) continue;
+    const value = key === 'port' ? validPort(text, name, file) : text;
+    // A section that is not a map is left for the schema to refuse.
+    if (doc[section] == null) doc[section] = { [key]: value };
+    else if (sectionOf(doc, section)) (doc[section] as Record<string, unknown>)[key] = value;
+  }
+  return doc;
+}
+
+/** A top-level section of the parsed file when it is a map. */
+function sectionOf(raw: unknown, section: string): Record<string, unknown> | undefined {
+  const value = (raw as Record<string, unknown> | null)?.[section];
+  return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
 }
 
 const GENERIC = '\u0000';

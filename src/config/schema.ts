@@ -83,7 +83,8 @@ const consoleOriginUrl = z.string()
 // parsed like it, so `gateway schema` can show them (a default is the parsed value, a number).
 export const configSchema = z.strictObject({
   server: z.strictObject({
-    host: z.string().default('0.0.0.0'),
+    // Unset: 127.0.0.1 on embedded storage, 0.0.0.0 with storage.postgres (config/load.ts).
+    host: z.string().default('127.0.0.1').meta({ description: 'The address to listen on; HOST overrides it. Unset: 127.0.0.1 on embedded storage (a laptop), 0.0.0.0 with storage.postgres (a deployment).' }),
     port: port.default(8080),
     // Processes serving these ports (node:cluster, CONTRACT §18): each one a whole instance, so
     // more than one needs storage.postgres. `auto`: one per CPU the process may use.

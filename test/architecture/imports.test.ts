@@ -104,6 +104,22 @@ function roomGraph(graph: Map<string, string[]>): Map<string, string[]> {
   return new Map([...rooms].map(([room, targets]) => [room, [...targets]]));
 }
 
+/** The files and packages `entry` loads when it starts: its static imports and theirs, type-only ones left out (erased). */
+function loadedAtStart(entry: string): Set<string> {
+  const VALUE_IMPORT = /^\s*(?:import|export)\s+(?!type\s)(?:[^'"]*?from\s+)?'([^']+)'/gm;
+  const seen = new Set<string>();
+  const visit = (file: string) => {
+    if (seen.has(file)) return;
+    seen.add(file);
+    for (const [, spec] of readFileSync(path.join(SRC, file), 'utf8').matchAll(VALUE_IMPORT)) {
+      if (spec!.startsWith('.')) visit(path.relative(SRC, path.resolve(path.dirname(path.join(SRC, file)), spec!.replace(/\.js$/, '.ts'))));
+      else seen.add(spec!);
+    }
+  };
+  visit(entry);
+  return seen;
+}
+
 describe('module dependencies', () => {
   const graph = importGraph();
   const packages = packageImports();
@@ -148,6 +164,12 @@ describe('module dependencies', () => {
 
   it('the account system has one door: nothing outside auth/ imports past auth/index.ts', () => {
     expect(refused(graph, (f) => !f.startsWith('auth/'), (t) => !t.startsWith('auth/') || t === 'auth/index.ts')).toEqual([]);
+  });
+
+  it('the command line starts light: `gateway --help` and `gateway health` load no framework, client or pipeline', () => {
+    const loaded = [...loadedAtStart('cli.ts')];
+    expect(loaded.filter((m) => ['fastify', 'undici', 'ioredis', 'pg', 'jose', 'argon2', '@electric-sql/pglite'].includes(m) || ((m.startsWith('pipeline/') || m.startsWith('auth/') || m === 'server.ts') && !LEAVES.has(m)))).toEqual([]);
+    expect(loaded).toContain('cli/commands.ts');
   });
 
   it('leaves import nothing above them', () => {

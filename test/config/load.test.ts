@@ -34,7 +34,8 @@ routes:
 describe('parseConfig', () => {
   it('an empty file gives the documented defaults', () => {
     const config = parseConfig('', FILE);
-    expect(config.server).toEqual({ host: '0.0.0.0', port: 8080, workers: 1, bodyLimit: 1024 * 1024, trustProxy: false, shutdownDelay: 5000 });
+    // Embedded storage: a laptop's `npm start` listens on loopback only (CONTRACT §25).
+    expect(config.server).toEqual({ host: '127.0.0.1', port: 8080, workers: 1, bodyLimit: 1024 * 1024, trustProxy: false, shutdownDelay: 5000 });
     expect(config.storage.postgresDirect).toBe('');
     expect(parseConfig('server:\n  shutdownDelay: 0s\n', FILE).server.shutdownDelay).toBe(0);
     expect(config.storage).toMatchObject({ postgres: '', redis: '', redisKeyPrefix: 'gw:', migrate: true });
@@ -62,6 +63,14 @@ describe('parseConfig', () => {
     expect(config.storage.postgres).toBe('');
     expect(config.upstreams.app!.url).toBe('http://127.0.0.1:3000');
     expect(config.routes.length).toBeGreaterThan(0);
+    // It does not set server.host: loopback here, every interface once DATABASE_URL names Postgres.
+    expect(config.server.host).toBe('127.0.0.1');
+    expect(parseConfig(text, 'gateway.yaml', { DATABASE_URL: 'postgres://db/gw' }).server.host).toBe('0.0.0.0');
+  });
+
+  it('the image listens on every interface: the Dockerfile sets HOST=0.0.0.0', () => {
+    const dockerfile = readFileSync(new URL('../../Dockerfile', import.meta.url), 'utf8');
+    expect(dockerfile).toMatch(/^ENV HOST=0\.0\.0\.0$/m);
   });
 
   describe('${VAR} substitution', () => {
@@ -128,6 +137,32 @@ describe('parseConfig', () => {
       // users.daily_usage is a Postgres integer: past it, every counting UPDATE would fail with a 500.
       expect(parseConfig(text, FILE, { LIMIT: '2147483647' }).plans.freeDailyLimit).toBe(2_147_483_647);
       expect(configError(text, { LIMIT: '2147483648' }).problems).toEqual([expect.stringMatching(/^plans\.freeDailyLimit: .*2147483647/)]);
+    });
+
+    it('server.host, when the file does not set it, follows the storage: loopback embedded, every interface with Postgres', () => {
+      expect(parseConfig('', FILE).server.host).toBe('127.0.0.1');
+      expect(parseConfig('storage:\n  postgres: postgres://db/gw\n', FILE).server.host).toBe('0.0.0.0');
+      expect(parseConfig('storage:\n  postgres: ${DATABASE_URL:-}\n', FILE, { DATABASE_URL: 'postgres://db/gw' }).server.host).toBe('0.0.0.0');
+      expect(parseConfig('storage:\n  postgres: ${DATABASE_URL:-}\n', FILE, {}).server.host).toBe('127.0.0.1');
+      expect(parseConfig('server:\n  host: 0.0.0.0\n', FILE).server.host).toBe('0.0.0.0');
+      expect(parseConfig('server:\n  host: 10.0.0.5\nstorage:\n  postgres: postgres://db/gw\n', FILE).server.host).toBe('10.0.0.5');
+    });
+
+    it('every listener\'s host and port and the Redis key prefix come from the environment too (CONTRACT §25)', () => {
+      const env = { ADMIN_HOST: '0.0.0.0', ADMIN_PORT: '9999', DECISIONS_HOST: '10.0.0.2', DECISIONS_PORT: '9191', REDIS_KEY_PREFIX: 'tenant-a:' };
+      const config = parseConfig('admin:\n  host: 127.0.0.1\n  port: 9090\nstorage:\n  redisKeyPrefix: "gw:"\n', FILE, env);
+      expect(config.admin).toMatchObject({ host: '0.0.0.0', port: 9999 });
+      expect(config.decisions).toMatchObject({ host: '10.0.0.2', port: 9191 });
+      expect(config.storage.redisKeyPrefix).toBe('tenant-a:');
+      expect(configError('', { ADMIN_PORT: 'http' }).problems).toEqual(['ADMIN_PORT: expected a port number, got "http"']);
+      expect(configError('', { DECISIONS_PORT: '70000' }).problems).toEqual(['DECISIONS_PORT: expected a port number, got "70000"']);
+      // Applied before the checks, which see the values the gateway will run with: a decision-only
+      // route needs the decisions listener, which DECISIONS_PORT may open (or close).
+      const decisionOnly = 'routes:\n  - { path: /api/check, auth: required }\n';
+      expect(parseConfig(decisionOnly, FILE, { DECISIONS_PORT: '9191' }).decisions.port).toBe(9191);
+      expect(configError(`decisions:\n  port: 9191\n${decisionOnly}`, { DECISIONS_PORT: '0' }).problems).toEqual([expect.stringMatching(/^routes\[0\]\.upstream: required unless decisions\.port is set/)]);
+      // Empty (as `${VAR:-}` or an unset compose variable gives): the file's value stands.
+      expect(parseConfig('admin:\n  port: 9090\n', FILE, { ADMIN_PORT: '' }).admin.port).toBe(9090);
     });
 
     it('PORT and HOST in the environment override server.port and server.host', () => {
@@ -248,7 +283,7 @@ describe('parseConfig', () => {
       expect(problems('server:\n  tls: yes\n')).toEqual(['server.tls: expected a map, e.g. { certFile: tls/cert.pem, keyFile: tls/key.pem }']);
       expect(problems('upstreams:\n  app: http://127.0.0.1:3000\n')).toEqual(['upstreams.app: expected a map, e.g. { url: http://127.0.0.1:3000 }']);
       // Text, a missing key, a map's key, a size.
-      expect(problems('server:\n  host: 8\n')).toEqual(['server.host: expected text, e.g. 0.0.0.0']);
+      expect(problems('server:\n  host: 8\n')).toEqual(['server.host: expected text, e.g. 127.0.0.1']);
       expect(problems('auth:\n  mfa:\n    issuer: 42\n')).toEqual(['auth.mfa.issuer: expected non-empty text, e.g. auth-gateway']);
       expect(problems('cors:\n  credentials: true\n')).toEqual(['cors.origins: missing; expected a list of origins, e.g. [https://app.example.com]']);
       expect(problems('plans:\n  limits:\n    Gold: { daily: 3 }\n')).toEqual(['plans.limits: key "Gold": expected a plan name: lower-case letters, digits, - and _, starting with a letter, at most 32']);
@@ -256,7 +291,7 @@ describe('parseConfig', () => {
     });
 
     it('a section of the wrong type is one problem, not also what the rules between keys then read in it', () => {
-      expect(configError('server: 5\n').problems).toEqual(['server: expected a map, e.g. { host: 0.0.0.0 }']);
+      expect(configError('server: 5\n').problems).toEqual(['server: expected a map, e.g. { host: 127.0.0.1 }']);
       expect(configError('auth:\n  jwt: []\n').problems).toEqual(['auth.jwt: expected a map, e.g. { algorithm: HS256 }']);
       expect(configError(`${ROUTES}  - { path: /a, upstream: 5 }\n`).problems).toEqual(['routes[0].upstream: expected non-empty text, e.g. app']);
     });
