@@ -164,6 +164,6 @@ function readCa(file: string): string {
   try {
     return readFileSync(file, 'utf8');
   } catch (err) {
-    throw new Error(`webhooks.caFile: cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
+    throw new Error(`webhooks.caFile: cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`, { cause: err });
   }
 }

@@ -138,7 +138,7 @@ describeWithServices('malformed requests', () => {
         const code = (err as NodeJS.ErrnoException).code;
         // The gateway may answer an oversized request and close before the client has sent it all.
         if ((code === 'EPIPE' || code === 'ECONNRESET') && b !== undefined && b.length > BODY_LIMIT) return;
-        throw new Error(`${what}: ${String(err)}`);
+        throw new Error(`${what}: ${String(err)}`, { cause: err });
       }
       expectDocumented(res, m, what);
     }), fuzzRuns(150, {
