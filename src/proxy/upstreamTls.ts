@@ -11,10 +11,14 @@ import { Agent, buildConnector } from 'undici';
 import type { UpstreamTls } from '../live/upstreamTls.js';
 
 const CONNECT_TIMEOUT_MS = 10_000;
+// HTTP/1.1 to upstreams, as the header rules and the pool (one request per connection at a time)
+// are written for: undici 8 would otherwise offer h2 in ALPN and speak it to any upstream that
+// takes it (test/proxy/upstreamTls.test.ts).
+const HTTP1_ONLY = { allowH2: false } as const;
 
 /** The Agent the proxy sends through; `tlsFor` gives the current setup of an origin (live). */
 export function upstreamAgent(options: Agent.Options, tlsFor: (origin: string) => UpstreamTls | undefined): Agent {
-  const plain = buildConnector({ timeout: CONNECT_TIMEOUT_MS });
+  const plain = buildConnector({ ...HTTP1_ONLY, timeout: CONNECT_TIMEOUT_MS });
   // One connector per setup, so TLS sessions are resumed across connections to the same upstream.
   const connectors = new WeakMap<UpstreamTls, buildConnector.connector>();
   const connect: buildConnector.connector = (target, callback) => {
@@ -22,10 +26,10 @@ export function upstreamAgent(options: Agent.Options, tlsFor: (origin: string) =
     if (!tls) return plain(target, callback);
     let connector = connectors.get(tls);
     if (!connector) {
-      connector = buildConnector({ timeout: CONNECT_TIMEOUT_MS, secureContext: tls.secureContext, servername: tls.servername });
+      connector = buildConnector({ ...HTTP1_ONLY, timeout: CONNECT_TIMEOUT_MS, secureContext: tls.secureContext, servername: tls.servername });
       connectors.set(tls, connector);
     }
     return connector(target, callback);
   };
-  return new Agent({ ...options, connect });
+  return new Agent({ ...options, ...HTTP1_ONLY, connect });
 }

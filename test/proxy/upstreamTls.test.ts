@@ -2,6 +2,8 @@
 // that demands one (mTLS), a server name other than the URL's host; files read again on reload.
 // The upstream is a real HTTPS server with requestCert; the certificates come from openssl.
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createSecureServer } from 'node:http2';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -120,6 +122,28 @@ describeWithServices('upstreams over TLS', () => {
     }
   });
 
+  it('speaks HTTP/1.1 to an upstream that also offers HTTP/2 (undici 8 would negotiate h2 by default)', async () => {
+    const server = pki.issue('h2', { cn: 'h2.internal', names: ['h2.internal'] });
+    const seen: string[] = [];
+    const h2 = createSecureServer({ key: server.key, cert: server.cert, allowHTTP1: true }, (req, res) => {
+      seen.push(req.httpVersion);
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ httpVersion: req.httpVersion }));
+    });
+    await new Promise<void>((resolve) => h2.listen(0, '127.0.0.1', resolve));
+    const url = `https://127.0.0.1:${(h2.address() as AddressInfo).port}`;
+    const own = await startTestGateway(testConfig({
+      upstreams: { app: { url, tls: { caFile: pki.caFile, serverName: 'h2.internal' } } }, routes: [{ path: '/x', upstream: 'app', auth: 'none' }],
+    }));
+    try {
+      const res = await own.get('/x/y');
+      expect(res.status).toBe(200);
+      expect(res.json).toEqual({ httpVersion: '1.1' });
+      expect(seen).toEqual(['1.1']);
+    } finally {
+      await own.close();
+      await new Promise((resolve) => h2.close(resolve));
+    }
+  });
 });
 
 describe('upstream tls settings', () => {
