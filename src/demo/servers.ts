@@ -5,7 +5,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { authenticator } from 'otplib';
+import { generateSync } from 'otplib';
 import type { SMTPServer } from 'smtp-server';
 import { WebSocketServer } from 'ws';
 
@@ -67,7 +67,7 @@ export function startEchoUpstream(gatewayUrl: () => string, inbox: Inbox): Promi
  */
 function totpCode(secret: string, next: boolean): string | undefined {
   if (!/^[A-Z2-7]+=*$/.test(secret)) return undefined;
-  return authenticator.clone({ epoch: Date.now() + (next ? 30_000 : 0) }).generate(secret);
+  return generateSync({ secret, epoch: Math.floor((Date.now() + (next ? 30_000 : 0)) / 1000) });
 }
 
 /** Quoted-printable (RFC 2045 §6.7), as nodemailer encodes French text: soft line breaks, then =XX bytes. */

@@ -2,7 +2,7 @@
 // actor, IP and user agent, never a secret; none when the change fails; one when two instances race
 // on the same change; the admin API's listing (filters, keyset pages); the retention purge; the CLI.
 import type { FastifyInstance } from 'fastify';
-import { authenticator } from 'otplib';
+import { authenticator } from '../helpers/totp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildAdminApp } from '../../src/admin/app.js';
 import { parseConfig } from '../../src/config/load.js';

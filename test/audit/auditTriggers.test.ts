@@ -5,7 +5,7 @@
 // fails: a Postgres trigger of the test's own refuses the event (the change must go too), or
 // refuses the change at COMMIT, after its event was written (the event must go too).
 import type { FastifyInstance } from 'fastify';
-import { authenticator } from 'otplib';
+import { authenticator } from '../helpers/totp.js';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';

@@ -5,7 +5,7 @@
 // body is checked to differ, so an endpoint that dropped a chunked body could not pass.
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
-import { authenticator } from 'otplib';
+import { authenticator } from '../helpers/totp.js';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { buildAdminApp } from '../../src/admin/app.js';
 import { s256 } from '../../src/auth/providers/oidc.js';

@@ -1,7 +1,7 @@
 // A refused credential is one `request denied` line (issue 27: failed logins left no trace,
 // although docs/operating.md promises a line for every 401): the reason and the account when
 // known are in the log, the password never; the client sees one answer whatever the reason.
-import { authenticator } from 'otplib';
+import { authenticator } from '../helpers/totp.js';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { bearer, closeSql, describeWithServices, makeUser, newEmail, newPassword, sql, startTestGateway, testConfig, type TestGateway } from '../helpers/gateway.js';
 import type { HttpResponse } from '../helpers/http.js';

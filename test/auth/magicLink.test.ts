@@ -1,6 +1,6 @@
 // Sign-in links by email (CONTRACT §14), on two instances sharing one database, with a real SMTP
 // server: links are read out of the messages it received, TOTP codes computed from the secret.
-import { authenticator } from 'otplib';
+import { authenticator } from '../helpers/totp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256Hex } from '../../src/credentials/digest.js';
 import {

@@ -1,6 +1,6 @@
 // TOTP second factor (CONTRACT §14) through the HTTP API, on two instances sharing one database:
 // codes are computed from the secret the enrolment answered, at the gateways' clock.
-import { authenticator } from 'otplib';
+import { authenticator } from '../helpers/totp.js';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import {
   bearer, claims, closeSql, describeWithServices, makeUser, sql, startTwoGateways, testClock, testConfig, type TestGateway, type TestUser,

@@ -1,7 +1,7 @@
 // CONTRACT §14: 10 wrong second-factor codes for a user within 15 minutes lock code verification
 // for that user for 15 minutes (429, Retry-After), across instances and whatever mfa_tokens the
 // codes came with; the window starts again after 15 minutes; the lock ends on its own.
-import { authenticator } from 'otplib';
+import { authenticator } from '../helpers/totp.js';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { bearer, closeSql, describeWithServices, makeUser, sql, startTwoGateways, testClock, testConfig, type TestGateway, type TestUser } from '../helpers/gateway.js';
 

@@ -4,7 +4,7 @@
 // callback or the exchange on the other. What is asserted is what a browser and an application
 // see: statuses, Location, cookies, fragments, bodies, and the rows left behind.
 import { randomBytes, randomUUID } from 'node:crypto';
-import { authenticator } from 'otplib';
+import { authenticator } from '../helpers/totp.js';
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
 import { s256 } from '../../src/auth/providers/oidc.js';
 import { sha256Hex } from '../../src/credentials/digest.js';

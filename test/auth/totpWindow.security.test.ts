@@ -2,7 +2,7 @@
 // the current 30 s step or of one step either side signs in, two steps away is refused at both
 // edges, and once a step was used no step up to it is accepted again (an older code that a
 // shoulder-surfer or a phishing page captured is as dead as the one used).
-import { authenticator } from 'otplib';
+import { authenticator } from '../helpers/totp.js';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import {
   bearer, closeSql, describeWithServices, makeUser, startTestGateway, testClock, testConfig, type TestGateway, type TestUser,

@@ -1,7 +1,7 @@
 // `mfa: required` routes (CONTRACT §14): proxied requests, decisions and WebSocket upgrades let
 // through only access tokens from a second-factor sign-in; a password-only token and an API key
 // get 403, nothing reaches the upstream.
-import { authenticator } from 'otplib';
+import { authenticator } from '../helpers/totp.js';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { bearer, closeSql, describeWithServices, makeUser, marker, startDecidingGateway, type TestGateway } from '../helpers/gateway.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';

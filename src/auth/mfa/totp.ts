@@ -2,13 +2,15 @@
 // a key generated once in gateway_secrets), and recovery codes (80 random bits each, stored as
 // SHA-256: no slow hash is needed for a secret that cannot be guessed).
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
-import { authenticator } from 'otplib';
+import { generateSecret, verifySync } from 'otplib';
 import type { Queryable } from '../../storage/db.js';
 import { getOrCreateSecret } from '../../storage/secrets.js';
 import { sha256Hex } from '../../credentials/digest.js';
 
 const STEP_MS = 30_000;
 const RECOVERY_CODES = 10;
+/** The window: the current step, then the one before, then the one after (otplib 12's checkDelta order). */
+const WINDOW = [0, -1, 1];
 
 export interface Totp {
   newSecret(): string;
@@ -22,8 +24,8 @@ export interface Totp {
 export async function createTotp(db: Queryable): Promise<Totp> {
   const key = Buffer.from((await getOrCreateSecret(db, 'mfa_totp_key', randomBytes(32).toString('base64'))).value, 'base64');
   return {
-    newSecret: () => authenticator.generateSecret(20),
-    otpauthUrl: (issuer, email, secret) => authenticator.keyuri(email, issuer, secret),
+    newSecret: () => generateSecret({ length: 20 }),
+    otpauthUrl,
     encrypt(secret) {
       const iv = randomBytes(12);
       const cipher = createCipheriv('aes-256-gcm', key, iv);
@@ -38,10 +40,21 @@ export async function createTotp(db: Queryable): Promise<Totp> {
     },
     stepOf(secret, code, now) {
       if (!/^\d{6}$/.test(code)) return undefined;
-      const delta = authenticator.clone({ window: 1, epoch: now.getTime() }).checkDelta(code, secret);
-      return delta === null ? undefined : Math.floor(now.getTime() / STEP_MS) + delta;
+      const current = Math.floor(now.getTime() / STEP_MS);
+      // Each step checked on its own (otplib's epoch is in seconds; no tolerance), so that a code
+      // two steps share, one time in a million, is taken as the current step's, as before.
+      return WINDOW.map((delta) => current + delta).find((step) => verifySync({ secret, token: code, epoch: (step * STEP_MS) / 1000 }).valid);
     },
   };
+}
+
+/**
+ * The otpauth:// URL of the QR code, as otplib 12 wrote it (otplib 13's generateURI leaves out the
+ * default period, digits and algorithm, and orders the parameters otherwise): apps read both, and
+ * what an enrolment shows stays what the docs and tests show.
+ */
+function otpauthUrl(issuer: string, email: string, secret: string): string {
+  return `otpauth://totp/${encodeURIComponent(issuer)}:${encodeURIComponent(email)}?secret=${secret}&period=30&digits=6&algorithm=SHA1&issuer=${encodeURIComponent(issuer)}`;
 }
 
 /** Ten new recovery codes, as shown once to the user (xxxxx-xxxxx-xxxxx-xxxxx, 80 bits). */
