@@ -1,0 +1,99 @@
+// Mutation testing of the security-critical rooms (issue 46): `npm run mutation`. Stryker changes
+// one expression at a time in the files of `mutate` and runs the tests that cover it; a change no
+// test notices (a surviving mutant) is a hole in the tests, or an equivalent change listed with its
+// reason in test/mutation-survivors.md. Nothing here disables a mutator or ignores a mutant.
+/** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
+export default {
+  packageManager: 'npm',
+  testRunner: 'vitest',
+  checkers: ['typescript'],
+  tsconfigFile: 'tsconfig.json',
+  // Each mutant runs only the tests that executed its code in the first, unmutated run.
+  coverageAnalysis: 'perTest',
+  mutate: [
+    // Credentials: access and refresh tokens, passwords and API keys, digests, the upstream assertion.
+    'src/auth/tokens.ts',
+    'src/auth/credentials.ts',
+    'src/auth/apiKeys.ts',
+    'src/digest.ts',
+    'src/assertion/*.ts',
+    // The pipeline and its guards.
+    'src/pipeline.ts',
+    'src/identityHeaders.ts',
+    'src/plans.ts',
+    'src/guards/authenticate.ts',
+    'src/guards/plan.ts',
+    'src/guards/quota.ts',
+    // The second factor.
+    'src/auth/totp.ts',
+    'src/auth/factor.ts',
+    // Sign-in providers.
+    'src/auth/oidc.ts',
+    'src/auth/github.ts',
+    'src/auth/signInProvider.ts',
+    // Path normalisation.
+    'src/routing/paths.ts',
+    // The admin key check: the admin API's hook, and the console's two doors that take the key
+    // (sign-in form, sign-in links). Line ranges: move them with the code.
+    'src/admin/routes.ts:172-185',
+    'src/admin/console.ts:127-133',
+    'src/admin/console.ts:145-149',
+  ],
+  // The tests that drive these rooms in this process. Tests that spawn dist/cli.js run a build of
+  // the unmutated code in a child process: they cannot see a mutant, and would only slow the run.
+  testFiles: [
+    // Unit tests of the pure functions: fast, and first to kill a mutant.
+    'test/auth/credentials.test.ts',
+    'test/auth/signInProvider.test.ts',
+    'test/auth/totp.test.ts',
+    'test/guards/quota.test.ts',
+    'test/pipeline/identityHeaders.test.ts',
+    // End to end, in this process.
+    'test/auth/tokens.test.ts',
+    'test/auth/login.test.ts',
+    'test/auth/refresh.test.ts',
+    'test/user/apiKeys.test.ts',
+    'test/assertion/*.test.ts',
+    'test/pipeline/pipeline.test.ts',
+    'test/guards/authenticate.test.ts',
+    'test/guards/planAndDaily.test.ts',
+    'test/guards/planList.security.test.ts',
+    'test/guards/planQuotas.test.ts',
+    'test/auth/mfa.test.ts',
+    'test/auth/totpWindow.security.test.ts',
+    'test/auth/factor.security.test.ts',
+    'test/auth/oidc.test.ts',
+    'test/auth/oidcBinding.test.ts',
+    'test/auth/oidcDomains.test.ts',
+    'test/auth/oidcNonce.security.test.ts',
+    'test/auth/oidcReturnTo.test.ts',
+    'test/auth/github.test.ts',
+    'test/routing/paths.test.ts',
+    'test/proxy/routing.security.test.ts',
+    'test/proxy/separators.security.test.ts',
+    'test/proxy/spellings.security.test.ts',
+    'test/proxy/caseFolds.security.test.ts',
+    'test/proxy/headers.test.ts',
+    'test/admin/adminKey.security.test.ts',
+    // The pipeline's stages as spans: their names and the store calls under each.
+    'test/telemetry/tracing.test.ts',
+  ],
+  // Exactly the files above, not vitest's guess of the tests related to a mutated file.
+  vitest: { related: false },
+  // Two cores, shared: two test runners at most.
+  concurrency: 2,
+  // The first run starts gateways against Postgres and Redis for every file above.
+  dryRunTimeoutMinutes: 30,
+  // A loaded machine is slow, not broken: a mutant gets 3x the test's time plus 10 s before it
+  // counts as a timeout (which counts as detected).
+  timeoutFactor: 3,
+  timeoutMS: 10_000,
+  ignorePatterns: ['dist', 'reports', 'bench', 'coverage', 'test-artifacts', 'data'],
+  // event-recorder: one file per tested mutant in reports/mutation/events, readable while a long run goes on.
+  reporters: ['clear-text', 'progress', 'html', 'json', 'event-recorder'],
+  eventReporter: { baseDir: 'reports/mutation/events' },
+  htmlReporter: { fileName: 'reports/mutation/mutation.html' },
+  jsonReporter: { fileName: 'reports/mutation/mutation.json' },
+  incrementalFile: 'reports/stryker-incremental.json',
+  thresholds: { high: 90, low: 85, break: null },
+};
