@@ -1,0 +1,73 @@
+// Unit tests of src/guards/quota.ts and src/plans.ts: the RateLimit fields a counted route sends,
+// the seconds to the daily reset, and each plan's limits (CONTRACT §12). End to end, the same
+// fields are in planQuotas.test.ts and planAndDaily.test.ts.
+import { describe, expect, it } from 'vitest';
+import { rateLimitHeaders, secondsToUtcMidnight } from '../../src/guards/quota.js';
+import { dailyRemaining, knownPlans, planLimitsOf, usedToday } from '../../src/plans.js';
+import type { Config } from '../../src/config/schema.js';
+
+describe('rateLimitHeaders', () => {
+  it('one item per limit, in order, with its quota, window, remainder and reset', () => {
+    expect(rateLimitHeaders([
+      { policy: 'minute', limit: 10, windowSec: 60, remaining: 3, resetSec: 7 },
+      { policy: 'daily', limit: 100, windowSec: 86_400, remaining: 99, resetSec: 3600 },
+    ])).toEqual({
+      'ratelimit-policy': '"minute";q=10;w=60, "daily";q=100;w=86400',
+      ratelimit: '"minute";r=3;t=7, "daily";r=99;t=3600',
+    });
+  });
+});
+
+describe('secondsToUtcMidnight', () => {
+  it('counts whole seconds to the next UTC midnight, rounding a fraction up', () => {
+    expect(secondsToUtcMidnight(new Date('2026-11-26T23:59:59.000Z'))).toBe(1);
+    expect(secondsToUtcMidnight(new Date('2026-11-26T23:59:59.001Z'))).toBe(1);
+    expect(secondsToUtcMidnight(new Date('2026-11-26T23:59:58.500Z'))).toBe(2);
+    expect(secondsToUtcMidnight(new Date('2026-11-26T00:00:00.000Z'))).toBe(86_400);
+    expect(secondsToUtcMidnight(new Date('2026-12-31T12:00:00.000Z'))).toBe(43_200);
+  });
+});
+
+const plans = (over: Partial<Config['plans']> = {}): Config['plans'] => ({ limits: {}, ...over }) as Config['plans'];
+
+describe('planLimitsOf', () => {
+  it('without limits: the spec, free once a day, every other plan unlimited, no burst limit', () => {
+    expect(planLimitsOf(plans(), 'free')).toEqual({ daily: 1, perMinute: null });
+    expect(planLimitsOf(plans(), 'premium')).toEqual({ daily: null, perMinute: null });
+    expect(planLimitsOf(plans({ freeDailyLimit: 5 }), 'free')).toEqual({ daily: 5, perMinute: null });
+    expect(planLimitsOf(plans({ freeDailyLimit: 5 }), 'pro')).toEqual({ daily: null, perMinute: null });
+  });
+
+  it('a plan\'s limits win over the free default, each one alone', () => {
+    const p = plans({ freeDailyLimit: 5, limits: { free: { perMinute: 2 }, team: { daily: 50, perMinute: 10 } } as Config['plans']['limits'] });
+    expect(planLimitsOf(p, 'free')).toEqual({ daily: 5, perMinute: 2 });
+    expect(planLimitsOf(p, 'team')).toEqual({ daily: 50, perMinute: 10 });
+  });
+
+  it('reads no limits off Object.prototype for a plan named like one of its keys', () => {
+    expect(planLimitsOf(plans(), 'constructor')).toEqual({ daily: null, perMinute: null });
+    expect(planLimitsOf(plans(), 'toString')).toEqual({ daily: null, perMinute: null });
+  });
+});
+
+describe('knownPlans', () => {
+  it('the spec\'s three, those with limits, those routes name, each once', () => {
+    const config = { plans: plans({ limits: { team: { daily: 5 }, free: { daily: 2 } } as Config['plans']['limits'] }), routes: [{ plans: ['gold', 'pro'] }, {}] } as unknown as Pick<Config, 'plans' | 'routes'>;
+    expect(knownPlans(config)).toEqual(['free', 'premium', 'pro', 'team', 'gold']);
+  });
+});
+
+describe('usedToday and dailyRemaining', () => {
+  it('counts only today\'s uses', () => {
+    expect(usedToday({ daily_usage: 3, last_usage_date: '2026-11-26' }, '2026-11-26')).toBe(3);
+    expect(usedToday({ daily_usage: 3, last_usage_date: '2026-11-25' }, '2026-11-26')).toBe(0);
+    expect(usedToday({ daily_usage: 3, last_usage_date: null }, '2026-11-26')).toBe(0);
+  });
+
+  it('what is left, never below zero, and null without a quota', () => {
+    expect(dailyRemaining({ daily: 5, perMinute: null }, 2)).toBe(3);
+    expect(dailyRemaining({ daily: 5, perMinute: null }, 5)).toBe(0);
+    expect(dailyRemaining({ daily: 5, perMinute: null }, 7)).toBe(0);
+    expect(dailyRemaining({ daily: null, perMinute: null }, 7)).toBeNull();
+  });
+});
