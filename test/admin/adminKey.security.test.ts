@@ -63,6 +63,33 @@ describeWithServices('admin key and console secrets: exact comparison', () => {
     expect(String(res.headers['set-cookie'])).toMatch(/^gw_console=[A-Za-z0-9_-]+;/);
   });
 
+  it('the console sign-in form: no body, or a key that is not a string, gets 401, never a 500', async () => {
+    for (const [what, options] of Object.entries<RequestOptions>({
+      'no body': {},
+      'a number': { json: { key: 12345 } },
+      'the key in an array': { json: { key: [ADMIN_KEY] } },
+      'null': { json: { key: null } },
+    })) {
+      const res = await admin('POST', '/console/session', options);
+      expect([res.status, res.json, res.headers['set-cookie']], what).toEqual([401, UNAUTHORIZED, undefined]);
+    }
+  });
+
+  it('a wrong key at either console door is logged with the caller\'s address and the door', async () => {
+    // A gateway of its own per door: refusals are logged once per interval, counted per listener.
+    for (const [door, options] of Object.entries<RequestOptions>({ '/console/session': { json: { key: 'wrong-key' } }, '/console/tickets': { headers: bearer('wrong-key') } })) {
+      const fresh = await startTestGateway(testConfig({ admin: { host: '127.0.0.1', port: await sparePort() } }));
+      try {
+        expect((await request(fresh.adminUrl!, 'POST', door, options)).status).toBe(401);
+        const lines = fresh.logs.filter((l) => l.includes('admin key refused'));
+        expect(lines, door).toHaveLength(1);
+        expect(JSON.parse(lines[0]!), door).toMatchObject({ level: 40, ip: '127.0.0.1', url: door });
+      } finally {
+        await fresh.close();
+      }
+    }
+  });
+
   it('console sign-in links: each near miss of the key gets 401; the key itself, a link', async () => {
     for (const [miss, key] of Object.entries(nearMisses(ADMIN_KEY))) {
       const res = await admin('POST', '/console/tickets', { headers: bearer(key) });
