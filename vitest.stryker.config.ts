@@ -1,29 +1,78 @@
-// The vitest configuration of `npm run mutation` (stryker.config.mjs): the project's, with the test
-// files run in the order stryker.config.mjs lists them. A mutant of code that runs while a file
-// starts its gateways (a beforeAll) is "static" to Stryker, which then runs every listed file for
-// it, stopping at the first failure: listed first, the unit tests kill most of those in seconds,
-// where vitest's own order (slowest file first) would spend minutes before reaching them.
+// The vitest configuration of `npm run mutation` (stryker.config.mjs): the project's, restricted to
+// the tests that drive the mutated rooms in this process, run in the order listed here, with the
+// test-name filter fixed for vitest 5.
 //
-// And the test filter fixed for vitest 5. Stryker runs a mutant against the tests that covered it
-// by setting testNamePattern to their names, suite and test joined by a space; vitest 5 matches the
-// pattern against names joined by ' > ' (vitest-dev/vitest#10686), so no test inside a describe
-// ran and every such mutant "survived" (stryker-mutator/stryker-js#6210). @stryker-mutator/
-// vitest-runner 10.1 fixes it, but Stryker 10 needs Node 22.18 and CI installs on 22.13.0
-// (package.json engines). Each space of the pattern also matches ' > ': at worst a test whose name
-// reads the same with a suite boundary elsewhere runs too, which costs time, never a wrong result.
+// Only in-process tests: one that spawns dist/cli.js runs a build of the unmutated code in a child
+// process and cannot see a mutant. Left out for time (40 s each, which every static mutant pays):
+// assertion/keys.test.ts (rotation under load) and guards/planQuotas.test.ts (quotas over two
+// instances); test/mutation-survivors.md names the mutants only they would kill.
+//
+// The order: a mutant of code that runs while a module loads or a file starts its gateways (a
+// beforeAll) is static to Stryker, which runs every file for it until the first failure. Unit tests
+// first kill most of those in seconds; vitest's own order (slowest file first) spent minutes.
+//
+// The filter: Stryker runs a mutant against the tests that covered it by setting testNamePattern to
+// their names, suite and test joined by a space; vitest 5 matches names joined by ' > '
+// (vitest-dev/vitest#10686), so no test inside a describe ran and every such mutant "survived"
+// (stryker-mutator/stryker-js#6210, fixed in vitest-runner 10.1, which needs Node 22.18 through
+// Babel 8, above the engines floor CI installs on). Here each space of the pattern also matches
+// ' > ': at worst a test whose name reads the same with a suite boundary elsewhere runs too.
 import path from 'node:path';
 import { defineConfig, mergeConfig, type Plugin } from 'vitest/config';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
 import base from './vitest.config.js';
 
-// A plain .mjs without type declarations: its one field used here, typed at the import.
-const stryker = (await import('./stryker.config.mjs' as string)) as { default: { testFiles: string[] } };
-const listed = stryker.default.testFiles;
+export const MUTATION_TESTS = [
+  // Unit tests of the pure functions: milliseconds each.
+  'test/auth/credentials.test.ts',
+  'test/auth/signInProvider.test.ts',
+  'test/auth/totp.test.ts',
+  'test/guards/quota.test.ts',
+  'test/pipeline/identityHeaders.test.ts',
+  'test/routing/paths.test.ts',
+  'test/routing/caseFolds.test.ts',
+  'test/routing/routeTable.test.ts',
+  // End to end in this process, by the time their tests took in a first run (beforeAll aside).
+  'test/pipeline/pipeline.test.ts',
+  'test/guards/planList.security.test.ts',
+  'test/proxy/caseFolds.security.test.ts',
+  'test/admin/adminKey.security.test.ts',
+  'test/auth/oidcReturnTo.test.ts',
+  'test/assertion/assertion.security.test.ts',
+  'test/auth/oidcNonce.security.test.ts',
+  'test/proxy/headers.test.ts',
+  'test/auth/oidcBinding.test.ts',
+  'test/proxy/separators.security.test.ts',
+  'test/assertion/keySets.security.test.ts',
+  'test/auth/totpWindow.security.test.ts',
+  'test/assertion/assertion.happy.test.ts',
+  'test/auth/factor.security.test.ts',
+  'test/guards/mfaRoutes.test.ts',
+  'test/proxy/spellings.security.test.ts',
+  'test/proxy/routing.security.test.ts',
+  'test/user/apiKeys.test.ts',
+  'test/auth/oidcDomains.test.ts',
+  'test/auth/login.test.ts',
+  'test/guards/authenticate.test.ts',
+  'test/auth/refresh.test.ts',
+  'test/auth/github.test.ts',
+  'test/auth/mfa.test.ts',
+  'test/auth/oidc.test.ts',
+  'test/guards/planAndDaily.test.ts',
+  'test/auth/tokens.test.ts',
+  'test/admin/admin.test.ts',
+  'test/telemetry/tracing.test.ts',
+];
 
 function rank(spec: TestSpecification): number {
-  const file = path.relative(spec.project.config.root, spec.moduleId);
-  const index = listed.findIndex((pattern) => path.matchesGlob(file, pattern));
-  return index === -1 ? listed.length : index;
+  const index = MUTATION_TESTS.indexOf(path.relative(spec.project.config.root, spec.moduleId));
+  return index === -1 ? MUTATION_TESTS.length : index;
+}
+
+class ListedOrder extends BaseSequencer {
+  override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
+    return [...files].sort((a, b) => rank(a) - rank(b));
+  }
 }
 
 const SPACE_OR_SEPARATOR = '(?: | > )';
@@ -45,10 +94,7 @@ function vitest5TestNames(): Plugin {
   };
 }
 
-class ListedOrder extends BaseSequencer {
-  override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
-    return [...files].sort((a, b) => rank(a) - rank(b));
-  }
-}
-
-export default mergeConfig(base, defineConfig({ plugins: [vitest5TestNames()], test: { sequence: { sequencer: ListedOrder } } }));
+// mergeConfig would append to the project's include ('test/**/*.test.ts'): replaced instead.
+const merged = mergeConfig(base, defineConfig({ plugins: [vitest5TestNames()], test: { sequence: { sequencer: ListedOrder } } }));
+merged.test!.include = [...MUTATION_TESTS];
+export default merged;
