@@ -2,7 +2,7 @@
 // goes through. The threat each case names: a path the gateway matches as one route while an
 // upstream serves it as another. End to end, the same spellings are in routing.security.test.ts.
 import { describe, expect, it } from 'vitest';
-import { canonicalUrl, matchKey, normalizePath } from '../../src/routing/paths.js';
+import { canonicalUrl, matchKey, matchKeys, normalizePath } from '../../src/routing/paths.js';
 
 describe('normalizePath', () => {
   it.each([
@@ -179,5 +179,24 @@ describe('matchKey', () => {
   it('returns the path itself when it has no capital and no `;`', () => {
     expect(matchKey('/races/premium/x')).toBe('/races/premium/x');
     expect(matchKey('/')).toBe('/');
+  });
+});
+
+// A route guards every spelling that reaches its action: Rails serves `/locked.json` (and
+// `/locked.json/`) as `/locked`, so the keys of a path include it without each format suffix.
+describe('matchKeys', () => {
+  it.each([
+    ['/x/locked.tar.json', ['/x/locked.tar.json', '/x/locked.tar', '/x/locked']],
+    ['/x/locked.json/', ['/x/locked.json/', '/x/locked']],
+    ['/x/a.b.c/', ['/x/a.b.c/', '/x/a.b', '/x/a']],
+    ['/X/Locked.JSON', ['/x/locked.json', '/x/locked']],
+    // Only the last segment is cut, never at its first character.
+    ['/a.b/c', ['/a.b/c']],
+    ['/.well-known', ['/.well-known']],
+    ['/x/.json', ['/x/.json']],
+    ['/.json', ['/.json']],
+    ['/', ['/']],
+  ])('%s is read as %j', (path, keys) => {
+    expect(matchKeys(path)).toEqual(keys);
   });
 });
