@@ -62,5 +62,6 @@ describe('headerSafeEmail', () => {
     expect(headerSafeEmail('é@x.test')).toBe('%C3%A9@x.test');
     expect(headerSafeEmail('a\r\nb@x.test')).toBe('a%0D%0Ab@x.test');
     expect(headerSafeEmail('a\x1f\x7f ~é')).toBe('a%1F%7F ~%C3%A9');
+    expect(headerSafeEmail('łó')).toBe('%C5%82%C3%B3');
   });
 });
