@@ -1,10 +1,12 @@
-// Unit tests of src/auth/credentials.ts: what an email or a new password must be, at each edge.
+// Unit tests of src/credentials/emailAddress.ts and src/auth/credentials.ts: what an email or a new
+// password must be, at each edge.
 // The threats: an address an upstream or a mail library reads as another (or as two), a header
 // injected through x-user-email, and an account no later lookup finds. End to end, the same rules
 // are in register.test.ts and singleMailbox.security.test.ts.
 import { describe, expect, it } from 'vitest';
-import { isSingleMailbox, lookupForm, newPasswordDenial, normalizeEmail, storable } from '../../src/auth/credentials.js';
-import { MAX_PASSWORD_BYTES } from '../../src/auth/passwords.js';
+import { newPasswordDenial } from '../../src/auth/credentials.js';
+import { isSingleMailbox, lookupForm, normalizeEmail, storable } from '../../src/credentials/emailAddress.js';
+import { MAX_PASSWORD_BYTES } from '../../src/auth/password/passwords.js';
 
 describe('isSingleMailbox', () => {
   it.each([

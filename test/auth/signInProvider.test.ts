@@ -4,7 +4,7 @@
 // another (each must differ per browser and from each other), and a near miss passing for a secret.
 import { createHmac } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { callbackError, flowSecrets, s256, sameSecret, SignInFailed } from '../../src/auth/signInProvider.js';
+import { callbackError, flowSecrets, s256, sameSecret, SignInFailed } from '../../src/auth/providers/signInProvider.js';
 
 describe('flowSecrets', () => {
   it('derives state, nonce and verifier from the browser secret, each with its own label', () => {

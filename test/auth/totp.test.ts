@@ -1,8 +1,8 @@
 // Unit tests of the recovery codes of src/auth/totp.ts: ten of them, 80 random bits each, in the
 // shape shown to the user, and stored as a hash that takes them as typed (dashes, spaces, case).
 import { describe, expect, it } from 'vitest';
-import { newRecoveryCodes, recoveryCodeHash } from '../../src/auth/totp.js';
-import { sha256Hex } from '../../src/digest.js';
+import { newRecoveryCodes, recoveryCodeHash } from '../../src/auth/mfa/totp.js';
+import { sha256Hex } from '../../src/credentials/digest.js';
 
 describe('recovery codes', () => {
   it('ten codes of four groups of five hex digits, all different', () => {

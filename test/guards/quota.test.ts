@@ -2,8 +2,8 @@
 // the seconds to the daily reset, and each plan's limits (CONTRACT §12). End to end, the same
 // fields are in planQuotas.test.ts and planAndDaily.test.ts.
 import { describe, expect, it } from 'vitest';
-import { rateLimitHeaders, secondsToUtcMidnight } from '../../src/guards/quota.js';
-import { dailyRemaining, knownPlans, planLimitsOf, usedToday } from '../../src/plans.js';
+import { rateLimitHeaders, secondsToUtcMidnight } from '../../src/pipeline/guards/quota.js';
+import { dailyRemaining, knownPlans, planLimitsOf, usedToday } from '../../src/pipeline/plans.js';
 import type { Config } from '../../src/config/schema.js';
 
 describe('rateLimitHeaders', () => {

@@ -4,7 +4,7 @@
 // an email that is more than one mailbox, or one that breaks the header it rides in (§8, §19).
 // End to end, the same rules are in proxy/headers.test.ts and auth/singleMailbox.security.test.ts.
 import { describe, expect, it } from 'vitest';
-import { headerSafeEmail, identityHeaders, isForwardableEmail, isIdentityHeader } from '../../src/identityHeaders.js';
+import { headerSafeEmail, identityHeaders, isForwardableEmail, isIdentityHeader } from '../../src/pipeline/identityHeaders.js';
 import type { User } from '../../src/storage/users.js';
 
 describe('isIdentityHeader', () => {
