@@ -1,6 +1,6 @@
 // POST /api/v1/auth/register, /login, /refresh, /logout: exactly spec §4, each login starting a
 // session (a refresh-token family) that its refreshes continue (CONTRACT §13).
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { sendDenial, sendError } from '../../errors.js';
 import { textField } from '../../http.js';
 import { isUnfitText } from '../../listener/inputs.js';
@@ -29,140 +29,153 @@ export interface AuthRoutesDeps extends LinkMailDeps {
   auth: Pick<Config['auth'], 'passwordMinLength' | 'refreshReuse' | 'requireVerifiedEmail'>;
 }
 
+/** A handler of this file: the deps first, then what fastify passes. */
+type Handler = (deps: AuthRoutesDeps, request: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
+
+/** The endpoint map of the password sign-in, each route naming its handler, in the order they have always been registered. */
 export async function authRoutes(app: FastifyInstance, deps: AuthRoutesDeps): Promise<void> {
-  const { db, tokens, passwords, clock, events, audit } = deps;
+  const on = (handler: Handler) => (request: FastifyRequest, reply: FastifyReply) => handler(deps, request, reply);
+  app.post('/register', on(register));
+  app.post('/login', on(login));
+  app.post('/refresh', on(refresh));
+  app.post('/logout', on(logout));
+}
+
+const sendVerification = (deps: AuthRoutesDeps, user: { id: number; email: string; is_active: number }) => queueLinkMail(deps, 'verify', user.id, async () => user);
+
+async function register(deps: AuthRoutesDeps, request: FastifyRequest, reply: FastifyReply) {
+  const { db, passwords, audit } = deps;
   const minLength = deps.auth.passwordMinLength;
-  const sendVerification = (user: { id: number; email: string; is_active: number }) => queueLinkMail(deps, 'verify', user.id, async () => user);
+  const email = normalizeEmail(textField(request.body, 'email'));
+  const password = textField(request.body, 'password');
+  if (!email) return sendError(reply, 'emailInvalid');
+  // A control character or a lone surrogate is present but invalid (CONTRACT §26): no one could
+  // type it again at login, and a lone surrogate would be hashed as U+FFFD, another password.
+  if (isUnfitText(password)) return sendError(reply, 'badRequest');
+  const denial = newPasswordDenial(password, minLength);
+  if (denial) return sendDenial(reply, denial);
+  // A cheap check first spares a hash for the common duplicate; the INSERT still decides races.
+  if (await users.emailExists(db, email)) return sendError(reply, 'emailTaken');
+  const id = await users.createUser(db, email, await passwords.hash(password), (tx, userId) => audit.record({ type: 'user.registered', actor: 'user', userId, ...clientOf(request) }, tx));
+  if (id === null) return sendError(reply, 'emailTaken');
+  request.log.info({ userId: id }, 'user registered');
+  sendVerification(deps, { id, email, is_active: 1 });
+  return reply.code(201).send({ message: 'Utilisateur créé', user_id: id });
+}
 
-  app.post('/register', async (request, reply) => {
-    const email = normalizeEmail(textField(request.body, 'email'));
-    const password = textField(request.body, 'password');
-    if (!email) return sendError(reply, 'emailInvalid');
-    // A control character or a lone surrogate is present but invalid (CONTRACT §26): no one could
-    // type it again at login, and a lone surrogate would be hashed as U+FFFD, another password.
-    if (isUnfitText(password)) return sendError(reply, 'badRequest');
-    const denial = newPasswordDenial(password, minLength);
-    if (denial) return sendDenial(reply, denial);
-    // A cheap check first spares a hash for the common duplicate; the INSERT still decides races.
-    if (await users.emailExists(db, email)) return sendError(reply, 'emailTaken');
-    const id = await users.createUser(db, email, await passwords.hash(password), (tx, userId) => audit.record({ type: 'user.registered', actor: 'user', userId, ...clientOf(request) }, tx));
-    if (id === null) return sendError(reply, 'emailTaken');
-    request.log.info({ userId: id }, 'user registered');
-    sendVerification({ id, email, is_active: 1 });
-    return reply.code(201).send({ message: 'Utilisateur créé', user_id: id });
-  });
-
-  app.post('/login', async (request, reply) => {
-    const email = lookupForm(textField(request.body, 'email'));
-    const password = textField(request.body, 'password');
-    if (!email || !password) return sendError(reply, 'loginFieldsRequired');
-    // No stored password is this long: refuse without hashing, so it cannot be used to burn CPU.
-    // A failed login is one audit row too; for an unknown email, nothing of what was typed (a
-    // password typed into the email field must not be kept).
-    const failed = (reason: 'unknown_email' | 'wrong_password' | 'inactive', userId?: number) => audit.note({ type: 'login.failed', actor: 'user', userId, ...clientOf(request), data: { reason } });
-    // A password with a control character or a lone surrogate is refused as a wrong one, unhashed
-    // (CONTRACT §26): register refuses them, and one set before the rule can be reset.
-    if (isTooLong(password) || isUnfitText(password)) {
-      await failed('wrong_password');
-      return refuseCredentials(request, reply, isTooLong(password) ? 'passwordTooLong' : 'unfitPassword');
-    }
-    const user = storable(email) ? await users.findByEmailWithHash(db, email) : undefined;
-    if (!user || user.is_active !== 1) {
-      await passwords.burnVerification(password);
-      await failed(user ? 'inactive' : 'unknown_email', user?.id);
-      return refuseCredentials(request, reply, user ? 'inactive' : 'unknownEmail', user?.id);
-    }
-    // An account without a password (made by an identity provider) is refused as a wrong password
-    // is, after as long a hash.
-    const hash = user.password_hash;
-    if (hash === null ? (await passwords.burnVerification(password), true) : !(await passwords.verify(hash, password))) {
-      await failed('wrong_password', user.id);
-      return refuseCredentials(request, reply, 'wrongPassword', user.id);
-    }
-    if (hash !== null && needsRehash(hash)) await users.updatePasswordHash(db, user.id, await passwords.hash(password));
-    // Said only to whoever knows the password. A new link goes out (at most one a minute), so an
-    // account whose first link was lost or expired is never stuck.
-    if (deps.auth.requireVerifiedEmail && !user.email_verified_at) {
-      sendVerification(user);
-      request.log.info({ userId: user.id }, 'login refused: email not verified');
-      return sendError(reply, 'emailNotVerified');
-    }
-    const signIn = await db.transaction(async (tx) => {
-      const locked = await users.lockUser(tx, user.id, 'share');
-      // Changed, deactivated or deleted since the password was checked: a session of the old
-      // password must not start after the change has ended all the others.
-      if (!locked || locked.is_active !== 1 || !users.samePassword(user, locked)) return undefined;
-      // A second factor: no pair, an mfa_token for POST /mfa/verify (a client that knows only the
-      // spec fails closed on the 403). Read under the lock: a TOTP confirmed meanwhile, which ended
-      // every other session (CONTRACT §26), is seen here, so none of the password alone starts after.
-      return signInByOneFactor(tx, deps, locked, clientOf(request), clock(), PASSWORD_AMR);
-    });
-    if (!signIn) {
-      await failed('wrong_password', user.id);
-      return refuseCredentials(request, reply, 'changedMeanwhile', user.id);
-    }
-    return answerOneFactorSignIn(request, reply, user.id, signIn, 'password');
-  });
-
-  app.post('/refresh', async (request, reply) => {
-    const token = textField(request.body, 'refresh_token').trim();
-    if (!token) return sendError(reply, 'refreshTokenMissing');
-    const userId = await tokens.verifyRefresh(token);
-    if (userId === null) return refuseCredentials(request, reply, 'undecodable', undefined, 'refreshTokenUndecodable');
-    const hash = sha256Hex(token);
-    const result = await db.transaction(async (tx) => {
-      // The user's row first (lockUser: a password change or a session's end waits for this
-      // rotation, or this one for it). Then the conditional UPDATE is the lock on the token: of
-      // concurrent rotations of one token, on any instance, exactly one sees revoked = 0 and wins.
-      const user = await users.lockUser(tx, userId, 'share');
-      const now = clock();
-      const rotated = await refreshTokens.revokeActive(tx, hash, userId, now);
-      if (!rotated) return { outcome: 'inactive' as const };
-      if (!user || user.is_active !== 1) throw new UserGone(); // rolls back: the token stays active for its user
-      // A token from before sessions existed starts one now.
-      const pair = await issueInSession(tx, tokens, user, clientOf(request), now, rotated.sessionId ?? undefined);
-      return { outcome: 'rotated' as const, pair };
-    }).catch((err: unknown) => {
-      if (err instanceof UserGone) return { outcome: 'user-gone' as const };
-      throw err;
-    });
-    if (result.outcome === 'user-gone') return refuseCredentials(request, reply, 'userGone', userId, 'userNotFound');
-    if (result.outcome === 'inactive') {
-      await onReuse(userId, hash, request);
-      return refuseCredentials(request, reply, 'inactiveToken', userId, 'refreshTokenInactive');
-    }
-    return result.pair;
-  });
-
-  app.post('/logout', async (request, reply) => {
-    const token = textField(request.body, 'refresh_token').trim();
-    if (token) {
-      // The session's owner, told by the token's row: logout needs no access token (spec §4).
-      await db.transaction(async (tx) => {
-        const ended = await refreshTokens.revokeByHash(tx, sha256Hex(token));
-        if (ended) await audit.record({ type: 'logout', actor: 'user', userId: ended.userId, ...clientOf(request) }, tx);
-      });
-    }
-    return reply.send({ message: 'Déconnexion réussie' });
-  });
-
-  /** A rotated-away token presented again means it was copied: say so, and under revoke-all, end every session. */
-  async function onReuse(userId: number, hash: string, request: FastifyRequest): Promise<void> {
-    if (!(await refreshTokens.wasRotated(db, hash, userId))) return;
-    // The alert is stored with the revocation it reports, before the 401 is answered.
-    const revoked = await db.transaction(async (tx) => {
-      let n = 0;
-      if (deps.auth.refreshReuse === 'revoke-all') {
-        await users.lockUser(tx, userId, 'update');
-        n = await refreshTokens.revokeAllForUser(tx, userId, 'reuse');
-      }
-      await events.emit(userId, 'auth.refresh_token_reused', { revoked_sessions: n }, tx);
-      // The gateway's finding (whoever presented the token may not be the user), and its sessions ended by its rule.
-      await audit.record({ type: 'refresh.reuse_detected', actor: 'system', userId, ...clientOf(request), data: { revoked_sessions: n } }, tx);
-      return n;
-    });
-    request.log.warn({ userId, revokedSessions: revoked }, 'refresh token reused');
+async function login(deps: AuthRoutesDeps, request: FastifyRequest, reply: FastifyReply) {
+  const { db, passwords, clock, audit } = deps;
+  const email = lookupForm(textField(request.body, 'email'));
+  const password = textField(request.body, 'password');
+  if (!email || !password) return sendError(reply, 'loginFieldsRequired');
+  // No stored password is this long: refuse without hashing, so it cannot be used to burn CPU.
+  // A failed login is one audit row too; for an unknown email, nothing of what was typed (a
+  // password typed into the email field must not be kept).
+  const failed = (reason: 'unknown_email' | 'wrong_password' | 'inactive', userId?: number) => audit.note({ type: 'login.failed', actor: 'user', userId, ...clientOf(request), data: { reason } });
+  // A password with a control character or a lone surrogate is refused as a wrong one, unhashed
+  // (CONTRACT §26): register refuses them, and one set before the rule can be reset.
+  if (isTooLong(password) || isUnfitText(password)) {
+    await failed('wrong_password');
+    return refuseCredentials(request, reply, isTooLong(password) ? 'passwordTooLong' : 'unfitPassword');
   }
+  const user = storable(email) ? await users.findByEmailWithHash(db, email) : undefined;
+  if (!user || user.is_active !== 1) {
+    await passwords.burnVerification(password);
+    await failed(user ? 'inactive' : 'unknown_email', user?.id);
+    return refuseCredentials(request, reply, user ? 'inactive' : 'unknownEmail', user?.id);
+  }
+  // An account without a password (made by an identity provider) is refused as a wrong password
+  // is, after as long a hash.
+  const hash = user.password_hash;
+  if (hash === null ? (await passwords.burnVerification(password), true) : !(await passwords.verify(hash, password))) {
+    await failed('wrong_password', user.id);
+    return refuseCredentials(request, reply, 'wrongPassword', user.id);
+  }
+  if (hash !== null && needsRehash(hash)) await users.updatePasswordHash(db, user.id, await passwords.hash(password));
+  // Said only to whoever knows the password. A new link goes out (at most one a minute), so an
+  // account whose first link was lost or expired is never stuck.
+  if (deps.auth.requireVerifiedEmail && !user.email_verified_at) {
+    sendVerification(deps, user);
+    request.log.info({ userId: user.id }, 'login refused: email not verified');
+    return sendError(reply, 'emailNotVerified');
+  }
+  const signIn = await db.transaction(async (tx) => {
+    const locked = await users.lockUser(tx, user.id, 'share');
+    // Changed, deactivated or deleted since the password was checked: a session of the old
+    // password must not start after the change has ended all the others.
+    if (!locked || locked.is_active !== 1 || !users.samePassword(user, locked)) return undefined;
+    // A second factor: no pair, an mfa_token for POST /mfa/verify (a client that knows only the
+    // spec fails closed on the 403). Read under the lock: a TOTP confirmed meanwhile, which ended
+    // every other session (CONTRACT §26), is seen here, so none of the password alone starts after.
+    return signInByOneFactor(tx, deps, locked, clientOf(request), clock(), PASSWORD_AMR);
+  });
+  if (!signIn) {
+    await failed('wrong_password', user.id);
+    return refuseCredentials(request, reply, 'changedMeanwhile', user.id);
+  }
+  return answerOneFactorSignIn(request, reply, user.id, signIn, 'password');
+}
+
+async function refresh(deps: AuthRoutesDeps, request: FastifyRequest, reply: FastifyReply) {
+  const { db, tokens, clock } = deps;
+  const token = textField(request.body, 'refresh_token').trim();
+  if (!token) return sendError(reply, 'refreshTokenMissing');
+  const userId = await tokens.verifyRefresh(token);
+  if (userId === null) return refuseCredentials(request, reply, 'undecodable', undefined, 'refreshTokenUndecodable');
+  const hash = sha256Hex(token);
+  const result = await db.transaction(async (tx) => {
+    // The user's row first (lockUser: a password change or a session's end waits for this
+    // rotation, or this one for it). Then the conditional UPDATE is the lock on the token: of
+    // concurrent rotations of one token, on any instance, exactly one sees revoked = 0 and wins.
+    const user = await users.lockUser(tx, userId, 'share');
+    const now = clock();
+    const rotated = await refreshTokens.revokeActive(tx, hash, userId, now);
+    if (!rotated) return { outcome: 'inactive' as const };
+    if (!user || user.is_active !== 1) throw new UserGone(); // rolls back: the token stays active for its user
+    // A token from before sessions existed starts one now.
+    const pair = await issueInSession(tx, tokens, user, clientOf(request), now, rotated.sessionId ?? undefined);
+    return { outcome: 'rotated' as const, pair };
+  }).catch((err: unknown) => {
+    if (err instanceof UserGone) return { outcome: 'user-gone' as const };
+    throw err;
+  });
+  if (result.outcome === 'user-gone') return refuseCredentials(request, reply, 'userGone', userId, 'userNotFound');
+  if (result.outcome === 'inactive') {
+    await onReuse(deps, userId, hash, request);
+    return refuseCredentials(request, reply, 'inactiveToken', userId, 'refreshTokenInactive');
+  }
+  return result.pair;
+}
+
+async function logout({ db, audit }: AuthRoutesDeps, request: FastifyRequest, reply: FastifyReply) {
+  const token = textField(request.body, 'refresh_token').trim();
+  if (token) {
+    // The session's owner, told by the token's row: logout needs no access token (spec §4).
+    await db.transaction(async (tx) => {
+      const ended = await refreshTokens.revokeByHash(tx, sha256Hex(token));
+      if (ended) await audit.record({ type: 'logout', actor: 'user', userId: ended.userId, ...clientOf(request) }, tx);
+    });
+  }
+  return reply.send({ message: 'Déconnexion réussie' });
+}
+
+/** A rotated-away token presented again means it was copied: say so, and under revoke-all, end every session. */
+async function onReuse(deps: AuthRoutesDeps, userId: number, hash: string, request: FastifyRequest): Promise<void> {
+  const { db, events, audit } = deps;
+  if (!(await refreshTokens.wasRotated(db, hash, userId))) return;
+  // The alert is stored with the revocation it reports, before the 401 is answered.
+  const revoked = await db.transaction(async (tx) => {
+    let n = 0;
+    if (deps.auth.refreshReuse === 'revoke-all') {
+      await users.lockUser(tx, userId, 'update');
+      n = await refreshTokens.revokeAllForUser(tx, userId, 'reuse');
+    }
+    await events.emit(userId, 'auth.refresh_token_reused', { revoked_sessions: n }, tx);
+    // The gateway's finding (whoever presented the token may not be the user), and its sessions ended by its rule.
+    await audit.record({ type: 'refresh.reuse_detected', actor: 'system', userId, ...clientOf(request), data: { revoked_sessions: n } }, tx);
+    return n;
+  });
+  request.log.warn({ userId, revokedSessions: revoked }, 'refresh token reused');
 }
 
 class UserGone extends Error {}
