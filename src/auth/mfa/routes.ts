@@ -1,6 +1,6 @@
 // A second factor (CONTRACT §14), under /api/v1/auth: TOTP enrolment, confirmation and removal
 // (guard `factor`), and POST /mfa/verify, which turns a login's mfa_token and a code into the pair.
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { sendDenial, sendError } from '../../errors.js';
 import { currentIdentity, type RequireUser } from '../../listener/requireUser.js';
 import { textField } from '../../http.js';
@@ -57,123 +57,130 @@ export interface MfaRoutesDeps extends FactorGuardDeps {
   issuer: string;
 }
 
+/** A handler of this file: the deps first, then what fastify passes. */
+type Handler = (deps: MfaRoutesDeps, request: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
+
+/** The endpoint map of the second factor, each route naming its handler, in the order they have always been registered. */
 export async function mfaRoutes(app: FastifyInstance, deps: MfaRoutesDeps): Promise<void> {
-  const { db, tokens, passwords, totp, clock, events, audit, requireUser } = deps;
+  const on = (handler: Handler) => (request: FastifyRequest, reply: FastifyReply) => handler(deps, request, reply);
+  const guarded = { preHandler: [deps.requireUser(), factorGuard(deps)] };
+  app.post('/mfa/totp/enroll', guarded, on(enrollTotp));
+  app.post('/mfa/totp/confirm', guarded, on(confirmTotp));
+  app.delete('/mfa/totp', guarded, on(removeTotp));
+  app.post('/mfa/verify', on(verifyCode));
+}
 
-  const guarded = { preHandler: [requireUser(), factorGuard(deps)] };
+async function enrollTotp({ db, totp, clock, issuer }: MfaRoutesDeps, request: FastifyRequest, reply: FastifyReply) {
+  const { user } = currentIdentity(request);
+  const secret = totp.newSecret();
+  // A confirmed TOTP is replaced only by removing it first (DELETE /mfa/totp, with the password).
+  if (!(await mfa.enrollTotp(db, user.id, totp.encrypt(secret), clock()))) return sendError(reply, 'codeInvalid');
+  return { secret, otpauth_url: totp.otpauthUrl(issuer, user.email, secret) };
+}
 
-  app.post('/mfa/totp/enroll', guarded, async (request, reply) => {
-    const { user } = currentIdentity(request);
-    const secret = totp.newSecret();
-    // A confirmed TOTP is replaced only by removing it first (DELETE /mfa/totp, with the password).
-    if (!(await mfa.enrollTotp(db, user.id, totp.encrypt(secret), clock()))) return sendError(reply, 'codeInvalid');
-    return { secret, otpauth_url: totp.otpauthUrl(deps.issuer, user.email, secret) };
-  });
-
-  app.post('/mfa/totp/confirm', guarded, async (request, reply) => {
-    const { user, sessionId } = currentIdentity(request);
-    const code = textField(request.body, 'code').trim();
-    const codes = await db.transaction(async (tx) => {
-      const row = await mfa.findTotp(tx, user.id);
-      if (!row || row.confirmed_at) return undefined;
-      const now = clock();
-      const locked = await mfa.codesLockedUntil(tx, user.id, now);
-      if (locked) return new CodesLocked(locked, now);
-      const step = totp.stepOf(totp.decrypt(row.secret_encrypted), code, now);
-      if (step === undefined || !(await mfa.useTotpStep(tx, user.id, step))) {
-        await mfa.countWrongCode(tx, user.id, now, WRONG_CODES);
-        return undefined;
-      }
-      const recovery = newRecoveryCodes();
-      // After the TOTP row (mfa/verify's order), the user's: a refresh or a login racing this
-      // waits for it, or it for them, and their session is ended below (CONTRACT §26).
-      await users.lockUser(tx, user.id, 'update');
-      await mfa.confirmTotp(tx, user.id, recovery.map(recoveryCodeHash), now);
-      // As a password change does: whoever signed in elsewhere with the password alone (a thief
-      // of it, say) must sign in again, now with a code. This session goes on.
-      const ended = await endOtherSessions(tx, user.id, sessionId);
-      await events.emit(user.id, 'auth.mfa_enrolled', { method: 'totp' }, tx);
-      await audit.record({ type: 'mfa.enrolled', actor: 'user', userId: user.id, ...clientOf(request), data: { method: 'totp', revoked_sessions: ended } }, tx);
-      return { recovery, ended };
-    });
-    if (codes instanceof CodesLocked) return refuseLocked(reply, codes);
-    if (!codes) return sendError(reply, 'codeInvalid');
-    request.log.info({ userId: user.id, revokedSessions: codes.ended }, 'totp enrolled');
-    return { recovery_codes: codes.recovery };
-  });
-
-  app.delete('/mfa/totp', guarded, async (request, reply) => {
-    const identity = currentIdentity(request);
-    const { user: { id }, sessionId } = identity;
-    const password = textField(request.body, 'password');
-    const user = isTooLong(password) ? undefined : await users.findByIdWithHash(db, id);
-    if (!(await passwordConfirmed(passwords, user, password, identity, clock()))) return sendError(reply, 'invalidCredentials');
-    const ended = await db.transaction(async (tx) => {
-      await users.lockUser(tx, id, 'update');
-      if (!(await mfa.removeTotp(tx, id))) return 0;
-      // Whoever signed in elsewhere with the factor must sign in again: every other session ends.
-      const n = await endOtherSessions(tx, id, sessionId);
-      await events.emit(id, 'auth.mfa_removed', { method: 'totp', revoked_sessions: n }, tx);
-      await audit.record({ type: 'mfa.removed', actor: 'user', userId: id, ...clientOf(request), data: { method: 'totp', revoked_sessions: n } }, tx);
-      return n;
-    });
-    request.log.info({ userId: id, revokedSessions: ended }, 'totp removed');
-    return { message: 'Second facteur supprimé' };
-  });
-
-  app.post('/mfa/verify', async (request, reply) => {
-    const token = textField(request.body, 'mfa_token').trim();
-    const code = textField(request.body, 'code').trim();
-    if (!token || !code) return sendError(reply, 'codeRefused');
-    const hash = sha256Hex(token);
-    const outcome = await db.transaction(async (tx): Promise<TokenPair | CodesLocked | Refused> => {
-      const now = clock();
-      // Locked: two verifies of one mfa_token at once queue here, and the second finds it used.
-      const live = await mfa.lockLiveMfaToken(tx, hash, now, MFA_TOKEN_MAX_FAILURES);
-      if (!live) return { why: 'mfaTokenInvalid' };
-      const locked = await mfa.codesLockedUntil(tx, live.userId, now);
-      if (locked) return new CodesLocked(locked, now);
-      const client = clientOf(request);
-      // Deactivated since the password step: refused before a code is checked, so that none is used
-      // up (a recovery code is one of ten) for a sign-in that cannot happen.
-      const user = await users.lockUser(tx, live.userId, 'share');
-      if (!user) return { why: 'userGone' };
-      if (user.is_active !== 1) {
-        await audit.record({ type: 'login.failed', actor: 'user', userId: user.id, ...client, data: { reason: 'inactive' } }, tx);
-        return { why: 'inactive', userId: user.id };
-      }
-      const amr = await secondFactor(tx, live.userId, code, now);
-      if (!amr) {
-        await mfa.failMfaToken(tx, hash);
-        const lockedNow = await mfa.countWrongCode(tx, live.userId, now, WRONG_CODES);
-        if (lockedNow) request.log.warn({ userId: live.userId, until: lockedNow.toISOString() }, 'second-factor codes locked: too many wrong codes');
-        await audit.record({ type: 'login.failed', actor: 'user', userId: live.userId, ...client, data: { reason: 'mfa_failed' } }, tx);
-        return { why: 'mfaFailed', userId: live.userId };
-      }
-      await mfa.useMfaToken(tx, hash, now);
-      const signIn = [...live.amr, ...amr];
-      // A recovery code adds `mfa` alone (a TOTP code `otp` too): one fewer left.
-      if (!amr.includes('otp')) await audit.record({ type: 'mfa.recovery_code_used', actor: 'user', userId: user.id, ...client }, tx);
-      await audit.record({ type: 'login.succeeded', actor: 'user', userId: user.id, ...client, data: { amr: signIn } }, tx);
-      return issueInSession(tx, tokens, user, client, now, undefined, signIn);
-    });
-    if (outcome instanceof CodesLocked) return refuseLocked(reply, outcome);
-    // A failed login is one log line too (CONTRACT §17), with the same answer whatever the reason.
-    if ('why' in outcome) return refuseCredentials(request, reply, outcome.why, outcome.userId, 'codeRefused');
-    return outcome;
-  });
-
-  /** 429 while the lock holds, saying when to try again. */
-  function refuseLocked(reply: FastifyReply, { until, now }: CodesLocked) {
-    return sendDenial(reply, { code: 'rateLimited', headers: { 'retry-after': String(Math.max(1, Math.ceil((until.getTime() - now.getTime()) / 1000))) } });
-  }
-
-  /** The `amr` a code adds, once: a TOTP step or a recovery code is used up by the UPDATE that accepts it. */
-  async function secondFactor(tx: Queryable, userId: number, code: string, now: Date): Promise<string[] | undefined> {
-    const row = await mfa.findTotp(tx, userId);
-    if (!row?.confirmed_at) return undefined;
+async function confirmTotp({ db, totp, clock, events, audit }: MfaRoutesDeps, request: FastifyRequest, reply: FastifyReply) {
+  const { user, sessionId } = currentIdentity(request);
+  const code = textField(request.body, 'code').trim();
+  const codes = await db.transaction(async (tx) => {
+    const row = await mfa.findTotp(tx, user.id);
+    if (!row || row.confirmed_at) return undefined;
+    const now = clock();
+    const locked = await mfa.codesLockedUntil(tx, user.id, now);
+    if (locked) return new CodesLocked(locked, now);
     const step = totp.stepOf(totp.decrypt(row.secret_encrypted), code, now);
-    if (step !== undefined) return (await mfa.useTotpStep(tx, userId, step)) ? ['otp', 'mfa'] : undefined;
-    return (await mfa.useRecoveryCode(tx, userId, recoveryCodeHash(code), now)) ? ['mfa'] : undefined;
-  }
+    if (step === undefined || !(await mfa.useTotpStep(tx, user.id, step))) {
+      await mfa.countWrongCode(tx, user.id, now, WRONG_CODES);
+      return undefined;
+    }
+    const recovery = newRecoveryCodes();
+    // After the TOTP row (mfa/verify's order), the user's: a refresh or a login racing this
+    // waits for it, or it for them, and their session is ended below (CONTRACT §26).
+    await users.lockUser(tx, user.id, 'update');
+    await mfa.confirmTotp(tx, user.id, recovery.map(recoveryCodeHash), now);
+    // As a password change does: whoever signed in elsewhere with the password alone (a thief
+    // of it, say) must sign in again, now with a code. This session goes on.
+    const ended = await endOtherSessions(tx, user.id, sessionId);
+    await events.emit(user.id, 'auth.mfa_enrolled', { method: 'totp' }, tx);
+    await audit.record({ type: 'mfa.enrolled', actor: 'user', userId: user.id, ...clientOf(request), data: { method: 'totp', revoked_sessions: ended } }, tx);
+    return { recovery, ended };
+  });
+  if (codes instanceof CodesLocked) return refuseLocked(reply, codes);
+  if (!codes) return sendError(reply, 'codeInvalid');
+  request.log.info({ userId: user.id, revokedSessions: codes.ended }, 'totp enrolled');
+  return { recovery_codes: codes.recovery };
+}
+
+async function removeTotp({ db, passwords, clock, events, audit }: MfaRoutesDeps, request: FastifyRequest, reply: FastifyReply) {
+  const identity = currentIdentity(request);
+  const { user: { id }, sessionId } = identity;
+  const password = textField(request.body, 'password');
+  const user = isTooLong(password) ? undefined : await users.findByIdWithHash(db, id);
+  if (!(await passwordConfirmed(passwords, user, password, identity, clock()))) return sendError(reply, 'invalidCredentials');
+  const ended = await db.transaction(async (tx) => {
+    await users.lockUser(tx, id, 'update');
+    if (!(await mfa.removeTotp(tx, id))) return 0;
+    // Whoever signed in elsewhere with the factor must sign in again: every other session ends.
+    const n = await endOtherSessions(tx, id, sessionId);
+    await events.emit(id, 'auth.mfa_removed', { method: 'totp', revoked_sessions: n }, tx);
+    await audit.record({ type: 'mfa.removed', actor: 'user', userId: id, ...clientOf(request), data: { method: 'totp', revoked_sessions: n } }, tx);
+    return n;
+  });
+  request.log.info({ userId: id, revokedSessions: ended }, 'totp removed');
+  return { message: 'Second facteur supprimé' };
+}
+
+async function verifyCode({ db, tokens, totp, clock, audit }: MfaRoutesDeps, request: FastifyRequest, reply: FastifyReply) {
+  const token = textField(request.body, 'mfa_token').trim();
+  const code = textField(request.body, 'code').trim();
+  if (!token || !code) return sendError(reply, 'codeRefused');
+  const hash = sha256Hex(token);
+  const outcome = await db.transaction(async (tx): Promise<TokenPair | CodesLocked | Refused> => {
+    const now = clock();
+    // Locked: two verifies of one mfa_token at once queue here, and the second finds it used.
+    const live = await mfa.lockLiveMfaToken(tx, hash, now, MFA_TOKEN_MAX_FAILURES);
+    if (!live) return { why: 'mfaTokenInvalid' };
+    const locked = await mfa.codesLockedUntil(tx, live.userId, now);
+    if (locked) return new CodesLocked(locked, now);
+    const client = clientOf(request);
+    // Deactivated since the password step: refused before a code is checked, so that none is used
+    // up (a recovery code is one of ten) for a sign-in that cannot happen.
+    const user = await users.lockUser(tx, live.userId, 'share');
+    if (!user) return { why: 'userGone' };
+    if (user.is_active !== 1) {
+      await audit.record({ type: 'login.failed', actor: 'user', userId: user.id, ...client, data: { reason: 'inactive' } }, tx);
+      return { why: 'inactive', userId: user.id };
+    }
+    const amr = await secondFactor(totp, tx, live.userId, code, now);
+    if (!amr) {
+      await mfa.failMfaToken(tx, hash);
+      const lockedNow = await mfa.countWrongCode(tx, live.userId, now, WRONG_CODES);
+      if (lockedNow) request.log.warn({ userId: live.userId, until: lockedNow.toISOString() }, 'second-factor codes locked: too many wrong codes');
+      await audit.record({ type: 'login.failed', actor: 'user', userId: live.userId, ...client, data: { reason: 'mfa_failed' } }, tx);
+      return { why: 'mfaFailed', userId: live.userId };
+    }
+    await mfa.useMfaToken(tx, hash, now);
+    const signIn = [...live.amr, ...amr];
+    // A recovery code adds `mfa` alone (a TOTP code `otp` too): one fewer left.
+    if (!amr.includes('otp')) await audit.record({ type: 'mfa.recovery_code_used', actor: 'user', userId: user.id, ...client }, tx);
+    await audit.record({ type: 'login.succeeded', actor: 'user', userId: user.id, ...client, data: { amr: signIn } }, tx);
+    return issueInSession(tx, tokens, user, client, now, undefined, signIn);
+  });
+  if (outcome instanceof CodesLocked) return refuseLocked(reply, outcome);
+  // A failed login is one log line too (CONTRACT §17), with the same answer whatever the reason.
+  if ('why' in outcome) return refuseCredentials(request, reply, outcome.why, outcome.userId, 'codeRefused');
+  return outcome;
+}
+
+/** 429 while the lock holds, saying when to try again. */
+function refuseLocked(reply: FastifyReply, { until, now }: CodesLocked) {
+  return sendDenial(reply, { code: 'rateLimited', headers: { 'retry-after': String(Math.max(1, Math.ceil((until.getTime() - now.getTime()) / 1000))) } });
+}
+
+/** The `amr` a code adds, once: a TOTP step or a recovery code is used up by the UPDATE that accepts it. */
+async function secondFactor(totp: Totp, tx: Queryable, userId: number, code: string, now: Date): Promise<string[] | undefined> {
+  const row = await mfa.findTotp(tx, userId);
+  if (!row?.confirmed_at) return undefined;
+  const step = totp.stepOf(totp.decrypt(row.secret_encrypted), code, now);
+  if (step !== undefined) return (await mfa.useTotpStep(tx, userId, step)) ? ['otp', 'mfa'] : undefined;
+  return (await mfa.useRecoveryCode(tx, userId, recoveryCodeHash(code), now)) ? ['mfa'] : undefined;
 }
