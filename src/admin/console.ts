@@ -68,146 +68,177 @@ function cookieOf(request: FastifyRequest): string | undefined {
   return cookieValue(request.headers, CONSOLE_COOKIE);
 }
 
+/** What the handlers share: the deps, the admin key's digest and the cookie's Secure attribute. */
+interface ConsoleContext {
+  deps: ConsoleDeps;
+  expected: Buffer;
+  secure: string;
+}
+type Handler = (ctx: ConsoleContext, request: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
+
+/**
+ * The endpoint map of the console: its files, sign-in and sign-out, then /console/api/* behind the
+ * session, each route naming its handler, in the order they have always been registered.
+ */
 export async function consoleRoutes(app: FastifyInstance, deps: ConsoleDeps): Promise<void> {
-  const expected = digest(deps.apiKey);
-  const secure = deps.secure ? ' Secure;' : '';
-  // Sessions and tickets apart, so that a ticket presented as a cookie is no session.
-  const sessionKey = (token: string) => `session:${hashOf(token)}`;
-  const ticketKey = (ticket: string) => `ticket:${hashOf(ticket)}`;
+  const ctx: ConsoleContext = { deps, expected: digest(deps.apiKey), secure: deps.secure ? ' Secure;' : '' };
+  const on = (handler: Handler) => (request: FastifyRequest, reply: FastifyReply) => handler(ctx, request, reply);
+  for (const [file, { path, type }] of Object.entries(FILES)) app.get(`/console/${file}`, serveFile(path, type));
+  app.post('/console/session', on(signIn));
+  app.post('/console/tickets', on(mintTicket));
+  app.get('/console/session', on(readSession));
+  app.delete('/console/session', on(signOut));
+  const guard = sessionGuard(deps);
+  app.get('/console/api/routes', { onRequest: guard }, on(listRoutes));
+  app.get('/console/api/health', { onRequest: guard }, on(healthSummary));
+  app.all('/console/api/v1/*', { onRequest: guard }, adminThroughSession(app, deps));
+}
 
-  const current = async (request: FastifyRequest) => {
-    const token = cookieOf(request);
-    if (!token) return undefined;
-    const key = sessionKey(token);
-    const session = await deps.store.get(key);
-    if (!session?.csrf) return undefined;
-    if (session.expires <= deps.clock().getTime()) {
-      await deps.store.take(key);
-      return undefined;
-    }
-    return { key, csrf: session.csrf, expires: session.expires };
-  };
-  // Compared with the console's configured origin, never with the request's Host: a DNS-rebinding
-  // page (evil.example resolved to 127.0.0.1) sends a Host and an Origin that agree.
-  const fromConsole = (request: FastifyRequest) => deps.origin().accepted.has(headerValue(request.headers, 'origin'));
-  // No Origin at all is a script's request (curl), not another site's page: its key or token decides.
-  const foreignOrigin = (request: FastifyRequest) => Boolean(headerValue(request.headers, 'origin')) && !fromConsole(request);
-  // A change must come from the console's own page: its CSRF token, and no other Origin.
-  const changeRefused = (request: FastifyRequest, csrf: string) => {
-    if (foreignOrigin(request)) return true;
-    const presented = headerValue(request.headers, 'x-csrf-token');
-    return presented.length !== csrf.length || !timingSafeEqual(Buffer.from(presented), Buffer.from(csrf));
-  };
+// Sessions and tickets apart, so that a ticket presented as a cookie is no session.
+const sessionKey = (token: string) => `session:${hashOf(token)}`;
+const ticketKey = (ticket: string) => `ticket:${hashOf(ticket)}`;
 
-  for (const [file, { path, type }] of Object.entries(FILES)) {
-    app.get(`/console/${file}`, async (_request, reply) => {
-      const body = await readFile(path);
-      return reply.type(type).header('content-security-policy', CSP).header('x-content-type-options', 'nosniff').header('cache-control', 'no-store').header('referrer-policy', 'no-referrer').send(body);
-    });
+async function current(deps: ConsoleDeps, request: FastifyRequest) {
+  const token = cookieOf(request);
+  if (!token) return undefined;
+  const key = sessionKey(token);
+  const session = await deps.store.get(key);
+  if (!session?.csrf) return undefined;
+  if (session.expires <= deps.clock().getTime()) {
+    await deps.store.take(key);
+    return undefined;
   }
+  return { key, csrf: session.csrf, expires: session.expires };
+}
 
-  // The operator's way in: the admin key typed in the sign-in form, or a one-time ticket the page
-  // read from its link's fragment. Either way a POST from the console's own page (a link followed
-  // from elsewhere sets no cookie by itself), then a session cookie.
-  app.post('/console/session', async (request, reply) => {
-    const body = request.body as { key?: unknown; ticket?: unknown } | undefined;
-    if (typeof body?.ticket === 'string') {
-      // Only the console's page redeems a ticket, and a browser sends its Origin with every POST
-      // (§26): from elsewhere or with no Origin, refused without spending it.
-      if (!fromConsole(request)) {
-        // Said to the operator too: a tunnel on another port, or a proxy the console's origin does not name, ends here.
-        request.log.warn({ origin: headerValue(request.headers, 'origin') || null, expected: deps.origin().link }, 'console sign-in refused: a sign-in link redeemed from another origin than the console\'s');
-        return sendError(reply, 'consoleTicketInvalid');
-      }
-      // Single use: spent whether or not it was still in time.
-      const expires = (await deps.store.take(ticketKey(body.ticket)))?.expires;
-      if (expires === undefined || expires <= deps.clock().getTime()) {
-        request.log.warn('console sign-in refused: unknown, spent or expired sign-in link');
-        return sendError(reply, 'consoleTicketInvalid');
-      }
-    } else {
-      const key = typeof body?.key === 'string' ? body.key : '';
-      if (foreignOrigin(request) || !timingSafeEqual(digest(key), expected)) {
-        deps.keyRefusals.failed(undefined, { ip: request.ip, url: request.url });
-        return sendError(reply, 'adminUnauthorized');
-      }
+// Compared with the console's configured origin, never with the request's Host: a DNS-rebinding
+// page (evil.example resolved to 127.0.0.1) sends a Host and an Origin that agree.
+const fromConsole = (deps: ConsoleDeps, request: FastifyRequest) => deps.origin().accepted.has(headerValue(request.headers, 'origin'));
+// No Origin at all is a script's request (curl), not another site's page: its key or token decides.
+const foreignOrigin = (deps: ConsoleDeps, request: FastifyRequest) => Boolean(headerValue(request.headers, 'origin')) && !fromConsole(deps, request);
+// A change must come from the console's own page: its CSRF token, and no other Origin.
+function changeRefused(deps: ConsoleDeps, request: FastifyRequest, csrf: string) {
+  if (foreignOrigin(deps, request)) return true;
+  const presented = headerValue(request.headers, 'x-csrf-token');
+  return presented.length !== csrf.length || !timingSafeEqual(Buffer.from(presented), Buffer.from(csrf));
+}
+
+function serveFile(path: URL | string, type: string) {
+  return async function serveFile(_request: FastifyRequest, reply: FastifyReply) {
+    const body = await readFile(path);
+    return reply.type(type).header('content-security-policy', CSP).header('x-content-type-options', 'nosniff').header('cache-control', 'no-store')
+      .header('referrer-policy', 'no-referrer').send(body);
+  };
+}
+
+// The operator's way in: the admin key typed in the sign-in form, or a one-time ticket the page
+// read from its link's fragment. Either way a POST from the console's own page (a link followed
+// from elsewhere sets no cookie by itself), then a session cookie.
+async function signIn({ deps, expected, secure }: ConsoleContext, request: FastifyRequest, reply: FastifyReply) {
+  const body = request.body as { key?: unknown; ticket?: unknown } | undefined;
+  if (typeof body?.ticket === 'string') {
+    // Only the console's page redeems a ticket, and a browser sends its Origin with every POST
+    // (§26): from elsewhere or with no Origin, refused without spending it.
+    if (!fromConsole(deps, request)) {
+      // Said to the operator too: a tunnel on another port, or a proxy the console's origin does not name, ends here.
+      request.log.warn(
+        { origin: headerValue(request.headers, 'origin') || null, expected: deps.origin().link },
+        'console sign-in refused: a sign-in link redeemed from another origin than the console\'s',
+      );
+      return sendError(reply, 'consoleTicketInvalid');
     }
-    const token = randomBytes(32).toString('base64url');
-    const csrf = randomBytes(24).toString('base64url');
-    await deps.store.put(sessionKey(token), { csrf, expires: deps.clock().getTime() + SESSION_MS });
-    reply.header('set-cookie', `${CONSOLE_COOKIE}=${token}; HttpOnly;${secure} SameSite=Strict; Path=/console/; Max-Age=${SESSION_MS / 1000}`);
-    return { csrf };
-  });
-
-  // A one-time sign-in link, for whoever holds the admin key (the demo, an operator's script):
-  // it grants nothing the key does not. The ticket rides in the URL's fragment, which browsers
-  // send to no server and put in no Referer; the page takes it off the address bar and POSTs it.
-  app.post('/console/tickets', async (request, reply) => {
-    const presented = BEARER.exec(headerValue(request.headers, 'authorization'))?.[1] ?? '';
-    if (foreignOrigin(request) || !timingSafeEqual(digest(presented), expected)) {
+    // Single use: spent whether or not it was still in time.
+    const expires = (await deps.store.take(ticketKey(body.ticket)))?.expires;
+    if (expires === undefined || expires <= deps.clock().getTime()) {
+      request.log.warn('console sign-in refused: unknown, spent or expired sign-in link');
+      return sendError(reply, 'consoleTicketInvalid');
+    }
+  } else {
+    const key = typeof body?.key === 'string' ? body.key : '';
+    if (foreignOrigin(deps, request) || !timingSafeEqual(digest(key), expected)) {
       deps.keyRefusals.failed(undefined, { ip: request.ip, url: request.url });
       return sendError(reply, 'adminUnauthorized');
     }
-    const ticket = randomBytes(32).toString('base64url');
-    const expires = deps.clock().getTime() + TICKET_MS;
-    await deps.store.put(ticketKey(ticket), { expires });
-    // From the console's origin, never from Host: a Host of the sender's choosing would point the link, and its ticket, elsewhere.
-    return reply.code(201).send({ url: `${deps.origin().link}/console/#ticket=${ticket}`, expires_at: new Date(expires).toISOString() });
-  });
+  }
+  const token = randomBytes(32).toString('base64url');
+  const csrf = randomBytes(24).toString('base64url');
+  await deps.store.put(sessionKey(token), { csrf, expires: deps.clock().getTime() + SESSION_MS });
+  reply.header('set-cookie', `${CONSOLE_COOKIE}=${token}; HttpOnly;${secure} SameSite=Strict; Path=/console/; Max-Age=${SESSION_MS / 1000}`);
+  return { csrf };
+}
 
-  app.get('/console/session', async (request, reply) => {
-    const session = await current(request);
+// A one-time sign-in link, for whoever holds the admin key (the demo, an operator's script):
+// it grants nothing the key does not. The ticket rides in the URL's fragment, which browsers
+// send to no server and put in no Referer; the page takes it off the address bar and POSTs it.
+async function mintTicket({ deps, expected }: ConsoleContext, request: FastifyRequest, reply: FastifyReply) {
+  const presented = BEARER.exec(headerValue(request.headers, 'authorization'))?.[1] ?? '';
+  if (foreignOrigin(deps, request) || !timingSafeEqual(digest(presented), expected)) {
+    deps.keyRefusals.failed(undefined, { ip: request.ip, url: request.url });
+    return sendError(reply, 'adminUnauthorized');
+  }
+  const ticket = randomBytes(32).toString('base64url');
+  const expires = deps.clock().getTime() + TICKET_MS;
+  await deps.store.put(ticketKey(ticket), { expires });
+  // From the console's origin, never from Host: a Host of the sender's choosing would point the link, and its ticket, elsewhere.
+  return reply.code(201).send({ url: `${deps.origin().link}/console/#ticket=${ticket}`, expires_at: new Date(expires).toISOString() });
+}
+
+async function readSession({ deps }: ConsoleContext, request: FastifyRequest, reply: FastifyReply) {
+  const session = await current(deps, request);
+  if (!session) return sendError(reply, 'adminUnauthorized');
+  return { csrf: session.csrf, expires_at: new Date(session.expires).toISOString() };
+}
+
+async function signOut({ deps, secure }: ConsoleContext, request: FastifyRequest, reply: FastifyReply) {
+  const session = await current(deps, request);
+  if (session && changeRefused(deps, request, session.csrf)) return sendError(reply, 'consoleCsrf');
+  if (session) await deps.store.take(session.key);
+  reply.header('set-cookie', `${CONSOLE_COOKIE}=; HttpOnly;${secure} SameSite=Strict; Path=/console/; Max-Age=0`);
+  return { message: 'Session terminée' };
+}
+
+// Every /console/api/* call needs the session; changes need the CSRF token too.
+function sessionGuard(deps: ConsoleDeps) {
+  return async function sessionGuard(request: FastifyRequest, reply: FastifyReply) {
+    const session = await current(deps, request);
     if (!session) return sendError(reply, 'adminUnauthorized');
-    return { csrf: session.csrf, expires_at: new Date(session.expires).toISOString() };
-  });
-
-  app.delete('/console/session', async (request, reply) => {
-    const session = await current(request);
-    if (session && changeRefused(request, session.csrf)) return sendError(reply, 'consoleCsrf');
-    if (session) await deps.store.take(session.key);
-    reply.header('set-cookie', `${CONSOLE_COOKIE}=; HttpOnly;${secure} SameSite=Strict; Path=/console/; Max-Age=0`);
-    return { message: 'Session terminée' };
-  });
-
-  // Every /console/api/* call needs the session; changes need the CSRF token too.
-  const guard = async (request: FastifyRequest, reply: FastifyReply) => {
-    const session = await current(request);
-    if (!session) return sendError(reply, 'adminUnauthorized');
-    if (request.method !== 'GET' && changeRefused(request, session.csrf)) return sendError(reply, 'consoleCsrf');
+    if (request.method !== 'GET' && changeRefused(deps, request, session.csrf)) return sendError(reply, 'consoleCsrf');
   };
+}
 
-  app.get('/console/api/routes', { onRequest: guard }, async () => {
-    const config = deps.config();
-    return {
-      routes: config.routes.map((r) => ({
-        path: r.path, methods: r.methods ?? null, auth: r.auth, mfa: r.mfa, plans: r.plans ?? null, daily_limit: Boolean(r.dailyLimit), rate_limit: Boolean(r.rateLimit),
-        upstream: r.upstream === undefined ? null : { name: r.upstream, url: config.upstreams[r.upstream]?.url ?? null },
-      })),
-    };
-  });
+async function listRoutes({ deps }: ConsoleContext) {
+  const config = deps.config();
+  return {
+    routes: config.routes.map((r) => ({
+      path: r.path, methods: r.methods ?? null, auth: r.auth, mfa: r.mfa, plans: r.plans ?? null, daily_limit: Boolean(r.dailyLimit), rate_limit: Boolean(r.rateLimit),
+      upstream: r.upstream === undefined ? null : { name: r.upstream, url: config.upstreams[r.upstream]?.url ?? null },
+    })),
+  };
+}
 
-  app.get('/console/api/health', { onRequest: guard }, async () => {
-    const { status, checks } = await readiness(deps.readiness);
-    const ready = status === 'ok';
-    const perRoute = new Map<string, { requests: number; denials: number }>();
-    const counted = await deps.metrics.registry.getSingleMetric('gateway_requests_total')?.get();
-    for (const { labels, value } of counted?.values ?? []) {
-      const route = String(labels.route);
-      // The gateway's traffic, not the operators' own calls (the console's included) on this listener.
-      if (route.startsWith('/admin/') || route.startsWith('/console/')) continue;
-      const row = perRoute.get(route) ?? { requests: 0, denials: 0 };
-      row.requests += value;
-      // A denial is what the gateway refused: 401, 403, 429 (not an upstream's own answer).
-      if ([401, 403, 429].includes(Number(labels.status))) row.denials += value;
-      perRoute.set(route, row);
-    }
-    // Unknown (null) while Postgres does not answer: the checks above already say so.
-    const instances = await withTimeout(countInstances(deps.readiness.db), CHECK_TIMEOUT_MS).catch(() => null);
-    return { ready, checks, instances, routes: [...perRoute].map(([route, n]) => ({ route, ...n })).sort((a, b) => a.route.localeCompare(b.route)) };
-  });
+async function healthSummary({ deps }: ConsoleContext) {
+  const { status, checks } = await readiness(deps.readiness);
+  const ready = status === 'ok';
+  const perRoute = new Map<string, { requests: number; denials: number }>();
+  const counted = await deps.metrics.registry.getSingleMetric('gateway_requests_total')?.get();
+  for (const { labels, value } of counted?.values ?? []) {
+    const route = String(labels.route);
+    // The gateway's traffic, not the operators' own calls (the console's included) on this listener.
+    if (route.startsWith('/admin/') || route.startsWith('/console/')) continue;
+    const row = perRoute.get(route) ?? { requests: 0, denials: 0 };
+    row.requests += value;
+    // A denial is what the gateway refused: 401, 403, 429 (not an upstream's own answer).
+    if ([401, 403, 429].includes(Number(labels.status))) row.denials += value;
+    perRoute.set(route, row);
+  }
+  // Unknown (null) while Postgres does not answer: the checks above already say so.
+  const instances = await withTimeout(countInstances(deps.readiness.db), CHECK_TIMEOUT_MS).catch(() => null);
+  return { ready, checks, instances, routes: [...perRoute].map(([route, n]) => ({ route, ...n })).sort((a, b) => a.route.localeCompare(b.route)) };
+}
 
-  // The admin API itself, with the key the session stands for.
-  app.all('/console/api/v1/*', { onRequest: guard }, async (request, reply) => {
+// The admin API itself, with the key the session stands for.
+function adminThroughSession(app: FastifyInstance, deps: ConsoleDeps) {
+  return async function adminThroughSession(request: FastifyRequest, reply: FastifyReply) {
     const rest = request.url.slice('/console/api'.length);
     const answer = await app.inject({
       method: request.method as 'GET',
@@ -222,5 +253,5 @@ export async function consoleRoutes(app: FastifyInstance, deps: ConsoleDeps): Pr
       ...(request.body === undefined ? {} : { payload: JSON.stringify(request.body) }),
     });
     return reply.code(answer.statusCode).type('application/json; charset=utf-8').send(answer.body);
-  });
+  };
 }
