@@ -1,7 +1,7 @@
 // Accounts users manage themselves (CONTRACT §13): under /api/v1/auth (beside routes.ts), POST
 // /password/change, /password/forgot, /password/reset, /email/verify, /email/resend. All under the
 // auth rate limit (app.ts). The user's own resources under /api/v1/user are in src/user/.
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { sendDenial, sendError } from '../../errors.js';
 import { currentIdentity, currentUser, type RequireUser } from '../../listener/requireUser.js';
 import { textField } from '../../http.js';
@@ -32,98 +32,111 @@ export interface AccountRoutesDeps extends LinkMailDeps {
   auth: Pick<Config['auth'], 'passwordMinLength'>;
 }
 
+/** A handler of this file: the deps first, then what fastify passes. */
+type Handler = (deps: AccountRoutesDeps, request: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
+
+/** The endpoint map of the accounts users manage, each route naming its handler, in the order they have always been registered. */
 export async function accountRoutes(app: FastifyInstance, deps: AccountRoutesDeps): Promise<void> {
-  const { db, tokens, passwords, clock, events, audit, mailer, requireUser } = deps;
+  const on = (handler: Handler) => (request: FastifyRequest, reply: FastifyReply) => handler(deps, request, reply);
+  app.post('/password/change', { preHandler: deps.requireUser() }, on(changePassword));
+  app.post('/password/forgot', on(forgotPassword));
+  app.post('/password/reset', on(resetPassword));
+  app.post('/email/verify', on(verifyEmail));
+  app.post('/email/resend', { preHandler: deps.requireUser() }, on(resendVerification));
+}
+
+async function changePassword(deps: AccountRoutesDeps, request: FastifyRequest, reply: FastifyReply) {
+  const { db, tokens, passwords, clock, events, audit, mailer } = deps;
   const minLength = deps.auth.passwordMinLength;
-
-  app.post('/password/change', { preHandler: requireUser() }, async (request, reply) => {
-    const identity = currentIdentity(request);
-    const { user: { id }, sessionId } = identity;
-    const current = textField(request.body, 'current_password');
-    const next = textField(request.body, 'new_password');
-    const denial = newPasswordDenial(next, minLength);
-    if (denial) return sendDenial(reply, denial);
-    // A user without a password sets a first one from a recent sign-in, without current_password.
-    const user = isTooLong(current) ? undefined : await users.findByIdWithHash(db, id);
-    if (!user || !(await passwordConfirmed(passwords, user, current, identity, clock()))) return refuseCredentials(request, reply, user ? 'wrongPassword' : 'passwordTooLong', id);
-    // A first password is a way in added, as a factor is (factor.ts): with mail, only to an address
-    // proven to be the user's, so nobody who took an address first keeps one past its owner.
-    if (user.password_hash === null && mailer.enabled && !user.email_verified_at) return sendError(reply, 'emailUnverified');
-    const hash = await passwords.hash(next);
-    const changed = await db.transaction(async (tx) => {
-      const locked = await users.lockUser(tx, id, 'update');
-      // Changed by someone else since it was checked: current_password is no longer the password.
-      if (!locked || locked.is_active !== 1 || !users.samePassword(user, locked)) return undefined;
-      const now = clock();
-      await users.setPassword(tx, id, hash, now);
-      // Every session ends, this one included (its refresh token is of the old password); this one
-      // goes on with the new pair. Reset links sent before are void.
-      const keep = sessionId !== undefined && (await isUsersSession(tx, id, sessionId)) ? sessionId : undefined;
-      const ended = await revokeAllForUser(tx, id, 'password', keep);
-      await emailTokens.useUpAll(tx, id, 'reset', now);
-      // The alert is stored with the change it reports, before the answer.
-      await events.emit(id, 'auth.password_changed', { method: 'change', revoked_sessions: ended }, tx);
-      await audit.record({ type: 'password.changed', actor: 'user', userId: id, ...clientOf(request), data: { revoked_sessions: ended } }, tx);
-      return { pair: await issueInSession(tx, tokens, locked, clientOf(request), now, keep), ended };
-    });
-    if (!changed) return refuseCredentials(request, reply, 'changedMeanwhile', id);
-    request.log.info({ userId: id, revokedSessions: changed.ended }, 'password changed');
-    return changed.pair;
+  const identity = currentIdentity(request);
+  const { user: { id }, sessionId } = identity;
+  const current = textField(request.body, 'current_password');
+  const next = textField(request.body, 'new_password');
+  const denial = newPasswordDenial(next, minLength);
+  if (denial) return sendDenial(reply, denial);
+  // A user without a password sets a first one from a recent sign-in, without current_password.
+  const user = isTooLong(current) ? undefined : await users.findByIdWithHash(db, id);
+  if (!user || !(await passwordConfirmed(passwords, user, current, identity, clock()))) return refuseCredentials(request, reply, user ? 'wrongPassword' : 'passwordTooLong', id);
+  // A first password is a way in added, as a factor is (factor.ts): with mail, only to an address
+  // proven to be the user's, so nobody who took an address first keeps one past its owner.
+  if (user.password_hash === null && mailer.enabled && !user.email_verified_at) return sendError(reply, 'emailUnverified');
+  const hash = await passwords.hash(next);
+  const changed = await db.transaction(async (tx) => {
+    const locked = await users.lockUser(tx, id, 'update');
+    // Changed by someone else since it was checked: current_password is no longer the password.
+    if (!locked || locked.is_active !== 1 || !users.samePassword(user, locked)) return undefined;
+    const now = clock();
+    await users.setPassword(tx, id, hash, now);
+    // Every session ends, this one included (its refresh token is of the old password); this one
+    // goes on with the new pair. Reset links sent before are void.
+    const keep = sessionId !== undefined && (await isUsersSession(tx, id, sessionId)) ? sessionId : undefined;
+    const ended = await revokeAllForUser(tx, id, 'password', keep);
+    await emailTokens.useUpAll(tx, id, 'reset', now);
+    // The alert is stored with the change it reports, before the answer.
+    await events.emit(id, 'auth.password_changed', { method: 'change', revoked_sessions: ended }, tx);
+    await audit.record({ type: 'password.changed', actor: 'user', userId: id, ...clientOf(request), data: { revoked_sessions: ended } }, tx);
+    return { pair: await issueInSession(tx, tokens, locked, clientOf(request), now, keep), ended };
   });
+  if (!changed) return refuseCredentials(request, reply, 'changedMeanwhile', id);
+  request.log.info({ userId: id, revokedSessions: changed.ended }, 'password changed');
+  return changed.pair;
+}
 
-  app.post('/password/forgot', async (request, reply) => {
-    if (!mailer.enabled) return sendError(reply, 'mailUnavailable');
-    const email = normalizeEmail(textField(request.body, 'email'));
-    if (!email) return sendError(reply, 'emailInvalid');
-    // Same answer, same work on this path for every address (the lookup is queued with the mail):
-    // neither the body nor the time tells whether the account exists.
-    queueLinkMail(deps, 'reset', undefined, () => users.findByEmail(db, email));
-    return reply.code(202).send({ message: 'Si un compte existe pour cet email, un lien de réinitialisation vient d’être envoyé' });
-  });
+async function forgotPassword(deps: AccountRoutesDeps, request: FastifyRequest, reply: FastifyReply) {
+  const { db, mailer } = deps;
+  if (!mailer.enabled) return sendError(reply, 'mailUnavailable');
+  const email = normalizeEmail(textField(request.body, 'email'));
+  if (!email) return sendError(reply, 'emailInvalid');
+  // Same answer, same work on this path for every address (the lookup is queued with the mail):
+  // neither the body nor the time tells whether the account exists.
+  queueLinkMail(deps, 'reset', undefined, () => users.findByEmail(db, email));
+  return reply.code(202).send({ message: 'Si un compte existe pour cet email, un lien de réinitialisation vient d’être envoyé' });
+}
 
-  app.post('/password/reset', async (request, reply) => {
-    const token = textField(request.body, 'token').trim();
-    const next = textField(request.body, 'new_password');
-    // Checked before any hashing: a made-up token costs one indexed lookup.
-    const holder = token ? await emailTokens.findUsable(db, sha256Hex(token), 'reset', clock()) : undefined;
-    if (!holder) return sendError(reply, 'linkInvalid');
-    const denial = newPasswordDenial(next, minLength);
-    if (denial) return sendDenial(reply, denial);
-    const hash = await passwords.hash(next);
-    const ended = await useLink(db, clock, token, 'reset', holder.user_id, async (tx, user, now) => {
-      await users.setPassword(tx, user.id, hash, now);
-      await emailTokens.useUpAll(tx, user.id, 'reset', now);
-      const revoked = await revokeAllForUser(tx, user.id, 'password');
-      await events.emit(user.id, 'auth.password_changed', { method: 'reset', revoked_sessions: revoked }, tx);
-      await audit.record({ type: 'password.reset', actor: 'user', userId: user.id, ...clientOf(request), data: { revoked_sessions: revoked } }, tx);
-      // The link went to this address and came back: the account is the mailbox's.
-      await mailboxTakesOver(tx, user, now, { audit, client: clientOf(request), setsPassword: true });
-      return revoked;
-    });
-    if (ended === undefined) return sendError(reply, 'linkInvalid');
-    request.log.info({ userId: holder.user_id, revokedSessions: ended }, 'password reset');
-    return { message: 'Mot de passe réinitialisé' };
+async function resetPassword({ db, passwords, clock, events, audit, auth }: AccountRoutesDeps, request: FastifyRequest, reply: FastifyReply) {
+  const minLength = auth.passwordMinLength;
+  const token = textField(request.body, 'token').trim();
+  const next = textField(request.body, 'new_password');
+  // Checked before any hashing: a made-up token costs one indexed lookup.
+  const holder = token ? await emailTokens.findUsable(db, sha256Hex(token), 'reset', clock()) : undefined;
+  if (!holder) return sendError(reply, 'linkInvalid');
+  const denial = newPasswordDenial(next, minLength);
+  if (denial) return sendDenial(reply, denial);
+  const hash = await passwords.hash(next);
+  const ended = await useLink(db, clock, token, 'reset', holder.user_id, async (tx, user, now) => {
+    await users.setPassword(tx, user.id, hash, now);
+    await emailTokens.useUpAll(tx, user.id, 'reset', now);
+    const revoked = await revokeAllForUser(tx, user.id, 'password');
+    await events.emit(user.id, 'auth.password_changed', { method: 'reset', revoked_sessions: revoked }, tx);
+    await audit.record({ type: 'password.reset', actor: 'user', userId: user.id, ...clientOf(request), data: { revoked_sessions: revoked } }, tx);
+    // The link went to this address and came back: the account is the mailbox's.
+    await mailboxTakesOver(tx, user, now, { audit, client: clientOf(request), setsPassword: true });
+    return revoked;
   });
+  if (ended === undefined) return sendError(reply, 'linkInvalid');
+  request.log.info({ userId: holder.user_id, revokedSessions: ended }, 'password reset');
+  return { message: 'Mot de passe réinitialisé' };
+}
 
-  app.post('/email/verify', async (request, reply) => {
-    const token = textField(request.body, 'token').trim();
-    const holder = token ? await emailTokens.findUsable(db, sha256Hex(token), 'verify', clock()) : undefined;
-    const verified = holder && await useLink(db, clock, token, 'verify', holder.user_id, async (tx, user, now) => {
-      const marked = await users.markEmailVerified(tx, user.id, user.email, now);
-      if (marked) await audit.record({ type: 'email.verified', actor: 'user', userId: user.id, ...clientOf(request) }, tx);
-      return marked;
-    });
-    if (!verified) return sendError(reply, 'linkInvalid');
-    request.log.info({ userId: holder.user_id }, 'email verified');
-    return { message: 'Email vérifié' };
+async function verifyEmail({ db, clock, audit }: AccountRoutesDeps, request: FastifyRequest, reply: FastifyReply) {
+  const token = textField(request.body, 'token').trim();
+  const holder = token ? await emailTokens.findUsable(db, sha256Hex(token), 'verify', clock()) : undefined;
+  const verified = holder && await useLink(db, clock, token, 'verify', holder.user_id, async (tx, user, now) => {
+    const marked = await users.markEmailVerified(tx, user.id, user.email, now);
+    if (marked) await audit.record({ type: 'email.verified', actor: 'user', userId: user.id, ...clientOf(request) }, tx);
+    return marked;
   });
+  if (!verified) return sendError(reply, 'linkInvalid');
+  request.log.info({ userId: holder.user_id }, 'email verified');
+  return { message: 'Email vérifié' };
+}
 
-  app.post('/email/resend', { preHandler: requireUser() }, async (request, reply) => {
-    if (!mailer.enabled) return sendError(reply, 'mailUnavailable');
-    // Read now, not from the cache: a verification made a moment ago on another instance counts.
-    const user = (await users.findById(db, currentUser(request).id)) ?? currentUser(request);
-    if (user.email_verified_at) return reply.code(202).send({ message: 'Email déjà vérifié' });
-    queueLinkMail(deps, 'verify', user.id, async () => user);
-    return reply.code(202).send({ message: 'Lien de vérification envoyé' });
-  });
+async function resendVerification(deps: AccountRoutesDeps, request: FastifyRequest, reply: FastifyReply) {
+  const { db, mailer } = deps;
+  if (!mailer.enabled) return sendError(reply, 'mailUnavailable');
+  // Read now, not from the cache: a verification made a moment ago on another instance counts.
+  const user = (await users.findById(db, currentUser(request).id)) ?? currentUser(request);
+  if (user.email_verified_at) return reply.code(202).send({ message: 'Email déjà vérifié' });
+  queueLinkMail(deps, 'verify', user.id, async () => user);
+  return reply.code(202).send({ message: 'Lien de vérification envoyé' });
 }
