@@ -7,7 +7,7 @@ import {
   generateAuthenticationOptions, generateRegistrationOptions, verifyAuthenticationResponse, verifyRegistrationResponse,
   type AuthenticationResponseJSON, type RegistrationResponseJSON,
 } from '@simplewebauthn/server';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { sendError } from '../../errors.js';
 import { currentUser, type RequireUser } from '../../listener/requireUser.js';
 import { textField } from '../../http.js';
@@ -51,89 +51,98 @@ export interface PasskeyRoutesDeps extends FactorGuardDeps {
   relyingParty: NonNullable<Config['auth']['passkeys']>;
 }
 
+/** A handler of this file: the deps first, then what fastify passes. */
+type Handler = (deps: PasskeyRoutesDeps, request: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
+
+/** The endpoint map of passkeys, each route naming its handler, in the order they have always been registered. */
 export async function passkeyRoutes(app: FastifyInstance, deps: PasskeyRoutesDeps): Promise<void> {
-  const { db, tokens, clock, events, audit, requireUser, relyingParty: { rpId, rpName, origins } } = deps;
-  const guarded = { preHandler: [requireUser(), factorGuard(deps)] };
-  const expires = (now: Date) => new Date(now.getTime() + CHALLENGE_TTL_MS);
+  const on = (handler: Handler) => (request: FastifyRequest, reply: FastifyReply) => handler(deps, request, reply);
+  const guarded = { preHandler: [deps.requireUser(), factorGuard(deps)] };
+  app.post('/passkeys/register/options', guarded, on(registerOptions));
+  app.post('/passkeys/register/verify', guarded, on(registerVerify));
+  app.post('/passkeys/login/options', on(loginOptions));
+  app.post('/passkeys/login/verify', on(loginVerify));
+}
 
-  app.post('/passkeys/register/options', guarded, async (request) => {
-    const user = currentUser(request);
-    const now = clock();
-    const options = await generateRegistrationOptions({
-      rpName, rpID: rpId, userName: user.email, userID: handleOf(user.id),
-      attestationType: 'none', timeout: CHALLENGE_TTL_MS,
-      // Discoverable: a sign-in starts without an email, the authenticator names the account.
-      authenticatorSelection: { residentKey: 'required', requireResidentKey: true, userVerification: 'required' },
-      excludeCredentials: await passkeys.credentialIdsOf(db, user.id),
-    });
-    await passkeys.createChallenge(db, sha256Hex(options.challenge), 'register', user.id, now, expires(now));
-    return options;
+const expires = (now: Date) => new Date(now.getTime() + CHALLENGE_TTL_MS);
+
+async function registerOptions({ db, clock, relyingParty: { rpId, rpName } }: PasskeyRoutesDeps, request: FastifyRequest) {
+  const user = currentUser(request);
+  const now = clock();
+  const options = await generateRegistrationOptions({
+    rpName, rpID: rpId, userName: user.email, userID: handleOf(user.id),
+    attestationType: 'none', timeout: CHALLENGE_TTL_MS,
+    // Discoverable: a sign-in starts without an email, the authenticator names the account.
+    authenticatorSelection: { residentKey: 'required', requireResidentKey: true, userVerification: 'required' },
+    excludeCredentials: await passkeys.credentialIdsOf(db, user.id),
   });
+  await passkeys.createChallenge(db, sha256Hex(options.challenge), 'register', user.id, now, expires(now));
+  return options;
+}
 
-  app.post('/passkeys/register/verify', guarded, async (request, reply) => {
-    const user = currentUser(request);
-    const name = textField(request.body, 'name').trim().slice(0, NAME_MAX) || DEFAULT_NAME;
+async function registerVerify({ db, clock, events, audit, relyingParty: { rpId, origins } }: PasskeyRoutesDeps, request: FastifyRequest, reply: FastifyReply) {
+  const user = currentUser(request);
+  const name = textField(request.body, 'name').trim().slice(0, NAME_MAX) || DEFAULT_NAME;
+  const now = clock();
+  const verified = await verifyRegistrationResponse({
+    response: request.body as RegistrationResponseJSON,
+    expectedChallenge: (challenge) => passkeys.useChallenge(db, sha256Hex(challenge), 'register', user.id, now),
+    expectedOrigin: origins, expectedRPID: rpId, requireUserVerification: true,
+  }).catch((err: unknown) => {
+    request.log.info({ userId: user.id, reason: reasonOf(err) }, 'passkey registration refused');
+    return undefined;
+  });
+  if (!verified?.verified) return sendError(reply, 'passkeyInvalid');
+  const created = await db.transaction(async (tx) => {
+    await users.lockUser(tx, user.id, 'update');
+    const row = await passkeys.insertPasskey(tx, user.id, verified.registrationInfo.credential, name, now);
+    if (!row) return undefined; // that credential is registered already
+    await events.emit(user.id, 'auth.mfa_enrolled', { method: 'passkey' }, tx);
+    await audit.record({ type: 'passkey.added', actor: 'user', userId: user.id, ...clientOf(request), data: { passkey_id: row.id } }, tx);
+    return row;
+  });
+  if (!created) return sendError(reply, 'passkeyInvalid');
+  request.log.info({ userId: user.id, passkeyId: created.id }, 'passkey registered');
+  return reply.code(201).send({ id: created.id, name: created.name, created_at: created.created_at.toISOString() });
+}
+
+async function loginOptions({ db, clock, relyingParty: { rpId } }: PasskeyRoutesDeps) {
+  const now = clock();
+  // No allowCredentials: the authenticator offers the passkeys it holds for this rpId.
+  const options = await generateAuthenticationOptions({ rpID: rpId, userVerification: 'required', timeout: CHALLENGE_TTL_MS });
+  await passkeys.createChallenge(db, sha256Hex(options.challenge), 'login', null, now, expires(now));
+  return options;
+}
+
+async function loginVerify({ db, tokens, clock, audit, relyingParty: { rpId, origins } }: PasskeyRoutesDeps, request: FastifyRequest, reply: FastifyReply) {
+  const response = request.body as AuthenticationResponseJSON;
+  const credentialId = textField(request.body, 'id');
+  const owner = credentialId ? await passkeys.findOwner(db, credentialId) : undefined;
+  const client = clientOf(request);
+  const pair = owner === undefined ? undefined : await db.transaction(async (tx) => {
+    // lockUser's order: the user's row, then the passkey's, whose counter is checked and moved.
+    const user = await users.lockUser(tx, owner, 'share');
+    const passkey = await passkeys.lockByCredentialId(tx, credentialId);
+    if (!user || !passkey || passkey.user_id !== user.id) return undefined;
     const now = clock();
-    const verified = await verifyRegistrationResponse({
-      response: request.body as RegistrationResponseJSON,
-      expectedChallenge: (challenge) => passkeys.useChallenge(db, sha256Hex(challenge), 'register', user.id, now),
+    const verified = await verifyAuthenticationResponse({
+      response,
+      // Used up here, whatever follows: the same answer sent again finds it gone.
+      expectedChallenge: (challenge) => passkeys.useChallenge(tx, sha256Hex(challenge), 'login', null, now),
       expectedOrigin: origins, expectedRPID: rpId, requireUserVerification: true,
+      credential: { id: passkey.credential_id, publicKey: passkey.public_key, counter: passkey.counter, transports: passkey.transports as never },
     }).catch((err: unknown) => {
-      request.log.info({ userId: user.id, reason: reasonOf(err) }, 'passkey registration refused');
+      request.log.info({ userId: user.id, reason: reasonOf(err) }, 'passkey sign-in refused');
       return undefined;
     });
-    if (!verified?.verified) return sendError(reply, 'passkeyInvalid');
-    const created = await db.transaction(async (tx) => {
-      await users.lockUser(tx, user.id, 'update');
-      const row = await passkeys.insertPasskey(tx, user.id, verified.registrationInfo.credential, name, now);
-      if (!row) return undefined; // that credential is registered already
-      await events.emit(user.id, 'auth.mfa_enrolled', { method: 'passkey' }, tx);
-      await audit.record({ type: 'passkey.added', actor: 'user', userId: user.id, ...clientOf(request), data: { passkey_id: row.id } }, tx);
-      return row;
-    });
-    if (!created) return sendError(reply, 'passkeyInvalid');
-    request.log.info({ userId: user.id, passkeyId: created.id }, 'passkey registered');
-    return reply.code(201).send({ id: created.id, name: created.name, created_at: created.created_at.toISOString() });
+    if (!verified?.verified || !namesOwner(response.response?.userHandle, user.id) || user.is_active !== 1) return undefined;
+    await passkeys.recordUse(tx, passkey.id, verified.authenticationInfo.newCounter, now);
+    await audit.record({ type: 'login.succeeded', actor: 'user', userId: user.id, ...client, data: { amr: PASSKEY_AMR } }, tx);
+    return issueInSession(tx, tokens, user, client, now, undefined, PASSKEY_AMR);
   });
-
-  app.post('/passkeys/login/options', async () => {
-    const now = clock();
-    // No allowCredentials: the authenticator offers the passkeys it holds for this rpId.
-    const options = await generateAuthenticationOptions({ rpID: rpId, userVerification: 'required', timeout: CHALLENGE_TTL_MS });
-    await passkeys.createChallenge(db, sha256Hex(options.challenge), 'login', null, now, expires(now));
-    return options;
-  });
-
-  app.post('/passkeys/login/verify', async (request, reply) => {
-    const response = request.body as AuthenticationResponseJSON;
-    const credentialId = textField(request.body, 'id');
-    const owner = credentialId ? await passkeys.findOwner(db, credentialId) : undefined;
-    const client = clientOf(request);
-    const pair = owner === undefined ? undefined : await db.transaction(async (tx) => {
-      // lockUser's order: the user's row, then the passkey's, whose counter is checked and moved.
-      const user = await users.lockUser(tx, owner, 'share');
-      const passkey = await passkeys.lockByCredentialId(tx, credentialId);
-      if (!user || !passkey || passkey.user_id !== user.id) return undefined;
-      const now = clock();
-      const verified = await verifyAuthenticationResponse({
-        response,
-        // Used up here, whatever follows: the same answer sent again finds it gone.
-        expectedChallenge: (challenge) => passkeys.useChallenge(tx, sha256Hex(challenge), 'login', null, now),
-        expectedOrigin: origins, expectedRPID: rpId, requireUserVerification: true,
-        credential: { id: passkey.credential_id, publicKey: passkey.public_key, counter: passkey.counter, transports: passkey.transports as never },
-      }).catch((err: unknown) => {
-        request.log.info({ userId: user.id, reason: reasonOf(err) }, 'passkey sign-in refused');
-        return undefined;
-      });
-      if (!verified?.verified || !namesOwner(response.response?.userHandle, user.id) || user.is_active !== 1) return undefined;
-      await passkeys.recordUse(tx, passkey.id, verified.authenticationInfo.newCounter, now);
-      await audit.record({ type: 'login.succeeded', actor: 'user', userId: user.id, ...client, data: { amr: PASSKEY_AMR } }, tx);
-      return issueInSession(tx, tokens, user, client, now, undefined, PASSKEY_AMR);
-    });
-    if (!pair) return sendError(reply, 'invalidCredentials');
-    request.log.info({ userId: owner }, 'login by passkey');
-    return pair;
-  });
+  if (!pair) return sendError(reply, 'invalidCredentials');
+  request.log.info({ userId: owner }, 'login by passkey');
+  return pair;
 }
 
 /** Why a ceremony was refused, for the log: the library's message, never the answer itself. */
