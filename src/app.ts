@@ -2,7 +2,7 @@
 // A request is either one of the gateway's own endpoints (auth, user, health, JWKS) or goes
 // through the pipeline to a route's upstream (proxy/forward.ts).
 import type { Http2ServerRequest } from 'node:http2';
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { registerAuth } from './auth/index.js';
 import { corsHook } from './listener/cors.js';
 import { authRateLimitOptions } from './listener/authRateLimit.js';
@@ -24,9 +24,10 @@ import { userRoutes } from './user/routes.js';
 import { ASSERTION_KEYS_PATH } from './verify/index.js';
 
 const REQUEST_TIMEOUT_MS = 300_000;
-export async function buildApp(instance: Instance): Promise<FastifyInstance> {
-  const { config, live, db, redis, tokens, passwords, identities, events, audit, mailer, keyring, pipeline, metrics, log, clock, lifecycle, feed } = instance;
-  const app = Fastify({
+
+/** The public listener's fastify options (apart from buildApp, which stays the registration map, issue 48). */
+function appOptions({ config, log }: Instance) {
+  return {
     ...listenerOptions(log),
     // HTTPS, and HTTP/2 beside HTTP/1.1, with server.tls: fastify makes the server; the types stay
     // those of node:http, whose API the code uses (HTTP/2 requests come through Node's compatibility API).
@@ -42,8 +43,23 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
     requestTimeout: REQUEST_TIMEOUT_MS,
     // One path for everything: own endpoints and routes are matched on the normalized path the
     // proxy forwards, so `/x/../api/v1/auth/login` cannot reach an upstream (routing/paths.ts).
-    rewriteUrl: (req) => canonicalUrl(req.url ?? '/'),
-  });
+    rewriteUrl: (req: { url?: string }) => canonicalUrl(req.url ?? '/'),
+  };
+}
+
+function closeWhileDraining(lifecycle: Instance['lifecycle']) {
+  return function closeWhileDraining(request: FastifyRequest, reply: FastifyReply, done: () => void) {
+    if (lifecycle.draining) {
+      if (request.raw.httpVersionMajor === 1) reply.header('connection', 'close');
+      else (request.raw as unknown as Http2ServerRequest).stream.session?.close();
+    }
+    done();
+  };
+}
+
+export async function buildApp(instance: Instance): Promise<FastifyInstance> {
+  const { config, live, db, redis, tokens, passwords, identities, events, audit, mailer, keyring, pipeline, metrics, log, clock, lifecycle, feed } = instance;
+  const app = Fastify(appOptions(instance));
   // The first hook: the request's context (the live snapshot pinned, the path read once, the route
   // matched once), which every later step reads. Made on first sight of the request: a WebSocket
   // upgrade is seen by its dispatch (proxy/websocket.ts) before any hook.
@@ -58,13 +74,7 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
   // keep-alive connection must not be idle in its pool when the listener closes, or the request it
   // sends next on it is lost (a POST is never retried). HTTP/2 has no Connection header: its
   // equivalent is GOAWAY, which lets the session's streams in flight finish and starts no new one.
-  app.addHook('onRequest', (request, reply, done) => {
-    if (lifecycle.draining) {
-      if (request.raw.httpVersionMajor === 1) reply.header('connection', 'close');
-      else (request.raw as unknown as Http2ServerRequest).stream.session?.close();
-    }
-    done();
-  });
+  app.addHook('onRequest', closeWhileDraining(lifecycle));
   // After the Host check, before everything else: preflights are answered before any guard.
   app.decorateRequest('corsCovered', false);
   app.addHook('onRequest', corsHook());
