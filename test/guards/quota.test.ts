@@ -52,7 +52,8 @@ describe('planLimitsOf', () => {
 
 describe('knownPlans', () => {
   it('the spec\'s three, those with limits, those routes name, each once', () => {
-    const config = { plans: plans({ limits: { team: { daily: 5 }, free: { daily: 2 } } as Config['plans']['limits'] }), routes: [{ plans: ['gold', 'pro'] }, {}] } as unknown as Pick<Config, 'plans' | 'routes'>;
+    const limits = { team: { daily: 5 }, free: { daily: 2 } } as Config['plans']['limits'];
+    const config = { plans: plans({ limits }), routes: [{ plans: ['gold', 'pro'] }, {}] } as unknown as Pick<Config, 'plans' | 'routes'>;
     expect(knownPlans(config)).toEqual(['free', 'premium', 'pro', 'team', 'gold']);
   });
 });
