@@ -171,7 +171,7 @@ export async function seed(storage, { tag, password, users, free }) {
   const { openDatabase } = await import(path.join(ROOT, 'dist/storage/db.js'));
   const { migrate } = await import(path.join(ROOT, 'dist/storage/migrations.js'));
   const { createUser, setPlan } = await import(path.join(ROOT, 'dist/storage/users.js'));
-  const { Passwords } = await import(path.join(ROOT, 'dist/auth/passwords.js'));
+  const { Passwords } = await import(path.join(ROOT, 'dist/auth/password/passwords.js'));
   const passwords = new Passwords();
   const db = await openDatabase(storage);
   try {

@@ -1,4 +1,4 @@
-// Unit tests of src/guards/quota.ts and src/plans.ts: the RateLimit fields a counted route sends,
+// Unit tests of src/pipeline/guards/quota.ts and src/pipeline/plans.ts: the RateLimit fields a counted route sends,
 // the seconds to the daily reset, and each plan's limits (CONTRACT §12). End to end, the same
 // fields are in planQuotas.test.ts and planAndDaily.test.ts.
 import { describe, expect, it } from 'vitest';

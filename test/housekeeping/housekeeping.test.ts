@@ -54,7 +54,7 @@ describeWithServices('housekeeping timer', () => {
     const script = `
       import { startGateway } from './dist/server.js';
       import { configSchema } from './dist/config/schema.js';
-      import { createLogger } from './dist/logger.js';
+      import { createLogger } from './dist/telemetry/logger.js';
       const gw = await startGateway(configSchema.parse(JSON.parse(process.env.GATEWAY_CONFIG)), { log: createLogger('warn'), housekeepingEveryMs: 50 });
       await new Promise((resolve) => setTimeout(resolve, 200));
       await gw.close();
