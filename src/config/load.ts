@@ -8,6 +8,7 @@ import { isPair, isScalar, isSeq, parseDocument, stringify, visit, type Document
 import { fileSettings } from './files.js';
 import { configSchema, originsWithoutCookie, type Config } from './schema.js';
 import { z } from 'zod';
+import { sectionOf, withEnvironment } from './environment.js';
 
 export class ConfigError extends Error {
   constructor(readonly file: string, readonly problems: string[]) {
@@ -38,7 +39,8 @@ export function parseConfig(text: string, file: string, env: Env = {}): Config {
   const doc = parseDocument(masked);
   if (doc.errors.length) throw new ConfigError(file, doc.errors.map((e) => `YAML: ${e.message.split('\n')[0]}`));
   substituteEnv(doc, new RegExp(`__gwenv${nonce}_(\\d+)__`, 'g'), references, env, file);
-  const raw = withEnvironment(doc.toJS() ?? {}, env, file);
+  const { raw, problems: envProblems } = withEnvironment(doc.toJS() ?? {}, env);
+  if (envProblems.length) throw new ConfigError(file, envProblems);
   // Zod's own wording ("Invalid input: expected array, received string") is marked, to be
   // replaced by what the schema expects there (expected()); a message the schema gives is kept.
   const result = configSchema.safeParse(raw, { error: (issue) => `${GENERIC}${zodMessage(issue)}`, reportInput: true });
@@ -48,39 +50,6 @@ export function parseConfig(text: string, file: string, env: Env = {}): Config {
   // the café's network), every interface with Postgres (a deployment behind its load balancer).
   if (sectionOf(raw, 'server')?.host == null && config.storage.postgres) config.server.host = '0.0.0.0';
   return config;
-}
-
-/** What the environment sets over the file (CONTRACT §1, §25): a variable's name, where it goes, and whether it is a port. */
-const ENV_OVERRIDES = [
-  ['PORT', 'server', 'port'], ['HOST', 'server', 'host'],
-  ['ADMIN_PORT', 'admin', 'port'], ['ADMIN_HOST', 'admin', 'host'],
-  ['DECISIONS_PORT', 'decisions', 'port'], ['DECISIONS_HOST', 'decisions', 'host'],
-  ['REDIS_KEY_PREFIX', 'storage', 'redisKeyPrefix'],
-] as const;
-
-/**
- * The file's values with the environment's overrides, before validation: the checks between
- * settings see what the gateway will run with (DECISIONS_PORT may open the listener a
- * decision-only route needs). An empty variable (an unset compose one) leaves the file's value.
- */
-function withEnvironment(raw: unknown, env: Env, file: string): unknown {
-  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return raw;
-  const doc = raw as Record<string, unknown>;
-  for (const [name, section, key] of ENV_OVERRIDES) {
-    const text = env[name];
-    if (!text) continue;
-    const value = key === 'port' ? validPort(text, name, file) : text;
-    // A section that is not a map is left for the schema to refuse.
-    if (doc[section] == null) doc[section] = { [key]: value };
-    else if (sectionOf(doc, section)) (doc[section] as Record<string, unknown>)[key] = value;
-  }
-  return doc;
-}
-
-/** A top-level section of the parsed file when it is a map. */
-function sectionOf(raw: unknown, section: string): Record<string, unknown> | undefined {
-  const value = (raw as Record<string, unknown> | null)?.[section];
-  return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
 }
 
 const GENERIC = '\u0000';
@@ -366,11 +335,6 @@ function nodePath(ancestors: readonly unknown[], node: unknown): string {
   return keyPath(segments);
 }
 
-function validPort(text: string, name: string, file: string): number {
-  const n = Number(text);
-  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new ConfigError(file, [`${name}: expected a port number, got ${JSON.stringify(text)}`]);
-  return n;
-}
 
 export function loadConfig(explicitPath: string | undefined, env: Env = process.env): { config: Config; file: string } {
   const file = resolveConfigPath(explicitPath, env);
