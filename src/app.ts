@@ -22,6 +22,7 @@ import { canonicalUrl } from './routing/paths.js';
 import { WebSockets } from './proxy/websocket.js';
 import { userRoutes } from './user/routes.js';
 import { ASSERTION_KEYS_PATH } from './verify/index.js';
+import { ERRORS_PATH, errorList } from './errors/listing.js';
 
 const REQUEST_TIMEOUT_MS = 300_000;
 
@@ -66,7 +67,7 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
   const contexts = new RequestContexts(live, ownEndpointMethods(app));
   app.decorateRequest('context', null as unknown as RequestContext);
   app.addHook('onRequest', contexts.hook());
-  registerCommon(app, metrics.tallies);
+  registerCommon(app, metrics.tallies, instance.errorStyle);
   // After the request context's hook: the path is split from the query once, there.
   if (instance.tracing) traceRequests(app, instance.tracing, (request) => request.context.rawPath, (request) => request.routeOptions.url !== FORWARDED_ROUTE);
   await documentRoutes(app);
@@ -93,6 +94,11 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
     reply.header('cache-control', 'public, max-age=60');
     return { keys: keyring.publicJwks() };
   });
+  // The catalog (CONTRACT §20), served only to an instance whose answers carry codes or other words.
+  if (config.errors.codes || config.errors.language !== 'fr') {
+    const catalog = errorList(instance.errorStyle);
+    app.get(ERRORS_PATH, async (_request, reply) => reply.header('cache-control', 'public, max-age=3600').send(catalog));
+  }
   const requireUser = requireUserWith(pipeline);
   // Always registered (max 0 lets every request through) so a reload can switch it on. One store
   // for both scopes: a client address has one budget for every endpoint that checks a password

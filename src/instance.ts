@@ -27,6 +27,8 @@ import { waitForPostgres } from './storage/startWait.js';
 import { emailsToRecheck } from './storage/users.js';
 import { Tracing, tracingSettings } from './telemetry/tracing.js';
 import type { FleetLink } from './fleet/workerLink.js';
+import { errorStyleOf } from './errors/messageFiles.js';
+import type { ErrorStyle } from './errors/index.js';
 
 /** Where the instance is in its life: told by server.ts, read by readiness and every response. */
 export interface Lifecycle {
@@ -67,6 +69,8 @@ export interface Instance {
   housekeeping: Housekeeping;
   /** Traces, when telemetry.otlp (or OTEL_EXPORTER_OTLP_ENDPOINT) names a collector. */
   tracing: Tracing | undefined;
+  /** How answers read (CONTRACT §20): codes, problem details, languages, the operator's texts. */
+  errorStyle: ErrorStyle;
   /** In a worker (server.workers > 1): the primary, which gathers /metrics and /readyz of every worker. */
   fleet?: FleetLink;
   close(): Promise<void>;
@@ -137,6 +141,7 @@ export async function createInstance(config: Config, options: InstanceOptions): 
     // back the attempts a shutdown cuts short.
     const traced = tracingSettings(config.telemetry.otlp);
     const tracing = traced && new Tracing(traced);
+    const errorStyle = await errorStyleOf(config.errors);
     if (tracing) {
       // Closed after the listeners and the outbox worker (closers run in reverse): the last spans go out.
       closers.push(() => tracing.close());
@@ -171,7 +176,7 @@ export async function createInstance(config: Config, options: InstanceOptions): 
     });
 
     return {
-      lifecycle: { draining: false }, config, live, db, redis, clock, log, feed, tokens, passwords, identities, keyUsage, daily, keyring, pipeline, metrics, events, deliveries: outbox, mailer, audit, housekeeping, tracing, fleet: options.fleet,
+      lifecycle: { draining: false }, config, live, db, redis, clock, log, feed, tokens, passwords, identities, keyUsage, daily, keyring, pipeline, metrics, events, deliveries: outbox, mailer, audit, housekeeping, tracing, errorStyle, fleet: options.fleet,
       close: () => closeAll((err) => log.warn({ err }, 'error while closing')),
     };
   } catch (err) {

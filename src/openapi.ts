@@ -7,9 +7,20 @@
 // (test/docs/openapi.test.ts), so a new endpoint cannot go undocumented.
 import swagger from '@fastify/swagger';
 import type { FastifyInstance, FastifySchema } from 'fastify';
-import { ERRORS } from './errors.js';
+import { ERRORS, type ErrorCode as ErrorName } from './errors/index.js';
 
-const error = { type: 'object', required: ['error'], properties: { error: { type: 'string', description: 'French message: docs/errors.md lists them all' } } };
+/**
+ * An error answer that may be any of `names` (CONTRACT §20): `error` always, `code` with
+ * errors.codes or problem details (Accept: application/problem+json), whose other members follow.
+ */
+const errorOf = (names: readonly ErrorName[]) => ({
+  description: names.map((n) => `${ERRORS[n].code}: ${ERRORS[n].en}`).join(' / '),
+  type: 'object', required: ['error'],
+  properties: {
+    error: { type: 'string' },
+    code: { enum: [...new Set(names.map((n) => ERRORS[n].code))], description: 'With errors.codes, or in problem details (type, title, status, detail: docs/errors.md)' },
+  },
+});
 const message = { type: 'object', required: ['message'], properties: { message: { type: 'string' } } };
 const tokenPair = {
   type: 'object',
@@ -55,15 +66,19 @@ const credentials = (fields: string[]) => ({
   properties: Object.fromEntries(fields.map((f) => [f, { type: 'string' }])),
   description: 'JSON; a missing or non-JSON body reads as {}',
 });
-const errors = (...codes: Array<keyof typeof ERRORS>) => Object.fromEntries(
-  [...new Set(codes.map((c) => ERRORS[c].status))].map((status) => [status, { description: codes.filter((c) => ERRORS[c].status === status).map((c) => ERRORS[c].message).join(' / '), ...error }]),
+const errors = (...names: ErrorName[]) => Object.fromEntries(
+  [...new Set(names.map((c) => ERRORS[c].status))].map((status) => [status, errorOf(names.filter((c) => ERRORS[c].status === status))]),
 );
 const bearer: Array<Record<string, string[]>> = [{ bearer: [] }, { apiKey: [] }];
 const bearerOnly: Array<Record<string, string[]>> = [{ bearer: [] }];
 const mfaChallenge = {
-  description: `${ERRORS.mfaCodeRequired.message}: no pair until POST /api/v1/auth/mfa/verify`,
-  type: 'object', required: ['error'],
-  properties: { error: { type: 'string' }, mfa_token: { type: 'string' }, methods: { type: 'array', items: { type: 'string' } } },
+  description: `${ERRORS.mfaCodeRequired.code}: ${ERRORS.mfaCodeRequired.en}; no pair until POST /api/v1/auth/mfa/verify with the mfa_token`,
+  type: 'object', required: ['error', 'mfa_token', 'methods'],
+  properties: {
+    ...errorOf(['mfaCodeRequired']).properties,
+    mfa_token: { type: 'string', description: 'For POST /api/v1/auth/mfa/verify; 5 minutes, 5 wrong codes' },
+    methods: { type: 'array', items: { enum: ['totp', 'recovery_code'] }, description: 'The second factors the account can answer with' },
+  },
 };
 
 /**
@@ -83,12 +98,18 @@ export const DOCUMENTED_OPTIONS = {
   },
   // The return page posts the exchange with the gw_oidc cookie (auth.oidc.bindToBrowser, on for one site).
   cors: { origins: ['https://app.example.com'], credentials: true },
+  // GET /api/v1/errors exists with codes on (CONTRACT §20).
+  errors: { codes: true },
 };
 
 /** Each own endpoint's schema, by method and path (with its prefix). */
 const ENDPOINTS: Record<string, FastifySchema & Record<string, unknown>> = {
   'GET /healthz': { tags: ['health'], summary: 'The process runs', response: { 200: { type: 'object', properties: { status: { const: 'ok' } } } } },
-  'GET /readyz': { tags: ['health'], summary: 'Postgres answers and the instance is not draining; Redis is reported in checks, never a 503', response: { 200: { type: 'object', properties: { status: { const: 'ok' }, checks: { type: 'object', properties: { postgres: { const: 'ok' }, redis: { enum: ['ok', 'down', 'readonly', 'off'] } } } } }, 503: { description: 'not ready (status unavailable: Postgres down; draining): error, status and checks', ...error } } },
+  'GET /readyz': { tags: ['health'], summary: 'Postgres answers and the instance is not draining; Redis is reported in checks, never a 503', response: { 200: { type: 'object', properties: { status: { const: 'ok' }, checks: { type: 'object', properties: { postgres: { const: 'ok' }, redis: { enum: ['ok', 'down', 'readonly', 'off'] } } } } }, 503: { ...errorOf(['storageUnavailable']), description: 'not ready (status unavailable: Postgres down; draining): error, status and checks' } } },
+  'GET /api/v1/errors': {
+    tags: ['errors'], summary: 'The error catalog: code, name, status, messages by language, fields; only with errors.codes or errors.language other than fr',
+    response: { 200: { type: 'array', items: { type: 'object', properties: { code: { type: 'string' }, name: { type: 'string' }, status: { type: 'integer' }, messages: { type: 'object', additionalProperties: { type: 'string' } }, fields: { type: 'array', items: { type: 'string' } } } } } },
+  },
   'GET /.well-known/jwks.json': { tags: ['keys'], summary: 'The access-token public key(s); empty for HS256', response: { 200: { type: 'object', properties: { keys: { type: 'array' } } } } },
   'GET /.well-known/gateway-assertion-keys.json': { tags: ['keys'], summary: 'The x-gateway-assertion public keys, and only them', response: { 200: { type: 'object', properties: { keys: { type: 'array' } } } } },
   'POST /api/v1/auth/register': { tags: ['auth'], summary: 'Create an account (plan free)', body: credentials(['email', 'password']), response: { 201: { type: 'object', properties: { message: { type: 'string' }, user_id: { type: 'integer' } } }, ...errors('emailInvalid', 'passwordTooShort', 'passwordTooLong', 'emailTaken', 'rateLimited', 'storageUnavailable') } },
@@ -191,14 +212,14 @@ type Responses = Record<string, { description?: string }>;
  * `schema` with `code`'s answer among its documented responses (its message added to the
  * description of a status already there): for a refusal a hook adds to many routes at once.
  */
-export function withRefusal(schema: FastifySchema | undefined, code: keyof typeof ERRORS): FastifySchema | undefined {
+export function withRefusal(schema: FastifySchema | undefined, name: ErrorName): FastifySchema | undefined {
   const response = (schema as { response?: Responses } | undefined)?.response;
   if (!schema || !response) return schema;
-  const { status, message } = ERRORS[code];
-  const existing = response[status];
-  if (existing?.description?.split(' / ').includes(message)) return schema;
-  const entry = existing ? { ...existing, description: `${existing.description} / ${message}` } : { description: message, ...error };
-  return { ...schema, response: { ...response, [status]: entry } } as FastifySchema;
+  const { status, code } = ERRORS[name];
+  const existing = response[status] as ReturnType<typeof errorOf> | undefined;
+  const names = existing?.properties?.code?.enum ? Object.keys(ERRORS).filter((n) => existing.properties.code.enum.includes(ERRORS[n as ErrorName].code)) as ErrorName[] : [];
+  if (names.some((n) => ERRORS[n].code === code)) return schema;
+  return { ...schema, response: { ...response, [status]: errorOf([...names, name]) } } as FastifySchema;
 }
 
 type OpenApiDocument = { paths?: Record<string, unknown>; [key: string]: unknown };

@@ -28,7 +28,7 @@ export async function buildAdminApp(instance: Instance, options: AdminOptions = 
   const { admin } = instance.config;
   // admin.tls: HTTPS (and HTTP/2 if asked), with the public listener's TLS policy.
   const app = Fastify({ ...listenerOptions(log.child({ listener: 'admin' })), ...(httpsOptions(admin.tls) as object) });
-  registerCommon(app, metrics.tallies);
+  registerCommon(app, metrics.tallies, instance.errorStyle);
   await documentRoutes(app);
   await app.register(healthRoutes, { db, redis: redis?.client ?? null, lifecycle, fleet });
   app.get('/openapi.json', async () => combinedDocument(options.publicDocument?.() ?? {}, app.swagger() as Record<string, unknown>));

@@ -10,7 +10,7 @@ import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../config/schema.js';
-import { sendError } from '../errors.js';
+import { sendError, successBody } from '../errors/index.js';
 import { CHECK_TIMEOUT_MS, readiness, type ReadinessDeps } from '../listener/health.js';
 import { CONSOLE_COOKIE } from '../credentials/shapes.js';
 import { cookieValue, headerValue } from '../http.js';
@@ -194,7 +194,7 @@ async function signOut({ deps, secure }: ConsoleContext, request: FastifyRequest
   if (session && changeRefused(deps, request, session.csrf)) return sendError(reply, 'consoleCsrf');
   if (session) await deps.store.take(session.key);
   reply.header('set-cookie', `${CONSOLE_COOKIE}=; HttpOnly;${secure} SameSite=Strict; Path=/console/; Max-Age=0`);
-  return { message: 'Session terminée' };
+  return successBody(reply, 'consoleSignedOut');
 }
 
 // Every /console/api/* call needs the session; changes need the CSRF token too.

@@ -5,7 +5,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteGenericInterface } from 'fastify';
 import type { Audit, AuditActor, AuditEvent } from '../audit.js';
 import type { Config } from '../config/schema.js';
-import { planUnknownMessage, sendDenial, sendError } from '../errors.js';
+import { planUnknownParams, sendDenial, sendError, successBody } from '../errors/index.js';
 import { headerValue } from '../http.js';
 import type { FailureLog } from '../telemetry/logThrottle.js';
 import type { IdentityCache } from '../storage/identityCache.js';
@@ -197,7 +197,7 @@ async function revokeSessions(deps: AdminRoutesDeps, request: FastifyRequest<{ P
   });
   if (ended === undefined) return sendError(reply, 'adminNotFound');
   request.log.info({ userId: id, sessionId: sid ?? 'all', ended }, 'admin: sessions revoked');
-  return { message: 'Sessions révoquées', revoked: ended };
+  return successBody(reply, 'sessionsRevoked', { revoked: ended });
 }
 
 // A user who lost their authenticator: TOTP and recovery codes go; password sign-in works again.
@@ -210,7 +210,7 @@ async function resetMfa(deps: AdminRoutesDeps, request: FastifyRequest<ById>, re
     return n;
   });
   request.log.info({ userId: user.id, removed }, 'admin: second factor removed');
-  return { message: 'Second facteur retiré', user_id: user.id };
+  return successBody(reply, 'mfaReset', { user_id: user.id });
 }
 
 // Erasure on request (GDPR art. 17): the account and everything hanging from it; the email is free again.
@@ -232,7 +232,7 @@ async function setUserPlan(deps: AdminRoutesDeps, request: FastifyRequest<ById>,
   if (id === undefined) return sendError(reply, 'adminNotFound');
   const plan = field(request.body, 'plan');
   const plans = knownPlans(deps.config());
-  if (typeof plan !== 'string' || !plans.includes(plan)) return sendDenial(reply, { code: 'planUnknown', message: planUnknownMessage(plans) });
+  if (typeof plan !== 'string' || !plans.includes(plan)) return sendDenial(reply, { code: 'planUnknown', params: planUnknownParams(plans) });
   // setPlan changes the user and its subscription record in one transaction.
   const user = await setPlan(deps.db, id, plan, (tx) => deps.audit.record({ type: 'admin.plan_changed', ...by(deps, request), userId: id, data: { plan } }, tx));
   if (!user) return sendError(reply, 'adminNotFound');
@@ -308,5 +308,5 @@ async function storeAlert({ db, events }: AdminRoutesDeps, request: FastifyReque
   });
   if (!stored) return sendError(reply, 'adminNotFound');
   request.log.info({ userId: id, type }, 'admin: alert stored for delivery');
-  return reply.code(202).send({ message: 'Alerte acceptée' });
+  return reply.code(202).send(successBody(reply, 'alertAccepted'));
 }

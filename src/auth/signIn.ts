@@ -7,7 +7,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Audit } from '../audit.js';
 import { sha256Hex } from '../credentials/digest.js';
 import type { TokenPair, Tokens } from '../credentials/tokens.js';
-import { sendError } from '../errors.js';
+import { sendError } from '../errors/index.js';
 import type { Queryable } from '../storage/db.js';
 import * as mfa from '../storage/mfa.js';
 import type { Client } from '../storage/sessions.js';

@@ -1,6 +1,7 @@
 // Every `gateway` subcommand, with its own help: the one list the parser, the help and the docs
 // test read (docs/commands.md).
 import { check, openapi, schema } from './check.js';
+import { errorsCommand } from './errors.js';
 import type { Command } from './command.js';
 import { health, HEALTH_TIMEOUT_MS } from './health.js';
 import { SHUTDOWN_GRACE_MS, start } from './start.js';
@@ -72,6 +73,16 @@ language server complete and check a file whose first line is
 listeners), as the admin listener serves it at /openapi.json. It builds both listeners on a
 throwaway embedded database, so it needs no configuration and no network. The repository keeps
 it as docs/openapi.json.`,
+  },
+  {
+    name: 'errors', config: false, run: errorsCommand,
+    options: { json: { type: 'boolean' }, markdown: { type: 'boolean' } },
+    summary: 'list every error the gateway answers: code, status, messages (--json, --markdown)',
+    help: `Lists the error catalog (docs/errors.md): each error's code (the stable id clients read with
+errors.codes or problem details), its name in metrics, traces and logs, its status and its
+messages. With --json, the list GET /api/v1/errors serves, [{code, name, status, messages: {fr,
+en}, fields}], texts with their {placeholders}; with --markdown, the table of docs/errors.md.
+The built-in texts only: a running gateway's GET /api/v1/errors adds those of errors.messages.`,
   },
   {
     name: 'users set-plan', operands: ['EMAIL', 'PLAN'], config: true, admin: true, run: (args) => users('set-plan', args),

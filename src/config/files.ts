@@ -6,6 +6,7 @@ import { createPrivateKey, X509Certificate, type KeyObject } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { createSecureContext } from 'node:tls';
 import type { Config } from './schema.js';
+import { readMessageFiles } from '../errors/messageFiles.js';
 
 /**
  * Reads and parses `file` as the setting's kind; returns what is wrong ("FILE: …"), or nothing.
@@ -22,6 +23,11 @@ async function readText(file: string): Promise<{ text: string } | { problem: str
 }
 
 const CHECKERS = {
+  /** errors.messages: a folder of <lang>.json texts (errors/messageFiles.ts). */
+  async messageFolder(dir) {
+    const { problems } = await readMessageFiles(dir);
+    return problems.length ? problems.join('; ') : undefined;
+  },
   /** PEM certificates (a CA bundle, a certificate chain): at least one, and each one parses. */
   async certificates(file) {
     const read = await readText(file);
@@ -128,6 +134,7 @@ export function fileSettings(config: Config): FileSetting[] {
     }),
     setting('auth.jwt.privateKeyFile', 'signingKey', config.auth.jwt, 'privateKeyFile'),
     setting('webhooks.caFile', 'certificates', config.webhooks, 'caFile'),
+    setting('errors.messages', 'messageFolder', config.errors, 'messages'),
     ...Object.entries(config.upstreams).flatMap(([name, { tls }]) => (tls ? [
       setting(`upstreams.${name}.tls.caFile`, 'certificates', tls, 'caFile'),
       setting(`upstreams.${name}.tls.certFile`, 'certificates', tls, 'certFile'),

@@ -4,7 +4,7 @@
 import { z } from 'zod';
 import { normalizePath } from '../routing/paths.js';
 import { adminKey, ASYMMETRIC, bool, duration, durationOrZero, envReference, HTTP_URL, int, isUrl, NAME, OCTET, optionalText, port, PORT, ratio, SECRET_MIN, size, text } from './schema/values.js';
-import { corsSchema, MAX_LIMIT, planLimits, planName, routeSchema, upstreamSchema } from './schema/routes.js';
+import { corsSchema, MAX_LIMIT, planLimits, planName, routeSchema, upstreamSchema, usageNoun } from './schema/routes.js';
 import { oidcSchema, originProblem, originsWithoutCookie } from './schema/providers.js';
 export { parseDuration, parseSize } from './schema/values.js';
 export { BASE_PLANS, CORS_DEFAULTS, HTTP_METHODS, type Plan } from './schema/routes.js';
@@ -164,6 +164,15 @@ export const configSchema = z.strictObject({
     // The shorthand it always was: limits.free.daily (read through planLimitsOf, src/plans.ts).
     freeDailyLimit: int(1, MAX_LIMIT).optional(),
     limits: z.record(planName, planLimits).default({}),
+    upgradeUrl: z.string().regex(/^(?:\/(?!\/)|https:\/\/)[^\s"<>\\]*$/, 'expected a path such as /pricing or an https:// URL').default('/api/v1/subscription/upgrade')
+      .meta({ description: 'The upgrade_url of the plan and quota errors.' }),
+    usageNoun: usageNoun.optional(),
+  }).prefault({}),
+  // Errors any client can read (CONTRACT §20): codes, problem details on request, languages.
+  errors: z.strictObject({
+    codes: bool().prefault(false).meta({ description: 'true: every error body adds "code", a stable snake_case id (GET /api/v1/errors lists them).' }),
+    language: z.enum(['fr', 'en', 'negotiate']).default('fr').meta({ description: 'The language of errors and messages: fr (the spec\'s), en, or negotiate (Accept-Language among fr, en and the files of messages; fallback fr).' }),
+    messages: optionalText.meta({ examples: ['./messages'], description: 'A folder of <lang>.json files, {code: text}, overriding or adding a language (gateway check reads them).' }),
   }).prefault({}),
   admin: z.strictObject({
     host: z.string().default('127.0.0.1'),
@@ -326,8 +335,16 @@ export const configSchema = z.strictObject({
         ctx.addIssue({ code: 'custom', path: ['routes', i, 'path'], message: `path ${route.path} is declared twice (paths are matched without regard to case)` });
       }
       seen.add(key);
+      const own = ownEndpointUnder(cfg, key);
+      if (own) ctx.addIssue({ code: 'custom', path: ['routes', i, 'path'], message: `path ${route.path} is the gateway's own endpoint ${own.path} (${own.why}): choose another path` });
   })));
 }, { when: () => true });
+
+/** The own endpoints of sections 20–24 that the configuration switches on (CONTRACT §20): a route cannot take their paths. */
+function ownEndpointUnder(cfg: { errors: { codes: boolean; language: string } }, lowerPath: string): { path: string; why: string } | undefined {
+  const own = [{ path: '/api/v1/errors', on: cfg.errors.codes || cfg.errors.language !== 'fr', why: 'errors.codes or errors.language' }];
+  return own.find((o) => o.on && (lowerPath === o.path || lowerPath.startsWith(`${o.path}/`)));
+}
 
 export type Config = z.output<typeof configSchema>;
 export type RouteConfig = Config['routes'][number];

@@ -5,7 +5,7 @@
 // 200 with an empty body and the identity headers for the proxy to copy upstream, or the very
 // denial the proxied request would have got, for the proxy to pass to the client.
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
-import { sendDenial, sendError } from '../errors.js';
+import { sendDenial, sendError } from '../errors/index.js';
 import type { Instance } from '../instance.js';
 import { acceptEveryMethod, listenerOptions, registerCommon } from '../listener/basics.js';
 import { traceDecision, traceRequests } from '../listener/tracing.js';
@@ -47,7 +47,7 @@ export async function buildDecisionsApp(instance: Instance, options: DecisionsOp
   const credentials = credentialChecks(instance);
   const { ownMethods } = options;
   const app = Fastify(listenerOptions(log.child({ listener: 'decisions' })));
-  registerCommon(app, metrics.tallies);
+  registerCommon(app, metrics.tallies, instance.errorStyle);
   // A decision is a span of its own, named after the route it was asked about (its stages as
   // children), continuing the proxy's trace when the proxy sends a traceparent.
   if (instance.tracing) traceRequests(app, instance.tracing, (request) => request.url.split('?', 1)[0]!);

@@ -8,7 +8,7 @@
 import type { FastifyRateLimitStore, RateLimitPluginOptions } from '@fastify/rate-limit';
 import type { FastifyRequest } from 'fastify';
 import { LRUCache } from 'lru-cache';
-import { GatewayError } from '../errors.js';
+import { GatewayError } from '../errors/index.js';
 import type { Config } from '../config/schema.js';
 import type { RedisBreaker } from '../storage/redis/breaker.js';
 import { INCR_WITH_WINDOW } from '../storage/redis/scripts.js';

@@ -6,7 +6,7 @@
 import { METHODS, type Server, type ServerResponse } from 'node:http';
 import type { FastifyBaseLogger, FastifyHttpOptions, FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import { sendError } from '../errors.js';
+import { DEFAULT_STYLE, sendError, type ErrorStyle } from '../errors/index.js';
 import { isJsonType, lenientJson } from '../http.js';
 import { AccessLog } from '../telemetry/logger.js';
 import type { RouteTallies } from '../telemetry/metrics.js';
@@ -53,11 +53,12 @@ export function acceptEveryMethod(app: FastifyInstance): void {
 }
 
 /** What every listener registers: request ids, the lenient JSON parser, the error catalog, metrics. */
-export function registerCommon(app: FastifyInstance, tallies: RouteTallies): void {
+export function registerCommon(app: FastifyInstance, tallies: RouteTallies, errorStyle: ErrorStyle = DEFAULT_STYLE): void {
+  app.decorate('errorStyle', errorStyle);
   // An Expect other than 100-continue (RFC 9110 §10.1.1) is refused before any route runs; Node's
   // own 417 has an empty body.
   // On HTTP/2 `res` is Node's compatibility response, which answers writeHead and end alike.
-  app.server.on('checkExpectation', (_req, res: ServerResponse) => writeRaw(res, 'expectationFailed'));
+  app.server.on('checkExpectation', (_req, res: ServerResponse) => writeRaw(res, 'expectationFailed', errorStyle));
   app.decorateRequest('gatewayRoute', '');
   // Callback-style hooks: these run on every request, and an async hook costs a promise each time.
   app.addHook('onRequest', (request, reply, done) => {

@@ -3,7 +3,7 @@
 // the catalog's 400, anything else 500 with its stack in the log and nothing of it in the answer.
 import type { FastifyError, FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import { errorBody, ERRORS, GatewayError, sendError } from '../errors.js';
+import { ERRORS, GatewayError, sendError } from '../errors/index.js';
 import { isRefusedInput, isUnavailable } from '../storage/db.js';
 import { failureLog } from '../telemetry/logThrottle.js';
 
@@ -38,6 +38,6 @@ export function registerErrorHandler(app: FastifyInstance): void {
       return sendError(reply, 'badRequest');
     }
     request.log.error({ err: error }, 'unexpected error');
-    return reply.code(ERRORS.internal.status).send(errorBody('internal'));
+    return sendError(reply, 'internal');
   });
 }

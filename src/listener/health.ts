@@ -1,6 +1,6 @@
 // /healthz (the process runs) and /readyz (the instance can serve), on both listeners.
 import type { FastifyInstance } from 'fastify';
-import { errorBody } from '../errors.js';
+import { errorBody } from '../errors/index.js';
 import type { Database } from '../storage/db.js';
 import { isReadOnlyError, probeRedis, refusesWrites, type RedisClient } from '../storage/redis/client.js';
 import { withTimeout } from '../time.js';

@@ -7,7 +7,7 @@
 // past a few levels, and code that walks a body recursively (JSON.stringify) throws on one a
 // megabyte of `[` makes.
 import type { FastifyInstance, FastifyReply, FastifyRequest, preHandlerHookHandler, RouteOptions } from 'fastify';
-import { sendError } from '../errors.js';
+import { sendError } from '../errors/index.js';
 import { withRefusal } from '../openapi.js';
 
 // A C0 control (NUL, CR, LF, tab, …) or a UTF-16 surrogate standing alone (\p{Cs} under /u matches

@@ -1,7 +1,7 @@
 // The auth (+ plan) guard for the gateway's own endpoints (/api/v1/user/*), as a preHandler: the
 // pipeline's own guard stage, so an own endpoint and a route answer identically.
 import type { FastifyReply, FastifyRequest, preHandlerAsyncHookHandler } from 'fastify';
-import { sendDenial } from '../errors.js';
+import { sendDenial } from '../errors/index.js';
 import type { Identity, Pipeline } from '../pipeline/index.js';
 import type { User } from '../storage/users.js';
 

@@ -3,6 +3,7 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Decision } from '../pipeline/index.js';
+import { telemetryName } from '../errors/index.js';
 import type { RequestTrace, Tracing } from '../telemetry/tracing.js';
 
 declare module 'fastify' {
@@ -17,7 +18,7 @@ export function traceDecision(trace: RequestTrace | undefined, decision: Decisio
   if (!trace) return;
   if (decision.kind === 'deny') {
     if (decision.route && decision.route !== 'own') trace.route = decision.route;
-    trace.decision = decision.denial.code;
+    trace.decision = telemetryName(decision.denial.code);
     return;
   }
   trace.route = decision.route.path;

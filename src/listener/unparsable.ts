@@ -3,7 +3,7 @@
 import { STATUS_CODES, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
-import { errorBody, ERRORS, type ErrorCode } from '../errors.js';
+import { DEFAULT_STYLE, errorAnswer, type ErrorCode, type ErrorStyle } from '../errors/index.js';
 
 /**
  * HTTP that cannot even be parsed (bad syntax, headers over Node's limit, headers sent too slowly)
@@ -21,7 +21,7 @@ export function clientErrorHandler(this: FastifyInstance, err: NodeJS.ErrnoExcep
     // catalog's 400 when nothing has been answered yet, then the connection goes. (A client that
     // closed mid-body, HPE_INVALID_EOF_STATE, is gone: nobody to answer.)
     if (err.code?.startsWith('HPE_') && err.code !== 'HPE_INVALID_EOF_STATE' && !inFlight.headersSent) {
-      writeRaw(inFlight, 'badRequest');
+      writeRaw(inFlight, 'badRequest', this.errorStyle ?? DEFAULT_STYLE);
       inFlight.once('finish', () => socket.destroy());
       return;
     }
@@ -37,21 +37,24 @@ export function clientErrorHandler(this: FastifyInstance, err: NodeJS.ErrnoExcep
   }
   const code: ErrorCode = err.code === 'HPE_HEADER_OVERFLOW' ? 'headersTooLarge' : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 'requestTimeout' : 'badRequest';
   this.log.debug({ code: err.code }, 'unparsable request');
-  const { status } = ERRORS[code];
-  const body = JSON.stringify(errorBody(code));
+  // The request's headers were not read: the configured language, never problem details.
+  const answer = errorAnswer(this.errorStyle ?? DEFAULT_STYLE, undefined, { code });
+  const { status } = answer;
+  const body = JSON.stringify(answer.body);
   // A response to HEAD has no body, even this one (the request line is in the bytes that failed).
   const head = (err as { rawPacket?: Buffer }).rawPacket?.subarray(0, 5).toString('latin1') === 'HEAD ';
   if (socket.writable) {
-    socket.write(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${head ? '' : body}`);
+    socket.write(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: ${answer.contentType}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${head ? '' : body}`);
   }
   socket.destroy();
 }
 
 /** An answer from the catalog written on the raw response, for requests fastify never routes. */
-export function writeRaw(res: ServerResponse, code: ErrorCode): void {
-  const body = JSON.stringify(errorBody(code));
-  const headers = { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body) };
+export function writeRaw(res: ServerResponse, code: ErrorCode, style: ErrorStyle): void {
+  const answer = errorAnswer(style, res.req.headers, { code });
+  const body = JSON.stringify(answer.body);
+  const headers = { 'content-type': answer.contentType, 'content-length': Buffer.byteLength(body), vary: answer.vary };
   // HTTP/2 has no Connection header (RFC 9113 §8.2.2): the stream ends, the connection stays.
-  res.writeHead(ERRORS[code].status, res.req.httpVersionMajor >= 2 ? headers : { ...headers, connection: 'close' });
+  res.writeHead(answer.status, res.req.httpVersionMajor >= 2 ? headers : { ...headers, connection: 'close' });
   res.end(res.req.method === 'HEAD' ? undefined : body);
 }

@@ -12,14 +12,14 @@
 // Decision they get. The stages' logic lives in guards/, the routes' in routing/.
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Assertions } from './assertionSigner.js';
-import type { Denial } from '../errors.js';
+import { telemetryName, type Denial, type Nouns } from '../errors/index.js';
 import { authenticate, bearerToken, type AuthDeps, type AuthResult } from './guards/authenticate.js';
 import type { DailyLimiter } from './guards/dailyLimit.js';
 import type { MinuteLimiter } from './guards/minuteLimit.js';
 import { rateLimitHeaders, type QuotaOutcome, type QuotaState } from './guards/quota.js';
 import { checkPlan } from './guards/plan.js';
 import type { LiveSnapshot } from '../live/live.js';
-import { planLimitsOf } from './plans.js';
+import { planLimitsOf, planWordsOf, worded } from './plans.js';
 import type { RouteTallies } from '../telemetry/metrics.js';
 import { identityHeaders } from './identityHeaders.js';
 import { overridingMethods } from '../routing/methodOverrides.js';
@@ -36,6 +36,8 @@ export interface GuardPolicy {
   mfa?: 'required' | 'optional';
   dailyLimit?: boolean;
   rateLimit?: boolean;
+  /** The route's noun for the quota messages (CONTRACT §20); unset: plans.usageNoun. */
+  usageNoun?: Nouns;
   /** The route's path, for the quota metrics; own endpoints count nothing. */
   path?: string;
 }
@@ -141,9 +143,9 @@ export class Pipeline {
     if (policy.auth !== 'none' || mfa) {
       const span = trace?.start('gateway.authenticate');
       auth = await authenticate(headers, this.deps.auth, bearer, span ? trace!.calls(span) : untraced);
-      span?.setAttribute('gateway.outcome', auth.kind === 'denied' ? auth.denial.code : auth.kind).end();
+      span?.setAttribute('gateway.outcome', auth.kind === 'denied' ? telemetryName(auth.denial.code) : auth.kind).end();
       if (auth.kind === 'denied') return { kind: 'deny', denial: auth.denial };
-      if (auth.kind === 'anonymous' && (policy.auth === 'required' || mfa)) return { kind: 'deny', denial: { code: 'tokenInvalid' } };
+      if (auth.kind === 'anonymous' && (policy.auth === 'required' || mfa)) return { kind: 'deny', denial: { code: 'tokenMissing' } };
       if (mfa && (auth.kind !== 'authenticated' || auth.method !== 'bearer' || auth.acr !== 'aal2')) return { kind: 'deny', denial: { code: 'mfaRequired' } };
     }
     // Anonymous past this point only on auth: none or optional, where the config allows no plan,
@@ -154,7 +156,7 @@ export class Pipeline {
       const span = trace?.start('gateway.plan');
       const denial = checkPlan(user, policy.plans);
       span?.setAttribute('gateway.outcome', denial ? denial.code : 'allow').end();
-      if (denial) return { kind: 'deny', denial };
+      if (denial) return { kind: 'deny', denial: worded(denial, planWordsOf(live.settings.plans, policy.usageNoun)) };
     }
     if (!(policy.rateLimit || policy.dailyLimit)) return { kind: 'pass', auth, responseHeaders: undefined };
 
@@ -167,7 +169,7 @@ export class Pipeline {
       span?.setAttribute('gateway.outcome', denial ? denial.code : 'allow').end();
       quotas.push(state);
       this.deps.tallies.quota(kind, user.plan, policy.path ?? 'own', denial ? 'refused' : 'admitted');
-      return denial && { ...denial, headers: { ...denial.headers, ...rateLimitHeaders(quotas) } };
+      return denial && { ...worded(denial, planWordsOf(live.settings.plans, policy.usageNoun)), headers: { ...denial.headers, ...rateLimitHeaders(quotas) } };
     };
     const { perMinute, daily } = limits;
     const denial = (policy.rateLimit && perMinute !== null ? await count('minute', (calls) => this.deps.minute.consume(user.id, perMinute, calls)) : undefined)
@@ -177,7 +179,7 @@ export class Pipeline {
   }
 
   private denied(route: string, denial: Denial): Decision & { kind: 'deny' } {
-    this.deps.tallies.decided(route, denial.code);
+    this.deps.tallies.decided(route, telemetryName(denial.code));
     return { kind: 'deny', route, denial };
   }
 }

@@ -1,6 +1,7 @@
 // Plans as data (CONTRACT §12): which plans exist and what each may use. Read from the live
 // configuration on every request, so a reload changes limits without a restart.
 import { BASE_PLANS, type Config } from '../config/schema.js';
+import { SPEC_USAGE_NOUN, type Denial, type Nouns } from '../errors/index.js';
 
 export interface PlanLimits {
   /** Counted uses per UTC day on dailyLimit routes; null: unlimited. */
@@ -35,4 +36,23 @@ export function usedToday(user: { daily_usage: number; last_usage_date: string |
 /** What is left of today's quota: null when the plan has none. */
 export function dailyRemaining(limits: PlanLimits, used: number): number | null {
   return limits.daily === null ? null : Math.max(0, limits.daily - used);
+}
+
+/** The words of the plan and quota errors (CONTRACT §20): where to upgrade, and what a use is called. */
+export interface PlanWords {
+  upgradeUrl: string;
+  usageNoun: Nouns;
+}
+
+/** The words for a route: its own `usageNoun`, else the plans', language by language, else the spec's. */
+export function planWordsOf(plans: Config['plans'], routeNoun?: Nouns): PlanWords {
+  return { upgradeUrl: plans.upgradeUrl, usageNoun: { ...SPEC_USAGE_NOUN, ...plans.usageNoun, ...routeNoun } };
+}
+
+/** A plan or quota denial (made in the spec's words by its guard) in the configured words. */
+export function worded(denial: Denial, words: PlanWords): Denial {
+  const extra = denial.extra && Object.hasOwn(denial.extra, 'upgrade_url') ? { ...denial.extra, upgrade_url: words.upgradeUrl } : denial.extra;
+  const noun = denial.params?.noun;
+  const params = typeof noun === 'object' && 'nouns' in noun ? { ...denial.params, noun: { ...noun, nouns: words.usageNoun } } : denial.params;
+  return { ...denial, extra, params };
 }

@@ -10,7 +10,7 @@ import type { Readable } from 'node:stream';
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import type { Dispatcher } from 'undici';
-import { sendDenial, sendError, type Denial } from '../errors.js';
+import { sendDenial, sendError, type Denial } from '../errors/index.js';
 import { acceptEveryMethod } from '../listener/basics.js';
 import { endRequestTrace, traceDecision } from '../listener/tracing.js';
 import { DenialLog, failureLog, type FailureLog } from '../telemetry/logThrottle.js';

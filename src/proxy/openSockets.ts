@@ -8,7 +8,7 @@
 // is closed with 1008 (policy violation) and the catalog's message. While the feed was down
 // changes may have gone unheard, so every socket is read again when it resumes.
 import type { Logger } from 'pino';
-import { ERRORS, type Denial } from '../errors.js';
+import { ERRORS, type Denial } from '../errors/index.js';
 import type { IdentityCache } from '../storage/identityCache.js';
 import { checkPlan } from '../pipeline/index.js';
 import type { ChangeFeed } from '../storage/changeFeed.js';
@@ -127,7 +127,7 @@ export class OpenSockets implements WebSocketStats {
         else if (socket.plans) denial = checkPlan(user, socket.plans);
         if (!denial) continue;
         this.deps.log.info({ route: socket.route, userId, reason: denial.code }, 'websocket closed: the user no longer passes the route\'s guards');
-        socket.close(POLICY_VIOLATION, ERRORS[denial.code].message);
+        socket.close(POLICY_VIOLATION, ERRORS[denial.code].fr);
       }
     } catch (err) {
       // Storage unreachable: the feed says so too, and its `resumed` brings a new reading.

@@ -16,7 +16,7 @@ import type { Duplex } from 'node:stream';
 import { TLSSocket } from 'node:tls';
 import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
 import WebSocket, { WebSocketServer, type RawData } from 'ws';
-import type { Denial } from '../errors.js';
+import type { Denial } from '../errors/index.js';
 import type { RequestContexts } from '../live/requestContext.js';
 import { downstreamHeaders } from './headers.js';
 import { GOING_AWAY, type OpenSocket, type OpenSockets } from './openSockets.js';

@@ -2,7 +2,7 @@
 // Connection-level faults become StorageUnavailableError so every caller answers 503, not 500.
 import { mkdirSync } from 'node:fs';
 import pg from 'pg';
-import { StorageUnavailableError } from '../errors.js';
+import { StorageUnavailableError } from '../errors/index.js';
 import { holdDirectory } from './dirLock.js';
 
 // `date` columns (users.last_usage_date) stay 'YYYY-MM-DD' strings: a Date would shift with the time zone.

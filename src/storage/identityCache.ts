@@ -5,7 +5,7 @@
 import { LRUCache } from 'lru-cache';
 import type { ChangeFeed } from './changeFeed.js';
 import type { Database } from './db.js';
-import { findActiveById, type User } from './users.js';
+import { findById, type User } from './users.js';
 import { findKeyOwner } from './apiKeys.js';
 import { untraced, type StoreCall, type StoreCalls } from '../telemetry/storeCalls.js';
 
@@ -24,8 +24,8 @@ export interface CacheStats {
 }
 
 export class IdentityCache {
-  // { missing: true } = "no active user with this id": cached too, so a deleted user's tokens cost no query.
-  private readonly users = new LRUCache<number, User | { missing: true }>({ max: MAX_ENTRIES });
+  // { missing } = "no active user with this id", and why: cached too, so a deleted user's tokens cost no query.
+  private readonly users = new LRUCache<number, User | { missing: 'gone' | 'inactive' }>({ max: MAX_ENTRIES });
   private readonly keys = new LRUCache<string, number>({ max: MAX_ENTRIES });
   private readonly unknownKeys = new LRUCache<string, true>({ max: MAX_UNKNOWN_KEYS });
   // Bumped on every change heard and every change of the feed's trust. A value read from the
@@ -58,16 +58,23 @@ export class IdentityCache {
 
   /** The active user with this id, or undefined; `calls` traces the lookup a miss makes. */
   async activeUser(id: number, calls: StoreCalls = untraced): Promise<User | undefined> {
+    const found = await this.user(id, calls);
+    return typeof found === 'string' ? undefined : found;
+  }
+
+  /** The active user, or why there is none: `inactive` (deactivated) or `gone` (no such user). */
+  async user(id: number, calls: StoreCalls = untraced): Promise<User | 'gone' | 'inactive'> {
     const cached = this.isLive ? this.users.get(id) : undefined;
     if (cached) {
       this.stats.hits++;
-      return 'missing' in cached ? undefined : cached;
+      return 'missing' in cached ? cached.missing : cached;
     }
     this.stats.misses++;
     const generation = this.generation;
-    const user = await calls(SELECT_USER, () => findActiveById(this.db, id));
-    if (this.isLive && generation === this.generation) this.users.set(id, user ?? { missing: true });
-    return user;
+    const row = await calls(SELECT_USER, () => findById(this.db, id));
+    const found = !row ? 'gone' : row.is_active === 1 ? row : 'inactive';
+    if (this.isLive && generation === this.generation) this.users.set(id, typeof found === 'string' ? { missing: found } : found);
+    return found;
   }
 
   /** The id of the user owning this non-revoked key hash (active or not: see activeUser), or undefined. */

@@ -7,7 +7,7 @@
 // stays within two lines per interval.
 import type { FastifyBaseLogger } from 'fastify';
 import type { Logger } from 'pino';
-import type { ErrorCode } from '../errors.js';
+import { telemetryName, type ErrorCode } from '../errors/index.js';
 
 export const FAILURE_LOG_INTERVAL_MS = 10_000;
 
@@ -83,7 +83,8 @@ export class DenialLog {
   }
 
   /** `log` is the request's (its lines carry the request id). */
-  denied(log: FastifyBaseLogger, route: string, reason: ErrorCode): void {
+  denied(log: FastifyBaseLogger, route: string, code: ErrorCode): void {
+    const reason = telemetryName(code);
     if (!QUOTA_REFUSALS.has(reason)) {
       log.info({ route, reason }, 'request denied');
       return;

@@ -2,7 +2,7 @@
 // registered with auth.oidc. Unlinking is guard `factor`, and never removes the last way to sign
 // in: an account left with no password, no passkey and no other provider could never be entered again.
 import type { FastifyInstance } from 'fastify';
-import { sendError } from '../errors.js';
+import { sendError, successBody } from '../errors/index.js';
 import { currentIdentity, type RequireUser } from '../listener/requireUser.js';
 import type { Audit } from '../audit.js';
 import { clientOf, factorGuard, type FactorGuardDeps } from '../auth/index.js';
@@ -43,6 +43,6 @@ export async function identitiesRoutes(app: FastifyInstance, deps: IdentitiesDep
     if (outcome === 'none') return sendError(reply, 'providerNotLinked');
     if (outcome === 'last') return sendError(reply, 'lastSignInMethod');
     request.log.info({ userId, provider }, 'identity provider unlinked');
-    return { message: 'Fournisseur retiré' };
+    return successBody(reply, 'providerUnlinked');
   });
 }

@@ -1,4 +1,5 @@
 // GET /api/v1/user/me (CONTRACT §4, §12) and DELETE /api/v1/user/me (§13): the account itself.
+import { successBody } from '../errors/index.js';
 import type { FastifyInstance } from 'fastify';
 import type { Audit } from '../audit.js';
 import { clientOf, isTooLong, passwordConfirmed, type Passwords, refuseCredentials } from '../auth/index.js';
@@ -62,6 +63,6 @@ export async function deleteMe(app: FastifyInstance, deps: DeleteMeDeps): Promis
     // At once here; the delete triggers carry it to every other instance (tokens, keys, WebSockets).
     identities.forgetUser(id);
     request.log.info({ userId: id }, 'account deleted by its user');
-    return { message: 'Compte supprimé' };
+    return successBody(reply, 'accountDeleted');
   });
 }

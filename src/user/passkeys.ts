@@ -2,7 +2,7 @@
 // the passkey endpoints (auth.passkeys). Removing one is guard `factor`, and ends every other
 // session: whoever signed in with a lost passkey must sign in again.
 import type { FastifyInstance } from 'fastify';
-import { sendError } from '../errors.js';
+import { sendError, successBody } from '../errors/index.js';
 import { currentIdentity, type RequireUser } from '../listener/requireUser.js';
 import type { Audit } from '../audit.js';
 import { clientOf, factorGuard, type FactorGuardDeps } from '../auth/index.js';
@@ -43,7 +43,7 @@ export async function passkeysRoutes(app: FastifyInstance, deps: PasskeysDeps): 
     });
     if (ended === undefined) return sendError(reply, 'passkeyNotFound');
     request.log.info({ userId, passkeyId: id, revokedSessions: ended }, 'passkey removed');
-    return { message: 'Clé d’accès supprimée' };
+    return successBody(reply, 'passkeyDeleted');
   });
 }
 

@@ -1,7 +1,7 @@
 // GET /api/v1/user/sessions and DELETE /api/v1/user/sessions/{id} (CONTRACT §13): one session per
 // refresh-token family.
 import type { FastifyInstance } from 'fastify';
-import { sendError } from '../errors.js';
+import { sendError, successBody } from '../errors/index.js';
 import { currentIdentity, type RequireUser } from '../listener/requireUser.js';
 import type { Database } from '../storage/db.js';
 import { activeSessions, isUsersSession, revokeSession } from '../storage/sessions.js';
@@ -53,7 +53,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionsDeps): P
     });
     if (revoked === undefined) return sendError(reply, 'sessionNotFound');
     if (revoked > 0) request.log.info({ userId: user.id, sessionId: id }, 'session revoked');
-    return { message: 'Session révoquée' };
+    return successBody(reply, 'sessionRevoked');
   });
 }
 

@@ -1,7 +1,7 @@
 // POST and DELETE /api/v1/user/webhook (CONTRACT §4, §5): the user's alert webhook, pro plan only.
 import type { FastifyInstance } from 'fastify';
 import type { Config } from '../config/schema.js';
-import { sendError } from '../errors.js';
+import { sendError, successBody } from '../errors/index.js';
 import { textField } from '../http.js';
 import { currentUser, type RequireUser } from '../listener/requireUser.js';
 import type { Database } from '../storage/db.js';
@@ -44,10 +44,10 @@ export async function webhookRoutes(app: FastifyInstance, deps: WebhookDeps): Pr
     return reply.code(201).send({ url: url.href, secret });
   });
 
-  app.delete('/webhook', proOnly, async (request) => {
+  app.delete('/webhook', proOnly, async (request, reply) => {
     const userId = currentUser(request).id;
     const removed = await deleteWebhook(db, userId);
     request.log.info({ userId, removed }, 'webhook removed');
-    return { message: 'Webhook supprimé' };
+    return successBody(reply, 'webhookDeleted');
   });
 }

@@ -5,6 +5,7 @@
 // are in register.test.ts and singleMailbox.security.test.ts.
 import { describe, expect, it } from 'vitest';
 import { newPasswordDenial } from '../../src/auth/credentials.js';
+import { DEFAULT_STYLE, errorAnswer, type Denial } from '../../src/errors/index.js';
 import { isSingleMailbox, lookupForm, normalizeEmail, storable } from '../../src/credentials/emailAddress.js';
 import { MAX_PASSWORD_BYTES } from '../../src/auth/password/passwords.js';
 
@@ -100,9 +101,12 @@ describe('storable', () => {
   });
 });
 
+/** The spec's body a denial is answered with. */
+const bodyOf = (denial: Denial | undefined) => denial && errorAnswer(DEFAULT_STYLE, undefined, denial).body;
+
 describe('newPasswordDenial', () => {
   it('counts characters (code points), not UTF-16 units or bytes, against the minimum', () => {
-    expect(newPasswordDenial('1234567', 8)).toEqual({ code: 'passwordTooShort', message: 'Mot de passe trop court (min 8 caractères)' });
+    expect(bodyOf(newPasswordDenial('1234567', 8))).toEqual({ error: 'Mot de passe trop court (min 8 caractères)' });
     expect(newPasswordDenial('12345678', 8)).toBeUndefined();
     // Seven emoji are fourteen UTF-16 units and 28 bytes: still seven characters.
     expect(newPasswordDenial('😀'.repeat(7), 8)?.code).toBe('passwordTooShort');
@@ -110,7 +114,8 @@ describe('newPasswordDenial', () => {
   });
 
   it('names another minimum in its message', () => {
-    expect(newPasswordDenial('abc', 12)).toEqual({ code: 'passwordTooShort', message: 'Mot de passe trop court (min 12 caractères)' });
+    expect(bodyOf(newPasswordDenial('abc', 12))).toEqual({ error: 'Mot de passe trop court (min 12 caractères)' });
+    expect(bodyOf(newPasswordDenial('', 1))).toEqual({ error: 'Mot de passe trop court (min 1 caractère)' });
   });
 
   it(`refuses more than ${MAX_PASSWORD_BYTES} bytes, not ${MAX_PASSWORD_BYTES}`, () => {

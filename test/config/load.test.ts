@@ -49,7 +49,8 @@ describe('parseConfig', () => {
       requireVerifiedEmail: false,
     });
     // No limits: the spec's plans (free 1 a day, the others unlimited, no per-minute limit).
-    expect(config.plans).toEqual({ limits: {} });
+    expect(config.plans).toEqual({ limits: {}, upgradeUrl: '/api/v1/subscription/upgrade' });
+    expect(config.errors).toEqual({ codes: false, language: 'fr' });
     expect(planLimitsOf(config.plans, 'free')).toEqual({ daily: 1, perMinute: null });
     expect(planLimitsOf(config.plans, 'premium')).toEqual({ daily: null, perMinute: null });
     expect(config.admin).toEqual({ host: '127.0.0.1', port: 9090, apiKey: '' });

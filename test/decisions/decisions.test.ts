@@ -4,7 +4,7 @@
 // test/decisions/proxies.test.ts puts real nginx and Caddy in front.
 import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { StorageUnavailableError } from '../../src/errors.js';
+import { StorageUnavailableError } from '../../src/errors/index.js';
 import {
   bearer, closeSql, describeWithServices, makeUser, marker, startDecidingGateway, usage, type TestGateway,
 } from '../helpers/gateway.js';

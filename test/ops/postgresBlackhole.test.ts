@@ -4,7 +4,7 @@
 // hang. What needs the database must answer the catalog 503 instead, and work again, on the same
 // process, once bytes flow.
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { errorBody } from '../../src/errors.js';
+import { errorBody } from '../../src/errors/index.js';
 import { postgresDatabase, type Database } from '../../src/storage/db.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import { bearer, closeSql, describeWithServices, eventually, makeUser, marker, newEmail, startTestGateway, testConfig, testServices, type TestGateway, type TestUser } from '../helpers/gateway.js';

@@ -38,19 +38,19 @@ const TABLE: Array<[string, string, Credential, Expected]> = [
   ['GET', '/maybe', 'free', { allow: 'bearer' }],
   ['GET', '/maybe', 'forged', { deny: 'tokenInvalid' }], // a credential of ours that fails is a 401 even here
   ['GET', '/maybe', 'basic', { allow: 'anonymous' }], // another scheme is not ours
-  ['GET', '/orders/1', 'none', { deny: 'tokenInvalid' }],
+  ['GET', '/orders/1', 'none', { deny: 'tokenMissing' }], // same text as tokenInvalid; its own code (CONTRACT §20)
   ['GET', '/orders/1', 'free', { allow: 'bearer' }],
   ['GET', '/orders/1', 'pro key', { allow: 'api-key' }],
   ['GET', '/orders/1', 'unknown key', { deny: 'tokenInvalid' }],
   ['GET', '/orders/1', 'forged', { deny: 'tokenInvalid' }],
-  ['GET', '/orders/1', 'basic', { deny: 'tokenInvalid' }],
-  ['GET', '/orders/1', 'inactive', { deny: 'userNotFound' }],
+  ['GET', '/orders/1', 'basic', { deny: 'tokenMissing' }], // another scheme is no credential of ours
+  ['GET', '/orders/1', 'inactive', { deny: 'userInactive' }], // same text as userNotFound; its own code
   ['POST', '/orders/archive', 'pro', { deny: 'methodNotAllowed', route: '/orders/archive' }],
   ['HEAD', '/orders/archive', 'pro', { allow: 'bearer' }], // HEAD is read as GET
   ['GET', '/reports', 'free', { deny: 'planInsufficient' }],
   ['GET', '/reports', 'premium', { allow: 'bearer' }],
   ['GET', '/reports', 'pro key', { allow: 'api-key' }],
-  ['GET', '/reports', 'none', { deny: 'tokenInvalid' }],
+  ['GET', '/reports', 'none', { deny: 'tokenMissing' }],
   ['GET', '/billing/invoices', 'pro', { allow: 'bearer', upstreamPath: '/v2/billing/invoices' }],
   ['GET', '/BILLING/invoices', 'premium', { deny: 'planInsufficient', route: '/billing' }], // case folded
   ['GET', '/billing.json', 'premium', { deny: 'planInsufficient', route: '/billing' }], // a format suffix
@@ -122,7 +122,7 @@ describeWithServices('the pipeline: route × credential → decision (no listene
 
   it('a decision-only route is decided for a proxy that asks, never forwarded', async () => {
     expect(await decide('GET', '/checks', 'free', false)).toMatchObject({ kind: 'allow', identity: { 'x-user-id': String(ids.free) } });
-    expect(await decide('GET', '/checks', 'none', false)).toMatchObject({ kind: 'deny', denial: { code: 'tokenInvalid' } });
+    expect(await decide('GET', '/checks', 'none', false)).toMatchObject({ kind: 'deny', denial: { code: 'tokenMissing' } });
   });
 
   it('decides for a proxy only on a path already in the form the gateway reads it', async () => {

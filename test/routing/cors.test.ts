@@ -82,7 +82,8 @@ describeWithServices('CORS', () => {
     expect(unauthenticated.status).toBe(401);
     expect(unauthenticated.json).toEqual({ error: 'Token invalide ou expiré' });
     expect(corsHeaders(unauthenticated.headers)).toEqual(expected);
-    expect(unauthenticated.headers.vary).toBe('Origin');
+    // An error's body depends on Accept too (problem details on request, CONTRACT §20).
+    expect(unauthenticated.headers.vary).toBe('Origin, Accept');
 
     const user = await makeUser(gw);
     const first = await gw.get(`/api/v1/races/${marker()}`, { headers: { origin: APP, ...bearer(user.access) } });

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { StorageUnavailableError } from '../../src/errors.js';
+import { StorageUnavailableError } from '../../src/errors/index.js';
 import { postgresDatabase, type Database } from '../../src/storage/db.js';
 import { assertMigrated, migrate, migrationFiles, pendingMigrations, PendingMigrationsError, splitStatements } from '../../src/storage/migrations.js';
 import { getOrCreateSecret } from '../../src/storage/secrets.js';

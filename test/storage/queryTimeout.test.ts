@@ -3,7 +3,7 @@
 // for another instance's lock, are not cut by it. A slow pg_sleep stands in for a silent server.
 import pg from 'pg';
 import { afterAll, afterEach, beforeEach, expect, it } from 'vitest';
-import { StorageUnavailableError } from '../../src/errors.js';
+import { StorageUnavailableError } from '../../src/errors/index.js';
 import { postgresDatabase, type Database } from '../../src/storage/db.js';
 import { LOCK_KEY, migrate, migrationFiles } from '../../src/storage/migrations.js';
 import { closeSql, describeWithServices, throwawayDatabase } from '../helpers/gateway.js';

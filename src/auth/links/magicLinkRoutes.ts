@@ -3,7 +3,7 @@
 // account, as enumeration-proof as password/forgot; POST /magic-link/verify turns it into a session
 // (`amr: ["email"]`), or into the second-factor answer of a login for a user with TOTP.
 import type { FastifyInstance } from 'fastify';
-import { sendError } from '../../errors.js';
+import { sendError, successBody } from '../../errors/index.js';
 import { textField } from '../../http.js';
 import type { Audit } from '../../audit.js';
 import * as emailTokens from '../../storage/emailTokens.js';
@@ -32,7 +32,7 @@ export async function magicLinkRoutes(app: FastifyInstance, deps: MagicLinkRoute
     // As password/forgot: the lookup runs in the mail queue, so neither the answer nor its time
     // tells whether the account exists; an unknown address creates nothing and gets no mail.
     queueLinkMail(deps, 'magic', undefined, () => users.findByEmail(db, email));
-    return reply.code(202).send({ message: 'Si un compte existe pour cet email, un lien de connexion vient d’être envoyé' });
+    return reply.code(202).send(successBody(reply, 'magicLinkSent'));
   });
 
   app.post('/magic-link/verify', async (request, reply) => {

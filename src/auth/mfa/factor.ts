@@ -3,7 +3,7 @@
 // already has a second factor, and, with mail configured, an account whose email is verified (so
 // nobody pre-installs a factor on an address they do not own). Runs after requireUser().
 import type { FastifyReply, FastifyRequest, preHandlerAsyncHookHandler } from 'fastify';
-import { sendError, type ErrorCode } from '../../errors.js';
+import { sendError, type ErrorCode } from '../../errors/index.js';
 import { currentIdentity } from '../../listener/requireUser.js';
 import type { Identity } from '../../pipeline/index.js';
 import type { Queryable } from '../../storage/db.js';

@@ -1,7 +1,7 @@
 // A second factor (CONTRACT §14), under /api/v1/auth: TOTP enrolment, confirmation and removal
 // (guard `factor`), and POST /mfa/verify, which turns a login's mfa_token and a code into the pair.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { sendDenial, sendError } from '../../errors.js';
+import { sendDenial, sendError, successBody } from '../../errors/index.js';
 import { currentIdentity, type RequireUser } from '../../listener/requireUser.js';
 import { textField } from '../../http.js';
 import type { Audit } from '../../audit.js';
@@ -126,7 +126,7 @@ async function removeTotp({ db, passwords, clock, events, audit }: MfaRoutesDeps
     return n;
   });
   request.log.info({ userId: id, revokedSessions: ended }, 'totp removed');
-  return { message: 'Second facteur supprimé' };
+  return successBody(reply, 'mfaRemoved');
 }
 
 async function verifyCode({ db, tokens, totp, clock, audit }: MfaRoutesDeps, request: FastifyRequest, reply: FastifyReply) {

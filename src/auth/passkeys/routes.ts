@@ -8,7 +8,7 @@ import {
   type AuthenticationResponseJSON, type RegistrationResponseJSON,
 } from '@simplewebauthn/server';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { sendError } from '../../errors.js';
+import { sendError } from '../../errors/index.js';
 import { currentUser, type RequireUser } from '../../listener/requireUser.js';
 import { textField } from '../../http.js';
 import type { Audit } from '../../audit.js';

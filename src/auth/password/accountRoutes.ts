@@ -2,7 +2,7 @@
 // /password/change, /password/forgot, /password/reset, /email/verify, /email/resend. All under the
 // auth rate limit (app.ts). The user's own resources under /api/v1/user are in src/user/.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { sendDenial, sendError } from '../../errors.js';
+import { sendDenial, sendError, successBody } from '../../errors/index.js';
 import { currentIdentity, currentUser, type RequireUser } from '../../listener/requireUser.js';
 import { textField } from '../../http.js';
 import type { Audit } from '../../audit.js';
@@ -90,7 +90,7 @@ async function forgotPassword(deps: AccountRoutesDeps, request: FastifyRequest, 
   // Same answer, same work on this path for every address (the lookup is queued with the mail):
   // neither the body nor the time tells whether the account exists.
   queueLinkMail(deps, 'reset', undefined, () => users.findByEmail(db, email));
-  return reply.code(202).send({ message: 'Si un compte existe pour cet email, un lien de réinitialisation vient d’être envoyé' });
+  return reply.code(202).send(successBody(reply, 'resetLinkSent'));
 }
 
 async function resetPassword({ db, passwords, clock, events, audit, auth }: AccountRoutesDeps, request: FastifyRequest, reply: FastifyReply) {
@@ -115,7 +115,7 @@ async function resetPassword({ db, passwords, clock, events, audit, auth }: Acco
   });
   if (ended === undefined) return sendError(reply, 'linkInvalid');
   request.log.info({ userId: holder.user_id, revokedSessions: ended }, 'password reset');
-  return { message: 'Mot de passe réinitialisé' };
+  return successBody(reply, 'passwordReset');
 }
 
 async function verifyEmail({ db, clock, audit }: AccountRoutesDeps, request: FastifyRequest, reply: FastifyReply) {
@@ -128,7 +128,7 @@ async function verifyEmail({ db, clock, audit }: AccountRoutesDeps, request: Fas
   });
   if (!verified) return sendError(reply, 'linkInvalid');
   request.log.info({ userId: holder.user_id }, 'email verified');
-  return { message: 'Email vérifié' };
+  return successBody(reply, 'emailVerified');
 }
 
 async function resendVerification(deps: AccountRoutesDeps, request: FastifyRequest, reply: FastifyReply) {
@@ -136,7 +136,7 @@ async function resendVerification(deps: AccountRoutesDeps, request: FastifyReque
   if (!mailer.enabled) return sendError(reply, 'mailUnavailable');
   // Read now, not from the cache: a verification made a moment ago on another instance counts.
   const user = (await users.findById(db, currentUser(request).id)) ?? currentUser(request);
-  if (user.email_verified_at) return reply.code(202).send({ message: 'Email déjà vérifié' });
+  if (user.email_verified_at) return reply.code(202).send(successBody(reply, 'emailAlreadyVerified'));
   queueLinkMail(deps, 'verify', user.id, async () => user);
-  return reply.code(202).send({ message: 'Lien de vérification envoyé' });
+  return reply.code(202).send(successBody(reply, 'verificationLinkSent'));
 }

@@ -1,6 +1,6 @@
 // Password hashing: argon2id with OWASP's parameters (m=19 MiB, t=2, p=1).
 import argon2 from 'argon2';
-import { GatewayError } from '../../errors.js';
+import { GatewayError } from '../../errors/index.js';
 import { HasherProcess } from './hasher.js';
 
 export const MAX_PASSWORD_BYTES = 1024;

@@ -1,7 +1,7 @@
 // POST /api/v1/auth/register, /login, /refresh, /logout: exactly spec §4, each login starting a
 // session (a refresh-token family) that its refreshes continue (CONTRACT §13).
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { sendDenial, sendError } from '../../errors.js';
+import { sendDenial, sendError, successBody } from '../../errors/index.js';
 import { textField } from '../../http.js';
 import { isUnfitText } from '../../listener/inputs.js';
 import type { Audit } from '../../audit.js';
@@ -60,7 +60,7 @@ async function register(deps: AuthRoutesDeps, request: FastifyRequest, reply: Fa
   if (id === null) return sendError(reply, 'emailTaken');
   request.log.info({ userId: id }, 'user registered');
   sendVerification(deps, { id, email, is_active: 1 });
-  return reply.code(201).send({ message: 'Utilisateur créé', user_id: id });
+  return reply.code(201).send(successBody(reply, 'userCreated', { user_id: id }));
 }
 
 async function login(deps: AuthRoutesDeps, request: FastifyRequest, reply: FastifyReply) {
@@ -131,15 +131,15 @@ async function refresh(deps: AuthRoutesDeps, request: FastifyRequest, reply: Fas
     const now = clock();
     const rotated = await refreshTokens.revokeActive(tx, hash, userId, now);
     if (!rotated) return { outcome: 'inactive' as const };
-    if (!user || user.is_active !== 1) throw new UserGone(); // rolls back: the token stays active for its user
+    if (!user || user.is_active !== 1) throw new UserGone(user !== undefined); // rolls back: the token stays active for its user
     // A token from before sessions existed starts one now.
     const pair = await issueInSession(tx, tokens, user, clientOf(request), now, rotated.sessionId ?? undefined);
     return { outcome: 'rotated' as const, pair };
   }).catch((err: unknown) => {
-    if (err instanceof UserGone) return { outcome: 'user-gone' as const };
+    if (err instanceof UserGone) return { outcome: 'user-gone' as const, inactive: err.inactive };
     throw err;
   });
-  if (result.outcome === 'user-gone') return refuseCredentials(request, reply, 'userGone', userId, 'userNotFound');
+  if (result.outcome === 'user-gone') return refuseCredentials(request, reply, 'userGone', userId, result.inactive ? 'userInactive' : 'userNotFound');
   if (result.outcome === 'inactive') {
     await onReuse(deps, userId, hash, request);
     return refuseCredentials(request, reply, 'inactiveToken', userId, 'refreshTokenInactive');
@@ -156,7 +156,7 @@ async function logout({ db, audit }: AuthRoutesDeps, request: FastifyRequest, re
       if (ended) await audit.record({ type: 'logout', actor: 'user', userId: ended.userId, ...clientOf(request) }, tx);
     });
   }
-  return reply.send({ message: 'Déconnexion réussie' });
+  return reply.send(successBody(reply, 'loggedOut'));
 }
 
 /** A rotated-away token presented again means it was copied: say so, and under revoke-all, end every session. */
@@ -178,4 +178,9 @@ async function onReuse(deps: AuthRoutesDeps, userId: number, hash: string, reque
   request.log.warn({ userId, revokedSessions: revoked }, 'refresh token reused');
 }
 
-class UserGone extends Error {}
+class UserGone extends Error {
+  /** The account exists, deactivated (user_inactive), rather than not at all. */
+  constructor(readonly inactive: boolean) {
+    super('user gone');
+  }
+}

@@ -10,7 +10,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { randomBytes } from 'node:crypto';
 import type { Audit } from '../../audit.js';
-import { sendError } from '../../errors.js';
+import { sendError } from '../../errors/index.js';
 import { OIDC_COOKIE } from '../../credentials/shapes.js';
 import { cookieValue, textField } from '../../http.js';
 import type { Database, Queryable } from '../../storage/db.js';

@@ -16,6 +16,11 @@ export const planLimits = z.strictObject({
   daily: int(1, MAX_LIMIT).meta({ examples: [1000] }).optional().meta({ description: 'Counted uses per UTC day on routes with dailyLimit: true; none: unlimited (free: plans.freeDailyLimit).' }),
   perMinute: int(1, MAX_LIMIT).meta({ examples: [60] }).optional().meta({ description: 'Requests per minute on routes with rateLimit: true (a bucket of this size, refilled over 60 s); none: no limit.' }),
 });
+// The noun of the quota messages in each language (CONTRACT §20): "… (plan free: 1 course/jour)".
+const LANGUAGE_TAG = /^[a-z]{2,3}(?:-[a-z0-9]{2,8})?$/;
+const noun = z.string().min(1).max(40).regex(/^[^{}<>\p{Cc}]+$/u, 'expected a word (no braces, angle brackets or control characters)');
+export const usageNoun = z.record(z.string().regex(LANGUAGE_TAG, 'expected a language tag such as en or pt-br'), z.strictObject({ one: noun, many: noun }))
+  .meta({ description: 'The noun of the quota messages per language, singular and plural: { fr: { one: course, many: courses }, en: { one: request, many: requests } } (the spec\'s wording); a language left out keeps the default.', examples: [{ en: { one: 'forecast', many: 'forecasts' } }] });
 export const HTTP_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
 
 export const corsFields = {
@@ -60,6 +65,7 @@ export const routeSchema = z.strictObject({
   plans: z.array(planName).min(1).optional(),
   dailyLimit: bool().prefault(false),
   rateLimit: bool().prefault(false),
+  usageNoun: usageNoun.optional(),
   rewritePrefix: z.string().regex(/^(\/[^?#\s]*)?$/, 'expected a path starting with /').meta({ examples: ['/'] }).optional(),
   cors: routeCorsSchema.optional(),
   // Accept WebSocket upgrades (CONTRACT §10): the route's guards run on the upgrade.

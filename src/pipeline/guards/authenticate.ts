@@ -2,7 +2,7 @@
 // "Not mine" is not "denied": a missing or invalid bearer passes to the key check, and only when
 // no method claims the request is it a 401.
 import type { IncomingHttpHeaders } from 'node:http';
-import { bearerChallenge, type Denial } from '../../errors.js';
+import { bearerChallenge, type Denial } from '../../errors/index.js';
 import { headerValue } from '../../http.js';
 import { sha256Hex } from '../../credentials/digest.js';
 import type { Acr, Tokens } from '../../credentials/tokens.js';
@@ -51,8 +51,8 @@ export async function authenticate(headers: IncomingHttpHeaders, deps: AuthDeps,
   if (token) {
     const claims = await deps.tokens.verifyAccess(token);
     if (claims) {
-      const user = await deps.identities.activeUser(claims.userId, calls);
-      if (!user) return { kind: 'denied', denial: { code: 'userNotFound', headers: INVALID_TOKEN } };
+      const user = await deps.identities.user(claims.userId, calls);
+      if (typeof user === 'string') return { kind: 'denied', denial: { code: user === 'inactive' ? 'userInactive' : 'userNotFound', headers: INVALID_TOKEN } };
       return { kind: 'authenticated', user, method: 'bearer', sessionId: claims.sessionId, acr: claims.acr, authTime: claims.authTime };
     }
   }

@@ -17,7 +17,7 @@
 import type { Logger } from 'pino';
 import { failureLog, type FailureLog } from '../../telemetry/logThrottle.js';
 import type { Config } from '../../config/schema.js';
-import { dailyLimitMessage, UPGRADE_URL, type Denial } from '../../errors.js';
+import { dailyLimitParams, SPEC_UPGRADE_URL, type Denial } from '../../errors/index.js';
 import { planLimitsOf, knownPlans } from '../plans.js';
 import { utcDay } from '../../time.js';
 import type { ChangeFeed } from '../../storage/changeFeed.js';
@@ -59,8 +59,9 @@ function gateKey(userId: number | '*', day: string): string {
   return `daily:${userId}:${day}`;
 }
 
+/** The spec's words; the pipeline puts the route's in (plans.ts, worded). */
 function refused(plan: string, limit: number, resetSec: number): QuotaOutcome {
-  const denial: Denial = { code: 'dailyLimitReached', message: dailyLimitMessage(plan, limit), extra: { upgrade_url: UPGRADE_URL }, headers: { 'retry-after': String(resetSec) } };
+  const denial: Denial = { code: 'dailyLimitReached', params: dailyLimitParams(plan, limit), extra: { upgrade_url: SPEC_UPGRADE_URL }, headers: { 'retry-after': String(resetSec) } };
   return { state: { policy: 'daily', limit, windowSec: 86_400, remaining: 0, resetSec }, denial };
 }
 

@@ -1,6 +1,6 @@
 // What a counted route tells the client about its limits (CONTRACT §12): the RateLimit-Policy and
 // RateLimit fields of draft-ietf-httpapi-ratelimit-headers, one item per limit that applied.
-import type { Denial } from '../../errors.js';
+import type { Denial } from '../../errors/index.js';
 
 /** One limit's state after a request. */
 export interface QuotaState {
