@@ -49,7 +49,7 @@ describe('npm run demo', () => {
 
   it('runs every printed command with the outcome its comment announces', async () => {
     const commands = walkthrough.split('\n').filter((line) => /^(curl|[A-Z_]+=)/.test(line));
-    expect(commands.length).toBe(31);
+    expect(commands.length).toBe(34);
     const script = commands.map((command, i) => `echo "### ${i}"\n${command}\necho`).join('\n');
     const run = spawnSync('bash', ['-c', script], { encoding: 'utf8', timeout: 60_000 });
     expect(run.status, run.stderr).toBe(0);
@@ -61,8 +61,11 @@ describe('npm run demo', () => {
 
     expect(step(/auth\/register/)).toMatch(/"user_id":1.*\(HTTP 201\)/);
     expect(outputs[1]).toMatch(/^[\w-]+\.[\w-]+\.[\w-]+$/); // the token
-    const [anonymous, withToken] = all(/api\/v1\/profile/);
-    expect(anonymous).toMatch(/Token invalide ou expiré.*\(HTTP 401\)/);
+    const [anonymous, english, problem, withToken] = all(/api\/v1\/profile/);
+    expect(anonymous).toMatch(/^\{"error":"Token invalide ou expiré"\}\s*\(HTTP 401\)/);
+    expect(english).toMatch(/^\{"error":"Invalid or expired token"\}\s*\(HTTP 401\)/);
+    expect(problem).toMatch(/^\{"type":"urn:gateway:error:token_missing","title":"Missing token","status":401,"code":"token_missing","detail":"Invalid or expired token","error":"Invalid or expired token"\}/);
+    expect(step(/api\/v1\/errors/)).toMatch(/\(HTTP 200\)/);
     expect(withToken).toMatch(/"x-user-id": "1"/);
     expect(withToken).toMatch(/"x-user-plan": "free"/);
     expect(withToken).not.toMatch(/authorization/i);
