@@ -201,6 +201,9 @@ async function main() {
       { name: 'bearer + plan', route: '/plan', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', targets: { ratio: 0.85, p99DeltaMs: 2 } },
       { name: 'API key', route: '/apikey', headers: () => groups.keys.map((u) => ({ 'x-api-key': u.apiKey })), expect: 200, identity: 'api-key' },
       { name: 'daily-limit refusal (429)', route: '/daily', headers: () => bearerOf(groups.used), expect: 429, targets: { ratio: 1.0 } },
+      // The same refusal as a client that asks for problem details (CONTRACT §20): the Accept header
+      // is read only on the error path, so it costs what the plain refusal costs.
+      { name: 'daily-limit refusal, problem details (429)', route: '/daily', headers: () => bearerOf(groups.used).map((h) => ({ ...h, accept: 'application/problem+json' })), expect: 429, targets: { ratio: 1.0 } },
       // rateLimit: true (CONTRACT §12): every request takes one from the user's bucket in Redis.
       // Pro users far under their perMinute; then users of a plan of 1 a minute, refused.
       { name: 'rate-limited route, pro under its limit', key: 'rated', route: '/rated', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', targets: { ratio: 0.85 } },

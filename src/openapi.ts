@@ -66,20 +66,25 @@ const credentials = (fields: string[]) => ({
   properties: Object.fromEntries(fields.map((f) => [f, { type: 'string' }])),
   description: 'JSON; a missing or non-JSON body reads as {}',
 });
-const errors = (...names: ErrorName[]) => Object.fromEntries(
-  [...new Set(names.map((c) => ERRORS[c].status))].map((status) => [status, errorOf(names.filter((c) => ERRORS[c].status === status))]),
-);
+/** Codes that share their text with another: wherever that one is answered, so may this one be. */
+const SPLIT_FROM: Partial<Record<ErrorName, ErrorName>> = { tokenInvalid: 'tokenMissing', userNotFound: 'userInactive' };
+const errors = (...given: ErrorName[]) => {
+  const names = given.flatMap((n) => (SPLIT_FROM[n] ? [n, SPLIT_FROM[n]] : [n]));
+  return Object.fromEntries([...new Set(names.map((c) => ERRORS[c].status))].map((status) => [status, errorOf(names.filter((c) => ERRORS[c].status === status))]));
+};
 const bearer: Array<Record<string, string[]>> = [{ bearer: [] }, { apiKey: [] }];
 const bearerOnly: Array<Record<string, string[]>> = [{ bearer: [] }];
-const mfaChallenge = {
-  description: `${ERRORS.mfaCodeRequired.code}: ${ERRORS.mfaCodeRequired.en}; no pair until POST /api/v1/auth/mfa/verify with the mfa_token`,
-  type: 'object', required: ['error', 'mfa_token', 'methods'],
+/** The sign-in's second-factor answer (CONTRACT §14), and the other 403s of the same endpoint. */
+const mfaChallenge = (...others: ErrorName[]) => ({
+  ...errorOf(['mfaCodeRequired', ...others]),
+  description: `${ERRORS.mfaCodeRequired.code}: ${ERRORS.mfaCodeRequired.en}, with mfa_token and methods; no pair until POST /api/v1/auth/mfa/verify with the mfa_token`
+    + others.map((n) => ` / ${ERRORS[n].code}: ${ERRORS[n].en}`).join(''),
   properties: {
-    ...errorOf(['mfaCodeRequired']).properties,
-    mfa_token: { type: 'string', description: 'For POST /api/v1/auth/mfa/verify; 5 minutes, 5 wrong codes' },
-    methods: { type: 'array', items: { enum: ['totp', 'recovery_code'] }, description: 'The second factors the account can answer with' },
+    ...errorOf(['mfaCodeRequired', ...others]).properties,
+    mfa_token: { type: 'string', description: 'mfa_code_required: for POST /api/v1/auth/mfa/verify; 5 minutes, 5 wrong codes' },
+    methods: { type: 'array', items: { enum: ['totp', 'recovery_code'] }, description: 'mfa_code_required: the second factors the account can answer with' },
   },
-};
+});
 
 /**
  * The optional settings the document is made with (merged into the configuration), so that it
@@ -113,7 +118,7 @@ const ENDPOINTS: Record<string, FastifySchema & Record<string, unknown>> = {
   'GET /.well-known/jwks.json': { tags: ['keys'], summary: 'The access-token public key(s); empty for HS256', response: { 200: { type: 'object', properties: { keys: { type: 'array' } } } } },
   'GET /.well-known/gateway-assertion-keys.json': { tags: ['keys'], summary: 'The x-gateway-assertion public keys, and only them', response: { 200: { type: 'object', properties: { keys: { type: 'array' } } } } },
   'POST /api/v1/auth/register': { tags: ['auth'], summary: 'Create an account (plan free)', body: credentials(['email', 'password']), response: { 201: { type: 'object', properties: { message: { type: 'string' }, user_id: { type: 'integer' } } }, ...errors('emailInvalid', 'passwordTooShort', 'passwordTooLong', 'emailTaken', 'rateLimited', 'storageUnavailable') } },
-  'POST /api/v1/auth/login': { tags: ['auth'], summary: 'Log in: a new token pair, or an mfa_token for POST /api/v1/auth/mfa/verify', body: credentials(['email', 'password']), response: { 200: tokenPair, ...errors('loginFieldsRequired', 'invalidCredentials', 'rateLimited', 'storageUnavailable'), 403: mfaChallenge } },
+  'POST /api/v1/auth/login': { tags: ['auth'], summary: 'Log in: a new token pair, or an mfa_token for POST /api/v1/auth/mfa/verify', body: credentials(['email', 'password']), response: { 200: tokenPair, ...errors('loginFieldsRequired', 'invalidCredentials', 'rateLimited', 'storageUnavailable'), 403: mfaChallenge('emailNotVerified') } },
   'POST /api/v1/auth/mfa/totp/enroll': { tags: ['second factor'], summary: 'A new TOTP secret, active once confirmed', security: bearerOnly, response: { 200: { type: 'object', properties: { secret: { type: 'string' }, otpauth_url: { type: 'string' } } }, ...errors('codeInvalid', 'recentAuthRequired', 'emailUnverified', 'tokenInvalid', 'rateLimited') } },
   'POST /api/v1/auth/mfa/totp/confirm': { tags: ['second factor'], summary: 'Confirm TOTP with a code: ten recovery codes, shown once; every other session ends', security: bearerOnly, body: credentials(['code']), response: { 200: { type: 'object', properties: { recovery_codes: { type: 'array', items: { type: 'string' } } } }, ...errors('codeInvalid', 'recentAuthRequired', 'emailUnverified', 'tokenInvalid', 'rateLimited') } },
   'DELETE /api/v1/auth/mfa/totp': { tags: ['second factor'], summary: 'Remove TOTP and the recovery codes; every other session ends', security: bearerOnly, body: credentials(['password']), response: { 200: message, ...errors('invalidCredentials', 'recentAuthRequired', 'tokenInvalid', 'rateLimited') } },
@@ -129,13 +134,13 @@ const ENDPOINTS: Record<string, FastifySchema & Record<string, unknown>> = {
   'POST /api/v1/auth/password/reset': { tags: ['accounts'], summary: 'Set a new password with a reset link\'s token; every session ends', body: credentials(['token', 'new_password']), response: { 200: message, ...errors('linkInvalid', 'passwordTooShort', 'passwordTooLong', 'rateLimited', 'storageUnavailable') } },
   'POST /api/v1/auth/email/verify': { tags: ['accounts'], summary: 'Verify the email with a verification link\'s token', body: credentials(['token']), response: { 200: message, ...errors('linkInvalid', 'rateLimited') } },
   'POST /api/v1/auth/magic-link': { tags: ['accounts'], summary: 'Mail a 15-minute sign-in link if the account exists (the same answer whatever the address); only with auth.magicLink', body: credentials(['email']), response: { 202: message, ...errors('emailInvalid', 'rateLimited', 'mailUnavailable') } },
-  'POST /api/v1/auth/magic-link/verify': { tags: ['accounts'], summary: 'Sign in with a sign-in link\'s token (amr ["email"]): the token pair, or an mfa_token for POST /api/v1/auth/mfa/verify', body: credentials(['token']), response: { 200: tokenPair, ...errors('linkInvalid', 'rateLimited', 'storageUnavailable'), 403: mfaChallenge } },
+  'POST /api/v1/auth/magic-link/verify': { tags: ['accounts'], summary: 'Sign in with a sign-in link\'s token (amr ["email"]): the token pair, or an mfa_token for POST /api/v1/auth/mfa/verify', body: credentials(['token']), response: { 200: tokenPair, ...errors('linkInvalid', 'rateLimited', 'storageUnavailable'), 403: mfaChallenge() } },
   'POST /api/v1/auth/email/resend': { tags: ['accounts'], summary: 'Mail a new verification link (none when already verified)', security: bearer, response: { 202: message, ...errors('tokenInvalid', 'rateLimited', 'mailUnavailable') } },
   'GET /api/v1/user/passkeys': { tags: ['second factor'], summary: 'The user\'s passkeys (never a key or counter); only with auth.passkeys', security: bearer, response: { 200: { type: 'object', properties: { passkeys: { type: 'array', items: passkey } } }, ...errors('tokenInvalid', 'rateLimited') } },
   'DELETE /api/v1/user/passkeys/:id': { tags: ['second factor'], summary: 'Remove one of the user\'s passkeys; every other session ends', security: bearerOnly, params: { type: 'object', required: ['id'], properties: { id: { type: 'string', pattern: '^[1-9][0-9]*$' } } }, response: { 200: message, ...errors('passkeyNotFound', 'recentAuthRequired', 'emailUnverified', 'tokenInvalid', 'rateLimited') } },
   'GET /api/v1/auth/oidc/:provider/start': { tags: ['identity providers'], summary: 'Leave for the provider (302): code flow with PKCE, the sign-in bound to the browser by a cookie; only with auth.oidc', params: { type: 'object', required: ['provider'], properties: { provider: { type: 'string', description: 'the provider\'s name in auth.oidc.providers' } } }, querystring: { type: 'object', required: ['return_to', 'code_challenge'], properties: { return_to: { type: 'string', format: 'uri', description: 'where the browser comes back (auth.oidc.returnTo)' }, code_challenge: { type: 'string', description: 'the application\'s S256 challenge, which binds the exchange' } } }, response: { 302: { description: 'to the provider\'s authorization endpoint (Set-Cookie gw_oidc); to return_to#error=provider_error when the provider cannot be reached' }, ...errors('redirectNotAllowed', 'badRequest', 'routeNotFound', 'rateLimited') } },
   'GET /api/v1/auth/oidc/:provider/callback': { tags: ['identity providers'], summary: 'The provider sends the browser back here; 302 to return_to with #login_code= (60 s, single use) or #error=', params: { type: 'object', required: ['provider'], properties: { provider: { type: 'string', description: 'the provider\'s name in auth.oidc.providers' } } }, response: { 302: { description: 'return_to#login_code=…, or return_to#error= access_denied, provider_error, invalid_id_token, account_exists, email_unverified or account_not_allowed' }, ...errors('badRequest', 'routeNotFound') } },
-  'POST /api/v1/auth/oidc/exchange': { tags: ['identity providers'], summary: 'Trade a login_code and the verifier of the start\'s challenge for the token pair (amr ["fed"]), or an mfa_token', body: credentials(['login_code', 'code_verifier']), response: { 200: tokenPair, ...errors('linkInvalid', 'rateLimited', 'storageUnavailable'), 403: mfaChallenge } },
+  'POST /api/v1/auth/oidc/exchange': { tags: ['identity providers'], summary: 'Trade a login_code and the verifier of the start\'s challenge for the token pair (amr ["fed"]), or an mfa_token', body: credentials(['login_code', 'code_verifier']), response: { 200: tokenPair, ...errors('linkInvalid', 'rateLimited', 'storageUnavailable'), 403: mfaChallenge() } },
   'GET /api/v1/user/identities': { tags: ['identity providers'], summary: 'The providers linked to the account; only with auth.oidc', security: bearer, response: { 200: { type: 'object', properties: { identities: { type: 'array', items: identity } } }, ...errors('tokenInvalid', 'rateLimited') } },
   'DELETE /api/v1/user/identities/:provider': { tags: ['identity providers'], summary: 'Unlink a provider, unless it is the last way to sign in', security: bearerOnly, params: { type: 'object', required: ['provider'], properties: { provider: { type: 'string', description: 'the provider\'s name in auth.oidc.providers' } } }, response: { 200: message, ...errors('providerNotLinked', 'lastSignInMethod', 'recentAuthRequired', 'emailUnverified', 'tokenInvalid', 'rateLimited') } },
   'GET /api/v1/user/sessions': { tags: ['accounts'], summary: 'The active sessions (one per login), most recently used first', security: bearer, response: { 200: { type: 'object', properties: { sessions: { type: 'array', items: session } } }, ...errors('tokenInvalid', 'rateLimited') } },

@@ -47,3 +47,33 @@ describeWithServices('the OpenAPI document', () => {
     expect(Object.keys(COMMITTED.paths).some((p) => p.includes('*'))).toBe(false);
   });
 });
+
+// The document and the catalog agree (issue 49): every code an error response names is the
+// catalog's, with the status it is documented under; the catalog's codes the document leaves out
+// are exactly those no own endpoint answers, each for its reason.
+const NOT_OWN_ENDPOINT_ANSWERS: Record<string, string> = {
+  dailyLimitReached: 'routes with dailyLimit', tooManyRequests: 'routes with rateLimit', mfaRequired: 'routes with mfa: required',
+  upstreamUnavailable: 'proxied routes', upstreamTimeout: 'proxied routes', methodNotAllowed: 'any path, for a method it does not take',
+  headersTooLarge: 'requests never parsed', requestTimeout: 'requests never parsed', expectationFailed: 'requests never parsed',
+  internal: 'a fault of ours', notAuthenticated: 'never answered (plans need auth: required)',
+  consoleCsrf: 'the console (HTML, not in the document)', consoleTicketInvalid: 'the console',
+};
+
+it('names in its error responses only the catalog\'s codes, each under its status, and every code an own endpoint answers', async () => {
+  const { CATALOG } = await import('../../src/errors/catalog.js');
+  const byCode = new Map<string, { name: string; status: number }>(Object.entries(CATALOG).map(([name, e]) => [e.code, { name, status: e.status }]));
+  const documented = new Set<string>();
+  for (const operations of Object.values(COMMITTED.paths)) {
+    for (const op of Object.values(operations)) {
+      for (const [status, response] of Object.entries(op.responses ?? {})) {
+        const schema = (response as { content?: Record<string, { schema?: { properties?: { code?: { enum?: string[] } } } }> }).content?.['application/json']?.schema;
+        for (const code of schema?.properties?.code?.enum ?? []) {
+          expect(byCode.get(code)?.status, `${code} under ${status}`).toBe(Number(status));
+          documented.add(byCode.get(code)!.name);
+        }
+      }
+    }
+  }
+  const missing = Object.keys(CATALOG).filter((name) => !documented.has(name)).sort();
+  expect(missing).toEqual(Object.keys(NOT_OWN_ENDPOINT_ANSWERS).sort());
+});
