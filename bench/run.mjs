@@ -182,7 +182,7 @@ async function main() {
     loader.pin(wsUpstream.pid, 'load');
     loader.pin(collector.pid, 'load');
     for (const server of [traced, tracedDown, gatewayRoutes, baseline, baselineTls, gateway, gatewayTls, gatewayPooled, floor, contractFloor, contractFloorAuthenticated, haproxy.pid && haproxy].filter(Boolean)) loader.pin(server.pid, 'server');
-    for (const server of fleet.skip ? [] : [fleet.one, fleet.two, fleet.nginx]) loader.pin(server.pid, 'all');
+    for (const server of fleet.skip ? [] : [fleet.one, fleet.two, fleet.nginx].filter(Boolean)) loader.pin(server.pid, 'all');
     const pro = await Promise.all(data.pro.map((u) => login(gateway.url, u)));
     const used = await Promise.all(data.used.map((u) => login(gateway.url, u)));
     const capped = await Promise.all(data.capped.map((u) => login(gateway.url, u)));

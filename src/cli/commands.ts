@@ -5,7 +5,7 @@ import { errorsCommand } from './errors.js';
 import type { Command } from './command.js';
 import { health, HEALTH_TIMEOUT_MS } from './health.js';
 import { SHUTDOWN_GRACE_MS, start } from './start.js';
-import { migrateCommand, rotateKeys } from './storage.js';
+import { backupCommand, migrateCommand, restoreCommand, rotateKeys } from './storage.js';
 import { auditCommand, listUsersCommand, users } from './users.js';
 
 export const COMMANDS: Command[] = [
@@ -73,6 +73,25 @@ language server complete and check a file whose first line is
 listeners), as the admin listener serves it at /openapi.json. It builds both listeners on a
 throwaway embedded database, so it needs no configuration and no network. The repository keeps
 it as docs/openapi.json.`,
+  },
+  {
+    name: 'backup', config: true, run: backupCommand,
+    options: { out: { type: 'string' } },
+    summary: 'write embedded storage to one file (--out FILE); on Postgres, use pg_dump',
+    help: `Writes the embedded database (storage.embeddedDir) to FILE as one gzipped tarball: users,
+keys, usage, sessions, audit, everything. Run it with the gateway stopped: it takes the
+directory's lock, and refuses while a gateway holds it. The file is written whole, then renamed,
+so it is complete or absent. With storage.postgres it refuses and names pg_dump
+(docs/operating.md#backups). \`gateway restore FILE\` reads it back.`,
+  },
+  {
+    name: 'restore', operands: ['FILE'], config: true, run: restoreCommand,
+    summary: 'make storage.embeddedDir from a backup file (an empty or new directory only)',
+    help: `Makes the embedded database of storage.embeddedDir from FILE (written by \`gateway backup\`).
+The directory must be empty or absent: a restore never overwrites a database; move the old one
+away first. A file that is not a backup is refused and leaves nothing behind. Tokens signed
+before the backup stay valid after it when the signing key is the same (auth.jwt, or the key
+kept in the database). With storage.postgres it refuses and names pg_restore.`,
   },
   {
     name: 'errors', config: false, run: errorsCommand,

@@ -19,3 +19,28 @@ export async function rotateKeys({ config: configPath, admin }: Args): Promise<n
   // Running instances pick the rotation up through NOTIFY (or their periodic reload).
   return print(`assertion key rotated: now signing with kid ${current}` + (previous ? `; ${previous} stays published for ${RETIRED_KEY_PUBLISHED_MS / 1000} s` : '') + `; next kid ${next} is published ahead`);
 }
+
+/** `gateway backup --out FILE`: embedded storage only; Postgres has pg_dump. */
+export async function backupCommand({ config: configPath, values }: Args): Promise<number> {
+  const { config } = loadConfig(configPath);
+  const out = typeof values.out === 'string' ? values.out : undefined;
+  if (!out) throw new CommandError('--out FILE is required: where the backup goes');
+  if (config.storage.postgres) throw new CommandError(POSTGRES_BACKUPS);
+  const { backupEmbedded } = await import('../storage/backup.js');
+  const bytes = await backupEmbedded(config.storage.embeddedDir, out).catch(asCommandError);
+  return print(`backed up ${config.storage.embeddedDir} to ${out} (${bytes} bytes)`);
+}
+
+/** `gateway restore FILE`: into an empty storage.embeddedDir. */
+export async function restoreCommand({ config: configPath, operands }: Args): Promise<number> {
+  const { config } = loadConfig(configPath);
+  if (config.storage.postgres) throw new CommandError(POSTGRES_BACKUPS);
+  const { restoreEmbedded } = await import('../storage/backup.js');
+  await restoreEmbedded(operands[0]!, config.storage.embeddedDir).catch(asCommandError);
+  return print(`restored ${operands[0]} into ${config.storage.embeddedDir}`);
+}
+
+const POSTGRES_BACKUPS = 'storage.postgres is set: back it up with pg_dump and restore with pg_restore (docs/operating.md#backups)';
+const asCommandError = (err: unknown): never => {
+  throw new CommandError((err as Error).message);
+};

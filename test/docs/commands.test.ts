@@ -47,7 +47,10 @@ function expectShown(output: string, shown: string[]): void {
 
 // Blocks run elsewhere, by name (test/ops/dockerRun.test.ts, test/decisions/twoInstances.test.ts,
 // test/auth/oidcDocs.test.ts).
-const RUN_ELSEWHERE = new Set(['docs/operating.md: docker-run', 'docs/decisions.md: two-instances', 'docs/identity-providers.md: local-idp']);
+const RUN_ELSEWHERE = new Set([
+  'docs/operating.md: docker-run', 'docs/decisions.md: two-instances', 'docs/identity-providers.md: local-idp',
+  'docs/operating.md: backup-embedded', 'docs/operating.md: backup-postgres', // test/ops/backup.test.ts
+]);
 // Shell blocks not run as written, by their first line, and why.
 const NOT_RUN: Record<string, string> = {
   'README.md: npm install': 'installs and starts the demo: test/demo runs the demo',
