@@ -104,7 +104,7 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
   // for both scopes: a client address has one budget for every endpoint that checks a password
   // or a link, whichever it calls.
   const authRateLimit = authRateLimitOptions({ redis });
-  const features = await registerAuth(app, { config, db, tokens, passwords, events, audit, mailer, clock, requireUser, rateLimit: authRateLimit });
+  const features = await registerAuth(app, { config, db, tokens, passwords, events, audit, mailer, mailWords: instance.mailWords, clock, requireUser, rateLimit: authRateLimit });
   const userDeps = {
     rateLimit: authRateLimit, db, passwords, identities, events, audit, requireUser, webhooks: config.webhooks, clock, mailConfigured: config.mail !== undefined,
     passkeys: config.auth.passkeys !== undefined, oidc: features.oidc, issuerOf: features.issuerOf,

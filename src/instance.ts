@@ -28,6 +28,7 @@ import { emailsToRecheck } from './storage/users.js';
 import { Tracing, tracingSettings } from './telemetry/tracing.js';
 import type { FleetLink } from './fleet/workerLink.js';
 import { errorStyleOf } from './errors/messageFiles.js';
+import { mailWordsOf, type MailWords } from './mail/index.js';
 import type { ErrorStyle } from './errors/index.js';
 
 /** Where the instance is in its life: told by server.ts, read by readiness and every response. */
@@ -71,6 +72,8 @@ export interface Instance {
   tracing: Tracing | undefined;
   /** How answers read (CONTRACT §20): codes, problem details, languages, the operator's texts. */
   errorStyle: ErrorStyle;
+  /** The account mails' words: built-in texts and mail.templates (mail/). */
+  mailWords: MailWords;
   /** In a worker (server.workers > 1): the primary, which gathers /metrics and /readyz of every worker. */
   fleet?: FleetLink;
   close(): Promise<void>;
@@ -142,6 +145,7 @@ export async function createInstance(config: Config, options: InstanceOptions): 
     const traced = tracingSettings(config.telemetry.otlp);
     const tracing = traced && new Tracing(traced);
     const errorStyle = await errorStyleOf(config.errors);
+    const mailWords = await mailWordsOf(errorStyle, config.mail);
     if (tracing) {
       // Closed after the listeners and the outbox worker (closers run in reverse): the last spans go out.
       closers.push(() => tracing.close());
@@ -176,7 +180,7 @@ export async function createInstance(config: Config, options: InstanceOptions): 
     });
 
     return {
-      lifecycle: { draining: false }, config, live, db, redis, clock, log, feed, tokens, passwords, identities, keyUsage, daily, keyring, pipeline, metrics, events, deliveries: outbox, mailer, audit, housekeeping, tracing, errorStyle, fleet: options.fleet,
+      lifecycle: { draining: false }, config, live, db, redis, clock, log, feed, tokens, passwords, identities, keyUsage, daily, keyring, pipeline, metrics, events, deliveries: outbox, mailer, audit, housekeeping, tracing, errorStyle, mailWords, fleet: options.fleet,
       close: () => closeAll((err) => log.warn({ err }, 'error while closing')),
     };
   } catch (err) {

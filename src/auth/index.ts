@@ -11,6 +11,7 @@ import type { Config } from '../config/schema.js';
 import type { Tokens } from '../credentials/tokens.js';
 import type { Database } from '../storage/db.js';
 import type { Events } from '../webhooks/emitter.js';
+import type { MailWords } from '../mail/index.js';
 import { refuseUnfitInput } from '../listener/inputs.js';
 import type { RequireUser } from '../listener/requireUser.js';
 import { linkTemplates } from './links/links.js';
@@ -45,6 +46,8 @@ export interface AuthDeps {
   events: Events;
   audit: Audit;
   mailer: MailQueue;
+  /** The mails' words, in the user's language (mail/). */
+  mailWords: MailWords;
   clock: () => Date;
   requireUser: RequireUser;
   /** The auth rate limit's options (listener/authRateLimit.ts), shared with /api/v1/user. */
@@ -62,7 +65,7 @@ export interface AuthFeatures {
 export async function registerAuth(app: FastifyInstance, deps: AuthDeps): Promise<AuthFeatures> {
   const { config, db, tokens, passwords, events, audit, mailer, clock, requireUser, rateLimit: limits } = deps;
   const totp = await createTotp(db);
-  const links = { db, mailer, templates: linkTemplates(config), clock };
+  const links = { db, mailer, templates: linkTemplates(config), words: deps.mailWords, clock };
   const mailConfigured = config.mail !== undefined;
   // Identity providers (CONTRACT §15): their discovery documents and keys cached per listener.
   const oidc = config.auth.oidc && new OidcProviders(config.auth.oidc);

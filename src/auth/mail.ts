@@ -1,4 +1,4 @@
-// Mail for the account flows (CONTRACT §13): reset and verification links, sent with nodemailer
+// Mail for the account flows (CONTRACT §13, §20): reset, verification and sign-in links, sent with nodemailer
 // over mail.smtp. Nothing of it runs on a request's path: a request only queues the work (look the
 // account up, make the link, send), so its answer and its timing are the same whether the address
 // has an account or not, and whether the SMTP server is fast, slow or down (account enumeration
@@ -14,8 +14,10 @@ import { isSingleMailbox } from '../credentials/emailAddress.js';
 export interface Mail {
   to: string;
   subject: string;
-  /** Plain text, French. */
+  /** Plain text, in the user's language (mail/words.ts). */
   text: string;
+  /** With an HTML template: the mail is multipart/alternative, text and HTML. */
+  html?: string;
 }
 
 /** What a job is for (in its log lines): the link it sends. */
@@ -124,7 +126,8 @@ export class MailQueue implements Mailer {
     try {
       // The envelope names the one recipient: nothing in the header's text can add another.
       const envelope = { from: this.from, to: [mail.to] };
-      const info = await this.transport.sendMail({ envelope, to: mail.to, subject: mail.subject, text: mail.text });
+      // Only the Subject carries words of the templates; no other header takes a value.
+      const info = await this.transport.sendMail({ envelope, to: mail.to, subject: mail.subject, text: mail.text, ...(mail.html === undefined ? {} : { html: mail.html }) });
       this.log.info({ purpose, userId, messageId: info.messageId }, 'mail sent');
     } catch (err) {
       this.log.warn({ purpose, userId, err: describe(err) }, 'mail not sent: the SMTP server refused it or could not be reached');

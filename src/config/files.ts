@@ -7,6 +7,7 @@ import { readFile } from 'node:fs/promises';
 import { createSecureContext } from 'node:tls';
 import type { Config } from './schema.js';
 import { readMessageFiles } from '../errors/messageFiles.js';
+import { readMailTemplates } from '../mail/index.js';
 
 /**
  * Reads and parses `file` as the setting's kind; returns what is wrong ("FILE: …"), or nothing.
@@ -26,6 +27,11 @@ const CHECKERS = {
   /** errors.messages: a folder of <lang>.json texts (errors/messageFiles.ts). */
   async messageFolder(dir) {
     const { problems } = await readMessageFiles(dir);
+    return problems.length ? problems.join('; ') : undefined;
+  },
+  /** mail.templates: a folder of <lang>/<kind>.subject.txt, .txt and .html (mail/templates.ts). */
+  async mailTemplateFolder(dir) {
+    const { problems } = await readMailTemplates(dir);
     return problems.length ? problems.join('; ') : undefined;
   },
   /** PEM certificates (a CA bundle, a certificate chain): at least one, and each one parses. */
@@ -135,6 +141,7 @@ export function fileSettings(config: Config): FileSetting[] {
     setting('auth.jwt.privateKeyFile', 'signingKey', config.auth.jwt, 'privateKeyFile'),
     setting('webhooks.caFile', 'certificates', config.webhooks, 'caFile'),
     setting('errors.messages', 'messageFolder', config.errors, 'messages'),
+    ...(config.mail ? [setting('mail.templates', 'mailTemplateFolder', config.mail, 'templates')] : []),
     ...Object.entries(config.upstreams).flatMap(([name, { tls }]) => (tls ? [
       setting(`upstreams.${name}.tls.caFile`, 'certificates', tls, 'caFile'),
       setting(`upstreams.${name}.tls.certFile`, 'certificates', tls, 'certFile'),

@@ -43,9 +43,16 @@ export type RedisSettings = z.output<typeof redisUrl> | z.output<typeof redisSen
 export const OTLP_PROTOCOLS = ['http/protobuf', 'http/json'] as const;
 export type OtlpProtocol = (typeof OTLP_PROTOCOLS)[number];
 
+/** Hosts a plain-HTTP link may name: the operator's own machine (a laptop, a test), never the network. */
+const LOOPBACK_HOSTS = new Set(['127.0.0.1', '[::1]', 'localhost']);
+// A link's token hands over an account (CONTRACT §20): sent over plain HTTP it could be read on
+// the way, so http:// is for loopback only.
 const linkTemplate = z.string().superRefine((text, ctx) => {
   if (!text.includes('{token}')) ctx.addIssue({ code: 'custom', message: 'expected a URL containing {token}, where the link\'s token goes' });
   else if (!isUrl(text.replaceAll('{token}', 'x'), /^https?:$/)) ctx.addIssue({ code: 'custom', message: `expected an http:// or https:// URL, got ${JSON.stringify(text)}` });
+  else if (new URL(text.replaceAll('{token}', 'x')).protocol === 'http:' && !LOOPBACK_HOSTS.has(new URL(text.replaceAll('{token}', 'x')).hostname)) {
+    ctx.addIssue({ code: 'custom', message: `expected an https:// URL (http:// only on 127.0.0.1, ::1 or localhost: the link's token would cross the network in clear), got ${JSON.stringify(text)}` });
+  }
 });
 
 const mailSchema = z.strictObject({
@@ -55,7 +62,9 @@ const mailSchema = z.strictObject({
   from: text.meta({ examples: ['Gateway <no-reply@example.com>'], description: 'The sender of the mails, e.g. "Gateway <no-reply@example.com>"; needed with smtp.' }),
   resetUrl: linkTemplate.meta({ examples: ['https://app.example.com/reset?token={token}'], description: "The application's password reset page, with {token} where the link's token goes." }),
   verifyUrl: linkTemplate.meta({ examples: ['https://app.example.com/verify?token={token}'], description: "The application's email verification page, with {token} where the link's token goes." }),
-}).meta({ description: 'Account mails (password reset and email verification links). Without it, or with smtp empty, password/forgot and email/resend answer 503.' });
+  templates: optionalText.meta({ examples: ['./mail-templates'], description: 'A folder of <lang>/<kind>.subject.txt, <kind>.txt and optional <kind>.html (kinds verify, reset, magic, org_invitation, account_invitation) replacing the built-in texts (gateway check reads them).' }),
+  product: optionalText.meta({ examples: ['Weather'], description: 'The product\'s name, {{product}} in mail templates; unset: the display name of from, else auth-gateway.' }),
+}).meta({ description: 'Account mails (password reset, email verification and sign-in links), in the user\'s language. Without it, or with smtp empty, password/forgot and email/resend answer 503.' });
 
 // HTTPS on a listener (the public one, the admin one), its files read again on SIGHUP.
 const listenerTls = z.strictObject({

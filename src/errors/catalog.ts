@@ -162,6 +162,10 @@ export const CATALOG = {
       + 'or that credential is registered already' },
   passkeyNotFound: { status: 404, code: 'passkey_not_found', fr: 'Clé d\'accès introuvable', en: 'Passkey not found',
     when: '`DELETE /api/v1/user/passkeys/{id}`: an unknown or someone else\'s passkey' },
+  // CONTRACT §20 (languages)
+  localeUnsupported: { status: 400, code: 'locale_unsupported', fr: 'Langue non prise en charge', en: 'Language not supported',
+    when: '`PATCH /api/v1/user/me`: `locale` is not a language the gateway has texts for (fr, en and the files of `errors.messages`; `en-GB` reads as `en`), '
+      + 'or is missing (register ignores such a `locale`)' },
   // CONTRACT §15 (identity providers)
   redirectNotAllowed: { status: 400, code: 'redirect_not_allowed', fr: 'Redirection non autorisée', en: 'Redirect not allowed',
     when: '`GET /api/v1/auth/oidc/{provider}/start`: `return_to` is not, character for character, an entry of `auth.oidc.returnTo` (on an `http://127.0.0.1` or '

@@ -11,6 +11,7 @@ import { negotiateLanguage, wantsProblem } from './negotiation.js';
 
 export { CATALOG as ERRORS } from './catalog.js';
 export { SUCCESS } from './success.js';
+export { namedLanguage, negotiateLanguage, supportedLanguage } from './negotiation.js';
 export { DEFAULT_STYLE, type ErrorStyle, type Language, type Nouns, type Params } from './messages.js';
 /** An error's name in the catalog (camelCase: metrics, traces, logs); its `code` is what clients read. */
 export type ErrorCode = ErrorName;

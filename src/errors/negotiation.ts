@@ -57,3 +57,24 @@ export function negotiateLanguage(acceptLanguage: string | undefined, languages:
 
 /** A language tag the gateway accepts as a name for a messages file or a user's locale: `en`, `pt-br`. */
 export const LANGUAGE_TAG = /^[a-z]{2,3}(?:-[a-z0-9]{2,8})?$/;
+
+/** A BCP 47 tag as a client sends one (`en`, `en-gb`, `zh-hant-tw`), lower-cased. */
+const LOCALE = /^[a-z]{2,3}(?:-[a-z0-9]{1,8})*$/;
+
+/**
+ * The language among `languages` a user's `locale` names (`en-GB` reads as `en`, as in
+ * negotiateLanguage), or undefined: not a string, not a language tag, or one without texts.
+ */
+export function supportedLanguage(locale: unknown, languages: readonly string[]): string | undefined {
+  if (typeof locale !== 'string') return undefined;
+  const tag = locale.trim().toLowerCase().replaceAll('_', '-');
+  if (tag.length > 35 || !LOCALE.test(tag)) return undefined;
+  if (languages.includes(tag)) return tag;
+  const primary = tag.split('-', 1)[0]!;
+  return languages.includes(primary) ? primary : undefined;
+}
+
+/** The language among `languages` an Accept-Language header names (q-values), or undefined when it names none (`*`, none, others). */
+export function namedLanguage(acceptLanguage: string | undefined, languages: readonly string[]): string | undefined {
+  return negotiateLanguage(acceptLanguage, languages, '') || undefined;
+}

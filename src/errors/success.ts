@@ -17,6 +17,7 @@ export const SUCCESS = {
   webhookDeleted: { code: 'webhook_deleted', fr: 'Webhook supprimé', en: 'Webhook deleted' },
   passkeyDeleted: { code: 'passkey_deleted', fr: 'Clé d’accès supprimée', en: 'Passkey deleted' },
   providerUnlinked: { code: 'provider_unlinked', fr: 'Fournisseur retiré', en: 'Provider unlinked' },
+  localeChanged: { code: 'locale_changed', fr: 'Langue modifiée', en: 'Language changed' },
   mfaRemoved: { code: 'mfa_removed', fr: 'Second facteur supprimé', en: 'Second factor removed' },
   // The admin API and the console (operators).
   sessionsRevoked: { code: 'sessions_revoked', fr: 'Sessions révoquées', en: 'Sessions revoked' },

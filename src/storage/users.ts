@@ -50,6 +50,21 @@ export async function createUser(
   });
 }
 
+/** The user's language for mails (migration 022); null when none was chosen. */
+export async function localeOf(db: Queryable, id: number): Promise<string | null> {
+  return (await db.query<{ locale: string | null }>('SELECT locale FROM users WHERE id = $1', [id]))[0]?.locale ?? null;
+}
+
+/** Sets (null: clears) the user's language for mails; false when the user is gone. */
+export async function setLocale(db: Queryable, id: number, locale: string | null): Promise<boolean> {
+  return (await db.query('UPDATE users SET locale = $2 WHERE id = $1 RETURNING id', [id, locale])).length > 0;
+}
+
+/** The user and their language for mails (GET /api/v1/user/me). */
+export async function findWithLocale(db: Queryable, id: number): Promise<(User & { locale: string | null }) | undefined> {
+  return (await db.query<User & { locale: string | null }>(`SELECT ${USER_COLUMNS}, locale FROM users WHERE id = $1`, [id]))[0];
+}
+
 export async function emailExists(db: Queryable, email: string): Promise<boolean> {
   return (await db.query('SELECT 1 FROM users WHERE email = $1', [email])).length > 0;
 }

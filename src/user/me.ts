@@ -1,5 +1,6 @@
-// GET /api/v1/user/me (CONTRACT §4, §12) and DELETE /api/v1/user/me (§13): the account itself.
-import { successBody } from '../errors/index.js';
+// GET /api/v1/user/me (CONTRACT §4, §12), PATCH (§20: the language of the user's mails) and
+// DELETE /api/v1/user/me (§13): the account itself.
+import { DEFAULT_STYLE, sendError, successBody, supportedLanguage } from '../errors/index.js';
 import type { FastifyInstance } from 'fastify';
 import type { Audit } from '../audit.js';
 import { clientOf, isTooLong, passwordConfirmed, type Passwords, refuseCredentials } from '../auth/index.js';
@@ -21,7 +22,7 @@ export async function readMe(app: FastifyInstance, deps: MeDeps): Promise<void> 
   const { db, requireUser, clock } = deps;
   app.get('/me', { preHandler: requireUser() }, async (request) => {
     // Read from the database, not the cache: daily_usage changes on every counted use.
-    const user = (await users.findById(db, currentUser(request).id)) ?? currentUser(request);
+    const user = (await users.findWithLocale(db, currentUser(request).id)) ?? { ...currentUser(request), locale: null };
     // The request's live snapshot: a reload may change the limits.
     const limits = planLimitsOf(request.context.live.settings.plans, user.plan);
     return {
@@ -29,9 +30,27 @@ export async function readMe(app: FastifyInstance, deps: MeDeps): Promise<void> 
       limits, daily_remaining: dailyRemaining(limits, usedToday(user, utcDay(clock()))),
       // null until the user opens a verification link (CONTRACT §13): a client knows to offer a new one.
       email_verified_at: user.email_verified_at?.toISOString() ?? null,
+      // Only once chosen (CONTRACT §20): the spec's body is unchanged for every other user.
+      ...(user.locale === null ? {} : { locale: user.locale }),
     };
   });
+}
 
+/**
+ * PATCH /api/v1/user/me {locale}: the language of the user's mails, one the gateway has texts for
+ * (`en-GB` reads as `en`); null forgets it (mails then follow errors.language).
+ */
+export async function patchMe(app: FastifyInstance, deps: Pick<MeDeps, 'db' | 'requireUser'>): Promise<void> {
+  const { db, requireUser } = deps;
+  app.patch('/me', { preHandler: requireUser() }, async (request, reply) => {
+    const asked = request.body !== null && typeof request.body === 'object' ? (request.body as Record<string, unknown>).locale : undefined;
+    const locale = asked === null ? null : supportedLanguage(asked, (reply.server.errorStyle ?? DEFAULT_STYLE).languages);
+    if (locale === undefined) return sendError(reply, 'localeUnsupported');
+    const { id } = currentUser(request);
+    if (!(await users.setLocale(db, id, locale))) return sendError(reply, 'userNotFound');
+    request.log.info({ userId: id, locale }, 'locale changed');
+    return successBody(reply, 'localeChanged', { locale });
+  });
 }
 
 export interface DeleteMeDeps {

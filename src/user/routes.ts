@@ -6,7 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import type { ApiTokenDeps } from './apiToken.js';
 import { apiTokenRoutes } from './apiToken.js';
 import { identitiesRoutes, type IdentitiesDeps } from './identities.js';
-import { deleteMe, readMe, type DeleteMeDeps, type MeDeps } from './me.js';
+import { deleteMe, patchMe, readMe, type DeleteMeDeps, type MeDeps } from './me.js';
 import { passkeysRoutes, type PasskeysDeps } from './passkeys.js';
 import { sessionRoutes, type SessionsDeps } from './sessions.js';
 import { webhookRoutes, type WebhookDeps } from './webhook.js';
@@ -29,6 +29,7 @@ export async function userRoutes(app: FastifyInstance, deps: UserRoutesDeps): Pr
     if (deps.oidc) await limited.register(identitiesRoutes, deps);
   });
   await app.register(readMe, deps);
+  await app.register(patchMe, deps);
   await app.register(apiTokenRoutes, deps);
   await app.register(webhookRoutes, deps);
 }

@@ -144,6 +144,7 @@ describeWithServices('the error catalog, every entry in every shape (issue 49)',
       mfaRequired: get('/secure', bearer(free.access)),
       recentAuthRequired: post('/api/v1/auth/mfa/totp/enroll', {}, { 'x-api-key': key }),
       passkeyNotFound: (h: Headers) => gw.request('DELETE', '/api/v1/user/passkeys/999999999', { headers: { ...bearer(free.access), ...h } }),
+      localeUnsupported: (h: Headers) => gw.request('PATCH', '/api/v1/user/me', { headers: { ...bearer(free.access), ...h }, json: { locale: 'tlh' } }),
     } satisfies Partial<Record<Name, Provoke>>);
   });
   afterAll(async () => {

@@ -2,6 +2,7 @@
 // sign-in. A link carries 32 random bytes; only their SHA-256 is stored (email_tokens), so a copy
 // of the database opens no account. The raw token exists in the mail (or in `gateway users
 // reset-link`'s output) and nowhere else: never in a log.
+import type { IncomingHttpHeaders } from 'node:http';
 import type { Audit } from '../../audit.js';
 import type { Config } from '../../config/schema.js';
 import type { Database, Queryable } from '../../storage/db.js';
@@ -10,6 +11,7 @@ import { removeUnvouchedLinks } from '../../storage/identities.js';
 import { revokeAllForUser } from '../../storage/refreshTokens.js';
 import type { Client } from '../../storage/sessions.js';
 import * as users from '../../storage/users.js';
+import type { MailWords } from '../../mail/index.js';
 import type { Mail, Mailer } from '../mail.js';
 import { randomToken, sha256Hex } from '../../credentials/digest.js';
 
@@ -40,62 +42,18 @@ export async function makeLink(db: Queryable, user: { id: number; email: string 
   return template.replaceAll('{token}', token);
 }
 
-/** The mail that carries a link: plain text, French. */
-export function linkMail(purpose: LinkPurpose, email: string, url: string): Mail {
-  if (purpose === 'reset') {
-    return {
-      to: email,
-      subject: 'Réinitialisation de votre mot de passe',
-      text: [
-        'Bonjour,',
-        '',
-        `Une réinitialisation du mot de passe du compte ${email} a été demandée.`,
-        'Pour choisir un nouveau mot de passe, ouvrez ce lien dans les 30 minutes :',
-        '',
-        url,
-        '',
-        'Ce lien ne fonctionne qu’une fois. Si vous n’êtes pas à l’origine de cette demande, ignorez ce message : votre mot de passe ne change pas.',
-        '',
-      ].join('\n'),
-    };
-  }
-  if (purpose === 'magic') {
-    return {
-      to: email,
-      subject: 'Votre lien de connexion',
-      text: [
-        'Bonjour,',
-        '',
-        `Une connexion au compte ${email} a été demandée.`,
-        'Pour vous connecter, ouvrez ce lien dans les 15 minutes :',
-        '',
-        url,
-        '',
-        'Ce lien ne fonctionne qu’une fois. Si vous n’êtes pas à l’origine de cette demande, ignorez ce message : personne ne peut se connecter sans lui.',
-        '',
-      ].join('\n'),
-    };
-  }
-  return {
-    to: email,
-    subject: 'Confirmez votre adresse email',
-    text: [
-      'Bonjour,',
-      '',
-      `Pour confirmer que l’adresse ${email} est bien la vôtre, ouvrez ce lien dans les 24 heures :`,
-      '',
-      url,
-      '',
-      'Ce lien ne fonctionne qu’une fois. Si vous n’avez pas créé de compte, ignorez ce message.',
-      '',
-    ].join('\n'),
-  };
+/** The mail that carries a link, in `language` (mail/words.ts); undefined: no text for it. */
+export function linkMail(words: MailWords, purpose: LinkPurpose, language: string, email: string, url: string): Mail | undefined {
+  const rendered = words.compose(purpose, language, { link: url, email, expires_in_minutes: LINK_TTL_MS[purpose] / 60_000 });
+  return rendered && { to: email, ...rendered };
 }
 
 export interface LinkMailDeps {
   db: Database;
   mailer: Mailer;
   templates: LinkTemplates;
+  /** The mails' words and the choice of their language. */
+  words: MailWords;
   clock: () => Date;
 }
 
@@ -103,10 +61,14 @@ export interface LinkMailDeps {
  * Queues a link mail, off the request path: `find` names the account (undefined, or inactive: no
  * mail) and runs in the queue too, so the request's answer and timing do not depend on it.
  */
-export function queueLinkMail(deps: LinkMailDeps, purpose: LinkPurpose, userId: number | undefined, find: () => Promise<{ id: number; email: string; is_active: number } | undefined>): void {
-  const { db, mailer, clock } = deps;
+export function queueLinkMail(
+  deps: LinkMailDeps, purpose: LinkPurpose, userId: number | undefined, find: () => Promise<{ id: number; email: string; is_active: number } | undefined>, headers: IncomingHttpHeaders,
+): void {
+  const { db, mailer, clock, words } = deps;
   const template = deps.templates[purpose];
   if (!template) return;
+  // Read now: the job runs after the request is answered. The user's locale, read in the job, comes first.
+  const fallback = words.requestLanguage(headers);
   mailer.enqueue(purpose, userId, async () => {
     const found = await find();
     if (!found || found.is_active !== 1) return undefined;
@@ -116,9 +78,9 @@ export function queueLinkMail(deps: LinkMailDeps, purpose: LinkPurpose, userId: 
       const user = await users.lockUser(tx, found.id, 'update');
       const now = clock();
       if (!user || user.is_active !== 1 || (await issuedSince(tx, user.id, purpose, new Date(now.getTime() - LINK_MAIL_INTERVAL_MS)))) return undefined;
-      return { email: user.email, url: await makeLink(tx, user, purpose, template, now) };
+      return { email: user.email, locale: await users.localeOf(tx, user.id), url: await makeLink(tx, user, purpose, template, now) };
     });
-    return link && linkMail(purpose, link.email, link.url);
+    return link && linkMail(words, purpose, words.languageFor(link.locale, fallback), link.email, link.url);
   });
 }
 

@@ -31,7 +31,7 @@ export async function magicLinkRoutes(app: FastifyInstance, deps: MagicLinkRoute
     if (!email) return sendError(reply, 'emailInvalid');
     // As password/forgot: the lookup runs in the mail queue, so neither the answer nor its time
     // tells whether the account exists; an unknown address creates nothing and gets no mail.
-    queueLinkMail(deps, 'magic', undefined, () => users.findByEmail(db, email));
+    queueLinkMail(deps, 'magic', undefined, () => users.findByEmail(db, email), request.headers);
     return reply.code(202).send(successBody(reply, 'magicLinkSent'));
   });
 

@@ -89,7 +89,7 @@ async function forgotPassword(deps: AccountRoutesDeps, request: FastifyRequest, 
   if (!email) return sendError(reply, 'emailInvalid');
   // Same answer, same work on this path for every address (the lookup is queued with the mail):
   // neither the body nor the time tells whether the account exists.
-  queueLinkMail(deps, 'reset', undefined, () => users.findByEmail(db, email));
+  queueLinkMail(deps, 'reset', undefined, () => users.findByEmail(db, email), request.headers);
   return reply.code(202).send(successBody(reply, 'resetLinkSent'));
 }
 
@@ -137,6 +137,6 @@ async function resendVerification(deps: AccountRoutesDeps, request: FastifyReque
   // Read now, not from the cache: a verification made a moment ago on another instance counts.
   const user = (await users.findById(db, currentUser(request).id)) ?? currentUser(request);
   if (user.email_verified_at) return reply.code(202).send(successBody(reply, 'emailAlreadyVerified'));
-  queueLinkMail(deps, 'verify', user.id, async () => user);
+  queueLinkMail(deps, 'verify', user.id, async () => user, request.headers);
   return reply.code(202).send(successBody(reply, 'verificationLinkSent'));
 }

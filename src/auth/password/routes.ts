@@ -1,7 +1,7 @@
 // POST /api/v1/auth/register, /login, /refresh, /logout: exactly spec §4, each login starting a
 // session (a refresh-token family) that its refreshes continue (CONTRACT §13).
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { sendDenial, sendError, successBody } from '../../errors/index.js';
+import { DEFAULT_STYLE, namedLanguage, sendDenial, sendError, successBody, supportedLanguage } from '../../errors/index.js';
 import { textField } from '../../http.js';
 import { isUnfitText } from '../../listener/inputs.js';
 import type { Audit } from '../../audit.js';
@@ -41,7 +41,19 @@ export async function authRoutes(app: FastifyInstance, deps: AuthRoutesDeps): Pr
   app.post('/logout', on(logout));
 }
 
-const sendVerification = (deps: AuthRoutesDeps, user: { id: number; email: string; is_active: number }) => queueLinkMail(deps, 'verify', user.id, async () => user);
+const sendVerification = (deps: AuthRoutesDeps, request: FastifyRequest, user: { id: number; email: string; is_active: number }) =>
+  queueLinkMail(deps, 'verify', user.id, async () => user, request.headers);
+
+/**
+ * The new user's language for mails (CONTRACT §20): the `locale` field when the gateway has texts
+ * for it, else the language Accept-Language names among those; none: null. A locale it cannot use
+ * is ignored, never refused: register's answers stay the spec's.
+ */
+function registeredLocale(request: FastifyRequest): string | null {
+  const { languages } = request.server.errorStyle ?? DEFAULT_STYLE;
+  const header = request.headers['accept-language'];
+  return supportedLanguage(textField(request.body, 'locale'), languages) ?? namedLanguage(typeof header === 'string' ? header : undefined, languages) ?? null;
+}
 
 async function register(deps: AuthRoutesDeps, request: FastifyRequest, reply: FastifyReply) {
   const { db, passwords, audit } = deps;
@@ -56,10 +68,14 @@ async function register(deps: AuthRoutesDeps, request: FastifyRequest, reply: Fa
   if (denial) return sendDenial(reply, denial);
   // A cheap check first spares a hash for the common duplicate; the INSERT still decides races.
   if (await users.emailExists(db, email)) return sendError(reply, 'emailTaken');
-  const id = await users.createUser(db, email, await passwords.hash(password), (tx, userId) => audit.record({ type: 'user.registered', actor: 'user', userId, ...clientOf(request) }, tx));
+  const locale = registeredLocale(request);
+  const id = await users.createUser(db, email, await passwords.hash(password), async (tx, userId) => {
+    await audit.record({ type: 'user.registered', actor: 'user', userId, ...clientOf(request) }, tx);
+    if (locale) await users.setLocale(tx, userId, locale);
+  });
   if (id === null) return sendError(reply, 'emailTaken');
   request.log.info({ userId: id }, 'user registered');
-  sendVerification(deps, { id, email, is_active: 1 });
+  sendVerification(deps, request, { id, email, is_active: 1 });
   return reply.code(201).send(successBody(reply, 'userCreated', { user_id: id }));
 }
 
@@ -95,7 +111,7 @@ async function login(deps: AuthRoutesDeps, request: FastifyRequest, reply: Fasti
   // Said only to whoever knows the password. A new link goes out (at most one a minute), so an
   // account whose first link was lost or expired is never stuck.
   if (deps.auth.requireVerifiedEmail && !user.email_verified_at) {
-    sendVerification(deps, user);
+    sendVerification(deps, request, user);
     request.log.info({ userId: user.id }, 'login refused: email not verified');
     return sendError(reply, 'emailNotVerified');
   }
