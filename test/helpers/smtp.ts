@@ -18,6 +18,8 @@ export interface ReceivedMail {
   contentType: string;
   /** Whether the message had an HTML part. */
   html: boolean;
+  /** The HTML part's source as a reader's client gets it (transfer encoding undone), if any. */
+  htmlSource: string | undefined;
   /** The message as it came over SMTP. */
   raw: string;
   /** The first http(s) URL in the text. */
@@ -90,6 +92,7 @@ export async function startSmtpCatcher(): Promise<SmtpCatcher> {
               text,
               contentType: (parsed.headers.get('content-type') as { value?: string } | undefined)?.value ?? '',
               html: parsed.html !== false,
+              htmlSource: parsed.html === false ? undefined : parsed.html,
               raw: raw.toString('utf8'),
               link,
               token: link ? new URL(link).searchParams.get('token') ?? undefined : undefined,
