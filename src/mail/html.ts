@@ -6,8 +6,11 @@
 // the code. So the scanner below only needs to tell those apart; it is not a full HTML parser, and
 // what it cannot place (a placeholder in a tag's name, a comment, a declaration) is refused too.
 
-/** Elements whose content is not HTML text: a placeholder there is refused. */
-const RAW_TEXT = new Set(['script', 'style', 'xmp', 'iframe', 'noembed', 'noframes', 'noscript', 'plaintext', 'template', 'textarea', 'title']);
+/**
+ * Elements whose content is not HTML text: a placeholder there is refused. <title> and <textarea>
+ * are not among them: their text decodes entities and an encoded `<` cannot close them.
+ */
+const RAW_TEXT = new Set(['script', 'style', 'xmp', 'iframe', 'noembed', 'noframes', 'noscript', 'plaintext', 'template']);
 /** Attributes whose value a browser reads as a URL: only the gateway's own link may begin one (no `javascript:` from a value). */
 const URL_ATTRIBUTES = new Set(['href', 'src', 'action', 'formaction', 'background', 'poster', 'cite', 'xlink:href', 'srcset', 'data', 'longdesc', 'manifest']);
 

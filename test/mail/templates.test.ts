@@ -139,6 +139,8 @@ describe('gateway check and mail templates', () => {
   it('accepts the documented templates', async () => {
     expect(await problemsOf(DOCUMENTED(''))).toEqual([]);
     expect(await problemsOf({ ...VALID, 'fr/org_invitation.subject.txt': '{{inviter_email}} vous invite dans {{org_name}}', 'fr/org_invitation.txt': '{{link}}', README: 'notes' })).toEqual([]);
+    // <title> and <textarea> decode entities as text does: an encoded value cannot close them.
+    expect(await problemsOf({ ...VALID, 'en/reset.html': '<title>{{product}}</title><p class=\'x\' data-x="{{email}}">{{email}}</p><a href="{{ link }}">go</a>' })).toEqual([]);
   });
 
   it.each([
