@@ -35,7 +35,12 @@ describeWithServices('mail templates, sent (issue 49)', () => {
   beforeAll(async () => {
     smtp = await startSmtpCatcher();
     dir = mkdtempSync(path.join(os.tmpdir(), 'gateway-mail-templates-'));
-    writeTree(dir, DOCUMENTED());
+    writeTree(dir, {
+      ...DOCUMENTED(),
+      // A language the gateway has no built-in texts for, one kind of it.
+      'mail-templates/de/reset.subject.txt': 'Neues Passwort für {{product}}\n',
+      'mail-templates/de/reset.txt': 'Hallo {{email}},\n\n{{link}}\n\n(gültig {{expires_in_minutes}} Minuten)\n',
+    });
     gw = await startTestGateway(testConfigFromFile(docsExample('accounts', 'mail-templates'), dir, { SMTP_URL: smtp.url }));
   });
   afterAll(async () => {
@@ -63,6 +68,18 @@ describeWithServices('mail templates, sent (issue 49)', () => {
     expect(mail.htmlSource).not.toContain(email);
     // Other headers carry no value of the templates: the recipient is the account's address, once.
     expect(mail.recipients).toEqual([email]);
+  });
+
+  it('a language of the folder serves a request in it (negotiate), as the built-in ones do', async () => {
+    const email = `de-${Date.now()}@example.test`;
+    expect((await gw.post('/api/v1/auth/register', { email, password: newPassword() }, { headers: { 'accept-language': '*' } })).status).toBe(201);
+    await smtp.waitFor(email);
+    expect((await gw.post('/api/v1/auth/password/forgot', { email }, { headers: { 'accept-language': 'de-AT, en;q=0.5' } })).status).toBe(202);
+    const mail = await smtp.waitFor(email, 2);
+    expect(mail.subject).toBe('Neues Passwort für Example');
+    expect(mail.link).toMatch(/^https:\/\/app\.example\.com\/reset-password\?token=[\w-]{43}$/);
+    expect(mail.text.trimEnd()).toBe(`Hallo ${email},\n\n${mail.link}\n\n(gültig 30 Minuten)`);
+    expect(mail.contentType).toBe('text/plain');
   });
 
   it('a language or kind the folder leaves out keeps the built-in text: plain French', async () => {
