@@ -10,6 +10,7 @@ import { Housekeeping } from './housekeeping.js';
 import { AssertionSigner, DailyLimiter, MinuteLimiter, Pipeline } from './pipeline/index.js';
 import { isSingleMailbox } from './credentials/emailAddress.js';
 import { MailQueue, Passwords } from './auth/index.js';
+import { TokenKeyring } from './credentials/tokenKeyring.js';
 import { createTokens, type Tokens } from './credentials/tokens.js';
 import { ApiKeyUsage } from './storage/apiKeyUsage.js';
 import { IdentityCache } from './storage/identityCache.js';
@@ -163,7 +164,12 @@ export async function createInstance(config: Config, options: InstanceOptions): 
 
     const passwords = new Passwords();
     closers.push(async () => passwords.close());
-    const tokens = await createTokens(config.auth, db, clock, (message) => log.warn(message));
+    // Access and refresh token keys (CONTRACT §25): rotations of the stored secret heard through the feed.
+    const warn = (message: string) => log.warn(message);
+    const tokenKeys = new TokenKeyring({ jwt: config.auth.jwt, refreshTokenTtlMs: config.auth.refreshTokenTtl, db, warn, feed });
+    await tokenKeys.start();
+    closers.push(() => tokenKeys.close());
+    const tokens = await createTokens(config.auth, db, clock, warn, tokenKeys);
     const keyUsage = new ApiKeyUsage(db, log);
     closers.push(() => keyUsage.close());
     // Upstream assertions (CONTRACT §3): one Ed25519 key shared by all instances through the database.

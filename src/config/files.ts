@@ -2,7 +2,7 @@
 // check`, and `gateway start` before it opens anything, read each one and parse it as its kind,
 // so a missing or broken file is a configuration error naming the key, not a failure later on.
 // A new file setting is one line in fileSettings(); a new kind of file, one checker.
-import { createPrivateKey, X509Certificate, type KeyObject } from 'node:crypto';
+import { createPrivateKey, createPublicKey, X509Certificate, type KeyObject } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { createSecureContext } from 'node:tls';
 import type { Config } from './schema.js';
@@ -80,6 +80,13 @@ const CHECKERS = {
     const problem = signingKeyProblem(read.text, algorithm);
     return problem && `${file}: cannot sign ${algorithm} with it: ${problem}`;
   },
+  /** An auth.jwt.previous file (asymmetric algorithms): a PEM public key, or the private key it belongs to, of the algorithm. */
+  async verifyingKey(file, config) {
+    const read = await readText(file);
+    if ('problem' in read) return read.problem;
+    const problem = verifyingKeyProblem(read.text, config.auth.jwt.algorithm);
+    return problem && `${file}: cannot verify ${config.auth.jwt.algorithm} with it: ${problem}`;
+  },
 } satisfies Record<string, Checker>;
 
 /** Why a PEM text is not a PKCS#8 private key that signs `algorithm`; undefined when it is one. */
@@ -92,6 +99,25 @@ export function signingKeyProblem(pem: string, algorithm: Config['auth']['jwt'][
   } catch (err) {
     return `not a PEM private key: ${(err as Error).message}`;
   }
+  return keyTypeProblem(key, algorithm);
+}
+
+/** Why a PEM text is not a key that verifies `algorithm`'s signatures; undefined when it is one. */
+export function verifyingKeyProblem(pem: string, algorithm: Config['auth']['jwt']['algorithm']): string | undefined {
+  let key: KeyObject;
+  try {
+    key = createPublicKey(pem);
+  } catch (err) {
+    return `not a PEM public or private key: ${(err as Error).message}`;
+  }
+  return keyTypeProblem(key, algorithm);
+}
+
+/** An auth.jwt.previous entry written in place (a PEM), rather than the name of a file holding one. */
+export const isInlinePem = (entry: string): boolean => entry.trimStart().startsWith('-----BEGIN');
+
+/** Why a key (private or public) is not one of `algorithm`'s; undefined when it is one. */
+export function keyTypeProblem(key: KeyObject, algorithm: Config['auth']['jwt']['algorithm']): string | undefined {
   const type = key.asymmetricKeyType;
   const details = key.asymmetricKeyDetails ?? {};
   switch (algorithm) {
@@ -139,6 +165,7 @@ export function fileSettings(config: Config): FileSetting[] {
       ] : [];
     }),
     setting('auth.jwt.privateKeyFile', 'signingKey', config.auth.jwt, 'privateKeyFile'),
+    ...previousKeyFiles(config.auth.jwt),
     setting('webhooks.caFile', 'certificates', config.webhooks, 'caFile'),
     setting('errors.messages', 'messageFolder', config.errors, 'messages'),
     ...(config.mail ? [setting('mail.templates', 'mailTemplateFolder', config.mail, 'templates')] : []),
@@ -148,6 +175,16 @@ export function fileSettings(config: Config): FileSetting[] {
       setting(`upstreams.${name}.tls.keyFile`, 'privateKey', tls, 'keyFile', 'certFile'),
     ] : [])),
   ];
+}
+
+/** The entries of auth.jwt.previous that name files (asymmetric algorithms; HS256 lists secrets). */
+function previousKeyFiles(jwt: Config['auth']['jwt']): FileSetting[] {
+  if (jwt.algorithm === 'HS256') return [];
+  return jwt.previous.flatMap((entry, i) => (isInlinePem(entry) ? [] : [{
+    key: `auth.jwt.previous[${i}]`, kind: 'verifyingKey' as const,
+    get: () => jwt.previous[i],
+    set: (file: string) => { jwt.previous[i] = file; },
+  }]));
 }
 
 /** Every file setting's problem, as "key: FILE: what is wrong"; empty when all files are fine. */

@@ -6,6 +6,7 @@ import { normalizePath } from '../routing/paths.js';
 import { adminKey, ASYMMETRIC, bool, duration, durationOrZero, envReference, HTTP_URL, int, isUrl, NAME, OCTET, optionalText, port, PORT, ratio, SECRET_MIN, size, text } from './schema/values.js';
 import { corsSchema, MAX_LIMIT, planLimits, planName, routeSchema, upstreamSchema, usageNoun } from './schema/routes.js';
 import { oidcSchema, originProblem, originsWithoutCookie } from './schema/providers.js';
+import { isInlinePem, verifyingKeyProblem } from './files.js';
 export { parseDuration, parseSize } from './schema/values.js';
 export { BASE_PLANS, CORS_DEFAULTS, HTTP_METHODS, type Plan } from './schema/routes.js';
 export { GITHUB_ISSUER, GOOGLE_ISSUER, originsWithoutCookie } from './schema/providers.js';
@@ -128,6 +129,10 @@ export const configSchema = z.strictObject({
       algorithm: z.enum(['HS256', ...ASYMMETRIC]).default('HS256'),
       secret: text.meta({ examples: ['${JWT_SECRET}'] }),
       privateKeyFile: optionalText.meta({ examples: ['keys/jwt.pem'] }),
+      // CONTRACT §25: keys rotated out, which verify tokens they signed but never sign.
+      previous: z.array(z.string().min(1).meta({ title: 'previous key', examples: ['${JWT_SECRET_PREVIOUS}', 'keys/jwt-2026-01.pub.pem'] })).default([]).meta({
+        description: 'Keys rotated out, verify only: HS256 secrets, or for the other algorithms PEM public keys (files, or PEM text). Tokens they signed stay valid; removing one ends every session it signed.',
+      }),
       issuer: optionalText.meta({ examples: ['https://gw.example.com'] }),
       audience: optionalText.meta({ examples: ['my-app'] }),
     }).meta({
@@ -242,6 +247,12 @@ export const configSchema = z.strictObject({
     if ((ASYMMETRIC as readonly string[]).includes(jwt.algorithm) && !jwt.privateKeyFile) {
       ctx.addIssue({ code: 'custom', path: ['auth', 'jwt', 'privateKeyFile'], message: `expected a PEM private key file for ${jwt.algorithm}` });
     }
+    jwt.previous.forEach((entry, i) => {
+      const problem = jwt.algorithm === 'HS256'
+        ? ([...entry].length < SECRET_MIN ? 'expected an HS256 secret of at least 32 characters' : undefined)
+        : (isInlinePem(entry) ? verifyingKeyProblem(entry, jwt.algorithm) : undefined); // a file: checkFiles reads it
+      if (problem) ctx.addIssue({ code: 'custom', path: ['auth', 'jwt', 'previous', i], message: problem });
+    });
   });
   each(() => {
     // Each worker is an instance: embedded storage is one process's (CONTRACT §18).

@@ -1,14 +1,16 @@
 // Access and refresh tokens (jose). Each kind carries its own `typ` header and every verifier
 // demands it, so a refresh token never passes as an access token or the other way round.
 // The algorithm list is pinned to the configured one: no `alg: none`, no HS/RS confusion.
-import { createPublicKey, randomBytes, randomUUID, webcrypto } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { calculateJwkThumbprint, CompactSign, compactVerify, decodeProtectedHeader, exportJWK, importPKCS8, importSPKI, jwtVerify, SignJWT, type CryptoKey, type JWK, type JWTPayload } from 'jose';
+import { randomUUID } from 'node:crypto';
+import { compactVerify, decodeProtectedHeader, jwtVerify, SignJWT, type JWK, type JWTPayload } from 'jose';
 import { LRUCache } from 'lru-cache';
 import type { Config, Plan } from '../config/schema.js';
 import type { Queryable } from '../storage/db.js';
-import { getOrCreateSecret } from '../storage/secrets.js';
 import { parseUserId } from '../storage/users.js';
+import { TokenKeyring } from './tokenKeyring.js';
+import { buildKeySet, type SignKey, type TokenKeySet } from './tokenKeys.js';
+
+export { SigningKeyError } from './tokenKeys.js';
 
 export const ACCESS_TYP = 'at+jwt';
 export const REFRESH_TYP = 'refresh+jwt';
@@ -59,48 +61,57 @@ export interface Tokens {
    * an upstream (CONTRACT §3).
    */
   isOwn(token: string): Promise<boolean>;
-  /** The access-token public key for /.well-known/jwks.json (asymmetric algorithms only). */
-  publicJwks: JWK[];
-}
-
-interface Keys {
-  sign: CryptoKey | Uint8Array;
-  verify: CryptoKey | Uint8Array;
-  kid?: string;
-  publicJwk?: JWK;
+  /** The access-token public keys for /.well-known/jwks.json, current and previous (asymmetric algorithms only). */
+  readonly publicJwks: JWK[];
+  /** The key set and what changes it (a SIGHUP, a rotation of the database-kept secret). */
+  readonly keyring: TokenKeyring;
 }
 
 const VERIFIED_CACHE_SIZE = 50_000;
 
+/**
+ * The tokens of one instance. `keyring`: the instance's, which follows rotations (instance.ts);
+ * without one, the keys are loaded once from `auth.jwt` and the database.
+ */
 export async function createTokens(
   auth: Config['auth'],
   db: Queryable,
   clock: () => Date,
   warn: (message: string) => void,
+  keyring?: TokenKeyring,
 ): Promise<Tokens> {
-  const keys = await loadKeys(auth.jwt, db, warn);
+  const ring = keyring ?? new TokenKeyring({ jwt: auth.jwt, refreshTokenTtlMs: auth.refreshTokenTtl, db, warn });
+  if (!keyring) await ring.start();
   const algorithms = [auth.jwt.algorithm];
   const claimChecks = { issuer: auth.jwt.issuer, audience: auth.jwt.audience, algorithms };
   const seconds = () => Math.floor(clock().getTime() / 1000);
 
   // Verification goes through WebCrypto on the threadpool; a bounded cache of tokens already
-  // verified keeps it off the hot path. An entry is used only while its `exp` is in the future.
+  // verified keeps it off the hot path. An entry is used only while its `exp` is in the future,
+  // and only under the key set that verified it: a key removed from auth.jwt.previous ends its
+  // sessions at once, cached or not.
   const verified = new LRUCache<string, AccessClaims>({ max: VERIFIED_CACHE_SIZE });
-  // How long this key's signatures are in a token (base64url, a fixed length per key): isOwn() cuts
-  // a token of ours there when other characters are glued to it.
-  const signatureLength = (await new CompactSign(new Uint8Array(0)).setProtectedHeader({ alg: auth.jwt.algorithm }).sign(keys.sign)).split('.')[2]!.length;
+  let cachedUnder: TokenKeySet = ring.current;
+  const keys = (): TokenKeySet => {
+    const current = ring.current;
+    if (current !== cachedUnder) {
+      verified.clear();
+      cachedUnder = current;
+    }
+    return current;
+  };
 
-  const sign = (claims: JWTPayload, typ: string, ttlMs: number, subject: number) => {
+  const sign = (claims: JWTPayload, typ: string, ttlMs: number, subject: number, key: SignKey) => {
     const iat = seconds();
     const jwt = new SignJWT(claims)
-      .setProtectedHeader({ alg: auth.jwt.algorithm, typ, ...(keys.kid ? { kid: keys.kid } : {}) })
+      .setProtectedHeader({ alg: auth.jwt.algorithm, typ, kid: key.kid })
       .setSubject(String(subject))
       .setIssuedAt(iat)
       .setExpirationTime(iat + Math.floor(ttlMs / 1000))
       .setJti(randomUUID());
     if (auth.jwt.issuer) jwt.setIssuer(auth.jwt.issuer);
     if (auth.jwt.audience) jwt.setAudience(auth.jwt.audience);
-    return jwt.sign(keys.sign);
+    return jwt.sign(key.sign);
   };
 
   const verify = async (token: string, typ: string): Promise<JWTPayload | null> => {
@@ -109,7 +120,20 @@ export async function createTokens(
     // decode to the same bytes and verify.
     if (!isCanonical(token)) return null;
     try {
-      const { payload } = await jwtVerify(token, keys.verify, { ...claimChecks, typ, currentDate: clock(), requiredClaims: ['sub', 'exp', 'iat', 'jti'] });
+      // The key its `kid` names; a token without one (signed before kids) may be any key's.
+      for (const key of keys().candidates(decodeProtectedHeader(token).kid)) {
+        const payload = await verifyWith(token, key.verify, typ);
+        if (payload) return payload;
+      }
+    } catch {
+      // not a JWS at all
+    }
+    return null;
+  };
+
+  const verifyWith = async (token: string, key: SignKey['verify'], typ: string): Promise<JWTPayload | null> => {
+    try {
+      const { payload } = await jwtVerify(token, key, { ...claimChecks, typ, currentDate: clock(), requiredClaims: ['sub', 'exp', 'iat', 'jti'] });
       // A `sub` past users.id's range names nobody: refused here, not left to fail the query.
       return parseUserId(payload.sub) === undefined ? null : payload;
     } catch {
@@ -118,13 +142,18 @@ export async function createTokens(
   };
 
   return {
-    publicJwks: keys.publicJwk ? [keys.publicJwk] : [],
+    get publicJwks() {
+      return ring.current.publicJwks;
+    },
+    keyring: ring,
     async issuePair(user, sessionId, assurance) {
       const authTime = Math.floor(assurance.authTime.getTime() / 1000);
+      // Both of a pair under one key, whatever a rotation does meanwhile.
+      const key = ring.current.current;
       const [access, refresh] = await Promise.all([
         // `sid`: which of the user's sessions this is (GET /api/v1/user/sessions marks it `current`).
-        sign({ plan: user.plan, email: user.email, sid: sessionId, auth_time: authTime, acr: acrOf(assurance.amr), amr: assurance.amr }, ACCESS_TYP, auth.accessTokenTtl, user.id),
-        sign({}, REFRESH_TYP, auth.refreshTokenTtl, user.id),
+        sign({ plan: user.plan, email: user.email, sid: sessionId, auth_time: authTime, acr: acrOf(assurance.amr), amr: assurance.amr }, ACCESS_TYP, auth.accessTokenTtl, user.id, key),
+        sign({}, REFRESH_TYP, auth.refreshTokenTtl, user.id, key),
       ]);
       return {
         pair: { access_token: access, refresh_token: refresh, token_type: 'Bearer', plan: user.plan },
@@ -132,6 +161,7 @@ export async function createTokens(
       };
     },
     async verifyAccess(token) {
+      keys();
       const cached = verified.get(token);
       if (cached) return cached.exp > seconds() ? cached : null;
       const payload = await verify(token, ACCESS_TYP);
@@ -144,19 +174,28 @@ export async function createTokens(
       return claims;
     },
     async isOwn(text) {
+      const set = keys();
       if (verified.has(text)) return true;
+      let header;
       try {
-        // Every token the gateway signs says its kind in `typ`: anything else is not worth a
-        // signature check (a header full of other services' JWTs costs a decode each, no more).
-        const { typ } = decodeProtectedHeader(text);
-        if (typ !== ACCESS_TYP && typ !== REFRESH_TYP) return false;
-        // `<token>X`: a token of ours all the same, which an upstream could take back out.
-        const excess = text.length - text.lastIndexOf('.') - 1 - signatureLength;
-        await compactVerify(excess > 0 ? text.slice(0, -excess) : text, keys.verify, { algorithms });
-        return true;
+        header = decodeProtectedHeader(text);
       } catch {
         return false;
       }
+      // Every token the gateway signs says its kind in `typ`: anything else is not worth a
+      // signature check (a header full of other services' JWTs costs a decode each, no more).
+      if (header.typ !== ACCESS_TYP && header.typ !== REFRESH_TYP) return false;
+      for (const key of set.candidates(header.kid)) {
+        // `<token>X`: a token of ours all the same, which an upstream could take back out.
+        const excess = text.length - text.lastIndexOf('.') - 1 - key.signatureLength;
+        try {
+          await compactVerify(excess > 0 ? text.slice(0, -excess) : text, key.verify, { algorithms });
+          return true;
+        } catch {
+          // another key's, or nobody's
+        }
+      }
+      return false;
     },
     async verifyRefresh(token) {
       const payload = await verify(token, REFRESH_TYP);
@@ -165,47 +204,9 @@ export async function createTokens(
   };
 }
 
-async function loadKeys(jwt: Config['auth']['jwt'], db: Queryable, warn: (message: string) => void): Promise<Keys> {
-  if (jwt.algorithm === 'HS256') {
-    let secret = jwt.secret;
-    if (!secret) {
-      const stored = await getOrCreateSecret(db, 'jwt_hs256', randomBytes(48).toString('base64url'));
-      secret = stored.value;
-      warn(stored.created
-        ? 'auth.jwt.secret is empty: generated an HS256 secret and stored it in the database (gateway_secrets); set auth.jwt.secret to manage it yourself'
-        : 'auth.jwt.secret is empty: using the HS256 secret stored in the database (gateway_secrets)');
-    }
-    // Imported once: jose would otherwise import the raw key on every sign and verify.
-    const key = await webcrypto.subtle.importKey('raw', Buffer.from(secret), { name: 'HMAC', hash: 'SHA-256' }, false, ['sign', 'verify']);
-    return { sign: key as CryptoKey, verify: key as CryptoKey };
-  }
-  return loadKeyFile(jwt);
-}
-
-/**
- * auth.jwt.privateKeyFile cannot sign with the configured algorithm (missing, unreadable, not a
- * PKCS#8 private key, a key of another type): a configuration problem, which the CLI reports so.
- */
-export class SigningKeyError extends Error {
-  constructor(jwt: Config['auth']['jwt'], cause: unknown) {
-    super(`${jwt.privateKeyFile}: cannot sign ${jwt.algorithm} with it: ${cause instanceof Error ? cause.message : String(cause)}`);
-    this.name = 'SigningKeyError';
-  }
-}
-
 /** The key pair in auth.jwt.privateKeyFile (asymmetric algorithms); throws SigningKeyError. */
-export async function loadKeyFile(jwt: Config['auth']['jwt']): Promise<Keys> {
-  try {
-    const pem = readFileSync(jwt.privateKeyFile!, 'utf8');
-    const publicPem = createPublicKey(pem).export({ type: 'spki', format: 'pem' }).toString();
-    const sign = await importPKCS8(pem, jwt.algorithm);
-    const verify = await importSPKI(publicPem, jwt.algorithm, { extractable: true });
-    const publicJwk = await exportJWK(verify);
-    const kid = await calculateJwkThumbprint(publicJwk);
-    return { sign, verify, kid, publicJwk: { ...publicJwk, kid, alg: jwt.algorithm, use: 'sig' } };
-  } catch (err) {
-    throw new SigningKeyError(jwt, err);
-  }
+export async function loadKeyFile(jwt: Config['auth']['jwt']): Promise<SignKey> {
+  return buildKeySet({ ...jwt, previous: [] }, undefined).current;
 }
 
 /** Each of the three parts is base64url as an encoder writes it: no padding, no unused bits set. */

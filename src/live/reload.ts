@@ -1,5 +1,5 @@
-// Live reload (SIGHUP): routes, upstreams, cors, plans (limits included) and auth.rateLimit from a changed
-// gateway.yaml take effect without a restart and without dropping a request. They are the live
+// Live reload (SIGHUP): routes, upstreams, cors, plans (limits included), auth.rateLimit and the
+// token keys (auth.jwt.secret, privateKeyFile, previous: CONTRACT §25) from a changed gateway.yaml take effect without a restart and without dropping a request. They are the live
 // state (src/live.ts), read per request: swapping it is the whole reload. A request in flight keeps
 // the snapshot it started with; the next one sees the new one. An invalid file changes nothing.
 // Everything else (listeners, storage, keys, token lifetimes, webhooks) was wired into the running
@@ -11,6 +11,7 @@ import type { Config } from '../config/schema.js';
 import { ConfigError } from '../config/load.js';
 import type { DailyLimiter } from '../pipeline/index.js';
 import type { Certificates } from '../listener/tls.js';
+import type { Tokens } from '../credentials/tokens.js';
 import { Live, LIVE_SETTINGS, liveSettingsOf } from './live.js';
 
 export interface ReloadDeps {
@@ -21,6 +22,8 @@ export interface ReloadDeps {
   log: Logger;
   /** The HTTPS listeners' certificates (server.tls, admin.tls): their files are read again on every reload. */
   certificates?: Certificates;
+  /** The instance's token keys: the key settings of auth.jwt swap live, their files read again on every reload. */
+  tokens?: Pick<Tokens, 'keyring'>;
 }
 
 export interface ReloadResult {
@@ -29,6 +32,8 @@ export interface ReloadResult {
 }
 
 const isLive = (key: string) => LIVE_SETTINGS.some((live) => key === live || key.startsWith(`${live}.`));
+/** Live when the instance's keyring is at hand and the algorithm stays (a new algorithm needs a restart). */
+const JWT_KEY_SETTINGS = ['auth.jwt.secret', 'auth.jwt.privateKeyFile', 'auth.jwt.previous'];
 
 /** Leaf paths whose values differ (arrays compared whole). Values are never returned: some are secrets. */
 export function changedSettings(before: unknown, after: unknown, path = ''): string[] {
@@ -45,16 +50,20 @@ export function changedSettings(before: unknown, after: unknown, path = ''): str
  * the live part names (upstream TLS) are read again even when the settings did not change: a
  * rotated client certificate keeps its file name. Throws, changing nothing, when one is unusable.
  */
-export function applyConfig(deps: Pick<ReloadDeps, 'live' | 'config' | 'daily'>, next: Config): ReloadResult {
+export function applyConfig(deps: Pick<ReloadDeps, 'live' | 'config' | 'daily' | 'tokens'>, next: Config): ReloadResult {
   const live = deps.live.current.settings;
+  const jwt = deps.tokens?.keyring.settings ?? deps.config.auth.jwt;
   // What runs now: the start-up configuration with the live settings as last applied.
-  const current: Config = { ...deps.config, ...live, auth: { ...deps.config.auth, rateLimit: live.auth.rateLimit } };
+  const current: Config = { ...deps.config, ...live, auth: { ...deps.config.auth, rateLimit: live.auth.rateLimit, jwt } };
   const changed = changedSettings(current, next);
-  const applied = changed.filter(isLive);
-  const needsRestart = changed.filter((key) => !isLive(key));
+  const keysLive = deps.tokens !== undefined && next.auth.jwt.algorithm === jwt.algorithm;
+  const appliesLive = (key: string) => isLive(key) || (keysLive && JWT_KEY_SETTINGS.some((k) => key === k || key.startsWith(`${k}.`)));
+  const applied = changed.filter(appliesLive);
+  const needsRestart = changed.filter((key) => !appliesLive(key));
   const readsFiles = Object.values(next.upstreams).some((upstream) => upstream.tls);
   if (applied.length === 0 && !readsFiles) return { applied, needsRestart };
 
+  if (!changed.some(isLive) && !readsFiles) return { applied, needsRestart };
   const settings = liveSettingsOf(next);
   // Built whole first, then swapped: no request ever sees half a configuration.
   deps.live.replace(Live.snapshotOf(settings));
@@ -72,8 +81,11 @@ export function reload(deps: ReloadDeps, load: () => Config): ReloadResult | und
     const next = load();
     // Everything is read and checked before anything changes: a refused reload changes nothing.
     const swapCertificates = deps.certificates?.reread();
+    // Key files are read again too (a key renewed in place keeps its name); undefined for a new algorithm.
+    const swapKeys = deps.tokens?.keyring.prepare(next.auth.jwt);
     result = applyConfig(deps, next);
     swapCertificates?.();
+    swapKeys?.();
   } catch (err) {
     const problems = err instanceof ConfigError ? err.problems : [err instanceof Error ? err.message : String(err)];
     log.error({ problems }, 'configuration reload refused: keeping the running configuration');

@@ -20,10 +20,13 @@ const CHANNELS = {
   dailyUsageReset: 'gw_daily_usage_reset',
   truncated: 'gw_identities_truncated',
   assertionKeys: 'gw_assertion_keys_changed',
+  jwtKeys: 'gw_jwt_keys_changed',
   webhookDue: 'gw_webhook_due',
 } as const;
 
 const HEARTBEAT_CHANNEL = 'gw_heartbeat';
+/** Notified by `gateway keys rotate-jwt` in its transaction (credentials/jwtSecrets.ts): no table trigger, no migration. */
+export const JWT_KEYS_CHANNEL = CHANNELS.jwtKeys;
 
 // Interrupted once two heartbeats committed by Postgres (one per timer tick) have not been heard:
 // 400–600 ms, well under the one second a change may take to reach every instance (CONTRACT §4),
@@ -78,6 +81,8 @@ export interface ChangeHandlers {
   /** A table was emptied (TRUNCATE): `users` or `api_tokens`. */
   truncated(table: string): void;
   assertionKeysChanged(): void;
+  /** The database-kept token secret was rotated, or the previous one dropped. */
+  jwtKeysChanged(): void;
   /** A webhook message may be attempted now and nobody holds it (new, or handed back at a shutdown). */
   webhookDue(): void;
   /** The feed can be trusted again; changes made meanwhile may have been missed. */
@@ -154,6 +159,7 @@ export class ChangeFeed {
       case CHANNELS.apiKey: return this.emit('apiKeyChanged', payload);
       case CHANNELS.dailyUsageReset: return this.emit('dailyUsageReset', Number(payload));
       case CHANNELS.assertionKeys: return this.emit('assertionKeysChanged');
+      case CHANNELS.jwtKeys: return this.emit('jwtKeysChanged');
       case CHANNELS.webhookDue: return this.emit('webhookDue');
       case CHANNELS.truncated:
         this.log.info({ table: payload }, 'change feed: a table was emptied');
