@@ -14,7 +14,10 @@ export async function check({ config: configPath }: Args): Promise<number> {
 export function checkWarnings(config: Config): string[] {
   // A key without a console: the operator meant to use it.
   const consoleOff = config.admin.apiKey ? consoleOffReasons(config.admin) : [];
-  return [...configWarnings(config), ...consoleOff.map((reason) => `the console (/console/) is off: ${reason}`)];
+  // CONTRACT §25: the one moment an operator edits the list is the one to say what a removal does.
+  const { previous } = config.auth.jwt;
+  const keys = previous.length ? [`auth.jwt.previous lists ${previous.length === 1 ? '1 key that only verifies' : `${previous.length} keys that only verify`}: removing one from the list ends every session it signed`] : [];
+  return [...configWarnings(config), ...consoleOff.map((reason) => `the console (/console/) is off: ${reason}`), ...keys];
 }
 
 export function routeTable(config: Config): string {

@@ -5,7 +5,7 @@ import { errorsCommand } from './errors.js';
 import type { Command } from './command.js';
 import { health, HEALTH_TIMEOUT_MS } from './health.js';
 import { SHUTDOWN_GRACE_MS, start } from './start.js';
-import { backupCommand, migrateCommand, restoreCommand, rotateKeys } from './storage.js';
+import { backupCommand, migrateCommand, restoreCommand, rotateJwtKey, rotateKeys } from './storage.js';
 import { auditCommand, listUsersCommand, users } from './users.js';
 
 export const COMMANDS: Command[] = [
@@ -24,8 +24,9 @@ not reachable) is one line at level 60 (fatal) with msg, hint and the details, t
 answer yet (refused, unreachable, starting up) is waited for up to storage.startTimeout (default
 60 s), with a warn line "waiting for Postgres at host:port (code)" at each attempt.
 
-Signals: SIGHUP reloads routes, upstreams, cors and limits from the file, and reads certificate
-files again (other changes are logged as needing a restart). SIGTERM first drains for
+Signals: SIGHUP reloads routes, upstreams, cors, limits and the token keys (auth.jwt.secret,
+privateKeyFile, previous) from the file, and reads certificate and key files again (other changes
+are logged as needing a restart). SIGTERM first drains for
 server.shutdownDelay (default 5 s: /readyz answers 503, every response closes its connection, so
 a load balancer moves away), then closes open WebSockets (1001), stops accepting, lets the
 requests in flight finish (up to ${SHUTDOWN_GRACE_MS / 1000} s more) and exits; SIGINT (Ctrl-C)
@@ -161,5 +162,19 @@ the user's tokens and API keys within a second. It cannot be undone; \`users dea
 key stays published (/.well-known/gateway-assertion-keys.json) until every assertion it signed
 has expired, so upstreams verifying with a cached key set keep working. Running instances
 switch at once (NOTIFY), or at their next periodic reload.`,
+  },
+  {
+    name: 'keys rotate-jwt', config: true, admin: true, run: rotateJwtKey,
+    options: { 'drop-previous': { type: 'boolean' } },
+    summary: 'make a new access and refresh token key current (--drop-previous)',
+    help: `Rotates the HS256 secret the database keeps when auth.jwt.secret is empty: a new secret
+signs from now on; the one it replaces only verifies, so every session goes on, until
+auth.refreshTokenTtl (default 30 days) after the rotation, when every token it signed has
+expired. Running instances switch at once (NOTIFY), or within 30 s. Refused while an earlier
+previous key still verifies sessions (rotating again would end them). With --drop-previous, it
+rotates nothing and drops the previous key at once: every session it signed ends (after a leak,
+rotate, then drop). A key in gateway.yaml (auth.jwt.secret, privateKeyFile) rotates by editing
+the file and SIGHUP instead: docs/operating.md, "Rotating the signing key". On embedded storage,
+run it with the gateway stopped.`,
   },
 ];

@@ -1,4 +1,4 @@
-// `gateway migrate` and `gateway keys rotate`: the commands that change the database's shape or keys.
+// `gateway migrate`, `gateway keys rotate` and `keys rotate-jwt`: the commands that change the database's shape or keys.
 import { loadConfig } from '../config/load.js';
 import { CommandError, print, withDatabase, type Args } from './command.js';
 
@@ -18,6 +18,33 @@ export async function rotateKeys({ config: configPath, admin }: Args): Promise<n
   const { current, previous, next } = await withDatabase(config, (db) => rotateAssertionKeys(db));
   // Running instances pick the rotation up through NOTIFY (or their periodic reload).
   return print(`assertion key rotated: now signing with kid ${current}` + (previous ? `; ${previous} stays published for ${RETIRED_KEY_PUBLISHED_MS / 1000} s` : '') + `; next kid ${next} is published ahead`);
+}
+
+/**
+ * `gateway keys rotate-jwt [--drop-previous]`: rotates the HS256 secret the database keeps (auth.jwt.secret
+ * empty). A key written in gateway.yaml rotates by editing the file and SIGHUP instead.
+ */
+export async function rotateJwtKey({ config: configPath, admin, values }: Args): Promise<number> {
+  const { config } = loadConfig(configPath);
+  if (admin) throw new CommandError('the admin API does not rotate keys: run `gateway keys rotate-jwt` where it can open the database (on Postgres, anywhere; on embedded storage, with the gateway stopped)');
+  const { isDatabaseKept } = await import('../credentials/tokenKeys.js');
+  const { jwt, refreshTokenTtl } = config.auth;
+  if (!isDatabaseKept(jwt)) {
+    const setting = jwt.algorithm === 'HS256' ? 'auth.jwt.secret' : 'auth.jwt.privateKeyFile';
+    throw new CommandError(`the token key is in the configuration (${setting}), not in the database: put it under auth.jwt.previous, set a new one, then send SIGHUP to the gateway (docs/operating.md, "Rotating the signing key")`);
+  }
+  const { dropPreviousSecret, rotateStoredSecret } = await import('../credentials/jwtSecrets.js');
+  if (values['drop-previous']) {
+    const dropped = await withDatabase(config, (db) => dropPreviousSecret(db, refreshTokenTtl));
+    return print(dropped ? `previous token key ${dropped} dropped: every session it signed has ended` : 'no previous token key to drop');
+  }
+  const result = await withDatabase(config, (db) => rotateStoredSecret(db, refreshTokenTtl));
+  if (!result.rotated) {
+    throw new CommandError(`the previous token key ${result.previousKid} still verifies sessions it signed (until ${result.previousUntil.toISOString()}): rotating again would end them. ` +
+      'Wait until then, or run `gateway keys rotate-jwt --drop-previous` first to end them now');
+  }
+  // Running instances pick the rotation up through NOTIFY (or their periodic reload).
+  return print(`token key rotated: now signing with kid ${result.kid}; the previous key ${result.previousKid} verifies the tokens it signed until ${result.previousUntil.toISOString()} (auth.refreshTokenTtl)`);
 }
 
 /** `gateway backup --out FILE`: embedded storage only; Postgres has pg_dump. */

@@ -46,9 +46,10 @@ function expectShown(output: string, shown: string[]): void {
 }
 
 // Blocks run elsewhere, by name (test/ops/dockerRun.test.ts, test/decisions/twoInstances.test.ts,
-// test/auth/oidcDocs.test.ts).
+// test/auth/oidcDocs.test.ts, test/auth/tokenRotation.test.ts).
 const RUN_ELSEWHERE = new Set([
   'docs/operating.md: docker-run', 'docs/decisions.md: two-instances', 'docs/identity-providers.md: local-idp',
+  'docs/operating.md: rotate-jwt', // test/auth/tokenRotation.test.ts
   'docs/operating.md: backup-embedded', 'docs/operating.md: backup-postgres', // test/ops/backup.test.ts
   'docs/operating.md: install-package', // test/ops/npmPack.test.ts
 ]);
