@@ -207,3 +207,37 @@ describeWithServices('gateway keys rotate-jwt: the secret the database keeps', (
     expect(run.stderr).toContain('the token key is in the configuration (auth.jwt.secret), not in the database');
   });
 });
+
+describeWithServices('gateway check and auth.jwt.previous', () => {
+  let dir: string;
+  beforeAll(() => {
+    ensureBuilt();
+    dir = mkdtempSync(path.join(tmpdir(), 'gw-check-previous-'));
+    writeFileSync(path.join(dir, 'old.pub.pem'), generateKeyPairSync('ed25519').publicKey.export({ type: 'spki', format: 'pem' }).toString());
+    writeFileSync(path.join(dir, 'jwt.pem'), generateKeyPairSync('ed25519').privateKey.export({ type: 'pkcs8', format: 'pem' }).toString());
+    writeFileSync(path.join(dir, 'rsa.pub.pem'), generateKeyPairSync('rsa', { modulusLength: 2048 }).publicKey.export({ type: 'spki', format: 'pem' }).toString());
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  const check = (previous: string[]) => {
+    const file = path.join(dir, `gateway-${randomUUID()}.yaml`);
+    writeFileSync(file, `auth:\n  jwt:\n    algorithm: EdDSA\n    privateKeyFile: ./jwt.pem\n    previous: ${JSON.stringify(previous)}\n`);
+    return gateway(['check', '--config', file], { cwd: dir });
+  };
+
+  it('warns that removing a previous key ends its sessions, and says nothing without one', async () => {
+    const run = await check(['./old.pub.pem']);
+    expect(run.code).toBe(0);
+    expect(run.stderr).toMatch(/: warning: auth\.jwt\.previous lists 1 key that only verifies: removing one from the list ends every session it signed\n/);
+    expect((await check([])).stderr).not.toContain('auth.jwt.previous');
+  });
+
+  it('refuses a previous key of another type or a missing file, naming the entry', async () => {
+    const run = await check(['./old.pub.pem', './rsa.pub.pem', './missing.pem', 'not a pem']);
+    expect(run.code).toBe(1);
+    expect(run.stderr).toContain('auth.jwt.previous[1]: ');
+    expect(run.stderr).toContain('an rsa key, not an Ed25519 one');
+    expect(run.stderr).toContain('auth.jwt.previous[2]: ');
+    expect(run.stderr).toContain('cannot read the file: ENOENT');
+    expect(run.stderr).not.toContain('auth.jwt.previous[0]');
+  });
+});
