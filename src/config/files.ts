@@ -2,12 +2,15 @@
 // check`, and `gateway start` before it opens anything, read each one and parse it as its kind,
 // so a missing or broken file is a configuration error naming the key, not a failure later on.
 // A new file setting is one line in fileSettings(); a new kind of file, one checker.
-import { createPrivateKey, createPublicKey, X509Certificate, type KeyObject } from 'node:crypto';
+import { createPrivateKey, X509Certificate, type KeyObject } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { createSecureContext } from 'node:tls';
 import type { Config } from './schema.js';
 import { readMessageFiles } from '../errors/messageFiles.js';
 import { readMailTemplates } from '../mail/index.js';
+import { isInlinePem, keyTypeProblem, verifyingKeyProblem } from './schema/values.js';
+
+export { isInlinePem, keyTypeProblem, verifyingKeyProblem };
 
 /**
  * Reads and parses `file` as the setting's kind; returns what is wrong ("FILE: …"), or nothing.
@@ -100,37 +103,6 @@ export function signingKeyProblem(pem: string, algorithm: Config['auth']['jwt'][
     return `not a PEM private key: ${(err as Error).message}`;
   }
   return keyTypeProblem(key, algorithm);
-}
-
-/** Why a PEM text is not a key that verifies `algorithm`'s signatures; undefined when it is one. */
-export function verifyingKeyProblem(pem: string, algorithm: Config['auth']['jwt']['algorithm']): string | undefined {
-  let key: KeyObject;
-  try {
-    key = createPublicKey(pem);
-  } catch (err) {
-    return `not a PEM public or private key: ${(err as Error).message}`;
-  }
-  return keyTypeProblem(key, algorithm);
-}
-
-/** An auth.jwt.previous entry written in place (a PEM), rather than the name of a file holding one. */
-export const isInlinePem = (entry: string): boolean => entry.trimStart().startsWith('-----BEGIN');
-
-/** Why a key (private or public) is not one of `algorithm`'s; undefined when it is one. */
-export function keyTypeProblem(key: KeyObject, algorithm: Config['auth']['jwt']['algorithm']): string | undefined {
-  const type = key.asymmetricKeyType;
-  const details = key.asymmetricKeyDetails ?? {};
-  switch (algorithm) {
-    case 'EdDSA':
-      return type === 'ed25519' ? undefined : `an ${type} key, not an Ed25519 one`;
-    case 'ES256':
-      return type === 'ec' && details.namedCurve === 'prime256v1' ? undefined : `an ${type}${details.namedCurve ? ` ${details.namedCurve}` : ''} key, not an EC P-256 one`;
-    case 'RS256':
-      if (type !== 'rsa') return `an ${type} key, not an RSA one`;
-      return (details.modulusLength ?? 0) >= 2048 ? undefined : `an RSA key of ${details.modulusLength} bits: 2048 at least`;
-    default:
-      return undefined; // HS256 signs with a secret, not a file
-  }
 }
 
 export interface FileSetting {

@@ -3,10 +3,11 @@
 // upstreams), schema/providers.ts (sign-in settings that check one another); here, the whole file.
 import { z } from 'zod';
 import { normalizePath } from '../routing/paths.js';
-import { adminKey, ASYMMETRIC, bool, duration, durationOrZero, envReference, HTTP_URL, int, isUrl, NAME, OCTET, optionalText, port, PORT, ratio, SECRET_MIN, size, text } from './schema/values.js';
+import {
+  adminKey, ASYMMETRIC, bool, duration, durationOrZero, envReference, HTTP_URL, int, isInlinePem, isUrl, NAME, OCTET, optionalText, port, PORT, ratio, SECRET_MIN, size, text, verifyingKeyProblem,
+} from './schema/values.js';
 import { corsSchema, MAX_LIMIT, planLimits, planName, routeSchema, upstreamSchema, usageNoun } from './schema/routes.js';
 import { oidcSchema, originProblem, originsWithoutCookie } from './schema/providers.js';
-import { isInlinePem, verifyingKeyProblem } from './files.js';
 export { parseDuration, parseSize } from './schema/values.js';
 export { BASE_PLANS, CORS_DEFAULTS, HTTP_METHODS, type Plan } from './schema/routes.js';
 export { GITHUB_ISSUER, GOOGLE_ISSUER, originsWithoutCookie } from './schema/providers.js';

@@ -60,6 +60,8 @@ describeWithServices('HS256 secret in gateway.yaml, rotated through auth.jwt.pre
     expect(await me(b, noKid)).toBe(200);
 
     for (const gw of [a, b]) expect(hangUp(gw, withKeys(next, [old]))).toEqual(['auth.jwt.secret', 'auth.jwt.previous']);
+    // Names only: no secret reaches the log.
+    for (const gw of [a, b]) expect(gw.logs.join('')).not.toMatch(new RegExp(`${old}|${next}`));
     const fresh = await login(b, user);
     expect(kid(fresh.access_token)).not.toBe(oldKid);
     expect(kid(fresh.refresh_token)).toBe(kid(fresh.access_token));

@@ -125,13 +125,15 @@ describeWithServices('reload on SIGHUP', () => {
     try {
       const changed = config();
       changed.server = { host: '127.0.0.1', port: 1 };
-      changed.auth = { ...(changed.auth as object), jwt: { secret: 'another-secret-that-is-at-least-32-bytes!!' }, accessTokenTtl: '5m' };
+      // The token keys reload live (CONTRACT §25, test/auth/tokenRotation.test.ts); the issuer does not.
+      const auth = changed.auth as { jwt: object };
+      changed.auth = { ...auth, jwt: { ...auth.jwt, issuer: 'https://another-issuer.example' }, accessTokenTtl: '5m' };
       gw.writeConfig(changed);
       const line = await hup(gw, (l) => l.msg === 'changed settings need a restart to take effect');
-      expect(line.settings).toEqual(expect.arrayContaining(['server.port', 'auth.jwt.secret', 'auth.accessTokenTtl']));
-      // Names only: the secret's value never reaches the log.
-      expect(JSON.stringify(gw.logs)).not.toContain('another-secret');
-      // Still listening where it was, still signing with the old secret.
+      expect(line.settings).toEqual(expect.arrayContaining(['server.port', 'auth.jwt.issuer', 'auth.accessTokenTtl']));
+      // Names only: no value reaches the log.
+      expect(JSON.stringify(gw.logs)).not.toContain('another-issuer');
+      // Still listening where it was, still signing and checking as before.
       const user = await makeUser(helper);
       const res = await request(gw.url, 'GET', '/api/v1/user/me', { headers: bearer(user.access) });
       expect(res.status).toBe(200);

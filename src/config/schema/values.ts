@@ -1,6 +1,7 @@
 // The kinds of value gateway.yaml is written in: durations and sizes (turned into milliseconds and
 // bytes here, so nothing downstream parses them), numbers and booleans from ${VAR} text, secrets,
 // URLs and origins as patterns gateway.schema.json can say too.
+import { createPublicKey, type KeyObject } from 'node:crypto';
 import { z } from 'zod';
 
 export const DURATION_UNITS_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
@@ -137,3 +138,37 @@ export const secureUrl = (example: string) => z.string().min(1).meta({ examples:
   .refine((u) => httpsOrLoopback(u), `expected an https:// URL such as ${example} (http:// only on 127.0.0.1, ::1 or localhost)`)
   .refine((u) => { const url = new URL(u); return !url.username && !url.password && !url.search && !url.hash; }, 'expected no user, query or fragment in the URL')
   .transform((u) => u.replace(/\/+$/, ''));
+
+/** auth.jwt.algorithm's values. */
+export type JwtAlgorithm = 'HS256' | (typeof ASYMMETRIC)[number];
+
+/** Why a PEM text is not a key that verifies `algorithm`'s signatures; undefined when it is one. */
+export function verifyingKeyProblem(pem: string, algorithm: JwtAlgorithm): string | undefined {
+  let key: KeyObject;
+  try {
+    key = createPublicKey(pem);
+  } catch (err) {
+    return `not a PEM public or private key: ${(err as Error).message}`;
+  }
+  return keyTypeProblem(key, algorithm);
+}
+
+/** An auth.jwt.previous entry written in place (a PEM), rather than the name of a file holding one. */
+export const isInlinePem = (entry: string): boolean => entry.trimStart().startsWith('-----BEGIN');
+
+/** Why a key (private or public) is not one of `algorithm`'s; undefined when it is one. */
+export function keyTypeProblem(key: KeyObject, algorithm: JwtAlgorithm): string | undefined {
+  const type = key.asymmetricKeyType;
+  const details = key.asymmetricKeyDetails ?? {};
+  switch (algorithm) {
+    case 'EdDSA':
+      return type === 'ed25519' ? undefined : `an ${type} key, not an Ed25519 one`;
+    case 'ES256':
+      return type === 'ec' && details.namedCurve === 'prime256v1' ? undefined : `an ${type}${details.namedCurve ? ` ${details.namedCurve}` : ''} key, not an EC P-256 one`;
+    case 'RS256':
+      if (type !== 'rsa') return `an ${type} key, not an RSA one`;
+      return (details.modulusLength ?? 0) >= 2048 ? undefined : `an RSA key of ${details.modulusLength} bits: 2048 at least`;
+    default:
+      return undefined; // HS256 signs with a secret, not a file
+  }
+}
