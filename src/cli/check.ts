@@ -16,7 +16,8 @@ export function checkWarnings(config: Config): string[] {
   const consoleOff = config.admin.apiKey ? consoleOffReasons(config.admin) : [];
   // CONTRACT §25: the one moment an operator edits the list is the one to say what a removal does.
   const { previous } = config.auth.jwt;
-  const keys = previous.length ? [`auth.jwt.previous lists ${previous.length === 1 ? '1 key that only verifies' : `${previous.length} keys that only verify`}: removing one from the list ends every session it signed`] : [];
+  const listed = previous.length === 1 ? '1 key that only verifies' : `${previous.length} keys that only verify`;
+  const keys = previous.length ? [`auth.jwt.previous lists ${listed}: removing one from the list ends every session it signed`] : [];
   return [...configWarnings(config), ...consoleOff.map((reason) => `the console (/console/) is off: ${reason}`), ...keys];
 }
 
