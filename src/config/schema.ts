@@ -131,9 +131,11 @@ export const configSchema = z.strictObject({
       secret: text.meta({ examples: ['${JWT_SECRET}'] }),
       privateKeyFile: optionalText.meta({ examples: ['keys/jwt.pem'] }),
       // CONTRACT §25: keys rotated out, which verify tokens they signed but never sign.
-      previous: z.array(z.string().min(1).meta({ title: 'previous key', examples: ['${JWT_SECRET_PREVIOUS}', 'keys/jwt-2026-01.pub.pem'] })).default([]).meta({
-        description: 'Keys rotated out, verify only: HS256 secrets, or for the other algorithms PEM public keys (files, or PEM text). Tokens they signed stay valid; removing one ends every session it signed.',
-      }),
+      // An empty entry is skipped, so `- ${JWT_SECRET_PREVIOUS:-}` can stay in a file between rotations.
+      previous: z.array(z.string().nullable().meta({ title: 'previous key', examples: ['${JWT_SECRET_PREVIOUS:-}', 'keys/jwt-2026-01.pub.pem'] })).default([])
+        .transform((keys) => keys.filter((key): key is string => Boolean(key))).meta({
+          description: 'Keys rotated out, verify only: HS256 secrets, or for the other algorithms PEM public keys (files, or PEM text). Tokens they signed stay valid; removing one ends every session it signed. Empty entries are skipped.',
+        }),
       issuer: optionalText.meta({ examples: ['https://gw.example.com'] }),
       audience: optionalText.meta({ examples: ['my-app'] }),
     }).meta({

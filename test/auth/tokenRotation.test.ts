@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { decodeProtectedHeader, SignJWT } from 'jose';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { parseConfig } from '../../src/config/load.js';
 import { reload } from '../../src/live/reload.js';
 import { ensureBuilt, gateway, ROOT } from '../helpers/cli.js';
 import { docsBlock, docsExample } from '../helpers/docs.js';
@@ -40,9 +41,13 @@ function accessWithoutKid(user: TestUser, key: string): Promise<string> {
     .sign(new TextEncoder().encode(key));
 }
 
-describeWithServices('HS256 secret in gateway.yaml, rotated through auth.jwt.previous and SIGHUP', () => {
+describeWithServices('HS256 secret in gateway.yaml, rotated through auth.jwt.previous and SIGHUP (docs/operating.md\'s example)', () => {
   const [old, next] = [secret(), secret()];
-  const withKeys = (current: string, previous: string[] = []) => testConfig({ auth: { jwt: { secret: current, previous } } });
+  /** docs/operating.md's HS256 example as written, with its two variables. */
+  const withKeys = (current: string, previous = '') => {
+    const { jwt } = parseConfig(docsExample('operating', 'jwt-rotation-hs256'), 'gateway.yaml', { JWT_SECRET: current, JWT_SECRET_PREVIOUS: previous }).auth;
+    return testConfig({ auth: { jwt: { secret: jwt.secret, previous: jwt.previous } } });
+  };
   let a: TestGateway;
   let b: TestGateway;
   beforeAll(async () => {
@@ -59,7 +64,7 @@ describeWithServices('HS256 secret in gateway.yaml, rotated through auth.jwt.pre
     const noKid = await accessWithoutKid(user, old);
     expect(await me(b, noKid)).toBe(200);
 
-    for (const gw of [a, b]) expect(hangUp(gw, withKeys(next, [old]))).toEqual(['auth.jwt.secret', 'auth.jwt.previous']);
+    for (const gw of [a, b]) expect(hangUp(gw, withKeys(next, old))).toEqual(['auth.jwt.secret', 'auth.jwt.previous']);
     // Names only: no secret reaches the log.
     for (const gw of [a, b]) expect(gw.logs.join('')).not.toMatch(new RegExp(`${old}|${next}`));
     const fresh = await login(b, user);
