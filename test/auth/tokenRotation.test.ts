@@ -32,11 +32,11 @@ function hangUp(gw: TestGateway, next: Config): string[] {
   return result!.applied;
 }
 
-/** An access token as the gateway signed them before kids: same claims, no `kid` header. */
-function accessWithoutKid(user: TestUser, key: string): Promise<string> {
+/** An access token as the gateway signed them before kids: same claims, no `kid` header (or the one given). */
+function accessWithoutKid(user: TestUser, key: string, header: { kid?: string } = {}): Promise<string> {
   const now = Math.floor(Date.now() / 1000);
   return new SignJWT({ plan: 'free', email: user.email, acr: 'aal1', amr: ['pwd'], auth_time: now })
-    .setProtectedHeader({ alg: 'HS256', typ: 'at+jwt' })
+    .setProtectedHeader({ alg: 'HS256', typ: 'at+jwt', ...header })
     .setSubject(String(user.id)).setIssuedAt(now).setExpirationTime(now + 600).setJti(randomUUID())
     .sign(new TextEncoder().encode(key));
 }
@@ -74,6 +74,11 @@ describeWithServices('HS256 secret in gateway.yaml, rotated through auth.jwt.pre
     // Signed before the rotation: access and refresh tokens go on, on either instance.
     for (const gw of [a, b]) expect(await me(gw, user.access)).toBe(200);
     expect(await me(a, noKid)).toBe(200);
+    // A kid picks its key, and only that one: the old secret under the new kid, or an unknown kid, is refused.
+    expect(await me(a, await accessWithoutKid(user, old, { kid: kid(fresh.access_token) }))).toBe(401);
+    expect(await me(a, await accessWithoutKid(user, old, { kid: 'unknown' }))).toBe(401);
+    // Still the gateway's own, glued to other characters: never forwarded to an upstream.
+    for (const token of [user.access, user.refresh, noKid]) expect(await b.services.tokens.isOwn(`${token}X`)).toBe(true);
     const refreshed = await a.post('/api/v1/auth/refresh', { refresh_token: user.refresh });
     expect(refreshed.status).toBe(200);
     expect(kid(refreshed.json.access_token)).toBe(kid(fresh.access_token));
@@ -125,12 +130,14 @@ describeWithServices('asymmetric keys: the rotation example of docs/operating.md
     expect(kid(fresh.access_token)).not.toBe(oldKid);
     expect(await jwks()).toEqual([kid(fresh.access_token), oldKid]);
     expect(await me(gw, user.access)).toBe(200);
+    expect(await gw.services.tokens.isOwn(`${user.access}${'A'.repeat(20)}`)).toBe(true);
     expect(await refresh(gw, user.refresh)).toBe(200);
 
     const second = await login(gw, user);
     hangUp(gw, testConfigFromFile('auth:\n  jwt:\n    algorithm: EdDSA\n    privateKeyFile: ./keys/jwt-2026-11.pem\n', dir));
     expect(await jwks()).toEqual([kid(fresh.access_token)]);
     expect(await me(gw, user.access)).toBe(401);
+    expect(await gw.services.tokens.isOwn(user.access)).toBe(false);
     expect(await me(gw, second.access_token)).toBe(200);
   });
 });
