@@ -1,0 +1,73 @@
+// The gateway's image (CONTRACT §25): the Dockerfile as it is, built with Podman on the stand-in
+// base, run as an operator would: read-only root, data and temp on their own mounts. A user sees
+// a non-root process, /healthz, a guarded route refusing without a token and proxying with one,
+// a working HEALTHCHECK, and SIGTERM draining (/readyz 503 "draining") then exit 0.
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { describeWithPodman, gatewayImage, podman, run } from '../helpers/containers.js';
+import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
+import { eventually, newEmail, newPassword } from '../helpers/gateway.js';
+import { request } from '../helpers/http.js';
+import { sparePort } from '../helpers/ports.js';
+
+const name = `gw-image-${randomBytes(4).toString('hex')}`;
+let upstream: EchoUpstream;
+let base: string;
+
+describeWithPodman('the image tests')('the container image', () => {
+  beforeAll(async () => {
+    const { tag, builtInMs } = await gatewayImage();
+    console.log(`[image] ${tag}: ${builtInMs === null ? 'already built' : `built in ${Math.round(builtInMs / 1000)} s`}`);
+    upstream = await startEchoUpstream();
+    const [port, adminPort] = [await sparePort(), await sparePort()];
+    base = `http://127.0.0.1:${port}`;
+    // The host's network: the upstream on the host's loopback is the container's.
+    await podman('run', '-d', '--name', name, '--network', 'host', '--read-only', '--tmpfs', '/tmp', '-v', `${name}:/app/data`,
+      '-e', `PORT=${port}`, '-e', `ADMIN_PORT=${adminPort}`, '-e', `APP_UPSTREAM=${upstream.url}`, tag);
+    const started = Date.now();
+    await eventually(async () => (await request(base, 'GET', '/healthz').catch(() => null))?.status === 200, 60_000, 250);
+    console.log(`[image] answering /healthz ${Math.round((Date.now() - started) / 1000)} s after podman run`);
+  }, 900_000);
+
+  afterAll(async () => {
+    await run('podman', ['rm', '-f', '-t', '0', name]);
+    await run('podman', ['volume', 'rm', '-f', name]);
+    await upstream?.close();
+  });
+
+  it('runs as the node user (uid 1000) on a read-only root, writing only to its data volume', async () => {
+    expect((await podman('exec', name, 'id', '-u')).trim()).toBe('1000');
+    const write = await run('podman', ['exec', name, 'touch', '/app/dist/x']);
+    expect(write.status).not.toBe(0);
+    expect(write.stderr).toContain('Read-only file system');
+    expect((await podman('exec', name, 'ls', '/app/data')).trim()).not.toBe('');
+  });
+
+  it('answers /healthz, refuses a guarded route without a token and proxies it after register and login', async () => {
+    expect((await request(base, 'GET', '/healthz')).status).toBe(200);
+    const refused = await request(base, 'GET', '/api/v1/races');
+    expect(refused.status).toBe(401);
+    expect(refused.json.error).toBe('Token invalide ou expiré');
+    const [email, password] = [newEmail(), newPassword()];
+    expect((await request(base, 'POST', '/api/v1/auth/register', { json: { email, password } })).status).toBe(201);
+    const login = await request(base, 'POST', '/api/v1/auth/login', { json: { email, password } });
+    expect(login.status).toBe(200);
+    const guarded = await request(base, 'GET', '/api/v1/races', { headers: { authorization: `Bearer ${login.json.access_token}` } });
+    expect(guarded.status).toBe(200);
+    expect(upstream.hits.at(-1)?.headers['x-user-email']).toBe(email);
+  });
+
+  it('has a HEALTHCHECK that passes', async () => {
+    expect(await podman('inspect', '--format', '{{json .Config.Healthcheck.Test}}', name)).toContain('dist/cli.js","health"');
+    const check = await run('podman', ['--runtime', 'runc', 'healthcheck', 'run', name]);
+    expect(check.status, check.stderr).toBe(0);
+    expect(await podman('exec', name, 'node', 'dist/cli.js', 'health')).toContain('answered 200');
+  });
+
+  it('drains on SIGTERM (/readyz 503 "draining"), then exits 0', async () => {
+    await podman('kill', '--signal', 'TERM', name);
+    await eventually(async () => (await request(base, 'GET', '/readyz', { freshConnection: true }).catch(() => null))?.json?.status === 'draining', 5000, 50);
+    expect((await podman('wait', name)).trim()).toBe('0');
+    expect(await podman('logs', name)).toContain('"msg":"shut down"');
+  }, 60_000);
+});
