@@ -93,7 +93,7 @@ export async function ensureStandins(): Promise<void> {
 }
 
 /** What the Dockerfile copies: a change to any of them is a new image. */
-const IMAGE_INPUTS = ['Dockerfile', '.dockerignore', 'package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json',
+export const IMAGE_INPUTS = ['Dockerfile', '.dockerignore', 'package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json',
   'gateway.yaml', 'gateway.schema.json', 'src', 'migrations', 'console'];
 
 function hashInto(hash: ReturnType<typeof createHash>, file: string): void {
