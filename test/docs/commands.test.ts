@@ -46,12 +46,13 @@ function expectShown(output: string, shown: string[]): void {
 }
 
 // Blocks run elsewhere, by name (test/ops/dockerRun.test.ts, test/decisions/twoInstances.test.ts,
-// test/auth/oidcDocs.test.ts, test/auth/tokenRotation.test.ts).
+// test/auth/oidcDocs.test.ts, test/auth/tokenRotation.test.ts, test/ship/image.test.ts).
 const RUN_ELSEWHERE = new Set([
   'docs/operating.md: docker-run', 'docs/decisions.md: two-instances', 'docs/identity-providers.md: local-idp',
   'docs/operating.md: rotate-jwt', // test/auth/tokenRotation.test.ts
   'docs/operating.md: backup-embedded', 'docs/operating.md: backup-postgres', // test/ops/backup.test.ts
   'docs/operating.md: install-package', // test/ops/npmPack.test.ts
+  'docs/production.md: image-run', // test/ship/image.test.ts
 ]);
 // Shell blocks not run as written, by their first line, and why.
 const NOT_RUN: Record<string, string> = {
@@ -59,6 +60,8 @@ const NOT_RUN: Record<string, string> = {
   'README.md: npm install && npm start   # the gateway on http://0.0.0.0:8080 with ./gateway.yaml, embedded Postgres in ./data': 'the install and start: .ci/newcomer runs it on a clean clone with the machine\'s Node, registers and logs in',
   'README.md: APP_UPSTREAM=http://127.0.0.1:5000 npm start': 'npm start, the command CI\'s newcomer check runs, with the variable test/ops/dockerRun.test.ts passes',
   'docs/accounts.md: curl -s -XPOST localhost:8080/api/v1/auth/password/forgot -H \'content-type: application/json\' \\': 'the reset token comes from a mail (Zm9v… stands for it): test/auth/accountsDocs.test.ts runs the page\'s flow',
+  'docs/production.md: export POSTGRES_PASSWORD="$(openssl rand -hex 24)"   # on the first `up`: it initialises the volume':
+    'no Docker here: test/ship/compose.test.ts runs these steps on deploy/compose.yaml with podman-compose (up, register, login, the guarded GET, down -v)',
   'docs/benchmark.md: npm run bench          # ~20 minutes; uses Postgres and Redis when they answer, else embedded': 'twenty minutes of load',
 };
 

@@ -5,12 +5,27 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { describeWithPodman, gatewayImage, podman, run } from '../helpers/containers.js';
+import { docsBlock } from '../helpers/docs.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import { eventually, newEmail, newPassword } from '../helpers/gateway.js';
 import { request } from '../helpers/http.js';
 import { sparePort } from '../helpers/ports.js';
 
 const name = `gw-image-${randomBytes(4).toString('hex')}`;
+
+/** The flags of the `docker run` of docs/production.md's image-run block, but its name and published port, with `replace`'s values. */
+function docsRunFlags(replace: Record<string, string>): string[] {
+  const command = docsBlock('production', 'image-run').replace(/\\\n/g, ' ').split('\n').find((line) => line.startsWith('docker run '))!;
+  const words = command.replace(/\s+#.*$/, '').split(/\s+/).slice(2, -1);
+  const flags: string[] = [];
+  for (let i = 0; i < words.length; i++) {
+    if (words[i] === '--name' || words[i] === '-p') i++;
+    else flags.push(Object.entries(replace).reduce((word, [from, to]) => word.replace(from, to), words[i]!));
+  }
+  expect(flags).toEqual(expect.arrayContaining(['-d', '--read-only', '--tmpfs', '/tmp', '-v', `${name}:/app/data`]));
+  return flags;
+}
+
 let upstream: EchoUpstream;
 let base: string;
 
@@ -21,9 +36,10 @@ describeWithPodman('the image tests')('the container image', () => {
     upstream = await startEchoUpstream();
     const [port, adminPort] = [await sparePort(), await sparePort()];
     base = `http://127.0.0.1:${port}`;
-    // The host's network: the upstream on the host's loopback is the container's.
-    await podman('run', '-d', '--name', name, '--network', 'host', '--read-only', '--tmpfs', '/tmp', '-v', `${name}:/app/data`,
-      '-e', `PORT=${port}`, '-e', `ADMIN_PORT=${adminPort}`, '-e', `APP_UPSTREAM=${upstream.url}`, tag);
+    // docs/production.md's flags, on the host's network (the upstream on the host's loopback is the
+    // container's, and ports are the test's own): only the names, ports and addresses change.
+    await podman('run', '--name', name, '--network', 'host', '-e', `PORT=${port}`, '-e', `ADMIN_PORT=${adminPort}`,
+      ...docsRunFlags({ 'gateway-data:': `${name}:`, 'http://app.internal:3000': upstream.url }), tag);
     const started = Date.now();
     await eventually(async () => (await request(base, 'GET', '/healthz').catch(() => null))?.status === 200, 60_000, 250);
     console.log(`[image] answering /healthz ${Math.round((Date.now() - started) / 1000)} s after podman run`);
