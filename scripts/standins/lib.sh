@@ -7,6 +7,8 @@
 set -euo pipefail
 
 STANDINS_CACHE=${STANDINS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/auth-gateway/standins}
+# debootstrap and chroot live in /usr/sbin, off some PATHs.
+PATH=$PATH:/usr/sbin:/sbin
 SUITE=bookworm
 STANDINS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
@@ -30,7 +32,7 @@ need() {
 # Built in a temporary directory next to its final place and renamed there, so an interrupted
 # build never looks complete.
 base_tarball() {
-  local tarball=$STANDINS_CACHE/$SUITE-minbase.tar
+  local tarball=$STANDINS_CACHE/$SUITE-minbase-$(recipe_hash).tar
   if [ -s "$tarball" ] && [ "${STANDINS_REBUILD:-}" != 1 ]; then echo "$tarball"; return; fi
   need debootstrap
   mkdir -p "$STANDINS_CACHE"
@@ -41,6 +43,7 @@ base_tarball() {
     || { tail -n 20 "$dir/debootstrap.log" >&2; rm -rf "$dir"; exit 1; }
   rm -rf "$dir/rootfs/var/cache/apt/archives/"*.deb
   tar -C "$dir/rootfs" --numeric-owner -cf "$dir/base.tar" .
+  rm -f "$STANDINS_CACHE/$SUITE-minbase-"????????????.tar
   mv "$dir/base.tar" "$tarball"
   rm -rf "$dir"
   echo "$tarball"

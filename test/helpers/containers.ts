@@ -5,14 +5,15 @@
 // the run's own (CONTAINERS_CONF), which podman-compose's podman reads too. Without Podman the
 // suites are skipped, saying why, unless REQUIRE_SERVICES=1 (CI), where that fails the run.
 import { spawn, spawnSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe } from 'vitest';
 import { ROOT } from './cli.js';
 
-const has = (command: string, args = ['--version']) => spawnSync(command, args, { stdio: 'ignore' }).status === 0;
+// debootstrap is in /usr/sbin, off some PATHs (the stand-in builders add it).
+const has = (command: string, args = ['--version']) =>
+  spawnSync(command, args, { stdio: 'ignore', env: { ...process.env, PATH: `${process.env.PATH ?? ''}:/usr/sbin:/sbin` } }).status === 0;
 
 /** Why the container suites cannot run here, or null. */
 function missing(tools: string[]): string | null {
@@ -92,37 +93,17 @@ export async function ensureStandins(): Promise<void> {
   await mustRun('flock', [LOCK, 'bash', path.join(ROOT, 'scripts/standins/all.sh')]);
 }
 
-/** What the Dockerfile copies: a change to any of them is a new image. */
+/** What the Dockerfile copies (scripts/container-image.sh hashes the same): what a copy of the repository needs to build the image. */
 export const IMAGE_INPUTS = ['Dockerfile', '.dockerignore', 'package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json',
   'gateway.yaml', 'gateway.schema.json', 'src', 'migrations', 'console'];
 
-function hashInto(hash: ReturnType<typeof createHash>, file: string): void {
-  if (statSync(file).isDirectory()) {
-    for (const entry of readdirSync(file).sort()) hashInto(hash, path.join(file, entry));
-    return;
-  }
-  hash.update(path.relative(ROOT, file)).update('\0').update(readFileSync(file)).update('\0');
-}
-
-/** The tag of the image built from this tree's Dockerfile (and the base image it is built on). */
-async function imageTag(): Promise<string> {
-  const hash = createHash('sha256');
-  for (const input of IMAGE_INPUTS) hashInto(hash, path.join(ROOT, input));
-  const from = [...new Set(readFileSync(path.join(ROOT, 'Dockerfile'), 'utf8').match(/^FROM \S+/gm) ?? [])].map((line) => line.slice(5));
-  for (const image of from) hash.update(await podman('image', 'inspect', '--format', '{{.Id}}', image));
-  return `localhost/auth-gateway:test-${hash.digest('hex').slice(0, 16)}`;
-}
-
 /**
- * The gateway's image, built from the Dockerfile unchanged (--pull=never: the stand-ins are the
- * base) unless an image of the same inputs exists: once per change, not once per file or per Node.
- * Docker format: the OCI one has no HEALTHCHECK.
+ * The gateway's image (scripts/container-image.sh: the Dockerfile unchanged, on the stand-ins),
+ * built unless an image of the same inputs exists: once per change, not once per file or per Node.
  */
-export async function gatewayImage(): Promise<{ tag: string; builtInMs: number | null }> {
+export async function gatewayImage(): Promise<{ tag: string; built: string | null }> {
   await ensureStandins();
-  const tag = await imageTag();
-  const started = Date.now();
-  const script = `podman image exists ${tag} && exit 0; podman --runtime runc build --pull=never --format docker -t ${tag} -f Dockerfile . && echo '[image built]'`;
-  const out = await mustRun('flock', [LOCK, 'bash', '-c', script]);
-  return { tag, builtInMs: out.includes('[image built]') ? Date.now() - started : null };
+  const result = await run('bash', [path.join(ROOT, 'scripts/container-image.sh')]);
+  if (result.status !== 0) throw new Error(`scripts/container-image.sh exited ${result.status}:\n${result.stderr.slice(-4000)}`);
+  return { tag: result.stdout.trim(), built: /\[image\] (built .*)/.exec(result.stderr)?.[1] ?? null };
 }

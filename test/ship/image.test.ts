@@ -31,8 +31,8 @@ let base: string;
 
 describeWithPodman('the image tests')('the container image', () => {
   beforeAll(async () => {
-    const { tag, builtInMs } = await gatewayImage();
-    console.log(`[image] ${tag}: ${builtInMs === null ? 'already built' : `built in ${Math.round(builtInMs / 1000)} s`}`);
+    const { tag, built } = await gatewayImage();
+    console.log(`[image] ${built ?? `${tag}: already built`}`);
     upstream = await startEchoUpstream();
     const [port, adminPort] = [await sparePort(), await sparePort()];
     base = `http://127.0.0.1:${port}`;
