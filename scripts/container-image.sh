@@ -3,8 +3,9 @@
 # stand-in base, scripts/standins/node.sh), and tagged by a hash of what the Dockerfile copies and
 # of its base image: built once per change, whoever asks first (.ci/run before the suite, or the
 # container tests, test/helpers/containers.ts), reused by the others and by the second Node run.
-# Prints the tag. Docker format: the OCI one has no HEALTHCHECK. Images of older inputs are
-# untagged (not forced: one a container still runs stays).
+# Prints the tag. Docker format: the OCI one has no HEALTHCHECK. Images of other inputs built
+# over 3 hours ago are untagged (not forced: one a container still runs stays), so that another
+# checkout's run on this machine keeps the image it has just built.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PATH=$PATH:/usr/sbin:/sbin
@@ -27,7 +28,7 @@ if ! podman image exists "$tag"; then
     || { tail -n 40 "$log" >&2; rm -f "$log"; exit 1; }
   rm -f "$log"
   echo "[image] built $tag in $((SECONDS - start)) s" >&2
-  podman images --format '{{.Repository}}:{{.Tag}}' | grep '^localhost/auth-gateway:test-' | grep -vx "$tag" \
+  podman images --filter until=3h --format '{{.Repository}}:{{.Tag}}' | grep '^localhost/auth-gateway:test-' | grep -vx "$tag" \
     | xargs -r podman rmi >/dev/null 2>&1 || true
 fi
 echo "$tag"
