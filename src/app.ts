@@ -107,7 +107,7 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
   const features = await registerAuth(app, { config, db, tokens, passwords, events, audit, mailer, mailWords: instance.mailWords, clock, requireUser, rateLimit: authRateLimit });
   const userDeps = {
     rateLimit: authRateLimit, db, passwords, identities, events, audit, requireUser, webhooks: config.webhooks, clock, mailConfigured: config.mail !== undefined,
-    passkeys: config.auth.passkeys !== undefined, oidc: features.oidc, issuerOf: features.issuerOf,
+    passkeys: config.auth.passkeys !== undefined, oidc: features.oidc, issuerOf: features.issuerOf, apiKeys: config.apiKeys,
   };
   await app.register(async (user) => {
     refuseUnfitInput(user);

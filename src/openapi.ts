@@ -56,6 +56,14 @@ const passkey = {
   type: 'object',
   properties: { id: { type: 'integer' }, name: { type: 'string' }, created_at: { type: 'string', format: 'date-time' }, last_used_at: { type: ['string', 'null'], format: 'date-time' } },
 };
+const ownKey = {
+  type: 'object',
+  properties: {
+    id: { type: 'integer' }, name: { type: 'string' }, start: { type: ['string', 'null'], description: 'the key\'s first characters (null for keys made before named keys)' },
+    scopes: { type: ['array', 'null'], items: { type: 'string' }, description: 'null: the owner\'s every right' }, created_at: { type: 'string', format: 'date-time' },
+    expires_at: { type: ['string', 'null'], format: 'date-time' }, last_used_at: { type: ['string', 'null'], format: 'date-time' },
+  },
+};
 const identity = {
   type: 'object',
   properties: { provider: { type: 'string' }, issuer: { type: 'string' }, subject: { type: 'string' }, email: { type: ['string', 'null'] }, created_at: { type: 'string', format: 'date-time' } },
@@ -152,6 +160,13 @@ const ENDPOINTS: Record<string, FastifySchema & Record<string, unknown>> = {
     body: { type: 'object', properties: { locale: { type: ['string', 'null'], examples: ['en'] } }, description: 'JSON; a missing or non-JSON body reads as {}' },
     response: { 200: { type: 'object', required: ['message', 'locale'], properties: { message: { type: 'string' }, locale: { type: ['string', 'null'] } } }, ...errors('localeUnsupported', 'tokenInvalid', 'userNotFound') },
   },
+  'POST /api/v1/user/api-keys': {
+    tags: ['user'], summary: 'A new named API key (apiKeys.plans), with optional scopes and expiry; the key is shown only here', security: bearerOnly,
+    body: { type: 'object', required: ['name'], properties: { name: { type: 'string', minLength: 1, maxLength: 64 }, scopes: { type: ['array', 'null'], items: { type: 'string' }, minItems: 1 }, expires_at: { type: ['string', 'null'], format: 'date-time' } } },
+    response: { 201: { ...ownKey, properties: { ...ownKey.properties, key: { type: 'string', description: '<prefix>_<32 base62><6 base62 CRC-32>: shown once' } } }, ...errors('badRequest', 'scopeUnknown', 'apiKeyLimitReached', 'apiKeyNotAccepted', 'tokenInvalid', 'planInsufficient') },
+  },
+  'GET /api/v1/user/api-keys': { tags: ['user'], summary: 'The user\'s keys that are not revoked (never a key or its hash); the section 4 key is named default', security: bearerOnly, response: { 200: { type: 'object', properties: { api_keys: { type: 'array', items: ownKey } } }, ...errors('apiKeyNotAccepted', 'tokenInvalid') } },
+  'DELETE /api/v1/user/api-keys/:id': { tags: ['user'], summary: 'Revoke one of the user\'s keys', security: bearerOnly, params: { type: 'object', required: ['id'], properties: { id: { type: 'string', pattern: '^[1-9][0-9]*$' } } }, response: { 200: message, ...errors('apiKeyNotFound', 'apiKeyNotAccepted', 'tokenInvalid') } },
   'POST /api/v1/user/api-token': { tags: ['user'], summary: 'A new personal API key (pro); the earlier one is revoked; shown once', security: bearer, response: { 201: { type: 'object', properties: { api_token: { type: 'string' }, created_at: { type: 'string', format: 'date-time' } } }, ...errors('tokenInvalid', 'planInsufficient') } },
   'DELETE /api/v1/user/api-token': { tags: ['user'], summary: 'Revoke every API key of the user (pro); idempotent', security: bearer, response: { 200: message, ...errors('tokenInvalid', 'planInsufficient') } },
   'POST /api/v1/user/webhook': { tags: ['user'], summary: 'Register the alert webhook (pro), replacing any earlier one', security: bearer, body: { type: 'object', properties: { url: { type: 'string', format: 'uri' } } }, response: { 201: { type: 'object', properties: { url: { type: 'string' }, secret: { type: 'string', description: 'whsec_<base64>' } } }, ...errors('webhookUrlInvalid', 'webhookUrlForbidden', 'tokenInvalid', 'planInsufficient') } },

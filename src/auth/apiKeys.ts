@@ -1,4 +1,5 @@
-// Personal API keys (CONTRACT §4): shown once, stored as SHA-256 only, one active key per user.
+// Personal API keys (CONTRACT §4, §21): shown once, stored as SHA-256 only. The section 4 endpoints
+// keep one `default` key per user; the named keys of /api/v1/user/api-keys sit beside it.
 // Changes take effect at once on this instance (forgetKey) and, through the NOTIFY trigger on
 // api_tokens, on every other instance within a second.
 import { sha256Hex } from '../credentials/digest.js';
@@ -7,7 +8,7 @@ import type { IdentityCache } from '../storage/identityCache.js';
 import type { Database } from '../storage/db.js';
 import type { Audit, AuditEvent } from '../audit.js';
 import type { Events } from '../webhooks/emitter.js';
-import { replaceKey, revokeKeys } from '../storage/apiKeys.js';
+import { createKeyWithin, replaceKey, revokeKeys, revokeOwnKey, type OwnKey } from '../storage/apiKeys.js';
 
 /** Creates the user's new key, revoking the earlier one; returns the raw key, never stored. */
 export interface ApiKeyDeps {
@@ -21,10 +22,10 @@ export interface ApiKeyDeps {
 type Requester = Pick<AuditEvent, 'actor' | 'ip' | 'userAgent'>;
 
 export async function createApiKey(deps: ApiKeyDeps, userId: number, by: Requester): Promise<{ key: string; createdAt: Date }> {
-  const key = newApiKey();
+  const { key, start } = newApiKey();
   // The event commits with the key: a key is never created without its api_token.created stored.
   const { createdAt, revokedHashes } = await deps.db.transaction(async (tx) => {
-    const replaced = await replaceKey(tx, userId, sha256Hex(key));
+    const replaced = await replaceKey(tx, userId, sha256Hex(key), start);
     await deps.events.emit(userId, 'api_token.created', { created_at: replaced.createdAt.toISOString(), revoked_previous: replaced.revokedHashes.length }, tx);
     await deps.audit.record({ type: 'api_key.created', ...by, userId, data: { revoked_previous: replaced.revokedHashes.length } }, tx);
     return replaced;
@@ -45,4 +46,36 @@ export async function revokeApiKeys(deps: ApiKeyDeps, userId: number, by: Reques
   });
   for (const hash of hashes) deps.identities.forgetKey(hash);
   return hashes.length;
+}
+
+export interface NamedKeyRequest {
+  name: string;
+  scopes: string[] | null;
+  expiresAt: Date | null;
+}
+
+/** A named key (CONTRACT §21), unless the user holds `max` already (null); the raw key is in the answer only. */
+export async function createNamedKey(deps: ApiKeyDeps, userId: number, wanted: NamedKeyRequest, limits: { max: number; now: Date }, by: Requester): Promise<(OwnKey & { key: string }) | null> {
+  const { key, start } = newApiKey();
+  return deps.db.transaction(async (tx) => {
+    const created = await createKeyWithin(tx, userId, { hash: sha256Hex(key), start, ...wanted }, limits.max, limits.now);
+    if (!created) return null;
+    await deps.events.emit(userId, 'api_token.created', { id: created.id, name: created.name, created_at: created.created_at.toISOString(), revoked_previous: 0 }, tx);
+    await deps.audit.record({ type: 'api_key.created', ...by, userId, data: { id: created.id, name: created.name, scopes: created.scopes } }, tx);
+    return { ...created, key };
+  });
+}
+
+/** Revokes one of the user's keys; false when it is not theirs, or revoked already. */
+export async function revokeNamedKey(deps: ApiKeyDeps, userId: number, id: number, by: Requester): Promise<boolean> {
+  const hash = await deps.db.transaction(async (tx) => {
+    const revoked = await revokeOwnKey(tx, userId, id);
+    if (revoked) {
+      await deps.events.emit(userId, 'api_token.revoked', { revoked: 1, id }, tx);
+      await deps.audit.record({ type: 'api_key.revoked', ...by, userId, data: { id } }, tx);
+    }
+    return revoked;
+  });
+  if (hash) deps.identities.forgetKey(hash);
+  return hash !== undefined;
 }

@@ -185,6 +185,12 @@ export const configSchema = z.strictObject({
       .meta({ description: 'The upgrade_url of the plan and quota errors.' }),
     usageNoun: usageNoun.optional(),
   }).prefault({}),
+  // API keys for a public API (CONTRACT §21).
+  apiKeys: z.strictObject({
+    plans: z.union([z.literal('all'), z.array(planName).min(1)]).default(['pro'])
+      .meta({ description: 'The plans whose users may create API keys (the spec\'s rule: pro); "all" for every plan.' }),
+    maxPerOwner: int(1, 1000).default(10).meta({ description: 'Active keys a user may hold at once (a rolled key no longer counts).' }),
+  }).prefault({}),
   // Errors any client can read (CONTRACT §20): codes, problem details on request, languages.
   errors: z.strictObject({
     codes: bool().prefault(false).meta({ description: 'true: every error body adds "code", a stable snake_case id (GET /api/v1/errors lists them).' }),

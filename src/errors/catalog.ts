@@ -175,4 +175,14 @@ export const CATALOG = {
     when: '`DELETE /api/v1/user/identities/{provider}`: the account has no link to that provider' },
   lastSignInMethod: { status: 409, code: 'last_sign_in_method', fr: 'Impossible de retirer la dernière méthode de connexion', en: 'Cannot remove the last sign-in method',
     when: '`DELETE /api/v1/user/identities/{provider}`: the account would be left with no way to sign in (no password, no passkey, no other provider)' },
+  // CONTRACT §21 (API keys)
+  apiKeyNotAccepted: { status: 401, code: 'api_key_not_accepted', fr: 'Token invalide ou expiré', en: 'Invalid or expired token',
+    title: { fr: 'Clé API non acceptée ici', en: 'API key not accepted here' },
+    when: '`/api/v1/user/api-keys`: an `X-API-Key` without a bearer token (these endpoints take a bearer sign-in only)' },
+  scopeUnknown: { status: 400, code: 'scope_unknown', fr: 'Portée inconnue', en: 'Unknown scope',
+    when: '`POST /api/v1/user/api-keys`: a scope no route declares (other than `*`)' },
+  apiKeyNotFound: { status: 404, code: 'api_key_not_found', fr: 'Clé API introuvable', en: 'API key not found',
+    when: '`DELETE /api/v1/user/api-keys/{id}`: an unknown, revoked or someone else\'s key' },
+  apiKeyLimitReached: { status: 409, code: 'api_key_limit_reached', fr: 'Nombre maximal de clés API atteint', en: 'Maximum number of API keys reached',
+    when: '`POST /api/v1/user/api-keys`: the user holds `apiKeys.maxPerOwner` keys already (rolled and expired keys do not count)' },
 } as const satisfies Record<string, CatalogEntry>;

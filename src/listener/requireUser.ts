@@ -21,8 +21,8 @@ export function requireUserWith(pipeline: Pick<Pipeline, 'guard'>): RequireUser 
       return sendDenial(reply, outcome.denial);
     }
     if (outcome.auth.kind === 'authenticated') {
-      const { user, method, sessionId, acr, authTime } = outcome.auth;
-      request.currentUser = { user, method, sessionId, acr, authTime };
+      const { user, method, sessionId, acr, authTime, keyId, scopes } = outcome.auth;
+      request.currentUser = { user, method, sessionId, acr, authTime, keyId, scopes };
     }
   };
 }

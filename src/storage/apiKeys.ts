@@ -1,13 +1,25 @@
 // Personal API keys (table api_tokens, its contract name), stored as SHA-256 hex only.
 import type { Queryable } from './db.js';
 
+/** What a request's key is, as the guards read it (IdentityCache keeps it). */
+export interface KeyRecord {
+  id: number;
+  userId: number;
+  /** null: the owner's every right (CONTRACT §21). */
+  scopes: string[] | null;
+  /** Epoch ms; null: never expires. */
+  expiresAt: number | null;
+}
+
 /**
- * The owner of a non-revoked key, active or not: whether the owner may use it is the user's own
+ * A non-revoked key, its owner active or not: whether the owner may use it is the user's own
  * state (IdentityCache.activeUser), so that a key's answer changes only when its row does.
  */
-export async function findKeyOwner(db: Queryable, keyHash: string): Promise<number | undefined> {
-  const rows = await db.query<{ user_id: number }>('SELECT user_id FROM api_tokens WHERE token_hash = $1 AND revoked = 0', [keyHash]);
-  return rows[0]?.user_id;
+export async function findKey(db: Queryable, keyHash: string): Promise<KeyRecord | undefined> {
+  const rows = await db.query<{ id: string | number; user_id: number; scopes: string[] | null; expires_at: Date | null }>(
+    'SELECT id, user_id, scopes, expires_at FROM api_tokens WHERE token_hash = $1 AND revoked = 0', [keyHash]);
+  const row = rows[0];
+  return row && { id: Number(row.id), userId: row.user_id, scopes: row.scopes, expiresAt: row.expires_at ? new Date(row.expires_at).getTime() : null };
 }
 
 /** Writes the last use of each key in one statement (see ApiKeyUsage). */
@@ -21,14 +33,65 @@ export async function recordKeyUses(db: Queryable, uses: Map<string, Date>): Pro
   );
 }
 
-/** Stores a new key and revokes the user's earlier ones; `tx` is a transaction (one unit). */
-export async function replaceKey(tx: Queryable, userId: number, keyHash: string): Promise<{ createdAt: Date; revokedHashes: string[] }> {
+/** Stores a new `default` key and revokes the user's earlier `default` keys (named keys stay); `tx` is a transaction. */
+export async function replaceKey(tx: Queryable, userId: number, keyHash: string, start: string): Promise<{ createdAt: Date; revokedHashes: string[] }> {
   // Serializes concurrent creations for one user: without it two could each revoke the other's
   // earlier keys, insert, and leave two active keys.
   await tx.query('SELECT 1 FROM users WHERE id = $1 FOR UPDATE', [userId]);
-  const revoked = await tx.query<{ token_hash: string }>('UPDATE api_tokens SET revoked = 1 WHERE user_id = $1 AND revoked = 0 RETURNING token_hash', [userId]);
-  const rows = await tx.query<{ created_at: Date }>('INSERT INTO api_tokens (user_id, token_hash) VALUES ($1, $2) RETURNING created_at', [userId, keyHash]);
+  const revoked = await tx.query<{ token_hash: string }>(
+    "UPDATE api_tokens SET revoked = 1 WHERE user_id = $1 AND revoked = 0 AND name = 'default' RETURNING token_hash", [userId]);
+  const rows = await tx.query<{ created_at: Date }>('INSERT INTO api_tokens (user_id, token_hash, start) VALUES ($1, $2, $3) RETURNING created_at', [userId, keyHash, start]);
   return { createdAt: rows[0]!.created_at, revokedHashes: revoked.map((r) => r.token_hash) };
+}
+
+export interface NewKeyRow {
+  hash: string;
+  start: string;
+  name: string;
+  scopes: string[] | null;
+  expiresAt: Date | null;
+}
+
+/** A key as its owner sees it: never the key or its hash. */
+export interface OwnKey {
+  id: number;
+  name: string;
+  start: string | null;
+  scopes: string[] | null;
+  created_at: Date;
+  expires_at: Date | null;
+  last_used_at: Date | null;
+}
+const OWN_KEY_COLUMNS = 'id, name, start, scopes, created_at, expires_at, last_used_at';
+const asOwnKey = (row: OwnKey & { id: string | number }): OwnKey => ({ ...row, id: Number(row.id) });
+
+/**
+ * Stores a named key unless the user already holds `max` keys that count (active, not rolled, not
+ * expired at `now`); null then. The user's row lock makes parallel creations on any instance
+ * count one after the other. `tx` is a transaction.
+ */
+export async function createKeyWithin(tx: Queryable, userId: number, key: NewKeyRow, max: number, now: Date): Promise<OwnKey | null> {
+  await tx.query('SELECT 1 FROM users WHERE id = $1 FOR UPDATE', [userId]);
+  const [{ n }] = await tx.query<{ n: number }>(
+    'SELECT count(*)::int AS n FROM api_tokens WHERE user_id = $1 AND revoked = 0 AND rolled_at IS NULL AND (expires_at IS NULL OR expires_at > $2)',
+    [userId, now]) as [{ n: number }];
+  if (n >= max) return null;
+  const rows = await tx.query<OwnKey & { id: string | number }>(
+    `INSERT INTO api_tokens (user_id, token_hash, start, name, scopes, expires_at) VALUES ($1, $2, $3, $4, $5, $6) RETURNING ${OWN_KEY_COLUMNS}`,
+    [userId, key.hash, key.start, key.name, key.scopes, key.expiresAt]);
+  return asOwnKey(rows[0]!);
+}
+
+/** The user's keys that are not revoked, newest first. */
+export async function ownKeys(db: Queryable, userId: number): Promise<OwnKey[]> {
+  const rows = await db.query<OwnKey & { id: string | number }>(`SELECT ${OWN_KEY_COLUMNS} FROM api_tokens WHERE user_id = $1 AND revoked = 0 ORDER BY id DESC`, [userId]);
+  return rows.map(asOwnKey);
+}
+
+/** Revokes one of the user's keys; its hash, or undefined when it is not theirs or already revoked. */
+export async function revokeOwnKey(db: Queryable, userId: number, id: number): Promise<string | undefined> {
+  const rows = await db.query<{ token_hash: string }>('UPDATE api_tokens SET revoked = 1 WHERE id = $1 AND user_id = $2 AND revoked = 0 RETURNING token_hash', [id, userId]);
+  return rows[0]?.token_hash;
 }
 
 /** Revokes every active key of the user; returns the revoked hashes (none: already done). */

@@ -6,7 +6,7 @@ import { LRUCache } from 'lru-cache';
 import type { ChangeFeed } from './changeFeed.js';
 import type { Database } from './db.js';
 import { findById, type User } from './users.js';
-import { findKeyOwner } from './apiKeys.js';
+import { findKey, type KeyRecord } from './apiKeys.js';
 import { untraced, type StoreCall, type StoreCalls } from '../telemetry/storeCalls.js';
 
 const SELECT_USER: StoreCall = { system: 'postgresql', operation: 'SELECT', collection: 'users' };
@@ -26,7 +26,7 @@ export interface CacheStats {
 export class IdentityCache {
   // { missing } = "no active user with this id", and why: cached too, so a deleted user's tokens cost no query.
   private readonly users = new LRUCache<number, User | { missing: 'gone' | 'inactive' }>({ max: MAX_ENTRIES });
-  private readonly keys = new LRUCache<string, number>({ max: MAX_ENTRIES });
+  private readonly keys = new LRUCache<string, KeyRecord>({ max: MAX_ENTRIES });
   private readonly unknownKeys = new LRUCache<string, true>({ max: MAX_UNKNOWN_KEYS });
   // Bumped on every change heard and every change of the feed's trust. A value read from the
   // database is cached only if no bump happened during the read, so a change racing the read
@@ -79,6 +79,11 @@ export class IdentityCache {
 
   /** The id of the user owning this non-revoked key hash (active or not: see activeUser), or undefined. */
   async keyOwner(keyHash: string, calls: StoreCalls = untraced): Promise<number | undefined> {
+    return (await this.key(keyHash, calls))?.userId;
+  }
+
+  /** This non-revoked key (its owner active or not, expired or not: the guard decides), or undefined. */
+  async key(keyHash: string, calls: StoreCalls = untraced): Promise<KeyRecord | undefined> {
     if (this.isLive) {
       const cached = this.keys.get(keyHash);
       if (cached !== undefined || this.unknownKeys.has(keyHash)) {
@@ -88,12 +93,12 @@ export class IdentityCache {
     }
     this.stats.misses++;
     const generation = this.generation;
-    const userId = await calls(SELECT_KEY, () => findKeyOwner(this.db, keyHash));
+    const record = await calls(SELECT_KEY, () => findKey(this.db, keyHash));
     if (this.isLive && generation === this.generation) {
-      if (userId === undefined) this.unknownKeys.set(keyHash, true);
-      else this.keys.set(keyHash, userId);
+      if (record === undefined) this.unknownKeys.set(keyHash, true);
+      else this.keys.set(keyHash, record);
     }
-    return userId;
+    return record;
   }
 
   /** Local changes take effect at once here; the feed carries them to the other instances. */

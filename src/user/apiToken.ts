@@ -1,27 +1,103 @@
-// POST and DELETE /api/v1/user/api-token (CONTRACT §4): the user's personal API key, pro plan only.
-import { successBody } from '../errors/index.js';
-import type { FastifyInstance } from 'fastify';
-import { type ApiKeyDeps, clientOf, createApiKey, revokeApiKeys } from '../auth/index.js';
-import { currentUser, type RequireUser } from '../listener/requireUser.js';
+// The user's API keys: POST and DELETE /api/v1/user/api-token (CONTRACT §4: the `default` key, the
+// spec's guard, a key accepted) and /api/v1/user/api-keys (§21: named keys, a bearer sign-in only).
+// Who may create keys is apiKeys.plans (the spec's rule, pro, by default).
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { type ApiKeyDeps, clientOf, createApiKey, createNamedKey, revokeApiKeys, revokeNamedKey } from '../auth/index.js';
+import type { Config } from '../config/schema.js';
+import { sendDenial, sendError, successBody } from '../errors/index.js';
+import { textField } from '../http.js';
+import { currentIdentity, currentUser, type RequireUser } from '../listener/requireUser.js';
+import { checkPlan } from '../pipeline/index.js';
+import { ownKeys } from '../storage/apiKeys.js';
 
 export interface ApiTokenDeps extends ApiKeyDeps {
   requireUser: RequireUser;
+  apiKeys: Config['apiKeys'];
+  clock: () => Date;
+}
+
+const MAX_NAME = 64;
+const MAX_EXPIRY_MS = 365 * 24 * 3600 * 1000;
+// No route declares scopes yet: a key holds all of its owner's rights (no scopes), or `*`.
+const KNOWN_SCOPES = new Set(['*']);
+
+type Parsed<T> = { ok: T } | { error: 'badRequest' | 'scopeUnknown' };
+
+/** The body of POST /api-keys as a key request, or why not. */
+function keyRequest(body: unknown, now: Date): Parsed<{ name: string; scopes: string[] | null; expiresAt: Date | null }> {
+  const fields = (body ?? {}) as Record<string, unknown>;
+  const name = fields.name;
+  // Printable: no control or format characters (a name is shown in lists and consoles).
+  if (typeof name !== 'string' || [...name].length < 1 || [...name].length > MAX_NAME || /[\p{Cc}\p{Cf}]/u.test(name)) return { error: 'badRequest' };
+  let scopes: string[] | null = null;
+  if (fields.scopes !== undefined && fields.scopes !== null) {
+    if (!Array.isArray(fields.scopes) || fields.scopes.length === 0 || !fields.scopes.every((s) => typeof s === 'string')) return { error: 'badRequest' };
+    if (!fields.scopes.every((s: string) => KNOWN_SCOPES.has(s))) return { error: 'scopeUnknown' };
+    scopes = [...new Set(fields.scopes as string[])];
+  }
+  let expiresAt: Date | null = null;
+  if (fields.expires_at !== undefined && fields.expires_at !== null) {
+    const at = typeof fields.expires_at === 'string' ? new Date(fields.expires_at) : new Date(NaN);
+    if (Number.isNaN(at.getTime()) || at <= now || at.getTime() > now.getTime() + MAX_EXPIRY_MS) return { error: 'badRequest' };
+    expiresAt = at;
+  }
+  return { ok: { name, scopes, expiresAt } };
 }
 
 export async function apiTokenRoutes(app: FastifyInstance, deps: ApiTokenDeps): Promise<void> {
-  const proOnly = { preHandler: deps.requireUser(['pro']) };
+  const allowed = deps.apiKeys.plans;
+  /** Whether the user's plan may hold keys; answers the plan denial when not. */
+  const planAllows = (request: FastifyRequest, reply: FastifyReply): boolean => {
+    if (allowed === 'all') return true;
+    const denial = checkPlan(currentUser(request), allowed);
+    if (!denial) return true;
+    sendDenial(reply, { ...denial, extra: { ...denial.extra, upgrade_url: request.context.live.settings.plans.upgradeUrl } });
+    return false;
+  };
+  const signedIn = { preHandler: deps.requireUser() };
+  /** §21's guard: a bearer sign-in; an API key alone is refused before anything else is looked at. */
+  const bearerOnly = {
+    preHandler: [deps.requireUser(), async (request: FastifyRequest, reply: FastifyReply) => {
+      if (currentIdentity(request).method !== 'bearer') return sendError(reply, 'apiKeyNotAccepted');
+    }],
+  };
 
-  app.post('/api-token', proOnly, async (request, reply) => {
+  app.post('/api-token', signedIn, async (request, reply) => {
+    if (!planAllows(request, reply)) return reply;
     const userId = currentUser(request).id;
     const { key, createdAt } = await createApiKey(deps, userId, { actor: 'user', ...clientOf(request) });
     request.log.info({ userId }, 'API key created');
     return reply.code(201).send({ api_token: key, created_at: createdAt.toISOString() });
   });
 
-  app.delete('/api-token', proOnly, async (request, reply) => {
+  app.delete('/api-token', signedIn, async (request, reply) => {
+    if (!planAllows(request, reply)) return reply;
     const userId = currentUser(request).id;
     const revoked = await revokeApiKeys(deps, userId, { actor: 'user', ...clientOf(request) });
     request.log.info({ userId, revoked }, 'API keys revoked');
+    return successBody(reply, 'apiKeyRevoked');
+  });
+
+  app.post('/api-keys', bearerOnly, async (request, reply) => {
+    if (!planAllows(request, reply)) return reply;
+    const now = deps.clock();
+    const wanted = keyRequest(request.body, now);
+    if ('error' in wanted) return sendError(reply, wanted.error);
+    const userId = currentUser(request).id;
+    const created = await createNamedKey(deps, userId, wanted.ok, { max: deps.apiKeys.maxPerOwner, now }, { actor: 'user', ...clientOf(request) });
+    if (!created) return sendError(reply, 'apiKeyLimitReached');
+    request.log.info({ userId, keyId: created.id }, 'API key created');
+    const { id, name, key, start, scopes, created_at, expires_at } = created;
+    return reply.code(201).send({ id, name, key, start, scopes, created_at, expires_at });
+  });
+
+  app.get('/api-keys', bearerOnly, async (request) => ({ api_keys: await ownKeys(deps.db, currentUser(request).id) }));
+
+  app.delete<{ Params: { id: string } }>('/api-keys/:id', bearerOnly, async (request, reply) => {
+    const id = /^[1-9]\d{0,15}$/.test(textField(request.params, 'id')) ? Number(request.params.id) : undefined;
+    const userId = currentUser(request).id;
+    if (id === undefined || !(await revokeNamedKey(deps, userId, id, { actor: 'user', ...clientOf(request) }))) return sendError(reply, 'apiKeyNotFound');
+    request.log.info({ userId, keyId: id }, 'API key revoked');
     return successBody(reply, 'apiKeyRevoked');
   });
 }

@@ -66,6 +66,7 @@ describeWithServices('the error catalog, every entry in every shape (issue 49)',
       server: { bodyLimit: '16kb' },
       auth: { mfa: { issuer: 'Example' }, passkeys: { rpId: 'localhost', rpName: 'Example', origins: ['http://localhost:3000'] } },
       plans: { limits: { free: { daily: 1, perMinute: 1 } } },
+      apiKeys: { maxPerOwner: 1 },
       upstreams: {
         app: { url: upstream.url },
         down: { url: `http://127.0.0.1:${closed}` },
@@ -98,6 +99,8 @@ describeWithServices('the error catalog, every entry in every shape (issue 49)',
     const secret = (await gw.post('/api/v1/auth/mfa/totp/enroll', {}, { headers: bearer(totp.access) })).json.secret as string;
     expect((await gw.post('/api/v1/auth/mfa/totp/confirm', { code: authenticator.generate(secret) }, { headers: bearer(totp.access) })).status).toBe(200);
     const key = (await gw.post('/api/v1/user/api-token', {}, { headers: bearer(pro.access) })).json.api_token as string;
+    const full = await makeUser(gw, { plan: 'pro' });
+    expect((await gw.post('/api/v1/user/api-keys', { name: 'only' }, { headers: bearer(full.access) })).status).toBe(201);
     expect((await gw.get('/weather', { headers: bearer(weather.access) })).status).toBe(200);
     expect((await gw.get('/burst', { headers: bearer(burst.access) })).status).toBe(200);
 
@@ -143,6 +146,10 @@ describeWithServices('the error catalog, every entry in every shape (issue 49)',
       mfaCodeRequired: post('/api/v1/auth/login', { email: totp.email, password: totp.password }),
       mfaRequired: get('/secure', bearer(free.access)),
       recentAuthRequired: post('/api/v1/auth/mfa/totp/enroll', {}, { 'x-api-key': key }),
+      apiKeyNotAccepted: get('/api/v1/user/api-keys', { 'x-api-key': key }),
+      scopeUnknown: post('/api/v1/user/api-keys', { name: 'k', scopes: ['reports:read'] }, bearer(pro.access)),
+      apiKeyNotFound: (h: Headers) => gw.request('DELETE', '/api/v1/user/api-keys/999999999', { headers: { ...bearer(pro.access), ...h } }),
+      apiKeyLimitReached: post('/api/v1/user/api-keys', { name: 'second' }, bearer(full.access)),
       passkeyNotFound: (h: Headers) => gw.request('DELETE', '/api/v1/user/passkeys/999999999', { headers: { ...bearer(free.access), ...h } }),
       localeUnsupported: (h: Headers) => gw.request('PATCH', '/api/v1/user/me', { headers: { ...bearer(free.access), ...h }, json: { locale: 'tlh' } }),
     } satisfies Partial<Record<Name, Provoke>>);

@@ -32,7 +32,7 @@ describeWithServices('personal API tokens', () => {
     const user = await makeUser(a, { plan: 'pro' });
     const res = await a.post('/api/v1/user/api-token', {}, { headers: bearer(user.access) });
     expect(res.status).toBe(201);
-    expect(res.json).toEqual({ api_token: expect.stringMatching(/^gw_[A-Za-z0-9_-]{43,}$/), created_at: expect.any(String) });
+    expect(res.json).toEqual({ api_token: expect.stringMatching(/^gw_[0-9A-Za-z]{38}$/), created_at: expect.any(String) });
     expect(new Date(res.json.created_at).toISOString()).toBe(res.json.created_at);
     const key = res.json.api_token as string;
     const rows = await sql('SELECT token_hash, revoked FROM api_tokens WHERE user_id = $1', [user.id]);

@@ -5,6 +5,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { bearerChallenge, type Denial } from '../../errors/index.js';
 import { headerValue } from '../../http.js';
 import { sha256Hex } from '../../credentials/digest.js';
+import { isForgedKey } from '../../credentials/shapes.js';
 import type { Acr, Tokens } from '../../credentials/tokens.js';
 import type { User } from '../../storage/users.js';
 import type { IdentityCache } from '../../storage/identityCache.js';
@@ -23,6 +24,10 @@ export interface Identity {
   acr?: Acr;
   /** A bearer token's `auth_time` (seconds). */
   authTime?: number;
+  /** An API key's id (CONTRACT §21). */
+  keyId?: number;
+  /** An API key's scopes; null: its owner's every right. */
+  scopes?: string[] | null;
 }
 
 export type AuthResult =
@@ -33,7 +38,7 @@ export type AuthResult =
 
 export interface AuthDeps {
   tokens: Tokens;
-  identities: IdentityCache;
+  identities: Pick<IdentityCache, 'key' | 'activeUser' | 'user'>;
   keyUsage: ApiKeyUsage;
   clock: () => Date;
 }
@@ -57,13 +62,16 @@ export async function authenticate(headers: IncomingHttpHeaders, deps: AuthDeps,
     }
   }
   const key = headerValue(headers, 'x-api-key').trim();
-  if (key) {
+  // A value shaped as a key whose checksum is wrong was never issued: refused before any lookup.
+  if (key && !isForgedKey(key)) {
     const hash = sha256Hex(key);
-    const ownerId = await deps.identities.keyOwner(hash, calls);
-    const user = ownerId === undefined ? undefined : await deps.identities.activeUser(ownerId, calls);
+    const record = await deps.identities.key(hash, calls);
+    const now = deps.clock();
+    const live = record && (record.expiresAt === null || record.expiresAt > now.getTime());
+    const user = live ? await deps.identities.activeUser(record.userId, calls) : undefined;
     if (user) {
-      deps.keyUsage.record(hash, deps.clock());
-      return { kind: 'authenticated', user, method: 'api-key', keyHash: hash };
+      deps.keyUsage.record(hash, now);
+      return { kind: 'authenticated', user, method: 'api-key', keyHash: hash, keyId: record!.id, scopes: record!.scopes };
     }
   }
   // A credential of ours that failed is a 401 even where anonymous access is allowed (the client
