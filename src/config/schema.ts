@@ -347,6 +347,9 @@ export const configSchema = z.strictObject({
       if ((route.plans || route.dailyLimit || route.rateLimit) && route.auth !== 'required') {
         ctx.addIssue({ code: 'custom', path: ['routes', i, 'auth'], message: 'plans, dailyLimit and rateLimit need auth: required' });
       }
+      if (route.scopes && route.auth === 'none') {
+        ctx.addIssue({ code: 'custom', path: ['routes', i, 'scopes'], message: 'scopes need auth: required or optional (auth: none reads no key)' });
+      }
       // Requests are matched in the form normalizePath gives them (`/api//admin/x` as `/api/admin/x`):
       // a route declared otherwise is never matched, and a shorter route takes what it was to guard.
       const readAs = normalizePath(route.path, route.encodedSeparators === 'keep');

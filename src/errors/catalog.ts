@@ -179,6 +179,10 @@ export const CATALOG = {
   apiKeyNotAccepted: { status: 401, code: 'api_key_not_accepted', fr: 'Token invalide ou expiré', en: 'Invalid or expired token',
     title: { fr: 'Clé API non acceptée ici', en: 'API key not accepted here' },
     when: '`/api/v1/user/api-keys`: an `X-API-Key` without a bearer token (these endpoints take a bearer sign-in only)' },
+  scopeInsufficient: { status: 403, code: 'scope_insufficient', fr: 'Portée insuffisante', en: 'Insufficient scope',
+    fields: ['required_scopes'],
+    when: 'an API key with scopes: on a route with `scopes`, without every one of them; on any other route and own endpoint but `GET /api/v1/user/me`, '
+      + 'without `*` (`required_scopes` says which); on the proxy, the decisions listener and WebSocket upgrades alike' },
   scopeUnknown: { status: 400, code: 'scope_unknown', fr: 'Portée inconnue', en: 'Unknown scope',
     when: '`POST /api/v1/user/api-keys`: a scope no route declares (other than `*`)' },
   apiKeyNotFound: { status: 404, code: 'api_key_not_found', fr: 'Clé API introuvable', en: 'API key not found',

@@ -2,7 +2,7 @@
 // pipeline's own guard stage, so an own endpoint and a route answer identically.
 import type { FastifyReply, FastifyRequest, preHandlerAsyncHookHandler } from 'fastify';
 import { sendDenial } from '../errors/index.js';
-import type { Identity, Pipeline } from '../pipeline/index.js';
+import { checkScopes, type Identity, type Pipeline } from '../pipeline/index.js';
 import type { User } from '../storage/users.js';
 
 declare module 'fastify' {
@@ -11,17 +11,20 @@ declare module 'fastify' {
   }
 }
 
-export type RequireUser = (plans?: readonly string[]) => preHandlerAsyncHookHandler;
+/** `anyKey`: an API key with scopes passes without `*` (GET /api/v1/user/me only, CONTRACT §21). */
+export type RequireUser = (plans?: readonly string[], options?: { anyKey?: boolean }) => preHandlerAsyncHookHandler;
 
 export function requireUserWith(pipeline: Pick<Pipeline, 'guard'>): RequireUser {
-  return (plans) => async function guard(request: FastifyRequest, reply: FastifyReply) {
-    const outcome = await pipeline.guard({ auth: 'required', plans }, request.headers, request.context.live);
+  return (plans, options = {}) => async function guard(request: FastifyRequest, reply: FastifyReply) {
+    const outcome = await pipeline.guard({ auth: 'required', plans, own: true }, request.headers, request.context.live);
     if (outcome.kind === 'deny') {
       request.log.info({ reason: outcome.denial.code }, 'request denied');
       return sendDenial(reply, outcome.denial);
     }
     if (outcome.auth.kind === 'authenticated') {
       const { user, method, sessionId, acr, authTime, keyId, scopes } = outcome.auth;
+      const denial = options.anyKey ? null : checkScopes(outcome.auth, undefined);
+      if (denial) return sendDenial(reply, denial);
       request.currentUser = { user, method, sessionId, acr, authTime, keyId, scopes };
     }
   };

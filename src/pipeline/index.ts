@@ -4,6 +4,7 @@
 export { Pipeline, type Decision, type DecideOptions, type GuardOutcome, type GuardPolicy, type PipelineDeps, type RequestFacts } from './pipeline.js';
 export type { AuthMethod, Identity } from './guards/authenticate.js';
 export { checkPlan } from './guards/plan.js';
+export { checkScopes } from './guards/scopes.js';
 export { DailyLimiter } from './guards/dailyLimit.js';
 export { MinuteLimiter } from './guards/minuteLimit.js';
 export { AssertionSigner, type Assertions } from './assertionSigner.js';

@@ -18,6 +18,7 @@ import type { DailyLimiter } from './guards/dailyLimit.js';
 import type { MinuteLimiter } from './guards/minuteLimit.js';
 import { rateLimitHeaders, type QuotaOutcome, type QuotaState } from './guards/quota.js';
 import { checkPlan } from './guards/plan.js';
+import { checkScopes } from './guards/scopes.js';
 import type { LiveSnapshot } from '../live/live.js';
 import { planLimitsOf, planWordsOf, worded } from './plans.js';
 import type { RouteTallies } from '../telemetry/metrics.js';
@@ -36,6 +37,10 @@ export interface GuardPolicy {
   mfa?: 'required' | 'optional';
   dailyLimit?: boolean;
   rateLimit?: boolean;
+  /** The scopes a key with scopes must hold (CONTRACT §21); unset: such a key passes only with `*`. */
+  scopes?: readonly string[];
+  /** An own endpoint: its scope rule is requireUser's (GET /api/v1/user/me takes any key). */
+  own?: boolean;
   /** The route's noun for the quota messages (CONTRACT §20); unset: plans.usageNoun. */
   usageNoun?: Nouns;
   /** The route's path, for the quota metrics; own endpoints count nothing. */
@@ -152,6 +157,9 @@ export class Pipeline {
     // quota or limit (config/schema.ts: they need auth: required).
     if (auth.kind !== 'authenticated') return { kind: 'pass', auth, responseHeaders: undefined };
     const { user } = auth;
+    // A restricted key (one with scopes) is refused before its plan and quotas are looked at.
+    const scopeDenial = policy.own ? null : checkScopes(auth, policy.scopes);
+    if (scopeDenial) return { kind: 'deny', denial: scopeDenial };
     if (policy.plans) {
       const span = trace?.start('gateway.plan');
       const denial = checkPlan(user, policy.plans);

@@ -18,13 +18,11 @@ export interface ApiTokenDeps extends ApiKeyDeps {
 
 const MAX_NAME = 64;
 const MAX_EXPIRY_MS = 365 * 24 * 3600 * 1000;
-// No route declares scopes yet: a key holds all of its owner's rights (no scopes), or `*`.
-const KNOWN_SCOPES = new Set(['*']);
 
 type Parsed<T> = { ok: T } | { error: 'badRequest' | 'scopeUnknown' };
 
 /** The body of POST /api-keys as a key request, or why not. */
-function keyRequest(body: unknown, now: Date): Parsed<{ name: string; scopes: string[] | null; expiresAt: Date | null }> {
+function keyRequest(body: unknown, now: Date, known: ReadonlySet<string>): Parsed<{ name: string; scopes: string[] | null; expiresAt: Date | null }> {
   const fields = (body ?? {}) as Record<string, unknown>;
   const name = fields.name;
   // Printable: no control or format characters (a name is shown in lists and consoles).
@@ -32,7 +30,7 @@ function keyRequest(body: unknown, now: Date): Parsed<{ name: string; scopes: st
   let scopes: string[] | null = null;
   if (fields.scopes !== undefined && fields.scopes !== null) {
     if (!Array.isArray(fields.scopes) || fields.scopes.length === 0 || !fields.scopes.every((s) => typeof s === 'string')) return { error: 'badRequest' };
-    if (!fields.scopes.every((s: string) => KNOWN_SCOPES.has(s))) return { error: 'scopeUnknown' };
+    if (!fields.scopes.every((s: string) => s === '*' || known.has(s))) return { error: 'scopeUnknown' };
     scopes = [...new Set(fields.scopes as string[])];
   }
   let expiresAt: Date | null = null;
@@ -57,7 +55,7 @@ export async function apiTokenRoutes(app: FastifyInstance, deps: ApiTokenDeps): 
   const signedIn = { preHandler: deps.requireUser() };
   /** §21's guard: a bearer sign-in; an API key alone is refused before anything else is looked at. */
   const bearerOnly = {
-    preHandler: [deps.requireUser(), async (request: FastifyRequest, reply: FastifyReply) => {
+    preHandler: [deps.requireUser(undefined, { anyKey: true }), async (request: FastifyRequest, reply: FastifyReply) => {
       if (currentIdentity(request).method !== 'bearer') return sendError(reply, 'apiKeyNotAccepted');
     }],
   };
@@ -81,7 +79,9 @@ export async function apiTokenRoutes(app: FastifyInstance, deps: ApiTokenDeps): 
   app.post('/api-keys', bearerOnly, async (request, reply) => {
     if (!planAllows(request, reply)) return reply;
     const now = deps.clock();
-    const wanted = keyRequest(request.body, now);
+    // The scopes the routes declare now (a reload may add some).
+    const known = new Set(request.context.live.settings.routes.flatMap((route) => route.scopes ?? []));
+    const wanted = keyRequest(request.body, now, known);
     if ('error' in wanted) return sendError(reply, wanted.error);
     const userId = currentUser(request).id;
     const created = await createNamedKey(deps, userId, wanted.ok, { max: deps.apiKeys.maxPerOwner, now }, { actor: 'user', ...clientOf(request) });

@@ -20,7 +20,8 @@ export interface MeDeps {
 
 export async function readMe(app: FastifyInstance, deps: MeDeps): Promise<void> {
   const { db, requireUser, clock } = deps;
-  app.get('/me', { preHandler: requireUser() }, async (request) => {
+  // Any key may read who it acts for, whatever its scopes (CONTRACT §21).
+  app.get('/me', { preHandler: requireUser(undefined, { anyKey: true }) }, async (request) => {
     // Read from the database, not the cache: daily_usage changes on every counted use.
     const user = (await users.findWithLocale(db, currentUser(request).id)) ?? { ...currentUser(request), locale: null };
     // The request's live snapshot: a reload may change the limits.

@@ -34,6 +34,7 @@ const ELSEWHERE: Partial<Record<Name, string>> = {
   lastSignInMethod: 'test/auth/oidc.test.ts',
   mailUnavailable: 'test/auth/password.test.ts',
   passkeyInvalid: 'test/auth/passkeys.test.ts',
+  scopeInsufficient: 'test/user/keyScopes.test.ts',
 };
 /** Never answered to a request: a fault of ours, or a branch the configuration rules out. */
 const NEVER: Partial<Record<Name, string>> = {

@@ -21,6 +21,8 @@ const LANGUAGE_TAG = /^[a-z]{2,3}(?:-[a-z0-9]{2,8})?$/;
 const noun = z.string().min(1).max(40).regex(/^[^{}<>\p{Cc}]+$/u, 'expected a word (no braces, angle brackets or control characters)');
 export const usageNoun = z.record(z.string().regex(LANGUAGE_TAG, 'expected a language tag such as en or pt-br'), z.strictObject({ one: noun, many: noun }))
   .meta({ description: 'The noun of the quota messages per language, singular and plural: { fr: { one: course, many: courses }, en: { one: request, many: requests } } (the spec\'s wording); a language left out keeps the default.', examples: [{ en: { one: 'forecast', many: 'forecasts' } }] });
+/** A scope a route declares and a key holds: `reports:read`. `*` (every right) is a key's only. */
+export const SCOPE = /^[A-Za-z0-9][A-Za-z0-9:._-]{0,63}$/;
 export const HTTP_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
 
 export const corsFields = {
@@ -76,9 +78,15 @@ export const routeSchema = z.strictObject({
     .meta({ description: 'keep: accept paths with %2F, %5C, %3B, %00 (also encoded twice) or look-alike Unicode separators under this route, forwarded undecoded; refuse (default): 400.' }),
   // CONTRACT §14: only access tokens from a second-factor sign-in (acr aal2) pass; implies auth: required.
   mfa: z.enum(['required', 'optional']).default('optional'),
+  // CONTRACT §21: an API key with scopes passes only holding every one of these (or `*`).
+  scopes: z.array(z.string().regex(SCOPE, 'expected a scope such as reports:read (letters, digits, : . _ -; not *)')).min(1).optional()
+    .meta({ description: 'Scopes an API key with scopes must hold, every one, to pass (a key without scopes, or a bearer sign-in, passes as before); needs auth: required or optional.', examples: [['reports:read']] }),
 }).meta({
   // The rule of configSchema's check below: plans, dailyLimit and rateLimit need auth: required.
-  allOf: [{ if: { required: ['auth'], properties: { auth: { enum: ['optional', 'none'] } } }, then: { not: { required: ['plans'] }, properties: { dailyLimit: onlyFalse, rateLimit: onlyFalse } } }],
+  allOf: [
+    { if: { required: ['auth'], properties: { auth: { enum: ['optional', 'none'] } } }, then: { not: { required: ['plans'] }, properties: { dailyLimit: onlyFalse, rateLimit: onlyFalse } } },
+    { if: { required: ['auth'], properties: { auth: { const: 'none' } } }, then: { not: { required: ['scopes'] } } },
+  ],
 });
 
 
