@@ -32,6 +32,9 @@ describeWithBrowser('the demo\'s browser page', () => {
     pageUrl = found[1]!;
     chromium = await launchBrowser();
     page = await chromium.browser.newPage();
+    // An English-speaking browser, said explicitly (Chromium's own depends on the machine's
+    // locale): the demo negotiates the language of its answers (errors.language: negotiate).
+    await page.setExtraHTTPHeaders({ 'accept-language': 'en-US,en;q=0.9' });
     await page.goto(pageUrl);
   }, 120_000);
 
@@ -56,13 +59,13 @@ describeWithBrowser('the demo\'s browser page', () => {
     const email = await page.evaluate('document.getElementById("email").value') as string;
     expect(await step('register')).toMatch(/^POST \/api\/v1\/auth\/register → 201\n/);
     expect(await step('login')).toMatch(/^POST \/api\/v1\/auth\/login → 200\n/);
-    expect(await step('anonymous')).toContain('GET /api/v1/profile → 401\n{\n  "error": "Token invalide ou expiré"\n}');
+    expect(await step('anonymous')).toContain('GET /api/v1/profile → 401\n{\n  "error": "Invalid or expired token"\n}');
     const profile = await step('profile');
     expect(profile).toMatch(/^GET \/api\/v1\/profile → 200\n/);
     expect(profile).toContain(`"x-user-email": "${email}"`);
-    expect(await step('reports')).toContain('"error": "Plan insuffisant"');
+    expect(await step('reports')).toContain('"error": "Insufficient plan"');
     expect(await step('races')).toMatch(/^GET \/api\/v1\/races → 200\n/);
-    expect(await step('races')).toContain('"error": "Limite quotidienne atteinte (plan free: 1 course/jour)"');
+    expect(await step('races')).toContain('"error": "Daily limit reached (plan free: 1 request/day)"');
     const live = await step('live', 4);
     expect(live).toContain('WebSocket open');
     expect(live).toContain(`WebSocket message: hello ${email}, on the free plan`);
@@ -77,7 +80,7 @@ describeWithBrowser('the demo\'s browser page', () => {
       options: { protocol: 'ctap2', transport: 'internal', hasResidentKey: true, hasUserVerification: true, isUserVerified: true, automaticPresenceSimulation: true },
     });
     expect(await step('verify')).toMatch(/^POST \/api\/v1\/auth\/email\/verify → 200\n/);
-    expect(await step('billing')).toContain('"error": "Authentification à deux facteurs requise"');
+    expect(await step('billing')).toContain('"error": "Two-factor authentication required"');
     expect(await step('login')).toMatch(/→ 200\n/); // a fresh sign-in: adding a factor needs one of the last 5 minutes
     const added = await step('addPasskey', 2);
     expect(added).toMatch(/^POST \/api\/v1\/auth\/passkeys\/register\/options → 200\nPOST \/api\/v1\/auth\/passkeys\/register\/verify → 201\n/);
