@@ -14,6 +14,7 @@ import type { Database } from '../storage/db.js';
 import { lookupForm, storable } from '../credentials/emailAddress.js';
 import { dailyRemaining, knownPlans, planLimitsOf, usedToday } from '../pipeline/index.js';
 import { listKeys } from '../storage/apiKeys.js';
+import { revokeKeyAsOperator, revokeLeakedKeys } from '../auth/index.js';
 import { listAuditEvents } from '../storage/audit.js';
 import { listLinks } from '../storage/identities.js';
 import { removeSecondFactor } from '../storage/mfa.js';
@@ -39,7 +40,7 @@ const digest = (value: string) => createHash('sha256').update(value).digest();
 
 export interface AdminRoutesDeps {
   db: Database;
-  identities: Pick<IdentityCache, 'forgetUser'>;
+  identities: Pick<IdentityCache, 'forgetUser' | 'forgetKey'>;
   events: Events;
   audit: Audit;
   /** What the console sets on the requests it makes for its session (console.ts): their actor is `console`. */
@@ -84,6 +85,8 @@ export async function adminRoutes(app: FastifyInstance, deps: AdminRoutesDeps): 
   app.get('/v1/users/:id/webhook-deliveries', on(userDeliveries));
   app.put('/v1/users/:id/active', on(setUserActive));
   app.post('/v1/alerts', on(storeAlert));
+  app.delete('/v1/api-keys/:id', on(revokeApiKey));
+  app.post('/v1/api-keys/leaked', on(revokeLeaked));
 }
 
 /**
@@ -164,7 +167,33 @@ async function listApiKeys({ db }: AdminRoutesDeps, request: FastifyRequest<ById
   const user = await userOf(db, request.params.id);
   if (!user) return sendError(reply, 'adminNotFound');
   const keys = await listKeys(db, user.id);
-  return { api_keys: keys.map((k) => ({ id: k.id, active: k.revoked === 0, created_at: iso(k.created_at), last_used_at: iso(k.last_used_at) })) };
+  return {
+    api_keys: keys.map((k) => ({
+      id: k.id, name: k.name, start: k.start, scopes: k.scopes, active: k.revoked === 0,
+      created_at: iso(k.created_at), expires_at: iso(k.expires_at), last_used_at: iso(k.last_used_at),
+    })),
+  };
+}
+
+// One key, whoever holds it (CONTRACT §21): a support desk's answer to "my key leaked".
+async function revokeApiKey(deps: AdminRoutesDeps, request: FastifyRequest<ById>, reply: FastifyReply) {
+  const id = parseUserId(request.params.id);
+  const revoked = id === undefined ? undefined : await revokeKeyAsOperator(deps, id, by(deps, request));
+  if (!revoked) return sendError(reply, 'adminNotFound');
+  request.log.info({ userId: revoked.userId, keyId: revoked.id }, 'admin: API key revoked');
+  return successBody(reply, 'apiKeyRevoked', { id: revoked.id, user_id: revoked.userId });
+}
+
+const MAX_LEAKED = 1000;
+
+// Keys a secret scanner found in the open: the live ones among them are revoked, the rest ignored
+// (an unknown key reveals nothing: the answer lists only ids that were revoked).
+async function revokeLeaked(deps: AdminRoutesDeps, request: FastifyRequest, reply: FastifyReply) {
+  const keys = field(request.body, 'keys');
+  if (!Array.isArray(keys) || keys.length > MAX_LEAKED || !keys.every((k) => typeof k === 'string' && k.length <= 256)) return sendError(reply, 'badRequest');
+  const revoked = await revokeLeakedKeys(deps, keys as string[], by(deps, request));
+  request.log.info({ revoked }, 'admin: leaked API keys revoked');
+  return { revoked };
 }
 
 async function listUserPasskeys({ db }: AdminRoutesDeps, request: FastifyRequest<ById>, reply: FastifyReply) {

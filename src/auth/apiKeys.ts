@@ -5,10 +5,10 @@
 import { sha256Hex } from '../credentials/digest.js';
 import { newApiKey } from '../credentials/shapes.js';
 import type { IdentityCache } from '../storage/identityCache.js';
-import type { Database } from '../storage/db.js';
+import type { Database, Queryable } from '../storage/db.js';
 import type { Audit, AuditEvent } from '../audit.js';
 import type { Events } from '../webhooks/emitter.js';
-import { createKeyWithin, replaceKey, revokeKeys, revokeOwnKey, type OwnKey } from '../storage/apiKeys.js';
+import { createKeyWithin, replaceKey, revokeKeyById, revokeKeys, revokeKeysByHash, revokeOwnKey, type OwnKey, type RevokedKey } from '../storage/apiKeys.js';
 
 /** Creates the user's new key, revoking the earlier one; returns the raw key, never stored. */
 export interface ApiKeyDeps {
@@ -78,4 +78,34 @@ export async function revokeNamedKey(deps: ApiKeyDeps, userId: number, id: numbe
   });
   if (hash) deps.identities.forgetKey(hash);
   return hash !== undefined;
+}
+
+/** The events of keys an operator revoked, in the transaction that revoked them. */
+async function revokedByOperator(deps: ApiKeyDeps, tx: Queryable, keys: RevokedKey[], by: Requester, reason?: 'leaked'): Promise<void> {
+  for (const key of keys) {
+    await deps.events.emit(key.userId, 'api_token.revoked', { revoked: 1, id: key.id }, tx);
+    await deps.audit.record({ type: 'api_key.revoked', ...by, userId: key.userId, data: { id: key.id, ...(reason ? { reason } : {}) } }, tx);
+  }
+}
+
+/** An operator revokes one key by its id (admin API, `gateway keys revoke`); undefined when no such key is active. */
+export async function revokeKeyAsOperator(deps: ApiKeyDeps, id: number, by: Requester): Promise<RevokedKey | undefined> {
+  const revoked = await deps.db.transaction(async (tx) => {
+    const key = await revokeKeyById(tx, id);
+    if (key) await revokedByOperator(deps, tx, [key], by);
+    return key;
+  });
+  if (revoked) deps.identities.forgetKey(revoked.hash);
+  return revoked;
+}
+
+/** Keys found in the open (a scanner's report): those that are live are revoked; the ids revoked. */
+export async function revokeLeakedKeys(deps: ApiKeyDeps, rawKeys: string[], by: Requester): Promise<number[]> {
+  const revoked = await deps.db.transaction(async (tx) => {
+    const keys = await revokeKeysByHash(tx, [...new Set(rawKeys.map((k) => sha256Hex(k.trim())))]);
+    await revokedByOperator(deps, tx, keys, by, 'leaked');
+    return keys;
+  });
+  for (const key of revoked) deps.identities.forgetKey(key.hash);
+  return revoked.map((k) => k.id);
 }

@@ -5,7 +5,7 @@ import { errorsCommand } from './errors.js';
 import type { Command } from './command.js';
 import { health, HEALTH_TIMEOUT_MS } from './health.js';
 import { SHUTDOWN_GRACE_MS, start } from './start.js';
-import { backupCommand, migrateCommand, restoreCommand, rotateJwtKey, rotateKeys } from './storage.js';
+import { backupCommand, migrateCommand, restoreCommand, revokeKeyCommand, rotateJwtKey, rotateKeys } from './storage.js';
 import { auditCommand, listUsersCommand, users } from './users.js';
 
 export const COMMANDS: Command[] = [
@@ -154,6 +154,14 @@ owner of the address.`,
     help: `Deletes the account (GDPR erasure): the user, its subscription record, refresh tokens and
 sessions, API keys, webhook and links. The email can register again. Running instances refuse
 the user's tokens and API keys within a second. It cannot be undone; \`users deactivate\` can.`,
+  },
+  {
+    name: 'keys revoke', operands: ['ID'], config: true, admin: true, run: revokeKeyCommand,
+    summary: 'revoke one API key by its id, whoever holds it',
+    help: `Revokes the API key with id ID (GET /admin/v1/users/{id}/api-keys and the console list
+them), as DELETE /admin/v1/api-keys/{id} does, with an audit event; running gateways refuse it
+within a second. For keys found in the open, POST /admin/v1/api-keys/leaked takes the raw keys.
+An unknown or already revoked id exits 1.`,
   },
   {
     name: 'keys rotate', config: true, admin: true, run: rotateKeys,

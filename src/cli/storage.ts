@@ -71,3 +71,29 @@ const POSTGRES_BACKUPS = 'storage.postgres is set: back it up with pg_dump and r
 const asCommandError = (err: unknown): never => {
   throw new CommandError((err as Error).message);
 };
+
+/** `gateway keys revoke ID`: one API key, whoever holds it; through a running gateway with --admin. */
+export async function revokeKeyCommand({ config: configPath, admin, operands: [idText] }: Args): Promise<number> {
+  const { config } = loadConfig(configPath);
+  const id = /^[1-9]\d{0,15}$/.test(idText ?? '') ? Number(idText) : undefined;
+  if (id === undefined) throw new CommandError(`expected a key id (GET /admin/v1/users/{id}/api-keys lists them), got ${JSON.stringify(idText ?? '')}`);
+  if (admin) {
+    if (!config.admin.apiKey) throw new CommandError('--admin needs admin.apiKey (GATEWAY_ADMIN_KEY) in the configuration: the admin API answers 404 without one');
+    const res = await fetch(new URL(`/admin/v1/api-keys/${id}`, admin), {
+      method: 'DELETE', headers: { authorization: `Bearer ${config.admin.apiKey}`, 'x-gateway-actor': 'cli' }, signal: AbortSignal.timeout(10_000),
+    }).catch((err: Error & { cause?: { code?: string } }) => { throw new CommandError(`cannot reach the admin API at ${admin}: ${err.cause?.code ?? err.message}`); });
+    if (res.status === 404) throw new CommandError(`no active API key with id ${id}`);
+    if (res.status !== 200) throw new CommandError(`the admin API at ${admin} answered ${res.status}`);
+    const { user_id: userId } = (await res.json()) as { user_id: number };
+    return print(`API key ${id} of user ${userId}: revoked`);
+  }
+  const [{ revokeKeyById }, { insertAuditEvent }] = await Promise.all([import('../storage/apiKeys.js'), import('../storage/audit.js')]);
+  // Running instances drop the key within a second (the api_tokens trigger's NOTIFY).
+  const revoked = await withDatabase(config, (db) => db.transaction(async (tx) => {
+    const key = await revokeKeyById(tx, id);
+    if (key) await insertAuditEvent(tx, { type: 'api_key.revoked', actor: 'cli', userId: key.userId, data: { id } }, new Date());
+    return key;
+  }));
+  if (!revoked) throw new CommandError(`no active API key with id ${id}`);
+  return print(`API key ${id} of user ${revoked.userId}: revoked`);
+}

@@ -100,18 +100,33 @@ export async function revokeKeys(db: Queryable, userId: number): Promise<string[
   return rows.map((r) => r.token_hash);
 }
 
-export interface ApiKeyRow {
-  id: number;
+export interface ApiKeyRow extends OwnKey {
   revoked: number;
-  last_used_at: Date | null;
-  created_at: Date;
 }
 
 /** The user's keys, newest first, as operators see them: never the hash. */
 export async function listKeys(db: Queryable, userId: number): Promise<ApiKeyRow[]> {
-  const rows = await db.query<ApiKeyRow & { id: string | number }>(
-    'SELECT id, revoked, last_used_at, created_at FROM api_tokens WHERE user_id = $1 ORDER BY id DESC',
-    [userId],
-  );
+  const rows = await db.query<ApiKeyRow & { id: string | number }>(`SELECT ${OWN_KEY_COLUMNS}, revoked FROM api_tokens WHERE user_id = $1 ORDER BY id DESC`, [userId]);
   return rows.map((row) => ({ ...row, id: Number(row.id) }));
+}
+
+export interface RevokedKey {
+  id: number;
+  userId: number;
+  hash: string;
+}
+const asRevoked = (row: { id: string | number; user_id: number; token_hash: string }): RevokedKey => ({ id: Number(row.id), userId: row.user_id, hash: row.token_hash });
+
+/** Revokes the key with this id, whoever holds it (an operator's act); undefined when none is active. */
+export async function revokeKeyById(db: Queryable, id: number): Promise<RevokedKey | undefined> {
+  const rows = await db.query<{ id: string; user_id: number; token_hash: string }>('UPDATE api_tokens SET revoked = 1 WHERE id = $1 AND revoked = 0 RETURNING id, user_id, token_hash', [id]);
+  return rows[0] && asRevoked(rows[0]);
+}
+
+/** Revokes the active keys among these hashes (leaked keys); those that match nothing are ignored. */
+export async function revokeKeysByHash(db: Queryable, hashes: string[]): Promise<RevokedKey[]> {
+  if (!hashes.length) return [];
+  const rows = await db.query<{ id: string; user_id: number; token_hash: string }>(
+    'UPDATE api_tokens SET revoked = 1 WHERE token_hash = ANY($1::text[]) AND revoked = 0 RETURNING id, user_id, token_hash', [hashes]);
+  return rows.map(asRevoked).sort((a, b) => a.id - b.id);
 }

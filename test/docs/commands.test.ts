@@ -52,6 +52,7 @@ const RUN_ELSEWHERE = new Set([
   'docs/operating.md: rotate-jwt', // test/auth/tokenRotation.test.ts
   'docs/operating.md: backup-embedded', 'docs/operating.md: backup-postgres', // test/ops/backup.test.ts
   'docs/operating.md: install-package', // test/ops/npmPack.test.ts
+  'docs/api-keys.md: keys-revoke', // test/admin/apiKeys.test.ts
   'docs/production.md: image-run', // test/ship/image.test.ts
 ]);
 // Shell blocks not run as written, by their first line, and why.
