@@ -6,7 +6,10 @@ import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ensureBuilt, gateway, ROOT } from '../helpers/cli.js';
 
-const COMMANDS = ['start', 'migrate', 'check', 'health', 'schema', 'users set-plan', 'users deactivate', 'users activate', 'keys rotate', 'keys rotate-jwt', 'keys revoke', 'backup', 'restore', 'errors'];
+const COMMANDS = [
+  'start', 'migrate', 'check', 'health', 'schema', 'users set-plan', 'users deactivate', 'users activate',
+  'keys rotate', 'keys rotate-jwt', 'keys revoke', 'backup', 'restore', 'errors',
+];
 const pkg = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string; bin: Record<string, string> };
 
 describe('gateway --help, --version, usage errors', { timeout: 60_000 }, () => {
