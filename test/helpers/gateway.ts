@@ -179,7 +179,15 @@ export async function startTestGateway(config: Config, options: TestGatewayOptio
  * (decisions.port cannot be 0, which means none). Call it twice for two instances.
  */
 export async function startDecidingGateway(overrides: Raw, options: { clock?: () => Date } = {}): Promise<TestGateway> {
-  return startTestGateway(testConfig(merge(overrides, { decisions: { host: '127.0.0.1', port: await sparePort() } })), options);
+  // A spare port is free when picked, not when bound: another process may take it in between
+  // (EADDRINUSE, seen in CI). Another port then; any other failure is the test's.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startTestGateway(testConfig(merge(overrides, { decisions: { host: '127.0.0.1', port: await sparePort() } })), options);
+    } catch (err) {
+      if (attempt >= 3 || (err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
+    }
+  }
 }
 
 /** Two instances on one database and Redis, as behind a load balancer. */
