@@ -9,4 +9,4 @@ export { DailyLimiter } from './guards/dailyLimit.js';
 export { MinuteLimiter } from './guards/minuteLimit.js';
 export { AssertionSigner, type Assertions } from './assertionSigner.js';
 export { isIdentityHeader } from './identityHeaders.js';
-export { dailyRemaining, knownPlans, planLimitsOf, usedToday, type PlanLimits } from './plans.js';
+export { dailyRemaining, knownPlans, planLimitsOf, planWordsOf, usedToday, worded, type PlanLimits } from './plans.js';

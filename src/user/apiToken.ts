@@ -7,7 +7,7 @@ import type { Config } from '../config/schema.js';
 import { sendDenial, sendError, successBody } from '../errors/index.js';
 import { textField } from '../http.js';
 import { currentIdentity, currentUser, type RequireUser } from '../listener/requireUser.js';
-import { checkPlan } from '../pipeline/index.js';
+import { checkPlan, planWordsOf, worded } from '../pipeline/index.js';
 import { ownKeys } from '../storage/apiKeys.js';
 
 export interface ApiTokenDeps extends ApiKeyDeps {
@@ -49,7 +49,7 @@ export async function apiTokenRoutes(app: FastifyInstance, deps: ApiTokenDeps): 
     if (allowed === 'all') return true;
     const denial = checkPlan(currentUser(request), allowed);
     if (!denial) return true;
-    sendDenial(reply, { ...denial, extra: { ...denial.extra, upgrade_url: request.context.live.settings.plans.upgradeUrl } });
+    sendDenial(reply, worded(denial, planWordsOf(request.context.live.settings.plans)));
     return false;
   };
   const signedIn = { preHandler: deps.requireUser() };
