@@ -139,105 +139,118 @@ export function postgresDatabase(url: string, options: PostgresOptions = {}): Da
     async exec(sql) {
       await query(sql);
     },
-    async transaction(fn, options = {}) {
-      const timeoutMs = options.queryTimeoutMs ?? queryTimeout;
-      let client: pg.PoolClient;
-      try {
-        client = await pool.connect();
-      } catch (err) {
-        return translate(err);
-      }
-      // A checked-out connection reports its loss (Postgres restarting, a terminated backend, a
-      // stray message after a fault) as an 'error' event, not through a query, when it comes
-      // between two statements; unheard, that event is an uncaught exception that ends the process.
-      // Heard, it marks the connection broken: the next statement fails as unavailable and the
-      // release below destroys it instead of pooling it.
-      let broken = false;
-      const onError = () => { broken = true; };
-      client.on('error', onError);
-      const tx: Queryable = {
-        async query<T>(sql: string, params?: unknown[]) {
-          try {
-            // Without a query_timeout of its own, the pool's applies. node-postgres reads it per
-            // query (lib/client.js), but @types/pg does not declare it.
-            const config: pg.QueryConfig & { query_timeout?: number } = { text: sql, values: params, query_timeout: timeoutMs };
-            return (await client.query(config)).rows as T[];
-          } catch (err) {
-            return translate(err);
-          }
-        },
-      };
-      try {
-        await tx.query('BEGIN');
-        await tx.query(`SET LOCAL statement_timeout = ${serverTimeoutMs(timeoutMs)}`);
-        const result = await fn(tx);
-        await tx.query('COMMIT');
-        return result;
-      } catch (err) {
-        // A connection that failed or timed out would only make ROLLBACK wait (and time out) too:
-        // releasing it with the error destroys it, and Postgres aborts the transaction on disconnect.
-        if (isUnavailable(err)) broken = true;
-        else if (!broken) await client.query('ROLLBACK').catch(() => { broken = true; });
-        throw err;
-      } finally {
-        client.removeListener('error', onError);
-        client.release(broken); // true: destroyed, not pooled
-      }
-    },
-    async listen(channels, onNotify, onState) {
-      let client: pg.Client | undefined;
-      let stopped = false;
-      let timer: NodeJS.Timeout | undefined; // the next ping while live, the next attempt while lost
-      let delay = 200;
-      // The ping repeats a LISTEN (a no-op on a channel already listened to), so the connection
-      // still shows as the LISTEN one in pg_stat_activity, where operators and tests look for it.
-      const ping = channels[0] ? `LISTEN ${pg.escapeIdentifier(channels[0])}` : 'SELECT 1';
-      const connect = async () => {
-        if (stopped) return;
-        const c = new pg.Client({ connectionString: options.listenUrl || url, types: PG_TYPES, connectionTimeoutMillis: 2000, query_timeout: queryTimeout, keepAlive: true });
-        client = c;
-        const lost = () => {
-          if (client !== c) return;
-          client = undefined;
-          clearTimeout(timer);
-          onState(false);
-          // With a query in flight, end() destroys the socket rather than wait for a goodbye.
-          c.end().catch(() => {});
-          if (!stopped) timer = setTimeout(connect, delay);
-          delay = Math.min(delay * 2, 2000);
-        };
-        const check = () => {
-          c.query(ping).then(() => {
-            if (client === c) timer = setTimeout(check, LISTEN_PING_EVERY_MS);
-          }, lost);
-        };
-        c.on('error', lost);
-        c.on('end', lost);
-        c.on('notification', (n) => onNotify(n.channel, n.payload ?? ''));
-        try {
-          await c.connect();
-          for (const channel of channels) await c.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
-          delay = 200;
-          if (client === c) {
-            onState(true);
-            timer = setTimeout(check, LISTEN_PING_EVERY_MS);
-          }
-        } catch {
-          lost();
-        }
-      };
-      await connect();
-      return async () => {
-        stopped = true;
-        clearTimeout(timer);
-        const c = client;
-        client = undefined;
-        await c?.end().catch(() => {});
-      };
-    },
+    transaction: (fn, txOptions = {}) => poolTransaction(pool, fn, txOptions.queryTimeoutMs ?? queryTimeout),
+    listen: (channels, onNotify, onState) => listenWithReconnect({ url: options.listenUrl || url, queryTimeout }, channels, onNotify, onState),
     async close() {
       await pool.end();
     },
+  };
+}
+
+/** One transaction on a connection of the pool, under a per-statement limit on both sides. */
+async function poolTransaction<T>(pool: pg.Pool, fn: (tx: Queryable) => Promise<T>, timeoutMs: number): Promise<T> {
+  let client: pg.PoolClient;
+  try {
+    client = await pool.connect();
+  } catch (err) {
+    return translate(err);
+  }
+  // A checked-out connection reports its loss (Postgres restarting, a terminated backend, a
+  // stray message after a fault) as an 'error' event, not through a query, when it comes
+  // between two statements; unheard, that event is an uncaught exception that ends the process.
+  // Heard, it marks the connection broken: the next statement fails as unavailable and the
+  // release below destroys it instead of pooling it.
+  let broken = false;
+  const onError = () => { broken = true; };
+  client.on('error', onError);
+  const tx: Queryable = {
+    async query<R>(sql: string, params?: unknown[]) {
+      try {
+        // Without a query_timeout of its own, the pool's applies. node-postgres reads it per
+        // query (lib/client.js), but @types/pg does not declare it.
+        const config: pg.QueryConfig & { query_timeout?: number } = { text: sql, values: params, query_timeout: timeoutMs };
+        return (await client.query(config)).rows as R[];
+      } catch (err) {
+        return translate(err);
+      }
+    },
+  };
+  try {
+    await tx.query('BEGIN');
+    await tx.query(`SET LOCAL statement_timeout = ${serverTimeoutMs(timeoutMs)}`);
+    const result = await fn(tx);
+    await tx.query('COMMIT');
+    return result;
+  } catch (err) {
+    // A connection that failed or timed out would only make ROLLBACK wait (and time out) too:
+    // releasing it with the error destroys it, and Postgres aborts the transaction on disconnect.
+    if (isUnavailable(err)) broken = true;
+    else if (!broken) await client.query('ROLLBACK').catch(() => { broken = true; });
+    throw err;
+  } finally {
+    client.removeListener('error', onError);
+    client.release(broken); // true: destroyed, not pooled
+  }
+}
+
+/**
+ * LISTEN on a connection of its own, pinged so a silent cut is noticed, reconnected with backoff;
+ * onState says when notifications may have been missed.
+ */
+async function listenWithReconnect(
+  connection: { url: string; queryTimeout: number },
+  channels: string[],
+  onNotify: (channel: string, payload: string) => void,
+  onState: (live: boolean) => void,
+): Promise<() => Promise<void>> {
+  let client: pg.Client | undefined;
+  let stopped = false;
+  let timer: NodeJS.Timeout | undefined; // the next ping while live, the next attempt while lost
+  let delay = 200;
+  // The ping repeats a LISTEN (a no-op on a channel already listened to), so the connection
+  // still shows as the LISTEN one in pg_stat_activity, where operators and tests look for it.
+  const ping = channels[0] ? `LISTEN ${pg.escapeIdentifier(channels[0])}` : 'SELECT 1';
+  const connect = async () => {
+    if (stopped) return;
+    const c = new pg.Client({ connectionString: connection.url, types: PG_TYPES, connectionTimeoutMillis: 2000, query_timeout: connection.queryTimeout, keepAlive: true });
+    client = c;
+    const lost = () => {
+      if (client !== c) return;
+      client = undefined;
+      clearTimeout(timer);
+      onState(false);
+      // With a query in flight, end() destroys the socket rather than wait for a goodbye.
+      c.end().catch(() => {});
+      if (!stopped) timer = setTimeout(connect, delay);
+      delay = Math.min(delay * 2, 2000);
+    };
+    const check = () => {
+      c.query(ping).then(() => {
+        if (client === c) timer = setTimeout(check, LISTEN_PING_EVERY_MS);
+      }, lost);
+    };
+    c.on('error', lost);
+    c.on('end', lost);
+    c.on('notification', (n) => onNotify(n.channel, n.payload ?? ''));
+    try {
+      await c.connect();
+      for (const channel of channels) await c.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+      delay = 200;
+      if (client === c) {
+        onState(true);
+        timer = setTimeout(check, LISTEN_PING_EVERY_MS);
+      }
+    } catch {
+      lost();
+    }
+  };
+  await connect();
+  return async () => {
+    stopped = true;
+    clearTimeout(timer);
+    const c = client;
+    client = undefined;
+    await c?.end().catch(() => {});
   };
 }
 
