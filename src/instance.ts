@@ -97,39 +97,13 @@ export interface InstanceOptions {
 export async function createInstance(config: Config, options: InstanceOptions): Promise<Instance> {
   const { log } = options;
   const clock = options.clock ?? (() => new Date());
-  const closers: Array<() => Promise<unknown>> = [];
+  const closers: Closers = [];
   const closeAll = async (onError: (err: unknown) => void) => {
     for (const close of closers.reverse()) await close().catch(onError);
   };
   try {
-    // A Postgres that is not up yet is waited for (storage.startTimeout), not a reason to exit at once.
-    if (!options.db && config.storage.postgres) await waitForPostgres(config.storage.postgres, config.storage.startTimeout, log);
-    const db = options.db ?? (await openDatabase(config.storage));
-    if (!options.db) closers.push(() => db.close());
-    if (config.storage.migrate) {
-      const applied = await migrate(db);
-      if (applied.length) log.info({ applied }, 'migrations applied');
-    } else await assertMigrated(db);
-    // Off the start path (a scan of the odd-looking addresses); closing waits for it.
-    const emailCheck = reportUnfitEmails(db, log);
-    closers.push(() => emailCheck);
-
-    let redis: RedisBreaker | null = null;
-    if (config.storage.redis) {
-      const r = connectRedis(config.storage.redis, config.storage.redisKeyPrefix, log);
-      // QUIT lets pending replies arrive; disconnect() after it also closes what QUIT leaves open
-      // (the sentinel subscriptions that watch for a failover).
-      closers.push(async () => {
-        await r.quit().catch(() => {});
-        r.disconnect();
-      });
-      // Start without Redis if it is not there yet: the guards work on Postgres alone meanwhile.
-      await waitReady(r, 2000);
-      if (r.status !== 'ready') log.warn('Redis is not answering; daily limits are counted in Postgres alone until it is');
-      const breaker = new RedisBreaker(r, { timeoutMs: config.storage.redisTimeout, log });
-      closers.push(async () => breaker.close());
-      redis = breaker;
-    }
+    const db = await openMigratedDatabase(config, options, closers);
+    const redis = config.storage.redis ? await connectRedisBreaker(config.storage, log, closers) : null;
 
     const live = new Live(liveSettingsOf(config));
     const metrics = createMetrics({ defaultMetrics: options.defaultMetrics });
@@ -193,6 +167,41 @@ export async function createInstance(config: Config, options: InstanceOptions): 
     await closeAll(() => {});
     throw err;
   }
+}
+
+type Closers = Array<() => Promise<unknown>>;
+
+/** The database, waited for, migrated (or checked to be), with the odd-address scan started. */
+async function openMigratedDatabase(config: Config, options: InstanceOptions, closers: Closers): Promise<Database> {
+  const { log } = options;
+  // A Postgres that is not up yet is waited for (storage.startTimeout), not a reason to exit at once.
+  if (!options.db && config.storage.postgres) await waitForPostgres(config.storage.postgres, config.storage.startTimeout, log);
+  const db = options.db ?? (await openDatabase(config.storage));
+  if (!options.db) closers.push(() => db.close());
+  if (config.storage.migrate) {
+    const applied = await migrate(db);
+    if (applied.length) log.info({ applied }, 'migrations applied');
+  } else await assertMigrated(db);
+  // Off the start path (a scan of the odd-looking addresses); closing waits for it.
+  const emailCheck = reportUnfitEmails(db, log);
+  closers.push(() => emailCheck);
+  return db;
+}
+
+/** Redis behind its breaker; a Redis not there yet is no reason to wait: the guards count in Postgres meanwhile. */
+async function connectRedisBreaker(storage: Config['storage'], log: Logger, closers: Closers): Promise<RedisBreaker> {
+  const r = connectRedis(storage.redis, storage.redisKeyPrefix, log);
+  // QUIT lets pending replies arrive; disconnect() after it also closes what QUIT leaves open
+  // (the sentinel subscriptions that watch for a failover).
+  closers.push(async () => {
+    await r.quit().catch(() => {});
+    r.disconnect();
+  });
+  await waitReady(r, 2000);
+  if (r.status !== 'ready') log.warn('Redis is not answering; daily limits are counted in Postgres alone until it is');
+  const breaker = new RedisBreaker(r, { timeoutMs: storage.redisTimeout, log });
+  closers.push(async () => breaker.close());
+  return breaker;
 }
 
 /**
