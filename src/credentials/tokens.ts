@@ -82,126 +82,145 @@ export async function createTokens(
 ): Promise<Tokens> {
   const ring = keyring ?? new TokenKeyring({ jwt: auth.jwt, refreshTokenTtlMs: auth.refreshTokenTtl, db, warn });
   if (!keyring) await ring.start();
-  const algorithms = [auth.jwt.algorithm];
-  const claimChecks = { issuer: auth.jwt.issuer, audience: auth.jwt.audience, algorithms };
-  const seconds = () => Math.floor(clock().getTime() / 1000);
+  return new JwtTokens(auth, clock, ring);
+}
 
+class JwtTokens implements Tokens {
+  private readonly algorithms: string[];
+  private readonly claimChecks: { issuer?: string; audience?: string; algorithms: string[] };
   // Verification goes through WebCrypto on the threadpool; a bounded cache of tokens already
   // verified keeps it off the hot path. An entry is used only while its `exp` is in the future,
   // and only under the key set that verified it: a key removed from auth.jwt.previous ends its
   // sessions at once, cached or not.
-  const verified = new LRUCache<string, AccessClaims>({ max: VERIFIED_CACHE_SIZE });
-  let cachedUnder: TokenKeySet = ring.current;
-  const keys = (): TokenKeySet => {
-    const current = ring.current;
-    if (current !== cachedUnder) {
-      verified.clear();
-      cachedUnder = current;
+  private readonly verified = new LRUCache<string, AccessClaims>({ max: VERIFIED_CACHE_SIZE });
+  private cachedUnder: TokenKeySet;
+
+  constructor(
+    private readonly auth: Config['auth'],
+    private readonly clock: () => Date,
+    readonly keyring: TokenKeyring,
+  ) {
+    this.algorithms = [auth.jwt.algorithm];
+    this.claimChecks = { issuer: auth.jwt.issuer, audience: auth.jwt.audience, algorithms: this.algorithms };
+    this.cachedUnder = keyring.current;
+  }
+
+  get publicJwks(): JWK[] {
+    return this.keyring.current.publicJwks;
+  }
+
+  async issuePair(user: { id: number; email: string; plan: Plan }, sessionId: number, assurance: Assurance): Promise<{ pair: TokenPair; refreshExpiresAt: Date }> {
+    const authTime = Math.floor(assurance.authTime.getTime() / 1000);
+    // Both of a pair under one key, whatever a rotation does meanwhile.
+    const key = this.keyring.current.current;
+    const [access, refresh] = await Promise.all([
+      // `sid`: which of the user's sessions this is (GET /api/v1/user/sessions marks it `current`).
+      this.sign({ plan: user.plan, email: user.email, sid: sessionId, auth_time: authTime, acr: acrOf(assurance.amr), amr: assurance.amr }, ACCESS_TYP, this.auth.accessTokenTtl, user.id, key),
+      this.sign({}, REFRESH_TYP, this.auth.refreshTokenTtl, user.id, key),
+    ]);
+    return {
+      pair: { access_token: access, refresh_token: refresh, token_type: 'Bearer', plan: user.plan },
+      refreshExpiresAt: new Date(this.clock().getTime() + this.auth.refreshTokenTtl),
+    };
+  }
+
+  async verifyAccess(token: string): Promise<AccessClaims | null> {
+    this.keys();
+    const cached = this.verified.get(token);
+    if (cached) return cached.exp > this.seconds() ? cached : null;
+    const payload = await this.verify(token, ACCESS_TYP);
+    if (!payload || typeof payload.plan !== 'string' || typeof payload.email !== 'string') return null;
+    const sessionId = typeof payload.sid === 'number' && Number.isSafeInteger(payload.sid) ? payload.sid : undefined;
+    const acr: Acr = payload.acr === 'aal2' ? 'aal2' : 'aal1';
+    const authTime = typeof payload.auth_time === 'number' ? payload.auth_time : 0;
+    const claims: AccessClaims = { userId: Number(payload.sub), plan: payload.plan as Plan, email: payload.email, exp: payload.exp!, sessionId, acr, authTime };
+    this.verified.set(token, claims);
+    return claims;
+  }
+
+  async isOwn(text: string): Promise<boolean> {
+    const set = this.keys();
+    if (this.verified.has(text)) return true;
+    let header;
+    try {
+      header = decodeProtectedHeader(text);
+    } catch {
+      return false;
+    }
+    // Every token the gateway signs says its kind in `typ`: anything else is not worth a
+    // signature check (a header full of other services' JWTs costs a decode each, no more).
+    if (header.typ !== ACCESS_TYP && header.typ !== REFRESH_TYP) return false;
+    for (const key of set.candidates(header.kid)) {
+      // `<token>X`: a token of ours all the same, which an upstream could take back out.
+      const excess = text.length - text.lastIndexOf('.') - 1 - key.signatureLength;
+      try {
+        await compactVerify(excess > 0 ? text.slice(0, -excess) : text, key.verify, { algorithms: this.algorithms });
+        return true;
+      } catch {
+        // another key's, or nobody's
+      }
+    }
+    return false;
+  }
+
+  async verifyRefresh(token: string): Promise<number | null> {
+    const payload = await this.verify(token, REFRESH_TYP);
+    return payload ? Number(payload.sub) : null;
+  }
+
+  private seconds(): number {
+    return Math.floor(this.clock().getTime() / 1000);
+  }
+
+  /** The current key set; a change of it empties the cache of verified tokens. */
+  private keys(): TokenKeySet {
+    const current = this.keyring.current;
+    if (current !== this.cachedUnder) {
+      this.verified.clear();
+      this.cachedUnder = current;
     }
     return current;
-  };
+  }
 
-  const sign = (claims: JWTPayload, typ: string, ttlMs: number, subject: number, key: SignKey) => {
-    const iat = seconds();
+  private sign(claims: JWTPayload, typ: string, ttlMs: number, subject: number, key: SignKey): Promise<string> {
+    const iat = this.seconds();
     const jwt = new SignJWT(claims)
-      .setProtectedHeader({ alg: auth.jwt.algorithm, typ, kid: key.kid })
+      .setProtectedHeader({ alg: this.auth.jwt.algorithm, typ, kid: key.kid })
       .setSubject(String(subject))
       .setIssuedAt(iat)
       .setExpirationTime(iat + Math.floor(ttlMs / 1000))
       .setJti(randomUUID());
-    if (auth.jwt.issuer) jwt.setIssuer(auth.jwt.issuer);
-    if (auth.jwt.audience) jwt.setAudience(auth.jwt.audience);
+    if (this.auth.jwt.issuer) jwt.setIssuer(this.auth.jwt.issuer);
+    if (this.auth.jwt.audience) jwt.setAudience(this.auth.jwt.audience);
     return jwt.sign(key.sign);
-  };
+  }
 
-  const verify = async (token: string, typ: string): Promise<JWTPayload | null> => {
+  private async verify(token: string, typ: string): Promise<JWTPayload | null> {
     // One spelling per token: a refresh token is known by the hash of its text (reuse detection),
     // which `<token>=` or a last character differing in its unused bits would evade, though both
     // decode to the same bytes and verify.
     if (!isCanonical(token)) return null;
     try {
       // The key its `kid` names; a token without one (signed before kids) may be any key's.
-      for (const key of keys().candidates(decodeProtectedHeader(token).kid)) {
-        const payload = await verifyWith(token, key.verify, typ);
+      for (const key of this.keys().candidates(decodeProtectedHeader(token).kid)) {
+        const payload = await this.verifyWith(token, key.verify, typ);
         if (payload) return payload;
       }
     } catch {
       // not a JWS at all
     }
     return null;
-  };
+  }
 
-  const verifyWith = async (token: string, key: SignKey['verify'], typ: string): Promise<JWTPayload | null> => {
+  private async verifyWith(token: string, key: SignKey['verify'], typ: string): Promise<JWTPayload | null> {
     try {
-      const { payload } = await jwtVerify(token, key, { ...claimChecks, typ, currentDate: clock(), requiredClaims: ['sub', 'exp', 'iat', 'jti'] });
+      const { payload } = await jwtVerify(token, key, { ...this.claimChecks, typ, currentDate: this.clock(), requiredClaims: ['sub', 'exp', 'iat', 'jti'] });
       // A `sub` past users.id's range names nobody: refused here, not left to fail the query.
       return parseUserId(payload.sub) === undefined ? null : payload;
     } catch {
       return null;
     }
-  };
-
-  return {
-    get publicJwks() {
-      return ring.current.publicJwks;
-    },
-    keyring: ring,
-    async issuePair(user, sessionId, assurance) {
-      const authTime = Math.floor(assurance.authTime.getTime() / 1000);
-      // Both of a pair under one key, whatever a rotation does meanwhile.
-      const key = ring.current.current;
-      const [access, refresh] = await Promise.all([
-        // `sid`: which of the user's sessions this is (GET /api/v1/user/sessions marks it `current`).
-        sign({ plan: user.plan, email: user.email, sid: sessionId, auth_time: authTime, acr: acrOf(assurance.amr), amr: assurance.amr }, ACCESS_TYP, auth.accessTokenTtl, user.id, key),
-        sign({}, REFRESH_TYP, auth.refreshTokenTtl, user.id, key),
-      ]);
-      return {
-        pair: { access_token: access, refresh_token: refresh, token_type: 'Bearer', plan: user.plan },
-        refreshExpiresAt: new Date(clock().getTime() + auth.refreshTokenTtl),
-      };
-    },
-    async verifyAccess(token) {
-      keys();
-      const cached = verified.get(token);
-      if (cached) return cached.exp > seconds() ? cached : null;
-      const payload = await verify(token, ACCESS_TYP);
-      if (!payload || typeof payload.plan !== 'string' || typeof payload.email !== 'string') return null;
-      const sessionId = typeof payload.sid === 'number' && Number.isSafeInteger(payload.sid) ? payload.sid : undefined;
-      const acr: Acr = payload.acr === 'aal2' ? 'aal2' : 'aal1';
-      const authTime = typeof payload.auth_time === 'number' ? payload.auth_time : 0;
-      const claims: AccessClaims = { userId: Number(payload.sub), plan: payload.plan as Plan, email: payload.email, exp: payload.exp!, sessionId, acr, authTime };
-      verified.set(token, claims);
-      return claims;
-    },
-    async isOwn(text) {
-      const set = keys();
-      if (verified.has(text)) return true;
-      let header;
-      try {
-        header = decodeProtectedHeader(text);
-      } catch {
-        return false;
-      }
-      // Every token the gateway signs says its kind in `typ`: anything else is not worth a
-      // signature check (a header full of other services' JWTs costs a decode each, no more).
-      if (header.typ !== ACCESS_TYP && header.typ !== REFRESH_TYP) return false;
-      for (const key of set.candidates(header.kid)) {
-        // `<token>X`: a token of ours all the same, which an upstream could take back out.
-        const excess = text.length - text.lastIndexOf('.') - 1 - key.signatureLength;
-        try {
-          await compactVerify(excess > 0 ? text.slice(0, -excess) : text, key.verify, { algorithms });
-          return true;
-        } catch {
-          // another key's, or nobody's
-        }
-      }
-      return false;
-    },
-    async verifyRefresh(token) {
-      const payload = await verify(token, REFRESH_TYP);
-      return payload ? Number(payload.sub) : null;
-    },
-  };
+  }
 }
 
 /** The key pair in auth.jwt.privateKeyFile (asymmetric algorithms); throws SigningKeyError. */
