@@ -1,7 +1,8 @@
 // The request pipeline (STYLE 13, after Oathkeeper's proxy/request_handler.go): for a request's
 // method, path and headers, either the identity it may pass as or the denial it gets.
 //
-//   match a route → authenticate → plan guard → per-minute limit → daily limit → identity headers
+//   match a route → the guard stages (stages.ts: authenticate → scopes → mfa → plan → per-minute
+//   limit → daily limit) → identity headers
 //
 // Every way a request can reach something the gateway protects goes through here: the proxy
 // (proxy/forwarder.ts) before forwarding, WebSocket upgrades there too (with the access_token query
@@ -12,40 +13,19 @@
 // Decision they get. The stages' logic lives in guards/, the routes' in routing/.
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Assertions } from './assertionSigner.js';
-import { telemetryName, type Denial, type Nouns } from '../errors/index.js';
-import { authenticate, bearerToken, type AuthDeps, type AuthResult } from './guards/authenticate.js';
-import type { DailyLimiter } from './guards/dailyLimit.js';
-import type { MinuteLimiter } from './guards/minuteLimit.js';
-import { rateLimitHeaders, type QuotaOutcome, type QuotaState } from './guards/quota.js';
-import { checkPlan } from './guards/plan.js';
-import { checkScopes } from './guards/scopes.js';
+import { telemetryName, type Denial } from '../errors/index.js';
+import type { AuthResult } from './guards/authenticate.js';
+import { rateLimitHeaders } from './guards/quota.js';
 import type { LiveSnapshot } from '../live/live.js';
-import { planLimitsOf, planWordsOf, worded } from './plans.js';
-import type { RouteTallies } from '../telemetry/metrics.js';
+import { runStages, type GuardPolicy, type GuardRun, type StageDeps } from './stages.js';
+
+export type { GuardPolicy } from './stages.js';
 import { identityHeaders } from './identityHeaders.js';
 import { overridingMethods } from '../routing/methodOverrides.js';
 import type { RequestContext } from '../live/requestContext.js';
 import type { CompiledRoute } from '../routing/routeTable.js';
-import { untraced, type StoreCalls } from '../telemetry/storeCalls.js';
+import { untraced } from '../telemetry/storeCalls.js';
 import type { RequestTrace } from '../telemetry/tracing.js';
-
-/** What a route (or an own endpoint) asks of a request. */
-export interface GuardPolicy {
-  auth: 'required' | 'optional' | 'none';
-  plans?: readonly string[];
-  /** CONTRACT §14: `required` lets through only `aal2` access tokens (never an API key); implies auth. */
-  mfa?: 'required' | 'optional';
-  dailyLimit?: boolean;
-  rateLimit?: boolean;
-  /** The scopes a key with scopes must hold (CONTRACT §21); unset: such a key passes only with `*`. */
-  scopes?: readonly string[];
-  /** An own endpoint: its scope rule is requireUser's (GET /api/v1/user/me takes any key). */
-  own?: boolean;
-  /** The route's noun for the quota messages (CONTRACT §20); unset: plans.usageNoun. */
-  usageNoun?: Nouns;
-  /** The route's path, for the quota metrics; own endpoints count nothing. */
-  path?: string;
-}
 
 /** The request as the pipeline reads it: its context and headers; nothing of the connection, nothing of the body. */
 export interface RequestFacts {
@@ -83,13 +63,11 @@ export type Decision =
       denial: Denial;
     };
 
-export interface PipelineDeps {
-  auth: AuthDeps;
-  daily: DailyLimiter;
-  minute: MinuteLimiter;
+export interface PipelineDeps extends StageDeps {
   assertions: Assertions;
-  tallies: RouteTallies;
 }
+
+const ANONYMOUS: AuthResult = { kind: 'anonymous' };
 
 export interface DecideOptions {
   /** The request is to be forwarded: a decision-only route (no upstream) does not exist for it. */
@@ -140,50 +118,15 @@ export class Pipeline {
     return { kind: 'allow', route, upstreamPath: match.upstreamPath, auth, identity, responseHeaders: outcome.responseHeaders };
   }
 
-  /** authenticate → plan → per-minute → daily, each only when the policy asks for it; limits as `live` has them. */
+  /** The guard stages (stages.ts) the policy asks for, in the contract's order; limits as `live` has them. */
   async guard(policy: GuardPolicy, headers: IncomingHttpHeaders, live: LiveSnapshot, trace?: RequestTrace): Promise<GuardOutcome> {
-    const bearer = bearerToken(headers);
-    let auth: AuthResult = { kind: 'anonymous' };
-    const mfa = policy.mfa === 'required';
-    if (policy.auth !== 'none' || mfa) {
-      const span = trace?.start('gateway.authenticate');
-      auth = await authenticate(headers, this.deps.auth, bearer, span ? trace!.calls(span) : untraced);
-      span?.setAttribute('gateway.outcome', auth.kind === 'denied' ? telemetryName(auth.denial.code) : auth.kind).end();
-      if (auth.kind === 'denied') return { kind: 'deny', denial: auth.denial };
-      if (auth.kind === 'anonymous' && (policy.auth === 'required' || mfa)) return { kind: 'deny', denial: { code: 'tokenMissing' } };
-      if (mfa && (auth.kind !== 'authenticated' || auth.method !== 'bearer' || auth.acr !== 'aal2')) return { kind: 'deny', denial: { code: 'mfaRequired' } };
-    }
-    // Anonymous past this point only on auth: none or optional, where the config allows no plan,
-    // quota or limit (config/schema.ts: they need auth: required).
-    if (auth.kind !== 'authenticated') return { kind: 'pass', auth, responseHeaders: undefined };
-    const { user } = auth;
-    // A restricted key (one with scopes) is refused before its plan and quotas are looked at.
-    const scopeDenial = policy.own ? null : checkScopes(auth, policy.scopes);
-    if (scopeDenial) return { kind: 'deny', denial: scopeDenial };
-    if (policy.plans) {
-      const span = trace?.start('gateway.plan');
-      const denial = checkPlan(user, policy.plans);
-      span?.setAttribute('gateway.outcome', denial ? denial.code : 'allow').end();
-      if (denial) return { kind: 'deny', denial: worded(denial, planWordsOf(live.settings.plans, policy.usageNoun)) };
-    }
-    if (!(policy.rateLimit || policy.dailyLimit)) return { kind: 'pass', auth, responseHeaders: undefined };
-
-    // Per minute first: a request refused for bursting must not use up one of the day's uses.
-    const limits = planLimitsOf(live.settings.plans, user.plan);
-    const quotas: QuotaState[] = [];
-    const count = async (kind: 'minute' | 'daily', consume: (calls: StoreCalls) => Promise<QuotaOutcome>): Promise<Denial | undefined> => {
-      const span = trace?.start(kind === 'minute' ? 'gateway.per_minute_limit' : 'gateway.daily_limit');
-      const { state, denial } = await consume(span ? trace!.calls(span) : untraced);
-      span?.setAttribute('gateway.outcome', denial ? denial.code : 'allow').end();
-      quotas.push(state);
-      this.deps.tallies.quota(kind, user.plan, policy.path ?? 'own', denial ? 'refused' : 'admitted');
-      return denial && { ...worded(denial, planWordsOf(live.settings.plans, policy.usageNoun)), headers: { ...denial.headers, ...rateLimitHeaders(quotas) } };
-    };
-    const { perMinute, daily } = limits;
-    const denial = (policy.rateLimit && perMinute !== null ? await count('minute', (calls) => this.deps.minute.consume(user.id, perMinute, calls)) : undefined)
-      ?? (policy.dailyLimit && daily !== null ? await count('daily', (calls) => this.deps.daily.consume(user, daily, calls)) : undefined);
+    const run: GuardRun = { policy, headers, live, deps: this.deps, auth: ANONYMOUS, calls: untraced, quotas: [] };
+    const denial = await runStages(run, trace);
     if (denial) return { kind: 'deny', denial };
-    return { kind: 'pass', auth, responseHeaders: quotas.length ? rateLimitHeaders(quotas) : undefined };
+    // Anonymous here only on auth: none or optional, where the config allows no plan, quota or
+    // limit (config/schema.ts: they need auth: required).
+    const { auth } = run as { auth: Exclude<AuthResult, { kind: 'denied' }> };
+    return { kind: 'pass', auth, responseHeaders: run.quotas.length ? rateLimitHeaders(run.quotas) : undefined };
   }
 
   private denied(route: string, denial: Denial): Decision & { kind: 'deny' } {

@@ -77,6 +77,32 @@ describeWithServices('restricted API keys: scopes (CONTRACT §21)', () => {
     }
   });
 
+  it('checks scopes in the contract order: after the credential, before mfa and plans (CONTRACT §22)', async () => {
+    const routes = [
+      { path: '/secure', upstream: 'app', mfa: 'required', scopes: ['reports:read'] },
+      { path: '/paid', upstream: 'app', plans: ['pro'], scopes: ['reports:read'] },
+      { path: '/other', upstream: 'app', scopes: ['other:read'] },
+    ];
+    const deciding = await startDecidingGateway({ apiKeys: { plans: 'all' }, upstreams: { app: { url: upstream.url } }, routes });
+    try {
+      const user = await makeUser(deciding);
+      const keyWith = async (scopes: string[]) => (await deciding.post(KEYS, { name: 'k', scopes }, { headers: bearer(user.access) })).json.key as string;
+      const refusal = async (uri: string, key: string) => {
+        const res = await deciding.decide('GET', '/decisions', { headers: { 'x-forwarded-uri': uri, 'x-forwarded-method': 'GET', 'x-api-key': key } });
+        return [res.status, JSON.parse(String(res.headers['x-gateway-error']))];
+      };
+      // Holding the scope, the next checks answer: an API key never passes mfa, and free is not pro.
+      const holder = await keyWith(['reports:read']);
+      expect(await refusal('/secure/1', holder)).toEqual([403, { error: 'Authentification à deux facteurs requise' }]);
+      expect((await refusal('/paid/1', holder))[1]).toMatchObject({ error: 'Plan insuffisant', current_plan: 'free' });
+      // Without it, the scopes answer first on both.
+      const stranger = await keyWith(['other:read']);
+      for (const uri of ['/secure/1', '/paid/1']) expect(await refusal(uri, stranger), uri).toEqual([403, { error: 'Portée insuffisante', required_scopes: ['reports:read'] }]);
+    } finally {
+      await deciding.close();
+    }
+  });
+
   it('refuses scopes on a route with auth: none', () => {
     expect(configProblems('upstreams: { app: { url: "http://127.0.0.1:1" } }\nroutes:\n  - { path: /p, upstream: app, auth: none, scopes: [a] }\n').join('\n'))
       .toMatch(/scopes need auth: required or optional/);

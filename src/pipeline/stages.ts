@@ -1,0 +1,141 @@
+// The guard stages in the order a request meets them (CONTRACT §22, "Order of checks"): the first
+// refusal answers, and nothing after it runs or counts. Each stage is one line of GUARD_STAGES:
+// whether the policy asks for it, what it checks, and (for the ones that can take time) its span.
+// A new check (an organization's role, a monthly quota) is a new line here, not a new branch in
+// the pipeline.
+import type { IncomingHttpHeaders } from 'node:http';
+import { telemetryName, type Denial, type Nouns } from '../errors/index.js';
+import { authenticate, bearerToken, type AuthDeps, type AuthResult, type Identity } from './guards/authenticate.js';
+import type { DailyLimiter } from './guards/dailyLimit.js';
+import type { MinuteLimiter } from './guards/minuteLimit.js';
+import type { QuotaOutcome, QuotaState } from './guards/quota.js';
+import { rateLimitHeaders } from './guards/quota.js';
+import { checkPlan } from './guards/plan.js';
+import { checkScopes } from './guards/scopes.js';
+import type { LiveSnapshot } from '../live/live.js';
+import { planLimitsOf, planWordsOf, worded, type PlanLimits } from './plans.js';
+import type { RouteTallies } from '../telemetry/metrics.js';
+import { untraced, type StoreCalls } from '../telemetry/storeCalls.js';
+import type { RequestTrace } from '../telemetry/tracing.js';
+
+/** What a route (or an own endpoint) asks of a request. */
+export interface GuardPolicy {
+  auth: 'required' | 'optional' | 'none';
+  plans?: readonly string[];
+  /** CONTRACT §14: `required` lets through only `aal2` access tokens (never an API key); implies auth. */
+  mfa?: 'required' | 'optional';
+  dailyLimit?: boolean;
+  rateLimit?: boolean;
+  /** The scopes a key with scopes must hold (CONTRACT §21); unset: such a key passes only with `*`. */
+  scopes?: readonly string[];
+  /** An own endpoint: its scope rule is requireUser's (GET /api/v1/user/me takes any key). */
+  own?: boolean;
+  /** The route's noun for the quota messages (CONTRACT §20); unset: plans.usageNoun. */
+  usageNoun?: Nouns;
+  /** The route's path, for the quota metrics; own endpoints count nothing. */
+  path?: string;
+}
+
+/** What the stages count with. */
+export interface StageDeps {
+  auth: AuthDeps;
+  daily: DailyLimiter;
+  minute: MinuteLimiter;
+  tallies: RouteTallies;
+}
+
+/** One request's way through the stages: what they read, and what each leaves for the next. */
+export interface GuardRun {
+  readonly policy: GuardPolicy;
+  readonly headers: IncomingHttpHeaders;
+  readonly live: LiveSnapshot;
+  readonly deps: StageDeps;
+  /** Set by `authenticate`; anonymous until then (and on `auth: none`). */
+  auth: AuthResult;
+  /** The storage-call tracer of the stage running (untraced without tracing). */
+  calls: StoreCalls;
+  /** The limits that applied so far, for the RateLimit fields. */
+  readonly quotas: QuotaState[];
+  /** The caller's plan's limits, read once by the first limit stage. */
+  limits?: PlanLimits;
+}
+
+export interface GuardStage {
+  /** The span the stage is traced as; none for the checks made in memory. */
+  readonly span?: string;
+  /** Whether this request's policy (and what the stages before found) asks for the stage. */
+  applies(run: GuardRun): boolean;
+  check(run: GuardRun): Denial | undefined | Promise<Denial | undefined>;
+  /** The span's outcome when the stage lets the request on (default `allow`). */
+  passed?(run: GuardRun): string;
+}
+
+const authenticated = (run: GuardRun): run is GuardRun & { auth: Identity & { kind: 'authenticated' } } => run.auth.kind === 'authenticated';
+const mfaRequired = (policy: GuardPolicy) => policy.mfa === 'required';
+
+export const GUARD_STAGES: readonly GuardStage[] = [
+  { span: 'gateway.authenticate', applies: (run) => run.policy.auth !== 'none' || mfaRequired(run.policy), check: authenticateStage, passed: (run) => run.auth.kind },
+  // A restricted key (one with scopes) is refused before anything else is looked at.
+  { applies: (run) => authenticated(run) && !run.policy.own, check: (run) => checkScopes(run.auth as Identity, run.policy.scopes) ?? undefined },
+  { applies: (run) => authenticated(run) && mfaRequired(run.policy), check: mfaStage },
+  { span: 'gateway.plan', applies: (run) => authenticated(run) && !!run.policy.plans, check: planStage },
+  // Per minute before the day: a request refused for bursting must not use up one of the day's uses.
+  { span: 'gateway.per_minute_limit', applies: (run) => !!run.policy.rateLimit && limitsOf(run)?.perMinute != null, check: minuteStage },
+  { span: 'gateway.daily_limit', applies: (run) => !!run.policy.dailyLimit && limitsOf(run)?.daily != null, check: dailyStage },
+];
+
+/** Runs the stages in order; the first denial ends the run. */
+export async function runStages(run: GuardRun, trace: RequestTrace | undefined): Promise<Denial | undefined> {
+  for (const stage of GUARD_STAGES) {
+    if (!stage.applies(run)) continue;
+    const span = stage.span ? trace?.start(stage.span) : undefined;
+    run.calls = span ? trace!.calls(span) : untraced;
+    const result = stage.check(run);
+    const denial = result instanceof Promise ? await result : result;
+    span?.setAttribute('gateway.outcome', denial ? telemetryName(denial.code) : stage.passed?.(run) ?? 'allow').end();
+    if (denial) return denial;
+  }
+  return undefined;
+}
+
+async function authenticateStage(run: GuardRun): Promise<Denial | undefined> {
+  run.auth = await authenticate(run.headers, run.deps.auth, bearerToken(run.headers), run.calls);
+  if (run.auth.kind === 'denied') return run.auth.denial;
+  if (run.auth.kind === 'anonymous' && (run.policy.auth === 'required' || mfaRequired(run.policy))) return { code: 'tokenMissing' };
+  return undefined;
+}
+
+/** CONTRACT §14: only a bearer token from a second-factor sign-in passes; never an API key. */
+function mfaStage(run: GuardRun): Denial | undefined {
+  const { auth } = run;
+  return auth.kind === 'authenticated' && auth.method === 'bearer' && auth.acr === 'aal2' ? undefined : { code: 'mfaRequired' };
+}
+
+function planStage(run: GuardRun): Denial | undefined {
+  const denial = checkPlan((run.auth as Identity).user, run.policy.plans!);
+  return denial ? worded(denial, planWordsOf(run.live.settings.plans, run.policy.usageNoun)) : undefined;
+}
+
+/** Anonymous requests count nothing: the config lets no limit apply on auth: none or optional. */
+function limitsOf(run: GuardRun): PlanLimits | undefined {
+  if (!authenticated(run)) return undefined;
+  return (run.limits ??= planLimitsOf(run.live.settings.plans, run.auth.user.plan));
+}
+
+function minuteStage(run: GuardRun): Promise<Denial | undefined> {
+  const { user } = run.auth as Identity;
+  return counted(run, 'minute', run.deps.minute.consume(user.id, run.limits!.perMinute!, run.calls));
+}
+
+function dailyStage(run: GuardRun): Promise<Denial | undefined> {
+  const { user } = run.auth as Identity;
+  return counted(run, 'daily', run.deps.daily.consume(user, run.limits!.daily!, run.calls));
+}
+
+/** A limiter's answer, tallied and kept for the RateLimit fields; its denial in the plans' words, with those fields. */
+async function counted(run: GuardRun, kind: 'minute' | 'daily', outcome: Promise<QuotaOutcome>): Promise<Denial | undefined> {
+  const { state, denial } = await outcome;
+  run.quotas.push(state);
+  run.deps.tallies.quota(kind, (run.auth as Identity).user.plan, run.policy.path ?? 'own', denial ? 'refused' : 'admitted');
+  return denial && { ...worded(denial, planWordsOf(run.live.settings.plans, run.policy.usageNoun)), headers: { ...denial.headers, ...rateLimitHeaders(run.quotas) } };
+}
