@@ -54,6 +54,7 @@ const RUN_ELSEWHERE = new Set([
   'docs/operating.md: install-package', // test/ops/npmPack.test.ts
   'docs/api-keys.md: keys-revoke', // test/admin/apiKeys.test.ts
   'docs/production.md: image-run', // test/ship/image.test.ts
+  'docs/production.md: kubernetes-apply', // test/ship/kubernetes.test.ts, in podman kube play's terms
 ]);
 // Shell blocks not run as written, by their first line, and why.
 const NOT_RUN: Record<string, string> = {
@@ -63,6 +64,8 @@ const NOT_RUN: Record<string, string> = {
   'docs/accounts.md: curl -s -XPOST localhost:8080/api/v1/auth/password/forgot -H \'content-type: application/json\' \\': 'the reset token comes from a mail (Zm9v… stands for it): test/auth/accountsDocs.test.ts runs the page\'s flow',
   'docs/production.md: export POSTGRES_PASSWORD="$(openssl rand -hex 24)"   # on the first `up`: it initialises the volume':
     'no Docker here: test/ship/compose.test.ts runs these steps on deploy/compose.yaml with podman-compose (up, register, login, the guarded GET, down -v)',
+  'docs/production.md: sudo install -m 0644 deploy/systemd/auth-gateway.service /etc/systemd/system/':
+    'no systemd as PID 1 here: test/ship/systemd.test.ts checks the unit with systemd-analyze verify',
   'docs/benchmark.md: npm run bench          # ~20 minutes; uses Postgres and Redis when they answer, else embedded': 'twenty minutes of load',
 };
 

@@ -70,8 +70,9 @@ describe('configuration examples in the docs', () => {
     const others = docsPages().flatMap((file) => fencedBlocks(file)
       .filter((b) => b.lang === 'yaml' && !examples.some((e) => e.file === file && e.line === b.line))
       .map((b) => ({ where: `${file}:${b.line}`, text: b.text })));
-    // Traefik's and Envoy's configurations, a Kubernetes manifest and an OpenTelemetry Collector's, nothing else.
-    expect(others.map((o) => o.where.split(':')[0])).toEqual(['docs/decisions.md', 'docs/decisions.md', 'docs/production.md', 'docs/tracing.md']);
+    // Traefik's and Envoy's configurations, deploy/kubernetes's kustomization and manifests (test/ship/kubernetes.test.ts) and an
+    // OpenTelemetry Collector's, nothing else.
+    expect(others.map((o) => o.where.split(':')[0])).toEqual(['docs/decisions.md', 'docs/decisions.md', ...Array(3).fill('docs/production.md'), 'docs/tracing.md']);
     for (const other of others) {
       expect(other.text.split('\n', 1)[0], other.where).toMatch(/not a gateway configuration$/);
       expect(() => parseYaml(other.text), other.where).not.toThrow();
@@ -102,7 +103,8 @@ describe('configuration examples in the docs', () => {
 describe('docs/production.md: the inline PgBouncer and nginx blocks are the tested example files', () => {
   const lines = (text: string, comment: string) => text.split('\n').map((l) => l.split(comment)[0]!.trim().replace(/\s+/g, ' ')).filter(Boolean);
   it.each([['ini', 'docs/examples/pgbouncer.ini', ';'], ['nginx', 'docs/examples/nginx-upstream.conf', '#']] as const)('the %s block is %s', (lang, file, comment) => {
-    const blocks = fencedBlocks('docs/production.md').filter((b) => b.lang === lang);
+    // The systemd unit, ini too, is test/ship/systemd.test.ts's.
+    const blocks = fencedBlocks('docs/production.md').filter((b) => b.lang === lang && b.name !== 'systemd-unit');
     expect(blocks).toHaveLength(1);
     const tested = lines(readFileSync(path.join(ROOT, file), 'utf8'), comment);
     const shown = lines(blocks[0]!.text, comment);
