@@ -53,11 +53,11 @@ function docsSteps(): { secretKeys: string[]; commands: string[] } {
   return { secretKeys: [...commands[0]!.matchAll(/--from-literal=(\w+)=/g)].map((m) => m[1]!), commands };
 }
 
-/** Whether labels satisfy a selector of the docs' form `key in (a, b)`. */
+/** Whether labels satisfy a selector of the docs' form, `key!=value` or `key=value` (what `kubectl apply -l` takes). */
 function selects(selector: string, labels: Record<string, string> = {}): boolean {
-  const [, key, values] = /^'?([\w./-]+) in \(([^)]*)\)'?$/.exec(selector) ?? [];
-  if (!key) throw new Error(`selector ${selector}: only \`key in (a, b)\` is read here`);
-  return values!.split(',').map((v) => v.trim()).includes(labels[key] ?? '');
+  const [, key, not, value] = /^([\w./-]+)(!?)==?([\w.-]+)$/.exec(selector) ?? [];
+  if (!key) throw new Error(`selector ${selector}: only key=value and key!=value are read here`);
+  return (labels[key] === value) !== (not === '!');
 }
 
 describe('deploy/kubernetes, rendered', () => {
