@@ -29,12 +29,22 @@ import { sparePort } from '../helpers/ports.js';
 const DIR = path.join(ROOT, 'deploy/kubernetes');
 const objects = kustomizeBuild(DIR);
 const find = (kind: string) => objects.find((object) => object.kind === kind)!;
+/** The gateway.yaml the ConfigMap holds, as the pods read it. */
+const gatewayYaml = () => (find('ConfigMap').data as Record<string, string>)['gateway.yaml']!;
 
-/* eslint-disable @typescript-eslint/no-explicit-any -- rendered objects are read field by field, as YAML */
-type Container = { name: string; image: string; command?: string[]; env: Array<{ name: string; value?: string; valueFrom?: any }>; [key: string]: any };
-type PodSpec = { containers: Container[]; volumes: Array<{ name: string; [key: string]: any }>; [key: string]: any };
+/** The fields of a pod template this file reads and, for Podman, changes. */
+interface Probe { httpGet: { path: string; port: string | number } }
+interface Container {
+  name: string; image: string; command?: string[]; ports?: Array<{ name: string; containerPort: number }>;
+  env: Array<{ name: string; value?: string; valueFrom?: { secretKeyRef?: { name: string; key: string; optional?: boolean } } }>;
+  readinessProbe?: Probe; livenessProbe?: Probe; lifecycle?: { preStop: { exec: { command: string[] } } };
+  securityContext?: Record<string, unknown>; volumeMounts: Array<{ name: string; mountPath: string }>;
+}
+interface PodSpec {
+  containers: Container[]; volumes: Array<{ name: string; configMap?: { name: string } }>;
+  hostNetwork?: boolean; securityContext?: Record<string, unknown>; terminationGracePeriodSeconds?: number;
+}
 const podSpec = (object: K8sObject) => (object.spec as { template: { metadata: { labels: Record<string, string> }; spec: PodSpec } }).template;
-/* eslint-enable @typescript-eslint/no-explicit-any */
 
 /** The variables a gateway.yaml names: DATABASE_URL → whether it has a default (`${VAR:-…}`). */
 function variables(text: string): Map<string, boolean> {
@@ -43,7 +53,7 @@ function variables(text: string): Map<string, boolean> {
 
 /** The Secret's keys a container reads: DATABASE_URL → optional. */
 function secretKeys(container: Container): Map<string, boolean> {
-  return new Map(container.env.filter((e) => e.valueFrom?.secretKeyRef).map((e) => [e.valueFrom.secretKeyRef.key as string, !!e.valueFrom.secretKeyRef.optional]));
+  return new Map(container.env.flatMap(({ valueFrom }) => (valueFrom?.secretKeyRef ? [[valueFrom.secretKeyRef.key, !!valueFrom.secretKeyRef.optional] as const] : [])));
 }
 
 /** The docs' apply steps: the Secret's keys, then each `kubectl` command. */
@@ -76,11 +86,12 @@ describe('deploy/kubernetes, rendered', () => {
     for (const object of objects) expect(await apiProblems(object), `${object.kind}/${object.metadata.name}`).toEqual([]);
     const broken = structuredClone(find('Deployment')) as K8sObject & { spec: { replicas: unknown } };
     broken.spec.replicas = 'three';
-    podSpec(broken).spec.containers[0]!.readinessprobe = podSpec(broken).spec.containers[0]!.readinessProbe;
+    Object.assign(podSpec(broken).spec.containers[0]!, { readinessprobe: podSpec(broken).spec.containers[0]!.readinessProbe });
     expect(await apiProblems(broken)).toEqual(['/spec/replicas: type {"type":"integer"}', '/spec/template/spec/containers/0/readinessprobe: unknown field']);
   });
 
   const kubectl = spawnSync('kubectl', ['version', '--client'], { stdio: 'ignore' }).status === 0;
+  if (!kubectl) console.warn('\n[tests] kubectl not installed: the rendering is not compared with `kubectl kustomize`\n');
   it.runIf(kubectl)('renders as `kubectl kustomize` does', () => {
     const rendered = spawnSync('kubectl', ['kustomize', DIR], { encoding: 'utf8' });
     expect(rendered.status, rendered.stderr).toBe(0);
@@ -94,25 +105,25 @@ describe('deploy/kubernetes, rendered', () => {
     expect(deployment.spec.replicas).toBe(3);
     const { spec } = podSpec(deployment);
     const [gateway] = spec.containers;
-    expect(gateway!.readinessProbe.httpGet).toEqual({ path: '/readyz', port: 'http' });
-    expect(gateway!.livenessProbe.httpGet).toEqual({ path: '/healthz', port: 'http' });
+    expect(gateway!.readinessProbe?.httpGet).toEqual({ path: '/readyz', port: 'http' });
+    expect(gateway!.livenessProbe?.httpGet).toEqual({ path: '/healthz', port: 'http' });
     expect(gateway!.ports).toEqual([{ name: 'http', containerPort: 8080 }]);
     expect(spec.securityContext).toMatchObject({ runAsNonRoot: true, runAsUser: 1000 });
     expect(gateway!.securityContext).toMatchObject({ readOnlyRootFilesystem: true, allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } });
-    expect(gateway!.volumeMounts.map((m: { mountPath: string }) => m.mountPath)).toEqual(['/etc/auth-gateway', '/tmp', '/app/data']);
+    expect(gateway!.volumeMounts.map((m) => m.mountPath)).toEqual(['/etc/auth-gateway', '/tmp', '/app/data']);
   });
 
   it('gives a stopping pod longer than its preStop, the gateway\'s drain and the time it then gives requests in flight', () => {
     const { spec } = podSpec(find('Deployment'));
-    const config = parseConfig(find('ConfigMap').data!['gateway.yaml' as never], 'gateway.yaml', { DATABASE_URL: 'postgres://x@db/gateway' });
-    const preStop = spec.containers[0]!.lifecycle.preStop.exec.command as string[];
+    const config = parseConfig(gatewayYaml(), 'gateway.yaml', { DATABASE_URL: 'postgres://x@db/gateway' });
+    const preStop = spec.containers[0]!.lifecycle!.preStop.exec.command;
     expect(preStop).toEqual(['sleep', expect.stringMatching(/^\d+$/)]);
     expect(config.server.shutdownDelay).toBeGreaterThan(0);
-    expect(spec.terminationGracePeriodSeconds * 1000).toBeGreaterThan(Number(preStop[1]) * 1000 + config.server.shutdownDelay + SHUTDOWN_GRACE_MS);
+    expect(spec.terminationGracePeriodSeconds! * 1000).toBeGreaterThan(Number(preStop[1]) * 1000 + config.server.shutdownDelay + SHUTDOWN_GRACE_MS);
   });
 
   it('reads from the Secret each variable gateway.yaml names but the upstream, required when it has no default; migrates only in the Job', () => {
-    const text = find('ConfigMap').data!['gateway.yaml' as never] as string;
+    const text = gatewayYaml();
     const named = variables(text);
     expect(named.get('APP_UPSTREAM')).toBe(true);
     named.delete('APP_UPSTREAM');
@@ -168,7 +179,7 @@ function forPodman(id: string, image: string, env: Record<string, string>): { mi
   const adapt = (object: K8sObject) => {
     const { spec } = podSpec(object);
     spec.hostNetwork = true;
-    spec.volumes.find((v) => v.name === 'config')!.configMap.name = configMap.metadata.name;
+    spec.volumes.find((v) => v.name === 'config')!.configMap!.name = configMap.metadata.name;
     for (const container of spec.containers) {
       container.image = image;
       for (const variable of container.env) if (variable.valueFrom?.secretKeyRef) variable.valueFrom.secretKeyRef.name = secret;
