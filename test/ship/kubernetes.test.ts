@@ -108,6 +108,7 @@ describe('deploy/kubernetes, rendered', () => {
     expect(gateway!.readinessProbe?.httpGet).toEqual({ path: '/readyz', port: 'http' });
     expect(gateway!.livenessProbe?.httpGet).toEqual({ path: '/healthz', port: 'http' });
     expect(gateway!.ports).toEqual([{ name: 'http', containerPort: 8080 }]);
+    expect(parseConfig(gatewayYaml(), 'gateway.yaml', { DATABASE_URL: 'postgres://x@db/gateway' }).server.port).toBe(8080);
     expect(spec.securityContext).toMatchObject({ runAsNonRoot: true, runAsUser: 1000 });
     expect(gateway!.securityContext).toMatchObject({ readOnlyRootFilesystem: true, allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } });
     expect(gateway!.volumeMounts.map((m) => m.mountPath)).toEqual(['/etc/auth-gateway', '/tmp', '/app/data']);
@@ -264,7 +265,11 @@ describeWithPodman('the kubernetes test', ['catatonit'])('deploy/kubernetes with
     expect(upstream.hits.at(-1)?.headers['x-user-email']).toBe(email);
   });
 
-  it('podman kube down removes the pods', async () => {
+  it('runs its preStop command in the image (Podman does not run hooks: run here as Kubernetes would), then kube down removes the pods', async () => {
+    const started = Date.now();
+    const preStop = podSpec(find('Deployment')).spec.containers[0]!.lifecycle!.preStop.exec.command;
+    await podman('exec', `auth-gateway-${id}-pod-0-gateway`, ...preStop);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(Number(preStop[1]) * 1000 - 100);
     for (const file of [files.gateway, files.migrate]) await podman('kube', 'down', file);
     expect(await podman('pod', 'ps', '--filter', `name=${id}`, '--format', '{{.Name}}')).toBe('');
   }, 60_000);
