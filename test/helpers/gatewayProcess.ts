@@ -33,10 +33,15 @@ export interface GatewayProcess {
  * Starts the CLI on `config` (see rawTestConfig; a string is written as is), written as the config
  * file. `onListening` runs the moment the "listening" line is read, as an operator's script would
  * act on it; `onLog` runs on every line as it is read, start-up's included. `env` is added to the
- * environment (for a file's ${VAR} references; PORT and HOST apply only when given here).
+ * environment (for a file's ${VAR} references; PORT and HOST apply only when given here). `cli` is
+ * another build's CLI (the previous release's, for the upgrade tests).
  */
-export async function spawnGateway(config: Record<string, unknown> | string, options: { onListening?: (child: ChildProcess) => void; onLog?: (line: LogLine) => void; asInstalled?: boolean; env?: Record<string, string> } = {}): Promise<GatewayProcess> {
-  if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run \`npm run build\` first (npm test does)`);
+export async function spawnGateway(
+  config: Record<string, unknown> | string,
+  options: { onListening?: (child: ChildProcess) => void; onLog?: (line: LogLine) => void; asInstalled?: boolean; env?: Record<string, string>; cli?: string } = {},
+): Promise<GatewayProcess> {
+  const cli = options.cli ?? CLI;
+  if (!existsSync(cli)) throw new Error(`${cli} is missing: run \`npm run build\` first (npm test does)`);
   const dir = mkdtempSync(path.join(tmpdir(), 'gw-ops-'));
   const configFile = path.join(dir, 'gateway.yaml');
   // JSON is YAML: the file is written exactly as the object says.
@@ -48,7 +53,7 @@ export async function spawnGateway(config: Record<string, unknown> | string, opt
   delete env.HOST;
   Object.assign(env, options.env);
   // asInstalled: the file run as the installed `gateway` command is, by its first line (#!), not by `node dist/cli.js`.
-  const [command, args] = options.asInstalled ? [CLI, ['start', '--config', configFile]] : [process.execPath, [CLI, 'start', '--config', configFile]];
+  const [command, args] = options.asInstalled ? [cli, ['start', '--config', configFile]] : [process.execPath, [cli, 'start', '--config', configFile]];
   const child = spawn(command, args, { cwd: dir, env, stdio: ['ignore', 'pipe', 'pipe'] });
   const logs: LogLine[] = [];
   const waiters = new Set<() => void>();
