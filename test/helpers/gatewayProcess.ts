@@ -34,11 +34,12 @@ export interface GatewayProcess {
  * file. `onListening` runs the moment the "listening" line is read, as an operator's script would
  * act on it; `onLog` runs on every line as it is read, start-up's included. `env` is added to the
  * environment (for a file's ${VAR} references; PORT and HOST apply only when given here). `cli` is
- * another build's CLI (the previous release's, for the upgrade tests).
+ * another build's CLI (the previous release's, for the upgrade tests); `startTimeoutMs` how long
+ * to wait for its "gateway listening" line (30 s).
  */
 export async function spawnGateway(
   config: Record<string, unknown> | string,
-  options: { onListening?: (child: ChildProcess) => void; onLog?: (line: LogLine) => void; asInstalled?: boolean; env?: Record<string, string>; cli?: string } = {},
+  options: { onListening?: (child: ChildProcess) => void; onLog?: (line: LogLine) => void; asInstalled?: boolean; env?: Record<string, string>; cli?: string; startTimeoutMs?: number } = {},
 ): Promise<GatewayProcess> {
   const cli = options.cli ?? CLI;
   if (!existsSync(cli)) throw new Error(`${cli} is missing: run \`npm run build\` first (npm test does)`);
@@ -99,7 +100,7 @@ export async function spawnGateway(
   });
 
   try {
-    await eventually(() => listening !== undefined || gone, 30_000);
+    await eventually(() => listening !== undefined || gone, options.startTimeoutMs ?? 30_000);
   } catch { /* reported below */ }
   if (!listening) {
     child.kill('SIGKILL');
