@@ -12,7 +12,9 @@ import { MIGRATIONS_DIR, migrationFiles, splitStatements } from '../../src/stora
 import { ROOT } from '../helpers/cli.js';
 import { PREVIOUS_RELEASE, previousReleaseMigrations } from '../helpers/previousRelease.js';
 
-type Rule = 'drop-table' | 'drop-column' | 'drop-constraint' | 'drop-index' | 'rename' | 'column-type' | 'set-not-null' | 'add-not-null-without-default' | 'alter-type';
+type Rule =
+  | 'drop-table' | 'drop-column' | 'drop-constraint' | 'drop-index' | 'rename' | 'column-type' | 'set-not-null' | 'drop-default'
+  | 'add-not-null-without-default' | 'alter-type';
 
 /**
  * Contract steps reviewed and let through: file → the rules it may break, and why no running
@@ -28,6 +30,7 @@ const WHY: Record<Rule, string> = {
   rename: 'the previous release uses the old name',
   'column-type': 'the previous release reads and writes values of the old type (and the rewrite locks the table)',
   'set-not-null': 'the previous release may still write NULL there',
+  'drop-default': 'the previous release inserts rows without the column, counting on its default',
   'add-not-null-without-default': 'the previous release inserts rows without the column',
   'alter-type': 'the previous release uses the type as it was',
 };
@@ -57,6 +60,7 @@ function actionRules(action: string): Rule[] {
   if (/^RENAME\b/.test(action)) return ['rename'];
   if (/^ALTER\s+(COLUMN\s+)?\S+\s+(SET\s+DATA\s+)?TYPE\b/.test(action)) return ['column-type'];
   if (/^ALTER\s+(COLUMN\s+)?\S+\s+SET\s+NOT\s+NULL\b/.test(action)) return ['set-not-null'];
+  if (/^ALTER\s+(COLUMN\s+)?\S+\s+DROP\s+DEFAULT\b/.test(action)) return ['drop-default'];
   const column = /^ADD\s+(?!CONSTRAINT\b|PRIMARY\b|UNIQUE\b|CHECK\b|FOREIGN\b|EXCLUDE\b)/.test(action);
   if (column && /\bNOT\s+NULL\b/.test(action) && !/\b(DEFAULT|GENERATED)\b/.test(action)) return ['add-not-null-without-default'];
   return [];
@@ -88,12 +92,13 @@ describe('expand, then contract', () => {
     ['ALTER TABLE users ALTER daily_usage SET DATA TYPE bigint;', ['column-type']],
     ['ALTER TABLE users ALTER COLUMN locale SET NOT NULL;', ['set-not-null']],
     ['ALTER TABLE users ADD COLUMN tier text NOT NULL;', ['add-not-null-without-default']],
+    ['ALTER TABLE refresh_tokens ALTER COLUMN device DROP DEFAULT;', ['drop-default']],
     ['ALTER TYPE plan_kind RENAME VALUE \'a\' TO \'b\';', ['alter-type']],
     // What only adds, or only relaxes:
     ["ALTER TABLE api_tokens ADD COLUMN name text NOT NULL DEFAULT 'default';", []],
     ["ALTER TABLE users ADD COLUMN note text DEFAULT 'DROP COLUMN x';", []],
     ['ALTER TABLE users ADD COLUMN locale text;', []],
-    ['ALTER TABLE users ALTER COLUMN locale DROP NOT NULL, ALTER COLUMN plan DROP DEFAULT;', []],
+    ['ALTER TABLE users ALTER COLUMN locale DROP NOT NULL, ALTER COLUMN plan SET DEFAULT \'free\';', []],
     ['ALTER TABLE users ADD CONSTRAINT users_locale_check CHECK (locale IS NOT NULL) NOT VALID;', []],
     ['CREATE INDEX api_tokens_by_start ON api_tokens (start);', []],
     ['ALTER TYPE plan_kind ADD VALUE \'team\';', []],
