@@ -80,6 +80,8 @@ describeWithServices('a rolling upgrade from the previous release under load', (
   let oldCli: string;
   let balancer: Balancer | undefined;
   let config: Record<string, unknown>;
+  /** The load's clients run while this holds (afterAll ends them too, when the test failed midway). */
+  let loading = false;
 
   beforeAll(async () => {
     [upstream, db, oldCli] = await Promise.all([startEchoUpstream(), throwawayDatabase(), previousReleaseCli()]);
@@ -95,6 +97,7 @@ describeWithServices('a rolling upgrade from the previous release under load', (
   }, 180_000);
 
   afterAll(async () => {
+    loading = false;
     await balancer?.stop();
     // Each stop() sends SIGTERM, then SIGKILL if the process outlives 15 s.
     await Promise.all(spawned.map((gw) => gw.stop()));
@@ -169,9 +172,9 @@ describeWithServices('a rolling upgrade from the previous release under load', (
 
     balancer = new Balancer();
     await balancer.settle([...old]);
-    let running = true;
+    loading = true;
     const client = async (c: number) => {
-      while (running && tally.sent < MAX_REQUESTS) {
+      while (loading && tally.sent < MAX_REQUESTS) {
         const headers: Record<string, string> = c % 2 ? { 'x-api-key': aliceKey } : bearer(bob.access);
         const url = balancer!.pick();
         if (url) await use(url, headers, `load ${c}`);
@@ -199,7 +202,7 @@ describeWithServices('a rolling upgrade from the previous release under load', (
     await drain(late, [first, second]);
     const served = tally.ok;
     await eventually(() => tally.ok >= served + 50, 20_000);
-    running = false;
+    loading = false;
     await Promise.all(clients);
 
     await newCodeKeepsOldCredentials([first, second], { alice, bob, aliceKey });
