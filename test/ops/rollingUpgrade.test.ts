@@ -190,6 +190,10 @@ describeWithServices('a rolling upgrade from the previous release under load', (
     expect(await applied()).toEqual(migrationFiles());
     await balancer.settle([...old, first]);
     await oldCodeOnTheNewSchema(old, aliceKey, bob.access);
+    // And the other way: a named key the new code makes (§21, no scopes nor expiry) works on the old.
+    const named = await request(first.url, 'POST', '/api/v1/user/api-keys', { headers: bearer(alice.access), json: { name: 'ci' } });
+    expect(named.status, named.text).toBe(201);
+    await use(old[1].url, { 'x-api-key': named.json.key as string }, 'a named key of the new code on an old instance');
 
     // Each old instance in turn: drained with SIGTERM (it leaves the rotation), exits 0, replaced.
     // Meanwhile an old instance starts on the migrated database, as a crashed one restarted by its
@@ -246,9 +250,9 @@ describeWithServices('a rolling upgrade from the previous release under load', (
       await use(gw.url, bearer(res.json.access_token as string), 'a session of the old code, refreshed by the new');
     }
     await use(second!.url, { 'x-api-key': aliceKey }, 'the old key on the new code');
-    // The new code sees the §4 key as the user's `default` key (CONTRACT §21).
+    // The new code sees the §4 key as the user's `default` key (CONTRACT §21), beside the named one.
     const keys = await request(second!.url, 'GET', '/api/v1/user/api-keys', { headers: bearer(access[0]!) });
     expect(keys.status, keys.text).toBe(200);
-    expect((keys.json.api_keys as Array<{ name: string }>).map((k) => k.name)).toEqual(['default']);
+    expect((keys.json.api_keys as Array<{ name: string }>).map((k) => k.name).sort()).toEqual(['ci', 'default']);
   }
 });
