@@ -2,11 +2,10 @@
 // Its parts: schema/values.ts (the kinds of value), schema/routes.ts (plans, CORS, routes,
 // upstreams), schema/providers.ts (sign-in settings that check one another); here, the whole file.
 import { z } from 'zod';
-import { normalizePath } from '../routing/paths.js';
 import {
   adminKey, ASYMMETRIC, bool, duration, durationOrZero, envReference, HTTP_URL, int, isInlinePem, isUrl, NAME, OCTET, optionalText, port, PORT, ratio, SECRET_MIN, size, text, verifyingKeyProblem,
 } from './schema/values.js';
-import { corsSchema, MAX_LIMIT, planLimits, planName, routeSchema, upstreamSchema, usageNoun } from './schema/routes.js';
+import { checkRoutes, corsProblem, corsSchema, MAX_LIMIT, planLimits, planName, routeSchema, upstreamSchema, usageNoun } from './schema/routes.js';
 import { oidcSchema, originProblem, originsWithoutCookie } from './schema/providers.js';
 export { parseDuration, parseSize } from './schema/values.js';
 export { BASE_PLANS, CORS_DEFAULTS, HTTP_METHODS, type Plan } from './schema/routes.js';
@@ -92,7 +91,7 @@ const consoleOriginUrl = z.string()
 
 // Defaults of values that a transform or preprocess reads are prefaults: written as in the file and
 // parsed like it, so `gateway schema` can show them (a default is the parsed value, a number).
-export const configSchema = z.strictObject({
+const fileShape = z.strictObject({
   server: z.strictObject({
     // Unset: 127.0.0.1 on embedded storage, 0.0.0.0 with storage.postgres (config/load.ts).
     host: z.string().default('127.0.0.1').meta({ description: 'The address to listen on; HOST overrides it. Unset: 127.0.0.1 on embedded storage (a laptop), 0.0.0.0 with storage.postgres (a deployment).' }),
@@ -236,149 +235,106 @@ export const configSchema = z.strictObject({
   mail: mailSchema.optional(),
   upstreams: z.record(z.string().regex(/^[A-Za-z0-9_.-]+$/, 'expected an upstream name of letters, digits, _ . -').meta({ examples: ['app'] }), upstreamSchema).default({}),
   routes: z.array(routeSchema).default([]),
-}).superRefine((cfg, ctx) => {
-  // These checks also run when a section is malformed (`when` below), so that `gateway check`
-  // reports every problem of a file in one run (a typo, a wrong type and an unknown upstream
-  // together). cfg may then hold a section as written, not as typed: a check that cannot read it
-  // stops there, and the section's own problem is what gets reported.
-  const each = (check: () => void) => {
-    try {
-      check();
-    } catch (err) {
-      if (!(err instanceof TypeError)) throw err;
-    }
-  };
-  each(() => {
-    const jwt = cfg.auth.jwt;
-    if (jwt.algorithm === 'HS256' && jwt.secret && [...jwt.secret].length < SECRET_MIN) {
-      ctx.addIssue({ code: 'custom', path: ['auth', 'jwt', 'secret'], message: 'expected at least 32 characters for HS256 (or leave it empty to have one generated)' });
-    }
-    if ((ASYMMETRIC as readonly string[]).includes(jwt.algorithm) && !jwt.privateKeyFile) {
-      ctx.addIssue({ code: 'custom', path: ['auth', 'jwt', 'privateKeyFile'], message: `expected a PEM private key file for ${jwt.algorithm}` });
-    }
-    jwt.previous.forEach((entry, i) => {
-      const problem = jwt.algorithm === 'HS256'
-        ? ([...entry].length < SECRET_MIN ? 'expected an HS256 secret of at least 32 characters' : undefined)
-        : (isInlinePem(entry) ? verifyingKeyProblem(entry, jwt.algorithm) : undefined); // a file: checkFiles reads it
-      if (problem) ctx.addIssue({ code: 'custom', path: ['auth', 'jwt', 'previous', i], message: problem });
-    });
-  });
-  each(() => {
-    // Each worker is an instance: embedded storage is one process's (CONTRACT §18).
-    if (cfg.server.workers !== 1 && !cfg.storage.postgres) {
-      ctx.addIssue({ code: 'custom', path: ['server', 'workers'], message: 'more than one worker needs storage.postgres: embedded storage is one process\'s' });
-    }
-  });
-  each(() => {
-    const { freeDailyLimit, limits } = cfg.plans;
-    if (freeDailyLimit !== undefined && limits.free?.daily !== undefined && limits.free.daily !== freeDailyLimit) {
-      ctx.addIssue({ code: 'custom', path: ['plans', 'freeDailyLimit'], message: `freeDailyLimit is the shorthand for limits.free.daily, which says ${limits.free.daily}: keep one of them` });
-    }
-  });
-  each(() => {
-    const tlsByOrigin = new Map<string, { name: string; tls: string }>();
-    for (const [name, upstream] of Object.entries(cfg.upstreams)) {
-      const { tls } = upstream;
-      if (tls && !upstream.url.startsWith('https:')) {
-        ctx.addIssue({ code: 'custom', path: ['upstreams', name, 'tls'], message: 'tls applies to https:// upstreams only' });
-      }
-      if (tls && Boolean(tls.certFile) !== Boolean(tls.keyFile)) {
-        ctx.addIssue({ code: 'custom', path: ['upstreams', name, 'tls', tls.certFile ? 'keyFile' : 'certFile'], message: 'expected certFile and keyFile together (the client certificate and its key)' });
-      }
-      // Connections to an origin are pooled whichever upstream asked for them, so one origin is
-      // reached one way: two TLS setups for it would make the connection's setup a matter of luck.
-      if (upstream.url.startsWith('https:')) {
-        const origin = new URL(upstream.url).origin;
-        const seen = tlsByOrigin.get(origin);
-        const setup = JSON.stringify(tls ?? {});
-        if (seen && seen.tls !== setup) {
-          ctx.addIssue({ code: 'custom', path: ['upstreams', name, 'tls'], message: `expected the same tls settings as upstream ${JSON.stringify(seen.name)}, which has the same origin (${origin})` });
-        }
-        if (!seen) tlsByOrigin.set(origin, { name, tls: setup });
-      }
-    }
-  });
-  const corsProblem = (cors: { origins?: string[]; credentials?: boolean } | undefined) => {
-    if (!cors?.origins) return undefined;
-    if (cors.origins.includes('*') && cors.origins.length > 1) return 'expected "*" alone, or a list of origins without it';
-    // Fetch standard: a browser refuses `Access-Control-Allow-Origin: *` on a request with credentials.
-    if (cors.origins.includes('*') && cors.credentials) return '"*" cannot be used with credentials: true (browsers refuse it): list the origins';
-    return undefined;
-  };
-  let globalCors: string | undefined;
-  each(() => {
-    globalCors = corsProblem(cfg.cors);
-    if (globalCors) ctx.addIssue({ code: 'custom', path: ['cors', 'origins'], message: globalCors });
-    if (cfg.mail?.smtp && !cfg.mail.from.includes('@')) {
-      ctx.addIssue({ code: 'custom', path: ['mail', 'from'], message: 'expected the sender of the mails, such as "Gateway <no-reply@example.com>" (needed when mail.smtp is set)' });
-    }
-    if (cfg.auth.magicLink && !cfg.mail) {
-      ctx.addIssue({ code: 'custom', path: ['auth', 'magicLink'], message: 'needs mail: a sign-in link goes out by email' });
-    }
-    if (cfg.auth.requireVerifiedEmail && !cfg.mail?.smtp) {
-      ctx.addIssue({ code: 'custom', path: ['auth', 'requireVerifiedEmail'], message: 'needs mail.smtp: without mail no account could receive its verification link, and none could log in' });
-    }
-  });
-  each(() => {
-    const oidc = cfg.auth.oidc;
-    if (!oidc?.bindToBrowser || oidc.bindToBrowserDefaulted) return;
-    for (const origin of originsWithoutCookie(cfg)) {
-      ctx.addIssue({ code: 'custom', path: ['auth', 'oidc', 'bindToBrowser'], message: `true needs cors to allow ${origin} with credentials: true, so that its page's exchange carries the gw_oidc cookie; or set bindToBrowser: false to bind by the application's PKCE verifier alone` });
-    }
-  });
-  const seen = new Set<string>();
-  each(() => cfg.routes.forEach((route, i) => each(() => {
-      if (route.cors) {
-        if (!cfg.cors && !route.cors.origins) ctx.addIssue({ code: 'custom', path: ['routes', i, 'cors', 'origins'], message: 'expected origins (there is no global cors to take them from)' });
-        const problem = corsProblem({ ...cfg.cors, ...route.cors });
-        if (problem && !globalCors) ctx.addIssue({ code: 'custom', path: ['routes', i, 'cors', 'origins'], message: problem });
-      }
-      if (route.upstream === undefined) {
-        // A route nobody could reach would be a typo that silently guards nothing.
-        if (cfg.decisions.port === 0) ctx.addIssue({ code: 'custom', path: ['routes', i, 'upstream'], message: 'required unless decisions.port is set (a route without upstream is decision-only)' });
-        if (route.rewritePrefix !== undefined) ctx.addIssue({ code: 'custom', path: ['routes', i, 'rewritePrefix'], message: 'needs an upstream: a decision-only route is never forwarded by the gateway' });
-        if (route.websocket) ctx.addIssue({ code: 'custom', path: ['routes', i, 'websocket'], message: 'needs an upstream: a decision-only route is never forwarded by the gateway' });
-      } else if (!(route.upstream in cfg.upstreams)) {
-        ctx.addIssue({ code: 'custom', path: ['routes', i, 'upstream'], message: `unknown upstream ${JSON.stringify(route.upstream)}; declared: ${Object.keys(cfg.upstreams).join(', ') || 'none'}` });
-      }
-      if (route.websocket && route.methods && !route.methods.includes('GET')) {
-        ctx.addIssue({ code: 'custom', path: ['routes', i, 'methods'], message: 'websocket: true needs GET among the methods (an upgrade is a GET)' });
-      }
-      if ((route.plans || route.dailyLimit || route.rateLimit) && route.auth !== 'required') {
-        ctx.addIssue({ code: 'custom', path: ['routes', i, 'auth'], message: 'plans, dailyLimit and rateLimit need auth: required' });
-      }
-      if (route.scopes && route.auth === 'none') {
-        ctx.addIssue({ code: 'custom', path: ['routes', i, 'scopes'], message: 'scopes need auth: required or optional (auth: none reads no key)' });
-      }
-      // Requests are matched in the form normalizePath gives them (`/api//admin/x` as `/api/admin/x`):
-      // a route declared otherwise is never matched, and a shorter route takes what it was to guard.
-      const readAs = normalizePath(route.path, route.encodedSeparators === 'keep');
-      if (readAs !== route.path) {
-        ctx.addIssue({
-          code: 'custom', path: ['routes', i, 'path'],
-          message: readAs === undefined
-            ? `path ${route.path} can never be requested: the gateway refuses such paths (400)`
-            : `path ${route.path} is never requested as written: requests for it are read as ${readAs}, so declare that`,
-        });
-      }
-      // Paths are matched without regard to case (routeTable.ts, matchKey): /Docs and /docs are one.
-      const key = route.path.toLowerCase();
-      if (seen.has(key)) {
-        ctx.addIssue({ code: 'custom', path: ['routes', i, 'path'], message: `path ${route.path} is declared twice (paths are matched without regard to case)` });
-      }
-      seen.add(key);
-      const own = ownEndpointUnder(cfg, key);
-      if (own) ctx.addIssue({ code: 'custom', path: ['routes', i, 'path'], message: `path ${route.path} is the gateway's own endpoint ${own.path} (${own.why}): choose another path` });
-  })));
+});
+
+
+export type Config = z.output<typeof fileShape>;
+
+/**
+ * The file, with the checks that read several sections at once. They also run when a section is
+ * malformed (`when`), so that `gateway check` reports every problem of a file in one run (a typo, a
+ * wrong type and an unknown upstream together). cfg may then hold a section as written, not as
+ * typed: a check that cannot read it stops there, and the section's own problem is what gets reported.
+ */
+export const configSchema = fileShape.superRefine((cfg, ctx) => {
+  for (const check of [checkJwt, checkWorkers, checkPlanShorthand, checkUpstreamTls, checkCorsAndMail, checkOidcBinding]) whenReadable(() => check(cfg, ctx));
+  whenReadable(() => checkRoutes(cfg, ctx, whenReadable));
 }, { when: () => true });
 
-/** The own endpoints of sections 20–24 that the configuration switches on (CONTRACT §20): a route cannot take their paths. */
-function ownEndpointUnder(cfg: { errors: { codes: boolean; language: string } }, lowerPath: string): { path: string; why: string } | undefined {
-  const own = [{ path: '/api/v1/errors', on: cfg.errors.codes || cfg.errors.language !== 'fr', why: 'errors.codes or errors.language' }];
-  return own.find((o) => o.on && (lowerPath === o.path || lowerPath.startsWith(`${o.path}/`)));
+/** Runs a check; one that trips over a section as written (TypeError) leaves the problem to that section's own. */
+function whenReadable(check: () => void): void {
+  try {
+    check();
+  } catch (err) {
+    if (!(err instanceof TypeError)) throw err;
+  }
 }
 
-export type Config = z.output<typeof configSchema>;
+function checkJwt(cfg: Config, ctx: z.RefinementCtx): void {
+  const jwt = cfg.auth.jwt;
+  if (jwt.algorithm === 'HS256' && jwt.secret && [...jwt.secret].length < SECRET_MIN) {
+    ctx.addIssue({ code: 'custom', path: ['auth', 'jwt', 'secret'], message: 'expected at least 32 characters for HS256 (or leave it empty to have one generated)' });
+  }
+  if ((ASYMMETRIC as readonly string[]).includes(jwt.algorithm) && !jwt.privateKeyFile) {
+    ctx.addIssue({ code: 'custom', path: ['auth', 'jwt', 'privateKeyFile'], message: `expected a PEM private key file for ${jwt.algorithm}` });
+  }
+  jwt.previous.forEach((entry, i) => {
+    const problem = jwt.algorithm === 'HS256'
+      ? ([...entry].length < SECRET_MIN ? 'expected an HS256 secret of at least 32 characters' : undefined)
+      : (isInlinePem(entry) ? verifyingKeyProblem(entry, jwt.algorithm) : undefined); // a file: checkFiles reads it
+    if (problem) ctx.addIssue({ code: 'custom', path: ['auth', 'jwt', 'previous', i], message: problem });
+  });
+}
+
+function checkWorkers(cfg: Config, ctx: z.RefinementCtx): void {
+  // Each worker is an instance: embedded storage is one process's (CONTRACT §18).
+  if (cfg.server.workers !== 1 && !cfg.storage.postgres) {
+    ctx.addIssue({ code: 'custom', path: ['server', 'workers'], message: 'more than one worker needs storage.postgres: embedded storage is one process\'s' });
+  }
+}
+
+function checkPlanShorthand(cfg: Config, ctx: z.RefinementCtx): void {
+  const { freeDailyLimit, limits } = cfg.plans;
+  if (freeDailyLimit !== undefined && limits.free?.daily !== undefined && limits.free.daily !== freeDailyLimit) {
+    ctx.addIssue({ code: 'custom', path: ['plans', 'freeDailyLimit'], message: `freeDailyLimit is the shorthand for limits.free.daily, which says ${limits.free.daily}: keep one of them` });
+  }
+}
+
+function checkUpstreamTls(cfg: Config, ctx: z.RefinementCtx): void {
+  const tlsByOrigin = new Map<string, { name: string; tls: string }>();
+  for (const [name, upstream] of Object.entries(cfg.upstreams)) {
+    const { tls } = upstream;
+    if (tls && !upstream.url.startsWith('https:')) {
+      ctx.addIssue({ code: 'custom', path: ['upstreams', name, 'tls'], message: 'tls applies to https:// upstreams only' });
+    }
+    if (tls && Boolean(tls.certFile) !== Boolean(tls.keyFile)) {
+      ctx.addIssue({ code: 'custom', path: ['upstreams', name, 'tls', tls.certFile ? 'keyFile' : 'certFile'], message: 'expected certFile and keyFile together (the client certificate and its key)' });
+    }
+    // Connections to an origin are pooled whichever upstream asked for them, so one origin is
+    // reached one way: two TLS setups for it would make the connection's setup a matter of luck.
+    if (upstream.url.startsWith('https:')) {
+      const origin = new URL(upstream.url).origin;
+      const seen = tlsByOrigin.get(origin);
+      const setup = JSON.stringify(tls ?? {});
+      if (seen && seen.tls !== setup) {
+        ctx.addIssue({ code: 'custom', path: ['upstreams', name, 'tls'], message: `expected the same tls settings as upstream ${JSON.stringify(seen.name)}, which has the same origin (${origin})` });
+      }
+      if (!seen) tlsByOrigin.set(origin, { name, tls: setup });
+    }
+  }
+}
+
+function checkCorsAndMail(cfg: Config, ctx: z.RefinementCtx): void {
+  const globalCors = corsProblem(cfg.cors);
+  if (globalCors) ctx.addIssue({ code: 'custom', path: ['cors', 'origins'], message: globalCors });
+  if (cfg.mail?.smtp && !cfg.mail.from.includes('@')) {
+    ctx.addIssue({ code: 'custom', path: ['mail', 'from'], message: 'expected the sender of the mails, such as "Gateway <no-reply@example.com>" (needed when mail.smtp is set)' });
+  }
+  if (cfg.auth.magicLink && !cfg.mail) {
+    ctx.addIssue({ code: 'custom', path: ['auth', 'magicLink'], message: 'needs mail: a sign-in link goes out by email' });
+  }
+  if (cfg.auth.requireVerifiedEmail && !cfg.mail?.smtp) {
+    ctx.addIssue({ code: 'custom', path: ['auth', 'requireVerifiedEmail'], message: 'needs mail.smtp: without mail no account could receive its verification link, and none could log in' });
+  }
+}
+
+function checkOidcBinding(cfg: Config, ctx: z.RefinementCtx): void {
+  const oidc = cfg.auth.oidc;
+  if (!oidc?.bindToBrowser || oidc.bindToBrowserDefaulted) return;
+  for (const origin of originsWithoutCookie(cfg)) {
+    ctx.addIssue({ code: 'custom', path: ['auth', 'oidc', 'bindToBrowser'], message: `true needs cors to allow ${origin} with credentials: true, so that its page's exchange carries the gw_oidc cookie; or set bindToBrowser: false to bind by the application's PKCE verifier alone` });
+  }
+}
 export type RouteConfig = Config['routes'][number];
 export type UpstreamConfig = Config['upstreams'][string];
 export type CorsConfig = NonNullable<Config['cors']>;

@@ -88,7 +88,7 @@ const roomOf = (file: string) => (file.includes('/') ? file.split('/')[0]! : fil
  * without them the rooms form no cycle.
  */
 const UPWARD_ARROWS = [
-  'config/schema.ts → routing/paths.ts', // a route's path is validated by the normalizer the router uses
+  'config/schema/routes.ts → routing/paths.ts', // a route's path is validated by the normalizer the router uses
   'live/reload.ts → pipeline/index.ts', // SIGHUP hands the daily limiter the plans' new limits
   'live/reload.ts → listener/tls.ts', // SIGHUP rereads the listeners' certificates with the file
 ];

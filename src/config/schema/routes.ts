@@ -1,6 +1,7 @@
 // What is routed: plans and their limits, CORS policies, routes, upstreams.
 import { z } from 'zod';
 import { bool, duration, headerName, int, onlyFalse, optionalText, origin } from './values.js';
+import { normalizePath } from '../../routing/paths.js';
 
 // The plans the spec names: they always exist (free is every new account's, pro unlocks API keys
 // and webhooks). Others come into being by being named in plans.limits or a route's plans.
@@ -103,3 +104,72 @@ export const upstreamSchema = z.strictObject({
     serverName: optionalText.meta({ examples: ['api.internal'], description: "Name sent in SNI and checked against the upstream's certificate, instead of the URL's host." }),
   }).optional(),
 });
+
+/** Why a CORS policy cannot work as written, or undefined. */
+export function corsProblem(cors: { origins?: string[]; credentials?: boolean } | undefined): string | undefined {
+  if (!cors?.origins) return undefined;
+  if (cors.origins.includes('*') && cors.origins.length > 1) return 'expected "*" alone, or a list of origins without it';
+  // Fetch standard: a browser refuses `Access-Control-Allow-Origin: *` on a request with credentials.
+  if (cors.origins.includes('*') && cors.credentials) return '"*" cannot be used with credentials: true (browsers refuse it): list the origins';
+  return undefined;
+}
+
+/** What the route checks read of the rest of the file. */
+interface RoutesContext {
+  cors?: { origins?: string[]; credentials?: boolean };
+  decisions: { port: number };
+  upstreams: Record<string, unknown>;
+  errors: { codes: boolean; language: string };
+  routes: Array<z.output<typeof routeSchema>>;
+}
+
+/** Each route against the others and the rest of the file; `each` keeps one unreadable route from hiding the others' problems. */
+export function checkRoutes(cfg: RoutesContext, ctx: z.RefinementCtx, each: (check: () => void) => void): void {
+  let globalCors: string | undefined;
+  each(() => { globalCors = corsProblem(cfg.cors); }); // a cors section as written may not be readable
+  const seen = new Set<string>();
+  cfg.routes.forEach((route, i) => each(() => {
+    const problem = (path: Array<string | number>, message: string) => ctx.addIssue({ code: 'custom', path: ['routes', i, ...path], message });
+    if (route.cors) {
+      if (!cfg.cors && !route.cors.origins) problem(['cors', 'origins'], 'expected origins (there is no global cors to take them from)');
+      const corsIssue = corsProblem({ ...cfg.cors, ...route.cors });
+      if (corsIssue && !globalCors) problem(['cors', 'origins'], corsIssue);
+    }
+    checkTarget(cfg, route, problem);
+    if ((route.plans || route.dailyLimit || route.rateLimit) && route.auth !== 'required') problem(['auth'], 'plans, dailyLimit and rateLimit need auth: required');
+    if (route.scopes && route.auth === 'none') problem(['scopes'], 'scopes need auth: required or optional (auth: none reads no key)');
+    // Requests are matched in the form normalizePath gives them (`/api//admin/x` as `/api/admin/x`):
+    // a route declared otherwise is never matched, and a shorter route takes what it was to guard.
+    const readAs = normalizePath(route.path, route.encodedSeparators === 'keep');
+    if (readAs !== route.path) {
+      problem(['path'], readAs === undefined
+        ? `path ${route.path} can never be requested: the gateway refuses such paths (400)`
+        : `path ${route.path} is never requested as written: requests for it are read as ${readAs}, so declare that`);
+    }
+    // Paths are matched without regard to case (routeTable.ts, matchKey): /Docs and /docs are one.
+    const key = route.path.toLowerCase();
+    if (seen.has(key)) problem(['path'], `path ${route.path} is declared twice (paths are matched without regard to case)`);
+    seen.add(key);
+    const own = ownEndpointUnder(cfg, key);
+    if (own) problem(['path'], `path ${route.path} is the gateway's own endpoint ${own.path} (${own.why}): choose another path`);
+  }));
+}
+
+/** Where a route sends its requests: an upstream the file declares, or nowhere on a decision-only route. */
+function checkTarget(cfg: RoutesContext, route: z.output<typeof routeSchema>, problem: (path: string[], message: string) => void): void {
+  if (route.upstream === undefined) {
+    // A route nobody could reach would be a typo that silently guards nothing.
+    if (cfg.decisions.port === 0) problem(['upstream'], 'required unless decisions.port is set (a route without upstream is decision-only)');
+    if (route.rewritePrefix !== undefined) problem(['rewritePrefix'], 'needs an upstream: a decision-only route is never forwarded by the gateway');
+    if (route.websocket) problem(['websocket'], 'needs an upstream: a decision-only route is never forwarded by the gateway');
+  } else if (!(route.upstream in cfg.upstreams)) {
+    problem(['upstream'], `unknown upstream ${JSON.stringify(route.upstream)}; declared: ${Object.keys(cfg.upstreams).join(', ') || 'none'}`);
+  }
+  if (route.websocket && route.methods && !route.methods.includes('GET')) problem(['methods'], 'websocket: true needs GET among the methods (an upgrade is a GET)');
+}
+
+/** The own endpoints of sections 20–24 that the configuration switches on (CONTRACT §20): a route cannot take their paths. */
+function ownEndpointUnder(cfg: { errors: { codes: boolean; language: string } }, lowerPath: string): { path: string; why: string } | undefined {
+  const own = [{ path: '/api/v1/errors', on: cfg.errors.codes || cfg.errors.language !== 'fr', why: 'errors.codes or errors.language' }];
+  return own.find((o) => o.on && (lowerPath === o.path || lowerPath.startsWith(`${o.path}/`)));
+}
