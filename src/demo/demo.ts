@@ -115,7 +115,9 @@ async function main(): Promise<void> {
     gatewayUrl = gateway.url.replace('localhost', '127.0.0.1');
     // Opened by a host name, not an address: passkeys are bound to one (auth.passkeys.rpId: localhost).
     const pageByName = page.replace('127.0.0.1', 'localhost');
-    console.log(walkthrough(gatewayUrl, gateway.decisionsUrl, gateway.adminUrl, adminKey, tokensDir, pageByName, await consoleLink(gateway.adminUrl, adminKey)));
+    console.log(walkthrough({
+      url: gatewayUrl, decisionsUrl: gateway.decisionsUrl, adminUrl: gateway.adminUrl, adminKey, tokensDir, page: pageByName, consoleUrl: await consoleLink(gateway.adminUrl, adminKey),
+    }));
   } catch (err) {
     console.error(`The demo could not start: ${err instanceof Error ? err.message : String(err)}`);
     await stop();

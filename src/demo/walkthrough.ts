@@ -4,16 +4,41 @@ import path from 'node:path';
 import { DEMO_GITHUB_LOGIN } from './githubFake.js';
 import { DEMO_IDP_USER } from './localProvider.js';
 
-export function walkthrough(url: string, decisionsUrl: string | undefined, adminUrl: string | undefined, adminKey: string, tokensDir: string, page: string, consoleUrl?: string): string {
-  const resetToken = path.join(tokensDir, 'reset-password.token');
-  const magicToken = path.join(tokensDir, 'magic.token');
-  // The demo's stand-in for an authenticator app, on the echo server (curl needs no name lookup).
-  const totp = `${page.replace('localhost', '127.0.0.1')}demo/totp`;
-  const login = `-X POST ${url}/api/v1/auth/login -H 'content-type: application/json' -d '{"email":"ada@example.com","password":"a-brand-new-password"}'`;
-  const field = (name: string) => `sed -E 's/.*"${name}":"([^"]+)".*/\\1/'`;
-  const json = "-H 'content-type: application/json'";
-  const show = `-w '  (HTTP %{http_code})\\n'`;
+/** Where this run of the demo listens, and where it keeps the tokens its mail catcher saw. */
+export interface DemoAddresses {
+  url: string;
+  decisionsUrl: string | undefined;
+  adminUrl: string | undefined;
+  adminKey: string;
+  tokensDir: string;
+  /** The browser page, on the echo server's origin. */
+  page: string;
+  /** A one-time console sign-in link. */
+  consoleUrl?: string;
+}
+
+// Pieces of the curl commands every step spells the same way.
+const json = "-H 'content-type: application/json'";
+const show = `-w '  (HTTP %{http_code})\\n'`;
+const field = (name: string) => `sed -E 's/.*"${name}":"([^"]+)".*/\\1/'`;
+
+export function walkthrough(at: DemoAddresses): string {
   const lines = [
+    ...introduction(at),
+    ...guardSteps(at),
+    ...(at.decisionsUrl ? decisionSteps(at.decisionsUrl) : []),
+    ...(at.adminUrl ? adminSteps(at.url, at.adminUrl, at.adminKey) : []),
+    ...accountSteps(at),
+    ...factorSteps(at),
+    ...providerSteps(),
+    ...(at.adminUrl ? consoleLines(at.adminUrl, at.adminKey, at.consoleUrl) : []),
+    '', 'Press Ctrl-C to stop the demo (its data is deleted).', '',
+  ];
+  return lines.join('\n');
+}
+
+function introduction({ url, page }: DemoAddresses): string[] {
+  return [
     '',
     `The gateway is listening on ${url}, in front of an echo server that answers with the headers it received.`,
     'Routes (demo/gateway.demo.yaml): /api/v1/public (no guard), /api/v1/profile (token required),',
@@ -30,6 +55,12 @@ export function walkthrough(url: string, decisionsUrl: string | undefined, admin
     '',
     'In another terminal, paste these one by one:',
     '',
+  ];
+}
+
+/** Steps 1–7: an account, and each guard in front of the routes. */
+function guardSteps({ url }: DemoAddresses): string[] {
+  return [
     '# 1. Register: every new account is on the free plan (a verification link is mailed: see the demo\'s terminal)',
     `curl -s ${show} -X POST ${url}/api/v1/auth/register ${json} -d '{"email":"ada@example.com","password":"correct-horse-battery"}'`,
     '',
@@ -62,28 +93,37 @@ export function walkthrough(url: string, decisionsUrl: string | undefined, admin
     `curl -s ${show} ${url}/api/v1/signed -H "Authorization: Bearer $TOKEN"`,
     `curl -s ${show} ${url}/.well-known/gateway-assertion-keys.json`,
   ];
-  if (decisionsUrl) {
-    lines.push(
-      '',
-      '# 8. The same decisions for a proxy you already run (nginx auth_request, Caddy forward_auth: docs/decisions.md):',
-      '#    200 with the identity headers for the proxy to copy, or the denial for it to pass on, and nothing forwarded',
-      `curl -s -D - ${decisionsUrl}/decisions/api/v1/profile -H "Authorization: Bearer $TOKEN"`,
-      `curl -s ${show} ${decisionsUrl}/decisions -H 'X-Forwarded-Uri: /api/v1/reports' -H "Authorization: Bearer $TOKEN"`,
-    );
-  }
-  if (adminUrl) {
-    lines.push(
-      '',
-      '# 9. Upgrade the user (id 1, from step 1) to premium with the admin API: the same token now passes the',
-      '#    plan guard, because the gateway reads the plan from the database, not from the token',
-      `curl -s ${show} -X PUT ${adminUrl}/admin/v1/users/1/plan -H 'Authorization: Bearer ${adminKey}' ${json} -d '{"plan":"premium"}'`,
-      `curl -s ${show} ${url}/api/v1/reports -H "Authorization: Bearer $TOKEN"`,
-      '',
-      '# 10. Premium\'s quota (5 a day, 60 a minute): the daily route admits again, and says what is left',
-      `curl -s -D - -o /dev/null ${url}/api/v1/races -H "Authorization: Bearer $TOKEN" | grep -i '^ratelimit'`,
-    );
-  }
-  lines.push(
+}
+
+/** Step 8: the decisions listener, for a proxy already in place. */
+function decisionSteps(decisionsUrl: string): string[] {
+  return [
+    '',
+    '# 8. The same decisions for a proxy you already run (nginx auth_request, Caddy forward_auth: docs/decisions.md):',
+    '#    200 with the identity headers for the proxy to copy, or the denial for it to pass on, and nothing forwarded',
+    `curl -s -D - ${decisionsUrl}/decisions/api/v1/profile -H "Authorization: Bearer $TOKEN"`,
+    `curl -s ${show} ${decisionsUrl}/decisions -H 'X-Forwarded-Uri: /api/v1/reports' -H "Authorization: Bearer $TOKEN"`,
+  ];
+}
+
+/** Steps 9–10: an operator changes the plan; the same token passes at once. */
+function adminSteps(url: string, adminUrl: string, adminKey: string): string[] {
+  return [
+    '',
+    '# 9. Upgrade the user (id 1, from step 1) to premium with the admin API: the same token now passes the',
+    '#    plan guard, because the gateway reads the plan from the database, not from the token',
+    `curl -s ${show} -X PUT ${adminUrl}/admin/v1/users/1/plan -H 'Authorization: Bearer ${adminKey}' ${json} -d '{"plan":"premium"}'`,
+    `curl -s ${show} ${url}/api/v1/reports -H "Authorization: Bearer $TOKEN"`,
+    '',
+    '# 10. Premium\'s quota (5 a day, 60 a minute): the daily route admits again, and says what is left',
+    `curl -s -D - -o /dev/null ${url}/api/v1/races -H "Authorization: Bearer $TOKEN" | grep -i '^ratelimit'`,
+  ];
+}
+
+/** Steps 11–13: sessions, and a forgotten password. */
+function accountSteps({ url, tokensDir }: DemoAddresses): string[] {
+  const resetToken = path.join(tokensDir, 'reset-password.token');
+  return [
     '',
     '# 11. The sessions of the account: one per login, the one of this token marked current',
     `curl -s ${show} ${url}/api/v1/user/sessions -H "Authorization: Bearer $TOKEN"`,
@@ -99,6 +139,16 @@ export function walkthrough(url: string, decisionsUrl: string | undefined, admin
     `curl -s ${show} -X POST ${url}/api/v1/auth/login ${json} -d '{"email":"ada@example.com","password":"correct-horse-battery"}'`,
     `curl -s ${show} -X POST ${url}/api/v1/auth/login ${json} -d '{"email":"ada@example.com","password":"a-brand-new-password"}'`,
     '',
+  ];
+}
+
+/** Steps 14–17: a second factor, and a sign-in link that still asks for it. */
+function factorSteps({ url, page, tokensDir }: DemoAddresses): string[] {
+  const magicToken = path.join(tokensDir, 'magic.token');
+  // The demo's stand-in for an authenticator app, on the echo server (curl needs no name lookup).
+  const totp = `${page.replace('localhost', '127.0.0.1')}demo/totp`;
+  const login = `-X POST ${url}/api/v1/auth/login ${json} -d '{"email":"ada@example.com","password":"a-brand-new-password"}'`;
+  return [
     '# 14. A route that needs a second factor (mfa: required): a password sign-in is refused with 403',
     `TOKEN=$(curl -s ${login} | ${field('access_token')}); echo "$TOKEN"`,
     `curl -s ${show} ${url}/api/v1/billing -H "Authorization: Bearer $TOKEN"`,
@@ -121,15 +171,20 @@ export function walkthrough(url: string, decisionsUrl: string | undefined, admin
     `MAGIC_TOKEN=$(until [ -s ${magicToken} ]; do sleep 0.2; done; cat ${magicToken}); echo "$MAGIC_TOKEN"`,
     `curl -s ${show} -X POST ${url}/api/v1/auth/magic-link/verify ${json} -d "{\\"token\\":\\"$MAGIC_TOKEN\\"}"`,
     '',
+  ];
+}
+
+/** Step 18: identity providers, on the browser page. */
+function providerSteps(): string[] {
+  return [
     `# 18. With an identity provider (OpenID Connect): on the browser page, "Sign in with Demo IdP" goes to the`,
     `#     demo's own provider (sign in as ${DEMO_IDP_USER.login}, any password) and back with a login_code the page exchanges`,
     '#     for a pair with amr ["fed"] (docs/identity-providers.md); "Sign in with GitHub (demo)" does the same',
     `#     with a fake of GitHub's endpoints on this machine, where ${DEMO_GITHUB_LOGIN} approves at once (kind: github)`,
-  );
-  if (adminUrl) {
-    lines.push('', ...(consoleUrl ? ['# The console, for operators: this link signs you in, once, within 10 minutes:', `#    ${consoleUrl}`] : []),
-      `# ${consoleUrl ? 'After that, ' : 'The console, for operators: '}open ${adminUrl}/console/ and sign in with the admin key ${adminKey}`);
-  }
-  lines.push('', 'Press Ctrl-C to stop the demo (its data is deleted).', '');
-  return lines.join('\n');
+  ];
+}
+
+function consoleLines(adminUrl: string, adminKey: string, consoleUrl: string | undefined): string[] {
+  return ['', ...(consoleUrl ? ['# The console, for operators: this link signs you in, once, within 10 minutes:', `#    ${consoleUrl}`] : []),
+    `# ${consoleUrl ? 'After that, ' : 'The console, for operators: '}open ${adminUrl}/console/ and sign in with the admin key ${adminKey}`];
 }
