@@ -12,6 +12,7 @@ import { traceDecision, traceRequests } from '../listener/tracing.js';
 import { DenialLog } from '../telemetry/logThrottle.js';
 import { credentialChecks, findOwnCredentials } from '../proxy/ownTokens.js';
 import { requestContext, type OwnMethods } from '../live/requestContext.js';
+import { KEY_ID_HEADER } from '../pipeline/index.js';
 import { DECISION_HEADERS, DECISIONS_PATH, originalRequest } from './original.js';
 
 /**
@@ -98,6 +99,9 @@ export async function buildDecisionsApp(instance: Instance, options: DecisionsOp
       return sendDenial(reply, decision.denial);
     }
     // Only what the pipeline says: nothing the client sent comes back for the proxy to copy.
+    // x-user-key-id is on every 200 (CONTRACT §21), empty but for an API key's request: a proxy
+    // that sets the header from the answer (nginx's proxy_set_header) then always replaces the client's.
+    reply.header(KEY_ID_HEADER, '');
     if (decision.identity) reply.headers(decision.identity);
     reply.header(CLEAN_URI_HEADER, own.query === undefined ? original.url : context.rawPath + (own.query ? `?${own.query}` : ''));
     const cookie = own.cookie === undefined ? request.headers.cookie ?? '' : own.cookie ?? '';

@@ -6,7 +6,7 @@ import { SignJWT, type CryptoKey } from 'jose';
 import { LRUCache } from 'lru-cache';
 import type { AuthMethod } from './guards/authenticate.js';
 import type { User } from '../storage/users.js';
-import { isForwardableEmail } from './identityHeaders.js';
+import { isForwardableEmail, type KeyFacts } from './identityHeaders.js';
 import { ASSERTION_HEADER, ASSERTION_TYP, DEFAULT_ISSUER } from '../verify/index.js';
 import { ASSERTION_ALG } from '../credentials/assertionKeys.js';
 import { ASSERTION_TTL_SEC, type AssertionKeyring } from '../credentials/assertionKeyring.js';
@@ -23,7 +23,14 @@ interface Issued {
 
 /** What the request pipeline asks of the signer: the header that vouches for an identity. */
 export interface Assertions {
-  headerFor(user: User, method: AuthMethod, upstreamName: string): Promise<Record<string, string>>;
+  headerFor(user: User, method: AuthMethod, upstreamName: string, key?: KeyFacts): Promise<Record<string, string>>;
+}
+
+/** Who an assertion speaks for. */
+interface Signed {
+  user: User;
+  method: AuthMethod;
+  key: KeyFacts | undefined;
 }
 
 export class AssertionSigner implements Assertions {
@@ -36,21 +43,23 @@ export class AssertionSigner implements Assertions {
     this.issuer = issuer ?? DEFAULT_ISSUER;
   }
 
-  async headerFor(user: User, method: AuthMethod, upstreamName: string): Promise<Record<string, string>> {
-    return { [ASSERTION_HEADER]: await this.assertionFor(user, method, upstreamName) };
+  async headerFor(user: User, method: AuthMethod, upstreamName: string, key?: KeyFacts): Promise<Record<string, string>> {
+    return { [ASSERTION_HEADER]: await this.assertionFor(user, method, upstreamName, key) };
   }
 
-  async assertionFor(user: User, method: AuthMethod, audience: string): Promise<string> {
+  async assertionFor(user: User, method: AuthMethod, audience: string, key?: KeyFacts): Promise<string> {
     const signing = this.keyring.current;
-    // Everything the assertion says is in the key: a plan or email change, or a rotation, gets a new one.
-    const cacheKey = `${signing.kid}\0${audience}\0${user.id}\0${user.plan}\0${user.email}\0${method}`;
+    // Everything the assertion says is in the key: a plan or email change, or a rotation, gets a new
+    // one; so does another API key, or the same key's scopes (JSON tells null from [] and "a,b" from ["a","b"]).
+    const keyPart = key ? `${key.id}\0${JSON.stringify(key.scopes)}` : '';
+    const cacheKey = `${signing.kid}\0${audience}\0${user.id}\0${user.plan}\0${user.email}\0${method}\0${keyPart}`;
     const now = this.clock().getTime();
     const cached = this.issued.get(cacheKey);
     // `now >= issuedAt`: a clock set back must not reuse an assertion "from the future".
     if (cached && now >= cached.issuedAt && now < cached.reuseUntil) return cached.token;
     let pending = this.pending.get(cacheKey);
     if (!pending) {
-      pending = this.sign(signing.kid, signing.key, user, method, audience, now).finally(() => this.pending.delete(cacheKey));
+      pending = this.sign(signing.kid, signing.key, { user, method, key }, audience, now).finally(() => this.pending.delete(cacheKey));
       this.pending.set(cacheKey, pending);
     }
     const issued = await pending;
@@ -58,17 +67,26 @@ export class AssertionSigner implements Assertions {
     return issued.token;
   }
 
-  private async sign(kid: string, key: CryptoKey, user: User, method: AuthMethod, audience: string, now: number): Promise<Issued> {
+  private async sign(kid: string, signingKey: CryptoKey, who: Signed, audience: string, now: number): Promise<Issued> {
     const iat = Math.floor(now / 1000);
-    // An address stored before the one-mailbox rule is left out rather than handed on (identityHeaders.ts).
-    const token = await new SignJWT({ plan: user.plan, ...(isForwardableEmail(user.email) ? { email: user.email } : {}), auth_method: method })
+    const { user, method, key } = who;
+    const claims = {
+      plan: user.plan,
+      // An address stored before the one-mailbox rule is left out rather than handed on (identityHeaders.ts).
+      ...(isForwardableEmail(user.email) ? { email: user.email } : {}),
+      auth_method: method,
+      // An API key's request only (CONTRACT §21): which key, a decimal string like `sub`, and what it
+      // may do (null: its owner's every right). A bearer sign-in has no key: the claims are absent.
+      ...(key ? { key_id: String(key.id), scopes: key.scopes } : {}),
+    };
+    const token = await new SignJWT(claims)
       .setProtectedHeader({ alg: ASSERTION_ALG, typ: ASSERTION_TYP, kid })
       .setIssuer(this.issuer)
       .setAudience(audience)
       .setSubject(String(user.id))
       .setIssuedAt(iat)
       .setExpirationTime(iat + ASSERTION_TTL_SEC)
-      .sign(key);
+      .sign(signingKey);
     return { token, issuedAt: iat * 1000, reuseUntil: (iat + ASSERTION_TTL_SEC / 2) * 1000 };
   }
 }

@@ -15,10 +15,29 @@ export function isIdentityHeader(name: string): boolean {
   return n.startsWith('x-user-') || n === 'x-auth-method' || n === 'x-gateway-assertion';
 }
 
-/** The identity headers of CONTRACT §3 for an authenticated request; x-user-email only for an address that is one mailbox. */
-export function identityHeaders(user: User, method: AuthMethod): Record<string, string> {
+/** An API key as upstreams are told of it (CONTRACT §21): its id, and its scopes (null: its owner's every right). */
+export interface KeyFacts {
+  id: number;
+  scopes: readonly string[] | null;
+}
+
+/** The API key a request authenticated with, if any: the facts the identity headers and the assertion carry. */
+export function keyFactsOf(identity: { method: AuthMethod; keyId?: number; scopes?: readonly string[] | null }): KeyFacts | undefined {
+  return identity.method === 'api-key' && identity.keyId !== undefined ? { id: identity.keyId, scopes: identity.scopes ?? null } : undefined;
+}
+
+/** The header naming the API key of a request (CONTRACT §21); under x-user-, so a client's copy never passes. */
+export const KEY_ID_HEADER = 'x-user-key-id';
+
+/**
+ * The identity headers of CONTRACT §3 for an authenticated request; x-user-email only for an
+ * address that is one mailbox; x-user-key-id only for an API key's request (an upstream that
+ * counts or limits per key tells its callers apart without ever seeing the key).
+ */
+export function identityHeaders(user: User, method: AuthMethod, key?: KeyFacts): Record<string, string> {
   const headers: Record<string, string> = { 'x-user-id': String(user.id), 'x-user-plan': user.plan, 'x-auth-method': method };
   if (isForwardableEmail(user.email)) headers['x-user-email'] = headerSafeEmail(user.email);
+  if (key) headers[KEY_ID_HEADER] = String(key.id);
   return headers;
 }
 

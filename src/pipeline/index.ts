@@ -8,5 +8,5 @@ export { checkScopes } from './guards/scopes.js';
 export { DailyLimiter } from './guards/dailyLimit.js';
 export { MinuteLimiter } from './guards/minuteLimit.js';
 export { AssertionSigner, type Assertions } from './assertionSigner.js';
-export { isIdentityHeader } from './identityHeaders.js';
+export { isIdentityHeader, KEY_ID_HEADER } from './identityHeaders.js';
 export { dailyRemaining, knownPlans, planLimitsOf, planWordsOf, usedToday, worded, type PlanLimits } from './plans.js';

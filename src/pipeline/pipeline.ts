@@ -20,7 +20,7 @@ import type { LiveSnapshot } from '../live/live.js';
 import { runStages, type GuardPolicy, type GuardRun, type StageDeps } from './stages.js';
 
 export type { GuardPolicy } from './stages.js';
-import { identityHeaders } from './identityHeaders.js';
+import { identityHeaders, keyFactsOf } from './identityHeaders.js';
 import { overridingMethods } from '../routing/methodOverrides.js';
 import type { RequestContext } from '../live/requestContext.js';
 import type { CompiledRoute } from '../routing/routeTable.js';
@@ -111,8 +111,9 @@ export class Pipeline {
     const { auth } = outcome;
     let identity: Record<string, string> | undefined;
     if (auth.kind === 'authenticated') {
-      identity = identityHeaders(auth.user, auth.method);
-      if (route.target?.assertion) Object.assign(identity, await this.deps.assertions.headerFor(auth.user, auth.method, route.target.name));
+      const key = keyFactsOf(auth);
+      identity = identityHeaders(auth.user, auth.method, key);
+      if (route.target?.assertion) Object.assign(identity, await this.deps.assertions.headerFor(auth.user, auth.method, route.target.name, key));
     }
     this.deps.tallies.decided(route.path, 'allowed');
     return { kind: 'allow', route, upstreamPath: match.upstreamPath, auth, identity, responseHeaders: outcome.responseHeaders };

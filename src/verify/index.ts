@@ -29,6 +29,9 @@ export interface GatewayIdentity {
   plan: string;
   email: string;
   authMethod: string;
+  /** An API key's request (CONTRACT §21): the key's id, and its scopes (null: its owner's every right). */
+  keyId?: number;
+  scopes?: string[] | null;
 }
 
 export interface VerifyOptions {
@@ -108,13 +111,19 @@ function header(headers: HeaderSource, name: string): string | undefined {
 }
 
 function identityOf(payload: JWTPayload): GatewayIdentity {
-  const { sub, plan, email, auth_method: authMethod, iat, exp } = payload;
-  if (typeof sub !== 'string' || !/^[1-9]\d{0,15}$/.test(sub) || typeof plan !== 'string' || typeof email !== 'string'
+  const { sub, plan, email, auth_method: authMethod, iat, exp, key_id: keyId, scopes } = payload;
+  if (typeof sub !== 'string' || !DECIMAL_ID.test(sub) || typeof plan !== 'string' || typeof email !== 'string'
     || typeof authMethod !== 'string' || typeof iat !== 'number' || typeof exp !== 'number' || exp - iat > MAX_LIFETIME_SEC) {
     throw new GatewayAssertionError('invalid', 'assertion claims are malformed');
   }
-  return { userId: Number(sub), plan, email, authMethod };
+  const identity: GatewayIdentity = { userId: Number(sub), plan, email, authMethod };
+  if (keyId === undefined) return identity;
+  const scopesFit = scopes === null || (Array.isArray(scopes) && scopes.every((s) => typeof s === 'string'));
+  if (typeof keyId !== 'string' || !DECIMAL_ID.test(keyId) || !scopesFit) throw new GatewayAssertionError('invalid', 'assertion claims are malformed');
+  return { ...identity, keyId: Number(keyId), scopes: scopes as string[] | null };
 }
+
+const DECIMAL_ID = /^[1-9]\d{0,15}$/;
 
 /** A verifier bound to its options, with a small cache of assertions already verified. */
 export function createAssertionVerifier(options: VerifyOptions): AssertionVerifier {
@@ -172,8 +181,12 @@ export function createAssertionVerifier(options: VerifyOptions): AssertionVerifi
     // The assertion is only proof if the headers the upstream reads are the ones it signs.
     const email = header(headers, 'x-user-email');
     const method = header(headers, 'x-auth-method');
+    // x-user-key-id is the key's id exactly when the assertion names a key, else absent or empty
+    // (a decisions proxy may copy the empty value the gateway answers for a bearer request).
+    const keyId = header(headers, 'x-user-key-id');
+    const keyFits = identity.keyId === undefined ? !keyId : keyId === String(identity.keyId);
     if (header(headers, 'x-user-id') !== String(identity.userId) || header(headers, 'x-user-plan') !== identity.plan
-      || (email !== undefined && email !== identity.email) || (method !== undefined && method !== identity.authMethod)) {
+      || (email !== undefined && email !== identity.email) || (method !== undefined && method !== identity.authMethod) || !keyFits) {
       throw new GatewayAssertionError('mismatch', 'identity headers disagree with the assertion');
     }
     return { ...identity };

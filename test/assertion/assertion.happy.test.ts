@@ -39,10 +39,11 @@ describeWithServices('x-gateway-assertion', () => {
       expect(res.json).toEqual({ identity: { userId: user.id, plan: 'premium', email: user.email, authMethod: 'bearer' } });
 
       const apiKey = `gw_${randomBytes(24).toString('base64url')}`;
-      await sql('INSERT INTO api_tokens (user_id, token_hash) VALUES ($1, $2)', [user.id, sha256Hex(apiKey)]);
+      const [row] = await sql<{ id: number }>('INSERT INTO api_tokens (user_id, token_hash) VALUES ($1, $2) RETURNING id', [user.id, sha256Hex(apiKey)]);
       const byKey = await gw.get('/plain/races', { headers: { 'x-api-key': apiKey } });
       expect(byKey.status).toBe(200);
-      expect(byKey.json).toEqual({ identity: { userId: user.id, plan: 'premium', email: user.email, authMethod: 'api-key' } });
+      // A key without scopes: its owner's every right (CONTRACT §21).
+      expect(byKey.json).toEqual({ identity: { userId: user.id, plan: 'premium', email: user.email, authMethod: 'api-key', keyId: Number(row!.id), scopes: null } });
     });
 
     it('carries the claims of CONTRACT §3, signed with the current key the JWKS publishes', async () => {

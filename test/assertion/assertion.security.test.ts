@@ -141,6 +141,8 @@ describeWithServices('x-gateway-assertion', () => {
         { 'x-user-plan': 'pro' },
         { 'x-user-email': 'someone@example.test' },
         { 'x-auth-method': 'api-key' },
+        // A bearer assertion names no key: a key id beside it is someone's invention (CONTRACT §21).
+        { 'x-user-key-id': '5' },
       ];
       const before = secure.accepted;
       for (const change of tampered) {

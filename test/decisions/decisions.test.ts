@@ -13,7 +13,7 @@ import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js
 
 const UPGRADE_URL = '/api/v1/subscription/upgrade';
 const IDENTITY = ['x-user-id', 'x-user-plan', 'x-user-email', 'x-auth-method', 'x-gateway-assertion'];
-const SPOOFED = { 'X-User-Id': '1', 'X-User-Plan': 'pro', 'X-User-Email': 'boss@example.test', 'X-Auth-Method': 'api-key', 'X-Gateway-Assertion': 'forged', 'X-User-Role': 'admin', 'X_User_Id': '1' };
+const SPOOFED = { 'X-User-Key-Id': '7', 'X-User-Id': '1', 'X-User-Plan': 'pro', 'X-User-Email': 'boss@example.test', 'X-Auth-Method': 'api-key', 'X-Gateway-Assertion': 'forged', 'X-User-Role': 'admin', 'X_User_Id': '1' };
 
 function settings(upstream: string) {
   return {
@@ -116,7 +116,7 @@ describeWithServices('decisions listener', () => {
         expect(res.status).toBe(200);
         expect(res.text).toBe('');
         expect(res.headers['content-length']).toBe('0');
-        expect(identityOf(res)).toEqual({ 'x-user-id': String(user.id), 'x-user-plan': 'premium', 'x-user-email': user.email, 'x-auth-method': 'bearer' });
+        expect(identityOf(res)).toEqual({ 'x-user-id': String(user.id), 'x-user-plan': 'premium', 'x-user-email': user.email, 'x-auth-method': 'bearer', 'x-user-key-id': '' });
         expect(res.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
         expect(res.headers['x-gateway-error']).toBeUndefined();
       }
@@ -124,12 +124,25 @@ describeWithServices('decisions listener', () => {
       expect(upstream.count(m)).toBe(0);
     });
 
-    it('says api-key for a request with an API key, and the X-Original-* headers work too', async () => {
+    it('says api-key and which key for a request with an API key, and the X-Original-* headers work too', async () => {
       const pro = await makeUser(a, { plan: 'pro' });
       const key = (await a.post('/api/v1/user/api-token', {}, { headers: bearer(pro.access) })).json.api_token as string;
-      const res = await a.decide('GET', '/decisions', { headers: { 'x-api-key': key, 'X-Original-URI': '/internal/report', 'X-Original-Method': 'DELETE' } });
+      const [listed] = (await a.get('/api/v1/user/api-keys', { headers: bearer(pro.access) })).json.api_keys as Array<{ id: number }>;
+      const res = await a.decide('GET', '/decisions', { headers: { 'x-api-key': key, 'X-Original-URI': '/internal/report', 'X-Original-Method': 'DELETE', 'X-User-Key-Id': '1' } });
       expect(res.status).toBe(200);
-      expect(identityOf(res)).toEqual({ 'x-user-id': String(pro.id), 'x-user-plan': 'pro', 'x-user-email': pro.email, 'x-auth-method': 'api-key' });
+      expect(identityOf(res)).toEqual({ 'x-user-id': String(pro.id), 'x-user-plan': 'pro', 'x-user-email': pro.email, 'x-auth-method': 'api-key', 'x-user-key-id': String(listed!.id) });
+    });
+
+    it('signs which key and its scopes into the assertion of an API key\'s request, and neither for a bearer one', async () => {
+      const pro = await makeUser(a, { plan: 'pro' });
+      const created = await a.post('/api/v1/user/api-keys', { name: 'ci', scopes: ['*'] }, { headers: bearer(pro.access) });
+      expect(created.status, created.text).toBe(201);
+      const byKey = await b.decide('GET', '/decisions/signed/x', { headers: { 'x-api-key': created.json.key } });
+      expect(byKey.headers['x-user-key-id']).toBe(String(created.json.id));
+      expect(decodeJwt(byKey.headers['x-gateway-assertion'] as string)).toMatchObject({ sub: String(pro.id), auth_method: 'api-key', key_id: String(created.json.id), scopes: ['*'] });
+      const byBearer = decodeJwt((await b.decide('GET', '/decisions/signed/x', { headers: bearer(pro.access) })).headers['x-gateway-assertion'] as string);
+      expect(byBearer).not.toHaveProperty('key_id');
+      expect(byBearer).not.toHaveProperty('scopes');
     });
 
     it('adds x-gateway-assertion where the route\'s upstream asks for one', async () => {
@@ -141,21 +154,21 @@ describeWithServices('decisions listener', () => {
       expect((await b.decide('GET', '/decisions/premium/x', { headers: bearer((await makeUser(a, { plan: 'pro' })).access) })).headers['x-gateway-assertion']).toBeUndefined();
     });
 
-    it('lets anonymous requests through where the route allows them, without identity headers', async () => {
+    it('lets anonymous requests through where the route allows them, without identity headers but an empty x-user-key-id', async () => {
       for (const path of ['/decisions/public/x', '/decisions/maybe/x', '/decisions/api/v1/races']) {
         const res = await a.decide('GET', path);
         expect(res.status, path).toBe(200);
-        expect(identityOf(res)).toEqual({});
+        expect(identityOf(res)).toEqual({ 'x-user-key-id': '' });
       }
     });
 
     it('never sends back an identity header the client sent: only the gateway\'s own', async () => {
       const anonymous = await a.decide('GET', '/decisions/public/x', { headers: SPOOFED });
       expect(anonymous.status).toBe(200);
-      expect(identityOf(anonymous)).toEqual({});
+      expect(identityOf(anonymous)).toEqual({ 'x-user-key-id': '' });
       const user = await makeUser(a);
       const signedIn = await a.decide('GET', '/decisions/maybe/x', { headers: { ...SPOOFED, ...bearer(user.access) } });
-      expect(identityOf(signedIn)).toEqual({ 'x-user-id': String(user.id), 'x-user-plan': 'free', 'x-user-email': user.email, 'x-auth-method': 'bearer' });
+      expect(identityOf(signedIn)).toEqual({ 'x-user-id': String(user.id), 'x-user-plan': 'free', 'x-user-email': user.email, 'x-auth-method': 'bearer', 'x-user-key-id': '' });
     });
 
     it('never reads a body the proxy sends along, even one over server.bodyLimit', async () => {
