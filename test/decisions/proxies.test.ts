@@ -15,14 +15,20 @@ import { describeWithProxy, startCaddy, startNginx, withPorts, type RunningProxy
 import { startEchoUpstream, type EchoUpstream, type Hit } from '../helpers/echoUpstream.js';
 
 const UPGRADE_URL = '/api/v1/subscription/upgrade';
-const COPIED = ['x-user-id', 'x-user-plan', 'x-user-email', 'x-auth-method', 'x-gateway-assertion'];
-// What a client may send to pass as someone else. Both proxies replace the five headers they copy
+const COPIED = ['x-user-id', 'x-user-plan', 'x-user-email', 'x-auth-method', 'x-user-key-id', 'x-gateway-assertion'];
+// What a client may send to pass as someone else. Both proxies replace the six headers they copy
 // and drop `_` names; Caddy's configuration removes any other x-user-* too (nginx cannot: see the docs).
-const SPOOFED = { 'X-User-Id': '1', 'X-User-Plan': 'pro', 'X-User-Email': 'boss@example.test', 'X-Auth-Method': 'api-key', 'X-Gateway-Assertion': 'forged', X_User_Id: '1' };
+const SPOOFED = { 'X-User-Key-Id': '1', 'X-User-Id': '1', 'X-User-Plan': 'pro', 'X-User-Email': 'boss@example.test', 'X-Auth-Method': 'api-key', 'X-Gateway-Assertion': 'forged', X_User_Id: '1' };
 const SPOOFED_EXTRA = { 'X-User-Role': 'admin' };
 
-/** The identity headers the upstream received (any x-user-*, the copied ones, any `_` name). */
-const identityAt = (hit: Hit) => Object.fromEntries(Object.entries(hit.headers).filter(([name]) => COPIED.includes(name) || name.startsWith('x-user-') || name.includes('_')));
+/**
+ * The identity headers the upstream received (any x-user-*, the copied ones, any `_` name). An
+ * empty x-user-key-id (the gateway's answer for a request without a key, copied as is by a proxy
+ * that copies empty values) says "no key" as its absence does, and is left out.
+ */
+const identityAt = (hit: Hit) => Object.fromEntries(Object.entries(hit.headers)
+  .filter(([name]) => COPIED.includes(name) || name.startsWith('x-user-') || name.includes('_'))
+  .filter(([name, value]) => !(name === 'x-user-key-id' && value === '')));
 
 for (const proxy of ['nginx', 'caddy'] as const satisfies readonly Proxy[]) {
   describeWithProxy(proxy)(`decisions through ${proxy}`, () => {
@@ -119,10 +125,11 @@ for (const proxy of ['nginx', 'caddy'] as const satisfies readonly Proxy[]) {
       // A decision-only route: no assertion for it, so the client's copy must not survive either.
       const pro = await makeUser(b, { plan: 'pro' });
       const key = (await b.post('/api/v1/user/api-token', {}, { headers: bearer(pro.access) })).json.api_token as string;
+      const [listed] = (await b.get('/api/v1/user/api-keys', { headers: bearer(pro.access) })).json.api_keys as Array<{ id: number }>;
       const d = marker();
       expect((await call('GET', `/downloads/${d}`, { headers: { ...SPOOFED, 'X-API-Key': key } })).status).toBe(200);
       const hit = upstream.last(d)!;
-      expect(identityAt(hit)).toEqual({ 'x-user-id': String(pro.id), 'x-user-plan': 'pro', 'x-user-email': pro.email, 'x-auth-method': 'api-key' });
+      expect(identityAt(hit)).toEqual({ 'x-user-id': String(pro.id), 'x-user-plan': 'pro', 'x-user-email': pro.email, 'x-auth-method': 'api-key', 'x-user-key-id': String(listed!.id) });
       expect(hit.headers['x-api-key']).toBeUndefined();
     });
 
