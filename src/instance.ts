@@ -152,7 +152,7 @@ export async function createInstance(config: Config, options: InstanceOptions): 
     const mailer = new MailQueue(config.mail, log);
     closers.push(() => mailer.close());
     const pipeline = new Pipeline({
-      auth: { tokens, identities, keyUsage, clock },
+      auth: { tokens, identities, keyUsage, clock, keyPrefix: config.apiKeys.prefix },
       daily,
       minute: new MinuteLimiter(redis, clock),
       assertions: new AssertionSigner(keyring, clock, config.auth.jwt.issuer),

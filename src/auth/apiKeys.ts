@@ -18,11 +18,14 @@ export interface ApiKeyDeps {
   audit: Audit;
 }
 
+/** What creating a key needs besides: the configured prefix of new keys (CONTRACT §21). */
+type CreatingDeps = ApiKeyDeps & { apiKeys: { prefix: string } };
+
 /** Who asks, for the audit log. */
 type Requester = Pick<AuditEvent, 'actor' | 'ip' | 'userAgent'>;
 
-export async function createApiKey(deps: ApiKeyDeps, userId: number, by: Requester): Promise<{ key: string; createdAt: Date }> {
-  const { key, start } = newApiKey();
+export async function createApiKey(deps: CreatingDeps, userId: number, by: Requester): Promise<{ key: string; createdAt: Date }> {
+  const { key, start } = newApiKey(deps.apiKeys.prefix);
   // The event commits with the key: a key is never created without its api_token.created stored.
   const { createdAt, revokedHashes } = await deps.db.transaction(async (tx) => {
     const replaced = await replaceKey(tx, userId, sha256Hex(key), start);
@@ -55,8 +58,10 @@ export interface NamedKeyRequest {
 }
 
 /** A named key (CONTRACT §21), unless the user holds `max` already (null); the raw key is in the answer only. */
-export async function createNamedKey(deps: ApiKeyDeps, userId: number, wanted: NamedKeyRequest, limits: { max: number; now: Date }, by: Requester): Promise<(OwnKey & { key: string }) | null> {
-  const { key, start } = newApiKey();
+export async function createNamedKey(
+  deps: CreatingDeps, userId: number, wanted: NamedKeyRequest, limits: { max: number; now: Date }, by: Requester,
+): Promise<(OwnKey & { key: string }) | null> {
+  const { key, start } = newApiKey(deps.apiKeys.prefix);
   return deps.db.transaction(async (tx) => {
     const created = await createKeyWithin(tx, userId, { hash: sha256Hex(key), start, ...wanted }, limits.max, limits.now);
     if (!created) return null;

@@ -1,7 +1,8 @@
 // `gateway check`, `schema` and `openapi`: the configuration and the documents made from it.
 import { consoleOffReasons } from '../admin/consoleOrigin.js';
 import { configWarnings } from '../config/load.js';
-import type { Config } from '../config/schema.js';
+import { DEFAULT_API_KEY_PREFIX, type Config } from '../config/schema.js';
+import { knownPlans } from '../pipeline/plans.js';
 import { columns, loadChecked, print, type Args } from './command.js';
 
 export async function check({ config: configPath }: Args): Promise<number> {
@@ -18,7 +19,19 @@ export function checkWarnings(config: Config): string[] {
   const { previous } = config.auth.jwt;
   const listed = previous.length === 1 ? '1 key that only verifies' : `${previous.length} keys that only verify`;
   const keys = previous.length ? [`auth.jwt.previous lists ${listed}: removing one from the list ends every session it signed`] : [];
-  return [...configWarnings(config), ...consoleOff.map((reason) => `the console (/console/) is off: ${reason}`), ...keys];
+  return [...configWarnings(config), ...consoleOff.map((reason) => `the console (/console/) is off: ${reason}`), ...keys, ...keyPrefixWarnings(config)];
+}
+
+/**
+ * CONTRACT §21: `gw_` is every gateway's default, so a secret scanner's rule for it cannot say whose
+ * key it found. Said only where some plan may create keys (apiKeys.plans names a plan that exists).
+ */
+function keyPrefixWarnings(config: Config): string[] {
+  const { plans, prefix } = config.apiKeys;
+  if (prefix !== DEFAULT_API_KEY_PREFIX) return [];
+  const known = knownPlans(config);
+  if (plans !== 'all' && !plans.some((plan) => known.includes(plan))) return [];
+  return [`apiKeys.prefix: new API keys start with the default ${prefix}_, which every gateway shares: set a prefix of your own (apiKeys.prefix: acme) so that secret scanners can tell your keys from others'; keys made before keep working`];
 }
 
 export function routeTable(config: Config): string {

@@ -41,6 +41,10 @@ export type RedisSettings = z.output<typeof redisUrl> | z.output<typeof redisSen
 
 /** http(s) URL to the application's page for a link sent by email, with `{token}` where the token goes. */
 /** The bodies an OTLP/HTTP export may have (telemetry.otlp.protocol). */
+/** CONTRACT §21: what an API key starts with before `_`; lower case, so it never looks like a key's own characters. */
+export const API_KEY_PREFIX_RULE = /^[a-z][a-z0-9]{1,9}$/;
+export const DEFAULT_API_KEY_PREFIX = 'gw';
+
 export const OTLP_PROTOCOLS = ['http/protobuf', 'http/json'] as const;
 export type OtlpProtocol = (typeof OTLP_PROTOCOLS)[number];
 
@@ -189,6 +193,8 @@ const fileShape = z.strictObject({
     plans: z.union([z.literal('all'), z.array(planName).min(1)]).default(['pro'])
       .meta({ description: 'The plans whose users may create API keys (the spec\'s rule: pro); "all" for every plan.' }),
     maxPerOwner: int(1, 1000).default(10).meta({ description: 'Active keys a user may hold at once (a rolled key no longer counts).' }),
+    prefix: z.string().regex(API_KEY_PREFIX_RULE, 'expected 2 to 10 lower-case letters and digits, starting with a letter').default(DEFAULT_API_KEY_PREFIX)
+      .meta({ examples: ['acme'], description: 'What new keys start with, before `_` (the secret scanners\' rule); keys made under an earlier prefix keep working.' }),
   }).prefault({}),
   // Errors any client can read (CONTRACT §20): codes, problem details on request, languages.
   errors: z.strictObject({

@@ -9,7 +9,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Tokens } from '../credentials/tokens.js';
 import { sha256Hex } from '../credentials/digest.js';
-import { API_KEY_PATTERN as API_KEY, API_KEY_PREFIX, CONSOLE_COOKIE, JWS_PATTERN as JWS, JWS_PREFIX, OIDC_COOKIE } from '../credentials/shapes.js';
+import { CONSOLE_COOKIE, JWS_PATTERN as JWS, JWS_PREFIX, keyCandidates, OIDC_COOKIE } from '../credentials/shapes.js';
 import type { IdentityCache } from '../storage/identityCache.js';
 
 // Checks per request at most, whoever sent the candidates. isOwn() reads the token's header first
@@ -19,6 +19,9 @@ const MAX_CANDIDATES = 16;
 // Handled by their own rules (headers.ts): never forwarded, or read here field by field.
 // Proxy-Authorization is scanned all the same: a proxy in front of the decisions listener passes it on.
 const NOT_SCANNED = new Set(['authorization', 'cookie', 'x-api-key']);
+// Every API key has one, whatever its prefix (apiKeys.prefix, or an earlier one): what a text must
+// hold before it is searched for keys.
+const KEY_MARK = '_';
 
 export interface OwnCredentials {
   /** Authorization carries a gateway credential: not forwarded. */
@@ -63,8 +66,8 @@ export async function findOwnCredentials(request: CredentialFacts, checks: Crede
         if (await checks.tokens.isOwn(candidate)) return true;
       }
     }
-    if (text.includes(API_KEY_PREFIX)) {
-      for (const candidate of text.match(API_KEY) ?? []) {
+    if (text.includes(KEY_MARK)) {
+      for (const candidate of keyCandidates(text)) {
         if (budget-- <= 0) return false;
         if (await checks.isOwnKey(candidate)) return true;
       }
@@ -76,7 +79,7 @@ export async function findOwnCredentials(request: CredentialFacts, checks: Crede
 
   let cookie: string | null | undefined;
   const cookieHeader = headerText(request.headers.cookie);
-  if (cookieHeader.includes(JWS_PREFIX) || cookieHeader.includes(API_KEY_PREFIX) || cookieHeader.includes('%')) {
+  if (cookieHeader.includes(JWS_PREFIX) || cookieHeader.includes(KEY_MARK) || cookieHeader.includes('%')) {
     const pairs = cookieHeader.split(';');
     const kept: string[] = [];
     for (const pair of pairs) {
@@ -90,7 +93,7 @@ export async function findOwnCredentials(request: CredentialFacts, checks: Crede
 
   let query: string | undefined;
   const raw = request.query;
-  if (raw !== undefined && (raw.includes(JWS_PREFIX) || raw.includes(API_KEY_PREFIX) || raw.includes('%'))) {
+  if (raw !== undefined && (raw.includes(JWS_PREFIX) || raw.includes(KEY_MARK) || raw.includes('%'))) {
     // Kept in the client's spelling (the separators it used included), less the pairs that carry one.
     const parts = raw.split(/([&;])/);
     let kept = '';
@@ -126,7 +129,7 @@ function headersLookingLikeCredentials(headers: IncomingHttpHeaders): ReadonlyAr
   for (const name in headers) {
     if (NOT_SCANNED.has(name)) continue;
     const value = headerText(headers[name]);
-    if (value.includes(JWS_PREFIX) || value.includes(API_KEY_PREFIX)) (found ??= []).push([name, value]);
+    if (value.includes(JWS_PREFIX) || value.includes(KEY_MARK)) (found ??= []).push([name, value]);
   }
   return found ?? NONE;
 }

@@ -9,6 +9,7 @@ import { ensureBuilt, gateway } from '../helpers/cli.js';
 import { makeCertificate } from '../helpers/certificate.js';
 
 const VALID = `
+apiKeys: { prefix: acme }
 upstreams:
   app: { url: 'http://127.0.0.1:3000' }
   reports: { url: '\${REPORTS_URL:-http://reports.internal:8000}' }
@@ -17,6 +18,9 @@ routes:
   - { path: /api/v1/reports, upstream: reports, plans: [premium, pro] }
   - { path: /api/v1/public, upstream: app, auth: none, rewritePrefix: /public }
 `;
+/** CONTRACT §21: what gateway check says while new API keys start with the default gw_. */
+const PREFIX_WARNING = 'apiKeys.prefix: new API keys start with the default gw_, which every gateway shares: set a prefix of your own (apiKeys.prefix: acme) '
+  + 'so that secret scanners can tell your keys from others\'; keys made before keep working';
 
 describe('gateway check', { timeout: 60_000 }, () => {
   let dir: string;
@@ -163,6 +167,23 @@ describe('gateway check', { timeout: 60_000 }, () => {
       stderr: `${file}: invalid configuration\n  - LOG_LEVEL: unknown level "loud"; expected one of trace, debug, info, warn, error, fatal, silent\n`,
     });
     expect(debug.code).toBe(0);
+  });
+
+  it('warns while API keys start with the default gw_, only where some plan may create them, and refuses an unfit prefix', async () => {
+    const plain = VALID.replace('apiKeys: { prefix: acme }\n', '');
+    const files = {
+      byDefault: write('prefix-default.yaml', plain),
+      allPlans: write('prefix-all.yaml', `${plain}apiKeys: { plans: all, prefix: gw }\n`),
+      noPlan: write('prefix-none.yaml', `${plain}apiKeys: { plans: [nobody] }\n`),
+      unfit: write('prefix-unfit.yaml', `${plain}apiKeys: { prefix: Acme_ }\n`),
+    };
+    const [byDefault, allPlans, noPlan, unfit] = await Promise.all(Object.values(files).map((file) => gateway(['check', '--config', file])));
+    expect(byDefault).toMatchObject({ code: 0, stderr: `${files.byDefault}: warning: ${PREFIX_WARNING}\n` });
+    expect(allPlans).toMatchObject({ code: 0, stderr: `${files.allPlans}: warning: ${PREFIX_WARNING}\n` });
+    // No plan that exists may create keys: there is no key to scan for.
+    expect(noPlan).toMatchObject({ code: 0, stderr: '' });
+    expect(unfit.code).toBe(1);
+    expect(unfit.stderr).toContain('  - apiKeys.prefix: expected 2 to 10 lower-case letters and digits, starting with a letter');
   });
 
   // CONTRACT §26: on every address the console has no origin of its own unless admin.publicUrl gives one.

@@ -113,7 +113,7 @@ auth:
     const dir = mkdtempSync(path.join(tmpdir(), 'gw-oidc-'));
     try {
       const file = path.join(dir, 'gateway.yaml');
-      writeFileSync(file, oidc('https://gw.example.com', 'https://accounts.google.com', CORS).replace('["https://app.example.com/"]', '["https://app.example.com/", "https://app.example.com/app/", "https://app.example.com/signed-in"]'));
+      writeFileSync(file, `${oidc('https://gw.example.com', 'https://accounts.google.com', CORS)}\napiKeys: { prefix: acme }\n`.replace('["https://app.example.com/"]', '["https://app.example.com/", "https://app.example.com/app/", "https://app.example.com/signed-in"]'));
       const { code, stdout, stderr } = await gateway(['check', '--config', file]);
       expect(code).toBe(0);
       expect(stdout.split('\n')[0]).toBe(`${file}: valid`);
@@ -128,7 +128,7 @@ auth:
     const dir = mkdtempSync(path.join(tmpdir(), 'gw-oidc-'));
     try {
       const file = path.join(dir, 'gateway.yaml');
-      writeFileSync(file, oidc('https://gw.example.com', 'https://accounts.google.com', CORS));
+      writeFileSync(file, `${oidc('https://gw.example.com', 'https://accounts.google.com', CORS)}\napiKeys: { prefix: acme }\n`);
       const { code, stdout, stderr } = await gateway(['check', '--config', file]);
       expect([code, stderr]).toEqual([0, '']);
       expect(stdout.split('\n')[0]).toBe(`${file}: valid`);

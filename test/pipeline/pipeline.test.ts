@@ -87,7 +87,7 @@ describeWithServices('the pipeline: route × credential → decision (no listene
     await bearer('inactive', 'free', false);
     const pro = await user('pro');
     ids['pro key'] = pro.id;
-    const { key } = await createApiKey(instance, pro.id, { actor: 'system' });
+    const { key } = await createApiKey({ ...instance, apiKeys: instance.config.apiKeys }, pro.id, { actor: 'system' });
     headers['pro key'] = { 'x-api-key': key };
     headers.none = {};
     headers.forged = { authorization: `Bearer ${headers.free.authorization!.slice(7, -4)}AAAA` };

@@ -168,7 +168,7 @@ upstreams:
       const theirs = other.issue('theirs', { cn: 'someone' });
       const write = (name: string, tls: Record<string, string>) => {
         const file = path.join(pki.dir, name);
-        writeFileSync(file, `upstreams:\n  app:\n    url: https://app.internal\n    tls: ${JSON.stringify(tls)}\n`);
+        writeFileSync(file, `apiKeys: { prefix: acme }\nupstreams:\n  app:\n    url: https://app.internal\n    tls: ${JSON.stringify(tls)}\n`);
         return file;
       };
       const ok = await cli(['check', '--config', write('ok.yaml', { caFile: './ca.pem', certFile: './mine.pem', keyFile: './mine-key.pem' })]);

@@ -41,6 +41,8 @@ export interface AuthDeps {
   identities: Pick<IdentityCache, 'key' | 'activeUser' | 'user'>;
   keyUsage: ApiKeyUsage;
   clock: () => Date;
+  /** apiKeys.prefix: a value of its key shape (or the default's) with a wrong checksum is refused unread. */
+  keyPrefix?: string;
 }
 
 const BEARER = /^Bearer[ \t]+([A-Za-z0-9\-_.~+/]+=*)[ \t]*$/i;
@@ -63,7 +65,7 @@ export async function authenticate(headers: IncomingHttpHeaders, deps: AuthDeps,
   }
   const key = headerValue(headers, 'x-api-key').trim();
   // A value shaped as a key whose checksum is wrong was never issued: refused before any lookup.
-  if (key && !isForgedKey(key)) {
+  if (key && !isForgedKey(key, deps.keyPrefix)) {
     const hash = sha256Hex(key);
     const record = await deps.identities.key(hash, calls);
     const now = deps.clock();
