@@ -50,6 +50,7 @@ describeWithServices('identity headers sent upstream', () => {
   let b: TestGateway;
   let user: TestUser;
   let apiKey: string;
+  let apiKeyId: string;
 
   beforeAll(async () => {
     upstream = await startEchoUpstream();
@@ -65,7 +66,8 @@ describeWithServices('identity headers sent upstream', () => {
     // API keys are for pro users (other suites check that no other plan holds one).
     user = await makeUser(a, { plan: 'pro' });
     apiKey = `gw_${randomBytes(24).toString('base64url')}`;
-    await sql('INSERT INTO api_tokens (user_id, token_hash) VALUES ($1, $2)', [user.id, createHash('sha256').update(apiKey).digest('hex')]);
+    const [row] = await sql<{ id: number }>('INSERT INTO api_tokens (user_id, token_hash) VALUES ($1, $2) RETURNING id', [user.id, createHash('sha256').update(apiKey).digest('hex')]);
+    apiKeyId = String(row!.id);
   });
 
   afterAll(async () => {
@@ -78,7 +80,9 @@ describeWithServices('identity headers sent upstream', () => {
   const reached = (m: string): Hit[] => upstream.hits.filter((h) => h.url.includes(m) || h.headers['x-marker'] === m);
 
   const own = (method: string): Array<[string, string]> => [
-    ['x-auth-method', method], ['x-user-email', user.email], ['x-user-id', String(user.id)], ['x-user-plan', 'pro'],
+    ['x-auth-method', method], ['x-user-email', user.email], ['x-user-id', String(user.id)],
+    // CONTRACT §21: which key, on an API key's request only.
+    ...(method === 'api-key' ? [['x-user-key-id', apiKeyId] as [string, string]] : []), ['x-user-plan', 'pro'],
   ];
 
   it('removes every client-sent identity header on auth: none and anonymous optional routes', async () => {
