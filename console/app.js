@@ -112,7 +112,8 @@ async function userView(id) {
   const act = async (method, path, body, done) => {
     // The page is drawn again after a change: a keyboard user keeps their place (the same button).
     const focused = document.activeElement?.id;
-    const res = await api(method, `api/v1/users/${id}${path}`, body);
+    // A path of the user's (`/plan`), or one of the admin API's own (`api/v1/api-keys/7`).
+    const res = await api(method, path.startsWith('api/') ? path : `api/v1/users/${id}${path}`, body);
     status.textContent = res.status === 200 ? done : (res.json.error ?? 'Error');
     if (res.status === 200 && mine === generation) {
       await userView(id).then(() => {
@@ -136,7 +137,11 @@ async function userView(id) {
         h('button', { type: 'button', 'aria-label': `Revoke session ${s.id}`, onclick: () => act('DELETE', `/sessions/${s.id}`, undefined, `Session ${s.id} revoked`) }, 'Revoke')])),
       h('button', { type: 'button', id: 'revoke-all', onclick: () => act('DELETE', '/sessions', undefined, 'All sessions revoked') }, 'Revoke all sessions')),
     h('section', { 'aria-labelledby': 'h-keys' }, h('h3', { id: 'h-keys' }, 'API keys'),
-      table(['Id', 'Active', 'Created', 'Last used'], (keys.json.api_keys ?? []).map((k) => [String(k.id), k.active ? 'yes' : 'no', k.created_at, k.last_used_at]))),
+      table(['Id', 'Name', 'Start', 'Scopes', 'Created', 'Expires', 'Last used', 'Action'], (keys.json.api_keys ?? []).map((k) => [
+        String(k.id), k.name, k.start, k.scopes ? k.scopes.join(' ') : 'all', k.created_at, k.expires_at ?? 'never', k.last_used_at,
+        // The same revocation as DELETE /admin/v1/api-keys/{id}: refused on every instance within a second.
+        k.active ? h('button', { type: 'button', 'aria-label': `Revoke API key ${k.id}`, onclick: () => act('DELETE', `api/v1/api-keys/${k.id}`, undefined, `API key ${k.id} revoked`) }, 'Revoke')
+          : 'revoked']))),
     h('section', { 'aria-labelledby': 'h-mfa' }, h('h3', { id: 'h-mfa' }, 'Second factor'),
       h('button', { type: 'button', id: 'reset-mfa', onclick: () => act('DELETE', '/mfa', undefined, 'Second factor removed') }, 'Remove TOTP and recovery codes')),
     (passkeys.json.passkeys ?? []).length ? h('section', { 'aria-labelledby': 'h-passkeys' }, h('h3', { id: 'h-passkeys' }, 'Passkeys'),

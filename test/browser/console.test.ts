@@ -141,6 +141,18 @@ describeWithBrowser('the console, in Chromium', () => {
     expect((await gw.post('/api/v1/auth/refresh', { refresh_token: user.refresh })).status).toBe(401);
   });
 
+  it('lists the user\'s API keys with their names, and revokes one: the key stops working', async () => {
+    // The user is on pro since the plan change above, so may hold keys.
+    const created = await gw.post('/api/v1/user/api-keys', { name: 'nightly export' }, { headers: bearer(user.access) });
+    expect(created.status).toBe(201);
+    await page.reload();
+    const button = await page.waitForSelector(`button[aria-label="Revoke API key ${created.json.id}"]`);
+    expect((await rows('section[aria-labelledby="h-keys"]')).find((r) => r[0] === String(created.json.id))?.slice(1, 4)).toEqual(['nightly export', created.json.start, 'all']);
+    await button!.click();
+    await page.waitForFunction((id) => document.getElementById('user-status')?.textContent === `API key ${id} revoked`, {}, created.json.id);
+    expect((await gw.get('/api/v1/user/me', { headers: { 'x-api-key': created.json.key } })).status).toBe(401);
+  });
+
   it('finds the same event in the audit log, filtered by the user\'s id from the keyboard', async () => {
     await page.click('a[href="#/audit"]');
     await page.waitForSelector('#audit-user', { visible: true });
