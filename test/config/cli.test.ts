@@ -177,7 +177,8 @@ describe('gateway check', { timeout: 60_000 }, () => {
       noPlan: write('prefix-none.yaml', `${plain}apiKeys: { plans: [nobody] }\n`),
       unfit: write('prefix-unfit.yaml', `${plain}apiKeys: { prefix: Acme_ }\n`),
     };
-    const [byDefault, allPlans, noPlan, unfit] = await Promise.all(Object.values(files).map((file) => gateway(['check', '--config', file])));
+    const check = (file: string) => gateway(['check', '--config', file]);
+    const [byDefault, allPlans, noPlan, unfit] = await Promise.all([check(files.byDefault), check(files.allPlans), check(files.noPlan), check(files.unfit)]);
     expect(byDefault).toMatchObject({ code: 0, stderr: `${files.byDefault}: warning: ${PREFIX_WARNING}\n` });
     expect(allPlans).toMatchObject({ code: 0, stderr: `${files.allPlans}: warning: ${PREFIX_WARNING}\n` });
     // No plan that exists may create keys: there is no key to scan for.
