@@ -167,11 +167,15 @@ export async function prepareStorage(tmp, cleanups, tag) {
  * PGlite too, which only one process may open): `users` pro users with an API key each, and for
  * each i the free users `free(make, i, db)` makes. Every user is { email, password, id }.
  */
+/** The scope the seeded scoped keys hold, and a bench route may ask for. */
+export const SCOPE = 'reports:read';
+
 export async function seed(storage, { tag, password, users, free }) {
   const { openDatabase } = await import(path.join(ROOT, 'dist/storage/db.js'));
   const { migrate } = await import(path.join(ROOT, 'dist/storage/migrations.js'));
   const { createUser, setPlan } = await import(path.join(ROOT, 'dist/storage/users.js'));
   const { Passwords } = await import(path.join(ROOT, 'dist/auth/password/passwords.js'));
+  const { newApiKey } = await import(path.join(ROOT, 'dist/credentials/shapes.js'));
   const passwords = new Passwords();
   const db = await openDatabase(storage);
   try {
@@ -189,6 +193,13 @@ export async function seed(storage, { tag, password, users, free }) {
       await setPlan(db, u.id, 'pro');
       u.apiKey = `${tag}_${randomBytes(24).toString('base64url')}`;
       await db.query('INSERT INTO api_tokens (user_id, token_hash) VALUES ($1, $2)', [u.id, createHash('sha256').update(u.apiKey).digest('hex')]);
+      // CONTRACT §21: a named key of the current format with a scope (SCOPE, which a bench route
+      // asks for), and the same key with its checksum broken, which the gateway refuses unread.
+      const scoped = newApiKey();
+      u.scopedKey = scoped.key;
+      u.forgedKey = scoped.key.slice(0, -1) + (scoped.key.endsWith('0') ? '1' : '0');
+      await db.query('INSERT INTO api_tokens (user_id, token_hash, name, start, scopes) VALUES ($1, $2, $3, $4, $5)',
+        [u.id, createHash('sha256').update(scoped.key).digest('hex'), 'bench', scoped.start, [SCOPE]]);
       pro.push(u);
       freeUsers.push(...await free(make, i, db));
     }

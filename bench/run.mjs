@@ -26,7 +26,7 @@
 // rounds without and with logins, default 12), BENCH_WARMUP (seconds per target and scenario,
 // default 1), BENCH_CONNECTIONS (default 50), BENCH_USERS (users per group, default 10),
 // BENCH_LOG_LEVEL (the gateway's, default info), BENCH_ONLY (a subset:
-// public,bearer,plan,apikey,daily,rated,minute,assertion,tls,ws,pgbouncer,floor,haproxy,counted,routes,workers,tracing,logins,decisions),
+// public,bearer,plan,apikey,scoped,forged,daily,rated,minute,assertion,tls,ws,pgbouncer,floor,haproxy,counted,routes,workers,tracing,logins,decisions),
 // BENCH_KEEP=1 (keep the generated config and the gateway's log),
 // BENCH_GATEWAY_NODE_ARGS / BENCH_BASELINE_NODE_ARGS (node flags, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"),
 // DATABASE_URL, REDIS_URL.
@@ -38,7 +38,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { spawn } from 'node:child_process';
 import {
-  baseConfig, createCleanups, freePort, httpClient, positive, prepareStorage, runFloor, runUpstream, seed, sleep, spawnGateway, startChild, stopProcess, waitForGateway, writeConfig,
+  baseConfig, createCleanups, freePort, httpClient, positive, prepareStorage, runFloor, runUpstream, SCOPE, seed, sleep, spawnGateway, startChild, stopProcess, waitForGateway, writeConfig,
 } from './common.mjs';
 import { localPgBouncerIni } from './pgbouncerIni.mjs';
 
@@ -200,6 +200,11 @@ async function main() {
       { name: 'bearer', route: '/bearer', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer' },
       { name: 'bearer + plan', route: '/plan', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', targets: { ratio: 0.85, p99DeltaMs: 2 } },
       { name: 'API key', route: '/apikey', headers: () => groups.keys.map((u) => ({ 'x-api-key': u.apiKey })), expect: 200, identity: 'api-key' },
+      // CONTRACT §21: a named key with a scope, on a route with `scopes:` (the scope check and
+      // x-user-key-id on top of the key's lookup); then keys of that format whose checksum is
+      // wrong, refused (401) before any storage lookup: what a flood of invented keys costs.
+      { name: 'API key with scopes, route with scopes', key: 'scoped', route: '/scoped', headers: () => groups.keys.map((u) => ({ 'x-api-key': u.scopedKey })), expect: 200, identity: 'api-key' },
+      { name: 'forged-checksum API key (401, no lookup)', key: 'forged', route: '/scoped', headers: () => groups.keys.map((u) => ({ 'x-api-key': u.forgedKey })), expect: 401 },
       { name: 'daily-limit refusal (429)', route: '/daily', headers: () => bearerOf(groups.used), expect: 429, targets: { ratio: 1.0 } },
       // The same refusal as a client that asks for problem details (CONTRACT §20): the Accept header
       // is read only on the error path, so it costs what the plain refusal costs.
@@ -393,6 +398,7 @@ function gatewayConfig(port, decisionsPort, storage, upstreamUrl, wsUpstreamUrl)
       { path: '/bearer', upstream: 'echo', auth: 'required' },
       { path: '/plan', upstream: 'echo', auth: 'required', plans: ['premium', 'pro'] },
       { path: '/apikey', upstream: 'echo', auth: 'required' },
+      { path: '/scoped', upstream: 'echo', auth: 'required', scopes: [SCOPE] },
       { path: '/daily', upstream: 'echo', auth: 'required', dailyLimit: true },
       { path: '/counted', upstream: 'echo', auth: 'required', dailyLimit: true },
       { path: '/rated', upstream: 'echo', auth: 'required', rateLimit: true },
