@@ -31,7 +31,8 @@ function keyPrefixWarnings(config: Config): string[] {
   if (prefix !== DEFAULT_API_KEY_PREFIX) return [];
   const known = knownPlans(config);
   if (plans !== 'all' && !plans.some((plan) => known.includes(plan))) return [];
-  return [`apiKeys.prefix: new API keys start with the default ${prefix}_, which every gateway shares: set a prefix of your own (apiKeys.prefix: acme) so that secret scanners can tell your keys from others'; keys made before keep working`];
+  return [`apiKeys.prefix: new API keys start with the default ${prefix}_, which every gateway shares: set a prefix of your own (apiKeys.prefix: acme) `
+    + 'so that secret scanners can tell your keys from others\'; keys made before keep working'];
 }
 
 export function routeTable(config: Config): string {

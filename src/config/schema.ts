@@ -194,7 +194,8 @@ const fileShape = z.strictObject({
       .meta({ description: 'The plans whose users may create API keys (the spec\'s rule: pro); "all" for every plan.' }),
     maxPerOwner: int(1, 1000).default(10).meta({ description: 'Active keys a user may hold at once (a rolled key no longer counts).' }),
     prefix: z.string().regex(API_KEY_PREFIX_RULE, 'expected 2 to 10 lower-case letters and digits, starting with a letter').default(DEFAULT_API_KEY_PREFIX)
-      .meta({ examples: ['acme'], description: 'What new keys start with, before `_` (the secret scanners\' rule); keys made under an earlier prefix keep working.' }),
+      .meta({ examples: ['acme'], description: 'What new keys start with, before `_` (the secret scanners\' rule); '
+        + 'keys made under an earlier prefix keep working.' }),
   }).prefault({}),
   // Errors any client can read (CONTRACT §20): codes, problem details on request, languages.
   errors: z.strictObject({

@@ -63,7 +63,8 @@ export function isForgedKey(value: string, prefix = DEFAULT_KEY_PREFIX): boolean
  * the lower-case run before `_` (a prefix, perhaps glued to what precedes it), R and C. The
  * earlier format is `gw_` and 43 characters.
  */
-export const API_KEY_PATTERN = new RegExp(`([a-z0-9]{2,})_([0-9A-Za-z]{${RANDOM_LENGTH}})([0-9A-Za-z]{${CHECKSUM_LENGTH}})(?![\\w-])|${API_KEY_PREFIX}[\\w-]{43}`, 'g');
+const CURRENT_FORMAT = `([a-z0-9]{2,})_([0-9A-Za-z]{${RANDOM_LENGTH}})([0-9A-Za-z]{${CHECKSUM_LENGTH}})(?![\\w-])`;
+export const API_KEY_PATTERN = new RegExp(`${CURRENT_FORMAT}|${API_KEY_PREFIX}[\\w-]{43}`, 'g');
 
 /**
  * The keys a text may hold, for proxy/ownTokens.ts to look up: each match of the current format

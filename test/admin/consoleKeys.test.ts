@@ -6,7 +6,9 @@
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { buildAdminApp } from '../../src/admin/app.js';
-import { ADMIN_KEY, bearer, closeSql, describeWithServices, everywhereWithin, makeUser, sql, startTwoGateways, testConfig, type TestGateway } from '../helpers/gateway.js';
+import {
+  ADMIN_KEY, bearer, closeSql, describeWithServices, everywhereWithin, makeUser, sql, startTwoGateways, testConfig, type TestGateway,
+} from '../helpers/gateway.js';
 import { request } from '../helpers/http.js';
 
 const ME = '/api/v1/user/me';
@@ -18,7 +20,8 @@ describeWithServices('console: a user\'s API keys', () => {
   let url: string;
 
   beforeAll(async () => {
-    [a, b] = await startTwoGateways(testConfig({ routes: [{ path: '/api/v1/reports', upstream: 'app', scopes: ['reports:read'] }], upstreams: { app: { url: 'http://127.0.0.1:9' } } }));
+    const routes = [{ path: '/api/v1/reports', upstream: 'app', scopes: ['reports:read'] }];
+    [a, b] = await startTwoGateways(testConfig({ routes, upstreams: { app: { url: 'http://127.0.0.1:9' } } }));
     admin = await buildAdminApp(a.services);
     url = await admin.listen({ host: '127.0.0.1', port: 0 });
   });
@@ -34,7 +37,8 @@ describeWithServices('console: a user\'s API keys', () => {
     const csrf = signIn.json.csrf as string;
     const user = await makeUser(a, { plan: 'pro' });
     const expires = new Date(Date.now() + 86_400_000).toISOString();
-    const created = await a.post('/api/v1/user/api-keys', { name: 'reporting', scopes: ['reports:read'], expires_at: expires }, { headers: bearer(user.access) });
+    const wanted = { name: 'reporting', scopes: ['reports:read'], expires_at: expires };
+    const created = await a.post('/api/v1/user/api-keys', wanted, { headers: bearer(user.access) });
     expect(created.status, created.text).toBe(201);
     const { id, key, start } = created.json as { id: number; key: string; start: string };
 
@@ -52,7 +56,8 @@ describeWithServices('console: a user\'s API keys', () => {
     const done = await revoke({ 'x-csrf-token': csrf });
     expect(done.status, done.text).toBe(200);
     await everywhereWithin([a, b], async (gw) => (await gw.get(ME, { headers: { 'x-api-key': key } })).status === 401, 1000);
-    const events = await sql<{ actor: string; data: Record<string, unknown> }>("SELECT actor, data FROM audit_events WHERE type = 'api_key.revoked' AND user_id = $1", [user.id]);
+    const events = await sql<{ actor: string; data: Record<string, unknown> }>(
+      "SELECT actor, data FROM audit_events WHERE type = 'api_key.revoked' AND user_id = $1", [user.id]);
     expect(events).toEqual([{ actor: 'console', data: { id } }]);
     expect((await request(url, 'GET', `/console/api/v1/users/${user.id}/api-keys`, { headers: { cookie } })).json.api_keys[0].active).toBe(false);
     // A second press finds nothing left to revoke.

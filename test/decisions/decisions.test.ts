@@ -13,7 +13,10 @@ import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js
 
 const UPGRADE_URL = '/api/v1/subscription/upgrade';
 const IDENTITY = ['x-user-id', 'x-user-plan', 'x-user-email', 'x-auth-method', 'x-gateway-assertion'];
-const SPOOFED = { 'X-User-Key-Id': '7', 'X-User-Id': '1', 'X-User-Plan': 'pro', 'X-User-Email': 'boss@example.test', 'X-Auth-Method': 'api-key', 'X-Gateway-Assertion': 'forged', 'X-User-Role': 'admin', 'X_User_Id': '1' };
+const SPOOFED = {
+  'X-User-Key-Id': '7', 'X-User-Id': '1', 'X-User-Plan': 'pro', 'X-User-Email': 'boss@example.test', 'X-Auth-Method': 'api-key', 'X-Gateway-Assertion': 'forged',
+  'X-User-Role': 'admin', 'X_User_Id': '1',
+};
 
 function settings(upstream: string) {
   return {

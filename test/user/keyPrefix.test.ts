@@ -9,13 +9,16 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
-import { bearer, closeSql, describeWithServices, makeUser, marker, queriesDuring, startTestGateway, testConfigFromYaml, type TestGateway, type TestUser } from '../helpers/gateway.js';
+import {
+  bearer, closeSql, describeWithServices, makeUser, marker, queriesDuring, startTestGateway, testConfigFromYaml, type TestGateway, type TestUser,
+} from '../helpers/gateway.js';
 import { docsBlock, docsExample } from '../helpers/docs.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 
 const KEYS = '/api/v1/user/api-keys';
 const ME = '/api/v1/user/me';
-const ROUTES = 'upstreams:\n  app: { url: "${APP_URL}" }\nroutes:\n  - { path: /api/v1/orders, upstream: app }\n  - { path: /public, upstream: app, auth: none }\n';
+const ROUTES = 'upstreams:\n  app: { url: "${APP_URL}" }\n'
+  + 'routes:\n  - { path: /api/v1/orders, upstream: app }\n  - { path: /public, upstream: app, auth: none }\n';
 
 /** The key with its last checksum character changed: the same shape, a wrong checksum. */
 const corrupted = (key: string) => key.slice(0, -1) + (key.endsWith('0') ? '1' : '0');
@@ -33,7 +36,8 @@ describeWithServices('apiKeys.prefix (CONTRACT §21)', () => {
   };
   /** The docs' scanner, written to a file as the page shows it and run on `text`: the keys it reports. */
   const scan = (prefix: string, text: string) => new Promise<string[]>((resolve, reject) => {
-    const child = execFile(process.execPath, [path.join(dir, 'scan-keys.mjs'), prefix], (error, stdout) => (error ? reject(error) : resolve(stdout.split('\n').filter(Boolean))));
+    const script = path.join(dir, 'scan-keys.mjs');
+    const child = execFile(process.execPath, [script, prefix], (error, stdout) => (error ? reject(error) : resolve(stdout.split('\n').filter(Boolean))));
     child.stdin!.end(text);
   });
 
