@@ -21,6 +21,7 @@ import { documentRoutes } from './openapi.js';
 import { canonicalUrl } from './routing/paths.js';
 import { WebSockets } from './proxy/websocket.js';
 import { userRoutes } from './user/routes.js';
+import { registerOrganizations } from './orgs/index.js';
 import { ASSERTION_KEYS_PATH } from './verify/index.js';
 import { ERRORS_PATH, errorList } from './errors/listing.js';
 
@@ -113,6 +114,7 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
     refuseUnfitInput(user);
     await userRoutes(user, userDeps);
   }, { prefix: '/api/v1/user' });
+  await registerOrganizations(app, { config, db, audit, clock, requireUser, mailer, mailWords: instance.mailWords, rateLimit: authRateLimit });
   // WebSocket upgrades on websocket routes go through fastify's routing like any request; the
   // sockets they open are closed (1008) when their user no longer passes the route's guards, and
   // (1001) when the listener closes, after the drain (server.shutdownDelay).

@@ -28,7 +28,7 @@ import { oidcCallbackRoute, oidcRoutes } from './providers/routes.js';
 
 export { createApiKey, createNamedKey, revokeApiKeys, revokeKeyAsOperator, revokeLeakedKeys, revokeNamedKey, type ApiKeyDeps, type NamedKeyRequest } from './apiKeys.js';
 export { refuseCredentials } from './credentials.js';
-export { MailQueue } from './mail.js';
+export { MailQueue, type Mailer } from './mail.js';
 export { factorGuard, passwordConfirmed, type FactorGuardDeps } from './mfa/factor.js';
 export { isTooLong, Passwords } from './password/passwords.js';
 export { clientOf } from './sessions.js';

@@ -67,6 +67,7 @@ const mailSchema = z.strictObject({
   from: text.meta({ examples: ['Gateway <no-reply@example.com>'], description: 'The sender of the mails, e.g. "Gateway <no-reply@example.com>"; needed with smtp.' }),
   resetUrl: linkTemplate.meta({ examples: ['https://app.example.com/reset?token={token}'], description: "The application's password reset page, with {token} where the link's token goes." }),
   verifyUrl: linkTemplate.meta({ examples: ['https://app.example.com/verify?token={token}'], description: "The application's email verification page, with {token} where the link's token goes." }),
+  invitationUrl: linkTemplate.optional().meta({ examples: ['https://app.example.com/join?token={token}'], description: "The application's page that accepts an organization's invitation, with {token} where the link's token goes; required with organizations." }),
   templates: optionalText.meta({ examples: ['./mail-templates'], description: 'A folder of <lang>/<kind>.subject.txt, <kind>.txt and optional <kind>.html (kinds verify, reset, magic, org_invitation, account_invitation) replacing the built-in texts (gateway check reads them).' }),
   product: optionalText.meta({ examples: ['Weather'], description: 'The product\'s name, {{product}} in mail templates; unset: the display name of from, else auth-gateway.' }),
 }).meta({ description: 'Account mails (password reset, email verification and sign-in links), in the user\'s language. Without it, or with smtp empty, password/forgot and email/resend answer 503.' });
@@ -197,6 +198,12 @@ const fileShape = z.strictObject({
       .meta({ examples: ['acme'], description: 'What new keys start with, before `_` (the secret scanners\' rule); '
         + 'keys made under an earlier prefix keep working.' }),
   }).prefault({}),
+  // Organizations (CONTRACT §22): absent or disabled, /api/v1/orgs is not the gateway's.
+  organizations: z.strictObject({
+    enabled: bool().prefault(false).meta({ description: 'true: users create organizations, invite members by email and give them roles (/api/v1/orgs); needs mail.invitationUrl.' }),
+    invitationTtl: duration.prefault('7d').meta({ description: 'How long an invitation\'s link works.' }),
+    maxOwnedPerUser: int(1, 1000).default(3).meta({ description: 'Organizations a user may own at once (checked when one is created).' }),
+  }).optional(),
   // Errors any client can read (CONTRACT §20): codes, problem details on request, languages.
   errors: z.strictObject({
     codes: bool().prefault(false).meta({ description: 'true: every error body adds "code", a stable snake_case id (GET /api/v1/errors lists them).' }),
@@ -329,6 +336,9 @@ function checkCorsAndMail(cfg: Config, ctx: z.RefinementCtx): void {
   }
   if (cfg.auth.magicLink && !cfg.mail) {
     ctx.addIssue({ code: 'custom', path: ['auth', 'magicLink'], message: 'needs mail: a sign-in link goes out by email' });
+  }
+  if (cfg.organizations?.enabled && !cfg.mail?.invitationUrl) {
+    ctx.addIssue({ code: 'custom', path: ['mail', 'invitationUrl'], message: 'required with organizations.enabled: an invitation goes out by email as a link to the application\'s page (a URL with {token})' });
   }
   if (cfg.auth.requireVerifiedEmail && !cfg.mail?.smtp) {
     ctx.addIssue({ code: 'custom', path: ['auth', 'requireVerifiedEmail'], message: 'needs mail.smtp: without mail no account could receive its verification link, and none could log in' });

@@ -156,7 +156,7 @@ export const CATALOG = {
     when: 'guard `factor` (adding, confirming, removing a factor, unlinking a provider): not a bearer token, a sign-in over 5 minutes old, or not `aal2` for a '
       + 'user with a second factor' },
   emailUnverified: { status: 403, code: 'email_unverified', fr: 'Adresse email non vérifiée', en: 'Email address not verified',
-    when: 'guard `factor` with `mail` configured: the account\'s email is not verified' },
+    when: 'guard `factor` with `mail` configured: the account\'s email is not verified; creating an organization or inviting to one without a verified email' },
   passkeyInvalid: { status: 400, code: 'passkey_invalid', fr: 'Clé d\'accès invalide', en: 'Invalid passkey',
     when: '`passkeys/register/verify`: the answer does not verify (challenge unknown, used or expired, another origin or rpId, no user verification, malformed), '
       + 'or that credential is registered already' },
@@ -178,7 +178,7 @@ export const CATALOG = {
   // CONTRACT §21 (API keys)
   apiKeyNotAccepted: { status: 401, code: 'api_key_not_accepted', fr: 'Token invalide ou expiré', en: 'Invalid or expired token',
     title: { fr: 'Clé API non acceptée ici', en: 'API key not accepted here' },
-    when: '`/api/v1/user/api-keys`: an `X-API-Key` without a bearer token (these endpoints take a bearer sign-in only)' },
+    when: '`/api/v1/user/api-keys` and `/api/v1/orgs`: an `X-API-Key` without a bearer token (these endpoints take a bearer sign-in only)' },
   scopeInsufficient: { status: 403, code: 'scope_insufficient', fr: 'Portée insuffisante', en: 'Insufficient scope',
     fields: ['required_scopes'],
     when: 'an API key with scopes: on a route with `scopes`, without every one of them; on any other route and own endpoint but `GET /api/v1/user/me`, '
@@ -189,4 +189,22 @@ export const CATALOG = {
     when: '`DELETE /api/v1/user/api-keys/{id}`: an unknown, revoked or someone else\'s key' },
   apiKeyLimitReached: { status: 409, code: 'api_key_limit_reached', fr: 'Nombre maximal de clés API atteint', en: 'Maximum number of API keys reached',
     when: '`POST /api/v1/user/api-keys`: the user holds `apiKeys.maxPerOwner` keys already (rolled and expired keys do not count)' },
+  // CONTRACT §22 (organizations)
+  orgNotFound: { status: 404, code: 'org_not_found', fr: 'Organisation introuvable', en: 'Organization not found',
+    when: '`/api/v1/orgs/{id}…`: no such organization, or the caller is not a member (membership is not disclosed)' },
+  roleInsufficient: { status: 403, code: 'role_insufficient', fr: 'Rôle insuffisant', en: 'Insufficient role',
+    fields: ['required_roles', 'current_role'],
+    when: '`/api/v1/orgs/{id}…`: a member without the endpoint\'s role, or an admin inviting, granting or removing an owner' },
+  lastOwner: { status: 409, code: 'last_owner', fr: 'Dernier propriétaire de l\'organisation', en: 'Last owner of the organization',
+    when: '`PUT` or `DELETE /api/v1/orgs/{id}/members/{user_id}`: the organization\'s last owner demoted, removed or leaving' },
+  alreadyMember: { status: 409, code: 'already_member', fr: 'Déjà membre', en: 'Already a member',
+    when: 'an invitation to an address that is already a member\'s; accepting an invitation while already a member' },
+  invitationOtherAddress: { status: 403, code: 'invitation_other_address', fr: 'Invitation destinée à une autre adresse', en: 'Invitation meant for another address',
+    when: '`POST /api/v1/orgs/invitations/accept`: the account\'s email is not the invited address, or is not verified' },
+  memberNotFound: { status: 404, code: 'member_not_found', fr: 'Membre introuvable', en: 'Member not found',
+    when: '`PUT` or `DELETE /api/v1/orgs/{id}/members/{user_id}`: that user is not a member of the organization' },
+  invitationNotFound: { status: 404, code: 'invitation_not_found', fr: 'Invitation introuvable', en: 'Invitation not found',
+    when: '`DELETE /api/v1/orgs/{id}/invitations/{inv_id}`: no pending invitation of the organization has that id (accepted, cancelled or expired ones included)' },
+  orgLimitReached: { status: 409, code: 'org_limit_reached', fr: 'Nombre maximal d\'organisations atteint', en: 'Maximum number of organizations reached',
+    when: '`POST /api/v1/orgs`: the user owns `organizations.maxOwnedPerUser` organizations already' },
 } as const satisfies Record<string, CatalogEntry>;

@@ -19,6 +19,9 @@ export const SUCCESS = {
   providerUnlinked: { code: 'provider_unlinked', fr: 'Fournisseur retiré', en: 'Provider unlinked' },
   localeChanged: { code: 'locale_changed', fr: 'Langue modifiée', en: 'Language changed' },
   mfaRemoved: { code: 'mfa_removed', fr: 'Second facteur supprimé', en: 'Second factor removed' },
+  orgDeleted: { code: 'org_deleted', fr: 'Organisation supprimée', en: 'Organization deleted' },
+  invitationCancelled: { code: 'invitation_cancelled', fr: 'Invitation annulée', en: 'Invitation cancelled' },
+  memberRemoved: { code: 'member_removed', fr: 'Membre retiré', en: 'Member removed' },
   // The admin API and the console (operators).
   sessionsRevoked: { code: 'sessions_revoked', fr: 'Sessions révoquées', en: 'Sessions revoked' },
   mfaReset: { code: 'mfa_reset', fr: 'Second facteur retiré', en: 'Second factor removed' },

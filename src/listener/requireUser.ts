@@ -1,7 +1,7 @@
 // The auth (+ plan) guard for the gateway's own endpoints (/api/v1/user/*), as a preHandler: the
 // pipeline's own guard stage, so an own endpoint and a route answer identically.
 import type { FastifyReply, FastifyRequest, preHandlerAsyncHookHandler } from 'fastify';
-import { sendDenial } from '../errors/index.js';
+import { sendDenial, sendError } from '../errors/index.js';
 import { checkScopes, type Identity, type Pipeline } from '../pipeline/index.js';
 import type { User } from '../storage/users.js';
 
@@ -28,6 +28,16 @@ export function requireUserWith(pipeline: Pick<Pipeline, 'guard'>): RequireUser 
       request.currentUser = { user, method, sessionId, acr, authTime, keyId, scopes };
     }
   };
+}
+
+/**
+ * CONTRACT §21's `bearer` guard (/api/v1/user/api-keys, /api/v1/orgs…): a bearer sign-in only; an
+ * API key alone is refused (api_key_not_accepted) before anything else, its scopes included, is looked at.
+ */
+export function requireBearer(requireUser: RequireUser): preHandlerAsyncHookHandler[] {
+  return [requireUser(undefined, { anyKey: true }), async function bearerOnly(request: FastifyRequest, reply: FastifyReply) {
+    if (currentIdentity(request).method !== 'bearer') return sendError(reply, 'apiKeyNotAccepted');
+  }];
 }
 
 /** The user a requireUser preHandler let through. */

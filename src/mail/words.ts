@@ -23,6 +23,11 @@ const BUILT_IN: ReadonlyMap<string, ReadonlyMap<MailKind, MailTemplate>> = new M
     ['verify', { subject: 'Confirmez votre adresse email', text: lines('Bonjour,', '',
       'Pour confirmer que l’adresse {{email}} est bien la vôtre, ouvrez ce lien dans les 24 heures :', '',
       '{{link}}', '', `${ONCE_FR} Si vous n’avez pas créé de compte, ignorez ce message.`) }],
+    // The organization's name is its creator's words: quoted text, never in the subject (a line mail
+    // lists show as the sender's), never a link (CONTRACT §22).
+    ['org_invitation', { subject: 'Invitation à rejoindre une organisation', text: lines('Bonjour,', '',
+      '{{inviter_email}} vous invite à rejoindre l’organisation « {{org_name}} » avec l’adresse {{email}}.', 'Pour accepter, ouvrez ce lien :', '',
+      '{{link}}', '', `${ONCE_FR} Si vous ne vous attendiez pas à cette invitation, ignorez ce message.`) }],
   ])],
   ['en', new Map<MailKind, MailTemplate>([
     ['reset', { subject: 'Reset your password', text: lines('Hello,', '',
@@ -34,6 +39,9 @@ const BUILT_IN: ReadonlyMap<string, ReadonlyMap<MailKind, MailTemplate>> = new M
     ['verify', { subject: 'Confirm your email address', text: lines('Hello,', '',
       'To confirm that the address {{email}} is yours, open this link within 24 hours:', '',
       '{{link}}', '', `${ONCE_EN} If you did not create an account, ignore this message.`) }],
+    ['org_invitation', { subject: 'Invitation to join an organization', text: lines('Hello,', '',
+      '{{inviter_email}} invites you to join the organization “{{org_name}}” with the address {{email}}.', 'To accept, open this link:', '',
+      '{{link}}', '', `${ONCE_EN} If you did not expect this invitation, ignore this message.`) }],
   ])],
 ]);
 

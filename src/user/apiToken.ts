@@ -6,7 +6,7 @@ import { type ApiKeyDeps, clientOf, createApiKey, createNamedKey, revokeApiKeys,
 import type { Config } from '../config/schema.js';
 import { sendDenial, sendError, successBody } from '../errors/index.js';
 import { textField } from '../http.js';
-import { currentIdentity, currentUser, type RequireUser } from '../listener/requireUser.js';
+import { currentUser, requireBearer, type RequireUser } from '../listener/requireUser.js';
 import { checkPlan, planWordsOf, worded } from '../pipeline/index.js';
 import { ownKeys } from '../storage/apiKeys.js';
 
@@ -53,12 +53,7 @@ export async function apiTokenRoutes(app: FastifyInstance, deps: ApiTokenDeps): 
     return false;
   };
   const signedIn = { preHandler: deps.requireUser() };
-  /** §21's guard: a bearer sign-in; an API key alone is refused before anything else is looked at. */
-  const bearerOnly = {
-    preHandler: [deps.requireUser(undefined, { anyKey: true }), async (request: FastifyRequest, reply: FastifyReply) => {
-      if (currentIdentity(request).method !== 'bearer') return sendError(reply, 'apiKeyNotAccepted');
-    }],
-  };
+  const bearerOnly = { preHandler: requireBearer(deps.requireUser) };
 
   app.post('/api-token', signedIn, async (request, reply) => {
     if (!planAllows(request, reply)) return reply;

@@ -120,6 +120,7 @@ interface RoutesContext {
   decisions: { port: number };
   upstreams: Record<string, unknown>;
   errors: { codes: boolean; language: string };
+  organizations?: { enabled: boolean };
   routes: Array<z.output<typeof routeSchema>>;
 }
 
@@ -169,7 +170,10 @@ function checkTarget(cfg: RoutesContext, route: z.output<typeof routeSchema>, pr
 }
 
 /** The own endpoints of sections 20–24 that the configuration switches on (CONTRACT §20): a route cannot take their paths. */
-function ownEndpointUnder(cfg: { errors: { codes: boolean; language: string } }, lowerPath: string): { path: string; why: string } | undefined {
-  const own = [{ path: '/api/v1/errors', on: cfg.errors.codes || cfg.errors.language !== 'fr', why: 'errors.codes or errors.language' }];
+function ownEndpointUnder(cfg: { errors: { codes: boolean; language: string }; organizations?: { enabled: boolean } }, lowerPath: string): { path: string; why: string } | undefined {
+  const own = [
+    { path: '/api/v1/errors', on: cfg.errors.codes || cfg.errors.language !== 'fr', why: 'errors.codes or errors.language' },
+    { path: '/api/v1/orgs', on: cfg.organizations?.enabled === true, why: 'organizations.enabled' },
+  ];
   return own.find((o) => o.on && (lowerPath === o.path || lowerPath.startsWith(`${o.path}/`)));
 }

@@ -1,0 +1,102 @@
+// One recipe for a change of an organization (docs/architecture.md, 26): one function opens the
+// transaction and takes the locks in their one order — the acting user's row (users.lockUser, as
+// every account change), then the organization's — and hands the change its writers: the
+// transaction, the time, the locked rows, the caller's role and the audit writer bound to the
+// organization. Two changes of one organization wait for each other on its row, so what they
+// count there (owners left, pending invitations) stays true until they commit: two owners demoting
+// each other on two instances leave one owner, not none. A refusal thrown by the change (refuse())
+// rolls back whatever it wrote.
+import type { Audit, AuditType } from '../audit.js';
+import type { ErrorCode } from '../errors/index.js';
+import type { Database, Queryable } from '../storage/db.js';
+import { lockOrganization, roleOf, type Organization, type OrgRole } from '../storage/organizations.js';
+import type { Client } from '../storage/sessions.js';
+import * as users from '../storage/users.js';
+
+export type OrgAuditType = Extract<AuditType, `org.${string}`>;
+
+export interface OrgChangeDeps {
+  db: Database;
+  audit: Audit;
+  clock: () => Date;
+}
+
+/** Who changes: the signed-in user, from where (the audit row's). */
+export interface Actor {
+  userId: number;
+  client: Client;
+}
+
+/** What a change of the user's own (creating an organization, accepting an invitation) is handed. */
+export interface UserWriters {
+  tx: Queryable;
+  now: Date;
+  /** The acting user's row, locked. */
+  user: users.UserWithHash;
+}
+
+/** What a change of one organization is handed, after the locks. */
+export interface OrgWriters extends UserWriters {
+  org: Organization;
+  /** The acting user's role, read under the organization's lock; undefined: not a member. */
+  role: OrgRole | undefined;
+  /** The audit row of the change, in its transaction, naming the organization. */
+  record(type: OrgAuditType, data?: Record<string, unknown>): Promise<void>;
+}
+
+/** A refusal: the change's answer instead of its result, its writes rolled back. */
+export class Refused extends Error {
+  constructor(readonly code: ErrorCode, readonly extra?: Record<string, unknown>) {
+    super(code);
+  }
+}
+
+export function refuse(code: ErrorCode, extra?: Record<string, unknown>): never {
+  throw new Refused(code, extra);
+}
+
+export type Outcome<T> = { ok: T } | { refused: Refused };
+
+async function inTransaction<T>(db: Database, fn: (tx: Queryable) => Promise<T>): Promise<Outcome<T>> {
+  try {
+    return { ok: await db.transaction(fn) };
+  } catch (err) {
+    if (err instanceof Refused) return { refused: err };
+    throw err;
+  }
+}
+
+/** Locks the acting user's row (the first lock of every order); a user deleted meanwhile is refused as the guards refuse one. */
+async function lockActor(tx: Queryable, actor: Actor): Promise<users.UserWithHash> {
+  return (await users.lockUser(tx, actor.userId, 'update')) ?? refuse('userNotFound');
+}
+
+/** A change of the user's own that no organization's row orders yet (creating one). */
+export function userChange<T>(deps: OrgChangeDeps, actor: Actor, change: (w: UserWriters) => Promise<T>): Promise<Outcome<T>> {
+  return inTransaction(deps.db, async (tx) => change({ tx, now: deps.clock(), user: await lockActor(tx, actor) }));
+}
+
+/**
+ * A change of organization `orgId`: the user's row, then the organization's. No such organization
+ * is refused as a non-member is (404), so ids tell nothing; whether a non-member may go on (an
+ * invitation's acceptance) is the change's to say (requireRole).
+ */
+export function orgChange<T>(deps: OrgChangeDeps, actor: Actor, orgId: number, change: (w: OrgWriters) => Promise<T>): Promise<Outcome<T>> {
+  return inTransaction(deps.db, async (tx) => {
+    const user = await lockActor(tx, actor);
+    const org = (await lockOrganization(tx, orgId)) ?? refuse('orgNotFound');
+    const record = (type: OrgAuditType, data: Record<string, unknown> = {}) =>
+      deps.audit.record({ type, actor: 'user', userId: actor.userId, ...actor.client, data: { org_id: org.id, ...data } }, tx);
+    return change({ tx, now: deps.clock(), user, org, role: await roleOf(tx, org.id, user.id), record });
+  });
+}
+
+/**
+ * The caller's role when it is one of `roles`: a non-member is refused 404 (membership is not
+ * disclosed), a member without one of them 403 with the roles it takes and the caller's.
+ */
+export function requireRole(role: OrgRole | undefined, roles: readonly OrgRole[]): OrgRole {
+  if (role === undefined) refuse('orgNotFound');
+  if (!roles.includes(role)) refuse('roleInsufficient', { required_roles: roles, current_role: role });
+  return role;
+}

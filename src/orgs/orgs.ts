@@ -1,0 +1,112 @@
+// /api/v1/orgs and /api/v1/orgs/{id} (CONTRACT §22): an organization itself. Its creator is its
+// first owner; a user owns at most organizations.maxOwnedPerUser, counted under the user's row lock
+// (change.ts), so parallel creations on several instances never pass it. Each route carries its
+// OpenAPI fragment (DOCS) beside its handler.
+import type { FastifyInstance, FastifyReply, FastifyRequest, preHandlerAsyncHookHandler } from 'fastify';
+import { sendError, successBody } from '../errors/index.js';
+import { currentUser } from '../listener/requireUser.js';
+import { bearerOnly, errors, message } from '../openapi.js';
+import * as orgs from '../storage/organizations.js';
+import { orgChange, refuse, requireRole, userChange, type OrgChangeDeps } from './change.js';
+import { actorOf, answer, MANAGERS, OWNERS, orgName, pathId } from './common.js';
+
+export interface OrgRoutesDeps extends OrgChangeDeps {
+  maxOwnedPerUser: number;
+  /** requireBearer(): the bearer sign-in every endpoint here takes (CONTRACT §21). */
+  bearer: preHandlerAsyncHookHandler[];
+  /** The `factor` guard (auth/mfa/factor.ts), for the deletion. */
+  factor: preHandlerAsyncHookHandler;
+}
+
+const ORG_ID = { type: 'object', required: ['id'], properties: { id: { type: 'string', pattern: '^[1-9][0-9]{0,9}$' } } };
+const ROLE = { enum: orgs.ORG_ROLES };
+const NAME = { type: 'object', required: ['name'], properties: { name: { type: 'string', minLength: 1, maxLength: 64, description: 'no control, bidi or line-break characters' } } };
+const organization = { type: 'object', properties: { id: { type: 'integer' }, name: { type: 'string' }, plan: { type: 'string' }, created_at: { type: 'string', format: 'date-time' } } };
+const member = { type: 'object', properties: { user_id: { type: 'integer' }, email: { type: 'string' }, role: ROLE, joined_at: { type: 'string', format: 'date-time' } } };
+const tags = ['organizations'];
+
+export const DOCS = {
+  create: {
+    tags, summary: 'Create an organization; its creator is its owner (a verified email; organizations.maxOwnedPerUser)', security: bearerOnly, body: NAME,
+    response: { 201: { ...organization, properties: { ...organization.properties, role: { const: 'owner' } } }, ...errors('badRequest', 'emailUnverified', 'orgLimitReached', 'apiKeyNotAccepted', 'tokenInvalid', 'rateLimited') },
+  },
+  list: {
+    tags, summary: 'The caller\'s organizations and role in each', security: bearerOnly,
+    response: { 200: { type: 'object', properties: { orgs: { type: 'array', items: { type: 'object', properties: { id: { type: 'integer' }, name: { type: 'string' }, plan: { type: 'string' }, role: ROLE } } } } }, ...errors('apiKeyNotAccepted', 'tokenInvalid') },
+  },
+  read: {
+    tags, summary: 'An organization of the caller\'s; its members for owners and admins', security: bearerOnly, params: ORG_ID,
+    response: { 200: { ...organization, properties: { ...organization.properties, members: { type: 'array', items: member, description: 'owners and admins only' } } }, ...errors('orgNotFound', 'apiKeyNotAccepted', 'tokenInvalid') },
+  },
+  rename: {
+    tags, summary: 'Rename an organization (owner, admin)', security: bearerOnly, params: ORG_ID, body: NAME,
+    response: { 200: organization, ...errors('badRequest', 'orgNotFound', 'roleInsufficient', 'apiKeyNotAccepted', 'tokenInvalid') },
+  },
+  remove: {
+    tags, summary: 'Delete an organization with its memberships, invitations and keys (owner, guard factor: a recent sign-in)', security: bearerOnly, params: ORG_ID,
+    response: { 200: message, ...errors('orgNotFound', 'roleInsufficient', 'recentAuthRequired', 'emailUnverified', 'apiKeyNotAccepted', 'tokenInvalid') },
+  },
+};
+
+const shown = (org: orgs.Organization) => ({ id: org.id, name: org.name, plan: org.plan, created_at: org.created_at });
+
+/** POST /api/v1/orgs, under the auth rate limit (index.ts). */
+export async function createOrgRoute(app: FastifyInstance, deps: OrgRoutesDeps): Promise<void> {
+  app.post('', { schema: DOCS.create, preHandler: deps.bearer }, async function createOrg(request, reply) {
+    const outcome = await userChange(deps, actorOf(request), async ({ tx, now, user }) => {
+      // Read from the locked row, not the request's cached user: a verification a moment ago counts.
+      if (!user.email_verified_at) refuse('emailUnverified');
+      const name = orgName(request.body) ?? refuse('badRequest');
+      if ((await orgs.ownedCount(tx, user.id)) >= deps.maxOwnedPerUser) refuse('orgLimitReached');
+      const org = await orgs.insertOrganization(tx, name, now);
+      await orgs.addMember(tx, org.id, user.id, 'owner', now);
+      await deps.audit.record({ type: 'org.created', actor: 'user', userId: user.id, ...actorOf(request).client, data: { org_id: org.id, name } }, tx);
+      return { id: org.id, name: org.name, plan: org.plan, role: 'owner', created_at: org.created_at };
+    });
+    if ('ok' in outcome) request.log.info({ userId: currentUser(request).id, orgId: outcome.ok.id }, 'organization created');
+    return answer(reply, outcome, 201);
+  });
+}
+
+export async function orgRoutes(app: FastifyInstance, deps: OrgRoutesDeps): Promise<void> {
+  const { db } = deps;
+  app.get('', { schema: DOCS.list, preHandler: deps.bearer }, async function listOrgs(request) {
+    return { orgs: await orgs.organizationsOf(db, currentUser(request).id) };
+  });
+
+  app.get('/:id', { schema: DOCS.read, preHandler: deps.bearer }, async function readOrg(request: FastifyRequest, reply: FastifyReply) {
+    const id = pathId(request, 'id');
+    const role = id === undefined ? undefined : await orgs.roleOf(db, id, currentUser(request).id);
+    const org = role && (await orgs.findOrganization(db, id!));
+    if (!org) return sendError(reply, 'orgNotFound');
+    return { ...shown(org), ...(MANAGERS.includes(role) ? { members: await orgs.membersOf(db, org.id) } : {}) };
+  });
+
+  app.patch('/:id', { schema: DOCS.rename, preHandler: deps.bearer }, async function renameOrg(request, reply) {
+    const id = pathId(request, 'id');
+    if (id === undefined) return sendError(reply, 'orgNotFound');
+    return answer(reply, await orgChange(deps, actorOf(request), id, async ({ tx, org, role, record }) => {
+      requireRole(role, MANAGERS);
+      const name = orgName(request.body) ?? refuse('badRequest');
+      const renamed = (await orgs.renameOrganization(tx, org.id, name))!;
+      if (name !== org.name) await record('org.updated', { name });
+      return shown(renamed);
+    }));
+  });
+
+  app.delete('/:id', { schema: DOCS.remove, preHandler: [...deps.bearer, deps.factor] }, async function deleteOrg(request, reply) {
+    const id = pathId(request, 'id');
+    if (id === undefined) return sendError(reply, 'orgNotFound');
+    const outcome = await orgChange(deps, actorOf(request), id, async ({ tx, org, role, record }) => {
+      requireRole(role, OWNERS);
+      // Its keys revoked first: the revocation triggers tell every instance's cache (migration 025).
+      const keys = await orgs.revokeOrganizationKeys(tx, org.id);
+      await record('org.deleted', { name: org.name, keys_revoked: keys });
+      await orgs.deleteOrganization(tx, org.id);
+      return org.id;
+    });
+    if ('refused' in outcome) return answer(reply, outcome);
+    request.log.info({ userId: currentUser(request).id, orgId: outcome.ok }, 'organization deleted');
+    return successBody(reply, 'orgDeleted');
+  });
+}

@@ -1,0 +1,39 @@
+// What the organizations tests share (kept beside them: only they use it).
+import { docsExample } from '../helpers/docs.js';
+import { bearer, makeUser, testConfigFromYaml, type TestGateway, type TestUser } from '../helpers/gateway.js';
+import type { SmtpCatcher } from '../helpers/smtp.js';
+import type { Config } from '../../src/config/schema.js';
+
+/** docs/organizations.md's example, as written, sending to the catcher; with codes in error bodies, so tests read them. */
+export function organizationsConfig(smtp: Pick<SmtpCatcher, 'url'>): Config {
+  const config = testConfigFromYaml(docsExample('organizations', 'organizations'), { SMTP_URL: smtp.url });
+  return { ...config, errors: { ...config.errors, codes: true } };
+}
+
+/** A new user whose email is verified through the link mailed at registration. */
+export async function verifiedUser(gw: TestGateway, smtp: SmtpCatcher): Promise<TestUser> {
+  const user = await makeUser(gw);
+  const link = await smtp.waitFor(user.email);
+  const verified = await gw.post('/api/v1/auth/email/verify', { token: link.token });
+  if (verified.status !== 200) throw new Error(`verify failed: ${verified.status} ${verified.text}`);
+  return user;
+}
+
+/** Creates an organization owned by `owner`; its id. */
+export async function createOrg(gw: TestGateway, owner: TestUser, name = 'Acme'): Promise<number> {
+  const res = await gw.post('/api/v1/orgs', { name }, { headers: bearer(owner.access) });
+  if (res.status !== 201) throw new Error(`create failed: ${res.status} ${res.text}`);
+  return res.json.id as number;
+}
+
+/** `inviter` invites `who` to the organization with `role`; the token of the link mailed (the n-th mail to that address). */
+export async function invite(gw: TestGateway, smtp: SmtpCatcher, orgId: number, inviter: TestUser, who: TestUser, role: string, nth = 2): Promise<string> {
+  const res = await gw.post(`/api/v1/orgs/${orgId}/invitations`, { email: who.email, role }, { headers: bearer(inviter.access) });
+  if (res.status !== 201) throw new Error(`invite failed: ${res.status} ${res.text}`);
+  return (await smtp.waitFor(who.email, nth)).token!;
+}
+
+/** `who` joins with the invitation's token; the answer's status. */
+export async function join(gw: TestGateway, who: TestUser, token: string): Promise<number> {
+  return (await gw.post('/api/v1/orgs/invitations/accept', { token }, { headers: bearer(who.access) })).status;
+}
