@@ -168,6 +168,12 @@ describe('module dependencies', () => {
     expect(refused(graph, (f) => !f.startsWith('auth/'), (t) => !t.startsWith('auth/') || t === 'auth/index.ts')).toEqual([]);
   });
 
+  it('organizations have one door: nothing outside orgs/ imports past orgs/index.ts, and below it nothing imports orgs/', () => {
+    expect(refused(graph, (f) => !f.startsWith('orgs/'), (t) => !t.startsWith('orgs/') || t === 'orgs/index.ts')).toEqual([]);
+    // A feature is a folder with one door (docs/architecture.md, 24): only the public listener's builder opens it.
+    expect([...graph].filter(([file, targets]) => !file.startsWith('orgs/') && targets.some((t) => t.startsWith('orgs/'))).map(([file]) => file)).toEqual(['app.ts']);
+  });
+
   it('the command line starts light: `gateway --help` and `gateway health` load no framework, client or pipeline', () => {
     const loaded = [...loadedAtStart('cli.ts')];
     expect(loaded.filter((m) => ['fastify', 'undici', 'ioredis', 'pg', 'jose', 'argon2', '@electric-sql/pglite'].includes(m) || ((m.startsWith('pipeline/') || m.startsWith('auth/') || m === 'server.ts') && !LEAVES.has(m)))).toEqual([]);

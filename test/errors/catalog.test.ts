@@ -35,6 +35,14 @@ const ELSEWHERE: Partial<Record<Name, string>> = {
   mailUnavailable: 'test/auth/password.test.ts',
   passkeyInvalid: 'test/auth/passkeys.test.ts',
   scopeInsufficient: 'test/user/keyScopes.test.ts',
+  orgNotFound: 'test/orgs/refusals.test.ts',
+  roleInsufficient: 'test/orgs/refusals.test.ts',
+  lastOwner: 'test/orgs/refusals.test.ts',
+  alreadyMember: 'test/orgs/refusals.test.ts',
+  invitationOtherAddress: 'test/orgs/refusals.test.ts',
+  orgLimitReached: 'test/orgs/refusals.test.ts',
+  memberNotFound: 'test/orgs/refusals.test.ts',
+  invitationNotFound: 'test/orgs/organizations.test.ts',
 };
 /** Never answered to a request: a fault of ours, or a branch the configuration rules out. */
 const NEVER: Partial<Record<Name, string>> = {
