@@ -57,13 +57,23 @@ export function refuse(code: ErrorCode, extra?: Record<string, unknown>): never 
 
 export type Outcome<T> = { ok: T } | { refused: Refused };
 
-async function inTransaction<T>(db: Database, fn: (tx: Queryable) => Promise<T>): Promise<Outcome<T>> {
+/** What `work` gives, or the refusal it threw. */
+async function outcomeOf<T>(work: () => Promise<T>): Promise<Outcome<T>> {
   try {
-    return { ok: await db.transaction(fn) };
+    return { ok: await work() };
   } catch (err) {
     if (err instanceof Refused) return { refused: err };
     throw err;
   }
+}
+
+const inTransaction = <T>(db: Database, fn: (tx: Queryable) => Promise<T>): Promise<Outcome<T>> => outcomeOf(() => db.transaction(fn));
+
+/** A read of organization `orgId` by a member with one of `roles`: no lock, the refusals of a change. */
+export function orgRead<T>(
+  db: Queryable, userId: number, orgId: number | undefined, roles: readonly OrgRole[], read: (role: OrgRole) => Promise<T>,
+): Promise<Outcome<T>> {
+  return outcomeOf(async () => read(requireRole(orgId === undefined ? undefined : await roleOf(db, orgId, userId), roles)));
 }
 
 /** Locks the acting user's row (the first lock of every order); a user deleted meanwhile is refused as the guards refuse one. */

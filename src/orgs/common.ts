@@ -50,3 +50,13 @@ export function answer<T>(reply: FastifyReply, outcome: Outcome<T>, status = 200
   if ('refused' in outcome) return sendError(reply, outcome.refused.code, outcome.refused.extra);
   return reply.code(status).send(outcome.ok);
 }
+
+// The pieces of the OpenAPI fragments beside the handlers.
+export const INT = { type: 'integer' };
+export const STR = { type: 'string' };
+export const DATE = { type: 'string', format: 'date-time' };
+export const ROLE = { enum: ORG_ROLES };
+export const TAGS = ['organizations'];
+export const object = (properties: Record<string, unknown>, required?: string[]) => ({ type: 'object', ...(required ? { required } : {}), properties });
+/** The path's ids (decimal strings). */
+export const ids = (...names: string[]) => object(Object.fromEntries(names.map((n) => [n, { type: 'string', pattern: '^[1-9][0-9]{0,9}$' }])), names);

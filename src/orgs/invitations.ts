@@ -16,8 +16,8 @@ import { bearerOnly, errors, message } from '../openapi.js';
 import * as invitations from '../storage/orgInvitations.js';
 import * as orgs from '../storage/organizations.js';
 import * as users from '../storage/users.js';
-import { orgChange, refuse, requireRole, type OrgChangeDeps } from './change.js';
-import { actorOf, answer, field, MANAGERS, OWNERS, orgRole, pathId } from './common.js';
+import { orgChange, orgRead, refuse, requireRole, type OrgChangeDeps } from './change.js';
+import { actorOf, answer, DATE, field, ids, INT, MANAGERS, object, OWNERS, orgRole, pathId, ROLE, STR, TAGS } from './common.js';
 import type { OrgRoutesDeps } from './orgs.js';
 
 export interface InvitationDeps extends Pick<OrgRoutesDeps, 'bearer'>, OrgChangeDeps {
@@ -32,36 +32,36 @@ export const MAX_PENDING_PER_ORG = 20;
 export const MAX_SENT_PER_INVITER_PER_DAY = 50;
 const DAY_MS = 24 * 3_600_000;
 
-const ids = (...names: string[]) => ({ type: 'object', required: names, properties: Object.fromEntries(names.map((n) => [n, { type: 'string', pattern: '^[1-9][0-9]{0,9}$' }])) });
-const invitation = {
-  type: 'object',
-  properties: { id: { type: 'integer' }, email: { type: 'string' }, role: { enum: orgs.ORG_ROLES }, expires_at: { type: 'string', format: 'date-time' } },
-};
-const tags = ['organizations'];
+const invitation = object({ id: INT, email: STR, role: ROLE, expires_at: DATE });
+const tags = TAGS;
 
 export const DOCS = {
   create: {
-    tags, summary: 'Invite an address (owner, admin; a verified email): a single-use link by mail, replacing a pending invitation to it; an admin cannot invite an owner',
-    security: bearerOnly, params: ids('id'),
-    body: { type: 'object', required: ['email', 'role'], properties: { email: { type: 'string' }, role: { enum: orgs.ORG_ROLES } } },
+    tags, security: bearerOnly, params: ids('id'), body: object({ email: STR, role: ROLE }, ['email', 'role']),
+    summary: 'Invite an address (owner, admin; a verified email): a single-use link by mail, replacing a pending invitation to it; '
+      + 'an admin cannot invite an owner',
     response: {
       201: invitation,
-      ...errors('badRequest', 'orgNotFound', 'roleInsufficient', 'emailUnverified', 'alreadyMember', 'rateLimited', 'mailUnavailable', 'apiKeyNotAccepted', 'tokenInvalid'),
+      ...errors('badRequest', 'orgNotFound', 'roleInsufficient', 'emailUnverified', 'alreadyMember', 'rateLimited', 'mailUnavailable'),
+      ...errors('apiKeyNotAccepted', 'tokenInvalid'),
     },
   },
   list: {
     tags, summary: 'The organization\'s pending invitations (owner, admin)', security: bearerOnly, params: ids('id'),
-    response: { 200: { type: 'object', properties: { invitations: { type: 'array', items: invitation } } }, ...errors('orgNotFound', 'roleInsufficient', 'apiKeyNotAccepted', 'tokenInvalid') },
+    response: {
+      200: object({ invitations: { type: 'array', items: invitation } }),
+      ...errors('orgNotFound', 'roleInsufficient', 'apiKeyNotAccepted', 'tokenInvalid'),
+    },
   },
   cancel: {
     tags, summary: 'Cancel a pending invitation (owner, admin): its link no longer works', security: bearerOnly, params: ids('id', 'inv_id'),
     response: { 200: message, ...errors('orgNotFound', 'invitationNotFound', 'roleInsufficient', 'apiKeyNotAccepted', 'tokenInvalid') },
   },
   accept: {
-    tags, summary: 'Join with an invitation\'s token: the account\'s verified email must be the invited address', security: bearerOnly,
-    body: { type: 'object', required: ['token'], properties: { token: { type: 'string' } } },
+    tags, security: bearerOnly, body: object({ token: STR }, ['token']),
+    summary: 'Join with an invitation\'s token: the account\'s verified email must be the invited address',
     response: {
-      200: { type: 'object', properties: { org_id: { type: 'integer' }, user_id: { type: 'integer' }, role: { enum: orgs.ORG_ROLES }, joined_at: { type: 'string', format: 'date-time' } } },
+      200: object({ org_id: INT, user_id: INT, role: ROLE, joined_at: DATE }),
       ...errors('linkInvalid', 'invitationOtherAddress', 'alreadyMember', 'apiKeyNotAccepted', 'tokenInvalid', 'rateLimited'),
     },
   },
@@ -81,13 +81,22 @@ function invitedEmail(body: unknown): string | undefined {
  * Queues the invitation's mail, off the request path, in the invited account's language if it has
  * one, else the inviter's request's. The organization's name is text in it, never a link.
  */
-function queueInvitationMail(deps: InvitationDeps, sent: { email: string; url: string; orgName: string; inviterEmail: string; inviterId: number }, headers: IncomingHttpHeaders): void {
+interface SentInvitation {
+  email: string;
+  url: string;
+  orgName: string;
+  inviterEmail: string;
+  inviterId: number;
+}
+
+function queueInvitationMail(deps: InvitationDeps, sent: SentInvitation, headers: IncomingHttpHeaders): void {
   const fallback = deps.words.requestLanguage(headers);
   deps.mailer.enqueue('org_invitation', sent.inviterId, async () => {
     const invited = await users.findByEmail(deps.db, sent.email);
     const language = deps.words.languageFor(invited ? await users.localeOf(deps.db, invited.id) : null, fallback);
     const rendered = deps.words.compose('org_invitation', language, {
-      link: sent.url, email: sent.email, org_name: sent.orgName, inviter_email: sent.inviterEmail, expires_in_minutes: Math.round(deps.invitationTtlMs / 60_000),
+      link: sent.url, email: sent.email, org_name: sent.orgName, inviter_email: sent.inviterEmail,
+      expires_in_minutes: Math.round(deps.invitationTtlMs / 60_000),
     });
     return rendered && { to: sent.email, ...rendered };
   });
@@ -111,7 +120,8 @@ export async function invitationRoutes(app: FastifyInstance, deps: InvitationDep
       if (await orgs.isMemberByEmail(tx, org.id, email)) refuse('alreadyMember');
       await invitations.replacePending(tx, org.id, email, now);
       if ((await invitations.pendingCount(tx, org.id, now)) >= MAX_PENDING_PER_ORG) refuse('rateLimited');
-      if ((await invitations.sentSince(tx, user.id, new Date(now.getTime() - DAY_MS))) >= MAX_SENT_PER_INVITER_PER_DAY) refuse('rateLimited');
+      const sentToday = await invitations.sentSince(tx, user.id, new Date(now.getTime() - DAY_MS));
+      if (sentToday >= MAX_SENT_PER_INVITER_PER_DAY) refuse('rateLimited');
       const made = await invitations.insertInvitation(
         tx, { orgId: org.id, email, role: invitedRole, invitedBy: user.id, tokenHash: sha256Hex(token) }, now, new Date(now.getTime() + deps.invitationTtlMs),
       );
@@ -121,17 +131,16 @@ export async function invitationRoutes(app: FastifyInstance, deps: InvitationDep
     if ('refused' in outcome) return answer(reply, outcome);
     const { made, orgName, inviterEmail } = outcome.ok;
     // The raw token is in the mail and nowhere else (never a log).
-    queueInvitationMail(deps, { email: made.email, url: deps.invitationUrl.replaceAll('{token}', token), orgName, inviterEmail, inviterId: currentUser(request).id }, request.headers);
+    const url = deps.invitationUrl.replaceAll('{token}', token);
+    queueInvitationMail(deps, { email: made.email, url, orgName, inviterEmail, inviterId: currentUser(request).id }, request.headers);
     request.log.info({ userId: currentUser(request).id, orgId: made.org_id, invitationId: made.id }, 'invitation sent');
     return reply.code(201).send(shown(made));
   });
 
   app.get('/:id/invitations', { schema: DOCS.list, preHandler: deps.bearer }, async function listInvitations(request, reply) {
     const id = pathId(request, 'id');
-    const role = id === undefined ? undefined : await orgs.roleOf(db, id, currentUser(request).id);
-    if (role === undefined) return sendError(reply, 'orgNotFound');
-    if (!MANAGERS.includes(role)) return sendError(reply, 'roleInsufficient', { required_roles: MANAGERS, current_role: role });
-    return { invitations: (await invitations.pendingOf(db, id!, clock())).map(shown) };
+    const listed = await orgRead(db, currentUser(request).id, id, MANAGERS, async () => (await invitations.pendingOf(db, id!, clock())).map(shown));
+    return answer(reply, 'ok' in listed ? { ok: { invitations: listed.ok } } : listed);
   });
 
   app.delete('/:id/invitations/:inv_id', { schema: DOCS.cancel, preHandler: deps.bearer }, async function cancelInvitation(request, reply) {
@@ -162,7 +171,8 @@ export async function acceptRoute(app: FastifyInstance, deps: InvitationDeps): P
       if (role !== undefined) refuse('alreadyMember');
       // An invitation is worth what its inviter may still grant: none once they are no longer owner or admin.
       const inviterRole = pending.invited_by === null ? undefined : await orgs.roleOf(tx, org.id, pending.invited_by);
-      if (!inviterRole || !MANAGERS.includes(inviterRole) || (pending.role === 'owner' && inviterRole !== 'owner')) refuse('linkInvalid');
+      const mayGrant = inviterRole !== undefined && MANAGERS.includes(inviterRole) && (pending.role !== 'owner' || inviterRole === 'owner');
+      if (!mayGrant) refuse('linkInvalid');
       if (!(await invitations.useUp(tx, pending.id, now))) refuse('linkInvalid');
       await orgs.addMember(tx, org.id, user.id, pending.role, now);
       await record('org.member_added', { member_id: user.id, role: pending.role, invitation_id: pending.id });

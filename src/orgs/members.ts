@@ -7,24 +7,25 @@ import { sendError, successBody } from '../errors/index.js';
 import { bearerOnly, errors, message } from '../openapi.js';
 import * as orgs from '../storage/organizations.js';
 import { orgChange, refuse, requireRole, type OrgChangeDeps, type OrgWriters } from './change.js';
-import { actorOf, answer, MANAGERS, OWNERS, orgRole, pathId } from './common.js';
+import { actorOf, answer, DATE, ids, INT, MANAGERS, object, OWNERS, orgRole, pathId, ROLE, STR, TAGS } from './common.js';
 import type { OrgRoutesDeps } from './orgs.js';
 
 export type MemberDeps = Pick<OrgRoutesDeps, 'bearer'> & OrgChangeDeps;
 
-const params = { type: 'object', required: ['id', 'user_id'], properties: { id: { type: 'string', pattern: '^[1-9][0-9]{0,9}$' }, user_id: { type: 'string', pattern: '^[1-9][0-9]{0,9}$' } } };
-const tags = ['organizations'];
+const params = ids('id', 'user_id');
+const tags = TAGS;
 export const DOCS = {
   setRole: {
     tags, summary: 'Change a member\'s role (owner, admin); only an owner grants or takes owner; the last owner stays one', security: bearerOnly, params,
-    body: { type: 'object', required: ['role'], properties: { role: { enum: orgs.ORG_ROLES } } },
+    body: object({ role: ROLE }, ['role']),
     response: {
-      200: { type: 'object', properties: { user_id: { type: 'integer' }, email: { type: 'string' }, role: { enum: orgs.ORG_ROLES }, joined_at: { type: 'string', format: 'date-time' } } },
+      200: object({ user_id: INT, email: STR, role: ROLE, joined_at: DATE }),
       ...errors('badRequest', 'orgNotFound', 'memberNotFound', 'roleInsufficient', 'lastOwner', 'apiKeyNotAccepted', 'tokenInvalid'),
     },
   },
   remove: {
-    tags, summary: 'Remove a member (owner, admin), or leave (any member, oneself); the last owner cannot leave; their organization keys are revoked', security: bearerOnly, params,
+    tags, summary: 'Remove a member (owner, admin), or leave (any member, oneself); the last owner cannot leave; their organization keys are revoked',
+    security: bearerOnly, params,
     response: { 200: message, ...errors('orgNotFound', 'memberNotFound', 'roleInsufficient', 'lastOwner', 'apiKeyNotAccepted', 'tokenInvalid') },
   },
 };

@@ -2,13 +2,13 @@
 // first owner; a user owns at most organizations.maxOwnedPerUser, counted under the user's row lock
 // (change.ts), so parallel creations on several instances never pass it. Each route carries its
 // OpenAPI fragment (DOCS) beside its handler.
-import type { FastifyInstance, FastifyReply, FastifyRequest, preHandlerAsyncHookHandler } from 'fastify';
+import type { FastifyInstance, preHandlerAsyncHookHandler } from 'fastify';
 import { sendError, successBody } from '../errors/index.js';
 import { currentUser } from '../listener/requireUser.js';
 import { bearerOnly, errors, message } from '../openapi.js';
 import * as orgs from '../storage/organizations.js';
-import { orgChange, refuse, requireRole, userChange, type OrgChangeDeps } from './change.js';
-import { actorOf, answer, MANAGERS, OWNERS, orgName, pathId } from './common.js';
+import { orgChange, orgRead, refuse, requireRole, userChange, type OrgChangeDeps } from './change.js';
+import { actorOf, answer, DATE, ids, INT, MANAGERS, object, OWNERS, orgName, pathId, ROLE, STR, TAGS } from './common.js';
 
 export interface OrgRoutesDeps extends OrgChangeDeps {
   maxOwnedPerUser: number;
@@ -18,32 +18,41 @@ export interface OrgRoutesDeps extends OrgChangeDeps {
   factor: preHandlerAsyncHookHandler;
 }
 
-const ORG_ID = { type: 'object', required: ['id'], properties: { id: { type: 'string', pattern: '^[1-9][0-9]{0,9}$' } } };
-const ROLE = { enum: orgs.ORG_ROLES };
-const NAME = { type: 'object', required: ['name'], properties: { name: { type: 'string', minLength: 1, maxLength: 64, description: 'no control, bidi or line-break characters' } } };
-const organization = { type: 'object', properties: { id: { type: 'integer' }, name: { type: 'string' }, plan: { type: 'string' }, created_at: { type: 'string', format: 'date-time' } } };
-const member = { type: 'object', properties: { user_id: { type: 'integer' }, email: { type: 'string' }, role: ROLE, joined_at: { type: 'string', format: 'date-time' } } };
-const tags = ['organizations'];
+const NAME = object({ name: { type: 'string', minLength: 1, maxLength: 64, description: 'no control, bidi or line-break characters' } }, ['name']);
+const organization = object({ id: INT, name: STR, plan: STR, created_at: DATE });
+const member = object({ user_id: INT, email: STR, role: ROLE, joined_at: DATE });
+const tags = TAGS;
 
 export const DOCS = {
   create: {
-    tags, summary: 'Create an organization; its creator is its owner (a verified email; organizations.maxOwnedPerUser)', security: bearerOnly, body: NAME,
-    response: { 201: { ...organization, properties: { ...organization.properties, role: { const: 'owner' } } }, ...errors('badRequest', 'emailUnverified', 'orgLimitReached', 'apiKeyNotAccepted', 'tokenInvalid', 'rateLimited') },
+    tags, security: bearerOnly, body: NAME,
+    summary: 'Create an organization; its creator is its owner (a verified email; organizations.maxOwnedPerUser)',
+    response: {
+      201: object({ ...organization.properties, role: { const: 'owner' } }),
+      ...errors('badRequest', 'emailUnverified', 'orgLimitReached', 'apiKeyNotAccepted', 'tokenInvalid', 'rateLimited'),
+    },
   },
   list: {
     tags, summary: 'The caller\'s organizations and role in each', security: bearerOnly,
-    response: { 200: { type: 'object', properties: { orgs: { type: 'array', items: { type: 'object', properties: { id: { type: 'integer' }, name: { type: 'string' }, plan: { type: 'string' }, role: ROLE } } } } }, ...errors('apiKeyNotAccepted', 'tokenInvalid') },
+    response: {
+      200: object({ orgs: { type: 'array', items: object({ id: INT, name: STR, plan: STR, role: ROLE }) } }),
+      ...errors('apiKeyNotAccepted', 'tokenInvalid'),
+    },
   },
   read: {
-    tags, summary: 'An organization of the caller\'s; its members for owners and admins', security: bearerOnly, params: ORG_ID,
-    response: { 200: { ...organization, properties: { ...organization.properties, members: { type: 'array', items: member, description: 'owners and admins only' } } }, ...errors('orgNotFound', 'apiKeyNotAccepted', 'tokenInvalid') },
+    tags, summary: 'An organization of the caller\'s; its members for owners and admins', security: bearerOnly, params: ids('id'),
+    response: {
+      200: object({ ...organization.properties, members: { type: 'array', items: member, description: 'owners and admins only' } }),
+      ...errors('orgNotFound', 'apiKeyNotAccepted', 'tokenInvalid'),
+    },
   },
   rename: {
-    tags, summary: 'Rename an organization (owner, admin)', security: bearerOnly, params: ORG_ID, body: NAME,
+    tags, summary: 'Rename an organization (owner, admin)', security: bearerOnly, params: ids('id'), body: NAME,
     response: { 200: organization, ...errors('badRequest', 'orgNotFound', 'roleInsufficient', 'apiKeyNotAccepted', 'tokenInvalid') },
   },
   remove: {
-    tags, summary: 'Delete an organization with its memberships, invitations and keys (owner, guard factor: a recent sign-in)', security: bearerOnly, params: ORG_ID,
+    tags, security: bearerOnly, params: ids('id'),
+    summary: 'Delete an organization with its memberships, invitations and keys (owner, guard factor: a recent sign-in)',
     response: { 200: message, ...errors('orgNotFound', 'roleInsufficient', 'recentAuthRequired', 'emailUnverified', 'apiKeyNotAccepted', 'tokenInvalid') },
   },
 };
@@ -60,7 +69,8 @@ export async function createOrgRoute(app: FastifyInstance, deps: OrgRoutesDeps):
       if ((await orgs.ownedCount(tx, user.id)) >= deps.maxOwnedPerUser) refuse('orgLimitReached');
       const org = await orgs.insertOrganization(tx, name, now);
       await orgs.addMember(tx, org.id, user.id, 'owner', now);
-      await deps.audit.record({ type: 'org.created', actor: 'user', userId: user.id, ...actorOf(request).client, data: { org_id: org.id, name } }, tx);
+      const { client } = actorOf(request);
+      await deps.audit.record({ type: 'org.created', actor: 'user', userId: user.id, ...client, data: { org_id: org.id, name } }, tx);
       return { id: org.id, name: org.name, plan: org.plan, role: 'owner', created_at: org.created_at };
     });
     if ('ok' in outcome) request.log.info({ userId: currentUser(request).id, orgId: outcome.ok.id }, 'organization created');
@@ -74,12 +84,12 @@ export async function orgRoutes(app: FastifyInstance, deps: OrgRoutesDeps): Prom
     return { orgs: await orgs.organizationsOf(db, currentUser(request).id) };
   });
 
-  app.get('/:id', { schema: DOCS.read, preHandler: deps.bearer }, async function readOrg(request: FastifyRequest, reply: FastifyReply) {
+  app.get('/:id', { schema: DOCS.read, preHandler: deps.bearer }, async function readOrg(request, reply) {
     const id = pathId(request, 'id');
-    const role = id === undefined ? undefined : await orgs.roleOf(db, id, currentUser(request).id);
-    const org = role && (await orgs.findOrganization(db, id!));
-    if (!org) return sendError(reply, 'orgNotFound');
-    return { ...shown(org), ...(MANAGERS.includes(role) ? { members: await orgs.membersOf(db, org.id) } : {}) };
+    return answer(reply, await orgRead(db, currentUser(request).id, id, orgs.ORG_ROLES, async (role) => {
+      const org = (await orgs.findOrganization(db, id!))!;
+      return { ...shown(org), ...(MANAGERS.includes(role) ? { members: await orgs.membersOf(db, org.id) } : {}) };
+    }));
   });
 
   app.patch('/:id', { schema: DOCS.rename, preHandler: deps.bearer }, async function renameOrg(request, reply) {

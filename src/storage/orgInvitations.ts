@@ -19,14 +19,18 @@ const PENDING = 'accepted_at IS NULL AND cancelled_at IS NULL AND expires_at > $
 
 /** Cancels the pending invitation to this address, if any: a new one replaces it. */
 export async function replacePending(tx: Queryable, orgId: number, email: string, now: Date): Promise<void> {
-  await tx.query('UPDATE org_invitations SET cancelled_at = $3 WHERE org_id = $1 AND email = $2 AND accepted_at IS NULL AND cancelled_at IS NULL', [orgId, email, now]);
+  await tx.query(
+    'UPDATE org_invitations SET cancelled_at = $3 WHERE org_id = $1 AND email = $2 AND accepted_at IS NULL AND cancelled_at IS NULL',
+    [orgId, email, now],
+  );
 }
 
 export async function insertInvitation(
   tx: Queryable, invitation: { orgId: number; email: string; role: OrgRole; invitedBy: number; tokenHash: string }, now: Date, expiresAt: Date,
 ): Promise<Invitation> {
   return (await tx.query<Invitation>(
-    `INSERT INTO org_invitations (org_id, email, role, token_hash, invited_by, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING ${COLUMNS}`,
+    `INSERT INTO org_invitations (org_id, email, role, token_hash, invited_by, created_at, expires_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING ${COLUMNS}`,
     [invitation.orgId, invitation.email, invitation.role, invitation.tokenHash, invitation.invitedBy, now, expiresAt],
   ))[0]!;
 }
@@ -47,7 +51,8 @@ export async function sentSince(q: Queryable, userId: number, since: Date): Prom
 
 /** Cancels one pending invitation of the organization; whether there was one. */
 export async function cancelInvitation(tx: Queryable, orgId: number, id: number, now: Date): Promise<boolean> {
-  return (await tx.query(`UPDATE org_invitations SET cancelled_at = $2 WHERE org_id = $1 AND id = $3 AND ${PENDING} RETURNING id`, [orgId, now, id])).length > 0;
+  const sql = `UPDATE org_invitations SET cancelled_at = $2 WHERE org_id = $1 AND id = $3 AND ${PENDING} RETURNING id`;
+  return (await tx.query(sql, [orgId, now, id])).length > 0;
 }
 
 /** The pending invitation this token opens, without using it up. */
