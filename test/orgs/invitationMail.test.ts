@@ -1,0 +1,56 @@
+// The invitation mail (CONTRACT §22): an organization's name is its creator's words, so in an
+// operator's HTML template it is escaped text, never markup nor a link, and only the gateway's
+// link starts a URL. And the migration that brought organizations only adds (expand-only).
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { bearer, closeSql, describeWithServices, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { startSmtpCatcher, type SmtpCatcher } from '../helpers/smtp.js';
+import { createOrg, organizationsConfig, verifiedUser } from './helpers.js';
+
+describeWithServices('the invitation mail', () => {
+  let smtp: SmtpCatcher;
+  let gw: TestGateway;
+  let dir: string;
+
+  beforeAll(async () => {
+    smtp = await startSmtpCatcher();
+    dir = mkdtempSync(path.join(tmpdir(), 'gw-org-mail-'));
+    mkdirSync(path.join(dir, 'fr'));
+    writeFileSync(path.join(dir, 'fr', 'org_invitation.subject.txt'), 'Rejoignez {{org_name}}\n');
+    writeFileSync(path.join(dir, 'fr', 'org_invitation.txt'), '{{inviter_email}} vous invite dans {{org_name}} : {{link}}\n');
+    writeFileSync(path.join(dir, 'fr', 'org_invitation.html'), '<p>{{inviter_email}} vous invite dans <b>{{org_name}}</b></p><p><a href="{{link}}">Rejoindre</a></p>\n');
+    const config = organizationsConfig(smtp);
+    gw = await startTestGateway({ ...config, mail: { ...config.mail!, templates: dir } });
+  });
+  afterAll(async () => {
+    await gw?.close();
+    await smtp?.close();
+    rmSync(dir, { recursive: true, force: true });
+    await closeSql();
+  });
+
+  it('carries the organization\'s name escaped in HTML, as one line in the subject, and no link but the invitation\'s', async () => {
+    const [owner, guest] = [await verifiedUser(gw, smtp), await verifiedUser(gw, smtp)];
+    const name = '<a href="https://evil.example/">Paie</a>';
+    const id = await createOrg(gw, owner, name);
+    expect((await gw.post(`/api/v1/orgs/${id}/invitations`, { email: guest.email, role: 'member' }, { headers: bearer(owner.access) })).status).toBe(201);
+    const mail = await smtp.waitFor(guest.email, 2);
+    expect(mail.subject).toBe(`Rejoignez ${name}`);
+    expect(mail.htmlSource).toContain('<b>&lt;a href=&quot;https://evil.example/&quot;&gt;Paie&lt;/a&gt;</b>');
+    expect(mail.htmlSource).not.toContain('href="https://evil.example/"');
+    const invitation = /https:\/\/app\.example\.com\/join\?token=[\w-]+/.exec(mail.text)?.[0];
+    expect(invitation).toBeDefined();
+    expect([...mail.htmlSource!.matchAll(/href="([^"]*)"/g)].map((m) => m[1])).toEqual([invitation]);
+  });
+});
+
+it('migration 025 only adds: new tables, indexes and nullable columns, nothing dropped, renamed or made required', () => {
+  const text = readFileSync(new URL('../../migrations/025_organizations.sql', import.meta.url), 'utf8').replace(/--.*$/gm, '').replace(/ON DELETE (CASCADE|SET NULL)/g, '');
+  expect(text).not.toMatch(/\b(DROP|RENAME|TRUNCATE|DELETE|UPDATE)\b|ALTER\s+COLUMN|SET\s+NOT\s+NULL/i);
+  for (const added of text.matchAll(/ALTER TABLE (\w+) ADD COLUMN ([^;]+);/g)) {
+    expect(added[1]).toBe('api_tokens');
+    expect(added[2], added[2]).not.toMatch(/NOT NULL/i);
+  }
+});
