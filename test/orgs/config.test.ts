@@ -1,12 +1,14 @@
 // organizations and mail.invitationUrl (CONTRACT §22): the configuration's rules, and that without
 // organizations enabled /api/v1/orgs is not the gateway's: a route may take it, else 404 as any
-// path nobody serves. Without mail.smtp, inviting answers 503.
+// path nobody serves. Without mail.smtp, inviting answers 503; creating is under the auth rate limit.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { docsExample } from '../helpers/docs.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
-import { bearer, closeSql, configProblems, describeWithServices, makeUser, startTestGateway, testConfig, testConfigFromYaml, type TestGateway } from '../helpers/gateway.js';
+import { bearer, closeSql, configProblems, describeWithServices, makeUser, ownRedisPrefix, startTestGateway, testConfig, testConfigFromYaml, type TestGateway } from '../helpers/gateway.js';
 import { createOrg } from './helpers.js';
 
+// Mail settings without a relay: links are made, no mail is sent.
+const NO_SMTP = { smtp: '', from: 'x', resetUrl: 'https://a.example/r?token={token}', verifyUrl: 'https://a.example/v?token={token}', invitationUrl: 'https://a.example/j?token={token}' };
 const MAIL = 'mail:\n  resetUrl: https://app.example.com/reset?token={token}\n  verifyUrl: https://app.example.com/verify?token={token}\n';
 
 describe('organizations in gateway.yaml', () => {
@@ -44,11 +46,12 @@ describe('organizations in gateway.yaml', () => {
   });
 });
 
-describeWithServices('organizations switched off, and without mail.smtp', () => {
+describeWithServices('organizations switched off, without mail.smtp, under the auth rate limit', () => {
   let upstream: EchoUpstream;
   let off: TestGateway;
   let routed: TestGateway;
   let noSmtp: TestGateway;
+  let limited: TestGateway;
 
   beforeAll(async () => {
     upstream = await startEchoUpstream();
@@ -56,11 +59,11 @@ describeWithServices('organizations switched off, and without mail.smtp', () => 
     routed = await startTestGateway(testConfig({ organizations: { enabled: false }, upstreams: { app: { url: upstream.url } }, routes: [{ path: '/api/v1/orgs', upstream: 'app', auth: 'none' }] }));
     noSmtp = await startTestGateway(testConfig({
       errors: { codes: true }, organizations: { enabled: true },
-      mail: { smtp: '', from: 'x', resetUrl: 'https://a.example/r?token={token}', verifyUrl: 'https://a.example/v?token={token}', invitationUrl: 'https://a.example/j?token={token}' },
+      mail: NO_SMTP,
     }));
   });
   afterAll(async () => {
-    await Promise.all([off, routed, noSmtp].map((gw) => gw?.close()));
+    await Promise.all([off, routed, noSmtp, limited].map((gw) => gw?.close()));
     await upstream?.close();
     await closeSql();
   });
@@ -75,6 +78,17 @@ describeWithServices('organizations switched off, and without mail.smtp', () => 
     const res = await routed.post('/api/v1/orgs', { name: 'Acme' });
     expect(res.status).toBe(200);
     expect(res.json).toMatchObject({ method: 'POST', path: '/api/v1/orgs', body: JSON.stringify({ name: 'Acme' }) });
+  });
+
+  it('creating an organization is under the auth rate limit (with register and login); reading is not', async () => {
+    limited = await startTestGateway(testConfig({
+      organizations: { enabled: true, maxOwnedPerUser: 10 }, mail: NO_SMTP, auth: { rateLimit: { max: 4, window: '1m' } }, storage: { redisKeyPrefix: ownRedisPrefix('orgs-limit') },
+    }));
+    const user = await verifiedUserBySql(limited);
+    const create = () => limited.post('/api/v1/orgs', { name: 'Limited' }, { headers: bearer(user.access) });
+    expect([(await create()).status, (await create()).status]).toEqual([201, 201]);
+    expect(await create()).toMatchObject({ status: 429, json: { error: 'Trop de tentatives, réessayez plus tard' } });
+    expect((await limited.get('/api/v1/orgs', { headers: bearer(user.access) })).json.orgs).toHaveLength(2);
   });
 
   it('without mail.smtp, an invitation nobody could receive is 503 Envoi d’emails non configuré', async () => {
