@@ -22,6 +22,7 @@ import { canonicalUrl } from './routing/paths.js';
 import { WebSockets } from './proxy/websocket.js';
 import { userRoutes } from './user/routes.js';
 import { registerOrganizations } from './orgs/index.js';
+import { billingRoutes } from './billing/routes.js';
 import { ASSERTION_KEYS_PATH } from './verify/index.js';
 import { ERRORS_PATH, errorList } from './errors/listing.js';
 
@@ -115,6 +116,8 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
     await userRoutes(user, userDeps);
   }, { prefix: '/api/v1/user' });
   await registerOrganizations(app, { config, db, audit, clock, requireUser, mailer, mailWords: instance.mailWords, rateLimit: authRateLimit });
+  // Plans that follow payment (CONTRACT §23): only with billing.stripe; otherwise these paths are not the gateway's.
+  if (instance.billing) await app.register(billingRoutes, { prefix: '/api/v1/billing', ...instance.billing, requireUser });
   // WebSocket upgrades on websocket routes go through fastify's routing like any request; the
   // sockets they open are closed (1008) when their user no longer passes the route's guards, and
   // (1001) when the listener closes, after the drain (server.shutdownDelay).

@@ -2,13 +2,15 @@
 // agree on who does it): single-use rows that expired (storage/expiredRows.ts), kept a day past
 // their expiry so that a link opened a little late still finds its row and is refused as expired;
 // and audit events past audit.retention (audit.ts). Webhook messages keep their own purge, whose
-// pace is a setting (webhooks/outbox.ts).
+// pace is a setting (webhooks/outbox.ts). Beside it, a minutely pass for work that must happen
+// within a minute (billing: the end of a past_due grace, CONTRACT §23).
 import type { Logger } from 'pino';
 import type { AuditLog } from './audit.js';
 import type { Database } from './storage/db.js';
 import { purgeExpired } from './storage/expiredRows.js';
 
 const SWEEP_EVERY_MS = 3_600_000;
+const MINUTELY_MS = 60_000;
 const KEEP_EXPIRED_MS = 86_400_000;
 
 export interface HousekeepingDeps {
@@ -16,16 +18,34 @@ export interface HousekeepingDeps {
   clock: () => Date;
   log: Logger;
   audit: Pick<AuditLog, 'purge'>;
-  /** Test seam: how often the sweep runs (hourly), so a test can watch the timer do it. */
+  /** Test seam: how often the sweep runs (hourly), so a test can watch the timer do it; the minutely pass runs at least as often. */
   everyMs?: number;
+  /** Work due within a minute of becoming due (each instance runs it: it must be idempotent). */
+  minutely?: Array<{ name: string; run: () => Promise<unknown> }>;
 }
 
 export class Housekeeping {
   private readonly timer: NodeJS.Timeout;
+  private readonly minuteTimer: NodeJS.Timeout | undefined;
+  private minutelyRunning = false;
 
   constructor(private readonly deps: HousekeepingDeps) {
     // Unref'd, and cleared by close(): the clean-up never keeps a stopped process alive.
     this.timer = setInterval(() => void this.sweep(), deps.everyMs ?? SWEEP_EVERY_MS).unref();
+    if (deps.minutely?.length) this.minuteTimer = setInterval(() => void this.runMinutely(), Math.min(deps.everyMs ?? MINUTELY_MS, MINUTELY_MS)).unref();
+  }
+
+  /** One minutely pass; a pass still running when the next is due is not doubled. */
+  async runMinutely(): Promise<void> {
+    if (this.minutelyRunning) return;
+    this.minutelyRunning = true;
+    try {
+      for (const task of this.deps.minutely ?? []) {
+        await task.run().catch((err: unknown) => this.deps.log.warn({ err, task: task.name }, 'a minutely task failed; it runs again in a minute'));
+      }
+    } finally {
+      this.minutelyRunning = false;
+    }
   }
 
   /** Purges both; how many rows went, by table. */
@@ -48,5 +68,6 @@ export class Housekeeping {
 
   close(): void {
     clearInterval(this.timer);
+    clearInterval(this.minuteTimer);
   }
 }

@@ -31,6 +31,8 @@ import type { FleetLink } from './fleet/workerLink.js';
 import { errorStyleOf } from './errors/messageFiles.js';
 import { mailWordsOf, type MailWords } from './mail/index.js';
 import type { ErrorStyle } from './errors/index.js';
+import { Billing, type BillingDeps } from './billing/billing.js';
+import { StripeGateway } from './billing/stripe.js';
 
 /** Where the instance is in its life: told by server.ts, read by readiness and every response. */
 export interface Lifecycle {
@@ -77,6 +79,8 @@ export interface Instance {
   mailWords: MailWords;
   /** In a worker (server.workers > 1): the primary, which gathers /metrics and /readyz of every worker. */
   fleet?: FleetLink;
+  /** Plans that follow payment (billing.stripe, CONTRACT §23); absent without it. */
+  billing?: { billing: Billing; stripe: StripeGateway };
   close(): Promise<void>;
 }
 
@@ -132,7 +136,9 @@ export async function createInstance(config: Config, options: InstanceOptions): 
     outbox.start();
     const events = new OutboxEmitter({ db, config: config.webhooks, clock });
     const audit = new AuditLog({ db, clock, log, retentionMs: config.audit.retention });
-    const housekeeping = new Housekeeping({ db, clock, log, audit, everyMs: options.housekeepingEveryMs });
+    const billing = billingOf(config, { db, audit, identities, clock, log, plans: () => live.current.settings.plans });
+    const minutely = billing ? [{ name: 'billing grace', run: () => billing.billing.endGraces() }] : [];
+    const housekeeping = new Housekeeping({ db, clock, log, audit, everyMs: options.housekeepingEveryMs, minutely });
     closers.push(async () => housekeeping.close());
     await feed.start();
 
@@ -160,7 +166,7 @@ export async function createInstance(config: Config, options: InstanceOptions): 
     });
 
     return {
-      lifecycle: { draining: false }, config, live, db, redis, clock, log, feed, tokens, passwords, identities, keyUsage, daily, keyring, pipeline, metrics, events, deliveries: outbox, mailer, audit, housekeeping, tracing, errorStyle, mailWords, fleet: options.fleet,
+      lifecycle: { draining: false }, config, live, db, redis, clock, log, feed, tokens, passwords, identities, keyUsage, daily, keyring, pipeline, metrics, events, deliveries: outbox, mailer, audit, housekeeping, tracing, errorStyle, mailWords, fleet: options.fleet, billing,
       close: () => closeAll((err) => log.warn({ err }, 'error while closing')),
     };
   } catch (err) {
@@ -202,6 +208,14 @@ async function connectRedisBreaker(storage: Config['storage'], log: Logger, clos
   const breaker = new RedisBreaker(r, { timeoutMs: storage.redisTimeout, log });
   closers.push(async () => breaker.close());
   return breaker;
+}
+
+/** The Stripe client and what applies its events, when billing.stripe is set. */
+function billingOf(config: Config, deps: Pick<BillingDeps, 'db' | 'audit' | 'clock' | 'log' | 'plans'> & { identities: IdentityCache }): Instance['billing'] {
+  if (!config.billing) return undefined;
+  const stripe = new StripeGateway(config.billing.stripe);
+  const billing = new Billing({ ...deps, stripe, config: config.billing.stripe, forgetUser: (id) => deps.identities.forgetUser(id) });
+  return { billing, stripe };
 }
 
 /**

@@ -5,8 +5,9 @@ import { z } from 'zod';
 import {
   adminKey, ASYMMETRIC, bool, duration, durationOrZero, envReference, HTTP_URL, int, isInlinePem, isUrl, NAME, OCTET, optionalText, port, PORT, ratio, SECRET_MIN, size, text, verifyingKeyProblem,
 } from './schema/values.js';
-import { checkRoutes, corsProblem, corsSchema, MAX_LIMIT, planLimits, planName, routeSchema, upstreamSchema, usageNoun } from './schema/routes.js';
+import { BASE_PLANS, checkRoutes, corsProblem, corsSchema, MAX_LIMIT, planLimits, planName, routeSchema, upstreamSchema, usageNoun } from './schema/routes.js';
 import { oidcSchema, originProblem, originsWithoutCookie } from './schema/providers.js';
+import { billingSchema } from './schema/billing.js';
 export { parseDuration, parseSize } from './schema/values.js';
 export { BASE_PLANS, CORS_DEFAULTS, HTTP_METHODS, type Plan } from './schema/routes.js';
 export { GITHUB_ISSUER, GOOGLE_ISSUER, originsWithoutCookie } from './schema/providers.js';
@@ -247,6 +248,7 @@ const fileShape = z.strictObject({
   }).prefault({}),
   cors: corsSchema.optional(),
   mail: mailSchema.optional(),
+  billing: billingSchema.optional(),
   upstreams: z.record(z.string().regex(/^[A-Za-z0-9_.-]+$/, 'expected an upstream name of letters, digits, _ . -').meta({ examples: ['app'] }), upstreamSchema).default({}),
   routes: z.array(routeSchema).default([]),
 });
@@ -261,7 +263,7 @@ export type Config = z.output<typeof fileShape>;
  * typed: a check that cannot read it stops there, and the section's own problem is what gets reported.
  */
 export const configSchema = fileShape.superRefine((cfg, ctx) => {
-  for (const check of [checkJwt, checkWorkers, checkPlanShorthand, checkUpstreamTls, checkCorsAndMail, checkOidcBinding]) whenReadable(() => check(cfg, ctx));
+  for (const check of [checkJwt, checkWorkers, checkBillingPrices, checkPlanShorthand, checkUpstreamTls, checkCorsAndMail, checkOidcBinding]) whenReadable(() => check(cfg, ctx));
   whenReadable(() => checkRoutes(cfg, ctx, whenReadable));
 }, { when: () => true });
 
@@ -294,6 +296,14 @@ function checkWorkers(cfg: Config, ctx: z.RefinementCtx): void {
   // Each worker is an instance: embedded storage is one process's (CONTRACT §18).
   if (cfg.server.workers !== 1 && !cfg.storage.postgres) {
     ctx.addIssue({ code: 'custom', path: ['server', 'workers'], message: 'more than one worker needs storage.postgres: embedded storage is one process\'s' });
+  }
+}
+
+function checkBillingPrices(cfg: Config, ctx: z.RefinementCtx): void {
+  // A price that gives a plan nobody declared would move payers onto a plan no route knows.
+  const known = new Set<string>([...BASE_PLANS, ...Object.keys(cfg.plans.limits), ...cfg.routes.flatMap((r) => r.plans ?? [])]);
+  for (const [price, plan] of Object.entries(cfg.billing?.stripe.prices ?? {})) {
+    if (!known.has(plan)) ctx.addIssue({ code: 'custom', path: ['billing', 'stripe', 'prices', price], message: `unknown plan ${JSON.stringify(plan)}; known: ${[...known].join(', ')}` });
   }
 }
 

@@ -178,7 +178,7 @@ export const CATALOG = {
   // CONTRACT §21 (API keys)
   apiKeyNotAccepted: { status: 401, code: 'api_key_not_accepted', fr: 'Token invalide ou expiré', en: 'Invalid or expired token',
     title: { fr: 'Clé API non acceptée ici', en: 'API key not accepted here' },
-    when: '`/api/v1/user/api-keys` and `/api/v1/orgs`: an `X-API-Key` without a bearer token (these endpoints take a bearer sign-in only)' },
+    when: '`/api/v1/user/api-keys`, `/api/v1/orgs`, `/api/v1/billing/checkout` and `/portal`: an `X-API-Key` without a bearer token (these endpoints take a bearer sign-in only)' },
   scopeInsufficient: { status: 403, code: 'scope_insufficient', fr: 'Portée insuffisante', en: 'Insufficient scope',
     fields: ['required_scopes'],
     when: 'an API key with scopes: on a route with `scopes`, without every one of them; on any other route and own endpoint but `GET /api/v1/user/me`, '
@@ -207,4 +207,17 @@ export const CATALOG = {
     when: '`DELETE /api/v1/orgs/{id}/invitations/{inv_id}`: no pending invitation of the organization has that id (accepted, cancelled or expired ones included)' },
   orgLimitReached: { status: 409, code: 'org_limit_reached', fr: 'Nombre maximal d\'organisations atteint', en: 'Maximum number of organizations reached',
     when: '`POST /api/v1/orgs`: the user owns `organizations.maxOwnedPerUser` organizations already' },
+  // CONTRACT §23: plans that follow payment
+  priceUnknown: { status: 400, code: 'price_unknown', fr: 'Prix inconnu', en: 'Unknown price',
+    when: '`POST /api/v1/billing/checkout`: `price` is not a key of `billing.stripe.prices`' },
+  signatureInvalid: { status: 400, code: 'signature_invalid', fr: 'Signature invalide', en: 'Invalid signature',
+    when: '`POST /api/v1/billing/stripe/webhook`: `Stripe-Signature` missing, not made with any of `billing.stripe.webhookSecrets`, or older than 300 s' },
+  subscriptionNone: { status: 404, code: 'subscription_none', fr: 'Aucun abonnement', en: 'No subscription',
+    when: '`POST /api/v1/billing/portal`: the owner has no Stripe customer yet (no checkout completed)' },
+  subscriptionAlreadyActive: { status: 409, code: 'subscription_already_active', fr: 'Abonnement déjà actif', en: 'Subscription already active',
+    when: '`POST /api/v1/billing/checkout`: the owner already has an active or trialing subscription (the portal changes it)' },
+  paymentUnavailable: { status: 503, code: 'payment_unavailable', fr: 'Service de paiement indisponible', en: 'Payment service unavailable',
+    when: '`POST /api/v1/billing/checkout` and `/portal`: Stripe did not answer, or answered an error' },
+  stripeEventFailed: { status: 500, code: 'stripe_event_failed', fr: 'Événement non appliqué, réessayez plus tard', en: 'Event not applied, retry later',
+    when: '`POST /api/v1/billing/stripe/webhook`: fetching the subscription from Stripe failed; nothing was applied, and Stripe retries the event' },
 } as const satisfies Record<string, CatalogEntry>;

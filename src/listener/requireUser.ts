@@ -31,7 +31,7 @@ export function requireUserWith(pipeline: Pick<Pipeline, 'guard'>): RequireUser 
 }
 
 /**
- * CONTRACT §21's `bearer` guard (/api/v1/user/api-keys, /api/v1/orgs…): a bearer sign-in only; an
+ * CONTRACT §21's `bearer` guard (/api/v1/user/api-keys, /api/v1/orgs…, /api/v1/billing/checkout and /portal): a bearer sign-in only; an
  * API key alone is refused (api_key_not_accepted) before anything else, its scopes included, is looked at.
  */
 export function requireBearer(requireUser: RequireUser): preHandlerAsyncHookHandler[] {
@@ -50,3 +50,4 @@ export function currentIdentity(request: FastifyRequest): Identity {
   if (!request.currentUser) throw new Error('currentUser() used on a route without requireUser');
   return request.currentUser;
 }
+

@@ -11,11 +11,12 @@ export const AUDIT_TYPES = [
   'admin.plan_changed', 'admin.active_changed', 'admin.sessions_revoked', 'admin.mfa_reset', 'admin.user_deleted',
   // CONTRACT §22: data names the organization (org_id) and, for a member, whose membership (member_id).
   'org.created', 'org.updated', 'org.deleted', 'org.invitation_sent', 'org.invitation_cancelled', 'org.member_added', 'org.member_removed', 'org.role_changed',
+  'billing.plan_changed',
 ] as const;
 export type AuditType = (typeof AUDIT_TYPES)[number];
 
 /** Who acted: the account's owner, an operator through the admin API, the CLI or the console, or the gateway itself. */
-export type AuditActor = 'user' | 'admin' | 'cli' | 'console' | 'system';
+export type AuditActor = 'user' | 'admin' | 'cli' | 'console' | 'billing' | 'system';
 
 export interface AuditEvent {
   type: AuditType;

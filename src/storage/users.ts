@@ -160,16 +160,25 @@ export async function setPlan(
   changed?: (tx: Queryable, user: User) => Promise<void>,
 ): Promise<User | undefined> {
   return db.transaction(async (tx) => {
-    const user = (await tx.query<User>(`UPDATE users SET plan = $2 WHERE id = $1 RETURNING ${USER_COLUMNS}`, [id, plan]))[0];
-    if (!user) return undefined;
-    await tx.query(
-      `INSERT INTO subscriptions (user_id, plan) VALUES ($1, $2)
-       ON CONFLICT (user_id) DO UPDATE SET plan = EXCLUDED.plan, updated_at = now()`,
-      [id, plan],
-    );
-    await changed?.(tx, user);
+    const user = await writePlan(tx, id, plan);
+    if (user) await changed?.(tx, user);
     return user;
   });
+}
+
+/**
+ * setPlan's writes, in the caller's transaction: users.plan (whose trigger tells every instance,
+ * migration 001) and the subscriptions row that mirrors it (§4). undefined when the user is gone.
+ */
+export async function writePlan(tx: Queryable, id: number, plan: Plan): Promise<User | undefined> {
+  const user = (await tx.query<User>(`UPDATE users SET plan = $2 WHERE id = $1 RETURNING ${USER_COLUMNS}`, [id, plan]))[0];
+  if (!user) return undefined;
+  await tx.query(
+    `INSERT INTO subscriptions (user_id, plan) VALUES ($1, $2)
+     ON CONFLICT (user_id) DO UPDATE SET plan = EXCLUDED.plan, updated_at = now()`,
+    [id, plan],
+  );
+  return user;
 }
 
 export async function setActive(db: Queryable, id: number, active: boolean): Promise<User | undefined> {

@@ -1,0 +1,146 @@
+// Plans that follow payment (CONTRACT §23): checkout and portal sessions for an owner, Stripe's
+// webhook events applied once, and the past_due grace ended on time. Each event is applied in one
+// transaction that first claims its id (billing_events), so a replay, or the same event delivered
+// to two instances at once, changes nothing the second time; a Stripe failure rolls it all back,
+// claim included, and Stripe's retry applies it. The payload decides nothing: the subscription is
+// fetched from Stripe and its current state applied (events come out of order, several a second).
+// A plan is set the way an operator's is (storage/users.ts writePlan: users' trigger tells every
+// instance within a second, the local cache is told at once), with its audit row.
+import type { Logger } from 'pino';
+import type { Audit, AuditActor } from '../audit.js';
+import type { Config } from '../config/schema.js';
+import type { BillingConfig } from '../config/schema/billing.js';
+import {
+  claimEvent, customerOf, linkCustomer, lockSubscription, markGraceEnded, ownerOfCustomer, ownerOfSession, ownersPastGrace, recordSession, saveSubscription,
+  subscriptionsOf, type Owner, type SubscriptionState,
+} from '../storage/billing.js';
+import type { Database, Queryable } from '../storage/db.js';
+import { lockUser, writePlan } from '../storage/users.js';
+import { planFromSubscriptions } from './plan.js';
+import { idOf, type StripeEvent, type StripeGateway } from './stripe.js';
+
+const DAY_MS = 86_400_000;
+const SUBSCRIPTION_EVENTS = new Set(['customer.subscription.created', 'customer.subscription.updated', 'customer.subscription.deleted']);
+const CHECKOUT_COMPLETED = 'checkout.session.completed';
+
+export interface BillingDeps {
+  db: Database;
+  stripe: StripeGateway;
+  config: BillingConfig['stripe'];
+  /** The live plans (a reload may reorder or add them). */
+  plans: () => Config['plans'];
+  audit: Pick<Audit, 'record'>;
+  /** Tells this instance's identity cache at once; the users trigger tells the others. */
+  forgetUser: (id: number) => void;
+  clock: () => Date;
+  log: Logger;
+}
+
+export type CheckoutOutcome = { url: string } | { error: 'priceUnknown' | 'subscriptionAlreadyActive' };
+export type EventOutcome = 'applied' | 'replayed' | 'ignored';
+
+/** Why a plan changed: a Stripe event (actor billing) or the end of a grace (actor system). */
+interface Cause { actor: AuditActor; data: Record<string, unknown> }
+
+export class Billing {
+  constructor(private readonly deps: BillingDeps) {}
+
+  /** A Checkout Session for `price` (a key of prices), reusing the owner's customer. Throws StripeUnavailable. */
+  async checkout(owner: Owner, price: string): Promise<CheckoutOutcome> {
+    if (!Object.hasOwn(this.deps.config.prices, price)) return { error: 'priceUnknown' };
+    const { db } = this.deps;
+    const subs = await subscriptionsOf(db, owner);
+    if (subs.some((s) => s.status === 'active' || s.status === 'trialing')) return { error: 'subscriptionAlreadyActive' };
+    const session = await this.deps.stripe.checkoutSession(owner, price, await customerOf(db, owner));
+    // Stored before the URL is handed out: only a session recorded here links a customer when it completes.
+    await recordSession(db, session.id, owner, price);
+    return { url: session.url };
+  }
+
+  /** A Customer Portal URL; undefined when the owner has no customer yet. Throws StripeUnavailable. */
+  async portal(owner: Owner): Promise<string | undefined> {
+    const customer = await customerOf(this.deps.db, owner);
+    return customer === undefined ? undefined : this.deps.stripe.portalSession(customer);
+  }
+
+  /** Applies a verified event once. Throws StripeUnavailable (nothing applied, the claim rolled back). */
+  async apply(event: StripeEvent): Promise<EventOutcome> {
+    if (event.livemode !== this.deps.stripe.livemode) return 'ignored';
+    const isCheckout = event.type === CHECKOUT_COMPLETED;
+    if (!isCheckout && !SUBSCRIPTION_EVENTS.has(event.type)) return 'ignored';
+    const cause: Cause = { actor: 'billing', data: { event_id: event.id } };
+    const outcome = await this.deps.db.transaction(async (tx) => {
+      if (!(await claimEvent(tx, event.id, event.type))) return { replayed: true, changed: [] as number[] };
+      const changed = isCheckout ? await this.completeCheckout(tx, event, cause) : await this.refreshSubscription(tx, idOf(event.object.id), cause);
+      return { replayed: false, changed };
+    });
+    for (const id of outcome.changed) this.deps.forgetUser(id);
+    return outcome.replayed ? 'replayed' : 'applied';
+  }
+
+  /**
+   * A completed checkout of a session the gateway created links its owner to the subscription's
+   * customer (unless either is linked already), then applies the subscription.
+   */
+  private async completeCheckout(tx: Queryable, event: StripeEvent, cause: Cause): Promise<number[]> {
+    const session = idOf(event.object.id);
+    const owner = session === null ? undefined : await ownerOfSession(tx, session);
+    const subscription = idOf(event.object.subscription);
+    if (!owner || subscription === null) return [];
+    await lockSubscription(tx, subscription);
+    const state = await this.deps.stripe.subscription(subscription);
+    if (!(await linkCustomer(tx, owner, state.customer))) {
+      this.deps.log.warn({ owner, session }, 'billing: checkout completed for an owner linked to another customer; not relinked (operator action)');
+      return [];
+    }
+    return this.applyState(tx, owner, state, cause);
+  }
+
+  private async refreshSubscription(tx: Queryable, subscription: string | null, cause: Cause): Promise<number[]> {
+    if (subscription === null) return [];
+    await lockSubscription(tx, subscription);
+    const state = await this.deps.stripe.subscription(subscription);
+    // A customer no checkout of ours linked: not ours to act on (its checkout, if any, applies it).
+    const owner = await ownerOfCustomer(tx, state.customer);
+    return owner ? this.applyState(tx, owner, state, cause) : [];
+  }
+
+  private async applyState(tx: Queryable, owner: Owner, state: SubscriptionState, cause: Cause): Promise<number[]> {
+    await saveSubscription(tx, owner, state, this.deps.clock());
+    return this.settlePlan(tx, owner, cause);
+  }
+
+  /** Sets the owner's plan to what its subscriptions give now; the users whose plan changed. */
+  private async settlePlan(tx: Queryable, owner: Owner, cause: Cause): Promise<number[]> {
+    // Organizations (CONTRACT §22) take their plan here once they exist.
+    if (owner.type !== 'user') return [];
+    const user = await lockUser(tx, owner.id, 'update');
+    if (!user) return [];
+    const { prices, pastDueGraceDays: graceDays } = this.deps.config;
+    const plan = planFromSubscriptions(await subscriptionsOf(tx, owner), { prices, graceDays, plans: this.deps.plans(), now: this.deps.clock() });
+    if (plan === user.plan) return [];
+    await writePlan(tx, owner.id, plan);
+    await this.deps.audit.record({ type: 'billing.plan_changed', actor: cause.actor, userId: owner.id, data: { ...cause.data, plan, previous_plan: user.plan } }, tx);
+    this.deps.log.info({ userId: owner.id, plan, previous: user.plan, ...cause.data }, 'billing: plan set');
+    return [owner.id];
+  }
+
+  /** Ends the grace of past_due subscriptions whose pastDueGraceDays have run out (every minute, housekeeping.ts). */
+  async endGraces(): Promise<number> {
+    const now = this.deps.clock();
+    const since = new Date(now.getTime() - this.deps.config.pastDueGraceDays * DAY_MS);
+    let ended = 0;
+    for (const owner of await ownersPastGrace(this.deps.db, since)) {
+      const changed = await this.deps.db.transaction(async (tx) => {
+        const result = await this.settlePlan(tx, owner, { actor: 'system', data: { reason: 'past_due_grace_ended' } });
+        await markGraceEnded(tx, owner, since, now);
+        return result;
+      });
+      for (const id of changed) this.deps.forgetUser(id);
+      ended++;
+    }
+    return ended;
+  }
+}
+
+

@@ -1,0 +1,41 @@
+// The owner's plan from its subscriptions (CONTRACT §23), a pure function: each subscription
+// active or trialing, or past_due within the grace, gives the plans of its listed prices (any
+// item: an add-on listed first, a metered item beside a base fee); the highest of them wins, none
+// gives free. Prices not in billing.stripe.prices give nothing.
+import { BASE_PLANS, type Config } from '../config/schema.js';
+import type { StoredSubscription } from '../storage/billing.js';
+
+const DAY_MS = 86_400_000;
+
+export interface PlanInputs {
+  prices: Record<string, string>;
+  plans: Config['plans'];
+  graceDays: number;
+  now: Date;
+}
+
+/** Whether the subscription still gives its plan now. */
+export function counts(sub: Pick<StoredSubscription, 'status' | 'past_due_since'>, graceDays: number, now: Date): boolean {
+  if (sub.status === 'active' || sub.status === 'trialing') return true;
+  if (sub.status !== 'past_due' || !sub.past_due_since) return false;
+  return now.getTime() < sub.past_due_since.getTime() + graceDays * DAY_MS;
+}
+
+/** How plans rank: the order of plans.limits (the one listed latest wins), else free < premium < pro. */
+function rank(plans: Config['plans'], plan: string): number {
+  const listed = Object.keys(plans.limits);
+  if (listed.length) return listed.includes(plan) ? listed.indexOf(plan) + BASE_PLANS.length : BASE_PLANS.indexOf(plan as (typeof BASE_PLANS)[number]);
+  return BASE_PLANS.indexOf(plan as (typeof BASE_PLANS)[number]);
+}
+
+export function planFromSubscriptions(subs: readonly Pick<StoredSubscription, 'status' | 'past_due_since' | 'prices'>[], inputs: PlanInputs): string {
+  let best: string | undefined;
+  for (const sub of subs) {
+    if (!counts(sub, inputs.graceDays, inputs.now)) continue;
+    for (const price of sub.prices) {
+      const plan = Object.hasOwn(inputs.prices, price) ? inputs.prices[price]! : undefined;
+      if (plan !== undefined && (best === undefined || rank(inputs.plans, plan) > rank(inputs.plans, best))) best = plan;
+    }
+  }
+  return best ?? 'free';
+}

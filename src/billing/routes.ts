@@ -1,0 +1,85 @@
+// /api/v1/billing/* (CONTRACT §23), with their OpenAPI fragments beside the handlers. Checkout
+// and portal take a bearer sign-in only (§21's guard) and act for the signed-in user (organizations,
+// §22, act here through Gateway-Org once they exist). The webhook reads its body raw: Stripe signs
+// the bytes, so nothing may parse and re-serialize them first. None of these is under the auth
+// rate limit: Stripe's retries and a user's clicks are not password guesses.
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { sendError } from '../errors/index.js';
+import { currentUser, requireBearer, type RequireUser } from '../listener/requireUser.js';
+import { bearerOnly as bearerSecurity, errors } from '../openapi.js';
+import type { Billing } from './billing.js';
+import { StripeUnavailable, type StripeGateway } from './stripe.js';
+
+export interface BillingRoutesDeps {
+  billing: Billing;
+  stripe: Pick<StripeGateway, 'verify'>;
+  requireUser: RequireUser;
+}
+
+const url = { type: 'object', required: ['url'], properties: { url: { type: 'string', format: 'uri' } } };
+const SCHEMAS = {
+  checkout: {
+    tags: ['billing'], summary: 'A Stripe Checkout Session for a subscription to `price` (a key of billing.stripe.prices)', security: bearerSecurity,
+    body: { type: 'object', required: ['price'], properties: { price: { type: 'string' } } },
+    response: { 200: url, ...errors('priceUnknown', 'tokenInvalid', 'apiKeyNotAccepted', 'subscriptionAlreadyActive', 'paymentUnavailable') },
+  },
+  portal: {
+    tags: ['billing'], summary: 'A Stripe Customer Portal session for the owner\'s customer', security: bearerSecurity,
+    response: { 200: url, ...errors('tokenInvalid', 'apiKeyNotAccepted', 'subscriptionNone', 'paymentUnavailable') },
+  },
+  webhook: {
+    tags: ['billing'], summary: 'Stripe\'s webhook: a signed event, applied once (Stripe-Signature checked against billing.stripe.webhookSecrets)',
+    description: 'Events used: checkout.session.completed, customer.subscription.created, .updated, .deleted; others answer 200 and are ignored.',
+    response: { 200: { type: 'object', properties: { received: { const: true } } }, ...errors('signatureInvalid', 'stripeEventFailed') },
+  },
+};
+
+/** Answers a Stripe failure with `name`; anything else is not Stripe's and goes to the error handler. */
+function answerStripeFailure(reply: FastifyReply, err: unknown, name: 'paymentUnavailable' | 'stripeEventFailed'): FastifyReply {
+  if (!(err instanceof StripeUnavailable)) throw err;
+  reply.log.warn({ err: err.message }, 'billing: Stripe call failed');
+  return sendError(reply, name);
+}
+
+const ownerOf = (request: FastifyRequest) => ({ type: 'user' as const, id: currentUser(request).id });
+
+export async function billingRoutes(app: FastifyInstance, deps: BillingRoutesDeps): Promise<void> {
+  const guard = { preHandler: requireBearer(deps.requireUser) };
+
+  app.post('/checkout', { ...guard, schema: SCHEMAS.checkout }, async function checkout(request, reply) {
+    const price = (request.body as { price?: unknown } | null)?.price;
+    try {
+      const outcome = await deps.billing.checkout(ownerOf(request), typeof price === 'string' ? price : '');
+      return 'error' in outcome ? sendError(reply, outcome.error) : { url: outcome.url };
+    } catch (err) {
+      return answerStripeFailure(reply, err, 'paymentUnavailable');
+    }
+  });
+
+  app.post('/portal', { ...guard, schema: SCHEMAS.portal }, async function portal(request, reply) {
+    try {
+      const link = await deps.billing.portal(ownerOf(request));
+      return link === undefined ? sendError(reply, 'subscriptionNone') : { url: link };
+    } catch (err) {
+      return answerStripeFailure(reply, err, 'paymentUnavailable');
+    }
+  });
+
+  await app.register(async function rawBody(webhook) {
+    webhook.removeAllContentTypeParsers();
+    webhook.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
+    webhook.post('/stripe/webhook', { schema: SCHEMAS.webhook }, async function stripeWebhook(request, reply) {
+      const raw = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
+      const signature = request.headers['stripe-signature'];
+      const event = deps.stripe.verify(raw, typeof signature === 'string' ? signature : undefined);
+      if (!event) return sendError(reply, 'signatureInvalid');
+      try {
+        const outcome = await deps.billing.apply(event);
+        request.log.info({ eventId: event.id, type: event.type, outcome }, 'billing: Stripe event');
+        return { received: true };
+      } catch (err) {
+        return answerStripeFailure(reply, err, 'stripeEventFailed');
+      }
+    });
+  });
+}

@@ -1,0 +1,114 @@
+// The few calls the gateway makes to Stripe, through the official `stripe` package (which also
+// verifies webhook signatures): checkout and portal sessions, and a subscription's current state.
+// apiBase lets tests and the demo point it at a local fake. No automatic retry: a failure is
+// answered (503 to a client, 500 to Stripe's webhook, which Stripe retries), not hidden.
+import Stripe from 'stripe';
+import type { BillingConfig } from '../config/schema/billing.js';
+import type { Owner, SubscriptionState } from '../storage/billing.js';
+
+const TIMEOUT_MS = 10_000;
+/** Stripe's tolerance for a signature's timestamp (the library's default, said out loud: CONTRACT §23). */
+export const SIGNATURE_TOLERANCE_S = 300;
+
+/** A call to Stripe that failed (network, timeout, an error answer): the caller answers it, never as a 2xx. */
+export class StripeUnavailable extends Error {
+  constructor(cause: unknown) {
+    super(`Stripe call failed: ${(cause as Error)?.message ?? String(cause)}`, { cause });
+    this.name = 'StripeUnavailable';
+  }
+}
+
+/** A webhook event, as much of it as the gateway reads (verified before it is parsed). */
+export interface StripeEvent {
+  id: string;
+  type: string;
+  livemode: boolean;
+  object: { id?: unknown; customer?: unknown; subscription?: unknown };
+}
+
+/** The owner as Stripe sees it: `user:42` in client_reference_id and metadata. */
+export const ownerReference = (owner: Owner) => `${owner.type}:${owner.id}`;
+
+export const idOf = (value: unknown): string | null => {
+  if (typeof value === 'string') return value;
+  const id = (value as { id?: unknown } | null)?.id;
+  return typeof id === 'string' ? id : null;
+};
+
+export class StripeGateway {
+  private readonly client: Stripe;
+  /** sk_live_/rk_live_: only live events count; test keys, only test events. */
+  readonly livemode: boolean;
+
+  constructor(private readonly config: BillingConfig['stripe']) {
+    const base = new URL(config.apiBase);
+    const protocol = base.protocol === 'http:' ? 'http' : 'https';
+    this.client = new Stripe(config.secretKey, {
+      host: base.hostname, port: base.port || (protocol === 'http' ? 80 : 443), protocol,
+      maxNetworkRetries: 0, timeout: TIMEOUT_MS, telemetry: false,
+    });
+    this.livemode = /^(?:sk|rk)_live_/.test(config.secretKey);
+  }
+
+  /**
+   * The event if the signature holds for one of the secrets (a rolling of the endpoint's secret
+   * signs with both), within the tolerance; undefined otherwise.
+   */
+  verify(raw: Buffer, signature: string | undefined): StripeEvent | undefined {
+    if (!signature) return undefined;
+    for (const secret of this.config.webhookSecrets) {
+      try {
+        const event = this.client.webhooks.constructEvent(raw, signature, secret, SIGNATURE_TOLERANCE_S);
+        return { id: event.id, type: event.type, livemode: event.livemode, object: event.data.object as StripeEvent['object'] };
+      } catch {
+        // the next secret
+      }
+    }
+    return undefined;
+  }
+
+  async checkoutSession(owner: Owner, price: string, customer: string | undefined): Promise<{ id: string; url: string }> {
+    const reference = ownerReference(owner);
+    const metadata = { owner_type: owner.type, owner_id: String(owner.id) };
+    const session = await this.call(() => this.client.checkout.sessions.create({
+      mode: 'subscription',
+      line_items: [{ price, quantity: 1 }],
+      client_reference_id: reference,
+      metadata,
+      subscription_data: { metadata },
+      ...(customer ? { customer } : {}),
+      success_url: this.config.successUrl,
+      cancel_url: this.config.cancelUrl,
+    }));
+    if (!session.url) throw new StripeUnavailable(new Error('checkout session without url'));
+    return { id: session.id, url: session.url };
+  }
+
+  async portalSession(customer: string): Promise<string> {
+    const session = await this.call(() => this.client.billingPortal.sessions.create({ customer, return_url: this.config.cancelUrl }));
+    return session.url;
+  }
+
+  /** The subscription as Stripe holds it now. */
+  async subscription(id: string): Promise<SubscriptionState> {
+    const sub = await this.call(() => this.client.subscriptions.retrieve(id));
+    const prices = sub.items.data.map((item) => item.price.id);
+    const listed = prices.filter((p) => Object.hasOwn(this.config.prices, p));
+    const ends = sub.items.data.map((item) => item.current_period_end).filter((t): t is number => typeof t === 'number');
+    return {
+      id: sub.id, customer: idOf(sub.customer) ?? '', status: sub.status, prices,
+      price: listed[0] ?? prices[0] ?? null,
+      currentPeriodEnd: ends.length ? new Date(Math.max(...ends) * 1000) : null,
+    };
+  }
+
+  private async call<T>(fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (err) {
+      throw new StripeUnavailable(err);
+    }
+  }
+}
+
+
