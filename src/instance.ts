@@ -211,7 +211,8 @@ async function connectRedisBreaker(storage: Config['storage'], log: Logger, clos
 }
 
 /** The Stripe client and what applies its events, when billing.stripe is set. */
-function billingOf(config: Config, deps: Pick<BillingDeps, 'db' | 'audit' | 'clock' | 'log' | 'plans'> & { identities: IdentityCache }): Instance['billing'] {
+type BillingParts = Pick<BillingDeps, 'db' | 'audit' | 'clock' | 'log' | 'plans'> & { identities: IdentityCache };
+function billingOf(config: Config, deps: BillingParts): Instance['billing'] {
   if (!config.billing) return undefined;
   const stripe = new StripeGateway(config.billing.stripe);
   const billing = new Billing({ ...deps, stripe, config: config.billing.stripe, forgetUser: (id) => deps.identities.forgetUser(id) });

@@ -120,7 +120,8 @@ export class Billing {
     const plan = planFromSubscriptions(await subscriptionsOf(tx, owner), { prices, graceDays, plans: this.deps.plans(), now: this.deps.clock() });
     if (plan === user.plan) return [];
     await writePlan(tx, owner.id, plan);
-    await this.deps.audit.record({ type: 'billing.plan_changed', actor: cause.actor, userId: owner.id, data: { ...cause.data, plan, previous_plan: user.plan } }, tx);
+    const data = { ...cause.data, plan, previous_plan: user.plan };
+    await this.deps.audit.record({ type: 'billing.plan_changed', actor: cause.actor, userId: owner.id, data }, tx);
     this.deps.log.info({ userId: owner.id, plan, previous: user.plan, ...cause.data }, 'billing: plan set');
     return [owner.id];
   }

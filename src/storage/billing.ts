@@ -26,12 +26,14 @@ export interface StoredSubscription {
 }
 
 export async function customerOf(q: Queryable, owner: Owner): Promise<string | undefined> {
-  const rows = await q.query<{ stripe_customer_id: string }>('SELECT stripe_customer_id FROM billing_customers WHERE owner_type = $1 AND owner_id = $2', [owner.type, owner.id]);
+  const rows = await q.query<{ stripe_customer_id: string }>(
+    'SELECT stripe_customer_id FROM billing_customers WHERE owner_type = $1 AND owner_id = $2', [owner.type, owner.id]);
   return rows[0]?.stripe_customer_id;
 }
 
 export async function ownerOfCustomer(q: Queryable, customer: string): Promise<Owner | undefined> {
-  const rows = await q.query<{ owner_type: OwnerType; owner_id: string }>('SELECT owner_type, owner_id FROM billing_customers WHERE stripe_customer_id = $1', [customer]);
+  const rows = await q.query<{ owner_type: OwnerType; owner_id: string }>(
+    'SELECT owner_type, owner_id FROM billing_customers WHERE stripe_customer_id = $1', [customer]);
   return rows[0] && { type: rows[0].owner_type, id: Number(rows[0].owner_id) };
 }
 
@@ -48,12 +50,14 @@ export async function linkCustomer(q: Queryable, owner: Owner, customer: string)
 }
 
 export async function recordSession(q: Queryable, session: string, owner: Owner, price: string): Promise<void> {
-  await q.query('INSERT INTO billing_sessions (stripe_session_id, owner_type, owner_id, price) VALUES ($1, $2, $3, $4)', [session, owner.type, owner.id, price]);
+  await q.query(
+    'INSERT INTO billing_sessions (stripe_session_id, owner_type, owner_id, price) VALUES ($1, $2, $3, $4)', [session, owner.type, owner.id, price]);
 }
 
 /** The owner of a checkout session the gateway created; undefined for any other session. */
 export async function ownerOfSession(q: Queryable, session: string): Promise<Owner | undefined> {
-  const rows = await q.query<{ owner_type: OwnerType; owner_id: string }>('SELECT owner_type, owner_id FROM billing_sessions WHERE stripe_session_id = $1', [session]);
+  const rows = await q.query<{ owner_type: OwnerType; owner_id: string }>(
+    'SELECT owner_type, owner_id FROM billing_sessions WHERE stripe_session_id = $1', [session]);
   return rows[0] && { type: rows[0].owner_type, id: Number(rows[0].owner_id) };
 }
 
@@ -63,7 +67,8 @@ export async function ownerOfSession(q: Queryable, session: string): Promise<Own
  * rolled back, takes it: one application across instances.
  */
 export async function claimEvent(q: Queryable, eventId: string, type: string): Promise<boolean> {
-  const rows = await q.query('INSERT INTO billing_events (event_id, type) VALUES ($1, $2) ON CONFLICT (event_id) DO NOTHING RETURNING event_id', [eventId, type]);
+  const rows = await q.query(
+    'INSERT INTO billing_events (event_id, type) VALUES ($1, $2) ON CONFLICT (event_id) DO NOTHING RETURNING event_id', [eventId, type]);
   return rows.length === 1;
 }
 
@@ -86,7 +91,8 @@ export async function saveSubscription(q: Queryable, owner: Owner, s: Subscripti
 
 export async function subscriptionsOf(q: Queryable, owner: Owner): Promise<StoredSubscription[]> {
   return q.query<StoredSubscription>(
-    'SELECT stripe_subscription_id, status, prices, past_due_since FROM billing_subscriptions WHERE owner_type = $1 AND owner_id = $2 ORDER BY stripe_subscription_id',
+    `SELECT stripe_subscription_id, status, prices, past_due_since FROM billing_subscriptions
+     WHERE owner_type = $1 AND owner_id = $2 ORDER BY stripe_subscription_id`,
     [owner.type, owner.id],
   );
 }
@@ -102,7 +108,8 @@ export async function ownersPastGrace(q: Queryable, since: Date): Promise<Owner[
 
 export async function markGraceEnded(q: Queryable, owner: Owner, since: Date, now: Date): Promise<void> {
   await q.query(
-    "UPDATE billing_subscriptions SET grace_ended_at = $4 WHERE owner_type = $1 AND owner_id = $2 AND status = 'past_due' AND past_due_since <= $3 AND grace_ended_at IS NULL",
+    `UPDATE billing_subscriptions SET grace_ended_at = $4
+     WHERE owner_type = $1 AND owner_id = $2 AND status = 'past_due' AND past_due_since <= $3 AND grace_ended_at IS NULL`,
     [owner.type, owner.id, since, now],
   );
 }

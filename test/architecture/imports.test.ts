@@ -14,7 +14,7 @@ const PACKAGE_IMPORT = /^\s*(?:import|export)\s([^'"]*?)from\s+'([^.'][^']*)'/gm
 const ERRORS_ROOM = ['errors/index.ts', 'errors/catalog.ts', 'errors/messages.ts', 'errors/success.ts', 'errors/negotiation.ts'];
 const LEAVES = new Set([
   ...ERRORS_ROOM, 'time.ts', 'credentials/digest.ts', 'http.ts', 'telemetry/logger.ts', 'telemetry/metrics.ts', 'telemetry/logThrottle.ts', 'pipeline/plans.ts',
-  'config/schema.ts', 'config/schema/values.ts', 'config/schema/routes.ts', 'config/schema/providers.ts', 'routing/paths.ts', 'routing/methodOverrides.ts',
+  'config/schema.ts', 'config/schema/values.ts', 'config/schema/routes.ts', 'config/schema/providers.ts', 'config/schema/billing.ts', 'routing/paths.ts', 'routing/methodOverrides.ts',
 ]);
 /**
  * What speaks HTTP: the listeners' framework (even its types: code that names a FastifyRequest is
@@ -182,6 +182,12 @@ describe('module dependencies', () => {
 
   it('leaves import nothing above them', () => {
     expect(refused(graph, (f) => LEAVES.has(f), (t) => LEAVES.has(t))).toEqual([]);
+  });
+
+  it('billing is entered by the composition root and the public listener only, and reaches neither the pipeline, the proxy nor auth', () => {
+    expect([...graph].filter(([file, targets]) => !file.startsWith('billing/') && targets.some((t) => t.startsWith('billing/'))).map(([file]) => file).sort()).toEqual(['app.ts', 'instance.ts']);
+    const allowed = (t: string) => ['billing/', 'storage/', 'config/', 'errors/'].some((room) => t.startsWith(room)) || ['audit.ts', 'openapi.ts', 'listener/requireUser.ts'].includes(t);
+    expect(refused(graph, under('billing'), allowed)).toEqual([]);
   });
 
   it('storage knows no HTTP: no listener, client or framework, and nothing of the rooms above it', () => {

@@ -211,7 +211,9 @@ describeWithServices('plans that follow payment (CONTRACT §23)', () => {
     const stranger = await makeUser(a);
     const foreign: FakeSubscription = { id: `sub_foreign_${stranger.id}`, customer: `cus_foreign_${stranger.id}`, status: 'active', prices: ['price_pro_monthly'] };
     stripe.setSubscription(foreign);
-    const forgedSession = signedEvent(SECRET, 'checkout.session.completed', { id: 'cs_test_not_ours', customer: foreign.customer, subscription: foreign.id, client_reference_id: `user:${stranger.id}` });
+    const forgedSession = signedEvent(SECRET, 'checkout.session.completed', {
+      id: 'cs_test_not_ours', customer: foreign.customer, subscription: foreign.id, client_reference_id: `user:${stranger.id}`,
+    });
     expect((await send(a, forgedSession)).status).toBe(200);
     expect((await planOf(stranger.id))!.plan).toBe('free');
     expect(await sql('SELECT count(*)::int AS n FROM billing_customers WHERE stripe_customer_id = $1', [foreign.customer])).toEqual([{ n: 0 }]);

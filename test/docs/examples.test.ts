@@ -33,6 +33,9 @@ const EXAMPLE_ENV = {
   OIDC_ISSUER: 'http://127.0.0.1:9000',
   OIDC_CLIENT_ID: 'gateway',
   OIDC_CLIENT_SECRET: 'an-example-client-secret',
+  // docs/billing.md: a Stripe restricted key and the webhook endpoint's secret.
+  STRIPE_SECRET_KEY: 'rk_live_example',
+  STRIPE_WEBHOOK_SECRET: 'whsec_example',
 };
 
 // What a fragment is completed with: the one upstream fragments' routes name. A top-level key the

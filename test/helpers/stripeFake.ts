@@ -83,7 +83,10 @@ export async function startStripeFake(): Promise<StripeFake> {
       }
       if (req.method === 'POST' && path === '/v1/billing_portal/sessions') {
         const session = id('bps');
-        return json(200, { id: session, object: 'billing_portal.session', customer: form.customer, return_url: form.return_url, livemode: false, url: `https://billing.stripe.com/p/session/${session}` });
+        return json(200, {
+          id: session, object: 'billing_portal.session', customer: form.customer, return_url: form.return_url, livemode: false,
+          url: `https://billing.stripe.com/p/session/${session}`,
+        });
       }
       const sub = /^\/v1\/subscriptions\/([^/]+)$/.exec(path);
       if (req.method === 'GET' && sub) {
@@ -110,7 +113,9 @@ export function signedEvent(
   secret: string, type: string, object: Record<string, unknown>, options: { id?: string; livemode?: boolean; timestamp?: number } = {},
 ): { id: string; body: string; signature: string } {
   const eventId = options.id ?? id('evt');
-  const body = JSON.stringify({ id: eventId, object: 'event', api_version: '2025-10-29', created: now(), type, livemode: options.livemode ?? false, data: { object }, pending_webhooks: 1 });
+  const body = JSON.stringify({
+    id: eventId, object: 'event', api_version: '2025-10-29', created: now(), type, livemode: options.livemode ?? false, data: { object }, pending_webhooks: 1,
+  });
   const signature = Stripe.webhooks.generateTestHeaderString({ payload: body, secret, timestamp: options.timestamp });
   return { id: eventId, body, signature };
 }

@@ -15,14 +15,23 @@ const httpUrl = (what: string) => z.string().refine((u) => isUrl(u, /^https?:$/)
 export const billingSchema = z.strictObject({
   stripe: z.strictObject({
     secretKey: z.string().regex(SECRET_KEY, 'expected a Stripe secret or restricted key: sk_live_…, sk_test_…, rk_live_… or rk_test_…')
-      .meta({ examples: ['${STRIPE_SECRET_KEY}'], description: 'A Stripe secret key or, better, a restricted key (docs/billing.md lists its rights); live or test decides which events count.' }),
+      .meta({
+        examples: ['${STRIPE_SECRET_KEY}'],
+        description: 'A Stripe secret key or, better, a restricted key (docs/billing.md lists its rights); live or test decides which events count.',
+      }),
     webhookSecrets: z.array(z.string().regex(WEBHOOK_SECRET, 'expected a webhook endpoint secret whsec_…')).min(1)
-      .meta({ examples: [['${STRIPE_WEBHOOK_SECRET}']], description: 'The webhook endpoint\'s signing secrets; several while Stripe rolls the endpoint\'s secret (each is tried).' }),
+      .meta({
+        examples: [['${STRIPE_WEBHOOK_SECRET}']],
+        description: 'The webhook endpoint\'s signing secrets; several while Stripe rolls its secret (each is tried).',
+      }),
     apiBase: httpUrl('Stripe\'s API, or a local fake of it').default('https://api.stripe.com')
       .meta({ description: 'Where Stripe\'s API is reached (tests and the demo point it at a local fake).' }),
     prices: z.record(z.string().regex(PRICE_ID, 'expected a Stripe price id such as price_1PqR…'), planName)
       .refine((prices) => Object.keys(prices).length > 0, 'expected at least one price: { price_id: plan }')
-      .meta({ examples: [{ price_premium_monthly: 'premium', price_pro_monthly: 'pro' }], description: 'Stripe price ids and the plan each gives; prices not listed are ignored.' }),
+      .meta({
+        examples: [{ price_premium_monthly: 'premium', price_pro_monthly: 'pro' }],
+        description: 'Stripe price ids and the plan each gives; others are ignored.',
+      }),
     successUrl: httpUrl('where Checkout sends the customer after paying').meta({ examples: ['https://app.example.com/billing?done=1'] }),
     cancelUrl: httpUrl('where Checkout sends the customer who goes back').meta({ examples: ['https://app.example.com/billing'] }),
     pastDueGraceDays: int(0, 365).default(7)
