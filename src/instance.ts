@@ -158,7 +158,8 @@ export async function createInstance(config: Config, options: InstanceOptions): 
     const mailer = new MailQueue(config.mail, log);
     closers.push(() => mailer.close());
     const pipeline = new Pipeline({
-      auth: { tokens, identities, keyUsage, clock, keyPrefix: config.apiKeys.prefix },
+      auth: { tokens, identities, clock, keyPrefix: config.apiKeys.prefix },
+      keyUsage,
       daily,
       minute: new MinuteLimiter(redis, clock),
       assertions: new AssertionSigner(keyring, clock, config.auth.jwt.issuer),

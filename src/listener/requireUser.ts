@@ -1,8 +1,8 @@
 // The auth (+ plan) guard for the gateway's own endpoints (/api/v1/user/*), as a preHandler: the
 // pipeline's own guard stage, so an own endpoint and a route answer identically.
 import type { FastifyReply, FastifyRequest, preHandlerAsyncHookHandler } from 'fastify';
-import { sendDenial, sendError } from '../errors/index.js';
-import { checkScopes, type Identity, type Pipeline } from '../pipeline/index.js';
+import { sendDenial } from '../errors/index.js';
+import type { Identity, Pipeline } from '../pipeline/index.js';
 import type { User } from '../storage/users.js';
 
 declare module 'fastify' {
@@ -11,33 +11,33 @@ declare module 'fastify' {
   }
 }
 
-/** `anyKey`: an API key with scopes passes without `*` (GET /api/v1/user/me only, CONTRACT §21). */
-export type RequireUser = (plans?: readonly string[], options?: { anyKey?: boolean }) => preHandlerAsyncHookHandler;
+/**
+ * `anyKey`: an API key with scopes passes without `*` (GET /api/v1/user/me only); `bearerOnly`: a
+ * bearer sign-in only, any key refused (CONTRACT §21). Both are the pipeline's guard's to apply.
+ */
+export type RequireUser = (plans?: readonly string[], options?: { anyKey?: boolean; bearerOnly?: boolean }) => preHandlerAsyncHookHandler;
 
 export function requireUserWith(pipeline: Pick<Pipeline, 'guard'>): RequireUser {
   return (plans, options = {}) => async function guard(request: FastifyRequest, reply: FastifyReply) {
-    const outcome = await pipeline.guard({ auth: 'required', plans, own: true }, request.headers, request.context.live);
+    const outcome = await pipeline.guard({ auth: 'required', plans, ...options }, request.headers, request.context.live);
     if (outcome.kind === 'deny') {
       request.log.info({ reason: outcome.denial.code }, 'request denied');
       return sendDenial(reply, outcome.denial);
     }
     if (outcome.auth.kind === 'authenticated') {
       const { user, method, sessionId, acr, authTime, keyId, scopes } = outcome.auth;
-      const denial = options.anyKey ? null : checkScopes(outcome.auth, undefined);
-      if (denial) return sendDenial(reply, denial);
       request.currentUser = { user, method, sessionId, acr, authTime, keyId, scopes };
     }
   };
 }
 
 /**
- * CONTRACT §21's `bearer` guard (/api/v1/user/api-keys, /api/v1/orgs…, /api/v1/billing/checkout and /portal): a bearer sign-in only; an
- * API key alone is refused (api_key_not_accepted) before anything else, its scopes included, is looked at.
+ * CONTRACT §21's `bearer` guard (/api/v1/user/api-keys, /api/v1/orgs…, /api/v1/billing/checkout and
+ * /portal): a bearer sign-in only; an API key alone is refused (api_key_not_accepted) by the
+ * pipeline's guard before anything else, its scopes included, is looked at, and counted as its denial.
  */
 export function requireBearer(requireUser: RequireUser): preHandlerAsyncHookHandler[] {
-  return [requireUser(undefined, { anyKey: true }), async function bearerOnly(request: FastifyRequest, reply: FastifyReply) {
-    if (currentIdentity(request).method !== 'bearer') return sendError(reply, 'apiKeyNotAccepted');
-  }];
+  return [requireUser(undefined, { bearerOnly: true })];
 }
 
 /** The user a requireUser preHandler let through. */

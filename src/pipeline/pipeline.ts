@@ -26,6 +26,7 @@ import type { RequestContext } from '../live/requestContext.js';
 import type { CompiledRoute } from '../routing/routeTable.js';
 import { untraced } from '../telemetry/storeCalls.js';
 import type { RequestTrace } from '../telemetry/tracing.js';
+import type { ApiKeyUsage } from '../storage/apiKeyUsage.js';
 
 /** The request as the pipeline reads it: its context and headers; nothing of the connection, nothing of the body. */
 export interface RequestFacts {
@@ -65,6 +66,8 @@ export type Decision =
 
 export interface PipelineDeps extends StageDeps {
   assertions: Assertions;
+  /** Where each request made with an API key is counted (CONTRACT §21). */
+  keyUsage: Pick<ApiKeyUsage, 'record'>;
 }
 
 const ANONYMOUS: AuthResult = { kind: 'anonymous' };
@@ -119,10 +122,18 @@ export class Pipeline {
     return { kind: 'allow', route, upstreamPath: match.upstreamPath, auth, identity, responseHeaders: outcome.responseHeaders };
   }
 
-  /** The guard stages (stages.ts) the policy asks for, in the contract's order; limits as `live` has them. */
+  /**
+   * The guard stages (stages.ts) the policy asks for, in the contract's order; limits as `live` has
+   * them. A request made with an API key is counted for the key's usage (CONTRACT §21), as denied
+   * when refused once the key was known.
+   */
   async guard(policy: GuardPolicy, headers: IncomingHttpHeaders, live: LiveSnapshot, trace?: RequestTrace): Promise<GuardOutcome> {
     const run: GuardRun = { policy, headers, live, deps: this.deps, auth: ANONYMOUS, calls: untraced, quotas: [] };
     const denial = await runStages(run, trace);
+    // One Map lookup: what a key did is written off the request path (storage/apiKeyUsage.ts).
+    // A key found but refused itself (expired, its owner deactivated) is a denial, not a use.
+    const { keyId } = run.auth as { keyId?: number };
+    if (keyId !== undefined) this.deps.keyUsage.record(keyId, this.deps.auth.clock(), denial !== undefined, run.auth.kind === 'authenticated');
     if (denial) return { kind: 'deny', denial };
     // Anonymous here only on auth: none or optional, where the config allows no plan, quota or
     // limit (config/schema.ts: they need auth: required).

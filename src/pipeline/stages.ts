@@ -28,8 +28,10 @@ export interface GuardPolicy {
   rateLimit?: boolean;
   /** The scopes a key with scopes must hold (CONTRACT §21); unset: such a key passes only with `*`. */
   scopes?: readonly string[];
-  /** An own endpoint: its scope rule is requireUser's (GET /api/v1/user/me takes any key). */
-  own?: boolean;
+  /** A key with scopes passes whatever they are (GET /api/v1/user/me, CONTRACT §21). */
+  anyKey?: boolean;
+  /** A bearer sign-in only: an API key is refused, 401 api_key_not_accepted (CONTRACT §21's own endpoints). */
+  bearerOnly?: boolean;
   /** The route's noun for the quota messages (CONTRACT §20); unset: plans.usageNoun. */
   usageNoun?: Nouns;
   /** The route's path, for the quota metrics; own endpoints count nothing. */
@@ -75,8 +77,10 @@ const mfaRequired = (policy: GuardPolicy) => policy.mfa === 'required';
 
 export const GUARD_STAGES: readonly GuardStage[] = [
   { span: 'gateway.authenticate', applies: (run) => run.policy.auth !== 'none' || mfaRequired(run.policy), check: authenticateStage, passed: (run) => run.auth.kind },
+  // CONTRACT §21: endpoints that take a bearer sign-in only refuse a key before any scope check.
+  { applies: (run) => authenticated(run) && !!run.policy.bearerOnly && run.auth.method !== 'bearer', check: () => ({ code: 'apiKeyNotAccepted' }) },
   // A restricted key (one with scopes) is refused before anything else is looked at.
-  { applies: (run) => authenticated(run) && !run.policy.own, check: (run) => checkScopes(run.auth as Identity, run.policy.scopes) ?? undefined },
+  { applies: (run) => authenticated(run) && !run.policy.anyKey, check: (run) => checkScopes(run.auth as Identity, run.policy.scopes) ?? undefined },
   { applies: (run) => authenticated(run) && mfaRequired(run.policy), check: mfaStage },
   { span: 'gateway.plan', applies: (run) => authenticated(run) && !!run.policy.plans, check: planStage },
   // Per minute before the day: a request refused for bursting must not use up one of the day's uses.

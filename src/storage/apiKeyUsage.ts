@@ -1,13 +1,28 @@
-// last_used_at is written off the response path: validations are collected in memory and
-// flushed once a second in a single UPDATE, so a key request never waits on a database write.
+// What API keys are used for, written off the response path: each request made with a key is
+// counted in memory (one Map lookup) and flushed once a second: last_used_at in one UPDATE, and
+// the day's requests and denials (api_key_usage, CONTRACT §21) in one INSERT that adds to what
+// other instances wrote. A key request never waits on a database write.
 import type { Logger } from 'pino';
 import type { Database } from './db.js';
-import { recordKeyUses } from './apiKeys.js';
+import { addKeyCounts, recordKeyUses, type KeyDayCount } from './apiKeys.js';
+import { utcDay } from '../time.js';
 
 const FLUSH_EVERY_MS = 1000;
+const DAY_MS = 86_400_000;
+
+/** One key's uses since the last flush, on one UTC day (its number since the epoch: no string per request). */
+interface Tally {
+  day: number;
+  requests: number;
+  denied: number;
+  /** The last use that authenticated (last_used_at); null: only refusals of an expired key, say. */
+  lastUsed: Date | null;
+}
 
 export class ApiKeyUsage {
-  private pending = new Map<string, Date>();
+  private pending = new Map<number, Tally>();
+  /** Counts of a day that ended before they were flushed, and counts a flush failed to write. */
+  private carried = new Map<string, KeyDayCount>();
   private readonly timer: NodeJS.Timeout;
   private flushing: Promise<void> = Promise.resolve();
 
@@ -16,20 +31,62 @@ export class ApiKeyUsage {
     this.timer.unref();
   }
 
-  record(tokenHash: string, at: Date): void {
-    this.pending.set(tokenHash, at);
+  /**
+   * A request made with key `keyId` at `at`: `denied` when the gateway refused it once the key was
+   * known; `authenticated` when the key let it in (its last use), false for a key refused itself
+   * (expired, its owner deactivated).
+   */
+  record(keyId: number, at: Date, denied = false, authenticated = true): void {
+    const day = Math.floor(at.getTime() / DAY_MS);
+    let tally = this.pending.get(keyId);
+    if (!tally) this.pending.set(keyId, (tally = { day, requests: 0, denied: 0, lastUsed: null }));
+    else if (tally.day !== day) {
+      // Midnight UTC passed: the earlier day's counts go their own way, once a day per key.
+      if (tally.requests) this.carry({ keyId, day: utcDay(new Date(tally.day * DAY_MS)), requests: tally.requests, denied: tally.denied });
+      Object.assign(tally, { day, requests: 0, denied: 0 });
+    }
+    tally.requests++;
+    if (denied) tally.denied++;
+    if (authenticated && (!tally.lastUsed || tally.lastUsed < at)) tally.lastUsed = at;
+  }
+
+  private carry(count: KeyDayCount): void {
+    const slot = `${count.keyId}:${count.day}`;
+    const held = this.carried.get(slot);
+    if (held) {
+      held.requests += count.requests;
+      held.denied += count.denied;
+    } else this.carried.set(slot, { ...count });
   }
 
   flush(): Promise<void> {
     this.flushing = this.flushing.then(async () => {
-      if (this.pending.size === 0) return;
+      if (this.pending.size === 0 && this.carried.size === 0) return;
       const batch = this.pending;
+      const counts = [...this.carried.values()];
       this.pending = new Map();
+      this.carried = new Map();
+      const uses = new Map<number, Date>();
+      for (const [keyId, tally] of batch) {
+        if (tally.requests) counts.push({ keyId, day: utcDay(new Date(tally.day * DAY_MS)), requests: tally.requests, denied: tally.denied });
+        if (tally.lastUsed) uses.set(keyId, tally.lastUsed);
+      }
       try {
-        await recordKeyUses(this.db, batch);
+        await addKeyCounts(this.db, counts);
       } catch (err) {
-        // Keep the uses for the next flush (newest wins) rather than lose them while Postgres is away.
-        for (const [hash, at] of batch) if (!this.pending.has(hash)) this.pending.set(hash, at);
+        // Kept for the next flush rather than lost while Postgres is away; nothing was added (one statement).
+        for (const count of counts) this.carry(count);
+        this.log.warn({ err }, 'could not record API key usage; will retry');
+      }
+      try {
+        await recordKeyUses(this.db, uses);
+      } catch (err) {
+        // The newest use wins: one heard since is newer.
+        for (const [keyId, at] of uses) {
+          const tally = this.pending.get(keyId);
+          if (!tally) this.pending.set(keyId, { day: Math.floor(at.getTime() / DAY_MS), requests: 0, denied: 0, lastUsed: at });
+          else if (!tally.lastUsed) tally.lastUsed = at;
+        }
         this.log.warn({ err }, 'could not record API key uses; will retry');
       }
     });

@@ -22,13 +22,13 @@ export async function findKey(db: Queryable, keyHash: string): Promise<KeyRecord
   return row && { id: Number(row.id), userId: row.user_id, scopes: row.scopes, expiresAt: row.expires_at ? new Date(row.expires_at).getTime() : null };
 }
 
-/** Writes the last use of each key in one statement (see ApiKeyUsage). */
-export async function recordKeyUses(db: Queryable, uses: Map<string, Date>): Promise<void> {
+/** Writes the last use of each key, by id, in one statement (see ApiKeyUsage). */
+export async function recordKeyUses(db: Queryable, uses: Map<number, Date>): Promise<void> {
   if (uses.size === 0) return;
   await db.query(
     `UPDATE api_tokens t SET last_used_at = u.at
-       FROM (SELECT unnest($1::text[]) AS hash, unnest($2::timestamptz[]) AS at) u
-      WHERE t.token_hash = u.hash AND (t.last_used_at IS NULL OR t.last_used_at < u.at)`,
+       FROM (SELECT unnest($1::bigint[]) AS id, unnest($2::timestamptz[]) AS at) u
+      WHERE t.id = u.id AND (t.last_used_at IS NULL OR t.last_used_at < u.at)`,
     [[...uses.keys()], [...uses.values()].map((d) => d.toISOString())],
   );
 }
@@ -76,10 +76,39 @@ export async function createKeyWithin(tx: Queryable, userId: number, key: NewKey
     'SELECT count(*)::int AS n FROM api_tokens WHERE user_id = $1 AND revoked = 0 AND rolled_at IS NULL AND (expires_at IS NULL OR expires_at > $2)',
     [userId, now]) as [{ n: number }];
   if (n >= max) return null;
+  return insertKey(tx, userId, key);
+}
+
+async function insertKey(tx: Queryable, userId: number, key: NewKeyRow): Promise<OwnKey> {
   const rows = await tx.query<OwnKey & { id: string | number }>(
     `INSERT INTO api_tokens (user_id, token_hash, start, name, scopes, expires_at) VALUES ($1, $2, $3, $4, $5, $6) RETURNING ${OWN_KEY_COLUMNS}`,
     [userId, key.hash, key.start, key.name, key.scopes, key.expiresAt]);
   return asOwnKey(rows[0]!);
+}
+
+/** A key rolled: the one it replaces (its hash, and the expiry it now has) and the new one. */
+export interface RolledKey {
+  old: { id: number; hash: string; expiresAt: Date };
+  created: OwnKey;
+}
+
+/**
+ * Rolls one of the user's keys (CONTRACT §21): a new key with its name, scopes and expiry, and the
+ * old one marked rolled (it no longer counts toward maxPerOwner) and expiring at the earlier of its
+ * own expiry and `until`. Only a key that is active, not rolled and not expired at `now` rolls;
+ * undefined otherwise. The row lock makes two rolls of one key, on any instances, one after the
+ * other: the second finds it rolled. `tx` is a transaction.
+ */
+export async function rollKeyWithin(tx: Queryable, userId: number, id: number, key: Pick<NewKeyRow, 'hash' | 'start'>, until: Date, now: Date): Promise<RolledKey | undefined> {
+  const [old] = await tx.query<{ token_hash: string; name: string; scopes: string[] | null; expires_at: Date | null }>(
+    `SELECT token_hash, name, scopes, expires_at FROM api_tokens
+      WHERE id = $1 AND user_id = $2 AND revoked = 0 AND rolled_at IS NULL AND (expires_at IS NULL OR expires_at > $3) FOR UPDATE`,
+    [id, userId, now]);
+  if (!old) return undefined;
+  // LEAST ignores a NULL (a key that never expired): it then expires at `until`.
+  const [ended] = await tx.query<{ expires_at: Date }>('UPDATE api_tokens SET rolled_at = $2, expires_at = LEAST(expires_at, $3) WHERE id = $1 RETURNING expires_at', [id, now, until]);
+  const created = await insertKey(tx, userId, { ...key, name: old.name, scopes: old.scopes, expiresAt: old.expires_at });
+  return { old: { id, hash: old.token_hash, expiresAt: new Date(ended!.expires_at) }, created };
 }
 
 /** The user's keys that are not revoked, newest first. */
@@ -129,4 +158,44 @@ export async function revokeKeysByHash(db: Queryable, hashes: string[]): Promise
   const rows = await db.query<{ id: string; user_id: number; token_hash: string }>(
     'UPDATE api_tokens SET revoked = 1 WHERE token_hash = ANY($1::text[]) AND revoked = 0 RETURNING id, user_id, token_hash', [hashes]);
   return rows.map(asRevoked).sort((a, b) => a.id - b.id);
+}
+
+/** Requests made with keys, and how many of them were denied, by key and UTC day (YYYY-MM-DD). */
+export interface KeyDayCount {
+  keyId: number;
+  day: string;
+  requests: number;
+  denied: number;
+}
+
+/**
+ * Adds the counts to api_key_usage in one statement (see ApiKeyUsage): additive, so instances
+ * flushing the same key and day sum up. Counts of a key deleted meanwhile are dropped; rows are
+ * written in key and day order, so that two instances' flushes lock them in the same order.
+ */
+export async function addKeyCounts(db: Queryable, counts: readonly KeyDayCount[]): Promise<void> {
+  if (counts.length === 0) return;
+  await db.query(
+    `INSERT INTO api_key_usage AS u (key_id, day, requests, denied)
+     SELECT c.key_id, c.day, sum(c.requests), sum(c.denied)
+       FROM unnest($1::bigint[], $2::date[], $3::bigint[], $4::bigint[]) AS c (key_id, day, requests, denied)
+      WHERE EXISTS (SELECT 1 FROM api_tokens t WHERE t.id = c.key_id)
+      GROUP BY c.key_id, c.day ORDER BY c.key_id, c.day
+     ON CONFLICT (key_id, day) DO UPDATE SET requests = u.requests + excluded.requests, denied = u.denied + excluded.denied`,
+    [counts.map((c) => c.keyId), counts.map((c) => c.day), counts.map((c) => c.requests), counts.map((c) => c.denied)],
+  );
+}
+
+/**
+ * The counts of one of the user's keys (revoked or rolled ones too) between two UTC days, both
+ * included; undefined when the user holds no key with this id.
+ */
+export async function keyUsageDays(db: Queryable, userId: number, id: number, from: string, to: string): Promise<Omit<KeyDayCount, 'keyId'>[] | undefined> {
+  const rows = await db.query<{ day: string | null; requests: string | number | null; denied: string | number | null }>(
+    `SELECT to_char(u.day, 'YYYY-MM-DD') AS day, u.requests, u.denied
+       FROM api_tokens t LEFT JOIN api_key_usage u ON u.key_id = t.id AND u.day BETWEEN $3::date AND $4::date
+      WHERE t.id = $1 AND t.user_id = $2`,
+    [id, userId, from, to]);
+  if (rows.length === 0) return undefined;
+  return rows.filter((r) => r.day !== null).map((r) => ({ day: r.day!, requests: Number(r.requests), denied: Number(r.denied) }));
 }

@@ -42,6 +42,12 @@ function keyRequest(body: unknown, now: Date, known: ReadonlySet<string>): Parse
   return { ok: { name, scopes, expiresAt } };
 }
 
+/** A key's id as a path gives it; undefined when it cannot be one (then no key is found). */
+export function keyIdOf(params: unknown): number | undefined {
+  const text = textField(params, 'id');
+  return /^[1-9]\d{0,15}$/.test(text) ? Number(text) : undefined;
+}
+
 export async function apiTokenRoutes(app: FastifyInstance, deps: ApiTokenDeps): Promise<void> {
   const allowed = deps.apiKeys.plans;
   /** Whether the user's plan may hold keys; answers the plan denial when not. */
@@ -89,7 +95,7 @@ export async function apiTokenRoutes(app: FastifyInstance, deps: ApiTokenDeps): 
   app.get('/api-keys', bearerOnly, async (request) => ({ api_keys: await ownKeys(deps.db, currentUser(request).id) }));
 
   app.delete<{ Params: { id: string } }>('/api-keys/:id', bearerOnly, async (request, reply) => {
-    const id = /^[1-9]\d{0,15}$/.test(textField(request.params, 'id')) ? Number(request.params.id) : undefined;
+    const id = keyIdOf(request.params);
     const userId = currentUser(request).id;
     if (id === undefined || !(await revokeNamedKey(deps, userId, id, { actor: 'user', ...clientOf(request) }))) return sendError(reply, 'apiKeyNotFound');
     request.log.info({ userId, keyId: id }, 'API key revoked');

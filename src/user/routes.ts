@@ -5,6 +5,8 @@ import rateLimit, { type RateLimitPluginOptions } from '@fastify/rate-limit';
 import type { FastifyInstance } from 'fastify';
 import type { ApiTokenDeps } from './apiToken.js';
 import { apiTokenRoutes } from './apiToken.js';
+import { apiKeyRollRoutes } from './apiKeyRoll.js';
+import { apiKeyUsageRoutes } from './apiKeyUsage.js';
 import { identitiesRoutes, type IdentitiesDeps } from './identities.js';
 import { deleteMe, patchMe, readMe, type DeleteMeDeps, type MeDeps } from './me.js';
 import { passkeysRoutes, type PasskeysDeps } from './passkeys.js';
@@ -31,5 +33,7 @@ export async function userRoutes(app: FastifyInstance, deps: UserRoutesDeps): Pr
   await app.register(readMe, deps);
   await app.register(patchMe, deps);
   await app.register(apiTokenRoutes, deps);
+  await app.register(apiKeyRollRoutes, deps);
+  await app.register(apiKeyUsageRoutes, deps);
   await app.register(webhookRoutes, deps);
 }

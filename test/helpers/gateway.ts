@@ -212,7 +212,7 @@ export async function queriesDuring(gw: TestGateway, fn: () => Promise<unknown>)
   } finally {
     db.query = original;
   }
-  return seen.filter((text) => !text.includes('last_used_at') && !text.includes('pg_notify') && !text.includes('webhook'));
+  return seen.filter((text) => !text.includes('last_used_at') && !text.includes('api_key_usage') && !text.includes('pg_notify') && !text.includes('webhook'));
 }
 
 /**

@@ -9,7 +9,6 @@ import { isForgedKey } from '../../credentials/shapes.js';
 import type { Acr, Tokens } from '../../credentials/tokens.js';
 import type { User } from '../../storage/users.js';
 import type { IdentityCache } from '../../storage/identityCache.js';
-import type { ApiKeyUsage } from '../../storage/apiKeyUsage.js';
 import { untraced, type StoreCalls } from '../../telemetry/storeCalls.js';
 
 export type AuthMethod = 'bearer' | 'api-key';
@@ -34,12 +33,12 @@ export type AuthResult =
   // keyHash: the API key's, for what must follow its revocation (open WebSockets: proxy/openSockets.ts)
   | ({ kind: 'authenticated'; keyHash?: string } & Identity)
   | { kind: 'anonymous' } // no credential of ours at all
-  | { kind: 'denied'; denial: Denial };
+  // keyId: a key that was found but is refused itself (expired, its owner deactivated): its use is counted
+  | { kind: 'denied'; denial: Denial; keyId?: number };
 
 export interface AuthDeps {
   tokens: Tokens;
   identities: Pick<IdentityCache, 'key' | 'activeUser' | 'user'>;
-  keyUsage: ApiKeyUsage;
   clock: () => Date;
   /** apiKeys.prefix: a value of its key shape (or the default's) with a wrong checksum is refused unread. */
   keyPrefix?: string;
@@ -68,13 +67,10 @@ export async function authenticate(headers: IncomingHttpHeaders, deps: AuthDeps,
   if (key && !isForgedKey(key, deps.keyPrefix)) {
     const hash = sha256Hex(key);
     const record = await deps.identities.key(hash, calls);
-    const now = deps.clock();
-    const live = record && (record.expiresAt === null || record.expiresAt > now.getTime());
+    const live = record && (record.expiresAt === null || record.expiresAt > deps.clock().getTime());
     const user = live ? await deps.identities.activeUser(record.userId, calls) : undefined;
-    if (user) {
-      deps.keyUsage.record(hash, now);
-      return { kind: 'authenticated', user, method: 'api-key', keyHash: hash, keyId: record!.id, scopes: record!.scopes };
-    }
+    if (user) return { kind: 'authenticated', user, method: 'api-key', keyHash: hash, keyId: record!.id, scopes: record!.scopes };
+    if (record) return { kind: 'denied', denial: { code: 'tokenInvalid', headers: INVALID_TOKEN }, keyId: record.id };
   }
   // A credential of ours that failed is a 401 even where anonymous access is allowed (the client
   // should learn its token expired); another scheme (`Authorization: Basic …`) is not ours at all.
