@@ -66,7 +66,9 @@ export const ownKey = {
   },
 };
 /** A key as made: the key itself is shown only in this answer. */
-export const createdKey = { ...ownKey, properties: { ...ownKey.properties, key: { type: 'string', description: '<prefix>_<32 base62><6 base62 CRC-32>: shown once' } } };
+export const createdKey = {
+  ...ownKey, properties: { ...ownKey.properties, key: { type: 'string', description: '<prefix>_<32 base62><6 base62 CRC-32>: shown once' } },
+};
 const identity = {
   type: 'object',
   properties: { provider: { type: 'string' }, issuer: { type: 'string' }, subject: { type: 'string' }, email: { type: ['string', 'null'] }, created_at: { type: 'string', format: 'date-time' } },

@@ -1,5 +1,8 @@
 // Time helpers: the UTC day the daily limits count in, and a deadline for work that has none.
 
+/** A UTC day, in ms (days in UTC have no leap seconds in JavaScript's time). */
+export const DAY_MS = 86_400_000;
+
 /** Today as YYYY-MM-DD in UTC: the unit of the daily limits. */
 export function utcDay(now: Date): string {
   return now.toISOString().slice(0, 10);

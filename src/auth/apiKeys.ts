@@ -93,16 +93,19 @@ export async function revokeNamedKey(deps: ApiKeyDeps, userId: number, id: numbe
  * theirs, or is revoked, rolled or expired already. The old key's change is heard by every
  * instance (its expires_at is announced, migration 024), and here at once.
  */
-export async function rollNamedKey(deps: ApiKeyDeps, userId: number, id: number, graceMs: number, now: Date, by: Requester): Promise<(OwnKey & { key: string }) | undefined> {
+export async function rollNamedKey(
+  deps: ApiKeyDeps, userId: number, id: number, graceMs: number, now: Date, by: Requester,
+): Promise<(OwnKey & { key: string }) | undefined> {
   const { key, start } = newApiKey();
   const rolled = await deps.db.transaction(async (tx) => {
     const done = await rollKeyWithin(tx, userId, id, { hash: sha256Hex(key), start }, new Date(now.getTime() + graceMs), now);
     if (!done) return undefined;
     const { created, old } = done;
     const expiresAt = old.expiresAt.toISOString();
-    await deps.events.emit(userId, 'api_token.created', { id: created.id, name: created.name, created_at: created.created_at.toISOString(), revoked_previous: 0 }, tx);
+    const { name, scopes } = created;
+    await deps.events.emit(userId, 'api_token.created', { id: created.id, name, created_at: created.created_at.toISOString(), revoked_previous: 0 }, tx);
     await deps.events.emit(userId, 'api_token.revoked', { revoked: 1, id, reason: 'rolled', expires_at: expiresAt }, tx);
-    await deps.audit.record({ type: 'api_key.created', ...by, userId, data: { id: created.id, name: created.name, scopes: created.scopes, rolled_from: id } }, tx);
+    await deps.audit.record({ type: 'api_key.created', ...by, userId, data: { id: created.id, name, scopes, rolled_from: id } }, tx);
     // A roll ends the old key (at once, or after its grace): recorded as its revocation, with when.
     await deps.audit.record({ type: 'api_key.revoked', ...by, userId, data: { id, reason: 'rolled', replaced_by: created.id, expires_at: expiresAt } }, tx);
     return done;

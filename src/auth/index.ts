@@ -26,7 +26,9 @@ import { authRoutes } from './password/routes.js';
 import { OidcProviders } from './providers/oidc.js';
 import { oidcCallbackRoute, oidcRoutes } from './providers/routes.js';
 
-export { createApiKey, createNamedKey, revokeApiKeys, revokeKeyAsOperator, revokeLeakedKeys, revokeNamedKey, rollNamedKey, type ApiKeyDeps, type NamedKeyRequest } from './apiKeys.js';
+export {
+  createApiKey, createNamedKey, revokeApiKeys, revokeKeyAsOperator, revokeLeakedKeys, revokeNamedKey, rollNamedKey, type ApiKeyDeps, type NamedKeyRequest,
+} from './apiKeys.js';
 export { refuseCredentials } from './credentials.js';
 export { MailQueue, type Mailer } from './mail.js';
 export { factorGuard, passwordConfirmed, type FactorGuardDeps } from './mfa/factor.js';

@@ -5,10 +5,9 @@
 import type { Logger } from 'pino';
 import type { Database } from './db.js';
 import { addKeyCounts, recordKeyUses, type KeyDayCount } from './apiKeys.js';
-import { utcDay } from '../time.js';
+import { DAY_MS, utcDay } from '../time.js';
 
 const FLUSH_EVERY_MS = 1000;
-const DAY_MS = 86_400_000;
 
 /** One key's uses since the last flush, on one UTC day (its number since the epoch: no string per request). */
 interface Tally {

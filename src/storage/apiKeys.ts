@@ -99,14 +99,17 @@ export interface RolledKey {
  * undefined otherwise. The row lock makes two rolls of one key, on any instances, one after the
  * other: the second finds it rolled. `tx` is a transaction.
  */
-export async function rollKeyWithin(tx: Queryable, userId: number, id: number, key: Pick<NewKeyRow, 'hash' | 'start'>, until: Date, now: Date): Promise<RolledKey | undefined> {
+export async function rollKeyWithin(
+  tx: Queryable, userId: number, id: number, key: Pick<NewKeyRow, 'hash' | 'start'>, until: Date, now: Date,
+): Promise<RolledKey | undefined> {
   const [old] = await tx.query<{ token_hash: string; name: string; scopes: string[] | null; expires_at: Date | null }>(
     `SELECT token_hash, name, scopes, expires_at FROM api_tokens
       WHERE id = $1 AND user_id = $2 AND revoked = 0 AND rolled_at IS NULL AND (expires_at IS NULL OR expires_at > $3) FOR UPDATE`,
     [id, userId, now]);
   if (!old) return undefined;
   // LEAST ignores a NULL (a key that never expired): it then expires at `until`.
-  const [ended] = await tx.query<{ expires_at: Date }>('UPDATE api_tokens SET rolled_at = $2, expires_at = LEAST(expires_at, $3) WHERE id = $1 RETURNING expires_at', [id, now, until]);
+  const [ended] = await tx.query<{ expires_at: Date }>(
+    'UPDATE api_tokens SET rolled_at = $2, expires_at = LEAST(expires_at, $3) WHERE id = $1 RETURNING expires_at', [id, now, until]);
   const created = await insertKey(tx, userId, { ...key, name: old.name, scopes: old.scopes, expiresAt: old.expires_at });
   return { old: { id, hash: old.token_hash, expiresAt: new Date(ended!.expires_at) }, created };
 }

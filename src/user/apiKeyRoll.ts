@@ -16,7 +16,9 @@ const ROLL: EndpointSchema = {
   params: { type: 'object', required: ['id'], properties: { id: { type: 'string', pattern: '^[1-9][0-9]*$' } } },
   body: {
     type: 'object', description: 'JSON; a missing or non-JSON body reads as {}',
-    properties: { grace: { type: 'string', default: '0s', examples: ['0s', '24h'], description: 'how long the old key keeps working: 0s to 7d (units ms, s, m, h, d)' } },
+    properties: {
+      grace: { type: 'string', default: '0s', examples: ['0s', '24h'], description: 'how long the old key keeps working: 0s to 7d (units ms, s, m, h, d)' },
+    },
   },
   response: { 201: createdKey, ...errors('badRequest', 'apiKeyNotFound', 'apiKeyNotAccepted', 'tokenInvalid') },
 };
@@ -31,7 +33,8 @@ export function graceOf(body: unknown): number | undefined {
 }
 
 export async function apiKeyRollRoutes(app: FastifyInstance, deps: ApiTokenDeps): Promise<void> {
-  app.post<{ Params: { id: string } }>('/api-keys/:id/roll', { schema: ROLL, preHandler: deps.requireUser(undefined, { bearerOnly: true }) }, async (request, reply) => {
+  const guarded = { schema: ROLL, preHandler: deps.requireUser(undefined, { bearerOnly: true }) };
+  app.post<{ Params: { id: string } }>('/api-keys/:id/roll', guarded, async (request, reply) => {
     const graceMs = graceOf(request.body);
     if (graceMs === undefined) return sendError(reply, 'badRequest');
     const id = keyIdOf(request.params);

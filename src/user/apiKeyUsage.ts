@@ -7,14 +7,14 @@ import { sendError } from '../errors/index.js';
 import { currentUser } from '../listener/requireUser.js';
 import { bearerOnly, errors, type EndpointSchema } from '../openapi.js';
 import { keyUsageDays } from '../storage/apiKeys.js';
-import { utcDay } from '../time.js';
+import { DAY_MS, utcDay } from '../time.js';
 import { keyIdOf, type ApiTokenDeps } from './apiToken.js';
 
 const DAYS = 30;
-const DAY_MS = 86_400_000;
 
 const USAGE: EndpointSchema = {
-  tags: ['user'], summary: 'A key\'s requests and denials per UTC day, the last 30 days (oldest first, today last); revoked and rolled keys too', security: bearerOnly,
+  tags: ['user'], security: bearerOnly,
+  summary: 'A key\'s requests and denials per UTC day, the last 30 days (oldest first, today last); revoked and rolled keys too',
   params: { type: 'object', required: ['id'], properties: { id: { type: 'string', pattern: '^[1-9][0-9]*$' } } },
   response: {
     200: {
@@ -43,7 +43,8 @@ function lastDays(now: Date): string[] {
 }
 
 export async function apiKeyUsageRoutes(app: FastifyInstance, deps: ApiTokenDeps): Promise<void> {
-  app.get<{ Params: { id: string } }>('/api-keys/:id/usage', { schema: USAGE, preHandler: deps.requireUser(undefined, { bearerOnly: true }) }, async (request, reply) => {
+  const guarded = { schema: USAGE, preHandler: deps.requireUser(undefined, { bearerOnly: true }) };
+  app.get<{ Params: { id: string } }>('/api-keys/:id/usage', guarded, async (request, reply) => {
     const id = keyIdOf(request.params);
     const days = lastDays(deps.clock());
     const counted = id === undefined ? undefined : await keyUsageDays(deps.db, currentUser(request).id, id, days[0]!, days[DAYS - 1]!);

@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureBuilt, CLI, ROOT } from '../helpers/cli.js';
-import { docsBlock, docsPages, fencedBlocks } from '../helpers/docs.js';
+import { docsBlock, docsPages, expectShown, fencedBlocks, shownOutput } from '../helpers/docs.js';
 import { closeSql, describeWithServices, throwawayDatabase, type ThrowawayDatabase } from '../helpers/gateway.js';
 import { spawnGateway, type GatewayProcess } from '../helpers/gatewayProcess.js';
 import { request } from '../helpers/http.js';
@@ -26,25 +26,6 @@ const RUN_HERE = new Set([
   'docs/second-factor.md: mfa-reset', 'docs/configuration.md: key-files', 'docs/tls.md: self-signed', 'docs/upstream-identity.md: keys-rotate',
 ]);
 
-/** What each comment of a block says its output is: `# …` lines, and `command   # …` ends of lines. */
-function shownOutput(block: string): string[] {
-  return block.split('\n').flatMap((line) => {
-    const comment = /^\s*# (.*)$/.exec(line) ?? /\S\s{2,}# (.*)$/.exec(line);
-    return comment ? [comment[1]!.trim()] : [];
-  });
-}
-
-/** `shown` found in `output` in order, `…` standing for anything. */
-function expectShown(output: string, shown: string[]): void {
-  let from = 0;
-  for (const text of shown) {
-    const pattern = new RegExp(text.split('…').map((part) => part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('.*?'), 's');
-    const match = pattern.exec(output.slice(from));
-    expect(match, `${JSON.stringify(text)} in:\n${output.slice(from)}`).not.toBeNull();
-    from += match!.index + match![0].length;
-  }
-}
-
 // Blocks run elsewhere, by name (test/ops/dockerRun.test.ts, test/decisions/twoInstances.test.ts,
 // test/auth/oidcDocs.test.ts, test/auth/tokenRotation.test.ts, test/ship/image.test.ts).
 const RUN_ELSEWHERE = new Set([
@@ -53,6 +34,7 @@ const RUN_ELSEWHERE = new Set([
   'docs/operating.md: backup-embedded', 'docs/operating.md: backup-postgres', // test/ops/backup.test.ts
   'docs/operating.md: install-package', // test/ops/npmPack.test.ts
   'docs/api-keys.md: keys-revoke', // test/admin/apiKeys.test.ts
+  'docs/api-keys.md: key-roll', 'docs/api-keys.md: key-usage', // test/user/keyRollUsage.test.ts
   'docs/production.md: image-run', // test/ship/image.test.ts
   'docs/production.md: kubernetes-apply', // test/ship/kubernetes.test.ts, in podman kube play's terms
 ]);

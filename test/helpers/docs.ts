@@ -13,6 +13,7 @@
 //   …
 import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { expect } from 'vitest';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const NAME = /^<!--\s*example:\s*([\w-]+)\s*-->$/;
@@ -82,4 +83,23 @@ export function docsBlock(page: string, name: string): string {
   const found = fencedBlocks(file).filter((block) => block.name === name);
   if (found.length !== 1) throw new Error(`${file}: ${found.length} blocks named ${JSON.stringify(name)}, expected one`);
   return found[0]!.text;
+}
+
+/** What each comment of a block says its output is: `# …` lines, and `command   # …` ends of lines. */
+export function shownOutput(block: string): string[] {
+  return block.split('\n').flatMap((line) => {
+    const comment = /^\s*# (.*)$/.exec(line) ?? /\S\s{2,}# (.*)$/.exec(line);
+    return comment ? [comment[1]!.trim()] : [];
+  });
+}
+
+/** `shown` found in `output` in order, `…` standing for anything. */
+export function expectShown(output: string, shown: string[]): void {
+  let from = 0;
+  for (const text of shown) {
+    const pattern = new RegExp(text.split('…').map((part) => part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('.*?'), 's');
+    const match = pattern.exec(output.slice(from));
+    expect(match, `${JSON.stringify(text)} in:\n${output.slice(from)}`).not.toBeNull();
+    from += match!.index + match![0].length;
+  }
 }
