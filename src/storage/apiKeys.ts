@@ -173,8 +173,9 @@ export interface KeyDayCount {
 
 /**
  * Adds the counts to api_key_usage in one statement (see ApiKeyUsage): additive, so instances
- * flushing the same key and day sum up. Counts of a key deleted meanwhile are dropped; rows are
- * written in key and day order, so that two instances' flushes lock them in the same order.
+ * flushing the same key and day sum up. Counts of a key deleted meanwhile are dropped (as migration
+ * 024 drops a deleted key's rows); rows are written in key and day order, so that two instances'
+ * flushes lock them in the same order.
  */
 export async function addKeyCounts(db: Queryable, counts: readonly KeyDayCount[]): Promise<void> {
   if (counts.length === 0) return;

@@ -143,5 +143,8 @@ describeWithServices('usage per API key (CONTRACT §21)', () => {
     expect(quota.map((r) => r.status)).toEqual([200, 429]);
     await flushed();
     expect((await days(user.access, key.id)).at(-1)).toEqual({ date: utcDay(clock()), requests: 3, denied: 2 });
+    // The counts go with the key (a deleted account deletes its keys).
+    await db.sql('DELETE FROM users WHERE id = $1', [user.id]);
+    expect(await db.sql('SELECT * FROM api_key_usage WHERE key_id = $1', [key.id])).toEqual([]);
   });
 });
