@@ -94,9 +94,9 @@ export async function revokeNamedKey(deps: ApiKeyDeps, userId: number, id: numbe
  * instance (its expires_at is announced, migration 024), and here at once.
  */
 export async function rollNamedKey(
-  deps: ApiKeyDeps, userId: number, id: number, graceMs: number, now: Date, by: Requester,
+  deps: CreatingDeps, userId: number, id: number, graceMs: number, now: Date, by: Requester,
 ): Promise<(OwnKey & { key: string }) | undefined> {
-  const { key, start } = newApiKey();
+  const { key, start } = newApiKey(deps.apiKeys.prefix);
   const rolled = await deps.db.transaction(async (tx) => {
     const done = await rollKeyWithin(tx, userId, id, { hash: sha256Hex(key), start }, new Date(now.getTime() + graceMs), now);
     if (!done) return undefined;

@@ -71,6 +71,14 @@ describeWithServices('apiKeys.prefix (CONTRACT §21)', () => {
     expect((await create(before)).key).toMatch(/^gw_[0-9A-Za-z]{38}$/);
   });
 
+  it('a rolled key takes the configured prefix too, whatever its predecessor had', async () => {
+    const earlier = await create(before);
+    const rolled = await after.post(`${KEYS}/${earlier.id}/roll`, {}, { headers: bearer(user.access) });
+    expect(rolled.status, rolled.text).toBe(201);
+    expect(rolled.json.key).toMatch(/^acme_[0-9A-Za-z]{38}$/);
+    expect(rolled.json.start).toBe(String(rolled.json.key).slice(0, 'acme'.length + 6));
+  });
+
   it('a key made under the earlier prefix keeps working after the change, and the other way round', async () => {
     const earlier = await create(before);
     const later = await create(after);
