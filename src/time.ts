@@ -1,4 +1,4 @@
-// Time helpers: the UTC day the daily limits count in, and a deadline for work that has none.
+// Time helpers: the UTC day and month the quotas count in, and a deadline for work that has none.
 
 /** A UTC day, in ms (days in UTC have no leap seconds in JavaScript's time). */
 export const DAY_MS = 86_400_000;
@@ -6,6 +6,11 @@ export const DAY_MS = 86_400_000;
 /** Today as YYYY-MM-DD in UTC: the unit of the daily limits. */
 export function utcDay(now: Date): string {
   return now.toISOString().slice(0, 10);
+}
+
+/** The first day of this UTC month as YYYY-MM-DD: the unit of the monthly limits (users.last_usage_month). */
+export function utcMonth(now: Date): string {
+  return `${now.toISOString().slice(0, 7)}-01`;
 }
 
 /**

@@ -12,7 +12,7 @@ import type { IdentityCache } from '../storage/identityCache.js';
 import type { Events } from '../webhooks/emitter.js';
 import type { Database } from '../storage/db.js';
 import { lookupForm, storable } from '../credentials/emailAddress.js';
-import { dailyRemaining, knownPlans, planLimitsOf, usedToday } from '../pipeline/index.js';
+import { dailyRemaining, knownPlans, monthlyRemaining, planLimitsOf, usedThisMonth, usedToday } from '../pipeline/index.js';
 import { listKeys } from '../storage/apiKeys.js';
 import { revokeKeyAsOperator, revokeLeakedKeys } from '../auth/index.js';
 import { listAuditEvents } from '../storage/audit.js';
@@ -23,10 +23,10 @@ import { revokeAllForUser } from '../storage/refreshTokens.js';
 import { activeSessions, isUsersSession, revokeSession } from '../storage/sessions.js';
 import { usageSince } from '../storage/dailyUsage.js';
 import { listUsers } from '../storage/userList.js';
-import { deleteUser, findByEmail, findById, lockUser, parseUserId, setActive, setPlan } from '../storage/users.js';
+import { deleteUser, findByEmail, findById, findWithLocale, lockUser, parseUserId, setActive, setPlan } from '../storage/users.js';
 import { listDeliveries } from '../storage/webhookDeliveries.js';
 import { adminView, auditFilter, auditPages, auditView, datesAsIso, deliveryView, field, iso, listFilter, userPages } from './views.js';
-import { utcDay } from '../time.js';
+import { utcDay, utcMonth } from '../time.js';
 
 /** The header console.ts marks its own requests with (its value is a secret of the process). */
 export const CONSOLE_MARK_HEADER = 'x-gateway-console';
@@ -273,12 +273,14 @@ async function setUserPlan(deps: AdminRoutesDeps, request: FastifyRequest<ById>,
 
 // Today's count and what is left of it, the plan's limits, and the last 30 days (newest first,
 // every day listed, 0 where nothing was counted), from users and the usage_days rollup (008).
+// This month's count too (CONTRACT §23, 027).
 async function userUsage({ db, config, clock }: AdminRoutesDeps, request: FastifyRequest<ById>, reply: FastifyReply) {
   const id = parseUserId(request.params.id);
-  const user = id === undefined ? undefined : await findById(db, id);
+  const user = id === undefined ? undefined : await findWithLocale(db, id);
   if (!user) return sendError(reply, 'adminNotFound');
   const now = clock();
   const today = utcDay(now);
+  const month = utcMonth(now);
   const days = Array.from({ length: USAGE_DAYS }, (_, i) => utcDay(new Date(now.getTime() - i * 86_400_000)));
   const counted = await usageSince(db, user.id, days.at(-1)!);
   const limits = planLimitsOf(config().plans, user.plan);
@@ -289,6 +291,8 @@ async function userUsage({ db, config, clock }: AdminRoutesDeps, request: Fastif
     limits,
     today: { date: today, uses: used },
     daily_remaining: dailyRemaining(limits, used),
+    month: { date: month, uses: usedThisMonth(user, month) },
+    monthly_remaining: monthlyRemaining(limits, usedThisMonth(user, month)),
     history: days.map((date) => ({ date, uses: counted.get(date) ?? 0 })),
   };
 }

@@ -58,6 +58,12 @@ export const CATALOG = {
     title: { fr: 'Limite quotidienne atteinte', en: 'Daily limit reached' }, fields: ['upgrade_url'],
     when: 'the daily limit of the user\'s plan, which the text names with its limit (`plan premium: 1000 courses/jour`); with `Retry-After` (seconds to UTC '
       + 'midnight), `RateLimit-Policy` and `RateLimit`' },
+  // CONTRACT §23
+  monthlyLimitReached: {
+    status: 429, code: 'monthly_limit_reached', fr: 'Limite mensuelle atteinte (plan {plan}: {limit} {noun}/mois)', en: 'Monthly limit reached (plan {plan}: {limit} {noun}/month)',
+    title: { fr: 'Limite mensuelle atteinte', en: 'Monthly limit reached' }, fields: ['upgrade_url'],
+    when: 'the monthly limit of the user\'s plan (`plan free: 20 courses/mois`), also when the day is spent too; with `Retry-After` (seconds to the next UTC '
+      + 'month), `RateLimit-Policy` and `RateLimit`' },
   internal: { status: 500, code: 'internal_error', fr: 'Erreur interne', en: 'Internal error',
     when: 'an unexpected fault (a bug), logged with its stack' },
   // CONTRACT §6

@@ -9,4 +9,4 @@ export { DailyLimiter } from './guards/dailyLimit.js';
 export { MinuteLimiter } from './guards/minuteLimit.js';
 export { AssertionSigner, type Assertions } from './assertionSigner.js';
 export { isIdentityHeader, KEY_ID_HEADER } from './identityHeaders.js';
-export { dailyRemaining, knownPlans, planLimitsOf, planWordsOf, usedToday, worded, type PlanLimits } from './plans.js';
+export { dailyRemaining, knownPlans, monthlyRemaining, planLimitsOf, planWordsOf, usedThisMonth, usedToday, worded, type PlanLimits } from './plans.js';

@@ -6,6 +6,8 @@ import { SPEC_USAGE_NOUN, type Denial, type Nouns } from '../errors/index.js';
 export interface PlanLimits {
   /** Counted uses per UTC day on dailyLimit routes; null: unlimited. */
   daily: number | null;
+  /** Counted uses per UTC month on dailyLimit routes (CONTRACT §23); null: unlimited. */
+  monthly: number | null;
   /** Requests per minute on rateLimit routes; null: no limit. */
   perMinute: number | null;
 }
@@ -17,7 +19,7 @@ export interface PlanLimits {
 export function planLimitsOf(plans: Config['plans'], plan: string): PlanLimits {
   const limits = Object.hasOwn(plans.limits, plan) ? plans.limits[plan] : undefined;
   const freeDaily = plan === 'free' ? plans.freeDailyLimit ?? 1 : null;
-  return { daily: limits?.daily ?? freeDaily, perMinute: limits?.perMinute ?? null };
+  return { daily: limits?.daily ?? freeDaily, monthly: limits?.monthly ?? null, perMinute: limits?.perMinute ?? null };
 }
 
 /** Every plan the configuration knows: the spec's three, those with limits, those routes name. */
@@ -33,9 +35,19 @@ export function usedToday(user: { daily_usage: number; last_usage_date: string |
   return user.last_usage_date === today ? user.daily_usage : 0;
 }
 
+/** Uses counted this month (users.monthly_usage counts the month starting users.last_usage_month only). */
+export function usedThisMonth(user: { monthly_usage: number; last_usage_month: string | null }, month: string): number {
+  return user.last_usage_month === month ? user.monthly_usage : 0;
+}
+
 /** What is left of today's quota: null when the plan has none. */
 export function dailyRemaining(limits: PlanLimits, used: number): number | null {
   return limits.daily === null ? null : Math.max(0, limits.daily - used);
+}
+
+/** What is left of this month's quota: null when the plan has none. */
+export function monthlyRemaining(limits: PlanLimits, used: number): number | null {
+  return limits.monthly === null ? null : Math.max(0, limits.monthly - used);
 }
 
 /** The words of the plan and quota errors (CONTRACT §20): where to upgrade, and what a use is called. */

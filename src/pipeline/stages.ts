@@ -85,7 +85,8 @@ export const GUARD_STAGES: readonly GuardStage[] = [
   { span: 'gateway.plan', applies: (run) => authenticated(run) && !!run.policy.plans, check: planStage },
   // Per minute before the day: a request refused for bursting must not use up one of the day's uses.
   { span: 'gateway.per_minute_limit', applies: (run) => !!run.policy.rateLimit && limitsOf(run)?.perMinute != null, check: minuteStage },
-  { span: 'gateway.daily_limit', applies: (run) => !!run.policy.dailyLimit && limitsOf(run)?.daily != null, check: dailyStage },
+  // CONTRACT §22 (10): the month and the day, reserved together (a use counts on both or on neither).
+  { span: 'gateway.daily_limit', applies: (run) => !!run.policy.dailyLimit && (limitsOf(run)?.daily != null || run.limits?.monthly != null), check: dailyStage },
 ];
 
 /** Runs the stages in order; the first denial ends the run. */
@@ -128,18 +129,20 @@ function limitsOf(run: GuardRun): PlanLimits | undefined {
 
 function minuteStage(run: GuardRun): Promise<Denial | undefined> {
   const { user } = run.auth as Identity;
-  return counted(run, 'minute', run.deps.minute.consume(user.id, run.limits!.perMinute!, run.calls));
+  return counted(run, run.deps.minute.consume(user.id, run.limits!.perMinute!, run.calls));
 }
 
 function dailyStage(run: GuardRun): Promise<Denial | undefined> {
   const { user } = run.auth as Identity;
-  return counted(run, 'daily', run.deps.daily.consume(user, run.limits!.daily!, run.calls));
+  return counted(run, run.deps.daily.consume(user, run.limits!, run.calls));
 }
 
 /** A limiter's answer, tallied and kept for the RateLimit fields; its denial in the plans' words, with those fields. */
-async function counted(run: GuardRun, kind: 'minute' | 'daily', outcome: Promise<QuotaOutcome>): Promise<Denial | undefined> {
-  const { state, denial } = await outcome;
-  run.quotas.push(state);
-  run.deps.tallies.quota(kind, (run.auth as Identity).user.plan, run.policy.path ?? 'own', denial ? 'refused' : 'admitted');
+async function counted(run: GuardRun, outcome: Promise<QuotaOutcome>): Promise<Denial | undefined> {
+  const { state, others = [], denial } = await outcome;
+  for (const s of [state, ...others]) {
+    run.quotas.push(s);
+    run.deps.tallies.quota(s.policy, (run.auth as Identity).user.plan, run.policy.path ?? 'own', denial ? 'refused' : 'admitted');
+  }
   return denial && { ...worded(denial, planWordsOf(run.live.settings.plans, run.policy.usageNoun)), headers: { ...denial.headers, ...rateLimitHeaders(run.quotas) } };
 }

@@ -1,48 +1,85 @@
-// The daily count of a user's uses (CONTRACT §12), kept on the users row (daily_usage,
-// last_usage_date) and rolled up into usage_days: reserved in blocks by the daily limiter
-// (pipeline/guards/dailyLimit.ts), handed back when unserved, and read for the user and operators.
+// The daily and monthly counts of a user's uses (CONTRACT §12, §23), kept on the users row
+// (daily_usage, last_usage_date; monthly_usage, last_usage_month), the day's rolled up into
+// usage_days: reserved in blocks by the daily limiter (pipeline/guards/dailyLimit.ts), handed back
+// when unserved, and read for the user and operators.
 import type { Queryable } from './db.js';
 
+/** The windows a counted use is reserved on: the UTC day and month, each with its limit (null: the plan has none, not counted). */
+export interface UseWindows {
+  /** YYYY-MM-DD (users.last_usage_date). */
+  day: string;
+  daily: number | null;
+  /** The first day of the month, YYYY-MM-DD (users.last_usage_month). */
+  month: string;
+  monthly: number | null;
+}
+
+/** What a reservation did: the uses granted (0: refused), the counts after it, and which windows were spent. */
+export interface Reserved {
+  granted: number;
+  /** users.daily_usage after it; null when the day is not counted. */
+  daily: number | null;
+  monthly: number | null;
+  dailySpent: boolean;
+  monthlySpent: boolean;
+}
+
 /**
- * Reserves a block of the user's remaining uses for today in one statement, handing back first
- * the `handback` uses an earlier block of today left unserved (pipeline/guards/dailyLimit.ts). Grants
- * at most `wanted`, at most a `share`-th of what remains (at least one while any remains, so the
- * last uses of a day are granted one at a time) and never past `limit`: the row's lock is held for
- * this one statement only, so concurrent reservations on any instance cannot both pass it.
- * Returns the uses granted and the count after it; null or 0 granted: refused (the day is used up,
- * the row is gone, or it is on a later day: another instance's clock is ahead). A refusal with
- * nothing to hand back writes nothing.
+ * Reserves a block of the user's remaining uses on every window at once, in one statement, handing
+ * back first the uses an earlier block of today left unserved (`handback`, per window: only where it
+ * was counted; pipeline/guards/dailyLimit.ts). Grants at most `wanted`, at most a `share`-th of what
+ * remains in each window (at least one while any remains, so the last uses go one at a time) and
+ * nothing when any window is spent: a use is counted on all of the user's windows or on none. The
+ * row's lock is held for this one statement only, so concurrent reservations on any instance cannot
+ * both pass it. Null: the row is gone, or on a later day or month (another instance's clock is
+ * ahead). A refusal with nothing to hand back writes nothing.
  */
-export async function reserveDailyUses(db: Queryable, id: number, today: string, limit: number, handback: number, wanted: number, share: number): Promise<{ granted: number; count: number } | null> {
-  const rows = await db.query<{ granted: number; count: number }>(
+export async function reserveUses(db: Queryable, id: number, w: UseWindows, handback: { daily: number; monthly: number }, wanted: number, share: number): Promise<Reserved | null> {
+  const rows = await db.query<Reserved>(
     `WITH cur AS (
-       SELECT id, CASE WHEN last_usage_date = $2::date THEN GREATEST(0, daily_usage - $4::int) ELSE 0 END AS base
-         FROM users WHERE id = $1 AND (last_usage_date IS NULL OR last_usage_date <= $2::date) FOR UPDATE),
-     g AS (SELECT id, base, CASE WHEN base >= $3::int THEN 0 ELSE LEAST($5::int, GREATEST(1, ($3::int - base) / $6::int)) END AS granted FROM cur)
-     UPDATE users u SET daily_usage = g.base + g.granted, last_usage_date = $2::date
-       FROM g WHERE u.id = g.id AND (g.granted > 0 OR $4::int > 0)
-     RETURNING g.granted, u.daily_usage AS count`,
-    [id, today, limit, handback, wanted, share],
+       SELECT id, CASE WHEN $3::int IS NULL THEN NULL WHEN last_usage_date = $2::date THEN GREATEST(0, daily_usage - $6::int) ELSE 0 END AS dbase,
+                  CASE WHEN $5::int IS NULL THEN NULL WHEN last_usage_month = $4::date THEN GREATEST(0, monthly_usage - $7::int) ELSE 0 END AS mbase
+         FROM users WHERE id = $1 AND ($3::int IS NULL OR last_usage_date IS NULL OR last_usage_date <= $2::date)
+                              AND ($5::int IS NULL OR last_usage_month IS NULL OR last_usage_month <= $4::date) FOR UPDATE),
+     s AS (SELECT id, dbase, mbase, COALESCE(dbase >= $3::int, false) AS dspent, COALESCE(mbase >= $5::int, false) AS mspent FROM cur),
+     g AS (SELECT s.*, CASE WHEN dspent OR mspent THEN 0
+                            ELSE LEAST($8::int, GREATEST(1, ($3::int - dbase) / $9::int), GREATEST(1, ($5::int - mbase) / $9::int)) END AS granted FROM s),
+     upd AS (UPDATE users u SET daily_usage = COALESCE(g.dbase + g.granted, u.daily_usage),
+                                last_usage_date = CASE WHEN g.dbase IS NULL THEN u.last_usage_date ELSE $2::date END,
+                                monthly_usage = COALESCE(g.mbase + g.granted, u.monthly_usage),
+                                last_usage_month = CASE WHEN g.mbase IS NULL THEN u.last_usage_month ELSE $4::date END
+               FROM g WHERE u.id = g.id AND (g.granted > 0 OR $6::int > 0 OR $7::int > 0) RETURNING u.id)
+     SELECT granted, dbase + granted AS daily, mbase + granted AS monthly, dspent AS "dailySpent", mspent AS "monthlySpent" FROM g`,
+    [id, w.day, w.daily, w.month, w.monthly, handback.daily, handback.monthly, wanted, share],
   );
   return rows[0] ?? null;
 }
 
-/** Hands back uses reserved today and never served (`ids[i]` gets `counts[i]` back). */
-export async function handBackDailyUses(db: Queryable, ids: number[], counts: number[], today: string): Promise<void> {
+/** Hands back uses reserved and never served: `ids[i]` gets `daily[i]` back on today and `monthly[i]` on this month. */
+export async function handBackUses(db: Queryable, ids: number[], daily: number[], monthly: number[], today: string, month: string): Promise<void> {
   await db.query(
-    `UPDATE users u SET daily_usage = GREATEST(0, u.daily_usage - b.n)
-       FROM unnest($1::int[], $2::int[]) AS b(id, n) WHERE u.id = b.id AND u.last_usage_date = $3::date`,
-    [ids, counts, today],
+    `UPDATE users u SET daily_usage = CASE WHEN u.last_usage_date = $4::date THEN GREATEST(0, u.daily_usage - b.d) ELSE u.daily_usage END,
+                        monthly_usage = CASE WHEN u.last_usage_month = $5::date THEN GREATEST(0, u.monthly_usage - b.m) ELSE u.monthly_usage END
+       FROM unnest($1::int[], $2::int[], $3::int[]) AS b(id, d, m)
+      WHERE u.id = b.id AND ((b.d > 0 AND u.last_usage_date = $4::date) OR (b.m > 0 AND u.last_usage_month = $5::date))`,
+    [ids, daily, monthly, today, month],
   );
 }
 
-/** Of these ids, the users whose day is not used up under their plan's limit (`limits`; a plan without one never is). */
-export async function underDailyLimit(db: Queryable, ids: number[], today: string, limits: ReadonlyMap<string, number>): Promise<number[]> {
+/** The columns of each window's count and of the day (or month's first day) it counts. */
+const WINDOW_COLUMNS = { daily: ['daily_usage', 'last_usage_date'], monthly: ['monthly_usage', 'last_usage_month'] } as const;
+
+/**
+ * Of these ids, the users whose `window` (the day or month starting `unit`) is not used up under
+ * their plan's limit (`limits`; a plan without one never is).
+ */
+export async function underLimit(db: Queryable, ids: number[], window: keyof typeof WINDOW_COLUMNS, unit: string, limits: ReadonlyMap<string, number>): Promise<number[]> {
+  const [count, date] = WINDOW_COLUMNS[window];
   const rows = await db.query<{ id: number }>(
-    `SELECT u.id FROM users u LEFT JOIN unnest($3::text[], $4::int[]) AS l(plan, daily) ON l.plan = u.plan
-      WHERE u.id = ANY($1::int[]) AND (l.daily IS NULL OR u.last_usage_date IS NULL OR u.last_usage_date < $2::date
-                                       OR (u.last_usage_date = $2::date AND u.daily_usage < l.daily))`,
-    [ids, today, [...limits.keys()], [...limits.values()]],
+    `SELECT u.id FROM users u LEFT JOIN unnest($3::text[], $4::int[]) AS l(plan, lim) ON l.plan = u.plan
+      WHERE u.id = ANY($1::int[]) AND (l.lim IS NULL OR u.${date} IS NULL OR u.${date} < $2::date
+                                       OR (u.${date} = $2::date AND u.${count} < l.lim))`,
+    [ids, unit, [...limits.keys()], [...limits.values()]],
   );
   return rows.map((r) => r.id);
 }

@@ -60,9 +60,12 @@ export async function setLocale(db: Queryable, id: number, locale: string | null
   return (await db.query('UPDATE users SET locale = $2 WHERE id = $1 RETURNING id', [id, locale])).length > 0;
 }
 
-/** The user and their language for mails (GET /api/v1/user/me). */
-export async function findWithLocale(db: Queryable, id: number): Promise<(User & { locale: string | null }) | undefined> {
-  return (await db.query<User & { locale: string | null }>(`SELECT ${USER_COLUMNS}, locale FROM users WHERE id = $1`, [id]))[0];
+/** What GET /api/v1/user/me reads besides the identity: the language for mails, the month's count (CONTRACT §23). */
+export type UserForMe = User & { locale: string | null; monthly_usage: number; last_usage_month: string | null };
+
+/** The user, their language for mails and their month's count (GET /api/v1/user/me). */
+export async function findWithLocale(db: Queryable, id: number): Promise<UserForMe | undefined> {
+  return (await db.query<UserForMe>(`SELECT ${USER_COLUMNS}, locale, monthly_usage, last_usage_month FROM users WHERE id = $1`, [id]))[0];
 }
 
 export async function emailExists(db: Queryable, email: string): Promise<boolean> {

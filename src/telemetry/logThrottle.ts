@@ -65,7 +65,7 @@ function errorMessage(err: unknown): string {
 // A client over its plan's quota is usually a script in a loop: a line per refusal wrote 250 MiB
 // in one `npm run bench` and was about an eighth of a refusal's CPU. Every other denial (401, 403,
 // 405) keeps its line: each may be someone probing, and an operator follows them one by one.
-const QUOTA_REFUSALS: ReadonlySet<ErrorCode> = new Set(['tooManyRequests', 'dailyLimitReached']);
+const QUOTA_REFUSALS: ReadonlySet<ErrorCode> = new Set(['tooManyRequests', 'dailyLimitReached', 'monthlyLimitReached']);
 
 /**
  * The `request denied` lines of a listener (proxy, decisions): one per denial, with the route and

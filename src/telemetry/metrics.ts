@@ -39,10 +39,10 @@ interface RouteTally {
  */
 export class RouteTallies {
   readonly routes = new Map<string, RouteTally>();
-  /** `limit\0plan\0route\0outcome` → uses admitted or refused by the daily and per-minute limits. */
+  /** `limit\0plan\0route\0outcome` → uses admitted or refused by the daily, monthly and per-minute limits. */
   readonly quotas = new Map<string, number>();
 
-  quota(limit: 'daily' | 'minute', plan: string, route: string, outcome: 'admitted' | 'refused'): void {
+  quota(limit: 'daily' | 'monthly' | 'minute', plan: string, route: string, outcome: 'admitted' | 'refused'): void {
     const key = `${limit}\0${plan}\0${route}\0${outcome}`;
     this.quotas.set(key, (this.quotas.get(key) ?? 0) + 1);
   }
@@ -134,7 +134,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     for (const [route, t] of tallies.routes) for (const [outcome, n] of t.decided) add({ route, outcome }, n);
   });
   // Per plan and route, never per user: a label per user would grow without bound.
-  scrapedCounter(registry, 'gateway_quota_uses_total', 'Uses admitted or refused by the daily and per-minute limits, by plan and route', ['limit', 'plan', 'route', 'outcome'], (add) => {
+  scrapedCounter(registry, 'gateway_quota_uses_total', 'Uses admitted or refused by the daily, monthly and per-minute limits, by plan and route', ['limit', 'plan', 'route', 'outcome'], (add) => {
     for (const [key, n] of tallies.quotas) {
       const [limit, plan, route, outcome] = key.split('\0') as [string, string, string, string];
       add({ limit, plan, route, outcome }, n);

@@ -6,11 +6,11 @@ import type { Audit } from '../audit.js';
 import { clientOf, isTooLong, passwordConfirmed, type Passwords, refuseCredentials } from '../auth/index.js';
 import { textField } from '../http.js';
 import { currentIdentity, currentUser, type RequireUser } from '../listener/requireUser.js';
-import { dailyRemaining, planLimitsOf, usedToday } from '../pipeline/index.js';
+import { dailyRemaining, monthlyRemaining, planLimitsOf, usedThisMonth, usedToday } from '../pipeline/index.js';
 import type { Database } from '../storage/db.js';
 import type { IdentityCache } from '../storage/identityCache.js';
 import * as users from '../storage/users.js';
-import { utcDay } from '../time.js';
+import { utcDay, utcMonth } from '../time.js';
 
 export interface MeDeps {
   db: Database;
@@ -23,12 +23,16 @@ export async function readMe(app: FastifyInstance, deps: MeDeps): Promise<void> 
   // Any key may read who it acts for, whatever its scopes (CONTRACT §21).
   app.get('/me', { preHandler: requireUser(undefined, { anyKey: true }) }, async (request) => {
     // Read from the database, not the cache: daily_usage changes on every counted use.
-    const user = (await users.findWithLocale(db, currentUser(request).id)) ?? { ...currentUser(request), locale: null };
+    const user = (await users.findWithLocale(db, currentUser(request).id)) ?? { ...currentUser(request), locale: null, monthly_usage: 0, last_usage_month: null };
     // The request's live snapshot: a reload may change the limits.
     const limits = planLimitsOf(request.context.live.settings.plans, user.plan);
+    const now = clock();
+    const monthly = usedThisMonth(user, utcMonth(now));
     return {
       user_id: user.id, email: user.email, plan: user.plan, daily_usage: user.daily_usage, last_usage_date: user.last_usage_date,
-      limits, daily_remaining: dailyRemaining(limits, usedToday(user, utcDay(clock()))),
+      limits, daily_remaining: dailyRemaining(limits, usedToday(user, utcDay(now))),
+      // CONTRACT §23: the uses of this UTC month (0 once a new month began), whatever the plan.
+      monthly_usage: monthly, monthly_remaining: monthlyRemaining(limits, monthly),
       // null until the user opens a verification link (CONTRACT §13): a client knows to offer a new one.
       email_verified_at: user.email_verified_at?.toISOString() ?? null,
       // Only once chosen (CONTRACT §20): the spec's body is unchanged for every other user.

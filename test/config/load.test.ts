@@ -51,8 +51,8 @@ describe('parseConfig', () => {
     // No limits: the spec's plans (free 1 a day, the others unlimited, no per-minute limit).
     expect(config.plans).toEqual({ limits: {}, upgradeUrl: '/api/v1/subscription/upgrade' });
     expect(config.errors).toEqual({ codes: false, language: 'fr' });
-    expect(planLimitsOf(config.plans, 'free')).toEqual({ daily: 1, perMinute: null });
-    expect(planLimitsOf(config.plans, 'premium')).toEqual({ daily: null, perMinute: null });
+    expect(planLimitsOf(config.plans, 'free')).toEqual({ daily: 1, monthly: null, perMinute: null });
+    expect(planLimitsOf(config.plans, 'premium')).toEqual({ daily: null, monthly: null, perMinute: null });
     expect(config.admin).toEqual({ host: '127.0.0.1', port: 9090, apiKey: '' });
     expect(config.decisions).toEqual({ host: '127.0.0.1', port: 0 });
     expect(config.routes).toEqual([]);

@@ -52,7 +52,7 @@ describeWithServices('the OpenAPI document', () => {
 // catalog's, with the status it is documented under; the catalog's codes the document leaves out
 // are exactly those no own endpoint answers, each for its reason.
 const NOT_OWN_ENDPOINT_ANSWERS: Record<string, string> = {
-  dailyLimitReached: 'routes with dailyLimit', tooManyRequests: 'routes with rateLimit', mfaRequired: 'routes with mfa: required',
+  dailyLimitReached: 'routes with dailyLimit', monthlyLimitReached: 'routes with dailyLimit', tooManyRequests: 'routes with rateLimit', mfaRequired: 'routes with mfa: required',
   upstreamUnavailable: 'proxied routes', upstreamTimeout: 'proxied routes', methodNotAllowed: 'any path, for a method it does not take',
   headersTooLarge: 'requests never parsed', requestTimeout: 'requests never parsed', expectationFailed: 'requests never parsed',
   internal: 'a fault of ours', notAuthenticated: 'never answered (plans need auth: required)',

@@ -61,6 +61,7 @@ const NEVER: Partial<Record<Name, string>> = {
 const FILLED: Partial<Record<Name, { fr: string; en: string }>> = {
   passwordTooShort: { fr: 'Mot de passe trop court (min 8 caractères)', en: 'Password too short (min 8 characters)' },
   dailyLimitReached: { fr: 'Limite quotidienne atteinte (plan free: 1 prévision/jour)', en: 'Daily limit reached (plan free: 1 forecast/day)' },
+  monthlyLimitReached: { fr: 'Limite mensuelle atteinte (plan month: 1 prévision/mois)', en: 'Monthly limit reached (plan month: 1 forecast/month)' },
   planUnknown: { fr: 'Plan inconnu (free, premium ou pro)', en: 'Unknown plan (free, premium or pro)' },
 };
 
@@ -81,7 +82,7 @@ describeWithServices('the error catalog, every entry in every shape (issue 49)',
       admin: { host: '127.0.0.1', port: await sparePort() },
       server: { bodyLimit: '16kb' },
       auth: { mfa: { issuer: 'Example' }, passkeys: { rpId: 'localhost', rpName: 'Example', origins: ['http://localhost:3000'] } },
-      plans: { limits: { free: { daily: 1, perMinute: 1 } } },
+      plans: { limits: { free: { daily: 1, perMinute: 1 }, month: { monthly: 1 } } },
       apiKeys: { maxPerOwner: 1 },
       upstreams: {
         app: { url: upstream.url },
@@ -104,6 +105,7 @@ describeWithServices('the error catalog, every entry in every shape (issue 49)',
     const pro = await makeUser(gw, { plan: 'pro' });
     const weather = await makeUser(gw);
     const burst = await makeUser(gw);
+    const month = await makeUser(gw, { plan: 'month' });
     const gone = await makeUser(gw);
     expect((await gw.request('DELETE', '/api/v1/user/me', { headers: bearer(gone.access), json: { password: gone.password } })).status).toBe(200);
     const inactive = await makeUser(gw);
@@ -119,6 +121,7 @@ describeWithServices('the error catalog, every entry in every shape (issue 49)',
     expect((await gw.post('/api/v1/user/api-keys', { name: 'only' }, { headers: bearer(full.access) })).status).toBe(201);
     expect((await gw.get('/weather', { headers: bearer(weather.access) })).status).toBe(200);
     expect((await gw.get('/burst', { headers: bearer(burst.access) })).status).toBe(200);
+    expect((await gw.get('/weather', { headers: bearer(month.access) })).status).toBe(200);
 
     const post = (path: string, json: unknown, more: Headers = {}) => (h: Headers) => gw.post(path, json, { headers: { ...more, ...h } });
     const get = (path: string, more: Headers = {}) => (h: Headers) => gw.get(path, { headers: { ...more, ...h } });
@@ -138,6 +141,7 @@ describeWithServices('the error catalog, every entry in every shape (issue 49)',
       planInsufficient: get('/pro', bearer(free.access)),
       emailTaken: post('/api/v1/auth/register', { email: taken.email, password: newPassword() }),
       dailyLimitReached: get('/weather', bearer(weather.access)),
+      monthlyLimitReached: get('/weather', bearer(month.access)),
       tooManyRequests: get('/burst', bearer(burst.access)),
       webhookUrlInvalid: post('/api/v1/user/webhook', { url: 'http://example.com/hook' }, bearer(pro.access)),
       routeNotFound: get('/nowhere'),

@@ -15,8 +15,8 @@ const ME = '/api/v1/user/me';
 const FORGOT = '/api/v1/auth/password/forgot';
 const MAGIC = '/api/v1/auth/magic-link';
 const MINUTE = 60_000;
-/** The spec's keys of GET /api/v1/user/me (CONTRACT §4, §12, §13). */
-const SPEC_ME_KEYS = ['user_id', 'email', 'plan', 'daily_usage', 'last_usage_date', 'limits', 'daily_remaining', 'email_verified_at'];
+/** The spec's keys of GET /api/v1/user/me (CONTRACT §4, §12, §13, §23). */
+const SPEC_ME_KEYS = ['user_id', 'email', 'plan', 'daily_usage', 'last_usage_date', 'limits', 'daily_remaining', 'monthly_usage', 'monthly_remaining', 'email_verified_at'];
 const SUBJECTS = {
   fr: { verify: 'Confirmez votre adresse email', reset: 'Réinitialisation de votre mot de passe', magic: 'Votre lien de connexion' },
   en: { verify: 'Confirm your email address', reset: 'Reset your password', magic: 'Your sign-in link' },

@@ -32,10 +32,10 @@ const plans = (over: Partial<Config['plans']> = {}): Config['plans'] => ({ limit
 
 describe('planLimitsOf', () => {
   it('without limits: the spec, free once a day, every other plan unlimited, no burst limit', () => {
-    expect(planLimitsOf(plans(), 'free')).toEqual({ daily: 1, perMinute: null });
-    expect(planLimitsOf(plans(), 'premium')).toEqual({ daily: null, perMinute: null });
-    expect(planLimitsOf(plans({ freeDailyLimit: 5 }), 'free')).toEqual({ daily: 5, perMinute: null });
-    expect(planLimitsOf(plans({ freeDailyLimit: 5 }), 'pro')).toEqual({ daily: null, perMinute: null });
+    expect(planLimitsOf(plans(), 'free')).toEqual({ daily: 1, monthly: null, perMinute: null });
+    expect(planLimitsOf(plans(), 'premium')).toEqual({ daily: null, monthly: null, perMinute: null });
+    expect(planLimitsOf(plans({ freeDailyLimit: 5 }), 'free')).toEqual({ daily: 5, monthly: null, perMinute: null });
+    expect(planLimitsOf(plans({ freeDailyLimit: 5 }), 'pro')).toEqual({ daily: null, monthly: null, perMinute: null });
   });
 
   it('a plan\'s limits win over the free default, each one alone', () => {
@@ -45,8 +45,8 @@ describe('planLimitsOf', () => {
   });
 
   it('reads no limits off Object.prototype for a plan named like one of its keys', () => {
-    expect(planLimitsOf(plans(), 'constructor')).toEqual({ daily: null, perMinute: null });
-    expect(planLimitsOf(plans(), 'toString')).toEqual({ daily: null, perMinute: null });
+    expect(planLimitsOf(plans(), 'constructor')).toEqual({ daily: null, monthly: null, perMinute: null });
+    expect(planLimitsOf(plans(), 'toString')).toEqual({ daily: null, monthly: null, perMinute: null });
   });
 });
 
@@ -66,9 +66,9 @@ describe('usedToday and dailyRemaining', () => {
   });
 
   it('what is left, never below zero, and null without a quota', () => {
-    expect(dailyRemaining({ daily: 5, perMinute: null }, 2)).toBe(3);
-    expect(dailyRemaining({ daily: 5, perMinute: null }, 5)).toBe(0);
-    expect(dailyRemaining({ daily: 5, perMinute: null }, 7)).toBe(0);
-    expect(dailyRemaining({ daily: null, perMinute: null }, 7)).toBeNull();
+    expect(dailyRemaining({ daily: 5, monthly: null, perMinute: null }, 2)).toBe(3);
+    expect(dailyRemaining({ daily: 5, monthly: null, perMinute: null }, 5)).toBe(0);
+    expect(dailyRemaining({ daily: 5, monthly: null, perMinute: null }, 7)).toBe(0);
+    expect(dailyRemaining({ daily: null, monthly: null, perMinute: null }, 7)).toBeNull();
   });
 });

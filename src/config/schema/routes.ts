@@ -15,6 +15,7 @@ export const planName = z.string().regex(PLAN_NAME, 'expected a plan name: lower
 export const MAX_LIMIT = 2_147_483_647;
 export const planLimits = z.strictObject({
   daily: int(1, MAX_LIMIT).meta({ examples: [1000] }).optional().meta({ description: 'Counted uses per UTC day on routes with dailyLimit: true; none: unlimited (free: plans.freeDailyLimit).' }),
+  monthly: int(1, MAX_LIMIT).meta({ examples: [100000] }).optional().meta({ description: 'Counted uses per UTC month on routes with dailyLimit: true, reserved together with daily; none: unlimited.' }),
   perMinute: int(1, MAX_LIMIT).meta({ examples: [60] }).optional().meta({ description: 'Requests per minute on routes with rateLimit: true (a bucket of this size, refilled over 60 s); none: no limit.' }),
 });
 // The noun of the quota messages in each language (CONTRACT §20): "… (plan free: 1 course/jour)".

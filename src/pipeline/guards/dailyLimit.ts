@@ -1,4 +1,6 @@
-// Daily limit guard (spec §8, for every plan with a `daily` limit: CONTRACT §12). Postgres is the
+// Daily and monthly limit guard (spec §8, for every plan with a `daily` limit: CONTRACT §12; with a
+// `monthly` one: §23). A use is reserved on every window of the plan at once or on none: the month's
+// count sits on the same users row and the same conditional UPDATE reserves it. Postgres is the
 // authority: one conditional UPDATE reserves uses only while the day's count is under the user's
 // plan's limit, so no race on any instance can exceed it and users.daily_usage always shows the
 // counted uses. A busy user's row would serialize every request on its lock, so an instance
@@ -10,7 +12,11 @@
 // that dies holding one loses those uses for the day, never over-admits (docs/plans-and-quotas.md). A plan changed during the day applies its limit to the uses already counted. Redis is the fast gate in front of it: an
 // atomic INCR per user and day refuses the repeats without touching Postgres. Losing Redis keys
 // can only send a request to Postgres, which still refuses; with Redis down, hung or failing (the
-// breaker of redisBreaker.ts answers at once then), Postgres alone decides.
+// breaker of redisBreaker.ts answers at once then), Postgres alone decides. The month has no
+// counting gate (a request the day refuses must not count against the month's, or the month would
+// look spent after a few days of refused repeats): its Redis key only marks a month Postgres
+// refused as spent, read beside the day's gate in the same round trip, and only for plans with a
+// monthly limit, so a daily-only plan costs what it always did.
 // Cluster-safe: each command names one key, and the day's gates are found by a SCAN of every
 // master node (a SCAN sees one node's keys) and dropped one key at a time (a DEL of several keys
 // in different slots is refused with CROSSSLOT).
@@ -19,21 +25,23 @@ import { failureLog, type FailureLog } from '../../telemetry/logThrottle.js';
 import type { Config } from '../../config/schema.js';
 import { dailyLimitParams, SPEC_UPGRADE_URL, type Denial } from '../../errors/index.js';
 import { planLimitsOf, knownPlans } from '../plans.js';
-import { utcDay } from '../../time.js';
+import { utcDay, utcMonth } from '../../time.js';
 import type { ChangeFeed } from '../../storage/changeFeed.js';
 import type { Database } from '../../storage/db.js';
-import { BACKGROUND_TIMEOUT_MS, type RedisBreaker } from '../../storage/redis/breaker.js';
+import type { RedisBreaker } from '../../storage/redis/breaker.js';
 import { dropKeys, eachKeyBatch, INCR_WITH_TTL } from '../../storage/redis/scripts.js';
 import { untraced, type StoreCall, type StoreCalls } from '../../telemetry/storeCalls.js';
 
 const GATE_CALL: StoreCall = { system: 'redis', operation: 'EVAL' };
+const MARK_CALL: StoreCall = { system: 'redis', operation: 'GET' };
 const GATE_DROP_CALL: StoreCall = { system: 'redis', operation: 'DEL' };
 const RESERVE_CALL: StoreCall = { system: 'postgresql', operation: 'UPDATE', collection: 'users' };
-import { handBackDailyUses, reserveDailyUses, underDailyLimit } from '../../storage/dailyUsage.js';
+import { handBackUses, reserveUses, underLimit, type UseWindows } from '../../storage/dailyUsage.js';
 import type { User } from '../../storage/users.js';
-import { secondsToUtcMidnight, type QuotaOutcome } from './quota.js';
+import { secondsInUtcMonth, secondsToNextUtcMonth, secondsToUtcMidnight, type QuotaOutcome, type QuotaState } from './quota.js';
 
 const KEY_TTL_MS = 48 * 3_600_000; // outlives the UTC day whatever the instance's clock skew
+const MONTH_KEY_TTL_MS = 33 * 86_400_000; // outlives the UTC month likewise
 /** How long an instance keeps a block of a user's uses before it hands back what it did not serve. */
 const BLOCK_MS = 1_000;
 /** The most uses one block holds. */
@@ -43,26 +51,61 @@ const BLOCK_SHARE = 20;
 
 /** Uses of a user's day that this instance reserved in Postgres and serves itself. */
 interface Lease {
-  day: string;
-  limit: number;
+  /** The windows it was counted on, with the limits that applied. */
+  windows: UseWindows;
   left: number;
   granted: number;
   /** The requests that wanted this block when it came (the asker and those waiting on it). */
   demand: number;
-  /** users.daily_usage after the block was reserved. */
-  count: number;
+  /** users.daily_usage and monthly_usage after the block was reserved (null: window not counted). */
+  daily: number | null;
+  monthly: number | null;
   until: number;
 }
 
-/** The Redis key of a user's gate for a day; `*` for every user's (a SCAN pattern). */
-function gateKey(userId: number | '*', day: string): string {
-  return `daily:${userId}:${day}`;
+/** The limits a use is counted against: the plan's daily and monthly ones (at least one set). */
+export interface UseLimits {
+  daily: number | null;
+  monthly: number | null;
 }
 
-/** The spec's words; the pipeline puts the route's in (plans.ts, worded). */
-function refused(plan: string, limit: number, resetSec: number): QuotaOutcome {
-  const denial: Denial = { code: 'dailyLimitReached', params: dailyLimitParams(plan, limit), extra: { upgrade_url: SPEC_UPGRADE_URL }, headers: { 'retry-after': String(resetSec) } };
-  return { state: { policy: 'daily', limit, windowSec: 86_400, remaining: 0, resetSec }, denial };
+type Window = 'daily' | 'monthly';
+
+function sameWindows(a: UseWindows, b: UseWindows): boolean {
+  return a.day === b.day && a.month === b.month && a.daily === b.daily && a.monthly === b.monthly;
+}
+
+/** The Redis key of a user's gate for a day (or of the mark of a spent month); `*` for every user's (a SCAN pattern). */
+function gateKey(userId: number | '*', day: string, window: Window = 'daily'): string {
+  return `${window}:${userId}:${day}`;
+}
+
+/** A window's state for the RateLimit fields, `used` uses counted in it. */
+function windowState(window: Window, limit: number, used: number, now: Date): QuotaState {
+  return window === 'daily'
+    ? { policy: 'daily', limit, windowSec: 86_400, remaining: Math.max(0, limit - used), resetSec: secondsToUtcMidnight(now) }
+    : { policy: 'monthly', limit, windowSec: secondsInUtcMonth(now), remaining: Math.max(0, limit - used), resetSec: secondsToNextUtcMonth(now) };
+}
+
+/** The spec's words for the window that refused; the pipeline puts the route's in (plans.ts, worded). */
+function refused(window: Window, plan: string, limit: number, now: Date): QuotaOutcome {
+  const state = windowState(window, limit, limit, now);
+  const code = window === 'daily' ? 'dailyLimitReached' : 'monthlyLimitReached';
+  const denial: Denial = { code, params: dailyLimitParams(plan, limit), extra: { upgrade_url: SPEC_UPGRADE_URL }, headers: { 'retry-after': String(state.resetSec) } };
+  return { state, denial };
+}
+
+/** The refusal of the windows found spent: the month's when it is (CONTRACT §23), else the day's. */
+function refusedBy(w: UseWindows, plan: string, monthSpent: boolean, now: Date): QuotaOutcome {
+  return monthSpent && w.monthly !== null ? refused('monthly', plan, w.monthly, now) : refused('daily', plan, w.daily!, now);
+}
+
+/** The admission's states: the day's, then the month's. */
+function admitted(w: UseWindows, lease: Lease, now: Date): QuotaOutcome {
+  const states: QuotaState[] = [];
+  if (w.daily !== null) states.push(windowState('daily', w.daily, lease.daily! - lease.left, now));
+  if (w.monthly !== null) states.push(windowState('monthly', w.monthly, lease.monthly! - lease.left, now));
+  return { state: states[0]!, others: states.slice(1) };
 }
 
 export interface DailyStats {
@@ -118,27 +161,31 @@ export class DailyLimiter {
     this.redis?.onBack(() => void this.reconcileToday('Redis is back'));
   }
 
-  /** Counts one use of the day against `limit` (the user's plan's); a denial when the day is used up. */
-  async consume(user: User, limit: number, calls: StoreCalls = untraced): Promise<QuotaOutcome> {
+  /** Counts one use on every window the limits name (the user's plan's); a denial when one is used up. */
+  async consume(user: User, limits: UseLimits, calls: StoreCalls = untraced): Promise<QuotaOutcome> {
     for (let gated = false; ;) {
       const now = this.clock();
-      const day = utcDay(now);
+      const w: UseWindows = { day: utcDay(now), daily: limits.daily, month: utcMonth(now), monthly: limits.monthly };
       const lease = this.leases.get(user.id);
-      if (lease && lease.day === day && lease.limit === limit && lease.left > 0 && now.getTime() < lease.until) {
+      if (lease && sameWindows(lease.windows, w) && lease.left > 0 && now.getTime() < lease.until) {
         lease.left--;
         this.stats.admitted++;
-        return { state: { policy: 'daily', limit, windowSec: 86_400, remaining: limit - (lease.count - lease.left), resetSec: secondsToUtcMidnight(now) } };
+        return admitted(w, lease, now);
       }
       // The Redis gate counts each request that finds no block here, once: never more than the
-      // uses Postgres counts plus the ones it refuses, so a gate past the limit means the day is used up.
+      // uses Postgres counts plus the ones it refuses, so a gate past the limit means the day (or,
+      // with a monthly limit, the day or the month) is used up; the month's mark says which.
       // Unless a change that drops it (a plan raised, a count lowered) is on its way: while the
       // change feed is not trusted, the user's plan is read from Postgres, and so is the refusal.
       if (!gated) {
         gated = true;
-        const gate = await this.redisIncrement(gateKey(user.id, day), calls);
-        if (gate !== undefined && gate > limit && this.feed.trusted) {
+        const [gate, monthSpent] = await Promise.all([
+          w.daily === null ? undefined : this.redisIncrement(gateKey(user.id, w.day), calls),
+          w.monthly === null ? false : this.monthMarked(user.id, w.month, calls),
+        ]);
+        if ((monthSpent || (gate !== undefined && gate > w.daily!)) && this.feed.trusted) {
           this.stats.refusedByRedis++;
-          return refused(user.plan, limit, secondsToUtcMidnight(now));
+          return refusedBy(w, user.plan, monthSpent, now);
         }
         continue;
       }
@@ -151,7 +198,7 @@ export class DailyLimiter {
         refusal = await pending.done.catch(() => undefined);
       } else {
         const mine = { waiting: 0, done: Promise.resolve<QuotaOutcome | null>(null) };
-        mine.done = this.ask(user, limit, now, day, lease, mine, calls);
+        mine.done = this.ask(user, w, now, lease, mine, calls);
         this.asking.set(user.id, mine);
         try {
           refusal = await mine.done;
@@ -167,35 +214,44 @@ export class DailyLimiter {
   }
 
   /** Asks Postgres for a block of the user's uses (handing back the old one's leftover); a refusal, or null with the block in leases. */
-  private async ask(user: User, limit: number, now: Date, day: string, old: Lease | undefined, pending: { waiting: number }, calls: StoreCalls): Promise<QuotaOutcome | null> {
-    const key = gateKey(user.id, day);
-    const handback = old && old.day === day ? old.left : 0;
+  private async ask(user: User, w: UseWindows, now: Date, old: Lease | undefined, pending: { waiting: number }, calls: StoreCalls): Promise<QuotaOutcome | null> {
+    const key = gateKey(user.id, w.day);
+    const sameDay = old && old.windows.day === w.day;
+    const left = sameDay ? old.left : 0;
+    // Back to the windows the old block was counted on (a window the plan no longer has keeps it).
+    const handback = { daily: old?.windows.daily != null ? left : 0, monthly: old?.windows.monthly != null ? left : 0 };
     // A lone client asks for one use at a time (its counts stay exact); a block that was used up in
     // time by several concurrent requests is followed by one twice as large.
-    const busy = old && old.day === day && old.left === 0 && now.getTime() < old.until && old.demand > 1;
+    const busy = sameDay && old.left === 0 && now.getTime() < old.until && old.demand > 1;
     const wanted = busy ? Math.min(MAX_BLOCK, 2 * Math.max(old.granted, old.demand)) : 1;
-    let reserved: { granted: number; count: number } | null;
+    let reserved: Awaited<ReturnType<typeof reserveUses>>;
     try {
       // In a transaction of its own: its SET LOCAL statement_timeout holds through PgBouncer too.
-      reserved = await calls(RESERVE_CALL, () => this.db.transaction((tx) => reserveDailyUses(tx, user.id, day, limit, handback, wanted, BLOCK_SHARE)));
+      reserved = await calls(RESERVE_CALL, () => this.db.transaction((tx) => reserveUses(tx, user.id, w, handback, wanted, BLOCK_SHARE)));
     } catch (err) {
       // The use was not counted, but the gate may have been pushed past the limit meanwhile by
       // the requests it refused while this one was in flight: handing back one slot (DECR) would
       // leave the user refused all day with nothing counted. Drop the gate instead; Postgres
       // decides the next request and the gate rebuilds itself from its answer. Awaited, so a
       // retry the client sends on seeing this failure, to any instance, finds the gate gone.
+      // (The month's mark is only ever set from a refusal of Postgres: nothing to undo there.)
       const redis = this.redis;
-      if (redis) await calls(GATE_DROP_CALL, () => redis.call((client) => client.del(key)));
+      if (redis && w.daily !== null) await calls(GATE_DROP_CALL, () => redis.call((client) => client.del(key)));
       throw err;
     }
     this.leases.delete(user.id); // its leftover was handed back by the statement
     if (!reserved || reserved.granted === 0) {
-      // Redis had lost the day's count (flush, restart): mark the day used up again.
-      if (this.redis) void this.redis.call((client) => client.set(key, String(limit + 1), 'PX', KEY_TTL_MS));
-      return refused(user.plan, limit, secondsToUtcMidnight(now));
+      // Redis had lost the count (flush, restart) or never had it (the month): mark the spent windows.
+      const daySpent = !reserved || reserved.dailySpent;
+      const monthSpent = !reserved || reserved.monthlySpent;
+      if (this.redis && w.daily !== null && daySpent) void this.redis.call((client) => client.set(key, String(w.daily! + 1), 'PX', KEY_TTL_MS));
+      if (this.redis && w.monthly !== null && monthSpent) void this.redis.call((client) => client.set(gateKey(user.id, w.month, 'monthly'), '1', 'PX', MONTH_KEY_TTL_MS));
+      return refusedBy(w, user.plan, monthSpent, now);
     }
     // The asker and the requests that waited for it take their uses from the block.
-    this.leases.set(user.id, { day, limit, left: reserved.granted, granted: reserved.granted, demand: pending.waiting + 1, count: reserved.count, until: now.getTime() + BLOCK_MS });
+    this.leases.set(user.id, {
+      windows: w, left: reserved.granted, granted: reserved.granted, demand: pending.waiting + 1, daily: reserved.daily, monthly: reserved.monthly, until: now.getTime() + BLOCK_MS,
+    });
     this.scheduleSweep();
     return null;
   }
@@ -215,21 +271,23 @@ export class DailyLimiter {
     const now = this.clock();
     const day = utcDay(now);
     const ids: number[] = [];
-    const counts: number[] = [];
+    const daily: number[] = [];
+    const monthly: number[] = [];
     for (const [id, lease] of this.leases) {
       if (!all && (now.getTime() < lease.until || this.asking.has(id))) continue;
       this.leases.delete(id);
-      // A block of an earlier day stays counted for that day (what a block costs at midnight).
-      if (lease.left > 0 && lease.day === day) {
+      // A block of an earlier day stays counted for that day and its month (what a block costs at midnight).
+      if (lease.left > 0 && lease.windows.day === day) {
         ids.push(id);
-        counts.push(lease.left);
+        daily.push(lease.windows.daily === null ? 0 : lease.left);
+        monthly.push(lease.windows.monthly === null ? 0 : lease.left);
       }
     }
     if (!ids.length) return;
     try {
-      await handBackDailyUses(this.db, ids, counts, day);
+      await handBackUses(this.db, ids, daily, monthly, day, utcMonth(now));
     } catch (err) {
-      // Those uses stay counted for today, never served: the cost of a crash (docs/plans-and-quotas.md).
+      // Those uses stay counted, never served: the cost of a crash (docs/plans-and-quotas.md).
       this.log.warn({ err, users: ids.length }, 'daily limit: reserved uses could not be handed back; they stay counted for today');
     }
   }
@@ -243,13 +301,18 @@ export class DailyLimiter {
 
   /**
    * The user's count was lowered by hand (a NOTIFY from 004_daily_usage_reset.sql): today's gate
-   * goes, so the next request asks Postgres again instead of being refused from Redis.
+   * goes, and this month's mark (027_monthly_usage.sql), so the next request asks Postgres again
+   * instead of being refused from Redis.
    */
   async forget(userId: number): Promise<void> {
     const redis = this.readyRedis();
     if (!redis) return;
-    const key = gateKey(userId, utcDay(this.clock()));
-    if ((await redis.call((client) => client.del(key), BACKGROUND_TIMEOUT_MS)) === undefined) this.gatesFailing.failed(new Error(`the gate of user ${userId} could not be dropped`), { userId });
+    const now = this.clock();
+    try {
+      await dropKeys(redis, [gateKey(userId, utcDay(now)), gateKey(userId, utcMonth(now), 'monthly')]);
+    } catch {
+      this.gatesFailing.failed(new Error(`the gate of user ${userId} could not be dropped`), { userId });
+    }
   }
 
   /**
@@ -261,8 +324,10 @@ export class DailyLimiter {
   async forgetToday(reason: string): Promise<void> {
     const redis = this.readyRedis();
     if (!redis) return;
+    const now = this.clock();
     try {
-      const dropped = await eachKeyBatch(redis, gateKey('*', utcDay(this.clock())), (keys) => dropKeys(redis, keys));
+      let dropped = await eachKeyBatch(redis, gateKey('*', utcDay(now)), (keys) => dropKeys(redis, keys));
+      dropped += await eachKeyBatch(redis, gateKey('*', utcMonth(now), 'monthly'), (keys) => dropKeys(redis, keys));
       this.log.info({ dropped, reason }, 'dropped today\'s Redis gate counters');
       this.gatesFailing.recovered();
     } catch (err) {
@@ -281,13 +346,16 @@ export class DailyLimiter {
   async reconcileToday(reason: string): Promise<void> {
     const redis = this.readyRedis();
     if (!redis) return;
-    const day = utcDay(this.clock());
+    const now = this.clock();
     try {
-      const dropped = await eachKeyBatch(redis, gateKey('*', day), async (keys) => {
-        const ids = keys.map((k) => Number(k.split(':')[1])).filter(Number.isSafeInteger);
-        const stale = ids.length ? await underDailyLimit(this.db, ids, day, this.dailyLimits()) : [];
-        return dropKeys(redis, stale.map((id) => gateKey(id, day)));
-      });
+      let dropped = 0;
+      for (const [window, unit] of [['daily', utcDay(now)], ['monthly', utcMonth(now)]] as const) {
+        dropped += await eachKeyBatch(redis, gateKey('*', unit, window), async (keys) => {
+          const ids = keys.map((k) => Number(k.split(':')[1])).filter(Number.isSafeInteger);
+          const stale = ids.length ? await underLimit(this.db, ids, window, unit, this.limitsOf(window)) : [];
+          return dropKeys(redis, stale.map((id) => gateKey(id, unit, window)));
+        });
+      }
       if (dropped) this.log.info({ dropped, reason }, 'dropped Redis gates that Postgres no longer backs');
       this.gatesFailing.recovered();
     } catch (err) {
@@ -295,15 +363,23 @@ export class DailyLimiter {
     }
   }
 
-  /** Each plan's daily limit, for the plans that have one. */
-  private dailyLimits(): Map<string, number> {
+  /** Each plan's daily (or monthly) limit, for the plans that have one. */
+  private limitsOf(window: Window): Map<string, number> {
     const config = this.config();
     const limits = new Map<string, number>();
     for (const plan of knownPlans(config)) {
-      const daily = planLimitsOf(config.plans, plan).daily;
-      if (daily !== null) limits.set(plan, daily);
+      const limit = planLimitsOf(config.plans, plan)[window];
+      if (limit !== null) limits.set(plan, limit);
     }
     return limits;
+  }
+
+  /** Whether Postgres refused this month's use as spent (the mark it left); false when Redis does not answer. */
+  private async monthMarked(userId: number, month: string, calls: StoreCalls): Promise<boolean> {
+    const redis = this.redis;
+    if (!redis) return false;
+    const key = gateKey(userId, month, 'monthly');
+    return (await calls(MARK_CALL, () => redis.call((client) => client.get(key)))) != null;
   }
 
   /** Redis when it is in use; undefined otherwise (not configured, down or failing: Postgres alone decides). */

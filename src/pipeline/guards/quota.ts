@@ -4,8 +4,8 @@ import type { Denial } from '../../errors/index.js';
 
 /** One limit's state after a request. */
 export interface QuotaState {
-  /** The policy's name in the fields: `daily` or `minute`. */
-  policy: 'daily' | 'minute';
+  /** The policy's name in the fields: `daily`, `monthly` or `minute`. */
+  policy: 'daily' | 'monthly' | 'minute';
   /** q: the quota. */
   limit: number;
   /** w: the window, in seconds. */
@@ -19,6 +19,8 @@ export interface QuotaState {
 /** A limiter's answer: the state for the headers, and a denial when it refused. */
 export interface QuotaOutcome {
   state: QuotaState;
+  /** The states of the other windows the same use was counted on (the month beside the day). */
+  others?: readonly QuotaState[];
   denial?: Denial;
 }
 
@@ -33,4 +35,14 @@ export function rateLimitHeaders(states: readonly QuotaState[]): Record<string, 
 export function secondsToUtcMidnight(now: Date): number {
   const midnight = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1);
   return Math.ceil((midnight - now.getTime()) / 1000);
+}
+
+/** Whole seconds from `now` to the first instant of the next UTC month, when every monthly quota is whole again. */
+export function secondsToNextUtcMonth(now: Date): number {
+  return Math.ceil((Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1) - now.getTime()) / 1000);
+}
+
+/** The length of `now`'s UTC month in seconds: the monthly policy's window (w). */
+export function secondsInUtcMonth(now: Date): number {
+  return (Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1) - Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1)) / 1000;
 }
