@@ -26,7 +26,7 @@ describeWithServices('usage and open plans for operators', () => {
     clock = testClock();
     gw = await startTestGateway(testConfig({
       upstreams: { app: { url: upstream.url } },
-      plans: { limits: { team: { daily: 5, perMinute: 50 }, premium: { daily: 4 } } },
+      plans: { limits: { team: { daily: 5, monthly: 100, perMinute: 50 }, premium: { daily: 4 } } },
       routes: [
         { path: '/metered', upstream: 'app', dailyLimit: true, rateLimit: true },
         { path: '/team-only', upstream: 'app', plans: ['team'] },
@@ -62,6 +62,10 @@ describeWithServices('usage and open plans for operators', () => {
     const res = await admin('GET', `/admin/v1/users/${user.id}/usage`);
     expect(res.status).toBe(200);
     expect(res.json).toMatchObject({ user_id: user.id, plan: 'team', limits: { daily: 5, perMinute: 50 }, today: { date: today, uses: 2 }, daily_remaining: 3 });
+    // This month's count (CONTRACT §23): the days above that fall in today's UTC month.
+    const month = `${today.slice(0, 7)}-01`;
+    const monthUses = ([[threeDaysAgo, 4], [yesterday, 1], [today, 2]] as const).reduce((n, [day, uses]) => n + (day.startsWith(today.slice(0, 7)) ? uses : 0), 0);
+    expect(res.json).toMatchObject({ limits: { monthly: 100 }, month: { date: month, uses: monthUses }, monthly_remaining: 100 - monthUses });
     expect(res.json.history).toHaveLength(30);
     expect(res.json.history[0]).toEqual({ date: today, uses: 2 });
     expect(res.json.history[1]).toEqual({ date: yesterday, uses: 1 });

@@ -62,7 +62,7 @@ const FILLED: Partial<Record<Name, { fr: string; en: string }>> = {
   passwordTooShort: { fr: 'Mot de passe trop court (min 8 caractères)', en: 'Password too short (min 8 characters)' },
   dailyLimitReached: { fr: 'Limite quotidienne atteinte (plan free: 1 prévision/jour)', en: 'Daily limit reached (plan free: 1 forecast/day)' },
   monthlyLimitReached: { fr: 'Limite mensuelle atteinte (plan month: 1 prévision/mois)', en: 'Monthly limit reached (plan month: 1 forecast/month)' },
-  planUnknown: { fr: 'Plan inconnu (free, premium ou pro)', en: 'Unknown plan (free, premium or pro)' },
+  planUnknown: { fr: 'Plan inconnu (free, premium, pro ou month)', en: 'Unknown plan (free, premium, pro or month)' },
 };
 
 describeWithServices('the error catalog, every entry in every shape (issue 49)', () => {

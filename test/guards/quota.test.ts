@@ -39,9 +39,10 @@ describe('planLimitsOf', () => {
   });
 
   it('a plan\'s limits win over the free default, each one alone', () => {
-    const p = plans({ freeDailyLimit: 5, limits: { free: { perMinute: 2 }, team: { daily: 50, perMinute: 10 } } as Config['plans']['limits'] });
-    expect(planLimitsOf(p, 'free')).toEqual({ daily: 5, perMinute: 2 });
-    expect(planLimitsOf(p, 'team')).toEqual({ daily: 50, perMinute: 10 });
+    const p = plans({ freeDailyLimit: 5, limits: { free: { perMinute: 2 }, team: { daily: 50, perMinute: 10 }, monthly: { monthly: 20 } } as Config['plans']['limits'] });
+    expect(planLimitsOf(p, 'free')).toEqual({ daily: 5, monthly: null, perMinute: 2 });
+    expect(planLimitsOf(p, 'team')).toEqual({ daily: 50, monthly: null, perMinute: 10 });
+    expect(planLimitsOf(p, 'monthly')).toEqual({ daily: null, monthly: 20, perMinute: null });
   });
 
   it('reads no limits off Object.prototype for a plan named like one of its keys', () => {

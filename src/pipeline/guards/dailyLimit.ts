@@ -14,9 +14,9 @@
 // can only send a request to Postgres, which still refuses; with Redis down, hung or failing (the
 // breaker of redisBreaker.ts answers at once then), Postgres alone decides. The month has no
 // counting gate (a request the day refuses must not count against the month's, or the month would
-// look spent after a few days of refused repeats): its Redis key only marks a month Postgres
-// refused as spent, read beside the day's gate in the same round trip, and only for plans with a
-// monthly limit, so a daily-only plan costs what it always did.
+// look spent after a few days of refused repeats): its Redis key only marks as spent a month whose
+// last uses Postgres granted or whose use it refused, read beside the day's gate in the same round
+// trip, and only for plans with a monthly limit, so a daily-only plan costs what it always did.
 // Cluster-safe: each command names one key, and the day's gates are found by a SCAN of every
 // master node (a SCAN sees one node's keys) and dropped one key at a time (a DEL of several keys
 // in different slots is refused with CROSSSLOT).
@@ -234,7 +234,7 @@ export class DailyLimiter {
       // leave the user refused all day with nothing counted. Drop the gate instead; Postgres
       // decides the next request and the gate rebuilds itself from its answer. Awaited, so a
       // retry the client sends on seeing this failure, to any instance, finds the gate gone.
-      // (The month's mark is only ever set from a refusal of Postgres: nothing to undo there.)
+      // (The month's mark is only ever set from an answer of Postgres: nothing to undo there.)
       const redis = this.redis;
       if (redis && w.daily !== null) await calls(GATE_DROP_CALL, () => redis.call((client) => client.del(key)));
       throw err;
@@ -245,9 +245,13 @@ export class DailyLimiter {
       const daySpent = !reserved || reserved.dailySpent;
       const monthSpent = !reserved || reserved.monthlySpent;
       if (this.redis && w.daily !== null && daySpent) void this.redis.call((client) => client.set(key, String(w.daily! + 1), 'PX', KEY_TTL_MS));
-      if (this.redis && w.monthly !== null && monthSpent) void this.redis.call((client) => client.set(gateKey(user.id, w.month, 'monthly'), '1', 'PX', MONTH_KEY_TTL_MS));
+      if (w.monthly !== null && monthSpent) void this.markMonth(user.id, w.month);
       return refusedBy(w, user.plan, monthSpent, now);
     }
+    // The block takes the month's last uses: mark the month spent now, so that once the day's gate
+    // refuses too the answer is the month's (CONTRACT §23). Should the block go back unserved, the
+    // lowered count drops the mark (027's trigger, forget below).
+    if (this.redis && w.monthly !== null && reserved.monthly! >= w.monthly) void this.markMonth(user.id, w.month);
     // The asker and the requests that waited for it take their uses from the block.
     this.leases.set(user.id, {
       windows: w, left: reserved.granted, granted: reserved.granted, demand: pending.waiting + 1, daily: reserved.daily, monthly: reserved.monthly, until: now.getTime() + BLOCK_MS,
@@ -374,7 +378,12 @@ export class DailyLimiter {
     return limits;
   }
 
-  /** Whether Postgres refused this month's use as spent (the mark it left); false when Redis does not answer. */
+  /** Marks the user's month as spent in Redis (Postgres counted its last use, or refused one). */
+  private async markMonth(userId: number, month: string): Promise<void> {
+    await this.redis?.call((client) => client.set(gateKey(userId, month, 'monthly'), '1', 'PX', MONTH_KEY_TTL_MS));
+  }
+
+  /** Whether Postgres found this month spent (the mark its answer left); false when Redis does not answer. */
   private async monthMarked(userId: number, month: string, calls: StoreCalls): Promise<boolean> {
     const redis = this.redis;
     if (!redis) return false;
