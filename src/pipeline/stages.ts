@@ -1,8 +1,7 @@
 // The guard stages in the order a request meets them (CONTRACT §22, "Order of checks"): the first
 // refusal answers, and nothing after it runs or counts. Each stage is one line of GUARD_STAGES:
 // whether the policy asks for it, what it checks, and (for the ones that can take time) its span.
-// A new check (an organization's role, a monthly quota) is a new line here, not a new branch in
-// the pipeline.
+// A new check (an organization's role) is a new line here, not a new branch in the pipeline.
 import type { IncomingHttpHeaders } from 'node:http';
 import { telemetryName, type Denial, type Nouns } from '../errors/index.js';
 import { authenticate, bearerToken, type AuthDeps, type AuthResult, type Identity } from './guards/authenticate.js';
@@ -86,7 +85,8 @@ export const GUARD_STAGES: readonly GuardStage[] = [
   // Per minute before the day: a request refused for bursting must not use up one of the day's uses.
   { span: 'gateway.per_minute_limit', applies: (run) => !!run.policy.rateLimit && limitsOf(run)?.perMinute != null, check: minuteStage },
   // CONTRACT §22 (10): the month and the day, reserved together (a use counts on both or on neither).
-  { span: 'gateway.daily_limit', applies: (run) => !!run.policy.dailyLimit && (limitsOf(run)?.daily != null || run.limits?.monthly != null), check: dailyStage },
+  // The span keeps the name dashboards already use.
+  { span: 'gateway.daily_limit', applies: (run) => !!run.policy.dailyLimit && countsUses(limitsOf(run)), check: dailyStage },
 ];
 
 /** Runs the stages in order; the first denial ends the run. */
@@ -126,6 +126,9 @@ function limitsOf(run: GuardRun): PlanLimits | undefined {
   if (!authenticated(run)) return undefined;
   return (run.limits ??= planLimitsOf(run.live.settings.plans, run.auth.user.plan));
 }
+
+/** Whether the plan counts uses on dailyLimit routes: a daily or a monthly quota. */
+const countsUses = (limits: PlanLimits | undefined) => !!limits && (limits.daily !== null || limits.monthly !== null);
 
 function minuteStage(run: GuardRun): Promise<Denial | undefined> {
   const { user } = run.auth as Identity;
