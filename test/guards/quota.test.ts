@@ -2,8 +2,9 @@
 // the seconds to the daily reset, and each plan's limits (CONTRACT §12). End to end, the same
 // fields are in planQuotas.test.ts and planAndDaily.test.ts.
 import { describe, expect, it } from 'vitest';
-import { rateLimitHeaders, secondsToUtcMidnight } from '../../src/pipeline/guards/quota.js';
-import { dailyRemaining, knownPlans, planLimitsOf, usedToday } from '../../src/pipeline/plans.js';
+import { rateLimitHeaders, secondsInUtcMonth, secondsToNextUtcMonth, secondsToUtcMidnight } from '../../src/pipeline/guards/quota.js';
+import { dailyRemaining, knownPlans, monthlyRemaining, planLimitsOf, usedThisMonth, usedToday } from '../../src/pipeline/plans.js';
+import { utcMonth } from '../../src/time.js';
 import type { Config } from '../../src/config/schema.js';
 
 describe('rateLimitHeaders', () => {
@@ -71,5 +72,27 @@ describe('usedToday and dailyRemaining', () => {
     expect(dailyRemaining({ daily: 5, monthly: null, perMinute: null }, 5)).toBe(0);
     expect(dailyRemaining({ daily: 5, monthly: null, perMinute: null }, 7)).toBe(0);
     expect(dailyRemaining({ daily: null, monthly: null, perMinute: null }, 7)).toBeNull();
+  });
+});
+
+describe('the UTC month of the monthly quotas (CONTRACT §23)', () => {
+  it('its first day, its length and the seconds to the next one, over year ends and leap years', () => {
+    expect(utcMonth(new Date('2026-12-31T23:59:59.999Z'))).toBe('2026-12-01');
+    expect(utcMonth(new Date('2027-01-01T00:00:00Z'))).toBe('2027-01-01');
+    expect(secondsInUtcMonth(new Date('2028-02-10T12:00:00Z'))).toBe(29 * 86_400);
+    expect(secondsInUtcMonth(new Date('2027-02-10T12:00:00Z'))).toBe(28 * 86_400);
+    expect(secondsInUtcMonth(new Date('2026-11-26T12:00:00Z'))).toBe(30 * 86_400);
+    expect(secondsToNextUtcMonth(new Date('2026-12-31T23:59:50Z'))).toBe(10);
+    expect(secondsToNextUtcMonth(new Date('2026-12-31T23:59:59.200Z'))).toBe(1);
+    expect(secondsToNextUtcMonth(new Date('2027-02-01T00:00:00Z'))).toBe(28 * 86_400);
+  });
+
+  it('counts only this month\'s uses, and what is left, null without a quota', () => {
+    expect(usedThisMonth({ monthly_usage: 7, last_usage_month: '2026-11-01' }, '2026-11-01')).toBe(7);
+    expect(usedThisMonth({ monthly_usage: 7, last_usage_month: '2026-10-01' }, '2026-11-01')).toBe(0);
+    expect(usedThisMonth({ monthly_usage: 7, last_usage_month: null }, '2026-11-01')).toBe(0);
+    expect(monthlyRemaining({ daily: null, monthly: 20, perMinute: null }, 7)).toBe(13);
+    expect(monthlyRemaining({ daily: null, monthly: 20, perMinute: null }, 25)).toBe(0);
+    expect(monthlyRemaining({ daily: 1, monthly: null, perMinute: null }, 7)).toBeNull();
   });
 });

@@ -24,7 +24,7 @@ import type { Logger } from 'pino';
 import { failureLog, type FailureLog } from '../../telemetry/logThrottle.js';
 import type { Config } from '../../config/schema.js';
 import { dailyLimitParams, SPEC_UPGRADE_URL, type Denial } from '../../errors/index.js';
-import { planLimitsOf, knownPlans } from '../plans.js';
+import { planLimitsOf, knownPlans, type PlanLimits } from '../plans.js';
 import { utcDay, utcMonth } from '../../time.js';
 import type { ChangeFeed } from '../../storage/changeFeed.js';
 import type { Database } from '../../storage/db.js';
@@ -38,7 +38,7 @@ const GATE_DROP_CALL: StoreCall = { system: 'redis', operation: 'DEL' };
 const RESERVE_CALL: StoreCall = { system: 'postgresql', operation: 'UPDATE', collection: 'users' };
 import { handBackUses, reserveUses, underLimit, type UseWindows } from '../../storage/dailyUsage.js';
 import type { User } from '../../storage/users.js';
-import { secondsInUtcMonth, secondsToNextUtcMonth, secondsToUtcMidnight, type QuotaOutcome, type QuotaState } from './quota.js';
+import { windowState, type QuotaOutcome, type QuotaState } from './quota.js';
 
 const KEY_TTL_MS = 48 * 3_600_000; // outlives the UTC day whatever the instance's clock skew
 const MONTH_KEY_TTL_MS = 33 * 86_400_000; // outlives the UTC month likewise
@@ -64,11 +64,7 @@ interface Lease {
 }
 
 /** The limits a use is counted against: the plan's daily and monthly ones (at least one set). */
-export interface UseLimits {
-  daily: number | null;
-  monthly: number | null;
-}
-
+export type UseLimits = Pick<PlanLimits, 'daily' | 'monthly'>;
 type Window = 'daily' | 'monthly';
 
 function sameWindows(a: UseWindows, b: UseWindows): boolean {
@@ -78,13 +74,6 @@ function sameWindows(a: UseWindows, b: UseWindows): boolean {
 /** The Redis key of a user's gate for a day (or of the mark of a spent month); `*` for every user's (a SCAN pattern). */
 function gateKey(userId: number | '*', day: string, window: Window = 'daily'): string {
   return `${window}:${userId}:${day}`;
-}
-
-/** A window's state for the RateLimit fields, `used` uses counted in it. */
-function windowState(window: Window, limit: number, used: number, now: Date): QuotaState {
-  return window === 'daily'
-    ? { policy: 'daily', limit, windowSec: 86_400, remaining: Math.max(0, limit - used), resetSec: secondsToUtcMidnight(now) }
-    : { policy: 'monthly', limit, windowSec: secondsInUtcMonth(now), remaining: Math.max(0, limit - used), resetSec: secondsToNextUtcMonth(now) };
 }
 
 /** The spec's words for the window that refused; the pipeline puts the route's in (plans.ts, worded). */

@@ -46,3 +46,10 @@ export function secondsToNextUtcMonth(now: Date): number {
 export function secondsInUtcMonth(now: Date): number {
   return (Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1) - Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1)) / 1000;
 }
+
+/** The state of a use-counting window (daily or monthly) for the RateLimit fields, `used` uses counted in it. */
+export function windowState(window: 'daily' | 'monthly', limit: number, used: number, now: Date): QuotaState {
+  return window === 'daily'
+    ? { policy: 'daily', limit, windowSec: 86_400, remaining: Math.max(0, limit - used), resetSec: secondsToUtcMidnight(now) }
+    : { policy: 'monthly', limit, windowSec: secondsInUtcMonth(now), remaining: Math.max(0, limit - used), resetSec: secondsToNextUtcMonth(now) };
+}
