@@ -6,7 +6,9 @@
 // second; the socket's standing is then read again through the identity cache (which drops its
 // entry on the same event, before this hears it) and, if the guard would refuse it now, the socket
 // is closed with 1008 (policy violation) and the catalog's message. While the feed was down
-// changes may have gone unheard, so every socket is read again when it resumes.
+// changes may have gone unheard, so every socket is read again when it resumes. A socket opened
+// with a key that expires (CONTRACT §21: expires_at, or a roll's grace) is read again when it does:
+// an expired key is refused like a revoked one, and no change is announced when the time comes.
 import type { Logger } from 'pino';
 import { ERRORS, type Denial } from '../errors/index.js';
 import type { IdentityCache } from '../storage/identityCache.js';
@@ -20,6 +22,8 @@ export const GOING_AWAY = 1001;
 const POLICY_VIOLATION = 1008;
 // How long closing peers get to answer a close at shutdown before their connections are cut.
 const CLOSE_GRACE_MS = 2000;
+// setTimeout holds at most 2^31 - 1 ms (24.8 days): a key expiring later is read again then, and re-armed.
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 export interface OpenSocket {
   /** The route's path (logs). */
@@ -38,8 +42,10 @@ export interface OpenSocket {
 
 export interface OpenSocketsDeps {
   feed: Pick<ChangeFeed, 'subscribe'>;
-  identities: Pick<IdentityCache, 'activeUser' | 'keyOwner'>;
+  identities: Pick<IdentityCache, 'activeUser' | 'key'>;
   log: Logger;
+  /** The gateway's clock, which the guards judge a key's expiry by. */
+  clock: () => Date;
 }
 
 /** What /metrics reads: sockets opened since start and open now, by route. */
@@ -47,6 +53,8 @@ export class OpenSockets implements WebSocketStats {
   readonly opened = new Map<string, number>();
   private readonly all = new Set<OpenSocket>();
   private readonly byUser = new Map<number, Set<OpenSocket>>();
+  /** The next reading of a socket whose key expires. */
+  private readonly expiries = new Map<OpenSocket, NodeJS.Timeout>();
   private readonly unsubscribe: () => void;
 
   constructor(private readonly deps: OpenSocketsDeps) {
@@ -79,6 +87,8 @@ export class OpenSockets implements WebSocketStats {
     }
     void socket.closed.then(() => {
       this.all.delete(socket);
+      clearTimeout(this.expiries.get(socket));
+      this.expiries.delete(socket);
       this.deps.log.debug({ route: socket.route, userId: socket.userId, durationMs: Date.now() - openedAt }, 'websocket closed');
       if (socket.userId === undefined) return;
       const sockets = this.byUser.get(socket.userId);
@@ -96,6 +106,8 @@ export class OpenSockets implements WebSocketStats {
   /** Closes every socket with `code`; resolves when all are closed, cutting those that do not answer in time. */
   async closeAll(code = GOING_AWAY): Promise<void> {
     this.unsubscribe();
+    for (const timer of this.expiries.values()) clearTimeout(timer);
+    this.expiries.clear();
     const sockets = [...this.all];
     for (const socket of sockets) socket.close(code);
     let timer: NodeJS.Timeout | undefined;
@@ -123,7 +135,7 @@ export class OpenSockets implements WebSocketStats {
       for (const socket of [...sockets]) {
         let denial: Denial | null = null;
         if (!user) denial = { code: 'userNotFound' };
-        else if (socket.keyHash !== undefined && (await this.deps.identities.keyOwner(socket.keyHash)) !== userId) denial = { code: 'tokenInvalid' };
+        else if (socket.keyHash !== undefined) denial = await this.keyDenial(socket, socket.keyHash, userId);
         else if (socket.plans) denial = checkPlan(user, socket.plans);
         if (!denial) continue;
         this.deps.log.info({ route: socket.route, userId, reason: denial.code }, 'websocket closed: the user no longer passes the route\'s guards');
@@ -133,5 +145,17 @@ export class OpenSockets implements WebSocketStats {
       // Storage unreachable: the feed says so too, and its `resumed` brings a new reading.
       this.deps.log.warn({ err, userId }, 'websocket: could not read a user\'s standing again');
     }
+  }
+
+  /** The socket's key refused as the guard would refuse it now (revoked, another's, expired); else its expiry awaited. */
+  private async keyDenial(socket: OpenSocket, keyHash: string, userId: number): Promise<Denial | null> {
+    const key = await this.deps.identities.key(keyHash);
+    if (!key || key.userId !== userId) return { code: 'tokenInvalid' };
+    if (key.expiresAt === null) return null;
+    const left = key.expiresAt - this.deps.clock().getTime();
+    if (left <= 0) return { code: 'tokenInvalid' };
+    clearTimeout(this.expiries.get(socket));
+    this.expiries.set(socket, setTimeout(() => void this.recheck(userId), Math.min(left + 1, MAX_TIMER_MS)).unref());
+    return null;
   }
 }

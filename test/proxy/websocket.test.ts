@@ -224,6 +224,22 @@ describeWithServices('WebSocket routes', () => {
     expect(await closedBy(socket, Date.now() + 1000)).toEqual({ code: 1008, reason: 'Token invalide ou expiré' });
   });
 
+  it('closes a socket opened with an API key when the key expires, on its own date or at the end of a roll\'s grace', async () => {
+    const user = await makeUser(a, { plan: 'pro' });
+    const create = async (body: Record<string, unknown>) => (await a.post('/api/v1/user/api-keys', { name: 'ws', ...body }, { headers: bearer(user.access) })).json;
+    const expiring = await create({ expires_at: new Date(Date.now() + 2500).toISOString() });
+    const rolled = await create({});
+    const first = opened(await wsConnect(wsUrl(b, `/api/v1/stream/${marker()}`), { headers: { 'x-api-key': expiring.key } }));
+    const second = opened(await wsConnect(wsUrl(b, `/api/v1/stream/${marker()}`), { headers: { 'x-api-key': rolled.key } }));
+    // Nothing is announced when a date passes: the instance holding the socket keeps the time itself.
+    expect(await closedBy(first, Date.parse(expiring.expires_at) + 1000)).toEqual({ code: 1008, reason: 'Token invalide ou expiré' });
+    const roll = await a.post(`/api/v1/user/api-keys/${rolled.id}/roll`, { grace: '2s' }, { headers: bearer(user.access) });
+    expect(roll.status).toBe(201);
+    second.ws.send('during the grace');
+    expect(await second.next()).toBe('echo:during the grace');
+    expect(await closedBy(second, Date.now() + 3000)).toEqual({ code: 1008, reason: 'Token invalide ou expiré' });
+  });
+
   it('passes on the upstream\'s refusal of the handshake, and answers 502 when the upstream is away', async () => {
     const m = marker();
     const answer = refused(await wsConnect(wsUrl(a, `/api/v1/stream/${m}/refuse`), { headers: bearer(premium.access) }));
