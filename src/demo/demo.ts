@@ -42,6 +42,28 @@ async function consoleLink(adminUrl: string | undefined, adminKey: string): Prom
   return res.status === 201 ? ((await res.json()) as { url: string }).url : undefined;
 }
 
+/** The environment demo/gateway.demo.yaml reads: where this run's parts listen, and its fresh secrets. */
+async function demoEnvironment(page: string, dataDir: string, mailServer: net.Server, traces: net.Server): Promise<{ adminKey: string; env: NodeJS.ProcessEnv }> {
+  const adminKey = `demo-admin-${randomBytes(12).toString('hex')}`;
+  const env = {
+    ...process.env,
+    DEMO_DATA_DIR: dataDir,
+    DEMO_UPSTREAM: page.slice(0, -1),
+    // The page's origin, as a browser writes it whichever name you open it by.
+    DEMO_PAGE_ORIGIN: page.slice(0, -1),
+    DEMO_PAGE_ORIGIN_LOCALHOST: page.slice(0, -1).replace('127.0.0.1', 'localhost'),
+    DEMO_JWT_SECRET: randomBytes(48).toString('base64url'),
+    DEMO_ADMIN_KEY: adminKey,
+    DEMO_SMTP_URL: `smtp://127.0.0.1:${(mailServer.address() as net.AddressInfo).port}`,
+    DEMO_OTLP_ENDPOINT: `http://127.0.0.1:${(traces.address() as net.AddressInfo).port}`,
+    DEMO_PORT: process.env.PORT ? undefined : String(await freePort(8080)),
+    // Whoever sets PORT (a second demo, a test) chose the ports: the admin and decisions listeners take any free ones.
+    DEMO_ADMIN_PORT: String(await freePort(process.env.PORT ? 0 : 9090)),
+    DEMO_DECISIONS_PORT: String(await freePort(process.env.PORT ? 0 : 9191)),
+  };
+  return { adminKey, env };
+}
+
 async function main(): Promise<void> {
   console.log('Starting the demo: an echo upstream and the gateway on embedded storage…');
   // The embedded database in data/, the mail catcher's tokens in mail/; all deleted at the end.
@@ -81,23 +103,7 @@ async function main(): Promise<void> {
   process.on('SIGTERM', onSignal);
 
   try {
-    const adminKey = `demo-admin-${randomBytes(12).toString('hex')}`;
-    const env = {
-      ...process.env,
-      DEMO_DATA_DIR: dataDir,
-      DEMO_UPSTREAM: page.slice(0, -1),
-      // The page's origin, as a browser writes it whichever name you open it by.
-      DEMO_PAGE_ORIGIN: page.slice(0, -1),
-      DEMO_PAGE_ORIGIN_LOCALHOST: page.slice(0, -1).replace('127.0.0.1', 'localhost'),
-      DEMO_JWT_SECRET: randomBytes(48).toString('base64url'),
-      DEMO_ADMIN_KEY: adminKey,
-      DEMO_SMTP_URL: `smtp://127.0.0.1:${(mail.server.address() as net.AddressInfo).port}`,
-      DEMO_OTLP_ENDPOINT: `http://127.0.0.1:${(traces.address() as net.AddressInfo).port}`,
-      DEMO_PORT: process.env.PORT ? undefined : String(await freePort(8080)),
-      // Whoever sets PORT (a second demo, a test) chose the ports: the admin and decisions listeners take any free ones.
-      DEMO_ADMIN_PORT: String(await freePort(process.env.PORT ? 0 : 9090)),
-      DEMO_DECISIONS_PORT: String(await freePort(process.env.PORT ? 0 : 9191)),
-    };
+    const { adminKey, env } = await demoEnvironment(page, dataDir, mail.server, traces);
     // "Sign in with Demo IdP" (src/demo/localProvider.ts): the provider registers the gateway's callback, so
     // the gateway's port is known before it listens (PORT=0 becomes a free port here).
     const gatewayPort = process.env.PORT && process.env.PORT !== '0' ? process.env.PORT : env.DEMO_PORT ?? String(await freePort(0));
