@@ -6,6 +6,7 @@ import type { Logger } from 'pino';
 import type { Database } from './db.js';
 import { addKeyCounts, recordKeyUses, type KeyDayCount } from './apiKeys.js';
 import { DAY_MS, utcDay } from '../time.js';
+import { failureLog, type FailureLog } from '../telemetry/logThrottle.js';
 
 const FLUSH_EVERY_MS = 1000;
 
@@ -25,7 +26,11 @@ export class ApiKeyUsage {
   private readonly timer: NodeJS.Timeout;
   private flushing: Promise<void> = Promise.resolve();
 
-  constructor(private readonly db: Database, private readonly log: Logger) {
+  // Flushed every second: while Postgres is away a line per flush would be the flood issue 18 saw.
+  private readonly failures: FailureLog;
+
+  constructor(private readonly db: Database, log: Logger) {
+    this.failures = failureLog(log, 'could not record API key usage; kept for the next flush', { recoveredMessage: 'API key usage recorded again' });
     this.timer = setInterval(() => void this.flush(), FLUSH_EVERY_MS);
     this.timer.unref();
   }
@@ -70,23 +75,23 @@ export class ApiKeyUsage {
         if (tally.requests) counts.push({ keyId, day: utcDay(new Date(tally.day * DAY_MS)), requests: tally.requests, denied: tally.denied });
         if (tally.lastUsed) uses.set(keyId, tally.lastUsed);
       }
+      let counted = false;
       try {
         await addKeyCounts(this.db, counts);
-      } catch (err) {
-        // Kept for the next flush rather than lost while Postgres is away; nothing was added (one statement).
-        for (const count of counts) this.carry(count);
-        this.log.warn({ err }, 'could not record API key usage; will retry');
-      }
-      try {
+        counted = true;
         await recordKeyUses(this.db, uses);
+        this.failures.recovered();
       } catch (err) {
+        // Kept for the next flush rather than lost while Postgres is away; nothing of a failed
+        // statement was written (one statement each), and counts already added are not added twice.
+        if (!counted) for (const count of counts) this.carry(count);
         // The newest use wins: one heard since is newer.
         for (const [keyId, at] of uses) {
           const tally = this.pending.get(keyId);
           if (!tally) this.pending.set(keyId, { day: Math.floor(at.getTime() / DAY_MS), requests: 0, denied: 0, lastUsed: at });
           else if (!tally.lastUsed) tally.lastUsed = at;
         }
-        this.log.warn({ err }, 'could not record API key uses; will retry');
+        this.failures.failed(err);
       }
     });
     return this.flushing;
