@@ -7,7 +7,7 @@ import { GatewayAssertionError, verifyGatewayAssertion } from '../../src/verify/
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { bearer, closeSql, describeWithServices, makeUser, marker, startTestGateway, testConfig, type TestGateway, type TestUser } from '../helpers/gateway.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
-import { opened, startWsUpstream, wsConnect, type WsUpstream } from '../helpers/wsUpstream.js';
+import { opened, refused, startWsUpstream, wsConnect, type WsUpstream } from '../helpers/wsUpstream.js';
 
 const KEYS = '/api/v1/user/api-keys';
 /** What a client sends to pass as another key (and another user), in the spellings upstream frameworks merge. */
@@ -68,6 +68,14 @@ describeWithServices('x-user-key-id and the assertion\'s key claims (CONTRACT §
     opened(await wsConnect(url(byBearer), { headers: { ...SPOOFED, ...bearer(user.access) } })).ws.close();
     expect(ws.last(byKey)!.headers['x-user-key-id']).toBe(String(id));
     expect(Object.keys(ws.last(byBearer)!.headers).filter((n) => /key.id/i.test(n))).toEqual([]);
+  });
+
+  it('a WebSocket upgrade with a key that lacks the route\'s scopes is refused as a request is, nothing opened upstream (CONTRACT §21)', async () => {
+    const { key } = await keyFor(['reports:read']);
+    const m = marker();
+    const refusal = refused(await wsConnect(`${gw.url.replace(/^http/, 'ws')}/api/v1/stream/${m}`, { headers: { 'x-api-key': key } }));
+    expect([refusal.status, refusal.json]).toEqual([403, { error: 'Portée insuffisante', required_scopes: ['*'] }]);
+    expect(ws.last(m)).toBeUndefined();
   });
 
   it('the assertion of an API-key request names the key and its scopes; a key without scopes says null; a bearer one says neither', async () => {
