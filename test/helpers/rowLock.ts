@@ -7,6 +7,12 @@ import { eventually, testServices } from './gateway.js';
 export interface HeldRow {
   /** Resolves once `count` other sessions wait for the row: the requests sent have reached their lock. */
   waiters(count: number): Promise<void>;
+  /**
+   * Whether `count` sessions wait for the row within `ms`. A waiter gives up after the gateway's
+   * statement timeout (4 s): when one that must wait behind another comes later than that (an
+   * argon2 check starved on a loaded machine), the queue never forms, and the test tries again.
+   */
+  queued(count: number, ms: number): Promise<boolean>;
   /** A statement in the holding transaction, before release (a DELETE of the row, say). */
   run(text: string, params?: unknown[]): Promise<void>;
   /** Commits: lets the queue go, first come first served. */
@@ -33,6 +39,12 @@ export async function holdUserRow(id: number): Promise<HeldRow> {
         const { rows } = await client.query<{ n: number }>(QUEUE, [pid]);
         return rows[0]!.n >= count;
       }, 20_000);
+    },
+    async queued(count, ms) {
+      return eventually(async () => {
+        const { rows } = await client.query<{ n: number }>(QUEUE, [pid]);
+        return rows[0]!.n >= count;
+      }, ms).then(() => true, () => false);
     },
     async run(text, params = []) {
       await client.query(text, params);
