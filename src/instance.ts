@@ -7,7 +7,7 @@ import type { Config } from './config/schema.js';
 import { AssertionKeyring } from './credentials/assertionKeyring.js';
 import { AuditLog } from './audit.js';
 import { Housekeeping } from './housekeeping.js';
-import { AssertionSigner, DailyLimiter, MinuteLimiter, Pipeline } from './pipeline/index.js';
+import { AssertionSigner, DailyLimiter, MinuteLimiter, Pipeline, UseRefunds } from './pipeline/index.js';
 import { isSingleMailbox } from './credentials/emailAddress.js';
 import { MailQueue, Passwords } from './auth/index.js';
 import { TokenKeyring } from './credentials/tokenKeyring.js';
@@ -58,6 +58,8 @@ export interface Instance {
   identities: IdentityCache;
   keyUsage: ApiKeyUsage;
   daily: DailyLimiter;
+  /** Counted uses given back when the upstream failed them (CONTRACT §23, plans.refundOn). */
+  refunds: UseRefunds;
   keyring: AssertionKeyring;
   pipeline: Pipeline;
   metrics: Metrics;
@@ -118,6 +120,7 @@ export async function createInstance(config: Config, options: InstanceOptions): 
     metrics.observeIdentityCache(identities.stats);
     const daily = new DailyLimiter({ db, redis, feed, clock, log, config: () => live.current.settings });
     closers.push(() => daily.close()); // hands back the uses it reserved, before the pool closes
+    const refunds = new UseRefunds({ db, forget: (userId) => daily.forget(userId), clock, log });
     const keyring = new AssertionKeyring(db, feed, clock, log);
     // Webhook deliveries (the outbox worker): closed before the feed and the pool, so it can hand
     // back the attempts a shutdown cuts short.
@@ -167,7 +170,7 @@ export async function createInstance(config: Config, options: InstanceOptions): 
     });
 
     return {
-      lifecycle: { draining: false }, config, live, db, redis, clock, log, feed, tokens, passwords, identities, keyUsage, daily, keyring, pipeline, metrics, events, deliveries: outbox, mailer, audit, housekeeping, tracing, errorStyle, mailWords, fleet: options.fleet, billing,
+      lifecycle: { draining: false }, config, live, db, redis, clock, log, feed, tokens, passwords, identities, keyUsage, daily, refunds, keyring, pipeline, metrics, events, deliveries: outbox, mailer, audit, housekeeping, tracing, errorStyle, mailWords, fleet: options.fleet, billing,
       close: () => closeAll((err) => log.warn({ err }, 'error while closing')),
     };
   } catch (err) {

@@ -5,7 +5,7 @@ import { z } from 'zod';
 import {
   adminKey, ASYMMETRIC, bool, duration, durationOrZero, envReference, HTTP_URL, int, isInlinePem, isUrl, NAME, OCTET, optionalText, port, PORT, ratio, SECRET_MIN, size, text, verifyingKeyProblem,
 } from './schema/values.js';
-import { BASE_PLANS, checkRoutes, corsProblem, corsSchema, MAX_LIMIT, planLimits, planName, routeSchema, upstreamSchema, usageNoun } from './schema/routes.js';
+import { BASE_PLANS, checkRoutes, corsProblem, corsSchema, MAX_LIMIT, planLimits, planName, refundOn, routeSchema, upstreamSchema, usageNoun } from './schema/routes.js';
 import { oidcSchema, originProblem, originsWithoutCookie } from './schema/providers.js';
 import { billingSchema } from './schema/billing.js';
 export { parseDuration, parseSize } from './schema/values.js';
@@ -189,6 +189,7 @@ const fileShape = z.strictObject({
     upgradeUrl: z.string().regex(/^(?:\/(?!\/)|https:\/\/)[^\s"<>\\]*$/, 'expected a path such as /pricing or an https:// URL').default('/api/v1/subscription/upgrade')
       .meta({ description: 'The upgrade_url of the plan and quota errors.' }),
     usageNoun: usageNoun.optional(),
+    refundOn: refundOn.optional(),
   }).prefault({}),
   // API keys for a public API (CONTRACT §21).
   apiKeys: z.strictObject({
@@ -263,7 +264,7 @@ export type Config = z.output<typeof fileShape>;
  * typed: a check that cannot read it stops there, and the section's own problem is what gets reported.
  */
 export const configSchema = fileShape.superRefine((cfg, ctx) => {
-  for (const check of [checkJwt, checkWorkers, checkBillingPrices, checkPlanShorthand, checkUpstreamTls, checkCorsAndMail, checkOidcBinding]) whenReadable(() => check(cfg, ctx));
+  for (const check of [checkJwt, checkWorkers, checkBillingPrices, checkOverageMeter, checkPlanShorthand, checkUpstreamTls, checkCorsAndMail, checkOidcBinding]) whenReadable(() => check(cfg, ctx));
   whenReadable(() => checkRoutes(cfg, ctx, whenReadable));
 }, { when: () => true });
 
@@ -304,6 +305,14 @@ function checkBillingPrices(cfg: Config, ctx: z.RefinementCtx): void {
   const known = new Set<string>([...BASE_PLANS, ...Object.keys(cfg.plans.limits), ...cfg.routes.flatMap((r) => r.plans ?? [])]);
   for (const [price, plan] of Object.entries(cfg.billing?.stripe.prices ?? {})) {
     if (!known.has(plan)) ctx.addIssue({ code: 'custom', path: ['billing', 'stripe', 'prices', price], message: `unknown plan ${JSON.stringify(plan)}; known: ${[...known].join(', ')}` });
+  }
+}
+
+function checkOverageMeter(cfg: Config, ctx: z.RefinementCtx): void {
+  // Overage with nowhere to report it would serve uses past the allowance that nobody pays for.
+  if (cfg.billing?.stripe.meter) return;
+  for (const [plan, limits] of Object.entries(cfg.plans.limits)) {
+    if (typeof limits.monthly === 'object') ctx.addIssue({ code: 'custom', path: ['plans', 'limits', plan, 'monthly', 'overage'], message: 'overage: meter needs billing.stripe.meter (the Stripe meter the uses past the limit are reported to)' });
   }
 }
 

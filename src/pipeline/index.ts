@@ -6,6 +6,8 @@ export type { AuthMethod, Identity } from './guards/authenticate.js';
 export { checkPlan } from './guards/plan.js';
 export { checkScopes } from './guards/scopes.js';
 export { DailyLimiter } from './guards/dailyLimit.js';
+export { UseRefunds, type UpstreamOutcome } from './guards/refunds.js';
+export type { CountedUse } from './guards/quota.js';
 export { MinuteLimiter } from './guards/minuteLimit.js';
 export { AssertionSigner, type Assertions } from './assertionSigner.js';
 export { isIdentityHeader, KEY_ID_HEADER } from './identityHeaders.js';

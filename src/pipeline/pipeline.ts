@@ -15,7 +15,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { Assertions } from './assertionSigner.js';
 import { telemetryName, type Denial } from '../errors/index.js';
 import type { AuthResult } from './guards/authenticate.js';
-import { rateLimitHeaders } from './guards/quota.js';
+import { rateLimitHeaders, type CountedUse } from './guards/quota.js';
 import type { LiveSnapshot } from '../live/live.js';
 import { runStages, type GuardPolicy, type GuardRun, type StageDeps } from './stages.js';
 
@@ -42,6 +42,8 @@ export type GuardOutcome =
       auth: Exclude<AuthResult, { kind: 'denied' }>;
       /** For the client, on a counted route: RateLimit-Policy and RateLimit. */
       responseHeaders: Record<string, string> | undefined;
+      /** The use counted for the request (CONTRACT §23: what a refund gives back). */
+      use?: CountedUse;
     }
   | { kind: 'deny'; denial: Denial };
 
@@ -56,6 +58,8 @@ export type Decision =
       identity: Record<string, string> | undefined;
       /** Headers for the client's response, added to the upstream's (the RateLimit fields of a counted route). */
       responseHeaders: Record<string, string> | undefined;
+      /** The use counted for the request, given back when the upstream fails it (refunds.ts). */
+      use?: CountedUse;
     }
   | {
       kind: 'deny';
@@ -119,7 +123,7 @@ export class Pipeline {
       if (route.target?.assertion) Object.assign(identity, await this.deps.assertions.headerFor(auth.user, auth.method, route.target.name, key));
     }
     this.deps.tallies.decided(route.path, 'allowed');
-    return { kind: 'allow', route, upstreamPath: match.upstreamPath, auth, identity, responseHeaders: outcome.responseHeaders };
+    return { kind: 'allow', route, upstreamPath: match.upstreamPath, auth, identity, responseHeaders: outcome.responseHeaders, use: outcome.use };
   }
 
   /**
@@ -138,7 +142,7 @@ export class Pipeline {
     // Anonymous here only on auth: none or optional, where the config allows no plan, quota or
     // limit (config/schema.ts: they need auth: required).
     const { auth } = run as { auth: Exclude<AuthResult, { kind: 'denied' }> };
-    return { kind: 'pass', auth, responseHeaders: run.quotas.length ? rateLimitHeaders(run.quotas) : undefined };
+    return { kind: 'pass', auth, responseHeaders: run.quotas.length ? rateLimitHeaders(run.quotas) : undefined, use: run.use };
   }
 
   private denied(route: string, denial: Denial): Decision & { kind: 'deny' } {

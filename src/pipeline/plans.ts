@@ -8,6 +8,8 @@ export interface PlanLimits {
   daily: number | null;
   /** Counted uses per UTC month on dailyLimit routes (CONTRACT §23); null: unlimited. */
   monthly: number | null;
+  /** monthly is an included allowance (`overage: meter`): no 429 past it, the uses beyond it metered. */
+  overage?: boolean;
   /** Requests per minute on rateLimit routes; null: no limit. */
   perMinute: number | null;
 }
@@ -19,7 +21,10 @@ export interface PlanLimits {
 export function planLimitsOf(plans: Config['plans'], plan: string): PlanLimits {
   const limits = Object.hasOwn(plans.limits, plan) ? plans.limits[plan] : undefined;
   const freeDaily = plan === 'free' ? plans.freeDailyLimit ?? 1 : null;
-  return { daily: limits?.daily ?? freeDaily, monthly: limits?.monthly ?? null, perMinute: limits?.perMinute ?? null };
+  const monthly = limits?.monthly;
+  const allowance = typeof monthly === 'object' ? monthly.limit : monthly ?? null;
+  // `overage` only when set: the limits /me shows are unchanged for every other plan.
+  return { daily: limits?.daily ?? freeDaily, monthly: allowance, perMinute: limits?.perMinute ?? null, ...(typeof monthly === 'object' ? { overage: true } : {}) };
 }
 
 /** Every plan the configuration knows: the spec's three, those with limits, those routes name. */

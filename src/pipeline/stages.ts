@@ -7,7 +7,7 @@ import { telemetryName, type Denial, type Nouns } from '../errors/index.js';
 import { authenticate, bearerToken, type AuthDeps, type AuthResult, type Identity } from './guards/authenticate.js';
 import type { DailyLimiter } from './guards/dailyLimit.js';
 import type { MinuteLimiter } from './guards/minuteLimit.js';
-import type { QuotaOutcome, QuotaState } from './guards/quota.js';
+import type { CountedUse, QuotaOutcome, QuotaState } from './guards/quota.js';
 import { rateLimitHeaders } from './guards/quota.js';
 import { checkPlan } from './guards/plan.js';
 import { checkScopes } from './guards/scopes.js';
@@ -59,6 +59,8 @@ export interface GuardRun {
   readonly quotas: QuotaState[];
   /** The caller's plan's limits, read once by the first limit stage. */
   limits?: PlanLimits;
+  /** The use the daily stage counted, for a refund (refunds.ts). */
+  use?: CountedUse;
 }
 
 export interface GuardStage {
@@ -142,7 +144,8 @@ function dailyStage(run: GuardRun): Promise<Denial | undefined> {
 
 /** A limiter's answer, tallied and kept for the RateLimit fields; its denial in the plans' words, with those fields. */
 async function counted(run: GuardRun, outcome: Promise<QuotaOutcome>): Promise<Denial | undefined> {
-  const { state, others = [], denial } = await outcome;
+  const { state, others = [], denial, use } = await outcome;
+  if (use) run.use = use;
   for (const s of [state, ...others]) {
     run.quotas.push(s);
     run.deps.tallies.quota(s.policy, (run.auth as Identity).user.plan, run.policy.path ?? 'own', denial ? 'refused' : 'admitted');

@@ -15,13 +15,13 @@ import { acceptEveryMethod } from '../listener/basics.js';
 import { endRequestTrace, traceDecision } from '../listener/tracing.js';
 import { DenialLog, failureLog, type FailureLog } from '../telemetry/logThrottle.js';
 import type { Metrics } from '../telemetry/metrics.js';
-import type { Decision, Pipeline } from '../pipeline/index.js';
+import type { CountedUse, Decision, Pipeline, UpstreamOutcome, UseRefunds } from '../pipeline/index.js';
 import type { RequestContext } from '../live/requestContext.js';
 import { streamBodiesWithin } from './bodyLimit.js';
 import { SpanKind, STATUS_ERROR, type GatewaySpan } from '../telemetry/spans.js';
 import { downstreamHeaders, upstreamHeaders, type ForwardContext } from './headers.js';
 import { findOwnCredentials, type CredentialChecks, type OwnCredentials } from './ownTokens.js';
-import { relay, upstreamTarget, type UpstreamRequest } from './relay.js';
+import { relay, UNUSABLE_ANSWER, upstreamTarget, type UpstreamRequest } from './relay.js';
 import { causes, classifyUpstreamFailure, UPSTREAM_FAILURES } from './upstreamFailures.js';
 import { upstreamAgent } from './upstreamTls.js';
 import { handshakeDenial, handshakeless, upgradeHeaders, withoutAccessToken, type WebSocketTarget, type WebSockets } from './websocket.js';
@@ -107,6 +107,8 @@ export interface ForwarderDeps {
   credentials: CredentialChecks;
   websockets: WebSockets;
   upstreamErrors: Metrics['upstreamErrors'];
+  /** Gives a counted use back when the upstream failed it (CONTRACT §23, plans.refundOn). */
+  refunds?: Pick<UseRefunds, 'afterUpstream'>;
   /** Start-up settings (a reload does not change them). */
   server: { trustProxy: boolean; bodyLimit: number };
   log: FastifyBaseLogger;
@@ -172,6 +174,7 @@ export class Forwarder {
   /** Sends what plan() gave: relayed, upgraded, or refused. */
   private async send(request: FastifyRequest, reply: FastifyReply, planned: ForwardPlan, decision: Allowed): Promise<void> {
     const { upstream } = planned;
+    const refund = this.refunder(request, decision.use);
     switch (planned.kind) {
       case 'refused':
         request.log.info({ upstream }, 'path refused by the proxy');
@@ -182,7 +185,7 @@ export class Forwarder {
         const opened = await this.deps.websockets.open(request, reply, planned.target);
         if (opened.kind === 'failed') {
           failedSpan(span, opened.error);
-          this.failed(request, reply, upstream, opened.error);
+          this.failed(request, reply, upstream, opened.error, refund);
         } else {
           span?.end();
           // Opened: the client's 101 goes out on the socket, past fastify's onResponse.
@@ -197,14 +200,16 @@ export class Forwarder {
         relay(this.agent, reply, { ...planned.request, body: (request.body as Readable | undefined) ?? null }, {
           // The gateway's RateLimit fields on a counted route, in place of any the upstream sent.
           responseHeaders: (upstreamHeaders) => (decision.responseHeaders ? { ...downstreamHeaders(upstreamHeaders, corsCovered), ...decision.responseHeaders } : downstreamHeaders(upstreamHeaders, corsCovered)),
-          answered: () => {
+          answered: (status) => {
             span?.end();
             this.answered(upstream);
+            // The answer is the upstream's and goes on at once; a refund for its status follows it.
+            void refund({ status });
           },
           // Never resent: a retried POST could run twice.
           failed: (error) => {
             failedSpan(span, error);
-            this.failed(request, reply, upstream, error);
+            this.failed(request, reply, upstream, error, refund);
           },
         });
       }
@@ -223,9 +228,25 @@ export class Forwarder {
     this.failureLogFor(upstream).recovered();
   }
 
-  /** Applies the row of UPSTREAM_FAILURES the error falls under. */
-  private failed(request: FastifyRequest, reply: FastifyReply, upstream: string, error: unknown): void {
-    const handling = UPSTREAM_FAILURES[classifyUpstreamFailure(error, request.raw.socket?.destroyed === true)];
+  /**
+   * The request's one chance at a refund (CONTRACT §23): the first outcome reported decides, later
+   * ones (a failure after the answer started) change nothing. Resolves once the refund is written.
+   */
+  private refunder(request: FastifyRequest, use: CountedUse | undefined): (outcome: UpstreamOutcome) => Promise<unknown> {
+    let pending = use;
+    const refunds = this.deps.refunds;
+    return async (outcome) => {
+      if (!pending || !refunds) return;
+      const counted = pending;
+      pending = undefined;
+      await refunds.afterUpstream(counted, request.context.live.settings.plans.refundOn, outcome);
+    };
+  }
+
+  /** Applies the row of UPSTREAM_FAILURES the error falls under (and the refund it may give, before the answer). */
+  private failed(request: FastifyRequest, reply: FastifyReply, upstream: string, error: unknown, refund?: (outcome: UpstreamOutcome) => Promise<unknown>): void {
+    const kind = classifyUpstreamFailure(error, request.raw.socket?.destroyed === true);
+    const handling = UPSTREAM_FAILURES[kind];
     if (handling.log === 'upstream') {
       const chain = causes(error);
       this.failing.add(upstream);
@@ -236,7 +257,11 @@ export class Forwarder {
     if (handling.metric) this.deps.upstreamErrors.inc({ upstream, kind: handling.metric });
     // Headers already went out, or nobody is left to answer: all that is left is to cut the response short.
     if (reply.sent || handling.answer === undefined) reply.raw.destroy();
-    else sendError(reply, handling.answer);
+    else if (refund && (kind === 'timeout' || (kind === 'unavailable' && !causes(error).some((e) => e.code === UNUSABLE_ANSWER)))) {
+      // Given back before the error goes out: a client retrying at once finds the use back.
+      const answer = handling.answer;
+      void refund({ failure: kind === 'timeout' ? 'timeout' : 'unreachable' }).finally(() => sendError(reply, answer));
+    } else sendError(reply, handling.answer);
   }
 
   private failureLogFor(upstream: string): FailureLog {

@@ -28,13 +28,13 @@ export interface RelayCallbacks {
   /** The client's response headers, made from the upstream's. */
   responseHeaders(upstream: Record<string, string | string[] | undefined>): Record<string, string | string[] | undefined>;
   /** The upstream answered (its status line and headers arrived). */
-  answered(): void;
+  answered(statusCode: number): void;
   /** The upstream request failed, before or after the client got headers (reply.sent tells). */
   failed(error: Error): void;
 }
 
 /** An answer undici parsed but Node cannot pass on (a status outside 100–599). */
-const UNUSABLE_ANSWER = 'GW_UPSTREAM_UNUSABLE_ANSWER';
+export const UNUSABLE_ANSWER = 'GW_UPSTREAM_UNUSABLE_ANSWER';
 /** The client's connection closed before the upstream's answer was through. */
 export const CLIENT_GONE = 'GW_CLIENT_GONE';
 
@@ -81,7 +81,7 @@ class Relay implements Dispatcher.DispatchHandler {
       controller.abort(Object.assign(new Error(`upstream answered status ${statusCode}`), { code: UNUSABLE_ANSWER }));
       return;
     }
-    this.callbacks.answered();
+    this.callbacks.answered(statusCode);
     // The headers the gateway set (x-request-id, CORS, Connection while draining), then the upstream's.
     const out = { ...reply.getHeaders(), ...this.callbacks.responseHeaders(headers) };
     const req = reply.request.raw;

@@ -3,6 +3,7 @@
 // usage_days: reserved in blocks by the daily limiter (pipeline/guards/dailyLimit.ts), handed back
 // when unserved, and read for the user and operators.
 import type { Queryable } from './db.js';
+import { reserveWithOverage } from './meteredUses.js';
 
 /** The windows a counted use is reserved on: the UTC day and month, each with its limit (null: the plan has none, not counted). */
 export interface UseWindows {
@@ -12,6 +13,8 @@ export interface UseWindows {
   /** The first day of the month, YYYY-MM-DD (users.last_usage_month). */
   month: string;
   monthly: number | null;
+  /** monthly is an allowance with metered overage: never refused, uses past it recorded (meteredUses.ts). */
+  overage?: boolean;
 }
 
 /** What a reservation did: the uses granted (0: refused), the counts after it, and which windows were spent. */
@@ -35,6 +38,7 @@ export interface Reserved {
  * ahead). A refusal with nothing to hand back writes nothing.
  */
 export async function reserveUses(db: Queryable, id: number, w: UseWindows, handback: { daily: number; monthly: number }, wanted: number, share: number): Promise<Reserved | null> {
+  if (w.overage && w.monthly !== null) return reserveWithOverage(db, id, w, handback, wanted, share);
   if (w.monthly === null && w.daily !== null) {
     const day = await reserveDayOnly(db, id, w.day, w.daily, handback.daily, wanted, share);
     return day && { granted: day.granted, daily: day.count, monthly: null, dailySpent: day.granted === 0, monthlySpent: false };
@@ -78,10 +82,18 @@ async function reserveDayOnly(db: Queryable, id: number, today: string, limit: n
   return rows[0] ?? null;
 }
 
-/** Hands back uses reserved and never served: `ids[i]` gets `daily[i]` back on today and `monthly[i]` on this month. */
+/**
+ * Hands back uses reserved and never served: `ids[i]` gets `daily[i]` back on today and `monthly[i]`
+ * on this month. On a plan with metered overage, as many of the month's newest unreported
+ * served-use records go too (meteredUses.ts): the uses past the allowance are one fewer each.
+ */
 export async function handBackUses(db: Queryable, ids: number[], daily: number[], monthly: number[], today: string, month: string): Promise<void> {
   await db.query(
-    `UPDATE users u SET daily_usage = CASE WHEN u.last_usage_date = $4::date THEN GREATEST(0, u.daily_usage - b.d) ELSE u.daily_usage END,
+    `WITH unbilled AS (UPDATE metered_uses SET refunded = true WHERE id IN (
+        SELECT x.id FROM unnest($1::int[], $3::int[]) AS b(id, m)
+          CROSS JOIN LATERAL (SELECT id FROM metered_uses WHERE user_id = b.id AND month = $5::date AND delivery_id IS NULL AND NOT refunded
+                               ORDER BY id DESC LIMIT b.m) x WHERE b.m > 0) RETURNING id)
+     UPDATE users u SET daily_usage = CASE WHEN u.last_usage_date = $4::date THEN GREATEST(0, u.daily_usage - b.d) ELSE u.daily_usage END,
                         monthly_usage = CASE WHEN u.last_usage_month = $5::date THEN GREATEST(0, u.monthly_usage - b.m) ELSE u.monthly_usage END
        FROM unnest($1::int[], $2::int[], $3::int[]) AS b(id, d, m)
       WHERE u.id = b.id AND ((b.d > 0 AND u.last_usage_date = $4::date) OR (b.m > 0 AND u.last_usage_month = $5::date))`,

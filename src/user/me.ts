@@ -33,6 +33,8 @@ export async function readMe(app: FastifyInstance, deps: MeDeps): Promise<void> 
       limits, daily_remaining: dailyRemaining(limits, usedToday(user, utcDay(now))),
       // CONTRACT §23: the uses of this UTC month (0 once a new month began), whatever the plan.
       monthly_usage: monthly, monthly_remaining: monthlyRemaining(limits, monthly),
+      // With metered overage: the uses past the included allowance (CONTRACT §23).
+      ...(limits.overage ? { monthly_overage: Math.max(0, monthly - limits.monthly!) } : {}),
       // null until the user opens a verification link (CONTRACT §13): a client knows to offer a new one.
       email_verified_at: user.email_verified_at?.toISOString() ?? null,
       // Only once chosen (CONTRACT §20): the spec's body is unchanged for every other user.

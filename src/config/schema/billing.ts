@@ -1,7 +1,6 @@
 // billing.stripe (CONTRACT §23): plans that follow payment. The secret key's mode (live or test)
 // decides which events count; prices name plans, which schema.ts checks against the plans the
-// file knows. `meter` (metered usage) is not built yet, so it is not accepted: a strict object
-// refuses it by name rather than let an operator believe uses are reported.
+// file knows. `meter` names the Stripe meter the uses past a plan's allowance go to (monthly.overage).
 import { z } from 'zod';
 import { int, isUrl } from './values.js';
 import { planName } from './routes.js';
@@ -36,6 +35,8 @@ export const billingSchema = z.strictObject({
     cancelUrl: httpUrl('where Checkout sends the customer who goes back').meta({ examples: ['https://app.example.com/billing'] }),
     pastDueGraceDays: int(0, 365).default(7)
       .meta({ description: 'Days a past_due subscription keeps its plan, from the first time it was seen past_due.' }),
+    meter: z.string().regex(/^[A-Za-z0-9_.:-]{1,100}$/, 'expected a Stripe meter\'s event name such as api_requests').optional()
+      .meta({ examples: ['api_requests'], description: 'The event name of the Stripe Billing meter the uses past a plan\'s included allowance (monthly.overage: meter) are reported to.' }),
   }),
 }).meta({ description: 'Plans that follow payment (docs/billing.md). Without it, /api/v1/billing/* are not the gateway\'s.' });
 

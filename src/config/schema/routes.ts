@@ -15,9 +15,20 @@ export const planName = z.string().regex(PLAN_NAME, 'expected a plan name: lower
 export const MAX_LIMIT = 2_147_483_647;
 export const planLimits = z.strictObject({
   daily: int(1, MAX_LIMIT).meta({ examples: [1000] }).optional().meta({ description: 'Counted uses per UTC day on routes with dailyLimit: true; none: unlimited (free: plans.freeDailyLimit).' }),
-  monthly: int(1, MAX_LIMIT).meta({ examples: [100000] }).optional().meta({ description: 'Counted uses per UTC month on routes with dailyLimit: true, reserved together with daily; none: unlimited.' }),
+  monthly: z.union([
+    int(1, MAX_LIMIT).meta({ examples: [100000] }),
+    // CONTRACT §23: included, then metered: no 429 past `limit`, the uses beyond it reported to billing.stripe.meter.
+    z.strictObject({ limit: int(1, MAX_LIMIT), overage: z.literal('meter') }).meta({ examples: [{ limit: 100000, overage: 'meter' }] }),
+  ]).optional().meta({ description: 'Counted uses per UTC month on routes with dailyLimit: true, reserved together with daily; none: unlimited. '
+    + '{limit, overage: meter}: uses past limit are served and reported to the Stripe meter (needs billing.stripe.meter).' }),
   perMinute: int(1, MAX_LIMIT).meta({ examples: [60] }).optional().meta({ description: 'Requests per minute on routes with rateLimit: true (a bucket of this size, refilled over 60 s); none: no limit.' }),
 });
+// CONTRACT §23: a counted use given back when the upstream failed it. Absent: no refunds.
+export const refundOn = z.strictObject({
+  statuses: z.array(int(400, 599)).default([]).meta({ examples: [[503]], description: 'Upstream statuses (or the gateway\'s 504 for an upstream timeout, when listed) that give the use back.' }),
+  unreachable: bool().default(false).meta({ description: 'Give the use back when the upstream could not be reached (connection refused or reset, TLS failure).' }),
+  capPerDay: int(1, MAX_LIMIT).optional().meta({ examples: [10], description: 'At most this many refunds per owner per UTC day; none: no cap.' }),
+}).meta({ description: 'When a counted use goes back to the windows it was counted in (docs/billing.md). Absent: never.' });
 // The noun of the quota messages in each language (CONTRACT §20): "… (plan free: 1 course/jour)".
 const LANGUAGE_TAG = /^[a-z]{2,3}(?:-[a-z0-9]{2,8})?$/;
 const noun = z.string().min(1).max(40).regex(/^[^{}<>\p{Cc}]+$/u, 'expected a word (no braces, angle brackets or control characters)');

@@ -64,11 +64,11 @@ interface Lease {
 }
 
 /** The limits a use is counted against: the plan's daily and monthly ones (at least one set). */
-export type UseLimits = Pick<PlanLimits, 'daily' | 'monthly'>;
+export type UseLimits = Pick<PlanLimits, 'daily' | 'monthly' | 'overage'>;
 type Window = 'daily' | 'monthly';
 
 function sameWindows(a: UseWindows, b: UseWindows): boolean {
-  return a.day === b.day && a.month === b.month && a.daily === b.daily && a.monthly === b.monthly;
+  return a.day === b.day && a.month === b.month && a.daily === b.daily && a.monthly === b.monthly && a.overage === b.overage;
 }
 
 /** The Redis key of a user's gate for a day (or of the mark of a spent month); `*` for every user's (a SCAN pattern). */
@@ -89,12 +89,12 @@ function refusedBy(w: UseWindows, plan: string, monthSpent: boolean, now: Date):
   return monthSpent && w.monthly !== null ? refused('monthly', plan, w.monthly, now) : refused('daily', plan, w.daily!, now);
 }
 
-/** The admission's states: the day's, then the month's. */
-function admitted(w: UseWindows, lease: Lease, now: Date): QuotaOutcome {
+/** The admission's states: the day's, then the month's; and the use, should it be given back (refunds.ts). */
+function admitted(userId: number, w: UseWindows, lease: Lease, now: Date): QuotaOutcome {
   const states: QuotaState[] = [];
   if (w.daily !== null) states.push(windowState('daily', w.daily, lease.daily! - lease.left, now));
   if (w.monthly !== null) states.push(windowState('monthly', w.monthly, lease.monthly! - lease.left, now));
-  return { state: states[0]!, others: states.slice(1) };
+  return { state: states[0]!, others: states.slice(1), use: { userId, day: w.day, daily: w.daily !== null, month: w.month, monthly: w.monthly !== null } };
 }
 
 export interface DailyStats {
@@ -154,12 +154,12 @@ export class DailyLimiter {
   async consume(user: User, limits: UseLimits, calls: StoreCalls = untraced): Promise<QuotaOutcome> {
     for (let gated = false; ;) {
       const now = this.clock();
-      const w: UseWindows = { day: utcDay(now), daily: limits.daily, month: utcMonth(now), monthly: limits.monthly };
+      const w: UseWindows = { day: utcDay(now), daily: limits.daily, month: utcMonth(now), monthly: limits.monthly, overage: limits.overage === true };
       const lease = this.leases.get(user.id);
       if (lease && sameWindows(lease.windows, w) && lease.left > 0 && now.getTime() < lease.until) {
         lease.left--;
         this.stats.admitted++;
-        return admitted(w, lease, now);
+        return admitted(user.id, w, lease, now);
       }
       // The Redis gate counts each request that finds no block here, once: never more than the
       // uses Postgres counts plus the ones it refuses, so a gate past the limit means the day (or,
@@ -170,7 +170,7 @@ export class DailyLimiter {
         gated = true;
         const [gate, monthSpent] = await Promise.all([
           w.daily === null ? undefined : this.redisIncrement(gateKey(user.id, w.day), calls),
-          w.monthly === null ? false : this.monthMarked(user.id, w.month, calls),
+          w.monthly === null || w.overage ? false : this.monthMarked(user.id, w.month, calls),
         ]);
         if ((monthSpent || (gate !== undefined && gate > w.daily!)) && this.feed.trusted) {
           this.stats.refusedByRedis++;
@@ -234,13 +234,13 @@ export class DailyLimiter {
       const daySpent = !reserved || reserved.dailySpent;
       const monthSpent = !reserved || reserved.monthlySpent;
       if (this.redis && w.daily !== null && daySpent) void this.redis.call((client) => client.set(key, String(w.daily! + 1), 'PX', KEY_TTL_MS));
-      if (w.monthly !== null && monthSpent) void this.markMonth(user.id, w.month);
+      if (w.monthly !== null && !w.overage && monthSpent) void this.markMonth(user.id, w.month);
       return refusedBy(w, user.plan, monthSpent, now);
     }
     // The block takes the month's last uses: mark the month spent now, so that once the day's gate
     // refuses too the answer is the month's (CONTRACT §23). Should the block go back unserved, the
     // lowered count drops the mark (027's trigger, forget below).
-    if (this.redis && w.monthly !== null && reserved.monthly! >= w.monthly) void this.markMonth(user.id, w.month);
+    if (this.redis && w.monthly !== null && !w.overage && reserved.monthly! >= w.monthly) void this.markMonth(user.id, w.month);
     // The asker and the requests that waited for it take their uses from the block.
     this.leases.set(user.id, {
       windows: w, left: reserved.granted, granted: reserved.granted, demand: pending.waiting + 1, daily: reserved.daily, monthly: reserved.monthly, until: now.getTime() + BLOCK_MS,

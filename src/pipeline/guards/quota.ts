@@ -22,6 +22,17 @@ export interface QuotaOutcome {
   /** The states of the other windows the same use was counted on (the month beside the day). */
   others?: readonly QuotaState[];
   denial?: Denial;
+  /** An admitted use: what a refund gives back (refunds.ts). */
+  use?: CountedUse;
+}
+
+/** A use counted for a request: its user, and the windows it was counted in. */
+export interface CountedUse {
+  userId: number;
+  day: string;
+  daily: boolean;
+  month: string;
+  monthly: boolean;
 }
 
 export function rateLimitHeaders(states: readonly QuotaState[]): Record<string, string> {
