@@ -17,7 +17,7 @@ import { IdentityCache } from './storage/identityCache.js';
 import { Live, liveSettingsOf } from './live/live.js';
 import { createMetrics, type Metrics } from './telemetry/metrics.js';
 import { OutboxEmitter, type Events } from './webhooks/emitter.js';
-import { OutboxWorker } from './webhooks/outbox.js';
+import { OutboxWorker, type DeliveryDeps } from './webhooks/outbox.js';
 import type { LookupAll } from './webhooks/ssrf.js';
 import { ChangeFeed } from './storage/changeFeed.js';
 import { openDatabase, type Database } from './storage/db.js';
@@ -33,6 +33,7 @@ import { mailWordsOf, type MailWords } from './mail/index.js';
 import type { ErrorStyle } from './errors/index.js';
 import { Billing, type BillingDeps } from './billing/billing.js';
 import { StripeGateway } from './billing/stripe.js';
+import { MeterReporter, meterEventSender, METER_EVENT_TYPE } from './billing/meterReporter.js';
 
 /** Where the instance is in its life: told by server.ts, read by readiness and every response. */
 export interface Lifecycle {
@@ -82,7 +83,7 @@ export interface Instance {
   /** In a worker (server.workers > 1): the primary, which gathers /metrics and /readyz of every worker. */
   fleet?: FleetLink;
   /** Plans that follow payment (billing.stripe, CONTRACT §23); absent without it. */
-  billing?: { billing: Billing; stripe: StripeGateway };
+  billing?: { billing: Billing; stripe: StripeGateway; meter?: MeterReporter };
   close(): Promise<void>;
 }
 
@@ -134,12 +135,14 @@ export async function createInstance(config: Config, options: InstanceOptions): 
       metrics.observeTracing(tracing.stats);
       log.info({ endpoint: traced.endpoint, serviceName: traced.serviceName, sampleRatio: traced.sampleRatio }, 'tracing: spans exported over OTLP/HTTP');
     }
-    const outbox = new OutboxWorker({ db, feed, config: config.webhooks, clock, log, metrics, lookup: options.webhookLookup, tracing });
+    // The Stripe client first: the outbox sends the meter events of billing.stripe.meter (CONTRACT §23).
+    const stripe = config.billing ? new StripeGateway(config.billing.stripe) : undefined;
+    const outbox = new OutboxWorker({ db, feed, config: config.webhooks, clock, log, metrics, lookup: options.webhookLookup, tracing, handlers: outboxHandlers(config, stripe) });
     closers.push(() => outbox.close());
     outbox.start();
     const events = new OutboxEmitter({ db, config: config.webhooks, clock });
     const audit = new AuditLog({ db, clock, log, retentionMs: config.audit.retention });
-    const billing = billingOf(config, { db, audit, identities, clock, log, plans: () => live.current.settings.plans });
+    const billing = billingOf(config, stripe, { db, audit, identities, clock, log, plans: () => live.current.settings.plans }, () => longestUpstreamMs(live.current.settings.upstreams), closers);
     const minutely = billing ? [{ name: 'billing grace', run: () => billing.billing.endGraces() }] : [];
     const housekeeping = new Housekeeping({ db, clock, log, audit, everyMs: options.housekeepingEveryMs, minutely });
     closers.push(async () => housekeeping.close());
@@ -216,11 +219,26 @@ async function connectRedisBreaker(storage: Config['storage'], log: Logger, clos
 
 /** The Stripe client and what applies its events, when billing.stripe is set. */
 type BillingParts = Pick<BillingDeps, 'db' | 'audit' | 'clock' | 'log' | 'plans'> & { identities: IdentityCache };
-function billingOf(config: Config, deps: BillingParts): Instance['billing'] {
-  if (!config.billing) return undefined;
-  const stripe = new StripeGateway(config.billing.stripe);
+function billingOf(config: Config, stripe: StripeGateway | undefined, deps: BillingParts, longestUpstream: () => number, closers: Closers): Instance['billing'] {
+  if (!config.billing || !stripe) return undefined;
   const billing = new Billing({ ...deps, stripe, config: config.billing.stripe, forgetUser: (id) => deps.identities.forgetUser(id) });
-  return { billing, stripe };
+  const eventName = config.billing.stripe.meter;
+  const meter = eventName ? new MeterReporter({ db: deps.db, eventName, longestUpstreamMs: longestUpstream, log: deps.log }) : undefined;
+  if (meter) {
+    meter.start();
+    closers.push(() => meter.close()); // before the outbox worker and the pool
+  }
+  return { billing, stripe, meter };
+}
+
+/** The outbox messages not posted to a user's webhook: billing's meter events, with billing.stripe.meter. */
+function outboxHandlers(config: Config, stripe: StripeGateway | undefined): DeliveryDeps['handlers'] {
+  return stripe && config.billing?.stripe.meter ? { [METER_EVENT_TYPE]: meterEventSender(stripe) } : undefined;
+}
+
+/** The longest upstream timeout: a use's refund is decided within it. */
+function longestUpstreamMs(upstreams: Config['upstreams']): number {
+  return Math.max(0, ...Object.values(upstreams).map((u) => u.timeout));
 }
 
 /**

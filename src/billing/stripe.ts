@@ -5,6 +5,8 @@
 import Stripe from 'stripe';
 import type { BillingConfig } from '../config/schema/billing.js';
 import type { Owner, SubscriptionState } from '../storage/billing.js';
+import type { AttemptResult } from '../webhooks/sender.js';
+import type { MeterEventParams } from './meterReporter.js';
 
 // Under the storage's 5 s statement bound: an event's transaction waits on Stripe while holding its
 // claim, and the same event on another instance waits on that claim; it must not give up first.
@@ -102,6 +104,25 @@ export class StripeGateway {
       price: listed[0] ?? prices[0] ?? null,
       currentPeriodEnd: ends.length ? new Date(Math.max(...ends) * 1000) : null,
     };
+  }
+
+  /**
+   * Reports a meter event, as an outbox attempt: delivered, retried (Stripe unreachable or failing,
+   * 429) or rejected. An identifier Stripe already holds is delivered: the event was sent before
+   * (an attempt whose answer was lost), and Stripe keeps the first.
+   */
+  async meterEvent(params: MeterEventParams): Promise<AttemptResult> {
+    try {
+      await this.client.billing.meterEvents.create(params);
+      return { outcome: 'success' };
+    } catch (err) {
+      const e = err as { statusCode?: number; code?: string; message?: string };
+      const error = `Stripe: ${e.message ?? String(err)}`.slice(0, 500);
+      if (e.statusCode === undefined) return { outcome: 'network_error', error };
+      if (e.statusCode >= 500 || e.statusCode === 429) return { outcome: 'server_error', error };
+      if (e.code === 'resource_already_exists' || /already exists/i.test(e.message ?? '')) return { outcome: 'success' };
+      return { outcome: 'rejected', error };
+    }
   }
 
   private async call<T>(fn: () => Promise<T>): Promise<T> {

@@ -77,6 +77,12 @@ export interface DeliveryDeps {
   lookup?: LookupAll;
   /** With tracing: attempts are spans (sender.ts). */
   tracing?: Tracing;
+  /**
+   * Messages of these types are attempted by their handler instead of being posted to the owner's
+   * webhook (billing's meter events, billing/meterReporter.ts): the same claims, leases, retries
+   * and at-least-once, another destination.
+   */
+  handlers?: Readonly<Record<string, (job: ClaimedDelivery, signal: AbortSignal) => Promise<AttemptResult>>>;
 }
 
 /** A message given up after its last retry: also counted. */
@@ -288,7 +294,8 @@ export class OutboxWorker {
     const deadline = setTimeout(() => controller.abort(DEADLINE), this.attemptMs);
     let result: AttemptResult | undefined;
     try {
-      result = await untilAborted(this.sender.attempt(job, controller.signal), controller.signal);
+      const handler = this.deps.handlers?.[job.type];
+      result = await untilAborted(handler ? handler(job, controller.signal) : this.sender.attempt(job, controller.signal), controller.signal);
     } finally {
       clearTimeout(deadline);
     }

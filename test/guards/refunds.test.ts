@@ -45,7 +45,8 @@ describeWithServices('refunds of counted uses', () => {
   });
 
   const get = (gw: TestGateway, path: string, user: TestUser) => gw.get(path, { headers: bearer(user.access) });
-  const me = async (gw: TestGateway, user: TestUser) => (await get(gw, '/api/v1/user/me', user)).json as { daily_usage: number; daily_remaining: number; monthly_usage: number; monthly_remaining: number };
+  type Me = { daily_usage: number; daily_remaining: number; monthly_usage: number; monthly_remaining: number };
+  const me = async (gw: TestGateway, user: TestUser) => (await get(gw, '/api/v1/user/me', user)).json as Me;
   const refundsOf = async (id: number) => (await sql<{ refunds: number }>('SELECT refunds FROM usage_refunds WHERE user_id = $1', [id]))[0]?.refunds ?? 0;
 
   it('gives a use failed with a listed status back once, on the day and the month: the 429 comes one use later, and /me shows it', async () => {

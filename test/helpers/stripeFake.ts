@@ -23,9 +23,35 @@ export interface StripeCall {
   authorization: string | undefined;
 }
 
+/** A meter event as the fake holds it (Stripe's billing.meter_event object). */
+export interface FakeMeterEvent {
+  object: 'billing.meter_event';
+  created: number;
+  event_name: string;
+  identifier: string;
+  livemode: false;
+  payload: Record<string, string>;
+  timestamp: number;
+}
+
 export interface StripeFake {
   url: string;
   calls: StripeCall[];
+  /** Meter events accepted, one per identifier (a repeated identifier is refused, as Stripe does). */
+  meterEvents: FakeMeterEvent[];
+  /** The sum of the accepted events' values for a customer (or all). */
+  meterSum(customer?: string): number;
+  /**
+   * While `fail`, POST /v1/billing/meter_events answers 500. */
+  meterMode(mode: 'ok' | 'fail'): void;
+  /**
+   * The next `n` meter event requests are taken (a new identifier recorded) and their connection
+   * cut without an answer: Stripe has the event, the gateway never hears. Two cover one attempt,
+   * since the stripe library resends once on a closed connection.
+   */
+  meterDrops(n: number): void;
+  /** Subscriptions updated with cancel_at_period_end (POST /v1/subscriptions/{id}). */
+  cancelAtPeriodEnd(id: string): boolean;
   setSubscription(sub: FakeSubscription): void;
   /** The next `n` calls answer 500 (Stripe's api_error). */
   failNext(n: number): void;
@@ -37,11 +63,11 @@ export interface StripeFake {
 const id = (prefix: string) => `${prefix}_${randomBytes(8).toString('hex')}`;
 const now = () => Math.floor(Date.now() / 1000);
 
-function subscriptionObject(sub: FakeSubscription) {
+function subscriptionObject(sub: FakeSubscription & { cancelAtPeriodEnd?: boolean }) {
   const periodEnd = now() + 30 * 86_400;
   return {
     id: sub.id, object: 'subscription', customer: sub.customer, status: sub.status, livemode: false, metadata: {},
-    cancel_at_period_end: false, created: now() - 60, start_date: now() - 60,
+    cancel_at_period_end: sub.cancelAtPeriodEnd === true, created: now() - 60, start_date: now() - 60,
     items: {
       object: 'list', has_more: false, url: `/v1/subscription_items?subscription=${sub.id}`,
       data: sub.prices.map((price) => ({
@@ -57,7 +83,10 @@ function stripeError(res: http.ServerResponse, status: number, type: string, mes
 }
 
 export async function startStripeFake(): Promise<StripeFake> {
-  const subscriptions = new Map<string, FakeSubscription>();
+  const subscriptions = new Map<string, FakeSubscription & { cancelAtPeriodEnd?: boolean }>();
+  const meterEvents: FakeMeterEvent[] = [];
+  let meterMode: 'ok' | 'fail' = 'ok';
+  let drops = 0;
   const calls: StripeCall[] = [];
   let failures = 0;
   let delayMs = 0;
@@ -88,7 +117,33 @@ export async function startStripeFake(): Promise<StripeFake> {
           url: `https://billing.stripe.com/p/session/${session}`,
         });
       }
+      if (req.method === 'POST' && path === '/v1/billing/meter_events') {
+        if (meterMode === 'fail') return stripeError(res, 500, 'api_error', 'the fake was told to fail');
+        const identifier = form.identifier ?? id('mev');
+        // Stripe enforces an identifier's uniqueness (over at least 24 hours): a repeat is refused.
+        const drop = drops > 0;
+        if (drop) drops--;
+        if (meterEvents.some((e) => e.identifier === identifier)) {
+          if (drop) return req.socket.destroy();
+          return res.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify({
+            error: { type: 'invalid_request_error', code: 'resource_already_exists', message: `An event with identifier '${identifier}' already exists.` },
+          }));
+        }
+        const payload = Object.fromEntries(Object.entries(form).filter(([k]) => k.startsWith('payload[')).map(([k, v]) => [k.slice(8, -1), v]));
+        const event: FakeMeterEvent = {
+          object: 'billing.meter_event', created: now(), event_name: form.event_name ?? '', identifier, livemode: false, payload, timestamp: Number(form.timestamp ?? now()),
+        };
+        meterEvents.push(event);
+        if (drop) return req.socket.destroy();
+        return json(200, event);
+      }
       const sub = /^\/v1\/subscriptions\/([^/]+)$/.exec(path);
+      if (req.method === 'POST' && sub) {
+        const found = subscriptions.get(decodeURIComponent(sub[1]!));
+        if (!found) return stripeError(res, 404, 'invalid_request_error', `No such subscription: '${sub[1]}'`);
+        if (form.cancel_at_period_end !== undefined) found.cancelAtPeriodEnd = form.cancel_at_period_end === 'true';
+        return json(200, subscriptionObject(found));
+      }
       if (req.method === 'GET' && sub) {
         if (delayMs) await new Promise((r) => setTimeout(r, delayMs));
         const found = subscriptions.get(decodeURIComponent(sub[1]!));
@@ -101,6 +156,11 @@ export async function startStripeFake(): Promise<StripeFake> {
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     calls,
+    meterEvents,
+    meterSum: (customer) => meterEvents.filter((e) => !customer || e.payload.stripe_customer_id === customer).reduce((sum, e) => sum + Number(e.payload.value), 0),
+    meterMode: (mode) => { meterMode = mode; },
+    meterDrops: (n) => { drops = n; },
+    cancelAtPeriodEnd: (subId) => subscriptions.get(subId)?.cancelAtPeriodEnd === true,
     setSubscription: (sub) => { subscriptions.set(sub.id, { ...sub }); },
     failNext: (n) => { failures = n; },
     delaySubscriptions: (ms) => { delayMs = ms; },

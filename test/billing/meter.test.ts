@@ -1,0 +1,130 @@
+// Metered overage (CONTRACT §23, issue 53): docs/billing.md's `overage` example against a local fake
+// of Stripe. Past the included allowance nothing is refused; the uses beyond it, less the refunded
+// ones, reach the Stripe meter through the durable outbox, exactly: two instances reporting, Stripe
+// failing for a while, and Stripe taking an event whose answer never comes back (the outbox's mark
+// never made, as when the reporter dies there) neither lose nor double a use, and requests never
+// wait on Stripe.
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { docsExample } from '../helpers/docs.js';
+import { bearer, closeSql, describeWithServices, makeUser, marker, sql, startTestGateway, testConfigFromYaml, type TestGateway, type TestUser } from '../helpers/gateway.js';
+import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
+import { startStripeFake, type StripeFake } from '../helpers/stripeFake.js';
+
+const SECRET = 'whsec_meter_test_secret';
+const ROUTE = '/api/v1/forecasts';
+
+describeWithServices('metered overage reported to a Stripe meter', () => {
+  let stripe: StripeFake;
+  let app: EchoUpstream;
+  let a: TestGateway;
+  let b: TestGateway;
+
+  beforeAll(async () => {
+    [stripe, app] = await Promise.all([startStripeFake(), startEchoUpstream()]);
+    app.handle = (req, res) => {
+      if (!req.url?.endsWith('-503')) return false;
+      res.writeHead(503).end();
+      return true;
+    };
+    const env = { STRIPE_SECRET_KEY: 'rk_test_fake', STRIPE_WEBHOOK_SECRET: SECRET, STRIPE_API_BASE: stripe.url, APP_URL: app.url };
+    const config = testConfigFromYaml(docsExample('billing', 'overage'), env);
+    [a, b] = await Promise.all([startTestGateway(config), startTestGateway(config)]);
+  });
+
+  afterAll(async () => {
+    await Promise.all([a, b].map((gw) => gw?.close()));
+    await Promise.all([stripe?.close(), app?.close()]);
+    await closeSql();
+  });
+
+  /** A premium user (3 uses included, then metered) with a Stripe customer. */
+  async function payer(): Promise<TestUser & { customer: string }> {
+    const user = await makeUser(a, { plan: 'premium' });
+    const customer = `cus_${randomBytes(6).toString('hex')}`;
+    await sql("INSERT INTO billing_customers (owner_type, owner_id, stripe_customer_id) VALUES ('user', $1, $2)", [user.id, customer]);
+    return { ...user, customer };
+  }
+  const use = (gw: TestGateway, user: TestUser, path: string) => gw.get(`${ROUTE}/${path}`, { headers: bearer(user.access) });
+  /** Both instances' reporters pass (as their timers would), then what Stripe holds for the customer. */
+  const reported = async (customer: string) => {
+    await Promise.all([a, b].map((gw) => gw.services.billing!.meter!.report()));
+    return stripe.meterSum(customer);
+  };
+  const eventsOf = (customer: string) => stripe.meterEvents.filter((e) => e.payload.stripe_customer_id === customer);
+  const deliveries = (id: number) => sql<{ id: string; status: string; attempts: number }>(
+    "SELECT id, status, attempts FROM webhook_deliveries WHERE user_id = $1 AND type = 'billing.meter_event' ORDER BY created_at", [id]);
+
+  it('serves every use past the allowance and reports exactly those not refunded, once, from two instances', async () => {
+    const user = await payer();
+    const m = marker();
+    // 3 included, 5 more, one of which the upstream fails with 503 (listed: refunded).
+    for (let i = 0; i < 7; i++) {
+      const res = await use(i % 2 ? a : b, user, m);
+      expect(res.status).toBe(200);
+      if (i >= 2) expect(res.headers.ratelimit).toMatch(/^"monthly";r=0;t=\d+$/);
+    }
+    expect((await use(a, user, `${m}-503`)).status).toBe(503);
+    await expect.poll(async () => (await a.get('/api/v1/user/me', { headers: bearer(user.access) })).json)
+      .toMatchObject({ monthly_usage: 7, monthly_remaining: 0, monthly_overage: 4, limits: { monthly: 3, overage: true } });
+    expect(app.count(m)).toBe(8);
+    // Reported once settled (twice the 1 s upstream timeout, plus 2 s): 4 uses, in an event per
+    // pass that found some settled (records counted apart may settle in different passes).
+    await expect.poll(() => reported(user.customer), { timeout: 15_000, interval: 500 }).toBe(4);
+    const events = eventsOf(user.customer);
+    for (const event of events) {
+      expect(event).toMatchObject({ event_name: 'api_requests', payload: { stripe_customer_id: user.customer } });
+      expect(event.identifier).toMatch(new RegExp(`^gw_${user.id}_\\d{4}-\\d{2}-01_\\d+_\\d+$`));
+    }
+    await expect.poll(() => deliveries(user.id)).toEqual(events.map((e) => ({ id: e.identifier, status: 'delivered', attempts: 1 })));
+    // More passes report nothing more.
+    await reported(user.customer);
+    expect(eventsOf(user.customer)).toHaveLength(events.length);
+    expect(stripe.meterSum(user.customer)).toBe(4);
+  });
+
+  it('loses and doubles nothing while Stripe fails, and requests never wait on it', async () => {
+    const user = await payer();
+    const m = marker();
+    stripe.meterMode('fail');
+    try {
+      for (let i = 0; i < 5; i++) expect((await use(a, user, m)).status).toBe(200);
+      await expect.poll(async () => {
+        await reported(user.customer);
+        return stripe.calls.filter((c) => c.path === '/v1/billing/meter_events' && c.form['payload[stripe_customer_id]'] === user.customer).length;
+      }, { timeout: 15_000, interval: 500 }).toBeGreaterThanOrEqual(2);
+      // Stripe failing: a counted use past the allowance is answered as fast as ever.
+      const started = Date.now();
+      expect((await use(b, user, m)).status).toBe(200);
+      expect(Date.now() - started).toBeLessThan(500);
+      expect(stripe.meterSum(user.customer)).toBe(0);
+    } finally {
+      stripe.meterMode('ok');
+    }
+    await expect.poll(() => reported(user.customer), { timeout: 20_000, interval: 500 }).toBe(3);
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(await reported(user.customer)).toBe(3);
+    // One outbox message per event Stripe holds, each delivered after its retries.
+    await expect.poll(async () => (await deliveries(user.id)).map((d) => d.status)).toEqual(eventsOf(user.customer).map(() => 'delivered'));
+  });
+
+  it('bills once when Stripe took an event but its answer never arrived: the retry repeats the identifier', async () => {
+    const user = await payer();
+    const m = marker();
+    for (let i = 0; i < 5; i++) expect((await use(b, user, m)).status).toBe(200);
+    stripe.meterDrops(2);
+    await expect.poll(async () => {
+      await reported(user.customer);
+      return eventsOf(user.customer).length;
+    }, { timeout: 15_000, interval: 500 }).toBe(1);
+    // The outbox never heard the answer: it sends the same identifier again, Stripe says it has it.
+    await expect.poll(() => deliveries(user.id), { timeout: 15_000 }).toEqual([expect.objectContaining({ status: 'delivered' })]);
+    const [delivery] = await deliveries(user.id);
+    expect(delivery!.attempts).toBeGreaterThanOrEqual(2);
+    expect(eventsOf(user.customer)).toHaveLength(1);
+    expect(stripe.meterSum(user.customer)).toBe(2);
+    const sent = stripe.calls.filter((c) => c.path === '/v1/billing/meter_events' && c.form['payload[stripe_customer_id]'] === user.customer);
+    expect(new Set(sent.map((c) => c.form.identifier)).size).toBe(1);
+    expect(sent.length).toBeGreaterThanOrEqual(2);
+  });
+});
