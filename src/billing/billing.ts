@@ -17,11 +17,13 @@ import {
 import type { Database, Queryable } from '../storage/db.js';
 import { lockUser, writePlan } from '../storage/users.js';
 import { planFromSubscriptions } from './plan.js';
-import { idOf, type StripeEvent, type StripeGateway } from './stripe.js';
+import { idOf, StripeUnavailable, type StripeEvent, type StripeGateway } from './stripe.js';
 
 const DAY_MS = 86_400_000;
 const SUBSCRIPTION_EVENTS = new Set(['customer.subscription.created', 'customer.subscription.updated', 'customer.subscription.deleted']);
 const CHECKOUT_COMPLETED = 'checkout.session.completed';
+/** Subscriptions Stripe still bills (or retries billing): the ones a deletion must stop. */
+const RUNNING = new Set(['active', 'trialing', 'past_due']);
 
 export interface BillingDeps {
   db: Database;
@@ -55,6 +57,24 @@ export class Billing {
     // Stored before the URL is handed out: only a session recorded here links a customer when it completes.
     await recordSession(db, session.id, owner, price);
     return { url: session.url };
+  }
+
+  /**
+   * Before the owner goes (CONTRACT §23): each of its subscriptions still running (active,
+   * trialing or past_due) is set to cancel at the end of its period, through Stripe. False when
+   * Stripe could not be told: the caller keeps the owner, and the client may try again.
+   */
+  async cancelAtPeriodEnd(owner: Owner): Promise<boolean> {
+    const running = (await subscriptionsOf(this.deps.db, owner)).filter((s) => RUNNING.has(s.status));
+    try {
+      for (const sub of running) await this.deps.stripe.cancelAtPeriodEnd(sub.stripe_subscription_id);
+    } catch (err) {
+      if (!(err instanceof StripeUnavailable)) throw err;
+      this.deps.log.warn({ err: err.message, owner }, 'billing: a subscription could not be set to cancel at period end; the owner is kept');
+      return false;
+    }
+    if (running.length) this.deps.log.info({ owner, subscriptions: running.length }, 'billing: subscriptions set to cancel at period end before the owner is deleted');
+    return true;
   }
 
   /** A Customer Portal URL; undefined when the owner has no customer yet. Throws StripeUnavailable. */

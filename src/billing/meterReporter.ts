@@ -14,11 +14,10 @@ import type { Logger } from 'pino';
 import type { Database } from '../storage/db.js';
 import { markReported, takeSettled } from '../storage/meteredUses.js';
 import { insertDelivery, type ClaimedDelivery } from '../storage/webhookDeliveries.js';
-import type { AttemptResult } from '../webhooks/sender.js';
-import type { StripeGateway } from './stripe.js';
+import type { MeterAttempt, MeterEventParams, StripeGateway } from './stripe.js';
 
 /** The outbox message type of a meter event (webhook_deliveries.type). */
-export const METER_EVENT_TYPE = 'billing.meter_event';
+export const METER_EVENT_TYPE = 'stripe.meter_event';
 /** How often each instance looks for settled records: with the settling time, under the contract's two minutes. */
 const REPORT_EVERY_MS = 15_000;
 /** Records taken per pass. */
@@ -27,14 +26,6 @@ const BATCH = 5_000;
 const METER_ATTEMPTS = 1_500;
 /** A use's refund is decided within its upstream call; past it, the record is final. */
 const SETTLE_MARGIN_MS = 2_000;
-
-/** A meter event as Stripe's API takes it (POST /v1/billing/meter_events). */
-export interface MeterEventParams {
-  event_name: string;
-  identifier: string;
-  timestamp: number;
-  payload: { stripe_customer_id: string; value: string };
-}
 
 export interface MeterReporterDeps {
   db: Database;
@@ -103,5 +94,5 @@ export class MeterReporter {
 
 /** The outbox's attempt of a meter event (webhooks/outbox.ts handlers): the same body, so the same identifier, every time. */
 export function meterEventSender(stripe: Pick<StripeGateway, 'meterEvent'>) {
-  return async (job: ClaimedDelivery): Promise<AttemptResult> => stripe.meterEvent(JSON.parse(job.body) as MeterEventParams);
+  return async (job: ClaimedDelivery): Promise<MeterAttempt> => stripe.meterEvent(JSON.parse(job.body) as MeterEventParams);
 }

@@ -5,14 +5,26 @@
 import Stripe from 'stripe';
 import type { BillingConfig } from '../config/schema/billing.js';
 import type { Owner, SubscriptionState } from '../storage/billing.js';
-import type { AttemptResult } from '../webhooks/sender.js';
-import type { MeterEventParams } from './meterReporter.js';
 
 // Under the storage's 5 s statement bound: an event's transaction waits on Stripe while holding its
 // claim, and the same event on another instance waits on that claim; it must not give up first.
 const TIMEOUT_MS = 4_000;
 /** Stripe's tolerance for a signature's timestamp (the library's default, said out loud: CONTRACT §23). */
 export const SIGNATURE_TOLERANCE_S = 300;
+
+/** A meter event as Stripe's API takes it (POST /v1/billing/meter_events). */
+export interface MeterEventParams {
+  event_name: string;
+  identifier: string;
+  timestamp: number;
+  payload: { stripe_customer_id: string; value: string };
+}
+
+/** How an attempt to report a meter event ended, in the outbox's words (webhooks/sender.ts AttemptResult). */
+export interface MeterAttempt {
+  outcome: 'success' | 'server_error' | 'network_error' | 'rejected';
+  error?: string;
+}
 
 /** A call to Stripe that failed (network, timeout, an error answer): the caller answers it, never as a 2xx. */
 export class StripeUnavailable extends Error {
@@ -106,12 +118,17 @@ export class StripeGateway {
     };
   }
 
+  /** Sets the subscription to end at its period's end (an account deleted: CONTRACT §23). */
+  async cancelAtPeriodEnd(id: string): Promise<void> {
+    await this.call(() => this.client.subscriptions.update(id, { cancel_at_period_end: true }));
+  }
+
   /**
    * Reports a meter event, as an outbox attempt: delivered, retried (Stripe unreachable or failing,
    * 429) or rejected. An identifier Stripe already holds is delivered: the event was sent before
    * (an attempt whose answer was lost), and Stripe keeps the first.
    */
-  async meterEvent(params: MeterEventParams): Promise<AttemptResult> {
+  async meterEvent(params: MeterEventParams): Promise<MeterAttempt> {
     try {
       await this.client.billing.meterEvents.create(params);
       return { outcome: 'success' };

@@ -3,7 +3,11 @@
 // counts the use, never derived from counter deltas; read by the meter reporter
 // (billing/meterReporter.ts) once their refund can no longer happen.
 import type { Queryable } from './db.js';
-import type { Reserved, UseWindows } from './dailyUsage.js';
+
+/** dailyUsage.ts's UseWindows, the month's limit being the allowance (said again here: that file calls this one). */
+interface OverageWindows { day: string; daily: number | null; month: string; monthly: number | null }
+/** dailyUsage.ts's Reserved: the month is never spent. */
+interface OverageReserved { granted: number; daily: number | null; monthly: number | null; dailySpent: boolean; monthlySpent: false }
 
 /**
  * reserveUses (dailyUsage.ts) for a plan whose `monthly` is an allowance with overage: the month
@@ -13,8 +17,8 @@ import type { Reserved, UseWindows } from './dailyUsage.js';
  * allowance take back as many of the month's newest unreported records (`refunded`): the records
  * billed stay the uses counted past the allowance.
  */
-export async function reserveWithOverage(db: Queryable, id: number, w: UseWindows, handback: { daily: number; monthly: number }, wanted: number, share: number): Promise<Reserved | null> {
-  const rows = await db.query<Reserved>(
+export async function reserveWithOverage(db: Queryable, id: number, w: OverageWindows, handback: { daily: number; monthly: number }, wanted: number, share: number): Promise<OverageReserved | null> {
+  const rows = await db.query<OverageReserved>(
     `WITH cur AS (
        SELECT id, CASE WHEN $3::int IS NULL THEN NULL WHEN last_usage_date = $2::date THEN GREATEST(0, daily_usage - $6::int) ELSE 0 END AS dbase,
                   CASE WHEN last_usage_month = $4::date THEN GREATEST(0, monthly_usage - $7::int) ELSE 0 END AS mbase

@@ -67,6 +67,8 @@ export interface DeleteMeDeps {
   requireUser: RequireUser;
   identities: Pick<IdentityCache, 'forgetUser'>;
   clock: () => Date;
+  /** With billing (CONTRACT §23): sets the user's running subscriptions to cancel at period end; false when Stripe could not be told. */
+  cancelSubscriptions?: (owner: { type: 'user'; id: number }) => Promise<boolean>;
 }
 
 /** Under the auth rate limit, as every endpoint that checks a password (user/routes.ts). */
@@ -79,6 +81,8 @@ export async function deleteMe(app: FastifyInstance, deps: DeleteMeDeps): Promis
     const password = textField(request.body, 'password');
     const user = isTooLong(password) ? undefined : await users.findByIdWithHash(db, id);
     if (!user || !(await passwordConfirmed(passwords, user, password, identity, clock()))) return refuseCredentials(request, reply, user ? 'wrongPassword' : 'passwordTooLong', id);
+    // A paying account stops being billed first: its subscriptions end with the period already paid.
+    if (deps.cancelSubscriptions && !(await deps.cancelSubscriptions({ type: 'user', id }))) return sendError(reply, 'paymentUnavailable');
     // Only if the password checked is still the password.
     const deleted = await db.transaction(async (tx) => {
       const gone = await users.deleteUser(tx, id, user);

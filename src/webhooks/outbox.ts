@@ -65,6 +65,12 @@ const LEASE_MARGIN_MS = 4000;
 // is a message not sent twice. The rest are cut and handed back.
 const SHUTDOWN_GRACE_MS = 1000;
 const NOT_CLAIMABLE_RECHECK_MS = 1000;
+/**
+ * Message types only a handler sends (DeliveryDeps.handlers), never a user's webhook: an instance
+ * configured without that handler hands such a message back, due again shortly, for one that has it.
+ */
+export const HANDLER_ONLY_TYPES: ReadonlySet<string> = new Set(['stripe.meter_event']);
+const NOT_HANDLED_RETRY_MS = 1000;
 
 export interface DeliveryDeps {
   db: Database;
@@ -291,10 +297,14 @@ export class OutboxWorker {
       await finishDelivery(this.deps.db, job.id, lease, 'failed', 'retries exhausted');
       return;
     }
+    const handler = this.deps.handlers?.[job.type];
+    if (!handler && HANDLER_ONLY_TYPES.has(job.type)) {
+      await retryDeliveryLater(this.deps.db, job.id, lease, NOT_HANDLED_RETRY_MS, 'not sent: this instance has no handler for it');
+      return;
+    }
     const deadline = setTimeout(() => controller.abort(DEADLINE), this.attemptMs);
     let result: AttemptResult | undefined;
     try {
-      const handler = this.deps.handlers?.[job.type];
       result = await untilAborted(handler ? handler(job, controller.signal) : this.sender.attempt(job, controller.signal), controller.signal);
     } finally {
       clearTimeout(deadline);

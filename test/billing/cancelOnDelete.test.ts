@@ -1,0 +1,71 @@
+// CONTRACT §23: "Deleting an account with an active subscription cancels it at period end first."
+// docs/billing.md's example against the Stripe fake: the running subscriptions of the user are set
+// cancel_at_period_end through Stripe's API before the rows go; Stripe failing keeps the account
+// (503, try again); ended subscriptions are left alone.
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { docsExample } from '../helpers/docs.js';
+import { bearer, closeSql, describeWithServices, makeUser, sql, startTestGateway, testConfigFromYaml, type TestGateway, type TestUser } from '../helpers/gateway.js';
+import { startStripeFake, type StripeFake } from '../helpers/stripeFake.js';
+
+describeWithServices('a deleted account stops its subscriptions at period end', () => {
+  let stripe: StripeFake;
+  let gw: TestGateway;
+
+  beforeAll(async () => {
+    stripe = await startStripeFake();
+    const env = { STRIPE_SECRET_KEY: 'rk_test_fake', STRIPE_WEBHOOK_SECRET: 'whsec_cancel_test', STRIPE_API_BASE: stripe.url, APP_URL: 'http://127.0.0.1:9' };
+    gw = await startTestGateway(testConfigFromYaml(docsExample('billing', 'billing'), env));
+  });
+
+  afterAll(async () => {
+    await gw?.close();
+    await stripe?.close();
+    await closeSql();
+  });
+
+  /** A subscription of the user, stored as the webhook would have and known to the fake. */
+  async function subscribe(user: TestUser, status: 'active' | 'canceled'): Promise<string> {
+    const id = `sub_${randomBytes(6).toString('hex')}`;
+    const customer = `cus_${randomBytes(6).toString('hex')}`;
+    stripe.setSubscription({ id, customer, status, prices: ['price_premium_monthly'] });
+    await sql(`INSERT INTO billing_subscriptions (stripe_subscription_id, owner_type, owner_id, stripe_customer_id, status, price, prices)
+               VALUES ($1, 'user', $2, $3, $4, 'price_premium_monthly', '{price_premium_monthly}')`, [id, user.id, customer, status]);
+    return id;
+  }
+  const remove = (user: TestUser) => gw.request('DELETE', '/api/v1/user/me', { headers: bearer(user.access), json: { password: user.password } });
+  const exists = async (id: number) => (await sql('SELECT id FROM users WHERE id = $1', [id])).length === 1;
+  const updates = (sub: string) => stripe.calls.filter((c) => c.method === 'POST' && c.path === `/v1/subscriptions/${sub}`);
+
+  it('sets the active subscription to cancel at period end, then deletes the account', async () => {
+    const user = await makeUser(gw, { plan: 'premium' });
+    const active = await subscribe(user, 'active');
+    const ended = await subscribe(user, 'canceled');
+    expect((await remove(user)).status).toBe(200);
+    expect(stripe.cancelAtPeriodEnd(active)).toBe(true);
+    expect(updates(active).map((c) => c.form)).toEqual([{ cancel_at_period_end: 'true' }]);
+    expect(updates(ended)).toEqual([]);
+    expect(await exists(user.id)).toBe(false);
+  });
+
+  it('keeps the account when Stripe cannot be told, and deletes it on the next try', async () => {
+    const user = await makeUser(gw, { plan: 'premium' });
+    const active = await subscribe(user, 'active');
+    stripe.failNext(1);
+    const refused = await remove(user);
+    expect(refused.status).toBe(503);
+    expect(refused.json).toEqual({ error: 'Service de paiement indisponible' });
+    expect(await exists(user.id)).toBe(true);
+    expect(stripe.cancelAtPeriodEnd(active)).toBe(false);
+    expect((await remove(user)).status).toBe(200);
+    expect(stripe.cancelAtPeriodEnd(active)).toBe(true);
+    expect(await exists(user.id)).toBe(false);
+  });
+
+  it('deletes an account without a subscription without calling Stripe', async () => {
+    const user = await makeUser(gw);
+    const before = stripe.calls.length;
+    expect((await remove(user)).status).toBe(200);
+    expect(stripe.calls.length).toBe(before);
+  });
+});
