@@ -9,6 +9,7 @@ import { authRateLimitOptions } from './listener/authRateLimit.js';
 import { requireUserWith } from './listener/requireUser.js';
 import { healthRoutes } from './listener/health.js';
 import type { Instance } from './instance.js';
+import type { Owner } from './storage/billing.js';
 import { listenerOptions, registerCommon } from './listener/basics.js';
 import { httpsOptions } from './listener/tls.js';
 import { traceRequests } from './listener/tracing.js';
@@ -110,13 +111,14 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
   const userDeps = {
     rateLimit: authRateLimit, db, passwords, identities, events, audit, requireUser, webhooks: config.webhooks, clock, mailConfigured: config.mail !== undefined,
     passkeys: config.auth.passkeys !== undefined, oidc: features.oidc, issuerOf: features.issuerOf, apiKeys: config.apiKeys,
-    cancelSubscriptions: instance.billing && ((owner: { type: 'user'; id: number }) => instance.billing!.billing.cancelAtPeriodEnd(owner)),
+    cancelSubscriptions: instance.billing && ((owner: Owner) => instance.billing!.billing.cancelAtPeriodEnd(owner)),
   };
   await app.register(async (user) => {
     refuseUnfitInput(user);
     await userRoutes(user, userDeps);
   }, { prefix: '/api/v1/user' });
-  await registerOrganizations(app, { config, db, audit, clock, requireUser, mailer, mailWords: instance.mailWords, rateLimit: authRateLimit });
+  const cancelSubscriptions = instance.billing && ((owner: Owner) => instance.billing!.billing.cancelAtPeriodEnd(owner));
+  await registerOrganizations(app, { config, db, audit, clock, requireUser, mailer, mailWords: instance.mailWords, rateLimit: authRateLimit, cancelSubscriptions });
   // Plans that follow payment (CONTRACT §23): only with billing.stripe; otherwise these paths are not the gateway's.
   if (instance.billing) await app.register(billingRoutes, { prefix: '/api/v1/billing', ...instance.billing, requireUser });
   // WebSocket upgrades on websocket routes go through fastify's routing like any request; the

@@ -14,7 +14,7 @@ import type { MailWords } from '../mail/index.js';
 import type { Database } from '../storage/db.js';
 import { acceptRoute, invitationRoutes } from './invitations.js';
 import { memberRoutes } from './members.js';
-import { createOrgRoute, orgRoutes } from './orgs.js';
+import { createOrgRoute, orgRoutes, type OrgRoutesDeps } from './orgs.js';
 
 export const ORGS_PREFIX = '/api/v1/orgs';
 
@@ -28,6 +28,8 @@ export interface OrganizationsDeps {
   mailWords: MailWords;
   /** The auth rate limit's options (listener/authRateLimit.ts): one budget with /api/v1/auth. */
   rateLimit: RateLimitPluginOptions;
+  /** With billing (CONTRACT §23): sets the organization's running subscriptions to cancel at period end; false when Stripe could not be told. */
+  cancelSubscriptions?: OrgRoutesDeps['cancelSubscriptions'];
 }
 
 /** Registers /api/v1/orgs/* when organizations are enabled; nothing otherwise. */
@@ -39,7 +41,7 @@ export async function registerOrganizations(app: FastifyInstance, deps: Organiza
   const { db, audit, clock } = deps;
   const bearer = requireBearer(deps.requireUser);
   const factor = factorGuard({ db, clock, mailConfigured: deps.config.mail !== undefined });
-  const orgDeps = { db, audit, clock, bearer, factor, maxOwnedPerUser: settings.maxOwnedPerUser };
+  const orgDeps = { db, audit, clock, bearer, factor, maxOwnedPerUser: settings.maxOwnedPerUser, cancelSubscriptions: deps.cancelSubscriptions };
   const invitationDeps = { db, audit, clock, bearer, mailer: deps.mailer, words: deps.mailWords, invitationUrl, invitationTtlMs: settings.invitationTtl };
   await app.register(async (orgs) => {
     refuseUnfitInput(orgs);

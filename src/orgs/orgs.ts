@@ -16,6 +16,8 @@ export interface OrgRoutesDeps extends OrgChangeDeps {
   bearer: preHandlerAsyncHookHandler[];
   /** The `factor` guard (auth/mfa/factor.ts), for the deletion. */
   factor: preHandlerAsyncHookHandler;
+  /** With billing (CONTRACT §23): the organization's running subscriptions set to cancel at period end; false when Stripe could not be told. */
+  cancelSubscriptions?: (owner: { type: 'org'; id: number }) => Promise<boolean>;
 }
 
 const NAME = object({ name: { type: 'string', minLength: 1, maxLength: 64, description: 'no control, bidi or line-break characters' } }, ['name']);
@@ -53,7 +55,7 @@ export const DOCS = {
   remove: {
     tags, security: bearerOnly, params: ids('id'),
     summary: 'Delete an organization with its memberships, invitations and keys (owner, guard factor: a recent sign-in)',
-    response: { 200: message, ...errors('orgNotFound', 'roleInsufficient', 'recentAuthRequired', 'emailUnverified', 'apiKeyNotAccepted', 'tokenInvalid') },
+    response: { 200: message, ...errors('orgNotFound', 'roleInsufficient', 'recentAuthRequired', 'emailUnverified', 'apiKeyNotAccepted', 'tokenInvalid', 'paymentUnavailable') },
   },
 };
 
@@ -109,6 +111,8 @@ export async function orgRoutes(app: FastifyInstance, deps: OrgRoutesDeps): Prom
     if (id === undefined) return sendError(reply, 'orgNotFound');
     const outcome = await orgChange(deps, actorOf(request), id, async ({ tx, org, role, record }) => {
       requireRole(role, OWNERS);
+      // A paying organization stops being billed first: its subscriptions end with the period paid.
+      if (deps.cancelSubscriptions && !(await deps.cancelSubscriptions({ type: 'org', id: org.id }))) refuse('paymentUnavailable');
       // Its keys revoked first: the revocation triggers tell every instance's cache (migration 025).
       const keys = await orgs.revokeOrganizationKeys(tx, org.id);
       await record('org.deleted', { name: org.name, keys_revoked: keys });
