@@ -16,8 +16,9 @@ describeWithServices('refunds of counted uses', () => {
 
   beforeAll(async () => {
     upstream = await startEchoUpstream();
-    // /metered/<marker>-503 answers 503 (listed), -500 answers 500 (not listed).
+    // /metered/<marker>-503 answers 503 (listed), -500 answers 500 (not listed); -hang never answers.
     upstream.handle = (req, res) => {
+      if (req.url?.endsWith('-hang')) return true;
       const status = /-(\d{3})$/.exec(req.url ?? '')?.[1];
       if (!status) return false;
       res.writeHead(Number(status), { 'content-type': 'application/json' }).end('{"error":"upstream says no"}');
@@ -25,10 +26,11 @@ describeWithServices('refunds of counted uses', () => {
     };
     const down = await refusedPort();
     [a, b] = await startTwoGateways(testConfig({
-      upstreams: { app: { url: upstream.url }, down: { url: `http://127.0.0.1:${down}` } },
+      upstreams: { app: { url: upstream.url }, down: { url: `http://127.0.0.1:${down}` }, slow: { url: upstream.url, timeout: '300ms' } },
       routes: [
         { path: '/metered', upstream: 'app', dailyLimit: true },
         { path: '/down', upstream: 'down', dailyLimit: true },
+        { path: '/slow', upstream: 'slow', dailyLimit: true },
       ],
       plans: {
         limits: { counted: { daily: 2, monthly: 4 }, many: { daily: 100, monthly: 1000 } },
@@ -86,6 +88,13 @@ describeWithServices('refunds of counted uses', () => {
       expect(await me(gw, user)).toMatchObject({ daily_usage: 0, monthly_usage: 0 });
     }
     expect(await refundsOf(user.id)).toBe(3);
+  });
+
+  it('keeps the use of an upstream that timed out: 504 is not listed', async () => {
+    const user = await makeUser(a, { plan: 'counted' });
+    expect((await get(a, `/slow/${marker()}-hang`, user)).status).toBe(504);
+    expect(await me(a, user)).toMatchObject({ daily_usage: 1, monthly_usage: 1 });
+    expect(await refundsOf(user.id)).toBe(0);
   });
 
   it('honours capPerDay exactly with parallel failures on two instances: the refunds past the cap stay counted', async () => {
