@@ -121,6 +121,26 @@ describeWithServices('metered overage reported to a Stripe meter', () => {
     await expect.poll(async () => (await deliveries(user.id)).map((d) => d.status), { timeout: 10_000 }).toEqual(eventsOf(user.customer).map(() => 'delivered'));
   });
 
+  it('loses and doubles nothing while Stripe cannot be reached at all (connection refused)', async () => {
+    const user = await payer();
+    const m = marker();
+    await stripe.down();
+    try {
+      for (let i = 0; i < 6; i++) expect((await use(i % 2 ? a : b, user, m)).status).toBe(200);
+      // Queued and attempted: the attempts fail (refused) and are retried later.
+      await expect.poll(async () => {
+        await reported(user.customer);
+        return (await deliveries(user.id)).reduce((n, d) => n + d.attempts, 0);
+      }, { timeout: 25_000, interval: 500 }).toBeGreaterThanOrEqual(2);
+      expect((await deliveries(user.id)).every((d) => d.status === 'pending')).toBe(true);
+    } finally {
+      await stripe.up();
+    }
+    await expect.poll(() => reported(user.customer), { timeout: 25_000, interval: 500 }).toBe(3);
+    await expect.poll(async () => (await deliveries(user.id)).map((d) => d.status), { timeout: 10_000 }).toEqual(eventsOf(user.customer).map(() => 'delivered'));
+    expect(await reported(user.customer)).toBe(3);
+  });
+
   it('bills once when Stripe took an event but its answer never arrived: the retry repeats the identifier', async () => {
     const user = await payer();
     const m = marker();

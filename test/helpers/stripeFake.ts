@@ -50,6 +50,9 @@ export interface StripeFake {
    * since the stripe library resends once on a closed connection.
    */
   meterDrops(n: number): void;
+  /** Stops listening (connections refused: Stripe unreachable) until `up()` listens again on the same port. */
+  down(): Promise<void>;
+  up(): Promise<void>;
   /** Subscriptions updated with cancel_at_period_end (POST /v1/subscriptions/{id}). */
   cancelAtPeriodEnd(id: string): boolean;
   setSubscription(sub: FakeSubscription): void;
@@ -153,8 +156,11 @@ export async function startStripeFake(): Promise<StripeFake> {
     })());
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as AddressInfo).port;
   return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    down: () => new Promise((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }),
+    up: () => new Promise((resolve) => { server.listen(port, '127.0.0.1', () => resolve()); }),
+    url: `http://127.0.0.1:${port}`,
     calls,
     meterEvents,
     meterSum: (customer) => meterEvents.filter((e) => !customer || e.payload.stripe_customer_id === customer).reduce((sum, e) => sum + Number(e.payload.value), 0),
