@@ -3,6 +3,8 @@
 import { loadConfig } from '../config/load.js';
 import { knownPlans } from '../pipeline/plans.js';
 import type { Queryable } from '../storage/db.js';
+import type { Config } from '../config/schema.js';
+import { adminKeyFor, callAdmin } from './adminClient.js';
 import { columns, CommandError, print, UsageError, withDatabase, type Args } from './command.js';
 
 type UserAction = 'set-plan' | 'deactivate' | 'activate' | 'reset-link' | 'delete';
@@ -11,7 +13,7 @@ export async function users(action: UserAction, { operands: [email, plan], confi
   const { config, file } = loadConfig(configPath);
   const plans = knownPlans(config);
   if (action === 'set-plan' && !plans.includes(plan ?? '')) throw new UsageError(`unknown plan ${JSON.stringify(plan ?? '')}: expected one of ${plans.join(', ')}`);
-  if (admin) return print(await usersThroughAdmin(action, email!, plan, admin, config.admin.apiKey));
+  if (admin) return print(await usersThroughAdmin(action, email!, plan, admin, config));
   const mail = config.mail;
   if (action === 'reset-link' && !mail) throw new CommandError(`${file}: mail.resetUrl is not set: the link needs the application's reset page (a URL with {token})`);
   const [{ deleteUser, findByEmail, setActive, setPlan }, { LINK_TTL_MS, makeLink }, { insertAuditEvent }] = await Promise.all([
@@ -50,23 +52,10 @@ export async function users(action: UserAction, { operands: [email, plan], confi
  * A users command through a running gateway's admin API (CONTRACT §18): the way to change an
  * account while a gateway holds embedded storage, and a way that works on Postgres too.
  */
-async function usersThroughAdmin(action: UserAction, email: string, plan: string | undefined, base: string, key: string): Promise<string> {
+async function usersThroughAdmin(action: UserAction, email: string, plan: string | undefined, base: string, config: Config): Promise<string> {
   if (action === 'reset-link') throw new CommandError('the admin API does not make reset links: run `gateway users reset-link` where it can open the database (on embedded storage, with the gateway stopped), or let the user ask through password/forgot');
-  if (!key) throw new CommandError('--admin needs admin.apiKey (GATEWAY_ADMIN_KEY) in the configuration: the admin API answers 404 without one');
-  const call = async (method: string, path: string, body?: unknown) => {
-    let res: Response;
-    try {
-      res = await fetch(new URL(path, base), {
-        // The audit log's actor: the CLI (the admin API takes the word of whoever holds the key).
-        method, headers: { authorization: `Bearer ${key}`, 'x-gateway-actor': 'cli', ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-        body: body === undefined ? undefined : JSON.stringify(body), signal: AbortSignal.timeout(10_000),
-      });
-    } catch (err) {
-      throw new CommandError(`cannot reach the admin API at ${base}: ${(err as Error & { cause?: { code?: string } }).cause?.code ?? (err as Error).message}`);
-    }
-    const json = (await res.json().catch(() => ({}))) as Record<string, unknown>;
-    return { status: res.status, json };
-  };
+  const key = adminKeyFor(config);
+  const call = (method: string, path: string, body?: unknown) => callAdmin(base, key, method, path, body);
   const found = await call('GET', `/admin/v1/users?email=${encodeURIComponent(email)}`);
   if (found.status === 404) throw new CommandError(`no user with email ${email}`);
   if (found.status !== 200) throw new CommandError(`the admin API at ${base} answered ${found.status} ${JSON.stringify(found.json)}`);
