@@ -25,6 +25,7 @@ import { usageSince } from '../storage/dailyUsage.js';
 import { listUsers } from '../storage/userList.js';
 import { deleteUser, findByEmail, findById, findWithLocale, lockUser, parseUserId, setActive, setPlan } from '../storage/users.js';
 import { listDeliveries } from '../storage/webhookDeliveries.js';
+import { accountRoutes, type InvitationMail } from './accounts.js';
 import { adminView, auditFilter, auditPages, auditView, datesAsIso, deliveryView, field, iso, listFilter, userPages } from './views.js';
 import { utcDay, utcMonth } from '../time.js';
 
@@ -52,6 +53,8 @@ export interface AdminRoutesDeps {
   clock: () => Date;
   /** Requests refused for a missing or wrong admin key, here and in the console: a line per interval, with a count. */
   keyRefusals: FailureLog;
+  /** The invitation mail of a user an operator creates (accounts.ts); absent: creating one answers 503. */
+  invitations?: InvitationMail;
 }
 
 const USAGE_DAYS = 30;
@@ -87,6 +90,7 @@ export async function adminRoutes(app: FastifyInstance, deps: AdminRoutesDeps): 
   app.post('/v1/alerts', on(storeAlert));
   app.delete('/v1/api-keys/:id', on(revokeApiKey));
   app.post('/v1/api-keys/leaked', on(revokeLeaked));
+  accountRoutes(app, deps, (request) => by(deps, request));
 }
 
 /**
