@@ -26,6 +26,7 @@ import { listUsers } from '../storage/userList.js';
 import { deleteUser, findByEmail, findById, findWithLocale, lockUser, parseUserId, setActive, setPlan } from '../storage/users.js';
 import { listDeliveries } from '../storage/webhookDeliveries.js';
 import { accountRoutes, type InvitationMail } from './accounts.js';
+import { overviewRoutes } from './overview.js';
 import { adminView, auditFilter, auditPages, auditView, datesAsIso, deliveryView, field, iso, listFilter, userPages } from './views.js';
 import { utcDay, utcMonth } from '../time.js';
 
@@ -91,6 +92,7 @@ export async function adminRoutes(app: FastifyInstance, deps: AdminRoutesDeps): 
   app.delete('/v1/api-keys/:id', on(revokeApiKey));
   app.post('/v1/api-keys/leaked', on(revokeLeaked));
   accountRoutes(app, deps, (request) => by(deps, request));
+  overviewRoutes(app, deps);
 }
 
 /**
