@@ -13,7 +13,7 @@ import { randomToken, sha256Hex } from '../credentials/digest.js';
 import { knownPlans, planLimitsOf } from '../pipeline/index.js';
 import { insertEmailToken } from '../storage/emailTokens.js';
 import * as users from '../storage/users.js';
-import type { Mailer } from '../auth/mail.js';
+import type { Mailer } from '../auth/index.js';
 import type { MailWords } from '../mail/index.js';
 import { adminView, field } from './views.js';
 

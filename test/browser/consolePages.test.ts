@@ -68,7 +68,8 @@ describeWithBrowser('the console\'s plans, accounts and overview, in Chromium', 
 
   const shot = (name: string) => page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`), fullPage: true });
   const text = (selector: string) => page.$eval(selector, (el) => el.textContent ?? '');
-  const options = (selector: string) => page.$$eval(`${selector} option`, (os) => (os as HTMLOptionElement[]).map((o) => ({ value: o.value, text: o.textContent, selected: o.selected, disabled: o.disabled })));
+  const options = (selector: string) => page.$$eval(`${selector} option`,
+    (os) => (os as HTMLOptionElement[]).map((o) => ({ value: o.value, text: o.textContent, selected: o.selected, disabled: o.disabled })));
   async function axe(): Promise<unknown[]> {
     await page.addScriptTag({ path: AXE });
     return page.evaluate(async () => {
@@ -134,7 +135,8 @@ describeWithBrowser('the console\'s plans, accounts and overview, in Chromium', 
     const password = newPassword();
     expect((await gw.post('/api/v1/auth/password/reset', { token: mail.token, new_password: password })).status).toBe(200);
     expect((await gw.post('/api/v1/auth/login', { email, password })).json.plan).toBe('team');
-    expect(await sql("SELECT actor FROM audit_events WHERE type = 'admin.user_created' AND data->>'plan' = 'team' AND user_id = (SELECT id FROM users WHERE email = $1)", [email])).toEqual([{ actor: 'console' }]);
+    const created = "SELECT actor FROM audit_events WHERE type = 'admin.user_created' AND data->>'plan' = 'team' AND user_id = (SELECT id FROM users WHERE email = $1)";
+    expect(await sql(created, [email])).toEqual([{ actor: 'console' }]);
     // An address already taken: the form says so and stays.
     await open('#/users', '#create-user');
     await page.type('#new-email', email);
