@@ -9,11 +9,9 @@ import type { Database } from '../storage/db.js';
 import { planUnknownParams, sendDenial, sendError } from '../errors/index.js';
 import { normalizeEmail } from '../credentials/emailAddress.js';
 import { textField } from '../http.js';
-import { randomToken, sha256Hex } from '../credentials/digest.js';
 import { knownPlans, planLimitsOf } from '../pipeline/index.js';
-import { insertEmailToken } from '../storage/emailTokens.js';
 import * as users from '../storage/users.js';
-import type { Mailer } from '../auth/index.js';
+import { makeLink, type Mailer } from '../auth/index.js';
 import type { MailWords } from '../mail/index.js';
 import { adminView, field } from './views.js';
 
@@ -74,14 +72,16 @@ async function createUser(deps: AccountDeps, by: Actor, request: FastifyRequest,
   const plan = field(request.body, 'plan') ?? 'free';
   if (typeof plan !== 'string' || !plans.includes(plan)) return sendDenial(reply, { code: 'planUnknown', params: planUnknownParams(plans) });
   const now = deps.clock();
-  const token = randomToken(32);
+  const { resetUrl } = mail;
+  let url = '';
+  // The account, its plan, the link's hash and the audit event in one transaction: no account without its invitation.
   const id = await users.createUser(deps.db, email, null, async (tx, userId) => {
     if (plan !== 'free') await users.writePlan(tx, userId, plan);
-    await insertEmailToken(tx, userId, 'reset', sha256Hex(token), email, now, new Date(now.getTime() + INVITATION_TTL_MS));
+    url = await makeLink(tx, { id: userId, email }, 'reset', resetUrl, now, INVITATION_TTL_MS);
     await deps.audit.record({ type: 'admin.user_created', ...by(request), userId, data: { plan } }, tx);
   });
   if (id === null) return sendError(reply, 'emailTaken');
-  queueInvitation(mail, { id, email, url: mail.resetUrl.replaceAll('{token}', token) }, request.headers);
+  queueInvitation(mail, { id, email, url }, request.headers);
   request.log.info({ userId: id, plan }, 'admin: user created, invitation queued');
   const user = await users.findById(deps.db, id);
   return reply.code(201).send(user ? adminView(user) : { id });
