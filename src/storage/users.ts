@@ -106,8 +106,14 @@ export async function emailsToRecheck(db: Queryable, limit: number): Promise<Arr
   );
 }
 
-export async function updatePasswordHash(db: Queryable, id: number, passwordHash: string): Promise<void> {
-  await db.query('UPDATE users SET password_hash = $2 WHERE id = $1', [id, passwordHash]);
+/**
+ * The same password hashed anew (an imported or older hash, at login): only while the row still
+ * holds the hash that was checked, so of two logins that both checked it one writes, and a
+ * password changed meanwhile is never overwritten. Whether this one wrote.
+ */
+export async function replacePasswordHash(db: Queryable, id: number, checked: string, passwordHash: string): Promise<boolean> {
+  const rows = await db.query('UPDATE users SET password_hash = $3 WHERE id = $1 AND password_hash = $2 RETURNING id', [id, checked, passwordHash]);
+  return rows.length === 1;
 }
 
 /**
