@@ -1,12 +1,14 @@
 // The imported hash formats of CONTRACT §27, each against a vector its own system made (or its
 // algorithm computed independently by node:crypto), and its near misses. Pure: in-process
-// derivations, no gateway (importedHashes.http.test.ts signs in with them).
+// derivations, no gateway (importedHashes.http.test.ts signs in with them); then what a check
+// costs through an instance's hasher child.
 import { pbkdf2Sync, scryptSync } from 'node:crypto';
 import argon2 from 'argon2';
 import bcrypt from 'bcryptjs';
-import { describe, expect, it } from 'vitest';
-import type { KdfJob } from '../../src/auth/password/hasher.js';
+import { afterAll, describe, expect, it } from 'vitest';
+import { HasherProcess, type HashJob, type KdfJob } from '../../src/auth/password/hasher.js';
 import { importedHashFormat, verifyImportedHash } from '../../src/auth/password/importedHashes.js';
+import { isNativeHash, needsRehash, Passwords } from '../../src/auth/password/passwords.js';
 
 const SALT = Buffer.from('0123456789abcdef');
 const phc = (bytes: Buffer) => bytes.toString('base64').replace(/=+$/, '');
@@ -129,5 +131,44 @@ describe('imported password hashes: unknown, malformed and absurd hashes are no 
   it('a derivation that fails is a mismatch, not a throw', async () => {
     const stored = VECTORS.find(([, , , format]) => format === 'scrypt')![1];
     expect(await verifyImportedHash(stored, 'scrypt phc', () => Promise.reject(new Error('hasher gone')))).toBe(false);
+  });
+});
+
+describe('what a check costs in hasher jobs (the timing rule, CONTRACT §27 and §13)', () => {
+  class CountingHasher extends HasherProcess {
+    jobs: string[] = [];
+    override run(job: HashJob) {
+      this.jobs.push(job.op);
+      return super.run(job);
+    }
+  }
+  const hasher = new CountingHasher();
+  const passwords = new Passwords(hasher);
+  afterAll(() => passwords.close());
+
+  async function jobsOf(work: () => Promise<unknown>): Promise<string[]> {
+    hasher.jobs = [];
+    await work();
+    return hasher.jobs;
+  }
+
+  it('imported: its own check, then one argon2id verification only when it fails (as an unknown email costs); native: one verification', async () => {
+    const native = await passwords.hash('native password');
+    await passwords.burnVerification('warms the dummy hash');
+    const stored = bcrypt.hashSync('imported password', 4);
+    expect(await jobsOf(() => passwords.burnVerification('unknown email'))).toEqual(['verify']);
+    expect(await jobsOf(() => passwords.verify(native, 'wrong'))).toEqual(['verify']);
+    expect(await jobsOf(() => passwords.verify(stored, 'wrong'))).toEqual(['bcrypt', 'verify']);
+    expect(await jobsOf(async () => expect(await passwords.verify(stored, 'imported password')).toBe(true))).toEqual(['bcrypt']);
+    // An unknown format derives nothing, and costs what an unknown email does.
+    expect(await jobsOf(() => passwords.verify('$1$saltsalt$qjXMvbEw8oaL.CzflDugX/', 'wrong'))).toEqual(['verify']);
+  });
+
+  it('only the gateway\'s own argon2id with today\'s parameters is native; every other matched hash is rehashed', async () => {
+    expect(isNativeHash(await passwords.hash('x'))).toBe(true);
+    expect(needsRehash(await passwords.hash('x'))).toBe(false);
+    expect(needsRehash(await argon2.hash('x', { type: argon2.argon2i, memoryCost: 19_456, timeCost: 2, parallelism: 1 }))).toBe(true);
+    expect(needsRehash(await argon2.hash('x', { type: argon2.argon2id, memoryCost: 8192, timeCost: 2, parallelism: 1 }))).toBe(true);
+    for (const [, stored] of VECTORS) expect(needsRehash(stored)).toBe(true);
   });
 });
