@@ -7,7 +7,7 @@ import argon2 from 'argon2';
 import bcrypt from 'bcryptjs';
 import { afterAll, describe, expect, it } from 'vitest';
 import { HasherProcess, type HashJob, type KdfJob } from '../../src/auth/password/hasher.js';
-import { importedHashFormat, verifyImportedHash } from '../../src/auth/password/importedHashes.js';
+import { firebaseScryptHash, importedHashFormat, verifyImportedHash } from '../../src/auth/password/importedHashes.js';
 import { isNativeHash, needsRehash, Passwords } from '../../src/auth/password/passwords.js';
 
 const SALT = Buffer.from('0123456789abcdef');
@@ -57,6 +57,12 @@ describe('imported password hashes: each format verifies its own vector', () => 
     expect(await verifyImportedHash(stored, `${password}x`)).toBe(false);
     expect(await verifyImportedHash(stored, password.slice(1))).toBe(false);
     expect(await verifyImportedHash(stored, '')).toBe(false);
+  });
+
+  it('Firebase: the importer\'s helper writes the agreed form, padding or not', () => {
+    const { password: _password, memCost, ...values } = FIREBASE;
+    expect(firebaseScryptHash({ ...values, memCost })).toBe(firebaseStored(FIREBASE));
+    expect(firebaseScryptHash({ ...values, memCost, signerKey: unpadded(FIREBASE.signerKey), salt: unpadded(FIREBASE.salt) })).toBe(firebaseStored(FIREBASE));
   });
 
   it('argon2id and argon2i of another system (PHC, their own parameters)', async () => {

@@ -150,6 +150,12 @@ function firebase(stored: string): Check | undefined {
   return job && { format: 'firebase-scrypt', job, expected };
 }
 
+/** Firebase's export values (base64, padded or not) → the stored string firebase() reads: for the importer, so both sides share one form. */
+export function firebaseScryptHash(v: { rounds: number; memCost: number; saltSeparator: string; signerKey: string; salt: string; hash: string }): string {
+  const bare = (b64: string) => b64.replace(/=+$/, '');
+  return `$firebase-scrypt$rounds=${v.rounds},mem=${v.memCost},sep=${bare(v.saltSeparator)},key=${bare(v.signerKey)}$${bare(v.salt)}$${bare(v.hash)}`;
+}
+
 function firebaseParams(text: string | undefined): { rounds: number; mem: number; sep: Buffer; key: Buffer } | undefined {
   const fields = new Map<string, string>();
   for (const part of (text ?? '').split(',')) {
