@@ -110,6 +110,8 @@ describe('imported password hashes: unknown, malformed and absurd hashes are no 
     ['scrypt N = 2^40', valid(40)],
     ['scrypt 1 GiB (N = 2^20, r = 8)', valid(20)],
     ['scrypt p = 10000', `$scrypt$ln=10,r=8,p=10000$${phc(SALT)}$${phc(scrypt('x', 10))}`],
+    ['scrypt r = 64', `$scrypt$ln=4,r=64,p=1$${phc(SALT)}$${phc(scrypt('x', 10))}`],
+    ['scrypt ln = 0 (N = 1)', valid(0)],
     ['scrypt missing r', `$scrypt$ln=10,p=1$${phc(SALT)}$${phc(scrypt('x', 10))}`],
     ['scrypt unknown parameter', `$scrypt$ln=10,r=8,p=1,x=1$${phc(SALT)}$${phc(scrypt('x', 10))}`],
     ['scrypt salt not base64', `$scrypt$ln=10,r=8,p=1$sa*lt$${phc(scrypt('x', 10))}`],

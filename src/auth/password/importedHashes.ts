@@ -32,6 +32,8 @@ export const HASH_BOUNDS = {
   pbkdf2Iterations: { min: 1, max: 3_000_000 },
   scryptMemoryBytes: 256 * 1024 * 1024,
   scryptWork: 2 ** 22, // N·r·p
+  scryptBlockSize: 32, // r
+  scryptParallelism: 16, // p
   firebaseRounds: { min: 1, max: 8 },
   firebaseMemCost: { min: 1, max: 14 },
   argon2MemoryKiB: 262_144,
@@ -175,7 +177,8 @@ function firebaseParams(text: string | undefined): { rounds: number; mem: number
 
 function scryptJob(salt: Buffer, keylen: number, N: number, r: number, p: number): KdfJob | undefined {
   const memory = 128 * N * r;
-  if (r < 1 || p < 1 || memory > HASH_BOUNDS.scryptMemoryBytes || N * r * p > HASH_BOUNDS.scryptWork) return undefined;
+  if (N < 2 || !within(r, { min: 1, max: HASH_BOUNDS.scryptBlockSize }) || !within(p, { min: 1, max: HASH_BOUNDS.scryptParallelism })) return undefined;
+  if (memory > HASH_BOUNDS.scryptMemoryBytes || N * r * p > HASH_BOUNDS.scryptWork) return undefined;
   // node:crypto refuses more than 32 MiB by default; the bound above is what is allowed.
   const params = { N, r, p, maxmem: memory + 1024 * 1024 };
   return { op: 'scrypt', password: '', salt: salt.toString('base64'), keylen, params };
