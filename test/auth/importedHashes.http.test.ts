@@ -7,6 +7,7 @@ import { pbkdf2Sync, scryptSync } from 'node:crypto';
 import argon2 from 'argon2';
 import bcrypt from 'bcryptjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { isNativeHash } from '../../src/auth/password/passwords.js';
 import { replacePasswordHash } from '../../src/storage/users.js';
 import { bearer, closeSql, describeWithServices, makeUser, newEmail, newPassword, sql, startTwoGateways, testConfig, type TestGateway } from '../helpers/gateway.js';
 import { alike, compareTimings } from '../helpers/timing.js';
@@ -131,6 +132,33 @@ describeWithServices('signing in with an imported password hash', () => {
     expect(changed.status).toBe(200);
     expect(await storedHash(user.id)).toMatch(NATIVE);
     expect((await a.post(LOGIN, { email: user.email, password: next })).status).toBe(200);
+  });
+
+  it('the password work of one login: an imported hash costs its own check and one argon2id hash or verification, no more', async () => {
+    const passwords = a.services.passwords;
+    const { hash, verify } = passwords;
+    const work: string[] = [];
+    passwords.hash = (password) => { work.push('argon2id hash'); return hash.call(passwords, password); };
+    passwords.verify = (stored, password) => { work.push(isNativeHash(stored) ? 'argon2id verification' : 'imported check'); return verify.call(passwords, stored, password); };
+    const workOf = async (body: Record<string, string>, status: number) => {
+      work.length = 0;
+      expect((await a.post(LOGIN, body)).status).toBe(status);
+      return [...work];
+    };
+    try {
+      const native = await makeUser(a);
+      const user = await imported(FORMATS['bcrypt $2b$']!);
+      await workOf({ email: newEmail(), password: newPassword() }, 401); // the dummy hash, made once
+      expect(await workOf({ email: newEmail(), password: newPassword() }, 401)).toEqual(['argon2id verification']);
+      expect(await workOf({ email: native.email, password: `${native.password}x` }, 401)).toEqual(['argon2id verification']);
+      expect(await workOf({ email: native.email, password: native.password }, 200)).toEqual(['argon2id verification']);
+      expect(await workOf({ email: user.email, password: `${user.password}x` }, 401)).toEqual(['imported check', 'argon2id verification']);
+      expect(await workOf({ email: user.email, password: user.password }, 200)).toEqual(['imported check', 'argon2id hash']);
+      expect(await workOf({ email: user.email, password: user.password }, 200)).toEqual(['argon2id verification']);
+    } finally {
+      passwords.hash = hash;
+      passwords.verify = verify;
+    }
   });
 
   describe('timing (§13): a failed login takes as long whatever is behind the email', () => {
