@@ -1,7 +1,7 @@
 // Signing in with an imported password hash (CONTRACT §27) on two instances: each format logs in
 // through POST /api/v1/auth/login, leaves the gateway's argon2id in the row, and is refused as any
 // wrong password is; two first logins at once both pass and leave one hash; the password check
-// of a password change takes the imported hash too; and the time of a failed login says nothing
+// of a password change and of an account deletion takes the imported hash too; and the time of a failed login says nothing
 // of which kind of hash (or account) is behind the email (§13).
 import { pbkdf2Sync, scryptSync } from 'node:crypto';
 import argon2 from 'argon2';
@@ -132,6 +132,19 @@ describeWithServices('signing in with an imported password hash', () => {
     expect(changed.status).toBe(200);
     expect(await storedHash(user.id)).toMatch(NATIVE);
     expect((await a.post(LOGIN, { email: user.email, password: next })).status).toBe(200);
+  });
+
+  it('account deletion confirms the password against the imported hash', async () => {
+    const user = await makeUser(a);
+    const hash = await FORMATS['scrypt PHC']!(user.password);
+    await sql('UPDATE users SET password_hash = $2 WHERE id = $1', [user.id, hash]);
+    const refused = await b.request('DELETE', '/api/v1/user/me', { headers: bearer(user.access), json: { password: `${user.password}x` } });
+    expect(refused.status).toBe(401);
+    expect(refused.json).toEqual(INVALID);
+    expect(await sql('SELECT id FROM users WHERE id = $1', [user.id])).toHaveLength(1);
+    const deleted = await b.request('DELETE', '/api/v1/user/me', { headers: bearer(user.access), json: { password: user.password } });
+    expect(deleted.status).toBe(200);
+    expect(await sql('SELECT id FROM users WHERE id = $1', [user.id])).toEqual([]);
   });
 
   it('the password work of one login: an imported hash costs its own check and one argon2id hash or verification, no more', async () => {
