@@ -110,6 +110,7 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
   const userDeps = {
     rateLimit: authRateLimit, db, passwords, identities, events, audit, requireUser, webhooks: config.webhooks, clock, mailConfigured: config.mail !== undefined,
     passkeys: config.auth.passkeys !== undefined, oidc: features.oidc, issuerOf: features.issuerOf, apiKeys: config.apiKeys,
+    organizations: config.organizations?.enabled === true,
   };
   await app.register(async (user) => {
     refuseUnfitInput(user);

@@ -29,6 +29,7 @@ import { accountRoutes, type InvitationMail } from './accounts.js';
 import { overviewRoutes } from './overview.js';
 import { adminView, auditFilter, auditPages, auditView, datesAsIso, deliveryView, field, iso, listFilter, userPages } from './views.js';
 import { utcDay, utcMonth } from '../time.js';
+import { adminOrgRoutes } from './orgs.js';
 
 /** The header console.ts marks its own requests with (its value is a secret of the process). */
 export const CONSOLE_MARK_HEADER = 'x-gateway-console';
@@ -93,6 +94,7 @@ export async function adminRoutes(app: FastifyInstance, deps: AdminRoutesDeps): 
   app.post('/v1/api-keys/leaked', on(revokeLeaked));
   accountRoutes(app, deps, (request) => by(deps, request));
   overviewRoutes(app, deps);
+  adminOrgRoutes(app, deps, (request) => by(deps, request));
 }
 
 /**
