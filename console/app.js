@@ -3,6 +3,7 @@
 // for the pages kept in files of their own (users.js, overview.js).
 import { configuredPlans, createUserForm, deleteSection, notice, planFilter, planLabel, savePlan, userPlanSelect } from './users.js';
 import { overviewView } from './overview.js';
+import { orgView, orgsView } from './orgs.js';
 
 let csrf = '';
 const $ = (id) => document.getElementById(id);
@@ -210,6 +211,9 @@ function route() {
   generation++;
   const [path, query = ''] = location.hash.slice(1).split('?');
   const user = /^\/user\/(\d+)$/.exec(path);
+  const org = /^\/org\/(\d+)$/.exec(path);
+  const kit = { h, api, table, renderer, $ };
+  if (org || path === '/orgs') return void (org ? orgView(org[1], kit) : orgsView(query, kit)).catch(() => {});
   const view = user ? userView(user[1], query) : path === '/overview' ? overviewView() : path === '/routes' ? routesView() : path === '/health' ? healthView() : path === '/audit' ? auditView(query) : usersView(query);
   view.catch(() => {});
 }

@@ -36,6 +36,8 @@ const FILES: Record<string, { path: URL | string; type: string }> = {
   'app.js': { path: new URL('app.js', ASSETS), type: JS },
   'users.js': { path: new URL('users.js', ASSETS), type: JS },
   'overview.js': { path: new URL('overview.js', ASSETS), type: JS },
+  // The organizations' pages, a module app.js imports (CONTRACT §22).
+  'orgs.js': { path: new URL('orgs.js', ASSETS), type: JS },
   'app.css': { path: new URL('app.css', ASSETS), type: CSS },
   'uplot.js': { path: installed.resolve('uplot/dist/uPlot.iife.min.js'), type: JS },
   'uplot.css': { path: installed.resolve('uplot/dist/uPlot.min.css'), type: CSS },
