@@ -1,17 +1,24 @@
 // /admin/v1/orgs (CONTRACT §22, operators): organizations as support sees them — searched by name,
 // one with its members and usage, and its plan set by hand. Registered by routes.ts inside the
 // admin plugin, behind its key check; each route carries its OpenAPI fragment (DOCS) beside it.
-import type { AuditEvent } from '../audit.js';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { planUnknownParams, sendDenial, sendError } from '../errors/index.js';
 import { errors } from '../openapi.js';
 import { knownPlans } from '../pipeline/index.js';
-import { parseIntegerId, type Queryable } from '../storage/db.js';
+import { parseIntegerId, type Database, type Queryable } from '../storage/db.js';
 import * as orgs from '../storage/organizations.js';
-import type { AdminRoutesDeps } from './routes.js';
+import type { Audit, AuditEvent } from '../audit.js';
+import type { Config } from '../config/schema.js';
 import { field, iso, keysetPages, queryText } from './views.js';
 
-/** Who changes (routes.ts's by()): passed in, so this file and routes.ts do not import each other's values. */
+/** What these routes use of the admin routes' deps (routes.ts passes its own). */
+export interface OrgAdminDeps {
+  db: Database;
+  audit: Audit;
+  config: () => Pick<Config, 'plans' | 'routes'>;
+}
+
+/** Who changes (routes.ts's by()): passed in, so this file does not import routes.ts. */
 export type ActorOf = (request: FastifyRequest) => Pick<AuditEvent, 'actor' | 'ip' | 'userAgent'>;
 
 export const orgPages = keysetPages('o');
@@ -51,7 +58,7 @@ export const DOCS = {
 };
 
 /** Registers the organizations' admin routes on the admin plugin (its key check already hooked). */
-export function adminOrgRoutes(app: FastifyInstance, deps: AdminRoutesDeps, by: ActorOf): void {
+export function adminOrgRoutes(app: FastifyInstance, deps: OrgAdminDeps, by: ActorOf): void {
   app.get('/v1/orgs', { schema: DOCS.list }, (request, reply) => findOrgs(deps, request, reply));
   app.get('/v1/orgs/:id', { schema: DOCS.read }, (request, reply) => getOrg(deps, request, reply));
   app.put('/v1/orgs/:id/plan', { schema: DOCS.setPlan }, (request, reply) => setOrgPlan(deps, by, request, reply));
@@ -68,7 +75,7 @@ export function orgFilter(q: Record<string, unknown>, plans: readonly string[]):
 
 export const listedView = (o: orgs.ListedOrganization) => ({ id: o.id, name: o.name, plan: o.plan, created_at: iso(o.created_at), member_count: o.member_count });
 
-async function findOrgs({ db, config }: AdminRoutesDeps, request: FastifyRequest, reply: FastifyReply) {
+async function findOrgs({ db, config }: OrgAdminDeps, request: FastifyRequest, reply: FastifyReply) {
   const filter = orgFilter(request.query as Record<string, unknown>, knownPlans(config()));
   if (!filter) return sendError(reply, 'adminListInvalid');
   const { page, next } = orgPages.split(await orgs.listOrganizations(db, { ...filter, limit: filter.limit + 1 }), filter.limit);
@@ -87,7 +94,7 @@ export async function orgDetail(db: Queryable, id: number) {
   return { id: org.id, name: org.name, plan: org.plan, created_at: iso(org.created_at), members, daily_usage: null, monthly_usage: null };
 }
 
-async function getOrg({ db }: AdminRoutesDeps, request: FastifyRequest, reply: FastifyReply) {
+async function getOrg({ db }: OrgAdminDeps, request: FastifyRequest, reply: FastifyReply) {
   const id = parseIntegerId((request.params as { id: string }).id);
   const org = id === undefined ? undefined : await orgDetail(db, id);
   return org ?? sendError(reply, 'adminNotFound');
@@ -98,7 +105,7 @@ async function getOrg({ db }: AdminRoutesDeps, request: FastifyRequest, reply: F
  * change feed, so every instance drops what it cached of the organization (within one second, as a
  * user's plan).
  */
-async function setOrgPlan(deps: AdminRoutesDeps, by: ActorOf, request: FastifyRequest, reply: FastifyReply) {
+async function setOrgPlan(deps: OrgAdminDeps, by: ActorOf, request: FastifyRequest, reply: FastifyReply) {
   const id = parseIntegerId((request.params as { id: string }).id);
   if (id === undefined) return sendError(reply, 'adminNotFound');
   const plan = field(request.body, 'plan');

@@ -2,7 +2,6 @@
 // directly in the database, as GET /admin/v1/orgs, GET /admin/v1/orgs/{id} and PUT …/plan do.
 import { loadConfig } from '../config/load.js';
 import { knownPlans } from '../pipeline/plans.js';
-import { parseIntegerId } from '../storage/db.js';
 import { columns, CommandError, print, UsageError, withDatabase, type Args } from './command.js';
 
 const LIST_MAX = 200;
@@ -12,8 +11,9 @@ function planOf(plan: string | undefined, plans: readonly string[]): string {
   return plan;
 }
 
+// storage/db.ts's parseIntegerId, without loading pg for a usage error: a positive 32-bit integer.
 function orgIdOf(text: string | undefined): number {
-  const id = parseIntegerId(text);
+  const id = text !== undefined && /^[1-9]\d{0,9}$/.test(text) && Number(text) <= 2 ** 31 - 1 ? Number(text) : undefined;
   if (id === undefined) throw new UsageError(`expected an organization id, not ${JSON.stringify(text ?? '')}`);
   return id;
 }
