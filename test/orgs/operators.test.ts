@@ -161,4 +161,19 @@ describeWithServices('organizations: the operators\' side', () => {
     const left = await admin('GET', `/admin/v1/orgs/${shared}`);
     expect(left.json.members).toEqual([{ user_id: admin2.id, email: admin2.email, role: 'owner', joined_at: expect.any(String) }]);
   });
+
+  it('two owners deleting their accounts at once on two instances: one goes, the other is the last owner and stays', async () => {
+    for (let round = 0; round < 3; round++) {
+      const [a, b] = [await verifiedUser(gw, smtp), await verifiedUser(gw, smtp)];
+      const id = await createOrg(gw, a, `Pair ${round}`);
+      expect(await join(gw, b, await invite(gw, smtp, id, a, b, 'owner'))).toBe(200);
+      const answers = await Promise.all([
+        gw.request('DELETE', '/api/v1/user/me', { ...as(a), json: { password: a.password } }),
+        other.request('DELETE', '/api/v1/user/me', { ...as(b), json: { password: b.password } }),
+      ]);
+      expect(answers.map((r) => r.status).sort()).toEqual([200, 409]);
+      const owners = await admin('GET', `/admin/v1/orgs/${id}`);
+      expect(owners.json.members).toEqual([expect.objectContaining({ role: 'owner' })]);
+    }
+  });
 });
