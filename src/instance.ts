@@ -5,6 +5,7 @@
 import type { Logger } from 'pino';
 import type { Config } from './config/schema.js';
 import { AssertionKeyring } from './credentials/assertionKeyring.js';
+import { HookWriter } from './hooks/hooks.js';
 import { AuditLog } from './audit.js';
 import { Housekeeping } from './housekeeping.js';
 import { AssertionSigner, DailyLimiter, MinuteLimiter, Pipeline } from './pipeline/index.js';
@@ -131,11 +132,12 @@ export async function createInstance(config: Config, options: InstanceOptions): 
       metrics.observeTracing(tracing.stats);
       log.info({ endpoint: traced.endpoint, serviceName: traced.serviceName, sampleRatio: traced.sampleRatio }, 'tracing: spans exported over OTLP/HTTP');
     }
-    const outbox = new OutboxWorker({ db, feed, config: config.webhooks, clock, log, metrics, lookup: options.webhookLookup, tracing });
+    const outbox = new OutboxWorker({ db, feed, config: config.webhooks, clock, log, metrics, lookup: options.webhookLookup, tracing, hooks: config.hooks });
     closers.push(() => outbox.close());
     outbox.start();
     const events = new OutboxEmitter({ db, config: config.webhooks, clock });
-    const audit = new AuditLog({ db, clock, log, retentionMs: config.audit.retention });
+    const hooks = config.hooks && new HookWriter({ db, config: config.hooks, retries: config.webhooks.retries, clock });
+    const audit = new AuditLog({ db, clock, log, retentionMs: config.audit.retention, hooks });
     const billing = billingOf(config, { db, audit, identities, clock, log, plans: () => live.current.settings.plans });
     const minutely = billing ? [{ name: 'billing grace', run: () => billing.billing.endGraces() }] : [];
     const housekeeping = new Housekeeping({ db, clock, log, audit, everyMs: options.housekeepingEveryMs, minutely });

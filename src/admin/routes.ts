@@ -255,7 +255,7 @@ async function eraseUser(deps: AdminRoutesDeps, request: FastifyRequest<ById>, r
   const id = parseUserId(request.params.id);
   const user = id === undefined ? undefined : await deps.db.transaction(async (tx) => {
     const gone = await deleteUser(tx, id);
-    if (gone) await deps.audit.record({ type: 'admin.user_deleted', ...by(deps, request), userId: gone.id }, tx);
+    if (gone) await deps.audit.record({ type: 'admin.user_deleted', ...by(deps, request), userId: gone.id }, tx, { email: gone.email });
     return gone;
   });
   if (!user) return sendError(reply, 'adminNotFound');
@@ -271,7 +271,8 @@ async function setUserPlan(deps: AdminRoutesDeps, request: FastifyRequest<ById>,
   const plans = knownPlans(deps.config());
   if (typeof plan !== 'string' || !plans.includes(plan)) return sendDenial(reply, { code: 'planUnknown', params: planUnknownParams(plans) });
   // setPlan changes the user and its subscription record in one transaction.
-  const user = await setPlan(deps.db, id, plan, (tx) => deps.audit.record({ type: 'admin.plan_changed', ...by(deps, request), userId: id, data: { plan } }, tx));
+  const user = await setPlan(deps.db, id, plan, (tx, _user, previous) =>
+    deps.audit.record({ type: 'admin.plan_changed', ...by(deps, request), userId: id, data: { plan } }, tx, { previous_plan: previous }));
   if (!user) return sendError(reply, 'adminNotFound');
   // At once here; the users trigger's NOTIFY carries it to every other instance.
   deps.identities.forgetUser(id);

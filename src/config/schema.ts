@@ -8,6 +8,7 @@ import {
 import { checkRoutes, knownPlans, corsProblem, corsSchema, MAX_LIMIT, planLimits, planName, routeSchema, upstreamSchema, usageNoun } from './schema/routes.js';
 import { oidcSchema, originProblem, originsWithoutCookie } from './schema/providers.js';
 import { billingSchema } from './schema/billing.js';
+import { hooksSchema } from './schema/hooks.js';
 export { parseDuration, parseSize } from './schema/values.js';
 export { BASE_PLANS, CORS_DEFAULTS, HTTP_METHODS, knownPlans, type Plan } from './schema/routes.js';
 export { GITHUB_ISSUER, GOOGLE_ISSUER, originsWithoutCookie } from './schema/providers.js';
@@ -249,6 +250,7 @@ const fileShape = z.strictObject({
   cors: corsSchema.optional(),
   mail: mailSchema.optional(),
   billing: billingSchema.optional(),
+  hooks: hooksSchema.optional(),
   upstreams: z.record(z.string().regex(/^[A-Za-z0-9_.-]+$/, 'expected an upstream name of letters, digits, _ . -').meta({ examples: ['app'] }), upstreamSchema).default({}),
   routes: z.array(routeSchema).default([]),
 });
