@@ -32,6 +32,15 @@ export interface AuditLogDeps {
   hooks?: HookWriter;
 }
 
+/**
+ * The audit row of a change and, with `hooks`, the operator hooks it stands for, in `q` (the
+ * change's transaction): what AuditLog.record does, and what the CLI on direct storage calls.
+ */
+export async function recordChange(q: Queryable, event: AuditEvent, at: Date, hooks?: HookWriter, facts?: HookFacts): Promise<void> {
+  await insertAuditEvent(q, event, at);
+  if (hooks) await hooks.write(await hooksOfAudit(event, q, facts), q);
+}
+
 export class AuditLog implements Audit {
   private readonly failing: FailureLog;
 
@@ -39,11 +48,8 @@ export class AuditLog implements Audit {
     this.failing = failureLog(deps.log, 'audit events could not be stored');
   }
 
-  async record(event: AuditEvent, tx?: Queryable, facts?: HookFacts): Promise<void> {
-    const q = tx ?? this.deps.db;
-    await insertAuditEvent(q, event, this.deps.clock());
-    const { hooks } = this.deps;
-    if (hooks) await hooks.write(await hooksOfAudit(event, q, facts), q);
+  record(event: AuditEvent, tx?: Queryable, facts?: HookFacts): Promise<void> {
+    return recordChange(tx ?? this.deps.db, event, this.deps.clock(), this.deps.hooks, facts);
   }
 
   async note(event: AuditEvent): Promise<void> {

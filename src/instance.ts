@@ -5,7 +5,7 @@
 import type { Logger } from 'pino';
 import type { Config } from './config/schema.js';
 import { AssertionKeyring } from './credentials/assertionKeyring.js';
-import { HookWriter } from './hooks/hooks.js';
+import { hookWriterOf } from './hooks/hooks.js';
 import { AuditLog } from './audit.js';
 import { Housekeeping } from './housekeeping.js';
 import { AssertionSigner, DailyLimiter, MinuteLimiter, Pipeline } from './pipeline/index.js';
@@ -136,8 +136,7 @@ export async function createInstance(config: Config, options: InstanceOptions): 
     closers.push(() => outbox.close());
     outbox.start();
     const events = new OutboxEmitter({ db, config: config.webhooks, clock });
-    const hooks = config.hooks && new HookWriter({ db, config: config.hooks, retries: config.webhooks.retries, clock });
-    const audit = new AuditLog({ db, clock, log, retentionMs: config.audit.retention, hooks });
+    const audit = new AuditLog({ db, clock, log, retentionMs: config.audit.retention, hooks: hookWriterOf(config, db, clock) });
     const billing = billingOf(config, { db, audit, identities, clock, log, plans: () => live.current.settings.plans });
     const minutely = billing ? [{ name: 'billing grace', run: () => billing.billing.endGraces() }] : [];
     const housekeeping = new Housekeeping({ db, clock, log, audit, everyMs: options.housekeepingEveryMs, minutely });

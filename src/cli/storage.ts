@@ -85,11 +85,11 @@ export async function revokeKeyCommand({ config: configPath, admin, operands: [i
     const userId = res.json.user_id as number;
     return print(`API key ${id} of user ${userId}: revoked`);
   }
-  const [{ revokeKeyById }, { insertAuditEvent }] = await Promise.all([import('../storage/apiKeys.js'), import('../storage/audit.js')]);
+  const [{ revokeKeyById }, { recordChange }, { hookWriterOf }] = await Promise.all([import('../storage/apiKeys.js'), import('../audit.js'), import('../hooks/hooks.js')]);
   // Running instances drop the key within a second (the api_tokens trigger's NOTIFY).
   const revoked = await withDatabase(config, (db) => db.transaction(async (tx) => {
     const key = await revokeKeyById(tx, id);
-    if (key) await insertAuditEvent(tx, { type: 'api_key.revoked', actor: 'cli', userId: key.userId, data: { id } }, new Date());
+    if (key) await recordChange(tx, { type: 'api_key.revoked', actor: 'cli', userId: key.userId, data: { id } }, new Date(), hookWriterOf(config, db));
     return key;
   }));
   if (!revoked) throw new CommandError(`no active API key with id ${id}`);

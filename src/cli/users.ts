@@ -5,6 +5,7 @@ import { knownPlans } from '../pipeline/plans.js';
 import type { Queryable } from '../storage/db.js';
 import type { Config } from '../config/schema.js';
 import { adminKeyFor, callAdmin } from './adminClient.js';
+import type { HookFacts } from '../hooks/fromAudit.js';
 import { columns, CommandError, print, UsageError, withDatabase, type Args } from './command.js';
 
 type UserAction = 'set-plan' | 'deactivate' | 'activate' | 'reset-link' | 'delete';
@@ -16,19 +17,20 @@ export async function users(action: UserAction, { operands: [email, plan], confi
   if (admin) return print(await usersThroughAdmin(action, email!, plan, admin, config));
   const mail = config.mail;
   if (action === 'reset-link' && !mail) throw new CommandError(`${file}: mail.resetUrl is not set: the link needs the application's reset page (a URL with {token})`);
-  const [{ deleteUser, findByEmail, setActive, setPlan }, { LINK_TTL_MS, makeLink }, { insertAuditEvent }] = await Promise.all([
-    import('../storage/users.js'), import('../auth/links/links.js'), import('../storage/audit.js'),
+  const [{ deleteUser, findByEmail, setActive, setPlan }, { LINK_TTL_MS, makeLink }, { recordChange }, { hookWriterOf }] = await Promise.all([
+    import('../storage/users.js'), import('../auth/links/links.js'), import('../audit.js'), import('../hooks/hooks.js'),
   ]);
   return print(await withDatabase(config, async (db) => {
     const user = await findByEmail(db, email!.trim().toLowerCase());
     if (!user) throw new CommandError(`no user with email ${email}`);
     const who = `user ${user.id} (${user.email})`;
-    // Each change with its audit row (CONTRACT §17), in one transaction.
-    const audited = (tx: Queryable, type: 'admin.plan_changed' | 'admin.user_deleted' | 'admin.active_changed', data?: Record<string, unknown>) =>
-      insertAuditEvent(tx, { type, actor: 'cli', userId: user.id, data }, new Date());
+    // Each change with its audit row (CONTRACT §17) and its operator hooks (§24), in one transaction.
+    const hooks = hookWriterOf(config, db);
+    const audited = (tx: Queryable, type: 'admin.plan_changed' | 'admin.user_deleted' | 'admin.active_changed', data?: Record<string, unknown>, facts?: HookFacts) =>
+      recordChange(tx, { type, actor: 'cli', userId: user.id, data }, new Date(), hooks, facts);
     switch (action) {
       case 'set-plan':
-        await setPlan(db, user.id, plan!, (tx) => audited(tx, 'admin.plan_changed', { plan }));
+        await setPlan(db, user.id, plan!, (tx, _user, previous) => audited(tx, 'admin.plan_changed', { plan }, { previous_plan: previous }));
         return `${who}: plan ${user.plan} → ${plan}`;
       case 'reset-link': {
         const url = await makeLink(db, user, 'reset', mail!.resetUrl, new Date());
@@ -36,7 +38,8 @@ export async function users(action: UserAction, { operands: [email, plan], confi
       }
       case 'delete':
         await db.transaction(async (tx) => {
-          if (await deleteUser(tx, user.id)) await audited(tx, 'admin.user_deleted');
+          const gone = await deleteUser(tx, user.id);
+          if (gone) await audited(tx, 'admin.user_deleted', undefined, { email: gone.email });
         });
         return `${who}: deleted, with its sessions, API keys, webhook and links`;
       default:

@@ -54,3 +54,8 @@ export class HookWriter {
     }
   }
 }
+
+/** The writer `config` asks for, if any (hooks: configured). */
+export function hookWriterOf(config: { hooks?: HooksConfig; webhooks: { retries: number } }, db: Database, clock: () => Date = () => new Date()): HookWriter | undefined {
+  return config.hooks && new HookWriter({ db, config: config.hooks, retries: config.webhooks.retries, clock });
+}

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { docsExample } from '../helpers/docs.js';
 import { bearer, closeSql, describeWithServices, eventually, makeUser, startTestGateway, testConfigFromYaml, throwawayDatabase, type TestGateway, type ThrowawayDatabase } from '../helpers/gateway.js';
 import { hookRows, newHookSecret, verifiedHook } from '../helpers/hookReceiver.js';
-import { signedEvent, startStripeFake, type StripeFake } from '../helpers/stripeFake.js';
+import { signedEvent, startStripeFake, type FakeSubscription, type StripeFake } from '../helpers/stripeFake.js';
 import { receiverCertificate, startReceiver, type Receiver } from '../helpers/webhookReceiver.js';
 
 const SECRET = 'whsec_dGVzdC1zZWNyZXQtb2YtdGhlLWVuZHBvaW50';
@@ -39,7 +39,7 @@ describeWithServices('operator hooks: billing', () => {
     const res = await gw.post('/api/v1/billing/checkout', { price: 'price_pro_monthly' }, { headers: bearer(user.access) });
     expect(res.status, res.text).toBe(200);
     const session = /cs_test_\w+$/.exec(res.json.url as string)![0];
-    const sub = { id: `sub_${user.id}`, customer: `cus_${user.id}`, status: 'active', prices: ['price_pro_monthly'] };
+    const sub: FakeSubscription = { id: `sub_${user.id}`, customer: `cus_${user.id}`, status: 'active', prices: ['price_pro_monthly'] };
     stripe.setSubscription(sub);
     const completed = signedEvent(SECRET, 'checkout.session.completed', { id: session, object: 'checkout.session', customer: sub.customer, subscription: sub.id });
     const send = () => gw.request('POST', '/api/v1/billing/stripe/webhook', { body: completed.body, headers: { 'content-type': 'application/json', 'stripe-signature': completed.signature! } });

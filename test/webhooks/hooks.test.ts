@@ -3,12 +3,16 @@
 // change rolled back sends nothing; a private address is refused unless allowPrivateNetworks.
 // Delivery under failures, order and timing: hooks.delivery.test.ts.
 import { createHash, randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Webhook } from 'standardwebhooks';
-import { bearer, closeSql, describeWithServices, eventually, makeUser, marker, newEmail, newPassword, type TestUser } from '../helpers/gateway.js';
+import { bearer, closeSql, describeWithServices, eventually, makeUser, marker, newEmail, newPassword, rawTestConfig, type TestUser } from '../helpers/gateway.js';
+import { ensureBuilt, gateway as cli } from '../helpers/cli.js';
 import { hookRows, newHookSecret, startHookSetup, verifiedHook, type HookSetup } from '../helpers/hookReceiver.js';
 
-const payload = (d: { json: unknown }) => d.json as { type: string; data: Record<string, unknown> };
+const payload = (d: { json: unknown }) => d.json as { type: string; timestamp: string; data: Record<string, unknown> };
 
 describeWithServices('operator hooks', () => {
   afterAll(closeSql);
@@ -48,7 +52,7 @@ describeWithServices('operator hooks', () => {
       const d = ofSubject(`user:${user.id}`)[0]!;
       expect(d.headers['webhook-id']).toMatch(/^msg_[A-Za-z0-9_-]+$/);
       expect(d.headers['webhook-signature']).toMatch(/^v1,[A-Za-z0-9+/]+={0,2}$/);
-      expect(new Date(payload(d).timestamp as never).toISOString()).toBe((d.json as { timestamp: string }).timestamp);
+      expect(new Date(payload(d).timestamp).toISOString()).toBe(payload(d).timestamp);
       // Signed with the configured secret and no other.
       expect(() => verifiedHook(newHookSecret(), d)).toThrow();
       // A hook message is a row of the outbox with no user (a user.deleted outlives the user).
@@ -75,13 +79,13 @@ describeWithServices('operator hooks', () => {
       const single = await gw.post('/api/v1/user/api-token', {}, { headers: bearer(user.access) });
       expect(single.status).toBe(201);
       await eventually(() => ofSubject(`user:${user.id}`).length === 4, 10_000);
-      const [{ id: singleId }] = await s.db.sql<{ id: number }>('SELECT id FROM api_tokens WHERE user_id = $1 AND name = \'default\'', [user.id]);
+      const [single0] = await s.db.sql<{ id: number }>('SELECT id FROM api_tokens WHERE user_id = $1 AND name = \'default\'', [user.id]);
       const owner = { owner_type: 'user', owner_id: user.id };
       expect(eventsOf(`user:${user.id}`)).toEqual([
         ['user.created', { user_id: user.id, email: user.email, plan: 'free' }],
         ['api_key.created', { key_id: named.json.id, ...owner }],
         ['api_key.revoked', { key_id: named.json.id, ...owner }],
-        ['api_key.created', { key_id: Number(singleId), ...owner }],
+        ['api_key.created', { key_id: Number(single0!.id), ...owner }],
       ]);
       const bodies = s.receiver.deliveries.map((d) => d.body).join('');
       expect(bodies).not.toContain(named.json.key);
@@ -143,6 +147,35 @@ describeWithServices('operator hooks', () => {
       expect(s.receiver.deliveries.map((d) => payload(d).type)).toEqual(['user.created']);
       expect((await hookRows(s.db)).map((r) => r.type)).toEqual(['user.created']);
     } finally {
+      await s.close();
+    }
+  });
+
+  it('the CLI on direct storage writes the hooks of its changes too: set-plan, deactivate, keys revoke, delete', async () => {
+    ensureBuilt();
+    const s = await startHookSetup();
+    const dir = mkdtempSync(path.join(tmpdir(), 'gw-hooks-'));
+    try {
+      const user = await makeUser(s.gateways[0]!, { plan: 'pro' });
+      const key = await s.gateways[0]!.post('/api/v1/user/api-keys', { name: 'cli' }, { headers: bearer(user.access) });
+      expect(key.status).toBe(201);
+      const config = path.join(dir, 'gateway.yaml');
+      writeFileSync(config, JSON.stringify(rawTestConfig({ storage: s.db.storage, hooks: { url: s.receiver.url, secrets: s.secrets, allowPrivateNetworks: true } })));
+      for (const args of [['users', 'set-plan', user.email, 'premium'], ['users', 'deactivate', user.email], ['keys', 'revoke', String(key.json.id)], ['users', 'delete', user.email]]) {
+        const run = await cli([...args, '--config', config]);
+        expect(run.code, run.stderr).toBe(0);
+      }
+      await eventually(() => s.receiver.deliveries.length === 6, 10_000);
+      expect(s.receiver.deliveries.map((d) => verifiedHook(s.secrets[0]!, d)).map((p) => [p.type, p.data])).toEqual([
+        ['user.created', { user_id: user.id, email: user.email, plan: 'free' }],
+        ['api_key.created', { key_id: key.json.id, owner_type: 'user', owner_id: user.id }],
+        ['user.plan_changed', { user_id: user.id, plan: 'premium', previous_plan: 'pro' }],
+        ['user.active_changed', { user_id: user.id, active: false }],
+        ['api_key.revoked', { key_id: key.json.id, owner_type: 'user', owner_id: user.id }],
+        ['user.deleted', { user_id: user.id, email: user.email }],
+      ]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
       await s.close();
     }
   });
