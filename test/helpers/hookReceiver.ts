@@ -9,6 +9,7 @@ import { Webhook } from 'standardwebhooks';
 import { buildAdminApp } from '../../src/admin/app.js';
 import { ADMIN_KEY, bearer, startTestGateway, testConfig, throwawayDatabase, type TestGateway, type ThrowawayDatabase } from './gateway.js';
 import { request } from './http.js';
+import type { LookupAll } from '../../src/webhooks/ssrf.js';
 import { receiverCertificate, startReceiver, type Behaviour, type Delivery, type Receiver } from './webhookReceiver.js';
 
 export const newHookSecret = () => `whsec_${randomBytes(32).toString('base64')}`;
@@ -30,6 +31,9 @@ export interface HookOptions {
   webhooks?: Record<string, unknown>;
   /** other settings (organizations, mail) */
   config?: Record<string, unknown>;
+  /** the receiver's URL names this host instead of 127.0.0.1 (resolved through `lookup`) */
+  host?: string;
+  lookup?: LookupAll;
 }
 
 export async function startHookSetup(options: HookOptions = {}): Promise<HookSetup> {
@@ -45,9 +49,11 @@ export async function startHookSetup(options: HookOptions = {}): Promise<HookSet
     await db.drop();
   };
   try {
-    const hooks = { url: receiver.url, secrets, allowPrivateNetworks: true, ...options.hooks };
+    const url = options.host ? receiver.url.replace('127.0.0.1', options.host) : receiver.url;
+    const hooks = { url, secrets, allowPrivateNetworks: true, ...options.hooks };
     for (let i = 0; i < (options.instances ?? 1); i++) {
-      gateways.push(await startTestGateway(testConfig({ ...options.config, storage: db.storage, webhooks: { retries: 3, timeout: '3s', ...options.webhooks }, hooks })));
+      const config = testConfig({ ...options.config, storage: db.storage, webhooks: { retries: 3, timeout: '3s', ...options.webhooks }, hooks });
+      gateways.push(await startTestGateway(config, { webhookLookup: options.lookup }));
     }
     adminApp = await buildAdminApp(gateways[0]!.services);
     const adminUrl = await adminApp.listen({ host: '127.0.0.1', port: 0 });

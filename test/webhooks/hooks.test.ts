@@ -217,6 +217,39 @@ describeWithServices('operator hooks', () => {
     }
   });
 
+  it('connects to the address it checked: the name is resolved once per attempt, never again for the connection', async () => {
+    const asked: string[] = [];
+    // First the receiver, then an address that would be another (internal) host.
+    const lookup = async (host: string) => {
+      asked.push(host);
+      return [{ address: asked.length === 1 ? '127.0.0.1' : '192.0.2.1', family: 4 as const }];
+    };
+    const s = await startHookSetup({ host: 'hooks.rebind.test', lookup });
+    try {
+      await makeUser(s.gateways[0]!);
+      await eventually(() => s.receiver.deliveries.length === 1, 15_000);
+      const d = s.receiver.deliveries[0]!;
+      expect(d.headers.host).toBe(`hooks.rebind.test:${s.receiver.port}`);
+      expect(verifiedHook(s.secrets[0]!, d).type).toBe('user.created');
+      expect(asked).toEqual(['hooks.rebind.test']);
+    } finally {
+      await s.close();
+    }
+  });
+
+  it('a name that resolves to a private address is refused without allowPrivateNetworks', async () => {
+    const s = await startHookSetup({ host: 'hooks.rebind.test', lookup: async () => [{ address: '10.1.2.3', family: 4 }], hooks: { allowPrivateNetworks: false } });
+    try {
+      await makeUser(s.gateways[0]!);
+      let rows: Awaited<ReturnType<typeof hookRows>> = [];
+      await eventually(async () => (rows = await hookRows(s.db)).length === 1 && rows[0]!.status !== 'pending', 10_000);
+      expect(rows[0]).toMatchObject({ type: 'user.created', status: 'failed', attempts: 1, last_error: 'blocked: 10.1.2.3 is not a public address' });
+      expect(s.receiver.deliveries).toEqual([]);
+    } finally {
+      await s.close();
+    }
+  });
+
   it('a private address is refused without allowPrivateNetworks: nothing reaches it, the message fails as blocked', async () => {
     const s = await startHookSetup({ hooks: { allowPrivateNetworks: false } });
     try {
