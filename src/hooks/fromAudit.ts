@@ -80,6 +80,8 @@ const keyRevoked: Mapper = async (e) =>
 
 const MAPPERS: Partial<Record<AuditEvent['type'], Mapper>> = {
   'user.registered': created,
+  // An operator creating an account (POST /admin/v1/users, the console): a sign-up all the same.
+  'admin.user_created': created,
   'email.verified': verified,
   'account.deleted': deleted,
   'admin.user_deleted': deleted,

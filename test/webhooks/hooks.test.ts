@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Webhook } from 'standardwebhooks';
 import { bearer, closeSql, describeWithServices, eventually, makeUser, marker, newEmail, newPassword, rawTestConfig, type TestUser } from '../helpers/gateway.js';
 import { ensureBuilt, gateway as cli } from '../helpers/cli.js';
+import { mailSettings, startSmtpCatcher, type SmtpCatcher } from '../helpers/smtp.js';
 import { hookRows, newHookSecret, startHookSetup, verifiedHook, type HookSetup } from '../helpers/hookReceiver.js';
 
 const payload = (d: { json: unknown }) => d.json as { type: string; timestamp: string; data: Record<string, unknown> };
@@ -19,9 +20,16 @@ describeWithServices('operator hooks', () => {
 
   describe('every event, signed, with its data', () => {
     let s: HookSetup;
-    const mail = { smtp: '', from: 'x', resetUrl: 'https://a.example/r?token={token}', verifyUrl: 'https://a.example/v?token={token}', invitationUrl: 'https://a.example/j?token={token}' };
-    beforeAll(async () => { s = await startHookSetup({ config: { organizations: { enabled: true }, mail } }); });
-    afterAll(async () => { await s?.close(); });
+    let smtp: SmtpCatcher;
+    beforeAll(async () => {
+      smtp = await startSmtpCatcher();
+      const mail = { ...mailSettings(smtp), invitationUrl: 'https://a.example/j?token={token}' };
+      s = await startHookSetup({ config: { organizations: { enabled: true }, mail } });
+    });
+    afterAll(async () => {
+      await s?.close();
+      await smtp?.close();
+    });
 
     const ofSubject = (subject: string) => s.receiver.deliveries.filter((d) => {
       const { type, data } = payload(d);
@@ -60,6 +68,15 @@ describeWithServices('operator hooks', () => {
       await eventually(async () => (rows = (await hookRows(s.db)).filter((r) => r.subject === `user:${user.id}`)).every((r) => r.status !== 'pending'));
       expect(rows.map((r) => [r.type, r.status, r.attempts])).toEqual(eventsOf(`user:${user.id}`).map(([type]) => [type, 'delivered', 1]));
       expect(rows.map((r) => r.id)).toEqual(ofSubject(`user:${user.id}`).map((x) => x.headers['webhook-id']));
+    });
+
+    it('an operator creating an account (POST /admin/v1/users): user.created with the plan given', async () => {
+      const email = newEmail();
+      const created = await s.admin('POST', '/admin/v1/users', { email, plan: 'pro' });
+      expect(created.status, created.text).toBe(201);
+      const id = created.json.id as number;
+      await eventually(() => ofSubject(`user:${id}`).length === 1, 10_000);
+      expect(eventsOf(`user:${id}`)).toEqual([['user.created', { user_id: id, email, plan: 'pro' }]]);
     });
 
     it('a user deleting their own account: user.deleted', async () => {
