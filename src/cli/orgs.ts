@@ -49,11 +49,11 @@ export async function setOrgPlanCommand({ config: configPath, operands: [idText,
   const { config } = loadConfig(configPath);
   const id = orgIdOf(idText);
   const plan = planOf(planText, knownPlans(config));
-  const [{ setOrganizationPlan }, { insertAuditEvent }] = await Promise.all([import('../storage/organizations.js'), import('../storage/audit.js')]);
+  const [{ setOrganizationPlan }, { recordChange }, { hookWriterOf }] = await Promise.all([import('../storage/organizations.js'), import('../audit.js'), import('../hooks/hooks.js')]);
   // The change and its audit row in one transaction (CONTRACT §17); the organizations trigger tells running gateways.
   const changed = await withDatabase(config, (db) => db.transaction(async (tx) => {
     const set = await setOrganizationPlan(tx, id, plan);
-    if (set) await insertAuditEvent(tx, { type: 'admin.org_plan_changed', actor: 'cli', userId: null, data: { org_id: id, plan, previous: set.before.plan } }, new Date());
+    if (set) await recordChange(tx, { type: 'admin.org_plan_changed', actor: 'cli', userId: null, data: { org_id: id, plan, previous: set.before.plan } }, new Date(), hookWriterOf(config, db));
     return set;
   }));
   if (!changed) throw new CommandError(`no organization with id ${id}`);

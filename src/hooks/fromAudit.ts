@@ -57,6 +57,13 @@ const orgCreated: Mapper = async (e, tx) => {
   return [{ type: 'org.created', subject: orgSubject(orgId), data: { org_id: orgId, user_id: e.userId, ...(org ? { plan: org.plan } : {}) } }];
 };
 
+// An operator's plan change for an organization (admin API, console, CLI): its audit row has no user.
+const orgPlanChanged: Mapper = async (e) => {
+  const orgId = num(e.data?.org_id)!;
+  const previous = typeof e.data?.previous === 'string' ? { previous_plan: e.data.previous } : {};
+  return [{ type: 'org.plan_changed', subject: orgSubject(orgId), data: { org_id: orgId, plan: e.data?.plan, ...previous } }];
+};
+
 const member = (type: 'org.member_added' | 'org.member_removed'): Mapper => async (e) => {
   const orgId = num(e.data?.org_id)!;
   const role = type === 'org.member_added' && typeof e.data?.role === 'string' ? { role: e.data.role } : {};
@@ -91,13 +98,17 @@ const MAPPERS: Partial<Record<AuditEvent['type'], Mapper>> = {
   'org.created': orgCreated,
   'org.member_added': member('org.member_added'),
   'org.member_removed': member('org.member_removed'),
+  'admin.org_plan_changed': orgPlanChanged,
   'api_key.created': keyCreated,
   'api_key.revoked': keyRevoked,
 };
 
+// Events about an organization as a whole name no user; every other mapped event is about one.
+const WITHOUT_USER = new Set<AuditEvent['type']>(['admin.org_plan_changed']);
+
 /** The hooks an audit event stands for (none for most), read in the change's transaction `tx`. */
 export async function hooksOfAudit(event: AuditEvent, tx: Queryable, facts: HookFacts = {}): Promise<HookEvent[]> {
   const mapper = MAPPERS[event.type];
-  if (!mapper || event.userId == null) return [];
+  if (!mapper || (event.userId == null && !WITHOUT_USER.has(event.type))) return [];
   return mapper(event, tx, facts);
 }

@@ -109,7 +109,7 @@ describeWithServices('operator hooks', () => {
       expect(bodies).not.toContain(single.json.api_token);
     });
 
-    it('org.created, org.member_added, org.member_removed: ordered on the organization', async () => {
+    it('org.created, org.member_added, org.member_removed, org.plan_changed: ordered on the organization', async () => {
       const gw = s.gateways[0]!;
       const owner = await makeUser(gw);
       const member = await makeUser(gw);
@@ -121,14 +121,16 @@ describeWithServices('operator hooks', () => {
         VALUES ($1, $2, 'member', $3, $4, now(), now() + interval '1 day')`, [org.json.id, member.email, createHash('sha256').update(token).digest('hex'), owner.id]);
       expect((await gw.post('/api/v1/orgs/invitations/accept', { token }, { headers: bearer(member.access) })).status).toBe(200);
       expect((await gw.request('DELETE', `/api/v1/orgs/${org.json.id}/members/${member.id}`, { headers: bearer(owner.access) })).status).toBe(200);
+      expect((await s.admin('PUT', `/admin/v1/orgs/${org.json.id}/plan`, { plan: 'pro' })).status).toBe(200);
       const subject = `org:${org.json.id}`;
-      await eventually(() => ofSubject(subject).length === 3, 10_000);
+      await eventually(() => ofSubject(subject).length === 4, 10_000);
       expect(eventsOf(subject)).toEqual([
         ['org.created', { org_id: org.json.id, user_id: owner.id, plan: 'free' }],
         ['org.member_added', { org_id: org.json.id, user_id: member.id, role: 'member' }],
         ['org.member_removed', { org_id: org.json.id, user_id: member.id }],
+        ['org.plan_changed', { org_id: org.json.id, plan: 'pro', previous_plan: 'free' }],
       ]);
-      await eventually(async () => (await hookRows(s.db)).filter((r) => r.subject === subject && r.status === 'delivered').length === 3);
+      await eventually(async () => (await hookRows(s.db)).filter((r) => r.subject === subject && r.status === 'delivered').length === 4);
     });
 
     it('a change rolled back after its hook was written sends nothing (refused at COMMIT)', async () => {
