@@ -1,10 +1,15 @@
 // The console's pages: plain DOM, every value set as text (never as markup), since emails, user
-// agents, passkey names and audit data are chosen by whoever registered.
+// agents, passkey names and audit data are chosen by whoever registered. The helpers are exported
+// for the pages kept in files of their own (users.js, overview.js).
+import { configuredPlans, createUserForm, deleteSection, notice, planFilter, planLabel, savePlan, userPlanSelect } from './users.js';
+import { overviewView } from './overview.js';
+import { orgView, orgsView } from './orgs.js';
+
 let csrf = '';
 const $ = (id) => document.getElementById(id);
 
 /** An element with attributes and children; strings become text nodes. */
-function h(tag, attrs = {}, ...children) {
+export function h(tag, attrs = {}, ...children) {
   const el = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) {
     if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
@@ -14,7 +19,7 @@ function h(tag, attrs = {}, ...children) {
   return el;
 }
 
-async function api(method, path, body) {
+export async function api(method, path, body) {
   const res = await fetch(`/console/${path}`, {
     method,
     credentials: 'same-origin',
@@ -26,7 +31,7 @@ async function api(method, path, body) {
   return { status: res.status, json };
 }
 
-function table(headers, rows) {
+export function table(headers, rows) {
   return h('table', {}, h('thead', {}, h('tr', {}, headers.map((t) => h('th', { scope: 'col' }, t)))),
     h('tbody', {}, rows.length ? rows.map((r) => h('tr', {}, r.map((c) => h('td', {}, c ?? '—')))) : h('tr', {}, h('td', { colspan: headers.length }, 'None'))));
 }
@@ -34,7 +39,7 @@ function table(headers, rows) {
 let generation = 0;
 
 /** A view's renderer: it draws only while the view is still the one asked for (a late answer of a page left behind draws nothing). */
-function renderer() {
+export function renderer() {
   const mine = generation;
   return (...nodes) => { if (mine === generation) $('view').replaceChildren(...nodes.filter((n) => n != null)); };
 }
@@ -63,6 +68,7 @@ async function signedIn() {
 async function usersView(params) {
   const show = renderer();
   const q = new URLSearchParams(params);
+  const plans = await configuredPlans();
   const form = h('form', { id: 'user-search', role: 'search', onsubmit: (e) => {
     e.preventDefault();
     const next = new URLSearchParams();
@@ -70,14 +76,15 @@ async function usersView(params) {
     location.hash = `#/users?${next}`;
   } },
   h('label', { for: 'query' }, 'Search'), h('input', { id: 'query', name: 'query', type: 'search', value: q.get('query') ?? '', placeholder: 'email or id' }),
-  h('label', { for: 'plan' }, 'Plan'), h('select', { id: 'plan', name: 'plan' }, ['', 'free', 'premium', 'pro'].map((p) => h('option', { value: p, selected: q.get('plan') === p }, p || 'any'))),
+  h('label', { for: 'plan' }, 'Plan'), planFilter(plans, q.get('plan')),
   h('label', { for: 'active' }, 'Active'), h('select', { id: 'active', name: 'active' }, [['', 'any'], ['true', 'active'], ['false', 'inactive']].map(([v, t]) => h('option', { value: v, selected: q.get('active') === v }, t))),
   h('button', { type: 'submit' }, 'Search'));
   const { status, json } = await api('GET', `api/v1/users?${q}`);
   if (status !== 200) return show(h('h2', {}, 'Users'), form, h('p', { role: 'alert' }, json.error ?? 'Error'));
-  const rows = json.users.map((u) => [h('a', { href: `#/user/${u.id}` }, u.email), String(u.id), u.plan, u.is_active ? 'yes' : 'no', u.created_at]);
+  const rows = json.users.map((u) => [h('a', { href: `#/user/${u.id}` }, u.email), String(u.id), planLabel(u.plan, plans), u.active ? 'yes' : 'no', u.created_at]);
   const next = json.next_cursor ? (() => { const n = new URLSearchParams(q); n.set('cursor', json.next_cursor); return h('a', { href: `#/users?${n}` }, 'Next page'); })() : null;
-  show(h('h2', {}, 'Users'), form, table(['Email', 'Id', 'Plan', 'Active', 'Created'], rows), next);
+  const said = h('p', { role: 'status', id: 'users-status' }, notice.take());
+  show(h('h2', {}, 'Users'), said, createUserForm(plans), form, table(['Email', 'Id', 'Plan', 'Active', 'Created'], rows), next);
 }
 
 // Uses per day as bars, drawn by uPlot (uplot.js, loaded before this module) on a canvas; the same
@@ -100,15 +107,16 @@ function usageChart(history) {
   return h('div', {}, plot, numbers);
 }
 
-async function userView(id) {
+async function userView(id, query = '') {
   const show = renderer();
   const mine = generation;
+  const plans = await configuredPlans();
   const [user, usage, sessions, keys, passkeys, identities, deliveries, audit] = await Promise.all(
     ['', '/usage', '/sessions', '/api-keys', '/passkeys', '/identities', '/webhook-deliveries'].map((p) => api('GET', `api/v1/users/${id}${p}`))
       .concat(api('GET', `api/v1/audit?user_id=${id}&limit=50`)));
   if (user.status !== 200) return show(h('p', { role: 'alert' }, user.json.error ?? 'Error'));
   const u = user.json;
-  const status = h('p', { role: 'status', id: 'user-status' });
+  const status = h('p', { role: 'status', id: 'user-status' }, new URLSearchParams(query).has('invited') ? `Invitation sent to ${u.email}` : '');
   const act = async (method, path, body, done) => {
     // The page is drawn again after a change: a keyboard user keeps their place (the same button).
     const focused = document.activeElement?.id;
@@ -122,15 +130,15 @@ async function userView(id) {
       });
     }
   };
-  const planSelect = h('select', { id: 'user-plan' }, ['free', 'premium', 'pro'].map((p) => h('option', { value: p, selected: u.plan === p }, p)));
+  const planSelect = userPlanSelect(u.plan, plans);
   const sections = [
     h('h2', {}, u.email),
     status,
     h('section', { 'aria-labelledby': 'h-account' }, h('h3', { id: 'h-account' }, 'Account'),
       h('p', {}, `Id ${u.id} · created ${u.created_at} · email ${u.email_verified_at ? 'verified' : 'not verified'}`),
       h('label', { for: 'user-plan' }, 'Plan'), planSelect,
-      h('button', { type: 'button', id: 'save-plan', onclick: () => act('PUT', '/plan', { plan: planSelect.value }, `Plan set to ${planSelect.value}`) }, 'Save plan'),
-      h('button', { type: 'button', id: 'toggle-active', onclick: () => act('PUT', '/active', { active: !u.is_active }, u.is_active ? 'Deactivated' : 'Activated') }, u.is_active ? 'Deactivate' : 'Activate')),
+      h('button', { type: 'button', id: 'save-plan', onclick: () => savePlan(planSelect, u.plan, act, status) }, 'Save plan'),
+      h('button', { type: 'button', id: 'toggle-active', onclick: () => act('PUT', '/active', { active: !u.active }, u.active ? 'Deactivated' : 'Activated') }, u.active ? 'Deactivate' : 'Activate')),
     h('section', { 'aria-labelledby': 'h-usage' }, h('h3', { id: 'h-usage' }, 'Usage, last 30 days'), usage.status === 200 ? usageChart(usage.json.history) : null),
     h('section', { 'aria-labelledby': 'h-sessions' }, h('h3', { id: 'h-sessions' }, 'Sessions'),
       table(['Id', 'Client', 'IP', 'Created', 'Last used', 'Action'], (sessions.json.sessions ?? []).map((s) => [String(s.id), s.user_agent, s.ip, s.created_at, s.last_used_at,
@@ -151,6 +159,7 @@ async function userView(id) {
     h('section', { 'aria-labelledby': 'h-deliveries' }, h('h3', { id: 'h-deliveries' }, 'Webhook deliveries'),
       table(['Id', 'Type', 'Status', 'Attempts', 'Last error', 'Created'], (deliveries.json.deliveries ?? []).map((d) => [d.id, d.type, d.status, String(d.attempts), d.last_error, d.created_at]))),
     audit.status === 200 ? h('section', { 'aria-labelledby': 'h-audit' }, h('h3', { id: 'h-audit' }, 'Audit events'), auditTable(audit.json.events)) : null,
+    deleteSection(u, () => { notice.set(`User ${u.email} deleted`); location.hash = '#/users'; }),
   ];
   show(...sections);
 }
@@ -184,8 +193,8 @@ async function auditView(params) {
 async function routesView() {
   const show = renderer();
   const { json } = await api('GET', 'api/routes');
-  show(h('h2', {}, 'Routes'), table(['Path', 'Methods', 'Auth', 'Plans', 'Daily', 'Per minute', 'Upstream'],
-    json.routes.map((r) => [r.path, r.methods?.join(', ') ?? '*', r.mfa === 'required' ? `${r.auth}, second factor` : r.auth, r.plans?.join(', ') ?? '—', r.daily_limit ? 'yes' : '—', r.rate_limit ? 'yes' : '—', r.upstream ? `${r.upstream.name} (${r.upstream.url})` : 'decision only'])));
+  show(h('h2', {}, 'Routes'), table(['Path', 'Methods', 'WebSocket', 'Auth', 'Plans', 'Daily', 'Per minute', 'Upstream'],
+    json.routes.map((r) => [r.path, r.methods?.join(', ') ?? '*', r.websocket ? 'yes' : '—', r.mfa === 'required' ? `${r.auth}, second factor` : r.auth, r.plans?.join(', ') ?? '—', r.daily_limit ? 'yes' : '—', r.rate_limit ? 'yes' : '—', r.upstream ? `${r.upstream.name} (${r.upstream.url})` : 'decision only'])));
 }
 
 async function healthView() {
@@ -202,7 +211,10 @@ function route() {
   generation++;
   const [path, query = ''] = location.hash.slice(1).split('?');
   const user = /^\/user\/(\d+)$/.exec(path);
-  const view = user ? userView(user[1]) : path === '/routes' ? routesView() : path === '/health' ? healthView() : path === '/audit' ? auditView(query) : usersView(query);
+  const org = /^\/org\/(\d+)$/.exec(path);
+  const kit = { h, api, table, renderer, $ };
+  if (org || path === '/orgs') return void (org ? orgView(org[1], kit) : orgsView(query, kit)).catch(() => {});
+  const view = user ? userView(user[1], query) : path === '/overview' ? overviewView() : path === '/routes' ? routesView() : path === '/health' ? healthView() : path === '/audit' ? auditView(query) : usersView(query);
   view.catch(() => {});
 }
 

@@ -3,8 +3,8 @@
 // `npm run demo` does: embedded storage in a temporary directory, deleted at the end), gives it a
 // few users and some traffic through the public API, opens the one-time sign-in link the demo
 // prints in headless Chromium (CHROMIUM_PATH, default /usr/bin/chromium), changes a plan in the
-// console, and writes one PNG per view to docs/console/ at 1200x800 (a user's page and the health
-// view at their full height). Not part of npm test: it takes a demo start and a browser, for
+// console, and writes one PNG per view to docs/console/ at 1200x800 (a user's page, the overview and
+// the health view at their full height). Not part of npm test: it takes a demo start and a browser, for
 // pictures nobody needs to see change on every run.
 import { spawn } from 'node:child_process';
 import { mkdirSync, statSync } from 'node:fs';
@@ -108,7 +108,7 @@ async function main() {
     await page.waitForFunction('[...document.querySelectorAll("section[aria-labelledby=h-audit] td")].some((td) => td.textContent === "admin.plan_changed")');
     await shot('user', true); // the whole page: its sections run below the fold
 
-    for (const [name, view, ready, fullPage] of [['audit', '#/audit', '#audit-filter'], ['routes', '#/routes', 'tbody tr'], ['health', '#/health', '#ready', true]]) {
+    for (const [name, view, ready, fullPage] of [['overview', '#/overview', '#h-mix', true], ['audit', '#/audit', '#audit-filter'], ['routes', '#/routes', 'tbody tr'], ['health', '#/health', '#ready', true]]) {
       await page.goto(`${consoleUrl}${view}`);
       await page.waitForSelector(ready, { visible: true });
       await page.waitForSelector('tbody tr');

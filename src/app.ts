@@ -112,6 +112,7 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
     rateLimit: authRateLimit, db, passwords, identities, events, audit, requireUser, webhooks: config.webhooks, clock, mailConfigured: config.mail !== undefined,
     passkeys: config.auth.passkeys !== undefined, oidc: features.oidc, issuerOf: features.issuerOf, apiKeys: config.apiKeys,
     cancelSubscriptions: instance.billing && ((owner: Owner) => instance.billing!.billing.cancelAtPeriodEnd(owner)),
+    organizations: config.organizations?.enabled === true,
   };
   await app.register(async (user) => {
     refuseUnfitInput(user);

@@ -7,12 +7,18 @@ import type { Logger } from 'pino';
 import { failureLog, type FailureLog } from './telemetry/logThrottle.js';
 import { insertAuditEvent, purgeAuditEvents, type AuditEvent } from './storage/audit.js';
 import type { Database, Queryable } from './storage/db.js';
+import { hooksOfAudit, type HookFacts } from './hooks/fromAudit.js';
+import type { HookWriter } from './hooks/hooks.js';
 
 export type { AuditActor, AuditEvent, AuditType } from './storage/audit.js';
 
 export interface Audit {
-  /** In `tx` when the event records a change made there. Rejects when it cannot be stored (the change then rolls back). */
-  record(event: AuditEvent, tx?: Queryable): Promise<void>;
+  /**
+   * In `tx` when the event records a change made there. Rejects when it cannot be stored (the change then rolls back).
+   * With `hooks:` configured, the operator hooks the change stands for are written beside it (hooks/fromAudit.ts);
+   * `facts` is what they need that the audit row does not keep.
+   */
+  record(event: AuditEvent, tx?: Queryable, facts?: HookFacts): Promise<void>;
   /** For an event with no change: a failure to store it is logged, never thrown. */
   note(event: AuditEvent): Promise<void>;
 }
@@ -22,6 +28,17 @@ export interface AuditLogDeps {
   clock: () => Date;
   log: Logger;
   retentionMs: number;
+  /** Operator hooks (CONTRACT §24), when hooks: is configured. */
+  hooks?: HookWriter;
+}
+
+/**
+ * The audit row of a change and, with `hooks`, the operator hooks it stands for, in `q` (the
+ * change's transaction): what AuditLog.record does, and what the CLI on direct storage calls.
+ */
+export async function recordChange(q: Queryable, event: AuditEvent, at: Date, hooks?: HookWriter, facts?: HookFacts): Promise<void> {
+  await insertAuditEvent(q, event, at);
+  if (hooks) await hooks.write(await hooksOfAudit(event, q, facts), q);
 }
 
 export class AuditLog implements Audit {
@@ -31,8 +48,8 @@ export class AuditLog implements Audit {
     this.failing = failureLog(deps.log, 'audit events could not be stored');
   }
 
-  record(event: AuditEvent, tx?: Queryable): Promise<void> {
-    return insertAuditEvent(tx ?? this.deps.db, event, this.deps.clock());
+  record(event: AuditEvent, tx?: Queryable, facts?: HookFacts): Promise<void> {
+    return recordChange(tx ?? this.deps.db, event, this.deps.clock(), this.deps.hooks, facts);
   }
 
   async note(event: AuditEvent): Promise<void> {

@@ -42,7 +42,8 @@ export async function buildAdminApp(instance: Instance, options: AdminOptions = 
   // and the console; an alert's data is a document relayed to a webhook, newlines and all.
   refuseUnfitInput(app, { payloads: ['/admin/v1/alerts'] });
   const keyRefusals = failureLog(app.log as Logger, 'admin key refused: a request with a missing or wrong admin key');
-  await app.register(adminRoutes, { prefix: '/admin', db, identities, events, audit, consoleMark, apiKey: admin.apiKey, config: () => live.current.settings, clock: instance.clock, keyRefusals });
+  await app.register(adminRoutes, { prefix: '/admin', db, identities, events, audit, consoleMark, apiKey: admin.apiKey, config: () => live.current.settings, clock: instance.clock, keyRefusals,
+    invitations: { mailer: instance.mailer, words: instance.mailWords, resetUrl: instance.config.mail?.resetUrl } });
   // Absent, not refused, without a key, off loopback without TLS (CONTRACT §16), or on every
   // address without admin.publicUrl (§26): said once at start, as `gateway check` says it.
   const offBecause = consoleOffReasons(admin);

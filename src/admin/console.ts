@@ -34,6 +34,10 @@ const installed = createRequire(import.meta.url);
 const FILES: Record<string, { path: URL | string; type: string }> = {
   '': { path: new URL('index.html', ASSETS), type: HTML },
   'app.js': { path: new URL('app.js', ASSETS), type: JS },
+  'users.js': { path: new URL('users.js', ASSETS), type: JS },
+  'overview.js': { path: new URL('overview.js', ASSETS), type: JS },
+  // The organizations' pages, a module app.js imports (CONTRACT §22).
+  'orgs.js': { path: new URL('orgs.js', ASSETS), type: JS },
   'app.css': { path: new URL('app.css', ASSETS), type: CSS },
   'uplot.js': { path: installed.resolve('uplot/dist/uPlot.iife.min.js'), type: JS },
   'uplot.css': { path: installed.resolve('uplot/dist/uPlot.min.css'), type: CSS },
@@ -210,7 +214,7 @@ async function listRoutes({ deps }: ConsoleContext) {
   const config = deps.config();
   return {
     routes: config.routes.map((r) => ({
-      path: r.path, methods: r.methods ?? null, auth: r.auth, mfa: r.mfa, plans: r.plans ?? null, daily_limit: Boolean(r.dailyLimit), rate_limit: Boolean(r.rateLimit),
+      path: r.path, methods: r.methods ?? null, websocket: r.websocket, auth: r.auth, mfa: r.mfa, plans: r.plans ?? null, daily_limit: Boolean(r.dailyLimit), rate_limit: Boolean(r.rateLimit),
       upstream: r.upstream === undefined ? null : { name: r.upstream, url: config.upstreams[r.upstream]?.url ?? null },
     })),
   };

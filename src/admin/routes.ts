@@ -25,8 +25,11 @@ import { usageSince } from '../storage/dailyUsage.js';
 import { listUsers } from '../storage/userList.js';
 import { deleteUser, findByEmail, findById, findWithLocale, lockUser, parseUserId, setActive, setPlan } from '../storage/users.js';
 import { listDeliveries } from '../storage/webhookDeliveries.js';
+import { accountRoutes, type InvitationMail } from './accounts.js';
+import { overviewRoutes } from './overview.js';
 import { adminView, auditFilter, auditPages, auditView, datesAsIso, deliveryView, field, iso, listFilter, userPages } from './views.js';
 import { utcDay, utcMonth } from '../time.js';
+import { adminOrgRoutes } from './orgs.js';
 
 /** The header console.ts marks its own requests with (its value is a secret of the process). */
 export const CONSOLE_MARK_HEADER = 'x-gateway-console';
@@ -52,6 +55,8 @@ export interface AdminRoutesDeps {
   clock: () => Date;
   /** Requests refused for a missing or wrong admin key, here and in the console: a line per interval, with a count. */
   keyRefusals: FailureLog;
+  /** The invitation mail of a user an operator creates (accounts.ts); absent: creating one answers 503. */
+  invitations?: InvitationMail;
 }
 
 const USAGE_DAYS = 30;
@@ -87,6 +92,9 @@ export async function adminRoutes(app: FastifyInstance, deps: AdminRoutesDeps): 
   app.post('/v1/alerts', on(storeAlert));
   app.delete('/v1/api-keys/:id', on(revokeApiKey));
   app.post('/v1/api-keys/leaked', on(revokeLeaked));
+  accountRoutes(app, deps, (request) => by(deps, request));
+  overviewRoutes(app, deps);
+  adminOrgRoutes(app, deps, (request) => by(deps, request));
 }
 
 /**
@@ -247,7 +255,7 @@ async function eraseUser(deps: AdminRoutesDeps, request: FastifyRequest<ById>, r
   const id = parseUserId(request.params.id);
   const user = id === undefined ? undefined : await deps.db.transaction(async (tx) => {
     const gone = await deleteUser(tx, id);
-    if (gone) await deps.audit.record({ type: 'admin.user_deleted', ...by(deps, request), userId: gone.id }, tx);
+    if (gone) await deps.audit.record({ type: 'admin.user_deleted', ...by(deps, request), userId: gone.id }, tx, { email: gone.email });
     return gone;
   });
   if (!user) return sendError(reply, 'adminNotFound');
@@ -263,7 +271,8 @@ async function setUserPlan(deps: AdminRoutesDeps, request: FastifyRequest<ById>,
   const plans = knownPlans(deps.config());
   if (typeof plan !== 'string' || !plans.includes(plan)) return sendDenial(reply, { code: 'planUnknown', params: planUnknownParams(plans) });
   // setPlan changes the user and its subscription record in one transaction.
-  const user = await setPlan(deps.db, id, plan, (tx) => deps.audit.record({ type: 'admin.plan_changed', ...by(deps, request), userId: id, data: { plan } }, tx));
+  const user = await setPlan(deps.db, id, plan, (tx, _user, previous) =>
+    deps.audit.record({ type: 'admin.plan_changed', ...by(deps, request), userId: id, data: { plan } }, tx, { previous_plan: previous }));
   if (!user) return sendError(reply, 'adminNotFound');
   // At once here; the users trigger's NOTIFY carries it to every other instance.
   deps.identities.forgetUser(id);

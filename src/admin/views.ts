@@ -15,6 +15,8 @@ export function adminView(user: User) {
     email: user.email,
     plan: user.plan,
     is_active: user.is_active,
+    // The boolean the admin API takes (PUT …/active {"active": true}); is_active (0/1) stays for existing clients.
+    active: user.is_active === 1,
     daily_usage: user.daily_usage,
     last_usage_date: user.last_usage_date,
     created_at: user.created_at instanceof Date ? user.created_at.toISOString() : user.created_at,

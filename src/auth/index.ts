@@ -31,6 +31,7 @@ export {
 } from './apiKeys.js';
 export { refuseCredentials } from './credentials.js';
 export { MailQueue, type Mailer } from './mail.js';
+export { makeLink } from './links/links.js';
 export { factorGuard, passwordConfirmed, type FactorGuardDeps } from './mfa/factor.js';
 export { isTooLong, Passwords } from './password/passwords.js';
 export { clientOf } from './sessions.js';

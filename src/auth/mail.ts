@@ -21,7 +21,7 @@ export interface Mail {
 }
 
 /** What a job is for (in its log lines): the link it sends. */
-export type MailPurpose = 'reset' | 'verify' | 'magic' | 'org_invitation';
+export type MailPurpose = 'reset' | 'verify' | 'magic' | 'org_invitation' | 'account_invitation';
 
 export interface MailLimits {
   maxWaiting: number;

@@ -7,6 +7,7 @@ import { health, HEALTH_TIMEOUT_MS } from './health.js';
 import { SHUTDOWN_GRACE_MS, start } from './start.js';
 import { backupCommand, migrateCommand, restoreCommand, revokeKeyCommand, rotateJwtKey, rotateKeys } from './storage.js';
 import { auditCommand, listUsersCommand, users } from './users.js';
+import { listOrgsCommand, setOrgPlanCommand, showOrgCommand } from './orgs.js';
 
 export const COMMANDS: Command[] = [
   {
@@ -154,6 +155,30 @@ owner of the address.`,
     help: `Deletes the account (GDPR erasure): the user, its subscription record, refresh tokens and
 sessions, API keys, webhook and links. The email can register again. Running instances refuse
 the user's tokens and API keys within a second. It cannot be undone; \`users deactivate\` can.`,
+  },
+  {
+    name: 'orgs list', config: true, run: listOrgsCommand,
+    options: { query: { type: 'string' }, plan: { type: 'string' }, limit: { type: 'string' }, json: { type: 'boolean' } },
+    summary: 'list organizations, newest first (--query Q, --plan P, --limit N, --json)',
+    help: `Lists organizations, newest first, as GET /admin/v1/orgs does: --query matches the name (a
+substring, any case) or an exact id; --plan keeps one plan; --limit caps the count (default 50,
+at most 200). Prints a table (names JSON-quoted), or with --json one JSON object {"orgs": [...]}.
+Reads the database: on embedded storage, with the gateway stopped (or ask its admin API).`,
+  },
+  {
+    name: 'orgs show', operands: ['ID'], config: true, run: showOrgCommand,
+    options: { json: { type: 'boolean' } },
+    summary: 'show an organization: plan, usage, members (--json)',
+    help: `Shows organization ID as GET /admin/v1/orgs/{id} does: its plan, the usage of its pooled
+counter (- on free, where members count on their own), and its members with their roles. An
+unknown id exits 1.`,
+  },
+  {
+    name: 'orgs set-plan', operands: ['ID', 'PLAN'], config: true, run: setOrgPlanCommand,
+    summary: 'set an organization\'s plan (a plan gateway.yaml knows)',
+    help: `Sets organization ID's plan, with an audit event (admin.org_plan_changed, actor cli), as
+PUT /admin/v1/orgs/{id}/plan does. Running instances apply it within a second. An unknown plan
+or id exits 1. On embedded storage, run it with the gateway stopped (or use the admin API).`,
   },
   {
     name: 'keys revoke', operands: ['ID'], config: true, admin: true, run: revokeKeyCommand,

@@ -1,5 +1,6 @@
 // `gateway migrate`, `gateway keys rotate` and `keys rotate-jwt`: the commands that change the database's shape or keys.
 import { loadConfig } from '../config/load.js';
+import { adminKeyFor, callAdmin } from './adminClient.js';
 import { CommandError, print, withDatabase, type Args } from './command.js';
 
 export async function migrateCommand({ config: configPath }: Args): Promise<number> {
@@ -78,20 +79,17 @@ export async function revokeKeyCommand({ config: configPath, admin, operands: [i
   const id = /^[1-9]\d{0,15}$/.test(idText ?? '') ? Number(idText) : undefined;
   if (id === undefined) throw new CommandError(`expected a key id (GET /admin/v1/users/{id}/api-keys lists them), got ${JSON.stringify(idText ?? '')}`);
   if (admin) {
-    if (!config.admin.apiKey) throw new CommandError('--admin needs admin.apiKey (GATEWAY_ADMIN_KEY) in the configuration: the admin API answers 404 without one');
-    const res = await fetch(new URL(`/admin/v1/api-keys/${id}`, admin), {
-      method: 'DELETE', headers: { authorization: `Bearer ${config.admin.apiKey}`, 'x-gateway-actor': 'cli' }, signal: AbortSignal.timeout(10_000),
-    }).catch((err: Error & { cause?: { code?: string } }) => { throw new CommandError(`cannot reach the admin API at ${admin}: ${err.cause?.code ?? err.message}`); });
+    const res = await callAdmin(admin, adminKeyFor(config), 'DELETE', `/admin/v1/api-keys/${id}`);
     if (res.status === 404) throw new CommandError(`no active API key with id ${id}`);
     if (res.status !== 200) throw new CommandError(`the admin API at ${admin} answered ${res.status}`);
-    const { user_id: userId } = (await res.json()) as { user_id: number };
+    const userId = res.json.user_id as number;
     return print(`API key ${id} of user ${userId}: revoked`);
   }
-  const [{ revokeKeyById }, { insertAuditEvent }] = await Promise.all([import('../storage/apiKeys.js'), import('../storage/audit.js')]);
+  const [{ revokeKeyById }, { recordChange }, { hookWriterOf }] = await Promise.all([import('../storage/apiKeys.js'), import('../audit.js'), import('../hooks/hooks.js')]);
   // Running instances drop the key within a second (the api_tokens trigger's NOTIFY).
   const revoked = await withDatabase(config, (db) => db.transaction(async (tx) => {
     const key = await revokeKeyById(tx, id);
-    if (key) await insertAuditEvent(tx, { type: 'api_key.revoked', actor: 'cli', userId: key.userId, data: { id } }, new Date());
+    if (key) await recordChange(tx, { type: 'api_key.revoked', actor: 'cli', userId: key.userId, data: { id } }, new Date(), hookWriterOf(config, db));
     return key;
   }));
   if (!revoked) throw new CommandError(`no active API key with id ${id}`);

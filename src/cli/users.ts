@@ -3,6 +3,9 @@
 import { loadConfig } from '../config/load.js';
 import { knownPlans } from '../pipeline/plans.js';
 import type { Queryable } from '../storage/db.js';
+import type { Config } from '../config/schema.js';
+import { adminKeyFor, callAdmin } from './adminClient.js';
+import type { HookFacts } from '../hooks/fromAudit.js';
 import { columns, CommandError, print, UsageError, withDatabase, type Args } from './command.js';
 
 type UserAction = 'set-plan' | 'deactivate' | 'activate' | 'reset-link' | 'delete';
@@ -11,22 +14,23 @@ export async function users(action: UserAction, { operands: [email, plan], confi
   const { config, file } = loadConfig(configPath);
   const plans = knownPlans(config);
   if (action === 'set-plan' && !plans.includes(plan ?? '')) throw new UsageError(`unknown plan ${JSON.stringify(plan ?? '')}: expected one of ${plans.join(', ')}`);
-  if (admin) return print(await usersThroughAdmin(action, email!, plan, admin, config.admin.apiKey));
+  if (admin) return print(await usersThroughAdmin(action, email!, plan, admin, config));
   const mail = config.mail;
   if (action === 'reset-link' && !mail) throw new CommandError(`${file}: mail.resetUrl is not set: the link needs the application's reset page (a URL with {token})`);
-  const [{ deleteUser, findByEmail, setActive, setPlan }, { LINK_TTL_MS, makeLink }, { insertAuditEvent }] = await Promise.all([
-    import('../storage/users.js'), import('../auth/links/links.js'), import('../storage/audit.js'),
+  const [{ deleteUser, findByEmail, setActive, setPlan }, { LINK_TTL_MS, makeLink }, { recordChange }, { hookWriterOf }] = await Promise.all([
+    import('../storage/users.js'), import('../auth/links/links.js'), import('../audit.js'), import('../hooks/hooks.js'),
   ]);
   return print(await withDatabase(config, async (db) => {
     const user = await findByEmail(db, email!.trim().toLowerCase());
     if (!user) throw new CommandError(`no user with email ${email}`);
     const who = `user ${user.id} (${user.email})`;
-    // Each change with its audit row (CONTRACT §17), in one transaction.
-    const audited = (tx: Queryable, type: 'admin.plan_changed' | 'admin.user_deleted' | 'admin.active_changed', data?: Record<string, unknown>) =>
-      insertAuditEvent(tx, { type, actor: 'cli', userId: user.id, data }, new Date());
+    // Each change with its audit row (CONTRACT §17) and its operator hooks (§24), in one transaction.
+    const hooks = hookWriterOf(config, db);
+    const audited = (tx: Queryable, type: 'admin.plan_changed' | 'admin.user_deleted' | 'admin.active_changed', data?: Record<string, unknown>, facts?: HookFacts) =>
+      recordChange(tx, { type, actor: 'cli', userId: user.id, data }, new Date(), hooks, facts);
     switch (action) {
       case 'set-plan':
-        await setPlan(db, user.id, plan!, (tx) => audited(tx, 'admin.plan_changed', { plan }));
+        await setPlan(db, user.id, plan!, (tx, _user, previous) => audited(tx, 'admin.plan_changed', { plan }, { previous_plan: previous }));
         return `${who}: plan ${user.plan} → ${plan}`;
       case 'reset-link': {
         const url = await makeLink(db, user, 'reset', mail!.resetUrl, new Date());
@@ -34,7 +38,8 @@ export async function users(action: UserAction, { operands: [email, plan], confi
       }
       case 'delete':
         await db.transaction(async (tx) => {
-          if (await deleteUser(tx, user.id)) await audited(tx, 'admin.user_deleted');
+          const gone = await deleteUser(tx, user.id);
+          if (gone) await audited(tx, 'admin.user_deleted', undefined, { email: gone.email });
         });
         return `${who}: deleted, with its sessions, API keys, webhook and links`;
       default:
@@ -50,23 +55,10 @@ export async function users(action: UserAction, { operands: [email, plan], confi
  * A users command through a running gateway's admin API (CONTRACT §18): the way to change an
  * account while a gateway holds embedded storage, and a way that works on Postgres too.
  */
-async function usersThroughAdmin(action: UserAction, email: string, plan: string | undefined, base: string, key: string): Promise<string> {
+async function usersThroughAdmin(action: UserAction, email: string, plan: string | undefined, base: string, config: Config): Promise<string> {
   if (action === 'reset-link') throw new CommandError('the admin API does not make reset links: run `gateway users reset-link` where it can open the database (on embedded storage, with the gateway stopped), or let the user ask through password/forgot');
-  if (!key) throw new CommandError('--admin needs admin.apiKey (GATEWAY_ADMIN_KEY) in the configuration: the admin API answers 404 without one');
-  const call = async (method: string, path: string, body?: unknown) => {
-    let res: Response;
-    try {
-      res = await fetch(new URL(path, base), {
-        // The audit log's actor: the CLI (the admin API takes the word of whoever holds the key).
-        method, headers: { authorization: `Bearer ${key}`, 'x-gateway-actor': 'cli', ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-        body: body === undefined ? undefined : JSON.stringify(body), signal: AbortSignal.timeout(10_000),
-      });
-    } catch (err) {
-      throw new CommandError(`cannot reach the admin API at ${base}: ${(err as Error & { cause?: { code?: string } }).cause?.code ?? (err as Error).message}`);
-    }
-    const json = (await res.json().catch(() => ({}))) as Record<string, unknown>;
-    return { status: res.status, json };
-  };
+  const key = adminKeyFor(config);
+  const call = (method: string, path: string, body?: unknown) => callAdmin(base, key, method, path, body);
   const found = await call('GET', `/admin/v1/users?email=${encodeURIComponent(email)}`);
   if (found.status === 404) throw new CommandError(`no user with email ${email}`);
   if (found.status !== 200) throw new CommandError(`the admin API at ${base} answered ${found.status} ${JSON.stringify(found.json)}`);

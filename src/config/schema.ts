@@ -5,11 +5,12 @@ import { z } from 'zod';
 import {
   adminKey, ASYMMETRIC, bool, duration, durationOrZero, envReference, HTTP_URL, int, isInlinePem, isUrl, NAME, OCTET, optionalText, port, PORT, ratio, SECRET_MIN, size, text, verifyingKeyProblem,
 } from './schema/values.js';
-import { BASE_PLANS, checkRoutes, corsProblem, corsSchema, MAX_LIMIT, planLimits, planName, refundOn, routeSchema, upstreamSchema, usageNoun } from './schema/routes.js';
+import { checkRoutes, knownPlans, corsProblem, corsSchema, MAX_LIMIT, planLimits, planName, refundOn, routeSchema, upstreamSchema, usageNoun } from './schema/routes.js';
 import { oidcSchema, originProblem, originsWithoutCookie } from './schema/providers.js';
 import { billingSchema } from './schema/billing.js';
+import { hooksSchema } from './schema/hooks.js';
 export { parseDuration, parseSize } from './schema/values.js';
-export { BASE_PLANS, CORS_DEFAULTS, HTTP_METHODS, type Plan } from './schema/routes.js';
+export { BASE_PLANS, CORS_DEFAULTS, HTTP_METHODS, knownPlans, type Plan } from './schema/routes.js';
 export { GITHUB_ISSUER, GOOGLE_ISSUER, originsWithoutCookie } from './schema/providers.js';
 
 // storage.redis (CONTRACT §9): one URL, a Sentinel group or a Cluster. Addresses are read into
@@ -250,6 +251,7 @@ const fileShape = z.strictObject({
   cors: corsSchema.optional(),
   mail: mailSchema.optional(),
   billing: billingSchema.optional(),
+  hooks: hooksSchema.optional(),
   upstreams: z.record(z.string().regex(/^[A-Za-z0-9_.-]+$/, 'expected an upstream name of letters, digits, _ . -').meta({ examples: ['app'] }), upstreamSchema).default({}),
   routes: z.array(routeSchema).default([]),
 });
@@ -302,7 +304,7 @@ function checkWorkers(cfg: Config, ctx: z.RefinementCtx): void {
 
 function checkBillingPrices(cfg: Config, ctx: z.RefinementCtx): void {
   // A price that gives a plan nobody declared would move payers onto a plan no route knows.
-  const known = new Set<string>([...BASE_PLANS, ...Object.keys(cfg.plans.limits), ...cfg.routes.flatMap((r) => r.plans ?? [])]);
+  const known = new Set(knownPlans(cfg));
   for (const [price, plan] of Object.entries(cfg.billing?.stripe.prices ?? {})) {
     if (!known.has(plan)) ctx.addIssue({ code: 'custom', path: ['billing', 'stripe', 'prices', price], message: `unknown plan ${JSON.stringify(plan)}; known: ${[...known].join(', ')}` });
   }

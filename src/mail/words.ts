@@ -28,6 +28,10 @@ const BUILT_IN: ReadonlyMap<string, ReadonlyMap<MailKind, MailTemplate>> = new M
     ['org_invitation', { subject: 'Invitation à rejoindre une organisation', text: lines('Bonjour,', '',
       '{{inviter_email}} vous invite à rejoindre l’organisation « {{org_name}} » avec l’adresse {{email}}.', 'Pour accepter, ouvrez ce lien :', '',
       '{{link}}', '', `${ONCE_FR} Si vous ne vous attendiez pas à cette invitation, ignorez ce message.`) }],
+    // An operator made the account (CONTRACT §24): the link sets its first password, within 7 days.
+    ['account_invitation', { subject: 'Votre compte a été créé', text: lines('Bonjour,', '',
+      'Un compte a été créé pour vous avec l’adresse {{email}}.', 'Pour choisir votre mot de passe, ouvrez ce lien dans les 7 jours :', '',
+      '{{link}}', '', `${ONCE_FR} Si vous ne vous attendiez pas à ce compte, ignorez ce message.`) }],
   ])],
   ['en', new Map<MailKind, MailTemplate>([
     ['reset', { subject: 'Reset your password', text: lines('Hello,', '',
@@ -42,6 +46,9 @@ const BUILT_IN: ReadonlyMap<string, ReadonlyMap<MailKind, MailTemplate>> = new M
     ['org_invitation', { subject: 'Invitation to join an organization', text: lines('Hello,', '',
       '{{inviter_email}} invites you to join the organization “{{org_name}}” with the address {{email}}.', 'To accept, open this link:', '',
       '{{link}}', '', `${ONCE_EN} If you did not expect this invitation, ignore this message.`) }],
+    ['account_invitation', { subject: 'Your account was created', text: lines('Hello,', '',
+      'An account was created for you with the address {{email}}.', 'To choose your password, open this link within 7 days:', '',
+      '{{link}}', '', `${ONCE_EN} If you did not expect this account, ignore this message.`) }],
   ])],
 ]);
 

@@ -1,6 +1,9 @@
 // Plans as data (CONTRACT §12): which plans exist and what each may use. Read from the live
 // configuration on every request, so a reload changes limits without a restart.
-import { BASE_PLANS, type Config } from '../config/schema.js';
+import { knownPlans, type Config } from '../config/schema.js';
+
+// Which plans exist is the configuration's to say (config/schema/routes.ts); re-exported for the guards.
+export { knownPlans };
 import { SPEC_USAGE_NOUN, type Denial, type Nouns } from '../errors/index.js';
 
 export interface PlanLimits {
@@ -25,14 +28,6 @@ export function planLimitsOf(plans: Config['plans'], plan: string): PlanLimits {
   const allowance = typeof monthly === 'object' ? monthly.limit : monthly ?? null;
   // `overage` only when set: the limits /me shows are unchanged for every other plan.
   return { daily: limits?.daily ?? freeDaily, monthly: allowance, perMinute: limits?.perMinute ?? null, ...(typeof monthly === 'object' ? { overage: true } : {}) };
-}
-
-/** Every plan the configuration knows: the spec's three, those with limits, those routes name. */
-export function knownPlans(config: Pick<Config, 'plans' | 'routes'>): string[] {
-  const plans = new Set<string>(BASE_PLANS);
-  for (const plan of Object.keys(config.plans.limits)) plans.add(plan);
-  for (const route of config.routes) for (const plan of route.plans ?? []) plans.add(plan);
-  return [...plans];
 }
 
 /** Uses counted today (users.daily_usage counts the uses of users.last_usage_date only). */

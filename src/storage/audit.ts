@@ -8,7 +8,7 @@ export const AUDIT_TYPES = [
   'password.changed', 'password.reset', 'email.verified', 'mfa.enrolled', 'mfa.removed', 'passkey.added', 'passkey.removed',
   'oidc.linked', 'oidc.unlinked',
   'mfa.recovery_code_used', 'session.revoked', 'api_key.created', 'api_key.revoked', 'account.deleted',
-  'admin.plan_changed', 'admin.active_changed', 'admin.sessions_revoked', 'admin.mfa_reset', 'admin.user_deleted',
+  'admin.plan_changed', 'admin.active_changed', 'admin.sessions_revoked', 'admin.mfa_reset', 'admin.user_deleted', 'admin.user_created', 'admin.org_plan_changed',
   // CONTRACT §22: data names the organization (org_id) and, for a member, whose membership (member_id).
   'org.created', 'org.updated', 'org.deleted', 'org.invitation_sent', 'org.invitation_cancelled', 'org.member_added', 'org.member_removed', 'org.role_changed',
   'billing.plan_changed',

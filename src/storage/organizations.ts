@@ -2,7 +2,7 @@
 // who belongs to it with which role. Statements that change a membership run in orgs/change.ts's
 // transaction, after the organization's row is locked (lockOrganization), so counts read there
 // (owners left, organizations owned) stay true until the commit.
-import type { Queryable } from './db.js';
+import { parseIntegerId, type Queryable } from './db.js';
 
 export const ORG_ROLES = ['owner', 'admin', 'member'] as const;
 export type OrgRole = (typeof ORG_ROLES)[number];
@@ -98,4 +98,67 @@ export async function membersOf(q: Queryable, orgId: number): Promise<Member[]> 
 /** Whether an account with this (lower-cased) email is a member. */
 export async function isMemberByEmail(q: Queryable, orgId: number, email: string): Promise<boolean> {
   return (await q.query('SELECT 1 FROM memberships m JOIN users u ON u.id = m.user_id WHERE m.org_id = $1 AND u.email = $2', [orgId, email])).length > 0;
+}
+
+/** An organization as operators list it: with how many members it has. */
+export interface ListedOrganization extends Organization {
+  member_count: number;
+}
+
+export interface OrgFilter {
+  /** A name substring (case-insensitive), or an exact id when it is one. */
+  query?: string;
+  plan?: string;
+  /** Only organizations with a smaller id: the keyset page after one already read. */
+  beforeId?: number;
+  limit: number;
+}
+
+/**
+ * Organizations newest first, for operators (admin API, console, `gateway orgs list`). Keyed on
+ * the id as users are (userList.ts): one created while an operator pages never shows twice.
+ */
+export async function listOrganizations(q: Queryable, filter: OrgFilter): Promise<ListedOrganization[]> {
+  const where: string[] = [];
+  const params: unknown[] = [];
+  const add = (condition: (p: string) => string, value: unknown) => {
+    params.push(value);
+    where.push(condition(`$${params.length}`));
+  };
+  if (filter.query) {
+    // LIKE's own characters in the text are literal, as in the users' search.
+    const pattern = `%${filter.query.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+    const id = parseIntegerId(filter.query);
+    add((p) => (id === undefined ? `lower(o.name) LIKE ${p}` : `(lower(o.name) LIKE ${p} OR o.id = ${id})`), pattern);
+  }
+  if (filter.plan !== undefined) add((p) => `o.plan = ${p}`, filter.plan);
+  if (filter.beforeId !== undefined) add((p) => `o.id < ${p}`, filter.beforeId);
+  params.push(filter.limit);
+  return q.query<ListedOrganization>(
+    `SELECT o.id, o.name, o.plan, o.created_at, (SELECT count(*)::int FROM memberships m WHERE m.org_id = o.id) AS member_count
+       FROM organizations o ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY o.id DESC LIMIT $${params.length}`,
+    params,
+  );
+}
+
+/** Sets the organization's plan (its update trigger tells every instance); the organization as it was before, or undefined. */
+export async function setOrganizationPlan(tx: Queryable, id: number, plan: string): Promise<{ before: Organization; after: Organization } | undefined> {
+  const before = await lockOrganization(tx, id);
+  if (!before) return undefined;
+  const after = (await tx.query<Organization>('UPDATE organizations SET plan = $2 WHERE id = $1 RETURNING id, name, plan, created_at', [id, plan]))[0]!;
+  return { before, after };
+}
+
+/**
+ * The organizations whose only owner is this user, their rows locked (after the user's, the one
+ * lock order of orgs/change.ts): until the transaction ends, no other owner can leave them either.
+ */
+export async function lastOwnedBy(tx: Queryable, userId: number): Promise<Array<Pick<Organization, 'id' | 'name'>>> {
+  const owned = await tx.query<Pick<Organization, 'id' | 'name'>>(
+    "SELECT o.id, o.name FROM organizations o JOIN memberships m ON m.org_id = o.id WHERE m.user_id = $1 AND m.role = 'owner' ORDER BY o.id FOR UPDATE OF o",
+    [userId],
+  );
+  const last: Array<Pick<Organization, 'id' | 'name'>> = [];
+  for (const org of owned) if ((await ownerCount(tx, org.id)) === 1) last.push(org);
+  return last;
 }

@@ -106,8 +106,14 @@ export async function emailsToRecheck(db: Queryable, limit: number): Promise<Arr
   );
 }
 
-export async function updatePasswordHash(db: Queryable, id: number, passwordHash: string): Promise<void> {
-  await db.query('UPDATE users SET password_hash = $2 WHERE id = $1', [id, passwordHash]);
+/**
+ * The same password hashed anew (an imported or older hash, at login): only while the row still
+ * holds the hash that was checked, so of two logins that both checked it one writes, and a
+ * password changed meanwhile is never overwritten. Whether this one wrote.
+ */
+export async function replacePasswordHash(db: Queryable, id: number, checked: string, passwordHash: string): Promise<boolean> {
+  const rows = await db.query('UPDATE users SET password_hash = $3 WHERE id = $1 AND password_hash = $2 RETURNING id', [id, checked, passwordHash]);
+  return rows.length === 1;
 }
 
 /**
@@ -160,12 +166,12 @@ export async function deleteUser(db: Queryable, id: number, unchangedSince?: Pic
 /** Sets the plan on the user and its subscription record together. */
 export async function setPlan(
   db: { transaction: <T>(fn: (tx: Queryable) => Promise<T>) => Promise<T> }, id: number, plan: Plan,
-  changed?: (tx: Queryable, user: User) => Promise<void>,
+  changed?: (tx: Queryable, user: User, previousPlan: string) => Promise<void>,
 ): Promise<User | undefined> {
   return db.transaction(async (tx) => {
-    const user = await writePlan(tx, id, plan);
-    if (user) await changed?.(tx, user);
-    return user;
+    const written = await writePlanFrom(tx, id, plan);
+    if (written) await changed?.(tx, written.user, written.previousPlan);
+    return written?.user;
   });
 }
 
@@ -174,14 +180,23 @@ export async function setPlan(
  * migration 001) and the subscriptions row that mirrors it (§4). undefined when the user is gone.
  */
 export async function writePlan(tx: Queryable, id: number, plan: Plan): Promise<User | undefined> {
-  const user = (await tx.query<User>(`UPDATE users SET plan = $2 WHERE id = $1 RETURNING ${USER_COLUMNS}`, [id, plan]))[0];
-  if (!user) return undefined;
+  return (await writePlanFrom(tx, id, plan))?.user;
+}
+
+/** writePlan, with the plan the user had (operator hooks' previous_plan, CONTRACT §24). */
+export async function writePlanFrom(tx: Queryable, id: number, plan: Plan): Promise<{ user: User; previousPlan: string } | undefined> {
+  // The row locked and read first, in the same statement: the plan it had just before this change.
+  const [row] = await tx.query<User & { previous_plan: string }>(
+    `UPDATE users SET plan = $2 FROM (SELECT plan AS previous_plan FROM users WHERE id = $1 FOR UPDATE) AS before
+      WHERE id = $1 RETURNING ${USER_COLUMNS}, before.previous_plan`, [id, plan]);
+  if (!row) return undefined;
+  const { previous_plan: previousPlan, ...user } = row;
   await tx.query(
     `INSERT INTO subscriptions (user_id, plan) VALUES ($1, $2)
      ON CONFLICT (user_id) DO UPDATE SET plan = EXCLUDED.plan, updated_at = now()`,
     [id, plan],
   );
-  return user;
+  return { user, previousPlan };
 }
 
 export async function setActive(db: Queryable, id: number, active: boolean): Promise<User | undefined> {

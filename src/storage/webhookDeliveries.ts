@@ -27,9 +27,20 @@ export async function insertDelivery(db: Queryable, d: NewDelivery): Promise<voi
   );
 }
 
+/** Stores an operator hook message (030): no user, ordered within its subject; inside the change's transaction. */
+export async function insertHookDelivery(db: Queryable, d: Omit<NewDelivery, 'userId'> & { subject: string }): Promise<void> {
+  await db.query(
+    'INSERT INTO webhook_deliveries (id, user_id, subject, type, body, max_attempts, traceparent) VALUES ($1, NULL, $2, $3, $4, $5, $6)',
+    [d.id, d.subject, d.type, d.body, d.maxAttempts, d.traceparent],
+  );
+}
+
 export interface ClaimedDelivery {
   id: string;
-  user_id: number;
+  /** null for an operator hook (030) */
+  user_id: number | null;
+  /** an operator hook's subject (030): sent to hooks.url, not to a user's webhook */
+  subject: string | null;
   type: string;
   body: string;
   /** this attempt's number, from 1 */
@@ -67,11 +78,14 @@ WITH held AS (
    GROUP BY user_id
 ), eligible AS (
   SELECT id FROM (
-    SELECT d.id, coalesce(h.n, 0) + row_number() OVER (PARTITION BY d.user_id ORDER BY d.next_attempt_at, d.id) AS slot
+    SELECT d.id, d.subject, coalesce(h.n, 0) + row_number() OVER (PARTITION BY d.user_id ORDER BY d.next_attempt_at, d.id) AS slot
       FROM webhook_deliveries d LEFT JOIN held h ON h.user_id = d.user_id
      WHERE d.status = 'pending' AND d.next_attempt_at <= now() AND (d.leased_until IS NULL OR d.leased_until <= now())
+       -- Operator hooks (030): only a subject's oldest pending message, so one at a time, in order.
+       AND (d.subject IS NULL OR NOT EXISTS (
+         SELECT 1 FROM webhook_deliveries e WHERE e.subject = d.subject AND e.status = 'pending' AND e.seq < d.seq))
   ) ranked
-   WHERE slot <= $4
+   WHERE slot <= $4 OR subject IS NOT NULL
 ), claimed AS (
   UPDATE webhook_deliveries d
      SET attempts = d.attempts + 1, lease = $1, leased_until = now() + $2 * interval '1 millisecond', last_attempt_at = now()
@@ -82,7 +96,7 @@ WITH held AS (
       ORDER BY next_attempt_at
       LIMIT $3
       FOR UPDATE SKIP LOCKED)
-  RETURNING d.id, d.user_id, d.type, d.body, d.attempts, d.max_attempts, d.traceparent
+  RETURNING d.id, d.user_id, d.type, d.body, d.attempts, d.max_attempts, d.traceparent, d.subject
 )
 SELECT c.*, w.url, w.secret, u.plan, u.is_active
   FROM claimed c LEFT JOIN webhooks w ON w.user_id = c.user_id LEFT JOIN users u ON u.id = c.user_id`;

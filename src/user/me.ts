@@ -9,6 +9,7 @@ import { currentIdentity, currentUser, type RequireUser } from '../listener/requ
 import { dailyRemaining, monthlyRemaining, planLimitsOf, usedThisMonth, usedToday } from '../pipeline/index.js';
 import type { Database } from '../storage/db.js';
 import type { IdentityCache } from '../storage/identityCache.js';
+import { lastOwnedBy, organizationsOf } from '../storage/organizations.js';
 import * as users from '../storage/users.js';
 import { utcDay, utcMonth } from '../time.js';
 
@@ -16,6 +17,8 @@ export interface MeDeps {
   db: Database;
   requireUser: RequireUser;
   clock: () => Date;
+  /** organizations.enabled: the answer lists the user's organizations (CONTRACT §22). */
+  organizations?: boolean;
 }
 
 export async function readMe(app: FastifyInstance, deps: MeDeps): Promise<void> {
@@ -39,6 +42,8 @@ export async function readMe(app: FastifyInstance, deps: MeDeps): Promise<void> 
       email_verified_at: user.email_verified_at?.toISOString() ?? null,
       // Only once chosen (CONTRACT §20): the spec's body is unchanged for every other user.
       ...(user.locale === null ? {} : { locale: user.locale }),
+      // Only with organizations (CONTRACT §22): the spec's body is unchanged without them.
+      ...(deps.organizations ? { orgs: await organizationsOf(db, user.id) } : {}),
     };
   });
 }
@@ -85,10 +90,16 @@ export async function deleteMe(app: FastifyInstance, deps: DeleteMeDeps): Promis
     if (deps.cancelSubscriptions && !(await deps.cancelSubscriptions({ type: 'user', id }))) return sendError(reply, 'paymentUnavailable');
     // Only if the password checked is still the password.
     const deleted = await db.transaction(async (tx) => {
+      // The user's row, then the organizations' (orgs/change.ts's order): no other owner leaves them meanwhile.
+      if (!(await users.lockUser(tx, id, 'update'))) return undefined;
+      const orphans = await lastOwnedBy(tx, id);
+      if (orphans.length) return { orphans };
       const gone = await users.deleteUser(tx, id, user);
-      if (gone) await audit.record({ type: 'account.deleted', actor: 'user', userId: id, ...clientOf(request) }, tx);
+      if (gone) await audit.record({ type: 'account.deleted', actor: 'user', userId: id, ...clientOf(request) }, tx, { email: gone.email });
       return gone;
     });
+    // An organization is never left without an owner (CONTRACT §22): its last owner hands it over or deletes it first.
+    if (deleted && 'orphans' in deleted) return sendError(reply, 'lastOwner', { orgs: deleted.orphans });
     if (!deleted) return refuseCredentials(request, reply, 'changedMeanwhile', id);
     // At once here; the delete triggers carry it to every other instance (tokens, keys, WebSockets).
     identities.forgetUser(id);

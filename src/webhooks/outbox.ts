@@ -14,6 +14,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Config } from '../config/schema.js';
+import type { HooksConfig } from '../config/schema/hooks.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import type { ChangeFeed } from '../storage/changeFeed.js';
 import type { Database } from '../storage/db.js';
@@ -83,6 +84,8 @@ export interface DeliveryDeps {
   lookup?: LookupAll;
   /** With tracing: attempts are spans (sender.ts). */
   tracing?: Tracing;
+  /** Operator hooks (CONTRACT §24): where their messages go. */
+  hooks?: HooksConfig;
   /**
    * Messages of these types are attempted by their handler instead of being posted to the owner's
    * webhook (billing's meter events, billing/meterReporter.ts): the same claims, leases, retries
@@ -140,7 +143,7 @@ export class OutboxWorker {
 
   constructor(private readonly deps: DeliveryDeps, private readonly limits: DeliveryLimits = DEFAULT_LIMITS) {
     this.log = deps.log.child({ component: 'webhooks' });
-    this.sender = new WebhookSender({ config: deps.config, log: this.log, maxSockets: limits.concurrency, lookup: deps.lookup, tracing: deps.tracing });
+    this.sender = new WebhookSender({ config: deps.config, log: this.log, maxSockets: limits.concurrency, lookup: deps.lookup, tracing: deps.tracing, hooks: deps.hooks });
     this.attemptMs = 2 * deps.config.timeout + ATTEMPT_SLACK_MS;
     this.leaseMs = this.attemptMs + LEASE_MARGIN_MS;
   }
@@ -289,7 +292,7 @@ export class OutboxWorker {
   }
 
   private async run({ job, lease, controller }: Running): Promise<void> {
-    const context = { userId: job.user_id, type: job.type, webhookId: job.id, attempt: job.attempts };
+    const context = { userId: job.user_id, subject: job.subject ?? undefined, type: job.type, webhookId: job.id, attempt: job.attempts };
     if (job.attempts > job.max_attempts) {
       // Its earlier attempts were cut by instances that died (their leases lapsed): none is left.
       this.count('gave_up');

@@ -11,7 +11,14 @@ import type { Config } from '../config/schema.js';
 import type { ClaimedDelivery } from '../storage/webhookDeliveries.js';
 import { bareHost, checkTarget, parseWebhookUrl, type LookupAll, type ResolvedAddress } from './ssrf.js';
 import type { Tracing } from '../telemetry/tracing.js';
-import { deliveryHeaders, type WebhookMessage } from './message.js';
+import { deliveryHeaders } from './message.js';
+import type { HooksConfig } from '../config/schema/hooks.js';
+
+interface Target {
+  url: string;
+  secrets: readonly string[];
+  allowPrivateNetworks: boolean;
+}
 
 /** What one attempt came to; also the `outcome` label of gateway_webhook_deliveries_total. */
 export type AttemptOutcome =
@@ -44,6 +51,8 @@ export interface SenderDeps {
   lookup?: LookupAll;
   /** With tracing: each attempt is a client span in the trace of the request that caused the message. */
   tracing?: Tracing;
+  /** Where operator hooks go (CONTRACT §24); without it, hook messages are skipped. */
+  hooks?: HooksConfig;
 }
 
 export class WebhookSender {
@@ -52,8 +61,10 @@ export class WebhookSender {
   private readonly log: Logger;
   private readonly lookup: LookupAll | undefined;
   private readonly tracing: Tracing | undefined;
+  private readonly hooks: HooksConfig | undefined;
 
   constructor(deps: SenderDeps) {
+    this.hooks = deps.hooks;
     this.config = deps.config;
     this.log = deps.log;
     this.lookup = deps.lookup;
@@ -68,23 +79,34 @@ export class WebhookSender {
     this.agent.destroy();
   }
 
-  async attempt(job: ClaimedDelivery, signal: AbortSignal): Promise<AttemptResult> {
-    const message: WebhookMessage = { id: job.id, userId: job.user_id, type: job.type, body: job.body };
+  /** Where a message goes and what signs it: a user's webhook, or hooks.url for an operator hook (§24). */
+  private targetOf(job: ClaimedDelivery): Target | AttemptResult {
+    if (job.subject !== null) {
+      if (!this.hooks) return { outcome: 'skipped', error: 'hooks: is not configured' };
+      return { url: this.hooks.url, secrets: this.hooks.secrets, allowPrivateNetworks: this.hooks.allowPrivateNetworks };
+    }
     // Read by the claim, at the start of this attempt: a webhook deleted, or a plan lost, since the
     // event stops delivery.
     if (!job.url || !job.secret || job.plan !== 'pro' || job.is_active !== 1) return { outcome: 'skipped', error: 'no webhook, or its owner is not an active pro user' };
-    const url = parseWebhookUrl(job.url);
+    return { url: job.url, secrets: [job.secret], allowPrivateNetworks: this.config.allowPrivateNetworks };
+  }
+
+  async attempt(job: ClaimedDelivery, signal: AbortSignal): Promise<AttemptResult> {
+    const message = { id: job.id, body: job.body };
+    const target = this.targetOf(job);
+    if ('outcome' in target) return target;
+    const url = parseWebhookUrl(target.url);
     if (!url) return { outcome: 'blocked', error: 'the webhook URL is not a valid https URL' };
-    const check = await checkTarget(url, { allowPrivateNetworks: this.config.allowPrivateNetworks, timeoutMs: this.config.timeout, lookup: this.lookup });
+    const check = await checkTarget(url, { allowPrivateNetworks: target.allowPrivateNetworks, timeoutMs: this.config.timeout, lookup: this.lookup });
     if (check.kind === 'forbidden') {
-      this.log.warn({ userId: message.userId, host: url.host }, 'webhook target resolves to a non-public address: refused');
+      this.log.warn({ userId: job.user_id, subject: job.subject, host: url.host }, 'webhook target resolves to a non-public address: refused');
       return { outcome: 'blocked', error: `blocked: ${check.address} is not a public address` };
     }
     if (check.kind === 'unresolved') return { outcome: 'network_error', error: `DNS: ${describeError(check.error)}` };
     if (signal.aborted) return { outcome: 'network_error', error: 'aborted' };
     // The attempt's real time, not the gateway's clock: receivers hold it against their own clock
     // (their replay window).
-    const headers = deliveryHeaders(message, job.secret, new Date());
+    const headers = deliveryHeaders(message, target.secrets, new Date());
     const traced = this.tracing?.client('POST webhook', {
       'http.request.method': 'POST', 'server.address': bareHost(url), 'server.port': Number(url.port || 443),
       'gateway.webhook.type': job.type, 'gateway.webhook.attempt': job.attempts,

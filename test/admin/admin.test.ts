@@ -121,7 +121,7 @@ describeWithServices('admin listener', () => {
     const res = await admin.as('GET', `/admin/v1/users/${user.id}`);
     expect(res.status).toBe(200);
     expect(res.json).toEqual({
-      id: user.id, email: user.email, plan: 'premium', is_active: 1, daily_usage: 0, last_usage_date: null, created_at: expect.any(String), email_verified_at: null,
+      id: user.id, email: user.email, plan: 'premium', is_active: 1, active: true, daily_usage: 0, last_usage_date: null, created_at: expect.any(String), email_verified_at: null,
     });
     expect(res.text).not.toContain('argon2');
     for (const id of ['999999999', '0', '-1', 'abc', '1.5', '99999999999999999999']) {
@@ -166,7 +166,7 @@ describeWithServices('admin listener', () => {
 
     const off = await admin.as('PUT', `/admin/v1/users/${user.id}/active`, { active: false });
     expect(off.status).toBe(200);
-    expect(off.json).toMatchObject({ id: user.id, is_active: 0 });
+    expect(off.json).toMatchObject({ id: user.id, is_active: 0, active: false });
     const denied = await a.get('/api/v1/user/me', { headers });
     expect(denied.status).toBe(401);
     expect(denied.json).toEqual({ error: 'Utilisateur introuvable' });
@@ -174,7 +174,7 @@ describeWithServices('admin listener', () => {
     expect((await a.post('/api/v1/auth/login', { email: user.email, password: user.password })).status).toBe(401);
 
     const on = await admin.as('PUT', `/admin/v1/users/${user.id}/active`, { active: true });
-    expect(on.json).toMatchObject({ id: user.id, is_active: 1 });
+    expect(on.json).toMatchObject({ id: user.id, is_active: 1, active: true });
     expect((await a.get('/api/v1/user/me', { headers })).status).toBe(200);
     await eventually(async () => (await b.get('/api/v1/user/me', { headers })).status === 200, 1000);
 

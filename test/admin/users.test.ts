@@ -41,7 +41,7 @@ describeWithServices('admin: users listing and a user’s sessions and keys', ()
     expect(res.status).toBe(200);
     expect(res.json.users.map((u: { id: number }) => u.id)).toEqual([...ids].reverse());
     expect(res.json.next_cursor).toBeNull();
-    expect(res.json.users[0]).toEqual(expect.objectContaining({ email: `${tag}-2@example.test`, plan: 'free', is_active: 1 }));
+    expect(res.json.users[0]).toEqual(expect.objectContaining({ email: `${tag}-2@example.test`, plan: 'free', is_active: 1, active: true }));
     expect(JSON.stringify(res.json)).not.toMatch(/password|hash/);
     const byId = await admin('GET', `/admin/v1/users?query=${ids[1]}`);
     expect(byId.json.users.map((u: { id: number }) => u.id)).toContain(ids[1]);

@@ -14,7 +14,7 @@ const PACKAGE_IMPORT = /^\s*(?:import|export)\s([^'"]*?)from\s+'([^.'][^']*)'/gm
 const ERRORS_ROOM = ['errors/index.ts', 'errors/catalog.ts', 'errors/messages.ts', 'errors/success.ts', 'errors/negotiation.ts'];
 const LEAVES = new Set([
   ...ERRORS_ROOM, 'time.ts', 'credentials/digest.ts', 'http.ts', 'telemetry/logger.ts', 'telemetry/metrics.ts', 'telemetry/logThrottle.ts', 'pipeline/plans.ts',
-  'config/schema.ts', 'config/schema/values.ts', 'config/schema/routes.ts', 'config/schema/providers.ts', 'config/schema/billing.ts', 'routing/paths.ts', 'routing/methodOverrides.ts',
+  'config/schema.ts', 'config/schema/values.ts', 'config/schema/routes.ts', 'config/schema/providers.ts', 'config/schema/billing.ts', 'config/schema/hooks.ts', 'routing/paths.ts', 'routing/methodOverrides.ts',
 ]);
 /**
  * What speaks HTTP: the listeners' framework (even its types: code that names a FastifyRequest is

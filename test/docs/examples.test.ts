@@ -36,6 +36,8 @@ const EXAMPLE_ENV = {
   // docs/billing.md: a Stripe restricted key and the webhook endpoint's secret.
   STRIPE_SECRET_KEY: 'rk_live_example',
   STRIPE_WEBHOOK_SECRET: 'whsec_example',
+  // docs/hooks.md: the operator hooks' signing secret.
+  GATEWAY_HOOKS_SECRET: 'whsec_0W+aDrgjja70tGL6v3fGucpS7lN8idkpcoSHqkKQ5ic=',
 };
 
 // What a fragment is completed with: the one upstream fragments' routes name. A top-level key the

@@ -35,10 +35,13 @@ export function linkTemplates(config: Pick<Config, 'mail' | 'auth'>): LinkTempla
   return { reset: config.mail?.resetUrl, verify: config.mail?.verifyUrl, magic: config.auth.magicLink?.url };
 }
 
-/** A new link for the user: stores its hash, returns the URL (the template with the token in it). */
-export async function makeLink(db: Queryable, user: { id: number; email: string }, purpose: LinkPurpose, template: string, now: Date): Promise<string> {
+/**
+ * A new link for the user: stores its hash, returns the URL (the template with the token in it).
+ * `ttlMs`: the purpose's own unless said (an operator's invitation is a reset link valid 7 days).
+ */
+export async function makeLink(db: Queryable, user: { id: number; email: string }, purpose: LinkPurpose, template: string, now: Date, ttlMs = LINK_TTL_MS[purpose]): Promise<string> {
   const token = randomToken(32);
-  await insertEmailToken(db, user.id, purpose, sha256Hex(token), user.email, now, new Date(now.getTime() + LINK_TTL_MS[purpose]));
+  await insertEmailToken(db, user.id, purpose, sha256Hex(token), user.email, now, new Date(now.getTime() + ttlMs));
   return template.replaceAll('{token}', token);
 }
 

@@ -6,14 +6,27 @@
 // figures are in docs/benchmark.md). The price is paid by logins, which wait for spare
 // CPU while the proxy is busy; passwords.ts bounds that wait. If the child cannot be started
 // or dies, the work is done in-process instead: slower neighbours, never a failed login.
+// Imported hashes (CONTRACT §27, importedHashes.ts) are checked here too: bcryptjs is plain
+// JavaScript that would hold the proxy's event loop for up to 100 ms at a time, and scrypt and
+// PBKDF2 are as heavy as argon2; the child runs their key derivations, the caller compares.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { pbkdf2, scrypt } from 'node:crypto';
 import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
 import argon2 from 'argon2';
+import bcrypt from 'bcryptjs';
 
-export type HashJob = { op: 'hash'; password: string; options: argon2.Options } | { op: 'verify'; hash: string; password: string };
+/** Salts travel in base64 (IPC carries JSON); scrypt and pbkdf2 answer the derived key in base64. */
+export type KdfJob =
+  | { op: 'verify'; hash: string; password: string }
+  | { op: 'bcrypt'; hash: string; password: string }
+  | { op: 'scrypt'; password: string; salt: string; keylen: number; params: { N: number; r: number; p: number; maxmem: number } }
+  | { op: 'pbkdf2'; password: string; salt: string; iterations: number; keylen: number; digest: 'sha256' };
+export type HashJob = { op: 'hash'; password: string; options: argon2.Options } | KdfJob;
 
-const ARGON2_URL = pathToFileURL(createRequire(import.meta.url).resolve('argon2')).href;
+const locate = createRequire(import.meta.url).resolve;
+const ARGON2_URL = pathToFileURL(locate('argon2')).href;
+const BCRYPT_URL = pathToFileURL(locate('bcryptjs')).href;
 
 // The child's code, run with `node --input-type=module -e`: nothing to build or ship separately.
 // Both priorities are set before argon2 starts libuv's threadpool, whose threads inherit them;
@@ -21,14 +34,27 @@ const ARGON2_URL = pathToFileURL(createRequire(import.meta.url).resolve('argon2'
 const CHILD_SOURCE = `
 import os from 'node:os';
 import { spawnSync } from 'node:child_process';
+import { pbkdf2, scrypt } from 'node:crypto';
+import { promisify } from 'node:util';
 try { os.setPriority(19); } catch {}
 spawnSync('chrt', ['--all-tasks', '--idle', '--pid', '0', String(process.pid)], { stdio: 'ignore', timeout: 5000 });
 // The listener is in place before the first await, so no job can arrive unheard.
 const loading = import(process.argv[1]);
+const loadingBcrypt = import(process.argv[2]);
+const derived = (key) => key.toString('base64');
+async function work(job) {
+  switch (job.op) {
+    case 'hash': return (await loading).default.hash(job.password, job.options);
+    case 'verify': return (await loading).default.verify(job.hash, job.password);
+    case 'bcrypt': return (await loadingBcrypt).default.compare(job.password, job.hash);
+    case 'scrypt': return derived(await promisify(scrypt)(job.password, Buffer.from(job.salt, 'base64'), job.keylen, job.params));
+    case 'pbkdf2': return derived(await promisify(pbkdf2)(job.password, Buffer.from(job.salt, 'base64'), job.iterations, job.keylen, job.digest));
+    default: throw new Error('unknown job');
+  }
+}
 process.on('message', async (job) => {
   try {
-    const { default: argon2 } = await loading;
-    const result = job.op === 'hash' ? await argon2.hash(job.password, job.options) : await argon2.verify(job.hash, job.password);
+    const result = await work(job);
     process.send({ id: job.id, result });
   } catch (err) {
     process.send({ id: job.id, error: String(err && err.message || err) });
@@ -82,7 +108,7 @@ export class HasherProcess {
     if (this.closed) return undefined;
     if (this.child?.connected) return this.child;
     try {
-      const c = spawn(process.execPath, ['--input-type=module', '-e', CHILD_SOURCE, ARGON2_URL], {
+      const c = spawn(process.execPath, ['--input-type=module', '-e', CHILD_SOURCE, ARGON2_URL, BCRYPT_URL], {
         stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
         env: { PATH: process.env.PATH ?? '' }, // passwords pass through IPC only; the child needs no settings
       });
@@ -117,6 +143,17 @@ function channel(c: ChildProcess): { ref(): void; unref(): void } | undefined {
   return c.channel as { ref(): void; unref(): void } | undefined;
 }
 
-function inProcess(job: HashJob): Promise<string | boolean> {
-  return job.op === 'hash' ? argon2.hash(job.password, job.options) : argon2.verify(job.hash, job.password);
+/** The child's work done here: when the child is missing, and for checks outside an instance (tests, the CLI). */
+export async function inProcess(job: HashJob): Promise<string | boolean> {
+  switch (job.op) {
+    case 'hash': return argon2.hash(job.password, job.options);
+    case 'verify': return argon2.verify(job.hash, job.password);
+    case 'bcrypt': return bcrypt.compare(job.password, job.hash);
+    case 'scrypt': return derive((done) => scrypt(job.password, Buffer.from(job.salt, 'base64'), job.keylen, job.params, done));
+    case 'pbkdf2': return derive((done) => pbkdf2(job.password, Buffer.from(job.salt, 'base64'), job.iterations, job.keylen, job.digest, done));
+  }
+}
+
+function derive(start: (done: (err: Error | null, key: Buffer) => void) => void): Promise<string> {
+  return new Promise((resolve, reject) => start((err, key) => (err ? reject(err) : resolve(key.toString('base64')))));
 }

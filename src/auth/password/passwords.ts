@@ -2,6 +2,7 @@
 import argon2 from 'argon2';
 import { GatewayError } from '../../errors/index.js';
 import { HasherProcess } from './hasher.js';
+import { verifyImportedHash } from './importedHashes.js';
 
 export const MAX_PASSWORD_BYTES = 1024;
 const OPTIONS = { type: argon2.argon2id, memoryCost: 19_456, timeCost: 2, parallelism: 1 } as const;
@@ -18,12 +19,19 @@ export function isTooLong(password: string): boolean {
   return Buffer.byteLength(password) > MAX_PASSWORD_BYTES;
 }
 
-export function needsRehash(hash: string): boolean {
+/** A hash the gateway made with its parameters of today; any other (imported, older) is rehashed at its next login. */
+export function isNativeHash(hash: string): boolean {
   try {
-    return argon2.needsRehash(hash, OPTIONS);
+    // argon2's needsRehash compares version and parameters, not the variant.
+    return hash.startsWith('$argon2id$') && !argon2.needsRehash(hash, OPTIONS);
   } catch {
     return false;
   }
+}
+
+/** Whether a hash that just matched should be replaced by the gateway's own (login does it, in the same request). */
+export function needsRehash(hash: string): boolean {
+  return !isNativeHash(hash);
 }
 
 /** Hashing and checking passwords for one gateway instance: its hasher child and its queue. */
@@ -38,14 +46,17 @@ export class Passwords {
     return this.limited(async () => String(await this.hasher.run({ op: 'hash', password, options: OPTIONS })));
   }
 
-  verify(hash: string, password: string): Promise<boolean> {
-    return this.limited(async () => {
-      try {
-        return (await this.hasher.run({ op: 'verify', hash, password })) === true;
-      } catch {
-        return false; // a malformed stored hash is a failed login, not a crash
-      }
-    });
+  /**
+   * Every check of a password against a stored hash, the gateway's own or an imported one
+   * (importedHashes.ts). A malformed or unknown stored hash is a failed check, not a crash.
+   */
+  async verify(hash: string, password: string): Promise<boolean> {
+    const matches = await this.limited(() => verifyImportedHash(hash, password, (job) => this.hasher.run(job)));
+    // An imported hash may be far cheaper than argon2id (PBKDF2 at 1,000 iterations): its failure
+    // costs one argon2id verification more, so it takes no less than an unknown email's (§13).
+    // Outside the queue's slot, which burnVerification takes again.
+    if (!matches && !isNativeHash(hash)) await this.burnVerification(password);
+    return matches;
   }
 
   // Same work for unknown or inactive emails, so login time does not reveal which accounts exist.

@@ -107,7 +107,9 @@ async function login(deps: AuthRoutesDeps, request: FastifyRequest, reply: Fasti
     await failed('wrong_password', user.id);
     return refuseCredentials(request, reply, 'wrongPassword', user.id);
   }
-  if (hash !== null && needsRehash(hash)) await users.updatePasswordHash(db, user.id, await passwords.hash(password));
+  // An imported hash (CONTRACT §27) or older parameters: the gateway's argon2id from now on, in
+  // this request. A parallel login that already replaced it wins; this one goes on all the same.
+  if (hash !== null && needsRehash(hash)) await users.replacePasswordHash(db, user.id, hash, await passwords.hash(password));
   // Said only to whoever knows the password. A new link goes out (at most one a minute), so an
   // account whose first link was lost or expired is never stuck.
   if (deps.auth.requireVerifiedEmail && !user.email_verified_at) {

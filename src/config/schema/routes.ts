@@ -6,6 +6,14 @@ import { normalizePath } from '../../routing/paths.js';
 // The plans the spec names: they always exist (free is every new account's, pro unlocks API keys
 // and webhooks). Others come into being by being named in plans.limits or a route's plans.
 export const BASE_PLANS = ['free', 'premium', 'pro'] as const;
+
+/** Every plan the configuration knows: the spec's three, those with limits, those routes name. */
+export function knownPlans(config: { plans: { limits: Record<string, unknown> }; routes: ReadonlyArray<{ plans?: readonly string[] | undefined }> }): string[] {
+  const plans = new Set<string>(BASE_PLANS);
+  for (const plan of Object.keys(config.plans.limits)) plans.add(plan);
+  for (const route of config.routes) for (const plan of route.plans ?? []) plans.add(plan);
+  return [...plans];
+}
 export type Plan = string;
 // A plan travels in x-user-plan and in metric labels: a short lower-case name, as the database checks (008).
 export const PLAN_NAME = /^[a-z][a-z0-9_-]{0,31}$/;

@@ -1,0 +1,122 @@
+// /admin/v1/orgs (CONTRACT §22, operators): organizations as support sees them — searched by name,
+// one with its members and usage, and its plan set by hand. Registered by routes.ts inside the
+// admin plugin, behind its key check; each route carries its OpenAPI fragment (DOCS) beside it.
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { planUnknownParams, sendDenial, sendError } from '../errors/index.js';
+import { errors } from '../openapi.js';
+import { knownPlans } from '../pipeline/index.js';
+import { parseIntegerId, type Database, type Queryable } from '../storage/db.js';
+import * as orgs from '../storage/organizations.js';
+import type { Audit, AuditEvent } from '../audit.js';
+import type { Config } from '../config/schema.js';
+import { field, iso, keysetPages, queryText } from './views.js';
+
+/** What these routes use of the admin routes' deps (routes.ts passes its own). */
+export interface OrgAdminDeps {
+  db: Database;
+  audit: Audit;
+  config: () => Pick<Config, 'plans' | 'routes'>;
+}
+
+/** Who changes (routes.ts's by()): passed in, so this file does not import routes.ts. */
+export type ActorOf = (request: FastifyRequest) => Pick<AuditEvent, 'actor' | 'ip' | 'userAgent'>;
+
+export const orgPages = keysetPages('o');
+
+const INT = { type: 'integer' };
+const STR = { type: 'string' };
+const DATE = { type: 'string', format: 'date-time' };
+const USAGE = { type: ['integer', 'null'], description: 'the pooled counter\'s; null on free (members count on their own counters) and until pooled counters are stored' };
+const security = [{ adminKey: [] }];
+const tags = ['admin'];
+const idParam = { type: 'object', properties: { id: INT } };
+const listed = { type: 'object', properties: { id: INT, name: STR, plan: STR, created_at: DATE, member_count: INT } };
+const member = { type: 'object', properties: { user_id: INT, email: STR, role: { enum: orgs.ORG_ROLES }, joined_at: DATE } };
+const detail = {
+  type: 'object',
+  properties: { id: INT, name: STR, plan: STR, created_at: DATE, members: { type: 'array', items: member }, daily_usage: USAGE, monthly_usage: USAGE },
+};
+
+export const DOCS = {
+  list: {
+    tags, security, summary: 'A page of organizations, newest first: query matches the name (substring, any case) or exact id',
+    querystring: { type: 'object', properties: { query: STR, plan: STR, limit: { type: 'integer', minimum: 1, maximum: 200, default: 50 }, cursor: STR } },
+    response: {
+      200: { type: 'object', properties: { orgs: { type: 'array', items: listed }, next_cursor: { type: ['string', 'null'] } } },
+      ...errors('adminListInvalid', 'adminUnauthorized', 'adminNotFound'),
+    },
+  },
+  read: {
+    tags, security, params: idParam, summary: 'An organization with its members and the usage of its pooled counter',
+    response: { 200: detail, ...errors('adminUnauthorized', 'adminNotFound') },
+  },
+  setPlan: {
+    tags, security, params: idParam, body: { type: 'object', required: ['plan'], properties: { plan: STR } },
+    summary: 'Set an organization\'s plan (a configured one); every instance applies it within one second',
+    response: { 200: detail, ...errors('planUnknown', 'adminUnauthorized', 'adminNotFound') },
+  },
+};
+
+/** Registers the organizations' admin routes on the admin plugin (its key check already hooked). */
+export function adminOrgRoutes(app: FastifyInstance, deps: OrgAdminDeps, by: ActorOf): void {
+  app.get('/v1/orgs', { schema: DOCS.list }, (request, reply) => findOrgs(deps, request, reply));
+  app.get('/v1/orgs/:id', { schema: DOCS.read }, (request, reply) => getOrg(deps, request, reply));
+  app.put('/v1/orgs/:id/plan', { schema: DOCS.setPlan }, (request, reply) => setOrgPlan(deps, by, request, reply));
+}
+
+/** GET /admin/v1/orgs's parameters, checked; undefined when one is malformed (a 400, as for users). */
+export function orgFilter(q: Record<string, unknown>, plans: readonly string[]): orgs.OrgFilter | undefined {
+  const [query, plan, limit, cursor] = [q.query, q.plan, q.limit, q.cursor].map(queryText);
+  if ([query, plan, limit, cursor].includes(null)) return undefined;
+  const page = orgPages.page(limit ?? undefined, cursor ?? undefined);
+  if (!page || (plan !== undefined && !plans.includes(plan!))) return undefined;
+  return { ...(query?.trim() ? { query: query.trim() } : {}), ...(plan !== undefined ? { plan: plan! } : {}), ...page };
+}
+
+export const listedView = (o: orgs.ListedOrganization) => ({ id: o.id, name: o.name, plan: o.plan, created_at: iso(o.created_at), member_count: o.member_count });
+
+async function findOrgs({ db, config }: OrgAdminDeps, request: FastifyRequest, reply: FastifyReply) {
+  const filter = orgFilter(request.query as Record<string, unknown>, knownPlans(config()));
+  if (!filter) return sendError(reply, 'adminListInvalid');
+  const { page, next } = orgPages.split(await orgs.listOrganizations(db, { ...filter, limit: filter.limit + 1 }), filter.limit);
+  return { orgs: page.map(listedView), next_cursor: next };
+}
+
+/**
+ * An organization as operators see it. The usage is its pooled counter's (CONTRACT §22): on free
+ * there is none (members count on their own); pooled counters are not stored yet, so null on every
+ * plan until they are (docs/organizations.md).
+ */
+export async function orgDetail(db: Queryable, id: number) {
+  const org = await orgs.findOrganization(db, id);
+  if (!org) return undefined;
+  const members = (await orgs.membersOf(db, org.id)).map((m) => ({ ...m, joined_at: iso(m.joined_at) }));
+  return { id: org.id, name: org.name, plan: org.plan, created_at: iso(org.created_at), members, daily_usage: null, monthly_usage: null };
+}
+
+async function getOrg({ db }: OrgAdminDeps, request: FastifyRequest, reply: FastifyReply) {
+  const id = parseIntegerId((request.params as { id: string }).id);
+  const org = id === undefined ? undefined : await orgDetail(db, id);
+  return org ?? sendError(reply, 'adminNotFound');
+}
+
+/**
+ * The plan changes in one UPDATE with its audit row; the organizations trigger announces it on the
+ * change feed, so every instance drops what it cached of the organization (within one second, as a
+ * user's plan).
+ */
+async function setOrgPlan(deps: OrgAdminDeps, by: ActorOf, request: FastifyRequest, reply: FastifyReply) {
+  const id = parseIntegerId((request.params as { id: string }).id);
+  if (id === undefined) return sendError(reply, 'adminNotFound');
+  const plan = field(request.body, 'plan');
+  const plans = knownPlans(deps.config());
+  if (typeof plan !== 'string' || !plans.includes(plan)) return sendDenial(reply, { code: 'planUnknown', params: planUnknownParams(plans) });
+  const changed = await deps.db.transaction(async (tx) => {
+    const set = await orgs.setOrganizationPlan(tx, id, plan);
+    if (set) await deps.audit.record({ type: 'admin.org_plan_changed', ...by(request), userId: null, data: { org_id: id, plan, previous: set.before.plan } }, tx);
+    return set;
+  });
+  if (!changed) return sendError(reply, 'adminNotFound');
+  request.log.info({ orgId: id, plan }, 'admin: organization plan set');
+  return orgDetail(deps.db, id);
+}

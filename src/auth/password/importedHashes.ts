@@ -1,0 +1,219 @@
+// Password hashes brought from another system (CONTRACT §27): bcrypt, argon2 (PHC), scrypt (PHC),
+// PBKDF2-SHA256 (PHC or Django's form) and Firebase's modified scrypt, in the string form the
+// importer stores in users.password_hash. Each is recognised by its prefix and parsed strictly;
+// its parameters are bounded here, at every check, because an import file is outside input: a
+// crafted row asking for scrypt with 16 GiB or a billion PBKDF2 iterations would otherwise turn
+// each login of it into a denial of service. Out of bounds, unknown or malformed: not a valid
+// hash, and the check fails as a wrong password does (never a 500). The key derivations run
+// through a `run` (the instance's hasher child, hasher.ts); comparisons are in constant time.
+import { createCipheriv, timingSafeEqual } from 'node:crypto';
+import { inProcess, type KdfJob } from './hasher.js';
+
+export type ImportedHashFormat = 'bcrypt' | 'argon2' | 'scrypt' | 'pbkdf2-sha256' | 'django-pbkdf2-sha256' | 'firebase-scrypt';
+
+/** Runs a key derivation: the instance's hasher child, or in-process (the default, outside an instance). */
+export type KdfRunner = (job: KdfJob) => Promise<string | boolean>;
+
+/** How a recognised hash is checked: the job to run and how its answer is read. */
+interface Check {
+  format: ImportedHashFormat;
+  /** The password is set at the check, never kept in a parse. */
+  job: KdfJob;
+  /** The derived key (base64) against what was stored; absent when the job answers true/false. */
+  expected?: (derived: Buffer) => boolean;
+}
+
+// Bounds. Each admits what its system writes by default today, with room (bcrypt 10–12, Django
+// 5's 1,000,000 PBKDF2 iterations, passlib's scrypt ln=16, Firebase's documented rounds ≤ 8 and
+// mem_cost ≤ 14, OWASP's argon2id parameters), and keeps one check within about a second and
+// 256 MiB.
+export const HASH_BOUNDS = {
+  bcryptCost: { min: 4, max: 14 },
+  pbkdf2Iterations: { min: 1, max: 3_000_000 },
+  scryptMemoryBytes: 256 * 1024 * 1024,
+  scryptWork: 2 ** 22, // N·r·p
+  scryptBlockSize: 32, // r
+  scryptParallelism: 16, // p
+  firebaseRounds: { min: 1, max: 8 },
+  firebaseMemCost: { min: 1, max: 14 },
+  argon2MemoryKiB: 262_144,
+  argon2Time: 16,
+  argon2Parallelism: 16,
+  saltBytes: 1024,
+  keyBytes: { min: 16, max: 1024 },
+} as const;
+
+const BCRYPT = /^\$2[aby]\$(\d\d)\$[./A-Za-z0-9]{53}$/;
+const ARGON2 = /^\$argon2(?:id|i)\$(?:v=(?:16|19)\$)?m=(\d{1,10}),t=(\d{1,10}),p=(\d{1,10})\$[A-Za-z0-9+/]+\$[A-Za-z0-9+/]+$/;
+const DJANGO = /^pbkdf2_sha256\$(\d{1,10})\$([^$]{1,1024})\$([A-Za-z0-9+/]+={0,2})$/;
+
+/** A recognised hash within its bounds: its format; anything else (unknown, malformed, absurd): undefined. */
+export function importedHashFormat(stored: string): ImportedHashFormat | undefined {
+  return parse(stored)?.format;
+}
+
+/**
+ * Whether `password` is the one `stored` was made from, for every format above. Never throws: an
+ * unknown, malformed or out-of-bounds hash, or a derivation that fails, is a mismatch.
+ */
+export async function verifyImportedHash(stored: string, password: string, run: KdfRunner = inProcess): Promise<boolean> {
+  try {
+    const check = parse(stored);
+    if (!check) return false;
+    const answer = await run({ ...check.job, password });
+    if (!check.expected) return answer === true;
+    return typeof answer === 'string' && check.expected(Buffer.from(answer, 'base64'));
+  } catch {
+    return false;
+  }
+}
+
+function parse(stored: string): Check | undefined {
+  if (stored.length > 4096) return undefined;
+  if (stored.startsWith('$2')) return bcrypt(stored);
+  if (stored.startsWith('$argon2')) return argon2(stored);
+  if (stored.startsWith('$scrypt$')) return scryptPhc(stored);
+  if (stored.startsWith('$pbkdf2-sha256$')) return pbkdf2Phc(stored);
+  if (stored.startsWith('pbkdf2_sha256$')) return django(stored);
+  if (stored.startsWith('$firebase-scrypt$')) return firebase(stored);
+  return undefined;
+}
+
+const within = (n: number, { min, max }: { min: number; max: number }) => Number.isSafeInteger(n) && n >= min && n <= max;
+
+function bcrypt(stored: string): Check | undefined {
+  const m = BCRYPT.exec(stored);
+  if (!m || !within(Number(m[1]), HASH_BOUNDS.bcryptCost)) return undefined;
+  return { format: 'bcrypt', job: { op: 'bcrypt', hash: stored, password: '' } };
+}
+
+function argon2(stored: string): Check | undefined {
+  const m = ARGON2.exec(stored);
+  if (!m) return undefined;
+  const [memory, time, lanes] = [Number(m[1]), Number(m[2]), Number(m[3])];
+  if (!within(memory, { min: 8, max: HASH_BOUNDS.argon2MemoryKiB }) || !within(time, { min: 1, max: HASH_BOUNDS.argon2Time })) return undefined;
+  if (!within(lanes, { min: 1, max: HASH_BOUNDS.argon2Parallelism })) return undefined;
+  return { format: 'argon2', job: { op: 'verify', hash: stored, password: '' } };
+}
+
+/** `$scrypt$ln=<log2 N>,r=<r>,p=<p>$<salt>$<hash>` (passlib's form; PHC base64). */
+function scryptPhc(stored: string): Check | undefined {
+  const [, , paramText, saltText, hashText, ...rest] = stored.split('$');
+  const params = phcParams(paramText, ['ln', 'r', 'p']);
+  const salt = phcBase64(saltText);
+  const hash = phcBase64(hashText);
+  if (rest.length > 0 || !params || !salt || !hash || !keySized(hash)) return undefined;
+  const job = scryptJob(salt, hash.length, 2 ** params.ln!, params.r!, params.p!);
+  return job && { format: 'scrypt', job, expected: (derived) => sameBytes(derived, hash) };
+}
+
+/** `$pbkdf2-sha256$i=<iterations>[,l=<length>]$<salt>$<hash>`, or passlib's `$pbkdf2-sha256$<iterations>$…`. */
+function pbkdf2Phc(stored: string): Check | undefined {
+  const [, , roundsText, saltText, hashText, ...rest] = stored.split('$');
+  const iterations = /^\d{1,10}$/.test(roundsText ?? '') ? Number(roundsText) : phcParams(roundsText, ['i'], ['l'])?.i;
+  const salt = phcBase64(saltText);
+  const hash = phcBase64(hashText);
+  if (rest.length > 0 || iterations === undefined || !salt || !hash) return undefined;
+  return pbkdf2Check('pbkdf2-sha256', salt, iterations, hash);
+}
+
+/** Django's `pbkdf2_sha256$<iterations>$<salt>$<base64 hash>`: the salt is text, used as its UTF-8 bytes. */
+function django(stored: string): Check | undefined {
+  const m = DJANGO.exec(stored);
+  const hash = m && strictBase64(m[3]!, /^[A-Za-z0-9+/]+={0,2}$/);
+  if (!m || !hash) return undefined;
+  return pbkdf2Check('django-pbkdf2-sha256', Buffer.from(m[2]!, 'utf8'), Number(m[1]), hash);
+}
+
+function pbkdf2Check(format: ImportedHashFormat, salt: Buffer, iterations: number, hash: Buffer): Check | undefined {
+  if (!within(iterations, HASH_BOUNDS.pbkdf2Iterations) || !keySized(hash) || hash.length > 64) return undefined;
+  const job: KdfJob = { op: 'pbkdf2', password: '', salt: salt.toString('base64'), iterations, keylen: hash.length, digest: 'sha256' };
+  return { format, job, expected: (derived) => sameBytes(derived, hash) };
+}
+
+/**
+ * The importer's form of a Firebase hash, `$firebase-scrypt$rounds=<R>,mem=<M>,sep=<salt
+ * separator>,key=<signer key>$<salt>$<hash>`, base64 without its padding. Firebase's scrypt
+ * (github.com/firebase/scrypt): the key derived by scrypt from the password and salt ‖ separator
+ * (N = 2^mem, r = rounds, p = 1, 32 bytes) encrypts the project's signer key with AES-256-CTR
+ * under a zero IV; the result is the stored hash.
+ */
+function firebase(stored: string): Check | undefined {
+  const [, , paramText, saltText, hashText, ...rest] = stored.split('$');
+  const params = firebaseParams(paramText);
+  const salt = strictBase64(saltText, /^[A-Za-z0-9+/]+$/);
+  const hash = strictBase64(hashText, /^[A-Za-z0-9+/]+$/);
+  if (rest.length > 0 || !params || !salt || !hash || hash.length !== params.key.length) return undefined;
+  const job = scryptJob(Buffer.concat([salt, params.sep]), 32, 2 ** params.mem, params.rounds, 1);
+  const expected = (derived: Buffer) => {
+    const cipher = createCipheriv('aes-256-ctr', derived, Buffer.alloc(16));
+    return sameBytes(Buffer.concat([cipher.update(params.key), cipher.final()]), hash);
+  };
+  return job && { format: 'firebase-scrypt', job, expected };
+}
+
+/** Firebase's export values (base64, padded or not) → the stored string firebase() reads: for the importer, so both sides share one form. */
+export function firebaseScryptHash(v: { rounds: number; memCost: number; saltSeparator: string; signerKey: string; salt: string; hash: string }): string {
+  const bare = (b64: string) => b64.replace(/=+$/, '');
+  return `$firebase-scrypt$rounds=${v.rounds},mem=${v.memCost},sep=${bare(v.saltSeparator)},key=${bare(v.signerKey)}$${bare(v.salt)}$${bare(v.hash)}`;
+}
+
+function firebaseParams(text: string | undefined): { rounds: number; mem: number; sep: Buffer; key: Buffer } | undefined {
+  const fields = new Map<string, string>();
+  for (const part of (text ?? '').split(',')) {
+    const at = part.indexOf('=');
+    if (at < 1 || fields.has(part.slice(0, at))) return undefined;
+    fields.set(part.slice(0, at), part.slice(at + 1));
+  }
+  if (fields.size !== 4) return undefined;
+  const rounds = decimal(fields.get('rounds'));
+  const mem = decimal(fields.get('mem'));
+  const sep = strictBase64(fields.get('sep'), /^[A-Za-z0-9+/]*$/);
+  const key = strictBase64(fields.get('key'), /^[A-Za-z0-9+/]+$/);
+  if (rounds === undefined || mem === undefined || !sep || !key || !keySized(key)) return undefined;
+  if (!within(rounds, HASH_BOUNDS.firebaseRounds) || !within(mem, HASH_BOUNDS.firebaseMemCost)) return undefined;
+  return { rounds, mem, sep, key };
+}
+
+function scryptJob(salt: Buffer, keylen: number, N: number, r: number, p: number): KdfJob | undefined {
+  const memory = 128 * N * r;
+  if (N < 2 || !within(r, { min: 1, max: HASH_BOUNDS.scryptBlockSize }) || !within(p, { min: 1, max: HASH_BOUNDS.scryptParallelism })) return undefined;
+  if (memory > HASH_BOUNDS.scryptMemoryBytes || N * r * p > HASH_BOUNDS.scryptWork) return undefined;
+  // node:crypto refuses more than 32 MiB by default; the bound above is what is allowed.
+  const params = { N, r, p, maxmem: memory + 1024 * 1024 };
+  return { op: 'scrypt', password: '', salt: salt.toString('base64'), keylen, params };
+}
+
+/** `a=1,b=2` with exactly the `required` names (and maybe the `optional` ones), each a decimal. */
+function phcParams(text: string | undefined, required: string[], optional: string[] = []): Record<string, number> | undefined {
+  const values: Record<string, number> = {};
+  for (const part of (text ?? '').split(',')) {
+    const [name, value, ...more] = part.split('=');
+    const n = decimal(value);
+    if (more.length > 0 || !name || n === undefined || name in values || ![...required, ...optional].includes(name)) return undefined;
+    values[name] = n;
+  }
+  return required.every((name) => name in values) ? values : undefined;
+}
+
+function decimal(text: string | undefined): number | undefined {
+  return text !== undefined && /^\d{1,10}$/.test(text) ? Number(text) : undefined;
+}
+
+/** PHC's base64: the standard alphabet without padding, or passlib's, with '.' for '+'. */
+function phcBase64(text: string | undefined): Buffer | undefined {
+  return strictBase64(text?.replaceAll('.', '+'), /^[A-Za-z0-9+/]+$/);
+}
+
+/** Buffer.from skips what is not base64; the shape is checked first, so a mangled value is refused, not half read. */
+function strictBase64(text: string | undefined, shape: RegExp): Buffer | undefined {
+  if (text === undefined || !shape.test(text) || text.replace(/=+$/, '').length % 4 === 1) return undefined;
+  const bytes = Buffer.from(text, 'base64');
+  return bytes.length <= HASH_BOUNDS.saltBytes ? bytes : undefined;
+}
+
+const keySized = (key: Buffer) => key.length >= HASH_BOUNDS.keyBytes.min && key.length <= HASH_BOUNDS.keyBytes.max;
+
+function sameBytes(a: Buffer, b: Buffer): boolean {
+  return a.length === b.length && timingSafeEqual(a, b);
+}

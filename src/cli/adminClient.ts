@@ -1,0 +1,32 @@
+// The CLI's one way to a running gateway's admin API (--admin URL, CONTRACT §18): the admin key
+// from the configuration, the audit actor `cli`, a 10 s limit, and a CommandError that says what
+// went wrong when the gateway cannot be reached.
+import type { Config } from '../config/schema.js';
+import { CommandError } from './command.js';
+
+export interface AdminAnswer {
+  status: number;
+  json: Record<string, unknown>;
+}
+
+/** The admin key --admin needs; a CommandError without one (the admin API answers 404 then). */
+export function adminKeyFor(config: Config): string {
+  if (!config.admin.apiKey) throw new CommandError('--admin needs admin.apiKey (GATEWAY_ADMIN_KEY) in the configuration: the admin API answers 404 without one');
+  return config.admin.apiKey;
+}
+
+/** One admin API call; the answer's status and JSON body (an empty object when it has none). */
+export async function callAdmin(base: string, key: string, method: string, path: string, body?: unknown): Promise<AdminAnswer> {
+  let res: Response;
+  try {
+    res = await fetch(new URL(path, base), {
+      // The audit log's actor: the CLI (the admin API takes the word of whoever holds the key).
+      method, headers: { authorization: `Bearer ${key}`, 'x-gateway-actor': 'cli', ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      body: body === undefined ? undefined : JSON.stringify(body), signal: AbortSignal.timeout(10_000),
+    });
+  } catch (err) {
+    throw new CommandError(`cannot reach the admin API at ${base}: ${(err as Error & { cause?: { code?: string } }).cause?.code ?? (err as Error).message}`);
+  }
+  const json = (await res.json().catch(() => ({}))) as Record<string, unknown>;
+  return { status: res.status, json };
+}

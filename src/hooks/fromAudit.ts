@@ -1,0 +1,114 @@
+// Which operator hooks (CONTRACT §24) an audit event stands for. Every change §24 lists is already
+// recorded in the audit log inside its own transaction (CONTRACT §17), by the admin API, the
+// console, the public API and billing alike: hooks are derived there (audit.ts), so no call site
+// can record the change and forget the hook. What the audit row does not keep (an email, a plan
+// before the change) is read in the same transaction, or handed over in `facts`.
+import type { AuditEvent } from '../storage/audit.js';
+import type { Queryable } from '../storage/db.js';
+import { orgSubject, userSubject, type HookEvent } from './hooks.js';
+
+/** What a call site knows that the audit row does not store, for the hook only. */
+export interface HookFacts {
+  previous_plan?: string;
+  email?: string;
+}
+
+type Mapper = (event: AuditEvent, tx: Queryable, facts: HookFacts) => Promise<HookEvent[]>;
+
+const num = (v: unknown): number | undefined => (typeof v === 'number' ? v : typeof v === 'string' && /^\d+$/.test(v) ? Number(v) : undefined);
+
+async function userRow(tx: Queryable, id: number): Promise<{ email: string; plan: string } | undefined> {
+  return (await tx.query<{ email: string; plan: string }>('SELECT email, plan FROM users WHERE id = $1', [id]))[0];
+}
+
+const userEvent = (type: HookEvent['type'], userId: number, data: Record<string, unknown>): HookEvent =>
+  ({ type, subject: userSubject(userId), data: { user_id: userId, ...data } });
+
+const created: Mapper = async (e, tx) => {
+  const row = await userRow(tx, e.userId!);
+  return row ? [userEvent('user.created', e.userId!, { email: row.email, plan: row.plan })] : [];
+};
+
+const verified: Mapper = async (e, tx) => {
+  const row = await userRow(tx, e.userId!);
+  return row ? [userEvent('user.email_verified', e.userId!, { email: row.email })] : [];
+};
+
+const deleted: Mapper = async (e, _tx, facts) => [userEvent('user.deleted', e.userId!, facts.email ? { email: facts.email } : {})];
+
+const planChanged: Mapper = async (e, _tx, facts) =>
+  [userEvent('user.plan_changed', e.userId!, { plan: e.data?.plan, ...(facts.previous_plan ? { previous_plan: facts.previous_plan } : {}) })];
+
+const activeChanged: Mapper = async (e) => [userEvent('user.active_changed', e.userId!, { active: e.data?.active === true })];
+
+// A plan set by payment is a plan change of its owner too: a backend listening to user.plan_changed
+// alone hears every change, whoever made it.
+const billed: Mapper = async (e) => {
+  const { plan, previous_plan: previous, event_id: stripeEventId } = e.data ?? {};
+  return [
+    userEvent('user.plan_changed', e.userId!, { plan, previous_plan: previous }),
+    { type: 'billing.plan_changed', subject: userSubject(e.userId!), data: { owner_type: 'user', owner_id: e.userId, plan, previous_plan: previous, stripe_event_id: stripeEventId ?? null } },
+  ];
+};
+
+const orgCreated: Mapper = async (e, tx) => {
+  const orgId = num(e.data?.org_id)!;
+  const [org] = await tx.query<{ plan: string }>('SELECT plan FROM organizations WHERE id = $1', [orgId]);
+  return [{ type: 'org.created', subject: orgSubject(orgId), data: { org_id: orgId, user_id: e.userId, ...(org ? { plan: org.plan } : {}) } }];
+};
+
+// An operator's plan change for an organization (admin API, console, CLI): its audit row has no user.
+const orgPlanChanged: Mapper = async (e) => {
+  const orgId = num(e.data?.org_id)!;
+  const previous = typeof e.data?.previous === 'string' ? { previous_plan: e.data.previous } : {};
+  return [{ type: 'org.plan_changed', subject: orgSubject(orgId), data: { org_id: orgId, plan: e.data?.plan, ...previous } }];
+};
+
+const member = (type: 'org.member_added' | 'org.member_removed'): Mapper => async (e) => {
+  const orgId = num(e.data?.org_id)!;
+  const role = type === 'org.member_added' && typeof e.data?.role === 'string' ? { role: e.data.role } : {};
+  return [{ type, subject: orgSubject(orgId), data: { org_id: orgId, user_id: num(e.data?.member_id) ?? e.userId, ...role } }];
+};
+
+// Keys are owned by users (an organization's keys do not exist yet). The one-key API
+// (POST /api/v1/user/api-token) records no id: the key it just made is the user's newest.
+const keyCreated: Mapper = async (e, tx) => {
+  let keyId = num(e.data?.id);
+  if (keyId === undefined) {
+    const [row] = await tx.query<{ id: string }>('SELECT id FROM api_tokens WHERE user_id = $1 ORDER BY id DESC LIMIT 1', [e.userId]);
+    keyId = num(row?.id);
+  }
+  return [{ type: 'api_key.created', subject: userSubject(e.userId!), data: { key_id: keyId ?? null, owner_type: 'user', owner_id: e.userId } }];
+};
+
+// DELETE /api/v1/user/api-token revokes every key at once and records how many, not which: key_id null.
+const keyRevoked: Mapper = async (e) =>
+  [{ type: 'api_key.revoked', subject: userSubject(e.userId!), data: { key_id: num(e.data?.id) ?? null, owner_type: 'user', owner_id: e.userId } }];
+
+const MAPPERS: Partial<Record<AuditEvent['type'], Mapper>> = {
+  'user.registered': created,
+  // An operator creating an account (POST /admin/v1/users, the console): a sign-up all the same.
+  'admin.user_created': created,
+  'email.verified': verified,
+  'account.deleted': deleted,
+  'admin.user_deleted': deleted,
+  'admin.plan_changed': planChanged,
+  'admin.active_changed': activeChanged,
+  'billing.plan_changed': billed,
+  'org.created': orgCreated,
+  'org.member_added': member('org.member_added'),
+  'org.member_removed': member('org.member_removed'),
+  'admin.org_plan_changed': orgPlanChanged,
+  'api_key.created': keyCreated,
+  'api_key.revoked': keyRevoked,
+};
+
+// Events about an organization as a whole name no user; every other mapped event is about one.
+const WITHOUT_USER = new Set<AuditEvent['type']>(['admin.org_plan_changed']);
+
+/** The hooks an audit event stands for (none for most), read in the change's transaction `tx`. */
+export async function hooksOfAudit(event: AuditEvent, tx: Queryable, facts: HookFacts = {}): Promise<HookEvent[]> {
+  const mapper = MAPPERS[event.type];
+  if (!mapper || (event.userId == null && !WITHOUT_USER.has(event.type))) return [];
+  return mapper(event, tx, facts);
+}

@@ -1,0 +1,118 @@
+/// <reference lib="dom" />
+/// <reference lib="dom.iterable" />
+// The console's organizations pages in Chromium (CONTRACT §22, operators): an operator finds an
+// organization by its name (markup in it shown as text), sees its members and usage, changes its
+// plan from the keyboard and the change is stored and audited as the console's; every view passes
+// axe-core; screenshots land in test-artifacts/console/.
+import { mkdirSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import type { Page } from 'puppeteer-core';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { buildAdminApp } from '../../src/admin/app.js';
+import { describeWithBrowser, launchBrowser, type TestBrowser } from '../helpers/browser.js';
+import { ADMIN_KEY, closeSql, marker, sql, startTestGateway, type TestGateway, type TestUser } from '../helpers/gateway.js';
+import { startSmtpCatcher, type SmtpCatcher } from '../helpers/smtp.js';
+import { createOrg, invite, join, organizationsConfig, verifiedUser } from '../orgs/helpers.js';
+
+const ARTIFACTS = path.join(import.meta.dirname, '../../test-artifacts/console');
+const AXE = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
+
+describeWithBrowser('the console\'s organizations pages, in Chromium', () => {
+  let smtp: SmtpCatcher;
+  let gw: TestGateway;
+  let admin: FastifyInstance;
+  let consoleUrl: string;
+  let chromium: TestBrowser;
+  let page: Page;
+  let owner: TestUser;
+  let member: TestUser;
+  let orgId: number;
+  const tag = marker();
+  const name = `${tag} <img src=x onerror=alert(1)> & Co`;
+
+  beforeAll(async () => {
+    mkdirSync(ARTIFACTS, { recursive: true });
+    smtp = await startSmtpCatcher();
+    gw = await startTestGateway(organizationsConfig(smtp));
+    admin = await buildAdminApp(gw.services);
+    consoleUrl = `${await admin.listen({ host: '127.0.0.1', port: 0 })}/console/`;
+    [owner, member] = [await verifiedUser(gw, smtp), await verifiedUser(gw, smtp)];
+    orgId = await createOrg(gw, owner, name);
+    expect(await join(gw, member, await invite(gw, smtp, orgId, owner, member, 'member'))).toBe(200);
+    chromium = await launchBrowser();
+    page = await chromium.browser.newPage();
+    // Only so axe can be injected: the console's own CSP refuses any script not its own.
+    await page.setBypassCSP(true);
+    await page.setViewport({ width: 1200, height: 900 });
+  }, 60_000);
+  afterAll(async () => {
+    await chromium?.close();
+    await admin?.close();
+    await gw?.close();
+    await smtp?.close();
+    await closeSql();
+  });
+
+  const shot = (file: string) => page.screenshot({ path: path.join(ARTIFACTS, `${file}.png`), fullPage: true });
+  const rows = (scope: string) => page.$$eval(`${scope} tbody tr`, (trs) => (trs as HTMLTableRowElement[]).map((tr) => [...tr.cells].map((td) => td.textContent ?? '')));
+  async function axe(): Promise<unknown[]> {
+    await page.addScriptTag({ path: AXE });
+    return page.evaluate(async () => {
+      const result = await (globalThis as unknown as { axe: { run(): Promise<{ violations: { id: string; nodes: unknown[] }[] }> } }).axe.run();
+      return result.violations.map((v) => ({ id: v.id, nodes: v.nodes.length }));
+    });
+  }
+
+  it('signs in, then finds the organization by its name from the navigation\'s link; its name is text', async () => {
+    await page.goto(consoleUrl);
+    await page.waitForSelector('#key', { visible: true });
+    await page.type('#key', ADMIN_KEY);
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('#user-search', { visible: true });
+    await page.click('nav a[href="#/orgs"]');
+    await page.waitForSelector('#org-search');
+    await page.focus('#org-query');
+    await page.keyboard.type(tag.toUpperCase());
+    await page.keyboard.press('Enter');
+    await page.waitForFunction((expected) => {
+      const found = document.querySelectorAll('tbody tr');
+      return found.length === 1 && found[0]!.querySelector('a')?.textContent === expected;
+    }, { timeout: 10_000 }, name);
+    expect(await rows('#view')).toEqual([[name, String(orgId), 'free', '2', expect.any(String)]]);
+    // Shown as text: no element came out of the name.
+    expect(await page.$$eval('#view img', (imgs) => imgs.length)).toBe(0);
+    expect(await axe()).toEqual([]);
+    await shot('orgs');
+  });
+
+  it('shows the organization\'s members and usage, and changes its plan from the keyboard', async () => {
+    await page.click('tbody a');
+    await page.waitForSelector('#org-plan');
+    expect(await page.$eval('#view h2', (el) => el.textContent)).toBe(name);
+    expect(await rows('section[aria-labelledby=h-members]')).toEqual([[owner.email, 'owner', expect.any(String)], [member.email, 'member', expect.any(String)]]);
+    expect((await rows('section[aria-labelledby=h-org-usage]')).map((r) => r[0])).toEqual(['Today', 'This month']);
+    expect(await axe()).toEqual([]);
+    // free → premium → pro with the arrow key, Tab to the button, Enter.
+    await page.focus('#org-plan');
+    await page.keyboard.press('ArrowDown');
+    await page.keyboard.press('ArrowDown');
+    expect(await page.$eval('#org-plan', (el) => (el as HTMLSelectElement).value)).toBe('pro');
+    await page.keyboard.press('Tab');
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('save-org-plan');
+    await page.keyboard.press('Enter');
+    await page.waitForFunction(() => document.getElementById('org-status')?.textContent === 'Plan set to pro');
+    await page.waitForFunction(() => document.activeElement?.id === 'save-org-plan');
+    expect(await sql('SELECT plan FROM organizations WHERE id = $1', [orgId])).toEqual([{ plan: 'pro' }]);
+    expect(await rows('section[aria-labelledby=h-org-plan-changes]')).toEqual([[expect.any(String), 'console', 'pro', 'free']]);
+    expect(await axe()).toEqual([]);
+    await shot('org');
+  });
+
+  it('an unknown organization is said so', async () => {
+    await page.goto(`${consoleUrl}#/org/999999999`);
+    await page.waitForSelector('#view p[role=alert]');
+    expect(await page.$eval('#view p[role=alert]', (el) => el.textContent)).toBe('Ressource introuvable');
+  });
+});

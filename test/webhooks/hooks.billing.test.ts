@@ -1,0 +1,57 @@
+// Operator hooks (CONTRACT §24) for a plan set by payment (§23): a completed checkout sends
+// user.plan_changed and billing.plan_changed (with the Stripe event's id), in the transaction that
+// applied the event; a replay of that event changes nothing and sends nothing more.
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { docsExample } from '../helpers/docs.js';
+import { bearer, closeSql, describeWithServices, eventually, makeUser, startTestGateway, testConfigFromYaml, throwawayDatabase, type TestGateway, type ThrowawayDatabase } from '../helpers/gateway.js';
+import { hookRows, newHookSecret, verifiedHook } from '../helpers/hookReceiver.js';
+import { signedEvent, startStripeFake, type FakeSubscription, type StripeFake } from '../helpers/stripeFake.js';
+import { receiverCertificate, startReceiver, type Receiver } from '../helpers/webhookReceiver.js';
+
+const SECRET = 'whsec_dGVzdC1zZWNyZXQtb2YtdGhlLWVuZHBvaW50';
+
+describeWithServices('operator hooks: billing', () => {
+  let gw: TestGateway;
+  let stripe: StripeFake;
+  let receiver: Receiver;
+  let db: ThrowawayDatabase;
+  const hookSecret = newHookSecret();
+
+  beforeAll(async () => {
+    [stripe, receiver, db] = await Promise.all([startStripeFake(), startReceiver(receiverCertificate()), throwawayDatabase()]);
+    const env = { STRIPE_SECRET_KEY: 'rk_test_fake', STRIPE_WEBHOOK_SECRET: SECRET, STRIPE_API_BASE: stripe.url, APP_URL: 'http://127.0.0.1:9' };
+    const config = testConfigFromYaml(docsExample('billing', 'billing'), env);
+    gw = await startTestGateway({
+      ...config,
+      storage: { ...config.storage, postgres: db.storage.postgres, redisKeyPrefix: db.storage.redisKeyPrefix },
+      hooks: { url: receiver.url, secrets: [hookSecret], allowPrivateNetworks: true, events: ['user.plan_changed', 'billing.plan_changed'] },
+    });
+  });
+  afterAll(async () => {
+    await gw?.close();
+    await Promise.all([stripe?.close(), receiver?.close()]);
+    await db?.drop();
+    await closeSql();
+  });
+
+  it('a completed checkout: user.plan_changed then billing.plan_changed with the Stripe event id; its replay sends nothing', async () => {
+    const user = await makeUser(gw);
+    const res = await gw.post('/api/v1/billing/checkout', { price: 'price_pro_monthly' }, { headers: bearer(user.access) });
+    expect(res.status, res.text).toBe(200);
+    const session = /cs_test_\w+$/.exec(res.json.url as string)![0];
+    const sub: FakeSubscription = { id: `sub_${user.id}`, customer: `cus_${user.id}`, status: 'active', prices: ['price_pro_monthly'] };
+    stripe.setSubscription(sub);
+    const completed = signedEvent(SECRET, 'checkout.session.completed', { id: session, object: 'checkout.session', customer: sub.customer, subscription: sub.id });
+    const send = () => gw.request('POST', '/api/v1/billing/stripe/webhook', { body: completed.body, headers: { 'content-type': 'application/json', 'stripe-signature': completed.signature! } });
+    expect((await send()).status).toBe(200);
+    await eventually(() => receiver.deliveries.length === 2, 10_000);
+    expect(receiver.deliveries.map((d) => verifiedHook(hookSecret, d)).map((p) => [p.type, p.data])).toEqual([
+      ['user.plan_changed', { user_id: user.id, plan: 'pro', previous_plan: 'free' }],
+      ['billing.plan_changed', { owner_type: 'user', owner_id: user.id, plan: 'pro', previous_plan: 'free', stripe_event_id: completed.id }],
+    ]);
+    expect((await send()).status).toBe(200);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(receiver.deliveries).toHaveLength(2);
+    expect((await hookRows(db)).map((r) => [r.subject, r.type])).toEqual([[`user:${user.id}`, 'user.plan_changed'], [`user:${user.id}`, 'billing.plan_changed']]);
+  });
+});
