@@ -87,7 +87,12 @@ export async function deleteMe(app: FastifyInstance, deps: DeleteMeDeps): Promis
     const user = isTooLong(password) ? undefined : await users.findByIdWithHash(db, id);
     if (!user || !(await passwordConfirmed(passwords, user, password, identity, clock()))) return refuseCredentials(request, reply, user ? 'wrongPassword' : 'passwordTooLong', id);
     // A paying account stops being billed first: its subscriptions end with the period already paid.
-    if (deps.cancelSubscriptions && !(await deps.cancelSubscriptions({ type: 'user', id }))) return sendError(reply, 'paymentUnavailable');
+    // Not for an account that would be refused as an organization's last owner (checked again below, under the locks).
+    if (deps.cancelSubscriptions) {
+      const orphans = await lastOwnedBy(db, id);
+      if (orphans.length) return sendError(reply, 'lastOwner', { orgs: orphans });
+      if (!(await deps.cancelSubscriptions({ type: 'user', id }))) return sendError(reply, 'paymentUnavailable');
+    }
     // Only if the password checked is still the password.
     const deleted = await db.transaction(async (tx) => {
       // The user's row, then the organizations' (orgs/change.ts's order): no other owner leaves them meanwhile.

@@ -45,4 +45,17 @@ describeWithServices('a deleted organization stops its subscriptions at period e
     expect(stripe.cancelAtPeriodEnd(sub)).toBe(true);
     expect((await gw.get(`/api/v1/orgs/${id}`, as(owner))).status).toBe(404);
   });
+
+  it('tells Stripe nothing for an account refused as an organization\'s last owner', async () => {
+    const owner = await verifiedUser(gw, smtp);
+    const org = await createOrg(gw, owner, 'Solo');
+    const sub = `sub_${randomBytes(6).toString('hex')}`;
+    stripe.setSubscription({ id: sub, customer: `cus_${randomBytes(6).toString('hex')}`, status: 'active', prices: ['price_premium_monthly'] });
+    await sql(`INSERT INTO billing_subscriptions (stripe_subscription_id, owner_type, owner_id, stripe_customer_id, status, price, prices)
+               VALUES ($1, 'user', $2, 'cus_user', 'active', 'price_premium_monthly', '{price_premium_monthly}')`, [sub, owner.id]);
+    const refused = await gw.request('DELETE', '/api/v1/user/me', { ...as(owner), json: { password: owner.password } });
+    expect(refused.status).toBe(409);
+    expect(refused.json).toMatchObject({ code: 'last_owner', orgs: [{ id: org, name: 'Solo' }] });
+    expect(stripe.calls.filter((c) => c.path === `/v1/subscriptions/${sub}`)).toEqual([]);
+  });
 });
