@@ -165,6 +165,7 @@ export async function createInstance(config: Config, options: InstanceOptions): 
       minute: new MinuteLimiter(redis, clock),
       assertions: new AssertionSigner(keyring, clock, config.auth.jwt.issuer),
       tallies: metrics.tallies,
+      forwardExternalId: config.import.forwardExternalId,
     });
 
     return {

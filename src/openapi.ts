@@ -44,6 +44,7 @@ const adminUser = {
     id: { type: 'integer' }, email: { type: 'string' }, plan: { type: 'string' }, is_active: { enum: [0, 1] }, active: { type: 'boolean', description: 'is_active as a boolean (CONTRACT §24)' },
     daily_usage: { type: 'integer' }, last_usage_date: { type: ['string', 'null'], format: 'date' }, created_at: { type: 'string', format: 'date-time' },
     email_verified_at: { type: ['string', 'null'], format: 'date-time' },
+    external_id: { type: ['string', 'null'], description: 'the id an imported user had before (CONTRACT §27)' },
   },
 };
 const session = {
@@ -218,6 +219,11 @@ const ENDPOINTS: Record<string, EndpointSchema> = {
   'GET /admin/v1/plans': { tags: ['admin'], summary: 'The plans the configuration offers (what PUT …/plan accepts), with their limits; null: unlimited', security: [{ adminKey: [] }], response: { 200: { type: 'object', properties: { plans: { type: 'array', items: { type: 'object', properties: { name: { type: 'string' }, daily: { type: ['integer', 'null'] }, monthly: { type: ['integer', 'null'] }, per_minute: { type: ['integer', 'null'] } } } } } }, ...errors('adminUnauthorized', 'adminNotFound') } },
   'POST /admin/v1/users': { tags: ['admin'], summary: 'Create a user without a password, on plan (default free), and mail it an account_invitation: mail.resetUrl with a single-use token valid 7 days, redeemed by POST /api/v1/auth/password/reset (sets the password, verifies the address)', security: [{ adminKey: [] }], body: { type: 'object', required: ['email'], properties: { email: { type: 'string' }, plan: { type: 'string' } } }, response: { 201: adminUser, ...errors('emailInvalid', 'planUnknown', 'adminUnauthorized', 'adminNotFound', 'emailTaken', 'mailUnavailable') } },
   'GET /admin/v1/overview': { tags: ['admin'], summary: 'The last 30 UTC days across users and plans: API-key requests and denials and counted uses per plan per day, top users and organizations, plan mix (docs/console.md)', security: [{ adminKey: [] }], response: { 200: { type: 'object', properties: { days: { type: 'array', items: { type: 'string', format: 'date' } }, plans: { type: 'array', items: { type: 'object' } }, top_users: { type: 'array', items: { type: 'object' } }, top_orgs: { type: 'array', items: { type: 'object' } }, plan_mix: { type: 'object' } } }, ...errors('adminUnauthorized', 'adminNotFound') } },
+  'POST /admin/v1/import/users': {
+    tags: ['admin'], summary: 'Import accounts: one JSON object a line {email, password_hash, email_verified, plan, is_active, created_at, external_id} (docs/migrating.md)', security: [{ adminKey: [] }],
+    querystring: { type: 'object', properties: { dry_run: { enum: ['true', 'false'] } } },
+    response: { 200: { type: 'object', properties: { dry_run: { type: 'boolean' }, created: { type: 'integer' }, skipped_existing: { type: 'integer' }, refused: { type: 'integer' }, refusals: { type: 'array', items: { type: 'object', properties: { line: { type: 'integer' }, email: { type: 'string' }, reason: { type: 'string' } } } } } }, ...errors('importBodyInvalid', 'payloadTooLarge', 'adminUnauthorized', 'adminNotFound') },
+  },
   'POST /admin/v1/alerts': { tags: ['admin'], summary: 'Queue an alert for a user\'s webhook', security: [{ adminKey: [] }], body: { type: 'object', properties: { user_id: { type: 'integer' }, type: { type: 'string' }, data: { type: 'object' } } }, response: { 202: message, ...errors('alertInvalid', 'payloadTooLarge', 'adminUnauthorized', 'adminNotFound') } },
 };
 

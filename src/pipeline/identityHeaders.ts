@@ -29,15 +29,22 @@ export function keyFactsOf(identity: { method: AuthMethod; keyId?: number; scope
 /** The header naming the API key of a request (CONTRACT §21); under x-user-, so a client's copy never passes. */
 export const KEY_ID_HEADER = 'x-user-key-id';
 
+/** The header carrying an imported user's former id (CONTRACT §27); under x-user-, so a client's copy never passes. */
+export const EXTERNAL_ID_HEADER = 'x-user-external-id';
+
 /**
  * The identity headers of CONTRACT §3 for an authenticated request; x-user-email only for an
  * address that is one mailbox; x-user-key-id only for an API key's request (an upstream that
- * counts or limits per key tells its callers apart without ever seeing the key).
+ * counts or limits per key tells its callers apart without ever seeing the key); with
+ * `externalId` (import.forwardExternalId), x-user-external-id for a user that has one, read from
+ * the user record the identity cache already holds: no query of its own.
  */
-export function identityHeaders(user: User, method: AuthMethod, key?: KeyFacts): Record<string, string> {
+export function identityHeaders(user: User, method: AuthMethod, key?: KeyFacts, externalId = false): Record<string, string> {
   const headers: Record<string, string> = { 'x-user-id': String(user.id), 'x-user-plan': user.plan, 'x-auth-method': method };
   if (isForwardableEmail(user.email)) headers['x-user-email'] = headerSafeEmail(user.email);
   if (key) headers[KEY_ID_HEADER] = String(key.id);
+  // Printable ASCII by the import's rule (import/rows.ts): a header value as stored.
+  if (externalId && user.external_id) headers[EXTERNAL_ID_HEADER] = user.external_id;
   return headers;
 }
 

@@ -68,6 +68,8 @@ export interface PipelineDeps extends StageDeps {
   assertions: Assertions;
   /** Where each request made with an API key is counted (CONTRACT §21). */
   keyUsage: Pick<ApiKeyUsage, 'record'>;
+  /** import.forwardExternalId: upstreams receive x-user-external-id (CONTRACT §27). */
+  forwardExternalId?: boolean;
 }
 
 const ANONYMOUS: AuthResult = { kind: 'anonymous' };
@@ -115,7 +117,7 @@ export class Pipeline {
     let identity: Record<string, string> | undefined;
     if (auth.kind === 'authenticated') {
       const key = keyFactsOf(auth);
-      identity = identityHeaders(auth.user, auth.method, key);
+      identity = identityHeaders(auth.user, auth.method, key, this.deps.forwardExternalId);
       if (route.target?.assertion) Object.assign(identity, await this.deps.assertions.headerFor(auth.user, auth.method, route.target.name, key));
     }
     this.deps.tallies.decided(route.path, 'allowed');
