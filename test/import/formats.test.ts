@@ -90,9 +90,9 @@ describe('exports', () => {
     const parsed = read(docsBlock('migrating', 'auth0-export'), 'auth0');
     expect(refusals(parsed)).toEqual([]);
     expect(rows(parsed).map((r) => [r.email, r.externalId, r.emailVerifiedAt, r.isActive, r.passwordHash?.slice(0, 7) ?? null])).toEqual([
-      ['ada@example.com', 'auth0|64b7f0c2a1d3e5f7a9b1c3d5', '2023-04-01T10:00:00.000Z', true, '$2b$10$'],
-      ['grace@example.com', '64b7f0c2a1d3e5f7a9b1c3d6', null, true, '$2b$10$'],
-      ['linus@example.com', 'google-oauth2|104729384756102938475', '2024-02-02T12:00:00.000Z', false, null],
+      ['alan@example.com', 'auth0|64b7f0c2a1d3e5f7a9b1c3d5', '2023-04-01T10:00:00.000Z', true, '$2b$10$'],
+      ['katherine@example.com', '64b7f0c2a1d3e5f7a9b1c3d6', null, true, '$2b$10$'],
+      ['dennis@example.com', 'google-oauth2|104729384756102938475', '2024-02-02T12:00:00.000Z', false, null],
     ]);
     const array = read(`[{"user_id":"auth0|1","email":"x@x.test","custom_password_hash":{"algorithm":"bcrypt","hash":{"value":"${BCRYPT}"}}}]`, 'auth0');
     expect(rows(array)).toEqual([expect.objectContaining({ email: 'x@x.test', externalId: 'auth0|1', passwordHash: BCRYPT })]);
@@ -102,9 +102,9 @@ describe('exports', () => {
     const parsed = read(docsBlock('migrating', 'supabase-export'), 'supabase');
     expect(refusals(parsed)).toEqual([]);
     expect(rows(parsed).map((r) => [r.email, r.externalId, r.emailVerifiedAt, r.createdAt, r.isActive, r.passwordHash?.slice(0, 7) ?? null])).toEqual([
-      ['ada@example.com', '7d0c5a52-3f3e-4b8e-9a43-0c3b8f0e2d11', '2023-04-01T10:05:00.123Z', '2023-04-01T10:00:00.123Z', true, '$2a$10$'],
-      ['grace@example.com', '0b6f6c4e-8f0a-4a57-b3c4-2d5e6f708192', '2023-05-12T08:31:00.000Z', '2023-05-12T08:30:00.000Z', true, null],
-      ['linus@example.com', 'f3a1e2d3-4c5b-4d6e-8f70-8192a3b4c5d6', null, '2024-01-15T09:00:00.000Z', false, '$2a$10$'],
+      ['ken@example.com', '7d0c5a52-3f3e-4b8e-9a43-0c3b8f0e2d11', '2023-04-01T10:05:00.123Z', '2023-04-01T10:00:00.123Z', true, '$2a$10$'],
+      ['frances@example.com', '0b6f6c4e-8f0a-4a57-b3c4-2d5e6f708192', '2023-05-12T08:31:00.000Z', '2023-05-12T08:30:00.000Z', true, null],
+      ['edsger@example.com', 'f3a1e2d3-4c5b-4d6e-8f70-8192a3b4c5d6', null, '2024-01-15T09:00:00.000Z', false, '$2a$10$'],
     ]);
     const lines = read('{"id":"u1","email":"x@x.test","encrypted_password":"","email_confirmed_at":null,"banned_until":"2020-01-01T00:00:00Z"}\n', 'supabase');
     expect(rows(lines)).toEqual([expect.objectContaining({ email: 'x@x.test', externalId: 'u1', passwordHash: null, isActive: true, emailVerifiedAt: null })]);
@@ -115,11 +115,11 @@ describe('exports', () => {
     expect(refusals(parsed)).toEqual([[3, 'email is required']]);
     expect(rows(parsed)).toEqual([
       {
-        email: 'ada@example.com', emailVerifiedAt: '2023-04-01T10:00:00.000Z', createdAt: '2023-04-01T10:00:00.000Z', plan: 'free', isActive: true, externalId: 'Ka0kjXHVcjUqzXx3Dz8PnHXJV0F2',
+        email: 'hedy@example.com', emailVerifiedAt: '2023-04-01T10:00:00.000Z', createdAt: '2023-04-01T10:00:00.000Z', plan: 'free', isActive: true, externalId: 'Ka0kjXHVcjUqzXx3Dz8PnHXJV0F2',
         passwordHash: '$firebase-scrypt$rounds=8,mem=14,sep=Bw,key=jxspr8Ki0RYycVU8zykbdLGjFQ3McFUH0uiiTvC8pVMXAn210wjLNmdZJzxUECKbm0QsEmYUSDzZvpjeJ9WmXA'
           + '$42xEC+ixf3L2lw$lSrfV15cpx95/sZS2W9c9Kp6i/LVgQNDNC/qzrCnh1SAyZvqmZqAjTdn3aoItz+VHjoZilo78198JAdRuid5lQ',
       },
-      { email: 'grace@example.com', emailVerifiedAt: null, createdAt: '2023-05-12T08:30:00.000Z', plan: 'free', isActive: false, externalId: 'pX3bQ9sW2vYkL8mN4rT6uH1jG5fD', passwordHash: null },
+      { email: 'radia@example.com', emailVerifiedAt: null, createdAt: '2023-05-12T08:30:00.000Z', plan: 'free', isActive: false, externalId: 'pX3bQ9sW2vYkL8mN4rT6uH1jG5fD', passwordHash: null },
     ]);
     expect(() => read('{"accounts": []}', 'firebase')).toThrow(ImportFileError);
     expect(refusals(read('{"users":[{"email":"x@x.test","passwordHash":"%%%","salt":"c2FsdA=="},{"email":"y@x.test","createdAt":"soon"}]}', 'firebase')))
