@@ -31,6 +31,7 @@ export function walkthrough(at: DemoAddresses): string {
     ...accountSteps(at),
     ...factorSteps(at),
     ...providerSteps(),
+    ...(at.adminUrl ? importSteps(at.adminUrl, at.adminKey) : []),
     ...(at.adminUrl ? consoleLines(at.adminUrl, at.adminKey, at.consoleUrl) : []),
     '', 'Press Ctrl-C to stop the demo (its data is deleted).', '',
   ];
@@ -181,6 +182,17 @@ function providerSteps(): string[] {
     `#     demo's own provider (sign in as ${DEMO_IDP_USER.login}, any password) and back with a login_code the page exchanges`,
     '#     for a pair with amr ["fed"] (docs/identity-providers.md); "Sign in with GitHub (demo)" does the same',
     `#     with a fake of GitHub's endpoints on this machine, where ${DEMO_GITHUB_LOGIN} approves at once (kind: github)`,
+  ];
+}
+
+/** Step 19: the users the demo imported at start from demo/users.csv (docs/migrating.md). */
+function importSteps(adminUrl: string, adminKey: string): string[] {
+  return [
+    '',
+    '# 19. Moving in: at start, the demo imported ten accounts from demo/users.csv, as `gateway import users` does',
+    '#     (docs/migrating.md): their hashes stored as they were (hedy@example.com\'s is bcrypt), each with the id it',
+    '#     had before as external_id, which the admin API and the console search by',
+    `curl -s ${show} '${adminUrl}/admin/v1/users?query=legacy-101' -H 'Authorization: Bearer ${adminKey}'`,
   ];
 }
 

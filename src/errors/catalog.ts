@@ -147,8 +147,10 @@ export const CATALOG = {
     when: 'admin API: `GET /admin/v1/audit` with a `limit` outside 1–200, a `cursor` it did not hand out, a `user_id` that is not an id, or a `since` that is not '
       + 'a time' },
   // CONTRACT §27 (moving in)
-  importBodyInvalid: { status: 400, code: 'import_body_invalid', fr: 'Import invalide : des lignes JSON attendues (dry_run true ou false)', en: 'Invalid import: JSON lines expected (dry_run true or false)',
-    when: 'admin API: `POST /admin/v1/import/users` with a body that is not text (JSON lines, as `application/x-ndjson` or `text/plain`), or a `dry_run` other than true or false' },
+  importBodyInvalid: {
+    status: 400, code: 'import_body_invalid', fr: 'Import invalide : des lignes JSON attendues (dry_run true ou false)', en: 'Invalid import: JSON lines expected (dry_run true or false)',
+    when: 'admin API: `POST /admin/v1/import/users` with a body that is not text (JSON lines, as `application/x-ndjson` or `text/plain`), or a `dry_run` other than true or false',
+  },
   // CONTRACT §14 (second factor)
   codeInvalid: { status: 400, code: 'mfa_code_invalid', fr: 'Code invalide', en: 'Invalid code',
     when: '`mfa/totp/confirm`: the code is not the current one (or one step either side), was already used, or no enrolment is pending; `mfa/totp/enroll` while a '

@@ -10,7 +10,9 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { CLI, ensureBuilt, gateway, type CliRun } from '../helpers/cli.js';
 import { docsBlock, docsExample, expectShown, shownOutput } from '../helpers/docs.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
-import { ADMIN_KEY, closeSql, describeWithServices, marker, startTestGateway, testConfig, testConfigFromYaml, throwawayDatabase, TEST_JWT_SECRET, type TestGateway, type ThrowawayDatabase } from '../helpers/gateway.js';
+import {
+  ADMIN_KEY, closeSql, describeWithServices, marker, startTestGateway, testConfig, testConfigFromYaml, throwawayDatabase, TEST_JWT_SECRET, type TestGateway, type ThrowawayDatabase,
+} from '../helpers/gateway.js';
 import { request } from '../helpers/http.js';
 import { sparePort } from '../helpers/ports.js';
 
@@ -86,7 +88,8 @@ describeWithServices('gateway import', () => {
     });
     expect(rows.find((r) => r.email === 'margaret@example.com')).toMatchObject({ password_hash: null, plan: 'premium', is_active: 0 });
     expect(rows.find((r) => r.email === 'hedy@example.com')!.password_hash).toMatch(/^\$firebase-scrypt\$rounds=8,mem=14,sep=Bw,key=jxspr8Ki0RY[^$]*\$42xEC\+ixf3L2lw\$lSrfV15/);
-    expect(await db.sql('SELECT u.plan, s.plan AS subscription FROM users u JOIN subscriptions s ON s.user_id = u.id WHERE u.email = $1', ['ada@example.com'])).toEqual([{ plan: 'pro', subscription: 'pro' }]);
+    expect(await db.sql('SELECT u.plan, s.plan AS subscription FROM users u JOIN subscriptions s ON s.user_id = u.id WHERE u.email = $1', ['ada@example.com']))
+      .toEqual([{ plan: 'pro', subscription: 'pro' }]);
     const audit = await db.sql<{ actor: string; user_id: number | null; data: Record<string, unknown> }>("SELECT actor, user_id, data FROM audit_events WHERE type = 'user.imported' ORDER BY id");
     expect(audit.slice(0, 2)).toEqual([
       { actor: 'cli', user_id: null, data: { format: 'csv', created: 4, skipped_existing: 0, refused: 2 } },
@@ -110,11 +113,12 @@ describeWithServices('gateway import', () => {
     write(`${tag}.csv`, `email,external_id\n${tag}-1@example.test,${tag}-1\n${tag}-2@example.test,${tag}-2\nada@example.com,\n${tag}-3@example.test,cust_1001\n`);
     const auditBefore = await db.sql('SELECT id FROM audit_events');
     const dry = await cli('import', 'users', `${tag}.csv`, '--dry-run');
-    expect(dry).toMatchObject({ code: 1, stdout: `line 5 (${tag}-3@example.test): refused: external_id: another user has it\ncreated: 2\nskipped_existing: 1\nrefused: 1\n(dry run: nothing was written)\n` });
+    const refusal = `line 5 (${tag}-3@example.test): refused: external_id: another user has it\n`;
+    expect(dry).toMatchObject({ code: 1, stdout: `${refusal}created: 2\nskipped_existing: 1\nrefused: 1\n(dry run: nothing was written)\n` });
     expect(await db.sql('SELECT email FROM users WHERE email LIKE $1', [`${tag}%`])).toEqual([]);
     expect(await db.sql('SELECT id FROM audit_events')).toEqual(auditBefore);
     const real = await cli('import', 'users', `${tag}.csv`);
-    expect(real).toMatchObject({ code: 1, stdout: `line 5 (${tag}-3@example.test): refused: external_id: another user has it\ncreated: 2\nskipped_existing: 1\nrefused: 1\n` });
+    expect(real).toMatchObject({ code: 1, stdout: `${refusal}created: 2\nskipped_existing: 1\nrefused: 1\n` });
     write(`${tag}-ok.csv`, `email\n${tag}-4@example.test\n`);
     expect(await cli('import', 'users', `${tag}-ok.csv`)).toMatchObject({ code: 0, stdout: 'created: 1\nskipped_existing: 0\nrefused: 0\n' });
     expect(await cli('import', 'users', `${tag}-ok.csv`, '--format', 'firebase')).toMatchObject({ code: 1, stderr: expect.stringContaining('--format firebase needs --hash-key') });
@@ -153,7 +157,8 @@ describeWithServices('gateway import', () => {
     const ndjson = { 'content-type': 'application/x-ndjson' };
     const dry = await admin('POST', '/admin/v1/import/users?dry_run=true', { body, headers: ndjson });
     expect(dry.status).toBe(200);
-    expect(dry.json).toEqual({ dry_run: true, created: 1, skipped_existing: 1, refused: 1, refusals: [{ line: 2, email: `${tag}-b@example.test`, reason: 'unknown plan "gold": expected one of free, premium, pro' }] });
+    const refusals = [{ line: 2, email: `${tag}-b@example.test`, reason: 'unknown plan "gold": expected one of free, premium, pro' }];
+    expect(dry.json).toEqual({ dry_run: true, created: 1, skipped_existing: 1, refused: 1, refusals });
     const done = await admin('POST', '/admin/v1/import/users', { body, headers: { 'content-type': 'text/plain' } });
     expect(done.json).toMatchObject({ dry_run: false, created: 1, skipped_existing: 1, refused: 1 });
     expect((await db.sql("SELECT actor, data FROM audit_events WHERE type = 'user.imported' ORDER BY id DESC LIMIT 1"))[0])
@@ -172,7 +177,11 @@ describeWithServices('gateway import', () => {
     const tag = marker();
     write(`${tag}.csv`, `email,plan\n${tag}-1@example.test,free\nnot mail,free\n${tag}-2@example.test,gold\n${tag}-3@example.test,pro\n`);
     const run = await gateway(['import', 'users', `${tag}.csv`, '--admin', plain.adminUrl!, '--config', configFile], { cwd: dir });
-    expect(run).toMatchObject({ code: 1, stdout: `line 3 (not mail): refused: email is not a single mailbox the gateway accepts (CONTRACT §19)\nline 4 (${tag}-2@example.test): refused: unknown plan "gold": expected one of free, premium, pro\ncreated: 2\nskipped_existing: 0\nrefused: 2\n` });
+    expect(run).toMatchObject({
+      code: 1,
+      stdout: 'line 3 (not mail): refused: email is not a single mailbox the gateway accepts (CONTRACT §19)\n'
+        + `line 4 (${tag}-2@example.test): refused: unknown plan "gold": expected one of free, premium, pro\ncreated: 2\nskipped_existing: 0\nrefused: 2\n`,
+    });
     expect((await db.sql("SELECT actor FROM audit_events WHERE type = 'user.imported' ORDER BY id DESC LIMIT 1"))[0]).toEqual({ actor: 'cli' });
   });
 
