@@ -11,7 +11,8 @@ import { CLI, ensureBuilt, gateway, type CliRun } from '../helpers/cli.js';
 import { docsBlock, docsExample, expectShown, shownOutput } from '../helpers/docs.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import {
-  ADMIN_KEY, closeSql, describeWithServices, marker, startTestGateway, testConfig, testConfigFromYaml, throwawayDatabase, TEST_JWT_SECRET, type TestGateway, type ThrowawayDatabase,
+  ADMIN_KEY, closeSql, describeWithServices, marker, queriesDuring, startTestGateway, whileFeedTrusted, testConfig, testConfigFromYaml, throwawayDatabase, TEST_JWT_SECRET,
+  type TestGateway, type ThrowawayDatabase,
 } from '../helpers/gateway.js';
 import { request } from '../helpers/http.js';
 import { sparePort } from '../helpers/ports.js';
@@ -147,6 +148,12 @@ describeWithServices('gateway import', () => {
     expect(upstream.last(on)!.headers['x-user-external-id']).toBe('cust_1001');
     expect(upstream.last(off)!.headers['x-user-external-id']).toBeUndefined();
     expect(upstream.last(off)!.rawHeaders.filter((h) => /external/i.test(h))).toEqual([]);
+    // The external id comes with the cached user record: a request of a known key and user makes no query.
+    await whileFeedTrusted(forwarding, async () => {
+      const again = marker();
+      expect(await queriesDuring(forwarding, () => forwarding.get(`/private/${again}`, { headers: { 'x-api-key': RAW_KEY } }))).toEqual([]);
+      expect(upstream.last(again)!.headers['x-user-external-id']).toBe('cust_1001');
+    });
   });
 
   it('the admin API imports the same JSON lines and finds users by external_id', async () => {
