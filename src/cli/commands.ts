@@ -128,7 +128,7 @@ second. Nothing is deleted; \`users activate\` undoes it.`,
     options: { query: { type: 'string' }, plan: { type: 'string' }, limit: { type: 'string' }, json: { type: 'boolean' } },
     summary: 'list users, newest first (--query Q, --plan P, --limit N, --json)',
     help: `Lists users, newest first, as GET /admin/v1/users does: --query matches the email (a
-substring, any case) or an exact id; --plan keeps one plan; --limit caps the count (default 50,
+substring, any case), an exact external_id (an imported user's former id) or an exact id; --plan keeps one plan; --limit caps the count (default 50,
 at most 200). Prints a table, or with --json one JSON object {"users": [...]}.`,
   },
   {
