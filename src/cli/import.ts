@@ -100,5 +100,5 @@ export async function importKeysCommand({ operands: [file], config: configPath, 
   const { config } = loadConfig(configPath);
   const text = readText(file!);
   const knownScopes = new Set(config.routes.flatMap((route) => route.scopes ?? []));
-  return printReport(await withDatabase(config, (db) => importKeys(db, text, { dryRun: values['dry-run'] === true, knownScopes })));
+  return printReport(await withDatabase(config, (db) => importKeys(db, text, { dryRun: values['dry-run'] === true, knownScopes, actor: 'cli' })));
 }

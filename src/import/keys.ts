@@ -3,6 +3,7 @@
 // existing key works unchanged and the raw keys are never needed. `start` stays null: the gateway
 // never saw the key. A hash already stored is skipped, whoever holds it.
 import { normalizeEmail } from '../credentials/emailAddress.js';
+import { insertAuditEvent, type AuditActor } from '../storage/audit.js';
 import type { Database } from '../storage/db.js';
 import { existingKeyHashes, insertImportedKeys, userIdsByEmail, type ImportedKey } from '../storage/imports.js';
 import { BATCH_SIZE, emptyReport, type ImportReport, type Refusal } from './users.js';
@@ -53,6 +54,8 @@ export interface KeyImportRun {
   dryRun: boolean;
   /** The scopes the configuration's routes declare. */
   knownScopes: ReadonlySet<string>;
+  /** Who imports, for the audit log. */
+  actor: AuditActor;
   clock?: () => Date;
 }
 
@@ -66,20 +69,30 @@ export async function importKeys(db: Database, text: string, run: KeyImportRun):
     const batch = lines.slice(start, start + BATCH_SIZE);
     const owners = await userIdsByEmail(db, batch.flatMap((l) => ('key' in l ? [l.email] : [])));
     const keys: ImportedKey[] = [];
+    const counts = { created: 0, skipped_existing: 0, refused: 0 };
+    const refuse = (r: Refusal) => {
+      counts.refused++;
+      report.refusals.push(r);
+    };
     for (const l of batch) {
-      if (!('key' in l)) report.refusals.push(l);
-      else if (!owners.has(l.email)) report.refusals.push({ line: l.line, email: l.email, reason: 'no user has this email' });
-      else if (seen.has(l.key.hash)) report.skipped_existing++;
+      if (!('key' in l)) refuse(l);
+      else if (!owners.has(l.email)) refuse({ line: l.line, email: l.email, reason: 'no user has this email' });
+      else if (seen.has(l.key.hash)) counts.skipped_existing++;
       else {
         seen.add(l.key.hash);
         keys.push({ ...l.key, userId: owners.get(l.email)! });
       }
     }
-    const created = run.dryRun
+    counts.created = run.dryRun
       ? keys.length - (await existingKeyHashes(db, keys.map((k) => k.hash))).size
-      : (await db.transaction((tx) => insertImportedKeys(tx, keys))).length;
-    report.created += created;
-    report.skipped_existing += keys.length - created;
+      : await db.transaction(async (tx) => {
+        const created = (await insertImportedKeys(tx, keys)).length;
+        await insertAuditEvent(tx, { type: 'api_key.imported', actor: run.actor, data: { ...counts, created, skipped_existing: counts.skipped_existing + keys.length - created } }, now);
+        return created;
+      });
+    counts.skipped_existing += keys.length - counts.created;
+    report.created += counts.created;
+    report.skipped_existing += counts.skipped_existing;
   }
   report.refused = report.refusals.length;
   report.refusals.sort((a, b) => a.line - b.line);

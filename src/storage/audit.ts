@@ -14,6 +14,8 @@ export const AUDIT_TYPES = [
   'billing.plan_changed',
   // CONTRACT §27: one per batch of an import, data {format, created, skipped_existing, refused}; never a hash.
   'user.imported',
+  // The same for `gateway import keys`: one per batch, data {created, skipped_existing, refused}; never a hash.
+  'api_key.imported',
 ] as const;
 export type AuditType = (typeof AUDIT_TYPES)[number];
 

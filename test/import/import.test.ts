@@ -135,6 +135,10 @@ describeWithServices('gateway import', () => {
     const [ada] = await db.sql<{ id: number }>('SELECT id FROM users WHERE email = $1', ['ada@example.com']);
     expect(upstream.last(m)!.headers['x-user-id']).toBe(String(ada!.id));
     expect((await cli('import', 'keys', 'keys.jsonl')).stdout).toMatch(/\ncreated: 0\nskipped_existing: 1\nrefused: 1\n$/);
+    expect(await db.sql("SELECT actor, user_id, data FROM audit_events WHERE type = 'api_key.imported' ORDER BY id")).toEqual([
+      { actor: 'cli', user_id: null, data: { created: 1, skipped_existing: 0, refused: 1 } },
+      { actor: 'cli', user_id: null, data: { created: 0, skipped_existing: 1, refused: 1 } },
+    ]);
     write('bad-keys.jsonl', '{"email":"ada@example.com","sha256":"abc"}\n{"email":"ada@example.com","sha256":"' + 'b'.repeat(64) + '","scopes":["admin:all"]}\n');
     expect((await cli('import', 'keys', 'bad-keys.jsonl')).stdout).toBe('line 1 (ada@example.com): refused: sha256: expected the SHA-256 of the key, 64 hex digits\n'
       + 'line 2 (ada@example.com): refused: scopes: no route declares "admin:all"\ncreated: 0\nskipped_existing: 0\nrefused: 2\n');
