@@ -3,7 +3,7 @@
 import { readFileSync } from 'node:fs';
 import { loadConfig } from '../config/load.js';
 import { knownPlans } from '../pipeline/plans.js';
-import { emptyReport, FORMATS, ImportFileError, importKeys, importUsers, readUsers, unpadded, type Format, type ImportReport, type Parsed } from '../import/index.js';
+import type { FirebaseHashConfig, Format, ImportReport, Parsed } from '../import/index.js';
 import { CommandError, UsageError, withDatabase, type Args } from './command.js';
 
 /** Lines per request through the admin API: well below its body limit. */
@@ -24,7 +24,10 @@ export function printReport(report: ImportReport): number {
   return report.refused > 0 ? 1 : 0;
 }
 
-function firebaseOptions(values: Args['values']) {
+// The import room is loaded by these commands alone: every other command starts without it.
+const importRoom = () => import('../import/index.js');
+
+function firebaseOptions(values: Args['values'], unpadded: (value: string) => string | undefined): FirebaseHashConfig {
   const [hashKey, saltSeparator, rounds, memCost] = [values['hash-key'], values['salt-separator'], values.rounds, values['mem-cost']] as Array<string | undefined>;
   if (hashKey === undefined || saltSeparator === undefined || rounds === undefined || memCost === undefined) {
     throw new UsageError('--format firebase needs --hash-key, --salt-separator, --rounds and --mem-cost (the project\'s password hash parameters)');
@@ -36,9 +39,10 @@ function firebaseOptions(values: Args['values']) {
 }
 
 export async function importUsersCommand({ operands: [file], config: configPath, admin, values }: Args): Promise<number> {
+  const { emptyReport, FORMATS, ImportFileError, importUsers, readUsers, unpadded } = await importRoom();
   const format = (values.format as string | undefined) ?? 'csv';
   if (!(FORMATS as readonly string[]).includes(format)) throw new UsageError(`--format: expected one of ${FORMATS.join(', ')}`);
-  const firebase = format === 'firebase' ? firebaseOptions(values) : undefined;
+  const firebase = format === 'firebase' ? firebaseOptions(values, unpadded) : undefined;
   const dryRun = values['dry-run'] === true;
   const { config } = loadConfig(configPath);
   let records: Parsed[];
@@ -48,7 +52,7 @@ export async function importUsersCommand({ operands: [file], config: configPath,
     if (err instanceof ImportFileError) throw new CommandError(`${file}: ${err.message}`);
     throw err;
   }
-  if (admin) return printReport(await throughAdmin(records, dryRun, admin, config.admin.apiKey));
+  if (admin) return printReport(await throughAdmin(records, emptyReport(dryRun), admin, config.admin.apiKey));
   const report = emptyReport(dryRun);
   try {
     await withDatabase(config, (db) => importUsers(db, records, { dryRun, actor: 'cli', format }, report));
@@ -64,9 +68,9 @@ export async function importUsersCommand({ operands: [file], config: configPath,
  * another machine): the file is read here, and its accounts sent as the contract's JSON lines in
  * chunks; the lines refused here and there make one report with the file's line numbers.
  */
-async function throughAdmin(records: Parsed[], dryRun: boolean, base: string, key: string): Promise<ImportReport> {
+async function throughAdmin(records: Parsed[], report: ImportReport, base: string, key: string): Promise<ImportReport> {
   if (!key) throw new CommandError('--admin needs admin.apiKey (GATEWAY_ADMIN_KEY) in the configuration: the admin API answers 404 without one');
-  const report = emptyReport(dryRun);
+  const { dry_run: dryRun } = report;
   const rows = records.flatMap((r) => ('row' in r ? [r] : []));
   for (const r of records) if (!('row' in r)) report.refusals.push(r);
   report.refused = report.refusals.length;
@@ -100,5 +104,6 @@ export async function importKeysCommand({ operands: [file], config: configPath, 
   const { config } = loadConfig(configPath);
   const text = readText(file!);
   const knownScopes = new Set(config.routes.flatMap((route) => route.scopes ?? []));
+  const { importKeys } = await importRoom();
   return printReport(await withDatabase(config, (db) => importKeys(db, text, { dryRun: values['dry-run'] === true, knownScopes, actor: 'cli' })));
 }
