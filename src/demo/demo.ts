@@ -126,9 +126,10 @@ async function main(): Promise<void> {
     gatewayUrl = gateway.url.replace('localhost', '127.0.0.1');
     // Opened by a host name, not an address: passkeys are bound to one (auth.passkeys.rpId: localhost).
     const pageByName = page.replace('127.0.0.1', 'localhost');
-    console.log(imported);
+    console.log(imported.text);
     console.log(walkthrough({
       url: gatewayUrl, decisionsUrl: gateway.decisionsUrl, adminUrl: gateway.adminUrl, adminKey, tokensDir, page: pageByName, consoleUrl: await consoleLink(gateway.adminUrl, adminKey),
+      firstUserId: imported.created + 1,
     }));
   } catch (err) {
     console.error(`The demo could not start: ${err instanceof Error ? err.message : String(err)}`);
@@ -142,10 +143,11 @@ async function main(): Promise<void> {
  * `gateway import users demo/users.csv` would (the running demo holds its embedded database, so
  * here through the instance's own), with the command's report.
  */
-async function importDemoUsers(gateway: RunningGateway, config: Config): Promise<string> {
+async function importDemoUsers(gateway: RunningGateway, config: Config): Promise<{ text: string; created: number }> {
   const records = readUsers(readFileSync(USERS_FILE, 'utf8'), 'csv', { plans: knownPlans(config) });
   const report = await importUsers(gateway.services.db, records, { dryRun: false, actor: 'system', format: 'csv' });
-  return ['', `Imported demo/users.csv (docs/migrating.md): created ${report.created}, skipped_existing ${report.skipped_existing}, refused ${report.refused}.`].join('\n');
+  const text = ['', `Imported demo/users.csv (docs/migrating.md): created ${report.created}, skipped_existing ${report.skipped_existing}, refused ${report.refused}.`].join('\n');
+  return { text, created: report.created };
 }
 
 void main();
