@@ -129,7 +129,7 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
   app.addHook('preClose', () => websockets.close());
   const credentials = credentialChecks({ tokens, identities });
   const forwarder = new Forwarder(
-    { pipeline, credentials, websockets, upstreamErrors: metrics.upstreamErrors, server: config.server, log: app.log },
+    { pipeline, credentials, websockets, upstreamErrors: metrics.upstreamErrors, server: config.server, organizations: config.organizations?.enabled === true, log: app.log },
     // Read when a connection to an upstream is made: the TLS files of the live snapshot of that moment.
     (origin) => live.current.upstreamTls.get(origin),
   );

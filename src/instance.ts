@@ -15,6 +15,7 @@ import { TokenKeyring } from './credentials/tokenKeyring.js';
 import { createTokens, type Tokens } from './credentials/tokens.js';
 import { ApiKeyUsage } from './storage/apiKeyUsage.js';
 import { IdentityCache } from './storage/identityCache.js';
+import { MembershipCache } from './storage/membershipCache.js';
 import { Live, liveSettingsOf } from './live/live.js';
 import { createMetrics, type Metrics } from './telemetry/metrics.js';
 import { OutboxEmitter, type Events } from './webhooks/emitter.js';
@@ -166,6 +167,8 @@ export async function createInstance(config: Config, options: InstanceOptions): 
       assertions: new AssertionSigner(keyring, clock, config.auth.jwt.issuer),
       tallies: metrics.tallies,
       forwardExternalId: config.import.forwardExternalId,
+      // CONTRACT §22: Gateway-Org is read only while organizations are enabled.
+      orgs: config.organizations?.enabled ? { memberships: new MembershipCache(db, feed) } : undefined,
     });
 
     return {

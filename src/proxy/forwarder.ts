@@ -48,6 +48,8 @@ export interface PlanInput {
   own: OwnCredentials;
   /** server.trustProxy. */
   trustProxy: boolean;
+  /** organizations.enabled (CONTRACT §22). */
+  organizations?: boolean;
 }
 
 export type ForwardPlan =
@@ -72,6 +74,7 @@ export function plan(input: PlanInput, decision: Allowed): ForwardPlan {
     cookie: own.cookie,
     carryingCredentials: own.headers,
     trustProxy: input.trustProxy,
+    organizations: input.organizations,
   };
   if (input.websocket) {
     const query = own.query ?? input.query ?? '';
@@ -109,6 +112,8 @@ export interface ForwarderDeps {
   upstreamErrors: Metrics['upstreamErrors'];
   /** Start-up settings (a reload does not change them). */
   server: { trustProxy: boolean; bodyLimit: number };
+  /** organizations.enabled (a start-up setting). */
+  organizations?: boolean;
   log: FastifyBaseLogger;
 }
 
@@ -163,7 +168,7 @@ export class Forwarder {
     const own = await findOwnCredentials({ headers: request.headers, query, authorizationIsOwn: auth.kind === 'authenticated' && auth.method === 'bearer' }, this.deps.credentials);
     const planned = plan({
       context, headers: request.headers, requestId: request.id, socketAddress: request.socket.remoteAddress ?? '', protocol: request.protocol,
-      host: request.host || undefined, websocket: upgrade && decision.route.websocket === true, query, own, trustProxy: this.deps.server.trustProxy,
+      host: request.host || undefined, websocket: upgrade && decision.route.websocket === true, query, own, trustProxy: this.deps.server.trustProxy, organizations: this.deps.organizations,
     }, decision);
     request.log.debug({ route: decision.route.path, upstream: planned.upstream, userId: auth.kind === 'authenticated' ? auth.user.id : undefined }, 'proxying');
     await this.send(request, reply, planned, decision);

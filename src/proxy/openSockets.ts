@@ -136,7 +136,7 @@ export class OpenSockets implements WebSocketStats {
         let denial: Denial | null = null;
         if (!user) denial = { code: 'userNotFound' };
         else if (socket.keyHash !== undefined) denial = await this.keyDenial(socket, socket.keyHash, userId);
-        else if (socket.plans) denial = checkPlan(user, socket.plans);
+        else if (socket.plans) denial = checkPlan(user.plan, socket.plans);
         if (!denial) continue;
         this.deps.log.info({ route: socket.route, userId, reason: denial.code }, 'websocket closed: the user no longer passes the route\'s guards');
         socket.close(POLICY_VIOLATION, ERRORS[denial.code].fr);

@@ -53,7 +53,7 @@ export async function apiTokenRoutes(app: FastifyInstance, deps: ApiTokenDeps): 
   /** Whether the user's plan may hold keys; answers the plan denial when not. */
   const planAllows = (request: FastifyRequest, reply: FastifyReply): boolean => {
     if (allowed === 'all') return true;
-    const denial = checkPlan(currentUser(request), allowed);
+    const denial = checkPlan(currentUser(request).plan, allowed);
     if (!denial) return true;
     sendDenial(reply, worded(denial, planWordsOf(request.context.live.settings.plans)));
     return false;
