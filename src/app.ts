@@ -116,7 +116,7 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
     refuseUnfitInput(user);
     await userRoutes(user, userDeps);
   }, { prefix: '/api/v1/user' });
-  await registerOrganizations(app, { config, db, audit, clock, requireUser, mailer, mailWords: instance.mailWords, rateLimit: authRateLimit });
+  await registerOrganizations(app, { config, db, audit, clock, requireUser, mailer, mailWords: instance.mailWords, rateLimit: authRateLimit, identities: instance.identities });
   // Plans that follow payment (CONTRACT §23): only with billing.stripe; otherwise these paths are not the gateway's.
   if (instance.billing) await app.register(billingRoutes, { prefix: '/api/v1/billing', ...instance.billing, requireUser });
   // WebSocket upgrades on websocket routes go through fastify's routing like any request; the

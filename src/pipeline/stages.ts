@@ -11,7 +11,7 @@ import type { QuotaOutcome, QuotaState } from './guards/quota.js';
 import { rateLimitHeaders } from './guards/quota.js';
 import { checkPlan } from './guards/plan.js';
 import { checkScopes } from './guards/scopes.js';
-import { checkRoles, orgStage, type OrgDeps } from './guards/org.js';
+import { checkRoles, keyOrgStage, orgStage, type OrgDeps } from './guards/org.js';
 import { billingSubject, type ActingOrg, type BillingSubject } from './subject.js';
 import type { LiveSnapshot } from '../live/live.js';
 import { planLimitsOf, planWordsOf, worded, type PlanLimits } from './plans.js';
@@ -66,6 +66,8 @@ export interface GuardRun {
   readonly quotas: QuotaState[];
   /** The organization the request acts for, set by the Gateway-Org stage. */
   org?: ActingOrg;
+  /** An organization key's organization and role (the key's standing stage). */
+  keyOrg?: ActingOrg;
   /** The caller's plan's limits, read once by the first limit stage. */
   limits?: PlanLimits;
 }
@@ -82,6 +84,14 @@ export interface GuardStage {
 
 const authenticated = (run: GuardRun): run is GuardRun & { auth: Identity & { kind: 'authenticated' } } => run.auth.kind === 'authenticated';
 const mfaRequired = (policy: GuardPolicy) => policy.mfa === 'required';
+/** Whether the request names an organization (Gateway-Org, or an organization key) on a route, while organizations are enabled. */
+const actsForOrg = (run: GuardRun) => !!run.deps.orgs && run.policy.path !== undefined && (run.headers['gateway-org'] !== undefined || !!run.keyOrg);
+const INVALID_KEY: Denial = { code: 'tokenInvalid', headers: bearerChallenge(true) };
+
+function orgKeyStage(run: GuardRun): Promise<Denial | undefined> | Denial {
+  if (run.policy.path === undefined) return { code: 'apiKeyNotAccepted' };
+  return keyOrgStage(run, INVALID_KEY);
+}
 const orgRequired = (policy: GuardPolicy) => policy.org === 'required' || !!policy.roles;
 /** Gateway-Org without a credential, where one is optional (CONTRACT §22). */
 const unauthenticated: Denial = { code: 'tokenInvalid', headers: bearerChallenge(true) };
@@ -95,8 +105,11 @@ export const GUARD_STAGES: readonly GuardStage[] = [
   { span: 'gateway.authenticate', applies: (run) => run.policy.auth !== 'none' || mfaRequired(run.policy), check: authenticateStage, passed: (run) => run.auth.kind },
   // CONTRACT §21: endpoints that take a bearer sign-in only refuse a key before any scope check.
   { applies: (run) => authenticated(run) && !!run.policy.bearerOnly && run.auth.method !== 'bearer', check: () => ({ code: 'apiKeyNotAccepted' }) },
-  // CONTRACT §22 (3): Gateway-Org, on routes only (own endpoints act for the user).
-  { span: 'gateway.org', applies: (run) => !!run.deps.orgs && run.policy.path !== undefined && run.headers['gateway-org'] !== undefined, check: (run) => orgStage(run, unauthenticated) },
+  // (2) An organization key: valid only while its creator is a member; it acts for the user on no
+  // own endpoint.
+  { span: 'gateway.org_key', applies: (run) => authenticated(run) && !!run.auth.orgKey, check: orgKeyStage },
+  // CONTRACT §22 (3): Gateway-Org (or an organization key), on routes only (own endpoints act for the user).
+  { span: 'gateway.org', applies: (run) => actsForOrg(run), check: (run) => orgStage(run, unauthenticated) },
   // (4) org: required (roles imply it).
   { applies: (run) => orgRequired(run.policy) && !run.org, check: () => ({ code: 'orgRequired' }) },
   // (5) A restricted key (one with scopes) is refused before anything else is looked at.

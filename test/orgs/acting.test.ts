@@ -6,12 +6,10 @@
 // within one second. A member of one organization cannot act for another by any header or key.
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createRemoteJWKSet, jwtVerify } from 'jose';
-import { bearer, closeSql, describeWithServices, makeUser, marker, sql, startTwoGateways, testConfigFromYaml, type TestGateway, type TestUser } from '../helpers/gateway.js';
-import { docsExample } from '../helpers/docs.js';
+import { bearer, closeSql, describeWithServices, makeUser, marker, sql, startTwoGateways, type TestGateway, type TestUser } from '../helpers/gateway.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import { startSmtpCatcher, type SmtpCatcher } from '../helpers/smtp.js';
-import { createOrg, verifiedUser } from './helpers.js';
-import type { Config } from '../../src/config/schema.js';
+import { actingConfig, createOrg, verifiedUser } from './helpers.js';
 
 const NOT_APPLICABLE = { status: 400, json: { error: 'Requête invalide', code: 'org_not_applicable' } };
 const BAD = { status: 400, json: { error: 'Requête invalide', code: 'bad_request' } };
@@ -19,13 +17,6 @@ const DENIED = { status: 403, json: { error: 'Accès à l\'organisation refusé'
 const REQUIRED = { status: 403, json: { error: 'Organisation requise', code: 'org_required' } };
 const UNAUTHENTICATED = { status: 401, json: { error: 'Token invalide ou expiré', code: 'token_invalid' } };
 const insufficient = (current: string) => ({ status: 403, json: { error: 'Rôle insuffisant', code: 'role_insufficient', required_roles: ['owner', 'admin'], current_role: current } });
-
-/** docs/organizations.md's two examples, as written, with codes in error bodies and the reports' upstream signing assertions. */
-function actingConfig(smtp: SmtpCatcher, echo: EchoUpstream): Config {
-  const yaml = `${docsExample('organizations', 'organizations')}${docsExample('organizations', 'organizations-routes')}`;
-  const config = testConfigFromYaml(yaml, { SMTP_URL: smtp.url, APP_URL: echo.url });
-  return { ...config, errors: { ...config.errors, codes: true }, upstreams: { app: { ...config.upstreams.app!, assertion: true } } };
-}
 
 describeWithServices('acting for an organization (CONTRACT §22)', () => {
   let smtp: SmtpCatcher;
@@ -46,7 +37,7 @@ describeWithServices('acting for an organization (CONTRACT §22)', () => {
 
   beforeAll(async () => {
     [smtp, echo] = await Promise.all([startSmtpCatcher(), startEchoUpstream()]);
-    gws = await startTwoGateways(actingConfig(smtp, echo));
+    gws = await startTwoGateways(actingConfig(smtp, echo.url));
     gw = gws[0];
     owner = await verifiedUser(gw, smtp);
     [admin, member, stranger] = [await makeUser(gw, { plan: 'premium' }), await makeUser(gw), await makeUser(gw, { plan: 'pro' })];

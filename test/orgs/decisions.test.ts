@@ -25,7 +25,7 @@ describeWithServices('decisions acting for an organization', () => {
       ],
     });
     member = await makeUser(gw);
-    [{ id: orgId }] = await sql<{ id: number }>("INSERT INTO organizations (name, plan) VALUES ('Acme', 'pro') RETURNING id");
+    orgId = (await sql<{ id: number }>("INSERT INTO organizations (name, plan) VALUES ('Acme', 'pro') RETURNING id"))[0]!.id;
     await sql("INSERT INTO memberships (org_id, user_id, role) VALUES ($1, $2, 'admin')", [orgId, member.id]);
   });
   afterAll(async () => {
@@ -37,7 +37,8 @@ describeWithServices('decisions acting for an organization', () => {
   const orgHeadersOf = (headers: Record<string, unknown>) => Object.fromEntries(ORG_HEADERS.map((n) => [n, headers[n]]));
 
   it('refuses a decision request without X-Gateway-Org-Aware: 1, before anything is decided', async () => {
-    for (const aware of [{}, { 'X-Gateway-Org-Aware': '0' }, { 'X-Gateway-Org-Aware': 'yes' }]) {
+    const attempts: Array<Record<string, string>> = [{}, { 'X-Gateway-Org-Aware': '0' }, { 'X-Gateway-Org-Aware': 'yes' }];
+    for (const aware of attempts) {
       const res = await decide('/plain/x', { ...bearer(member.access), ...aware });
       expect(res.status, JSON.stringify(aware)).toBe(400);
       expect(res.json).toEqual({ error: 'Requête invalide', code: 'bad_request' });

@@ -5,6 +5,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Denial } from '../../errors/index.js';
 import type { MembershipCache } from '../../storage/membershipCache.js';
+import type { OrgRole } from '../../storage/organizations.js';
 import type { StoreCalls } from '../../telemetry/storeCalls.js';
 import type { ActingOrg } from '../subject.js';
 import type { Identity } from './authenticate.js';
@@ -21,6 +22,8 @@ interface OrgRun {
   auth: { kind: string };
   calls: StoreCalls;
   org?: ActingOrg;
+  /** The organization an organization key acts for, set by keyOrgStage. */
+  keyOrg?: ActingOrg;
 }
 
 // Organization ids are Postgres integers: a larger decimal names no organization.
@@ -32,18 +35,46 @@ const DECIMAL = /^[0-9]{1,20}$/;
  * refusal. `unauthenticated` answers the header without a credential (an `auth: optional` route).
  */
 export async function orgStage(run: OrgRun, unauthenticated: Denial): Promise<Denial | undefined> {
+  // An organization key acts for its organization: where acting is not applicable, neither is it.
   if (run.policy.org === undefined && !run.policy.roles) return { code: 'orgNotApplicable' };
   if (run.auth.kind !== 'authenticated') return unauthenticated;
-  // Sent twice, Node joins the values with ", ": no longer a decimal.
   const raw = run.headers['gateway-org'];
+  if (raw === undefined) {
+    run.org = run.keyOrg;
+    return undefined;
+  }
+  // Sent twice, Node joins the values with ", ": no longer a decimal.
   if (typeof raw !== 'string' || !DECIMAL.test(raw)) return { code: 'badRequest' };
   const identity = run.auth as unknown as Identity;
-  // A personal API key speaks for its owner alone.
-  if (identity.method !== 'bearer') return { code: 'orgAccessDenied' };
   const id = Number(raw);
+  // An organization key names its own organization or none; a personal key speaks for its owner alone.
+  if (run.keyOrg) {
+    if (id !== run.keyOrg.id) return { code: 'orgAccessDenied' };
+    run.org = run.keyOrg;
+    return undefined;
+  }
+  if (identity.method !== 'bearer') return { code: 'orgAccessDenied' };
   const membership = id >= 1 && id <= MAX_ID ? await run.deps.orgs!.memberships.membership(id, identity.user.id, run.calls) : undefined;
   if (!membership) return { code: 'orgAccessDenied' };
   run.org = { id, role: membership.role, plan: membership.plan };
+  return undefined;
+}
+
+/** Strongest first. */
+const ROLE_ORDER: readonly OrgRole[] = ['owner', 'admin', 'member'];
+
+/**
+ * An organization key's standing (CONTRACT §22): refused (401) while its creator is not a member,
+ * else it acts for its organization with min(key role, creator's current role). `invalid` is the
+ * refusal of a key that is not valid (the authenticate stage's).
+ */
+export async function keyOrgStage(run: OrgRun, invalid: Denial): Promise<Denial | undefined> {
+  const { user, orgKey } = run.auth as unknown as Identity;
+  if (!orgKey || !run.deps.orgs) return invalid;
+  const membership = await run.deps.orgs.memberships.membership(orgKey.orgId, user.id, run.calls);
+  if (!membership) return invalid;
+  const role = ROLE_ORDER[Math.max(ROLE_ORDER.indexOf(orgKey.role), ROLE_ORDER.indexOf(membership.role))]!;
+  run.keyOrg = { id: orgKey.orgId, role, plan: membership.plan };
   return undefined;
 }
 
