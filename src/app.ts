@@ -122,7 +122,7 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
   // WebSocket upgrades on websocket routes go through fastify's routing like any request; the
   // sockets they open are closed (1008) when their user no longer passes the route's guards, and
   // (1001) when the listener closes, after the drain (server.shutdownDelay).
-  const sockets = new OpenSockets({ feed, identities, log, clock: instance.clock });
+  const sockets = new OpenSockets({ feed, identities, memberships: instance.memberships, log, clock: instance.clock });
   metrics.observeWebSockets(sockets);
   const websockets = new WebSockets({ sockets, maxPayload: config.server.bodyLimit, contexts });
   websockets.attach(app.server, app.routing);

@@ -58,6 +58,8 @@ export interface Instance {
   /** Password hashing: the instance's hasher child and its queue. */
   passwords: Passwords;
   identities: IdentityCache;
+  /** Memberships and roles in memory (CONTRACT §22); only with organizations.enabled. */
+  memberships: MembershipCache | undefined;
   keyUsage: ApiKeyUsage;
   daily: DailyLimiter;
   keyring: AssertionKeyring;
@@ -159,6 +161,7 @@ export async function createInstance(config: Config, options: InstanceOptions): 
     closers.push(() => keyring.close());
     const mailer = new MailQueue(config.mail, log);
     closers.push(() => mailer.close());
+    const memberships = config.organizations?.enabled ? new MembershipCache(db, feed) : undefined;
     const pipeline = new Pipeline({
       auth: { tokens, identities, clock, keyPrefix: config.apiKeys.prefix },
       keyUsage,
@@ -168,11 +171,11 @@ export async function createInstance(config: Config, options: InstanceOptions): 
       tallies: metrics.tallies,
       forwardExternalId: config.import.forwardExternalId,
       // CONTRACT §22: Gateway-Org is read only while organizations are enabled.
-      orgs: config.organizations?.enabled ? { memberships: new MembershipCache(db, feed) } : undefined,
+      orgs: memberships ? { memberships } : undefined,
     });
 
     return {
-      lifecycle: { draining: false }, config, live, db, redis, clock, log, feed, tokens, passwords, identities, keyUsage, daily, keyring, pipeline, metrics, events, deliveries: outbox, mailer, audit, housekeeping, tracing, errorStyle, mailWords, fleet: options.fleet, billing,
+      lifecycle: { draining: false }, config, live, db, redis, clock, log, feed, tokens, passwords, identities, memberships, keyUsage, daily, keyring, pipeline, metrics, events, deliveries: outbox, mailer, audit, housekeeping, tracing, errorStyle, mailWords, fleet: options.fleet, billing,
       close: () => closeAll((err) => log.warn({ err }, 'error while closing')),
     };
   } catch (err) {

@@ -87,7 +87,11 @@ export function plan(input: PlanInput, decision: Allowed): ForwardPlan {
         responseHeaders: decision.responseHeaders,
         timeout: target.timeout,
         tls: input.context.live.upstreamTls.get(new URL(target.url).origin),
-        standing: { route: route.path, plans: route.plans, userId: auth.kind === 'authenticated' ? auth.user.id : undefined, keyHash: auth.kind === 'authenticated' ? auth.keyHash : undefined },
+        standing: {
+          route: route.path, plans: route.plans, userId: auth.kind === 'authenticated' ? auth.user.id : undefined, keyHash: auth.kind === 'authenticated' ? auth.keyHash : undefined,
+          // CONTRACT §22: a socket acting for an organization is read again when its membership changes.
+          ...(decision.org && auth.kind === 'authenticated' ? { org: { id: decision.org.id, roles: route.roles, keyRole: auth.orgKey?.role } } : {}),
+        },
       },
     };
   }
