@@ -142,7 +142,7 @@ describeWithServices('the pipeline: route × credential → decision (no listene
   });
 
   it('CONTRACT §22: each outcome of the Gateway-Org, org: required and roles stages, in that order', async () => {
-    const [{ id: orgId }] = await instance.db.query<{ id: number }>("INSERT INTO organizations (name, plan) VALUES ('Acme', 'pro') RETURNING id");
+    const orgId = (await instance.db.query<{ id: number }>("INSERT INTO organizations (name, plan) VALUES ('Acme', 'pro') RETURNING id"))[0]!.id;
     await instance.db.query("INSERT INTO memberships (org_id, user_id, role) VALUES ($1, $2, 'admin'), ($1, $3, 'member')", [orgId, ids.premium, ids.free]);
     const as = (credential: Credential, org: string, url = '/team') =>
       instance.pipeline.decide({ context: requestContext(instance.live.current, 'GET', url, ownMethods), headers: { ...headers[credential], 'gateway-org': org } }, { forwarding: true });
