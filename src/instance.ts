@@ -162,17 +162,7 @@ export async function createInstance(config: Config, options: InstanceOptions): 
     const mailer = new MailQueue(config.mail, log);
     closers.push(() => mailer.close());
     const memberships = config.organizations?.enabled ? new MembershipCache(db, feed) : undefined;
-    const pipeline = new Pipeline({
-      auth: { tokens, identities, clock, keyPrefix: config.apiKeys.prefix },
-      keyUsage,
-      daily,
-      minute: new MinuteLimiter(redis, clock),
-      assertions: new AssertionSigner(keyring, clock, config.auth.jwt.issuer),
-      tallies: metrics.tallies,
-      forwardExternalId: config.import.forwardExternalId,
-      // CONTRACT §22: Gateway-Org is read only while organizations are enabled.
-      orgs: memberships ? { memberships } : undefined,
-    });
+    const pipeline = pipelineOf(config, { tokens, identities, clock, keyUsage, daily, redis, keyring, tallies: metrics.tallies, memberships });
 
     return {
       lifecycle: { draining: false }, config, live, db, redis, clock, log, feed, tokens, passwords, identities, memberships, keyUsage, daily, keyring, pipeline, metrics, events, deliveries: outbox, mailer, audit, housekeeping, tracing, errorStyle, mailWords, fleet: options.fleet, billing,
@@ -185,6 +175,34 @@ export async function createInstance(config: Config, options: InstanceOptions): 
 }
 
 type Closers = Array<() => Promise<unknown>>;
+
+interface PipelineParts {
+  tokens: Tokens;
+  identities: IdentityCache;
+  clock: () => Date;
+  keyUsage: ApiKeyUsage;
+  daily: DailyLimiter;
+  redis: Instance['redis'];
+  keyring: AssertionKeyring;
+  tallies: Instance['metrics']['tallies'];
+  memberships: MembershipCache | undefined;
+}
+
+/** The public request's decision (pipeline/), from the instance's parts. */
+function pipelineOf(config: Config, parts: PipelineParts): Pipeline {
+  const { tokens, identities, clock, keyUsage, daily, redis, keyring, tallies, memberships } = parts;
+  return new Pipeline({
+    auth: { tokens, identities, clock, keyPrefix: config.apiKeys.prefix },
+    keyUsage,
+    daily,
+    minute: new MinuteLimiter(redis, clock),
+    assertions: new AssertionSigner(keyring, clock, config.auth.jwt.issuer),
+    tallies,
+    forwardExternalId: config.import.forwardExternalId,
+    // CONTRACT §22: Gateway-Org is read only while organizations are enabled.
+    orgs: memberships ? { memberships } : undefined,
+  });
+}
 
 /** The database, waited for, migrated (or checked to be), with the odd-address scan started. */
 async function openMigratedDatabase(config: Config, options: InstanceOptions, closers: Closers): Promise<Database> {
