@@ -84,19 +84,7 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
   app.addHook('onRequest', corsHook());
 
   await app.register(healthRoutes, { db, redis: redis?.client ?? null, lifecycle, fleet: instance.fleet });
-  // Two key sets, never one (CONTRACT §8): a verifier of assertions that held the access-token key
-  // too would accept a user's own access token as an assertion (same issuer, and an audience an
-  // operator may well have named after the upstream), and anyone reaching that upstream directly
-  // would pass as themselves with no guard run. Short caching: after a rotation, HTTP caches must
-  // not hide the new next key for long.
-  app.get('/.well-known/jwks.json', async (_request, reply) => {
-    reply.header('cache-control', 'public, max-age=60');
-    return { keys: tokens.publicJwks };
-  });
-  app.get(ASSERTION_KEYS_PATH, async (_request, reply) => {
-    reply.header('cache-control', 'public, max-age=60');
-    return { keys: keyring.publicJwks() };
-  });
+  keySetRoutes(app, tokens, keyring);
   // The catalog (CONTRACT §20), served only to an instance whose answers carry codes or other words.
   if (config.errors.codes || config.errors.language !== 'fr') {
     const catalog = errorList(instance.errorStyle);
@@ -108,34 +96,56 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
   // or a link, whichever it calls.
   const authRateLimit = authRateLimitOptions({ redis });
   const features = await registerAuth(app, { config, db, tokens, passwords, events, audit, mailer, mailWords: instance.mailWords, clock, requireUser, rateLimit: authRateLimit });
+  const cancelSubscriptions = instance.billing && ((owner: Owner) => instance.billing!.billing.cancelAtPeriodEnd(owner));
   const userDeps = {
     rateLimit: authRateLimit, db, passwords, identities, events, audit, requireUser, webhooks: config.webhooks, clock, mailConfigured: config.mail !== undefined,
     passkeys: config.auth.passkeys !== undefined, oidc: features.oidc, issuerOf: features.issuerOf, apiKeys: config.apiKeys,
-    cancelSubscriptions: instance.billing && ((owner: Owner) => instance.billing!.billing.cancelAtPeriodEnd(owner)),
+    cancelSubscriptions,
     organizations: config.organizations?.enabled === true,
   };
   await app.register(async (user) => {
     refuseUnfitInput(user);
     await userRoutes(user, userDeps);
   }, { prefix: '/api/v1/user' });
-  const cancelSubscriptions = instance.billing && ((owner: Owner) => instance.billing!.billing.cancelAtPeriodEnd(owner));
-  await registerOrganizations(app, { config, db, audit, clock, requireUser, mailer, mailWords: instance.mailWords, rateLimit: authRateLimit, cancelSubscriptions });
+  await registerOrganizations(app, { config, db, audit, clock, requireUser, mailer, mailWords: instance.mailWords, rateLimit: authRateLimit, cancelSubscriptions, identities: instance.identities });
   // Plans that follow payment (CONTRACT §23): only with billing.stripe; otherwise these paths are not the gateway's.
   if (instance.billing) await app.register(billingRoutes, { prefix: '/api/v1/billing', ...instance.billing, requireUser });
   // WebSocket upgrades on websocket routes go through fastify's routing like any request; the
   // sockets they open are closed (1008) when their user no longer passes the route's guards, and
   // (1001) when the listener closes, after the drain (server.shutdownDelay).
-  const sockets = new OpenSockets({ feed, identities, log, clock: instance.clock });
+  const sockets = new OpenSockets({ feed, identities, memberships: instance.memberships, log, clock: instance.clock });
   metrics.observeWebSockets(sockets);
   const websockets = new WebSockets({ sockets, maxPayload: config.server.bodyLimit, contexts });
   websockets.attach(app.server, app.routing);
   app.addHook('preClose', () => websockets.close());
   const credentials = credentialChecks({ tokens, identities });
   const forwarder = new Forwarder(
-    { pipeline, credentials, websockets, upstreamErrors: metrics.upstreamErrors, refunds: instance.refunds, server: config.server, log: app.log },
+    {
+      pipeline, credentials, websockets, upstreamErrors: metrics.upstreamErrors, refunds: instance.refunds, server: config.server,
+      organizations: config.organizations?.enabled === true, log: app.log,
+    },
     // Read when a connection to an upstream is made: the TLS files of the live snapshot of that moment.
     (origin) => live.current.upstreamTls.get(origin),
   );
   await app.register(async (proxy) => forwarder.register(proxy));
   return app;
+}
+
+/**
+ * The public keys clients and upstreams verify with.
+ * Two key sets, never one (CONTRACT §8): a verifier of assertions that held the access-token key
+ * too would accept a user's own access token as an assertion (same issuer, and an audience an
+ * operator may well have named after the upstream), and anyone reaching that upstream directly
+ * would pass as themselves with no guard run. Short caching: after a rotation, HTTP caches must
+ * not hide the new next key for long.
+ */
+function keySetRoutes(app: FastifyInstance, tokens: Instance['tokens'], keyring: Instance['keyring']): void {
+  app.get('/.well-known/jwks.json', async (_request, reply) => {
+    reply.header('cache-control', 'public, max-age=60');
+    return { keys: tokens.publicJwks };
+  });
+  app.get(ASSERTION_KEYS_PATH, async (_request, reply) => {
+    reply.header('cache-control', 'public, max-age=60');
+    return { keys: keyring.publicJwks() };
+  });
 }

@@ -15,6 +15,7 @@ import { TokenKeyring } from './credentials/tokenKeyring.js';
 import { createTokens, type Tokens } from './credentials/tokens.js';
 import { ApiKeyUsage } from './storage/apiKeyUsage.js';
 import { IdentityCache } from './storage/identityCache.js';
+import { MembershipCache } from './storage/membershipCache.js';
 import { Live, liveSettingsOf } from './live/live.js';
 import { createMetrics, type Metrics } from './telemetry/metrics.js';
 import { OutboxEmitter, type Events } from './webhooks/emitter.js';
@@ -58,6 +59,8 @@ export interface Instance {
   /** Password hashing: the instance's hasher child and its queue. */
   passwords: Passwords;
   identities: IdentityCache;
+  /** Memberships and roles in memory (CONTRACT §22); only with organizations.enabled. */
+  memberships: MembershipCache | undefined;
   keyUsage: ApiKeyUsage;
   daily: DailyLimiter;
   /** Counted uses given back when the upstream failed them (CONTRACT §23, plans.refundOn). */
@@ -164,17 +167,11 @@ export async function createInstance(config: Config, options: InstanceOptions): 
     closers.push(() => keyring.close());
     const mailer = new MailQueue(config.mail, log);
     closers.push(() => mailer.close());
-    const pipeline = new Pipeline({
-      auth: { tokens, identities, clock, keyPrefix: config.apiKeys.prefix },
-      keyUsage,
-      daily,
-      minute: new MinuteLimiter(redis, clock),
-      assertions: new AssertionSigner(keyring, clock, config.auth.jwt.issuer),
-      tallies: metrics.tallies,
-    });
+    const memberships = config.organizations?.enabled ? new MembershipCache(db, feed) : undefined;
+    const pipeline = pipelineOf(config, { tokens, identities, clock, keyUsage, daily, redis, keyring, tallies: metrics.tallies, memberships });
 
     return {
-      lifecycle: { draining: false }, config, live, db, redis, clock, log, feed, tokens, passwords, identities, keyUsage, daily, refunds, keyring, pipeline, metrics, events, deliveries: outbox, mailer, audit, housekeeping, tracing, errorStyle, mailWords, fleet: options.fleet, billing,
+      lifecycle: { draining: false }, config, live, db, redis, clock, log, feed, tokens, passwords, identities, memberships, keyUsage, daily, refunds, keyring, pipeline, metrics, events, deliveries: outbox, mailer, audit, housekeeping, tracing, errorStyle, mailWords, fleet: options.fleet, billing,
       close: () => closeAll((err) => log.warn({ err }, 'error while closing')),
     };
   } catch (err) {
@@ -184,6 +181,34 @@ export async function createInstance(config: Config, options: InstanceOptions): 
 }
 
 type Closers = Array<() => Promise<unknown>>;
+
+interface PipelineParts {
+  tokens: Tokens;
+  identities: IdentityCache;
+  clock: () => Date;
+  keyUsage: ApiKeyUsage;
+  daily: DailyLimiter;
+  redis: Instance['redis'];
+  keyring: AssertionKeyring;
+  tallies: Instance['metrics']['tallies'];
+  memberships: MembershipCache | undefined;
+}
+
+/** The public request's decision (pipeline/), from the instance's parts. */
+function pipelineOf(config: Config, parts: PipelineParts): Pipeline {
+  const { tokens, identities, clock, keyUsage, daily, redis, keyring, tallies, memberships } = parts;
+  return new Pipeline({
+    auth: { tokens, identities, clock, keyPrefix: config.apiKeys.prefix },
+    keyUsage,
+    daily,
+    minute: new MinuteLimiter(redis, clock),
+    assertions: new AssertionSigner(keyring, clock, config.auth.jwt.issuer),
+    tallies,
+    forwardExternalId: config.import.forwardExternalId,
+    // CONTRACT §22: Gateway-Org is read only while organizations are enabled.
+    orgs: memberships ? { memberships } : undefined,
+  });
+}
 
 /** The database, waited for, migrated (or checked to be), with the odd-address scan started. */
 async function openMigratedDatabase(config: Config, options: InstanceOptions, closers: Closers): Promise<Database> {

@@ -39,8 +39,9 @@ export async function buildAdminApp(instance: Instance, options: AdminOptions = 
   });
   // A script guessing keys would write a line per guess (5,000 a second, measured): one per interval instead.
   // Unfit text in a query, path or body (CONTRACT §26) is 400 `Requête invalide` on the admin API
-  // and the console; an alert's data is a document relayed to a webhook, newlines and all.
-  refuseUnfitInput(app, { payloads: ['/admin/v1/alerts'] });
+  // and the console; an alert's data is a document relayed to a webhook, newlines and all; an
+  // import's JSON lines are checked line by line and field by field (import/rows.ts).
+  refuseUnfitInput(app, { payloads: ['/admin/v1/alerts', '/admin/v1/import/users'] });
   const keyRefusals = failureLog(app.log as Logger, 'admin key refused: a request with a missing or wrong admin key');
   await app.register(adminRoutes, { prefix: '/admin', db, identities, events, audit, consoleMark, apiKey: admin.apiKey, config: () => live.current.settings, clock: instance.clock, keyRefusals,
     invitations: { mailer: instance.mailer, words: instance.mailWords, resetUrl: instance.config.mail?.resetUrl } });

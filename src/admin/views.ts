@@ -21,6 +21,7 @@ export function adminView(user: User) {
     last_usage_date: user.last_usage_date,
     created_at: user.created_at instanceof Date ? user.created_at.toISOString() : user.created_at,
     email_verified_at: iso(user.email_verified_at),
+    external_id: user.external_id ?? null,
   };
 }
 

@@ -19,7 +19,29 @@ export function checkWarnings(config: Config): string[] {
   const { previous } = config.auth.jwt;
   const listed = previous.length === 1 ? '1 key that only verifies' : `${previous.length} keys that only verify`;
   const keys = previous.length ? [`auth.jwt.previous lists ${listed}: removing one from the list ends every session it signed`] : [];
-  return [...configWarnings(config), ...consoleOff.map((reason) => `the console (/console/) is off: ${reason}`), ...keys, ...keyPrefixWarnings(config)];
+  return [...configWarnings(config), ...consoleOff.map((reason) => `the console (/console/) is off: ${reason}`), ...keys, ...keyPrefixWarnings(config), ...organizationWarnings(config)];
+}
+
+/**
+ * CONTRACT §22: acting for an organization needs the proxy in front (decisions) and the browser
+ * (CORS) to carry what it takes, and a route's `org:` needs organizations to be enabled.
+ */
+function organizationWarnings(config: Config): string[] {
+  const enabled = config.organizations?.enabled === true;
+  const warnings: string[] = [];
+  const orgRoutes = config.routes.filter((r) => r.org !== undefined || r.roles !== undefined).map((r) => r.path);
+  if (!enabled && orgRoutes.length) {
+    warnings.push(`routes ${orgRoutes.join(', ')} declare org or roles but organizations.enabled is off: nothing acts for an organization, org: required refuses every request`);
+  }
+  if (!enabled) return warnings;
+  if (config.cors && !config.cors.headers.some((h) => h.toLowerCase() === 'gateway-org')) {
+    warnings.push('cors.headers does not list Gateway-Org: browser pages cannot act for an organization (add gateway-org)');
+  }
+  if (config.decisions.port !== 0) {
+    warnings.push('organizations.enabled: the decisions listener refuses (400) requests without X-Gateway-Org-Aware: 1; '
+      + 'the proxy must set x-org-id, x-org-role and x-org-plan from every answer and send that header (docs/decisions.md)');
+  }
+  return warnings;
 }
 
 /**

@@ -4,6 +4,7 @@ import { check, openapi, schema } from './check.js';
 import { errorsCommand } from './errors.js';
 import type { Command } from './command.js';
 import { health, HEALTH_TIMEOUT_MS } from './health.js';
+import { importKeysCommand, importUsersCommand } from './import.js';
 import { SHUTDOWN_GRACE_MS, start } from './start.js';
 import { backupCommand, migrateCommand, restoreCommand, revokeKeyCommand, rotateJwtKey, rotateKeys } from './storage.js';
 import { auditCommand, listUsersCommand, users } from './users.js';
@@ -127,7 +128,7 @@ second. Nothing is deleted; \`users activate\` undoes it.`,
     options: { query: { type: 'string' }, plan: { type: 'string' }, limit: { type: 'string' }, json: { type: 'boolean' } },
     summary: 'list users, newest first (--query Q, --plan P, --limit N, --json)',
     help: `Lists users, newest first, as GET /admin/v1/users does: --query matches the email (a
-substring, any case) or an exact id; --plan keeps one plan; --limit caps the count (default 50,
+substring, any case), an exact external_id (an imported user's former id) or an exact id; --plan keeps one plan; --limit caps the count (default 50,
 at most 200). Prints a table, or with --json one JSON object {"users": [...]}.`,
   },
   {
@@ -179,6 +180,37 @@ unknown id exits 1.`,
     help: `Sets organization ID's plan, with an audit event (admin.org_plan_changed, actor cli), as
 PUT /admin/v1/orgs/{id}/plan does. Running instances apply it within a second. An unknown plan
 or id exits 1. On embedded storage, run it with the gateway stopped (or use the admin API).`,
+  },
+  {
+    name: 'import users', operands: ['FILE'], config: true, admin: true, run: importUsersCommand,
+    options: {
+      format: { type: 'string' }, 'dry-run': { type: 'boolean' },
+      'hash-key': { type: 'string' }, 'salt-separator': { type: 'string' }, rounds: { type: 'string' }, 'mem-cost': { type: 'string' },
+    },
+    summary: 'import accounts from a file (--format csv|json|auth0|supabase|firebase, --dry-run)',
+    help: `Creates the accounts of FILE (docs/migrating.md) with their email, verified flag, plan,
+active flag, created date, external id and password hash, stored as it is (bcrypt, argon2,
+scrypt, PBKDF2, Django's, Firebase's scrypt: docs/password-hashes.md), in batches of 1000. An
+email already present is skipped, never overwritten: a second run changes nothing. A line that
+is malformed, has an email the gateway refuses, an unknown plan or an unknown hash format is
+refused with its reason. Prints each refused line, then created, skipped_existing and refused
+with their counts; exit status 1 when a line was refused. --dry-run writes nothing and prints
+the same. --format (default csv): csv (a header row) and json (JSON lines) with the fields
+email, password_hash, email_verified, plan, is_active, created_at, external_id; auth0 and
+supabase read their exports; firebase reads \`firebase auth:export\`'s JSON and needs the
+project's --hash-key, --salt-separator, --rounds and --mem-cost. With --admin URL, the file is
+read here and sent to POST /admin/v1/import/users. Only a storage failure stops an import.`,
+  },
+  {
+    name: 'import keys', operands: ['FILE'], config: true, run: importKeysCommand,
+    options: { 'dry-run': { type: 'boolean' } },
+    summary: 'import API keys by their SHA-256 (JSON lines {email, name, sha256, scopes, expires_at})',
+    help: `Stores the API keys of FILE, one JSON object a line {email, name, sha256, scopes,
+expires_at}: sha256 is the hex SHA-256 of the raw key, which the gateway looks keys up by, so
+the keys customers hold keep working and the raw keys are never needed. The owner is the user
+with that email. A hash already stored is skipped; a line with an unknown owner, a malformed
+hash, a scope no route declares or an expiry past is refused with its reason. Prints the same
+report as \`import users\`; exit status 1 when a line was refused; --dry-run writes nothing.`,
   },
   {
     name: 'keys revoke', operands: ['ID'], config: true, admin: true, run: revokeKeyCommand,

@@ -86,7 +86,7 @@ export async function listUsersCommand({ config: configPath, values }: Args): Pr
   if (plan !== undefined && !plans.includes(plan)) throw new UsageError(`unknown plan ${JSON.stringify(plan)}: expected one of ${plans.join(', ')}`);
   const { listUsers } = await import('../storage/userList.js');
   const rows = await withDatabase(config, (db) => listUsers(db, { ...(query?.trim() ? { query: query.trim() } : {}), ...(plan ? { plan } : {}), limit }));
-  const users = rows.map((u) => ({ id: u.id, email: u.email, plan: u.plan, is_active: u.is_active, created_at: u.created_at.toISOString() }));
+  const users = rows.map((u) => ({ id: u.id, email: u.email, plan: u.plan, is_active: u.is_active, created_at: u.created_at.toISOString(), external_id: u.external_id ?? null }));
   if (values.json) return print(JSON.stringify({ users }));
   return print(columns([['ID', 'EMAIL', 'PLAN', 'ACTIVE', 'CREATED'], ...users.map((u) => [String(u.id), u.email, u.plan, u.is_active ? 'yes' : 'no', u.created_at])]));
 }

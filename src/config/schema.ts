@@ -248,6 +248,10 @@ const fileShape = z.strictObject({
     allowPrivateNetworks: bool().prefault(false),
     caFile: optionalText.meta({ examples: ['tls/webhooks-ca.pem'] }),
   }).prefault({}),
+  // Moving in (CONTRACT §27): what imported users carry from the system they came from.
+  import: z.strictObject({
+    forwardExternalId: bool().prefault(false).meta({ description: 'true: upstreams receive x-user-external-id, the id an imported user had before (docs/migrating.md), for users that have one.' }),
+  }).prefault({}),
   cors: corsSchema.optional(),
   mail: mailSchema.optional(),
   billing: billingSchema.optional(),

@@ -12,7 +12,7 @@ import { traceDecision, traceRequests } from '../listener/tracing.js';
 import { DenialLog } from '../telemetry/logThrottle.js';
 import { credentialChecks, findOwnCredentials } from '../proxy/ownTokens.js';
 import { requestContext, type OwnMethods } from '../live/requestContext.js';
-import { KEY_ID_HEADER } from '../pipeline/index.js';
+import { KEY_ID_HEADER, ORG_IDENTITY_HEADERS } from '../pipeline/index.js';
 import { DECISION_HEADERS, DECISIONS_PATH, originalRequest } from './original.js';
 
 /**
@@ -38,6 +38,14 @@ export const CLEAN_COOKIE_HEADER = 'x-gateway-clean-cookie';
  */
 export const CLEANS_HEADER = 'x-gateway-clean';
 
+/**
+ * Sent by the documented proxy configurations (CONTRACT §22): they set x-org-id, -role and -plan
+ * from every answer. A proxy configured before organizations copies none of them, and a client's
+ * own x-org-* would reach the application: while organizations are enabled, a decision request
+ * without this header is refused (400).
+ */
+export const ORG_AWARE_HEADER = 'x-gateway-org-aware';
+
 export interface DecisionsOptions {
   /** The public listener's own endpoints (requestContext.ts, ownEndpointMethods). */
   ownMethods: OwnMethods;
@@ -47,6 +55,7 @@ export async function buildDecisionsApp(instance: Instance, options: DecisionsOp
   const { pipeline, metrics, log, live } = instance;
   const credentials = credentialChecks(instance);
   const { ownMethods } = options;
+  const organizations = instance.config.organizations?.enabled === true;
   const app = Fastify(listenerOptions(log.child({ listener: 'decisions' })));
   registerCommon(app, metrics.tallies, instance.errorStyle);
   // A decision is a span of its own, named after the route it was asked about (its stages as
@@ -68,6 +77,10 @@ export async function buildDecisionsApp(instance: Instance, options: DecisionsOp
   const handler = async (request: FastifyRequest, reply: FastifyReply) => {
     const original = originalRequest(request.method, request.url, request.raw.rawHeaders);
     if (!original) return sendError(reply, 'badRequest');
+    if (organizations && request.headers[ORG_AWARE_HEADER] !== '1') {
+      request.log.info('decision refused: the proxy does not say it sets the x-org-* headers (X-Gateway-Org-Aware: 1)');
+      return sendError(reply, 'badRequest');
+    }
     // Decided against the live state of this moment, like any request the public listener takes.
     const context = requestContext(live.current, original.method, original.url, ownMethods);
     // Where the client put a gateway credential. Authorization and X-API-Key are every documented
@@ -102,6 +115,8 @@ export async function buildDecisionsApp(instance: Instance, options: DecisionsOp
     // x-user-key-id is on every 200 (CONTRACT §21), empty but for an API key's request: a proxy
     // that sets the header from the answer (nginx's proxy_set_header) then always replaces the client's.
     reply.header(KEY_ID_HEADER, '');
+    // So are x-org-id, -role and -plan while organizations are enabled (CONTRACT §22), for the same reason.
+    if (organizations) for (const name of ORG_IDENTITY_HEADERS) reply.header(name, '');
     if (decision.identity) reply.headers(decision.identity);
     reply.header(CLEAN_URI_HEADER, own.query === undefined ? original.url : context.rawPath + (own.query ? `?${own.query}` : ''));
     const cookie = own.cookie === undefined ? request.headers.cookie ?? '' : own.cookie ?? '';

@@ -7,12 +7,15 @@
 // Ctrl-C stops them all and deletes the temporary data.
 import '../cli/nodeVersion.js';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadConfig } from '../config/load.js';
+import type { Config } from '../config/schema.js';
+import { importUsers, readUsers } from '../import/index.js';
+import { knownPlans } from '../pipeline/plans.js';
 import { DEMO_GITHUB_LOGIN, DEMO_GITHUB_USER, startGitHubFake, type GitHubFake } from './githubFake.js';
 import { startEchoUpstream, startMailCatcher, startTraceReceiver, type Inbox } from './servers.js';
 import { walkthrough } from './walkthrough.js';
@@ -21,6 +24,7 @@ import { createLogger } from '../telemetry/logger.js';
 import { startGateway, type RunningGateway } from '../server.js';
 
 const CONFIG_FILE = fileURLToPath(new URL('../../demo/gateway.demo.yaml', import.meta.url));
+const USERS_FILE = fileURLToPath(new URL('../../demo/users.csv', import.meta.url));
 
 /** The preferred port when it is free on 127.0.0.1, else one the system picks (not 0: port 0 means no admin or decisions listener). */
 async function freePort(preferred: number): Promise<number> {
@@ -115,20 +119,35 @@ async function main(): Promise<void> {
     // Request denials and errors show up here as you paste the commands (LOG_LEVEL=debug: every request).
     const log = createLogger(process.env.LOG_LEVEL ?? 'info');
     gateway = await startGateway(config, { log });
+    const imported = await importDemoUsers(gateway, config);
     // Start-up lines first, so the walkthrough is the last thing on the screen.
     await new Promise((resolve) => setTimeout(resolve, 50));
     await new Promise<void>((resolve) => log.flush(() => resolve()));
     gatewayUrl = gateway.url.replace('localhost', '127.0.0.1');
     // Opened by a host name, not an address: passkeys are bound to one (auth.passkeys.rpId: localhost).
     const pageByName = page.replace('127.0.0.1', 'localhost');
+    console.log(imported.text);
     console.log(walkthrough({
       url: gatewayUrl, decisionsUrl: gateway.decisionsUrl, adminUrl: gateway.adminUrl, adminKey, tokensDir, page: pageByName, consoleUrl: await consoleLink(gateway.adminUrl, adminKey),
+      firstUserId: imported.created + 1,
     }));
   } catch (err) {
     console.error(`The demo could not start: ${err instanceof Error ? err.message : String(err)}`);
     await stop();
     process.exitCode = 1;
   }
+}
+
+/**
+ * Moving in (CONTRACT §27, docs/migrating.md): the ten accounts of demo/users.csv, imported as
+ * `gateway import users demo/users.csv` would (the running demo holds its embedded database, so
+ * here through the instance's own), with the command's report.
+ */
+async function importDemoUsers(gateway: RunningGateway, config: Config): Promise<{ text: string; created: number }> {
+  const records = readUsers(readFileSync(USERS_FILE, 'utf8'), 'csv', { plans: knownPlans(config) });
+  const report = await importUsers(gateway.services.db, records, { dryRun: false, actor: 'system', format: 'csv' });
+  const text = ['', `Imported demo/users.csv (docs/migrating.md): created ${report.created}, skipped_existing ${report.skipped_existing}, refused ${report.refused}.`].join('\n');
+  return { text, created: report.created };
 }
 
 void main();

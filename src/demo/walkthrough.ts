@@ -15,6 +15,8 @@ export interface DemoAddresses {
   page: string;
   /** A one-time console sign-in link. */
   consoleUrl?: string;
+  /** The id step 1's account gets: the ten accounts imported at start (step 19) took the first ones. */
+  firstUserId: number;
 }
 
 // Pieces of the curl commands every step spells the same way.
@@ -27,10 +29,11 @@ export function walkthrough(at: DemoAddresses): string {
     ...introduction(at),
     ...guardSteps(at),
     ...(at.decisionsUrl ? decisionSteps(at.decisionsUrl) : []),
-    ...(at.adminUrl ? adminSteps(at.url, at.adminUrl, at.adminKey) : []),
+    ...(at.adminUrl ? adminSteps(at.url, at.adminUrl, at.adminKey, at.firstUserId) : []),
     ...accountSteps(at),
     ...factorSteps(at),
     ...providerSteps(),
+    ...(at.adminUrl ? importSteps(at.url, at.adminUrl, at.adminKey) : []),
     ...(at.adminUrl ? consoleLines(at.adminUrl, at.adminKey, at.consoleUrl) : []),
     '', 'Press Ctrl-C to stop the demo (its data is deleted).', '',
   ];
@@ -107,12 +110,12 @@ function decisionSteps(decisionsUrl: string): string[] {
 }
 
 /** Steps 9–10: an operator changes the plan; the same token passes at once. */
-function adminSteps(url: string, adminUrl: string, adminKey: string): string[] {
+function adminSteps(url: string, adminUrl: string, adminKey: string, userId: number): string[] {
   return [
     '',
-    '# 9. Upgrade the user (id 1, from step 1) to premium with the admin API: the same token now passes the',
+    `# 9. Upgrade the user (id ${userId}, from step 1) to premium with the admin API: the same token now passes the`,
     '#    plan guard, because the gateway reads the plan from the database, not from the token',
-    `curl -s ${show} -X PUT ${adminUrl}/admin/v1/users/1/plan -H 'Authorization: Bearer ${adminKey}' ${json} -d '{"plan":"premium"}'`,
+    `curl -s ${show} -X PUT ${adminUrl}/admin/v1/users/${userId}/plan -H 'Authorization: Bearer ${adminKey}' ${json} -d '{"plan":"premium"}'`,
     `curl -s ${show} ${url}/api/v1/reports -H "Authorization: Bearer $TOKEN"`,
     '',
     '# 10. Premium\'s quota (5 a day, 60 a minute): the daily route admits again, and says what is left',
@@ -181,6 +184,19 @@ function providerSteps(): string[] {
     `#     demo's own provider (sign in as ${DEMO_IDP_USER.login}, any password) and back with a login_code the page exchanges`,
     '#     for a pair with amr ["fed"] (docs/identity-providers.md); "Sign in with GitHub (demo)" does the same',
     `#     with a fake of GitHub's endpoints on this machine, where ${DEMO_GITHUB_LOGIN} approves at once (kind: github)`,
+  ];
+}
+
+/** Step 19: the users the demo imported at start from demo/users.csv (docs/migrating.md). */
+function importSteps(url: string, adminUrl: string, adminKey: string): string[] {
+  return [
+    '',
+    '# 19. Moving in: at start, the demo imported ten accounts from demo/users.csv, as `gateway import users` does',
+    '#     (docs/migrating.md): their hashes stored as they were (hedy@example.com\'s is bcrypt), each with the id it',
+    '#     had before as external_id, which the admin API and the console search by',
+    `curl -s ${show} '${adminUrl}/admin/v1/users?query=legacy-101' -H 'Authorization: Bearer ${adminKey}'`,
+    '#     hedy signs in with the password she had before: her bcrypt hash is checked, then replaced by argon2id',
+    `curl -s ${show} ${json} -d '{"email":"hedy@example.com","password":"correct horse battery"}' ${url}/api/v1/auth/login`,
   ];
 }
 

@@ -146,6 +146,11 @@ export const CATALOG = {
   auditListInvalid: { status: 400, code: 'audit_list_invalid', fr: 'Paramètres de liste invalides (limit, cursor, user_id ou since)', en: 'Invalid list parameters (limit, cursor, user_id or since)',
     when: 'admin API: `GET /admin/v1/audit` with a `limit` outside 1–200, a `cursor` it did not hand out, a `user_id` that is not an id, or a `since` that is not '
       + 'a time' },
+  // CONTRACT §27 (moving in)
+  importBodyInvalid: {
+    status: 400, code: 'import_body_invalid', fr: 'Import invalide : des lignes JSON attendues (dry_run true ou false)', en: 'Invalid import: JSON lines expected (dry_run true or false)',
+    when: 'admin API: `POST /admin/v1/import/users` with a body that is not text (JSON lines, as `application/x-ndjson` or `text/plain`), or a `dry_run` other than true or false',
+  },
   // CONTRACT §14 (second factor)
   codeInvalid: { status: 400, code: 'mfa_code_invalid', fr: 'Code invalide', en: 'Invalid code',
     when: '`mfa/totp/confirm`: the code is not the current one (or one step either side), was already used, or no enrolment is pending; `mfa/totp/enroll` while a '
@@ -200,7 +205,8 @@ export const CATALOG = {
     when: '`/api/v1/orgs/{id}…`: no such organization, or the caller is not a member (membership is not disclosed)' },
   roleInsufficient: { status: 403, code: 'role_insufficient', fr: 'Rôle insuffisant', en: 'Insufficient role',
     fields: ['required_roles', 'current_role'],
-    when: '`/api/v1/orgs/{id}…`: a member without the endpoint\'s role, or an admin inviting, granting or removing an owner' },
+    when: '`/api/v1/orgs/{id}…`: a member without the endpoint\'s role, or an admin inviting, granting or removing an owner; a route with `roles`: '
+      + 'the role the request acts with is not among them' },
   lastOwner: { status: 409, code: 'last_owner', fr: 'Dernier propriétaire de l\'organisation', en: 'Last owner of the organization',
     when: '`PUT` or `DELETE /api/v1/orgs/{id}/members/{user_id}`: the organization\'s last owner demoted, removed or leaving' },
   alreadyMember: { status: 409, code: 'already_member', fr: 'Déjà membre', en: 'Already a member',
@@ -211,6 +217,13 @@ export const CATALOG = {
     when: '`PUT` or `DELETE /api/v1/orgs/{id}/members/{user_id}`: that user is not a member of the organization' },
   invitationNotFound: { status: 404, code: 'invitation_not_found', fr: 'Invitation introuvable', en: 'Invitation not found',
     when: '`DELETE /api/v1/orgs/{id}/invitations/{inv_id}`: no pending invitation of the organization has that id (accepted, cancelled or expired ones included)' },
+  orgNotApplicable: { status: 400, code: 'org_not_applicable', fr: 'Requête invalide', en: 'Invalid request',
+    title: { fr: 'Organisation non applicable', en: 'Organization not applicable' },
+    when: 'a route, decision or WebSocket upgrade whose route declares no `org:`: the request sends `Gateway-Org`' },
+  orgAccessDenied: { status: 403, code: 'org_access_denied', fr: 'Accès à l\'organisation refusé', en: 'Access to the organization denied',
+    when: 'a route with `org:`: `Gateway-Org` names an organization the caller is not a member of, or none; sent with a personal API key, or with an organization key of another organization' },
+  orgRequired: { status: 403, code: 'org_required', fr: 'Organisation requise', en: 'Organization required',
+    when: 'a route with `org: required` (or `roles`): the request does not act for an organization' },
   orgLimitReached: { status: 409, code: 'org_limit_reached', fr: 'Nombre maximal d\'organisations atteint', en: 'Maximum number of organizations reached',
     when: '`POST /api/v1/orgs`: the user owns `organizations.maxOwnedPerUser` organizations already' },
   // CONTRACT §23: plans that follow payment

@@ -14,12 +14,16 @@ import type { MailWords } from '../mail/index.js';
 import type { Database } from '../storage/db.js';
 import { acceptRoute, invitationRoutes } from './invitations.js';
 import { memberRoutes } from './members.js';
+import { orgKeyRoutes } from './apiKeys.js';
+import type { IdentityCache } from '../storage/identityCache.js';
 import { createOrgRoute, orgRoutes, type OrgRoutesDeps } from './orgs.js';
 
 export const ORGS_PREFIX = '/api/v1/orgs';
 
 export interface OrganizationsDeps {
-  config: Pick<Config, 'organizations' | 'mail'>;
+  config: Pick<Config, 'organizations' | 'mail' | 'apiKeys'>;
+  /** Where a revoked organization key is forgotten at once (the feed tells the other instances). */
+  identities: Pick<IdentityCache, 'forgetKey'>;
   db: Database;
   audit: Audit;
   clock: () => Date;
@@ -53,5 +57,6 @@ export async function registerOrganizations(app: FastifyInstance, deps: Organiza
     await orgs.register(orgRoutes, orgDeps);
     await orgs.register(invitationRoutes, invitationDeps);
     await orgs.register(memberRoutes, { db, audit, clock, bearer });
+    await orgs.register(orgKeyRoutes, { db, audit, clock, bearer, apiKeys: deps.config.apiKeys, identities: deps.identities });
   }, { prefix: ORGS_PREFIX });
 }

@@ -72,7 +72,11 @@ export async function memberRoutes(app: FastifyInstance, deps: MemberDeps): Prom
       await keepAnOwner(w, target);
       await orgs.removeMember(w.tx, w.org.id, target.userId);
       const keys = await orgs.revokeMemberKeys(w.tx, w.org.id, target.userId);
-      await w.record('org.member_removed', { member_id: target.userId, left: leaving, keys_revoked: keys });
+      // CONTRACT §22: each key the member made goes with the membership, the system's doing.
+      for (const keyId of keys) {
+        await deps.audit.record({ type: 'api_key.revoked', actor: 'system', userId: target.userId, data: { id: keyId, org_id: w.org.id, reason: 'member_removed' } }, w.tx);
+      }
+      await w.record('org.member_removed', { member_id: target.userId, left: leaving, keys_revoked: keys.length });
     });
     if ('refused' in outcome) return answer(reply, outcome);
     return successBody(reply, 'memberRemoved');

@@ -5,6 +5,7 @@ import { LRUCache } from 'lru-cache';
 import { isSingleMailbox } from '../credentials/emailAddress.js';
 import type { AuthMethod } from './guards/authenticate.js';
 import type { User } from '../storage/users.js';
+import type { ActingOrg } from './subject.js';
 
 /** `X_User_Id`, `x-user-id`, `X-USER-ID` … are one header to many upstream frameworks. */
 export function isIdentityHeader(name: string): boolean {
@@ -14,6 +15,23 @@ export function isIdentityHeader(name: string): boolean {
   const n = name.toLowerCase().replace(/_/g, '-');
   return n.startsWith('x-user-') || n === 'x-auth-method' || n === 'x-gateway-assertion';
 }
+
+/**
+ * While organizations are enabled (CONTRACT §22), x-org- is the gateway's too: a client's copy of
+ * x-org-id, -role, -plan never reaches an upstream, and Gateway-Org (what the gateway consumed to
+ * set them) is never forwarded.
+ */
+export function isOrgHeader(name: string): boolean {
+  const first = name.charCodeAt(0);
+  if (first !== 0x78 && first !== 0x58 && first !== 0x67 && first !== 0x47) return false;
+  const n = name.toLowerCase().replace(/_/g, '-');
+  return n.startsWith('x-org-') || n === ORG_HEADER;
+}
+
+/** The request header naming the organization a request acts for (CONTRACT §22). */
+export const ORG_HEADER = 'gateway-org';
+/** The headers upstreams get of the organization a request acts for, in the decisions answer always (empty when it acts for none). */
+export const ORG_IDENTITY_HEADERS = ['x-org-id', 'x-org-role', 'x-org-plan'] as const;
 
 /** An API key as upstreams are told of it (CONTRACT §21): its id, and its scopes (null: its owner's every right). */
 export interface KeyFacts {
@@ -29,15 +47,25 @@ export function keyFactsOf(identity: { method: AuthMethod; keyId?: number; scope
 /** The header naming the API key of a request (CONTRACT §21); under x-user-, so a client's copy never passes. */
 export const KEY_ID_HEADER = 'x-user-key-id';
 
+/** The header carrying an imported user's former id (CONTRACT §27); under x-user-, so a client's copy never passes. */
+export const EXTERNAL_ID_HEADER = 'x-user-external-id';
+
 /**
- * The identity headers of CONTRACT §3 for an authenticated request; x-user-email only for an
+ * The identity headers of CONTRACT §3 for an authenticated request (and x-org-id, -role, -plan
+ * acting for an organization, §22); x-user-email only for an
  * address that is one mailbox; x-user-key-id only for an API key's request (an upstream that
- * counts or limits per key tells its callers apart without ever seeing the key).
+ * counts or limits per key tells its callers apart without ever seeing the key); with
+ * `externalId` (import.forwardExternalId), x-user-external-id for a user that has one, read from
+ * the user record the identity cache already holds: no query of its own.
  */
-export function identityHeaders(user: User, method: AuthMethod, key?: KeyFacts): Record<string, string> {
+export function identityHeaders(user: User, method: AuthMethod, key?: KeyFacts, org?: ActingOrg, externalId = false): Record<string, string> {
+  // x-user-plan stays the user's own; the organization's plan is x-org-plan (CONTRACT §22).
   const headers: Record<string, string> = { 'x-user-id': String(user.id), 'x-user-plan': user.plan, 'x-auth-method': method };
   if (isForwardableEmail(user.email)) headers['x-user-email'] = headerSafeEmail(user.email);
   if (key) headers[KEY_ID_HEADER] = String(key.id);
+  if (org) Object.assign(headers, { 'x-org-id': String(org.id), 'x-org-role': org.role, 'x-org-plan': org.plan });
+  // Printable ASCII by the import's rule (import/rows.ts): a header value as stored.
+  if (externalId && user.external_id) headers[EXTERNAL_ID_HEADER] = user.external_id;
   return headers;
 }
 

@@ -10,5 +10,6 @@ export { UseRefunds, type UpstreamOutcome } from './guards/refunds.js';
 export type { CountedUse } from './guards/quota.js';
 export { MinuteLimiter } from './guards/minuteLimit.js';
 export { AssertionSigner, type Assertions } from './assertionSigner.js';
-export { isIdentityHeader, KEY_ID_HEADER } from './identityHeaders.js';
+export { isIdentityHeader, isOrgHeader, KEY_ID_HEADER, ORG_HEADER, ORG_IDENTITY_HEADERS } from './identityHeaders.js';
+export type { ActingOrg } from './subject.js';
 export { dailyRemaining, knownPlans, monthlyRemaining, planLimitsOf, planWordsOf, usedThisMonth, usedToday, worded, type PlanLimits } from './plans.js';

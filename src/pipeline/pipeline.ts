@@ -1,8 +1,8 @@
 // The request pipeline (STYLE 13, after Oathkeeper's proxy/request_handler.go): for a request's
 // method, path and headers, either the identity it may pass as or the denial it gets.
 //
-//   match a route → the guard stages (stages.ts: authenticate → scopes → mfa → plan → per-minute
-//   limit → daily limit) → identity headers
+//   match a route → the guard stages (stages.ts: authenticate → Gateway-Org → org: required →
+//   scopes → roles → mfa → plan → per-minute limit → daily limit) → identity headers
 //
 // Every way a request can reach something the gateway protects goes through here: the proxy
 // (proxy/forwarder.ts) before forwarding, WebSocket upgrades there too (with the access_token query
@@ -27,6 +27,7 @@ import type { CompiledRoute } from '../routing/routeTable.js';
 import { untraced } from '../telemetry/storeCalls.js';
 import type { RequestTrace } from '../telemetry/tracing.js';
 import type { ApiKeyUsage } from '../storage/apiKeyUsage.js';
+import type { ActingOrg } from './subject.js';
 
 /** The request as the pipeline reads it: its context and headers; nothing of the connection, nothing of the body. */
 export interface RequestFacts {
@@ -40,6 +41,8 @@ export type GuardOutcome =
   | {
       kind: 'pass';
       auth: Exclude<AuthResult, { kind: 'denied' }>;
+      /** The organization the request acts for (CONTRACT §22), if any. */
+      org?: ActingOrg;
       /** For the client, on a counted route: RateLimit-Policy and RateLimit. */
       responseHeaders: Record<string, string> | undefined;
       /** The use counted for the request (CONTRACT §23: what a refund gives back). */
@@ -54,6 +57,8 @@ export type Decision =
       /** The path to ask the upstream for (rewritePrefix applied). */
       upstreamPath: string;
       auth: Exclude<AuthResult, { kind: 'denied' }>;
+      /** The organization the request acts for (CONTRACT §22), if any. */
+      org?: ActingOrg;
       /** The headers that say who the caller is (x-user-*, x-auth-method, x-gateway-assertion); none for anonymous. */
       identity: Record<string, string> | undefined;
       /** Headers for the client's response, added to the upstream's (the RateLimit fields of a counted route). */
@@ -72,6 +77,8 @@ export interface PipelineDeps extends StageDeps {
   assertions: Assertions;
   /** Where each request made with an API key is counted (CONTRACT §21). */
   keyUsage: Pick<ApiKeyUsage, 'record'>;
+  /** import.forwardExternalId: upstreams receive x-user-external-id (CONTRACT §27). */
+  forwardExternalId?: boolean;
 }
 
 const ANONYMOUS: AuthResult = { kind: 'anonymous' };
@@ -115,15 +122,15 @@ export class Pipeline {
 
     const outcome = await this.guard(route, request.headers, context.live, request.trace);
     if (outcome.kind === 'deny') return this.denied(route.path, outcome.denial);
-    const { auth } = outcome;
+    const { auth, org } = outcome;
     let identity: Record<string, string> | undefined;
     if (auth.kind === 'authenticated') {
       const key = keyFactsOf(auth);
-      identity = identityHeaders(auth.user, auth.method, key);
-      if (route.target?.assertion) Object.assign(identity, await this.deps.assertions.headerFor(auth.user, auth.method, route.target.name, key));
+      identity = identityHeaders(auth.user, auth.method, key, org, this.deps.forwardExternalId);
+      if (route.target?.assertion) Object.assign(identity, await this.deps.assertions.headerFor(auth.user, auth.method, route.target.name, key, org));
     }
     this.deps.tallies.decided(route.path, 'allowed');
-    return { kind: 'allow', route, upstreamPath: match.upstreamPath, auth, identity, responseHeaders: outcome.responseHeaders, use: outcome.use };
+    return { kind: 'allow', route, upstreamPath: match.upstreamPath, auth, org, identity, responseHeaders: outcome.responseHeaders, use: outcome.use };
   }
 
   /**
@@ -142,7 +149,7 @@ export class Pipeline {
     // Anonymous here only on auth: none or optional, where the config allows no plan, quota or
     // limit (config/schema.ts: they need auth: required).
     const { auth } = run as { auth: Exclude<AuthResult, { kind: 'denied' }> };
-    return { kind: 'pass', auth, responseHeaders: run.quotas.length ? rateLimitHeaders(run.quotas) : undefined, use: run.use };
+    return { kind: 'pass', auth, org: run.org, responseHeaders: run.quotas.length ? rateLimitHeaders(run.quotas) : undefined, use: run.use };
   }
 
   private denied(route: string, denial: Denial): Decision & { kind: 'deny' } {

@@ -1,9 +1,9 @@
 // The guard stages in the order a request meets them (CONTRACT §22, "Order of checks"): the first
 // refusal answers, and nothing after it runs or counts. Each stage is one line of GUARD_STAGES:
 // whether the policy asks for it, what it checks, and (for the ones that can take time) its span.
-// A new check (an organization's role) is a new line here, not a new branch in the pipeline.
+// A new check is a new line here, not a new branch in the pipeline.
 import type { IncomingHttpHeaders } from 'node:http';
-import { telemetryName, type Denial, type Nouns } from '../errors/index.js';
+import { bearerChallenge, telemetryName, type Denial, type Nouns } from '../errors/index.js';
 import { authenticate, bearerToken, type AuthDeps, type AuthResult, type Identity } from './guards/authenticate.js';
 import type { DailyLimiter } from './guards/dailyLimit.js';
 import type { MinuteLimiter } from './guards/minuteLimit.js';
@@ -11,6 +11,8 @@ import type { CountedUse, QuotaOutcome, QuotaState } from './guards/quota.js';
 import { rateLimitHeaders } from './guards/quota.js';
 import { checkPlan } from './guards/plan.js';
 import { checkScopes } from './guards/scopes.js';
+import { checkRoles, keyOrgStage, orgStage, type OrgDeps } from './guards/org.js';
+import { billingSubject, type ActingOrg, type BillingSubject } from './subject.js';
 import type { LiveSnapshot } from '../live/live.js';
 import { planLimitsOf, planWordsOf, worded, type PlanLimits } from './plans.js';
 import type { RouteTallies } from '../telemetry/metrics.js';
@@ -33,8 +35,11 @@ export interface GuardPolicy {
   bearerOnly?: boolean;
   /** The route's noun for the quota messages (CONTRACT §20); unset: plans.usageNoun. */
   usageNoun?: Nouns;
-  /** The route's path, for the quota metrics; own endpoints count nothing. */
+  /** The route's path, for the quota metrics; own endpoints count nothing (and ignore Gateway-Org). */
   path?: string;
+  /** CONTRACT §22: a route's `org` (unset: Gateway-Org refused on it) and `roles` (implies org: required). */
+  org?: 'required' | 'optional';
+  roles?: readonly string[];
 }
 
 /** What the stages count with. */
@@ -43,6 +48,8 @@ export interface StageDeps {
   daily: DailyLimiter;
   minute: MinuteLimiter;
   tallies: RouteTallies;
+  /** With organizations.enabled only: Gateway-Org is read (CONTRACT §22). */
+  orgs?: OrgDeps;
 }
 
 /** One request's way through the stages: what they read, and what each leaves for the next. */
@@ -57,6 +64,10 @@ export interface GuardRun {
   calls: StoreCalls;
   /** The limits that applied so far, for the RateLimit fields. */
   readonly quotas: QuotaState[];
+  /** The organization the request acts for, set by the Gateway-Org stage. */
+  org?: ActingOrg;
+  /** An organization key's organization and role (the key's standing stage). */
+  keyOrg?: ActingOrg;
   /** The caller's plan's limits, read once by the first limit stage. */
   limits?: PlanLimits;
   /** The use the daily stage counted, for a refund (refunds.ts). */
@@ -75,13 +86,38 @@ export interface GuardStage {
 
 const authenticated = (run: GuardRun): run is GuardRun & { auth: Identity & { kind: 'authenticated' } } => run.auth.kind === 'authenticated';
 const mfaRequired = (policy: GuardPolicy) => policy.mfa === 'required';
+/** Whether the request names an organization (Gateway-Org, or an organization key) on a route, while organizations are enabled. */
+const actsForOrg = (run: GuardRun) => !!run.deps.orgs && run.policy.path !== undefined && (run.headers['gateway-org'] !== undefined || !!run.keyOrg);
+const INVALID_KEY: Denial = { code: 'tokenInvalid', headers: bearerChallenge(true) };
+
+function orgKeyStage(run: GuardRun): Promise<Denial | undefined> | Denial {
+  if (run.policy.path === undefined) return { code: 'apiKeyNotAccepted' };
+  return keyOrgStage(run, INVALID_KEY);
+}
+const orgRequired = (policy: GuardPolicy) => policy.org === 'required' || !!policy.roles;
+/** Gateway-Org without a credential, where one is optional (CONTRACT §22). */
+const unauthenticated: Denial = { code: 'tokenInvalid', headers: bearerChallenge(true) };
+
+/** Whose plan and whose counter (subject.ts), for an authenticated request. */
+export function subjectOf(run: GuardRun): BillingSubject {
+  return billingSubject((run.auth as Identity).user, run.org);
+}
 
 export const GUARD_STAGES: readonly GuardStage[] = [
   { span: 'gateway.authenticate', applies: (run) => run.policy.auth !== 'none' || mfaRequired(run.policy), check: authenticateStage, passed: (run) => run.auth.kind },
   // CONTRACT §21: endpoints that take a bearer sign-in only refuse a key before any scope check.
   { applies: (run) => authenticated(run) && !!run.policy.bearerOnly && run.auth.method !== 'bearer', check: () => ({ code: 'apiKeyNotAccepted' }) },
-  // A restricted key (one with scopes) is refused before anything else is looked at.
+  // (2) An organization key: valid only while its creator is a member; it acts for the user on no
+  // own endpoint.
+  { span: 'gateway.org_key', applies: (run) => authenticated(run) && !!run.auth.orgKey, check: orgKeyStage },
+  // CONTRACT §22 (3): Gateway-Org (or an organization key), on routes only (own endpoints act for the user).
+  { span: 'gateway.org', applies: (run) => actsForOrg(run), check: (run) => orgStage(run, unauthenticated) },
+  // (4) org: required (roles imply it).
+  { applies: (run) => orgRequired(run.policy) && !run.org, check: () => ({ code: 'orgRequired' }) },
+  // (5) A restricted key (one with scopes) is refused before anything else is looked at.
   { applies: (run) => authenticated(run) && !run.policy.anyKey, check: (run) => checkScopes(run.auth as Identity, run.policy.scopes) ?? undefined },
+  // (6) roles, with the role the request acts with.
+  { applies: (run) => !!run.policy.roles && !!run.org, check: (run) => checkRoles(run.org!, run.policy.roles!) },
   { applies: (run) => authenticated(run) && mfaRequired(run.policy), check: mfaStage },
   { span: 'gateway.plan', applies: (run) => authenticated(run) && !!run.policy.plans, check: planStage },
   // Per minute before the day: a request refused for bursting must not use up one of the day's uses.
@@ -119,27 +155,26 @@ function mfaStage(run: GuardRun): Denial | undefined {
 }
 
 function planStage(run: GuardRun): Denial | undefined {
-  const denial = checkPlan((run.auth as Identity).user, run.policy.plans!);
+  const denial = checkPlan(subjectOf(run).plan, run.policy.plans!);
   return denial ? worded(denial, planWordsOf(run.live.settings.plans, run.policy.usageNoun)) : undefined;
 }
 
 /** Anonymous requests count nothing: the config lets no limit apply on auth: none or optional. */
 function limitsOf(run: GuardRun): PlanLimits | undefined {
   if (!authenticated(run)) return undefined;
-  return (run.limits ??= planLimitsOf(run.live.settings.plans, run.auth.user.plan));
+  return (run.limits ??= planLimitsOf(run.live.settings.plans, subjectOf(run).plan));
 }
 
 /** Whether the plan counts uses on dailyLimit routes: a daily or a monthly quota. */
 const countsUses = (limits: PlanLimits | undefined) => !!limits && (limits.daily !== null || limits.monthly !== null);
 
 function minuteStage(run: GuardRun): Promise<Denial | undefined> {
-  const { user } = run.auth as Identity;
-  return counted(run, run.deps.minute.consume(user.id, run.limits!.perMinute!, run.calls));
+  return counted(run, run.deps.minute.consume(subjectOf(run).counter.id, run.limits!.perMinute!, run.calls));
 }
 
 function dailyStage(run: GuardRun): Promise<Denial | undefined> {
-  const { user } = run.auth as Identity;
-  return counted(run, run.deps.daily.consume(user, run.limits!, run.calls));
+  const { counter, plan } = subjectOf(run);
+  return counted(run, run.deps.daily.consume({ id: counter.id, plan }, run.limits!, run.calls));
 }
 
 /** A limiter's answer, tallied and kept for the RateLimit fields; its denial in the plans' words, with those fields. */
@@ -148,7 +183,7 @@ async function counted(run: GuardRun, outcome: Promise<QuotaOutcome>): Promise<D
   if (use) run.use = use;
   for (const s of [state, ...others]) {
     run.quotas.push(s);
-    run.deps.tallies.quota(s.policy, (run.auth as Identity).user.plan, run.policy.path ?? 'own', denial ? 'refused' : 'admitted');
+    run.deps.tallies.quota(s.policy, subjectOf(run).plan, run.policy.path ?? 'own', denial ? 'refused' : 'admitted');
   }
   return denial && { ...worded(denial, planWordsOf(run.live.settings.plans, run.policy.usageNoun)), headers: { ...denial.headers, ...rateLimitHeaders(run.quotas) } };
 }

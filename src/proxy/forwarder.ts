@@ -48,6 +48,8 @@ export interface PlanInput {
   own: OwnCredentials;
   /** server.trustProxy. */
   trustProxy: boolean;
+  /** organizations.enabled (CONTRACT §22). */
+  organizations?: boolean;
 }
 
 export type ForwardPlan =
@@ -72,6 +74,7 @@ export function plan(input: PlanInput, decision: Allowed): ForwardPlan {
     cookie: own.cookie,
     carryingCredentials: own.headers,
     trustProxy: input.trustProxy,
+    organizations: input.organizations,
   };
   if (input.websocket) {
     const query = own.query ?? input.query ?? '';
@@ -84,7 +87,11 @@ export function plan(input: PlanInput, decision: Allowed): ForwardPlan {
         responseHeaders: decision.responseHeaders,
         timeout: target.timeout,
         tls: input.context.live.upstreamTls.get(new URL(target.url).origin),
-        standing: { route: route.path, plans: route.plans, userId: auth.kind === 'authenticated' ? auth.user.id : undefined, keyHash: auth.kind === 'authenticated' ? auth.keyHash : undefined },
+        standing: {
+          route: route.path, plans: route.plans, userId: auth.kind === 'authenticated' ? auth.user.id : undefined, keyHash: auth.kind === 'authenticated' ? auth.keyHash : undefined,
+          // CONTRACT §22: a socket acting for an organization is read again when its membership changes.
+          ...(decision.org && auth.kind === 'authenticated' ? { org: { id: decision.org.id, roles: route.roles, keyRole: auth.orgKey?.role } } : {}),
+        },
       },
     };
   }
@@ -111,6 +118,8 @@ export interface ForwarderDeps {
   refunds?: Pick<UseRefunds, 'afterUpstream'>;
   /** Start-up settings (a reload does not change them). */
   server: { trustProxy: boolean; bodyLimit: number };
+  /** organizations.enabled (a start-up setting). */
+  organizations?: boolean;
   log: FastifyBaseLogger;
 }
 
@@ -165,7 +174,7 @@ export class Forwarder {
     const own = await findOwnCredentials({ headers: request.headers, query, authorizationIsOwn: auth.kind === 'authenticated' && auth.method === 'bearer' }, this.deps.credentials);
     const planned = plan({
       context, headers: request.headers, requestId: request.id, socketAddress: request.socket.remoteAddress ?? '', protocol: request.protocol,
-      host: request.host || undefined, websocket: upgrade && decision.route.websocket === true, query, own, trustProxy: this.deps.server.trustProxy,
+      host: request.host || undefined, websocket: upgrade && decision.route.websocket === true, query, own, trustProxy: this.deps.server.trustProxy, organizations: this.deps.organizations,
     }, decision);
     request.log.debug({ route: decision.route.path, upstream: planned.upstream, userId: auth.kind === 'authenticated' ? auth.user.id : undefined }, 'proxying');
     await this.send(request, reply, planned, decision);

@@ -2,7 +2,7 @@
 // what clients receive of an upstream's. Client-sent identity headers go (identityHeaders.ts says
 // which they are), the gateway's own come.
 import type { IncomingHttpHeaders } from 'node:http';
-import { isIdentityHeader } from '../pipeline/index.js';
+import { isIdentityHeader, isOrgHeader } from '../pipeline/index.js';
 
 export interface ForwardContext {
   requestId: string;
@@ -20,6 +20,8 @@ export interface ForwardContext {
   carryingCredentials?: readonly string[];
   /** server.trustProxy: the client is a proxy of the operator's, whose forwarding headers are kept. */
   trustProxy: boolean;
+  /** organizations.enabled: x-org-* are the gateway's, and Gateway-Org is consumed (CONTRACT §22). */
+  organizations?: boolean;
 }
 
 // Hop-by-hop headers (RFC 9110 §7.6.1) describe one connection, never the next one. `expect` is
@@ -72,6 +74,7 @@ export function upstreamHeaders(incoming: IncomingHttpHeaders, ctx: ForwardConte
     if (!ctx.trustProxy && FORWARDING_FROM_PROXIES.has(name)) continue;
     if (name === 'authorization' && ctx.dropAuthorization) continue;
     if (ctx.carryingCredentials?.includes(name)) continue;
+    if (ctx.organizations && isOrgHeader(name)) continue;
     if (name === 'cookie' && ctx.cookie !== undefined) {
       if (ctx.cookie !== null) out.cookie = ctx.cookie;
       continue;

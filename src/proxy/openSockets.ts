@@ -14,6 +14,8 @@ import { ERRORS, type Denial } from '../errors/index.js';
 import type { IdentityCache } from '../storage/identityCache.js';
 import { checkPlan } from '../pipeline/index.js';
 import type { ChangeFeed } from '../storage/changeFeed.js';
+import type { MembershipCache } from '../storage/membershipCache.js';
+import type { OrgRole } from '../storage/organizations.js';
 import type { WebSocketStats } from '../telemetry/metrics.js';
 
 /** Close code of RFC 6455 §7.4.1: the endpoint is going away (a server shutting down). */
@@ -34,6 +36,11 @@ export interface OpenSocket {
   readonly userId: number | undefined;
   /** The API key it was opened with, if that is how. */
   readonly keyHash: string | undefined;
+  /**
+   * The organization it acts for (CONTRACT §22): its id, the route's roles, and an organization
+   * key's own role (the socket then acts with the weaker of it and its creator's).
+   */
+  readonly org?: { id: number; roles: readonly string[] | undefined; keyRole: OrgRole | undefined };
   close(code: number, reason?: string): void;
   /** Resolves once the socket is closed (both ends). */
   readonly closed: Promise<void>;
@@ -43,6 +50,8 @@ export interface OpenSocket {
 export interface OpenSocketsDeps {
   feed: Pick<ChangeFeed, 'subscribe'>;
   identities: Pick<IdentityCache, 'activeUser' | 'key'>;
+  /** With organizations enabled: who is a member, with which role (sockets acting for an organization). */
+  memberships?: Pick<MembershipCache, 'membership'>;
   log: Logger;
   /** The gateway's clock, which the guards judge a key's expiry by. */
   clock: () => Date;
@@ -62,6 +71,7 @@ export class OpenSockets implements WebSocketStats {
       userChanged: (id) => void this.recheck(id),
       apiKeyChanged: (hash) => void this.recheckKey(hash),
       truncated: () => void this.recheckAll(),
+      orgChanged: (orgId) => void this.recheckOrg(orgId),
       resumed: () => void this.recheckAll(),
     });
   }
@@ -122,6 +132,12 @@ export class OpenSockets implements WebSocketStats {
     await Promise.all([...users].map((id) => this.recheck(id)));
   }
 
+  /** The sockets acting for the organization (every organization: undefined), read again. */
+  private async recheckOrg(orgId: number | undefined): Promise<void> {
+    const users = new Set([...this.all].filter((s) => s.org && (orgId === undefined || s.org.id === orgId)).map((s) => s.userId!));
+    await Promise.all([...users].map((id) => this.recheck(id)));
+  }
+
   private async recheckAll(): Promise<void> {
     await Promise.all([...this.byUser.keys()].map((id) => this.recheck(id)));
   }
@@ -136,7 +152,7 @@ export class OpenSockets implements WebSocketStats {
         let denial: Denial | null = null;
         if (!user) denial = { code: 'userNotFound' };
         else if (socket.keyHash !== undefined) denial = await this.keyDenial(socket, socket.keyHash, userId);
-        else if (socket.plans) denial = checkPlan(user, socket.plans);
+        if (!denial && user) denial = socket.org ? await this.orgDenial(socket.org, userId, socket.plans) : socket.plans ? checkPlan(user.plan, socket.plans) : null;
         if (!denial) continue;
         this.deps.log.info({ route: socket.route, userId, reason: denial.code }, 'websocket closed: the user no longer passes the route\'s guards');
         socket.close(POLICY_VIOLATION, ERRORS[denial.code].fr);
@@ -145,6 +161,19 @@ export class OpenSockets implements WebSocketStats {
       // Storage unreachable: the feed says so too, and its `resumed` brings a new reading.
       this.deps.log.warn({ err, userId }, 'websocket: could not read a user\'s standing again');
     }
+  }
+
+  /**
+   * A socket acting for an organization, refused as the guards would refuse it now (CONTRACT §22):
+   * no longer a member, a role the route's roles no longer take, an organization plan it does not allow.
+   */
+  private async orgDenial(org: NonNullable<OpenSocket['org']>, userId: number, plans: readonly string[] | undefined): Promise<Denial | null> {
+    const membership = await this.deps.memberships?.membership(org.id, userId);
+    if (!membership) return { code: org.keyRole ? 'tokenInvalid' : 'orgAccessDenied' };
+    const order: readonly OrgRole[] = ['owner', 'admin', 'member'];
+    const role = org.keyRole && order.indexOf(org.keyRole) > order.indexOf(membership.role) ? org.keyRole : membership.role;
+    if (org.roles && !org.roles.includes(role)) return { code: 'roleInsufficient', extra: { required_roles: [...org.roles], current_role: role } };
+    return plans ? checkPlan(membership.plan, plans) : null;
   }
 
   /** The socket's key refused as the guard would refuse it now (revoked, another's, expired); else its expiry awaited. */

@@ -50,7 +50,7 @@ export interface WebSocketTarget {
   responseHeaders: Record<string, string> | undefined;
   timeout: number;
   tls: UpstreamTls | undefined;
-  standing: Pick<OpenSocket, 'route' | 'plans' | 'userId' | 'keyHash'>;
+  standing: Pick<OpenSocket, 'route' | 'plans' | 'userId' | 'keyHash' | 'org'>;
 }
 
 export type Opened =

@@ -1,5 +1,10 @@
 // Personal API keys (table api_tokens, its contract name), stored as SHA-256 hex only.
 import type { Queryable } from './db.js';
+import type { OrgRole } from './organizations.js';
+
+// A user's own keys are the personal ones (org_id IS NULL): an organization key (CONTRACT §22) is
+// its organization's, listed, counted and revoked there (storage/orgApiKeys.ts), though user_id
+// names its creator.
 
 /** What a request's key is, as the guards read it (IdentityCache keeps it). */
 export interface KeyRecord {
@@ -9,6 +14,9 @@ export interface KeyRecord {
   scopes: string[] | null;
   /** Epoch ms; null: never expires. */
   expiresAt: number | null;
+  /** An organization key's organization and role (CONTRACT §22); null for a personal key, whose userId is its owner (an organization key's: its creator). */
+  orgId: number | null;
+  role: OrgRole | null;
 }
 
 /**
@@ -16,10 +24,12 @@ export interface KeyRecord {
  * state (IdentityCache.activeUser), so that a key's answer changes only when its row does.
  */
 export async function findKey(db: Queryable, keyHash: string): Promise<KeyRecord | undefined> {
-  const rows = await db.query<{ id: string | number; user_id: number; scopes: string[] | null; expires_at: Date | null }>(
-    'SELECT id, user_id, scopes, expires_at FROM api_tokens WHERE token_hash = $1 AND revoked = 0', [keyHash]);
+  const rows = await db.query<{ id: string | number; user_id: number; scopes: string[] | null; expires_at: Date | null; org_id: number | null; role: OrgRole | null }>(
+    'SELECT id, user_id, scopes, expires_at, org_id, role FROM api_tokens WHERE token_hash = $1 AND revoked = 0', [keyHash]);
   const row = rows[0];
-  return row && { id: Number(row.id), userId: row.user_id, scopes: row.scopes, expiresAt: row.expires_at ? new Date(row.expires_at).getTime() : null };
+  return row && {
+    id: Number(row.id), userId: row.user_id, scopes: row.scopes, expiresAt: row.expires_at ? new Date(row.expires_at).getTime() : null, orgId: row.org_id, role: row.role,
+  };
 }
 
 /** Writes the last use of each key, by id, in one statement (see ApiKeyUsage). */
@@ -39,7 +49,7 @@ export async function replaceKey(tx: Queryable, userId: number, keyHash: string,
   // earlier keys, insert, and leave two active keys.
   await tx.query('SELECT 1 FROM users WHERE id = $1 FOR UPDATE', [userId]);
   const revoked = await tx.query<{ token_hash: string }>(
-    "UPDATE api_tokens SET revoked = 1 WHERE user_id = $1 AND revoked = 0 AND name = 'default' RETURNING token_hash", [userId]);
+    "UPDATE api_tokens SET revoked = 1 WHERE user_id = $1 AND org_id IS NULL AND revoked = 0 AND name = 'default' RETURNING token_hash", [userId]);
   const rows = await tx.query<{ created_at: Date }>('INSERT INTO api_tokens (user_id, token_hash, start) VALUES ($1, $2, $3) RETURNING created_at', [userId, keyHash, start]);
   return { createdAt: rows[0]!.created_at, revokedHashes: revoked.map((r) => r.token_hash) };
 }
@@ -62,8 +72,8 @@ export interface OwnKey {
   expires_at: Date | null;
   last_used_at: Date | null;
 }
-const OWN_KEY_COLUMNS = 'id, name, start, scopes, created_at, expires_at, last_used_at';
-const asOwnKey = (row: OwnKey & { id: string | number }): OwnKey => ({ ...row, id: Number(row.id) });
+export const OWN_KEY_COLUMNS = 'id, name, start, scopes, created_at, expires_at, last_used_at';
+export const asOwnKey = (row: OwnKey & { id: string | number }): OwnKey => ({ ...row, id: Number(row.id) });
 
 /**
  * Stores a named key unless the user already holds `max` keys that count (active, not rolled, not
@@ -73,7 +83,7 @@ const asOwnKey = (row: OwnKey & { id: string | number }): OwnKey => ({ ...row, i
 export async function createKeyWithin(tx: Queryable, userId: number, key: NewKeyRow, max: number, now: Date): Promise<OwnKey | null> {
   await tx.query('SELECT 1 FROM users WHERE id = $1 FOR UPDATE', [userId]);
   const [{ n }] = await tx.query<{ n: number }>(
-    'SELECT count(*)::int AS n FROM api_tokens WHERE user_id = $1 AND revoked = 0 AND rolled_at IS NULL AND (expires_at IS NULL OR expires_at > $2)',
+    'SELECT count(*)::int AS n FROM api_tokens WHERE user_id = $1 AND org_id IS NULL AND revoked = 0 AND rolled_at IS NULL AND (expires_at IS NULL OR expires_at > $2)',
     [userId, now]) as [{ n: number }];
   if (n >= max) return null;
   return insertKey(tx, userId, key);
@@ -104,7 +114,7 @@ export async function rollKeyWithin(
 ): Promise<RolledKey | undefined> {
   const [old] = await tx.query<{ token_hash: string; name: string; scopes: string[] | null; expires_at: Date | null }>(
     `SELECT token_hash, name, scopes, expires_at FROM api_tokens
-      WHERE id = $1 AND user_id = $2 AND revoked = 0 AND rolled_at IS NULL AND (expires_at IS NULL OR expires_at > $3) FOR UPDATE`,
+      WHERE id = $1 AND user_id = $2 AND org_id IS NULL AND revoked = 0 AND rolled_at IS NULL AND (expires_at IS NULL OR expires_at > $3) FOR UPDATE`,
     [id, userId, now]);
   if (!old) return undefined;
   // LEAST ignores a NULL (a key that never expired): it then expires at `until`.
@@ -116,19 +126,19 @@ export async function rollKeyWithin(
 
 /** The user's keys that are not revoked, newest first. */
 export async function ownKeys(db: Queryable, userId: number): Promise<OwnKey[]> {
-  const rows = await db.query<OwnKey & { id: string | number }>(`SELECT ${OWN_KEY_COLUMNS} FROM api_tokens WHERE user_id = $1 AND revoked = 0 ORDER BY id DESC`, [userId]);
+  const rows = await db.query<OwnKey & { id: string | number }>(`SELECT ${OWN_KEY_COLUMNS} FROM api_tokens WHERE user_id = $1 AND org_id IS NULL AND revoked = 0 ORDER BY id DESC`, [userId]);
   return rows.map(asOwnKey);
 }
 
 /** Revokes one of the user's keys; its hash, or undefined when it is not theirs or already revoked. */
 export async function revokeOwnKey(db: Queryable, userId: number, id: number): Promise<string | undefined> {
-  const rows = await db.query<{ token_hash: string }>('UPDATE api_tokens SET revoked = 1 WHERE id = $1 AND user_id = $2 AND revoked = 0 RETURNING token_hash', [id, userId]);
+  const rows = await db.query<{ token_hash: string }>('UPDATE api_tokens SET revoked = 1 WHERE id = $1 AND user_id = $2 AND org_id IS NULL AND revoked = 0 RETURNING token_hash', [id, userId]);
   return rows[0]?.token_hash;
 }
 
 /** Revokes every active key of the user; returns the revoked hashes (none: already done). */
 export async function revokeKeys(db: Queryable, userId: number): Promise<string[]> {
-  const rows = await db.query<{ token_hash: string }>('UPDATE api_tokens SET revoked = 1 WHERE user_id = $1 AND revoked = 0 RETURNING token_hash', [userId]);
+  const rows = await db.query<{ token_hash: string }>('UPDATE api_tokens SET revoked = 1 WHERE user_id = $1 AND org_id IS NULL AND revoked = 0 RETURNING token_hash', [userId]);
   return rows.map((r) => r.token_hash);
 }
 

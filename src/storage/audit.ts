@@ -12,6 +12,10 @@ export const AUDIT_TYPES = [
   // CONTRACT §22: data names the organization (org_id) and, for a member, whose membership (member_id).
   'org.created', 'org.updated', 'org.deleted', 'org.invitation_sent', 'org.invitation_cancelled', 'org.member_added', 'org.member_removed', 'org.role_changed',
   'billing.plan_changed',
+  // CONTRACT §27: one per batch of an import, data {format, created, skipped_existing, refused}; never a hash.
+  'user.imported',
+  // The same for `gateway import keys`: one per batch, data {created, skipped_existing, refused}; never a hash.
+  'api_key.imported',
 ] as const;
 export type AuditType = (typeof AUDIT_TYPES)[number];
 

@@ -2,7 +2,8 @@
 // reconnection and heartbeat, and typed events that the caches subscribe to.
 // Triggers announce every change that a cache in memory must not miss, however it was made (admin
 // API, CLI, or SQL run by hand): 001 and 005 a user's plan, active flag or email, a user deleted,
-// and an API key created or revoked (a deleted user's keys included), 003 an assertion key
+// and an API key created or revoked (a deleted user's keys included), 031 a membership or an
+// organization's plan, 003 an assertion key
 // rotation, 004 a daily count lowered by hand, 006 a TRUNCATE of users or api_tokens and a user id
 // that comes into being, 009 an email verified, 010 a webhook message due now that nobody holds.
 // While the connection is down, notifications are lost, so subscribers are told (interrupted) and
@@ -22,6 +23,7 @@ const CHANNELS = {
   assertionKeys: 'gw_assertion_keys_changed',
   jwtKeys: 'gw_jwt_keys_changed',
   webhookDue: 'gw_webhook_due',
+  org: 'gw_org_changed',
 } as const;
 
 const HEARTBEAT_CHANNEL = 'gw_heartbeat';
@@ -83,6 +85,11 @@ export interface ChangeHandlers {
   assertionKeysChanged(): void;
   /** The database-kept token secret was rotated, or the previous one dropped. */
   jwtKeysChanged(): void;
+  /**
+   * An organization's memberships, roles or plan changed, or it went (031_org_changed.sql): its id;
+   * undefined after a TRUNCATE (every organization).
+   */
+  orgChanged(orgId: number | undefined): void;
   /** A webhook message may be attempted now and nobody holds it (new, or handed back at a shutdown). */
   webhookDue(): void;
   /** The feed can be trusted again; changes made meanwhile may have been missed. */
@@ -161,6 +168,7 @@ export class ChangeFeed {
       case CHANNELS.assertionKeys: return this.emit('assertionKeysChanged');
       case CHANNELS.jwtKeys: return this.emit('jwtKeysChanged');
       case CHANNELS.webhookDue: return this.emit('webhookDue');
+      case CHANNELS.org: return this.emit('orgChanged', payload === '*' ? undefined : Number(payload));
       case CHANNELS.truncated:
         this.log.info({ table: payload }, 'change feed: a table was emptied');
         return this.emit('truncated', payload);

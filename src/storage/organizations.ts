@@ -44,9 +44,10 @@ export async function revokeOrganizationKeys(tx: Queryable, orgId: number): Prom
   return (await tx.query('UPDATE api_tokens SET revoked = 1 WHERE org_id = $1 AND revoked = 0 RETURNING id', [orgId])).length;
 }
 
-/** Revokes the organization keys a member made (their membership ended). How many. */
-export async function revokeMemberKeys(tx: Queryable, orgId: number, userId: number): Promise<number> {
-  return (await tx.query('UPDATE api_tokens SET revoked = 1 WHERE org_id = $1 AND user_id = $2 AND revoked = 0 RETURNING id', [orgId, userId])).length;
+/** Revokes the organization keys a member made (their membership ended): their ids. */
+export async function revokeMemberKeys(tx: Queryable, orgId: number, userId: number): Promise<number[]> {
+  return (await tx.query<{ id: string | number }>('UPDATE api_tokens SET revoked = 1 WHERE org_id = $1 AND user_id = $2 AND revoked = 0 RETURNING id', [orgId, userId]))
+    .map((r) => Number(r.id));
 }
 
 /** The user's role in the organization, or undefined for a non-member (or no such organization). */

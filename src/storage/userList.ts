@@ -4,7 +4,7 @@ import { type Queryable } from './db.js';
 import { parseUserId, USER_COLUMNS, type User } from './users.js';
 
 export interface UserFilter {
-  /** An email substring (case-insensitive), or an exact id when it is one. */
+  /** An email substring (case-insensitive), an exact external_id (CONTRACT §27), or an exact id when it is one. */
   query?: string;
   plan?: string;
   active?: boolean;
@@ -29,7 +29,9 @@ export async function listUsers(db: Queryable, filter: UserFilter): Promise<User
     // LIKE's own characters in the text are literal: an operator searching "a_b" means that.
     const pattern = `%${filter.query.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
     params.push(pattern);
-    const like = `lower(email) LIKE $${params.length}`;
+    // An imported user is found by the id it had before, as written (external ids are case-sensitive).
+    params.push(filter.query);
+    const like = `(lower(email) LIKE $${params.length - 1} OR external_id = $${params.length})`;
     if (id === undefined) where.push(like);
     else add((p) => `(${like} OR id = ${p})`, id);
   }

@@ -13,6 +13,8 @@ export interface User {
   created_at: Date;
   /** null: the user never proved the address is theirs (migration 009). */
   email_verified_at: Date | null;
+  /** The id an imported user had in the system it came from (migration 028, CONTRACT §27); null for others. */
+  external_id?: string | null;
 }
 
 /** What the account flows read besides the identity: the password and its state, the email's. */
@@ -26,7 +28,7 @@ export interface UserWithHash extends User {
 /** A user id from outside (a token's `sub`, a URL, a body): a decimal or number within users.id's range, else undefined. */
 export const parseUserId = parseIntegerId;
 
-export const USER_COLUMNS = 'id, email, plan, is_active, daily_usage, last_usage_date, created_at, email_verified_at';
+export const USER_COLUMNS = 'id, email, plan, is_active, daily_usage, last_usage_date, created_at, email_verified_at, external_id';
 
 /**
  * Creates the user and its subscription in one unit (with `created`'s writes: its audit event); null

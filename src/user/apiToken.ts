@@ -22,7 +22,7 @@ const MAX_EXPIRY_MS = 365 * 24 * 3600 * 1000;
 type Parsed<T> = { ok: T } | { error: 'badRequest' | 'scopeUnknown' };
 
 /** The body of POST /api-keys as a key request, or why not. */
-function keyRequest(body: unknown, now: Date, known: ReadonlySet<string>): Parsed<{ name: string; scopes: string[] | null; expiresAt: Date | null }> {
+export function keyRequest(body: unknown, now: Date, known: ReadonlySet<string>): Parsed<{ name: string; scopes: string[] | null; expiresAt: Date | null }> {
   const fields = (body ?? {}) as Record<string, unknown>;
   const name = fields.name;
   // Printable: no control or format characters (a name is shown in lists and consoles).
@@ -53,7 +53,7 @@ export async function apiTokenRoutes(app: FastifyInstance, deps: ApiTokenDeps): 
   /** Whether the user's plan may hold keys; answers the plan denial when not. */
   const planAllows = (request: FastifyRequest, reply: FastifyReply): boolean => {
     if (allowed === 'all') return true;
-    const denial = checkPlan(currentUser(request), allowed);
+    const denial = checkPlan(currentUser(request).plan, allowed);
     if (!denial) return true;
     sendDenial(reply, worded(denial, planWordsOf(request.context.live.settings.plans)));
     return false;

@@ -122,6 +122,7 @@ describeWithServices('admin listener', () => {
     expect(res.status).toBe(200);
     expect(res.json).toEqual({
       id: user.id, email: user.email, plan: 'premium', is_active: 1, active: true, daily_usage: 0, last_usage_date: null, created_at: expect.any(String), email_verified_at: null,
+      external_id: null,
     });
     expect(res.text).not.toContain('argon2');
     for (const id of ['999999999', '0', '-1', 'abc', '1.5', '99999999999999999999']) {

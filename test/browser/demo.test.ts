@@ -55,6 +55,11 @@ describeWithBrowser('the demo\'s browser page', () => {
     return page.evaluate(`[...document.querySelectorAll("#out span")].slice(${before}).map((s) => s.textContent).join("")`) as Promise<string>;
   }
 
+  it('imported the ten accounts of demo/users.csv at start (CONTRACT §27), and said so', () => {
+    expect(output).toContain('Imported demo/users.csv (docs/migrating.md): created 10, skipped_existing 0, refused 0.');
+    expect(output).toMatch(/# 19\. Moving in: .*\n(#.*\n)*curl -s .*\/admin\/v1\/users\?query=legacy-101' /);
+  });
+
   it('registers, logs in and calls the routes through CORS, then talks over a WebSocket', async () => {
     const email = await page.evaluate('document.getElementById("email").value') as string;
     expect(await step('register')).toMatch(/^POST \/api\/v1\/auth\/register → 201\n/);

@@ -53,6 +53,21 @@ describe('gateway check', { timeout: 60_000 }, () => {
     ]);
   });
 
+  it('CONTRACT §22: warns about org routes without organizations, CORS without Gateway-Org, and the decisions listener\'s aware header', async () => {
+    const ORGS = 'organizations: { enabled: true }\nmail: { resetUrl: \'https://a.example/r?token={token}\', verifyUrl: \'https://a.example/v?token={token}\', invitationUrl: \'https://a.example/j?token={token}\' }\n';
+    const orgRoute = '  - { path: /api/v1/team, upstream: app, roles: [owner, admin] }\n';
+    const off = await gateway(['check', '--config', write('orgs-off.yaml', `${VALID}${orgRoute}`)]);
+    expect(off.code).toBe(0);
+    expect(off.stderr).toContain('warning: routes /api/v1/team declare org or roles but organizations.enabled is off: nothing acts for an organization, org: required refuses every request');
+    const on = await gateway(['check', '--config', write('orgs-on.yaml', `${ORGS}decisions: { port: 9191 }\ncors: { origins: ['https://app.example.com'] }\n${VALID}${orgRoute}`)]);
+    expect(on.code).toBe(0);
+    expect(on.stderr).toContain('warning: cors.headers does not list Gateway-Org: browser pages cannot act for an organization (add gateway-org)');
+    expect(on.stderr).toContain('warning: organizations.enabled: the decisions listener refuses (400) requests without X-Gateway-Org-Aware: 1; ');
+    const listed = await gateway(['check', '--config', write('orgs-cors.yaml', `${ORGS}cors: { origins: ['https://app.example.com'], headers: [authorization, gateway-org] }\n${VALID}${orgRoute}`)]);
+    expect(listed.stderr).not.toContain('warning: cors');
+    expect(listed.stderr).not.toContain('warning: organizations');
+  });
+
   it('shows a decision-only route (no upstream, decisions.port set) as such', async () => {
     const file = write('decisions.yaml', `decisions: { port: 9191 }\n${VALID}  - { path: /downloads, plans: [pro] }\n`);
     const { code, stdout } = await gateway(['check', '--config', file]);

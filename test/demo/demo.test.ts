@@ -49,7 +49,7 @@ describe('npm run demo', () => {
 
   it('runs every printed command with the outcome its comment announces', async () => {
     const commands = walkthrough.split('\n').filter((line) => /^(curl|[A-Z_]+=)/.test(line));
-    expect(commands.length).toBe(34);
+    expect(commands.length).toBe(36);
     const script = commands.map((command, i) => `echo "### ${i}"\n${command}\necho`).join('\n');
     const run = spawnSync('bash', ['-c', script], { encoding: 'utf8', timeout: 60_000 });
     expect(run.status, run.stderr).toBe(0);
@@ -59,14 +59,15 @@ describe('npm run demo', () => {
     const step = (pattern: RegExp) => outputs[commands.findIndex((c) => on(pattern, c))]!;
     const all = (pattern: RegExp) => commands.flatMap((c, i) => (on(pattern, c) ? [outputs[i]!] : []));
 
-    expect(step(/auth\/register/)).toMatch(/"user_id":1.*\(HTTP 201\)/);
+    // Step 1's account comes after the ten the demo imported at start (demo/users.csv).
+    expect(step(/auth\/register/)).toMatch(/"user_id":11\b.*\(HTTP 201\)/);
     expect(outputs[1]).toMatch(/^[\w-]+\.[\w-]+\.[\w-]+$/); // the token
     const [anonymous, english, problem, withToken] = all(/api\/v1\/profile/);
     expect(anonymous).toMatch(/^\{"error":"Token invalide ou expiré"\}\s*\(HTTP 401\)/);
     expect(english).toMatch(/^\{"error":"Invalid or expired token"\}\s*\(HTTP 401\)/);
     expect(problem).toMatch(/^\{"type":"urn:gateway:error:token_missing","title":"Missing token","status":401,"code":"token_missing","detail":"Invalid or expired token","error":"Invalid or expired token"\}/);
     expect(step(/api\/v1\/errors/)).toMatch(/\(HTTP 200\)/);
-    expect(withToken).toMatch(/"x-user-id": "1"/);
+    expect(withToken).toMatch(/"x-user-id": "11"/);
     expect(withToken).toMatch(/"x-user-plan": "free"/);
     expect(withToken).not.toMatch(/authorization/i);
     const [refused, upgraded] = all(/api\/v1\/reports/);
@@ -81,9 +82,9 @@ describe('npm run demo', () => {
     expect(step(/gateway-assertion-keys\.json/)).toMatch(/"keys":\[\{.*"crv":"Ed25519".*\(HTTP 200\)/);
     const [decided, denied] = all(/\/decisions/);
     expect(decided).toMatch(/^HTTP\/1\.1 200 /);
-    expect(decided).toMatch(/^x-user-id: 1$/im);
+    expect(decided).toMatch(/^x-user-id: 11$/im);
     expect(denied).toMatch(/Plan insuffisant.*\(HTTP 403\)/s);
-    expect(step(/admin\/v1\/users\/1\/plan/)).toMatch(/"plan":"premium".*\(HTTP 200\)/);
+    expect(step(/admin\/v1\/users\/11\/plan/)).toMatch(/"plan":"premium".*\(HTTP 200\)/);
 
     // Accounts (docs/accounts.md): the sessions, then a forgotten password reset with the link the
     // demo's mail catcher received and printed in the demo's own terminal.
@@ -98,12 +99,14 @@ describe('npm run demo', () => {
     const [oldPassword, newPassword] = all(/^curl .*auth\/login/);
     expect(oldPassword).toMatch(/Identifiants invalides.*\(HTTP 401\)/);
     expect(newPassword).toMatch(/"access_token".*\(HTTP 200\)/);
+    // Moving in (docs/migrating.md): an account imported from demo/users.csv signs in with its bcrypt hash.
+    expect(step(/hedy@example\.com/)).toMatch(/"access_token".*\(HTTP 200\)/);
 
     // A second factor (docs/second-factor.md): billing refused to the password, TOTP enrolled with
     // the code of the demo's stand-in for an app, the login's mfa_token and a code, billing allowed.
     const [passwordOnly, secondFactor] = all(/api\/v1\/billing/);
     expect(passwordOnly).toMatch(/Authentification à deux facteurs requise.*\(HTTP 403\)/);
-    expect(secondFactor).toMatch(/"x-user-id": "1".*\(HTTP 200\)/s);
+    expect(secondFactor).toMatch(/"x-user-id": "11".*\(HTTP 200\)/s);
     expect(step(/mfa\/totp\/enroll/)).toMatch(/^[A-Z2-7]{16,}$/);
     expect(step(/^CODE=/)).toMatch(/^\d{6}$/);
     expect(step(/mfa\/totp\/confirm/)).toMatch(/"recovery_codes":\[("[0-9a-f-]+",?){10}\].*\(HTTP 200\)/);

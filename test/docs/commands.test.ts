@@ -37,6 +37,8 @@ const RUN_ELSEWHERE = new Set([
   'docs/api-keys.md: key-roll', 'docs/api-keys.md: key-usage', // test/user/keyRollUsage.test.ts
   'docs/production.md: image-run', // test/ship/image.test.ts
   'docs/production.md: kubernetes-apply', // test/ship/kubernetes.test.ts, in podman kube play's terms
+  'docs/migrating.md: import-csv', 'docs/migrating.md: import-auth0', 'docs/migrating.md: import-supabase', // test/import/import.test.ts
+  'docs/migrating.md: import-firebase', 'docs/migrating.md: import-keys',
 ]);
 // Shell blocks not run as written, by their first line, and why.
 const NOT_RUN: Record<string, string> = {

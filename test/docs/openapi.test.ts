@@ -58,6 +58,7 @@ const NOT_OWN_ENDPOINT_ANSWERS: Record<string, string> = {
   internal: 'a fault of ours', notAuthenticated: 'never answered (plans need auth: required)',
   consoleCsrf: 'the console (HTML, not in the document)', consoleTicketInvalid: 'the console',
   scopeInsufficient: 'a key with scopes, on routes and on every own endpoint a key may call but GET /api/v1/user/me (docs/api-keys.md)',
+  orgNotApplicable: 'routes that declare no org: (docs/organizations.md)', orgAccessDenied: 'routes that declare org: (docs/organizations.md)', orgRequired: 'routes with org: required',
 };
 
 it('names in its error responses only the catalog\'s codes, each under its status, and every code an own endpoint answers', async () => {

@@ -37,6 +37,20 @@ describe('organizations in gateway.yaml', () => {
       .toEqual([expect.stringMatching(/^organizations\.maxOwnedPerUser: /)]);
   });
 
+  it('a route\'s org and roles: roles imply org: required; required and roles need auth: required, optional an auth other than none', () => {
+    const ORGS = `organizations:\n  enabled: true\n${MAIL}  invitationUrl: https://a.example/j?token={token}\nupstreams:\n  app:\n    url: http://127.0.0.1:3000\n`;
+    const route = (fields: string) => `${ORGS}routes:\n  - path: /r\n    upstream: app\n${fields}`;
+    expect(configProblems(route('    org: required\n    roles: [owner, admin]\n'))).toEqual([]);
+    expect(configProblems(route('    roles: [member]\n'))).toEqual([]);
+    expect(configProblems(route('    auth: optional\n    org: optional\n'))).toEqual([]);
+    expect(configProblems(route('    org: optional\n    roles: [owner]\n'))).toEqual(['routes[0].org: roles imply org: required']);
+    expect(configProblems(route('    auth: optional\n    org: required\n'))).toEqual(['routes[0].auth: org: required and roles need auth: required']);
+    expect(configProblems(route('    auth: optional\n    roles: [admin]\n'))).toEqual(['routes[0].auth: org: required and roles need auth: required']);
+    expect(configProblems(route('    auth: none\n    org: optional\n'))).toEqual(['routes[0].auth: org: optional needs auth: required or optional (auth: none reads no credential)']);
+    expect(configProblems(route('    roles: [boss]\n'))).toEqual([expect.stringMatching(/^routes\[0\]\.roles\[0\]: /)]);
+    expect(configProblems(route('    org: always\n'))).toEqual([expect.stringMatching(/^routes\[0\]\.org: /)]);
+  });
+
   it('with organizations enabled, a route cannot take /api/v1/orgs; disabled, it may', () => {
     const routes = 'upstreams:\n  app:\n    url: http://127.0.0.1:3000\nroutes:\n  - path: /api/v1/orgs\n    upstream: app\n';
     expect(configProblems(`organizations:\n  enabled: true\n${MAIL}  invitationUrl: https://a.example/j?token={token}\n${routes}`)).toEqual([

@@ -37,3 +37,10 @@ export async function invite(gw: TestGateway, smtp: SmtpCatcher, orgId: number, 
 export async function join(gw: TestGateway, who: TestUser, token: string): Promise<number> {
   return (await gw.post('/api/v1/orgs/invitations/accept', { token }, { headers: bearer(who.access) })).status;
 }
+
+/** docs/organizations.md's two examples, as written, with codes in error bodies and the routes' upstream (APP_URL) signing assertions. */
+export function actingConfig(smtp: Pick<SmtpCatcher, 'url'>, appUrl: string): Config {
+  const yaml = `${docsExample('organizations', 'organizations')}${docsExample('organizations', 'organizations-routes')}`;
+  const config = testConfigFromYaml(yaml, { SMTP_URL: smtp.url, APP_URL: appUrl });
+  return { ...config, errors: { ...config.errors, codes: true }, upstreams: { app: { ...config.upstreams.app!, assertion: true } } };
+}

@@ -22,7 +22,10 @@ const ROUTES = [
   { path: '/billing', upstream: 'app', plans: ['pro'], rewritePrefix: '/v2/billing' },
   { path: '/races', upstream: 'app', dailyLimit: true },
   { path: '/checks', auth: 'required' }, // decision-only: no upstream
+  { path: '/team', upstream: 'app', roles: ['owner', 'admin'] }, // CONTRACT §22: implies org: required
+  { path: '/shared', upstream: 'app', auth: 'optional', org: 'optional' },
 ];
+const MAIL = { smtp: '', from: 'x', resetUrl: 'https://a.example/r?token={token}', verifyUrl: 'https://a.example/v?token={token}', invitationUrl: 'https://a.example/j?token={token}' };
 /** The public listener's own endpoints, as the pipeline is told of them. */
 const OWN: Record<string, readonly string[]> = { '/api/v1/auth/login': ['POST'] };
 const ownMethods = (path: string) => OWN[path] ?? [];
@@ -57,6 +60,9 @@ const TABLE: Array<[string, string, Credential, Expected]> = [
   ['GET', '/races', 'premium', { allow: 'bearer' }], // premium has no daily limit
   ['GET', '/checks', 'free', { deny: 'routeNotFound' }], // decision-only: not proxied
   ['GET', '/nowhere', 'pro', { deny: 'routeNotFound' }],
+  ['GET', '/team', 'premium', { deny: 'orgRequired' }], // roles imply org: required, and no organization is named
+  ['GET', '/team', 'none', { deny: 'tokenMissing' }],
+  ['GET', '/shared', 'free', { allow: 'bearer' }], // org: optional acting for none
   ['GET', '/api/v1/auth/login', 'none', { deny: 'methodNotAllowed', route: 'own' }],
   ['POST', '/API/v1/auth/login/', 'none', { deny: 'routeNotFound', route: 'own' }], // another spelling of an own endpoint
 ];
@@ -67,7 +73,7 @@ describeWithServices('the pipeline: route × credential → decision (no listene
   const ids: Partial<Record<Credential, number>> = {};
 
   beforeAll(async () => {
-    instance = await createInstance(testConfig({ upstreams: { app: APP }, routes: ROUTES, decisions: { port: 1 } }), { log: pino({ level: 'silent' }) });
+    instance = await createInstance(testConfig({ upstreams: { app: APP }, routes: ROUTES, decisions: { port: 1 }, organizations: { enabled: true }, mail: MAIL }), { log: pino({ level: 'silent' }) });
     const hash = await instance.passwords.hash('long-enough-password');
     const user = async (plan: string, active = true) => {
       const id = (await users.createUser(instance.db, newEmail(), hash))!;
@@ -133,6 +139,21 @@ describeWithServices('the pipeline: route × credential → decision (no listene
   it('a method override runs as the method it names: 405 where that method is not allowed', async () => {
     const context = requestContext(instance.live.current, 'GET', '/orders/archive?_method=DELETE', ownMethods);
     expect(await instance.pipeline.decide({ context, headers: headers.pro }, { forwarding: true })).toMatchObject({ kind: 'deny', denial: { code: 'methodNotAllowed' } });
+  });
+
+  it('CONTRACT §22: each outcome of the Gateway-Org, org: required and roles stages, in that order', async () => {
+    const orgId = (await instance.db.query<{ id: number }>("INSERT INTO organizations (name, plan) VALUES ('Acme', 'pro') RETURNING id"))[0]!.id;
+    await instance.db.query("INSERT INTO memberships (org_id, user_id, role) VALUES ($1, $2, 'admin'), ($1, $3, 'member')", [orgId, ids.premium, ids.free]);
+    const as = (credential: Credential, org: string, url = '/team') =>
+      instance.pipeline.decide({ context: requestContext(instance.live.current, 'GET', url, ownMethods), headers: { ...headers[credential], 'gateway-org': org } }, { forwarding: true });
+    expect(await as('premium', String(orgId))).toMatchObject({ kind: 'allow', org: { id: orgId, role: 'admin', plan: 'pro' }, identity: { 'x-org-id': String(orgId), 'x-user-plan': 'premium' } });
+    expect(await as('free', String(orgId))).toMatchObject({ kind: 'deny', denial: { code: 'roleInsufficient', extra: { required_roles: ['owner', 'admin'], current_role: 'member' } } });
+    expect(await as('pro', String(orgId))).toMatchObject({ kind: 'deny', denial: { code: 'orgAccessDenied' } });
+    expect(await as('pro key', String(orgId))).toMatchObject({ kind: 'deny', denial: { code: 'orgAccessDenied' } });
+    expect(await as('premium', 'x1')).toMatchObject({ kind: 'deny', denial: { code: 'badRequest' } });
+    expect(await as('none', String(orgId))).toMatchObject({ kind: 'deny', denial: { code: 'tokenMissing' } });
+    expect(await as('none', String(orgId), '/shared')).toMatchObject({ kind: 'deny', denial: { code: 'tokenInvalid' } });
+    expect(await as('premium', String(orgId), '/orders/1')).toMatchObject({ kind: 'deny', denial: { code: 'orgNotApplicable' } });
   });
 
   it('counts a free user\'s daily use once: allowed, then 429 with the RateLimit fields', async () => {

@@ -44,6 +44,8 @@ export const usageNoun = z.record(z.string().regex(LANGUAGE_TAG, 'expected a lan
   .meta({ description: 'The noun of the quota messages per language, singular and plural: { fr: { one: course, many: courses }, en: { one: request, many: requests } } (the spec\'s wording); a language left out keeps the default.', examples: [{ en: { one: 'forecast', many: 'forecasts' } }] });
 /** A scope a route declares and a key holds: `reports:read`. `*` (every right) is a key's only. */
 export const SCOPE = /^[A-Za-z0-9][A-Za-z0-9:._-]{0,63}$/;
+/** An organization member's roles (CONTRACT §22), strongest first; storage/organizations.ts keeps the same list. */
+export const ORG_ROLE_NAMES = ['owner', 'admin', 'member'] as const;
 export const HTTP_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
 
 export const corsFields = {
@@ -102,11 +104,20 @@ export const routeSchema = z.strictObject({
   // CONTRACT §21: an API key with scopes passes only holding every one of these (or `*`).
   scopes: z.array(z.string().regex(SCOPE, 'expected a scope such as reports:read (letters, digits, : . _ -; not *)')).min(1).optional()
     .meta({ description: 'Scopes an API key with scopes must hold, every one, to pass (a key without scopes, or a bearer sign-in, passes as before); needs auth: required or optional.', examples: [['reports:read']] }),
+  // CONTRACT §22: whether requests may (optional) or must (required) act for an organization
+  // (Gateway-Org, an organization key); a route without it refuses Gateway-Org (400).
+  org: z.enum(['required', 'optional']).optional()
+    .meta({ description: 'required: only requests acting for an organization (Gateway-Org, or an organization key) pass; optional: they may; unset: Gateway-Org is refused (400). Without organizations.enabled nothing acts for one (gateway check warns); required needs auth: required, optional an auth other than none.' }),
+  roles: z.array(z.enum(ORG_ROLE_NAMES)).min(1).optional()
+    .meta({ description: 'The organization roles that pass (implies org: required, needs auth: required).', examples: [['owner', 'admin']] }),
 }).meta({
   // The rule of configSchema's check below: plans, dailyLimit and rateLimit need auth: required.
   allOf: [
     { if: { required: ['auth'], properties: { auth: { enum: ['optional', 'none'] } } }, then: { not: { required: ['plans'] }, properties: { dailyLimit: onlyFalse, rateLimit: onlyFalse } } },
     { if: { required: ['auth'], properties: { auth: { const: 'none' } } }, then: { not: { required: ['scopes'] } } },
+    { if: { required: ['auth'], properties: { auth: { const: 'none' } } }, then: { not: { required: ['org'] } } },
+    { if: { required: ['auth'], properties: { auth: { enum: ['optional', 'none'] } } }, then: { not: { required: ['roles'] }, properties: { org: { not: { const: 'required' } } } } },
+    { if: { required: ['roles'] }, then: { properties: { org: { const: 'required' } } } },
   ],
 });
 
@@ -159,6 +170,7 @@ export function checkRoutes(cfg: RoutesContext, ctx: z.RefinementCtx, each: (che
     checkTarget(cfg, route, problem);
     if ((route.plans || route.dailyLimit || route.rateLimit) && route.auth !== 'required') problem(['auth'], 'plans, dailyLimit and rateLimit need auth: required');
     if (route.scopes && route.auth === 'none') problem(['scopes'], 'scopes need auth: required or optional (auth: none reads no key)');
+    checkOrg(route, problem);
     // Requests are matched in the form normalizePath gives them (`/api//admin/x` as `/api/admin/x`):
     // a route declared otherwise is never matched, and a shorter route takes what it was to guard.
     const readAs = normalizePath(route.path, route.encodedSeparators === 'keep');
@@ -174,6 +186,14 @@ export function checkRoutes(cfg: RoutesContext, ctx: z.RefinementCtx, each: (che
     const own = ownEndpointUnder(cfg, key);
     if (own) problem(['path'], `path ${route.path} is the gateway's own endpoint ${own.path} (${own.why}): choose another path`);
   }));
+}
+
+/** CONTRACT §22: what `org` and `roles` need. */
+function checkOrg(route: z.output<typeof routeSchema>, problem: (path: string[], message: string) => void): void {
+  if (route.org === undefined && route.roles === undefined) return;
+  if (route.roles && route.org === 'optional') problem(['org'], 'roles imply org: required');
+  if ((route.org === 'required' || route.roles) && route.auth !== 'required') problem(['auth'], 'org: required and roles need auth: required');
+  else if (route.org === 'optional' && route.auth === 'none') problem(['auth'], 'org: optional needs auth: required or optional (auth: none reads no credential)');
 }
 
 /** Where a route sends its requests: an upstream the file declares, or nowhere on a decision-only route. */

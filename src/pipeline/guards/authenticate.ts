@@ -8,6 +8,7 @@ import { sha256Hex } from '../../credentials/digest.js';
 import { isForgedKey } from '../../credentials/shapes.js';
 import type { Acr, Tokens } from '../../credentials/tokens.js';
 import type { User } from '../../storage/users.js';
+import type { OrgRole } from '../../storage/organizations.js';
 import type { IdentityCache } from '../../storage/identityCache.js';
 import { untraced, type StoreCalls } from '../../telemetry/storeCalls.js';
 
@@ -27,6 +28,8 @@ export interface Identity {
   keyId?: number;
   /** An API key's scopes; null: its owner's every right. */
   scopes?: string[] | null;
+  /** An organization key's organization and role (CONTRACT §22); `user` is its creator. */
+  orgKey?: { orgId: number; role: OrgRole };
 }
 
 export type AuthResult =
@@ -69,7 +72,10 @@ export async function authenticate(headers: IncomingHttpHeaders, deps: AuthDeps,
     const record = await deps.identities.key(hash, calls);
     const live = record && (record.expiresAt === null || record.expiresAt > deps.clock().getTime());
     const user = live ? await deps.identities.activeUser(record.userId, calls) : undefined;
-    if (user) return { kind: 'authenticated', user, method: 'api-key', keyHash: hash, keyId: record!.id, scopes: record!.scopes };
+    if (user) {
+      const orgKey = record!.orgId === null ? {} : { orgKey: { orgId: record!.orgId, role: record!.role ?? 'member' } };
+      return { kind: 'authenticated', user, method: 'api-key', keyHash: hash, keyId: record!.id, scopes: record!.scopes, ...orgKey };
+    }
     if (record) return { kind: 'denied', denial: { code: 'tokenInvalid', headers: INVALID_TOKEN }, keyId: record.id };
   }
   // A credential of ours that failed is a 401 even where anonymous access is allowed (the client

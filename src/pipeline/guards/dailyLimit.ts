@@ -38,6 +38,9 @@ const GATE_DROP_CALL: StoreCall = { system: 'redis', operation: 'DEL' };
 const RESERVE_CALL: StoreCall = { system: 'postgresql', operation: 'UPDATE', collection: 'users' };
 import { handBackUses, reserveUses, underLimit, type UseWindows } from '../../storage/dailyUsage.js';
 import type { User } from '../../storage/users.js';
+
+/** Whose uses are counted (pipeline/subject.ts): the counter's owner id, and the plan the refusal names. */
+export type Counted = Pick<User, 'id' | 'plan'>;
 import { windowState, type QuotaOutcome, type QuotaState } from './quota.js';
 
 const KEY_TTL_MS = 48 * 3_600_000; // outlives the UTC day whatever the instance's clock skew
@@ -151,7 +154,7 @@ export class DailyLimiter {
   }
 
   /** Counts one use on every window the limits name (the user's plan's); a denial when one is used up. */
-  async consume(user: User, limits: UseLimits, calls: StoreCalls = untraced): Promise<QuotaOutcome> {
+  async consume(user: Counted, limits: UseLimits, calls: StoreCalls = untraced): Promise<QuotaOutcome> {
     for (let gated = false; ;) {
       const now = this.clock();
       const w: UseWindows = { day: utcDay(now), daily: limits.daily, month: utcMonth(now), monthly: limits.monthly, overage: limits.overage === true };
@@ -203,7 +206,7 @@ export class DailyLimiter {
   }
 
   /** Asks Postgres for a block of the user's uses (handing back the old one's leftover); a refusal, or null with the block in leases. */
-  private async ask(user: User, w: UseWindows, now: Date, old: Lease | undefined, pending: { waiting: number }, calls: StoreCalls): Promise<QuotaOutcome | null> {
+  private async ask(user: Counted, w: UseWindows, now: Date, old: Lease | undefined, pending: { waiting: number }, calls: StoreCalls): Promise<QuotaOutcome | null> {
     const key = gateKey(user.id, w.day);
     const sameDay = old && old.windows.day === w.day;
     const left = sameDay ? old.left : 0;

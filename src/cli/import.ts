@@ -1,0 +1,109 @@
+// `gateway import users|keys FILE` (CONTRACT §27): accounts and API keys from the system a product
+// already has, on the configured storage or through a running gateway's admin API (--admin).
+import { readFileSync } from 'node:fs';
+import { loadConfig } from '../config/load.js';
+import { knownPlans } from '../pipeline/plans.js';
+import type { FirebaseHashConfig, Format, ImportReport, Parsed } from '../import/index.js';
+import { CommandError, UsageError, withDatabase, type Args } from './command.js';
+
+/** Lines per request through the admin API: well below its body limit. */
+const ADMIN_CHUNK = 5000;
+
+function readText(file: string): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new CommandError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+}
+
+/** The report as the command prints it: each refused line, then the summary; exit 1 when a line was refused. */
+export function printReport(report: ImportReport): number {
+  for (const r of report.refusals) console.log(`line ${r.line}${r.email ? ` (${r.email})` : ''}: refused: ${r.reason}`);
+  console.log(`created: ${report.created}\nskipped_existing: ${report.skipped_existing}\nrefused: ${report.refused}${report.dry_run ? '\n(dry run: nothing was written)' : ''}`);
+  return report.refused > 0 ? 1 : 0;
+}
+
+// The import room is loaded by these commands alone: every other command starts without it.
+const importRoom = () => import('../import/index.js');
+
+function firebaseOptions(values: Args['values'], unpadded: (value: string) => string | undefined): FirebaseHashConfig {
+  const [hashKey, saltSeparator, rounds, memCost] = [values['hash-key'], values['salt-separator'], values.rounds, values['mem-cost']] as Array<string | undefined>;
+  if (hashKey === undefined || saltSeparator === undefined || rounds === undefined || memCost === undefined) {
+    throw new UsageError('--format firebase needs --hash-key, --salt-separator, --rounds and --mem-cost (the project\'s password hash parameters)');
+  }
+  if (!unpadded(hashKey)) throw new UsageError('--hash-key: expected the base64 signer key');
+  if (unpadded(saltSeparator) === undefined) throw new UsageError('--salt-separator: expected base64');
+  if (!/^\d{1,2}$/.test(rounds) || !/^\d{1,2}$/.test(memCost)) throw new UsageError('--rounds and --mem-cost: expected small numbers (8 and 14 in most projects)');
+  return { hashKey, saltSeparator, rounds: Number(rounds), memCost: Number(memCost) };
+}
+
+export async function importUsersCommand({ operands: [file], config: configPath, admin, values }: Args): Promise<number> {
+  const { emptyReport, FORMATS, ImportFileError, importUsers, readUsers, unpadded } = await importRoom();
+  const format = (values.format as string | undefined) ?? 'csv';
+  if (!(FORMATS as readonly string[]).includes(format)) throw new UsageError(`--format: expected one of ${FORMATS.join(', ')}`);
+  const firebase = format === 'firebase' ? firebaseOptions(values, unpadded) : undefined;
+  const dryRun = values['dry-run'] === true;
+  const { config } = loadConfig(configPath);
+  let records: Parsed[];
+  try {
+    records = readUsers(readText(file!), format as Format, { plans: knownPlans(config), firebase });
+  } catch (err) {
+    if (err instanceof ImportFileError) throw new CommandError(`${file}: ${err.message}`);
+    throw err;
+  }
+  if (admin) return printReport(await throughAdmin(records, emptyReport(dryRun), admin, config.admin.apiKey));
+  const report = emptyReport(dryRun);
+  try {
+    await withDatabase(config, (db) => importUsers(db, records, { dryRun, actor: 'cli', format }, report));
+  } catch (err) {
+    printReport(report);
+    throw new CommandError(`the import stopped on a storage failure (the summary above is what was written before it): ${(err as Error).message}`);
+  }
+  return printReport(report);
+}
+
+/**
+ * The import through a running gateway's admin API (on embedded storage while it runs, or from
+ * another machine): the file is read here, and its accounts sent as the contract's JSON lines in
+ * chunks; the lines refused here and there make one report with the file's line numbers.
+ */
+async function throughAdmin(records: Parsed[], report: ImportReport, base: string, key: string): Promise<ImportReport> {
+  if (!key) throw new CommandError('--admin needs admin.apiKey (GATEWAY_ADMIN_KEY) in the configuration: the admin API answers 404 without one');
+  const { dry_run: dryRun } = report;
+  const rows = records.flatMap((r) => ('row' in r ? [r] : []));
+  for (const r of records) if (!('row' in r)) report.refusals.push(r);
+  report.refused = report.refusals.length;
+  for (let start = 0; start < rows.length; start += ADMIN_CHUNK) {
+    const chunk = rows.slice(start, start + ADMIN_CHUNK);
+    const body = chunk.map(({ row: u }) => JSON.stringify({
+      email: u.email, password_hash: u.passwordHash, email_verified: u.emailVerifiedAt !== null, email_verified_at: u.emailVerifiedAt,
+      plan: u.plan, is_active: u.isActive, created_at: u.createdAt, external_id: u.externalId,
+    })).join('\n');
+    let res: Response;
+    try {
+      res = await fetch(new URL(`/admin/v1/import/users${dryRun ? '?dry_run=true' : ''}`, base), {
+        method: 'POST', body, signal: AbortSignal.timeout(300_000),
+        headers: { authorization: `Bearer ${key}`, 'x-gateway-actor': 'cli', 'content-type': 'application/x-ndjson' },
+      });
+    } catch (err) {
+      throw new CommandError(`cannot reach the admin API at ${base}: ${(err as Error & { cause?: { code?: string } }).cause?.code ?? (err as Error).message}`);
+    }
+    const answer = (await res.json().catch(() => ({}))) as ImportReport;
+    if (res.status !== 200) throw new CommandError(`the admin API at ${base} answered ${res.status} ${JSON.stringify(answer)}`);
+    report.created += answer.created;
+    report.skipped_existing += answer.skipped_existing;
+    report.refused += answer.refused;
+    report.refusals.push(...answer.refusals.map((r) => ({ ...r, line: chunk[r.line - 1]!.line })));
+  }
+  report.refusals.sort((a, b) => a.line - b.line);
+  return report;
+}
+
+export async function importKeysCommand({ operands: [file], config: configPath, values }: Args): Promise<number> {
+  const { config } = loadConfig(configPath);
+  const text = readText(file!);
+  const knownScopes = new Set(config.routes.flatMap((route) => route.scopes ?? []));
+  const { importKeys } = await importRoom();
+  return printReport(await withDatabase(config, (db) => importKeys(db, text, { dryRun: values['dry-run'] === true, knownScopes, actor: 'cli' })));
+}

@@ -1,0 +1,84 @@
+// Acting for an organization (CONTRACT §22): the Gateway-Org stage (3) and the roles stage (6).
+// Gateway-Org is read on routes only, and there only on those that declare `org:` (or `roles`):
+// a route written before organizations keeps its meaning, and refuses the header (400). Who is a
+// member, with which role, and the organization's plan come from memory (storage/membershipCache.ts).
+import type { IncomingHttpHeaders } from 'node:http';
+import type { Denial } from '../../errors/index.js';
+import type { MembershipCache } from '../../storage/membershipCache.js';
+import type { OrgRole } from '../../storage/organizations.js';
+import type { StoreCalls } from '../../telemetry/storeCalls.js';
+import type { ActingOrg } from '../subject.js';
+import type { Identity } from './authenticate.js';
+
+export interface OrgDeps {
+  memberships: Pick<MembershipCache, 'membership'>;
+}
+
+/** What the stage reads of the run (stages.ts's GuardRun). */
+interface OrgRun {
+  readonly policy: { org?: 'required' | 'optional'; roles?: readonly string[] };
+  readonly headers: IncomingHttpHeaders;
+  readonly deps: { orgs?: OrgDeps };
+  auth: { kind: string };
+  calls: StoreCalls;
+  org?: ActingOrg;
+  /** The organization an organization key acts for, set by keyOrgStage. */
+  keyOrg?: ActingOrg;
+}
+
+// Organization ids are Postgres integers: a larger decimal names no organization.
+const MAX_ID = 2_147_483_647;
+const DECIMAL = /^[0-9]{1,20}$/;
+
+/**
+ * The organization `Gateway-Org` names, if the caller may act for it: set on the run, or the
+ * refusal. `unauthenticated` answers the header without a credential (an `auth: optional` route).
+ */
+export async function orgStage(run: OrgRun, unauthenticated: Denial): Promise<Denial | undefined> {
+  // An organization key acts for its organization: where acting is not applicable, neither is it.
+  if (run.policy.org === undefined && !run.policy.roles) return { code: 'orgNotApplicable' };
+  if (run.auth.kind !== 'authenticated') return unauthenticated;
+  const raw = run.headers['gateway-org'];
+  if (raw === undefined) {
+    run.org = run.keyOrg;
+    return undefined;
+  }
+  // Sent twice, Node joins the values with ", ": no longer a decimal.
+  if (typeof raw !== 'string' || !DECIMAL.test(raw)) return { code: 'badRequest' };
+  const identity = run.auth as unknown as Identity;
+  const id = Number(raw);
+  // An organization key names its own organization or none; a personal key speaks for its owner alone.
+  if (run.keyOrg) {
+    if (id !== run.keyOrg.id) return { code: 'orgAccessDenied' };
+    run.org = run.keyOrg;
+    return undefined;
+  }
+  if (identity.method !== 'bearer') return { code: 'orgAccessDenied' };
+  const membership = id >= 1 && id <= MAX_ID ? await run.deps.orgs!.memberships.membership(id, identity.user.id, run.calls) : undefined;
+  if (!membership) return { code: 'orgAccessDenied' };
+  run.org = { id, role: membership.role, plan: membership.plan };
+  return undefined;
+}
+
+/** Strongest first. */
+const ROLE_ORDER: readonly OrgRole[] = ['owner', 'admin', 'member'];
+
+/**
+ * An organization key's standing (CONTRACT §22): refused (401) while its creator is not a member,
+ * else it acts for its organization with min(key role, creator's current role). `invalid` is the
+ * refusal of a key that is not valid (the authenticate stage's).
+ */
+export async function keyOrgStage(run: OrgRun, invalid: Denial): Promise<Denial | undefined> {
+  const { user, orgKey } = run.auth as unknown as Identity;
+  if (!orgKey || !run.deps.orgs) return invalid;
+  const membership = await run.deps.orgs.memberships.membership(orgKey.orgId, user.id, run.calls);
+  if (!membership) return invalid;
+  const role = ROLE_ORDER[Math.max(ROLE_ORDER.indexOf(orgKey.role), ROLE_ORDER.indexOf(membership.role))]!;
+  run.keyOrg = { id: orgKey.orgId, role, plan: membership.plan };
+  return undefined;
+}
+
+/** The roles stage: the role the request acts with must be one of the route's. */
+export function checkRoles(org: ActingOrg, roles: readonly string[]): Denial | undefined {
+  return roles.includes(org.role) ? undefined : { code: 'roleInsufficient', extra: { required_roles: [...roles], current_role: org.role } };
+}

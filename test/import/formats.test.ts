@@ -1,0 +1,133 @@
+// The import's readers (CONTRACT §27), pure: each format turned into accounts or refusals with the
+// file's line, the hash shapes known and unknown, Firebase's hash string to the character.
+import { describe, expect, it } from 'vitest';
+import { firebaseHash, hashFormat, ImportFileError, readUsers, type Parsed } from '../../src/import/index.js';
+import { docsBlock } from '../helpers/docs.js';
+
+const PLANS = ['free', 'premium', 'pro'];
+const FIREBASE = { hashKey: 'jxspr8Ki0RYycVU8zykbdLGjFQ3McFUH0uiiTvC8pVMXAn210wjLNmdZJzxUECKbm0QsEmYUSDzZvpjeJ9WmXA==', saltSeparator: 'Bw==', rounds: 8, memCost: 14 };
+const BCRYPT = '$2b$10$SoU5.WPa.McB32Izq0bK2eh4fKPgMx2Z4vnTM9AoSuZ4GgDVItELm';
+const read = (text: string, format: Parameters<typeof readUsers>[1]) => readUsers(text, format, { plans: PLANS, firebase: FIREBASE, now: new Date('2026-01-01T00:00:00Z') });
+const rows = (parsed: Parsed[]) => parsed.flatMap((p) => ('row' in p ? [p.row] : []));
+const refusals = (parsed: Parsed[]) => parsed.flatMap((p) => ('reason' in p ? [[p.line, p.reason]] : []));
+
+describe('hash shapes', () => {
+  it.each([
+    ['bcrypt', BCRYPT], ['bcrypt', BCRYPT.replace('$2b$', '$2a$')], ['bcrypt', BCRYPT.replace('$2b$', '$2y$')],
+    ['argon2', '$argon2id$v=19$m=65536,t=3,p=4$c29tZXNhbHRzb21lc2FsdA$5Ha5V3Cpy5UpkUFr3e6VgGbtsydHZzMf3wVaqsWpwQM'],
+    ['argon2', '$argon2i$v=19$m=4096,t=3,p=1$c2FsdHNhbHQ$aGFzaGhhc2hoYXNo'],
+    ['scrypt', '$scrypt$ln=15,r=8,p=1$c2FsdHNhbHQ$aGFzaGhhc2hoYXNoaGFzaA'],
+    ['pbkdf2-sha256', '$pbkdf2-sha256$i=600000$c2FsdA$aGFzaGhhc2g'],
+    ['pbkdf2-sha256', '$pbkdf2-sha256$29000$N2YuJ8QfJ.Tq$Z9q1w5Kx4mzQnTUy6Mt2d5e9pW2h0jcWHgB6r7R0sYk'],
+    ['django-pbkdf2-sha256', 'pbkdf2_sha256$600000$Xc2dlIbd4nBs$Jy5nS0k2HqFQdXv1W7qYIx8fiSdzPZ0xHqv3iQmGmOg='],
+  ])('%s: %s is known', (format, hash) => {
+    expect(hashFormat(hash)).toBe(format);
+  });
+
+  const unknown = ['md5:5f4dcc3b5aa765d61d8327deb882cf99', '5f4dcc3b5aa765d61d8327deb882cf99', '$2b$10$short', '$argon2d$v=19$m=1,t=1,p=1$c2FsdA$aGFzaA', '$1$salt$hash', 'plain'];
+  it.each(unknown)('%s is refused', (hash) => {
+    expect(hashFormat(hash)).toBeUndefined();
+  });
+
+  it('builds Firebase\'s string: parameters, then salt and hash, standard base64 without padding', () => {
+    const hash = firebaseHash(FIREBASE, '42xEC+ixf3L2lw==', 'lSrfV15cpx95/sZS2W9c9Kp6i/LVgQNDNC/qzrCnh1SAyZvqmZqAjTdn3aoItz+VHjoZilo78198JAdRuid5lQ==');
+    expect(hash).toBe('$firebase-scrypt$rounds=8,mem=14,sep=Bw,key=jxspr8Ki0RYycVU8zykbdLGjFQ3McFUH0uiiTvC8pVMXAn210wjLNmdZJzxUECKbm0QsEmYUSDzZvpjeJ9WmXA'
+      + '$42xEC+ixf3L2lw$lSrfV15cpx95/sZS2W9c9Kp6i/LVgQNDNC/qzrCnh1SAyZvqmZqAjTdn3aoItz+VHjoZilo78198JAdRuid5lQ');
+    expect(hashFormat(hash!)).toBe('firebase-scrypt');
+    expect(firebaseHash(FIREBASE, 'not base64!', 'aGFzaA==')).toBeUndefined();
+  });
+});
+
+describe('csv', () => {
+  it('reads the docs\' table: quoted fields, defaults, refusals with their line', () => {
+    const parsed = read(docsBlock('migrating', 'users-csv'), 'csv');
+    expect(rows(parsed).map((r) => [r.email, r.plan, r.isActive, r.emailVerifiedAt, r.createdAt, r.externalId, r.passwordHash?.slice(0, 10) ?? null])).toEqual([
+      ['ada@example.com', 'pro', true, '2023-04-01T10:00:00.000Z', '2023-04-01T10:00:00.000Z', 'cust_1001', '$2b$10$SoU'],
+      ['grace@example.com', 'free', true, '2023-05-12T08:30:00.000Z', '2023-05-12T08:30:00.000Z', 'cust_1002', '$argon2id$'],
+      ['linus@example.com', 'free', true, null, '2024-01-15T00:00:00.000Z', 'cust_1003', 'pbkdf2_sha'],
+      ['margaret@example.com', 'premium', false, expect.any(String), null, 'cust_1004', null],
+    ]);
+    expect(refusals(parsed)).toEqual([
+      [6, 'email is not a single mailbox the gateway accepts (CONTRACT §19)'],
+      [7, 'password_hash: unknown hash format (docs/password-hashes.md lists the known ones)'],
+    ]);
+  });
+
+  it('refuses what is malformed, line by line, and a header without email as a whole', () => {
+    const text = 'email,plan,is_active,created_at,external_id\r\n'
+      + '"a,b"@x.test,free,,,\r\n' // a quoted comma in a local part: no single mailbox
+      + 'b@x.test,gold,,,\n'
+      + 'c@x.test,free,maybe,,\n'
+      + 'd@x.test,free,,yesterday,\n'
+      + 'e@x.test,free,,,has space\n'
+      + 'f@x.test,free\n'
+      + '"g@x.test","free","false","2020-02-02T02:02:02+02:00","multi\nline"\n'
+      + '\n';
+    expect(refusals(read(text, 'csv'))).toEqual([
+      [2, 'email is not a single mailbox the gateway accepts (CONTRACT §19)'],
+      [3, 'unknown plan "gold": expected one of free, premium, pro'],
+      [4, 'is_active: expected true or false'],
+      [5, 'created_at: expected an ISO 8601 time such as 2024-01-15T10:30:00Z'],
+      [6, 'external_id: expected 1 to 255 printable ASCII characters without spaces'],
+      [7, 'expected 5 fields as the header row has, found 2'],
+      [8, 'external_id: expected 1 to 255 printable ASCII characters without spaces'],
+    ]);
+    expect(() => read('mail,plan\na@x.test,free\n', 'csv')).toThrow(ImportFileError);
+    expect(refusals(read('email,pasword_hash\na@x.test,x\n', 'csv')))
+      .toEqual([[2, 'unknown field "pasword_hash": expected email, password_hash, email_verified, plan, is_active, created_at, external_id, email_verified_at']]);
+  });
+});
+
+describe('json lines', () => {
+  it('reads the contract\'s fields, JSON booleans, and refuses lines that are not objects', () => {
+    const text = `{"email":" Ada@Example.com ","password_hash":"${BCRYPT}","email_verified":true,"plan":"pro","is_active":false,`
+      + '"created_at":"2023-04-01T10:00:00Z","external_id":42}\n\nnot json\n[1]\n{"plan":"pro"}\n';
+    const parsed = read(text, 'json');
+    expect(rows(parsed)).toEqual([{
+      email: 'ada@example.com', passwordHash: BCRYPT, emailVerifiedAt: '2023-04-01T10:00:00.000Z', plan: 'pro', isActive: false, createdAt: '2023-04-01T10:00:00.000Z', externalId: '42',
+    }]);
+    expect(refusals(parsed)).toEqual([[3, 'not JSON'], [4, 'not a JSON object'], [5, 'email is required']]);
+  });
+});
+
+describe('exports', () => {
+  it('auth0: the bulk export\'s and support\'s shapes, blocked users inactive', () => {
+    const parsed = read(docsBlock('migrating', 'auth0-export'), 'auth0');
+    expect(refusals(parsed)).toEqual([]);
+    expect(rows(parsed).map((r) => [r.email, r.externalId, r.emailVerifiedAt, r.isActive, r.passwordHash?.slice(0, 7) ?? null])).toEqual([
+      ['alan@example.com', 'auth0|64b7f0c2a1d3e5f7a9b1c3d5', '2023-04-01T10:00:00.000Z', true, '$2b$10$'],
+      ['katherine@example.com', '64b7f0c2a1d3e5f7a9b1c3d6', null, true, '$2b$10$'],
+      ['dennis@example.com', 'google-oauth2|104729384756102938475', '2024-02-02T12:00:00.000Z', false, null],
+    ]);
+    const array = read(`[{"user_id":"auth0|1","email":"x@x.test","custom_password_hash":{"algorithm":"bcrypt","hash":{"value":"${BCRYPT}"}}}]`, 'auth0');
+    expect(rows(array)).toEqual([expect.objectContaining({ email: 'x@x.test', externalId: 'auth0|1', passwordHash: BCRYPT })]);
+  });
+
+  it('supabase: auth.users as CSV or JSON lines; confirmation time kept, running bans inactive', () => {
+    const parsed = read(docsBlock('migrating', 'supabase-export'), 'supabase');
+    expect(refusals(parsed)).toEqual([]);
+    expect(rows(parsed).map((r) => [r.email, r.externalId, r.emailVerifiedAt, r.createdAt, r.isActive, r.passwordHash?.slice(0, 7) ?? null])).toEqual([
+      ['ken@example.com', '7d0c5a52-3f3e-4b8e-9a43-0c3b8f0e2d11', '2023-04-01T10:05:00.123Z', '2023-04-01T10:00:00.123Z', true, '$2a$10$'],
+      ['frances@example.com', '0b6f6c4e-8f0a-4a57-b3c4-2d5e6f708192', '2023-05-12T08:31:00.000Z', '2023-05-12T08:30:00.000Z', true, null],
+      ['edsger@example.com', 'f3a1e2d3-4c5b-4d6e-8f70-8192a3b4c5d6', null, '2024-01-15T09:00:00.000Z', false, '$2a$10$'],
+    ]);
+    const lines = read('{"id":"u1","email":"x@x.test","encrypted_password":"","email_confirmed_at":null,"banned_until":"2020-01-01T00:00:00Z"}\n', 'supabase');
+    expect(rows(lines)).toEqual([expect.objectContaining({ email: 'x@x.test', externalId: 'u1', passwordHash: null, isActive: true, emailVerifiedAt: null })]);
+  });
+
+  it('firebase: auth:export\'s JSON, the hash with the project\'s parameters, a user without email refused', () => {
+    const parsed = read(docsBlock('migrating', 'firebase-export'), 'firebase');
+    expect(refusals(parsed)).toEqual([[3, 'email is required']]);
+    expect(rows(parsed)).toEqual([
+      {
+        email: 'hedy@example.com', emailVerifiedAt: '2023-04-01T10:00:00.000Z', createdAt: '2023-04-01T10:00:00.000Z', plan: 'free', isActive: true, externalId: 'Ka0kjXHVcjUqzXx3Dz8PnHXJV0F2',
+        passwordHash: '$firebase-scrypt$rounds=8,mem=14,sep=Bw,key=jxspr8Ki0RYycVU8zykbdLGjFQ3McFUH0uiiTvC8pVMXAn210wjLNmdZJzxUECKbm0QsEmYUSDzZvpjeJ9WmXA'
+          + '$42xEC+ixf3L2lw$lSrfV15cpx95/sZS2W9c9Kp6i/LVgQNDNC/qzrCnh1SAyZvqmZqAjTdn3aoItz+VHjoZilo78198JAdRuid5lQ',
+      },
+      { email: 'radia@example.com', emailVerifiedAt: null, createdAt: '2023-05-12T08:30:00.000Z', plan: 'free', isActive: false, externalId: 'pX3bQ9sW2vYkL8mN4rT6uH1jG5fD', passwordHash: null },
+    ]);
+    expect(() => read('{"accounts": []}', 'firebase')).toThrow(ImportFileError);
+    expect(refusals(read('{"users":[{"email":"x@x.test","passwordHash":"%%%","salt":"c2FsdA=="},{"email":"y@x.test","createdAt":"soon"}]}', 'firebase')))
+      .toEqual([[1, 'passwordHash and salt: expected standard base64'], [2, 'createdAt: expected epoch milliseconds']]);
+  });
+});
