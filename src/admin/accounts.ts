@@ -40,8 +40,9 @@ export interface AccountDeps {
 
 /** The routes of this file, registered by adminRoutes (routes.ts) in its context, behind the key check. */
 export function accountRoutes(app: FastifyInstance, deps: AccountDeps, by: Actor): void {
-  app.get('/v1/plans', async () => listPlans(deps));
-  app.post('/v1/users', (request, reply) => createUser(deps, by, request, reply));
+  app.get('/v1/plans', { config: { role: 'viewer' } }, async () => listPlans(deps));
+  // Creating an account is not among support's actions (CONTRACT §24): admin.
+  app.post('/v1/users', { config: { role: 'admin' } }, (request, reply) => createUser(deps, by, request, reply));
 }
 
 // Every plan the admin API accepts (knownPlans: the spec's three, those with limits, those routes

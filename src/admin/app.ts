@@ -42,8 +42,10 @@ export async function buildAdminApp(instance: Instance, options: AdminOptions = 
   // and the console; an alert's data is a document relayed to a webhook, newlines and all; an
   // import's JSON lines are checked line by line and field by field (import/rows.ts).
   refuseUnfitInput(app, { payloads: ['/admin/v1/alerts', '/admin/v1/import/users'] });
+  // Read per request from the live configuration: SIGHUP rotates the shared key (CONTRACT §24).
+  const apiKey = () => live.current.settings.admin.apiKey;
   const keyRefusals = failureLog(app.log as Logger, 'admin key refused: a request with a missing or wrong admin key');
-  await app.register(adminRoutes, { prefix: '/admin', db, identities, events, audit, consoleMark, apiKey: admin.apiKey, config: () => live.current.settings, clock: instance.clock, keyRefusals,
+  await app.register(adminRoutes, { prefix: '/admin', db, identities, events, audit, consoleMark, apiKey, config: () => live.current.settings, clock: instance.clock, keyRefusals,
     invitations: { mailer: instance.mailer, words: instance.mailWords, resetUrl: instance.config.mail?.resetUrl } });
   // Absent, not refused, without a key, off loopback without TLS (CONTRACT §16), or on every
   // address without admin.publicUrl (§26): said once at start, as `gateway check` says it.
@@ -54,7 +56,7 @@ export async function buildAdminApp(instance: Instance, options: AdminOptions = 
     // admin.port 0 (any free port): the port the listener got, once it listens.
     const origin = () => consoleOrigin(admin, (app.server.address() as AddressInfo | null)?.port ?? admin.port);
     const secure = admin.tls !== undefined || admin.publicUrl?.startsWith('https:') === true;
-    await app.register(consoleRoutes, { consoleMark, apiKey: admin.apiKey, secure, origin, config: () => live.current.settings, readiness: { db, redis: redis?.client ?? null, lifecycle }, metrics, clock: instance.clock, store, keyRefusals });
+    await app.register(consoleRoutes, { consoleMark, apiKey, secure, origin, config: () => live.current.settings, readiness: { db, redis: redis?.client ?? null, lifecycle }, metrics, clock: instance.clock, store, keyRefusals });
   } else if (admin.apiKey) {
     app.log.warn({ reasons: offBecause }, 'console off: /console/ answers 404');
   }

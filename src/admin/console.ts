@@ -20,7 +20,7 @@ import { countInstances } from '../storage/changeFeed.js';
 import { withTimeout } from '../time.js';
 import type { ConsoleOrigin } from './consoleOrigin.js';
 import type { ConsoleStore } from '../storage/consoleStore.js';
-import { BEARER, CONSOLE_MARK_HEADER } from './routes.js';
+import { BEARER, CONSOLE_MARK_HEADER, sameKey } from './access.js';
 
 const SESSION_MS = 8 * 3600_000;
 /** How long a one-time sign-in link works: long enough to open it, short enough that a link left in a terminal's scrollback is spent. */
@@ -47,7 +47,8 @@ const FILES: Record<string, { path: URL | string; type: string }> = {
 const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
 
 export interface ConsoleDeps {
-  apiKey: string;
+  /** admin.apiKey as the live configuration has it now: SIGHUP rotates it (CONTRACT §24). */
+  apiKey: () => string;
   /** Reached over HTTPS (admin.tls, or an https:// admin.publicUrl): the cookie is Secure. */
   secure: boolean;
   /** The console's origin (CONTRACT §26): read when asked, since the listener's port may be known only once it listens. */
@@ -72,10 +73,15 @@ function cookieOf(request: FastifyRequest): string | undefined {
   return cookieValue(request.headers, CONSOLE_COOKIE);
 }
 
-/** What the handlers share: the deps, the admin key's digest and the cookie's Secure attribute. */
+/**
+ * What a session or ticket minted with the shared key keeps of it: a digest, compared at each use,
+ * so that rotating the key (SIGHUP) ends every session and ticket minted with the previous one.
+ */
+const keyTag = (apiKey: string) => hashOf(`admin-key:${apiKey}`);
+
+/** What the handlers share: the deps and the cookie's Secure attribute. */
 interface ConsoleContext {
   deps: ConsoleDeps;
-  expected: Buffer;
   secure: string;
 }
 type Handler = (ctx: ConsoleContext, request: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
@@ -85,7 +91,7 @@ type Handler = (ctx: ConsoleContext, request: FastifyRequest, reply: FastifyRepl
  * session, each route naming its handler, in the order they have always been registered.
  */
 export async function consoleRoutes(app: FastifyInstance, deps: ConsoleDeps): Promise<void> {
-  const ctx: ConsoleContext = { deps, expected: digest(deps.apiKey), secure: deps.secure ? ' Secure;' : '' };
+  const ctx: ConsoleContext = { deps, secure: deps.secure ? ' Secure;' : '' };
   const on = (handler: Handler) => (request: FastifyRequest, reply: FastifyReply) => handler(ctx, request, reply);
   for (const [file, { path, type }] of Object.entries(FILES)) app.get(`/console/${file}`, serveFile(path, type));
   app.post('/console/session', on(signIn));
@@ -108,7 +114,7 @@ async function current(deps: ConsoleDeps, request: FastifyRequest) {
   const key = sessionKey(token);
   const session = await deps.store.get(key);
   if (!session?.csrf) return undefined;
-  if (session.expires <= deps.clock().getTime()) {
+  if (session.expires <= deps.clock().getTime() || session.key !== keyTag(deps.apiKey())) {
     await deps.store.take(key);
     return undefined;
   }
@@ -138,7 +144,7 @@ function serveFile(path: URL | string, type: string) {
 // The operator's way in: the admin key typed in the sign-in form, or a one-time ticket the page
 // read from its link's fragment. Either way a POST from the console's own page (a link followed
 // from elsewhere sets no cookie by itself), then a session cookie.
-async function signIn({ deps, expected, secure }: ConsoleContext, request: FastifyRequest, reply: FastifyReply) {
+async function signIn({ deps, secure }: ConsoleContext, request: FastifyRequest, reply: FastifyReply) {
   const body = request.body as { key?: unknown; ticket?: unknown } | undefined;
   if (typeof body?.ticket === 'string') {
     // Only the console's page redeems a ticket, and a browser sends its Origin with every POST
@@ -152,21 +158,21 @@ async function signIn({ deps, expected, secure }: ConsoleContext, request: Fasti
       return sendError(reply, 'consoleTicketInvalid');
     }
     // Single use: spent whether or not it was still in time.
-    const expires = (await deps.store.take(ticketKey(body.ticket)))?.expires;
-    if (expires === undefined || expires <= deps.clock().getTime()) {
+    const ticket = await deps.store.take(ticketKey(body.ticket));
+    if (ticket === undefined || ticket.expires <= deps.clock().getTime() || ticket.key !== keyTag(deps.apiKey())) {
       request.log.warn('console sign-in refused: unknown, spent or expired sign-in link');
       return sendError(reply, 'consoleTicketInvalid');
     }
   } else {
     const key = typeof body?.key === 'string' ? body.key : '';
-    if (foreignOrigin(deps, request) || !timingSafeEqual(digest(key), expected)) {
+    if (foreignOrigin(deps, request) || !sameKey(key, deps.apiKey())) {
       deps.keyRefusals.failed(undefined, { ip: request.ip, url: request.url });
       return sendError(reply, 'adminUnauthorized');
     }
   }
   const token = randomBytes(32).toString('base64url');
   const csrf = randomBytes(24).toString('base64url');
-  await deps.store.put(sessionKey(token), { csrf, expires: deps.clock().getTime() + SESSION_MS });
+  await deps.store.put(sessionKey(token), { csrf, expires: deps.clock().getTime() + SESSION_MS, key: keyTag(deps.apiKey()) });
   reply.header('set-cookie', `${CONSOLE_COOKIE}=${token}; HttpOnly;${secure} SameSite=Strict; Path=/console/; Max-Age=${SESSION_MS / 1000}`);
   return { csrf };
 }
@@ -174,15 +180,15 @@ async function signIn({ deps, expected, secure }: ConsoleContext, request: Fasti
 // A one-time sign-in link, for whoever holds the admin key (the demo, an operator's script):
 // it grants nothing the key does not. The ticket rides in the URL's fragment, which browsers
 // send to no server and put in no Referer; the page takes it off the address bar and POSTs it.
-async function mintTicket({ deps, expected }: ConsoleContext, request: FastifyRequest, reply: FastifyReply) {
+async function mintTicket({ deps }: ConsoleContext, request: FastifyRequest, reply: FastifyReply) {
   const presented = BEARER.exec(headerValue(request.headers, 'authorization'))?.[1] ?? '';
-  if (foreignOrigin(deps, request) || !timingSafeEqual(digest(presented), expected)) {
+  if (foreignOrigin(deps, request) || !sameKey(presented, deps.apiKey())) {
     deps.keyRefusals.failed(undefined, { ip: request.ip, url: request.url });
     return sendError(reply, 'adminUnauthorized');
   }
   const ticket = randomBytes(32).toString('base64url');
   const expires = deps.clock().getTime() + TICKET_MS;
-  await deps.store.put(ticketKey(ticket), { expires });
+  await deps.store.put(ticketKey(ticket), { expires, key: keyTag(deps.apiKey()) });
   // From the console's origin, never from Host: a Host of the sender's choosing would point the link, and its ticket, elsewhere.
   return reply.code(201).send({ url: `${deps.origin().link}/console/#ticket=${ticket}`, expires_at: new Date(expires).toISOString() });
 }
@@ -248,7 +254,7 @@ function adminThroughSession(app: FastifyInstance, deps: ConsoleDeps) {
       method: request.method as 'GET',
       url: `/admin${rest}`,
       headers: {
-        authorization: `Bearer ${deps.apiKey}`,
+        authorization: `Bearer ${deps.apiKey()}`,
         [CONSOLE_MARK_HEADER]: deps.consoleMark,
         'user-agent': headerValue(request.headers, 'user-agent'),
         ...(request.body === undefined ? {} : { 'content-type': 'application/json' }),

@@ -59,9 +59,9 @@ export const DOCS = {
 
 /** Registers the organizations' admin routes on the admin plugin (its key check already hooked). */
 export function adminOrgRoutes(app: FastifyInstance, deps: OrgAdminDeps, by: ActorOf): void {
-  app.get('/v1/orgs', { schema: DOCS.list }, (request, reply) => findOrgs(deps, request, reply));
-  app.get('/v1/orgs/:id', { schema: DOCS.read }, (request, reply) => getOrg(deps, request, reply));
-  app.put('/v1/orgs/:id/plan', { schema: DOCS.setPlan }, (request, reply) => setOrgPlan(deps, by, request, reply));
+  app.get('/v1/orgs', { schema: DOCS.list, config: { role: 'viewer' } }, (request, reply) => findOrgs(deps, request, reply));
+  app.get('/v1/orgs/:id', { schema: DOCS.read, config: { role: 'viewer' } }, (request, reply) => getOrg(deps, request, reply));
+  app.put('/v1/orgs/:id/plan', { schema: DOCS.setPlan, config: { role: 'admin' } }, (request, reply) => setOrgPlan(deps, by, request, reply));
 }
 
 /** GET /admin/v1/orgs's parameters, checked; undefined when one is malformed (a 400, as for users). */

@@ -19,7 +19,7 @@ export interface OverviewDeps {
 }
 
 export function overviewRoutes(app: FastifyInstance, deps: OverviewDeps): void {
-  app.get('/v1/overview', async () => overview(deps));
+  app.get('/v1/overview', { config: { role: 'viewer' } }, async () => overview(deps));
 }
 
 /** A plan's series, one number per day of `days` (0 where nothing was counted). */

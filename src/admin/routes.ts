@@ -1,9 +1,8 @@
 // /admin/v1/* (CONTRACT §4): what operators and billing services change, behind the admin key.
 // Registered under the /admin prefix with its own hook and not-found handler, so every /admin
 // path, known or not, answers the same way to a caller without the key.
-import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteGenericInterface } from 'fastify';
-import type { Audit, AuditActor, AuditEvent } from '../audit.js';
+import type { Audit } from '../audit.js';
 import type { Config } from '../config/schema.js';
 import { planUnknownParams, sendDenial, sendError, successBody } from '../errors/index.js';
 import { headerValue } from '../http.js';
@@ -28,19 +27,15 @@ import { listDeliveries } from '../storage/webhookDeliveries.js';
 import { accountRoutes, type InvitationMail } from './accounts.js';
 import { overviewRoutes } from './overview.js';
 import { importUsers, readUsers } from '../import/index.js';
+import { adminAccess, by } from './access.js';
+import { operatorRoutes } from './operatorRoutes.js';
 import { adminView, auditFilter, auditPages, auditView, datesAsIso, deliveryView, field, iso, listFilter, userPages } from './views.js';
 import { utcDay, utcMonth } from '../time.js';
 import { adminOrgRoutes } from './orgs.js';
 
-/** The header console.ts marks its own requests with (its value is a secret of the process). */
-export const CONSOLE_MARK_HEADER = 'x-gateway-console';
-
 const ALERT_TYPE = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$/;
-export const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
 /** Below the outbox's per-message limit (MAX_MESSAGE_BYTES of webhooks/emitter.ts), leaving room for the envelope. */
 const ALERT_DATA_MAX_BYTES = 60 * 1024;
-
-const digest = (value: string) => createHash('sha256').update(value).digest();
 
 export interface AdminRoutesDeps {
   db: Database;
@@ -49,8 +44,8 @@ export interface AdminRoutesDeps {
   audit: Audit;
   /** What the console sets on the requests it makes for its session (console.ts): their actor is `console`. */
   consoleMark?: string;
-  /** admin.apiKey; empty: the admin API does not exist. */
-  apiKey: string;
+  /** admin.apiKey as the live configuration has it (SIGHUP rotates it); empty: only operators' tokens (none: no admin API). */
+  apiKey: () => string;
   /** The plans and their limits, read per request (a reload may change them). */
   config: () => Pick<Config, 'plans' | 'routes'>;
   clock: () => Date;
@@ -75,59 +70,41 @@ type ById = { Params: { id: string } };
  */
 export async function adminRoutes(app: FastifyInstance, deps: AdminRoutesDeps): Promise<void> {
   const on = <R extends RouteGenericInterface>(handler: Handler<R>) => (request: FastifyRequest<R>, reply: FastifyReply) => handler(deps, request, reply);
-  app.addHook('onRequest', adminKeyCheck(deps));
+  app.addHook('onRequest', adminAccess(deps));
   app.setNotFoundHandler((_request, reply) => sendError(reply, 'adminNotFound'));
-  app.get('/v1/users/:id', on(getUser));
-  app.get('/v1/users', on(findUsers));
-  app.get('/v1/audit', on(listAudit));
-  app.get('/v1/users/:id/sessions', on(listSessions));
-  app.get('/v1/users/:id/api-keys', on(listApiKeys));
-  app.get('/v1/users/:id/passkeys', on(listUserPasskeys));
-  app.get('/v1/users/:id/identities', on(listIdentities));
-  app.delete('/v1/users/:id/sessions', on(revokeSessions));
-  app.delete('/v1/users/:id/sessions/:sid', on(revokeSessions));
-  app.delete('/v1/users/:id/mfa', on(resetMfa));
-  app.delete('/v1/users/:id', on(eraseUser));
-  app.put('/v1/users/:id/plan', on(setUserPlan));
-  app.get('/v1/users/:id/usage', on(userUsage));
-  app.get('/v1/users/:id/webhook-deliveries', on(userDeliveries));
-  app.put('/v1/users/:id/active', on(setUserActive));
-  app.post('/v1/alerts', on(storeAlert));
-  app.delete('/v1/api-keys/:id', on(revokeApiKey));
-  app.post('/v1/api-keys/leaked', on(revokeLeaked));
+  // Each route's least role (CONTRACT §24): viewer reads; support ends sessions and keys, resets
+  // MFA, (de)activates and alerts; admin changes plans and deletes.
+  const viewer = { config: { role: 'viewer' as const } };
+  const support = { config: { role: 'support' as const } };
+  const admin = { config: { role: 'admin' as const } };
+  app.get('/v1/users/:id', viewer, on(getUser));
+  app.get('/v1/users', viewer, on(findUsers));
+  app.get('/v1/audit', viewer, on(listAudit));
+  app.get('/v1/users/:id/sessions', viewer, on(listSessions));
+  app.get('/v1/users/:id/api-keys', viewer, on(listApiKeys));
+  app.get('/v1/users/:id/passkeys', viewer, on(listUserPasskeys));
+  app.get('/v1/users/:id/identities', viewer, on(listIdentities));
+  app.delete('/v1/users/:id/sessions', support, on(revokeSessions));
+  app.delete('/v1/users/:id/sessions/:sid', support, on(revokeSessions));
+  app.delete('/v1/users/:id/mfa', support, on(resetMfa));
+  app.delete('/v1/users/:id', admin, on(eraseUser));
+  app.put('/v1/users/:id/plan', admin, on(setUserPlan));
+  app.get('/v1/users/:id/usage', viewer, on(userUsage));
+  app.get('/v1/users/:id/webhook-deliveries', viewer, on(userDeliveries));
+  app.put('/v1/users/:id/active', support, on(setUserActive));
+  app.post('/v1/alerts', support, on(storeAlert));
+  app.delete('/v1/api-keys/:id', support, on(revokeApiKey));
+  app.post('/v1/api-keys/leaked', support, on(revokeLeaked));
+  await app.register(operatorRoutes, { db: deps.db, audit: deps.audit, apiKey: deps.apiKey, consoleMark: deps.consoleMark, clock: deps.clock });
+  // Each of these declares its routes' roles beside them.
   accountRoutes(app, deps, (request) => by(deps, request));
   overviewRoutes(app, deps);
   adminOrgRoutes(app, deps, (request) => by(deps, request));
   // JSON lines arrive as text: a parser of this route's scope alone.
   await app.register(async function importScope(scope) {
     scope.addContentTypeParser(['application/x-ndjson', 'text/plain'], { parseAs: 'string', bodyLimit: IMPORT_BODY_LIMIT }, (_r, body, done) => done(null, body));
-    scope.post('/v1/import/users', { bodyLimit: IMPORT_BODY_LIMIT }, on(importUsersRoute));
+    scope.post('/v1/import/users', { bodyLimit: IMPORT_BODY_LIMIT, ...admin }, on(importUsersRoute));
   });
-}
-
-/**
- * The admin key, checked on every /admin request, known path or not. Hashing both sides gives
- * equal lengths, so timingSafeEqual compares in constant time and the key's length does not leak either.
- */
-function adminKeyCheck(deps: AdminRoutesDeps) {
-  const expected = deps.apiKey ? digest(deps.apiKey) : undefined;
-  return async function adminKeyCheck(request: FastifyRequest, reply: FastifyReply) {
-    // No key configured: the admin API does not exist (not "forbidden", which would invite guessing).
-    if (!expected) return sendError(reply, 'adminNotFound');
-    const presented = BEARER.exec(headerValue(request.headers, 'authorization'))?.[1];
-    if (!presented || !timingSafeEqual(digest(presented), expected)) {
-      deps.keyRefusals.failed(undefined, { ip: request.ip, url: request.url });
-      return sendDenial(reply, { code: 'adminUnauthorized', headers: { 'www-authenticate': 'Bearer realm="gateway-admin"' } });
-    }
-  };
-}
-
-// Who changed it, for the audit log: the console, the CLI acting through --admin (it says so;
-// it holds the key anyway), or whoever else holds the admin key.
-function by(deps: AdminRoutesDeps, request: FastifyRequest): Pick<AuditEvent, 'actor' | 'ip' | 'userAgent'> {
-  const marked = deps.consoleMark !== undefined && headerValue(request.headers, CONSOLE_MARK_HEADER) === deps.consoleMark;
-  const actor: AuditActor = marked ? 'console' : headerValue(request.headers, 'x-gateway-actor') === 'cli' ? 'cli' : 'admin';
-  return { actor, ip: request.ip, userAgent: headerValue(request.headers, 'user-agent') || undefined };
 }
 
 async function userOf(db: Database, text: string) {

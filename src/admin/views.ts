@@ -108,7 +108,7 @@ export function auditFilter(q: Record<string, unknown>): AuditFilter | undefined
 }
 
 export const auditView = (row: AuditRow) => ({
-  id: row.id, at: row.at.toISOString(), type: row.type, actor: row.actor, user_id: row.user_id, ip: row.ip, user_agent: row.user_agent, data: row.data,
+  id: row.id, at: row.at.toISOString(), type: row.type, actor: row.actor, actor_id: row.actor_id, user_id: row.user_id, ip: row.ip, user_agent: row.user_agent, data: row.data,
 });
 
 /** Rows from tables other branches own: their dates as ISO strings like every other answer. */

@@ -24,7 +24,7 @@ export interface ApiKeyDeps {
 type CreatingDeps = ApiKeyDeps & { apiKeys: { prefix: string } };
 
 /** Who asks, for the audit log. */
-type Requester = Pick<AuditEvent, 'actor' | 'ip' | 'userAgent'>;
+type Requester = Pick<AuditEvent, 'actor' | 'actorId' | 'operatorEmail' | 'ip' | 'userAgent'>;
 
 export async function createApiKey(deps: CreatingDeps, userId: number, by: Requester): Promise<{ key: string; createdAt: Date }> {
   const { key, start } = newApiKey(deps.apiKeys.prefix);

@@ -98,3 +98,6 @@ export const JWS_PATTERN = /eyJ[\w-]*\.[\w-]+\.[\w-]+/g;
 export const CONSOLE_COOKIE = 'gw_console';
 /** The cookie that binds an identity-provider sign-in to its browser (auth/oidcRoutes.ts): never forwarded upstream either. */
 export const OIDC_COOKIE = 'gw_oidc';
+
+/** An operator's personal admin token (CONTRACT §24): `gwop_` and 43 base64url characters (256 bits), stored as SHA-256. */
+export const OPERATOR_TOKEN_PREFIX = 'gwop_';

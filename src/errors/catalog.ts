@@ -111,9 +111,11 @@ export const CATALOG = {
   expectationFailed: { status: 417, code: 'expectation_failed', fr: 'En-tête Expect non pris en charge', en: 'Expect header not supported',
     when: 'an `Expect` other than `100-continue`' },
   adminUnauthorized: { status: 401, code: 'admin_key_invalid', fr: 'Clé d’administration invalide', en: 'Invalid admin key',
-    when: 'admin API: missing or wrong admin key (with `WWW-Authenticate: Bearer realm="gateway-admin"`)' },
+    when: 'admin API: missing or wrong admin key or operator token (`gwop_…`: unknown, expired, or its operator removed) (with `WWW-Authenticate: Bearer '
+      + 'realm="gateway-admin"`)' },
   adminNotFound: { status: 404, code: 'resource_not_found', fr: 'Ressource introuvable', en: 'Resource not found',
-    when: 'admin API: no `admin.apiKey` configured, an unknown user, or an unknown `/admin` path' },
+    when: 'admin API: no `admin.apiKey` configured and no operator, an unknown user or operator, an unknown `/admin` path; `/admin/v1/operator/tokens` with '
+      + 'the shared key (it is no operator)' },
   planUnknown: { status: 400, code: 'plan_unknown', fr: 'Plan inconnu ({plans})', en: 'Unknown plan ({plans})',
     title: { fr: 'Plan inconnu', en: 'Unknown plan' },
     when: 'admin API: a plan the configuration does not name (the text lists the plans it knows)' },
@@ -165,7 +167,8 @@ export const CATALOG = {
     when: 'a route, decision or WebSocket upgrade with `mfa: required`, without an `aal2` access token (an API key never is one)' },
   recentAuthRequired: { status: 403, code: 'recent_auth_required', fr: 'Authentification récente requise', en: 'Recent authentication required',
     when: 'guard `factor` (adding, confirming, removing a factor, unlinking a provider): not a bearer token, a sign-in over 5 minutes old, or not `aal2` for a '
-      + 'user with a second factor' },
+      + 'user with a second factor; `POST /admin/v1/operator/tokens`: not from an operator\'s console session whose second factor was given in the last 5 '
+      + 'minutes (an operator token never mints another)' },
   emailUnverified: { status: 403, code: 'email_unverified', fr: 'Adresse email non vérifiée', en: 'Email address not verified',
     when: 'guard `factor` with `mail` configured: the account\'s email is not verified; creating an organization or inviting to one without a verified email' },
   passkeyInvalid: { status: 400, code: 'passkey_invalid', fr: 'Clé d\'accès invalide', en: 'Invalid passkey',
@@ -206,7 +209,7 @@ export const CATALOG = {
   roleInsufficient: { status: 403, code: 'role_insufficient', fr: 'Rôle insuffisant', en: 'Insufficient role',
     fields: ['required_roles', 'current_role'],
     when: '`/api/v1/orgs/{id}…`: a member without the endpoint\'s role, or an admin inviting, granting or removing an owner; a route with `roles`: '
-      + 'the role the request acts with is not among them' },
+      + 'the role the request acts with is not among them; the admin API: an operator whose role (`viewer`, `support`, `admin`) is below the endpoint\'s' },
   lastOwner: { status: 409, code: 'last_owner', fr: 'Dernier propriétaire de l\'organisation', en: 'Last owner of the organization',
     when: '`PUT` or `DELETE /api/v1/orgs/{id}/members/{user_id}`: the organization\'s last owner demoted, removed or leaving' },
   alreadyMember: { status: 409, code: 'already_member', fr: 'Déjà membre', en: 'Already a member',
@@ -226,6 +229,12 @@ export const CATALOG = {
     when: 'a route with `org: required` (or `roles`): the request does not act for an organization' },
   orgLimitReached: { status: 409, code: 'org_limit_reached', fr: 'Nombre maximal d\'organisations atteint', en: 'Maximum number of organizations reached',
     when: '`POST /api/v1/orgs`: the user owns `organizations.maxOwnedPerUser` organizations already' },
+  // CONTRACT §24: operators
+  lastAdmin: { status: 409, code: 'last_admin', fr: 'Dernier administrateur', en: 'Last administrator',
+    when: '`PUT /admin/v1/operators/{id}/role` and `DELETE /admin/v1/operators/{id}` (and `gateway operators set-role`, `remove`): the last `admin` operator '
+      + 'demoted or removed while `admin.apiKey` is empty' },
+  operatorSelf: { status: 409, code: 'operator_self', fr: 'Action impossible sur son propre compte', en: 'Not allowed on your own account',
+    when: '`DELETE /admin/v1/operators/{id}/mfa`: an operator resetting their own second factor (another admin, or `gateway operators reset-mfa`, does it)' },
   // CONTRACT §23: plans that follow payment
   priceUnknown: { status: 400, code: 'price_unknown', fr: 'Prix inconnu', en: 'Unknown price',
     when: '`POST /api/v1/billing/checkout`: `price` is not a key of `billing.stripe.prices`' },

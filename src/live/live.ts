@@ -10,7 +10,7 @@ import { RouteTable } from '../routing/routeTable.js';
 import { readUpstreamTls, type UpstreamTls } from './upstreamTls.js';
 
 /** Setting paths a reload applies to the running instance (reload.ts); the rest need a restart. */
-export const LIVE_SETTINGS = ['routes', 'upstreams', 'cors', 'plans', 'auth.rateLimit'] as const;
+export const LIVE_SETTINGS = ['routes', 'upstreams', 'cors', 'plans', 'auth.rateLimit', 'admin.apiKey'] as const;
 
 /** The settings of LIVE_SETTINGS, and only those. */
 export interface LiveSettings {
@@ -19,10 +19,15 @@ export interface LiveSettings {
   readonly cors: Config['cors'];
   readonly plans: Config['plans'];
   readonly auth: { readonly rateLimit: Config['auth']['rateLimit'] };
+  /** The shared admin key (CONTRACT §24): rotated by SIGHUP, read per request by the admin listener. */
+  readonly admin: { readonly apiKey: string };
 }
 
-export function liveSettingsOf(config: Pick<Config, 'routes' | 'upstreams' | 'cors' | 'plans'> & { auth: Pick<Config['auth'], 'rateLimit'> }): LiveSettings {
-  return { routes: config.routes, upstreams: config.upstreams, cors: config.cors, plans: config.plans, auth: { rateLimit: config.auth.rateLimit } };
+type LiveSource = Pick<Config, 'routes' | 'upstreams' | 'cors' | 'plans'> & { auth: Pick<Config['auth'], 'rateLimit'>; admin: Pick<Config['admin'], 'apiKey'> };
+
+export function liveSettingsOf(config: LiveSource): LiveSettings {
+  const { routes, upstreams, cors, plans } = config;
+  return { routes, upstreams, cors, plans, auth: { rateLimit: config.auth.rateLimit }, admin: { apiKey: config.admin.apiKey } };
 }
 
 export interface LiveSnapshot {

@@ -1,4 +1,4 @@
-// Live reload (SIGHUP): routes, upstreams, cors, plans (limits included), auth.rateLimit and the
+// Live reload (SIGHUP): routes, upstreams, cors, plans (limits included), auth.rateLimit, admin.apiKey (§24) and the
 // token keys (auth.jwt.secret, privateKeyFile, previous: CONTRACT §25) from a changed gateway.yaml take effect without a restart and without dropping a request. They are the live
 // state (src/live.ts), read per request: swapping it is the whole reload. A request in flight keeps
 // the snapshot it started with; the next one sees the new one. An invalid file changes nothing.
@@ -54,7 +54,7 @@ export function applyConfig(deps: Pick<ReloadDeps, 'live' | 'config' | 'daily' |
   const live = deps.live.current.settings;
   const jwt = deps.tokens?.keyring.settings ?? deps.config.auth.jwt;
   // What runs now: the start-up configuration with the live settings as last applied.
-  const current: Config = { ...deps.config, ...live, auth: { ...deps.config.auth, rateLimit: live.auth.rateLimit, jwt } };
+  const current: Config = { ...deps.config, ...live, auth: { ...deps.config.auth, rateLimit: live.auth.rateLimit, jwt }, admin: { ...deps.config.admin, apiKey: live.admin.apiKey } };
   const changed = changedSettings(current, next);
   const keysLive = deps.tokens !== undefined && next.auth.jwt.algorithm === jwt.algorithm;
   const appliesLive = (key: string) => isLive(key) || (keysLive && JWT_KEY_SETTINGS.some((k) => key === k || key.startsWith(`${k}.`)));

@@ -16,16 +16,26 @@ export const AUDIT_TYPES = [
   'user.imported',
   // The same for `gateway import keys`: one per batch, data {created, skipped_existing, refused}; never a hash.
   'api_key.imported',
+  // CONTRACT §24: operators, and a refused operator sign-in (user_id NULL; data.operator_email).
+  'operator.created', 'operator.role_changed', 'operator.removed', 'operator.mfa_reset', 'operator.enrolled', 'operator.token_created', 'operator.token_revoked',
+  'operator.login_failed',
 ] as const;
 export type AuditType = (typeof AUDIT_TYPES)[number];
 
-/** Who acted: the account's owner, an operator through the admin API, the CLI or the console, or the gateway itself. */
-export type AuditActor = 'user' | 'admin' | 'cli' | 'console' | 'billing' | 'system';
+/**
+ * Who acted (CONTRACT §24): the account's owner, the shared admin key through the admin API or the
+ * console, the CLI on direct storage, an operator (console, gwop_ token), billing, or the gateway itself.
+ */
+export type AuditActor = 'user' | 'admin' | 'cli' | 'console' | 'operator' | 'billing' | 'system';
 
 export interface AuditEvent {
   type: AuditType;
   actor: AuditActor;
   userId?: number | null;
+  /** The acting operator's id for `operator`; for `user`, the account's own id (userId when not given). */
+  actorId?: number | null;
+  /** For `operator`: kept as data.operator_email, so the log says who even once the operator is gone. */
+  operatorEmail?: string;
   ip?: string;
   userAgent?: string;
   /** What happened, never a secret (no password, token, key, code or email typed at a login). */
@@ -37,6 +47,7 @@ export interface AuditRow {
   at: Date;
   type: string;
   actor: string;
+  actor_id: number | null;
   user_id: number | null;
   ip: string | null;
   user_agent: string | null;
@@ -46,10 +57,17 @@ export interface AuditRow {
 // A user agent is attacker-chosen and unbounded: a row keeps its start.
 const USER_AGENT_MAX = 512;
 
+/** actor_id (§24): given, or for `user` the account itself (the subject is the actor). */
+function actorIdOf({ actor, actorId, userId }: AuditEvent): number | null {
+  if (actorId !== undefined) return actorId;
+  return actor === 'user' ? userId ?? null : null;
+}
+
 export async function insertAuditEvent(q: Queryable, event: AuditEvent, at: Date): Promise<void> {
+  const data = event.operatorEmail === undefined ? event.data ?? {} : { ...event.data, operator_email: event.operatorEmail };
   await q.query(
-    'INSERT INTO audit_events (at, type, actor, user_id, ip, user_agent, data) VALUES ($1, $2, $3, $4, $5, $6, $7)',
-    [at, event.type, event.actor, event.userId ?? null, event.ip ?? null, event.userAgent?.slice(0, USER_AGENT_MAX) ?? null, JSON.stringify(event.data ?? {})],
+    'INSERT INTO audit_events (at, type, actor, actor_id, user_id, ip, user_agent, data) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)',
+    [at, event.type, event.actor, actorIdOf(event), event.userId ?? null, event.ip ?? null, event.userAgent?.slice(0, USER_AGENT_MAX) ?? null, JSON.stringify(data)],
   );
 }
 
@@ -76,7 +94,7 @@ export async function listAuditEvents(q: Queryable, filter: AuditFilter): Promis
   if (filter.beforeId !== undefined) add('id < ?', filter.beforeId);
   params.push(filter.limit);
   const rows = await q.query<AuditRow>(
-    `SELECT id, at, type, actor, user_id, ip, user_agent, data FROM audit_events ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY id DESC LIMIT $${params.length}`,
+    `SELECT id, at, type, actor, actor_id, user_id, ip, user_agent, data FROM audit_events ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY id DESC LIMIT $${params.length}`,
     params,
   );
   return rows.map((r) => ({ ...r, id: Number(r.id), at: new Date(r.at) }));

@@ -9,6 +9,8 @@ export interface ConsoleEntry {
   expires: number;
   /** A session's CSRF token; none for a ticket. */
   csrf?: string;
+  /** A digest of the shared admin key it was minted with (console.ts): a rotated key ends it. */
+  key?: string;
 }
 
 export interface ConsoleStore {

@@ -1,0 +1,152 @@
+// CONTRACT §24: operators with roles act on the admin API with personal tokens (gwop_…); each
+// endpoint's role decides; a token acts with its operator's current role and dies with the
+// operator; the shared key acts as admin; the last admin stays while admin.apiKey is empty.
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildAdminApp } from '../../src/admin/app.js';
+import { mintOperatorToken } from '../../src/admin/operatorTokens.js';
+import { insertOperator, type OperatorRole } from '../../src/storage/operators.js';
+import type { Database } from '../../src/storage/db.js';
+import {
+  ADMIN_KEY, bearer, closeSql, describeWithServices, makeUser, marker, sql, startTestGateway, testConfig, throwawayDatabase, type TestGateway, type ThrowawayDatabase,
+} from '../helpers/gateway.js';
+import { request } from '../helpers/http.js';
+
+/** An operator with `role` and a personal token, made as `gateway operators add` and `token` make them. */
+async function operatorWithToken(db: Database, role: OperatorRole): Promise<{ id: number; email: string; token: string }> {
+  const email = `op-${marker()}@example.test`;
+  const operator = (await insertOperator(db, email, role, new Date()))!;
+  const { token } = await mintOperatorToken(db, operator.id, 'laptop', 90, new Date());
+  return { id: operator.id, email, token };
+}
+
+describeWithServices('admin API: operators and their roles', () => {
+  let gw: TestGateway;
+  let adminApp: FastifyInstance;
+  let url: string;
+  const as = (token: string, method: string, path: string, json?: unknown) => request(url, method, path, { headers: bearer(token), ...(json === undefined ? {} : { json }) });
+
+  beforeAll(async () => {
+    gw = await startTestGateway(testConfig());
+    adminApp = await buildAdminApp(gw.services);
+    url = await adminApp.listen({ host: '127.0.0.1', port: 0 });
+  });
+  afterAll(async () => {
+    await adminApp?.close();
+    await gw?.close();
+    await closeSql();
+  });
+
+  it('a viewer reads but cannot change a plan: 403 byte for byte, and the plan stays', async () => {
+    const viewer = await operatorWithToken(gw.services.db, 'viewer');
+    const user = await makeUser(gw);
+    expect((await as(viewer.token, 'GET', `/admin/v1/users/${user.id}`)).status).toBe(200);
+    expect((await as(viewer.token, 'GET', '/admin/v1/audit?limit=1')).status).toBe(200);
+    const refused = await as(viewer.token, 'PUT', `/admin/v1/users/${user.id}/plan`, { plan: 'pro' });
+    expect(refused.status).toBe(403);
+    expect(refused.text).toBe('{"error":"Rôle insuffisant","required_roles":["admin"],"current_role":"viewer"}');
+    expect((await as(viewer.token, 'DELETE', `/admin/v1/users/${user.id}/sessions`)).json).toEqual({ error: 'Rôle insuffisant', required_roles: ['support', 'admin'], current_role: 'viewer' });
+    expect((await as(ADMIN_KEY, 'GET', `/admin/v1/users/${user.id}`)).json.plan).toBe('free');
+  });
+
+  it('support revokes sessions but cannot delete a user; an admin can, and the audit says which operator', async () => {
+    const support = await operatorWithToken(gw.services.db, 'support');
+    const admin = await operatorWithToken(gw.services.db, 'admin');
+    const user = await makeUser(gw);
+    const revoked = await as(support.token, 'DELETE', `/admin/v1/users/${user.id}/sessions`);
+    expect(revoked.status).toBe(200);
+    const refused = await as(support.token, 'DELETE', `/admin/v1/users/${user.id}`);
+    expect([refused.status, refused.json]).toEqual([403, { error: 'Rôle insuffisant', required_roles: ['admin'], current_role: 'support' }]);
+    expect((await as(admin.token, 'DELETE', `/admin/v1/users/${user.id}`)).status).toBe(200);
+    const events = await sql<{ type: string; actor: string; actor_id: number; data: Record<string, unknown> }>(
+      "SELECT type, actor, actor_id, data FROM audit_events WHERE user_id = $1 AND type LIKE 'admin.%' ORDER BY id", [user.id],
+    );
+    expect(events).toEqual([
+      { type: 'admin.sessions_revoked', actor: 'operator', actor_id: support.id, data: expect.objectContaining({ operator_email: support.email }) },
+      { type: 'admin.user_deleted', actor: 'operator', actor_id: admin.id, data: { operator_email: admin.email } },
+    ]);
+  });
+
+  it('a role change applies to an existing token at once; the token dies with its operator', async () => {
+    const admin = await operatorWithToken(gw.services.db, 'admin');
+    const other = await operatorWithToken(gw.services.db, 'viewer');
+    const user = await makeUser(gw);
+    expect((await as(other.token, 'PUT', `/admin/v1/users/${user.id}/active`, { active: false })).status).toBe(403);
+    const promoted = await as(admin.token, 'PUT', `/admin/v1/operators/${other.id}/role`, { role: 'support' });
+    expect([promoted.status, promoted.json.role]).toEqual([200, 'support']);
+    expect((await as(other.token, 'PUT', `/admin/v1/users/${user.id}/active`, { active: false })).status).toBe(200);
+    expect((await as(admin.token, 'DELETE', `/admin/v1/operators/${other.id}`)).status).toBe(200);
+    const dead = await as(other.token, 'GET', `/admin/v1/users/${user.id}`);
+    expect([dead.status, dead.json]).toEqual([401, { error: 'Clé d’administration invalide' }]);
+    expect((await as(admin.token, 'GET', '/admin/v1/operators')).json.operators.map((o: { id: number }) => o.id)).not.toContain(other.id);
+  });
+
+  it('operators, their roles and removal are for admins; a bad role is 400', async () => {
+    const support = await operatorWithToken(gw.services.db, 'support');
+    expect((await as(support.token, 'GET', '/admin/v1/operators')).json).toEqual({ error: 'Rôle insuffisant', required_roles: ['admin'], current_role: 'support' });
+    const listed = await as(ADMIN_KEY, 'GET', '/admin/v1/operators');
+    expect(listed.json.operators).toContainEqual({ id: support.id, email: support.email, role: 'support', enrolled: false, mfa: false, created_at: expect.any(String) });
+    expect((await as(ADMIN_KEY, 'PUT', `/admin/v1/operators/${support.id}/role`, { role: 'root' })).status).toBe(400);
+    expect((await as(ADMIN_KEY, 'DELETE', '/admin/v1/operators/999999999')).status).toBe(404);
+  });
+
+  it('lists and revokes its own tokens; a gwop_ token never mints another; the shared key has none', async () => {
+    const viewer = await operatorWithToken(gw.services.db, 'viewer');
+    const listed = await as(viewer.token, 'GET', '/admin/v1/operator/tokens');
+    expect(listed.json.tokens).toEqual([{ id: expect.any(Number), name: 'laptop', created_at: expect.any(String), expires_at: expect.any(String), last_used_at: expect.any(String) }]);
+    const minted = await as(viewer.token, 'POST', '/admin/v1/operator/tokens', { name: 'another' });
+    expect([minted.status, minted.json]).toEqual([403, { error: 'Authentification récente requise' }]);
+    expect((await as(ADMIN_KEY, 'GET', '/admin/v1/operator/tokens')).status).toBe(404);
+    const id = listed.json.tokens[0].id as number;
+    expect((await as(viewer.token, 'DELETE', `/admin/v1/operator/tokens/${id}`)).json).toEqual({ id, revoked: true });
+    expect((await as(viewer.token, 'GET', '/admin/v1/operator/tokens')).status).toBe(401);
+  });
+
+  it('an operator token works on no endpoint of the public listener', async () => {
+    const admin = await operatorWithToken(gw.services.db, 'admin');
+    for (const path of ['/api/v1/user/me', '/api/v1/user/api-keys']) {
+      const res = await gw.get(path, { headers: bearer(admin.token) });
+      expect([path, res.status]).toEqual([path, 401]);
+    }
+    expect((await gw.get('/api/v1/user/me', { headers: { 'x-api-key': admin.token } })).status).toBe(401);
+  });
+});
+
+describeWithServices('admin API with an empty admin.apiKey: operators only', () => {
+  let db: ThrowawayDatabase;
+  let gw: TestGateway;
+  let adminApp: FastifyInstance;
+  let url: string;
+  const as = (token: string, method: string, path: string, json?: unknown) => request(url, method, path, { headers: bearer(token), ...(json === undefined ? {} : { json }) });
+
+  beforeAll(async () => {
+    db = await throwawayDatabase();
+    gw = await startTestGateway(testConfig({ storage: db.storage, admin: { apiKey: '' } }));
+    adminApp = await buildAdminApp(gw.services);
+    url = await adminApp.listen({ host: '127.0.0.1', port: 0 });
+  });
+  afterAll(async () => {
+    await adminApp?.close();
+    await gw?.close();
+    await db?.drop();
+    await closeSql();
+  });
+
+  describe('in order', () => {
+    it('answers 404 while no operator exists, then takes operator tokens; the last admin cannot be demoted or removed (409)', async () => {
+      expect((await as('anything', 'GET', '/admin/v1/users')).json).toEqual({ error: 'Ressource introuvable' });
+      const first = await operatorWithToken(gw.services.db, 'admin');
+      expect((await as('anything', 'GET', '/admin/v1/users')).status).toBe(401);
+      expect((await as(first.token, 'GET', '/admin/v1/users')).status).toBe(200);
+      const demoted = await as(first.token, 'PUT', `/admin/v1/operators/${first.id}/role`, { role: 'viewer' });
+      expect([demoted.status, demoted.json]).toEqual([409, { error: 'Dernier administrateur' }]);
+      expect((await as(first.token, 'DELETE', `/admin/v1/operators/${first.id}`)).status).toBe(409);
+      // With a second admin, either may go.
+      const second = await operatorWithToken(gw.services.db, 'admin');
+      expect((await as(second.token, 'PUT', `/admin/v1/operators/${first.id}/role`, { role: 'viewer' })).status).toBe(200);
+      expect((await as(second.token, 'DELETE', `/admin/v1/operators/${second.id}`)).status).toBe(409);
+      const events = await db.sql<{ type: string; actor_id: number }>("SELECT type, actor_id FROM audit_events WHERE type LIKE 'operator.%' ORDER BY id");
+      expect(events).toEqual([{ type: 'operator.role_changed', actor_id: second.id }]);
+    });
+  });
+});
