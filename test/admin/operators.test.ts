@@ -8,7 +8,7 @@ import { mintOperatorToken } from '../../src/admin/operatorTokens.js';
 import { insertOperator, type OperatorRole } from '../../src/storage/operators.js';
 import type { Database } from '../../src/storage/db.js';
 import {
-  ADMIN_KEY, bearer, closeSql, describeWithServices, makeUser, marker, sql, startTestGateway, testConfig, throwawayDatabase, type TestGateway, type ThrowawayDatabase,
+  ADMIN_KEY, bearer, closeSql, describeWithServices, makeUser, marker, startTestGateway, testConfig, throwawayDatabase, type TestGateway, type ThrowawayDatabase,
 } from '../helpers/gateway.js';
 import { request } from '../helpers/http.js';
 
@@ -20,20 +20,25 @@ async function operatorWithToken(db: Database, role: OperatorRole): Promise<{ id
   return { id: operator.id, email, token };
 }
 
+// On a database of its own: the run's database keeps no operator, so that the tests of an empty
+// admin.apiKey elsewhere still see an admin API that does not exist.
 describeWithServices('admin API: operators and their roles', () => {
+  let db: ThrowawayDatabase;
   let gw: TestGateway;
   let adminApp: FastifyInstance;
   let url: string;
   const as = (token: string, method: string, path: string, json?: unknown) => request(url, method, path, { headers: bearer(token), ...(json === undefined ? {} : { json }) });
 
   beforeAll(async () => {
-    gw = await startTestGateway(testConfig());
+    db = await throwawayDatabase();
+    gw = await startTestGateway(testConfig({ storage: db.storage }));
     adminApp = await buildAdminApp(gw.services);
     url = await adminApp.listen({ host: '127.0.0.1', port: 0 });
   });
   afterAll(async () => {
     await adminApp?.close();
     await gw?.close();
+    await db?.drop();
     await closeSql();
   });
 
@@ -58,7 +63,7 @@ describeWithServices('admin API: operators and their roles', () => {
     const refused = await as(support.token, 'DELETE', `/admin/v1/users/${user.id}`);
     expect([refused.status, refused.json]).toEqual([403, { error: 'Rôle insuffisant', required_roles: ['admin'], current_role: 'support' }]);
     expect((await as(admin.token, 'DELETE', `/admin/v1/users/${user.id}`)).status).toBe(200);
-    const events = await sql<{ type: string; actor: string; actor_id: number; data: Record<string, unknown> }>(
+    const events = await db.sql<{ type: string; actor: string; actor_id: number; data: Record<string, unknown> }>(
       "SELECT type, actor, actor_id, data FROM audit_events WHERE user_id = $1 AND type LIKE 'admin.%' ORDER BY id", [user.id],
     );
     expect(events).toEqual([
@@ -100,6 +105,19 @@ describeWithServices('admin API: operators and their roles', () => {
     const id = listed.json.tokens[0].id as number;
     expect((await as(viewer.token, 'DELETE', `/admin/v1/operator/tokens/${id}`)).json).toEqual({ id, revoked: true });
     expect((await as(viewer.token, 'GET', '/admin/v1/operator/tokens')).status).toBe(401);
+  });
+
+  it('audit: actor_id is the account itself for `user`, null for the shared key', async () => {
+    const user = await makeUser(gw);
+    expect((await gw.post('/api/v1/auth/login', { email: user.email, password: user.password })).status).toBe(200);
+    expect((await as(ADMIN_KEY, 'PUT', `/admin/v1/users/${user.id}/plan`, { plan: 'pro' })).status).toBe(200);
+    const events = await db.sql<{ type: string; actor: string; actor_id: number | null }>(
+      "SELECT type, actor, actor_id FROM audit_events WHERE user_id = $1 AND type IN ('login.succeeded', 'admin.plan_changed') ORDER BY id", [user.id],
+    );
+    expect(events.at(-2)).toEqual({ type: 'login.succeeded', actor: 'user', actor_id: user.id });
+    expect(events.at(-1)).toEqual({ type: 'admin.plan_changed', actor: 'admin', actor_id: null });
+    const listed = await as(ADMIN_KEY, 'GET', `/admin/v1/audit?user_id=${user.id}&type=login.succeeded`);
+    expect(listed.json.events[0]).toEqual(expect.objectContaining({ actor: 'user', actor_id: user.id }));
   });
 
   it('an operator token works on no endpoint of the public listener', async () => {
