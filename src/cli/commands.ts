@@ -7,6 +7,7 @@ import { health, HEALTH_TIMEOUT_MS } from './health.js';
 import { importKeysCommand, importUsersCommand } from './import.js';
 import { SHUTDOWN_GRACE_MS, start } from './start.js';
 import { backupCommand, migrateCommand, restoreCommand, revokeKeyCommand, rotateJwtKey, rotateKeys } from './storage.js';
+import { listOperatorsCommand, operatorsCommand } from './operators.js';
 import { auditCommand, listUsersCommand, users } from './users.js';
 import { listOrgsCommand, setOrgPlanCommand, showOrgCommand } from './orgs.js';
 
@@ -241,5 +242,47 @@ rotates nothing and drops the previous key at once: every session it signed ends
 rotate, then drop). A key in gateway.yaml (auth.jwt.secret, privateKeyFile) rotates by editing
 the file and SIGHUP instead: docs/operating.md, "Rotating the signing key". On embedded storage,
 run it with the gateway stopped.`,
+  },
+  {
+    name: 'operators add', operands: ['EMAIL'], config: true, run: (args) => operatorsCommand('add', args),
+    options: { role: { type: 'string' } },
+    summary: 'create an operator (--role viewer|support|admin) and print its enrolment link',
+    help: `Creates an operator of the admin listener (docs/operators.md) with the role given by --role:
+viewer (reads everything), support (also ends sessions and API keys, resets MFA, (de)activates
+users, sends alerts, mints console links) or admin (everything). Prints a one-time enrolment link,
+built from the console's origin (admin.publicUrl, or the admin listener's address): it works once,
+within 24 hours, and sets the operator's password and second factor. Give it only to that person.`,
+  },
+  {
+    name: 'operators list', config: true, run: listOperatorsCommand,
+    options: { json: { type: 'boolean' } },
+    summary: 'list operators, their role, enrolment and second factor (--json)',
+    help: 'Lists the operators: id, email, role, whether they enrolled and have a second factor. With --json, one JSON object {"operators": [...]}.',
+  },
+  {
+    name: 'operators set-role', operands: ['EMAIL', 'ROLE'], config: true, run: (args) => operatorsCommand('set-role', args),
+    summary: 'change an operator\'s role (viewer, support, admin)',
+    help: `Changes the operator's role. Their tokens and console session act with the new role from
+their next request. The last admin cannot be demoted while admin.apiKey is empty.`,
+  },
+  {
+    name: 'operators remove', operands: ['EMAIL'], config: true, run: (args) => operatorsCommand('remove', args),
+    summary: 'remove an operator, with its tokens and second factor',
+    help: `Removes the operator: their tokens stop working at once. The last admin cannot be removed
+while admin.apiKey is empty.`,
+  },
+  {
+    name: 'operators reset-mfa', operands: ['EMAIL'], config: true, run: (args) => operatorsCommand('reset-mfa', args),
+    summary: 'remove an operator\'s second factor (a lost authenticator)',
+    help: 'Removes the operator\'s TOTP factor; their next sign-in enrols a new one. An admin operator can do the same for another operator in the console.',
+  },
+  {
+    name: 'operators token', operands: ['EMAIL'], config: true, run: (args) => operatorsCommand('token', args),
+    options: { name: { type: 'string' }, days: { type: 'string' } },
+    summary: 'print a personal admin token for an operator (--name N, --days D)',
+    help: `Mints a personal admin token (gwop_…) for the operator, named --name, valid --days days
+(default 90, at most 365), and prints it once: it is stored as SHA-256. It is sent as
+Authorization: Bearer to the admin API and acts with the operator's role as it is at each request;
+it dies with the operator. It works on the admin listener only.`,
   },
 ];
