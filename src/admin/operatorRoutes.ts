@@ -43,7 +43,8 @@ export async function operatorRoutes(app: FastifyInstance, deps: OperatorRoutesD
   app.put('/v1/operators/:id/role', admin('Set an operator\'s role {role}: viewer, support or admin', 'badRequest', 'lastAdmin'), on<ById>(changeRole));
   app.delete('/v1/operators/:id', admin('Remove an operator: its tokens stop working at once', 'lastAdmin'), on<ById>(remove));
   app.delete('/v1/operators/:id/mfa', admin('Remove another operator\'s second factor (never one\'s own)', 'operatorSelf'), on<ById>(resetFactors));
-  app.post('/v1/operator/tokens', own('Mint a personal token {name, expires_in_days ≤ 365 (default 90)}: from a console session with a recent second factor', 'badRequest', 'recentAuthRequired'), on(mint));
+  const minting = 'Mint a personal token {name, expires_in_days ≤ 365 (default 90)}: from a console session with a recent second factor';
+  app.post('/v1/operator/tokens', own(minting, 'badRequest', 'recentAuthRequired'), on(mint));
   app.get('/v1/operator/tokens', own('The calling operator\'s own tokens (never the token itself)'), on(listTokens));
   app.delete('/v1/operator/tokens/:id', own('Revoke one of the calling operator\'s tokens'), on<ById>(revokeToken));
 }
@@ -89,7 +90,7 @@ async function resetFactors(deps: OperatorRoutesDeps, request: FastifyRequest<By
     const target = await findOperator(tx, id);
     if (!target) return { refused: 'notFound' };
     await removeOperatorFactors(tx, id);
-    return { changed: target };
+    return { changed: { ...target, mfa: false } };
   });
 }
 

@@ -5,7 +5,6 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, RouteGenericInterfa
 import type { Audit } from '../audit.js';
 import type { Config } from '../config/schema.js';
 import { planUnknownParams, sendDenial, sendError, successBody } from '../errors/index.js';
-import { headerValue } from '../http.js';
 import type { FailureLog } from '../telemetry/logThrottle.js';
 import type { IdentityCache } from '../storage/identityCache.js';
 import type { Events } from '../webhooks/emitter.js';

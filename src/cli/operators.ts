@@ -7,6 +7,7 @@ import type { Queryable } from '../storage/db.js';
 import { columns, CommandError, print, UsageError, withDatabase, type Args } from './command.js';
 
 type OperatorAction = 'add' | 'set-role' | 'remove' | 'reset-mfa' | 'token';
+type CliAuditType = 'operator.created' | 'operator.role_changed' | 'operator.removed' | 'operator.mfa_reset' | 'operator.token_created';
 
 /** How long an enrolment link works. */
 export const ENROLMENT_MS = 24 * 3600_000;
@@ -43,7 +44,7 @@ export async function operatorsCommand(action: OperatorAction, { operands: [emai
   const keepAnAdmin = !config.admin.apiKey;
   return print(await withDatabase(config, (db) => db.transaction(async (tx) => {
     const now = new Date();
-    const audited = (type: 'operator.created' | 'operator.role_changed' | 'operator.removed' | 'operator.mfa_reset' | 'operator.token_created', o: { id: number; email: string; role: string }, data = {}) =>
+    const audited = (type: CliAuditType, o: { id: number; email: string; role: string }, data = {}) =>
       insertAuditEvent(tx, { type, actor: 'cli', data: { operator_id: o.id, email: o.email, role: o.role, ...data } }, now);
     if (action === 'add') {
       const created = await ops.insertOperator(tx, email, role!, now);
@@ -71,7 +72,7 @@ interface ActDeps {
   who: string;
   days?: string;
   operator: { id: number; email: string; role: string };
-  audited(type: 'operator.role_changed' | 'operator.removed' | 'operator.mfa_reset' | 'operator.token_created', o: { id: number; email: string; role: string }, data?: object): Promise<void>;
+  audited(type: CliAuditType, o: { id: number; email: string; role: string }, data?: object): Promise<void>;
 }
 
 async function act(action: Exclude<OperatorAction, 'add'>, d: ActDeps): Promise<string> {

@@ -4,6 +4,8 @@
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildAdminApp } from '../../src/admin/app.js';
+import { parseConfig } from '../../src/config/load.js';
+import { docsExample } from '../helpers/docs.js';
 import { mintOperatorToken } from '../../src/admin/operatorTokens.js';
 import { insertOperator, type OperatorRole } from '../../src/storage/operators.js';
 import type { Database } from '../../src/storage/db.js';
@@ -107,6 +109,17 @@ describeWithServices('admin API: operators and their roles', () => {
     expect((await as(viewer.token, 'GET', '/admin/v1/operator/tokens')).status).toBe(401);
   });
 
+  it('an admin resets another operator\'s second factor, never their own (409)', async () => {
+    const admin = await operatorWithToken(gw.services.db, 'admin');
+    const other = await operatorWithToken(gw.services.db, 'viewer');
+    await db.sql("INSERT INTO operator_totp (operator_id, secret_encrypted, confirmed_at) VALUES ($1, 'x', now()), ($2, 'x', now())", [admin.id, other.id]);
+    const own = await as(admin.token, 'DELETE', `/admin/v1/operators/${admin.id}/mfa`);
+    expect([own.status, own.json]).toEqual([409, { error: 'Action impossible sur son propre compte' }]);
+    const reset = await as(admin.token, 'DELETE', `/admin/v1/operators/${other.id}/mfa`);
+    expect([reset.status, reset.json.mfa]).toEqual([200, false]);
+    expect(await db.sql('SELECT operator_id FROM operator_totp WHERE operator_id IN ($1, $2)', [admin.id, other.id])).toEqual([{ operator_id: admin.id }]);
+  });
+
   it('audit: actor_id is the account itself for `user`, null for the shared key', async () => {
     const user = await makeUser(gw);
     expect((await gw.post('/api/v1/auth/login', { email: user.email, password: user.password })).status).toBe(200);
@@ -139,7 +152,9 @@ describeWithServices('admin API with an empty admin.apiKey: operators only', () 
 
   beforeAll(async () => {
     db = await throwawayDatabase();
-    gw = await startTestGateway(testConfig({ storage: db.storage, admin: { apiKey: '' } }));
+    // docs/operators.md's example, on a port of the test's.
+    const { apiKey, publicUrl } = parseConfig(docsExample('operators', 'operators-only'), 'gateway.yaml').admin;
+    gw = await startTestGateway(testConfig({ storage: db.storage, admin: { apiKey, publicUrl } }));
     adminApp = await buildAdminApp(gw.services);
     url = await adminApp.listen({ host: '127.0.0.1', port: 0 });
   });

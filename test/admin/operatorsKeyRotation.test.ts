@@ -3,7 +3,9 @@
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { buildAdminApp } from '../../src/admin/app.js';
+import { parseConfig } from '../../src/config/load.js';
 import { reload } from '../../src/live/reload.js';
+import { docsExample } from '../helpers/docs.js';
 import { ADMIN_KEY, bearer, closeSql, describeWithServices, startTestGateway, testConfig, type TestGateway } from '../helpers/gateway.js';
 import { request } from '../helpers/http.js';
 
@@ -33,8 +35,9 @@ describeWithServices('admin key rotated by SIGHUP', () => {
     const minted = await request(url, 'POST', '/console/tickets', { headers: bearer(ADMIN_KEY) });
     const ticket = new URL(minted.json.url as string).hash.replace('#ticket=', '');
 
-    // As start.ts wires SIGHUP: the file read again, then applied.
-    const result = reload({ ...gw.services }, () => testConfig({ admin: { port: 0, apiKey: NEW_KEY } }));
+    // As start.ts wires SIGHUP: the file read again (docs/operators.md's example, its variable changed), then applied.
+    const { apiKey } = parseConfig(docsExample('operators', 'break-glass'), 'gateway.yaml', { GATEWAY_ADMIN_KEY: NEW_KEY }).admin;
+    const result = reload({ ...gw.services }, () => testConfig({ admin: { port: 0, apiKey } }));
     expect(result).toEqual({ applied: ['admin.apiKey'], needsRestart: [] });
 
     const old = await request(url, 'GET', '/admin/v1/users?limit=1', { headers: bearer(ADMIN_KEY) });

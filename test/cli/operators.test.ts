@@ -8,6 +8,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { buildAdminApp } from '../../src/admin/app.js';
 import { sha256Hex } from '../../src/credentials/digest.js';
 import { ensureBuilt, gateway } from '../helpers/cli.js';
+import { docsBlock } from '../helpers/docs.js';
 import {
   bearer, closeSql, describeWithServices, makeUser, marker, startTestGateway, testConfig, TEST_JWT_SECRET, throwawayDatabase, type TestGateway, type ThrowawayDatabase,
 } from '../helpers/gateway.js';
@@ -94,5 +95,21 @@ describeWithServices('gateway operators …', () => {
     expect((await cli('operators', 'reset-mfa', email)).stdout).toMatch(/second factor removed/);
     expect(await db.sql('SELECT 1 FROM operator_totp t JOIN operators o ON o.id = t.operator_id WHERE o.email = $1', [email])).toEqual([]);
     expect((await cli('operators', 'remove', 'nobody@example.test')).stderr).toMatch(/no operator with email/);
+  });
+
+  it('docs/operators.md\'s commands run as written, in order', async () => {
+    const outputs: string[] = [];
+    for (const line of docsBlock('operators', 'operators-cli').split('\n').filter((l) => l.startsWith('gateway '))) {
+      const run = await cli(...line.split(/\s+/).slice(1));
+      expect([line, run.code, run.stderr]).toEqual([line, 0, '']);
+      outputs.push(run.stdout);
+    }
+    expect(outputs).toEqual([
+      expect.stringMatching(/^operator \d+ \(ada@example\.com\), role admin: enrolment link, single use, valid 24 hours:\nhttps:\/\/gateway-admin\.example\.test\/console\/#enrol=[\w-]{43}\n$/),
+      expect.stringMatching(/^operator \d+ \(ada@example\.com\): token \d+ "laptop", role admin, expires \S+ \(shown once\):\ngwop_[\w-]{43}\n$/),
+      expect.stringMatching(/^ID +EMAIL +ROLE +ENROLLED +MFA +CREATED\n(.*\n)*\d+ +ada@example\.com +admin +no +no +\S+\n/),
+      expect.stringMatching(/^operator \d+ \(ada@example\.com\): role admin → support\n$/),
+      expect.stringMatching(/^operator \d+ \(ada@example\.com\): second factor was not set; the next sign-in enrols a new one\n$/),
+    ]);
   });
 });

@@ -39,6 +39,7 @@ const RUN_ELSEWHERE = new Set([
   'docs/production.md: kubernetes-apply', // test/ship/kubernetes.test.ts, in podman kube play's terms
   'docs/migrating.md: import-csv', 'docs/migrating.md: import-auth0', 'docs/migrating.md: import-supabase', // test/import/import.test.ts
   'docs/migrating.md: import-firebase', 'docs/migrating.md: import-keys',
+  'docs/operators.md: operators-cli', // test/cli/operators.test.ts
 ]);
 // Shell blocks not run as written, by their first line, and why.
 const NOT_RUN: Record<string, string> = {
