@@ -12,6 +12,7 @@ import { httpsOptions } from '../listener/tls.js';
 import { refuseUnfitInput } from '../listener/inputs.js';
 import { combinedDocument, documentRoutes } from '../openapi.js';
 import { consoleRoutes } from './console.js';
+import { operatorSignInRoutes } from './operatorSignIn.js';
 import { consoleOffReasons, consoleOrigin } from './consoleOrigin.js';
 import { memoryConsoleStore } from '../storage/consoleStore.js';
 import { adminRoutes } from './routes.js';
@@ -56,7 +57,11 @@ export async function buildAdminApp(instance: Instance, options: AdminOptions = 
     // admin.port 0 (any free port): the port the listener got, once it listens.
     const origin = () => consoleOrigin(admin, (app.server.address() as AddressInfo | null)?.port ?? admin.port);
     const secure = admin.tls !== undefined || admin.publicUrl?.startsWith('https:') === true;
-    await app.register(consoleRoutes, { consoleMark, apiKey, secure, origin, config: () => live.current.settings, readiness: { db, redis: redis?.client ?? null, lifecycle }, metrics, clock: instance.clock, store, keyRefusals });
+    const consoleDeps = { consoleMark, apiKey, secure, origin, config: () => live.current.settings, readiness: { db, redis: redis?.client ?? null, lifecycle }, metrics, clock: instance.clock, store, keyRefusals };
+    await app.register(consoleRoutes, consoleDeps);
+    // Operators as themselves (CONTRACT §24), in a scope of its own: the auth rate limit applies there only.
+    const passwordMinLength = instance.config.auth.passwordMinLength;
+    await app.register(operatorSignInRoutes, { db, passwords: instance.passwords, audit, live, redis, passwordMinLength, console: consoleDeps });
   } else if (admin.apiKey) {
     app.log.warn({ reasons: offBecause }, 'console off: /console/ answers 404');
   }

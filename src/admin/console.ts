@@ -20,7 +20,7 @@ import { countInstances } from '../storage/changeFeed.js';
 import { withTimeout } from '../time.js';
 import type { ConsoleOrigin } from './consoleOrigin.js';
 import type { ConsoleStore } from '../storage/consoleStore.js';
-import { BEARER, CONSOLE_MARK_HEADER, sameKey } from './access.js';
+import { BEARER, CONSOLE_AUTH_TIME_HEADER, CONSOLE_MARK_HEADER, CONSOLE_OPERATOR_HEADER, sameKey } from './access.js';
 
 const SESSION_MS = 8 * 3600_000;
 /** How long a one-time sign-in link works: long enough to open it, short enough that a link left in a terminal's scrollback is spent. */
@@ -114,11 +114,12 @@ async function current(deps: ConsoleDeps, request: FastifyRequest) {
   const key = sessionKey(token);
   const session = await deps.store.get(key);
   if (!session?.csrf) return undefined;
-  if (session.expires <= deps.clock().getTime() || session.key !== keyTag(deps.apiKey())) {
+  // An operator's session stands for the operator; one of the shared key, for the key it was minted with.
+  if (session.expires <= deps.clock().getTime() || (session.operator === undefined && session.key !== keyTag(deps.apiKey()))) {
     await deps.store.take(key);
     return undefined;
   }
-  return { key, csrf: session.csrf, expires: session.expires };
+  return { key, csrf: session.csrf, expires: session.expires, operator: session.operator, authTime: session.authTime };
 }
 
 // Compared with the console's configured origin, never with the request's Host: a DNS-rebinding
@@ -144,7 +145,7 @@ function serveFile(path: URL | string, type: string) {
 // The operator's way in: the admin key typed in the sign-in form, or a one-time ticket the page
 // read from its link's fragment. Either way a POST from the console's own page (a link followed
 // from elsewhere sets no cookie by itself), then a session cookie.
-async function signIn({ deps, secure }: ConsoleContext, request: FastifyRequest, reply: FastifyReply) {
+async function signIn({ deps }: ConsoleContext, request: FastifyRequest, reply: FastifyReply) {
   const body = request.body as { key?: unknown; ticket?: unknown } | undefined;
   if (typeof body?.ticket === 'string') {
     // Only the console's page redeems a ticket, and a browser sends its Origin with every POST
@@ -170,9 +171,18 @@ async function signIn({ deps, secure }: ConsoleContext, request: FastifyRequest,
       return sendError(reply, 'adminUnauthorized');
     }
   }
+  return startSession(deps, reply, { key: keyTag(deps.apiKey()) });
+}
+
+/**
+ * A new session: its cookie on the reply, its CSRF token answered. `who`: the shared key's digest,
+ * or the operator (operatorSignIn.ts) and when their second factor was given.
+ */
+export async function startSession(deps: ConsoleDeps, reply: FastifyReply, who: { key: string } | { operator: number; authTime: number }): Promise<{ csrf: string }> {
   const token = randomBytes(32).toString('base64url');
   const csrf = randomBytes(24).toString('base64url');
-  await deps.store.put(sessionKey(token), { csrf, expires: deps.clock().getTime() + SESSION_MS, key: keyTag(deps.apiKey()) });
+  await deps.store.put(sessionKey(token), { csrf, expires: deps.clock().getTime() + SESSION_MS, ...who });
+  const secure = deps.secure ? ' Secure;' : '';
   reply.header('set-cookie', `${CONSOLE_COOKIE}=${token}; HttpOnly;${secure} SameSite=Strict; Path=/console/; Max-Age=${SESSION_MS / 1000}`);
   return { csrf };
 }
@@ -250,11 +260,15 @@ async function healthSummary({ deps }: ConsoleContext) {
 function adminThroughSession(app: FastifyInstance, deps: ConsoleDeps) {
   return async function adminThroughSession(request: FastifyRequest, reply: FastifyReply) {
     const rest = request.url.slice('/console/api'.length);
+    const session = await current(deps, request);
+    // An operator's session acts as the operator (access.ts reads the role now); else as the key.
+    const as = session?.operator === undefined ? { authorization: `Bearer ${deps.apiKey()}` }
+      : { [CONSOLE_OPERATOR_HEADER]: String(session.operator), [CONSOLE_AUTH_TIME_HEADER]: String(session.authTime ?? 0) };
     const answer = await app.inject({
       method: request.method as 'GET',
       url: `/admin${rest}`,
       headers: {
-        authorization: `Bearer ${deps.apiKey()}`,
+        ...as,
         [CONSOLE_MARK_HEADER]: deps.consoleMark,
         'user-agent': headerValue(request.headers, 'user-agent'),
         ...(request.body === undefined ? {} : { 'content-type': 'application/json' }),

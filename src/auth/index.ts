@@ -34,6 +34,7 @@ export { MailQueue, type Mailer } from './mail.js';
 export { makeLink } from './links/links.js';
 export { factorGuard, passwordConfirmed, type FactorGuardDeps } from './mfa/factor.js';
 export { isTooLong, Passwords } from './password/passwords.js';
+export { createTotp, type Totp } from './mfa/totp.js';
 export { clientOf } from './sessions.js';
 
 // Endpoints whose answers to each field the spec and CONTRACT §19/§26 fix (an email with a control

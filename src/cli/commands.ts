@@ -273,8 +273,10 @@ while admin.apiKey is empty.`,
   },
   {
     name: 'operators reset-mfa', operands: ['EMAIL'], config: true, run: (args) => operatorsCommand('reset-mfa', args),
-    summary: 'remove an operator\'s second factor (a lost authenticator)',
-    help: 'Removes the operator\'s TOTP factor; their next sign-in enrols a new one. An admin operator can do the same for another operator in the console.',
+    summary: 'remove an operator\'s second factor (a lost authenticator) and print a new enrolment link',
+    help: `Removes the operator's TOTP factor and prints a new enrolment link (single use, 24 hours),
+with which they set a password and a second factor again. An admin operator can remove another
+operator's factor through the admin API (DELETE /admin/v1/operators/{id}/mfa).`,
   },
   {
     name: 'operators token', operands: ['EMAIL'], config: true, run: (args) => operatorsCommand('token', args),

@@ -36,7 +36,7 @@ export async function operatorsCommand(action: OperatorAction, { operands: [emai
   const role = action === 'add' ? roleOf(values.role as string | undefined) : action === 'set-role' ? roleOf(roleText) : undefined;
   const name = typeof values.name === 'string' ? values.name.trim() : '';
   if (action === 'token' && !name) throw new UsageError('--name: required (what the token is for, e.g. "laptop")');
-  const base = action === 'add' ? await enrolmentBase(config) : '';
+  const base = action === 'add' || action === 'reset-mfa' ? await enrolmentBase(config) : '';
   const [ops, { insertAuditEvent }, { sha256Hex, randomToken }, tokens] = await Promise.all([
     import('../storage/operators.js'), import('../storage/audit.js'), import('../credentials/digest.js'), import('../admin/operatorTokens.js'),
   ]);
@@ -57,7 +57,13 @@ export async function operatorsCommand(action: OperatorAction, { operands: [emai
     const operator = await ops.findOperatorByEmail(tx, email);
     if (!operator) throw new CommandError(`no operator with email ${email}`);
     const who = `operator ${operator.id} (${operator.email})`;
-    return act(action, { tx, ops, tokens, keepAnAdmin, now, name, role, who, operator, audited, days: values.days as string | undefined });
+    // A new link: the operator sets a password and a second factor again (§24).
+    const link = async () => {
+      const token = randomToken(32);
+      await ops.createEnrolment(tx, operator.id, sha256Hex(token), new Date(now.getTime() + ENROLMENT_MS));
+      return `${base}/console/#enrol=${token}`;
+    };
+    return act(action, { tx, ops, tokens, keepAnAdmin, now, name, role, who, operator, audited, link, days: values.days as string | undefined });
   })));
 }
 
@@ -71,6 +77,7 @@ interface ActDeps {
   role?: 'viewer' | 'support' | 'admin';
   who: string;
   days?: string;
+  link(): Promise<string>;
   operator: { id: number; email: string; role: string };
   audited(type: CliAuditType, o: { id: number; email: string; role: string }, data?: object): Promise<void>;
 }
@@ -93,7 +100,7 @@ async function act(action: Exclude<OperatorAction, 'add'>, d: ActDeps): Promise<
     case 'reset-mfa': {
       const removed = await d.ops.removeOperatorFactors(d.tx, d.operator.id);
       await d.audited('operator.mfa_reset', d.operator, { removed });
-      return `${d.who}: second factor ${removed ? 'removed' : 'was not set'}; the next sign-in enrols a new one`;
+      return `${d.who}: second factor ${removed ? 'removed' : 'was not set'}; enrolment link, single use, valid 24 hours:\n${await d.link()}`;
     }
     default: {
       const days = d.days === undefined ? d.tokens.TOKEN_DAYS_DEFAULT : /^\d{1,3}$/.test(d.days) ? Number(d.days) : NaN;

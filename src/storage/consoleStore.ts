@@ -11,6 +11,9 @@ export interface ConsoleEntry {
   csrf?: string;
   /** A digest of the shared admin key it was minted with (console.ts): a rotated key ends it. */
   key?: string;
+  /** An operator's session (admin/operatorSignIn.ts): whose, and when its second factor was given (ms). */
+  operator?: number;
+  authTime?: number;
 }
 
 export interface ConsoleStore {

@@ -9,7 +9,6 @@ import { ensureBuilt, gateway, ROOT } from '../helpers/cli.js';
 const COMMANDS = [
   'start', 'migrate', 'check', 'health', 'schema', 'users set-plan', 'users deactivate', 'users activate',
   'keys rotate', 'keys rotate-jwt', 'keys revoke', 'backup', 'restore', 'errors',
-  'operators add', 'operators list', 'operators set-role', 'operators remove', 'operators reset-mfa', 'operators token',
 ];
 const pkg = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string; bin: Record<string, string> };
 

@@ -48,6 +48,15 @@ describeWithServices('gateway operators …', () => {
     await closeSql();
   });
 
+  it('each operators command has its own help, listed by --help (one at a time: test/cli/help.test.ts runs the others all at once)', async () => {
+    const list = await gateway(['--help']);
+    for (const name of ['add', 'list', 'set-role', 'remove', 'reset-mfa', 'token']) {
+      expect(list.stdout).toMatch(new RegExp(`^  operators ${name}\\b`, 'm'));
+      const help = await gateway(['operators', name, '--help']);
+      expect([name, help.code, help.stdout.startsWith(`Usage: gateway operators ${name}`)]).toEqual([name, 0, true]);
+    }
+  });
+
   it('add prints a single-use enrolment link from the console\'s origin, stored hashed for 24 hours; list shows the operator', async () => {
     const email = `Ops-${marker()}@Example.test`;
     const run = await cli('operators', 'add', email, '--role', 'support');
@@ -109,7 +118,7 @@ describeWithServices('gateway operators …', () => {
       expect.stringMatching(/^operator \d+ \(ada@example\.com\): token \d+ "laptop", role admin, expires \S+ \(shown once\):\ngwop_[\w-]{43}\n$/),
       expect.stringMatching(/^ID +EMAIL +ROLE +ENROLLED +MFA +CREATED\n(.*\n)*\d+ +ada@example\.com +admin +no +no +\S+\n/),
       expect.stringMatching(/^operator \d+ \(ada@example\.com\): role admin → support\n$/),
-      expect.stringMatching(/^operator \d+ \(ada@example\.com\): second factor was not set; the next sign-in enrols a new one\n$/),
+      expect.stringMatching(/^operator \d+ \(ada@example\.com\): second factor was not set; enrolment link, single use, valid 24 hours:\nhttps:\/\/gateway-admin\.example\.test\/console\/#enrol=[\w-]{43}\n$/),
     ]);
   });
 });

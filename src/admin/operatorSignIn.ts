@@ -1,0 +1,140 @@
+// Operators sign in to the console as themselves (CONTRACT §24): email, password and a mandatory
+// TOTP code; the enrolment link `gateway operators add` printed sets the password and the TOTP.
+// Under the auth rate limit (auth.rateLimit, per client address, shared through Redis) and §14's
+// lockout of codes per operator; a refusal is the audit event `operator.login_failed`.
+import rateLimit from '@fastify/rate-limit';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Audit } from '../audit.js';
+import { createTotp, type Passwords, type Totp } from '../auth/index.js';
+import { sha256Hex } from '../credentials/digest.js';
+import { GatewayError, passwordTooShortParams, sendDenial, sendError } from '../errors/index.js';
+import { headerValue } from '../http.js';
+import type { Live } from '../live/live.js';
+import { authRateLimitStore } from '../listener/authRateLimit.js';
+import type { Database, Queryable } from '../storage/db.js';
+import {
+  confirmOperatorTotp, countOperatorWrongCode, enrolOperatorTotp, findOperatorTotp, operatorCodesLockedUntil, operatorCredentials, peekEnrolment, setOperatorPassword,
+  useOperatorStep,
+} from '../storage/operatorTotp.js';
+import { findOperator, spendEnrolment } from '../storage/operators.js';
+import type { RedisBreaker } from '../storage/redis/breaker.js';
+import { startSession, type ConsoleDeps } from './console.js';
+
+/** §14's lockout: 10 wrong codes within 15 minutes lock the operator's codes for 15 minutes. */
+const WRONG_CODES = { max: 10, windowMs: 15 * 60_000, lockMs: 15 * 60_000 };
+const TOTP_ISSUER = 'auth-gateway console';
+
+export interface OperatorSignInDeps {
+  db: Database;
+  passwords: Passwords;
+  audit: Audit;
+  live: Live;
+  redis: RedisBreaker | null;
+  passwordMinLength: number;
+  console: ConsoleDeps;
+}
+
+const text = (body: unknown, key: string) => {
+  const value = (body as Record<string, unknown> | undefined)?.[key];
+  return typeof value === 'string' ? value : '';
+};
+
+export async function operatorSignInRoutes(app: FastifyInstance, deps: OperatorSignInDeps): Promise<void> {
+  const rateLimits = () => deps.live.current.settings.auth.rateLimit;
+  await app.register(rateLimit, {
+    store: authRateLimitStore({ redis: deps.redis }),
+    max: () => rateLimits().max,
+    timeWindow: () => rateLimits().window,
+    allowList: () => rateLimits().max === 0,
+    errorResponseBuilder: () => new GatewayError('rateLimited'),
+  });
+  let totp: Totp | undefined;
+  // The TOTP key is the users' one (gateway_secrets): made or read once, at the first use.
+  const totpOf = async () => (totp ??= await createTotp(deps.db));
+  const fromConsole = (request: FastifyRequest) => {
+    const origin = headerValue(request.headers, 'origin');
+    return !origin || deps.console.origin().accepted.has(origin);
+  };
+  app.post('/console/operator/session', async (request, reply) => (fromConsole(request) ? signIn(deps, await totpOf(), request, reply) : sendError(reply, 'adminUnauthorized')));
+  app.post('/console/operator/enrolment', async (request, reply) => (fromConsole(request) ? enrolStart(deps, await totpOf(), request, reply) : sendError(reply, 'consoleTicketInvalid')));
+  app.post('/console/operator/enrolment/complete', async (request, reply) => (fromConsole(request) ? enrolFinish(deps, await totpOf(), request, reply) : sendError(reply, 'consoleTicketInvalid')));
+}
+
+type Outcome = { ok: true } | { locked: Date } | { failed: string };
+
+/** The code checked once, counted when wrong (the lockout), in `tx` (the TOTP row locked). */
+async function checkCode(tx: Queryable, totp: Totp, operatorId: number, code: string, now: Date, confirmed: boolean): Promise<Outcome> {
+  const row = await findOperatorTotp(tx, operatorId);
+  if (!row || (row.confirmed_at !== null) !== confirmed) return { failed: confirmed ? 'no_second_factor' : 'not_enrolling' };
+  const locked = await operatorCodesLockedUntil(tx, operatorId, now);
+  if (locked) return { locked };
+  const step = totp.stepOf(totp.decrypt(row.secret_encrypted), code.trim(), now);
+  if (step !== undefined && (await useOperatorStep(tx, operatorId, step))) return { ok: true };
+  await countOperatorWrongCode(tx, operatorId, now, WRONG_CODES);
+  return { failed: 'mfa_failed' };
+}
+
+function refuseLocked(reply: FastifyReply, until: Date, now: Date) {
+  return sendDenial(reply, { code: 'rateLimited', headers: { 'retry-after': String(Math.max(1, Math.ceil((until.getTime() - now.getTime()) / 1000))) } });
+}
+
+async function signIn(deps: OperatorSignInDeps, totp: Totp, request: FastifyRequest, reply: FastifyReply) {
+  const email = text(request.body, 'email').trim().toLowerCase();
+  const password = text(request.body, 'password');
+  const now = deps.console.clock();
+  const creds = email ? await operatorCredentials(deps.db, email) : undefined;
+  const failed = async (reason: string, operator?: { id: number; email: string }) => {
+    // An unknown address is not kept: people type passwords into the email field.
+    await deps.audit.note({ type: 'operator.login_failed', actor: 'operator', actorId: operator?.id ?? null, operatorEmail: operator?.email, ip: request.ip, data: { reason } });
+    request.log.info({ reason }, 'console: operator sign-in refused');
+    return sendError(reply, 'invalidCredentials');
+  };
+  // Same work for unknown emails, so the answer's time does not reveal which operators exist.
+  if (!creds?.password_hash) {
+    await deps.passwords.burnVerification(password);
+    return failed(creds ? 'not_enrolled' : 'unknown_email', creds);
+  }
+  if (!(await deps.passwords.verify(creds.password_hash, password))) return failed('wrong_password', creds);
+  const outcome = await deps.db.transaction((tx) => checkCode(tx, totp, creds.id, text(request.body, 'code'), now, true));
+  if ('locked' in outcome) return refuseLocked(reply, outcome.locked, now);
+  if ('failed' in outcome) return failed(outcome.failed, creds);
+  request.log.info({ operatorId: creds.id }, 'console: operator signed in');
+  return startSession(deps.console, reply, { operator: creds.id, authTime: now.getTime() });
+}
+
+// First step of the link: the TOTP secret to scan (a new one each time, until one is confirmed).
+async function enrolStart(deps: OperatorSignInDeps, totp: Totp, request: FastifyRequest, reply: FastifyReply) {
+  const now = deps.console.clock();
+  const id = await peekEnrolment(deps.db, sha256Hex(text(request.body, 'token')), now);
+  const operator = id === undefined ? undefined : await findOperator(deps.db, id);
+  if (!operator) return sendError(reply, 'consoleTicketInvalid');
+  const secret = totp.newSecret();
+  if (!(await enrolOperatorTotp(deps.db, operator.id, totp.encrypt(secret), now))) return sendError(reply, 'consoleTicketInvalid');
+  return { email: operator.email, role: operator.role, secret, otpauth_url: totp.otpauthUrl(TOTP_ISSUER, operator.email, secret) };
+}
+
+// Second step: the password and a code from the app; the link is spent, the operator signed in.
+async function enrolFinish(deps: OperatorSignInDeps, totp: Totp, request: FastifyRequest, reply: FastifyReply) {
+  const password = text(request.body, 'password');
+  if ([...password].length < deps.passwordMinLength) return sendDenial(reply, { code: 'passwordTooShort', params: passwordTooShortParams(deps.passwordMinLength) });
+  const hash = await deps.passwords.hash(password);
+  const now = deps.console.clock();
+  const tokenHash = sha256Hex(text(request.body, 'token'));
+  const done = await deps.db.transaction(async (tx) => {
+    const id = await peekEnrolment(tx, tokenHash, now);
+    if (id === undefined) return undefined;
+    const outcome = await checkCode(tx, totp, id, text(request.body, 'code'), now, false);
+    if (!('ok' in outcome)) return outcome;
+    // Single use: of two completions at once, the conditional UPDATE lets one through.
+    if ((await spendEnrolment(tx, tokenHash, now)) !== id) return undefined;
+    await setOperatorPassword(tx, id, hash);
+    await confirmOperatorTotp(tx, id, now);
+    const operator = (await findOperator(tx, id))!;
+    await deps.audit.record({ type: 'operator.enrolled', actor: 'operator', actorId: id, operatorEmail: operator.email, ip: request.ip, data: { operator_id: id } }, tx);
+    return { id };
+  });
+  if (!done) return sendError(reply, 'consoleTicketInvalid');
+  if ('locked' in done) return refuseLocked(reply, done.locked, now);
+  if ('failed' in done) return sendError(reply, 'codeRefused');
+  return startSession(deps.console, reply, { operator: done.id, authTime: now.getTime() });
+}

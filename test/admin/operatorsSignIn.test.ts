@@ -1,0 +1,121 @@
+// CONTRACT §24: an operator enrols with the link the CLI printed (password and TOTP), signs in to
+// the console with email, password and a code, and acts there with their role as it is now; a
+// console session with a recent second factor mints a personal token. Refusals are audited as
+// operator.login_failed; wrong codes lock codes per operator (§14).
+import { randomBytes } from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { buildAdminApp } from '../../src/admin/app.js';
+import { sha256Hex } from '../../src/credentials/digest.js';
+import { createEnrolment, insertOperator, type OperatorRole } from '../../src/storage/operators.js';
+import {
+  bearer, closeSql, describeWithServices, makeUser, marker, startTestGateway, testClock, testConfig, throwawayDatabase, type TestGateway, type ThrowawayDatabase,
+} from '../helpers/gateway.js';
+import { request } from '../helpers/http.js';
+import { totpCode } from '../helpers/totp.js';
+
+describeWithServices('console: operators sign in as themselves', () => {
+  let db: ThrowawayDatabase;
+  let gw: TestGateway;
+  let adminApp: FastifyInstance;
+  let url: string;
+  let origin: string;
+  const clock = testClock();
+  const post = (path: string, json: unknown, headers: Record<string, string> = {}) => request(url, 'POST', path, { headers: { origin, ...headers }, json });
+  const cookieOf = (res: { headers: Record<string, unknown> }) => String(res.headers['set-cookie']).split(';')[0]!;
+
+  /** An operator as `gateway operators add` makes one: the link's token. */
+  async function invited(role: OperatorRole): Promise<{ id: number; email: string; token: string }> {
+    const email = `op-${marker()}@example.test`;
+    const operator = (await insertOperator(gw.services.db, email, role, new Date()))!;
+    const token = randomBytes(32).toString('base64url');
+    await createEnrolment(gw.services.db, operator.id, sha256Hex(token), new Date(Date.now() + 86_400_000));
+    return { id: operator.id, email, token };
+  }
+
+  /** Enrolled through the link: the secret, and the signed-in session. */
+  async function enrolled(role: OperatorRole, password = 'operator-password-1') {
+    const op = await invited(role);
+    const start = await post('/console/operator/enrolment', { token: op.token });
+    expect([start.status, start.json.email]).toEqual([200, op.email]);
+    const secret = start.json.secret as string;
+    const done = await post('/console/operator/enrolment/complete', { token: op.token, password, code: totpCode(secret, clock().getTime()) });
+    expect(done.status).toBe(200);
+    return { ...op, secret, password, cookie: cookieOf(done), csrf: done.json.csrf as string };
+  }
+
+  beforeAll(async () => {
+    db = await throwawayDatabase();
+    gw = await startTestGateway(testConfig({ storage: db.storage, auth: { rateLimit: { max: 0 } } }), { clock });
+    adminApp = await buildAdminApp(gw.services);
+    url = await adminApp.listen({ host: '127.0.0.1', port: 0 });
+    origin = new URL(url).origin;
+  });
+  afterAll(async () => {
+    await adminApp?.close();
+    await gw?.close();
+    await db?.drop();
+    await closeSql();
+  });
+
+  it('enrols once with the link, then signs in with email, password and a code; acts with its role; the audit names it', async () => {
+    const op = await enrolled('support');
+    // The link is spent.
+    expect((await post('/console/operator/enrolment', { token: op.token })).status).toBe(401);
+    const user = await makeUser(gw);
+    const session = { cookie: op.cookie, 'x-csrf-token': op.csrf };
+    expect((await request(url, 'DELETE', `/console/api/v1/users/${user.id}/sessions`, { headers: { origin, ...session } })).status).toBe(200);
+    const plan = await request(url, 'PUT', `/console/api/v1/users/${user.id}/plan`, { headers: { origin, ...session }, json: { plan: 'pro' } });
+    expect([plan.status, plan.json]).toEqual([403, { error: 'Rôle insuffisant', required_roles: ['admin'], current_role: 'support' }]);
+    const [event] = await db.sql<{ actor: string; actor_id: number; data: Record<string, unknown> }>(
+      "SELECT actor, actor_id, data FROM audit_events WHERE user_id = $1 AND type = 'admin.sessions_revoked'", [user.id],
+    );
+    expect(event).toEqual({ actor: 'operator', actor_id: op.id, data: expect.objectContaining({ operator_email: op.email }) });
+
+    clock.advance(30_000);
+    const again = await post('/console/operator/session', { email: op.email.toUpperCase(), password: op.password, code: totpCode(op.secret, clock().getTime()) });
+    expect(again.status).toBe(200);
+    // The same code twice is refused (a step is used once), and audited.
+    const replay = await post('/console/operator/session', { email: op.email, password: op.password, code: totpCode(op.secret, clock().getTime()) });
+    expect([replay.status, replay.json]).toEqual([401, { error: 'Identifiants invalides' }]);
+    const failures = await db.sql<{ actor_id: number; data: Record<string, unknown> }>("SELECT actor_id, data FROM audit_events WHERE type = 'operator.login_failed' AND actor_id = $1", [op.id]);
+    expect(failures).toEqual([{ actor_id: op.id, data: { reason: 'mfa_failed', operator_email: op.email } }]);
+    const unknown = await post('/console/operator/session', { email: 'nobody@example.test', password: 'x', code: '000000' });
+    expect(unknown.status).toBe(401);
+  });
+
+  it('a session with a recent second factor mints a personal token (not after 5 minutes, never without CSRF)', async () => {
+    const op = await enrolled('viewer');
+    const mint = (csrf: string) => request(url, 'POST', '/console/api/v1/operator/tokens', { headers: { origin, cookie: op.cookie, 'x-csrf-token': csrf }, json: { name: 'ci' } });
+    expect((await mint('wrong')).status).toBe(403);
+    const minted = await mint(op.csrf);
+    expect([minted.status, minted.json.token]).toEqual([201, expect.stringMatching(/^gwop_[\w-]{43}$/)]);
+    expect((await request(url, 'GET', '/admin/v1/users?limit=1', { headers: bearer(minted.json.token) })).status).toBe(200);
+    clock.advance(5 * 60_000 + 1000);
+    expect((await mint(op.csrf)).json).toEqual({ error: 'Authentification récente requise' });
+  });
+
+  it('ten wrong codes lock the operator\'s codes for 15 minutes (429), even with the right one', async () => {
+    const op = await enrolled('viewer');
+    for (let i = 0; i < 10; i++) expect((await post('/console/operator/session', { email: op.email, password: op.password, code: '000000' })).status).toBe(401);
+    clock.advance(30_000);
+    const locked = await post('/console/operator/session', { email: op.email, password: op.password, code: totpCode(op.secret, clock().getTime()) });
+    expect([locked.status, locked.json]).toEqual([429, { error: 'Trop de tentatives, réessayez plus tard' }]);
+    expect(Number(locked.headers['retry-after'])).toBeGreaterThan(800);
+  });
+
+  it('is under the auth rate limit (auth.rateLimit, per client address): the attempt past it is 429', async () => {
+    const limited = await startTestGateway(testConfig({ storage: db.storage, auth: { rateLimit: { max: 3, window: '1m' } } }));
+    const app = await buildAdminApp(limited.services);
+    try {
+      const at = await app.listen({ host: '127.0.0.1', port: 0 });
+      const attempt = () => request(at, 'POST', '/console/operator/session', { json: { email: 'nobody@example.test', password: 'x', code: '000000' } });
+      const statuses = [];
+      for (let i = 0; i < 4; i++) statuses.push((await attempt()).status);
+      expect(statuses).toEqual([401, 401, 401, 429]);
+    } finally {
+      await app.close();
+      await limited.close();
+    }
+  });
+});
