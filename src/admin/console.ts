@@ -39,6 +39,9 @@ const FILES: Record<string, { path: URL | string; type: string }> = {
   // The organizations' pages, a module app.js imports (CONTRACT §22).
   'orgs.js': { path: new URL('orgs.js', ASSETS), type: JS },
   'app.css': { path: new URL('app.css', ASSETS), type: CSS },
+  // Operators' sign-in and enrolment (CONTRACT §24; admin/operatorSignIn.ts).
+  'operator.html': { path: new URL('operator.html', ASSETS), type: HTML },
+  'operator.js': { path: new URL('operator.js', ASSETS), type: JS },
   'uplot.js': { path: installed.resolve('uplot/dist/uPlot.iife.min.js'), type: JS },
   'uplot.css': { path: installed.resolve('uplot/dist/uPlot.min.css'), type: CSS },
 };

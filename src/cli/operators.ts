@@ -52,7 +52,7 @@ export async function operatorsCommand(action: OperatorAction, { operands: [emai
       const token = randomToken(32);
       await ops.createEnrolment(tx, created.id, sha256Hex(token), new Date(now.getTime() + ENROLMENT_MS));
       await audited('operator.created', created);
-      return `operator ${created.id} (${created.email}), role ${created.role}: enrolment link, single use, valid 24 hours:\n${base}/console/#enrol=${token}`;
+      return `operator ${created.id} (${created.email}), role ${created.role}: enrolment link, single use, valid 24 hours:\n${base}/console/operator.html#enrol=${token}`;
     }
     const operator = await ops.findOperatorByEmail(tx, email);
     if (!operator) throw new CommandError(`no operator with email ${email}`);
@@ -61,7 +61,7 @@ export async function operatorsCommand(action: OperatorAction, { operands: [emai
     const link = async () => {
       const token = randomToken(32);
       await ops.createEnrolment(tx, operator.id, sha256Hex(token), new Date(now.getTime() + ENROLMENT_MS));
-      return `${base}/console/#enrol=${token}`;
+      return `${base}/console/operator.html#enrol=${token}`;
     };
     return act(action, { tx, ops, tokens, keepAnAdmin, now, name, role, who, operator, audited, link, days: values.days as string | undefined });
   })));

@@ -58,6 +58,14 @@ describeWithServices('console: operators sign in as themselves', () => {
     await closeSql();
   });
 
+  it('serves the operator page the enrolment link opens, under the console\'s CSP', async () => {
+    const page = await request(url, 'GET', '/console/operator.html');
+    expect([page.status, page.headers['content-type'], page.headers['content-security-policy']]).toEqual([200, 'text/html; charset=utf-8', expect.stringContaining("script-src 'self'")]);
+    expect(page.text).toContain('<script type="module" src="operator.js"></script>');
+    const script = await request(url, 'GET', '/console/operator.js');
+    expect([script.status, script.text]).toEqual([200, expect.stringContaining("'/console/operator/enrolment/complete'")]);
+  });
+
   it('enrols once with the link, then signs in with email, password and a code; acts with its role; the audit names it', async () => {
     const op = await enrolled('support');
     // The link is spent.

@@ -61,7 +61,7 @@ describeWithServices('gateway operators …', () => {
     const email = `Ops-${marker()}@Example.test`;
     const run = await cli('operators', 'add', email, '--role', 'support');
     expect(run.code).toBe(0);
-    const link = /^(https:\/\/gateway-admin\.example\.test\/console\/#enrol=)([\w-]{43})$/m.exec(run.stdout);
+    const link = /^(https:\/\/gateway-admin\.example\.test\/console\/operator\.html#enrol=)([\w-]{43})$/m.exec(run.stdout);
     expect(link, run.stdout).not.toBeNull();
     expect(run.stdout).toMatch(new RegExp(`^operator \\d+ \\(${email.toLowerCase()}\\), role support: enrolment link, single use, valid 24 hours:$`, 'm'));
     const [stored] = await db.sql<{ token_hash: string; hours: number }>(
@@ -114,11 +114,11 @@ describeWithServices('gateway operators …', () => {
       outputs.push(run.stdout);
     }
     expect(outputs).toEqual([
-      expect.stringMatching(/^operator \d+ \(ada@example\.com\), role admin: enrolment link, single use, valid 24 hours:\nhttps:\/\/gateway-admin\.example\.test\/console\/#enrol=[\w-]{43}\n$/),
+      expect.stringMatching(/^operator \d+ \(ada@example\.com\), role admin: enrolment link, single use, valid 24 hours:\nhttps:\/\/gateway-admin\.example\.test\/console\/operator\.html#enrol=[\w-]{43}\n$/),
       expect.stringMatching(/^operator \d+ \(ada@example\.com\): token \d+ "laptop", role admin, expires \S+ \(shown once\):\ngwop_[\w-]{43}\n$/),
       expect.stringMatching(/^ID +EMAIL +ROLE +ENROLLED +MFA +CREATED\n(.*\n)*\d+ +ada@example\.com +admin +no +no +\S+\n/),
       expect.stringMatching(/^operator \d+ \(ada@example\.com\): role admin → support\n$/),
-      expect.stringMatching(/^operator \d+ \(ada@example\.com\): second factor was not set; enrolment link, single use, valid 24 hours:\nhttps:\/\/gateway-admin\.example\.test\/console\/#enrol=[\w-]{43}\n$/),
+      expect.stringMatching(/^operator \d+ \(ada@example\.com\): second factor was not set; enrolment link, single use, valid 24 hours:\nhttps:\/\/gateway-admin\.example\.test\/console\/operator\.html#enrol=[\w-]{43}\n$/),
     ]);
   });
 });

@@ -1,0 +1,42 @@
+// The operator's way into the console (CONTRACT §24): the enrolment link (#enrol=…: the TOTP key
+// to add, then a password and a code) or email, password and code. Either ends in a session
+// cookie, then the console itself (index.html), which acts with the operator's role.
+const $ = (id) => document.getElementById(id);
+const say = (text) => { $('operator-error').textContent = text; };
+
+async function post(path, body) {
+  const res = await fetch(path, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  return { ok: res.ok, status: res.status, json: await res.json().catch(() => ({})) };
+}
+
+async function enrol(token) {
+  // The token leaves the address bar (and so the history) at once; the page keeps it in memory.
+  history.replaceState(null, '', location.pathname);
+  const started = await post('/console/operator/enrolment', { token });
+  if (!started.ok) return say(started.json.error ?? 'Lien invalide');
+  $('enrol-who').textContent = `${started.json.email} (${started.json.role})`;
+  $('enrol-secret').textContent = started.json.secret;
+  $('enrol-link').href = started.json.otpauth_url;
+  const form = $('operator-enrol');
+  form.hidden = false;
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    const done = await post('/console/operator/enrolment/complete', { token, password: $('new-password').value, code: $('enrol-code').value });
+    if (!done.ok) return say(done.json.error ?? `Erreur ${done.status}`);
+    location.assign('./');
+  });
+}
+
+function signIn() {
+  const form = $('operator-sign-in');
+  form.hidden = false;
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    const res = await post('/console/operator/session', { email: $('email').value, password: $('password').value, code: $('code').value });
+    if (!res.ok) return say(res.json.error ?? `Erreur ${res.status}`);
+    location.assign('./');
+  });
+}
+
+const token = /^#enrol=([\w-]+)$/.exec(location.hash)?.[1];
+if (token) void enrol(token); else signIn();
