@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { healthRoutes } from '../listener/health.js';
-import { failureLog } from '../telemetry/logThrottle.js';
+import { failureLog, type FailureLog } from '../telemetry/logThrottle.js';
 import type { Instance } from '../instance.js';
 import { listenerOptions, registerCommon } from '../listener/basics.js';
 import { httpsOptions } from '../listener/tls.js';
@@ -15,6 +15,7 @@ import { consoleRoutes } from './console.js';
 import { operatorSignInRoutes } from './operatorSignIn.js';
 import { consoleOffReasons, consoleOrigin } from './consoleOrigin.js';
 import { memoryConsoleStore } from '../storage/consoleStore.js';
+import { operatorsExist } from '../storage/operators.js';
 import { adminRoutes } from './routes.js';
 
 export interface AdminOptions {
@@ -48,22 +49,37 @@ export async function buildAdminApp(instance: Instance, options: AdminOptions = 
   const keyRefusals = failureLog(app.log as Logger, 'admin key refused: a request with a missing or wrong admin key');
   await app.register(adminRoutes, { prefix: '/admin', db, identities, events, audit, consoleMark, apiKey, config: () => live.current.settings, clock: instance.clock, keyRefusals,
     invitations: { mailer: instance.mailer, words: instance.mailWords, resetUrl: instance.config.mail?.resetUrl } });
-  // Absent, not refused, without a key, off loopback without TLS (CONTRACT §16), or on every
-  // address without admin.publicUrl (§26): said once at start, as `gateway check` says it.
-  const offBecause = consoleOffReasons(admin);
-  if (!offBecause.length) {
-    // With server.workers, the primary keeps sessions and tickets for all: a connection may reach any worker.
-    const store = fleet?.consoleStore ?? memoryConsoleStore(() => instance.clock().getTime());
-    // admin.port 0 (any free port): the port the listener got, once it listens.
-    const origin = () => consoleOrigin(admin, (app.server.address() as AddressInfo | null)?.port ?? admin.port);
-    const secure = admin.tls !== undefined || admin.publicUrl?.startsWith('https:') === true;
-    const consoleDeps = { consoleMark, apiKey, secure, origin, config: () => live.current.settings, readiness: { db, redis: redis?.client ?? null, lifecycle }, metrics, clock: instance.clock, store, keyRefusals };
-    await app.register(consoleRoutes, consoleDeps);
+  await registerConsole(app, instance, { consoleMark, apiKey, keyRefusals });
+  return app;
+}
+
+/**
+ * The console, absent (404), not refused: off loopback without TLS (CONTRACT §16), or on every
+ * address without admin.publicUrl (§26), said once at start as `gateway check` says it; and while
+ * there is neither a shared key nor an operator (§24: with operators only, it offers their sign-in).
+ */
+async function registerConsole(app: FastifyInstance, instance: Instance, shared: { consoleMark: string; apiKey: () => string; keyRefusals: FailureLog }): Promise<void> {
+  const { db, redis, audit, metrics, live, lifecycle, fleet } = instance;
+  const { admin } = instance.config;
+  // The key is checked per request below (SIGHUP may set or clear it): the other reasons decide here.
+  const offBecause = consoleOffReasons({ ...admin, apiKey: admin.apiKey || 'checked per request' });
+  if (offBecause.length) {
+    if (admin.apiKey) app.log.warn({ reasons: offBecause }, 'console off: /console/ answers 404');
+    return;
+  }
+  // With server.workers, the primary keeps sessions and tickets for all: a connection may reach any worker.
+  const store = fleet?.consoleStore ?? memoryConsoleStore(() => instance.clock().getTime());
+  // admin.port 0 (any free port): the port the listener got, once it listens.
+  const origin = () => consoleOrigin(admin, (app.server.address() as AddressInfo | null)?.port ?? admin.port);
+  const secure = admin.tls !== undefined || admin.publicUrl?.startsWith('https:') === true;
+  const consoleDeps = { ...shared, secure, origin, config: () => live.current.settings, readiness: { db, redis: redis?.client ?? null, lifecycle }, metrics, clock: instance.clock, store };
+  await app.register(async (scope) => {
+    scope.addHook('onRequest', async (_request, reply) => {
+      if (!shared.apiKey() && !(await operatorsExist(db))) return reply.callNotFound();
+    });
+    await scope.register(consoleRoutes, consoleDeps);
     // Operators as themselves (CONTRACT §24), in a scope of its own: the auth rate limit applies there only.
     const passwordMinLength = instance.config.auth.passwordMinLength;
-    await app.register(operatorSignInRoutes, { db, passwords: instance.passwords, audit, live, redis, passwordMinLength, console: consoleDeps });
-  } else if (admin.apiKey) {
-    app.log.warn({ reasons: offBecause }, 'console off: /console/ answers 404');
-  }
-  return app;
+    await scope.register(operatorSignInRoutes, { db, passwords: instance.passwords, audit, live, redis, passwordMinLength, console: consoleDeps });
+  });
 }

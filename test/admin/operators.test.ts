@@ -168,7 +168,11 @@ describeWithServices('admin API with an empty admin.apiKey: operators only', () 
   describe('in order', () => {
     it('answers 404 while no operator exists, then takes operator tokens; the last admin cannot be demoted or removed (409)', async () => {
       expect((await as('anything', 'GET', '/admin/v1/users')).json).toEqual({ error: 'Ressource introuvable' });
+      expect((await request(url, 'GET', '/console/operator.html')).status).toBe(404);
       const first = await operatorWithToken(gw.services.db, 'admin');
+      // The console now offers operator sign-in only: the (empty) key signs nobody in.
+      expect((await request(url, 'GET', '/console/operator.html')).status).toBe(200);
+      expect((await request(url, 'POST', '/console/session', { json: { key: '' } })).status).toBe(401);
       expect((await as('anything', 'GET', '/admin/v1/users')).status).toBe(401);
       expect((await as(first.token, 'GET', '/admin/v1/users')).status).toBe(200);
       const demoted = await as(first.token, 'PUT', `/admin/v1/operators/${first.id}/role`, { role: 'viewer' });
