@@ -45,6 +45,7 @@ export async function operatorRoutes(app: FastifyInstance, deps: OperatorRoutesD
   app.delete('/v1/operators/:id/mfa', admin('Remove another operator\'s second factor (never one\'s own)', 'operatorSelf'), on<ById>(resetFactors));
   const minting = 'Mint a personal token {name, expires_in_days ≤ 365 (default 90)}: from a console session with a recent second factor';
   app.post('/v1/operator/tokens', own(minting, 'badRequest', 'recentAuthRequired'), on(mint));
+  app.get('/v1/operator', own('Who the caller is: the operator and their role now, or the shared key (role admin); the console disables what the role does not allow'), whoAmI);
   app.get('/v1/operator/tokens', own('The calling operator\'s own tokens (never the token itself)'), on(listTokens));
   app.delete('/v1/operator/tokens/:id', own('Revoke one of the calling operator\'s tokens'), on<ById>(revokeToken));
 }
@@ -92,6 +93,11 @@ async function resetFactors(deps: OperatorRoutesDeps, request: FastifyRequest<By
     await removeOperatorFactors(tx, id);
     return { changed: { ...target, mfa: false } };
   });
+}
+
+async function whoAmI(request: FastifyRequest) {
+  const caller = callerOf(request);
+  return caller.kind === 'operator' ? { operator: { id: caller.id, email: caller.email }, role: caller.role } : { operator: null, role: caller.role };
 }
 
 /** The operator whose own tokens these are; the shared key is nobody's. */

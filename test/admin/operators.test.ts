@@ -97,6 +97,14 @@ describeWithServices('admin API: operators and their roles', () => {
     expect((await as(ADMIN_KEY, 'DELETE', '/admin/v1/operators/999999999')).status).toBe(404);
   });
 
+  it('GET /admin/v1/operator says who calls and with which role, as it is now', async () => {
+    const viewer = await operatorWithToken(gw.services.db, 'viewer');
+    expect((await as(viewer.token, 'GET', '/admin/v1/operator')).json).toEqual({ operator: { id: viewer.id, email: viewer.email }, role: 'viewer' });
+    expect((await as(ADMIN_KEY, 'PUT', `/admin/v1/operators/${viewer.id}/role`, { role: 'support' })).status).toBe(200);
+    expect((await as(viewer.token, 'GET', '/admin/v1/operator')).json.role).toBe('support');
+    expect((await as(ADMIN_KEY, 'GET', '/admin/v1/operator')).json).toEqual({ operator: null, role: 'admin' });
+  });
+
   it('lists and revokes its own tokens; a gwop_ token never mints another; the shared key has none', async () => {
     const viewer = await operatorWithToken(gw.services.db, 'viewer');
     const listed = await as(viewer.token, 'GET', '/admin/v1/operator/tokens');
