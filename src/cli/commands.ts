@@ -27,7 +27,7 @@ not reachable) is one line at level 60 (fatal) with msg, hint and the details, t
 answer yet (refused, unreachable, starting up) is waited for up to storage.startTimeout (default
 60 s), with a warn line "waiting for Postgres at host:port (code)" at each attempt.
 
-Signals: SIGHUP reloads routes, upstreams, cors, limits and the token keys (auth.jwt.secret,
+Signals: SIGHUP reloads routes, upstreams, cors, limits, admin.apiKey and the token keys (auth.jwt.secret,
 privateKeyFile, previous) from the file, and reads certificate and key files again (other changes
 are logged as needing a restart). SIGTERM first drains for
 server.shutdownDelay (default 5 s: /readyz answers 503, every response closes its connection, so
