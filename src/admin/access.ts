@@ -17,7 +17,7 @@ import type { FailureLog } from '../telemetry/logThrottle.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
-    /** The least operator role an /admin/v1 route needs (access.ts); none: any caller the API accepts. */
+    /** The least operator role an /admin/v1 route needs (access.ts); none: admin only. */
     role?: OperatorRole;
   }
 }
@@ -86,7 +86,9 @@ export function adminAccess(deps: AccessDeps) {
       deps.keyRefusals.failed(undefined, { ip: request.ip, url: request.url });
       return sendDenial(reply, { code: 'adminUnauthorized', headers: { 'www-authenticate': 'Bearer realm="gateway-admin"' } });
     }
-    const required = request.routeOptions.config?.role;
+    // A route that declares no role is the admin's (deny by default): a route added without one
+    // must not open itself to viewers. An unknown path has no route: 404 for any accepted caller.
+    const required = request.routeOptions.config?.role ?? (request.routeOptions.url === undefined ? undefined : 'admin');
     if (required && OPERATOR_ROLES.indexOf(caller.role) < OPERATOR_ROLES.indexOf(required)) {
       return sendDenial(reply, { code: 'roleInsufficient', extra: { required_roles: rolesFrom(required), current_role: caller.role } });
     }

@@ -1,7 +1,9 @@
 // CONTRACT §24: operators with roles act on the admin API with personal tokens (gwop_…); each
 // endpoint's role decides; a token acts with its operator's current role and dies with the
 // operator; the shared key acts as admin; the last admin stays while admin.apiKey is empty.
-import type { FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance } from 'fastify';
+import { adminAccess } from '../../src/admin/access.js';
+import type { FailureLog } from '../../src/telemetry/logThrottle.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildAdminApp } from '../../src/admin/app.js';
 import { parseConfig } from '../../src/config/load.js';
@@ -54,6 +56,42 @@ describeWithServices('admin API: operators and their roles', () => {
     expect(refused.text).toBe('{"error":"Rôle insuffisant","required_roles":["admin"],"current_role":"viewer"}');
     expect((await as(viewer.token, 'DELETE', `/admin/v1/users/${user.id}/sessions`)).json).toEqual({ error: 'Rôle insuffisant', required_roles: ['support', 'admin'], current_role: 'viewer' });
     expect((await as(ADMIN_KEY, 'GET', `/admin/v1/users/${user.id}`)).json.plan).toBe('free');
+  });
+
+  it('the operators\' pages of other rooms declare their roles too: a viewer reads plans, overview and organizations, and cannot create, import or set an organization\'s plan', async () => {
+    const viewer = await operatorWithToken(gw.services.db, 'viewer');
+    for (const path of ['/admin/v1/plans', '/admin/v1/overview', '/admin/v1/orgs']) expect([path, (await as(viewer.token, 'GET', path)).status]).toEqual([path, 200]);
+    const adminOnly = { error: 'Rôle insuffisant', required_roles: ['admin'], current_role: 'viewer' };
+    const created = await as(viewer.token, 'POST', '/admin/v1/users', { email: `new-${marker()}@example.test` });
+    expect([created.status, created.json]).toEqual([403, adminOnly]);
+    const lines = `{"email":"imp-${marker()}@example.test"}\n`;
+    const imported = await request(url, 'POST', '/admin/v1/import/users', { headers: { ...bearer(viewer.token), 'content-type': 'application/x-ndjson' }, body: lines });
+    expect([imported.status, imported.json]).toEqual([403, adminOnly]);
+    const orgPlan = await as(viewer.token, 'PUT', '/admin/v1/orgs/1/plan', { plan: 'pro' });
+    expect([orgPlan.status, orgPlan.json]).toEqual([403, adminOnly]);
+    // An unknown path is still 404 for any caller the API accepts.
+    expect((await as(viewer.token, 'GET', '/admin/v1/no-such-page')).status).toBe(404);
+  });
+
+  it('a route that declares no role is the admin\'s: a viewer and support are refused, an admin passes', async () => {
+    const app = Fastify();
+    const keyRefusals = { failed: () => {}, recovered: () => {} } as unknown as FailureLog;
+    await app.register(async (scope) => {
+      scope.addHook('onRequest', adminAccess({ db: gw.services.db, apiKey: () => ADMIN_KEY, clock: () => new Date(), keyRefusals }));
+      scope.get('/v1/undeclared', async () => ({ ok: true }));
+    }, { prefix: '/admin' });
+    const local = await app.listen({ host: '127.0.0.1', port: 0 });
+    try {
+      for (const role of ['viewer', 'support'] as const) {
+        const caller = await operatorWithToken(gw.services.db, role);
+        const refused = await request(local, 'GET', '/admin/v1/undeclared', { headers: bearer(caller.token) });
+        expect([refused.status, refused.json]).toEqual([403, { error: 'Rôle insuffisant', required_roles: ['admin'], current_role: role }]);
+      }
+      const admin = await operatorWithToken(gw.services.db, 'admin');
+      expect((await request(local, 'GET', '/admin/v1/undeclared', { headers: bearer(admin.token) })).json).toEqual({ ok: true });
+    } finally {
+      await app.close();
+    }
   });
 
   it('support revokes sessions but cannot delete a user; an admin can, and the audit says which operator', async () => {
