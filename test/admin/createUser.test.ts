@@ -60,7 +60,7 @@ describeWithServices('admin: creating a user, invited by mail', () => {
   it('creates the user (201, no password, on the plan asked) and mails the invitation; the link sets the password and verifies the address', async () => {
     const { email, user, mail, token } = await invite('team');
     expect(user).toEqual({
-      id: expect.any(Number), email, plan: 'team', is_active: 1, active: true, daily_usage: 0, last_usage_date: null, created_at: expect.any(String), email_verified_at: null,
+      id: expect.any(Number), email, plan: 'team', is_active: 1, active: true, daily_usage: 0, last_usage_date: null, created_at: expect.any(String), email_verified_at: null, external_id: null,
     });
     expect(await sql('SELECT plan, password_hash FROM users WHERE id = $1', [user.id])).toEqual([{ plan: 'team', password_hash: null }]);
     expect(await sql('SELECT plan FROM subscriptions WHERE user_id = $1', [user.id])).toEqual([{ plan: 'team' }]);
