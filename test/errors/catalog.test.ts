@@ -46,6 +46,9 @@ const ELSEWHERE: Partial<Record<Name, string>> = {
   orgLimitReached: 'test/orgs/refusals.test.ts',
   memberNotFound: 'test/orgs/refusals.test.ts',
   invitationNotFound: 'test/orgs/organizations.test.ts',
+  // Operators' accounts (CONTRACT §24), on a database of their own.
+  lastAdmin: 'test/admin/operators.test.ts',
+  operatorSelf: 'test/admin/operators.test.ts',
   // Against a fake of Stripe (CONTRACT §23).
   priceUnknown: 'test/billing/billing.test.ts',
   signatureInvalid: 'test/billing/billing.test.ts',
