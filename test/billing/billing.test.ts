@@ -228,6 +228,46 @@ describeWithServices('plans that follow payment (CONTRACT §23)', () => {
     expect(await sql('SELECT stripe_customer_id FROM billing_customers WHERE owner_id = $1', [user.id])).toEqual([{ stripe_customer_id: sub.customer }]);
     expect((await planOf(user.id))!.plan).toBe('free');
   });
+  // Issue 53's gaps: a metered item beside a base fee, a mid-period price change, and the whole
+  // trial → active → past_due → canceled life delivered newest first; the plan is what the guarded
+  // route's upstream sees (x-user-plan) on the other instance.
+  const seenPlan = async (gw: TestGateway, user: TestUser) => {
+    const res = await gw.get(GUARDED, { headers: bearer(user.access) });
+    return res.status === 200 ? String((res.json.headers as Record<string, string>)['x-user-plan']) : `status ${res.status}`;
+  };
+
+  it('a metered item beside a base fee and a mid-period price change: the plan follows on the other instance', async () => {
+    const { user, sub } = await subscribed({ status: 'active', prices: ['price_metered_calls', 'price_premium_monthly'] });
+    await everywhereWithin([b], async (gw) => (await seenPlan(gw, user)) === 'premium', 1000);
+    // The customer switches premium → pro in the portal mid-period: Stripe sends an update.
+    stripe.setSubscription({ ...sub, prices: ['price_metered_calls', 'price_pro_monthly'] });
+    expect((await send(a, subscriptionEvent('updated', sub))).status).toBe(200);
+    await everywhereWithin([b], async (gw) => (await seenPlan(gw, user)) === 'pro', 1000);
+    // Back down to premium: the plan follows down as well.
+    stripe.setSubscription({ ...sub, prices: ['price_premium_monthly', 'price_metered_calls'] });
+    expect((await send(b, subscriptionEvent('updated', sub))).status).toBe(200);
+    await everywhereWithin([a, b], async (gw) => (await seenPlan(gw, user)) === 'premium', 1000);
+  });
+
+  it('trial, active, past_due, canceled delivered newest first: Stripe\'s current state wins at each step', async () => {
+    const { user, sub } = await subscribed({ status: 'trialing', prices: ['price_pro_monthly'] });
+    // Trialing counts as paid.
+    await everywhereWithin([b], async (gw) => (await seenPlan(gw, user)) === 'pro', 1000);
+    // Stripe's subscription is now past_due: within the grace (docs: pastDueGraceDays) it keeps pro,
+    // whatever older event (created, trial-to-active update) brings the news.
+    stripe.setSubscription({ ...sub, status: 'past_due' });
+    for (const type of ['updated', 'created']) {
+      expect((await send(b, subscriptionEvent(type, sub))).status).toBe(200);
+      expect((await planOf(user.id))!.plan).toBe('pro');
+    }
+    // Now canceled: the deleted event first, then the older ones late; free throughout.
+    stripe.setSubscription({ ...sub, status: 'canceled' });
+    for (const type of ['deleted', 'updated', 'updated', 'created']) {
+      expect((await send(a, subscriptionEvent(type, sub))).status).toBe(200);
+      expect((await planOf(user.id))!.plan).toBe('free');
+    }
+    await everywhereWithin([a, b], async (gw) => (await seenPlan(gw, user)) === 'status 403', 1000);
+  });
 });
 
 describeWithServices('rolling the webhook secret, outside the auth rate limit', () => {
@@ -263,4 +303,5 @@ describeWithServices('rolling the webhook secret, outside the auth rate limit', 
     expect((await gw.post('/api/v1/auth/login', { email: 'a@example.test', password: 'x' })).status).toBe(429);
     expect((await gw.request('POST', WEBHOOK, { body: '{}', headers: { 'content-type': 'application/json' } })).status).toBe(400);
   });
+
 });
