@@ -42,6 +42,11 @@ describeWithServices('docs/hooks.md', () => {
     expect(testConfigFromYaml(example.replace(/ {2}events:[^\]]*\][^\n]*\n/, ''), { GATEWAY_HOOKS_SECRET: secret }).hooks!.events).toEqual([...HOOK_EVENTS]);
     expect(configProblems(example).join('\n')).toContain('GATEWAY_HOOKS_SECRET');
     expect(configProblems(example.replace('${GATEWAY_HOOKS_SECRET}', 'whsec_short')).join('\n')).toContain('hooks.secrets[0]: expected a signing secret whsec_');
+    // 15 bytes is refused, 16 (and the 20 other tools often make) accepted.
+    const of = (bytes: number) => `whsec_${Buffer.alloc(bytes, 7).toString('base64')}`;
+    expect(configProblems(example.replace('${GATEWAY_HOOKS_SECRET}', of(15))).join('\n')).toContain('hooks.secrets[0]: expected a signing secret whsec_');
+    expect(configProblems(example.replace('${GATEWAY_HOOKS_SECRET}', of(16)))).toEqual([]);
+    expect(configProblems(example.replace('${GATEWAY_HOOKS_SECRET}', of(20)))).toEqual([]);
     expect(configProblems(example.replace('https://backend', 'http://backend').replace('${GATEWAY_HOOKS_SECRET}', secret)).join('\n')).toContain('hooks.url: expected an https:// URL');
   });
 
