@@ -4,6 +4,8 @@
 import { configuredPlans, createUserForm, deleteSection, notice, planFilter, planLabel, savePlan, userPlanSelect } from './users.js';
 import { overviewView } from './overview.js';
 import { orgView, orgsView } from './orgs.js';
+import { operatorsView } from './operators.js';
+import { allow, can, setRole } from './roles.js';
 
 let csrf = '';
 const $ = (id) => document.getElementById(id);
@@ -57,6 +59,10 @@ function signedOut() {
 }
 
 async function signedIn() {
+  // Who the console acts as, asked once before any page is drawn: its role decides which controls are on (roles.js).
+  const me = await api('GET', 'api/v1/operator');
+  setRole(me.status === 200 ? me.json.role : 'viewer');
+  $('nav-operators').hidden = !can('manageOperators');
   $('sign-in').hidden = true;
   $('nav').hidden = false;
   // The audit log exists where the gateway has one (CONTRACT §17).
@@ -136,22 +142,22 @@ async function userView(id, query = '') {
     status,
     h('section', { 'aria-labelledby': 'h-account' }, h('h3', { id: 'h-account' }, 'Account'),
       h('p', {}, `Id ${u.id} · created ${u.created_at} · email ${u.email_verified_at ? 'verified' : 'not verified'}`),
-      h('label', { for: 'user-plan' }, 'Plan'), planSelect,
-      h('button', { type: 'button', id: 'save-plan', onclick: () => savePlan(planSelect, u.plan, act, status) }, 'Save plan'),
-      h('button', { type: 'button', id: 'toggle-active', onclick: () => act('PUT', '/active', { active: !u.active }, u.active ? 'Deactivated' : 'Activated') }, u.active ? 'Deactivate' : 'Activate')),
+      h('label', { for: 'user-plan' }, 'Plan'), allow('changePlan', planSelect),
+      allow('changePlan', h('button', { type: 'button', id: 'save-plan', onclick: () => savePlan(planSelect, u.plan, act, status) }, 'Save plan')),
+      allow('setActive', h('button', { type: 'button', id: 'toggle-active', onclick: () => act('PUT', '/active', { active: !u.active }, u.active ? 'Deactivated' : 'Activated') }, u.active ? 'Deactivate' : 'Activate'))),
     h('section', { 'aria-labelledby': 'h-usage' }, h('h3', { id: 'h-usage' }, 'Usage, last 30 days'), usage.status === 200 ? usageChart(usage.json.history) : null),
     h('section', { 'aria-labelledby': 'h-sessions' }, h('h3', { id: 'h-sessions' }, 'Sessions'),
       table(['Id', 'Client', 'IP', 'Created', 'Last used', 'Action'], (sessions.json.sessions ?? []).map((s) => [String(s.id), s.user_agent, s.ip, s.created_at, s.last_used_at,
-        h('button', { type: 'button', 'aria-label': `Revoke session ${s.id}`, onclick: () => act('DELETE', `/sessions/${s.id}`, undefined, `Session ${s.id} revoked`) }, 'Revoke')])),
-      h('button', { type: 'button', id: 'revoke-all', onclick: () => act('DELETE', '/sessions', undefined, 'All sessions revoked') }, 'Revoke all sessions')),
+        allow('revokeSession', h('button', { type: 'button', 'aria-label': `Revoke session ${s.id}`, onclick: () => act('DELETE', `/sessions/${s.id}`, undefined, `Session ${s.id} revoked`) }, 'Revoke'))])),
+      allow('revokeSession', h('button', { type: 'button', id: 'revoke-all', onclick: () => act('DELETE', '/sessions', undefined, 'All sessions revoked') }, 'Revoke all sessions'))),
     h('section', { 'aria-labelledby': 'h-keys' }, h('h3', { id: 'h-keys' }, 'API keys'),
       table(['Id', 'Name', 'Start', 'Scopes', 'Created', 'Expires', 'Last used', 'Action'], (keys.json.api_keys ?? []).map((k) => [
         String(k.id), k.name, k.start, k.scopes ? k.scopes.join(' ') : 'all', k.created_at, k.expires_at ?? 'never', k.last_used_at,
         // The same revocation as DELETE /admin/v1/api-keys/{id}: refused on every instance within a second.
-        k.active ? h('button', { type: 'button', 'aria-label': `Revoke API key ${k.id}`, onclick: () => act('DELETE', `api/v1/api-keys/${k.id}`, undefined, `API key ${k.id} revoked`) }, 'Revoke')
+        k.active ? allow('revokeKey', h('button', { type: 'button', 'aria-label': `Revoke API key ${k.id}`, onclick: () => act('DELETE', `api/v1/api-keys/${k.id}`, undefined, `API key ${k.id} revoked`) }, 'Revoke'))
           : 'revoked']))),
     h('section', { 'aria-labelledby': 'h-mfa' }, h('h3', { id: 'h-mfa' }, 'Second factor'),
-      h('button', { type: 'button', id: 'reset-mfa', onclick: () => act('DELETE', '/mfa', undefined, 'Second factor removed') }, 'Remove TOTP and recovery codes')),
+      allow('resetMfa', h('button', { type: 'button', id: 'reset-mfa', onclick: () => act('DELETE', '/mfa', undefined, 'Second factor removed') }, 'Remove TOTP and recovery codes'))),
     (passkeys.json.passkeys ?? []).length ? h('section', { 'aria-labelledby': 'h-passkeys' }, h('h3', { id: 'h-passkeys' }, 'Passkeys'),
       table(['Name', 'Created', 'Last used'], passkeys.json.passkeys.map((p) => [p.name, p.created_at, p.last_used_at]))) : null,
     (identities.json.identities ?? []).length ? h('section', { 'aria-labelledby': 'h-providers' }, h('h3', { id: 'h-providers' }, 'Linked providers'),
@@ -213,6 +219,7 @@ function route() {
   const user = /^\/user\/(\d+)$/.exec(path);
   const org = /^\/org\/(\d+)$/.exec(path);
   const kit = { h, api, table, renderer, $ };
+  if (path === '/operators') return void operatorsView(kit).catch(() => {});
   if (org || path === '/orgs') return void (org ? orgView(org[1], kit) : orgsView(query, kit)).catch(() => {});
   const view = user ? userView(user[1], query) : path === '/overview' ? overviewView() : path === '/routes' ? routesView() : path === '/health' ? healthView() : path === '/audit' ? auditView(query) : usersView(query);
   view.catch(() => {});

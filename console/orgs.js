@@ -2,6 +2,7 @@
 // one organization with its members, plan and usage. app.js routes #/orgs and #/org/{id} here and
 // hands over its helpers (`kit`), so both files draw alike. Every value is set as text: an
 // organization's name is its creator's words.
+import { allow } from './roles.js';
 
 const PLANS = ['free', 'premium', 'pro'];
 
@@ -52,8 +53,8 @@ export async function orgView(id, kit) {
     status,
     h('section', { 'aria-labelledby': 'h-org' }, h('h3', { id: 'h-org' }, 'Organization'),
       h('p', {}, `Id ${o.id} · created ${o.created_at} · ${o.members.length} member${o.members.length === 1 ? '' : 's'}`),
-      h('label', { for: 'org-plan' }, 'Plan'), planSelect,
-      h('button', { type: 'button', id: 'save-org-plan', onclick: savePlan }, 'Save plan')),
+      h('label', { for: 'org-plan' }, 'Plan'), allow('changeOrgPlan', planSelect),
+      allow('changeOrgPlan', h('button', { type: 'button', id: 'save-org-plan', onclick: savePlan }, 'Save plan'))),
     h('section', { 'aria-labelledby': 'h-org-usage' }, h('h3', { id: 'h-org-usage' }, 'Usage'),
       table(['Window', 'Uses'], [['Today', usageText(o.daily_usage)], ['This month', usageText(o.monthly_usage)]])),
     h('section', { 'aria-labelledby': 'h-members' }, h('h3', { id: 'h-members' }, 'Members'),

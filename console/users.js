@@ -3,6 +3,7 @@
 // names is shown as such and is not saved over without a choice; creating a user (an invitation by
 // mail) and deleting one (the email typed again to confirm). Every value is set as text.
 import { api, h } from './app.js';
+import { allow, can } from './roles.js';
 
 /** A line for the next users page to say (a deletion, from the page of a user now gone). */
 export const notice = {
@@ -59,7 +60,7 @@ export function createUserForm(plans) {
   h('h3', { id: 'h-create' }, 'Create a user'),
   h('label', { for: 'new-email' }, 'Email'), h('input', { id: 'new-email', name: 'email', type: 'email', required: true, autocomplete: 'off' }),
   h('label', { for: 'new-plan' }, 'Plan'), h('select', { id: 'new-plan', name: 'plan' }, plans.map((p) => h('option', { value: p, selected: p === 'free' }, p))),
-  h('button', { type: 'submit', id: 'create-user-button' }, 'Create and send invitation'),
+  allow('createUser', h('button', { type: 'submit', id: 'create-user-button' }, 'Create and send invitation')),
   h('p', { class: 'hint' }, 'The user receives a link, valid 7 days, to choose a password.'),
   status);
   return form;
@@ -77,8 +78,9 @@ export function deleteSection(user, onDeleted) {
     if (res.status !== 200) { status.textContent = res.json.error ?? 'Error'; return; }
     onDeleted();
   } }, 'Delete user');
-  const input = h('input', { id: 'delete-confirm', type: 'text', autocomplete: 'off', spellcheck: 'false', 'aria-describedby': 'delete-hint',
-    oninput: () => { button.disabled = input.value !== user.email; } });
+  const input = allow('deleteUser', h('input', { id: 'delete-confirm', type: 'text', autocomplete: 'off', spellcheck: 'false', 'aria-describedby': 'delete-hint',
+    oninput: () => { button.disabled = input.value !== user.email || !can('deleteUser'); } }));
+  allow('deleteUser', button);
   return h('section', { 'aria-labelledby': 'h-delete' }, h('h3', { id: 'h-delete' }, 'Delete user'),
     h('p', { id: 'delete-hint' }, 'Deletes the account, its sessions, API keys, passkeys, webhook and usage. It cannot be undone. Type the user\'s email to confirm.'),
     h('label', { for: 'delete-confirm' }, 'Email'), input, button, status);

@@ -38,6 +38,9 @@ const FILES: Record<string, { path: URL | string; type: string }> = {
   'overview.js': { path: new URL('overview.js', ASSETS), type: JS },
   // The organizations' pages, a module app.js imports (CONTRACT §22).
   'orgs.js': { path: new URL('orgs.js', ASSETS), type: JS },
+  // What the caller's role allows, and the operators' page (CONTRACT §24).
+  'roles.js': { path: new URL('roles.js', ASSETS), type: JS },
+  'operators.js': { path: new URL('operators.js', ASSETS), type: JS },
   'app.css': { path: new URL('app.css', ASSETS), type: CSS },
   // Operators' sign-in and enrolment (CONTRACT §24; admin/operatorSignIn.ts).
   'operator.html': { path: new URL('operator.html', ASSETS), type: HTML },

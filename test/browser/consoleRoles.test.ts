@@ -1,0 +1,155 @@
+/// <reference lib="dom" />
+/// <reference lib="dom.iterable" />
+// The console by role, in Chromium (CONTRACT §24): operators enrol and sign in as themselves, and
+// the console disables what their role does not allow, saying which role it needs. A viewer can
+// click none of the user page's changes and has no Operators link; a support revokes a session but
+// cannot save a plan; an admin opens the Operators page, changes a role and removes an operator.
+// axe finds nothing on the Operators page, nor on a viewer's user page with its disabled controls.
+import { randomBytes } from 'node:crypto';
+import { createRequire } from 'node:module';
+import type { FastifyInstance } from 'fastify';
+import type { Page } from 'puppeteer-core';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { buildAdminApp } from '../../src/admin/app.js';
+import { sha256Hex } from '../../src/credentials/digest.js';
+import { CONSOLE_COOKIE } from '../../src/credentials/shapes.js';
+import { createEnrolment, findOperator, insertOperator, type OperatorRole } from '../../src/storage/operators.js';
+import { describeWithBrowser, launchBrowser, type TestBrowser } from '../helpers/browser.js';
+import { closeSql, makeUser, marker, sql, startTestGateway, testClock, testConfig, type TestGateway, type TestUser } from '../helpers/gateway.js';
+import { request } from '../helpers/http.js';
+import { totpCode } from '../helpers/totp.js';
+
+const AXE = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
+
+describeWithBrowser('the console by operator role, in Chromium', () => {
+  let gw: TestGateway;
+  let admin: FastifyInstance;
+  let url: string;
+  let chromium: TestBrowser;
+  let user: TestUser;
+  const clock = testClock();
+
+  /** An operator as `gateway operators add` makes one, enrolled through its link as operatorsSignIn.test.ts does: the session cookie's value. */
+  async function enrolled(role: OperatorRole): Promise<{ id: number; email: string; session: string }> {
+    const email = `op-${marker()}@example.test`;
+    const operator = (await insertOperator(gw.services.db, email, role, new Date()))!;
+    const token = randomBytes(32).toString('base64url');
+    await createEnrolment(gw.services.db, operator.id, sha256Hex(token), new Date(Date.now() + 86_400_000));
+    const headers = { origin: new URL(url).origin };
+    const start = await request(url, 'POST', '/console/operator/enrolment', { headers, json: { token } });
+    const code = totpCode(start.json.secret as string, clock().getTime());
+    const done = await request(url, 'POST', '/console/operator/enrolment/complete', { headers, json: { token, password: 'operator-password-1', code } });
+    expect(done.status).toBe(200);
+    const session = /gw_console=([^;]+)/.exec(String(done.headers['set-cookie']))![1]!;
+    return { id: operator.id, email, session };
+  }
+
+  /** A browser of the operator's own (its own cookies), on the console, signed in with their session. */
+  async function consoleAs(session: string, hash: string): Promise<Page> {
+    const context = await chromium.browser.createBrowserContext();
+    const page = await context.newPage();
+    // Only so axe can be injected: the console's own CSP refuses any script not its own.
+    await page.setBypassCSP(true);
+    await page.setViewport({ width: 1200, height: 900 });
+    await context.setCookie({ name: CONSOLE_COOKIE, value: session, domain: '127.0.0.1', path: '/console/', httpOnly: true, sameSite: 'Strict' });
+    await page.goto(`${url}/console/${hash}`);
+    await page.waitForSelector('#nav', { visible: true });
+    return page;
+  }
+
+  async function axe(page: Page): Promise<unknown[]> {
+    await page.addScriptTag({ path: AXE });
+    return page.evaluate(async () => {
+      const result = await (globalThis as unknown as { axe: { run(): Promise<{ violations: { id: string; nodes: unknown[] }[] }> } }).axe.run();
+      return result.violations.map((v) => ({ id: v.id, nodes: v.nodes.length }));
+    });
+  }
+
+  /** Each control's disabled state and the reason it gives. */
+  const states = (page: Page, selectors: string[]) => page.evaluate((list) => list.map((s) => {
+    const el = document.querySelector(s) as HTMLButtonElement | null;
+    return [s, el?.disabled ?? 'missing', el?.getAttribute('aria-description') ?? null];
+  }), selectors);
+
+  beforeAll(async () => {
+    gw = await startTestGateway(testConfig({ auth: { rateLimit: { max: 0 } } }), { clock });
+    admin = await buildAdminApp(gw.services);
+    url = await admin.listen({ host: '127.0.0.1', port: 0 });
+    user = await makeUser(gw);
+    chromium = await launchBrowser();
+  }, 60_000);
+  afterAll(async () => {
+    await chromium?.close();
+    await admin?.close();
+    await gw?.close();
+    await closeSql();
+  });
+
+  it('a viewer sees every change on a user\'s page disabled, with the role it needs, and no Operators link', async () => {
+    const viewer = await enrolled('viewer');
+    const page = await consoleAs(viewer.session, `#/user/${user.id}`);
+    await page.waitForSelector('#save-plan');
+    const needsAdmin = 'Needs the admin role (you are viewer)';
+    const needsSupport = 'Needs the support role (you are viewer)';
+    expect(await states(page, ['#user-plan', '#save-plan', '#toggle-active', '#revoke-all', '#reset-mfa', '#delete-confirm', '#delete-user', 'button[aria-label^="Revoke session"]'])).toEqual([
+      ['#user-plan', true, needsAdmin], ['#save-plan', true, needsAdmin], ['#toggle-active', true, needsSupport], ['#revoke-all', true, needsSupport],
+      ['#reset-mfa', true, needsSupport], ['#delete-confirm', true, needsAdmin], ['#delete-user', true, needsAdmin], ['button[aria-label^="Revoke session"]', true, needsSupport],
+    ]);
+    expect(await page.$eval('#nav-operators', (a) => (a as HTMLElement).hidden)).toBe(true);
+    expect(await axe(page)).toEqual([]);
+    // Clicking does nothing: the plan stays, no request is made.
+    await page.click('#save-plan');
+    expect((await sql<{ plan: string }>('SELECT plan FROM users WHERE id = $1', [user.id]))[0]!.plan).toBe('free');
+    // The users list offers no account creation.
+    await page.goto(`${url}/console/#/users`);
+    await page.waitForSelector('#create-user-button');
+    expect(await states(page, ['#create-user-button'])).toEqual([['#create-user-button', true, needsAdmin]]);
+    await page.browserContext().close();
+  });
+
+  it('a support revokes the user\'s session, but the plan\'s Save is disabled', async () => {
+    const support = await enrolled('support');
+    const page = await consoleAs(support.session, `#/user/${user.id}`);
+    await page.waitForSelector('button[aria-label^="Revoke session"]');
+    expect(await states(page, ['#save-plan', '#toggle-active', '#reset-mfa', '#delete-user'])).toEqual([
+      ['#save-plan', true, 'Needs the admin role (you are support)'], ['#toggle-active', false, null], ['#reset-mfa', false, null], ['#delete-user', true, 'Needs the admin role (you are support)'],
+    ]);
+    expect(await page.$eval('#nav-operators', (a) => (a as HTMLElement).hidden)).toBe(true);
+    const [session] = await sql<{ id: number }>('SELECT id FROM sessions WHERE user_id = $1', [user.id]);
+    await page.click(`button[aria-label="Revoke session ${session!.id}"]`);
+    await page.waitForFunction((id) => document.getElementById('user-status')?.textContent === `Session ${id} revoked`, { timeout: 10_000 }, session!.id);
+    // The session is over: its refresh token no longer works, and the page lists no session.
+    expect((await gw.post('/api/v1/auth/refresh', { refresh_token: user.refresh })).status).toBe(401);
+    expect(await page.$$eval('button[aria-label^="Revoke session"]', (b) => b.length)).toBe(0);
+    await page.browserContext().close();
+  });
+
+  it('an admin opens the Operators page, changes a role and removes an operator with its email typed', async () => {
+    const boss = await enrolled('admin');
+    const other = await enrolled('viewer');
+    const page = await consoleAs(boss.session, '#/users');
+    expect(await page.$eval('#nav-operators', (a) => (a as HTMLElement).hidden)).toBe(false);
+    await page.click('#nav-operators');
+    await page.waitForSelector(`#role-${other.id}`);
+    const row = await page.$$eval('#view tbody tr', (trs, email) => (trs as HTMLTableRowElement[]).filter((tr) => tr.cells[0]!.textContent === email)
+      .map((tr) => [tr.cells[0]!.textContent, (tr.querySelector('select') as HTMLSelectElement).value, tr.cells[2]!.textContent, tr.cells[3]!.textContent]), other.email);
+    expect(row).toEqual([[other.email, 'viewer', 'yes', 'yes']]);
+    expect(await axe(page)).toEqual([]);
+
+    await page.select(`#role-${other.id}`, 'support');
+    await page.click(`#save-role-${other.id}`);
+    await page.waitForFunction((text) => document.getElementById('operators-status')?.textContent === text, { timeout: 10_000 }, `${other.email} is now support`);
+    expect((await findOperator(gw.services.db, other.id))?.role).toBe('support');
+
+    // Not removable until the email is typed exactly.
+    expect(await page.$eval('#remove-operator', (b) => (b as HTMLButtonElement).disabled)).toBe(true);
+    await page.type('#remove-confirm', other.email);
+    expect(await page.$eval('#remove-operator', (b) => (b as HTMLButtonElement).disabled)).toBe(false);
+    await page.click('#remove-operator');
+    await page.waitForFunction((text) => document.getElementById('operators-status')?.textContent === text, { timeout: 10_000 }, `Operator ${other.email} removed`);
+    expect(await findOperator(gw.services.db, other.id)).toBeUndefined();
+    expect(await page.$$eval('#view tbody tr td:first-child', (tds, email) => tds.some((td) => td.textContent === email), other.email)).toBe(false);
+    expect(await axe(page)).toEqual([]);
+    await page.browserContext().close();
+  });
+});
