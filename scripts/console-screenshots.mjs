@@ -22,7 +22,7 @@ const USERS = [
   { email: 'ada@example.com', agent: 'Mozilla/5.0 (X11; Linux x86_64) Firefox/128.0' },
   { email: 'grace.hopper@example.org', agent: 'curl/8.5.0' },
   { email: 'linus@example.net', agent: 'Mozilla/5.0 (Macintosh; Intel Mac OS X 14_5) Safari/605.1.15' },
-  { email: 'margaret@example.com', agent: 'okhttp/4.12.0' },
+  { email: 'margaret.hamilton@example.org', agent: 'okhttp/4.12.0' },
 ];
 
 function startDemo() {
