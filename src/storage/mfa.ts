@@ -90,25 +90,39 @@ export async function codesLockedUntil(db: Queryable, userId: number, now: Date)
   return until && new Date(until) > now ? new Date(until) : undefined;
 }
 
+/** Where wrong TOTP codes are counted: a user's factor, or an operator's (operatorTotp.ts). */
+export type CodeCounter = { table: 'mfa_totp'; owner: 'user_id' } | { table: 'operator_totp'; owner: 'operator_id' };
+const USER_CODES: CodeCounter = { table: 'mfa_totp', owner: 'user_id' };
+
 /**
- * Counts a wrong code in the user's window of `windowMs` (a new window once the last one is over);
+ * Counts a wrong code in the owner's window of `windowMs` (a new window once the last one is over);
  * the `max`-th locks code verification for `lockMs`. One UPDATE: instances counting at once
  * each add one. The lock's end when this one locked it.
  */
-export async function countWrongCode(db: Queryable, userId: number, now: Date, { max, windowMs, lockMs }: { max: number; windowMs: number; lockMs: number }): Promise<Date | undefined> {
+export async function countWrongCodeIn(db: Queryable, { table, owner }: CodeCounter, ownerId: number, now: Date, limits: WrongCodeLimits): Promise<Date | undefined> {
   const rows = await db.query<{ until: Date | null }>(
-    `UPDATE mfa_totp SET
+    `UPDATE ${table} SET
        code_failures = CASE WHEN failures_since IS NULL OR failures_since <= $2::timestamptz - make_interval(secs => $3 / 1000.0) THEN 1 ELSE code_failures + 1 END,
        failures_since = CASE WHEN failures_since IS NULL OR failures_since <= $2::timestamptz - make_interval(secs => $3 / 1000.0) THEN $2 ELSE failures_since END
-     WHERE user_id = $1
+     WHERE ${owner} = $1
      RETURNING CASE WHEN code_failures >= $4 THEN $2::timestamptz + make_interval(secs => $5 / 1000.0) END AS until`,
-    [userId, now, windowMs, max, lockMs],
+    [ownerId, now, limits.windowMs, limits.max, limits.lockMs],
   );
   const until = rows[0]?.until;
   if (!until) return undefined;
-  await db.query('UPDATE mfa_totp SET codes_locked_until = $2, code_failures = 0, failures_since = NULL WHERE user_id = $1', [userId, until]);
+  await db.query(`UPDATE ${table} SET codes_locked_until = $2, code_failures = 0, failures_since = NULL WHERE ${owner} = $1`, [ownerId, until]);
   return new Date(until);
 }
+
+export interface WrongCodeLimits {
+  max: number;
+  windowMs: number;
+  lockMs: number;
+}
+
+/** A wrong code of the user's (countWrongCodeIn). */
+export const countWrongCode = (db: Queryable, userId: number, now: Date, limits: WrongCodeLimits): Promise<Date | undefined> =>
+  countWrongCodeIn(db, USER_CODES, userId, now, limits);
 
 export async function failMfaToken(db: Queryable, tokenHash: string): Promise<void> {
   await db.query('UPDATE mfa_tokens SET failures = failures + 1 WHERE token_hash = $1', [tokenHash]);

@@ -2,6 +2,7 @@
 // encrypted with the same key (auth/mfa/totp.ts), a step accepted once, and §14's lockout after
 // wrong codes, counted by one UPDATE whichever instance asks.
 import type { Queryable } from './db.js';
+import { countWrongCodeIn, type WrongCodeLimits } from './mfa.js';
 
 export interface OperatorTotpRow {
   secret_encrypted: string;
@@ -36,21 +37,9 @@ export async function operatorCodesLockedUntil(q: Queryable, operatorId: number,
   return until && new Date(until) > now ? new Date(until) : undefined;
 }
 
-/** As storage/mfa.ts countWrongCode: the `max`-th wrong code within `windowMs` locks codes for `lockMs`. */
-export async function countOperatorWrongCode(q: Queryable, operatorId: number, now: Date, { max, windowMs, lockMs }: { max: number; windowMs: number; lockMs: number }): Promise<Date | undefined> {
-  const rows = await q.query<{ until: Date | null }>(
-    `UPDATE operator_totp SET
-       code_failures = CASE WHEN failures_since IS NULL OR failures_since <= $2::timestamptz - make_interval(secs => $3 / 1000.0) THEN 1 ELSE code_failures + 1 END,
-       failures_since = CASE WHEN failures_since IS NULL OR failures_since <= $2::timestamptz - make_interval(secs => $3 / 1000.0) THEN $2 ELSE failures_since END
-     WHERE operator_id = $1
-     RETURNING CASE WHEN code_failures >= $4 THEN $2::timestamptz + make_interval(secs => $5 / 1000.0) END AS until`,
-    [operatorId, now, windowMs, max, lockMs],
-  );
-  const until = rows[0]?.until;
-  if (!until) return undefined;
-  await q.query('UPDATE operator_totp SET codes_locked_until = $2, code_failures = 0, failures_since = NULL WHERE operator_id = $1', [operatorId, until]);
-  return new Date(until);
-}
+/** An operator's wrong code, counted and locked as a user's are (storage/mfa.ts). */
+export const countOperatorWrongCode = (q: Queryable, operatorId: number, now: Date, limits: WrongCodeLimits): Promise<Date | undefined> =>
+  countWrongCodeIn(q, { table: 'operator_totp', owner: 'operator_id' }, operatorId, now, limits);
 
 /** An operator's password hash by email, for sign-in (never answered to anyone). */
 export async function operatorCredentials(q: Queryable, email: string): Promise<{ id: number; email: string; password_hash: string | null } | undefined> {
