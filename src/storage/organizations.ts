@@ -3,6 +3,7 @@
 // transaction, after the organization's row is locked (lockOrganization), so counts read there
 // (owners left, organizations owned) stay true until the commit.
 import { parseIntegerId, type Queryable } from './db.js';
+import { Conditions, containsPattern } from './listing.js';
 
 export const ORG_ROLES = ['owner', 'admin', 'member'] as const;
 export type OrgRole = (typeof ORG_ROLES)[number];
@@ -120,25 +121,18 @@ export interface OrgFilter {
  * the id as users are (userList.ts): one created while an operator pages never shows twice.
  */
 export async function listOrganizations(q: Queryable, filter: OrgFilter): Promise<ListedOrganization[]> {
-  const where: string[] = [];
-  const params: unknown[] = [];
-  const add = (condition: (p: string) => string, value: unknown) => {
-    params.push(value);
-    where.push(condition(`$${params.length}`));
-  };
+  const conditions = new Conditions();
   if (filter.query) {
-    // LIKE's own characters in the text are literal, as in the users' search.
-    const pattern = `%${filter.query.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
     const id = parseIntegerId(filter.query);
-    add((p) => (id === undefined ? `lower(o.name) LIKE ${p}` : `(lower(o.name) LIKE ${p} OR o.id = ${id})`), pattern);
+    conditions.add((p) => (id === undefined ? `lower(o.name) LIKE ${p}` : `(lower(o.name) LIKE ${p} OR o.id = ${id})`), containsPattern(filter.query));
   }
-  if (filter.plan !== undefined) add((p) => `o.plan = ${p}`, filter.plan);
-  if (filter.beforeId !== undefined) add((p) => `o.id < ${p}`, filter.beforeId);
-  params.push(filter.limit);
+  if (filter.plan !== undefined) conditions.add((p) => `o.plan = ${p}`, filter.plan);
+  if (filter.beforeId !== undefined) conditions.add((p) => `o.id < ${p}`, filter.beforeId);
+  const limit = conditions.param(filter.limit);
   return q.query<ListedOrganization>(
     `SELECT o.id, o.name, o.plan, o.created_at, (SELECT count(*)::int FROM memberships m WHERE m.org_id = o.id) AS member_count
-       FROM organizations o ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY o.id DESC LIMIT $${params.length}`,
-    params,
+       FROM organizations o ${conditions.clause} ORDER BY o.id DESC LIMIT ${limit}`,
+    conditions.params,
   );
 }
 
