@@ -2,20 +2,10 @@
 // and the reason a line is refused. Nothing here touches storage.
 import { normalizeEmail } from '../credentials/emailAddress.js';
 import { hashFormat } from './hashShapes.js';
+import type { ImportedUser } from '../storage/imports.js';
 
-/** An account as it will be stored. */
-export interface ImportRow {
-  email: string;
-  /** Stored verbatim; null: no password (the account signs in by reset, magic link or provider). */
-  passwordHash: string | null;
-  /** ISO 8601; null: the address was never proved. */
-  emailVerifiedAt: string | null;
-  plan: string;
-  isActive: boolean;
-  /** ISO 8601; null: the time of the import. */
-  createdAt: string | null;
-  externalId: string | null;
-}
+/** An account as it will be stored (storage/imports.ts says what each field holds). */
+export type ImportRow = ImportedUser;
 
 /** A record of the file: its account, or why it is refused. `line`: the file's line (a record's number in a Firebase export). */
 export type Parsed = { line: number; row: ImportRow } | { line: number; email?: string; reason: string };

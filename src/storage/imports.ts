@@ -3,12 +3,16 @@
 // a second run, or two runs at once on any instances, create each account and key once.
 import type { Queryable } from './db.js';
 
+/** An account as an import stores it. */
 export interface ImportedUser {
   email: string;
+  /** Stored verbatim; null: no password (the account signs in by reset, magic link or provider). */
   passwordHash: string | null;
+  /** ISO 8601; null: the address was never proved. */
   emailVerifiedAt: string | null;
   plan: string;
   isActive: boolean;
+  /** ISO 8601; null: the time of the import. */
   createdAt: string | null;
   externalId: string | null;
 }
