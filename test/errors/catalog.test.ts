@@ -11,7 +11,7 @@ import { CATALOG } from '../../src/errors/catalog.js';
 import { ADMIN_KEY, bearer, closeSql, describeWithServices, makeUser, newEmail, newPassword, startTestGateway, testConfig, type TestGateway } from '../helpers/gateway.js';
 import { request, type HttpResponse } from '../helpers/http.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
-import { sparePort } from '../helpers/ports.js';
+import { refusedPort, sparePort } from '../helpers/ports.js';
 import { authenticator } from '../helpers/totp.js';
 
 type Name = keyof typeof CATALOG;
@@ -82,7 +82,8 @@ describeWithServices('the error catalog, every entry in every shape (issue 49)',
     // Accepts and never answers: the upstream timeout.
     silent = net.createServer(() => undefined).listen(0, '127.0.0.1');
     await new Promise((resolve) => silent.once('listening', resolve));
-    const closed = await sparePort();
+    // Refused for the whole run (ports.ts): a spare port may be someone else's listener by the time it is asked.
+    const closed = await refusedPort();
     gw = await startTestGateway(testConfig({
       errors: { codes: true, language: 'negotiate' },
       admin: { host: '127.0.0.1', port: await sparePort() },

@@ -1,13 +1,29 @@
 // Ports on the loopback for what cannot listen on port 0 itself, and one that always refuses.
 import net from 'node:net';
 
+// Spare ports come from below the kernel's ephemeral range (net.ipv4.ip_local_port_range, 32768–60999
+// here): a port freed there is soon handed to another file's listener on port 0, or to an outgoing
+// connection as its source port, and the process that was to listen on it fails with EADDRINUSE (or
+// an upstream meant to be down answers). The kernel never picks these on its own; another file
+// picking the same one at random within a second is unlikely, and each is checked free first.
+const SPARE_LOW = 20_000;
+const SPARE_HIGH = 32_000;
+
+function canListen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = net.createServer();
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+  });
+}
+
 /** A port nobody listens on right now (for listeners that cannot take port 0, like a redis-server). */
 export async function sparePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
+  for (let attempt = 0; attempt < 100; attempt++) {
+    const port = SPARE_LOW + Math.floor(Math.random() * (SPARE_HIGH - SPARE_LOW));
+    if (await canListen(port)) return port;
+  }
+  throw new Error(`no spare port between ${SPARE_LOW} and ${SPARE_HIGH} on 127.0.0.1 after 100 tries`);
 }
 
 /**
