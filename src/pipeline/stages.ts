@@ -88,15 +88,14 @@ const authenticated = (run: GuardRun): run is GuardRun & { auth: Identity & { ki
 const mfaRequired = (policy: GuardPolicy) => policy.mfa === 'required';
 /** Whether the request names an organization (Gateway-Org, or an organization key) on a route, while organizations are enabled. */
 const actsForOrg = (run: GuardRun) => !!run.deps.orgs && run.policy.path !== undefined && (run.headers['gateway-org'] !== undefined || !!run.keyOrg);
-const INVALID_KEY: Denial = { code: 'tokenInvalid', headers: bearerChallenge(true) };
+// A refused organization key, and Gateway-Org without a credential where one is optional (CONTRACT §22).
+const TOKEN_INVALID: Denial = { code: 'tokenInvalid', headers: bearerChallenge(true) };
 
 function orgKeyStage(run: GuardRun): Promise<Denial | undefined> | Denial {
   if (run.policy.path === undefined) return { code: 'apiKeyNotAccepted' };
-  return keyOrgStage(run, INVALID_KEY);
+  return keyOrgStage(run, TOKEN_INVALID);
 }
 const orgRequired = (policy: GuardPolicy) => policy.org === 'required' || !!policy.roles;
-/** Gateway-Org without a credential, where one is optional (CONTRACT §22). */
-const unauthenticated: Denial = { code: 'tokenInvalid', headers: bearerChallenge(true) };
 
 /** Whose plan and whose counter (subject.ts), for an authenticated request. */
 export function subjectOf(run: GuardRun): BillingSubject {
@@ -111,7 +110,7 @@ export const GUARD_STAGES: readonly GuardStage[] = [
   // own endpoint.
   { span: 'gateway.org_key', applies: (run) => authenticated(run) && !!run.auth.orgKey, check: orgKeyStage },
   // CONTRACT §22 (3): Gateway-Org (or an organization key), on routes only (own endpoints act for the user).
-  { span: 'gateway.org', applies: (run) => actsForOrg(run), check: (run) => orgStage(run, unauthenticated) },
+  { span: 'gateway.org', applies: (run) => actsForOrg(run), check: (run) => orgStage(run, TOKEN_INVALID) },
   // (4) org: required (roles imply it).
   { applies: (run) => orgRequired(run.policy) && !run.org, check: () => ({ code: 'orgRequired' }) },
   // (5) A restricted key (one with scopes) is refused before anything else is looked at.
