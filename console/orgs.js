@@ -3,13 +3,14 @@
 // hands over its helpers (`kit`), so both files draw alike. Every value is set as text: an
 // organization's name is its creator's words.
 import { allow } from './roles.js';
-
-const PLANS = ['free', 'premium', 'pro'];
+import { configuredPlans } from './users.js';
 
 /** #/orgs?query=&plan=&cursor=: newest first, searched by name or id, filtered by plan. */
 export async function orgsView(params, { h, api, table, renderer }) {
   const show = renderer();
   const q = new URLSearchParams(params);
+  // The configuration's plans, as on the users' pages (never a fixed list, CONTRACT §24).
+  const plans = await configuredPlans();
   const form = h('form', { id: 'org-search', role: 'search', onsubmit: (e) => {
     e.preventDefault();
     const next = new URLSearchParams();
@@ -18,7 +19,7 @@ export async function orgsView(params, { h, api, table, renderer }) {
   } },
   h('label', { for: 'org-query' }, 'Search'), h('input', { id: 'org-query', name: 'query', type: 'search', value: q.get('query') ?? '', placeholder: 'name or id' }),
   h('label', { for: 'org-plan-filter' }, 'Plan'),
-  h('select', { id: 'org-plan-filter', name: 'plan' }, ['', ...PLANS].map((p) => h('option', { value: p, selected: q.get('plan') === p }, p || 'any'))),
+  h('select', { id: 'org-plan-filter', name: 'plan' }, ['', ...plans].map((p) => h('option', { value: p, selected: q.get('plan') === p }, p || 'any'))),
   h('button', { type: 'submit' }, 'Search'));
   const { status, json } = await api('GET', `api/v1/orgs?${q}`);
   if (status !== 200) return show(h('h2', {}, 'Organizations'), form, h('p', { role: 'alert' }, json.error ?? 'Error'));
@@ -33,11 +34,11 @@ const usageText = (n) => (n === null || n === undefined ? 'not counted here (fre
 export async function orgView(id, kit) {
   const { h, api, table, renderer, $ } = kit;
   const show = renderer();
-  const [org, audit] = await Promise.all([api('GET', `api/v1/orgs/${id}`), api('GET', 'api/v1/audit?type=admin.org_plan_changed&limit=200')]);
+  const [org, audit, plans] = await Promise.all([api('GET', `api/v1/orgs/${id}`), api('GET', 'api/v1/audit?type=admin.org_plan_changed&limit=200'), configuredPlans()]);
   if (org.status !== 200) return show(h('p', { role: 'alert' }, org.json.error ?? 'Error'));
   const o = org.json;
   const status = h('p', { role: 'status', id: 'org-status' });
-  const planSelect = h('select', { id: 'org-plan' }, [...new Set([...PLANS, o.plan])].map((p) => h('option', { value: p, selected: o.plan === p }, p)));
+  const planSelect = h('select', { id: 'org-plan' }, [...new Set([...plans, o.plan])].map((p) => h('option', { value: p, selected: o.plan === p }, p)));
   const savePlan = async () => {
     const plan = planSelect.value;
     const res = await api('PUT', `api/v1/orgs/${id}/plan`, { plan });
