@@ -239,7 +239,7 @@ async function eraseUser(deps: AdminRoutesDeps, request: FastifyRequest<ById>, r
   const id = parseUserId(request.params.id);
   const user = id === undefined ? undefined : await deps.db.transaction(async (tx) => {
     const gone = await deleteUser(tx, id);
-    if (gone) await deps.audit.record({ type: 'admin.user_deleted', ...by(deps, request), userId: gone.id }, tx, { email: gone.email });
+    if (gone) await deps.audit.record({ type: 'admin.user_deleted', ...by(deps, request), userId: gone.id }, tx, gone);
     return gone;
   });
   if (!user) return sendError(reply, 'adminNotFound');

@@ -29,28 +29,35 @@ type Requester = Pick<AuditEvent, 'actor' | 'actorId' | 'operatorEmail' | 'ip' |
 export async function createApiKey(deps: CreatingDeps, userId: number, by: Requester): Promise<{ key: string; createdAt: Date }> {
   const { key, start } = newApiKey(deps.apiKeys.prefix);
   // The event commits with the key: a key is never created without its api_token.created stored.
-  const { createdAt, revokedHashes } = await deps.db.transaction(async (tx) => {
+  const { createdAt, revoked } = await deps.db.transaction(async (tx) => {
     const replaced = await replaceKey(tx, userId, sha256Hex(key), start);
-    await deps.events.emit(userId, 'api_token.created', { created_at: replaced.createdAt.toISOString(), revoked_previous: replaced.revokedHashes.length }, tx);
-    await deps.audit.record({ type: 'api_key.created', ...by, userId, data: { revoked_previous: replaced.revokedHashes.length } }, tx);
+    await deps.events.emit(userId, 'api_token.created', { created_at: replaced.createdAt.toISOString(), revoked_previous: replaced.revoked.length }, tx);
+    // The earlier key ends here: recorded as its revocation (one event per key, its id: §24's api_key.revoked).
+    await revokedEach(deps, tx, replaced.revoked, by, 'replaced');
+    await deps.audit.record({ type: 'api_key.created', ...by, userId, data: { id: replaced.id, revoked_previous: replaced.revoked.length } }, tx);
     return replaced;
   });
-  for (const hash of revokedHashes) deps.identities.forgetKey(hash);
+  for (const { hash } of revoked) deps.identities.forgetKey(hash);
   return { key, createdAt };
 }
 
 /** Revokes every active key of the user; returns how many there were (0: nothing to do). */
 export async function revokeApiKeys(deps: ApiKeyDeps, userId: number, by: Requester): Promise<number> {
-  const hashes = await deps.db.transaction(async (tx) => {
-    const revoked = await revokeKeys(tx, userId);
-    if (revoked.length) {
-      await deps.events.emit(userId, 'api_token.revoked', { revoked: revoked.length }, tx);
-      await deps.audit.record({ type: 'api_key.revoked', ...by, userId, data: { revoked: revoked.length } }, tx);
+  const revoked = await deps.db.transaction(async (tx) => {
+    const keys = await revokeKeys(tx, userId);
+    if (keys.length) {
+      await deps.events.emit(userId, 'api_token.revoked', { revoked: keys.length }, tx);
+      await revokedEach(deps, tx, keys, by);
     }
-    return revoked;
+    return keys;
   });
-  for (const hash of hashes) deps.identities.forgetKey(hash);
-  return hashes.length;
+  for (const { hash } of revoked) deps.identities.forgetKey(hash);
+  return revoked.length;
+}
+
+/** The audit event of each key revoked at once (and so its api_key.revoked hook, §24: one per key, with its id). */
+async function revokedEach(deps: ApiKeyDeps, tx: Queryable, keys: readonly RevokedKey[], by: Requester, reason?: 'replaced' | 'leaked'): Promise<void> {
+  for (const key of keys) await deps.audit.record({ type: 'api_key.revoked', ...by, userId: key.userId, data: { id: key.id, ...(reason ? { reason } : {}) } }, tx);
 }
 
 export interface NamedKeyRequest {
@@ -117,10 +124,8 @@ export async function rollNamedKey(
 
 /** The events of keys an operator revoked, in the transaction that revoked them. */
 async function revokedByOperator(deps: ApiKeyDeps, tx: Queryable, keys: RevokedKey[], by: Requester, reason?: 'leaked'): Promise<void> {
-  for (const key of keys) {
-    await deps.events.emit(key.userId, 'api_token.revoked', { revoked: 1, id: key.id }, tx);
-    await deps.audit.record({ type: 'api_key.revoked', ...by, userId: key.userId, data: { id: key.id, ...(reason ? { reason } : {}) } }, tx);
-  }
+  for (const key of keys) await deps.events.emit(key.userId, 'api_token.revoked', { revoked: 1, id: key.id }, tx);
+  await revokedEach(deps, tx, keys, by, reason);
 }
 
 /** An operator revokes one key by its id (admin API, `gateway keys revoke`); undefined when no such key is active. */

@@ -39,7 +39,7 @@ export async function users(action: UserAction, { operands: [email, plan], confi
       case 'delete':
         await db.transaction(async (tx) => {
           const gone = await deleteUser(tx, user.id);
-          if (gone) await audited(tx, 'admin.user_deleted', undefined, { email: gone.email });
+          if (gone) await audited(tx, 'admin.user_deleted', undefined, gone);
         });
         return `${who}: deleted, with its sessions, API keys, webhook and links`;
       default:

@@ -11,6 +11,8 @@ import { orgSubject, userSubject, type HookEvent } from './hooks.js';
 export interface HookFacts {
   previous_plan?: string;
   email?: string;
+  /** A deleted user's organizations (storage's deleteUser answers with them, so a deleted user is its own facts): it left each one. */
+  memberOf?: readonly number[];
 }
 
 type Mapper = (event: AuditEvent, tx: Queryable, facts: HookFacts) => Promise<HookEvent[]>;
@@ -34,7 +36,11 @@ const verified: Mapper = async (e, tx) => {
   return row ? [userEvent('user.email_verified', e.userId!, { email: row.email })] : [];
 };
 
-const deleted: Mapper = async (e, _tx, facts) => [userEvent('user.deleted', e.userId!, facts.email ? { email: facts.email } : {})];
+// A deleted user leaves its organizations too: a backend keeping members in sync hears it per organization.
+const deleted: Mapper = async (e, _tx, facts) => [
+  userEvent('user.deleted', e.userId!, facts.email ? { email: facts.email } : {}),
+  ...(facts.memberOf ?? []).map((orgId): HookEvent => ({ type: 'org.member_removed', subject: orgSubject(orgId), data: { org_id: orgId, user_id: e.userId } })),
+];
 
 const planChanged: Mapper = async (e, _tx, facts) =>
   [userEvent('user.plan_changed', e.userId!, { plan: e.data?.plan, ...(facts.previous_plan ? { previous_plan: facts.previous_plan } : {}) })];
@@ -70,20 +76,15 @@ const member = (type: 'org.member_added' | 'org.member_removed'): Mapper => asyn
   return [{ type, subject: orgSubject(orgId), data: { org_id: orgId, user_id: num(e.data?.member_id) ?? e.userId, ...role } }];
 };
 
-// Keys are owned by users (an organization's keys do not exist yet). The one-key API
-// (POST /api/v1/user/api-token) records no id: the key it just made is the user's newest.
-const keyCreated: Mapper = async (e, tx) => {
-  let keyId = num(e.data?.id);
-  if (keyId === undefined) {
-    const [row] = await tx.query<{ id: string }>('SELECT id FROM api_tokens WHERE user_id = $1 ORDER BY id DESC LIMIT 1', [e.userId]);
-    keyId = num(row?.id);
-  }
-  return [{ type: 'api_key.created', subject: userSubject(e.userId!), data: { key_id: keyId ?? null, owner_type: 'user', owner_id: e.userId } }];
+// A key is its user's, or an organization's (§22: data.org_id names it), whose subject then orders
+// its events. Every creation and revocation records the key's id; revoking several at once records
+// one event per key (auth/apiKeys.ts).
+const keyEvent = (type: 'api_key.created' | 'api_key.revoked'): Mapper => async (e) => {
+  const orgId = num(e.data?.org_id);
+  const owner = orgId === undefined ? { owner_type: 'user', owner_id: e.userId } : { owner_type: 'org', owner_id: orgId };
+  const subject = orgId === undefined ? userSubject(e.userId!) : orgSubject(orgId);
+  return [{ type, subject, data: { key_id: num(e.data?.id) ?? null, ...owner } }];
 };
-
-// DELETE /api/v1/user/api-token revokes every key at once and records how many, not which: key_id null.
-const keyRevoked: Mapper = async (e) =>
-  [{ type: 'api_key.revoked', subject: userSubject(e.userId!), data: { key_id: num(e.data?.id) ?? null, owner_type: 'user', owner_id: e.userId } }];
 
 const MAPPERS: Partial<Record<AuditEvent['type'], Mapper>> = {
   'user.registered': created,
@@ -99,8 +100,8 @@ const MAPPERS: Partial<Record<AuditEvent['type'], Mapper>> = {
   'org.member_added': member('org.member_added'),
   'org.member_removed': member('org.member_removed'),
   'admin.org_plan_changed': orgPlanChanged,
-  'api_key.created': keyCreated,
-  'api_key.revoked': keyRevoked,
+  'api_key.created': keyEvent('api_key.created'),
+  'api_key.revoked': keyEvent('api_key.revoked'),
 };
 
 // Events about an organization as a whole name no user; every other mapped event is about one.

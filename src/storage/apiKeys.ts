@@ -44,14 +44,14 @@ export async function recordKeyUses(db: Queryable, uses: Map<number, Date>): Pro
 }
 
 /** Stores a new `default` key and revokes the user's earlier `default` keys (named keys stay); `tx` is a transaction. */
-export async function replaceKey(tx: Queryable, userId: number, keyHash: string, start: string): Promise<{ createdAt: Date; revokedHashes: string[] }> {
+export async function replaceKey(tx: Queryable, userId: number, keyHash: string, start: string): Promise<{ id: number; createdAt: Date; revoked: RevokedKey[] }> {
   // Serializes concurrent creations for one user: without it two could each revoke the other's
   // earlier keys, insert, and leave two active keys.
   await tx.query('SELECT 1 FROM users WHERE id = $1 FOR UPDATE', [userId]);
-  const revoked = await tx.query<{ token_hash: string }>(
-    "UPDATE api_tokens SET revoked = 1 WHERE user_id = $1 AND org_id IS NULL AND revoked = 0 AND name = 'default' RETURNING token_hash", [userId]);
-  const rows = await tx.query<{ created_at: Date }>('INSERT INTO api_tokens (user_id, token_hash, start) VALUES ($1, $2, $3) RETURNING created_at', [userId, keyHash, start]);
-  return { createdAt: rows[0]!.created_at, revokedHashes: revoked.map((r) => r.token_hash) };
+  const revoked = await tx.query<{ id: string; user_id: number; token_hash: string }>(
+    "UPDATE api_tokens SET revoked = 1 WHERE user_id = $1 AND org_id IS NULL AND revoked = 0 AND name = 'default' RETURNING id, user_id, token_hash", [userId]);
+  const rows = await tx.query<{ id: string; created_at: Date }>('INSERT INTO api_tokens (user_id, token_hash, start) VALUES ($1, $2, $3) RETURNING id, created_at', [userId, keyHash, start]);
+  return { id: Number(rows[0]!.id), createdAt: rows[0]!.created_at, revoked: revoked.map(asRevoked).sort((a, b) => a.id - b.id) };
 }
 
 export interface NewKeyRow {
@@ -136,10 +136,11 @@ export async function revokeOwnKey(db: Queryable, userId: number, id: number): P
   return rows[0]?.token_hash;
 }
 
-/** Revokes every active key of the user; returns the revoked hashes (none: already done). */
-export async function revokeKeys(db: Queryable, userId: number): Promise<string[]> {
-  const rows = await db.query<{ token_hash: string }>('UPDATE api_tokens SET revoked = 1 WHERE user_id = $1 AND org_id IS NULL AND revoked = 0 RETURNING token_hash', [userId]);
-  return rows.map((r) => r.token_hash);
+/** Revokes every active key of the user; returns the keys revoked, by id (none: already done). */
+export async function revokeKeys(db: Queryable, userId: number): Promise<RevokedKey[]> {
+  const rows = await db.query<{ id: string; user_id: number; token_hash: string }>(
+    'UPDATE api_tokens SET revoked = 1 WHERE user_id = $1 AND org_id IS NULL AND revoked = 0 RETURNING id, user_id, token_hash', [userId]);
+  return rows.map(asRevoked).sort((a, b) => a.id - b.id);
 }
 
 export interface ApiKeyRow extends OwnKey {

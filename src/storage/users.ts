@@ -152,17 +152,28 @@ export async function markEmailVerified(tx: Queryable, id: number, email: string
   return rows.length === 1;
 }
 
+/** A deleted user, with the organizations it was a member of (their memberships went with it). */
+export type DeletedUser = User & { memberOf: number[] };
+
 /**
- * Deletes the user; its subscription, refresh tokens, sessions, API keys, webhook, links and usage
- * history go with it (ON DELETE CASCADE), and the email is free again. The users and api_tokens triggers announce
+ * Deletes the user; its subscription, refresh tokens, sessions, API keys, webhook, links, usage
+ * history and memberships go with it (ON DELETE CASCADE), and the email is free again. The users and api_tokens triggers announce
  * the user and each key gone to every instance (001, 005). With `unchangedSince` (a row read when
  * the password was checked), only if the password has not changed since. The deleted user, or
  * undefined.
  */
-export async function deleteUser(db: Queryable, id: number, unchangedSince?: Pick<UserWithHash, 'password_changed_at'>): Promise<User | undefined> {
+export async function deleteUser(db: Queryable, id: number, unchangedSince?: Pick<UserWithHash, 'password_changed_at'>): Promise<DeletedUser | undefined> {
   const condition = unchangedSince ? 'AND password_changed_at IS NOT DISTINCT FROM $2' : '';
   const params = unchangedSince ? [id, unchangedSince.password_changed_at] : [id];
-  return (await db.query<User>(`DELETE FROM users WHERE id = $1 ${condition} RETURNING ${USER_COLUMNS}`, params))[0];
+  // The row locked first: no membership is added between reading them and the cascade that removes
+  // them, so memberOf names every organization the user leaves (its org.member_removed hooks, §24).
+  await db.query('SELECT 1 FROM users WHERE id = $1 FOR UPDATE', [id]);
+  const [row] = await db.query<User & { member_of: number[] }>(
+    `WITH gone AS (DELETE FROM users WHERE id = $1 ${condition} RETURNING ${USER_COLUMNS})
+     SELECT gone.*, ARRAY(SELECT org_id FROM memberships WHERE user_id = $1 ORDER BY org_id) AS member_of FROM gone`, params);
+  if (!row) return undefined;
+  const { member_of: memberOf, ...user } = row;
+  return { ...user, memberOf: memberOf.map(Number) };
 }
 
 /** Sets the plan on the user and its subscription record together. */

@@ -100,7 +100,7 @@ export async function deleteMe(app: FastifyInstance, deps: DeleteMeDeps): Promis
       const orphans = await lastOwnedBy(tx, id);
       if (orphans.length) return { orphans };
       const gone = await users.deleteUser(tx, id, user);
-      if (gone) await audit.record({ type: 'account.deleted', actor: 'user', userId: id, ...clientOf(request) }, tx, { email: gone.email });
+      if (gone) await audit.record({ type: 'account.deleted', actor: 'user', userId: id, ...clientOf(request) }, tx, gone);
       return gone;
     });
     // An organization is never left without an owner (CONTRACT §22): its last owner hands it over or deletes it first.
