@@ -38,7 +38,7 @@ export interface AuditLogDeps {
  */
 export async function recordChange(q: Queryable, event: AuditEvent, at: Date, hooks?: HookWriter, facts?: HookFacts): Promise<void> {
   await insertAuditEvent(q, event, at);
-  if (hooks) await hooks.write(await hooksOfAudit(event, q, facts), q);
+  if (hooks?.active) await hooks.write(await hooksOfAudit(event, q, facts), q);
 }
 
 export class AuditLog implements Audit {

@@ -5,7 +5,7 @@
 import type { Logger } from 'pino';
 import type { Config } from './config/schema.js';
 import { AssertionKeyring } from './credentials/assertionKeyring.js';
-import { hookWriterOf } from './hooks/hooks.js';
+import { HookWriter } from './hooks/hooks.js';
 import { AuditLog } from './audit.js';
 import { Housekeeping } from './housekeeping.js';
 import { AssertionSigner, DailyLimiter, MinuteLimiter, Pipeline, UseRefunds } from './pipeline/index.js';
@@ -141,11 +141,13 @@ export async function createInstance(config: Config, options: InstanceOptions): 
     }
     // The Stripe client first: the outbox sends the meter events of billing.stripe.meter (CONTRACT §23).
     const stripe = config.billing ? new StripeGateway(config.billing.stripe) : undefined;
-    const outbox = new OutboxWorker({ db, feed, config: config.webhooks, clock, log, metrics, lookup: options.webhookLookup, tracing, hooks: config.hooks, handlers: outboxHandlers(config, stripe) });
+    const outbox = new OutboxWorker({ db, feed, config: config.webhooks, clock, log, metrics, lookup: options.webhookLookup, tracing, hooks: () => live.current.settings.hooks, handlers: outboxHandlers(config, stripe) });
     closers.push(() => outbox.close());
     outbox.start();
     const events = new OutboxEmitter({ db, config: config.webhooks, clock });
-    const audit = new AuditLog({ db, clock, log, retentionMs: config.audit.retention, hooks: hookWriterOf(config, db, clock) });
+    // hooks: as the live configuration has it (SIGHUP changes it, CONTRACT §24).
+    const hooks = new HookWriter({ db, config: () => live.current.settings.hooks, retries: config.webhooks.retries, clock });
+    const audit = new AuditLog({ db, clock, log, retentionMs: config.audit.retention, hooks });
     const billing = billingOf(config, stripe, { db, audit, identities, clock, log, plans: () => live.current.settings.plans }, () => longestUpstreamMs(live.current.settings.upstreams), closers);
     const minutely = billing ? [{ name: 'billing grace', run: () => billing.billing.endGraces() }] : [];
     const housekeeping = new Housekeeping({ db, clock, log, audit, everyMs: options.housekeepingEveryMs, minutely });

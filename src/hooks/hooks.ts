@@ -20,7 +20,8 @@ export const orgSubject = (id: number) => `org:${id}`;
 
 export interface HookWriterDeps {
   db: Database;
-  config: HooksConfig;
+  /** hooks: as it is now (a running instance's live configuration: SIGHUP changes it); undefined: none are written. */
+  config: () => HooksConfig | undefined;
   /** webhooks.retries: a hook message is attempted retries + 1 times at most. */
   retries: number;
   clock: () => Date;
@@ -28,14 +29,15 @@ export interface HookWriterDeps {
 
 /** Writes the events hooks.events asks for; a message per event, its id the webhook-id of every attempt. */
 export class HookWriter {
-  private readonly wanted: ReadonlySet<string>;
+  constructor(private readonly deps: HookWriterDeps) {}
 
-  constructor(private readonly deps: HookWriterDeps) {
-    this.wanted = new Set(deps.config.events);
+  /** Whether hooks: is configured now: without it, nothing is read or written for hooks. */
+  get active(): boolean {
+    return this.deps.config() !== undefined;
   }
 
   wants(type: HookEventType): boolean {
-    return this.wanted.has(type);
+    return this.deps.config()?.events.includes(type) ?? false;
   }
 
   /** In `tx`: the events commit, or not, with the change. Rejects when they cannot be stored (the change rolls back). */
@@ -57,5 +59,6 @@ export class HookWriter {
 
 /** The writer `config` asks for, if any (hooks: configured). */
 export function hookWriterOf(config: { hooks?: HooksConfig; webhooks: { retries: number } }, db: Database, clock: () => Date = () => new Date()): HookWriter | undefined {
-  return config.hooks && new HookWriter({ db, config: config.hooks, retries: config.webhooks.retries, clock });
+  const { hooks } = config;
+  return hooks && new HookWriter({ db, config: () => hooks, retries: config.webhooks.retries, clock });
 }

@@ -10,7 +10,7 @@ import { RouteTable } from '../routing/routeTable.js';
 import { readUpstreamTls, type UpstreamTls } from './upstreamTls.js';
 
 /** Setting paths a reload applies to the running instance (reload.ts); the rest need a restart. */
-export const LIVE_SETTINGS = ['routes', 'upstreams', 'cors', 'plans', 'auth.rateLimit', 'admin.apiKey'] as const;
+export const LIVE_SETTINGS = ['routes', 'upstreams', 'cors', 'plans', 'auth.rateLimit', 'admin.apiKey', 'hooks'] as const;
 
 /** The settings of LIVE_SETTINGS, and only those. */
 export interface LiveSettings {
@@ -21,13 +21,15 @@ export interface LiveSettings {
   readonly auth: { readonly rateLimit: Config['auth']['rateLimit'] };
   /** The shared admin key (CONTRACT §24): rotated by SIGHUP, read per request by the admin listener. */
   readonly admin: { readonly apiKey: string };
+  /** Operator hooks (CONTRACT §24): where the next attempt of a hook message goes, what signs it, which events are written. */
+  readonly hooks: Config['hooks'];
 }
 
-type LiveSource = Pick<Config, 'routes' | 'upstreams' | 'cors' | 'plans'> & { auth: Pick<Config['auth'], 'rateLimit'>; admin: Pick<Config['admin'], 'apiKey'> };
+type LiveSource = Pick<Config, 'routes' | 'upstreams' | 'cors' | 'plans'> & { auth: Pick<Config['auth'], 'rateLimit'>; admin: Pick<Config['admin'], 'apiKey'>; hooks?: Config['hooks'] };
 
 export function liveSettingsOf(config: LiveSource): LiveSettings {
-  const { routes, upstreams, cors, plans } = config;
-  return { routes, upstreams, cors, plans, auth: { rateLimit: config.auth.rateLimit }, admin: { apiKey: config.admin.apiKey } };
+  const { routes, upstreams, cors, plans, hooks } = config;
+  return { routes, upstreams, cors, plans, auth: { rateLimit: config.auth.rateLimit }, admin: { apiKey: config.admin.apiKey }, hooks };
 }
 
 export interface LiveSnapshot {

@@ -84,8 +84,8 @@ export interface DeliveryDeps {
   lookup?: LookupAll;
   /** With tracing: attempts are spans (sender.ts). */
   tracing?: Tracing;
-  /** Operator hooks (CONTRACT §24): where their messages go. */
-  hooks?: HooksConfig;
+  /** Operator hooks (CONTRACT §24): where their messages go, as the live configuration has it at each attempt (SIGHUP changes it). */
+  hooks?: () => HooksConfig | undefined;
   /**
    * Messages of these types are attempted by their handler instead of being posted to the owner's
    * webhook (billing's meter events, billing/meterReporter.ts): the same claims, leases, retries

@@ -51,8 +51,8 @@ export interface SenderDeps {
   lookup?: LookupAll;
   /** With tracing: each attempt is a client span in the trace of the request that caused the message. */
   tracing?: Tracing;
-  /** Where operator hooks go (CONTRACT §24); without it, hook messages are skipped. */
-  hooks?: HooksConfig;
+  /** Where operator hooks go (CONTRACT §24), read at each attempt; without it, hook messages are skipped. */
+  hooks?: () => HooksConfig | undefined;
 }
 
 export class WebhookSender {
@@ -61,10 +61,10 @@ export class WebhookSender {
   private readonly log: Logger;
   private readonly lookup: LookupAll | undefined;
   private readonly tracing: Tracing | undefined;
-  private readonly hooks: HooksConfig | undefined;
+  private readonly hooks: () => HooksConfig | undefined;
 
   constructor(deps: SenderDeps) {
-    this.hooks = deps.hooks;
+    this.hooks = deps.hooks ?? (() => undefined);
     this.config = deps.config;
     this.log = deps.log;
     this.lookup = deps.lookup;
@@ -82,8 +82,10 @@ export class WebhookSender {
   /** Where a message goes and what signs it: a user's webhook, or hooks.url for an operator hook (§24). */
   private targetOf(job: ClaimedDelivery): Target | AttemptResult {
     if (job.subject !== null) {
-      if (!this.hooks) return { outcome: 'skipped', error: 'hooks: is not configured' };
-      return { url: this.hooks.url, secrets: this.hooks.secrets, allowPrivateNetworks: this.hooks.allowPrivateNetworks };
+      // The configuration of now, not of when the message was written: a URL or secret changed by SIGHUP applies to the next attempt.
+      const hooks = this.hooks();
+      if (!hooks) return { outcome: 'skipped', error: 'hooks: is not configured' };
+      return { url: hooks.url, secrets: hooks.secrets, allowPrivateNetworks: hooks.allowPrivateNetworks };
     }
     // Read by the claim, at the start of this attempt: a webhook deleted, or a plan lost, since the
     // event stops delivery.
