@@ -13,7 +13,7 @@ import { refuseUnfitInput } from '../listener/inputs.js';
 import { combinedDocument, documentRoutes } from '../openapi.js';
 import { consoleRoutes } from './console.js';
 import { operatorSignInRoutes } from './operatorSignIn.js';
-import { consoleOffReasons, consoleOrigin } from './consoleOrigin.js';
+import { consoleOffReasons, consoleOrigin, linkOrigin } from './consoleOrigin.js';
 import { memoryConsoleStore } from '../storage/consoleStore.js';
 import { operatorsExist } from '../storage/operators.js';
 import { adminRoutes } from './routes.js';
@@ -47,7 +47,10 @@ export async function buildAdminApp(instance: Instance, options: AdminOptions = 
   // Read per request from the live configuration: SIGHUP rotates the shared key (CONTRACT §24).
   const apiKey = () => live.current.settings.admin.apiKey;
   const keyRefusals = failureLog(app.log as Logger, 'admin key refused: a request with a missing or wrong admin key');
+  // admin.port 0 (any free port): the port the listener got, once it listens.
+  const port = () => (app.server.address() as AddressInfo | null)?.port ?? admin.port;
   await app.register(adminRoutes, { prefix: '/admin', db, identities, events, audit, consoleMark, apiKey, config: () => live.current.settings, clock: instance.clock, keyRefusals,
+    linkOrigin: () => linkOrigin(admin, port()),
     invitations: { mailer: instance.mailer, words: instance.mailWords, resetUrl: instance.config.mail?.resetUrl } });
   await registerConsole(app, instance, { consoleMark, apiKey, keyRefusals });
   return app;

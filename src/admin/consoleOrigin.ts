@@ -47,6 +47,11 @@ export interface ConsoleOrigin {
   accepted: ReadonlySet<string>;
 }
 
+/** What links for operators are built from; none for a listener on every address without admin.publicUrl (no one name). */
+export function linkOrigin(admin: Omit<ConsoleSettings, 'apiKey'>, port: number): string | undefined {
+  return isWildcard(admin.host) && !admin.publicUrl ? undefined : consoleOrigin(admin, port).link;
+}
+
 /** The console's origin; `port` is the one the listener got (admin.port 0 takes any free port). */
 export function consoleOrigin({ host, tls, publicUrl }: Omit<ConsoleSettings, 'apiKey'>, port: number): ConsoleOrigin {
   if (publicUrl) return { link: publicUrl, accepted: new Set([publicUrl]) };

@@ -50,6 +50,8 @@ export interface AdminRoutesDeps {
   clock: () => Date;
   /** Requests refused for a missing or wrong admin key, here and in the console: a line per interval, with a count. */
   keyRefusals: FailureLog;
+  /** The console's origin, for operators' enrolment links (operatorRoutes.ts). */
+  linkOrigin: () => string | undefined;
   /** The invitation mail of a user an operator creates (accounts.ts); absent: creating one answers 503. */
   invitations?: InvitationMail;
 }
@@ -94,7 +96,7 @@ export async function adminRoutes(app: FastifyInstance, deps: AdminRoutesDeps): 
   app.post('/v1/alerts', support, on(storeAlert));
   app.delete('/v1/api-keys/:id', support, on(revokeApiKey));
   app.post('/v1/api-keys/leaked', support, on(revokeLeaked));
-  await app.register(operatorRoutes, { db: deps.db, audit: deps.audit, apiKey: deps.apiKey, consoleMark: deps.consoleMark, clock: deps.clock });
+  await app.register(operatorRoutes, { db: deps.db, audit: deps.audit, apiKey: deps.apiKey, consoleMark: deps.consoleMark, clock: deps.clock, linkOrigin: deps.linkOrigin });
   // Each of these declares its routes' roles beside them.
   accountRoutes(app, deps, (request) => by(deps, request));
   overviewRoutes(app, deps);

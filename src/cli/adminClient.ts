@@ -1,5 +1,5 @@
 // The CLI's one way to a running gateway's admin API (--admin URL, CONTRACT §18): the admin key
-// from the configuration, the audit actor `cli`, a 10 s limit, and a CommandError that says what
+// from the configuration (or an operator's token), the audit actor `cli` (or that operator), a 10 s limit, and a CommandError that says what
 // went wrong when the gateway cannot be reached.
 import type { Config } from '../config/schema.js';
 import { CommandError } from './command.js';
@@ -9,9 +9,13 @@ export interface AdminAnswer {
   json: Record<string, unknown>;
 }
 
-/** The admin key --admin needs; a CommandError without one (the admin API answers 404 then). */
-export function adminKeyFor(config: Config): string {
-  if (!config.admin.apiKey) throw new CommandError('--admin needs admin.apiKey (GATEWAY_ADMIN_KEY) in the configuration: the admin API answers 404 without one');
+/**
+ * The credential --admin sends: an operator's personal token in GATEWAY_OPERATOR_TOKEN (the audit
+ * log then names that operator, CONTRACT §24), else the shared key; a CommandError with neither.
+ */
+export function adminKeyFor(config: Config, env: NodeJS.ProcessEnv = process.env): string {
+  if (env.GATEWAY_OPERATOR_TOKEN) return env.GATEWAY_OPERATOR_TOKEN;
+  if (!config.admin.apiKey) throw new CommandError('--admin needs admin.apiKey (GATEWAY_ADMIN_KEY) in the configuration, or an operator\'s token in GATEWAY_OPERATOR_TOKEN');
   return config.admin.apiKey;
 }
 

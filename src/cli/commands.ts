@@ -27,7 +27,7 @@ not reachable) is one line at level 60 (fatal) with msg, hint and the details, t
 answer yet (refused, unreachable, starting up) is waited for up to storage.startTimeout (default
 60 s), with a warn line "waiting for Postgres at host:port (code)" at each attempt.
 
-Signals: SIGHUP reloads routes, upstreams, cors, limits, admin.apiKey and the token keys (auth.jwt.secret,
+Signals: SIGHUP reloads routes, upstreams, cors, limits, admin.apiKey, hooks and the token keys (auth.jwt.secret,
 privateKeyFile, previous) from the file, and reads certificate and key files again (other changes
 are logged as needing a restart). SIGTERM first drains for
 server.shutdownDelay (default 5 s: /readyz answers 503, every response closes its connection, so
@@ -244,39 +244,41 @@ the file and SIGHUP instead: docs/operating.md, "Rotating the signing key". On e
 run it with the gateway stopped.`,
   },
   {
-    name: 'operators add', operands: ['EMAIL'], config: true, run: (args) => operatorsCommand('add', args),
+    name: 'operators add', operands: ['EMAIL'], config: true, admin: true, run: (args) => operatorsCommand('add', args),
     options: { role: { type: 'string' } },
     summary: 'create an operator (--role viewer|support|admin) and print its enrolment link',
     help: `Creates an operator of the admin listener (docs/operators.md) with the role given by --role:
 viewer (reads everything), support (also ends sessions and API keys, resets MFA, (de)activates
 users, sends alerts, mints console links) or admin (everything). Prints a one-time enrolment link,
 built from the console's origin (admin.publicUrl, or the admin listener's address): it works once,
-within 24 hours, and sets the operator's password and second factor. Give it only to that person.`,
+within 24 hours, and sets the operator's password and second factor. Give it only to that person.
+With --admin URL, through POST /admin/v1/operators (an admin's credential: admin.apiKey, or an
+admin operator's token in GATEWAY_OPERATOR_TOKEN, then named in the audit log).`,
   },
   {
-    name: 'operators list', config: true, run: listOperatorsCommand,
+    name: 'operators list', config: true, admin: true, run: listOperatorsCommand,
     options: { json: { type: 'boolean' } },
     summary: 'list operators, their role, enrolment and second factor (--json)',
     help: 'Lists the operators: id, email, role, whether they enrolled and have a second factor. With --json, one JSON object {"operators": [...]}.',
   },
   {
-    name: 'operators set-role', operands: ['EMAIL', 'ROLE'], config: true, run: (args) => operatorsCommand('set-role', args),
+    name: 'operators set-role', operands: ['EMAIL', 'ROLE'], config: true, admin: true, run: (args) => operatorsCommand('set-role', args),
     summary: 'change an operator\'s role (viewer, support, admin)',
     help: `Changes the operator's role. Their tokens and console session act with the new role from
 their next request. The last admin cannot be demoted while admin.apiKey is empty.`,
   },
   {
-    name: 'operators remove', operands: ['EMAIL'], config: true, run: (args) => operatorsCommand('remove', args),
+    name: 'operators remove', operands: ['EMAIL'], config: true, admin: true, run: (args) => operatorsCommand('remove', args),
     summary: 'remove an operator, with its tokens and second factor',
     help: `Removes the operator: their tokens stop working at once. The last admin cannot be removed
 while admin.apiKey is empty.`,
   },
   {
-    name: 'operators reset-mfa', operands: ['EMAIL'], config: true, run: (args) => operatorsCommand('reset-mfa', args),
+    name: 'operators reset-mfa', operands: ['EMAIL'], config: true, admin: true, run: (args) => operatorsCommand('reset-mfa', args),
     summary: 'remove an operator\'s second factor (a lost authenticator) and print a new enrolment link',
     help: `Removes the operator's TOTP factor and prints a new enrolment link (single use, 24 hours),
-with which they set a password and a second factor again. An admin operator can remove another
-operator's factor through the admin API (DELETE /admin/v1/operators/{id}/mfa).`,
+with which they set a password and a second factor again. With --admin URL, through
+DELETE /admin/v1/operators/{id}/mfa (an admin operator cannot reset their own).`,
   },
   {
     name: 'operators token', operands: ['EMAIL'], config: true, run: (args) => operatorsCommand('token', args),
@@ -285,6 +287,7 @@ operator's factor through the admin API (DELETE /admin/v1/operators/{id}/mfa).`,
     help: `Mints a personal admin token (gwop_…) for the operator, named --name, valid --days days
 (default 90, at most 365), and prints it once: it is stored as SHA-256. It is sent as
 Authorization: Bearer to the admin API and acts with the operator's role as it is at each request;
-it dies with the operator. It works on the admin listener only.`,
+it dies with the operator. It works on the admin listener only. Direct storage only: no admin API
+credential mints a token (an operator mints their own in the console).`,
   },
 ];

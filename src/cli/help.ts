@@ -4,7 +4,8 @@ import { LOG_LEVELS, type Command } from './command.js';
 
 const CONFIG_OPTION = '  -c, --config FILE  the configuration file (default: $GATEWAY_CONFIG, else ./gateway.yaml)';
 const ADMIN_OPTION = `  --admin URL        act through the running gateway's admin API (e.g. http://127.0.0.1:9090), with
-                     admin.apiKey: needed while a gateway holds embedded storage`;
+                     admin.apiKey, or an operator's token in GATEWAY_OPERATOR_TOKEN: needed while a
+                     gateway holds embedded storage`;
 
 export function synopsis(command: Command): string {
   const own = Object.entries(command.options ?? {}).map(([name, o]) => `[--${name}${o.type === 'string' ? ` ${name.toUpperCase()}` : ''}]`);

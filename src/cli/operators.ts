@@ -1,16 +1,14 @@
-// `gateway operators …` (CONTRACT §24): operator accounts on direct storage. `add` prints the
-// one-time enrolment link (built from the console's origin, §26), `token` a personal admin token,
-// each shown once and stored hashed; every change with its audit event (actor `cli`).
+// `gateway operators …` (CONTRACT §24): operator accounts on direct storage, or through a running
+// gateway's admin API with --admin (operatorsAdmin.ts). `add` prints the one-time enrolment link
+// (built from the console's origin, §26), `token` a personal admin token, each shown once and
+// stored hashed; every change with its audit event (actor `cli` here).
 import { loadConfig } from '../config/load.js';
 import type { Config } from '../config/schema.js';
 import type { Queryable } from '../storage/db.js';
 import { columns, CommandError, print, UsageError, withDatabase, type Args } from './command.js';
+import { enrolmentLines, listOperatorsThroughAdmin, operatorsThroughAdmin, type OperatorAction } from './operatorsAdmin.js';
 
-type OperatorAction = 'add' | 'set-role' | 'remove' | 'reset-mfa' | 'token';
 type CliAuditType = 'operator.created' | 'operator.role_changed' | 'operator.removed' | 'operator.mfa_reset' | 'operator.token_created';
-
-/** How long an enrolment link works. */
-export const ENROLMENT_MS = 24 * 3600_000;
 
 const ROLES = ['viewer', 'support', 'admin'];
 
@@ -21,25 +19,21 @@ function roleOf(text: string | undefined): 'viewer' | 'support' | 'admin' {
 
 /** Where the link points: the console's origin, never a guess (a listener on every address has no one name). */
 async function enrolmentBase(config: Config): Promise<string> {
-  const { consoleOrigin, isWildcard } = await import('../admin/consoleOrigin.js');
-  const { admin } = config;
-  if (isWildcard(admin.host) && !admin.publicUrl) {
-    throw new CommandError('admin.host is every address and admin.publicUrl is not set: the enrolment link has no origin (set admin.publicUrl to the address operators open)');
-  }
-  return consoleOrigin(admin, admin.port).link;
+  const { linkOrigin } = await import('../admin/consoleOrigin.js');
+  const base = linkOrigin(config.admin, config.admin.port);
+  if (base === undefined) throw new CommandError('admin.host is every address and admin.publicUrl is not set: the enrolment link has no origin (set admin.publicUrl to the address operators open)');
+  return base;
 }
 
 export async function operatorsCommand(action: OperatorAction, { operands: [emailText, roleText], config: configPath, admin, values }: Args): Promise<number> {
-  if (admin) throw new CommandError('`gateway operators` works on direct storage: run it where it can open the database (on embedded storage, with the gateway stopped)');
   const { config } = loadConfig(configPath);
   const email = (emailText ?? '').trim().toLowerCase();
   const role = action === 'add' ? roleOf(values.role as string | undefined) : action === 'set-role' ? roleOf(roleText) : undefined;
   const name = typeof values.name === 'string' ? values.name.trim() : '';
   if (action === 'token' && !name) throw new UsageError('--name: required (what the token is for, e.g. "laptop")');
+  if (admin) return print(await operatorsThroughAdmin(action, email, role, admin, config));
   const base = action === 'add' || action === 'reset-mfa' ? await enrolmentBase(config) : '';
-  const [ops, { insertAuditEvent }, { sha256Hex, randomToken }, tokens] = await Promise.all([
-    import('../storage/operators.js'), import('../storage/audit.js'), import('../credentials/digest.js'), import('../admin/operatorTokens.js'),
-  ]);
+  const [ops, { insertAuditEvent }, tokens] = await Promise.all([import('../storage/operators.js'), import('../storage/audit.js'), import('../admin/operatorTokens.js')]);
   // With no shared key, the last admin is the only way into the admin API (§24).
   const keepAnAdmin = !config.admin.apiKey;
   return print(await withDatabase(config, (db) => db.transaction(async (tx) => {
@@ -49,20 +43,15 @@ export async function operatorsCommand(action: OperatorAction, { operands: [emai
     if (action === 'add') {
       const created = await ops.insertOperator(tx, email, role!, now);
       if (!created) throw new CommandError(`an operator with email ${email} exists already`);
-      const token = randomToken(32);
-      await ops.createEnrolment(tx, created.id, sha256Hex(token), new Date(now.getTime() + ENROLMENT_MS));
+      const url = await tokens.enrolmentLink(tx, created.id, now, base);
       await audited('operator.created', created);
-      return `operator ${created.id} (${created.email}), role ${created.role}: enrolment link, single use, valid 24 hours:\n${base}/console/operator.html#enrol=${token}`;
+      return `operator ${created.id} (${created.email}), role ${created.role}: ${enrolmentLines(url)}`;
     }
     const operator = await ops.findOperatorByEmail(tx, email);
     if (!operator) throw new CommandError(`no operator with email ${email}`);
     const who = `operator ${operator.id} (${operator.email})`;
     // A new link: the operator sets a password and a second factor again (§24).
-    const link = async () => {
-      const token = randomToken(32);
-      await ops.createEnrolment(tx, operator.id, sha256Hex(token), new Date(now.getTime() + ENROLMENT_MS));
-      return `${base}/console/operator.html#enrol=${token}`;
-    };
+    const link = () => tokens.enrolmentLink(tx, operator.id, now, base);
     return act(action, { tx, ops, tokens, keepAnAdmin, now, name, role, who, operator, audited, link, days: values.days as string | undefined });
   })));
 }
@@ -100,7 +89,7 @@ async function act(action: Exclude<OperatorAction, 'add'>, d: ActDeps): Promise<
     case 'reset-mfa': {
       const removed = await d.ops.removeOperatorFactors(d.tx, d.operator.id);
       await d.audited('operator.mfa_reset', d.operator, { removed });
-      return `${d.who}: second factor ${removed ? 'removed' : 'was not set'}; enrolment link, single use, valid 24 hours:\n${await d.link()}`;
+      return `${d.who}: second factor ${removed ? 'removed' : 'was not set'}; ${enrolmentLines(await d.link())}`;
     }
     default: {
       const days = d.days === undefined ? d.tokens.TOKEN_DAYS_DEFAULT : /^\d{1,3}$/.test(d.days) ? Number(d.days) : NaN;
@@ -112,11 +101,13 @@ async function act(action: Exclude<OperatorAction, 'add'>, d: ActDeps): Promise<
   }
 }
 
-export async function listOperatorsCommand({ config: configPath, values }: Args): Promise<number> {
+export async function listOperatorsCommand({ config: configPath, values, admin }: Args): Promise<number> {
   const { config } = loadConfig(configPath);
   const { listOperators } = await import('../storage/operators.js');
   const { operatorView } = await import('../admin/operatorTokens.js');
-  const operators = (await withDatabase(config, (db) => listOperators(db))).map(operatorView);
+  const operators = admin
+    ? await listOperatorsThroughAdmin(admin, config)
+    : (await withDatabase(config, (db) => listOperators(db))).map(operatorView);
   if (values.json) return print(JSON.stringify({ operators }));
   const yes = (b: boolean) => (b ? 'yes' : 'no');
   return print(columns([['ID', 'EMAIL', 'ROLE', 'ENROLLED', 'MFA', 'CREATED'], ...operators.map((o) => [String(o.id), o.email, o.role, yes(o.enrolled), yes(o.mfa), o.created_at ?? ''])]));

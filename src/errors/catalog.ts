@@ -53,7 +53,7 @@ export const CATALOG = {
     fields: ['required', 'current_plan', 'upgrade_url'],
     when: 'the plan guard: the user\'s plan is not in the route\'s `plans` (or not `pro` on `/api/v1/user/api-token` and `/webhook`)' },
   emailTaken: { status: 409, code: 'email_taken', fr: 'Email déjà enregistré', en: 'Email already registered',
-    when: 'register: the email belongs to a user, active or not' },
+    when: 'register: the email belongs to a user, active or not; `POST /admin/v1/users`: a user\'s; `POST /admin/v1/operators`: an operator\'s' },
   dailyLimitReached: { status: 429, code: 'daily_limit_reached', fr: 'Limite quotidienne atteinte (plan {plan}: {limit} {noun}/jour)', en: 'Daily limit reached (plan {plan}: {limit} {noun}/day)',
     title: { fr: 'Limite quotidienne atteinte', en: 'Daily limit reached' }, fields: ['upgrade_url'],
     when: 'the daily limit of the user\'s plan, which the text names with its limit (`plan premium: 1000 courses/jour`); with `Retry-After` (seconds to UTC '
