@@ -163,4 +163,39 @@ describeWithBrowser('the console by operator role, in Chromium', () => {
     expect(await axe(page)).toEqual([]);
     await page.browserContext().close();
   });
+
+  it('an admin resets another operator\'s second factor on the Operators page: the new enrolment link shown, audited; never their own; only with the page\'s CSRF token and Origin', async () => {
+    const boss = await enrolled('admin');
+    const lost = await enrolled('support');
+    const totpOf = () => sql('SELECT 1 FROM operator_totp WHERE operator_id = $1 AND confirmed_at IS NOT NULL', [lost.id]);
+    // A script holding the cookie but not the page's CSRF token, or the token from another site's page: refused, nothing reset.
+    const cookie = `${CONSOLE_COOKIE}=${boss.session}`;
+    const { csrf } = (await request(url, 'GET', '/console/session', { headers: { cookie } })).json as { csrf: string };
+    const path = `/console/api/v1/operators/${lost.id}/mfa`;
+    const noToken = await request(url, 'DELETE', path, { headers: { cookie, origin: new URL(url).origin } });
+    const foreign = await request(url, 'DELETE', path, { headers: { cookie, origin: 'https://evil.example', 'x-csrf-token': csrf } });
+    expect([noToken.status, foreign.status]).toEqual([403, 403]);
+    expect(await totpOf()).toHaveLength(1);
+
+    const page = await consoleAs(boss.session, '#/operators');
+    await page.waitForSelector(`#reset-mfa-${lost.id}`);
+    const own = 'You cannot reset your own second factor: another admin, or `gateway operators reset-mfa`, does it';
+    expect(await states(page, [`#reset-mfa-${boss.id}`, `#reset-mfa-${lost.id}`])).toEqual([[`#reset-mfa-${boss.id}`, true, own], [`#reset-mfa-${lost.id}`, false, null]]);
+    await page.click(`#reset-mfa-${lost.id}`);
+    await page.waitForSelector('#enrolment-link', { timeout: 10_000 });
+    expect(await page.$eval('#operators-status', (p) => p.textContent)).toMatch(new RegExp(`^Second factor of ${lost.email.replace(/[.]/g, '\\.')} reset\\. Give them this enrolment link`));
+    const link = await page.$eval('#enrolment-link', (c) => c.textContent!);
+    expect(link).toMatch(new RegExp(`^${new URL(url).origin}/console/operator\\.html#enrol=[\\w-]{43}$`));
+    expect(await totpOf()).toEqual([]);
+    // The link is the one stored (hashed): it enrols the operator again.
+    const token = new URL(link).hash.replace('#enrol=', '');
+    expect(await sql('SELECT 1 FROM operator_enrolments WHERE operator_id = $1 AND token_hash = $2', [lost.id, sha256Hex(token)])).toHaveLength(1);
+    const row = await page.$$eval('#view tbody tr', (trs, email) => (trs as HTMLTableRowElement[]).filter((tr) => tr.cells[0]!.textContent === email)
+      .map((tr) => tr.cells[3]!.textContent), lost.email);
+    expect(row).toEqual(['no']);
+    const [audit] = await sql<{ actor: string; actor_id: string }>("SELECT actor, actor_id FROM audit_events WHERE type = 'operator.mfa_reset' AND data->>'operator_id' = $1", [String(lost.id)]);
+    expect([audit?.actor, Number(audit?.actor_id)]).toEqual(['operator', boss.id]);
+    expect(await axe(page)).toEqual([]);
+    await page.browserContext().close();
+  });
 });
