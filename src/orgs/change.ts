@@ -1,17 +1,18 @@
 // One recipe for a change of an organization (docs/architecture.md, 26): one function opens the
-// transaction and takes the locks in their one order — the acting user's row (users.lockUser, as
-// every account change), then the organization's — and hands the change its writers: the
+// transaction and takes the locks in their one order — the acting user's row (account/change.ts,
+// as every account change), then the organization's — and hands the change its writers: the
 // transaction, the time, the locked rows, the caller's role and the audit writer bound to the
 // organization. Two changes of one organization wait for each other on its row, so what they
 // count there (owners left, pending invitations) stays true until they commit: two owners demoting
 // each other on two instances leave one owner, not none. A refusal thrown by the change (refuse())
 // rolls back whatever it wrote.
+import { lockAccount } from '../account/change.js';
 import type { Audit, AuditType } from '../audit.js';
 import type { ErrorCode } from '../errors/index.js';
 import type { Database, Queryable } from '../storage/db.js';
 import { lockOrganization, roleOf, type Organization, type OrgRole } from '../storage/organizations.js';
 import type { Client } from '../storage/sessions.js';
-import * as users from '../storage/users.js';
+import type * as users from '../storage/users.js';
 
 export type OrgAuditType = Extract<AuditType, `org.${string}`>;
 
@@ -77,13 +78,13 @@ export function orgRead<T>(
 }
 
 /** Locks the acting user's row (the first lock of every order); a user deleted meanwhile is refused as the guards refuse one. */
-async function lockActor(tx: Queryable, actor: Actor): Promise<users.UserWithHash> {
-  return (await users.lockUser(tx, actor.userId, 'update')) ?? refuse('userNotFound');
+async function lockActor(tx: Queryable, deps: OrgChangeDeps, actor: Actor): Promise<users.UserWithHash> {
+  return (await lockAccount(tx, deps, { userId: actor.userId, mode: 'update' }))?.user ?? refuse('userNotFound');
 }
 
 /** A change of the user's own that no organization's row orders yet (creating one). */
 export function userChange<T>(deps: OrgChangeDeps, actor: Actor, change: (w: UserWriters) => Promise<T>): Promise<Outcome<T>> {
-  return inTransaction(deps.db, async (tx) => change({ tx, now: deps.clock(), user: await lockActor(tx, actor) }));
+  return inTransaction(deps.db, async (tx) => change({ tx, now: deps.clock(), user: await lockActor(tx, deps, actor) }));
 }
 
 /**
@@ -93,7 +94,7 @@ export function userChange<T>(deps: OrgChangeDeps, actor: Actor, change: (w: Use
  */
 export function orgChange<T>(deps: OrgChangeDeps, actor: Actor, orgId: number, change: (w: OrgWriters) => Promise<T>): Promise<Outcome<T>> {
   return inTransaction(deps.db, async (tx) => {
-    const user = await lockActor(tx, actor);
+    const user = await lockActor(tx, deps, actor);
     const org = (await lockOrganization(tx, orgId)) ?? refuse('orgNotFound');
     const record = (type: OrgAuditType, data: Record<string, unknown> = {}) =>
       deps.audit.record({ type, actor: 'user', userId: actor.userId, ...actor.client, data: { org_id: org.id, ...data } }, tx);
