@@ -2,13 +2,13 @@
 // registered with auth.oidc. Unlinking is guard `factor`, and never removes the last way to sign
 // in: an account left with no password, no passkey and no other provider could never be entered again.
 import type { FastifyInstance } from 'fastify';
+import { byUser, changeAccount } from '../account/change.js';
 import { sendError, successBody } from '../errors/index.js';
 import { currentIdentity, type RequireUser } from '../listener/requireUser.js';
 import type { Audit } from '../audit.js';
 import { clientOf, factorGuard, type FactorGuardDeps } from '../auth/index.js';
 import type { Database } from '../storage/db.js';
 import * as identities from '../storage/identities.js';
-import * as users from '../storage/users.js';
 
 export interface IdentitiesDeps extends FactorGuardDeps {
   db: Database;
@@ -19,7 +19,7 @@ export interface IdentitiesDeps extends FactorGuardDeps {
 }
 
 export async function identitiesRoutes(app: FastifyInstance, deps: IdentitiesDeps): Promise<void> {
-  const { db, audit, requireUser, issuerOf } = deps;
+  const { db, requireUser, issuerOf } = deps;
 
   app.get('/identities', { preHandler: requireUser() }, async (request) => {
     const links = await identities.listLinks(db, currentIdentity(request).user.id);
@@ -30,16 +30,16 @@ export async function identitiesRoutes(app: FastifyInstance, deps: IdentitiesDep
     const { user: { id: userId } } = currentIdentity(request);
     const provider = request.params.provider;
     const issuer = issuerOf(provider);
-    const outcome = await db.transaction(async (tx) => {
-      // Locked first: two unlinks at once cannot each count the other's provider and leave none.
-      await users.lockUser(tx, userId, 'update');
+    // Locked first: two unlinks at once cannot each count the other's provider and leave none.
+    const by = byUser(clientOf(request));
+    const outcome = await changeAccount(deps, { userId, mode: 'update', by }, async ({ tx, record }) => {
       if ((await identities.otherSignInMethods(tx, userId, { provider, issuer })) === 0) {
         return (await identities.listLinks(tx, userId)).some((l) => l.provider === provider || l.issuer === issuer) ? 'last' : 'none';
       }
       const removed = await identities.removeLinks(tx, userId, provider, issuer);
-      for (const link of removed) await audit.record({ type: 'oidc.unlinked', actor: 'user', userId, ...clientOf(request), data: { provider: link.provider, issuer: link.issuer } }, tx);
+      for (const link of removed) await record('oidc.unlinked', { provider: link.provider, issuer: link.issuer });
       return removed.length ? 'removed' : 'none';
-    });
+    }) ?? 'none'; // no such user any more: nothing of theirs is linked
     if (outcome === 'none') return sendError(reply, 'providerNotLinked');
     if (outcome === 'last') return sendError(reply, 'lastSignInMethod');
     request.log.info({ userId, provider }, 'identity provider unlinked');

@@ -2,6 +2,7 @@
 // DELETE /api/v1/user/me (§13): the account itself.
 import { DEFAULT_STYLE, sendError, successBody, supportedLanguage } from '../errors/index.js';
 import type { FastifyInstance } from 'fastify';
+import { byUser, changeAccount } from '../account/change.js';
 import type { Audit } from '../audit.js';
 import { clientOf, isTooLong, passwordConfirmed, type Passwords, refuseCredentials } from '../auth/index.js';
 import { textField } from '../http.js';
@@ -78,7 +79,7 @@ export interface DeleteMeDeps {
 
 /** Under the auth rate limit, as every endpoint that checks a password (user/routes.ts). */
 export async function deleteMe(app: FastifyInstance, deps: DeleteMeDeps): Promise<void> {
-  const { db, passwords, requireUser, identities, audit, clock } = deps;
+  const { db, passwords, requireUser, identities, clock } = deps;
 
   app.delete('/me', { preHandler: requireUser() }, async (request, reply) => {
     const identity = currentIdentity(request);
@@ -94,13 +95,12 @@ export async function deleteMe(app: FastifyInstance, deps: DeleteMeDeps): Promis
       if (!(await deps.cancelSubscriptions({ type: 'user', id }))) return sendError(reply, 'paymentUnavailable');
     }
     // Only if the password checked is still the password.
-    const deleted = await db.transaction(async (tx) => {
-      // The user's row, then the organizations' (orgs/change.ts's order): no other owner leaves them meanwhile.
-      if (!(await users.lockUser(tx, id, 'update'))) return undefined;
+    // The user's row, then the organizations' (orgs/change.ts's order): no other owner leaves them meanwhile.
+    const deleted = await changeAccount(deps, { userId: id, mode: 'update', by: byUser(clientOf(request)) }, async ({ tx, record }) => {
       const orphans = await lastOwnedBy(tx, id);
       if (orphans.length) return { orphans };
       const gone = await users.deleteUser(tx, id, user);
-      if (gone) await audit.record({ type: 'account.deleted', actor: 'user', userId: id, ...clientOf(request) }, tx, gone);
+      if (gone) await record('account.deleted', undefined, gone);
       return gone;
     });
     // An organization is never left without an owner (CONTRACT §22): its last owner hands it over or deletes it first.

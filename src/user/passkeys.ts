@@ -2,6 +2,7 @@
 // the passkey endpoints (auth.passkeys). Removing one is guard `factor`, and ends every other
 // session: whoever signed in with a lost passkey must sign in again.
 import type { FastifyInstance } from 'fastify';
+import { byUser, changeAccount } from '../account/change.js';
 import { sendError, successBody } from '../errors/index.js';
 import { currentIdentity, type RequireUser } from '../listener/requireUser.js';
 import type { Audit } from '../audit.js';
@@ -10,7 +11,6 @@ import { parseIntegerId, type Database } from '../storage/db.js';
 import { listPasskeys, removePasskey } from '../storage/passkeys.js';
 import { revokeOtherSessions } from '../storage/refreshTokens.js';
 import { isUsersSession } from '../storage/sessions.js';
-import * as users from '../storage/users.js';
 import type { Events } from '../webhooks/emitter.js';
 
 export interface PasskeysDeps extends FactorGuardDeps {
@@ -21,7 +21,7 @@ export interface PasskeysDeps extends FactorGuardDeps {
 }
 
 export async function passkeysRoutes(app: FastifyInstance, deps: PasskeysDeps): Promise<void> {
-  const { db, events, audit, requireUser } = deps;
+  const { db, requireUser } = deps;
 
   app.get('/passkeys', { preHandler: requireUser() }, async (request) => {
     const rows = await listPasskeys(db, currentIdentity(request).user.id);
@@ -31,14 +31,14 @@ export async function passkeysRoutes(app: FastifyInstance, deps: PasskeysDeps): 
   app.delete<{ Params: { id: string } }>('/passkeys/:id', { preHandler: [requireUser(), factorGuard(deps)] }, async (request, reply) => {
     const { user: { id: userId }, sessionId } = currentIdentity(request);
     const id = parseIntegerId(request.params.id);
-    const ended = id === undefined ? undefined : await db.transaction(async (tx) => {
-      await users.lockUser(tx, userId, 'update');
+    const by = byUser(clientOf(request));
+    const ended = id === undefined ? undefined : await changeAccount(deps, { userId, mode: 'update', by }, async ({ tx, record, event }) => {
       // Someone else's passkey is "not found", as an unknown one: ids do not tell whose they are.
       if (!(await removePasskey(tx, userId, id))) return undefined;
       const keep = sessionId !== undefined && (await isUsersSession(tx, userId, sessionId)) ? sessionId : undefined;
       const n = await revokeOtherSessions(tx, userId, 'mfa', keep);
-      await events.emit(userId, 'auth.mfa_removed', { method: 'passkey', revoked_sessions: n }, tx);
-      await audit.record({ type: 'passkey.removed', actor: 'user', userId, ...clientOf(request), data: { passkey_id: id, revoked_sessions: n } }, tx);
+      await event('auth.mfa_removed', { method: 'passkey', revoked_sessions: n });
+      await record('passkey.removed', { passkey_id: id, revoked_sessions: n });
       return n;
     });
     if (ended === undefined) return sendError(reply, 'passkeyNotFound');

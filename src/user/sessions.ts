@@ -1,11 +1,11 @@
 // GET /api/v1/user/sessions and DELETE /api/v1/user/sessions/{id} (CONTRACT §13): one session per
 // refresh-token family.
 import type { FastifyInstance } from 'fastify';
+import { byUser, changeAccount } from '../account/change.js';
 import { sendError, successBody } from '../errors/index.js';
 import { currentIdentity, type RequireUser } from '../listener/requireUser.js';
 import type { Database } from '../storage/db.js';
 import { activeSessions, isUsersSession, revokeSession } from '../storage/sessions.js';
-import * as users from '../storage/users.js';
 import type { Audit } from '../audit.js';
 import { clientOf } from '../auth/index.js';
 import type { Events } from '../webhooks/emitter.js';
@@ -19,7 +19,7 @@ export interface SessionsDeps {
 }
 
 export async function sessionRoutes(app: FastifyInstance, deps: SessionsDeps): Promise<void> {
-  const { db, clock, events, audit, requireUser } = deps;
+  const { db, clock, requireUser } = deps;
 
   app.get('/sessions', { preHandler: requireUser() }, async (request) => {
     const { user, sessionId } = currentIdentity(request);
@@ -39,15 +39,15 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionsDeps): P
   app.delete<{ Params: { id: string } }>('/sessions/:id', { preHandler: requireUser() }, async (request, reply) => {
     const { user, sessionId } = currentIdentity(request);
     const id = parseSessionId(request.params.id);
-    const revoked = id === undefined ? undefined : await db.transaction(async (tx) => {
-      await users.lockUser(tx, user.id, 'update');
+    const by = byUser(clientOf(request));
+    const revoked = id === undefined ? undefined : await changeAccount(deps, { userId: user.id, mode: 'update', by }, async ({ tx, record, event }) => {
       // Someone else's session is "not found", never "forbidden": ids do not tell whose they are.
       if (!(await isUsersSession(tx, user.id, id))) return undefined;
       const ended = await revokeSession(tx, id);
       // Ending a session already ended is not an event.
       if (ended > 0) {
-        await events.emit(user.id, 'auth.session_revoked', { session_id: id, current: id === sessionId }, tx);
-        await audit.record({ type: 'session.revoked', actor: 'user', userId: user.id, ...clientOf(request), data: { session_id: id, current: id === sessionId } }, tx);
+        await event('auth.session_revoked', { session_id: id, current: id === sessionId });
+        await record('session.revoked', { session_id: id, current: id === sessionId });
       }
       return ended;
     });
