@@ -3,6 +3,7 @@
 // of the database opens no account. The raw token exists in the mail (or in `gateway users
 // reset-link`'s output) and nowhere else: never in a log.
 import type { IncomingHttpHeaders } from 'node:http';
+import { changeAccount } from '../../account/change.js';
 import type { Audit } from '../../audit.js';
 import type { Config } from '../../config/schema.js';
 import type { Database, Queryable } from '../../storage/db.js';
@@ -67,7 +68,7 @@ export interface LinkMailDeps {
 export function queueLinkMail(
   deps: LinkMailDeps, purpose: LinkPurpose, userId: number | undefined, find: () => Promise<{ id: number; email: string; is_active: number } | undefined>, headers: IncomingHttpHeaders,
 ): void {
-  const { db, mailer, clock, words } = deps;
+  const { mailer, words } = deps;
   const template = deps.templates[purpose];
   if (!template) return;
   // Read now: the job runs after the request is answered. The user's locale, read in the job, comes first.
@@ -75,12 +76,10 @@ export function queueLinkMail(
   mailer.enqueue(purpose, userId, async () => {
     const found = await find();
     if (!found || found.is_active !== 1) return undefined;
-    // The user's row locked (lockUser's order): of concurrent requests, on any instance, the first
+    // The user's row locked (account/change.ts): of concurrent requests, on any instance, the first
     // makes the link and the others see it, so an account gets one mail a minute, not one each.
-    const link = await db.transaction(async (tx) => {
-      const user = await users.lockUser(tx, found.id, 'update');
-      const now = clock();
-      if (!user || user.is_active !== 1 || (await issuedSince(tx, user.id, purpose, new Date(now.getTime() - LINK_MAIL_INTERVAL_MS)))) return undefined;
+    const link = await changeAccount(deps, { userId: found.id, mode: 'update' }, async ({ tx, user, now }) => {
+      if (user.is_active !== 1 || (await issuedSince(tx, user.id, purpose, new Date(now.getTime() - LINK_MAIL_INTERVAL_MS)))) return undefined;
       return { email: user.email, locale: await users.localeOf(tx, user.id), url: await makeLink(tx, user, purpose, template, now) };
     });
     return link && linkMail(words, purpose, words.languageFor(link.locale, fallback), link.email, link.url);
@@ -88,16 +87,14 @@ export function queueLinkMail(
 }
 
 /**
- * Uses the link up and runs `then` in one transaction, the user's row locked first (lockUser's
- * order). Undefined when the link was used meanwhile (of concurrent uses, one wins), or was sent
+ * Uses the link up and runs `then` in one transaction, the user's row locked first
+ * (account/change.ts). Undefined when the link was used meanwhile (of concurrent uses, one wins), or was sent
  * to an address that is no longer the account's.
  */
 export async function useLink<T>(db: Database, clock: () => Date, token: string, purpose: LinkPurpose, userId: number, then: (tx: Queryable, user: users.User, now: Date) => Promise<T>): Promise<T | undefined> {
-  return db.transaction(async (tx) => {
-    const user = await users.lockUser(tx, userId, 'update');
-    const now = clock();
+  return changeAccount({ db, clock }, { userId, mode: 'update' }, async ({ tx, user, now }) => {
     const used = await useUp(tx, sha256Hex(token), purpose, now);
-    if (!user || !used || used.email !== user.email) return undefined;
+    if (!used || used.email !== user.email) return undefined;
     return then(tx, user, now);
   });
 }

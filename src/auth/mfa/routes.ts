@@ -4,6 +4,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { sendDenial, sendError, successBody } from '../../errors/index.js';
 import { currentIdentity, type RequireUser } from '../../listener/requireUser.js';
 import { textField } from '../../http.js';
+import { byUser, changeAccount, lockAccount } from '../../account/change.js';
 import type { Audit } from '../../audit.js';
 import type { Events } from '../../webhooks/emitter.js';
 import type { Database, Queryable } from '../../storage/db.js';
@@ -38,7 +39,7 @@ class CodesLocked {
 
 /**
  * Ends every session of the user but the caller's (`sessionId`, when it is the user's); how many
- * ended. A factor added or removed leaves no session of before it elsewhere. After lockUser().
+ * ended. A factor added or removed leaves no session of before it elsewhere. After the user's row is locked (account/change.ts).
  */
 async function endOtherSessions(tx: Queryable, userId: number, sessionId: number | undefined): Promise<number> {
   const keep = sessionId !== undefined && (await isUsersSession(tx, userId, sessionId)) ? sessionId : undefined;
@@ -78,7 +79,8 @@ async function enrollTotp({ db, totp, clock, issuer }: MfaRoutesDeps, request: F
   return { secret, otpauth_url: totp.otpauthUrl(issuer, user.email, secret) };
 }
 
-async function confirmTotp({ db, totp, clock, events, audit }: MfaRoutesDeps, request: FastifyRequest, reply: FastifyReply) {
+async function confirmTotp(deps: MfaRoutesDeps, request: FastifyRequest, reply: FastifyReply) {
+  const { db, totp, clock } = deps;
   const { user, sessionId } = currentIdentity(request);
   const code = textField(request.body, 'code').trim();
   const codes = await db.transaction(async (tx) => {
@@ -95,13 +97,14 @@ async function confirmTotp({ db, totp, clock, events, audit }: MfaRoutesDeps, re
     const recovery = newRecoveryCodes();
     // After the TOTP row (mfa/verify's order), the user's: a refresh or a login racing this
     // waits for it, or it for them, and their session is ended below (CONTRACT §26).
-    await users.lockUser(tx, user.id, 'update');
+    const account = await lockAccount(tx, deps, { userId: user.id, mode: 'update', by: byUser(clientOf(request)) });
+    if (!account) return undefined; // deleted meanwhile: nothing to enrol
     await mfa.confirmTotp(tx, user.id, recovery.map(recoveryCodeHash), now);
     // As a password change does: whoever signed in elsewhere with the password alone (a thief
     // of it, say) must sign in again, now with a code. This session goes on.
     const ended = await endOtherSessions(tx, user.id, sessionId);
-    await events.emit(user.id, 'auth.mfa_enrolled', { method: 'totp' }, tx);
-    await audit.record({ type: 'mfa.enrolled', actor: 'user', userId: user.id, ...clientOf(request), data: { method: 'totp', revoked_sessions: ended } }, tx);
+    await account.event('auth.mfa_enrolled', { method: 'totp' });
+    await account.record('mfa.enrolled', { method: 'totp', revoked_sessions: ended });
     return { recovery, ended };
   });
   if (codes instanceof CodesLocked) return refuseLocked(reply, codes);
@@ -110,26 +113,27 @@ async function confirmTotp({ db, totp, clock, events, audit }: MfaRoutesDeps, re
   return { recovery_codes: codes.recovery };
 }
 
-async function removeTotp({ db, passwords, clock, events, audit }: MfaRoutesDeps, request: FastifyRequest, reply: FastifyReply) {
+async function removeTotp(deps: MfaRoutesDeps, request: FastifyRequest, reply: FastifyReply) {
+  const { db, passwords, clock } = deps;
   const identity = currentIdentity(request);
   const { user: { id }, sessionId } = identity;
   const password = textField(request.body, 'password');
   const user = isTooLong(password) ? undefined : await users.findByIdWithHash(db, id);
   if (!(await passwordConfirmed(passwords, user, password, identity, clock()))) return sendError(reply, 'invalidCredentials');
-  const ended = await db.transaction(async (tx) => {
-    await users.lockUser(tx, id, 'update');
+  const ended = await changeAccount(deps, { userId: id, mode: 'update', by: byUser(clientOf(request)) }, async ({ tx, record, event }) => {
     if (!(await mfa.removeTotp(tx, id))) return 0;
     // Whoever signed in elsewhere with the factor must sign in again: every other session ends.
     const n = await endOtherSessions(tx, id, sessionId);
-    await events.emit(id, 'auth.mfa_removed', { method: 'totp', revoked_sessions: n }, tx);
-    await audit.record({ type: 'mfa.removed', actor: 'user', userId: id, ...clientOf(request), data: { method: 'totp', revoked_sessions: n } }, tx);
+    await event('auth.mfa_removed', { method: 'totp', revoked_sessions: n });
+    await record('mfa.removed', { method: 'totp', revoked_sessions: n });
     return n;
-  });
+  }) ?? 0; // no such user any more: no factor left to remove
   request.log.info({ userId: id, revokedSessions: ended }, 'totp removed');
   return successBody(reply, 'mfaRemoved');
 }
 
-async function verifyCode({ db, tokens, totp, clock, audit }: MfaRoutesDeps, request: FastifyRequest, reply: FastifyReply) {
+async function verifyCode(deps: MfaRoutesDeps, request: FastifyRequest, reply: FastifyReply) {
+  const { db, tokens, totp, clock } = deps;
   const token = textField(request.body, 'mfa_token').trim();
   const code = textField(request.body, 'code').trim();
   if (!token || !code) return sendError(reply, 'codeRefused');
@@ -144,10 +148,11 @@ async function verifyCode({ db, tokens, totp, clock, audit }: MfaRoutesDeps, req
     const client = clientOf(request);
     // Deactivated since the password step: refused before a code is checked, so that none is used
     // up (a recovery code is one of ten) for a sign-in that cannot happen.
-    const user = await users.lockUser(tx, live.userId, 'share');
-    if (!user) return { why: 'userGone' };
+    const account = await lockAccount(tx, deps, { userId: live.userId, mode: 'share', by: byUser(client) });
+    if (!account) return { why: 'userGone' };
+    const { user, record } = account;
     if (user.is_active !== 1) {
-      await audit.record({ type: 'login.failed', actor: 'user', userId: user.id, ...client, data: { reason: 'inactive' } }, tx);
+      await record('login.failed', { reason: 'inactive' });
       return { why: 'inactive', userId: user.id };
     }
     const amr = await secondFactor(totp, tx, live.userId, code, now);
@@ -155,14 +160,14 @@ async function verifyCode({ db, tokens, totp, clock, audit }: MfaRoutesDeps, req
       await mfa.failMfaToken(tx, hash);
       const lockedNow = await mfa.countWrongCode(tx, live.userId, now, WRONG_CODES);
       if (lockedNow) request.log.warn({ userId: live.userId, until: lockedNow.toISOString() }, 'second-factor codes locked: too many wrong codes');
-      await audit.record({ type: 'login.failed', actor: 'user', userId: live.userId, ...client, data: { reason: 'mfa_failed' } }, tx);
+      await record('login.failed', { reason: 'mfa_failed' });
       return { why: 'mfaFailed', userId: live.userId };
     }
     await mfa.useMfaToken(tx, hash, now);
     const signIn = [...live.amr, ...amr];
     // A recovery code adds `mfa` alone (a TOTP code `otp` too): one fewer left.
-    if (!amr.includes('otp')) await audit.record({ type: 'mfa.recovery_code_used', actor: 'user', userId: user.id, ...client }, tx);
-    await audit.record({ type: 'login.succeeded', actor: 'user', userId: user.id, ...client, data: { amr: signIn } }, tx);
+    if (!amr.includes('otp')) await record('mfa.recovery_code_used');
+    await record('login.succeeded', { amr: signIn });
     return issueInSession(tx, tokens, user, client, now, undefined, signIn);
   });
   if (outcome instanceof CodesLocked) return refuseLocked(reply, outcome);

@@ -11,12 +11,12 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { sendError } from '../../errors/index.js';
 import { currentUser, type RequireUser } from '../../listener/requireUser.js';
 import { textField } from '../../http.js';
+import { byUser, changeAccount } from '../../account/change.js';
 import type { Audit } from '../../audit.js';
 import type { Config } from '../../config/schema.js';
 import type { Events } from '../../webhooks/emitter.js';
 import type { Database } from '../../storage/db.js';
 import * as passkeys from '../../storage/passkeys.js';
-import * as users from '../../storage/users.js';
 import { factorGuard, type FactorGuardDeps } from '../mfa/factor.js';
 import { clientOf, issueInSession } from '../sessions.js';
 import { sha256Hex } from '../../credentials/digest.js';
@@ -80,7 +80,8 @@ async function registerOptions({ db, clock, relyingParty: { rpId, rpName } }: Pa
   return options;
 }
 
-async function registerVerify({ db, clock, events, audit, relyingParty: { rpId, origins } }: PasskeyRoutesDeps, request: FastifyRequest, reply: FastifyReply) {
+async function registerVerify(deps: PasskeyRoutesDeps, request: FastifyRequest, reply: FastifyReply) {
+  const { db, clock, relyingParty: { rpId, origins } } = deps;
   const user = currentUser(request);
   const name = textField(request.body, 'name').trim().slice(0, NAME_MAX) || DEFAULT_NAME;
   const now = clock();
@@ -93,12 +94,11 @@ async function registerVerify({ db, clock, events, audit, relyingParty: { rpId, 
     return undefined;
   });
   if (!verified?.verified) return sendError(reply, 'passkeyInvalid');
-  const created = await db.transaction(async (tx) => {
-    await users.lockUser(tx, user.id, 'update');
+  const created = await changeAccount(deps, { userId: user.id, mode: 'update', by: byUser(clientOf(request)) }, async ({ tx, record, event }) => {
     const row = await passkeys.insertPasskey(tx, user.id, verified.registrationInfo.credential, name, now);
     if (!row) return undefined; // that credential is registered already
-    await events.emit(user.id, 'auth.mfa_enrolled', { method: 'passkey' }, tx);
-    await audit.record({ type: 'passkey.added', actor: 'user', userId: user.id, ...clientOf(request), data: { passkey_id: row.id } }, tx);
+    await event('auth.mfa_enrolled', { method: 'passkey' });
+    await record('passkey.added', { passkey_id: row.id });
     return row;
   });
   if (!created) return sendError(reply, 'passkeyInvalid');
@@ -114,17 +114,16 @@ async function loginOptions({ db, clock, relyingParty: { rpId } }: PasskeyRoutes
   return options;
 }
 
-async function loginVerify({ db, tokens, clock, audit, relyingParty: { rpId, origins } }: PasskeyRoutesDeps, request: FastifyRequest, reply: FastifyReply) {
+async function loginVerify(deps: PasskeyRoutesDeps, request: FastifyRequest, reply: FastifyReply) {
+  const { db, tokens, relyingParty: { rpId, origins } } = deps;
   const response = request.body as AuthenticationResponseJSON;
   const credentialId = textField(request.body, 'id');
   const owner = credentialId ? await passkeys.findOwner(db, credentialId) : undefined;
   const client = clientOf(request);
-  const pair = owner === undefined ? undefined : await db.transaction(async (tx) => {
-    // lockUser's order: the user's row, then the passkey's, whose counter is checked and moved.
-    const user = await users.lockUser(tx, owner, 'share');
+  // The user's row, then the passkey's, whose counter is checked and moved.
+  const pair = owner === undefined ? undefined : await changeAccount(deps, { userId: owner, mode: 'share', by: byUser(client) }, async ({ tx, user, now, record }) => {
     const passkey = await passkeys.lockByCredentialId(tx, credentialId);
-    if (!user || !passkey || passkey.user_id !== user.id) return undefined;
-    const now = clock();
+    if (!passkey || passkey.user_id !== user.id) return undefined;
     const verified = await verifyAuthenticationResponse({
       response,
       // Used up here, whatever follows: the same answer sent again finds it gone.
@@ -137,7 +136,7 @@ async function loginVerify({ db, tokens, clock, audit, relyingParty: { rpId, ori
     });
     if (!verified?.verified || !namesOwner(response.response?.userHandle, user.id) || user.is_active !== 1) return undefined;
     await passkeys.recordUse(tx, passkey.id, verified.authenticationInfo.newCounter, now);
-    await audit.record({ type: 'login.succeeded', actor: 'user', userId: user.id, ...client, data: { amr: PASSKEY_AMR } }, tx);
+    await record('login.succeeded', { amr: PASSKEY_AMR });
     return issueInSession(tx, tokens, user, client, now, undefined, PASSKEY_AMR);
   });
   if (!pair) return sendError(reply, 'invalidCredentials');

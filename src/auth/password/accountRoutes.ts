@@ -5,6 +5,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { sendDenial, sendError, successBody } from '../../errors/index.js';
 import { currentIdentity, currentUser, type RequireUser } from '../../listener/requireUser.js';
 import { textField } from '../../http.js';
+import { byUser, changeAccount } from '../../account/change.js';
 import type { Audit } from '../../audit.js';
 import type { Config } from '../../config/schema.js';
 import type { Events } from '../../webhooks/emitter.js';
@@ -46,7 +47,7 @@ export async function accountRoutes(app: FastifyInstance, deps: AccountRoutesDep
 }
 
 async function changePassword(deps: AccountRoutesDeps, request: FastifyRequest, reply: FastifyReply) {
-  const { db, tokens, passwords, clock, events, audit, mailer } = deps;
+  const { db, tokens, passwords, clock, mailer } = deps;
   const minLength = deps.auth.passwordMinLength;
   const identity = currentIdentity(request);
   const { user: { id }, sessionId } = identity;
@@ -61,11 +62,9 @@ async function changePassword(deps: AccountRoutesDeps, request: FastifyRequest, 
   // proven to be the user's, so nobody who took an address first keeps one past its owner.
   if (user.password_hash === null && mailer.enabled && !user.email_verified_at) return sendError(reply, 'emailUnverified');
   const hash = await passwords.hash(next);
-  const changed = await db.transaction(async (tx) => {
-    const locked = await users.lockUser(tx, id, 'update');
+  const changed = await changeAccount(deps, { userId: id, mode: 'update', by: byUser(clientOf(request)) }, async ({ tx, user: locked, now, record, event }) => {
     // Changed by someone else since it was checked: current_password is no longer the password.
-    if (!locked || locked.is_active !== 1 || !users.samePassword(user, locked)) return undefined;
-    const now = clock();
+    if (locked.is_active !== 1 || !users.samePassword(user, locked)) return undefined;
     await users.setPassword(tx, id, hash, now);
     // Every session ends, this one included (its refresh token is of the old password); this one
     // goes on with the new pair. Reset links sent before are void.
@@ -73,8 +72,8 @@ async function changePassword(deps: AccountRoutesDeps, request: FastifyRequest, 
     const ended = await revokeAllForUser(tx, id, 'password', keep);
     await emailTokens.useUpAll(tx, id, 'reset', now);
     // The alert is stored with the change it reports, before the answer.
-    await events.emit(id, 'auth.password_changed', { method: 'change', revoked_sessions: ended }, tx);
-    await audit.record({ type: 'password.changed', actor: 'user', userId: id, ...clientOf(request), data: { revoked_sessions: ended } }, tx);
+    await event('auth.password_changed', { method: 'change', revoked_sessions: ended });
+    await record('password.changed', { revoked_sessions: ended });
     return { pair: await issueInSession(tx, tokens, locked, clientOf(request), now, keep), ended };
   });
   if (!changed) return refuseCredentials(request, reply, 'changedMeanwhile', id);

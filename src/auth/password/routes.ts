@@ -4,6 +4,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { DEFAULT_STYLE, namedLanguage, sendDenial, sendError, successBody, supportedLanguage } from '../../errors/index.js';
 import { textField } from '../../http.js';
 import { isUnfitText } from '../../listener/inputs.js';
+import { changeAccount } from '../../account/change.js';
 import type { Audit } from '../../audit.js';
 import type { Config } from '../../config/schema.js';
 import type { Events } from '../../webhooks/emitter.js';
@@ -80,7 +81,7 @@ async function register(deps: AuthRoutesDeps, request: FastifyRequest, reply: Fa
 }
 
 async function login(deps: AuthRoutesDeps, request: FastifyRequest, reply: FastifyReply) {
-  const { db, passwords, clock, audit } = deps;
+  const { db, passwords, audit } = deps;
   const email = lookupForm(textField(request.body, 'email'));
   const password = textField(request.body, 'password');
   if (!email || !password) return sendError(reply, 'loginFieldsRequired');
@@ -117,15 +118,14 @@ async function login(deps: AuthRoutesDeps, request: FastifyRequest, reply: Fasti
     request.log.info({ userId: user.id }, 'login refused: email not verified');
     return sendError(reply, 'emailNotVerified');
   }
-  const signIn = await db.transaction(async (tx) => {
-    const locked = await users.lockUser(tx, user.id, 'share');
-    // Changed, deactivated or deleted since the password was checked: a session of the old
-    // password must not start after the change has ended all the others.
-    if (!locked || locked.is_active !== 1 || !users.samePassword(user, locked)) return undefined;
+  // Changed, deactivated or deleted since the password was checked: a session of the old
+  // password must not start after the change has ended all the others.
+  const signIn = await changeAccount(deps, { userId: user.id, mode: 'share' }, async ({ tx, user: locked, now }) => {
+    if (locked.is_active !== 1 || !users.samePassword(user, locked)) return undefined;
     // A second factor: no pair, an mfa_token for POST /mfa/verify (a client that knows only the
     // spec fails closed on the 403). Read under the lock: a TOTP confirmed meanwhile, which ended
     // every other session (CONTRACT §26), is seen here, so none of the password alone starts after.
-    return signInByOneFactor(tx, deps, locked, clientOf(request), clock(), PASSWORD_AMR);
+    return signInByOneFactor(tx, deps, locked, clientOf(request), now, PASSWORD_AMR);
   });
   if (!signIn) {
     await failed('wrong_password', user.id);
@@ -135,29 +135,28 @@ async function login(deps: AuthRoutesDeps, request: FastifyRequest, reply: Fasti
 }
 
 async function refresh(deps: AuthRoutesDeps, request: FastifyRequest, reply: FastifyReply) {
-  const { db, tokens, clock } = deps;
+  const { tokens } = deps;
   const token = textField(request.body, 'refresh_token').trim();
   if (!token) return sendError(reply, 'refreshTokenMissing');
   const userId = await tokens.verifyRefresh(token);
   if (userId === null) return refuseCredentials(request, reply, 'undecodable', undefined, 'refreshTokenUndecodable');
   const hash = sha256Hex(token);
-  const result = await db.transaction(async (tx) => {
-    // The user's row first (lockUser: a password change or a session's end waits for this
-    // rotation, or this one for it). Then the conditional UPDATE is the lock on the token: of
-    // concurrent rotations of one token, on any instance, exactly one sees revoked = 0 and wins.
-    const user = await users.lockUser(tx, userId, 'share');
-    const now = clock();
+  // The user's row first (account/change.ts: a password change or a session's end waits for this
+  // rotation, or this one for it). Then the conditional UPDATE is the lock on the token: of
+  // concurrent rotations of one token, on any instance, exactly one sees revoked = 0 and wins.
+  // No such user any more: their tokens went with them, so the token is as inactive as any.
+  const result = await changeAccount(deps, { userId, mode: 'share' }, async ({ tx, user, now }) => {
     const rotated = await refreshTokens.revokeActive(tx, hash, userId, now);
     if (!rotated) return { outcome: 'inactive' as const };
-    if (!user || user.is_active !== 1) throw new UserGone(user !== undefined); // rolls back: the token stays active for its user
+    if (user.is_active !== 1) throw new UserInactive(); // rolls back: the token stays active for its user
     // A token from before sessions existed starts one now.
     const pair = await issueInSession(tx, tokens, user, clientOf(request), now, rotated.sessionId ?? undefined);
     return { outcome: 'rotated' as const, pair };
-  }).catch((err: unknown) => {
-    if (err instanceof UserGone) return { outcome: 'user-gone' as const, inactive: err.inactive };
+  }).then((rotation) => rotation ?? { outcome: 'inactive' as const }, (err: unknown) => {
+    if (err instanceof UserInactive) return { outcome: 'user-gone' as const };
     throw err;
   });
-  if (result.outcome === 'user-gone') return refuseCredentials(request, reply, 'userGone', userId, result.inactive ? 'userInactive' : 'userNotFound');
+  if (result.outcome === 'user-gone') return refuseCredentials(request, reply, 'userGone', userId, 'userInactive');
   if (result.outcome === 'inactive') {
     await onReuse(deps, userId, hash, request);
     return refuseCredentials(request, reply, 'inactiveToken', userId, 'refreshTokenInactive');
@@ -179,26 +178,24 @@ async function logout({ db, audit }: AuthRoutesDeps, request: FastifyRequest, re
 
 /** A rotated-away token presented again means it was copied: say so, and under revoke-all, end every session. */
 async function onReuse(deps: AuthRoutesDeps, userId: number, hash: string, request: FastifyRequest): Promise<void> {
-  const { db, events, audit } = deps;
-  if (!(await refreshTokens.wasRotated(db, hash, userId))) return;
-  // The alert is stored with the revocation it reports, before the 401 is answered.
-  const revoked = await db.transaction(async (tx) => {
-    let n = 0;
-    if (deps.auth.refreshReuse === 'revoke-all') {
-      await users.lockUser(tx, userId, 'update');
-      n = await refreshTokens.revokeAllForUser(tx, userId, 'reuse');
-    }
-    await events.emit(userId, 'auth.refresh_token_reused', { revoked_sessions: n }, tx);
-    // The gateway's finding (whoever presented the token may not be the user), and its sessions ended by its rule.
-    await audit.record({ type: 'refresh.reuse_detected', actor: 'system', userId, ...clientOf(request), data: { revoked_sessions: n } }, tx);
+  if (!(await refreshTokens.wasRotated(deps.db, hash, userId))) return;
+  const revokeAll = deps.auth.refreshReuse === 'revoke-all';
+  // The gateway's finding (whoever presented the token may not be the user), and its sessions ended by its rule.
+  const by = { actor: 'system' as const, ...clientOf(request) };
+  // The alert is stored with the revocation it reports, before the 401 is answered. Held FOR
+  // SHARE when nothing of the account changes (the outbox row's foreign key holds it so anyway).
+  const revoked = await changeAccount(deps, { userId, mode: revokeAll ? 'update' : 'share', by }, async ({ tx, record, event }) => {
+    const n = revokeAll ? await refreshTokens.revokeAllForUser(tx, userId, 'reuse') : 0;
+    await event('auth.refresh_token_reused', { revoked_sessions: n });
+    await record('refresh.reuse_detected', { revoked_sessions: n });
     return n;
   });
   request.log.warn({ userId, revokedSessions: revoked }, 'refresh token reused');
 }
 
-class UserGone extends Error {
-  /** The account exists, deactivated (user_inactive), rather than not at all. */
-  constructor(readonly inactive: boolean) {
-    super('user gone');
+/** The account exists, deactivated (user_inactive); one that does not has no active token to rotate. */
+class UserInactive extends Error {
+  constructor() {
+    super('user inactive');
   }
 }

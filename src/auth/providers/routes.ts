@@ -9,6 +9,7 @@
 // provider's tokens are checked (auth/oidc.ts) and dropped; the gateway issues its own (amr ["fed"]).
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { randomBytes } from 'node:crypto';
+import { changeAccount } from '../../account/change.js';
 import type { Audit } from '../../audit.js';
 import { sendError } from '../../errors/index.js';
 import { OIDC_COOKIE } from '../../credentials/shapes.js';
@@ -116,10 +117,8 @@ export async function oidcRoutes(app: FastifyInstance, deps: OidcRoutesDeps): Pr
     const holder = await identities.loginCodeHolder(db, hash);
     // The user's row first (lockUser's order), then the code, used up by one conditional UPDATE:
     // of concurrent exchanges on any instance, one signs in.
-    const signIn = holder === undefined ? undefined : await db.transaction(async (tx) => {
-      const user = await users.lockUser(tx, holder, 'share');
-      const now = clock();
-      if (!user || (await identities.useLoginCode(tx, hash, s256(verifier), now)) !== user.id || user.is_active !== 1) return undefined;
+    const signIn = holder === undefined ? undefined : await changeAccount(deps, { userId: holder, mode: 'share' }, async ({ tx, user, now }) => {
+      if ((await identities.useLoginCode(tx, hash, s256(verifier), now)) !== user.id || user.is_active !== 1) return undefined;
       // The provider is one factor, as a password is: a user with TOTP still owes a code.
       return signInByOneFactor(tx, deps, user, client, now, FEDERATED_AMR);
     });
@@ -198,11 +197,11 @@ async function accountOf(db: Database, audit: Audit, provider: SignInProvider, a
 
   const linked = await identities.findLink(db, who.issuer, who.subject);
   if (linked) {
-    await db.transaction(async (tx) => {
-      const user = await users.lockUser(tx, linked.user_id, 'update');
-      await identities.touchLink(tx, { ...link, vouched: link.vouched && email === user?.email });
+    // No such user any more: its links went with it, nothing to touch.
+    await changeAccount({ db, audit, clock }, { userId: linked.user_id, mode: 'update' }, async ({ tx, user, now }) => {
+      await identities.touchLink(tx, { ...link, vouched: link.vouched && email === user.email });
       // The provider vouches for the address of an account it signs in to.
-      if (user && email === user.email && who.emailVerified && !user.email_verified_at && (await users.markEmailVerified(tx, user.id, email, clock()))) await record(tx, 'email.verified', user.id);
+      if (email === user.email && who.emailVerified && !user.email_verified_at && (await users.markEmailVerified(tx, user.id, email, now))) await record(tx, 'email.verified', user.id);
     });
     return linked.user_id;
   }
@@ -212,13 +211,13 @@ async function accountOf(db: Database, audit: Audit, provider: SignInProvider, a
   const existing = await users.findByEmail(db, email);
   if (existing) {
     if (!who.emailVerified || !existing.email_verified_at) return 'account_exists';
-    return db.transaction(async (tx) => {
-      const user = await users.lockUser(tx, existing.id, 'update');
-      if (!user || user.email !== email || !user.email_verified_at) return 'account_exists';
-      if (!(await identities.insertLink(tx, user.id, link, clock()))) return (await identities.findLink(tx, who.issuer, who.subject))?.user_id ?? 'account_exists';
+    const outcome = await changeAccount({ db, audit, clock }, { userId: existing.id, mode: 'update' }, async ({ tx, user, now }) => {
+      if (user.email !== email || !user.email_verified_at) return 'account_exists';
+      if (!(await identities.insertLink(tx, user.id, link, now))) return (await identities.findLink(tx, who.issuer, who.subject))?.user_id ?? 'account_exists';
       await record(tx, 'oidc.linked', user.id);
       return user.id;
     });
+    return outcome ?? 'account_exists';
   }
   if (!settings.allowSignUp) return 'account_not_allowed';
   const created = await users.createUser(db, email, null, async (tx, id) => {
