@@ -2,6 +2,7 @@
 // Registered under the /admin prefix with its own hook and not-found handler, so every /admin
 // path, known or not, answers the same way to a caller without the key.
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteGenericInterface } from 'fastify';
+import { changeAccount } from '../account/change.js';
 import type { Audit } from '../audit.js';
 import type { Config } from '../config/schema.js';
 import { planUnknownParams, sendDenial, sendError, successBody } from '../errors/index.js';
@@ -21,7 +22,7 @@ import { revokeAllForUser } from '../storage/refreshTokens.js';
 import { activeSessions, isUsersSession, revokeSession } from '../storage/sessions.js';
 import { usageSince } from '../storage/dailyUsage.js';
 import { listUsers } from '../storage/userList.js';
-import { deleteUser, findByEmail, findById, findWithLocale, lockUser, parseUserId, setActive, setPlan } from '../storage/users.js';
+import { deleteUser, findByEmail, findById, findWithLocale, parseUserId, setActive, setPlan } from '../storage/users.js';
 import { listDeliveries } from '../storage/webhookDeliveries.js';
 import { accountRoutes, type InvitationMail } from './accounts.js';
 import { overviewRoutes } from './overview.js';
@@ -210,12 +211,10 @@ async function revokeSessions(deps: AdminRoutesDeps, request: FastifyRequest<{ P
   const id = parseUserId(request.params.id);
   const sid = request.params.sid === undefined ? undefined : parseUserId(request.params.sid);
   if (id === undefined || (request.params.sid !== undefined && sid === undefined)) return sendError(reply, 'adminNotFound');
-  const ended = await deps.db.transaction(async (tx) => {
-    // The user's row first, as every transaction ending sessions does (storage/users.ts lockUser).
-    if (!(await lockUser(tx, id, 'update'))) return undefined;
+  const ended = await changeAccount(deps, { userId: id, mode: 'update', by: by(deps, request) }, async ({ tx, record }) => {
     if (sid !== undefined && !(await isUsersSession(tx, id, sid))) return undefined;
     const n = sid === undefined ? await revokeAllForUser(tx, id, 'session') : await revokeSession(tx, sid);
-    await deps.audit.record({ type: 'admin.sessions_revoked', ...by(deps, request), userId: id, data: { session_id: sid ?? null, revoked: n } }, tx);
+    await record('admin.sessions_revoked', { session_id: sid ?? null, revoked: n });
     return n;
   });
   if (ended === undefined) return sendError(reply, 'adminNotFound');
@@ -325,7 +324,7 @@ async function importUsersRoute(deps: AdminRoutesDeps, request: FastifyRequest<{
   return importUsers(deps.db, records, { dryRun: dryRun === 'true', actor: by(deps, request).actor, format: 'json', clock: deps.clock });
 }
 
-async function storeAlert({ db, events }: AdminRoutesDeps, request: FastifyRequest, reply: FastifyReply) {
+async function storeAlert(deps: AdminRoutesDeps, request: FastifyRequest, reply: FastifyReply) {
   const id = parseUserId(field(request.body, 'user_id'));
   const type = field(request.body, 'type');
   const data = field(request.body, 'data');
@@ -337,9 +336,8 @@ async function storeAlert({ db, events }: AdminRoutesDeps, request: FastifyReque
   // Accepted whatever the user's plan or webhook: each attempt decides, off this request. The
   // 202 means stored: it survives this instance. The user is held (FOR SHARE) until the message
   // is in: one deleted meanwhile is a 404, not a foreign-key error.
-  const stored = await db.transaction(async (tx) => {
-    if (!(await lockUser(tx, id, 'share'))) return false;
-    await events.emit(id, type, data as Record<string, unknown>, tx);
+  const stored = await changeAccount(deps, { userId: id, mode: 'share' }, async ({ event }) => {
+    await event(type, data as Record<string, unknown>);
     return true;
   });
   if (!stored) return sendError(reply, 'adminNotFound');
