@@ -7,6 +7,7 @@
 // A plan is set the way an operator's is (storage/users.ts writePlan: users' trigger tells every
 // instance within a second, the local cache is told at once), with its audit row.
 import type { Logger } from 'pino';
+import { lockAccount } from '../account/change.js';
 import type { Audit, AuditActor } from '../audit.js';
 import type { Config } from '../config/schema.js';
 import type { BillingConfig } from '../config/schema/billing.js';
@@ -15,7 +16,7 @@ import {
   subscriptionsOf, type Owner, type SubscriptionState,
 } from '../storage/billing.js';
 import type { Database, Queryable } from '../storage/db.js';
-import { lockUser, writePlan } from '../storage/users.js';
+import { writePlan } from '../storage/users.js';
 import { planFromSubscriptions } from './plan.js';
 import { idOf, StripeUnavailable, type StripeEvent, type StripeGateway } from './stripe.js';
 
@@ -134,7 +135,8 @@ export class Billing {
   private async settlePlan(tx: Queryable, owner: Owner, cause: Cause): Promise<number[]> {
     // Organizations (CONTRACT §22) take their plan here once they exist.
     if (owner.type !== 'user') return [];
-    const user = await lockUser(tx, owner.id, 'update');
+    // After the subscription's row (the event's order), the user's: account/change.ts.
+    const user = (await lockAccount(tx, this.deps, { userId: owner.id, mode: 'update' }))?.user;
     if (!user) return [];
     const { prices, pastDueGraceDays: graceDays } = this.deps.config;
     const plan = planFromSubscriptions(await subscriptionsOf(tx, owner), { prices, graceDays, plans: this.deps.plans(), now: this.deps.clock() });
