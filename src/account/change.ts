@@ -23,7 +23,7 @@ export const byUser = (client: Client): Author => ({ actor: 'user', ...client })
 export interface AccountChangeDeps {
   clock: () => Date;
   /** The audit log, for a change that records itself (record()). */
-  audit?: Audit;
+  audit?: Pick<Audit, 'record'>;
   /** The webhook outbox, for a change that tells the user's endpoint (event()). */
   events?: Events;
 }

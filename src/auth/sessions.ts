@@ -18,7 +18,7 @@ export function clientOf(request: FastifyRequest): Client {
 
 /**
  * Issues a pair into `sessionId` (its last use and client updated), or into a new session when it
- * is undefined, with the sign-in's `amr`. Runs in the transaction that locked the user (users.lockUser).
+ * is undefined, with the sign-in's `amr`. Runs in the transaction that locked the user (account/change.ts).
  */
 export async function issueInSession(tx: Queryable, tokens: Tokens, user: User, client: Client, now: Date, sessionId?: number, amr = PASSWORD_AMR): Promise<TokenPair> {
   let id = sessionId;

@@ -115,7 +115,7 @@ export async function oidcRoutes(app: FastifyInstance, deps: OidcRoutesDeps): Pr
     const hash = loginCodeKey(code, binding);
     const client = clientOf(request);
     const holder = await identities.loginCodeHolder(db, hash);
-    // The user's row first (lockUser's order), then the code, used up by one conditional UPDATE:
+    // The user's row first (account/change.ts), then the code, used up by one conditional UPDATE:
     // of concurrent exchanges on any instance, one signs in.
     const signIn = holder === undefined ? undefined : await changeAccount(deps, { userId: holder, mode: 'share' }, async ({ tx, user, now }) => {
       if ((await identities.useLoginCode(tx, hash, s256(verifier), now)) !== user.id || user.is_active !== 1) return undefined;
