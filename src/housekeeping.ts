@@ -1,17 +1,23 @@
 // The hourly clean-up, by every instance (a DELETE by age is idempotent, so instances need not
 // agree on who does it): single-use rows that expired (storage/expiredRows.ts), kept a day past
 // their expiry so that a link opened a little late still finds its row and is refused as expired;
-// and audit events past audit.retention (audit.ts). Webhook messages keep their own purge, whose
-// pace is a setting (webhooks/outbox.ts). Beside it, a minutely pass for work that must happen
-// within a minute (billing: the end of a past_due grace, CONTRACT §23).
+// audit events past audit.retention (audit.ts); and the cost classes of imported password hashes
+// that no stored hash has any more (storage/importedHashCosts.ts), so that failed logins stop
+// paying a dummy check of a cost nobody has (CONTRACT §27): within the hour after the last such
+// account signed in, and never within an hour of an import recording it. Webhook messages keep
+// their own purge, whose pace is a setting (webhooks/outbox.ts). Beside it, a minutely pass for
+// work that must happen within a minute (billing: the end of a past_due grace, CONTRACT §23).
 import type { Logger } from 'pino';
 import type { AuditLog } from './audit.js';
 import type { Database } from './storage/db.js';
 import { purgeExpired } from './storage/expiredRows.js';
+import { forgetUnusedHashCosts } from './storage/importedHashCosts.js';
 
 const SWEEP_EVERY_MS = 3_600_000;
 const MINUTELY_MS = 60_000;
 const KEEP_EXPIRED_MS = 86_400_000;
+// Longer than an import's batch may stay open (import/users.ts): its new accounts are out of sight until it commits.
+const KEEP_HASH_COSTS_MS = 3_600_000;
 
 export interface HousekeepingDeps {
   db: Database;
@@ -48,10 +54,19 @@ export class Housekeeping {
     }
   }
 
-  /** Purges both; how many rows went, by table. */
+  /** Purges all three; how many rows went, by table. */
   async sweep(): Promise<Record<string, number>> {
-    const [tokens, auditEvents] = await Promise.all([this.purgeTokens(), this.deps.audit.purge()]);
-    return { ...tokens, audit_events: auditEvents };
+    const [tokens, auditEvents, hashCosts] = await Promise.all([this.purgeTokens(), this.deps.audit.purge(), this.purgeHashCosts()]);
+    return { ...tokens, audit_events: auditEvents, imported_hash_costs: hashCosts };
+  }
+
+  private async purgeHashCosts(): Promise<number> {
+    try {
+      return await forgetUnusedHashCosts(this.deps.db, new Date(this.deps.clock().getTime() - KEEP_HASH_COSTS_MS));
+    } catch (err) {
+      this.deps.log.warn({ err }, 'imported hash costs could not be purged');
+      return 0;
+    }
   }
 
   /** Single-use rows that expired more than a day ago. */

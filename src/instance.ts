@@ -10,7 +10,7 @@ import { AuditLog } from './audit.js';
 import { Housekeeping } from './housekeeping.js';
 import { AssertionSigner, DailyLimiter, MinuteLimiter, Pipeline, UseRefunds } from './pipeline/index.js';
 import { isSingleMailbox } from './credentials/emailAddress.js';
-import { MailQueue, Passwords } from './auth/index.js';
+import { DearestImportedHash, MailQueue, Passwords } from './auth/index.js';
 import { TokenKeyring } from './credentials/tokenKeyring.js';
 import { createTokens, type Tokens } from './credentials/tokens.js';
 import { ApiKeyUsage } from './storage/apiKeyUsage.js';
@@ -156,6 +156,10 @@ export async function createInstance(config: Config, options: InstanceOptions): 
 
     const passwords = new Passwords();
     closers.push(async () => passwords.close());
+    // The dearest imported hash a failed login is padded with (CONTRACT §27): in memory, kept current by the feed.
+    const dearestImported = new DearestImportedHash({ db, feed, passwords, log });
+    await dearestImported.start();
+    closers.push(() => dearestImported.close());
     // Access and refresh token keys (CONTRACT §25): rotations of the stored secret heard through the feed.
     const warn = (message: string) => log.warn(message);
     const tokenKeys = new TokenKeyring({ jwt: config.auth.jwt, refreshTokenTtlMs: config.auth.refreshTokenTtl, db, warn, feed });

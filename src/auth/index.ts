@@ -34,6 +34,8 @@ export { MailQueue, type Mailer } from './mail.js';
 export { makeLink } from './links/links.js';
 export { factorGuard, passwordConfirmed, type FactorGuardDeps } from './mfa/factor.js';
 export { isTooLong, Passwords } from './password/passwords.js';
+export { DearestImportedHash } from './password/dearestImported.js';
+export { hashCostClass } from './password/importedHashes.js';
 export { createTotp, type Totp } from './mfa/totp.js';
 export { clientOf } from './sessions.js';
 

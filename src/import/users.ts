@@ -4,6 +4,8 @@
 import { insertAuditEvent, type AuditActor } from '../storage/audit.js';
 import type { Database, Queryable } from '../storage/db.js';
 import { existingEmails, existingExternalIds, insertImportedUsers } from '../storage/imports.js';
+import { recordHashCosts } from '../storage/importedHashCosts.js';
+import { hashCostClass } from '../auth/index.js';
 import type { ImportRow, Parsed } from './rows.js';
 
 /** Rows per INSERT: 100,000 users in 100 statements, each well within a statement timeout. */
@@ -89,6 +91,11 @@ const takenId = (line: number, row: ImportRow): Refusal => ({ line, email: row.e
 
 async function insert(tx: Queryable, rows: Array<{ line: number; row: ImportRow }>) {
   const created = new Set(await insertImportedUsers(tx, rows.map((r) => r.row)));
+  // The cost of each new kind of hash, in the same transaction: from its commit on, every
+  // instance pads failed logins to the dearest (Passwords), so these accounts' wrong passwords
+  // take no longer than an unknown email's.
+  const hashes = rows.flatMap((r) => (created.has(r.row.email) && r.row.passwordHash !== null ? [r.row.passwordHash] : []));
+  await recordHashCosts(tx, hashes.flatMap((h) => hashCostClass(h) ?? []));
   const left = rows.filter((r) => !created.has(r.row.email));
   // Not created: its email is present (skipped), or only its external id is someone else's (refused).
   const present = await existingEmails(tx, left.map((r) => r.row.email));

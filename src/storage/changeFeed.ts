@@ -5,7 +5,8 @@
 // and an API key created or revoked (a deleted user's keys included), 031 a membership or an
 // organization's plan, 003 an assertion key
 // rotation, 004 a daily count lowered by hand, 006 a TRUNCATE of users or api_tokens and a user id
-// that comes into being, 009 an email verified, 010 a webhook message due now that nobody holds.
+// that comes into being, 009 an email verified, 010 a webhook message due now that nobody holds,
+// 038 the cost classes of imported password hashes.
 // While the connection is down, notifications are lost, so subscribers are told (interrupted) and
 // must not trust what they cached; when it is back they are told again (resumed) and must assume
 // they missed something. A connection can also die without a reset (partition, failover) and the
@@ -24,6 +25,7 @@ const CHANNELS = {
   jwtKeys: 'gw_jwt_keys_changed',
   webhookDue: 'gw_webhook_due',
   org: 'gw_org_changed',
+  importedHashCosts: 'gw_imported_hash_costs_changed',
 } as const;
 
 const HEARTBEAT_CHANNEL = 'gw_heartbeat';
@@ -90,6 +92,8 @@ export interface ChangeHandlers {
    * undefined after a TRUNCATE (every organization).
    */
   orgChanged(orgId: number | undefined): void;
+  /** The cost classes of the imported password hashes changed (038_imported_hash_costs.sql). */
+  importedHashCostsChanged(): void;
   /** A webhook message may be attempted now and nobody holds it (new, or handed back at a shutdown). */
   webhookDue(): void;
   /** The feed can be trusted again; changes made meanwhile may have been missed. */
@@ -168,6 +172,7 @@ export class ChangeFeed {
       case CHANNELS.assertionKeys: return this.emit('assertionKeysChanged');
       case CHANNELS.jwtKeys: return this.emit('jwtKeysChanged');
       case CHANNELS.webhookDue: return this.emit('webhookDue');
+      case CHANNELS.importedHashCosts: return this.emit('importedHashCostsChanged');
       case CHANNELS.org: return this.emit('orgChanged', payload === '*' ? undefined : Number(payload));
       case CHANNELS.truncated:
         this.log.info({ table: payload }, 'change feed: a table was emptied');

@@ -7,7 +7,7 @@ import argon2 from 'argon2';
 import bcrypt from 'bcryptjs';
 import { afterAll, describe, expect, it } from 'vitest';
 import { HasherProcess, type HashJob, type KdfJob } from '../../src/auth/password/hasher.js';
-import { firebaseScryptHash, importedHashFormat, verifyImportedHash } from '../../src/auth/password/importedHashes.js';
+import { firebaseScryptHash, hashCost, hashCostClass, importedHashFormat, verifyImportedHash } from '../../src/auth/password/importedHashes.js';
 import { isNativeHash, needsRehash, Passwords } from '../../src/auth/password/passwords.js';
 
 const SALT = Buffer.from('0123456789abcdef');
@@ -142,6 +142,39 @@ describe('imported password hashes: unknown, malformed and absurd hashes are no 
   });
 });
 
+describe('cost classes: the dummy a failed login is padded with (CONTRACT §27, §13)', () => {
+  const argon2Imported = argon2.hash('argon2 imported', { type: argon2.argon2id, memoryCost: 8192, timeCost: 3, parallelism: 1 });
+
+  it.each(VECTORS)('%s: a dummy of the same format, parameters and length, matching no password', async (_name, stored, password, format) => {
+    const cost = hashCostClass(stored)!;
+    expect(stored.startsWith(cost.shape)).toBe(true);
+    expect(cost.dummy.startsWith(cost.shape)).toBe(true);
+    expect(cost.dummy).toHaveLength(stored.length);
+    expect(cost.dummy).not.toBe(stored);
+    expect(importedHashFormat(cost.dummy)).toBe(format);
+    expect(hashCost(cost.dummy)).toBe(cost.work);
+    expect(await verifyImportedHash(cost.dummy, password)).toBe(false);
+  });
+
+  it('an argon2 hash of other parameters has one too; what no check derives has none', async () => {
+    const stored = await argon2Imported;
+    const cost = hashCostClass(stored)!;
+    expect(cost.shape).toBe('$argon2id$v=19$m=8192,t=3,p=1$');
+    expect(cost.work).toBeCloseTo((8192 * 3) / (19_456 * 2));
+    expect(await verifyImportedHash(cost.dummy, 'argon2 imported')).toBe(false);
+    for (const stored of ['$1$saltsalt$qjXMvbEw8oaL.CzflDugX/', '$2b$31$' + 'A'.repeat(53), 'plain']) expect(hashCostClass(stored)).toBeUndefined();
+  });
+
+  it('costs rank the formats: bcrypt doubles with each cost, PBKDF2 grows with its iterations, the gateway\'s argon2id is 1', async () => {
+    const bcryptOf = (cost: number) => `$2b$${String(cost).padStart(2, '0')}$${'A'.repeat(53)}`;
+    expect(hashCost(bcryptOf(11))! / hashCost(bcryptOf(10))!).toBe(2);
+    expect(hashCost(bcryptOf(10))).toBeGreaterThan(1);
+    expect(hashCost(bcryptOf(4))).toBeLessThan(0.1);
+    expect(hashCost('pbkdf2_sha256$600000$seasalt$YlZ2Vggtqdc61YjArZuoApoBh9JNGYoDRBUGu6tcJQo=')).toBeGreaterThan(hashCost(VECTORS[6]![1])!);
+    expect(hashCost(await argon2.hash('x', { type: argon2.argon2id, memoryCost: 19_456, timeCost: 2, parallelism: 1 }))).toBe(1);
+  });
+});
+
 describe('what a check costs in hasher jobs (the timing rule, CONTRACT §27 and §13)', () => {
   class CountingHasher extends HasherProcess {
     jobs: string[] = [];
@@ -170,6 +203,31 @@ describe('what a check costs in hasher jobs (the timing rule, CONTRACT §27 and 
     expect(await jobsOf(async () => expect(await passwords.verify(stored, 'imported password')).toBe(true))).toEqual(['bcrypt']);
     // An unknown format derives nothing, and costs what an unknown email does.
     expect(await jobsOf(() => passwords.verify('$1$saltsalt$qjXMvbEw8oaL.CzflDugX/', 'wrong'))).toEqual(['verify']);
+  });
+
+  it('while a hash dearer than argon2id is imported, every failure also pays a check of the dearest, but its own kind\'s', async () => {
+    const native = await passwords.hash('native password');
+    await passwords.burnVerification('warms the dummy hash');
+    const dear = bcrypt.hashSync('dear password', 10);
+    const cheap = bcrypt.hashSync('cheap password', 4);
+    try {
+      passwords.dearestImported = hashCostClass(dear);
+      expect(passwords.dearestImported?.shape).toBe('$2b$10$');
+      expect(await jobsOf(() => passwords.burnVerification('unknown email'))).toEqual(['verify', 'bcrypt']);
+      expect(await jobsOf(() => passwords.verify(native, 'wrong'))).toEqual(['verify', 'bcrypt']);
+      expect(await jobsOf(() => passwords.verify(dear, 'wrong'))).toEqual(['bcrypt', 'verify']);
+      // Cheap imported: its own check is next to nothing, so it pays both dummies, as an unknown email does.
+      expect(await jobsOf(() => passwords.verify(cheap, 'wrong'))).toEqual(['bcrypt', 'verify', 'bcrypt']);
+      // Success costs no padding, whoever it is.
+      expect(await jobsOf(async () => expect(await passwords.verify(dear, 'dear password')).toBe(true))).toEqual(['bcrypt']);
+      expect(await jobsOf(async () => expect(await passwords.verify(native, 'native password')).toBe(true))).toEqual(['verify']);
+      // A dearest no dearer than argon2id changes nothing.
+      passwords.dearestImported = hashCostClass(cheap);
+      expect(passwords.dearestImported).toBeUndefined();
+      expect(await jobsOf(() => passwords.burnVerification('unknown email'))).toEqual(['verify']);
+    } finally {
+      passwords.dearestImported = undefined;
+    }
   });
 
   it('only the gateway\'s own argon2id with today\'s parameters is native; every other matched hash is rehashed', async () => {

@@ -7,6 +7,7 @@
 // hash, and the check fails as a wrong password does (never a 500). The key derivations run
 // through a `run` (the instance's hasher child, hasher.ts); comparisons are in constant time.
 import { createCipheriv, timingSafeEqual } from 'node:crypto';
+import type { ImportedHashCost } from '../../storage/importedHashCosts.js';
 import { inProcess, type KdfJob } from './hasher.js';
 
 export type ImportedHashFormat = 'bcrypt' | 'argon2' | 'scrypt' | 'pbkdf2-sha256' | 'django-pbkdf2-sha256' | 'firebase-scrypt';
@@ -66,6 +67,42 @@ export async function verifyImportedHash(stored: string, password: string, run: 
   } catch {
     return false;
   }
+}
+
+// What one check costs, in argon2id verifications of the gateway's parameters (m=19 MiB, t=2):
+// per unit of each format's work, measured on these machines with Node 26 (bcrypt 10 ≈ 2.5,
+// PBKDF2-SHA256 at 100,000 iterations ≈ 0.85, scrypt N=16384 r=8 ≈ 1.7). Rough: they only rank
+// the formats and choose the padding of a failed login (passwords.ts), never a limit.
+const COST_PER_UNIT = { bcrypt: 2.5 / 1024, pbkdf2: 0.85 / 100_000, scrypt: 1.7 / 131_072, argon2: 1 / (19_456 * 2) } as const;
+
+/** What checking `stored` costs, in argon2id verifications (above); undefined when it is no hash a check would derive. */
+export function hashCost(stored: string): number | undefined {
+  const check = parse(stored);
+  switch (check?.job.op) {
+    case undefined: return undefined;
+    case 'bcrypt': return 2 ** Number(stored.slice(4, 6)) * COST_PER_UNIT.bcrypt;
+    case 'pbkdf2': return check.job.iterations * Math.ceil(check.job.keylen / 32) * COST_PER_UNIT.pbkdf2;
+    case 'scrypt': return check.job.params.N * check.job.params.r * check.job.params.p * COST_PER_UNIT.scrypt;
+    case 'verify': {
+      const [, m, t] = ARGON2.exec(stored)!;
+      return Number(m) * Number(t) * COST_PER_UNIT.argon2;
+    }
+  }
+}
+
+/**
+ * The cost class of an imported hash: its format and parameters kept, its salt and digest (the
+ * last field of bcrypt, the last two of the others) replaced by 'A's of the same length, so the
+ * dummy costs what the hash costs and is no one's. Undefined for what no check derives.
+ */
+export function hashCostClass(stored: string): ImportedHashCost | undefined {
+  const work = hashCost(stored);
+  if (work === undefined) return undefined;
+  const fields = stored.split('$');
+  const secret = stored.startsWith('$2') ? 1 : 2;
+  const shape = `${fields.slice(0, -secret).join('$')}$`;
+  const dummy = shape + fields.slice(-secret).map((f) => f.replace(/[A-Za-z0-9+/.]/g, 'A')).join('$');
+  return { shape, dummy, work };
 }
 
 function parse(stored: string): Check | undefined {

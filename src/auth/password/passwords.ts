@@ -2,7 +2,8 @@
 import argon2 from 'argon2';
 import { GatewayError } from '../../errors/index.js';
 import { HasherProcess } from './hasher.js';
-import { verifyImportedHash } from './importedHashes.js';
+import type { ImportedHashCost } from '../../storage/importedHashCosts.js';
+import { hashCost, verifyImportedHash } from './importedHashes.js';
 
 export const MAX_PASSWORD_BYTES = 1024;
 const OPTIONS = { type: argon2.argon2id, memoryCost: 19_456, timeCost: 2, parallelism: 1 } as const;
@@ -39,6 +40,7 @@ export class Passwords {
   private running = 0;
   private readonly waiting: Array<() => void> = [];
   private dummyHash: Promise<string> | undefined;
+  private dearest: ImportedHashCost | undefined;
 
   constructor(private readonly hasher: HasherProcess = new HasherProcess()) {}
 
@@ -51,22 +53,55 @@ export class Passwords {
    * (importedHashes.ts). A malformed or unknown stored hash is a failed check, not a crash.
    */
   async verify(hash: string, password: string): Promise<boolean> {
-    const matches = await this.limited(() => verifyImportedHash(hash, password, (job) => this.hasher.run(job)));
-    // An imported hash may be far cheaper than argon2id (PBKDF2 at 1,000 iterations): its failure
-    // costs one argon2id verification more, so it takes no less than an unknown email's (§13).
-    // Outside the queue's slot, which burnVerification takes again.
-    if (!matches && !isNativeHash(hash)) await this.burnVerification(password);
+    const matches = await this.check(hash, password);
+    if (!matches) await this.padFailure(isNativeHash(hash) ? 1 : (hashCost(hash) ?? 0), password);
     return matches;
   }
 
   // Same work for unknown or inactive emails, so login time does not reveal which accounts exist.
   async burnVerification(password: string): Promise<void> {
-    this.dummyHash ??= this.hash('dummy password that matches no account');
-    await this.verify(await this.dummyHash, password);
+    await this.padFailure(0, password);
+  }
+
+  /**
+   * The dearest imported hash still stored, from the imported_hash_costs table (importedHashCosts.ts
+   * keeps it current); undefined when none is dearer than an argon2id verification.
+   */
+  set dearestImported(dearest: ImportedHashCost | undefined) {
+    this.dearest = dearest && dearest.work > 1 ? dearest : undefined;
+  }
+
+  get dearestImported(): ImportedHashCost | undefined {
+    return this.dearest;
   }
 
   close(): void {
     this.hasher.close();
+  }
+
+  private check(hash: string, password: string): Promise<boolean> {
+    return this.limited(() => verifyImportedHash(hash, password, (job) => this.hasher.run(job)));
+  }
+
+  /**
+   * A failed check, or none (unknown email: `spent` 0), padded with dummy checks (§13, §27) so
+   * that every failure costs about what an unknown email's does: one argon2id verification, plus
+   * one of the dearest imported hash while one is dearer than that. A not-yet-migrated account
+   * costs its own check: it gets whichever of the two dummies (none, one, both) brings its total
+   * nearest (hashCost() estimates), so a bcrypt account of the dearest cost pays the argon2id one,
+   * and a cheap PBKDF2 account both. The argon2id one is paid first: the dummy hash is made then.
+   */
+  private async padFailure(spent: number, password: string): Promise<void> {
+    const dear = this.dearest;
+    const owed = 1 + (dear?.work ?? 0) - spent;
+    const choices = [[], [1], ...(dear ? [[dear.work], [1, dear.work]] : [])];
+    const sum = (works: number[]) => works.reduce((a, b) => a + b, 0);
+    const nearest = choices.reduce((best, c) => (Math.abs(owed - sum(c)) <= Math.abs(owed - sum(best)) ? c : best));
+    if (nearest.includes(1)) {
+      this.dummyHash ??= this.hash('dummy password that matches no account');
+      await this.check(await this.dummyHash, password);
+    }
+    if (dear && nearest.includes(dear.work)) await this.check(dear.dummy, password);
   }
 
   private async limited<T>(work: () => Promise<T>): Promise<T> {
