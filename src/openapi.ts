@@ -47,6 +47,15 @@ const adminUser = {
     external_id: { type: ['string', 'null'], description: 'the id an imported user had before (CONTRACT §27)' },
   },
 };
+/** What both imports take and answer (CONTRACT §27): a dry run, and the line-by-line report. */
+const importQuery = { type: 'object', properties: { dry_run: { enum: ['true', 'false'] } } };
+const importReport = {
+  type: 'object',
+  properties: {
+    dry_run: { type: 'boolean' }, created: { type: 'integer' }, skipped_existing: { type: 'integer' }, refused: { type: 'integer' },
+    refusals: { type: 'array', items: { type: 'object', properties: { line: { type: 'integer' }, email: { type: 'string' }, reason: { type: 'string' } } } },
+  },
+};
 const session = {
   type: 'object',
   properties: {
@@ -221,8 +230,11 @@ const ENDPOINTS: Record<string, EndpointSchema> = {
   'GET /admin/v1/overview': { tags: ['admin'], summary: 'The last 30 UTC days across users and plans: API-key requests and denials and counted uses per plan per day, top users and organizations, plan mix (docs/console.md)', security: [{ adminKey: [] }], response: { 200: { type: 'object', properties: { days: { type: 'array', items: { type: 'string', format: 'date' } }, plans: { type: 'array', items: { type: 'object' } }, top_users: { type: 'array', items: { type: 'object' } }, top_orgs: { type: 'array', items: { type: 'object' } }, plan_mix: { type: 'object' } } }, ...errors('adminUnauthorized', 'adminNotFound') } },
   'POST /admin/v1/import/users': {
     tags: ['admin'], summary: 'Import accounts: one JSON object a line {email, password_hash, email_verified, plan, is_active, created_at, external_id} (docs/migrating.md)', security: [{ adminKey: [] }],
-    querystring: { type: 'object', properties: { dry_run: { enum: ['true', 'false'] } } },
-    response: { 200: { type: 'object', properties: { dry_run: { type: 'boolean' }, created: { type: 'integer' }, skipped_existing: { type: 'integer' }, refused: { type: 'integer' }, refusals: { type: 'array', items: { type: 'object', properties: { line: { type: 'integer' }, email: { type: 'string' }, reason: { type: 'string' } } } } } }, ...errors('importBodyInvalid', 'payloadTooLarge', 'adminUnauthorized', 'adminNotFound') },
+    querystring: importQuery, response: { 200: importReport, ...errors('importBodyInvalid', 'payloadTooLarge', 'adminUnauthorized', 'adminNotFound') },
+  },
+  'POST /admin/v1/import/keys': {
+    tags: ['admin'], summary: 'Import API keys by their SHA-256: one JSON object a line {email, name, sha256, scopes, expires_at} (docs/migrating.md); audited api_key.imported per batch', security: [{ adminKey: [] }],
+    querystring: importQuery, response: { 200: importReport, ...errors('importBodyInvalid', 'payloadTooLarge', 'adminUnauthorized', 'adminNotFound') },
   },
   'POST /admin/v1/alerts': { tags: ['admin'], summary: 'Queue an alert for a user\'s webhook', security: [{ adminKey: [] }], body: { type: 'object', properties: { user_id: { type: 'integer' }, type: { type: 'string' }, data: { type: 'object' } } }, response: { 202: message, ...errors('alertInvalid', 'payloadTooLarge', 'adminUnauthorized', 'adminNotFound') } },
 };

@@ -42,8 +42,8 @@ export async function buildAdminApp(instance: Instance, options: AdminOptions = 
   // A script guessing keys would write a line per guess (5,000 a second, measured): one per interval instead.
   // Unfit text in a query, path or body (CONTRACT §26) is 400 `Requête invalide` on the admin API
   // and the console; an alert's data is a document relayed to a webhook, newlines and all; an
-  // import's JSON lines are checked line by line and field by field (import/rows.ts).
-  refuseUnfitInput(app, { payloads: ['/admin/v1/alerts', '/admin/v1/import/users'] });
+  // import's JSON lines are checked line by line and field by field (import/rows.ts, import/keys.ts).
+  refuseUnfitInput(app, { payloads: ['/admin/v1/alerts', '/admin/v1/import/users', '/admin/v1/import/keys'] });
   // Read per request from the live configuration: SIGHUP rotates the shared key (CONTRACT §24).
   const apiKey = () => live.current.settings.admin.apiKey;
   const keyRefusals = failureLog(app.log as Logger, 'admin key refused: a request with a missing or wrong admin key');

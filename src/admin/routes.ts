@@ -26,7 +26,7 @@ import { deleteUser, findByEmail, findById, findWithLocale, parseUserId, setActi
 import { listDeliveries } from '../storage/webhookDeliveries.js';
 import { accountRoutes, type InvitationMail } from './accounts.js';
 import { overviewRoutes } from './overview.js';
-import { importUsers, readUsers } from '../import/index.js';
+import { importRoutes } from './imports.js';
 import { adminAccess, by } from './access.js';
 import { operatorRoutes } from './operatorRoutes.js';
 import { adminView, auditFilter, auditPages, auditView, datesAsIso, deliveryView, field, iso, listFilter, userPages } from './views.js';
@@ -58,8 +58,6 @@ export interface AdminRoutesDeps {
 }
 
 const USAGE_DAYS = 30;
-/** An import's body: 5,000 lines of `gateway import users --admin` with room to spare. */
-const IMPORT_BODY_LIMIT = 32 * 1024 * 1024;
 const DELIVERIES_LISTED = 100;
 
 /** A handler of this file: the deps first, then what fastify passes. */
@@ -102,11 +100,8 @@ export async function adminRoutes(app: FastifyInstance, deps: AdminRoutesDeps): 
   accountRoutes(app, deps, (request) => by(deps, request));
   overviewRoutes(app, deps);
   adminOrgRoutes(app, deps, (request) => by(deps, request));
-  // JSON lines arrive as text: a parser of this route's scope alone.
-  await app.register(async function importScope(scope) {
-    scope.addContentTypeParser(['application/x-ndjson', 'text/plain'], { parseAs: 'string', bodyLimit: IMPORT_BODY_LIMIT }, (_r, body, done) => done(null, body));
-    scope.post('/v1/import/users', { bodyLimit: IMPORT_BODY_LIMIT, ...admin }, on(importUsersRoute));
-  });
+  // The imports (CONTRACT §27), in a scope of their own: they read JSON lines.
+  await app.register(async function importScope(scope) { await importRoutes(scope, deps); });
 }
 
 async function userOf(db: Database, text: string) {
@@ -314,14 +309,6 @@ async function setUserActive(deps: AdminRoutesDeps, request: FastifyRequest<ById
   deps.identities.forgetUser(id);
   request.log.info({ userId: id, active }, 'admin: active flag set');
   return adminView(user);
-}
-
-// CONTRACT §27: the same JSON lines as `gateway import users --format json`, the same report.
-async function importUsersRoute(deps: AdminRoutesDeps, request: FastifyRequest<{ Querystring: Record<string, unknown> }>, reply: FastifyReply) {
-  const dryRun = request.query.dry_run;
-  if (typeof request.body !== 'string' || (dryRun !== undefined && dryRun !== 'true' && dryRun !== 'false')) return sendError(reply, 'importBodyInvalid');
-  const records = readUsers(request.body, 'json', { plans: knownPlans(deps.config()) });
-  return importUsers(deps.db, records, { dryRun: dryRun === 'true', actor: by(deps, request).actor, format: 'json', clock: deps.clock });
 }
 
 async function storeAlert(deps: AdminRoutesDeps, request: FastifyRequest, reply: FastifyReply) {

@@ -19,14 +19,22 @@ export function adminKeyFor(config: Config, env: NodeJS.ProcessEnv = process.env
   return config.admin.apiKey;
 }
 
+/** A body of JSON lines (the imports), sent as it is; the limit of a call that writes thousands of rows. */
+export interface JsonLines {
+  lines: string;
+  timeoutMs: number;
+}
+
 /** One admin API call; the answer's status and JSON body (an empty object when it has none). */
 export async function callAdmin(base: string, key: string, method: string, path: string, body?: unknown): Promise<AdminAnswer> {
+  const lines = body instanceof Object && 'lines' in body ? (body as JsonLines) : undefined;
+  const type: Record<string, string> = body === undefined ? {} : { 'content-type': lines ? 'application/x-ndjson' : 'application/json' };
   let res: Response;
   try {
     res = await fetch(new URL(path, base), {
       // The audit log's actor: the CLI (the admin API takes the word of whoever holds the key).
-      method, headers: { authorization: `Bearer ${key}`, 'x-gateway-actor': 'cli', ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-      body: body === undefined ? undefined : JSON.stringify(body), signal: AbortSignal.timeout(10_000),
+      method, headers: { authorization: `Bearer ${key}`, 'x-gateway-actor': 'cli', ...type },
+      body: lines ? lines.lines : body === undefined ? undefined : JSON.stringify(body), signal: AbortSignal.timeout(lines?.timeoutMs ?? 10_000),
     });
   } catch (err) {
     throw new CommandError(`cannot reach the admin API at ${base}: ${(err as Error & { cause?: { code?: string } }).cause?.code ?? (err as Error).message}`);

@@ -203,7 +203,7 @@ project's --hash-key, --salt-separator, --rounds and --mem-cost. With --admin UR
 read here and sent to POST /admin/v1/import/users. Only a storage failure stops an import.`,
   },
   {
-    name: 'import keys', operands: ['FILE'], config: true, run: importKeysCommand,
+    name: 'import keys', operands: ['FILE'], config: true, admin: true, run: importKeysCommand,
     options: { 'dry-run': { type: 'boolean' } },
     summary: 'import API keys by their SHA-256 (JSON lines {email, name, sha256, scopes, expires_at})',
     help: `Stores the API keys of FILE, one JSON object a line {email, name, sha256, scopes,
@@ -211,7 +211,9 @@ expires_at}: sha256 is the hex SHA-256 of the raw key, which the gateway looks k
 the keys customers hold keep working and the raw keys are never needed. The owner is the user
 with that email. A hash already stored is skipped; a line with an unknown owner, a malformed
 hash, a scope no route declares or an expiry past is refused with its reason. Prints the same
-report as \`import users\`; exit status 1 when a line was refused; --dry-run writes nothing.`,
+report as \`import users\`; exit status 1 when a line was refused; --dry-run writes nothing.
+Audited api_key.imported per batch, with counts, never a hash. With --admin URL, the file is read
+here and sent to POST /admin/v1/import/keys.`,
   },
   {
     name: 'keys revoke', operands: ['ID'], config: true, admin: true, run: revokeKeyCommand,

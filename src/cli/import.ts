@@ -4,6 +4,8 @@ import { readFileSync } from 'node:fs';
 import { loadConfig } from '../config/load.js';
 import { knownPlans } from '../pipeline/plans.js';
 import type { FirebaseHashConfig, Format, ImportReport, Parsed } from '../import/index.js';
+import type { Config } from '../config/schema.js';
+import { adminKeyFor, callAdmin, type JsonLines } from './adminClient.js';
 import { CommandError, UsageError, withDatabase, type Args } from './command.js';
 
 /** Lines per request through the admin API: well below its body limit. */
@@ -52,7 +54,7 @@ export async function importUsersCommand({ operands: [file], config: configPath,
     if (err instanceof ImportFileError) throw new CommandError(`${file}: ${err.message}`);
     throw err;
   }
-  if (admin) return printReport(await throughAdmin(records, emptyReport(dryRun), admin, config.admin.apiKey));
+  if (admin) return printReport(await throughAdmin(records, emptyReport(dryRun), admin, config));
   const report = emptyReport(dryRun);
   try {
     await withDatabase(config, (db) => importUsers(db, records, { dryRun, actor: 'cli', format }, report));
@@ -63,47 +65,59 @@ export async function importUsersCommand({ operands: [file], config: configPath,
   return printReport(report);
 }
 
+/** One chunk of JSON lines to an import endpoint of the admin API; its report. */
+async function postChunk(admin: { base: string; key: string }, path: string, lines: string, dryRun: boolean): Promise<ImportReport> {
+  const answer = await callAdmin(admin.base, admin.key, 'POST', `${path}${dryRun ? '?dry_run=true' : ''}`, { lines, timeoutMs: 300_000 } satisfies JsonLines);
+  if (answer.status !== 200) throw new CommandError(`the admin API at ${admin.base} answered ${answer.status} ${JSON.stringify(answer.json)}`);
+  return answer.json as unknown as ImportReport;
+}
+
+/** A chunk's report added to the file's: `lineOf` turns the chunk's line numbers into the file's. */
+function addChunk(report: ImportReport, answer: ImportReport, lineOf: (line: number) => number): void {
+  report.created += answer.created;
+  report.skipped_existing += answer.skipped_existing;
+  report.refused += answer.refused;
+  report.refusals.push(...answer.refusals.map((r) => ({ ...r, line: lineOf(r.line) })));
+}
+
 /**
  * The import through a running gateway's admin API (on embedded storage while it runs, or from
  * another machine): the file is read here, and its accounts sent as the contract's JSON lines in
  * chunks; the lines refused here and there make one report with the file's line numbers.
  */
-async function throughAdmin(records: Parsed[], report: ImportReport, base: string, key: string): Promise<ImportReport> {
-  if (!key) throw new CommandError('--admin needs admin.apiKey (GATEWAY_ADMIN_KEY) in the configuration: the admin API answers 404 without one');
-  const { dry_run: dryRun } = report;
+async function throughAdmin(records: Parsed[], report: ImportReport, base: string, config: Config): Promise<ImportReport> {
+  const admin = { base, key: adminKeyFor(config) };
   const rows = records.flatMap((r) => ('row' in r ? [r] : []));
   for (const r of records) if (!('row' in r)) report.refusals.push(r);
   report.refused = report.refusals.length;
   for (let start = 0; start < rows.length; start += ADMIN_CHUNK) {
     const chunk = rows.slice(start, start + ADMIN_CHUNK);
-    const body = chunk.map(({ row: u }) => JSON.stringify({
+    const lines = chunk.map(({ row: u }) => JSON.stringify({
       email: u.email, password_hash: u.passwordHash, email_verified: u.emailVerifiedAt !== null, email_verified_at: u.emailVerifiedAt,
       plan: u.plan, is_active: u.isActive, created_at: u.createdAt, external_id: u.externalId,
     })).join('\n');
-    let res: Response;
-    try {
-      res = await fetch(new URL(`/admin/v1/import/users${dryRun ? '?dry_run=true' : ''}`, base), {
-        method: 'POST', body, signal: AbortSignal.timeout(300_000),
-        headers: { authorization: `Bearer ${key}`, 'x-gateway-actor': 'cli', 'content-type': 'application/x-ndjson' },
-      });
-    } catch (err) {
-      throw new CommandError(`cannot reach the admin API at ${base}: ${(err as Error & { cause?: { code?: string } }).cause?.code ?? (err as Error).message}`);
-    }
-    const answer = (await res.json().catch(() => ({}))) as ImportReport;
-    if (res.status !== 200) throw new CommandError(`the admin API at ${base} answered ${res.status} ${JSON.stringify(answer)}`);
-    report.created += answer.created;
-    report.skipped_existing += answer.skipped_existing;
-    report.refused += answer.refused;
-    report.refusals.push(...answer.refusals.map((r) => ({ ...r, line: chunk[r.line - 1]!.line })));
+    addChunk(report, await postChunk(admin, '/admin/v1/import/users', lines, report.dry_run), (line) => chunk[line - 1]!.line);
   }
   report.refusals.sort((a, b) => a.line - b.line);
   return report;
 }
 
-export async function importKeysCommand({ operands: [file], config: configPath, values }: Args): Promise<number> {
+export async function importKeysCommand({ operands: [file], config: configPath, admin, values }: Args): Promise<number> {
   const { config } = loadConfig(configPath);
   const text = readText(file!);
+  const dryRun = values['dry-run'] === true;
+  const { emptyReport, importKeys } = await importRoom();
+  if (admin) {
+    // Sent as they are, ADMIN_CHUNK lines at a time (blank ones too): a line's number in its chunk, plus the chunk's start, is its number in the file.
+    const adminApi = { base: admin, key: adminKeyFor(config) };
+    const lines = text.split('\n');
+    const report = emptyReport(dryRun);
+    for (let start = 0; start < lines.length; start += ADMIN_CHUNK) {
+      const chunk = lines.slice(start, start + ADMIN_CHUNK).join('\n');
+      if (chunk.trim()) addChunk(report, await postChunk(adminApi, '/admin/v1/import/keys', chunk, dryRun), (line) => start + line);
+    }
+    return printReport(report);
+  }
   const knownScopes = new Set(config.routes.flatMap((route) => route.scopes ?? []));
-  const { importKeys } = await importRoom();
-  return printReport(await withDatabase(config, (db) => importKeys(db, text, { dryRun: values['dry-run'] === true, knownScopes, actor: 'cli' })));
+  return printReport(await withDatabase(config, (db) => importKeys(db, text, { dryRun, knownScopes, actor: 'cli' })));
 }

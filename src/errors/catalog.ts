@@ -151,7 +151,7 @@ export const CATALOG = {
   // CONTRACT §27 (moving in)
   importBodyInvalid: {
     status: 400, code: 'import_body_invalid', fr: 'Import invalide : des lignes JSON attendues (dry_run true ou false)', en: 'Invalid import: JSON lines expected (dry_run true or false)',
-    when: 'admin API: `POST /admin/v1/import/users` with a body that is not text (JSON lines, as `application/x-ndjson` or `text/plain`), or a `dry_run` other than true or false',
+    when: 'admin API: `POST /admin/v1/import/users` or `/import/keys` with a body that is not text (JSON lines, as `application/x-ndjson` or `text/plain`), or a `dry_run` other than true or false',
   },
   // CONTRACT §14 (second factor)
   codeInvalid: { status: 400, code: 'mfa_code_invalid', fr: 'Code invalide', en: 'Invalid code',

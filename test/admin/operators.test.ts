@@ -67,6 +67,9 @@ describeWithServices('admin API: operators and their roles', () => {
     const lines = `{"email":"imp-${marker()}@example.test"}\n`;
     const imported = await request(url, 'POST', '/admin/v1/import/users', { headers: { ...bearer(viewer.token), 'content-type': 'application/x-ndjson' }, body: lines });
     expect([imported.status, imported.json]).toEqual([403, adminOnly]);
+    const keyLines = `{"email":"a@example.test","sha256":"${'a'.repeat(64)}"}\n`;
+    const keys = await request(url, 'POST', '/admin/v1/import/keys', { headers: { ...bearer(viewer.token), 'content-type': 'application/x-ndjson' }, body: keyLines });
+    expect([keys.status, keys.json]).toEqual([403, adminOnly]);
     const orgPlan = await as(viewer.token, 'PUT', '/admin/v1/orgs/1/plan', { plan: 'pro' });
     expect([orgPlan.status, orgPlan.json]).toEqual([403, adminOnly]);
     // An unknown path is still 404 for any caller the API accepts.

@@ -196,6 +196,31 @@ describeWithServices('gateway import', () => {
     expect((await db.sql("SELECT actor FROM audit_events WHERE type = 'user.imported' ORDER BY id DESC LIMIT 1"))[0]).toEqual({ actor: 'cli' });
   });
 
+  it('import keys --admin: through POST /admin/v1/import/keys, with the file\'s lines, audited by cli; the key then authenticates', async () => {
+    const tag = marker();
+    const raw = `sk_live_${tag}`;
+    const sha256 = createHash('sha256').update(raw).digest('hex');
+    write(`${tag}-keys.jsonl`, `\n{"email":"ada@example.com","name":"through the admin API","sha256":"${sha256}"}\n{"email":"${tag}@example.test","sha256":"${'c'.repeat(64)}"}\n`);
+    const shown = `line 3 (${tag}@example.test): refused: no user has this email\ncreated: 1\nskipped_existing: 0\nrefused: 1\n`;
+    const viaAdmin = (...more: string[]) => gateway(['import', 'keys', `${tag}-keys.jsonl`, '--admin', plain.adminUrl!, ...more, '--config', configFile], { cwd: dir });
+    const dry = await viaAdmin('--dry-run');
+    expect(dry, dry.stderr).toMatchObject({ code: 1, stdout: `${shown}(dry run: nothing was written)\n` });
+    expect(await db.sql('SELECT name FROM api_tokens WHERE token_hash = $1', [sha256])).toEqual([]);
+    expect(await viaAdmin()).toMatchObject({ code: 1, stdout: shown });
+    expect(await db.sql('SELECT name, start FROM api_tokens WHERE token_hash = $1', [sha256])).toEqual([{ name: 'through the admin API', start: null }]);
+    expect((await db.sql("SELECT actor, data FROM audit_events WHERE type = 'api_key.imported' ORDER BY id DESC LIMIT 1"))[0])
+      .toEqual({ actor: 'cli', data: { created: 1, skipped_existing: 0, refused: 1 } });
+    expect((await plain.get(`/private/${tag}`, { headers: { 'x-api-key': raw } })).status).toBe(200);
+    // The endpoint itself: the admin key's caller is audited as admin; a second run skips; not JSON lines, or no key: refused.
+    const body = `{"email":"ada@example.com","sha256":"${sha256}"}\n`;
+    const again = await request(plain.adminUrl!, 'POST', '/admin/v1/import/keys', { body, headers: { authorization: `Bearer ${ADMIN_KEY}`, 'content-type': 'application/x-ndjson' } });
+    expect([again.status, again.json]).toEqual([200, { dry_run: false, created: 0, skipped_existing: 1, refused: 0, refusals: [] }]);
+    expect((await db.sql("SELECT actor FROM audit_events WHERE type = 'api_key.imported' ORDER BY id DESC LIMIT 1"))[0]).toEqual({ actor: 'admin' });
+    const notLines = await request(plain.adminUrl!, 'POST', '/admin/v1/import/keys', { json: { email: 'ada@example.com' }, headers: { authorization: `Bearer ${ADMIN_KEY}` } });
+    expect(notLines).toMatchObject({ status: 400, json: { error: 'Import invalide : des lignes JSON attendues (dry_run true ou false)' } });
+    expect((await request(plain.adminUrl!, 'POST', '/admin/v1/import/keys', { body, headers: { 'content-type': 'application/x-ndjson' } })).status).toBe(401);
+  });
+
   it('two imports of one file at once, in two processes, create each user once', async () => {
     const tag = marker();
     const n = 2500;
