@@ -29,6 +29,18 @@ describe('hash shapes', () => {
     expect(hashFormat(hash)).toBeUndefined();
   });
 
+  it('a known shape that no login would check is refused at import, with its reason: it would lock its owner out', () => {
+    const beyond = [
+      BCRYPT.replace('$10$', '$15$'), // bcrypt cost above 14
+      '$scrypt$ln=30,r=8,p=1$c2FsdHNhbHQ$aGFzaGhhc2hoYXNoaGFzaA', // 128 GiB of scrypt
+      '$pbkdf2-sha256$i=600000$c2FsdA$aGFzaGhhc2g', // an 8-byte digest
+    ];
+    const text = ['email,password_hash', ...beyond.map((hash, i) => `b${i}@x.test,"${hash}"`)].join('\n');
+    const reason = 'password_hash: parameters or sizes beyond what a login checks (docs/password-hashes.md, Bounds)';
+    expect(beyond.map((hash) => hashFormat(hash))).toEqual(['bcrypt', 'scrypt', 'pbkdf2-sha256']);
+    expect(refusals(read(text, 'csv'))).toEqual([[2, reason], [3, reason], [4, reason]]);
+  });
+
   it('builds Firebase\'s string: parameters, then salt and hash, standard base64 without padding', () => {
     const hash = firebaseHash(FIREBASE, '42xEC+ixf3L2lw==', 'lSrfV15cpx95/sZS2W9c9Kp6i/LVgQNDNC/qzrCnh1SAyZvqmZqAjTdn3aoItz+VHjoZilo78198JAdRuid5lQ==');
     expect(hash).toBe('$firebase-scrypt$rounds=8,mem=14,sep=Bw,key=jxspr8Ki0RYycVU8zykbdLGjFQ3McFUH0uiiTvC8pVMXAn210wjLNmdZJzxUECKbm0QsEmYUSDzZvpjeJ9WmXA'

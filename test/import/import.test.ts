@@ -22,6 +22,8 @@ const FILES: Record<string, string> = {
   'users.csv': 'users-csv', 'auth0.json': 'auth0-export', 'supabase.csv': 'supabase-export', 'users.json': 'firebase-export', 'keys.jsonl': 'keys-export',
 };
 
+const FIREBASE_KEY = 'jxspr8Ki0RYycVU8zykbdLGjFQ3McFUH0uiiTvC8pVMXAn210wjLNmdZJzxUECKbm0QsEmYUSDzZvpjeJ9WmXA==';
+
 describeWithServices('gateway import', () => {
   let db: ThrowawayDatabase;
   let dir: string;
@@ -102,7 +104,8 @@ describeWithServices('gateway import', () => {
   it('a second run of every file changes nothing: same rows, same hashes, all skipped', async () => {
     const before = await users();
     for (const [file, format, extra] of [['users.csv', 'csv'], ['auth0.json', 'auth0'], ['supabase.csv', 'supabase'],
-      ['users.json', 'firebase', ['--hash-key', 'a2V5', '--salt-separator', 'Bw==', '--rounds', '8', '--mem-cost', '14']]] as Array<[string, string, string[]?]>) {
+      // The project's signer key as the docs give it: a key no login could check (too short) is refused at import.
+      ['users.json', 'firebase', ['--hash-key', FIREBASE_KEY, '--salt-separator', 'Bw==', '--rounds', '8', '--mem-cost', '14']]] as Array<[string, string, string[]?]>) {
       const run = await cli('import', 'users', file, '--format', format, ...(extra ?? []));
       expect(run.stdout).toMatch(/(^|\n)created: 0\nskipped_existing: [234]\n/);
     }
