@@ -14,6 +14,8 @@ import {
   ADMIN_KEY, closeSql, describeWithServices, marker, queriesDuring, startTestGateway, whileFeedTrusted, testConfig, testConfigFromYaml, throwawayDatabase, TEST_JWT_SECRET,
   type TestGateway, type ThrowawayDatabase,
 } from '../helpers/gateway.js';
+import { importUsers, readUsers } from '../../src/import/index.js';
+import type { Database } from '../../src/storage/db.js';
 import { request } from '../helpers/http.js';
 import { sparePort } from '../helpers/ports.js';
 
@@ -222,6 +224,21 @@ describeWithServices('gateway import', () => {
     const notLines = await request(plain.adminUrl!, 'POST', '/admin/v1/import/keys', { json: { email: 'ada@example.com' }, headers: { authorization: `Bearer ${ADMIN_KEY}` } });
     expect(notLines).toMatchObject({ status: 400, json: { error: 'Import invalide : des lignes JSON attendues (dry_run true ou false)' } });
     expect((await request(plain.adminUrl!, 'POST', '/admin/v1/import/keys', { body, headers: { 'content-type': 'application/x-ndjson' } })).status).toBe(401);
+  });
+
+  it('a storage failure stops the import and throws; the report holds the batches written before it, and a second run carries on', async () => {
+    const tag = marker();
+    const records = readUsers(Array.from({ length: 1500 }, (_, i) => JSON.stringify({ email: `${tag}-${i}@example.test` })).join('\n'), 'json', { plans: ['free'] });
+    const real = plain.services.db;
+    let batches = 0;
+    // The second batch's transaction fails as a lost connection would (the one stub: a failure).
+    const transaction: Database['transaction'] = (fn, options) => (++batches === 2 ? Promise.reject(new Error('connection lost')) : real.transaction(fn, options));
+    const failing = { ...real, kind: real.kind, query: real.query.bind(real), transaction } as Database;
+    const report = { dry_run: false, created: 0, skipped_existing: 0, refused: 0, refusals: [] };
+    await expect(importUsers(failing, records, { dryRun: false, actor: 'cli', format: 'json' }, report)).rejects.toThrow('connection lost');
+    expect(report).toMatchObject({ created: 1000, skipped_existing: 0, refused: 0 });
+    expect(await db.sql('SELECT count(*)::int AS n FROM users WHERE email LIKE $1', [`${tag}-%`])).toEqual([{ n: 1000 }]);
+    expect(await importUsers(real, records, { dryRun: false, actor: 'cli', format: 'json' })).toMatchObject({ created: 500, skipped_existing: 1000, refused: 0 });
   });
 
   it('two imports of one file at once, in two processes, create each user once', async () => {
