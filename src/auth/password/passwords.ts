@@ -64,7 +64,7 @@ export class Passwords {
   }
 
   /**
-   * The dearest imported hash still stored, from the imported_hash_costs table (importedHashCosts.ts
+   * The dearest imported hash still stored, from the imported_hash_costs table (dearestImported.ts
    * keeps it current); undefined when none is dearer than an argon2id verification.
    */
   set dearestImported(dearest: ImportedHashCost | undefined) {
