@@ -1,17 +1,20 @@
 // The hourly clean-up, by every instance (a DELETE by age is idempotent, so instances need not
 // agree on who does it): single-use rows that expired (storage/expiredRows.ts), kept a day past
 // their expiry so that a link opened a little late still finds its row and is refused as expired;
-// audit events past audit.retention (audit.ts); and the cost classes of imported password hashes
-// that no stored hash has any more (storage/importedHashCosts.ts), so that failed logins stop
-// paying a dummy check of a cost nobody has (CONTRACT §27): within the hour after the last such
-// account signed in, and never within an hour of an import recording it. Webhook messages keep
-// their own purge, whose pace is a setting (webhooks/outbox.ts). Beside it, a minutely pass for
-// work that must happen within a minute (billing: the end of a past_due grace, CONTRACT §23).
+// audit events past audit.retention (audit.ts); usage records nothing reads any more (refunds,
+// reported metered uses, API key usage: storage/usageRetention.ts says how long each is kept); and
+// the cost classes of imported password hashes that no stored hash has any more
+// (storage/importedHashCosts.ts), so that failed logins stop paying a dummy check of a cost nobody
+// has (CONTRACT §27): within the hour after the last such account signed in, and never within an
+// hour of an import recording it. Webhook messages keep their own purge, whose pace is a setting
+// (webhooks/outbox.ts). Beside it, a minutely pass for work that must happen within a minute
+// (billing: the end of a past_due grace, CONTRACT §23).
 import type { Logger } from 'pino';
 import type { AuditLog } from './audit.js';
 import type { Database } from './storage/db.js';
 import { purgeExpired } from './storage/expiredRows.js';
 import { forgetUnusedHashCosts } from './storage/importedHashCosts.js';
+import { purgeUsageRecords } from './storage/usageRetention.js';
 
 const SWEEP_EVERY_MS = 3_600_000;
 const MINUTELY_MS = 60_000;
@@ -54,10 +57,12 @@ export class Housekeeping {
     }
   }
 
-  /** Purges all three; how many rows went, by table. */
+  /** Purges them all; how many rows went, by table. */
   async sweep(): Promise<Record<string, number>> {
-    const [tokens, auditEvents, hashCosts] = await Promise.all([this.purgeTokens(), this.deps.audit.purge(), this.purgeHashCosts()]);
-    return { ...tokens, audit_events: auditEvents, imported_hash_costs: hashCosts };
+    const [tokens, auditEvents, hashCosts, usage] = await Promise.all([
+      this.purgeTokens(), this.deps.audit.purge(), this.purgeHashCosts(), this.purgeUsage(),
+    ]);
+    return { ...tokens, audit_events: auditEvents, imported_hash_costs: hashCosts, ...usage };
   }
 
   private async purgeHashCosts(): Promise<number> {
@@ -66,6 +71,18 @@ export class Housekeeping {
     } catch (err) {
       this.deps.log.warn({ err }, 'imported hash costs could not be purged');
       return 0;
+    }
+  }
+
+  /** Usage records past their retention (storage/usageRetention.ts). */
+  private async purgeUsage(): Promise<Record<string, number>> {
+    try {
+      const purged = await purgeUsageRecords(this.deps.db, this.deps.clock());
+      if (Object.values(purged).some((n) => n > 0)) this.deps.log.info({ purged }, 'usage records past their retention purged');
+      return purged;
+    } catch (err) {
+      this.deps.log.warn({ err }, 'usage records past their retention could not be purged');
+      return {};
     }
   }
 
