@@ -9,7 +9,6 @@ import { authRateLimitOptions } from './listener/authRateLimit.js';
 import { requireUserWith } from './listener/requireUser.js';
 import { healthRoutes } from './listener/health.js';
 import type { Instance } from './instance.js';
-import type { Owner } from './storage/billing.js';
 import { listenerOptions, registerCommon } from './listener/basics.js';
 import { httpsOptions } from './listener/tls.js';
 import { traceRequests } from './listener/tracing.js';
@@ -96,7 +95,7 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
   // or a link, whichever it calls.
   const authRateLimit = authRateLimitOptions({ redis });
   const features = await registerAuth(app, { config, db, tokens, passwords, events, audit, mailer, mailWords: instance.mailWords, clock, requireUser, rateLimit: authRateLimit });
-  const cancelSubscriptions = instance.billing && ((owner: Owner) => instance.billing!.billing.cancelAtPeriodEnd(owner));
+  const cancelSubscriptions = instance.billing?.billing.cancelAtPeriodEnd;
   const userDeps = {
     rateLimit: authRateLimit, db, passwords, identities, events, audit, requireUser, webhooks: config.webhooks, clock, mailConfigured: config.mail !== undefined,
     passkeys: config.auth.passkeys !== undefined, oidc: features.oidc, issuerOf: features.issuerOf, apiKeys: config.apiKeys,

@@ -51,7 +51,8 @@ export async function buildAdminApp(instance: Instance, options: AdminOptions = 
   const port = () => (app.server.address() as AddressInfo | null)?.port ?? admin.port;
   await app.register(adminRoutes, { prefix: '/admin', db, identities, events, audit, consoleMark, apiKey, config: () => live.current.settings, clock: instance.clock, keyRefusals,
     linkOrigin: () => linkOrigin(admin, port()),
-    invitations: { mailer: instance.mailer, words: instance.mailWords, resetUrl: instance.config.mail?.resetUrl } });
+    invitations: { mailer: instance.mailer, words: instance.mailWords, resetUrl: instance.config.mail?.resetUrl },
+    cancelSubscriptions: instance.billing?.billing.cancelAtPeriodEnd });
   await registerConsole(app, instance, { consoleMark, apiKey, keyRefusals });
   return app;
 }

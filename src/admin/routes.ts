@@ -55,6 +55,8 @@ export interface AdminRoutesDeps {
   linkOrigin: () => string | undefined;
   /** The invitation mail of a user an operator creates (accounts.ts); absent: creating one answers 503. */
   invitations?: InvitationMail;
+  /** With billing.stripe: sets a user's running subscriptions to cancel at period end before its erasure; false when Stripe could not be told. */
+  cancelSubscriptions?: (owner: { type: 'user'; id: number }) => Promise<boolean>;
 }
 
 const USAGE_DAYS = 30;
@@ -233,6 +235,10 @@ async function resetMfa(deps: AdminRoutesDeps, request: FastifyRequest<ById>, re
 // Erasure on request (GDPR art. 17): the account and everything hanging from it; the email is free again.
 async function eraseUser(deps: AdminRoutesDeps, request: FastifyRequest<ById>, reply: FastifyReply) {
   const id = parseUserId(request.params.id);
+  // As the user's own deletion does (CONTRACT §23): Stripe stops billing at period end first, and
+  // an erasure Stripe could not be told of keeps the account (503, try again) rather than leave
+  // Stripe billing a person the gateway no longer knows.
+  if (id !== undefined && deps.cancelSubscriptions && !(await deps.cancelSubscriptions({ type: 'user', id }))) return sendError(reply, 'paymentUnavailable');
   const user = id === undefined ? undefined : await deps.db.transaction(async (tx) => {
     const gone = await deleteUser(tx, id);
     if (gone) await deps.audit.record({ type: 'admin.user_deleted', ...by(deps, request), userId: gone.id }, tx, gone);

@@ -17,14 +17,13 @@ import {
 } from '../storage/billing.js';
 import type { Database, Queryable } from '../storage/db.js';
 import { writePlan } from '../storage/users.js';
+import { cancelRunningSubscriptions } from './cancel.js';
 import { planFromSubscriptions } from './plan.js';
 import { idOf, StripeUnavailable, type StripeEvent, type StripeGateway } from './stripe.js';
 
 const DAY_MS = 86_400_000;
 const SUBSCRIPTION_EVENTS = new Set(['customer.subscription.created', 'customer.subscription.updated', 'customer.subscription.deleted']);
 const CHECKOUT_COMPLETED = 'checkout.session.completed';
-/** Subscriptions Stripe still bills (or retries billing): the ones a deletion must stop. */
-const RUNNING = new Set(['active', 'trialing', 'past_due']);
 
 export interface BillingDeps {
   db: Database;
@@ -63,20 +62,21 @@ export class Billing {
   /**
    * Before the owner goes (CONTRACT §23): each of its subscriptions still running (active,
    * trialing or past_due) is set to cancel at the end of its period, through Stripe. False when
-   * Stripe could not be told: the caller keeps the owner, and the client may try again.
+   * Stripe could not be told: the caller keeps the owner, and the client may try again. A bound
+   * function: the deletions of a user, an organization and an operator's erasure take it as is.
    */
-  async cancelAtPeriodEnd(owner: Owner): Promise<boolean> {
-    const running = (await subscriptionsOf(this.deps.db, owner)).filter((s) => RUNNING.has(s.status));
+  readonly cancelAtPeriodEnd = async (owner: Owner): Promise<boolean> => {
+    let running: number;
     try {
-      for (const sub of running) await this.deps.stripe.cancelAtPeriodEnd(sub.stripe_subscription_id);
+      running = await cancelRunningSubscriptions(this.deps.db, this.deps.stripe, owner);
     } catch (err) {
       if (!(err instanceof StripeUnavailable)) throw err;
       this.deps.log.warn({ err: err.message, owner }, 'billing: a subscription could not be set to cancel at period end; the owner is kept');
       return false;
     }
-    if (running.length) this.deps.log.info({ owner, subscriptions: running.length }, 'billing: subscriptions set to cancel at period end before the owner is deleted');
+    if (running) this.deps.log.info({ owner, subscriptions: running }, 'billing: subscriptions set to cancel at period end before the owner is deleted');
     return true;
-  }
+  };
 
   /** A Customer Portal URL; undefined when the owner has no customer yet. Throws StripeUnavailable. */
   async portal(owner: Owner): Promise<string | undefined> {

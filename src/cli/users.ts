@@ -37,6 +37,7 @@ export async function users(action: UserAction, { operands: [email, plan], confi
         return `${who}: password reset link, single use, valid ${LINK_TTL_MS.reset / 60_000} minutes:\n${url}`;
       }
       case 'delete':
+        await cancelBeforeErasure(config, db, user.id, who);
         await db.transaction(async (tx) => {
           const gone = await deleteUser(tx, user.id);
           if (gone) await audited(tx, 'admin.user_deleted', undefined, gone);
@@ -49,6 +50,21 @@ export async function users(action: UserAction, { operands: [email, plan], confi
         return `${who}: ${action === 'activate' ? 'active' : 'inactive'}`;
     }
   }));
+}
+
+/**
+ * As the admin API's erasure does (CONTRACT §23): with billing.stripe, the user's running
+ * subscriptions are set to cancel at period end before the account goes; Stripe failing keeps it.
+ */
+async function cancelBeforeErasure(config: Config, db: Queryable, id: number, who: string): Promise<void> {
+  if (!config.billing) return;
+  const [{ StripeGateway, StripeUnavailable }, { cancelRunningSubscriptions }] = await Promise.all([import('../billing/stripe.js'), import('../billing/cancel.js')]);
+  try {
+    await cancelRunningSubscriptions(db, new StripeGateway(config.billing.stripe), { type: 'user', id });
+  } catch (err) {
+    if (!(err instanceof StripeUnavailable)) throw err;
+    throw new CommandError(`${who}: kept: Stripe could not be told to cancel its subscriptions at period end (${err.message}); try again`);
+  }
 }
 
 /**

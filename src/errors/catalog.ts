@@ -246,7 +246,8 @@ export const CATALOG = {
     when: '`POST /api/v1/billing/checkout`: the owner already has an active or trialing subscription (the portal changes it)' },
   paymentUnavailable: { status: 503, code: 'payment_unavailable', fr: 'Service de paiement indisponible', en: 'Payment service unavailable',
     when: '`POST /api/v1/billing/checkout` and `/portal`: Stripe did not answer, or answered an error; '
-      + '`DELETE /api/v1/user/me` and `DELETE /api/v1/orgs/{id}` with a running subscription: Stripe could not be told to cancel it at period end, and the owner is kept' },
+      + '`DELETE /api/v1/user/me`, `DELETE /api/v1/orgs/{id}` and an operator\'s `DELETE /admin/v1/users/{id}` with a running subscription: '
+      + 'Stripe could not be told to cancel it at period end, and the owner is kept' },
   stripeEventFailed: { status: 500, code: 'stripe_event_failed', fr: 'Événement non appliqué, réessayez plus tard', en: 'Event not applied, retry later',
     when: '`POST /api/v1/billing/stripe/webhook`: fetching the subscription from Stripe failed; nothing was applied, and Stripe retries the event' },
 } as const satisfies Record<string, CatalogEntry>;

@@ -1,26 +1,51 @@
 // CONTRACT §23: "Deleting an account with an active subscription cancels it at period end first."
 // docs/billing.md's example against the Stripe fake: the running subscriptions of the user are set
 // cancel_at_period_end through Stripe's API before the rows go; Stripe failing keeps the account
-// (503, try again); ended subscriptions are left alone.
+// (503, try again); ended subscriptions are left alone. The same for an operator's erasure: the
+// admin API (which the console and `gateway users delete --admin` call) and `gateway users delete`
+// on the database.
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { buildAdminApp } from '../../src/admin/app.js';
+import { ensureBuilt, gateway } from '../helpers/cli.js';
 import { docsExample } from '../helpers/docs.js';
-import { bearer, closeSql, describeWithServices, makeUser, sql, startTestGateway, testConfigFromYaml, type TestGateway, type TestUser } from '../helpers/gateway.js';
+import {
+  ADMIN_KEY, bearer, closeSql, describeWithServices, makeUser, sql, startTestGateway, testConfigFromYaml, testServices, TEST_JWT_SECRET, type TestGateway, type TestUser,
+} from '../helpers/gateway.js';
+import { request } from '../helpers/http.js';
 import { startStripeFake, type StripeFake } from '../helpers/stripeFake.js';
 
 describeWithServices('a deleted account stops its subscriptions at period end', () => {
   let stripe: StripeFake;
   let gw: TestGateway;
+  let adminApp: FastifyInstance;
+  let adminUrl: string;
+  let dir: string;
+  let env: Record<string, string>;
 
   beforeAll(async () => {
+    ensureBuilt();
     stripe = await startStripeFake();
-    const env = { STRIPE_SECRET_KEY: 'rk_test_fake', STRIPE_WEBHOOK_SECRET: 'whsec_cancel_test', STRIPE_API_BASE: stripe.url, APP_URL: 'http://127.0.0.1:9' };
+    env = { STRIPE_SECRET_KEY: 'rk_test_fake', STRIPE_WEBHOOK_SECRET: 'whsec_cancel_test', STRIPE_API_BASE: stripe.url, APP_URL: 'http://127.0.0.1:9' };
     gw = await startTestGateway(testConfigFromYaml(docsExample('billing', 'billing'), env));
-  });
+    adminApp = await buildAdminApp(gw.services);
+    adminUrl = await adminApp.listen({ host: '127.0.0.1', port: 0 });
+    // The CLI's file: the same example, on the run's database.
+    dir = mkdtempSync(path.join(tmpdir(), 'gw-cancel-'));
+    writeFileSync(path.join(dir, 'gateway.yaml'), [
+      docsExample('billing', 'billing'), 'storage:', `  postgres: ${JSON.stringify(testServices!.postgres)}`, 'auth:', '  jwt:', `    secret: ${JSON.stringify(TEST_JWT_SECRET)}`, '',
+    ].join('\n'));
+  }, 120_000);
 
   afterAll(async () => {
+    await adminApp?.close();
     await gw?.close();
     await stripe?.close();
+    if (dir) rmSync(dir, { recursive: true, force: true });
     await closeSql();
   });
 
@@ -67,5 +92,46 @@ describeWithServices('a deleted account stops its subscriptions at period end', 
     const before = stripe.calls.length;
     expect((await remove(user)).status).toBe(200);
     expect(stripe.calls.length).toBe(before);
+  });
+
+  const erase = (user: TestUser) => request(adminUrl, 'DELETE', `/admin/v1/users/${user.id}`, { headers: bearer(ADMIN_KEY) });
+
+  it("an operator's erasure sets the running subscription to cancel at period end, then deletes the account", async () => {
+    const user = await makeUser(gw, { plan: 'premium' });
+    const active = await subscribe(user, 'active');
+    const ended = await subscribe(user, 'canceled');
+    const res = await erase(user);
+    expect([res.status, (res.json as { id: number }).id]).toEqual([200, user.id]);
+    expect(updates(active).map((c) => c.form)).toEqual([{ cancel_at_period_end: 'true' }]);
+    expect(updates(ended)).toEqual([]);
+    expect(await exists(user.id)).toBe(false);
+  });
+
+  it("an operator's erasure Stripe could not be told of keeps the account (503), and goes through on the next try", async () => {
+    const user = await makeUser(gw, { plan: 'premium' });
+    const active = await subscribe(user, 'active');
+    stripe.failNext(1);
+    const refused = await erase(user);
+    expect([refused.status, refused.json]).toEqual([503, { error: 'Service de paiement indisponible' }]);
+    expect(await exists(user.id)).toBe(true);
+    expect(stripe.cancelAtPeriodEnd(active)).toBe(false);
+    expect((await erase(user)).status).toBe(200);
+    expect(stripe.cancelAtPeriodEnd(active)).toBe(true);
+    expect(await exists(user.id)).toBe(false);
+  });
+
+  it('`gateway users delete` on the database does the same: Stripe told first, the account kept while it cannot be', async () => {
+    const user = await makeUser(gw, { plan: 'premium' });
+    const active = await subscribe(user, 'active');
+    const cli = () => gateway(['users', 'delete', user.email, '--config', path.join(dir, 'gateway.yaml')], { cwd: dir, env });
+    stripe.failNext(1);
+    const refused = await cli();
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain(`user ${user.id} (${user.email}): kept: Stripe could not be told to cancel its subscriptions at period end`);
+    expect(await exists(user.id)).toBe(true);
+    const run = await cli();
+    expect(run).toEqual({ code: 0, stdout: `user ${user.id} (${user.email}): deleted, with its sessions, API keys, webhook and links\n`, stderr: '' });
+    expect(stripe.cancelAtPeriodEnd(active)).toBe(true);
+    expect(await exists(user.id)).toBe(false);
   });
 });
