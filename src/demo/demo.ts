@@ -1,7 +1,8 @@
 // `npm run demo`: the gateway doing its job on this machine, with nothing to install or configure.
-// Starts a small echo upstream, a mail catcher (an SMTP server that prints the links it receives)
-// and the gateway (embedded PGlite in a fresh temporary directory, demo/gateway.demo.yaml: one
-// route per guard), then prints curl commands to paste, and the address of a browser page
+// Starts a small echo upstream, a mail catcher (an SMTP server that prints the links it receives),
+// a fake of Stripe (stripeFake.ts: checkout, and the webhook a payment sends) and the gateway
+// (embedded PGlite in a fresh temporary directory, demo/gateway.demo.yaml: one route per guard),
+// then prints curl commands to paste, and the address of a browser page
 // (demo/browser.html, served by the upstream: another origin than the gateway's) that does the same
 // through CORS. A trace receiver prints each request's OpenTelemetry trace as it arrives.
 // Ctrl-C stops them all and deletes the temporary data.
@@ -18,6 +19,7 @@ import { importUsers, readUsers } from '../import/index.js';
 import { knownPlans } from '../pipeline/plans.js';
 import { DEMO_GITHUB_LOGIN, DEMO_GITHUB_USER, startGitHubFake, type GitHubFake } from './githubFake.js';
 import { startEchoUpstream, startMailCatcher, startTraceReceiver, type Inbox } from './servers.js';
+import { startStripeFake, type StripeFake } from './stripeFake.js';
 import { walkthrough } from './walkthrough.js';
 import { startDemoIdp, type DemoIdp } from './localProvider.js';
 import { createLogger } from '../telemetry/logger.js';
@@ -47,7 +49,7 @@ async function consoleLink(adminUrl: string | undefined, adminKey: string): Prom
 }
 
 /** The environment demo/gateway.demo.yaml reads: where this run's parts listen, and its fresh secrets. */
-async function demoEnvironment(page: string, dataDir: string, mailServer: net.Server, traces: net.Server): Promise<{ adminKey: string; env: NodeJS.ProcessEnv }> {
+async function demoEnvironment(page: string, dataDir: string, mailServer: net.Server, traces: net.Server, stripe: StripeFake): Promise<{ adminKey: string; env: NodeJS.ProcessEnv }> {
   const adminKey = `demo-admin-${randomBytes(12).toString('hex')}`;
   const env = {
     ...process.env,
@@ -60,6 +62,8 @@ async function demoEnvironment(page: string, dataDir: string, mailServer: net.Se
     DEMO_ADMIN_KEY: adminKey,
     DEMO_SMTP_URL: `smtp://127.0.0.1:${(mailServer.address() as net.AddressInfo).port}`,
     DEMO_OTLP_ENDPOINT: `http://127.0.0.1:${(traces.address() as net.AddressInfo).port}`,
+    DEMO_STRIPE_URL: stripe.url,
+    DEMO_STRIPE_WEBHOOK_SECRET: `whsec_${randomBytes(24).toString('base64url')}`,
     DEMO_PORT: process.env.PORT ? undefined : String(await freePort(8080)),
     // Whoever sets PORT (a second demo, a test) chose the ports: the admin and decisions listeners take any free ones.
     DEMO_ADMIN_PORT: String(await freePort(process.env.PORT ? 0 : 9090)),
@@ -81,6 +85,8 @@ async function main(): Promise<void> {
   const page = `http://127.0.0.1:${(upstream.address() as net.AddressInfo).port}/`;
   const mail = await startMailCatcher(tokensDir, inbox);
   const traces = await startTraceReceiver();
+  // Stripe, as far as the gateway calls it (checkout, subscriptions): paying a checkout URL sends the webhook.
+  const stripe = await startStripeFake();
   let gateway: RunningGateway | undefined;
   let idp: DemoIdp | undefined;
   let github: GitHubFake | undefined;
@@ -89,6 +95,7 @@ async function main(): Promise<void> {
     await gateway?.close().catch((err: unknown) => console.error(`while stopping the gateway: ${String(err)}`));
     await idp?.close();
     await github?.close();
+    await stripe.close();
     upstream.closeAllConnections();
     await new Promise<void>((resolve) => upstream.close(() => resolve()));
     await new Promise<void>((resolve) => mail.close(() => resolve()));
@@ -107,7 +114,7 @@ async function main(): Promise<void> {
   process.on('SIGTERM', onSignal);
 
   try {
-    const { adminKey, env } = await demoEnvironment(page, dataDir, mail.server, traces);
+    const { adminKey, env } = await demoEnvironment(page, dataDir, mail.server, traces, stripe);
     // "Sign in with Demo IdP" (src/demo/localProvider.ts): the provider registers the gateway's callback, so
     // the gateway's port is known before it listens (PORT=0 becomes a free port here).
     const gatewayPort = process.env.PORT && process.env.PORT !== '0' ? process.env.PORT : env.DEMO_PORT ?? String(await freePort(0));
@@ -124,6 +131,7 @@ async function main(): Promise<void> {
     await new Promise((resolve) => setTimeout(resolve, 50));
     await new Promise<void>((resolve) => log.flush(() => resolve()));
     gatewayUrl = gateway.url.replace('localhost', '127.0.0.1');
+    stripe.deliverTo(`${gatewayUrl}/api/v1/billing/stripe/webhook`, env.DEMO_STRIPE_WEBHOOK_SECRET!);
     // Opened by a host name, not an address: passkeys are bound to one (auth.passkeys.rpId: localhost).
     const pageByName = page.replace('127.0.0.1', 'localhost');
     console.log(imported.text);

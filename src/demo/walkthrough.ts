@@ -34,6 +34,7 @@ export function walkthrough(at: DemoAddresses): string {
     ...factorSteps(at),
     ...providerSteps(),
     ...(at.adminUrl ? importSteps(at.url, at.adminUrl, at.adminKey) : []),
+    ...billingSteps(at.url),
     ...(at.adminUrl ? consoleLines(at.adminUrl, at.adminKey, at.consoleUrl) : []),
     '', 'Press Ctrl-C to stop the demo (its data is deleted).', '',
   ];
@@ -47,7 +48,8 @@ function introduction({ url, page }: DemoAddresses): string[] {
     'Routes (demo/gateway.demo.yaml): /api/v1/public (no guard), /api/v1/profile (token required),',
     '/api/v1/reports (plans premium and pro), /api/v1/races (free: one use a day; premium: 5 a day, 60 a minute),',
     '/api/v1/signed (token required; its upstream also gets the identity signed in x-gateway-assertion),',
-    '/api/v1/live (a WebSocket for signed-in users), /api/v1/billing (a second factor required).',
+    '/api/v1/live (a WebSocket for signed-in users), /api/v1/billing (a second factor required),',
+    '/api/v1/exports (plan pro, bought through Stripe Checkout at step 20).',
     '',
     `In a browser, open ${page} : a page on another origin (the echo server's) that registers,`,
     'logs in and calls these routes through CORS, opens a WebSocket with ?access_token=, and',
@@ -197,6 +199,21 @@ function importSteps(url: string, adminUrl: string, adminKey: string): string[] 
     `curl -s ${show} '${adminUrl}/admin/v1/users?query=legacy-101' -H 'Authorization: Bearer ${adminKey}'`,
     '#     hedy signs in with the password she had before: her bcrypt hash is checked, then replaced by argon2id',
     `curl -s ${show} ${json} -d '{"email":"hedy@example.com","password":"correct horse battery"}' ${url}/api/v1/auth/login`,
+  ];
+}
+
+/** Step 20: a plan bought through Stripe Checkout (docs/billing.md), against the demo's fake of Stripe. */
+function billingSteps(url: string): string[] {
+  return [
+    '',
+    '# 20. Paying for a plan (docs/billing.md): /api/v1/exports is for pro, which premium (step 9) is not: 403. The',
+    '#     gateway makes a Stripe Checkout Session and answers its URL; opening it pays (here the demo\'s fake of',
+    '#     Stripe, which then sends the gateway Stripe\'s signed checkout.session.completed); the gateway asks Stripe',
+    '#     for the subscription and sets the plan on every instance within a second: the same token passes',
+    `curl -s ${show} ${url}/api/v1/exports -H "Authorization: Bearer $TOKEN"`,
+    `CHECKOUT_URL=$(curl -s -X POST ${url}/api/v1/billing/checkout -H "Authorization: Bearer $TOKEN" ${json} -d '{"price":"price_pro_monthly"}' | ${field('url')}); echo "$CHECKOUT_URL"`,
+    `curl -s ${show} "$CHECKOUT_URL"`,
+    `curl -s ${show} ${url}/api/v1/exports -H "Authorization: Bearer $TOKEN"`,
   ];
 }
 

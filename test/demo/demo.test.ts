@@ -49,7 +49,7 @@ describe('npm run demo', () => {
 
   it('runs every printed command with the outcome its comment announces', async () => {
     const commands = walkthrough.split('\n').filter((line) => /^(curl|[A-Z_]+=)/.test(line));
-    expect(commands.length).toBe(36);
+    expect(commands.length).toBe(40);
     const script = commands.map((command, i) => `echo "### ${i}"\n${command}\necho`).join('\n');
     const run = spawnSync('bash', ['-c', script], { encoding: 'utf8', timeout: 60_000 });
     expect(run.status, run.stderr).toBe(0);
@@ -118,6 +118,15 @@ describe('npm run demo', () => {
     expect(magic).toMatch(/^[\w-]{43}$/);
     await expect.poll(() => walkthrough).toContain(`https://app.example.com/magic?token=${magic}`);
     expect(step(/magic-link\/verify/)).toMatch(/"error":"Code à deux facteurs requis","mfa_token":"[\w-]{43}".*\(HTTP 403\)/);
+
+    // Paying for a plan (docs/billing.md), against the demo's fake of Stripe: the pro route refused, the
+    // Checkout URL the gateway answers, paying at it sends the signed webhook (200), and the same token
+    // passes the plan guard at once, as pro.
+    const [beforePaying, afterPaying] = all(/api\/v1\/exports/);
+    expect(beforePaying).toMatch(/Plan insuffisant.*\(HTTP 403\)/s);
+    expect(step(/^CHECKOUT_URL=/)).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/c\/pay\/cs_test_[0-9a-f]+$/);
+    expect(step(/^curl .*"\$CHECKOUT_URL"/)).toMatch(/^Paid .*subscription sub_[0-9a-f]+ is active; the gateway's webhook answered 200\s*\(HTTP 200\)$/);
+    expect(afterPaying).toMatch(/"x-user-plan": "pro".*\(HTTP 200\)/s);
 
     // Traces (docs/tracing.md): the demo's terminal prints each request's, its stages in order.
     expect(walkthrough).toContain('as a [demo traces] line with the route');
