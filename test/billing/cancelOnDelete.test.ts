@@ -62,27 +62,30 @@ describeWithServices('a deleted account stops its subscriptions at period end', 
   const exists = async (id: number) => (await sql('SELECT id FROM users WHERE id = $1', [id])).length === 1;
   const updates = (sub: string) => stripe.calls.filter((c) => c.method === 'POST' && c.path === `/v1/subscriptions/${sub}`);
 
-  it('sets the active subscription to cancel at period end, then deletes the account', async () => {
+  const erase = (user: TestUser) => request(adminUrl, 'DELETE', `/admin/v1/users/${user.id}`, { headers: bearer(ADMIN_KEY) });
+  // The user's own deletion, and an operator's erasure (the admin API the console and `users delete --admin` call).
+  const deletions = [{ by: 'the user', remove }, { by: 'an operator', remove: erase }];
+
+  it.each(deletions)('$by: the active subscription set to cancel at period end, then the account deleted', async ({ remove: del }) => {
     const user = await makeUser(gw, { plan: 'premium' });
     const active = await subscribe(user, 'active');
     const ended = await subscribe(user, 'canceled');
-    expect((await remove(user)).status).toBe(200);
+    expect((await del(user)).status).toBe(200);
     expect(stripe.cancelAtPeriodEnd(active)).toBe(true);
     expect(updates(active).map((c) => c.form)).toEqual([{ cancel_at_period_end: 'true' }]);
     expect(updates(ended)).toEqual([]);
     expect(await exists(user.id)).toBe(false);
   });
 
-  it('keeps the account when Stripe cannot be told, and deletes it on the next try', async () => {
+  it.each(deletions)('$by: the account kept when Stripe cannot be told (503), deleted on the next try', async ({ remove: del }) => {
     const user = await makeUser(gw, { plan: 'premium' });
     const active = await subscribe(user, 'active');
     stripe.failNext(1);
-    const refused = await remove(user);
-    expect(refused.status).toBe(503);
-    expect(refused.json).toEqual({ error: 'Service de paiement indisponible' });
+    const refused = await del(user);
+    expect([refused.status, refused.json]).toEqual([503, { error: 'Service de paiement indisponible' }]);
     expect(await exists(user.id)).toBe(true);
     expect(stripe.cancelAtPeriodEnd(active)).toBe(false);
-    expect((await remove(user)).status).toBe(200);
+    expect((await del(user)).status).toBe(200);
     expect(stripe.cancelAtPeriodEnd(active)).toBe(true);
     expect(await exists(user.id)).toBe(false);
   });
@@ -92,32 +95,6 @@ describeWithServices('a deleted account stops its subscriptions at period end', 
     const before = stripe.calls.length;
     expect((await remove(user)).status).toBe(200);
     expect(stripe.calls.length).toBe(before);
-  });
-
-  const erase = (user: TestUser) => request(adminUrl, 'DELETE', `/admin/v1/users/${user.id}`, { headers: bearer(ADMIN_KEY) });
-
-  it("an operator's erasure sets the running subscription to cancel at period end, then deletes the account", async () => {
-    const user = await makeUser(gw, { plan: 'premium' });
-    const active = await subscribe(user, 'active');
-    const ended = await subscribe(user, 'canceled');
-    const res = await erase(user);
-    expect([res.status, (res.json as { id: number }).id]).toEqual([200, user.id]);
-    expect(updates(active).map((c) => c.form)).toEqual([{ cancel_at_period_end: 'true' }]);
-    expect(updates(ended)).toEqual([]);
-    expect(await exists(user.id)).toBe(false);
-  });
-
-  it("an operator's erasure Stripe could not be told of keeps the account (503), and goes through on the next try", async () => {
-    const user = await makeUser(gw, { plan: 'premium' });
-    const active = await subscribe(user, 'active');
-    stripe.failNext(1);
-    const refused = await erase(user);
-    expect([refused.status, refused.json]).toEqual([503, { error: 'Service de paiement indisponible' }]);
-    expect(await exists(user.id)).toBe(true);
-    expect(stripe.cancelAtPeriodEnd(active)).toBe(false);
-    expect((await erase(user)).status).toBe(200);
-    expect(stripe.cancelAtPeriodEnd(active)).toBe(true);
-    expect(await exists(user.id)).toBe(false);
   });
 
   it('`gateway users delete` on the database does the same: Stripe told first, the account kept while it cannot be', async () => {
