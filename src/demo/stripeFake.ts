@@ -133,7 +133,8 @@ class FakeStripe {
     }
     if (req.method === 'POST' && path === '/v1/billing_portal/sessions') {
       const id = fakeId('bps');
-      return json(portalSessionObject(id, form, `${this.url}/p/session/${id}`));
+      // Stripe's own portal address: neither the demo nor the tests open it.
+      return json(portalSessionObject(id, form, `https://billing.stripe.com/p/session/${id}`));
     }
     if (req.method === 'POST' && path === '/v1/billing/meter_events') return this.meterEvent(res, form);
     const paying = /^\/c\/pay\/([^/]+)$/.exec(path);
