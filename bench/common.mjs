@@ -158,7 +158,8 @@ export async function prepareStorage(tmp, cleanups, tag) {
     redis.disconnect();
     console.warn(`Redis at ${redisUrl} is not usable (${err.message}): daily limits are counted in Postgres alone.`);
   }
-  storage.label = `${storage.postgres ? `Postgres (database ${new URL(storage.postgres).pathname.slice(1)})` : 'embedded PGlite'}, ${storage.redis ? `Redis (prefix ${storage.redisKeyPrefix})` : 'no Redis'}`;
+  const postgres = storage.postgres ? `Postgres (database ${new URL(storage.postgres).pathname.slice(1)})` : 'embedded PGlite';
+  storage.label = `${postgres}, ${storage.redis ? `Redis (prefix ${storage.redisKeyPrefix})` : 'no Redis'}`;
   return storage;
 }
 

@@ -219,7 +219,10 @@ async function main() {
       console.log(`| ${name} | ${int(p.total)} | ${int(p.work)} | ${(floor.work / p.work).toFixed(2)} | ${int(p.compiler)} | ${int(p.collector)} |`);
     }
     const compiling = rows.map(([, p]) => p).some((p) => p.compiler > COMPILER_SHARE_LIMIT * p.total);
-    if (compiling) console.log(`\nV8 was still compiling in a window (over ${100 * COMPILER_SHARE_LIMIT} % of it). The ratios leave compiles out, but code that\nwas not optimized yet may still weigh in the lists below: a larger INSTR_WARMUP tells.`);
+    if (compiling) {
+      console.log(`\nV8 was still compiling in a window (over ${100 * COMPILER_SHARE_LIMIT} % of it). The ratios leave compiles out, but code that\n`
+        + 'was not optimized yet may still weigh in the lists below: a larger INSTR_WARMUP tells.');
+    }
     for (const [title, from, to] of [['the Node floor to the gateway\'s /public', floorProfile, publicProfile], ['the gateway\'s /public to its /bearer', publicProfile, bearerProfile]]) {
       console.log(`\nOwn instructions a request that grew the most, from ${title} (${int(to.work - from.work)} in all, without compilers and collector):`);
       for (const { name, delta } of grewMost(from, to)) console.log(`${int(delta).padStart(8)}  ${name}`);

@@ -168,7 +168,10 @@ async function main() {
     const collector = await startChild(SELF, 'collector', [], cleanups);
     // Its admin listener tells how many spans it exported and dropped: a run that mostly dropped would look cheaper than tracing is.
     const tracedAdmin = await freePort();
-    const traced = await startGateway(tmp, 'gateway-traced', { ...config, server: { ...config.server, port: await freePort() }, admin: { ...config.admin, port: tracedAdmin }, decisions: { port: 0 }, telemetry: { otlp: { endpoint: collector.url, sampleRatio: 1 } } }, cleanups);
+    const traced = await startGateway(tmp, 'gateway-traced', {
+      ...config, server: { ...config.server, port: await freePort() }, admin: { ...config.admin, port: tracedAdmin }, decisions: { port: 0 },
+      telemetry: { otlp: { endpoint: collector.url, sampleRatio: 1 } },
+    }, cleanups);
     const tracedDown = await startGateway(tmp, 'gateway-traced-down', { ...config, server: { ...config.server, port: await freePort() }, decisions: { port: 0 }, telemetry: { otlp: { endpoint: `http://127.0.0.1:${await freePort()}` } } }, cleanups);
     // A large route table: the same gateway with 2,000 more routes beside /plan's requests, under
     // the same prefix (as `/api/v1/…` routes share theirs), all on longer paths: a table scanned
@@ -178,14 +181,19 @@ async function main() {
     // against the daily-only one, on the counted route, the same busy user (its row counts both).
     const monthlyPlans = { limits: { ...config.plans.limits, pro: { ...config.plans.limits.pro, monthly: 2_000_000_000 } } };
     const gatewayMonthly = await startGateway(tmp, 'gateway-monthly', { ...config, server: { ...config.server, port: await freePort() }, decisions: { port: 0 }, plans: monthlyPlans }, cleanups);
-    const gatewayRoutes = await startGateway(tmp, 'gateway-routes', { ...config, server: { ...config.server, port: await freePort() }, decisions: { port: 0 }, routes: [...config.routes, ...manyRoutes] }, cleanups);
+    const gatewayRoutes = await startGateway(tmp, 'gateway-routes', {
+      ...config, server: { ...config.server, port: await freePort() }, decisions: { port: 0 }, routes: [...config.routes, ...manyRoutes],
+    }, cleanups);
     // server.workers: 2 against 1, and against nginx with two workers: every process on every core.
     const fleet = storage.postgres ? await startFleet(tmp, config, upstream.url, gateway.decisionsUrl, cleanups) : { skip: 'server.workers needs Postgres (embedded PGlite here)' };
     // The process under test alone on its core, what makes the load on the other (chooseLoader).
     loader.pin(upstream.pid, 'load');
     loader.pin(wsUpstream.pid, 'load');
     loader.pin(collector.pid, 'load');
-    for (const server of [traced, tracedDown, gatewayRoutes, gatewayMonthly, baseline, baselineTls, gateway, gatewayTls, gatewayPooled, floor, contractFloor, contractFloorAuthenticated, haproxy.pid && haproxy].filter(Boolean)) loader.pin(server.pid, 'server');
+    const servers = [
+      traced, tracedDown, gatewayRoutes, gatewayMonthly, baseline, baselineTls, gateway, gatewayTls, gatewayPooled, floor, contractFloor, contractFloorAuthenticated, haproxy.pid && haproxy,
+    ];
+    for (const server of servers.filter(Boolean)) loader.pin(server.pid, 'server');
     for (const server of fleet.skip ? [] : [fleet.one, fleet.two, fleet.nginx].filter(Boolean)) loader.pin(server.pid, 'all');
     const pro = await Promise.all(data.pro.map((u) => login(gateway.url, u)));
     const used = await Promise.all(data.used.map((u) => login(gateway.url, u)));
@@ -212,7 +220,10 @@ async function main() {
       { name: 'daily-limit refusal (429)', route: '/daily', headers: () => bearerOf(groups.used), expect: 429, targets: { ratio: 1.0 } },
       // The same refusal as a client that asks for problem details (CONTRACT §20): the Accept header
       // is read only on the error path, so it costs what the plain refusal costs.
-      { name: 'daily-limit refusal, problem details (429)', route: '/daily', headers: () => bearerOf(groups.used).map((h) => ({ ...h, accept: 'application/problem+json' })), expect: 429, targets: { ratio: 1.0 } },
+      {
+        name: 'daily-limit refusal, problem details (429)',
+        route: '/daily', headers: () => bearerOf(groups.used).map((h) => ({ ...h, accept: 'application/problem+json' })), expect: 429, targets: { ratio: 1.0 },
+      },
       // rateLimit: true (CONTRACT §12): every request takes one from the user's bucket in Redis.
       // Pro users far under their perMinute; then users of a plan of 1 a minute, refused.
       { name: 'rate-limited route, pro under its limit', key: 'rated', route: '/rated', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', targets: { ratio: 0.85 } },
@@ -225,7 +236,10 @@ async function main() {
       // Messages/s of echo round trips on CONNECTIONS sockets; baseline: the upstream reached directly.
       { name: 'WebSocket echo (msg/s; baseline direct)', key: 'ws', pair: 'ws', route: '/ws', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer' },
       // Issue 18: through PgBouncer (with postgresDirect) against the same gateway on direct Postgres.
-      { name: 'bearer + plan via PgBouncer (baseline: the gateway on direct Postgres)', key: 'pgbouncer', pair: 'pgbouncer', route: '/plan', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', targets: { ratio: 0.95 } },
+      {
+        name: 'bearer + plan via PgBouncer (baseline: the gateway on direct Postgres)',
+        key: 'pgbouncer', pair: 'pgbouncer', route: '/plan', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', targets: { ratio: 0.95 },
+      },
       // Issue 28: against what Node itself costs, and against a C proxy checking the same token.
       { name: 'public (baseline: Node floor)', key: 'floor', pair: 'floor', route: '/public', headers: () => [{}], expect: 200, targets: { ratio: 0.90 } },
       { name: 'bearer (baseline: Node floor)', key: 'floor', pair: 'floor', route: '/bearer', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', targets: { ratio: 0.85 } },
@@ -233,22 +247,52 @@ async function main() {
       // request (and, on the second row, to an authenticated one, its token not even read), the
       // ceiling of the two rows above (and, after HAProxy's row, of that one); as many pairs as
       // theirs (`ceiling`).
-      { name: 'the contract\'s least, public: forwarding headers and request id (baseline: Node floor)', key: 'floor', pair: 'contract', route: '/public', headers: () => [{}], expect: 200, ceiling: true },
-      { name: 'the contract\'s least, authenticated: also identity headers, no token read (baseline: Node floor)', key: 'floor', pair: 'contract-authenticated', route: '/bearer', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', ceiling: true },
-      { name: 'bearer (baseline: HAProxy, jwt_verify)', key: 'haproxy', pair: 'haproxy', route: '/bearer', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', targets: { ratio: 0.60 } },
-      { name: 'the contract\'s least, authenticated (baseline: HAProxy, jwt_verify)', key: 'haproxy', pair: 'contract-haproxy', route: '/bearer', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', ceiling: true },
+      {
+        name: 'the contract\'s least, public: forwarding headers and request id (baseline: Node floor)',
+        key: 'floor', pair: 'contract', route: '/public', headers: () => [{}], expect: 200, ceiling: true,
+      },
+      {
+        name: 'the contract\'s least, authenticated: also identity headers, no token read (baseline: Node floor)',
+        key: 'floor', pair: 'contract-authenticated', route: '/bearer', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', ceiling: true,
+      },
+      {
+        name: 'bearer (baseline: HAProxy, jwt_verify)',
+        key: 'haproxy', pair: 'haproxy', route: '/bearer', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', targets: { ratio: 0.60 },
+      },
+      {
+        name: 'the contract\'s least, authenticated (baseline: HAProxy, jwt_verify)',
+        key: 'haproxy', pair: 'contract-haproxy', route: '/bearer', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', ceiling: true,
+      },
       // One premium-sized user far under a large daily quota, on every connection: the row lock
       // a use per request once took (541 req/s); baseline: the same user on the uncounted route.
-      { name: 'counted daily quota, one busy user (baseline: the gateway, bearer)', key: 'counted', pair: 'counted', route: '/counted', headers: () => bearerOf(groups.pro.slice(0, 1)), expect: 200, identity: 'bearer', targets: { ratio: 0.80 } },
+      {
+        name: 'counted daily quota, one busy user (baseline: the gateway, bearer)',
+        key: 'counted', pair: 'counted', route: '/counted', headers: () => bearerOf(groups.pro.slice(0, 1)), expect: 200, identity: 'bearer', targets: { ratio: 0.80 },
+      },
       // The same, the plan counting the day and the month (CONTRACT §23; issue 53 wants within 10 %).
-      { name: 'counted day and month, one busy user (baseline: the gateway, daily only)', key: 'monthly', pair: 'monthly', route: '/counted', headers: () => bearerOf(groups.pro.slice(0, 1)), expect: 200, identity: 'bearer', targets: { ratio: 0.90 } },
+      {
+        name: 'counted day and month, one busy user (baseline: the gateway, daily only)',
+        key: 'monthly', pair: 'monthly', route: '/counted', headers: () => bearerOf(groups.pro.slice(0, 1)), expect: 200, identity: 'bearer', targets: { ratio: 0.90 },
+      },
       // Tracing on (every request sampled, exported to a receiver) and to a collector that is down.
-      { name: 'bearer + plan, traced (baseline: the gateway untraced)', key: 'tracing', pair: 'traced', route: '/plan', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', targets: { ratio: 0.85 } },
-      { name: 'bearer + plan, collector down (baseline: the gateway untraced)', key: 'tracing', pair: 'traced-down', route: '/plan', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', targets: { ratio: 0.95 } },
+      {
+        name: 'bearer + plan, traced (baseline: the gateway untraced)',
+        key: 'tracing', pair: 'traced', route: '/plan', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', targets: { ratio: 0.85 },
+      },
+      {
+        name: 'bearer + plan, collector down (baseline: the gateway untraced)',
+        key: 'tracing', pair: 'traced-down', route: '/plan', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', targets: { ratio: 0.95 },
+      },
       // Matching a path looks up its keys, whatever the number of routes declared.
-      { name: `bearer + plan, ${EXTRA_ROUTES.toLocaleString('en')} more routes declared (baseline: the gateway)`, key: 'routes', pair: 'routes', route: '/plan', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', targets: { ratio: 0.95 } },
+      {
+        name: `bearer + plan, ${EXTRA_ROUTES.toLocaleString('en')} more routes declared (baseline: the gateway)`,
+        key: 'routes', pair: 'routes', route: '/plan', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', targets: { ratio: 0.95 },
+      },
       // Unpinned: wrk, the upstream and the servers share both cores.
-      { name: 'bearer, workers: 2 (baseline: workers: 1), unpinned', key: 'workers', pair: 'workers', route: '/bearer', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', targets: { ratio: 1.7 } },
+      {
+        name: 'bearer, workers: 2 (baseline: workers: 1), unpinned',
+        key: 'workers', pair: 'workers', route: '/bearer', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', targets: { ratio: 1.7 },
+      },
       { name: 'public, workers: 2 (baseline: nginx, 2 workers), unpinned', key: 'workers', pair: 'nginx2', route: '/public', headers: () => [{}], expect: 200 },
     ];
     const pairOf = (scenario) => ({
@@ -281,7 +325,8 @@ async function main() {
       else if (s.pair === 'nginx2' && !fleet.nginx) s.skip = 'nginx is not installed';
       else s.skip = await (s.pair === 'ws' ? probeWs(gateway.url, s) : probe(pairOf(s).gateway.url, s));
     }
-    console.log(`\nLoad: ${CONNECTIONS} connections, ${ROUNDS} rounds of ${SECONDS} s per target (${TARGET_ROUNDS} for scenarios with a target; after ${WARMUP} s of warm-up), alternating baseline and gateway.`);
+    console.log(`\nLoad: ${CONNECTIONS} connections, ${ROUNDS} rounds of ${SECONDS} s per target (${TARGET_ROUNDS} for scenarios with a target; `
+      + `after ${WARMUP} s of warm-up), alternating baseline and gateway.`);
     console.log(`Load generator: ${loader.name}.`);
     console.log(`Storage: ${storage.label}. Gateway log level: ${gateway.logLevel}.\n`);
 
@@ -656,7 +701,8 @@ function printDecisionsRun({ gateway, nginx, nginxSkipped }) {
   console.log('\n| decisions, bearer + plan | req/s | p50 / p99 (ms) | ratio | target |');
   console.log('|---|---:|---:|---:|---|');
   console.log(`| proxied by the gateway | ${fmtRps(gateway.a.rps)} | ${fmtMs(gateway.a.p50)} / ${fmtMs(gateway.a.p99)} | | |`);
-  console.log(`| decided (decisions listener) | ${fmtRps(gateway.b.rps)} | ${fmtMs(gateway.b.p50)} / ${fmtMs(gateway.b.p99)} | ${ratio.toFixed(2)} | ≥ ${DECISIONS_TARGET.toFixed(2)} ${verdict(ok)} |`);
+  const decided = `${fmtRps(gateway.b.rps)} | ${fmtMs(gateway.b.p50)} / ${fmtMs(gateway.b.p99)} | ${ratio.toFixed(2)}`;
+  console.log(`| decided (decisions listener) | ${decided} | ≥ ${DECISIONS_TARGET.toFixed(2)} ${verdict(ok)} |`);
   if (nginx) {
     const nginxRatio = paired(nginx.b, nginx.a, (x, y) => x.rps / y.rps);
     console.log(`| nginx alone | ${fmtRps(nginx.a.rps)} | ${fmtMs(nginx.a.p50)} / ${fmtMs(nginx.a.p99)} | | |`);
@@ -1084,7 +1130,8 @@ function printReport(rows, loginRun, gateway, decisionsRun) {
     allPass &&= !checks.some((c) => /FAIL|ERROR/.test(c));
     const us = (x) => (x === undefined ? '-' : Math.round(x));
     const cpu = b.cpuUsPerRequest === undefined && g.cpuUsPerRequest === undefined ? '-' : `${us(b.cpuUsPerRequest)} / ${us(g.cpuUsPerRequest)}`;
-    lines.push(`| ${scenario.name} | ${fmtRps(b.rps)} | ${fmtRps(g.rps)} | ${ratio.toFixed(2)} | ${fmtMs(b.p50)} / ${fmtMs(b.p99)} | ${fmtMs(g.p50)} / ${fmtMs(g.p99)} | ${delta >= 0 ? '+' : ''}${fmtMs(delta)} | ${cpu} | ${checks.join('; ') || '-'} |`);
+    const latencies = `${fmtMs(b.p50)} / ${fmtMs(b.p99)} | ${fmtMs(g.p50)} / ${fmtMs(g.p99)} | ${delta >= 0 ? '+' : ''}${fmtMs(delta)}`;
+    lines.push(`| ${scenario.name} | ${fmtRps(b.rps)} | ${fmtRps(g.rps)} | ${ratio.toFixed(2)} | ${latencies} | ${cpu} | ${checks.join('; ') || '-'} |`);
   }
 
   console.log('\n## Results\n');
@@ -1106,12 +1153,14 @@ function printLoginRun({ quiet, busy, logins }) {
   console.log(`\n| bearer beside logins | req/s | p50 (ms) | p99 (ms) | target |`);
   console.log('|---|---:|---:|---:|---|');
   console.log(`| bearer alone | ${fmtRps(quiet.rps)} | ${fmtMs(quiet.p50)} | ${fmtMs(quiet.p99)} | |`);
-  console.log(`| bearer + ${(logins.ok / loginSeconds).toFixed(1)} logins/s | ${fmtRps(busy.rps)} | ${fmtMs(busy.p50)} | ${fmtMs(busy.p99)} | p99 ${change >= 0 ? '+' : ''}${(change * 100).toFixed(0)}% (≤ +20%) ${verdict(loginsOk)} |`);
+  const p99Change = `p99 ${change >= 0 ? '+' : ''}${(change * 100).toFixed(0)}% (≤ +20%) ${verdict(loginsOk)}`;
+  console.log(`| bearer + ${(logins.ok / loginSeconds).toFixed(1)} logins/s | ${fmtRps(busy.rps)} | ${fmtMs(busy.p50)} | ${fmtMs(busy.p99)} | ${p99Change} |`);
   console.log(`\nLogins: ${logins.ok} succeeded, ${logins.failed} failed; login latency p50 ${fmtMs(percentile(loginLatency, 0.5))} ms, p99 ${fmtMs(percentile(loginLatency, 0.99))} ms.`);
   // What the logins cost the machine, and the room they had: the hasher runs at idle priority.
   const hashing = busy.runs.every((r) => r.hashCpuMs !== undefined) ? busy.runs.reduce((n, r) => n + r.hashCpuMs, 0) : undefined;
   const pct = (share) => (share === undefined ? '-' : `${(share * 100).toFixed(0)} %`);
-  console.log(`Password hashing: ${hashing === undefined || !logins.ok ? '-' : fmtMs(hashing / (logins.ok + logins.failed))} ms of CPU per login; both cores idle ${pct(quiet.idle)} of the time with bearer traffic alone, ${pct(busy.idle)} with the logins.`);
+  console.log(`Password hashing: ${hashing === undefined || !logins.ok ? '-' : fmtMs(hashing / (logins.ok + logins.failed))} ms of CPU per login; `
+    + `both cores idle ${pct(quiet.idle)} of the time with bearer traffic alone, ${pct(busy.idle)} with the logins.`);
   return loginsOk && !quiet.unexpected && !busy.unexpected && logins.failed === 0;
 }
 

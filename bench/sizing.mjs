@@ -159,7 +159,8 @@ async function main() {
     console.log('|---|---:|');
     console.log(`| Postgres transactions per second, idle instance | ${idlePerSecond.toFixed(1)} |`);
     console.log(`| Postgres transactions per counted request, a lone client (${LONE_REQUESTS} requests) | ${lone.perRequest.toFixed(2)} |`);
-    console.log(`| Postgres transactions per counted request, one user on 50 connections (${COUNTED_REQUESTS} requests, ${(COUNTED_REQUESTS / busy.seconds).toFixed(0)} req/s) | ${busy.perRequest.toFixed(4)} |`);
+    const load = `${COUNTED_REQUESTS} requests, ${(COUNTED_REQUESTS / busy.seconds).toFixed(0)} req/s`;
+    console.log(`| Postgres transactions per counted request, one user on 50 connections (${load}) | ${busy.perRequest.toFixed(4)} |`);
     console.log(`| resident memory at start of the measure, MiB | ${rssBefore.toFixed(0)} |`);
     console.log(`| more memory per 10,000 open idle connections, MiB (${open} measured) | ${per10k(rssConnections - rssBefore, open)} |`);
     console.log(`| more memory per 10,000 open WebSockets, MiB (${sockets.length} measured) | ${per10k(rssWebSockets - rssBeforeWs, sockets.length)} |`);

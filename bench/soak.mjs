@@ -286,7 +286,9 @@ function report({ scenarios, results, before, after, settled, samples, reloadNot
     'before (after warm-up)': { rss: mb(before.rss), 'heap used': mb(before.heapUsed), 'heap total': mb(before.heapTotal) },
     'after the soak': { rss: mb(after.rss), 'heap used': mb(after.heapUsed), 'heap total': mb(after.heapTotal) },
     'after 3 s idle': { rss: mb(settled.rss), 'heap used': mb(settled.heapUsed), 'heap total': mb(settled.heapTotal) },
-    'growth (single readings: GC-dependent)': { rss: signed(settled.rss - before.rss), 'heap used': signed(settled.heapUsed - before.heapUsed), 'heap total': signed(settled.heapTotal - before.heapTotal) },
+    'growth (single readings: GC-dependent)': {
+      rss: signed(settled.rss - before.rss), 'heap used': signed(settled.heapUsed - before.heapUsed), 'heap total': signed(settled.heapTotal - before.heapTotal),
+    },
   });
   console.log(`heap floor (lowest of ${samples.length} readings, by thirds of the run): ${floors.map(mb).join(' → ')} (${signed(floors[2] - floors[0])}); peak RSS ${mb(peak)}`);
   const upstreamErrors = [...metrics.matchAll(/^gateway_upstream_errors_total\{[^}]*\} (\d+)/gm)].reduce((n, m) => n + Number(m[1]), 0);

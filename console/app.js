@@ -83,7 +83,8 @@ async function usersView(params) {
   } },
   h('label', { for: 'query' }, 'Search'), h('input', { id: 'query', name: 'query', type: 'search', value: q.get('query') ?? '', placeholder: 'email or id' }),
   h('label', { for: 'plan' }, 'Plan'), planFilter(plans, q.get('plan')),
-  h('label', { for: 'active' }, 'Active'), h('select', { id: 'active', name: 'active' }, [['', 'any'], ['true', 'active'], ['false', 'inactive']].map(([v, t]) => h('option', { value: v, selected: q.get('active') === v }, t))),
+  h('label', { for: 'active' }, 'Active'),
+  h('select', { id: 'active', name: 'active' }, [['', 'any'], ['true', 'active'], ['false', 'inactive']].map(([v, t]) => h('option', { value: v, selected: q.get('active') === v }, t))),
   h('button', { type: 'submit' }, 'Search'));
   const { status, json } = await api('GET', `api/v1/users?${q}`);
   if (status !== 200) return show(h('h2', {}, 'Users'), form, h('p', { role: 'alert' }, json.error ?? 'Error'));
@@ -144,17 +145,23 @@ async function userView(id, query = '') {
       h('p', {}, `Id ${u.id} · created ${u.created_at} · email ${u.email_verified_at ? 'verified' : 'not verified'}`),
       h('label', { for: 'user-plan' }, 'Plan'), allow('changePlan', planSelect),
       allow('changePlan', h('button', { type: 'button', id: 'save-plan', onclick: () => savePlan(planSelect, u.plan, act, status) }, 'Save plan')),
-      allow('setActive', h('button', { type: 'button', id: 'toggle-active', onclick: () => act('PUT', '/active', { active: !u.active }, u.active ? 'Deactivated' : 'Activated') }, u.active ? 'Deactivate' : 'Activate'))),
+      allow('setActive', h('button', {
+        type: 'button', id: 'toggle-active', onclick: () => act('PUT', '/active', { active: !u.active }, u.active ? 'Deactivated' : 'Activated'),
+      }, u.active ? 'Deactivate' : 'Activate'))),
     h('section', { 'aria-labelledby': 'h-usage' }, h('h3', { id: 'h-usage' }, 'Usage, last 30 days'), usage.status === 200 ? usageChart(usage.json.history) : null),
     h('section', { 'aria-labelledby': 'h-sessions' }, h('h3', { id: 'h-sessions' }, 'Sessions'),
       table(['Id', 'Client', 'IP', 'Created', 'Last used', 'Action'], (sessions.json.sessions ?? []).map((s) => [String(s.id), s.user_agent, s.ip, s.created_at, s.last_used_at,
-        allow('revokeSession', h('button', { type: 'button', 'aria-label': `Revoke session ${s.id}`, onclick: () => act('DELETE', `/sessions/${s.id}`, undefined, `Session ${s.id} revoked`) }, 'Revoke'))])),
+        allow('revokeSession', h('button', {
+          type: 'button', 'aria-label': `Revoke session ${s.id}`, onclick: () => act('DELETE', `/sessions/${s.id}`, undefined, `Session ${s.id} revoked`),
+        }, 'Revoke'))])),
       allow('revokeSession', h('button', { type: 'button', id: 'revoke-all', onclick: () => act('DELETE', '/sessions', undefined, 'All sessions revoked') }, 'Revoke all sessions'))),
     h('section', { 'aria-labelledby': 'h-keys' }, h('h3', { id: 'h-keys' }, 'API keys'),
       table(['Id', 'Name', 'Start', 'Scopes', 'Created', 'Expires', 'Last used', 'Action'], (keys.json.api_keys ?? []).map((k) => [
         String(k.id), k.name, k.start, k.scopes ? k.scopes.join(' ') : 'all', k.created_at, k.expires_at ?? 'never', k.last_used_at,
         // The same revocation as DELETE /admin/v1/api-keys/{id}: refused on every instance within a second.
-        k.active ? allow('revokeKey', h('button', { type: 'button', 'aria-label': `Revoke API key ${k.id}`, onclick: () => act('DELETE', `api/v1/api-keys/${k.id}`, undefined, `API key ${k.id} revoked`) }, 'Revoke'))
+        k.active ? allow('revokeKey', h('button', {
+          type: 'button', 'aria-label': `Revoke API key ${k.id}`, onclick: () => act('DELETE', `api/v1/api-keys/${k.id}`, undefined, `API key ${k.id} revoked`),
+        }, 'Revoke'))
           : 'revoked']))),
     h('section', { 'aria-labelledby': 'h-mfa' }, h('h3', { id: 'h-mfa' }, 'Second factor'),
       allow('resetMfa', h('button', { type: 'button', id: 'reset-mfa', onclick: () => act('DELETE', '/mfa', undefined, 'Second factor removed') }, 'Remove TOTP and recovery codes'))),
@@ -200,7 +207,10 @@ async function routesView() {
   const show = renderer();
   const { json } = await api('GET', 'api/routes');
   show(h('h2', {}, 'Routes'), table(['Path', 'Methods', 'WebSocket', 'Auth', 'Plans', 'Daily', 'Per minute', 'Upstream'],
-    json.routes.map((r) => [r.path, r.methods?.join(', ') ?? '*', r.websocket ? 'yes' : '—', r.mfa === 'required' ? `${r.auth}, second factor` : r.auth, r.plans?.join(', ') ?? '—', r.daily_limit ? 'yes' : '—', r.rate_limit ? 'yes' : '—', r.upstream ? `${r.upstream.name} (${r.upstream.url})` : 'decision only'])));
+    json.routes.map((r) => [
+      r.path, r.methods?.join(', ') ?? '*', r.websocket ? 'yes' : '—', r.mfa === 'required' ? `${r.auth}, second factor` : r.auth, r.plans?.join(', ') ?? '—',
+      r.daily_limit ? 'yes' : '—', r.rate_limit ? 'yes' : '—', r.upstream ? `${r.upstream.name} (${r.upstream.url})` : 'decision only',
+    ])));
 }
 
 async function healthView() {
@@ -221,7 +231,8 @@ function route() {
   const kit = { h, api, table, renderer, $ };
   if (path === '/operators') return void operatorsView(kit).catch(() => {});
   if (org || path === '/orgs') return void (org ? orgView(org[1], kit) : orgsView(query, kit)).catch(() => {});
-  const view = user ? userView(user[1], query) : path === '/overview' ? overviewView() : path === '/routes' ? routesView() : path === '/health' ? healthView() : path === '/audit' ? auditView(query) : usersView(query);
+  const view = user ? userView(user[1], query)
+    : path === '/overview' ? overviewView() : path === '/routes' ? routesView() : path === '/health' ? healthView() : path === '/audit' ? auditView(query) : usersView(query);
   view.catch(() => {});
 }
 

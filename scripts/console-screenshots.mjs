@@ -78,7 +78,9 @@ async function sampleData(gateway) {
 async function main() {
   mkdirSync(OUT, { recursive: true });
   const { demo, gateway, link, consoleUrl } = await startDemo();
-  const browser = await puppeteer.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run'] });
+  const browser = await puppeteer.launch({
+    executablePath: CHROMIUM, headless: true, args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run'],
+  });
   try {
     const ids = await sampleData(gateway);
     const page = await browser.newPage();
@@ -108,7 +110,9 @@ async function main() {
     await page.waitForFunction('[...document.querySelectorAll("section[aria-labelledby=h-audit] td")].some((td) => td.textContent === "admin.plan_changed")');
     await shot('user', true); // the whole page: its sections run below the fold
 
-    for (const [name, view, ready, fullPage] of [['overview', '#/overview', '#h-mix', true], ['audit', '#/audit', '#audit-filter'], ['routes', '#/routes', 'tbody tr'], ['health', '#/health', '#ready', true]]) {
+    for (const [name, view, ready, fullPage] of [
+      ['overview', '#/overview', '#h-mix', true], ['audit', '#/audit', '#audit-filter'], ['routes', '#/routes', 'tbody tr'], ['health', '#/health', '#ready', true],
+    ]) {
       await page.goto(`${consoleUrl}${view}`);
       await page.waitForSelector(ready, { visible: true });
       await page.waitForSelector('tbody tr');

@@ -10,7 +10,12 @@ import { execFileSync } from 'node:child_process';
 const HELD_BACK = {
   typescript: {
     latest: '7',
-    why: 'TS 7, the native compiler, type-checks the project unchanged and does `npm run typecheck` (devDependency typescript-native, an alias of typescript@7: 8.6 s against 5.9\'s 22.8 s here). It ships no compiler API, so the `typescript` library stays on 5.9 for what calls one: typescript-eslint 8 refuses 7 (peer typescript <6.1.0, typescript-eslint issue 10940), test/package.test.ts calls ts.preProcessFile, Stryker\'s checker; and for the build (`npm run build`, the tests\' ensureBuilt), whose JavaScript 7 emits byte for byte the same (only source maps and the order of unions in .d.ts differ): one emitter for the gateway, the tests\' ensureBuilt and the previous release\'s build keeps them in step until 7 can be the only TypeScript.',
+    why: 'TS 7, the native compiler, type-checks the project unchanged and does `npm run typecheck` (devDependency typescript-native, '
+      + 'an alias of typescript@7: 8.6 s against 5.9\'s 22.8 s here). It ships no compiler API, so the `typescript` library stays on 5.9 for '
+      + 'what calls one: typescript-eslint 8 refuses 7 (peer typescript <6.1.0, typescript-eslint issue 10940), test/package.test.ts calls '
+      + 'ts.preProcessFile, Stryker\'s checker; and for the build, whose JavaScript 7 emits byte for byte the same (only source maps and the '
+      + 'order of unions in .d.ts differ): one emitter for the gateway, the tests\' ensureBuilt and the previous release\'s build keeps them '
+      + 'in step until 7 can be the only TypeScript.',
   },
   '@types/node': {
     latest: '26',
@@ -18,7 +23,8 @@ const HELD_BACK = {
   },
   argon2: {
     latest: '0.45',
-    why: '0.45 writes hashes with their parameters as m,p,t, against the PHC string format (m,t,p) that libargon2-based verifiers parse strictly (ranisalt/node-argon2 issue 559); test/auth/hasher.test.ts and login.test.ts check the order.',
+    why: '0.45 writes hashes with their parameters as m,p,t, against the PHC string format (m,t,p) that libargon2-based verifiers parse strictly '
+      + '(ranisalt/node-argon2 issue 559); test/auth/hasher.test.ts and login.test.ts check the order.',
   },
 };
 

@@ -9,7 +9,10 @@ import { TICKET_MS } from '../../src/admin/console.js';
 import { consoleAllowed } from '../../src/admin/consoleOrigin.js';
 import { makeCertificate } from '../helpers/certificate.js';
 import { docsExample } from '../helpers/docs.js';
-import { ADMIN_KEY, closeSql, configProblems, describeWithServices, eventually, makeUser, startTestGateway, testClock, testConfig, testConfigFromYaml, throwawayDatabase, type TestGateway } from '../helpers/gateway.js';
+import {
+  ADMIN_KEY, closeSql, configProblems, describeWithServices, eventually, makeUser, startTestGateway, testClock, testConfig, testConfigFromYaml, throwawayDatabase,
+  type TestGateway,
+} from '../helpers/gateway.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import { request } from '../helpers/http.js';
 
@@ -29,7 +32,10 @@ describeWithServices('console: sign-in, cookie, CSRF', () => {
 
   beforeAll(async () => {
     upstream = await startEchoUpstream();
-    gw = await startTestGateway(testConfig({ upstreams: { app: { url: upstream.url } }, routes: [{ path: '/console', upstream: 'app', auth: 'none' }, { path: '/billing', upstream: 'app', mfa: 'required' }] }), { clock });
+    gw = await startTestGateway(testConfig({
+      upstreams: { app: { url: upstream.url } },
+      routes: [{ path: '/console', upstream: 'app', auth: 'none' }, { path: '/billing', upstream: 'app', mfa: 'required' }],
+    }), { clock });
     bare = await startTestGateway(testConfig({ admin: { port: 0, apiKey: '' } }));
     url = await listen(gw);
   });

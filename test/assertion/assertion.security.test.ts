@@ -160,7 +160,8 @@ describeWithServices('x-gateway-assertion', () => {
       const genuine = await signedRequest();
       const { privateKey } = await generateKeyPair('EdDSA');
       const { kid } = await currentKey();
-      const reasonOf = (headers: Record<string, string>) => verifyGatewayAssertion(headers, options).then(() => 'accepted', (err: unknown) => (err instanceof GatewayAssertionError ? err.reason : String(err)));
+      const reasonOf = (headers: Record<string, string>) => verifyGatewayAssertion(headers, options)
+        .then(() => 'accepted', (err: unknown) => (err instanceof GatewayAssertionError ? err.reason : String(err)));
       expect(await reasonOf(genuine)).toBe('accepted');
       expect(await reasonOf({ 'x-user-id': String(user.id), 'x-user-plan': 'premium' })).toBe('missing');
       expect(await reasonOf({ ...genuine, 'x-gateway-assertion': await sign(privateKey, kid) })).toBe('invalid');

@@ -288,7 +288,10 @@ describeWithServices('request bodies under both framings', () => {
       answer: { status: 201, json: { url: expect.stringMatching(/^https:\/\/127\.0\.0\.1:\d+\/hook$/), secret: expect.any(String) } },
       async prepare() {
         const user = await makeUser(gw, { plan: 'pro' });
-        return { body: { url: receiver.url }, headers: bearer(user.access), effect: async () => expect(await sql('SELECT url FROM webhooks WHERE user_id = $1', [user.id])).toEqual([{ url: receiver.url }]) };
+        return {
+          body: { url: receiver.url }, headers: bearer(user.access),
+          effect: async () => expect(await sql('SELECT url FROM webhooks WHERE user_id = $1', [user.id])).toEqual([{ url: receiver.url }]),
+        };
       },
     },
     {

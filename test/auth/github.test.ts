@@ -75,7 +75,8 @@ describeWithServices('Sign in with GitHub', () => {
     return { fragment: new URLSearchParams(url.hash.slice(1)), verifier, location };
   }
   const linksOf = (id: number) => sql<{ user_id: number; provider: string; email: string | null }>('SELECT user_id, provider, email FROM user_identities WHERE issuer = $1 AND subject = $2', ['https://github.com', String(id)]);
-  const usersOf = (email: string) => sql<{ id: number; verified: boolean; password_hash: string | null }>('SELECT id, email_verified_at IS NOT NULL AS verified, password_hash FROM users WHERE email = $1', [email]);
+  const usersOf = (email: string) => sql<{ id: number; verified: boolean; password_hash: string | null }>(
+    'SELECT id, email_verified_at IS NOT NULL AS verified, password_hash FROM users WHERE email = $1', [email]);
 
   it('signs up, then signs in again to the same account, with amr ["fed"]; identity (https://github.com, numeric id); no GitHub secret in the logs', async () => {
     const gw = await gatewayWith();
@@ -105,7 +106,9 @@ describeWithServices('Sign in with GitHub', () => {
     // What the gateway sent GitHub: the exchange as a form asking for JSON, the API with a bearer, GitHub's media type and a User-Agent.
     const token = github.requests.find((r) => r.path === '/login/oauth/access_token')!;
     expect(token.headers.accept).toBe('application/json');
-    expect(Object.fromEntries(new URLSearchParams(token.body))).toMatchObject({ client_id: github.clientId, client_secret: github.clientSecret, redirect_uri: `${PUBLIC_URL}/api/v1/auth/oidc/gh/callback`, code_verifier: expect.any(String) });
+    expect(Object.fromEntries(new URLSearchParams(token.body))).toMatchObject({
+      client_id: github.clientId, client_secret: github.clientSecret, redirect_uri: `${PUBLIC_URL}/api/v1/auth/oidc/gh/callback`, code_verifier: expect.any(String),
+    });
     const user = github.requests.find((r) => r.path === '/api/user')!;
     expect([user.headers.accept, user.headers['user-agent'], user.headers.authorization]).toEqual(['application/vnd.github+json', 'auth-gateway', expect.stringMatching(/^Bearer gho_/)]);
     const logs = gw.logs.join('\n');

@@ -40,12 +40,17 @@ describeWithServices('sign in with an identity provider', () => {
     idp = await startTestProvider([`${PUBLIC_URL}/api/v1/auth/oidc/testidp/callback`]);
     // trustEmail: this suite is §15's linking by a provider trusted with addresses (the default for
     // Google only; test/auth/oidcDomains.test.ts has the others).
-    oidc = { publicUrl: PUBLIC_URL, returnTo: [APP, DOWN], providers: { testidp: { issuer: idp.issuer, clientId: idp.clientId, clientSecret: idp.clientSecret, scopes: ['openid', 'email'], trustEmail: true } } };
+    oidc = {
+      publicUrl: PUBLIC_URL, returnTo: [APP, DOWN],
+      providers: { testidp: { issuer: idp.issuer, clientId: idp.clientId, clientSecret: idp.clientSecret, scopes: ['openid', 'email'], trustEmail: true } },
+    };
     upstream = await startEchoUpstream();
     // Mail and sign-in links: the mailbox owner's ways to take an account (pre-hijacking, below).
     smtp = await startSmtpCatcher();
     const magicLink = { url: 'https://app.example.test/magic?token={token}' };
-    [a, b] = await startTwoGateways(testConfig({ mail: mailSettings(smtp), auth: { oidc, magicLink }, upstreams: { app: { url: upstream.url } }, routes: [{ path: '/app', upstream: 'app', auth: 'none' }] }), { clock });
+    [a, b] = await startTwoGateways(testConfig({
+      mail: mailSettings(smtp), auth: { oidc, magicLink }, upstreams: { app: { url: upstream.url } }, routes: [{ path: '/app', upstream: 'app', auth: 'none' }],
+    }), { clock });
   });
   afterAll(async () => {
     await Promise.all([a?.close(), b?.close()]);
@@ -91,7 +96,8 @@ describeWithServices('sign in with an identity provider', () => {
     expect(fragment.get('error')).toBeNull();
     return a.post(EXCHANGE, { login_code: fragment.get('login_code'), code_verifier: verifier });
   }
-  const identityOf = (subject: string) => sql<{ user_id: number; provider: string; email: string | null }>('SELECT user_id, provider, email FROM user_identities WHERE issuer = $1 AND subject = $2', [idp.issuer, subject]);
+  const identityOf = (subject: string) => sql<{ user_id: number; provider: string; email: string | null }>(
+    'SELECT user_id, provider, email FROM user_identities WHERE issuer = $1 AND subject = $2', [idp.issuer, subject]);
 
   it('start sends the browser to the provider: code flow, PKCE S256 of its own, state and nonce bound by an HttpOnly SameSite=Lax cookie', async () => {
     const { location, res, verifier } = await start(a);
@@ -179,7 +185,8 @@ describeWithServices('sign in with an identity provider', () => {
     expect(String(res.headers.location)).toMatch(/^https:\/\/app\.example\.test\/app\/signed-in#login_code=[A-Za-z0-9_-]{43}$/);
     expect(res.headers['set-cookie']).toEqual(['gw_oidc=; HttpOnly; SameSite=Lax; Path=/api/v1/auth/oidc/; Max-Age=0']);
     const loginCode = fragment.get('login_code')!;
-    const [code] = await sql<{ ttl: number; used_at: Date | null }>('SELECT EXTRACT(EPOCH FROM expires_at - $2::timestamptz)::int AS ttl, used_at FROM oidc_login_codes WHERE code_hash = $1', [sha256Hex(loginCode), clock()]);
+    const [code] = await sql<{ ttl: number; used_at: Date | null }>(
+      'SELECT EXTRACT(EPOCH FROM expires_at - $2::timestamptz)::int AS ttl, used_at FROM oidc_login_codes WHERE code_hash = $1', [sha256Hex(loginCode), clock()]);
     expect(code).toEqual({ ttl: 60, used_at: null });
 
     const pair = await a.post(EXCHANGE, { login_code: loginCode, code_verifier: verifier });
@@ -188,7 +195,8 @@ describeWithServices('sign in with an identity provider', () => {
     const [link] = await identityOf(subject);
     expect(link).toEqual({ user_id: expect.any(Number), provider: 'testidp', email });
     expect(claims(pair.json.access_token)).toMatchObject({ sub: String(link!.user_id), amr: ['fed'], acr: 'aal1' });
-    const [user] = await sql<{ email: string; password_hash: string | null; plan: string; verified: boolean }>('SELECT email, password_hash, plan, email_verified_at IS NOT NULL AS verified FROM users WHERE id = $1', [link!.user_id]);
+    const [user] = await sql<{ email: string; password_hash: string | null; plan: string; verified: boolean }>(
+      'SELECT email, password_hash, plan, email_verified_at IS NOT NULL AS verified FROM users WHERE id = $1', [link!.user_id]);
     expect(user).toEqual({ email, password_hash: null, plan: 'free', verified: true });
     // The provider's tokens are kept nowhere: not in the pair, not in a log.
     const logs = [...a.logs, ...b.logs].join('\n');
@@ -293,7 +301,11 @@ describeWithServices('sign in with an identity provider', () => {
       const res = await a.get(`${START}?return_to=${encodeURIComponent(returnTo)}&code_challenge=${challenge}`);
       expect([res.status, res.json, res.headers['set-cookie']], returnTo).toEqual([400, { error: 'Redirection non autorisée' }, undefined]);
     }
-    for (const query of [`return_to=${encodeURIComponent(APP)}`, `return_to=${encodeURIComponent(APP)}&code_challenge=short`, `return_to=${encodeURIComponent(APP)}&code_challenge=${challenge}&code_challenge_method=plain`]) {
+    for (const query of [
+      `return_to=${encodeURIComponent(APP)}`,
+      `return_to=${encodeURIComponent(APP)}&code_challenge=short`,
+      `return_to=${encodeURIComponent(APP)}&code_challenge=${challenge}&code_challenge_method=plain`,
+    ]) {
       const res = await a.get(`${START}?${query}`);
       expect([res.status, res.json], query).toEqual([400, BAD_REQUEST]);
     }

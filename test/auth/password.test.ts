@@ -70,7 +70,10 @@ describeWithServices('password change, forgot and reset', () => {
     it('refuses a wrong current password (401) and a too short new one (400), changing nothing', async () => {
       const user = await makeUser(a);
       const headers = bearer(user.access);
-      for (const body of [{ current_password: `${user.password}x`, new_password: newPassword() }, { new_password: newPassword() }, { current_password: 'a'.repeat(2000), new_password: newPassword() }]) {
+      for (const body of [
+        { current_password: `${user.password}x`, new_password: newPassword() }, { new_password: newPassword() },
+        { current_password: 'a'.repeat(2000), new_password: newPassword() },
+      ]) {
         const res = await a.post(CHANGE, body, { headers });
         expect(res.status).toBe(401);
         expect(res.json).toEqual(INVALID);

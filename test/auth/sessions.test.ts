@@ -58,7 +58,8 @@ describeWithServices('GET/DELETE /api/v1/user/sessions', () => {
       const after = (await list(a, rotated.json.access_token)).filter((s) => s.current);
       expect(after).toEqual([{ ...before, user_agent: 'App/2', last_used_at: expect.any(String) }]);
       expect(Date.parse(after[0]!.last_used_at) - Date.parse(before!.last_used_at)).toBeGreaterThanOrEqual(60_000);
-      const rows = await sql<{ session_id: string }>('SELECT session_id FROM refresh_tokens WHERE token_hash = ANY($1)', [[sha256Hex(first.json.refresh_token), sha256Hex(rotated.json.refresh_token)]]);
+      const rows = await sql<{ session_id: string }>(
+        'SELECT session_id FROM refresh_tokens WHERE token_hash = ANY($1)', [[sha256Hex(first.json.refresh_token), sha256Hex(rotated.json.refresh_token)]]);
       expect(rows.map((r) => Number(r.session_id))).toEqual([before!.id, before!.id]);
     } finally {
       clock.advance(-60_000);

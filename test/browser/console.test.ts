@@ -159,7 +159,10 @@ describeWithBrowser('the console, in Chromium', () => {
     await page.focus('#audit-user');
     await page.keyboard.type(String(user.id));
     await page.keyboard.press('Enter');
-    await page.waitForFunction((id) => location.hash === `#/audit?user_id=${id}` && [...document.querySelectorAll<HTMLTableRowElement>('tbody tr')].every((tr) => tr.cells[3]?.textContent === String(id)), {}, user.id);
+    await page.waitForFunction(
+      (id) => location.hash === `#/audit?user_id=${id}` && [...document.querySelectorAll<HTMLTableRowElement>('tbody tr')].every((tr) => tr.cells[3]?.textContent === String(id)),
+      {}, user.id,
+    );
     const log = await rows('main');
     expect(log).toContainEqual([expect.any(String), 'admin.plan_changed', 'console', String(user.id), '127.0.0.1', '{"plan":"pro"}']);
     // The user column leads back to the user's page.

@@ -61,7 +61,11 @@ describe('the Node version', () => {
         resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr });
       });
     });
-    expect(run).toEqual({ code: 1, stdout: '', stderr: `gateway: Node.js ${FLOOR} or newer is needed, this is ${systemNode!.version} (npm start and npm test run on the one npm install brings; otherwise install a newer Node.js)\n` });
+    expect(run).toEqual({
+      code: 1, stdout: '',
+      stderr: `gateway: Node.js ${FLOOR} or newer is needed, this is ${systemNode!.version} `
+        + '(npm start and npm test run on the one npm install brings; otherwise install a newer Node.js)\n',
+    });
   });
 });
 

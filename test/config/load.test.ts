@@ -224,7 +224,8 @@ describe('parseConfig', () => {
       expect(config.decisions).toEqual({ host: '127.0.0.1', port: 9191 });
       expect(config.routes[0]!.upstream).toBeUndefined();
       // Nothing to rewrite for: the gateway never forwards a decision-only route.
-      expect(configError(`decisions: { port: 9191 }\n${ROUTES}  - { path: /a, rewritePrefix: /b }\n`).problems).toEqual(['routes[0].rewritePrefix: needs an upstream: a decision-only route is never forwarded by the gateway']);
+      expect(configError(`decisions: { port: 9191 }\n${ROUTES}  - { path: /a, rewritePrefix: /b }\n`).problems)
+        .toEqual(['routes[0].rewritePrefix: needs an upstream: a decision-only route is never forwarded by the gateway']);
       expect(configError(`decisions: { port: 9191, hots: x }\n`).problems).toEqual(['decisions: unknown key(s) "hots" (did you mean "host"?)']);
     });
 
@@ -242,7 +243,8 @@ describe('parseConfig', () => {
     // at least 32 bytes, and the schema and check agree (schemaAgreement.test.ts).
     it('an admin key under 32 characters (CONTRACT §19), the empty one turning the admin API off', () => {
       for (const key of ['a', 'short', 'x'.repeat(31), 'é'.repeat(16), '😀'.repeat(31)]) {
-        expect(configError(`admin:\n  apiKey: "${key}"\n`).problems).toEqual(['admin.apiKey: expected at least 32 characters (for example `openssl rand -base64 32`), or empty to turn the admin API off']);
+        expect(configError(`admin:\n  apiKey: "${key}"\n`).problems)
+          .toEqual(['admin.apiKey: expected at least 32 characters (for example `openssl rand -base64 32`), or empty to turn the admin API off']);
       }
       expect(configError('admin:\n  apiKey: 12345\n').problems).toEqual(['admin.apiKey: expected at least 32 characters (for example `openssl rand -base64 32`), or empty to turn the admin API off']);
       expect(parseConfig('admin:\n  apiKey: ""\n', FILE, {}).admin.apiKey).toBe('');
@@ -287,7 +289,8 @@ describe('parseConfig', () => {
       expect(problems('server:\n  host: 8\n')).toEqual(['server.host: expected text, e.g. 127.0.0.1']);
       expect(problems('auth:\n  mfa:\n    issuer: 42\n')).toEqual(['auth.mfa.issuer: expected non-empty text, e.g. auth-gateway']);
       expect(problems('cors:\n  credentials: true\n')).toEqual(['cors.origins: missing; expected a list of origins, e.g. [https://app.example.com]']);
-      expect(problems('plans:\n  limits:\n    Gold: { daily: 3 }\n')).toEqual(['plans.limits: key "Gold": expected a plan name: lower-case letters, digits, - and _, starting with a letter, at most 32']);
+      expect(problems('plans:\n  limits:\n    Gold: { daily: 3 }\n'))
+        .toEqual(['plans.limits: key "Gold": expected a plan name: lower-case letters, digits, - and _, starting with a letter, at most 32']);
       expect(problems('server:\n  bodyLimit: true\n')).toEqual(['server.bodyLimit: expected a size, e.g. 1mb']);
     });
 
@@ -303,8 +306,10 @@ describe('parseConfig', () => {
       expect(configError(`${ROUTES}  - { path: /a, upstream: app, plans: [Gold Plan] }\n`).problems[0]).toMatch(/^routes\[0\]\.plans\[0\]: expected a plan name/);
       expect(configError('plans:\n  limits:\n    "Gold!": { daily: 3 }\n').problems[0]).toMatch(/^plans\.limits/);
       expect(configError('auth:\n  refreshReuse: forgive\n').problems[0]).toMatch(/^auth\.refreshReuse: /);
-      expect(configError(`${ROUTES}  - { path: /a, upstream: app }\n  - { path: /a/, upstream: app }\n`).problems).toEqual(['routes[1].path: path /a is declared twice (paths are matched without regard to case)']);
-      expect(configError(`${ROUTES}  - { path: /Docs, upstream: app }\n  - { path: /docs, upstream: app }\n`).problems).toEqual(['routes[1].path: path /docs is declared twice (paths are matched without regard to case)']);
+      expect(configError(`${ROUTES}  - { path: /a, upstream: app }\n  - { path: /a/, upstream: app }\n`).problems)
+        .toEqual(['routes[1].path: path /a is declared twice (paths are matched without regard to case)']);
+      expect(configError(`${ROUTES}  - { path: /Docs, upstream: app }\n  - { path: /docs, upstream: app }\n`).problems)
+        .toEqual(['routes[1].path: path /docs is declared twice (paths are matched without regard to case)']);
       expect(configError(`${ROUTES}  - { path: '/a;b', upstream: app }\n`).problems).toEqual(['routes[0].path: expected a path starting with / (no query, no `;`, no spaces)']);
       expect(configError('upstreams:\n  app: { url: ftp://x }\n').problems).toEqual(['upstreams.app.url: expected an http:// or https:// URL']);
     });
@@ -320,7 +325,9 @@ describe('parseConfig', () => {
       expect(problems('/café')).toEqual(['routes[0].path: path /café is never requested as written: requests for it are read as /caf%C3%A9, so declare that']);
       expect(problems('/a%2Fb')).toEqual(['routes[0].path: path /a%2Fb can never be requested: the gateway refuses such paths (400)']);
       // As requests take them: accepted.
-      for (const path of ['/', '/api/admin', '/API/V1', '/caf%C3%A9', '/a/b.json', '/~user', '/a%20b']) expect(parseConfig(`${ROUTES}  - { path: '${path}', upstream: app }\n`, FILE).routes[0]!.path).toBe(path);
+      for (const path of ['/', '/api/admin', '/API/V1', '/caf%C3%A9', '/a/b.json', '/~user', '/a%20b']) {
+        expect(parseConfig(`${ROUTES}  - { path: '${path}', upstream: app }\n`, FILE).routes[0]!.path).toBe(path);
+      }
       // A route that keeps encoded separators is requested with them.
       expect(parseConfig(`${ROUTES}  - { path: '/a%2Fb', upstream: app, encodedSeparators: keep }\n`, FILE).routes[0]!.path).toBe('/a%2Fb');
     });
@@ -357,7 +364,8 @@ describe('parseConfig', () => {
         'mail.verifyUrl: expected an http:// or https:// URL, got "ftp://x/{token}"',
       ]);
       expect(configError('mail:\n  smtp: smtp://x\n').problems).toEqual(expect.arrayContaining([expect.stringMatching(/^mail\.resetUrl: /), expect.stringMatching(/^mail\.verifyUrl: /)]));
-      expect(configError('auth:\n  requireVerifiedEmail: true\n').problems).toEqual(['auth.requireVerifiedEmail: needs mail.smtp: without mail no account could receive its verification link, and none could log in']);
+      expect(configError('auth:\n  requireVerifiedEmail: true\n').problems)
+        .toEqual(['auth.requireVerifiedEmail: needs mail.smtp: without mail no account could receive its verification link, and none could log in']);
       expect(configError(`mail:\n${links}auth:\n  requireVerifiedEmail: true\n`).problems[0]).toMatch(/^auth\.requireVerifiedEmail: needs mail\.smtp/);
     });
 

@@ -29,7 +29,10 @@ const key = (name: string) => mostly([name], [`${name.slice(0, -2)}${name.slice(
 /** An object of the entries that are present (a misspelt key keeps its value). */
 const entries = (pairs: Array<[string, unknown]>) => Object.fromEntries(pairs.filter(([, v]) => v !== undefined));
 
-const port = fc.oneof({ arbitrary: fc.integer({ min: 0, max: 65535 }), weight: 30 }, { arbitrary: fc.constantFrom<unknown>(70000, -1, '8080', ' 9090', '70000', '-0', '-80', '008080', 'eighty', true, 1.5, '${PORT_IN_FILE:-8080}'), weight: 2 });
+const port = fc.oneof(
+  { arbitrary: fc.integer({ min: 0, max: 65535 }), weight: 30 },
+  { arbitrary: fc.constantFrom<unknown>(70000, -1, '8080', ' 9090', '70000', '-0', '-80', '008080', 'eighty', true, 1.5, '${PORT_IN_FILE:-8080}'), weight: 2 },
+);
 const duration = mostly<unknown>(['30s', '500ms', '15m', '2h', '1d'], [30, '30', 'soon', '${TIMEOUT:-30s}', '-5s']);
 const bool = mostly<unknown>([true, false], ['true', 'false', 'yes', 1, '${FLAG:-false}']);
 const size = mostly<unknown>(['1mb', '64kb', 1024], ['10 MB', 'big', -1, '${LIMIT:-1mb}', '2048', true]);
@@ -74,7 +77,9 @@ const admin = fc.record({ host: maybe(host), port: maybe(port), apiKey: maybe(se
   .map((a) => entries([['host', a.host], ['port', a.port], [a.apiKeyKey, a.apiKey], ['publicUrl', a.publicUrl], ['tls', a.tls && entries(Object.entries(a.tls))]]));
 const webhooks = fc.record({ timeout: maybe(duration), retries: maybe(mostly<unknown>([0, 3, 10, '5'], [11, -1, 'x'])), allowPrivateNetworks: maybe(bool), caFile: maybe(file) })
   .map((w) => entries(Object.entries(w)));
-const cors = fc.record({ origins: mostly<unknown>([[], [0], [0, 1]], ['*', null]), picks: fc.array(origin, { minLength: 2, maxLength: 2 }), credentials: maybe(mostly<unknown>([true, false, 'true'], ['${CREDENTIALS:-false}', 'sometimes'])),
+const cors = fc.record({
+  origins: mostly<unknown>([[], [0], [0, 1]], ['*', null]), picks: fc.array(origin, { minLength: 2, maxLength: 2 }),
+  credentials: maybe(mostly<unknown>([true, false, 'true'], ['${CREDENTIALS:-false}', 'sometimes'])),
   headers: maybe(headers), exposeHeaders: maybe(headers), maxAge: maybe(duration), originsKey: key('origins') })
   // origins: a list of 0 to 2 generated origins (so also "*" among others), or not a list at all.
   .map((c) => entries([[c.originsKey, Array.isArray(c.origins) ? c.origins.map((i) => c.picks[i as number]) : c.origins], ['credentials', c.credentials],

@@ -49,7 +49,9 @@ for (const proxy of ['nginx', 'caddy'] as const satisfies readonly Proxy[]) {
       // The docs' gateway.yaml, run as written: its ${DECISIONS_PORT} and ${APP_UPSTREAM} as the docs say to set them.
       const yaml = docsExample('decisions', 'decisions');
       const [portA, portB, proxyPort] = [await sparePort(), await sparePort(), await sparePort()];
-      const instance = (port: number) => startTestGateway(testConfigFromYaml(yaml, { DECISIONS_PORT: String(port), APP_UPSTREAM: upstream.url, DATABASE_URL: testServices!.postgres, JWT_SECRET: TEST_JWT_SECRET }));
+      const instance = (port: number) => startTestGateway(testConfigFromYaml(yaml, {
+        DECISIONS_PORT: String(port), APP_UPSTREAM: upstream.url, DATABASE_URL: testServices!.postgres, JWT_SECRET: TEST_JWT_SECRET,
+      }));
       [a, b] = await Promise.all([instance(portA), instance(portB)]);
       const port = (url: string | undefined) => Number(new URL(url!).port);
       const site = withPorts(docsBlock('decisions', proxy), {

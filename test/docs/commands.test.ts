@@ -47,7 +47,8 @@ const NOT_RUN: Record<string, string> = {
   'README.md: npm install': 'installs and starts the demo: test/demo runs the demo',
   'README.md: npm install && npm start   # the gateway on http://0.0.0.0:8080 with ./gateway.yaml, embedded Postgres in ./data': 'the install and start: .ci/newcomer runs it on a clean clone with the machine\'s Node, registers and logs in',
   'README.md: APP_UPSTREAM=http://127.0.0.1:5000 npm start': 'npm start, the command CI\'s newcomer check runs, with the variable test/ops/dockerRun.test.ts passes',
-  'docs/accounts.md: curl -s -XPOST localhost:8080/api/v1/auth/password/forgot -H \'content-type: application/json\' \\': 'the reset token comes from a mail (Zm9v… stands for it): test/auth/accountsDocs.test.ts runs the page\'s flow',
+  'docs/accounts.md: curl -s -XPOST localhost:8080/api/v1/auth/password/forgot -H \'content-type: application/json\' \\':
+    'the reset token comes from a mail (Zm9v… stands for it): test/auth/accountsDocs.test.ts runs the page\'s flow',
   'docs/production.md: export POSTGRES_PASSWORD="$(openssl rand -hex 24)"   # on the first `up`: it initialises the volume':
     'no Docker here: test/ship/compose.test.ts runs these steps on deploy/compose.yaml with podman-compose (up, register, login, the guarded GET, down -v)',
   'docs/production.md: sudo install -m 0644 deploy/systemd/auth-gateway.service /etc/systemd/system/':

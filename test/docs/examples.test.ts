@@ -56,7 +56,9 @@ const examples = yamlExamples();
 describe('configuration examples in the docs', () => {
   it('finds them on the pages that show configurations', () => {
     const pages = new Set(examples.map((e) => e.file));
-    for (const page of ['README.md', 'docs/configuration.md', 'docs/routing-and-headers.md', 'docs/upstream-identity.md', 'docs/operating.md', 'docs/decisions.md', 'docs/production.md', 'docs/accounts.md']) {
+    for (const page of [
+      'README.md', 'docs/configuration.md', 'docs/routing-and-headers.md', 'docs/upstream-identity.md', 'docs/operating.md', 'docs/decisions.md', 'docs/production.md', 'docs/accounts.md',
+    ]) {
       expect(pages, page).toContain(page);
     }
   });

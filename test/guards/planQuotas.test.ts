@@ -7,7 +7,8 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { Config } from '../../src/config/schema.js';
 import { docsExample } from '../helpers/docs.js';
 import {
-  bearer, closeSql, describeWithServices, everywhereWithin, makeUser, marker, ownRedisPrefix, sql, startTestGateway, startTwoGateways, testConfig, testConfigFromYaml, testServices, usage, whileFeedTrusted,
+  bearer, closeSql, describeWithServices, everywhereWithin, makeUser, marker, ownRedisPrefix, sql, startTestGateway, startTwoGateways, testConfig, testConfigFromYaml,
+  testServices, usage, whileFeedTrusted,
   type TestGateway,
 } from '../helpers/gateway.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';

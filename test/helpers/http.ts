@@ -43,7 +43,10 @@ export function request(baseUrl: string, method: string, path: string, options: 
     const secure = url.protocol === 'https:';
     const send = secure ? https.request : http.request;
     const shared = secure ? tlsAgent : agent;
-    const req = send({ host: url.hostname, port: url.port, method, path, headers, agent: options.freshConnection ? false : shared, rejectUnauthorized: !secure, timeout: options.timeout ?? 20_000 }, (res) => {
+    const requestOptions = {
+      host: url.hostname, port: url.port, method, path, headers, agent: options.freshConnection ? false : shared, rejectUnauthorized: !secure, timeout: options.timeout ?? 20_000,
+    };
+    const req = send(requestOptions, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => {

@@ -85,7 +85,9 @@ describeWithServices('HTTPS listener', () => {
 
   it('serves curl --http2 and curl --http1.1 on the same port, through the guards', async () => {
     const email = `h2-${marker()}@example.test`;
-    const register = await curl(['--http2', '--cacert', pki.caFile, '-H', 'content-type: application/json', '-d', JSON.stringify({ email, password: 'correct-horse-1' }), `${base}/api/v1/auth/register`]);
+    const register = await curl([
+      '--http2', '--cacert', pki.caFile, '-H', 'content-type: application/json', '-d', JSON.stringify({ email, password: 'correct-horse-1' }), `${base}/api/v1/auth/register`,
+    ]);
     expect(register).toMatchObject({ version: '2', status: 201 });
     const login = await curl(['--http1.1', '--cacert', pki.caFile, '-H', 'content-type: application/json', '-d', JSON.stringify({ email, password: 'correct-horse-1' }), `${base}/api/v1/auth/login`]);
     expect(login).toMatchObject({ version: '1.1', status: 200 });

@@ -5,7 +5,9 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
-import { bearer, closeSql, describeWithServices, eventually, makeUser, marker, newEmail, sql, startTestGateway, testConfig, testServices, type TestGateway, type TestUser } from '../helpers/gateway.js';
+import {
+  bearer, closeSql, describeWithServices, eventually, makeUser, marker, newEmail, sql, startTestGateway, testConfig, testServices, type TestGateway, type TestUser,
+} from '../helpers/gateway.js';
 import { postgresTarget, startTcpProxy, throughProxy, type TcpProxy } from '../helpers/tcpProxy.js';
 
 const UNAVAILABLE = { error: 'Service temporairement indisponible' };

@@ -35,7 +35,8 @@ describe('server.workers in the configuration', () => {
     expect(fleetReadiness([ok, ok], 2)).toEqual({ status: 'ok', checks: { postgres: 'ok', redis: 'ok' } });
     expect(fleetReadiness([ok, { status: 'ok', checks: { postgres: 'ok', redis: 'readonly' } }], 2)).toEqual({ status: 'ok', checks: { postgres: 'ok', redis: 'readonly' } });
     expect(fleetReadiness([ok, { status: 'unavailable', checks: { postgres: 'down', redis: 'down' } }], 2)).toEqual({ status: 'unavailable', checks: { postgres: 'down', redis: 'down' } });
-    expect(fleetReadiness([{ status: 'unavailable', checks: { postgres: 'down', redis: 'ok' } }, { status: 'draining', checks: { postgres: 'ok', redis: 'ok' } }], 2)).toEqual({ status: 'draining', checks: { postgres: 'down', redis: 'ok' } });
+    expect(fleetReadiness([{ status: 'unavailable', checks: { postgres: 'down', redis: 'ok' } }, { status: 'draining', checks: { postgres: 'ok', redis: 'ok' } }], 2))
+      .toEqual({ status: 'draining', checks: { postgres: 'down', redis: 'ok' } });
     expect(fleetReadiness([ok], 2)).toEqual({ status: 'unavailable', checks: { postgres: 'ok', redis: 'ok', workers: 'down' } });
   });
 });

@@ -61,7 +61,8 @@ describeWithServices('case folds of guarded paths', () => {
   it('refuses the characters sent raw as UTF-8 too, with the catalog\'s 400', async () => {
     for (const char of ['ı', 'İ']) {
       const m = marker();
-      const answer = await rawExchange(gw.url, Buffer.concat([Buffer.from('GET /api/v1/prof'), Buffer.from(char), Buffer.from(`le/${m} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`)]), { halfClose: false });
+      const request = Buffer.concat([Buffer.from('GET /api/v1/prof'), Buffer.from(char), Buffer.from(`le/${m} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`)]);
+      const answer = await rawExchange(gw.url, request, { halfClose: false });
       expect(answer.split('\r\n', 1)[0], char).toBe('HTTP/1.1 400 Bad Request');
       expect(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4))).toEqual(BAD_REQUEST);
       expect(upstream.count(m)).toBe(0);

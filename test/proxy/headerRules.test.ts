@@ -92,7 +92,10 @@ describe('upstreamHeaders', () => {
   });
 
   it('drops hop-by-hop headers (RFC 9110 §7.6.1) and Expect, which the gateway answers itself', () => {
-    const hop = { connection: 'keep-alive', 'keep-alive': 'timeout=5', 'proxy-connection': 'keep-alive', 'transfer-encoding': 'chunked', te: 'trailers', trailer: 'x-sum', upgrade: 'h2c', expect: '100-continue' };
+    const hop = {
+      connection: 'keep-alive', 'keep-alive': 'timeout=5', 'proxy-connection': 'keep-alive', 'transfer-encoding': 'chunked', te: 'trailers', trailer: 'x-sum', upgrade: 'h2c',
+      expect: '100-continue',
+    };
     expect(Object.keys(upstreamHeaders({ ...hop, accept: '*/*' }, ctx()))).toEqual(['accept', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'x-request-id']);
   });
 

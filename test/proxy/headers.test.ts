@@ -11,7 +11,9 @@ import {
 import { rawExchange } from '../helpers/http.js';
 
 /** A request with raw header lines (duplicates and odd spellings kept as written). */
-function rawRequest(baseUrl: string, path: string, headerPairs: string[]): Promise<{ status: number; headers: http.IncomingHttpHeaders; json: any }> { // eslint-disable-line @typescript-eslint/no-explicit-any
+function rawRequest(
+  baseUrl: string, path: string, headerPairs: string[],
+): Promise<{ status: number; headers: http.IncomingHttpHeaders; json: any }> { // eslint-disable-line @typescript-eslint/no-explicit-any
   const url = new URL(baseUrl);
   return new Promise((resolve, reject) => {
     const req = http.request({ host: url.hostname, port: url.port, method: 'GET', path, headers: ['Host', url.host, ...headerPairs], agent: false }, (res) => {

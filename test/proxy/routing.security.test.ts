@@ -133,7 +133,10 @@ describeWithServices('requests crafted to get around the route table', () => {
       const before = upstream.hits.length;
       // A `#` ends the path for the proxy's URL parser: `/races/premium#` would go out as the paid
       // route's path after matching the public /races (the marker, after it, would not reach the upstream).
-      for (const raw of [`/public%2F..%2Fpaid/${m}`, `/public%2fpaid/${m}`, `/public%5Cpaid/${m}`, `/public/..;/paid/${m}`, `/public\\..\\paid/${m}`, `/races/premium#${m}`, `/races/premium#?${m}`, `/races/x#/../premium/${m}`]) {
+      for (const raw of [
+        `/public%2F..%2Fpaid/${m}`, `/public%2fpaid/${m}`, `/public%5Cpaid/${m}`, `/public/..;/paid/${m}`, `/public\\..\\paid/${m}`,
+        `/races/premium#${m}`, `/races/premium#?${m}`, `/races/x#/../premium/${m}`,
+      ]) {
         const res = await a.get(raw);
         expect(res.status, raw).toBe(400);
         expect(res.json).toEqual({ error: 'Requête invalide' });

@@ -159,7 +159,8 @@ describeWithServices('WebSocket routes', () => {
     for (const version of ['7', '8', '14', '13, 8']) {
       const raw = await new Promise<string>((resolve) => {
         const socket = net.connect(Number(new URL(a.url).port), '127.0.0.1', () => socket.end(
-          `GET /api/v1/live-race/x HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: ${version}\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nAuthorization: Bearer ${free.access}\r\n\r\n`));
+          `GET /api/v1/live-race/x HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: ${version}\r\n`
+          + `Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nAuthorization: Bearer ${free.access}\r\n\r\n`));
         let out = '';
         socket.setEncoding('utf8').on('data', (c: string) => { out += c; });
         socket.on('close', () => resolve(out));
@@ -258,7 +259,9 @@ describeWithServices('WebSocket routes', () => {
   });
 
   it('closes a client\'s socket with 1009 when a message is over server.bodyLimit', async () => {
-    const own = await startTestGateway(testConfig({ server: { bodyLimit: '1kb' }, upstreams: { app: { url: upstream.url } }, routes: [{ path: '/ws', upstream: 'app', auth: 'none', websocket: true }] }));
+    const own = await startTestGateway(testConfig({
+      server: { bodyLimit: '1kb' }, upstreams: { app: { url: upstream.url } }, routes: [{ path: '/ws', upstream: 'app', auth: 'none', websocket: true }],
+    }));
     try {
       const socket = opened(await wsConnect(wsUrl(own, '/ws/big')));
       socket.ws.send('x'.repeat(1000));

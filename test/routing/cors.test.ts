@@ -17,7 +17,10 @@ const EVIL = 'https://evil.example.net';
 const preflight = (origin: string, method: string, headers = 'authorization') => ({
   origin, 'access-control-request-method': method, 'access-control-request-headers': headers,
 });
-const CORS_NAMES = ['access-control-allow-origin', 'access-control-allow-methods', 'access-control-allow-headers', 'access-control-allow-credentials', 'access-control-max-age', 'access-control-expose-headers'];
+const CORS_NAMES = [
+  'access-control-allow-origin', 'access-control-allow-methods', 'access-control-allow-headers', 'access-control-allow-credentials', 'access-control-max-age',
+  'access-control-expose-headers',
+];
 const corsHeaders = (headers: Record<string, unknown>) => Object.fromEntries(CORS_NAMES.filter((n) => n in headers).map((n) => [n, headers[n]]));
 
 describeWithServices('CORS', () => {

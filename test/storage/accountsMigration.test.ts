@@ -43,7 +43,8 @@ describeWithServices('migration 009: tokens issued before sessions', () => {
     const [rotated] = await insert('c'.repeat(64), 1, '2024-04-01T10:00:00Z');
 
     await migrate(db);
-    const sessions = await db.query<{ id: string; user_id: number; user_agent: string | null; ip: string | null; created_at: Date; last_used_at: Date }>('SELECT id, user_id, user_agent, ip, created_at, last_used_at FROM sessions ORDER BY id');
+    const sessions = await db.query<{ id: string; user_id: number; user_agent: string | null; ip: string | null; created_at: Date; last_used_at: Date }>(
+      'SELECT id, user_id, user_agent, ip, created_at, last_used_at FROM sessions ORDER BY id');
     expect(sessions).toEqual([
       { id: live!.id, user_id: userId, user_agent: null, ip: null, created_at: new Date('2024-05-01T10:00:00Z'), last_used_at: new Date('2024-05-01T10:00:00Z') },
       { id: otherLive!.id, user_id: userId, user_agent: null, ip: null, created_at: new Date('2024-05-02T10:00:00Z'), last_used_at: new Date('2024-05-02T10:00:00Z') },

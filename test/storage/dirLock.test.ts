@@ -125,7 +125,8 @@ describe('embedded storage lock under contention', () => {
     const churn = `const { holdDirectory } = await import(process.argv[1]); const end = Date.now() + 2500; let n = 0;
 while (Date.now() < end) { holdDirectory(process.argv[2])(); n++; } process.stdout.write(String(n));`;
     const child = new Promise<string>((resolve, reject) => {
-      execFile(process.execPath, ['--input-type=module', '-e', churn, moduleUrl, dir], { timeout: 20_000 }, (err, stdout, stderr) => (err ? reject(new Error(`${err.message}\n${stderr}`)) : resolve(stdout)));
+      execFile(process.execPath, ['--input-type=module', '-e', churn, moduleUrl, dir], { timeout: 20_000 },
+        (err, stdout, stderr) => (err ? reject(new Error(`${err.message}\n${stderr}`)) : resolve(stdout)));
     });
     const seen = new Map<string, number>();
     const end = Date.now() + 2000;

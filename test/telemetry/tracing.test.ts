@@ -13,7 +13,10 @@ import { docsExample } from '../helpers/docs.js';
 import WebSocket from 'ws';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import { startWsUpstream, type WsUpstream } from '../helpers/wsUpstream.js';
-import { bearer, closeSql, configProblems, describeWithServices, eventually, makeUser, marker, startDecidingGateway, startTestGateway, testConfig, throwawayDatabase, type TestGateway } from '../helpers/gateway.js';
+import {
+  bearer, closeSql, configProblems, describeWithServices, eventually, makeUser, marker, startDecidingGateway, startTestGateway, testConfig, throwawayDatabase,
+  type TestGateway,
+} from '../helpers/gateway.js';
 import { startReceiver, verifiedEvent } from '../helpers/webhookReceiver.js';
 import { protobufSpans } from '../helpers/otlp.js';
 import { sparePort } from '../helpers/ports.js';
@@ -226,7 +229,10 @@ describeWithServices('traces over OTLP/HTTP', () => {
   });
 
   it('a decision for a proxy: a span named after the route asked about, its stages as children, the proxy\'s trace continued', async () => {
-    const deciding = await startDecidingGateway({ plans: { limits: { free: { daily: 1000 } } }, telemetry: { otlp: { endpoint: collector.url } }, upstreams: { app: { url: upstream.url }, live: { url: wsUpstream.url } }, routes: routes() });
+    const deciding = await startDecidingGateway({
+      plans: { limits: { free: { daily: 1000 } } }, telemetry: { otlp: { endpoint: collector.url } },
+      upstreams: { app: { url: upstream.url }, live: { url: wsUpstream.url } }, routes: routes(),
+    });
     try {
       const user = await makeUser(deciding);
       const m = marker();
@@ -235,7 +241,9 @@ describeWithServices('traces over OTLP/HTTP', () => {
       const allowed = await deciding.decide('GET', `/decisions/traced/${m}?q=${m}`, { headers: { ...bearer(user.access), traceparent: `00-${traceId}-${proxySpan}-01` } });
       expect(allowed.status).toBe(200);
       expect((await deciding.decide('GET', `/decisions/traced/${m}`)).status).toBe(401);
-      await eventually(() => traceOf(traceId).length >= 4 && collector.spans.some((s) => s.name === 'GET /traced' && attr(s, 'gateway.decision') === 'tokenInvalid' && String(attr(s, 'url.path')).startsWith('/decisions/')), 5000);
+      const decided = (s: (typeof collector.spans)[number]) =>
+        s.name === 'GET /traced' && attr(s, 'gateway.decision') === 'tokenInvalid' && String(attr(s, 'url.path')).startsWith('/decisions/');
+      await eventually(() => traceOf(traceId).length >= 4 && collector.spans.some(decided), 5000);
       const span = traceOf(traceId).find((s) => s.name === 'GET /traced')!;
       expect(span.kind).toBe(2); // SERVER
       expect(span.parentSpanId).toBe(proxySpan);
