@@ -177,7 +177,8 @@ export async function createInstance(config: Config, options: InstanceOptions): 
     const pipeline = pipelineOf(config, { tokens, identities, clock, keyUsage, daily, redis, keyring, tallies: metrics.tallies, memberships });
 
     return {
-      lifecycle: { draining: false }, config, live, db, redis, clock, log, feed, tokens, passwords, identities, memberships, keyUsage, daily, refunds, keyring, pipeline, metrics, events, deliveries: outbox, mailer, audit, housekeeping, tracing, errorStyle, mailWords, fleet: options.fleet, billing,
+      lifecycle: { draining: false }, config, live, db, redis, clock, log, feed, tokens, passwords, identities, memberships, keyUsage, daily, refunds, keyring, pipeline,
+      metrics, events, deliveries: outbox, mailer, audit, housekeeping, tracing, errorStyle, mailWords, fleet: options.fleet, billing,
       close: () => closeAll((err) => log.warn({ err }, 'error while closing')),
     };
   } catch (err) {

@@ -12,7 +12,9 @@ export function newPasswordDenial(password: string, minLength: number): Denial |
 }
 
 /** Why a password or refresh token was refused: the log says, the client never learns. */
-export type CredentialRefusal = 'unknownEmail' | 'inactive' | 'wrongPassword' | 'passwordTooLong' | 'unfitPassword' | 'changedMeanwhile' | 'undecodable' | 'inactiveToken' | 'userGone' | 'mfaFailed' | 'mfaTokenInvalid';
+export type CredentialRefusal =
+  | 'unknownEmail' | 'inactive' | 'wrongPassword' | 'passwordTooLong' | 'unfitPassword' | 'changedMeanwhile' | 'undecodable' | 'inactiveToken' | 'userGone' | 'mfaFailed'
+  | 'mfaTokenInvalid';
 
 /**
  * A refused credential: one `request denied` line with the reason and, when known, the account

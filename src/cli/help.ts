@@ -47,7 +47,8 @@ Exit status: 0 on success, 1 on any error.`;
 
 /** The help of a group of commands (`gateway users --help`). */
 export function groupHelp(group: string, commands: Command[]): string {
-  return `Usage: gateway ${group} <${commands.map((c) => c.name.slice(group.length + 1)).join('|')}> … [--config FILE]\n\nCommands:\n${commandList(commands)}\n\nRun \`gateway ${group} ACTION --help\` for an action's own help.`;
+  return `Usage: gateway ${group} <${commands.map((c) => c.name.slice(group.length + 1)).join('|')}> … [--config FILE]\n\nCommands:\n${commandList(commands)}\n\n`
+    + `Run \`gateway ${group} ACTION --help\` for an action's own help.`;
 }
 
 export function version(): string {

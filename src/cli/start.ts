@@ -12,8 +12,12 @@ export const SHUTDOWN_GRACE_MS = 10_000;
  * anything can fail, and whatever stops the start becomes one fatal line with a hint (startFailure).
  */
 export async function start({ config: configPath }: Args): Promise<number> {
-  const [{ asyncStdout, createLogger }, { startGateway }, { reload, reloadOnSignal }, { readiness }, { runPrimary, workerCount }, { joinFleet }, { default: cluster }, { default: closeWithGrace }] = await Promise.all([
-    import('../telemetry/logger.js'), import('../server.js'), import('../live/reload.js'), import('../listener/health.js'), import('../fleet/primary.js'), import('../fleet/workerLink.js'), import('node:cluster'), import('close-with-grace'),
+  const [
+    { asyncStdout, createLogger }, { startGateway }, { reload, reloadOnSignal }, { readiness }, { runPrimary, workerCount }, { joinFleet }, { default: cluster },
+    { default: closeWithGrace },
+  ] = await Promise.all([
+    import('../telemetry/logger.js'), import('../server.js'), import('../live/reload.js'), import('../listener/health.js'), import('../fleet/primary.js'),
+    import('../fleet/workerLink.js'), import('node:cluster'), import('close-with-grace'),
   ]);
   const levelProblem = logLevelProblem();
   const root = createLogger(levelProblem ? 'info' : process.env.LOG_LEVEL ?? 'info', asyncStdout());
@@ -56,7 +60,8 @@ export async function start({ config: configPath }: Args): Promise<number> {
   fleet?.onReload((next) => reload(reloadDeps, () => next));
   const { shutdownDelay } = config.server;
   // A worker takes SIGINT from the primary only (fleet/).
-  const grace = closeWithGrace({ delay: shutdownDelay + SHUTDOWN_GRACE_MS, skip: fleet ? ['SIGHUP', 'SIGINT'] : ['SIGHUP'], logger: { error: (m: unknown) => log.error(m) } }, async ({ signal, err }) => {
+  const skip: Array<'SIGHUP' | 'SIGINT'> = fleet ? ['SIGHUP', 'SIGINT'] : ['SIGHUP'];
+  const grace = closeWithGrace({ delay: shutdownDelay + SHUTDOWN_GRACE_MS, skip, logger: { error: (m: unknown) => log.error(m) } }, async ({ signal, err }) => {
     stopReloading();
     if (err) log.error({ err }, 'shutting down after an error');
     else log.info({ signal }, 'shutting down: finishing requests in flight');
@@ -78,7 +83,8 @@ export async function start({ config: configPath }: Args): Promise<number> {
   }
   // Said only now: whoever waits for this line may signal at once, and a SIGHUP that came
   // before its handler would end the process (the default action) instead of reloading.
-  log.info({ url: gateway.url, admin: gateway.adminUrl, storage: config.storage.postgres ? 'postgres' : `embedded (${config.storage.embeddedDir})`, node: process.version, nodeFlags: process.execArgv }, 'gateway listening');
+  const storage = config.storage.postgres ? 'postgres' : `embedded (${config.storage.embeddedDir})`;
+  log.info({ url: gateway.url, admin: gateway.adminUrl, storage, node: process.version, nodeFlags: process.execArgv }, 'gateway listening');
   return -1; // keeps running
 }
 
@@ -112,7 +118,10 @@ function startFailure(err: unknown): StartFailure {
       EACCES: 'ports below 1024 need privileges: choose a higher server.port (PORT) or admin.port',
       EADDRNOTAVAIL: `${listen.address} is not an address of this machine: change server.host (HOST) or admin.host`,
     };
-    return { msg: `cannot listen on ${where}: ${listen.code}`, code: listen.code, address: listen.address, port: listen.port, hint: hints[listen.code ?? ''] ?? 'check server.host/port and admin.host/port' };
+    return {
+      msg: `cannot listen on ${where}: ${listen.code}`, code: listen.code, address: listen.address, port: listen.port,
+      hint: hints[listen.code ?? ''] ?? 'check server.host/port and admin.host/port',
+    };
   }
   return { msg: `cannot start: ${err instanceof Error ? err.message : String(err)}`, err, hint: 'see err; `gateway check` validates the configuration without the network' };
 }

@@ -14,11 +14,15 @@ export async function migrateCommand({ config: configPath }: Args): Promise<numb
 
 export async function rotateKeys({ config: configPath, admin }: Args): Promise<number> {
   const { config } = loadConfig(configPath);
-  if (admin) throw new CommandError('the admin API does not rotate keys: run `gateway keys rotate` where it can open the database (on Postgres, anywhere; on embedded storage, with the gateway stopped)');
+  if (admin) {
+    throw new CommandError('the admin API does not rotate keys: run `gateway keys rotate` where it can open the database '
+      + '(on Postgres, anywhere; on embedded storage, with the gateway stopped)');
+  }
   const [{ rotateAssertionKeys }, { RETIRED_KEY_PUBLISHED_MS }] = await Promise.all([import('../credentials/assertionKeys.js'), import('../credentials/assertionKeyring.js')]);
   const { current, previous, next } = await withDatabase(config, (db) => rotateAssertionKeys(db));
   // Running instances pick the rotation up through NOTIFY (or their periodic reload).
-  return print(`assertion key rotated: now signing with kid ${current}` + (previous ? `; ${previous} stays published for ${RETIRED_KEY_PUBLISHED_MS / 1000} s` : '') + `; next kid ${next} is published ahead`);
+  return print(`assertion key rotated: now signing with kid ${current}`
+    + (previous ? `; ${previous} stays published for ${RETIRED_KEY_PUBLISHED_MS / 1000} s` : '') + `; next kid ${next} is published ahead`);
 }
 
 /**
@@ -27,12 +31,16 @@ export async function rotateKeys({ config: configPath, admin }: Args): Promise<n
  */
 export async function rotateJwtKey({ config: configPath, admin, values }: Args): Promise<number> {
   const { config } = loadConfig(configPath);
-  if (admin) throw new CommandError('the admin API does not rotate keys: run `gateway keys rotate-jwt` where it can open the database (on Postgres, anywhere; on embedded storage, with the gateway stopped)');
+  if (admin) {
+    throw new CommandError('the admin API does not rotate keys: run `gateway keys rotate-jwt` where it can open the database '
+      + '(on Postgres, anywhere; on embedded storage, with the gateway stopped)');
+  }
   const { isDatabaseKept } = await import('../credentials/tokenKeys.js');
   const { jwt, refreshTokenTtl } = config.auth;
   if (!isDatabaseKept(jwt)) {
     const setting = jwt.algorithm === 'HS256' ? 'auth.jwt.secret' : 'auth.jwt.privateKeyFile';
-    throw new CommandError(`the token key is in the configuration (${setting}), not in the database: put it under auth.jwt.previous, set a new one, then send SIGHUP to the gateway (docs/operating.md, "Rotating the signing key")`);
+    throw new CommandError(`the token key is in the configuration (${setting}), not in the database: put it under auth.jwt.previous, set a new one, `
+      + 'then send SIGHUP to the gateway (docs/operating.md, "Rotating the signing key")');
   }
   const { dropPreviousSecret, rotateStoredSecret } = await import('../credentials/jwtSecrets.js');
   if (values['drop-previous']) {
@@ -45,7 +53,8 @@ export async function rotateJwtKey({ config: configPath, admin, values }: Args):
       'Wait until then, or run `gateway keys rotate-jwt --drop-previous` first to end them now');
   }
   // Running instances pick the rotation up through NOTIFY (or their periodic reload).
-  return print(`token key rotated: now signing with kid ${result.kid}; the previous key ${result.previousKid} verifies the tokens it signed until ${result.previousUntil.toISOString()} (auth.refreshTokenTtl)`);
+  return print(`token key rotated: now signing with kid ${result.kid}; `
+    + `the previous key ${result.previousKid} verifies the tokens it signed until ${result.previousUntil.toISOString()} (auth.refreshTokenTtl)`);
 }
 
 /** `gateway backup --out FILE`: embedded storage only; Postgres has pg_dump. */

@@ -72,7 +72,10 @@ async function cancelBeforeErasure(config: Config, db: Queryable, id: number, wh
  * account while a gateway holds embedded storage, and a way that works on Postgres too.
  */
 async function usersThroughAdmin(action: UserAction, email: string, plan: string | undefined, base: string, config: Config): Promise<string> {
-  if (action === 'reset-link') throw new CommandError('the admin API does not make reset links: run `gateway users reset-link` where it can open the database (on embedded storage, with the gateway stopped), or let the user ask through password/forgot');
+  if (action === 'reset-link') {
+    throw new CommandError('the admin API does not make reset links: run `gateway users reset-link` where it can open the database '
+      + '(on embedded storage, with the gateway stopped), or let the user ask through password/forgot');
+  }
   const key = adminKeyFor(config);
   const call = (method: string, path: string, body?: unknown) => callAdmin(base, key, method, path, body);
   const found = await call('GET', `/admin/v1/users?email=${encodeURIComponent(email)}`);
@@ -121,5 +124,6 @@ export async function auditCommand({ config: configPath, values }: Args): Promis
   const events = rows.map((e) => ({ id: e.id, at: e.at.toISOString(), type: e.type, actor: e.actor, user_id: e.user_id, ip: e.ip, user_agent: e.user_agent, data: e.data }));
   if (values.json) return print(JSON.stringify({ events }));
   // The user agent (whatever a client sent) stays out of the table; JSON escapes what data holds.
-  return print(columns([['AT', 'TYPE', 'ACTOR', 'USER', 'IP', 'DATA'], ...events.map((e) => [e.at, e.type, e.actor, e.user_id === null ? '-' : String(e.user_id), e.ip ?? '-', JSON.stringify(e.data)])]));
+  const table = events.map((e) => [e.at, e.type, e.actor, e.user_id === null ? '-' : String(e.user_id), e.ip ?? '-', JSON.stringify(e.data)]);
+  return print(columns([['AT', 'TYPE', 'ACTOR', 'USER', 'IP', 'DATA'], ...table]));
 }

@@ -367,5 +367,7 @@ export function configWarnings(config: Config): string[] {
     : []));
   // On by default (every return page is of the gateway's site), yet a page's exchange could not carry the cookie.
   const unbindable = oidc?.bindToBrowser && oidc.bindToBrowserDefaulted ? originsWithoutCookie(config) : [];
-  return [...prefixes, ...unbindable.map((origin) => `auth.oidc.bindToBrowser: on by default (every returnTo origin is same-site with publicUrl), but cors does not allow ${origin} with credentials: true, so its page's exchange cannot carry the gw_oidc cookie and is refused; allow it in cors, or set bindToBrowser: false to bind by the application's PKCE verifier alone`)];
+  return [...prefixes, ...unbindable.map((origin) => 'auth.oidc.bindToBrowser: on by default (every returnTo origin is same-site with publicUrl), '
+    + `but cors does not allow ${origin} with credentials: true, so its page's exchange cannot carry the gw_oidc cookie and is refused; `
+    + 'allow it in cors, or set bindToBrowser: false to bind by the application\'s PKCE verifier alone')];
 }

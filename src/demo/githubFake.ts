@@ -86,7 +86,9 @@ export async function startGitHubFake(options: { clientId?: string; defaultLogin
     const verifier = form.get('code_verifier') ?? '';
     if (form.get('client_id') !== clientId || form.get('client_secret') !== clientSecret) return json(res, 200, { error: 'incorrect_client_credentials' });
     if (!grant || grant.redirectUri !== form.get('redirect_uri')) return json(res, 200, { error: 'bad_verification_code' });
-    if (createHash('sha256').update(verifier).digest('base64url') !== grant.challenge) return json(res, 200, { error: 'bad_verification_code', error_description: 'The code_verifier does not match the code_challenge' });
+    if (createHash('sha256').update(verifier).digest('base64url') !== grant.challenge) {
+      return json(res, 200, { error: 'bad_verification_code', error_description: 'The code_verifier does not match the code_challenge' });
+    }
     const token = `gho_${randomBytes(18).toString('hex')}`;
     tokens.set(token, grant.login);
     fake.accessTokens.push(token);

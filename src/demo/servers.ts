@@ -174,7 +174,8 @@ export async function startTraceReceiver(): Promise<http.Server> {
           return `${stage.name} ${ms(stage)} ms${calls.length ? ` (${calls.join(', ')})` : ''}`;
         });
         const decision = attribute(span, 'gateway.decision');
-        console.log(`[demo traces] ${span.name} ${attribute(span, 'http.response.status_code') ?? ''}${decision ? ` ${decision}` : ''}, ${ms(span)} ms${stages.length ? `: ${stages.join(' › ')}` : ''}`);
+        const status = attribute(span, 'http.response.status_code') ?? '';
+        console.log(`[demo traces] ${span.name} ${status}${decision ? ` ${decision}` : ''}, ${ms(span)} ms${stages.length ? `: ${stages.join(' › ')}` : ''}`);
       }
     });
   });

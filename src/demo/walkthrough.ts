@@ -167,7 +167,8 @@ function factorSteps({ url, page, tokensDir }: DemoAddresses): string[] {
     '# 16. The password now gets no tokens: a 403 with an mfa_token, which a code turns into a pair at aal2',
     '#     (each code is accepted once: this one is the code the app shows next, accepted already)',
     `MFA_TOKEN=$(curl -s ${login} | ${field('mfa_token')}); echo "$MFA_TOKEN"`,
-    `TOKEN=$(curl -s -X POST ${url}/api/v1/auth/mfa/verify ${json} -d "{\\"mfa_token\\":\\"$MFA_TOKEN\\",\\"code\\":\\"$(curl -s "${totp}/$SECRET?next")\\"}" | ${field('access_token')}); echo "$TOKEN"`,
+    `TOKEN=$(curl -s -X POST ${url}/api/v1/auth/mfa/verify ${json} `
+      + `-d "{\\"mfa_token\\":\\"$MFA_TOKEN\\",\\"code\\":\\"$(curl -s "${totp}/$SECRET?next")\\"}" | ${field('access_token')}); echo "$TOKEN"`,
     `curl -s ${show} ${url}/api/v1/billing -H "Authorization: Bearer $TOKEN"`,
     '',
     '# 17. Without a password: a sign-in link by email (the mail catcher prints it and keeps its token). This',

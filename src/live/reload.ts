@@ -92,7 +92,9 @@ export function reload(deps: ReloadDeps, load: () => Config): ReloadResult | und
     return undefined;
   }
   if (result.needsRestart.length) log.warn({ settings: result.needsRestart }, 'changed settings need a restart to take effect');
-  log.info({ applied: result.applied, routes: deps.live.current.routes.all.length, ...(deps.certificates ? { certificates: 'reloaded' } : {}) }, result.applied.length ? 'configuration reloaded' : 'configuration reloaded: nothing live changed');
+  const certificates = deps.certificates ? { certificates: 'reloaded' } : {};
+  const message = result.applied.length ? 'configuration reloaded' : 'configuration reloaded: nothing live changed';
+  log.info({ applied: result.applied, routes: deps.live.current.routes.all.length, ...certificates }, message);
   return result;
 }
 

@@ -208,7 +208,9 @@ export class Forwarder {
         const span = upstreamSpan(request, upstream, planned.request.method, planned.request.headers);
         relay(this.agent, reply, { ...planned.request, body: (request.body as Readable | undefined) ?? null }, {
           // The gateway's RateLimit fields on a counted route, in place of any the upstream sent.
-          responseHeaders: (upstreamHeaders) => (decision.responseHeaders ? { ...downstreamHeaders(upstreamHeaders, corsCovered), ...decision.responseHeaders } : downstreamHeaders(upstreamHeaders, corsCovered)),
+          responseHeaders: (upstreamHeaders) => (decision.responseHeaders
+            ? { ...downstreamHeaders(upstreamHeaders, corsCovered), ...decision.responseHeaders }
+            : downstreamHeaders(upstreamHeaders, corsCovered)),
           answered: (status) => {
             span?.end();
             this.answered(upstream);
@@ -275,7 +277,10 @@ export class Forwarder {
 
   private failureLogFor(upstream: string): FailureLog {
     let log = this.failureLogs.get(upstream);
-    if (!log) this.failureLogs.set(upstream, (log = failureLog(this.deps.log.child({ upstream }) as Logger, 'upstream failed: its requests are answered 502 or 504', { recoveredMessage: 'upstream answers again' })));
+    if (!log) {
+      log = failureLog(this.deps.log.child({ upstream }) as Logger, 'upstream failed: its requests are answered 502 or 504', { recoveredMessage: 'upstream answers again' });
+      this.failureLogs.set(upstream, log);
+    }
     return log;
   }
 }

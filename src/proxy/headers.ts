@@ -69,7 +69,8 @@ export function upstreamHeaders(incoming: IncomingHttpHeaders, ctx: ForwardConte
     // A name with `_` goes, as nginx drops it by default: CGI-style servers read `X_User_Id` or
     // `Transfer_Encoding` as the dashed header, so it would smuggle what the rules above remove.
     // HTTP/2's pseudo-headers (`:path`…) are the request line, which the upstream gets its own way.
-    if (value === undefined || name.charCodeAt(0) === 0x3a || name.includes('_') || HOP_BY_HOP.has(name) || NEVER_FORWARDED.has(name) || isIdentityHeader(name) || name.startsWith(OTHER_PROXY_IDENTITY_PREFIX)) continue;
+    if (value === undefined || name.charCodeAt(0) === 0x3a || name.includes('_') || HOP_BY_HOP.has(name) || NEVER_FORWARDED.has(name)) continue;
+    if (isIdentityHeader(name) || name.startsWith(OTHER_PROXY_IDENTITY_PREFIX)) continue;
     if (named?.includes(name)) continue;
     if (!ctx.trustProxy && FORWARDING_FROM_PROXIES.has(name)) continue;
     if (name === 'authorization' && ctx.dropAuthorization) continue;

@@ -46,7 +46,10 @@ export async function insertLink(db: Queryable, userId: number, link: NewLink, n
  * renamed) and the email it asserts; a link it vouches for now stays vouched for.
  */
 export async function touchLink(db: Queryable, link: NewLink): Promise<void> {
-  await db.query('UPDATE user_identities SET provider = $3, email = $4, vouched = vouched OR $5 WHERE issuer = $1 AND subject = $2', [link.issuer, link.subject, link.provider, link.email, link.vouched]);
+  await db.query(
+    'UPDATE user_identities SET provider = $3, email = $4, vouched = vouched OR $5 WHERE issuer = $1 AND subject = $2',
+    [link.issuer, link.subject, link.provider, link.email, link.vouched],
+  );
 }
 
 /** Removes the user's links no provider vouched for (links.ts: the mailbox owner took the account); the rows removed. */

@@ -43,7 +43,9 @@ export async function useChallenge(db: Queryable, challengeHash: string, purpose
   return rows.length === 1;
 }
 
-export async function insertPasskey(db: Queryable, userId: number, credential: { id: string; publicKey: Uint8Array; counter: number; transports?: string[] }, name: string, now: Date): Promise<PasskeySummary | undefined> {
+export async function insertPasskey(
+  db: Queryable, userId: number, credential: { id: string; publicKey: Uint8Array; counter: number; transports?: string[] }, name: string, now: Date,
+): Promise<PasskeySummary | undefined> {
   return (await db.query<PasskeySummary>(
     `INSERT INTO passkeys (user_id, credential_id, public_key, counter, transports, name, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)
      ON CONFLICT (credential_id) DO NOTHING

@@ -46,7 +46,9 @@ export interface TracingSettings {
 const isOtlpProtocol = (value: string | undefined): value is OtlpProtocol => (OTLP_PROTOCOLS as readonly string[]).includes(value ?? '');
 
 /** telemetry.otlp as written, the standard OTEL_* variables filling what it leaves unset (the YAML wins); undefined: tracing off. */
-export function tracingSettings(otlp: { endpoint?: string; serviceName?: string; sampleRatio?: number; trustIncoming: boolean; protocol?: OtlpProtocol }, env: NodeJS.ProcessEnv = process.env): TracingSettings | undefined {
+export function tracingSettings(
+  otlp: { endpoint?: string; serviceName?: string; sampleRatio?: number; trustIncoming: boolean; protocol?: OtlpProtocol }, env: NodeJS.ProcessEnv = process.env,
+): TracingSettings | undefined {
   const tracesUrl = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim();
   const endpoint = otlp.endpoint || (tracesUrl ? tracesUrl.replace(/\/v1\/traces\/?$/, '') : env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim());
   if (!endpoint || env.OTEL_SDK_DISABLED === 'true') return undefined;

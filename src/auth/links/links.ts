@@ -91,7 +91,9 @@ export function queueLinkMail(
  * (account/change.ts). Undefined when the link was used meanwhile (of concurrent uses, one wins), or was sent
  * to an address that is no longer the account's.
  */
-export async function useLink<T>(db: Database, clock: () => Date, token: string, purpose: LinkPurpose, userId: number, then: (tx: Queryable, user: users.User, now: Date) => Promise<T>): Promise<T | undefined> {
+export async function useLink<T>(
+  db: Database, clock: () => Date, token: string, purpose: LinkPurpose, userId: number, then: (tx: Queryable, user: users.User, now: Date) => Promise<T>,
+): Promise<T | undefined> {
   return changeAccount({ db, clock }, { userId, mode: 'update' }, async ({ tx, user, now }) => {
     const used = await useUp(tx, sha256Hex(token), purpose, now);
     if (!used || used.email !== user.email) return undefined;

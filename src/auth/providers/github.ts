@@ -56,7 +56,8 @@ export class GitHubProvider implements SignInProvider {
       redirect_uri: this.redirectUri,
       code_verifier: verifier,
     });
-    const answer = await this.request(this.settings.tokenUrl, { method: 'POST', body, headers: { accept: 'application/json', 'content-type': 'application/x-www-form-urlencoded' } }) as { access_token?: unknown; error?: unknown } | undefined;
+    const headers = { accept: 'application/json', 'content-type': 'application/x-www-form-urlencoded' };
+    const answer = await this.request(this.settings.tokenUrl, { method: 'POST', body, headers }) as { access_token?: unknown; error?: unknown } | undefined;
     if (typeof answer?.access_token !== 'string' || !answer.access_token) {
       throw new SignInFailed('provider_error', `code exchange refused: ${typeof answer?.error === 'string' ? answer.error.slice(0, 64) : 'no access_token'}`);
     }

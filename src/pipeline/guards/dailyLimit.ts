@@ -9,7 +9,8 @@
 // ones a block twice as large each time they use one up in time, never more than MAX_BLOCK nor a
 // BLOCK_SHARE-th of what remains (so the last uses of a day go one by one, exactly), and what is
 // left after BLOCK_MS goes back to Postgres. A block is counted before it is served: an instance
-// that dies holding one loses those uses for the day, never over-admits (docs/plans-and-quotas.md). A plan changed during the day applies its limit to the uses already counted. Redis is the fast gate in front of it: an
+// that dies holding one loses those uses for the day, never over-admits (docs/plans-and-quotas.md).
+// A plan changed during the day applies its limit to the uses already counted. Redis is the fast gate in front of it: an
 // atomic INCR per user and day refuses the repeats without touching Postgres. Losing Redis keys
 // can only send a request to Postgres, which still refuses; with Redis down, hung or failing (the
 // breaker of redisBreaker.ts answers at once then), Postgres alone decides. The month has no
@@ -134,7 +135,8 @@ export class DailyLimiter {
     ({ db: this.db, redis: this.redis, clock: this.clock, config: this.config, feed: this.feed } = deps);
     // It logs from background work only (dropping and checking gates), never for a request.
     this.log = deps.log.child({ component: 'daily-limit' });
-    this.gatesFailing = failureLog(this.log, 'daily limit: Redis gates could not be dropped or checked against Postgres; a gate left behind refuses its user from Redis until it is checked again (on the next reconnection or change feed restart)', {
+    this.gatesFailing = failureLog(this.log, 'daily limit: Redis gates could not be dropped or checked against Postgres; '
+      + 'a gate left behind refuses its user from Redis until it is checked again (on the next reconnection or change feed restart)', {
       recoveredMessage: 'daily limit: Redis gates dropped and checked again',
     });
     // Each change that lowers a count, or may have, reaches Redis through whichever instance
