@@ -27,9 +27,6 @@ export default tseslint.config(
   // Files that still hold a longer line, exempt until they are wrapped; the list only shrinks.
   {
     files: [
-      'src/config/schema.ts',
-      'src/config/schema/providers.ts',
-      'src/config/schema/routes.ts',
       'src/openapi.ts',
     ],
     rules: { 'max-len': 'off' },

@@ -70,7 +70,11 @@ const mailSchema = z.strictObject({
   resetUrl: linkTemplate.meta({ examples: ['https://app.example.com/reset?token={token}'], description: "The application's password reset page, with {token} where the link's token goes." }),
   verifyUrl: linkTemplate.meta({ examples: ['https://app.example.com/verify?token={token}'], description: "The application's email verification page, with {token} where the link's token goes." }),
   invitationUrl: linkTemplate.optional().meta({ examples: ['https://app.example.com/join?token={token}'], description: "The application's page that accepts an organization's invitation, with {token} where the link's token goes; required with organizations." }),
-  templates: optionalText.meta({ examples: ['./mail-templates'], description: 'A folder of <lang>/<kind>.subject.txt, <kind>.txt and optional <kind>.html (kinds verify, reset, magic, org_invitation, account_invitation) replacing the built-in texts (gateway check reads them).' }),
+  templates: optionalText.meta({
+    examples: ['./mail-templates'],
+    description: 'A folder of <lang>/<kind>.subject.txt, <kind>.txt and optional <kind>.html (kinds verify, reset, '
+      + 'magic, org_invitation, account_invitation) replacing the built-in texts (gateway check reads them).',
+  }),
   product: optionalText.meta({ examples: ['Weather'], description: 'The product\'s name, {{product}} in mail templates; unset: the display name of from, else auth-gateway.' }),
 }).meta({ description: 'Account mails (password reset, email verification and sign-in links), in the user\'s language. Without it, or with smtp empty, password/forgot and email/resend answer 503.' });
 
@@ -101,7 +105,9 @@ const consoleOriginUrl = z.string()
 const fileShape = z.strictObject({
   server: z.strictObject({
     // Unset: 127.0.0.1 on embedded storage, 0.0.0.0 with storage.postgres (config/load.ts).
-    host: z.string().default('127.0.0.1').meta({ description: 'The address to listen on; HOST overrides it. Unset: 127.0.0.1 on embedded storage (a laptop), 0.0.0.0 with storage.postgres (a deployment).' }),
+    host: z.string().default('127.0.0.1').meta({
+      description: 'The address to listen on; HOST overrides it. Unset: 127.0.0.1 on embedded storage (a laptop), 0.0.0.0 with storage.postgres (a deployment).',
+    }),
     port: port.default(8080),
     // Processes serving these ports (node:cluster, CONTRACT §18): each one a whole instance, so
     // more than one needs storage.postgres. `auto`: one per CPU the process may use.
@@ -129,7 +135,10 @@ const fileShape = z.strictObject({
     migrate: bool().prefault(true),
     // CONTRACT §25: at start, how long to wait for a Postgres that does not answer yet (compose,
     // Kubernetes start the database beside the gateway) before exiting 1.
-    startTimeout: duration.prefault('60s').meta({ description: 'At start, how long to wait for a Postgres that does not answer yet (refused, unreachable, starting up) before exiting 1. A wrong password or a missing database stops the start at once.' }),
+    startTimeout: duration.prefault('60s').meta({
+      description: 'At start, how long to wait for a Postgres that does not answer yet (refused, unreachable, starting up) before exiting 1. '
+        + 'A wrong password or a missing database stops the start at once.',
+    }),
   }).prefault({}),
   auth: z.strictObject({
     jwt: z.strictObject({
@@ -140,7 +149,8 @@ const fileShape = z.strictObject({
       // An empty entry is skipped, so `- ${JWT_SECRET_PREVIOUS:-}` can stay in a file between rotations.
       previous: z.array(z.string().nullable().meta({ title: 'previous key', examples: ['${JWT_SECRET_PREVIOUS:-}', 'keys/jwt-2026-01.pub.pem'] })).default([])
         .transform((keys) => keys.filter((key): key is string => Boolean(key))).meta({
-          description: 'Keys rotated out, verify only: HS256 secrets, or for the other algorithms PEM public keys (files, or PEM text). Tokens they signed stay valid; removing one ends every session it signed. Empty entries are skipped.',
+          description: 'Keys rotated out, verify only: HS256 secrets, or for the other algorithms PEM public keys (files, or PEM text). '
+            + 'Tokens they signed stay valid; removing one ends every session it signed. Empty entries are skipped.',
         }),
       issuer: optionalText.meta({ examples: ['https://gw.example.com'] }),
       audience: optionalText.meta({ examples: ['my-app'] }),
@@ -148,8 +158,14 @@ const fileShape = z.strictObject({
       // The rules of configSchema's check below: an HS256 secret (the default algorithm) of 32
       // characters or none; a private key file for the others.
       allOf: [
-        { if: { properties: { algorithm: { const: 'HS256' } } }, then: { properties: { secret: { anyOf: [{ type: 'null' }, { const: '' }, { type: 'string', minLength: SECRET_MIN }, envReference] } } } },
-        { if: { required: ['algorithm'], properties: { algorithm: { enum: [...ASYMMETRIC] } } }, then: { required: ['privateKeyFile'], properties: { privateKeyFile: { type: 'string', minLength: 1 } } } },
+        {
+          if: { properties: { algorithm: { const: 'HS256' } } },
+          then: { properties: { secret: { anyOf: [{ type: 'null' }, { const: '' }, { type: 'string', minLength: SECRET_MIN }, envReference] } } },
+        },
+        {
+          if: { required: ['algorithm'], properties: { algorithm: { enum: [...ASYMMETRIC] } } },
+          then: { required: ['privateKeyFile'], properties: { privateKeyFile: { type: 'string', minLength: 1 } } },
+        },
       ],
     }).prefault({}),
     accessTokenTtl: duration.prefault('15m'),
@@ -210,7 +226,9 @@ const fileShape = z.strictObject({
   // Errors any client can read (CONTRACT §20): codes, problem details on request, languages.
   errors: z.strictObject({
     codes: bool().prefault(false).meta({ description: 'true: every error body adds "code", a stable snake_case id (GET /api/v1/errors lists them).' }),
-    language: z.enum(['fr', 'en', 'negotiate']).default('fr').meta({ description: 'The language of errors and messages: fr (the spec\'s), en, or negotiate (Accept-Language among fr, en and the files of messages; fallback fr).' }),
+    language: z.enum(['fr', 'en', 'negotiate']).default('fr').meta({
+      description: 'The language of errors and messages: fr (the spec\'s), en, or negotiate (Accept-Language among fr, en and the files of messages; fallback fr).',
+    }),
     messages: optionalText.meta({ examples: ['./messages'], description: 'A folder of <lang>.json files, {code: text}, overriding or adding a language (gateway check reads them).' }),
   }).prefault({}),
   admin: z.strictObject({
@@ -230,7 +248,9 @@ const fileShape = z.strictObject({
       serviceName: optionalText.meta({ examples: ['auth-gateway'], description: 'service.name of the spans; unset: OTEL_SERVICE_NAME, else auth-gateway.' }),
       sampleRatio: ratio.optional().meta({ description: 'The share of traces the gateway records (0 to 1); unset: OTEL_TRACES_SAMPLER_ARG, else 1.' }),
       trustIncoming: bool().prefault(false).meta({ description: 'true: an incoming traceparent\'s sampled flag decides; false: the gateway decides (a client cannot force sampling).' }),
-      protocol: z.enum(OTLP_PROTOCOLS).optional().meta({ description: 'The export body: http/protobuf (OTLP\'s default) or http/json; unset: OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf.' }),
+      protocol: z.enum(OTLP_PROTOCOLS).optional().meta({
+        description: 'The export body: http/protobuf (OTLP\'s default) or http/json; unset: OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf.',
+      }),
     }).prefault({}),
   }).prefault({}),
   // The audit log (CONTRACT §17): rows older than retention are purged.
@@ -318,7 +338,12 @@ function checkOverageMeter(cfg: Config, ctx: z.RefinementCtx): void {
   // Overage with nowhere to report it would serve uses past the allowance that nobody pays for.
   if (cfg.billing?.stripe.meter) return;
   for (const [plan, limits] of Object.entries(cfg.plans.limits)) {
-    if (typeof limits.monthly === 'object') ctx.addIssue({ code: 'custom', path: ['plans', 'limits', plan, 'monthly', 'overage'], message: 'overage: meter needs billing.stripe.meter (the Stripe meter the uses past the limit are reported to)' });
+    if (typeof limits.monthly === 'object') {
+      ctx.addIssue({
+        code: 'custom', path: ['plans', 'limits', plan, 'monthly', 'overage'],
+        message: 'overage: meter needs billing.stripe.meter (the Stripe meter the uses past the limit are reported to)',
+      });
+    }
   }
 }
 
@@ -363,7 +388,10 @@ function checkCorsAndMail(cfg: Config, ctx: z.RefinementCtx): void {
     ctx.addIssue({ code: 'custom', path: ['auth', 'magicLink'], message: 'needs mail: a sign-in link goes out by email' });
   }
   if (cfg.organizations?.enabled && !cfg.mail?.invitationUrl) {
-    ctx.addIssue({ code: 'custom', path: ['mail', 'invitationUrl'], message: 'required with organizations.enabled: an invitation goes out by email as a link to the application\'s page (a URL with {token})' });
+    ctx.addIssue({
+      code: 'custom', path: ['mail', 'invitationUrl'],
+      message: 'required with organizations.enabled: an invitation goes out by email as a link to the application\'s page (a URL with {token})',
+    });
   }
   if (cfg.auth.requireVerifiedEmail && !cfg.mail?.smtp) {
     ctx.addIssue({ code: 'custom', path: ['auth', 'requireVerifiedEmail'], message: 'needs mail.smtp: without mail no account could receive its verification link, and none could log in' });
@@ -374,7 +402,11 @@ function checkOidcBinding(cfg: Config, ctx: z.RefinementCtx): void {
   const oidc = cfg.auth.oidc;
   if (!oidc?.bindToBrowser || oidc.bindToBrowserDefaulted) return;
   for (const origin of originsWithoutCookie(cfg)) {
-    ctx.addIssue({ code: 'custom', path: ['auth', 'oidc', 'bindToBrowser'], message: `true needs cors to allow ${origin} with credentials: true, so that its page's exchange carries the gw_oidc cookie; or set bindToBrowser: false to bind by the application's PKCE verifier alone` });
+    ctx.addIssue({
+      code: 'custom', path: ['auth', 'oidc', 'bindToBrowser'],
+      message: `true needs cors to allow ${origin} with credentials: true, so that its page's exchange carries the gw_oidc cookie; `
+        + 'or set bindToBrowser: false to bind by the application\'s PKCE verifier alone',
+    });
   }
 }
 export type RouteConfig = Config['routes'][number];

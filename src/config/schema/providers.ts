@@ -48,7 +48,9 @@ export const emailDomain = z.string().regex(/^[^\s@]+\.[^\s@.]+$/, 'expected a d
 // verified, and a provider anyone can run, or sign up to, asserts the victim's.
 export const vouching = {
   trustEmail: bool().optional().meta({ description: 'true: the provider\'s verified email links to an existing account of that email and marks new accounts verified. Default: true for https://accounts.google.com, false otherwise (GitHub included).' }),
-  emailDomains: z.array(emailDomain).min(1).optional().meta({ description: 'The domains whose addresses this provider may link or sign up (exact, case-insensitive); for Google the hd claim must be the email\'s domain. Absent: any.' }),
+  emailDomains: z.array(emailDomain).min(1).optional().meta({
+    description: 'The domains whose addresses this provider may link or sign up (exact, case-insensitive); for Google the hd claim must be the email\'s domain. Absent: any.',
+  }),
   allowSignUp: bool().prefault(true).meta({ description: 'false: the provider signs in accounts already linked or linked by email, and creates none.' }),
 };
 export const scopeToken = z.string().regex(/^[\x21\x23-\x5b\x5d-\x7e]+$/, 'expected a scope token');
@@ -84,7 +86,10 @@ export const providerSchema = z.discriminatedUnion('kind', [oidcProviderSchema, 
 export const oidcSchema = z.strictObject({
   publicUrl: secureUrl('https://gw.example.com').meta({ description: 'The gateway as browsers reach it: each provider\'s redirect URI is {publicUrl}/api/v1/auth/oidc/{provider}/callback.' }),
   returnTo: z.array(returnToEntry).min(1).meta({ description: 'Where a sign-in may send the browser back: exact URLs, a return_to allowed only when identical to one (on an http://127.0.0.1 or http://[::1] entry, any port).' }),
-  bindToBrowser: bool().optional().meta({ description: 'true: the login code is bound to the browser by the gw_oidc cookie, which the exchange must carry (every returnTo origin same-site with publicUrl, and allowed by cors with credentials: true); false: by the application\'s PKCE verifier alone. Default: true when every returnTo origin is same-site with publicUrl.' }),
+  bindToBrowser: bool().optional().meta({
+    description: 'true: the login code is bound to the browser by the gw_oidc cookie, which the exchange must carry (every returnTo origin same-site with publicUrl, '
+      + 'and allowed by cors with credentials: true); false: by the application\'s PKCE verifier alone. Default: true when every returnTo origin is same-site with publicUrl.',
+  }),
   providers: z.record(z.string().meta({ examples: ['google'] }), providerSchema).superRefine((providers, ctx) => {
     if (Object.keys(providers).length === 0) ctx.addIssue({ code: 'custom', message: 'expected at least one provider' });
     for (const name of Object.keys(providers)) {
@@ -93,7 +98,10 @@ export const oidcSchema = z.strictObject({
   }),
 }).superRefine((oidc, ctx) => {
   if (oidc.bindToBrowser === true && !everyReturnToSameSite(oidc)) {
-    ctx.addIssue({ code: 'custom', path: ['bindToBrowser'], message: 'true needs every returnTo origin same-site with publicUrl: browsers send the gw_oidc cookie to the exchange from the gateway\'s site only' });
+    ctx.addIssue({
+      code: 'custom', path: ['bindToBrowser'],
+      message: 'true needs every returnTo origin same-site with publicUrl: browsers send the gw_oidc cookie to the exchange from the gateway\'s site only',
+    });
   }
   // Defaulted (not set) is kept apart: an explicit true that cannot work is a config error, a
   // default that cannot work a warning (configWarnings), so a file valid before stays valid.

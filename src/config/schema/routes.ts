@@ -29,7 +29,9 @@ export const planLimits = z.strictObject({
     z.strictObject({ limit: int(1, MAX_LIMIT), overage: z.literal('meter') }).meta({ examples: [{ limit: 100000, overage: 'meter' }] }),
   ]).optional().meta({ description: 'Counted uses per UTC month on routes with dailyLimit: true, reserved together with daily; none: unlimited. '
     + '{limit, overage: meter}: uses past limit are served and reported to the Stripe meter (needs billing.stripe.meter).' }),
-  perMinute: int(1, MAX_LIMIT).meta({ examples: [60] }).optional().meta({ description: 'Requests per minute on routes with rateLimit: true (a bucket of this size, refilled over 60 s); none: no limit.' }),
+  perMinute: int(1, MAX_LIMIT).meta({ examples: [60] }).optional().meta({
+    description: 'Requests per minute on routes with rateLimit: true (a bucket of this size, refilled over 60 s); none: no limit.',
+  }),
 });
 // CONTRACT §23: a counted use given back when the upstream failed it. Absent: no refunds.
 export const refundOn = z.strictObject({
@@ -41,7 +43,11 @@ export const refundOn = z.strictObject({
 const LANGUAGE_TAG = /^[a-z]{2,3}(?:-[a-z0-9]{2,8})?$/;
 const noun = z.string().min(1).max(40).regex(/^[^{}<>\p{Cc}]+$/u, 'expected a word (no braces, angle brackets or control characters)');
 export const usageNoun = z.record(z.string().regex(LANGUAGE_TAG, 'expected a language tag such as en or pt-br'), z.strictObject({ one: noun, many: noun }))
-  .meta({ description: 'The noun of the quota messages per language, singular and plural: { fr: { one: course, many: courses }, en: { one: request, many: requests } } (the spec\'s wording); a language left out keeps the default.', examples: [{ en: { one: 'forecast', many: 'forecasts' } }] });
+  .meta({
+    description: 'The noun of the quota messages per language, singular and plural: { fr: { one: course, many: courses }, en: { one: request, many: requests } } (the spec\'s wording); '
+      + 'a language left out keeps the default.',
+    examples: [{ en: { one: 'forecast', many: 'forecasts' } }],
+  });
 /** A scope a route declares and a key holds: `reports:read`. `*` (every right) is a key's only. */
 export const SCOPE = /^[A-Za-z0-9][A-Za-z0-9:._-]{0,63}$/;
 /** An organization member's roles (CONTRACT §22), strongest first; storage/organizations.ts keeps the same list. */
@@ -103,11 +109,17 @@ export const routeSchema = z.strictObject({
   mfa: z.enum(['required', 'optional']).default('optional'),
   // CONTRACT §21: an API key with scopes passes only holding every one of these (or `*`).
   scopes: z.array(z.string().regex(SCOPE, 'expected a scope such as reports:read (letters, digits, : . _ -; not *)')).min(1).optional()
-    .meta({ description: 'Scopes an API key with scopes must hold, every one, to pass (a key without scopes, or a bearer sign-in, passes as before); needs auth: required or optional.', examples: [['reports:read']] }),
+    .meta({
+      description: 'Scopes an API key with scopes must hold, every one, to pass (a key without scopes, or a bearer sign-in, passes as before); needs auth: required or optional.',
+      examples: [['reports:read']],
+    }),
   // CONTRACT §22: whether requests may (optional) or must (required) act for an organization
   // (Gateway-Org, an organization key); a route without it refuses Gateway-Org (400).
   org: z.enum(['required', 'optional']).optional()
-    .meta({ description: 'required: only requests acting for an organization (Gateway-Org, or an organization key) pass; optional: they may; unset: Gateway-Org is refused (400). Without organizations.enabled nothing acts for one (gateway check warns); required needs auth: required, optional an auth other than none.' }),
+    .meta({
+      description: 'required: only requests acting for an organization (Gateway-Org, or an organization key) pass; optional: they may; unset: Gateway-Org is refused (400). '
+        + 'Without organizations.enabled nothing acts for one (gateway check warns); required needs auth: required, optional an auth other than none.',
+    }),
   roles: z.array(z.enum(ORG_ROLE_NAMES)).min(1).optional()
     .meta({ description: 'The organization roles that pass (implies org: required, needs auth: required).', examples: [['owner', 'admin']] }),
 }).meta({
