@@ -1,6 +1,7 @@
 // The one description of gateway.yaml: zod gives both the validator and the TypeScript type.
 // Its parts: schema/values.ts (the kinds of value), schema/routes.ts (plans, CORS, routes,
-// upstreams), schema/providers.ts (sign-in settings that check one another); here, the whole file.
+// upstreams), schema/providers.ts (sign-in settings that check one another), schema/redis.ts
+// (storage.redis); here, the whole file.
 import { z } from 'zod';
 import {
   adminKey, ASYMMETRIC, bool, duration, durationOrZero, envReference, HTTP_URL, int, isInlinePem, isUrl, NAME, OCTET, optionalText, port, PORT, ratio, SECRET_MIN, size, text, verifyingKeyProblem,
@@ -9,37 +10,11 @@ import { checkRoutes, knownPlans, corsProblem, corsSchema, MAX_LIMIT, planLimits
 import { oidcSchema, originProblem, originsWithoutCookie } from './schema/providers.js';
 import { billingSchema } from './schema/billing.js';
 import { hooksSchema } from './schema/hooks.js';
+import { redisSchema } from './schema/redis.js';
 export { parseDuration, parseSize } from './schema/values.js';
 export { BASE_PLANS, CORS_DEFAULTS, HTTP_METHODS, knownPlans, type Plan } from './schema/routes.js';
 export { GITHUB_ISSUER, GOOGLE_ISSUER, originsWithoutCookie } from './schema/providers.js';
-
-// storage.redis (CONTRACT §9): one URL, a Sentinel group or a Cluster. Addresses are read into
-// { host, port } here, so the connection code parses nothing.
-const HOST_PORT = /^(?:\[([0-9A-Fa-f:.]+)\]|([^\s:[\]]+)):(\d{1,5})$/;
-const hostPort = z.string().meta({ pattern: HOST_PORT.source, description: 'host:port ([v6 address]:port for IPv6).', title: 'host:port address', examples: ['10.0.0.1:26379', '10.0.0.2:26379'] })
-  .transform((text, ctx) => {
-    const m = HOST_PORT.exec(text.trim());
-    const port = Number(m?.[3]);
-    if (!m || port < 1 || port > 65535) {
-      ctx.addIssue({ code: 'custom', message: `expected host:port such as 10.0.0.1:26379, got ${JSON.stringify(text)}` });
-      return z.NEVER;
-    }
-    return { host: (m[1] ?? m[2])!, port };
-  });
-const REDIS_URL = /^(rediss?:\/\/.*)?$/;
-const redisUrl = text.refine((url) => REDIS_URL.test(url), 'expected a redis:// or rediss:// URL (or a sentinels or cluster map)')
-  .meta({ pattern: REDIS_URL.source, description: 'A redis:// or rediss:// URL; empty: no Redis.' });
-const redisSentinel = z.strictObject({
-  sentinels: z.array(hostPort).min(1).meta({ description: 'Sentinel addresses (host:port); the gateway asks them for the master of `name`, and again after a failover.' }),
-  name: z.string().min(1).meta({ examples: ['mymaster'], description: 'The master group name the sentinels monitor (sentinel.conf `sentinel monitor NAME …`).' }),
-  password: optionalText,
-  sentinelPassword: optionalText,
-});
-const redisCluster = z.strictObject({
-  cluster: z.array(hostPort).min(1).meta({ description: 'Some nodes of the Redis Cluster (host:port); the others are discovered.' }),
-  password: optionalText,
-});
-export type RedisSettings = z.output<typeof redisUrl> | z.output<typeof redisSentinel> | z.output<typeof redisCluster>;
+export type { RedisSettings } from './schema/redis.js';
 
 /** http(s) URL to the application's page for a link sent by email, with `{token}` where the token goes. */
 /** The bodies an OTLP/HTTP export may have (telemetry.otlp.protocol). */
@@ -129,7 +104,7 @@ const fileShape = z.strictObject({
     // accept N × (poolSize + 1) connections.
     poolSize: int(1, 1000).prefault(20),
     embeddedDir: z.string().default('./data'),
-    redis: z.union([redisUrl, redisSentinel, redisCluster], { error: 'expected a redis:// or rediss:// URL, a map with sentinels and name, or a map with cluster' }),
+    redis: redisSchema,
     redisKeyPrefix: z.string().default('gw:'),
     redisTimeout: duration.prefault('100ms'),
     migrate: bool().prefault(true),

@@ -15,7 +15,7 @@ const ERRORS_ROOM = ['errors/index.ts', 'errors/catalog.ts', 'errors/messages.ts
 const LEAVES = new Set([
   ...ERRORS_ROOM, 'time.ts', 'credentials/digest.ts', 'http.ts', 'telemetry/logger.ts', 'telemetry/metrics.ts', 'telemetry/logThrottle.ts', 'pipeline/plans.ts',
   'config/schema.ts', 'config/schema/values.ts', 'config/schema/routes.ts', 'config/schema/providers.ts', 'config/schema/billing.ts', 'config/schema/hooks.ts',
-  'routing/paths.ts', 'routing/methodOverrides.ts',
+  'config/schema/redis.ts', 'routing/paths.ts', 'routing/methodOverrides.ts',
 ]);
 /**
  * What speaks HTTP: the listeners' framework (even its types: code that names a FastifyRequest is
