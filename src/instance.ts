@@ -129,19 +129,14 @@ export async function createInstance(config: Config, options: InstanceOptions): 
     const keyring = new AssertionKeyring(db, feed, clock, log);
     // Webhook deliveries (the outbox worker): closed before the feed and the pool, so it can hand
     // back the attempts a shutdown cuts short.
-    const traced = tracingSettings(config.telemetry.otlp);
-    const tracing = traced && new Tracing(traced);
+    const tracing = startTracing(config, metrics, log, closers);
     const errorStyle = await errorStyleOf(config.errors);
     const mailWords = await mailWordsOf(errorStyle, config.mail);
-    if (tracing) {
-      // Closed after the listeners and the outbox worker (closers run in reverse): the last spans go out.
-      closers.push(() => tracing.close());
-      metrics.observeTracing(tracing.stats);
-      log.info({ endpoint: traced.endpoint, serviceName: traced.serviceName, sampleRatio: traced.sampleRatio }, 'tracing: spans exported over OTLP/HTTP');
-    }
     // The Stripe client first: the outbox sends the meter events of billing.stripe.meter (CONTRACT §23).
     const stripe = config.billing ? new StripeGateway(config.billing.stripe) : undefined;
-    const outbox = new OutboxWorker({ db, feed, config: config.webhooks, clock, log, metrics, lookup: options.webhookLookup, tracing, hooks: () => live.current.settings.hooks, handlers: outboxHandlers(config, stripe) });
+    const outbox = new OutboxWorker({
+      db, feed, config: config.webhooks, clock, log, metrics, lookup: options.webhookLookup, tracing, hooks: () => live.current.settings.hooks, handlers: outboxHandlers(config, stripe),
+    });
     closers.push(() => outbox.close());
     outbox.start();
     const events = new OutboxEmitter({ db, config: config.webhooks, clock });
@@ -188,6 +183,17 @@ export async function createInstance(config: Config, options: InstanceOptions): 
 }
 
 type Closers = Array<() => Promise<unknown>>;
+
+/** Spans over OTLP when telemetry.otlp is set; closed after the listeners and the outbox worker (closers run in reverse), so the last spans go out. */
+function startTracing(config: Config, metrics: Metrics, log: Logger, closers: Closers): Tracing | undefined {
+  const traced = tracingSettings(config.telemetry.otlp);
+  if (!traced) return undefined;
+  const tracing = new Tracing(traced);
+  closers.push(() => tracing.close());
+  metrics.observeTracing(tracing.stats);
+  log.info({ endpoint: traced.endpoint, serviceName: traced.serviceName, sampleRatio: traced.sampleRatio }, 'tracing: spans exported over OTLP/HTTP');
+  return tracing;
+}
 
 interface PipelineParts {
   tokens: Tokens;
