@@ -102,6 +102,22 @@ export async function runFloor(upstream, pool, { contract } = {}) {
     });
   });
   server.keepAliveTimeout = 65_000;
+  // A WebSocket's upgrade, the least a Node proxy does with one: its request line and headers
+  // written to the upstream as they came, then the bytes piped both ways (bench/memory.mjs).
+  const { default: net } = await import('node:net');
+  const { hostname, port } = new URL(upstream);
+  server.on('upgrade', (req, socket, head) => {
+    const to = net.connect(Number(port), hostname, () => {
+      let lines = `${req.method} ${req.url} HTTP/1.1\r\n`;
+      for (let i = 0; i < req.rawHeaders.length; i += 2) lines += `${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}\r\n`;
+      to.write(`${lines}\r\n`);
+      if (head.length) to.write(head);
+      socket.pipe(to).pipe(socket);
+    });
+    const end = () => { socket.destroy(); to.destroy(); };
+    to.on('error', end);
+    socket.on('error', end);
+  });
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
   process.send({ port: server.address().port });
   const stop = () => { server.close(); upstreamPool.close().finally(() => process.exit(0)); };

@@ -26,7 +26,8 @@
 // rounds without and with logins, default 12), BENCH_WARMUP (seconds per target and scenario,
 // default 1), BENCH_CONNECTIONS (default 50), BENCH_USERS (users per group, default 10),
 // BENCH_LOG_LEVEL (the gateway's, default info), BENCH_ONLY (a subset:
-// public,bearer,plan,apikey,scoped,forged,daily,rated,minute,assertion,tls,ws,pgbouncer,floor,haproxy,counted,monthly,routes,workers,tracing,logins,decisions),
+// public,bearer,plan,apikey,scoped,forged,daily,rated,minute,assertion,tls,ws,pgbouncer,floor,haproxy,counted,monthly,routes,workers,tracing,logins,decisions,memory),
+// BENCH_IDLE and BENCH_MEMORY_ROUNDS (the memory rows, bench/memory.mjs),
 // BENCH_KEEP=1 (keep the generated config and the gateway's log),
 // BENCH_GATEWAY_NODE_ARGS / BENCH_BASELINE_NODE_ARGS (node flags, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"),
 // DATABASE_URL, REDIS_URL.
@@ -40,6 +41,7 @@ import { spawn } from 'node:child_process';
 import {
   baseConfig, createCleanups, freePort, httpClient, positive, prepareStorage, runFloor, runUpstream, SCOPE, seed, sleep, spawnGateway, startChild, stopProcess, waitForGateway, writeConfig,
 } from './common.mjs';
+import { measureMemory, printMemory } from './memory.mjs';
 import { localPgBouncerIni } from './pgbouncerIni.mjs';
 
 const SELF = fileURLToPath(import.meta.url);
@@ -243,6 +245,10 @@ async function main() {
       // Issue 28: against what Node itself costs, and against a C proxy checking the same token.
       { name: 'public (baseline: Node floor)', key: 'floor', pair: 'floor', route: '/public', headers: () => [{}], expect: 200, targets: { ratio: 0.90 } },
       { name: 'bearer (baseline: Node floor)', key: 'floor', pair: 'floor', route: '/bearer', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', targets: { ratio: 0.85 } },
+      // Issue 48 (item 9): against the contract's least itself, the ceiling of any conforming Node
+      // gateway; bearer's p99 within 1.3 times the least's.
+      { name: 'public (baseline: the contract\'s least, public)', key: 'floor', pair: 'least', route: '/public', headers: () => [{}], expect: 200, targets: { ratio: 0.95 } },
+      { name: 'bearer (baseline: the contract\'s least, authenticated)', key: 'floor', pair: 'least-authenticated', route: '/bearer', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', targets: { ratio: 0.92, p99Ratio: 1.3 } },
       // No target: a Node proxy that does nothing but what CONTRACT §3 adds to every forwarded
       // request (and, on the second row, to an authenticated one, its token not even read), the
       // ceiling of the two rows above (and, after HAProxy's row, of that one); as many pairs as
@@ -257,7 +263,7 @@ async function main() {
       },
       {
         name: 'bearer (baseline: HAProxy, jwt_verify)',
-        key: 'haproxy', pair: 'haproxy', route: '/bearer', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', targets: { ratio: 0.60 },
+        key: 'haproxy', pair: 'haproxy', route: '/bearer', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', targets: { ratio: 0.55 },
       },
       {
         name: 'the contract\'s least, authenticated (baseline: HAProxy, jwt_verify)',
@@ -303,6 +309,8 @@ async function main() {
       contract: { baseline: { ...floor, name: 'baseline' }, gateway: contractFloor },
       'contract-authenticated': { baseline: { ...floor, name: 'baseline' }, gateway: contractFloorAuthenticated },
       'contract-haproxy': { baseline: haproxy, gateway: contractFloorAuthenticated },
+      least: { baseline: { ...contractFloor, name: 'baseline' }, gateway },
+      'least-authenticated': { baseline: { ...contractFloorAuthenticated, name: 'baseline' }, gateway },
       haproxy: { baseline: haproxy, gateway },
       counted: { baseline: { ...gateway, name: 'gateway', route: '/bearer' }, gateway },
       monthly: { baseline: { ...gateway, name: 'gateway' }, gateway: gatewayMonthly },
@@ -384,6 +392,17 @@ async function main() {
       console.log(`  p99 (ms) per round: alone ${loginRun.quiet.p99s}; with logins ${loginRun.busy.p99s}`);
     }
 
+    // Memory per idle keep-alive connection and per open WebSocket, the gateway's next to the
+    // floor's (bench/memory.mjs); the floor in front of the WebSocket upstream is a process of its own.
+    let memoryRows;
+    if (!only || only.has('memory')) {
+      const floorWs = await startChild(SELF, 'floor', [wsUpstream.url], cleanups, splitArgs(env.BENCH_BASELINE_NODE_ARGS));
+      memoryRows = await measureMemory({
+        http: { floor, gateway, pathname: '/public', headers: {} },
+        ws: { floor: floorWs, gateway, pathname: '/ws', headers: bearerOf(groups.pro)[0] },
+      });
+    }
+
     // Decisions (docs/decisions.md): the bearer + plan route decided on the decisions listener,
     // no upstream hop, against the same route proxied by the gateway; then nginx with
     // auth_request asking the gateway against nginx alone, where nginx is installed.
@@ -394,6 +413,7 @@ async function main() {
     }
 
     printReport(rows, loginRun, gateway, decisionsRun);
+    if (memoryRows) printMemory(memoryRows);
     const broken = rows.some((r) => r.gateway && (r.gateway.unexpected || r.baseline.unexpected)) || loginRun?.quiet.unexpected || loginRun?.busy.unexpected
       || [decisionsRun?.gateway, decisionsRun?.nginx].some((pair) => pair && (pair.a.unexpected || pair.b.unexpected));
     if (broken) process.exitCode = 1;
@@ -1119,6 +1139,10 @@ function printReport(rows, loginRun, gateway, decisionsRun) {
     const checks = [];
     if (scenario.targets?.ratio !== undefined) checks.push(`ratio ≥ ${scenario.targets.ratio.toFixed(2)} ${verdict(ratio >= scenario.targets.ratio)}`);
     if (scenario.targets?.p99DeltaMs !== undefined) checks.push(`Δp99 ≤ ${scenario.targets.p99DeltaMs} ms ${verdict(delta <= scenario.targets.p99DeltaMs)}`);
+    if (scenario.targets?.p99Ratio !== undefined) {
+      const p99Ratio = paired(g, b, (x, y) => x.p99 / y.p99);
+      checks.push(`p99 ÷ baseline's ${p99Ratio.toFixed(2)} ≤ ${scenario.targets.p99Ratio.toFixed(2)} ${verdict(p99Ratio <= scenario.targets.p99Ratio)}`);
+    }
     if (g.unexpected || b.unexpected) checks.push(`ERROR: ${g.unexpected + b.unexpected} unexpected answers`);
     // Every span made must have been sent: a ratio measured while spans were dropped flatters tracing.
     if (spans) checks.push(spans.dropped > spans.exported / 100 ? `ERROR: ${spans.dropped} spans dropped, ${spans.exported} exported` : `${spans.exported} spans exported, ${spans.dropped} dropped`);
