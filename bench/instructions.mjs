@@ -17,6 +17,9 @@
 // apart and the ratios are taken without them: a major collection falls in one window and not the
 // next, and would move a ratio by 20 % by itself. INSTR_TOP (25): how many functions each
 // comparison lists.
+// INSTR_ONLY (floor,public,bearer: all three) counts only those: `public,bearer` measures a change
+// to the gateway in a third of the time (the floor's counts do not move with the gateway's code),
+// and prints the totals without the floor's ratios.
 // INSTR_KEEP=1 keeps the callgrind files (callgrind_annotate, kcachegrind) and V8's perf maps that
 // name their JIT code, and names their folder.
 // Needs valgrind (Debian package valgrind); Postgres and Redis when they answer, as npm run bench.
@@ -33,6 +36,7 @@ const env = process.env;
 const WARMUP = Math.round(positive(env.INSTR_WARMUP, 60_000));
 const REQUESTS = Math.round(positive(env.INSTR_REQUESTS, 5_000));
 const TOP = Math.round(positive(env.INSTR_TOP, 25));
+const ONLY = new Set((env.INSTR_ONLY ?? 'floor,public,bearer').split(',').map((s) => s.trim()));
 const PASSWORD = 'instructions-password-0123';
 // Above this share of a window, V8 was still compiling what the window measures.
 const COMPILER_SHARE_LIMIT = 0.02;
@@ -67,8 +71,9 @@ function underCallgrind(out, args, cleanups, options = {}) {
 
 // One keep-alive connection for everything sent to the targets.
 const { send: request, login } = httpClient({ maxSockets: 1 });
-// Under valgrind a gateway takes tens of seconds to start.
-const START_TIMEOUT_MS = 300_000;
+// Under valgrind a gateway takes tens of seconds to start, and minutes on a machine shared with
+// other work (INSTR_START_TIMEOUT, seconds: 900).
+const START_TIMEOUT_MS = positive(env.INSTR_START_TIMEOUT, 900) * 1000;
 
 async function send(url, pathname, headers, times) {
   for (let i = 0; i < times; i++) {
@@ -193,17 +198,19 @@ async function main() {
     const { pro: [user] } = await seed(storage, { tag: 'instr', password: PASSWORD, users: 1, free: async () => [] });
     console.log(`Storage: ${storage.label}. ${int(WARMUP)} requests of warm-up, then ${int(REQUESTS)} counted, on one keep-alive connection.\n`);
 
-    const floorProfile = await measureFloor(tmp, upstream.url, cleanups);
-    const contractProfile = await measureFloor(tmp, upstream.url, cleanups, 'floor-public');
+    const floorProfile = ONLY.has('floor') ? await measureFloor(tmp, upstream.url, cleanups) : undefined;
+    const contractProfile = ONLY.has('floor') ? await measureFloor(tmp, upstream.url, cleanups, 'floor-public') : undefined;
     const secret = randomBytes(48).toString('base64url');
-    const { profile: publicProfile } = await measureGateway(tmp, 'public', storage, upstream.url, secret, async () => ({}), cleanups);
-    const { profile: bearerProfile, headers: bearer } = await measureGateway(tmp, 'bearer', storage, upstream.url, secret, async (url) => {
+    const publicProfile = ONLY.has('public') ? (await measureGateway(tmp, 'public', storage, upstream.url, secret, async () => ({}), cleanups)).profile : undefined;
+    const bearerCredentials = async (url) => {
       const { access } = await login(url, user);
       return { authorization: `Bearer ${access}` };
-    }, cleanups);
+    };
+    const { profile: bearerProfile, headers: bearer } = ONLY.has('bearer') ? await measureGateway(tmp, 'bearer', storage, upstream.url, secret, bearerCredentials, cleanups) : {};
     // The gateway's /bearer requests, Authorization and all, as npm run bench sends both sides: the token is not read.
-    const floorBearerProfile = await measureFloor(tmp, upstream.url, cleanups, 'floor', '/bearer', bearer);
-    const contractAuthenticatedProfile = await measureFloor(tmp, upstream.url, cleanups, 'floor-authenticated', '/bearer', bearer);
+    const bearerHeaders = bearer ?? { authorization: `Bearer ${'x'.repeat(250)}` };
+    const floorBearerProfile = ONLY.has('floor') ? await measureFloor(tmp, upstream.url, cleanups, 'floor', '/bearer', bearerHeaders) : undefined;
+    const contractAuthenticatedProfile = ONLY.has('floor') ? await measureFloor(tmp, upstream.url, cleanups, 'floor-authenticated', '/bearer', bearerHeaders) : undefined;
     // Each row against the floor sent the same requests.
     const rows = [
       ['Node floor, /public', floorProfile, floorProfile],
@@ -212,18 +219,24 @@ async function main() {
       ['Node floor, /bearer (its token not read)', floorBearerProfile, floorBearerProfile],
       ['the contract\'s least, authenticated: also identity headers', contractAuthenticatedProfile, floorBearerProfile],
       ['gateway, /bearer', bearerProfile, floorBearerProfile],
-    ];
+    ].filter(([, p]) => p);
     console.log('| target | instructions a request | without compilers and collector | floor ÷ target, without | compilers | collector |');
     console.log('|---|---:|---:|---:|---:|---:|');
     for (const [name, p, floor] of rows) {
-      console.log(`| ${name} | ${int(p.total)} | ${int(p.work)} | ${(floor.work / p.work).toFixed(2)} | ${int(p.compiler)} | ${int(p.collector)} |`);
+      console.log(`| ${name} | ${int(p.total)} | ${int(p.work)} | ${floor ? (floor.work / p.work).toFixed(2) : '–'} | ${int(p.compiler)} | ${int(p.collector)} |`);
     }
     const compiling = rows.map(([, p]) => p).some((p) => p.compiler > COMPILER_SHARE_LIMIT * p.total);
     if (compiling) {
       console.log(`\nV8 was still compiling in a window (over ${100 * COMPILER_SHARE_LIMIT} % of it). The ratios leave compiles out, but code that\n`
         + 'was not optimized yet may still weigh in the lists below: a larger INSTR_WARMUP tells.');
     }
-    for (const [title, from, to] of [['the Node floor to the gateway\'s /public', floorProfile, publicProfile], ['the gateway\'s /public to its /bearer', publicProfile, bearerProfile]]) {
+    const comparisons = [
+      ['the Node floor to the gateway\'s /public', floorProfile, publicProfile],
+      ['the contract\'s least (public) to the gateway\'s /public', contractProfile, publicProfile],
+      ['the gateway\'s /public to its /bearer', publicProfile, bearerProfile],
+      ['the contract\'s least (authenticated) to the gateway\'s /bearer', contractAuthenticatedProfile, bearerProfile],
+    ];
+    for (const [title, from, to] of comparisons.filter(([, from, to]) => from && to)) {
       console.log(`\nOwn instructions a request that grew the most, from ${title} (${int(to.work - from.work)} in all, without compilers and collector):`);
       for (const { name, delta } of grewMost(from, to)) console.log(`${int(delta).padStart(8)}  ${name}`);
     }
