@@ -171,7 +171,9 @@ export class Forwarder {
     // An upgrade's access_token is a credential of the gateway's, never the upstream's, whoever signed it.
     const query = upgrade ? withoutAccessToken(context.query) : context.query;
     const { auth } = decision;
-    const own = await findOwnCredentials({ headers: request.headers, query, authorizationIsOwn: auth.kind === 'authenticated' && auth.method === 'bearer' }, this.deps.credentials);
+    const found = findOwnCredentials({ headers: request.headers, query, authorizationIsOwn: auth.kind === 'authenticated' && auth.method === 'bearer' }, this.deps.credentials);
+    // Awaited only when a search was needed: an await of a value still costs a tick.
+    const own = found instanceof Promise ? await found : found;
     const planned = plan({
       context, headers: request.headers, requestId: request.id, socketAddress: request.socket.remoteAddress ?? '', protocol: request.protocol,
       host: request.host || undefined, websocket: upgrade && decision.route.websocket === true, query, own, trustProxy: this.deps.server.trustProxy, organizations: this.deps.organizations,
