@@ -53,7 +53,7 @@ export interface PlanInput {
 }
 
 export type ForwardPlan =
-  | { kind: 'relay'; upstream: string; request: Omit<UpstreamRequest, 'body'> }
+  | { kind: 'relay'; upstream: string; request: UpstreamRequest }
   | { kind: 'websocket'; upstream: string; target: WebSocketTarget }
   /** A path no request can carry (malformed percent-encoding, a `..` segment once decoded): 400. */
   | { kind: 'refused'; upstream: string };
@@ -208,7 +208,7 @@ export class Forwarder {
       case 'relay': {
         const corsCovered = request.corsCovered;
         const span = upstreamSpan(request, upstream, planned.request.method, planned.request.headers);
-        relay(this.agent, reply, { ...planned.request, body: (request.body as Readable | undefined) ?? null }, {
+        relay(this.agent, reply, planned.request, (request.body as Readable | undefined) ?? null, {
           // The gateway's RateLimit fields on a counted route, in place of any the upstream sent.
           responseHeaders: (upstreamHeaders) => (decision.responseHeaders
             ? { ...downstreamHeaders(upstreamHeaders, corsCovered), ...decision.responseHeaders }

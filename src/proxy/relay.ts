@@ -18,8 +18,6 @@ export interface UpstreamRequest {
   path: string;
   method: string;
   headers: IncomingHttpHeaders;
-  /** The request body as it streams in (bodyLimit.ts), or null. */
-  body: Readable | null;
   /** For the upstream's headers, then between two chunks of its body (ms). */
   timeout: number;
 }
@@ -38,15 +36,18 @@ export const UNUSABLE_ANSWER = 'GW_UPSTREAM_UNUSABLE_ANSWER';
 /** The client's connection closed before the upstream's answer was through. */
 export const CLIENT_GONE = 'GW_CLIENT_GONE';
 
-/** Sends `request` through `dispatcher` and relays the answer on `reply`, which it takes over once the upstream answers. */
-export function relay(dispatcher: Dispatcher, reply: FastifyReply, request: UpstreamRequest, callbacks: RelayCallbacks): void {
+/**
+ * Sends `request`, with `body` (the request body as it streams in, bodyLimit.ts, or null), through
+ * `dispatcher` and relays the answer on `reply`, which it takes over once the upstream answers.
+ */
+export function relay(dispatcher: Dispatcher, reply: FastifyReply, request: UpstreamRequest, body: Readable | null, callbacks: RelayCallbacks): void {
   const handler = new Relay(reply, callbacks);
   dispatcher.dispatch({
     origin: request.origin,
     path: request.path,
     method: request.method as Dispatcher.HttpMethod,
     headers: request.headers as Record<string, string | string[]>,
-    body: request.body,
+    body,
     headersTimeout: request.timeout,
     bodyTimeout: request.timeout,
   }, handler);
