@@ -106,8 +106,10 @@ export class RequestContexts {
   of(req: IncomingMessage | Http2ServerRequest): RequestContext {
     // Kept on the request itself: a WeakMap entry per request cost more than the context.
     const held = req as (IncomingMessage | Http2ServerRequest) & { [CONTEXT]?: RequestContext };
-    // req.url as Node read it (fastify's rewriteUrl may have put the canonical form there already: the same).
-    return (held[CONTEXT] ??= requestContext(this.live.current, req.method ?? 'GET', canonicalUrl(req.url ?? '/'), this.ownMethods));
+    // fastify's rewriteUrl already put the canonical form in req.url, keeping Node's in originalUrl;
+    // a WebSocket upgrade's dispatch may see req.url as Node read it.
+    const url = req.url ?? '/';
+    return (held[CONTEXT] ??= requestContext(this.live.current, req.method ?? 'GET', (req as { originalUrl?: string }).originalUrl === undefined ? canonicalUrl(url) : url, this.ownMethods));
   }
 
   /** The first onRequest hook: every later step reads request.context. */
