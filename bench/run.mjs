@@ -248,7 +248,10 @@ async function main() {
       // Issue 48 (item 9): against the contract's least itself, the ceiling of any conforming Node
       // gateway; bearer's p99 within 1.3 times the least's.
       { name: 'public (baseline: the contract\'s least, public)', key: 'floor', pair: 'least', route: '/public', headers: () => [{}], expect: 200, targets: { ratio: 0.95 } },
-      { name: 'bearer (baseline: the contract\'s least, authenticated)', key: 'floor', pair: 'least-authenticated', route: '/bearer', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', targets: { ratio: 0.92, p99Ratio: 1.3 } },
+      {
+        name: 'bearer (baseline: the contract\'s least, authenticated)',
+        key: 'floor', pair: 'least-authenticated', route: '/bearer', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', targets: { ratio: 0.92, p99Ratio: 1.3 },
+      },
       // No target: a Node proxy that does nothing but what CONTRACT §3 adds to every forwarded
       // request (and, on the second row, to an authenticated one, its token not even read), the
       // ceiling of the two rows above (and, after HAProxy's row, of that one); as many pairs as
