@@ -125,7 +125,7 @@ export async function createInstance(config: Config, options: InstanceOptions): 
     metrics.observeIdentityCache(identities.stats);
     const daily = new DailyLimiter({ db, redis, feed, clock, log, config: () => live.current.settings });
     closers.push(() => daily.close()); // hands back the uses it reserved, before the pool closes
-    const refunds = new UseRefunds({ db, forget: (userId) => daily.forget(userId), clock, log });
+    const refunds = new UseRefunds({ db, forget: (counter) => daily.forget(counter), clock, log });
     const keyring = new AssertionKeyring(db, feed, clock, log);
     // Webhook deliveries (the outbox worker): closed before the feed and the pool, so it can hand
     // back the attempts a shutdown cuts short.

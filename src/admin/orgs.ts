@@ -4,7 +4,9 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { planUnknownParams, sendDenial, sendError } from '../errors/index.js';
 import { errors } from '../openapi.js';
-import { knownPlans } from '../pipeline/index.js';
+import { knownPlans, usedThisMonth, usedToday } from '../pipeline/index.js';
+import { UNPOOLED_PLAN } from '../pipeline/subject.js';
+import { utcDay, utcMonth } from '../time.js';
 import { parseIntegerId, type Database, type Queryable } from '../storage/db.js';
 import * as orgs from '../storage/organizations.js';
 import type { Audit, AuditEvent } from '../audit.js';
@@ -83,15 +85,18 @@ async function findOrgs({ db, config }: OrgAdminDeps, request: FastifyRequest, r
 }
 
 /**
- * An organization as operators see it. The usage is its pooled counter's (CONTRACT §22): on free
- * there is none (members count on their own); pooled counters are not stored yet, so null on every
- * plan until they are (docs/organizations.md).
+ * An organization as operators see it. The usage is its pooled counter's (CONTRACT §22): today's and
+ * this month's uses (UTC); null on free, where there is none (members count on their own).
  */
-export async function orgDetail(db: Queryable, id: number) {
+export async function orgDetail(db: Queryable, id: number, now = new Date()) {
   const org = await orgs.findOrganization(db, id);
   if (!org) return undefined;
   const members = (await orgs.membersOf(db, org.id)).map((m) => ({ ...m, joined_at: iso(m.joined_at) }));
-  return { id: org.id, name: org.name, plan: org.plan, created_at: iso(org.created_at), members, daily_usage: null, monthly_usage: null };
+  const pooled = org.plan === UNPOOLED_PLAN ? undefined : await orgs.pooledUsage(db, org.id);
+  return {
+    id: org.id, name: org.name, plan: org.plan, created_at: iso(org.created_at), members,
+    daily_usage: pooled ? usedToday(pooled, utcDay(now)) : null, monthly_usage: pooled ? usedThisMonth(pooled, utcMonth(now)) : null,
+  };
 }
 
 async function getOrg({ db }: OrgAdminDeps, request: FastifyRequest, reply: FastifyReply) {

@@ -66,7 +66,7 @@ export class MeterReporter {
         let n = 0;
         for (const batch of await takeSettled(tx, settleMs, BATCH)) {
           if (batch.value > 0 && !batch.customer) {
-            if (!this.waiting) this.deps.log.warn({ userId: batch.userId }, 'metered usage: an owner has uses past its allowance but no Stripe customer; they wait');
+            if (!this.waiting) this.deps.log.warn({ userId: batch.userId, orgId: batch.orgId }, 'metered usage: an owner has uses past its allowance but no Stripe customer; they wait');
             this.waiting = true;
             continue;
           }

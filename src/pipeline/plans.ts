@@ -68,3 +68,13 @@ export function worded(denial: Denial, words: PlanWords): Denial {
   const params = typeof noun === 'object' && 'nouns' in noun ? { ...denial.params, noun: { ...noun, nouns: words.usageNoun } } : denial.params;
   return { ...denial, extra, params };
 }
+
+/** Each plan's daily (or monthly) limit, for the plans that have one. */
+export function windowLimits(config: Pick<Config, 'plans' | 'routes'>, window: 'daily' | 'monthly'): Map<string, number> {
+  const limits = new Map<string, number>();
+  for (const plan of knownPlans(config)) {
+    const limit = planLimitsOf(config.plans, plan)[window];
+    if (limit !== null) limits.set(plan, limit);
+  }
+  return limits;
+}

@@ -168,12 +168,12 @@ function limitsOf(run: GuardRun): PlanLimits | undefined {
 const countsUses = (limits: PlanLimits | undefined) => !!limits && (limits.daily !== null || limits.monthly !== null);
 
 function minuteStage(run: GuardRun): Promise<Denial | undefined> {
-  return counted(run, run.deps.minute.consume(subjectOf(run).counter.id, run.limits!.perMinute!, run.calls));
+  return counted(run, run.deps.minute.consume(subjectOf(run).counter, run.limits!.perMinute!, run.calls));
 }
 
 function dailyStage(run: GuardRun): Promise<Denial | undefined> {
   const { counter, plan } = subjectOf(run);
-  return counted(run, run.deps.daily.consume({ id: counter.id, plan }, run.limits!, run.calls));
+  return counted(run, run.deps.daily.consume({ ...counter, plan }, run.limits!, run.calls));
 }
 
 /** A limiter's answer, tallied and kept for the RateLimit fields; its denial in the plans' words, with those fields. */

@@ -1,10 +1,12 @@
 // Whose plan and whose counter (CONTRACT §22): the one place that says, for a request, which plan
 // the plan guard and every quota read, and on which counter its uses are counted. Not acting for an
 // organization: the user's own plan and counters, as before organizations. Acting for one: the
-// organization's plan; an organization on `free` counts on the acting member's own counters (an
-// organization key: its creator's, who is the request's user), so free organizations are no way to
-// multiply free quotas. The identity headers and the assertion say the user's own plan in
+// organization's plan; an organization on `free` (whoever set it) counts on the acting member's own
+// counters (an organization key: its creator's, who is the request's user), so free organizations
+// are no way to multiply free quotas; on any other plan, on its one pooled counter (counters.ts),
+// for every member and key, on every quota (daily, monthly, per minute). The identity headers and the assertion say the user's own plan in
 // x-user-plan and `plan`, and the organization's beside it (identityHeaders.ts).
+import type { Counter } from '../storage/counters.js';
 import type { OrgRole } from '../storage/organizations.js';
 
 /** The organization a request acts for, as its guards found it. */
@@ -16,25 +18,17 @@ export interface ActingOrg {
   plan: string;
 }
 
-/** Where a request's uses are counted: a user's counters, or an organization's pooled ones. */
-export interface Counter {
-  ownerType: 'user' | 'org';
-  id: number;
-}
-
 export interface BillingSubject {
   /** The plan of the plan guard, of every quota and of their words and metrics. */
   plan: string;
   counter: Counter;
 }
 
-/**
- * The subject of a request by `user` (the key's creator for an organization key), acting for
- * `org` or not. An organization on another plan than free is to have one pooled counter for its
- * members and keys (the org counter); until pooled counters exist, its uses count on the acting
- * member's own counters under the organization's limits, like a free organization's.
- */
+/** The plan on which an organization has no pooled counter (CONTRACT §22: no free pools to multiply). */
+export const UNPOOLED_PLAN = 'free';
+
+/** The subject of a request by `user` (the key's creator for an organization key), acting for `org` or not. */
 export function billingSubject(user: { id: number; plan: string }, org: ActingOrg | undefined): BillingSubject {
   if (!org) return { plan: user.plan, counter: { ownerType: 'user', id: user.id } };
-  return { plan: org.plan, counter: { ownerType: 'user', id: user.id } };
+  return { plan: org.plan, counter: org.plan === UNPOOLED_PLAN ? { ownerType: 'user', id: user.id } : { ownerType: 'org', id: org.id } };
 }

@@ -82,6 +82,8 @@ export interface ChangeHandlers {
   apiKeyChanged(keyHash: string): void;
   /** A user's daily count was lowered by hand. */
   dailyUsageReset(userId: number): void;
+  /** An organization's pooled daily or monthly count was lowered (035_org_pooled_counters.sql). */
+  orgUsageReset(orgId: number): void;
   /** A table was emptied (TRUNCATE): `users` or `api_tokens`. */
   truncated(table: string): void;
   assertionKeysChanged(): void;
@@ -168,7 +170,8 @@ export class ChangeFeed {
     switch (channel) {
       case CHANNELS.user: return this.emit('userChanged', Number(payload));
       case CHANNELS.apiKey: return this.emit('apiKeyChanged', payload);
-      case CHANNELS.dailyUsageReset: return this.emit('dailyUsageReset', Number(payload));
+      case CHANNELS.dailyUsageReset:
+        return payload.startsWith('org:') ? this.emit('orgUsageReset', Number(payload.slice(4))) : this.emit('dailyUsageReset', Number(payload));
       case CHANNELS.assertionKeys: return this.emit('assertionKeysChanged');
       case CHANNELS.jwtKeys: return this.emit('jwtKeysChanged');
       case CHANNELS.webhookDue: return this.emit('webhookDue');

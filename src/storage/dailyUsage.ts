@@ -1,7 +1,8 @@
-// The daily and monthly counts of a user's uses (CONTRACT §12, §23), kept on the users row
+// The daily and monthly counts of uses (CONTRACT §12, §23), kept on their counter's row (a user's, or an organization's pooled one: counters.ts)
 // (daily_usage, last_usage_date; monthly_usage, last_usage_month), the day's rolled up into
 // usage_days: reserved in blocks by the daily limiter (pipeline/guards/dailyLimit.ts), handed back
 // when unserved, and read for the user and operators.
+import { COUNTER_SQL, type Counter } from './counters.js';
 import type { Queryable } from './db.js';
 import { reserveWithOverage } from './meteredUses.js';
 
@@ -16,6 +17,9 @@ export interface UseWindows {
   /** monthly is an allowance with metered overage: never refused, uses past it recorded (meteredUses.ts). */
   overage?: boolean;
 }
+
+/** Uses per window (handed back with a reservation). */
+export interface UseWindowCounts { daily: number; monthly: number }
 
 /** What a reservation did: the uses granted (0: refused), the counts after it, and which windows were spent. */
 export interface Reserved {
@@ -37,22 +41,24 @@ export interface Reserved {
  * both pass it. Null: the row is gone, or on a later day or month (another instance's clock is
  * ahead). A refusal with nothing to hand back writes nothing.
  */
-export async function reserveUses(db: Queryable, id: number, w: UseWindows, handback: { daily: number; monthly: number }, wanted: number, share: number): Promise<Reserved | null> {
-  if (w.overage && w.monthly !== null) return reserveWithOverage(db, id, w, handback, wanted, share);
+export async function reserveUses(db: Queryable, counter: Counter, w: UseWindows, handback: UseWindowCounts, wanted: number, share: number): Promise<Reserved | null> {
+  if (w.overage && w.monthly !== null) return reserveWithOverage(db, counter, w, handback, wanted, share);
+  const { id } = counter;
+  const table = COUNTER_SQL[counter.ownerType].table;
   if (w.monthly === null && w.daily !== null) {
-    const day = await reserveDayOnly(db, id, w.day, w.daily, handback.daily, wanted, share);
+    const day = await reserveDayOnly(db, table, id, w.day, w.daily, handback.daily, wanted, share);
     return day && { granted: day.granted, daily: day.count, monthly: null, dailySpent: day.granted === 0, monthlySpent: false };
   }
   const rows = await db.query<Reserved>(
     `WITH cur AS (
        SELECT id, CASE WHEN $3::int IS NULL THEN NULL WHEN last_usage_date = $2::date THEN GREATEST(0, daily_usage - $6::int) ELSE 0 END AS dbase,
                   CASE WHEN $5::int IS NULL THEN NULL WHEN last_usage_month = $4::date THEN GREATEST(0, monthly_usage - $7::int) ELSE 0 END AS mbase
-         FROM users WHERE id = $1 AND ($3::int IS NULL OR last_usage_date IS NULL OR last_usage_date <= $2::date)
+         FROM ${table} WHERE id = $1 AND ($3::int IS NULL OR last_usage_date IS NULL OR last_usage_date <= $2::date)
                               AND ($5::int IS NULL OR last_usage_month IS NULL OR last_usage_month <= $4::date) FOR UPDATE),
      s AS (SELECT id, dbase, mbase, COALESCE(dbase >= $3::int, false) AS dspent, COALESCE(mbase >= $5::int, false) AS mspent FROM cur),
      g AS (SELECT s.*, CASE WHEN dspent OR mspent THEN 0
                             ELSE LEAST($8::int, GREATEST(1, ($3::int - dbase) / $9::int), GREATEST(1, ($5::int - mbase) / $9::int)) END AS granted FROM s),
-     upd AS (UPDATE users u SET daily_usage = COALESCE(g.dbase + g.granted, u.daily_usage),
+     upd AS (UPDATE ${table} u SET daily_usage = COALESCE(g.dbase + g.granted, u.daily_usage),
                                 last_usage_date = CASE WHEN g.dbase IS NULL THEN u.last_usage_date ELSE $2::date END,
                                 monthly_usage = COALESCE(g.mbase + g.granted, u.monthly_usage),
                                 last_usage_month = CASE WHEN g.mbase IS NULL THEN u.last_usage_month ELSE $4::date END
@@ -63,18 +69,20 @@ export async function reserveUses(db: Queryable, id: number, w: UseWindows, hand
   return rows[0] ?? null;
 }
 
+type DayReserved = { granted: number; count: number };
+
 /**
  * reserveUses for a plan without a monthly quota: the statement of the day alone, as it was before
  * 027, so such a plan costs what it did (the windowed statement took about a third longer to plan
  * and run, measured on one connection). Null or 0 granted: refused.
  */
-async function reserveDayOnly(db: Queryable, id: number, today: string, limit: number, handback: number, wanted: number, share: number): Promise<{ granted: number; count: number } | null> {
-  const rows = await db.query<{ granted: number; count: number }>(
+async function reserveDayOnly(db: Queryable, table: string, id: number, today: string, limit: number, handback: number, wanted: number, share: number): Promise<DayReserved | null> {
+  const rows = await db.query<DayReserved>(
     `WITH cur AS (
        SELECT id, CASE WHEN last_usage_date = $2::date THEN GREATEST(0, daily_usage - $4::int) ELSE 0 END AS base
-         FROM users WHERE id = $1 AND (last_usage_date IS NULL OR last_usage_date <= $2::date) FOR UPDATE),
+         FROM ${table} WHERE id = $1 AND (last_usage_date IS NULL OR last_usage_date <= $2::date) FOR UPDATE),
      g AS (SELECT id, base, CASE WHEN base >= $3::int THEN 0 ELSE LEAST($5::int, GREATEST(1, ($3::int - base) / $6::int)) END AS granted FROM cur)
-     UPDATE users u SET daily_usage = g.base + g.granted, last_usage_date = $2::date
+     UPDATE ${table} u SET daily_usage = g.base + g.granted, last_usage_date = $2::date
        FROM g WHERE u.id = g.id AND (g.granted > 0 OR $4::int > 0)
      RETURNING g.granted, u.daily_usage AS count`,
     [id, today, limit, handback, wanted, share],
@@ -83,17 +91,18 @@ async function reserveDayOnly(db: Queryable, id: number, today: string, limit: n
 }
 
 /**
- * Hands back uses reserved and never served: `ids[i]` gets `daily[i]` back on today and `monthly[i]`
- * on this month. On a plan with metered overage, as many of the month's newest unreported
+ * Hands back uses reserved and never served: the counter of `ownerType` and `ids[i]` gets `daily[i]`
+ * back on today and `monthly[i]` on this month. On a plan with metered overage, as many of the month's newest unreported
  * served-use records go too (meteredUses.ts): the uses past the allowance are one fewer each.
  */
-export async function handBackUses(db: Queryable, ids: number[], daily: number[], monthly: number[], today: string, month: string): Promise<void> {
+export async function handBackUses(db: Queryable, ownerType: Counter['ownerType'], ids: number[], daily: number[], monthly: number[], today: string, month: string): Promise<void> {
+  const { table, owner } = COUNTER_SQL[ownerType];
   await db.query(
     `WITH unbilled AS (UPDATE metered_uses SET refunded = true WHERE id IN (
         SELECT x.id FROM unnest($1::int[], $3::int[]) AS b(id, m)
-          CROSS JOIN LATERAL (SELECT id FROM metered_uses WHERE user_id = b.id AND month = $5::date AND delivery_id IS NULL AND NOT refunded
+          CROSS JOIN LATERAL (SELECT id FROM metered_uses WHERE ${owner} = b.id AND month = $5::date AND delivery_id IS NULL AND NOT refunded
                                ORDER BY id DESC LIMIT b.m) x WHERE b.m > 0) RETURNING id)
-     UPDATE users u SET daily_usage = CASE WHEN u.last_usage_date = $4::date THEN GREATEST(0, u.daily_usage - b.d) ELSE u.daily_usage END,
+     UPDATE ${table} u SET daily_usage = CASE WHEN u.last_usage_date = $4::date THEN GREATEST(0, u.daily_usage - b.d) ELSE u.daily_usage END,
                         monthly_usage = CASE WHEN u.last_usage_month = $5::date THEN GREATEST(0, u.monthly_usage - b.m) ELSE u.monthly_usage END
        FROM unnest($1::int[], $2::int[], $3::int[]) AS b(id, d, m)
       WHERE u.id = b.id AND ((b.d > 0 AND u.last_usage_date = $4::date) OR (b.m > 0 AND u.last_usage_month = $5::date))`,
@@ -105,18 +114,24 @@ export async function handBackUses(db: Queryable, ids: number[], daily: number[]
 const WINDOW_COLUMNS = { daily: ['daily_usage', 'last_usage_date'], monthly: ['monthly_usage', 'last_usage_month'] } as const;
 
 /**
- * Of these ids, the users whose `window` (the day or month starting `unit`) is not used up under
+ * Of these counters, the ones whose `window` (the day or month starting `unit`) is not used up under
  * their plan's limit (`limits`; a plan without one never is).
  */
-export async function underLimit(db: Queryable, ids: number[], window: keyof typeof WINDOW_COLUMNS, unit: string, limits: ReadonlyMap<string, number>): Promise<number[]> {
+export async function underLimit(db: Queryable, counters: readonly Counter[], window: keyof typeof WINDOW_COLUMNS, unit: string, limits: ReadonlyMap<string, number>): Promise<Counter[]> {
   const [count, date] = WINDOW_COLUMNS[window];
-  const rows = await db.query<{ id: number }>(
-    `SELECT u.id FROM users u LEFT JOIN unnest($3::text[], $4::int[]) AS l(plan, lim) ON l.plan = u.plan
-      WHERE u.id = ANY($1::int[]) AND (l.lim IS NULL OR u.${date} IS NULL OR u.${date} < $2::date
-                                       OR (u.${date} = $2::date AND u.${count} < l.lim))`,
-    [ids, unit, [...limits.keys()], [...limits.values()]],
-  );
-  return rows.map((r) => r.id);
+  const under: Counter[] = [];
+  for (const ownerType of ['user', 'org'] as const) {
+    const ids = counters.filter((c) => c.ownerType === ownerType).map((c) => c.id);
+    if (!ids.length) continue;
+    const rows = await db.query<{ id: number }>(
+      `SELECT u.id FROM ${COUNTER_SQL[ownerType].table} u LEFT JOIN unnest($3::text[], $4::int[]) AS l(plan, lim) ON l.plan = u.plan
+        WHERE u.id = ANY($1::int[]) AND (l.lim IS NULL OR u.${date} IS NULL OR u.${date} < $2::date
+                                         OR (u.${date} = $2::date AND u.${count} < l.lim))`,
+      [ids, unit, [...limits.keys()], [...limits.values()]],
+    );
+    for (const r of rows) under.push({ ownerType, id: r.id });
+  }
+  return under;
 }
 
 /** Uses counted per day since `fromDay` (YYYY-MM-DD): finished days from usage_days, the current one from users. */

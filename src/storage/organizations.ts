@@ -157,3 +157,20 @@ export async function lastOwnedBy(tx: Queryable, userId: number): Promise<Array<
   for (const org of owned) if ((await ownerCount(tx, org.id)) === 1) last.push(org);
   return last;
 }
+
+/** An organization's pooled counters (035): the counted uses of its current day and month. */
+export interface PooledUsage {
+  daily_usage: number;
+  last_usage_date: string | null;
+  monthly_usage: number;
+  last_usage_month: string | null;
+}
+
+/** The organization's pooled counters as stored (the day and month they count included); undefined: no such organization. */
+export async function pooledUsage(q: Queryable, id: number): Promise<PooledUsage | undefined> {
+  return (await q.query<PooledUsage>(
+    `SELECT daily_usage, to_char(last_usage_date, 'YYYY-MM-DD') AS last_usage_date, monthly_usage, to_char(last_usage_month, 'YYYY-MM-DD') AS last_usage_month
+       FROM organizations WHERE id = $1`,
+    [id],
+  ))[0];
+}

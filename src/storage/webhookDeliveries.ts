@@ -11,7 +11,8 @@ const CLAIM_LOCK = 7_414_202;
 
 export interface NewDelivery {
   id: string;
-  userId: number;
+  /** Null for a message of no user's (an organization's meter event). */
+  userId: number | null;
   type: string;
   body: string;
   maxAttempts: number;

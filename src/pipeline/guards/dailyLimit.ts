@@ -25,7 +25,7 @@ import type { Logger } from 'pino';
 import { failureLog, type FailureLog } from '../../telemetry/logThrottle.js';
 import type { Config } from '../../config/schema.js';
 import { dailyLimitParams, SPEC_UPGRADE_URL, type Denial } from '../../errors/index.js';
-import { planLimitsOf, knownPlans, type PlanLimits } from '../plans.js';
+import { windowLimits, type PlanLimits } from '../plans.js';
 import { utcDay, utcMonth } from '../../time.js';
 import type { ChangeFeed } from '../../storage/changeFeed.js';
 import type { Database } from '../../storage/db.js';
@@ -38,10 +38,10 @@ const MARK_CALL: StoreCall = { system: 'redis', operation: 'GET' };
 const GATE_DROP_CALL: StoreCall = { system: 'redis', operation: 'DEL' };
 const RESERVE_CALL: StoreCall = { system: 'postgresql', operation: 'UPDATE', collection: 'users' };
 import { handBackUses, reserveUses, underLimit, type UseWindows } from '../../storage/dailyUsage.js';
-import type { User } from '../../storage/users.js';
+import { counterKey, counterOfKey, type Counter } from '../../storage/counters.js';
 
-/** Whose uses are counted (pipeline/subject.ts): the counter's owner id, and the plan the refusal names. */
-export type Counted = Pick<User, 'id' | 'plan'>;
+/** Whose uses are counted (pipeline/subject.ts): the counter, and the plan the refusal names. */
+export type Counted = Counter & { plan: string };
 import { windowState, type QuotaOutcome, type QuotaState } from './quota.js';
 
 const KEY_TTL_MS = 48 * 3_600_000; // outlives the UTC day whatever the instance's clock skew
@@ -75,9 +75,9 @@ function sameWindows(a: UseWindows, b: UseWindows): boolean {
   return a.day === b.day && a.month === b.month && a.daily === b.daily && a.monthly === b.monthly && a.overage === b.overage;
 }
 
-/** The Redis key of a user's gate for a day (or of the mark of a spent month); `*` for every user's (a SCAN pattern). */
-function gateKey(userId: number | '*', day: string, window: Window = 'daily'): string {
-  return `${window}:${userId}:${day}`;
+/** The Redis key of a counter's gate for a day (or of the mark of a spent month); `*` for every counter's (a SCAN pattern). */
+function gateKey(counter: Counter | '*', day: string, window: Window = 'daily'): string {
+  return `${window}:${counter === '*' ? '*' : counterKey(counter)}:${day}`;
 }
 
 /** The spec's words for the window that refused; the pipeline puts the route's in (plans.ts, worded). */
@@ -94,11 +94,11 @@ function refusedBy(w: UseWindows, plan: string, monthSpent: boolean, now: Date):
 }
 
 /** The admission's states: the day's, then the month's; and the use, should it be given back (refunds.ts). */
-function admitted(userId: number, w: UseWindows, lease: Lease, now: Date): QuotaOutcome {
+function admitted(counter: Counter, w: UseWindows, lease: Lease, now: Date): QuotaOutcome {
   const states: QuotaState[] = [];
   if (w.daily !== null) states.push(windowState('daily', w.daily, lease.daily! - lease.left, now));
   if (w.monthly !== null) states.push(windowState('monthly', w.monthly, lease.monthly! - lease.left, now));
-  return { state: states[0]!, others: states.slice(1), use: { userId, day: w.day, daily: w.daily !== null, month: w.month, monthly: w.monthly !== null } };
+  return { state: states[0]!, others: states.slice(1), use: { counter: { ownerType: counter.ownerType, id: counter.id }, day: w.day, daily: w.daily !== null, month: w.month, monthly: w.monthly !== null } };
 }
 
 export interface DailyStats {
@@ -126,8 +126,9 @@ export class DailyLimiter {
   private readonly log: Logger;
   private readonly config: () => Pick<Config, 'plans' | 'routes'>;
   private readonly feed: Pick<ChangeFeed, 'trusted'>;
-  private readonly leases = new Map<number, Lease>();
-  private readonly asking = new Map<number, { waiting: number; done: Promise<QuotaOutcome | null> }>();
+  /** By counterKey. */
+  private readonly leases = new Map<string, Lease>();
+  private readonly asking = new Map<string, { waiting: number; done: Promise<QuotaOutcome | null> }>();
   private sweeping: NodeJS.Timeout | undefined;
   private closed = false;
 
@@ -146,9 +147,11 @@ export class DailyLimiter {
     // user Postgres admits: today's gates are checked against Postgres whenever the feed starts
     // (subscribe before starting it) or resumes, and whenever Redis is back.
     deps.feed.subscribe({
-      dailyUsageReset: (userId) => void this.forget(userId),
+      dailyUsageReset: (id) => void this.forget({ ownerType: 'user', id }),
+      orgUsageReset: (id) => void this.forget({ ownerType: 'org', id }),
       // The gate also counts refused attempts: a plan with a higher limit must ask Postgres again.
-      userChanged: (userId) => void this.forget(userId),
+      userChanged: (id) => void this.forget({ ownerType: 'user', id }),
+      orgChanged: (id) => void (id === undefined ? this.forgetToday('the organizations were emptied') : this.forget({ ownerType: 'org', id })),
       truncated: (table) => void (table === 'users' && this.forgetToday('the users table was emptied')),
       resumed: () => void this.reconcileToday('the change feed (re)started'),
     });
@@ -157,14 +160,15 @@ export class DailyLimiter {
 
   /** Counts one use on every window the limits name (the user's plan's); a denial when one is used up. */
   async consume(user: Counted, limits: UseLimits, calls: StoreCalls = untraced): Promise<QuotaOutcome> {
+    const key = counterKey(user);
     for (let gated = false; ;) {
       const now = this.clock();
       const w: UseWindows = { day: utcDay(now), daily: limits.daily, month: utcMonth(now), monthly: limits.monthly, overage: limits.overage === true };
-      const lease = this.leases.get(user.id);
+      const lease = this.leases.get(key);
       if (lease && sameWindows(lease.windows, w) && lease.left > 0 && now.getTime() < lease.until) {
         lease.left--;
         this.stats.admitted++;
-        return admitted(user.id, w, lease, now);
+        return admitted(user, w, lease, now);
       }
       // The Redis gate counts each request that finds no block here, once: never more than the
       // uses Postgres counts plus the ones it refuses, so a gate past the limit means the day (or,
@@ -174,8 +178,8 @@ export class DailyLimiter {
       if (!gated) {
         gated = true;
         const [gate, monthSpent] = await Promise.all([
-          w.daily === null ? undefined : this.redisIncrement(gateKey(user.id, w.day), calls),
-          w.monthly === null || w.overage ? false : this.monthMarked(user.id, w.month, calls),
+          w.daily === null ? undefined : this.redisIncrement(gateKey(user, w.day), calls),
+          w.monthly === null || w.overage ? false : this.monthMarked(user, w.month, calls),
         ]);
         if ((monthSpent || (gate !== undefined && gate > w.daily!)) && this.feed.trusted) {
           this.stats.refusedByRedis++;
@@ -185,7 +189,7 @@ export class DailyLimiter {
       }
       // One ask per user at a time on this instance: the others wait for the block it brings back
       // (and try again on their own if it failed).
-      const pending = this.asking.get(user.id);
+      const pending = this.asking.get(key);
       let refusal: QuotaOutcome | null | undefined;
       if (pending) {
         pending.waiting++;
@@ -193,11 +197,11 @@ export class DailyLimiter {
       } else {
         const mine = { waiting: 0, done: Promise.resolve<QuotaOutcome | null>(null) };
         mine.done = this.ask(user, w, now, lease, mine, calls);
-        this.asking.set(user.id, mine);
+        this.asking.set(key, mine);
         try {
           refusal = await mine.done;
         } finally {
-          this.asking.delete(user.id);
+          this.asking.delete(key);
         }
       }
       if (refusal) {
@@ -209,7 +213,7 @@ export class DailyLimiter {
 
   /** Asks Postgres for a block of the user's uses (handing back the old one's leftover); a refusal, or null with the block in leases. */
   private async ask(user: Counted, w: UseWindows, now: Date, old: Lease | undefined, pending: { waiting: number }, calls: StoreCalls): Promise<QuotaOutcome | null> {
-    const key = gateKey(user.id, w.day);
+    const key = gateKey(user, w.day);
     const sameDay = old && old.windows.day === w.day;
     const left = sameDay ? old.left : 0;
     // Back to the windows the old block was counted on (a window the plan no longer has keeps it).
@@ -221,7 +225,7 @@ export class DailyLimiter {
     let reserved: Awaited<ReturnType<typeof reserveUses>>;
     try {
       // In a transaction of its own: its SET LOCAL statement_timeout holds through PgBouncer too.
-      reserved = await calls(RESERVE_CALL, () => this.db.transaction((tx) => reserveUses(tx, user.id, w, handback, wanted, BLOCK_SHARE)));
+      reserved = await calls(RESERVE_CALL, () => this.db.transaction((tx) => reserveUses(tx, user, w, handback, wanted, BLOCK_SHARE)));
     } catch (err) {
       // The use was not counted, but the gate may have been pushed past the limit meanwhile by
       // the requests it refused while this one was in flight: handing back one slot (DECR) would
@@ -233,21 +237,21 @@ export class DailyLimiter {
       if (redis && w.daily !== null) await calls(GATE_DROP_CALL, () => redis.call((client) => client.del(key)));
       throw err;
     }
-    this.leases.delete(user.id); // its leftover was handed back by the statement
+    this.leases.delete(counterKey(user)); // its leftover was handed back by the statement
     if (!reserved || reserved.granted === 0) {
       // Redis had lost the count (flush, restart) or never had it (the month): mark the spent windows.
       const daySpent = !reserved || reserved.dailySpent;
       const monthSpent = !reserved || reserved.monthlySpent;
       if (this.redis && w.daily !== null && daySpent) void this.redis.call((client) => client.set(key, String(w.daily! + 1), 'PX', KEY_TTL_MS));
-      if (w.monthly !== null && !w.overage && monthSpent) void this.markMonth(user.id, w.month);
+      if (w.monthly !== null && !w.overage && monthSpent) void this.markMonth(user, w.month);
       return refusedBy(w, user.plan, monthSpent, now);
     }
     // The block takes the month's last uses: mark the month spent now, so that once the day's gate
     // refuses too the answer is the month's (CONTRACT §23). Should the block go back unserved, the
     // lowered count drops the mark (027's trigger, forget below).
-    if (this.redis && w.monthly !== null && !w.overage && reserved.monthly! >= w.monthly) void this.markMonth(user.id, w.month);
+    if (this.redis && w.monthly !== null && !w.overage && reserved.monthly! >= w.monthly) void this.markMonth(user, w.month);
     // The asker and the requests that waited for it take their uses from the block.
-    this.leases.set(user.id, {
+    this.leases.set(counterKey(user), {
       windows: w, left: reserved.granted, granted: reserved.granted, demand: pending.waiting + 1, daily: reserved.daily, monthly: reserved.monthly, until: now.getTime() + BLOCK_MS,
     });
     this.scheduleSweep();
@@ -268,25 +272,26 @@ export class DailyLimiter {
   private async handBack(all: boolean): Promise<void> {
     const now = this.clock();
     const day = utcDay(now);
-    const ids: number[] = [];
-    const daily: number[] = [];
-    const monthly: number[] = [];
-    for (const [id, lease] of this.leases) {
-      if (!all && (now.getTime() < lease.until || this.asking.has(id))) continue;
-      this.leases.delete(id);
+    // Per owner type ([ids, daily, monthly]): a user's counters and an organization's are on different rows (counters.ts).
+    const back: Record<Counter['ownerType'], [number[], number[], number[]]> = { user: [[], [], []], org: [[], [], []] };
+    for (const [key, lease] of this.leases) {
+      if (!all && (now.getTime() < lease.until || this.asking.has(key))) continue;
+      this.leases.delete(key);
+      const { ownerType, id } = counterOfKey(key)!;
       // A block of an earlier day stays counted for that day and its month (what a block costs at midnight).
       if (lease.left > 0 && lease.windows.day === day) {
+        const [ids, daily, monthly] = back[ownerType];
         ids.push(id);
         daily.push(lease.windows.daily === null ? 0 : lease.left);
         monthly.push(lease.windows.monthly === null ? 0 : lease.left);
       }
     }
-    if (!ids.length) return;
-    try {
-      await handBackUses(this.db, ids, daily, monthly, day, utcMonth(now));
-    } catch (err) {
-      // Those uses stay counted, never served: the cost of a crash (docs/plans-and-quotas.md).
-      this.log.warn({ err, users: ids.length }, 'daily limit: reserved uses could not be handed back; they stay counted for today');
+    for (const ownerType of ['user', 'org'] as const) {
+      const [ids, daily, monthly] = back[ownerType];
+      // Those uses stay counted, never served, when this fails: the cost of a crash (docs/plans-and-quotas.md).
+      if (ids.length) await handBackUses(this.db, ownerType, ids, daily, monthly, day, utcMonth(now)).catch((err: unknown) => {
+        this.log.warn({ err, owners: ids.length, ownerType }, 'daily limit: reserved uses could not be handed back; they stay counted for today');
+      });
     }
   }
 
@@ -302,14 +307,14 @@ export class DailyLimiter {
    * goes, and this month's mark (027_monthly_usage.sql), so the next request asks Postgres again
    * instead of being refused from Redis.
    */
-  async forget(userId: number): Promise<void> {
+  async forget(counter: Counter): Promise<void> {
     const redis = this.readyRedis();
     if (!redis) return;
     const now = this.clock();
     try {
-      await dropKeys(redis, [gateKey(userId, utcDay(now)), gateKey(userId, utcMonth(now), 'monthly')]);
+      await dropKeys(redis, [gateKey(counter, utcDay(now)), gateKey(counter, utcMonth(now), 'monthly')]);
     } catch {
-      this.gatesFailing.failed(new Error(`the gate of user ${userId} could not be dropped`), { userId });
+      this.gatesFailing.failed(new Error(`the gate of ${counter.ownerType} ${counter.id} could not be dropped`), { ...counter });
     }
   }
 
@@ -349,9 +354,9 @@ export class DailyLimiter {
       let dropped = 0;
       for (const [window, unit] of [['daily', utcDay(now)], ['monthly', utcMonth(now)]] as const) {
         dropped += await eachKeyBatch(redis, gateKey('*', unit, window), async (keys) => {
-          const ids = keys.map((k) => Number(k.split(':')[1])).filter(Number.isSafeInteger);
-          const stale = ids.length ? await underLimit(this.db, ids, window, unit, this.limitsOf(window)) : [];
-          return dropKeys(redis, stale.map((id) => gateKey(id, unit, window)));
+          const counters = keys.map((k) => counterOfKey(k.split(':')[1] ?? '')).filter((c) => c !== undefined);
+          const stale = counters.length ? await underLimit(this.db, counters, window, unit, windowLimits(this.config(), window)) : [];
+          return dropKeys(redis, stale.map((c) => gateKey(c, unit, window)));
         });
       }
       if (dropped) this.log.info({ dropped, reason }, 'dropped Redis gates that Postgres no longer backs');
@@ -361,27 +366,16 @@ export class DailyLimiter {
     }
   }
 
-  /** Each plan's daily (or monthly) limit, for the plans that have one. */
-  private limitsOf(window: Window): Map<string, number> {
-    const config = this.config();
-    const limits = new Map<string, number>();
-    for (const plan of knownPlans(config)) {
-      const limit = planLimitsOf(config.plans, plan)[window];
-      if (limit !== null) limits.set(plan, limit);
-    }
-    return limits;
-  }
-
-  /** Marks the user's month as spent in Redis (Postgres counted its last use, or refused one). */
-  private async markMonth(userId: number, month: string): Promise<void> {
-    await this.redis?.call((client) => client.set(gateKey(userId, month, 'monthly'), '1', 'PX', MONTH_KEY_TTL_MS));
+  /** Marks the counter's month as spent in Redis (Postgres counted its last use, or refused one). */
+  private async markMonth(counter: Counter, month: string): Promise<void> {
+    await this.redis?.call((client) => client.set(gateKey(counter, month, 'monthly'), '1', 'PX', MONTH_KEY_TTL_MS));
   }
 
   /** Whether Postgres found this month spent (the mark its answer left); false when Redis does not answer. */
-  private async monthMarked(userId: number, month: string, calls: StoreCalls): Promise<boolean> {
+  private async monthMarked(counter: Counter, month: string, calls: StoreCalls): Promise<boolean> {
     const redis = this.redis;
     if (!redis) return false;
-    const key = gateKey(userId, month, 'monthly');
+    const key = gateKey(counter, month, 'monthly');
     return (await calls(MARK_CALL, () => redis.call((client) => client.get(key)))) != null;
   }
 

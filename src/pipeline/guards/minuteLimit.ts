@@ -33,6 +33,7 @@ import { untraced, type StoreCall, type StoreCalls } from '../../telemetry/store
 
 const BUCKET_CALL: StoreCall = { system: 'redis', operation: 'EVALSHA' };
 import type { QuotaOutcome, QuotaState } from './quota.js';
+import { counterKey, type Counter } from '../../storage/counters.js';
 
 const WINDOW_MS = 60_000;
 const LOCAL_MAX_USERS = 100_000;
@@ -70,18 +71,20 @@ interface Lease {
 }
 
 export class MinuteLimiter {
-  private readonly local = new LRUCache<number, number>({ max: LOCAL_MAX_USERS });
-  private readonly leases = new LRUCache<number, Lease>({ max: LOCAL_MAX_USERS });
-  private readonly refusals = new LRUCache<number, Refusal>({ max: LOCAL_MAX_USERS });
-  private readonly asking = new Map<number, Promise<unknown>>();
+  // By counterKey: a user's bucket, or an organization's pooled one (CONTRACT §22).
+  private readonly local = new LRUCache<string, number>({ max: LOCAL_MAX_USERS });
+  private readonly leases = new LRUCache<string, Lease>({ max: LOCAL_MAX_USERS });
+  private readonly refusals = new LRUCache<string, Refusal>({ max: LOCAL_MAX_USERS });
+  private readonly asking = new Map<string, Promise<unknown>>();
 
   constructor(private readonly redis: RedisBreaker | null, private readonly clock: () => Date = () => new Date()) {
     // EVALSHA with the script loaded once, not the script's text on every request.
     redis?.client.defineCommand('gwMinuteBucket', { numberOfKeys: 1, lua: minuteBucketScript(WINDOW_MS, LEASE_SHARE) });
   }
 
-  /** Takes one request from the user's bucket of `perMinute`; a denial with Retry-After when it is empty. `calls` traces its Redis call. */
-  async consume(userId: number, perMinute: number, calls: StoreCalls = untraced): Promise<QuotaOutcome> {
+  /** Takes one request from the counter's bucket of `perMinute`; a denial with Retry-After when it is empty. `calls` traces its Redis call. */
+  async consume(counter: Counter, perMinute: number, calls: StoreCalls = untraced): Promise<QuotaOutcome> {
+    const userId = counterKey(counter);
     // While this instance asks Redis for a user, the user's other requests wait for that answer
     // (once) rather than ask too: its lease, or its refusal, is usually theirs as well.
     const asking = this.asking.get(userId);
@@ -128,7 +131,7 @@ export class MinuteLimiter {
     return { policy: 'minute', limit: perMinute, windowSec: WINDOW_MS / 1000, remaining, resetSec: Math.max(0, Math.ceil(fullInMs / 1000)) };
   }
 
-  private async shared(userId: number, interval: number, handedBack: number, wanted: number, calls: StoreCalls): Promise<[number, number, number] | undefined> {
+  private async shared(userId: string, interval: number, handedBack: number, wanted: number, calls: StoreCalls): Promise<[number, number, number] | undefined> {
     const redis = this.redis;
     if (!redis) return undefined;
     const answer = await calls(BUCKET_CALL, () => redis.call((client) => (client as WithGcra).gwMinuteBucket(`rate:${userId}`, interval, handedBack, wanted)));
@@ -136,7 +139,7 @@ export class MinuteLimiter {
   }
 
   /** The same bucket, kept by this instance alone, one request at a time. */
-  private inMemory(userId: number, interval: number): [number, number, number] {
+  private inMemory(userId: string, interval: number): [number, number, number] {
     const now = this.clock().getTime();
     const tat = Math.max(this.local.get(userId) ?? 0, now);
     const next = tat + interval;

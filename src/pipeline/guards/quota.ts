@@ -1,6 +1,7 @@
 // What a counted route tells the client about its limits (CONTRACT §12): the RateLimit-Policy and
 // RateLimit fields of draft-ietf-httpapi-ratelimit-headers, one item per limit that applied.
 import type { Denial } from '../../errors/index.js';
+import type { Counter } from '../../storage/counters.js';
 
 /** One limit's state after a request. */
 export interface QuotaState {
@@ -26,9 +27,9 @@ export interface QuotaOutcome {
   use?: CountedUse;
 }
 
-/** A use counted for a request: its user, and the windows it was counted in. */
+/** A use counted for a request: its counter (a user's, or an organization's pooled one), and the windows it was counted in. */
 export interface CountedUse {
-  userId: number;
+  counter: Counter;
   day: string;
   daily: boolean;
   month: string;

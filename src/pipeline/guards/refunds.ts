@@ -12,6 +12,7 @@ import type { Database } from '../../storage/db.js';
 import { refundUse } from '../../storage/useRefunds.js';
 import { utcDay, utcMonth } from '../../time.js';
 import type { CountedUse } from './quota.js';
+import type { Counter } from '../../storage/counters.js';
 
 /** What came of the upstream call: its status, or why there was none. */
 export type UpstreamOutcome = { status: number } | { failure: 'timeout' | 'unreachable' };
@@ -27,8 +28,8 @@ export function refundable(policy: RefundOn | undefined, outcome: UpstreamOutcom
 
 export interface UseRefundsDeps {
   db: Database;
-  /** Drops the user's Redis gates (the day's count and the month's mark). */
-  forget: (userId: number) => Promise<void>;
+  /** Drops the counter's Redis gates (the day's count and the month's mark). */
+  forget: (counter: Counter) => Promise<void>;
   clock: () => Date;
   log: Logger;
 }
@@ -50,17 +51,17 @@ export class UseRefunds {
     try {
       // A window that has ended is not changed: the use goes back only to today's and this month's.
       const refunded = await refundUse(this.deps.db, {
-        userId: use.userId, day, daily: use.daily && use.day === day, month, monthly: use.monthly && use.month === month, cap: policy!.capPerDay ?? null,
+        counter: use.counter, day, daily: use.daily && use.day === day, month, monthly: use.monthly && use.month === month, cap: policy!.capPerDay ?? null,
       });
       if (!refunded) {
         this.stats.capped++;
         return false;
       }
       this.stats.refunded++;
-      await this.deps.forget(use.userId);
+      await this.deps.forget(use.counter);
       return true;
     } catch (err) {
-      this.deps.log.warn({ err, userId: use.userId }, 'refund: the use could not be given back; it stays counted');
+      this.deps.log.warn({ err, ...use.counter }, 'refund: the use could not be given back; it stays counted');
       return false;
     }
   }
