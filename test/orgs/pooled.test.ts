@@ -23,7 +23,8 @@ describeWithServices('pooled counters of organizations (CONTRACT §22)', () => {
   const addMember = (org: number, user: TestUser, role: string) => sql('INSERT INTO memberships (org_id, user_id, role) VALUES ($1, $2, $3)', [org, user.id, role]);
   const acting = (user: TestUser, org: number) => ({ headers: { ...bearer(user.access), 'Gateway-Org': String(org) } });
   const counters = async (org: number) => (await sql('SELECT daily_usage, monthly_usage FROM organizations WHERE id = $1', [org]))[0];
-  const ownUsage = async (users: TestUser[]) => (await sql<{ daily_usage: number }>('SELECT daily_usage FROM users WHERE id = ANY($1) ORDER BY id', [users.map((u) => u.id)])).map((r) => r.daily_usage);
+  const ownUsage = async (users: TestUser[]) =>
+    (await sql<{ daily_usage: number }>('SELECT daily_usage FROM users WHERE id = ANY($1) ORDER BY id', [users.map((u) => u.id)])).map((r) => r.daily_usage);
 
   /** An organization on `plan` (set by an operator) with its owner, an admin, a member, and an organization key. */
   async function team(plan: string): Promise<{ id: number; members: TestUser[]; key: string }> {
