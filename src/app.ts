@@ -108,7 +108,7 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
   }, { prefix: '/api/v1/user' });
   await registerOrganizations(app, { config, db, audit, clock, requireUser, mailer, mailWords: instance.mailWords, rateLimit: authRateLimit, cancelSubscriptions, identities: instance.identities });
   // Plans that follow payment (CONTRACT §23): only with billing.stripe; otherwise these paths are not the gateway's.
-  if (instance.billing) await app.register(billingRoutes, { prefix: '/api/v1/billing', ...instance.billing, requireUser });
+  if (instance.billing) await app.register(billingRoutes, { prefix: '/api/v1/billing', ...instance.billing, requireUser, memberships: instance.memberships });
   // WebSocket upgrades on websocket routes go through fastify's routing like any request; the
   // sockets they open are closed (1008) when their user no longer passes the route's guards, and
   // (1001) when the listener closes, after the drain (server.shutdownDelay).

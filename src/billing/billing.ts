@@ -5,7 +5,8 @@
 // claim included, and Stripe's retry applies it. The payload decides nothing: the subscription is
 // fetched from Stripe and its current state applied (events come out of order, several a second).
 // A plan is set the way an operator's is (storage/users.ts writePlan: users' trigger tells every
-// instance within a second, the local cache is told at once), with its audit row.
+// instance within a second, the local cache is told at once; an organization's, §22, by its row's
+// trigger), with its audit row.
 import type { Logger } from 'pino';
 import { lockAccount } from '../account/change.js';
 import type { Audit, AuditActor } from '../audit.js';
@@ -16,6 +17,7 @@ import {
   subscriptionsOf, type Owner, type SubscriptionState,
 } from '../storage/billing.js';
 import type { Database, Queryable } from '../storage/db.js';
+import { lockOrganization, setOrganizationPlan } from '../storage/organizations.js';
 import { writePlan } from '../storage/users.js';
 import { cancelRunningSubscriptions } from './cancel.js';
 import { planFromSubscriptions } from './plan.js';
@@ -131,21 +133,24 @@ export class Billing {
     return this.settlePlan(tx, owner, cause);
   }
 
-  /** Sets the owner's plan to what its subscriptions give now; the users whose plan changed. */
+  /** Sets the owner's plan to what its subscriptions give now; the users whose plan changed (none for an organization). */
   private async settlePlan(tx: Queryable, owner: Owner, cause: Cause): Promise<number[]> {
-    // Organizations (CONTRACT §22) take their plan here once they exist.
-    if (owner.type !== 'user') return [];
-    // After the subscription's row (the event's order), the user's: account/change.ts.
-    const user = (await lockAccount(tx, this.deps, { userId: owner.id, mode: 'update' }))?.user;
-    if (!user) return [];
+    // After the subscription's row (the event's order), the owner's: a user's as account/change.ts
+    // locks it; an organization's plan (CONTRACT §22) is set as an operator sets it: its row's
+    // trigger (031) tells every instance, this one included, within a second; no user cache to tell.
+    const current = owner.type === 'user'
+      ? (await lockAccount(tx, this.deps, { userId: owner.id, mode: 'update' }))?.user.plan
+      : (await lockOrganization(tx, owner.id))?.plan;
+    if (current === undefined) return [];
     const { prices, pastDueGraceDays: graceDays } = this.deps.config;
     const plan = planFromSubscriptions(await subscriptionsOf(tx, owner), { prices, graceDays, plans: this.deps.plans(), now: this.deps.clock() });
-    if (plan === user.plan) return [];
-    await writePlan(tx, owner.id, plan);
-    const data = { ...cause.data, plan, previous_plan: user.plan };
-    await this.deps.audit.record({ type: 'billing.plan_changed', actor: cause.actor, userId: owner.id, data }, tx);
-    this.deps.log.info({ userId: owner.id, plan, previous: user.plan, ...cause.data }, 'billing: plan set');
-    return [owner.id];
+    if (plan === current) return [];
+    if (owner.type === 'user') await writePlan(tx, owner.id, plan);
+    else await setOrganizationPlan(tx, owner.id, plan);
+    const data = { ...cause.data, plan, previous_plan: current, ...(owner.type === 'org' ? { org_id: owner.id } : {}) };
+    await this.deps.audit.record({ type: 'billing.plan_changed', actor: cause.actor, userId: owner.type === 'user' ? owner.id : null, data }, tx);
+    this.deps.log.info({ owner, plan, previous: current, ...cause.data }, 'billing: plan set');
+    return owner.type === 'user' ? [owner.id] : [];
   }
 
   /** Ends the grace of past_due subscriptions whose pastDueGraceDays have run out (every minute, housekeeping.ts). */

@@ -4,8 +4,11 @@
 // the bytes, so nothing may parse and re-serialize them first. None of these is under the auth
 // rate limit: Stripe's retries and a user's clicks are not password guesses.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { sendError } from '../errors/index.js';
+import { sendDenial, sendError, type Denial } from '../errors/index.js';
 import { currentUser, requireBearer, type RequireUser } from '../listener/requireUser.js';
+import { checkRoles, gatewayOrgId } from '../pipeline/guards/org.js';
+import type { Owner } from '../storage/billing.js';
+import type { MembershipCache } from '../storage/membershipCache.js';
 import { bearerOnly as bearerSecurity, errors } from '../openapi.js';
 import type { Billing } from './billing.js';
 import { StripeUnavailable, type StripeGateway } from './stripe.js';
@@ -14,6 +17,8 @@ export interface BillingRoutesDeps {
   billing: Billing;
   stripe: Pick<StripeGateway, 'verify'>;
   requireUser: RequireUser;
+  /** With organizations enabled only: Gateway-Org is read (else ignored, CONTRACT §22). */
+  memberships?: Pick<MembershipCache, 'membership'>;
 }
 
 const url = { type: 'object', required: ['url'], properties: { url: { type: 'string', format: 'uri' } } };
@@ -21,11 +26,11 @@ const SCHEMAS = {
   checkout: {
     tags: ['billing'], summary: 'A Stripe Checkout Session for a subscription to `price` (a key of billing.stripe.prices)', security: bearerSecurity,
     body: { type: 'object', required: ['price'], properties: { price: { type: 'string' } } },
-    response: { 200: url, ...errors('priceUnknown', 'tokenInvalid', 'apiKeyNotAccepted', 'subscriptionAlreadyActive', 'paymentUnavailable') },
+    response: { 200: url, ...errors('priceUnknown', 'badRequest', 'tokenInvalid', 'apiKeyNotAccepted', 'roleInsufficient', 'orgNotFound', 'subscriptionAlreadyActive', 'paymentUnavailable') },
   },
   portal: {
     tags: ['billing'], summary: 'A Stripe Customer Portal session for the owner\'s customer', security: bearerSecurity,
-    response: { 200: url, ...errors('tokenInvalid', 'apiKeyNotAccepted', 'subscriptionNone', 'paymentUnavailable') },
+    response: { 200: url, ...errors('badRequest', 'tokenInvalid', 'apiKeyNotAccepted', 'roleInsufficient', 'orgNotFound', 'subscriptionNone', 'paymentUnavailable') },
   },
   webhook: {
     tags: ['billing'], summary: 'Stripe\'s webhook: a signed event, applied once (Stripe-Signature checked against billing.stripe.webhookSecrets)',
@@ -41,15 +46,31 @@ function answerStripeFailure(reply: FastifyReply, err: unknown, name: 'paymentUn
   return sendError(reply, name);
 }
 
-const ownerOf = (request: FastifyRequest) => ({ type: 'user' as const, id: currentUser(request).id });
+/**
+ * Whom checkout and portal act for: the user, or the organization Gateway-Org names, which only its
+ * owner may (403 Rôle insuffisant otherwise); a non-member learns nothing of it (404, as on the
+ * organization's own endpoints).
+ */
+async function ownerOf(request: FastifyRequest, memberships: BillingRoutesDeps['memberships']): Promise<Owner | Denial> {
+  const user = currentUser(request);
+  const raw = memberships && request.headers['gateway-org'];
+  if (raw === undefined) return { type: 'user', id: user.id };
+  const id = gatewayOrgId(raw);
+  if (id === 'invalid') return { code: 'badRequest' };
+  const membership = id ? await memberships!.membership(id, user.id) : undefined;
+  if (!membership) return { code: 'orgNotFound' };
+  return checkRoles({ id, ...membership }, ['owner']) ?? { type: 'org', id };
+}
 
 export async function billingRoutes(app: FastifyInstance, deps: BillingRoutesDeps): Promise<void> {
   const guard = { preHandler: requireBearer(deps.requireUser) };
 
   app.post('/checkout', { ...guard, schema: SCHEMAS.checkout }, async function checkout(request, reply) {
     const price = (request.body as { price?: unknown } | null)?.price;
+    const owner = await ownerOf(request, deps.memberships);
+    if ('code' in owner) return sendDenial(reply, owner);
     try {
-      const outcome = await deps.billing.checkout(ownerOf(request), typeof price === 'string' ? price : '');
+      const outcome = await deps.billing.checkout(owner, typeof price === 'string' ? price : '');
       return 'error' in outcome ? sendError(reply, outcome.error) : { url: outcome.url };
     } catch (err) {
       return answerStripeFailure(reply, err, 'paymentUnavailable');
@@ -57,8 +78,10 @@ export async function billingRoutes(app: FastifyInstance, deps: BillingRoutesDep
   });
 
   app.post('/portal', { ...guard, schema: SCHEMAS.portal }, async function portal(request, reply) {
+    const owner = await ownerOf(request, deps.memberships);
+    if ('code' in owner) return sendDenial(reply, owner);
     try {
-      const link = await deps.billing.portal(ownerOf(request));
+      const link = await deps.billing.portal(owner);
       return link === undefined ? sendError(reply, 'subscriptionNone') : { url: link };
     } catch (err) {
       return answerStripeFailure(reply, err, 'paymentUnavailable');

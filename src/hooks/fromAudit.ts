@@ -48,9 +48,14 @@ const planChanged: Mapper = async (e, _tx, facts) =>
 const activeChanged: Mapper = async (e) => [userEvent('user.active_changed', e.userId!, { active: e.data?.active === true })];
 
 // A plan set by payment is a plan change of its owner too: a backend listening to user.plan_changed
-// alone hears every change, whoever made it.
+// alone hears every change, whoever made it. An organization's (data.org_id, no user) is its
+// billing.plan_changed alone.
 const billed: Mapper = async (e) => {
   const { plan, previous_plan: previous, event_id: stripeEventId } = e.data ?? {};
+  const orgId = num(e.data?.org_id);
+  if (orgId !== undefined) {
+    return [{ type: 'billing.plan_changed', subject: orgSubject(orgId), data: { owner_type: 'org', owner_id: orgId, plan, previous_plan: previous, stripe_event_id: stripeEventId ?? null } }];
+  }
   return [
     userEvent('user.plan_changed', e.userId!, { plan, previous_plan: previous }),
     { type: 'billing.plan_changed', subject: userSubject(e.userId!), data: { owner_type: 'user', owner_id: e.userId, plan, previous_plan: previous, stripe_event_id: stripeEventId ?? null } },
@@ -104,8 +109,8 @@ const MAPPERS: Partial<Record<AuditEvent['type'], Mapper>> = {
   'api_key.revoked': keyEvent('api_key.revoked'),
 };
 
-// Events about an organization as a whole name no user; every other mapped event is about one.
-const WITHOUT_USER = new Set<AuditEvent['type']>(['admin.org_plan_changed']);
+// Events about an organization as a whole name no user (a plan billed to one included); every other mapped event is about one.
+const WITHOUT_USER = new Set<AuditEvent['type']>(['admin.org_plan_changed', 'billing.plan_changed']);
 
 /** The hooks an audit event stands for (none for most), read in the change's transaction `tx`. */
 export async function hooksOfAudit(event: AuditEvent, tx: Queryable, facts: HookFacts = {}): Promise<HookEvent[]> {

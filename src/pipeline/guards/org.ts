@@ -31,6 +31,16 @@ const MAX_ID = 2_147_483_647;
 const DECIMAL = /^[0-9]{1,20}$/;
 
 /**
+ * What a Gateway-Org header names: an id (0 when no organization can have it), or 'invalid' when
+ * it is sent twice (Node joins the values with ", "), empty or not a decimal.
+ */
+export function gatewayOrgId(raw: string | string[]): number | 'invalid' {
+  if (typeof raw !== 'string' || !DECIMAL.test(raw)) return 'invalid';
+  const id = Number(raw);
+  return id >= 1 && id <= MAX_ID ? id : 0;
+}
+
+/**
  * The organization `Gateway-Org` names, if the caller may act for it: set on the run, or the
  * refusal. `unauthenticated` answers the header without a credential (an `auth: optional` route).
  */
@@ -43,10 +53,9 @@ export async function orgStage(run: OrgRun, unauthenticated: Denial): Promise<De
     run.org = run.keyOrg;
     return undefined;
   }
-  // Sent twice, Node joins the values with ", ": no longer a decimal.
-  if (typeof raw !== 'string' || !DECIMAL.test(raw)) return { code: 'badRequest' };
+  const id = gatewayOrgId(raw);
+  if (id === 'invalid') return { code: 'badRequest' };
   const identity = run.auth as unknown as Identity;
-  const id = Number(raw);
   // An organization key names its own organization or none; a personal key speaks for its owner alone.
   if (run.keyOrg) {
     if (id !== run.keyOrg.id) return { code: 'orgAccessDenied' };
@@ -54,7 +63,7 @@ export async function orgStage(run: OrgRun, unauthenticated: Denial): Promise<De
     return undefined;
   }
   if (identity.method !== 'bearer') return { code: 'orgAccessDenied' };
-  const membership = id >= 1 && id <= MAX_ID ? await run.deps.orgs!.memberships.membership(id, identity.user.id, run.calls) : undefined;
+  const membership = id ? await run.deps.orgs!.memberships.membership(id, identity.user.id, run.calls) : undefined;
   if (!membership) return { code: 'orgAccessDenied' };
   run.org = { id, role: membership.role, plan: membership.plan };
   return undefined;
