@@ -26,8 +26,8 @@
 // rounds without and with logins, default 12), BENCH_WARMUP (seconds per target and scenario,
 // default 1), BENCH_CONNECTIONS (default 50), BENCH_USERS (users per group, default 10),
 // BENCH_LOG_LEVEL (the gateway's, default info), BENCH_ONLY (a subset:
-// public,bearer,plan,apikey,scoped,forged,daily,rated,minute,assertion,tls,ws,pgbouncer,floor,haproxy,counted,monthly,routes,workers,tracing,logins,decisions,memory),
-// BENCH_IDLE and BENCH_MEMORY_ROUNDS (the memory rows, bench/memory.mjs),
+// public,bearer,plan,apikey,scoped,forged,daily,rated,minute,assertion,tls,ws,pgbouncer,floor,haproxy,counted,monthly,routes,workers,tracing,logins,decisions,memory,
+// and bench/orgs.mjs's org,orgpool), BENCH_IDLE and BENCH_MEMORY_ROUNDS (the memory rows, bench/memory.mjs),
 // BENCH_KEEP=1 (keep the generated config and the gateway's log),
 // BENCH_GATEWAY_NODE_ARGS / BENCH_BASELINE_NODE_ARGS (node flags, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"),
 // DATABASE_URL, REDIS_URL.
@@ -43,6 +43,10 @@ import {
 } from './common.mjs';
 import { measureMemory, printMemory } from './memory.mjs';
 import { localPgBouncerIni } from './pgbouncerIni.mjs';
+import { runOrgBenches } from './orgs.mjs';
+
+/** bench/orgs.mjs's scenarios, by their BENCH_ONLY names. */
+const ORG_SCENARIOS = ['org', 'orgpool'];
 
 const SELF = fileURLToPath(import.meta.url);
 const role = process.argv[2] === '--role' ? process.argv[3] : 'main';
@@ -126,6 +130,11 @@ async function main() {
   // BENCH_KEEP=1 keeps the generated config and the gateway's log for a look afterwards.
   cleanups.push(async () => (env.BENCH_KEEP ? console.log(`kept ${tmp}`) : rmSync(tmp, { recursive: true, force: true })));
   try {
+    // Organizations' scenarios (bench/orgs.mjs) run on gateways and a database of their own, first.
+    const asked = env.BENCH_ONLY ? new Set(env.BENCH_ONLY.split(',').map((s) => s.trim())) : undefined;
+    const orgAsked = new Set(ORG_SCENARIOS.filter((s) => !asked || asked.has(s)));
+    if (orgAsked.size) await runOrgBenches(orgAsked, await prepareStorage(tmp, cleanups, 'orgs'), tmp, cleanups);
+    if (asked && [...asked].every((s) => orgAsked.has(s))) return;
     const storage = await prepareStorage(tmp, cleanups, 'bench');
     const upstream = await startChild(SELF, 'upstream', [], cleanups);
     const baseline = await startChild(SELF, 'baseline', [upstream.url], cleanups, splitArgs(env.BENCH_BASELINE_NODE_ARGS));
