@@ -35,6 +35,7 @@ export function walkthrough(at: DemoAddresses): string {
     ...providerSteps(),
     ...(at.adminUrl ? importSteps(at.url, at.adminUrl, at.adminKey) : []),
     ...billingSteps(at.url),
+    ...(at.adminUrl ? organizationSteps(at) : []),
     ...(at.adminUrl ? consoleLines(at.adminUrl, at.adminKey, at.consoleUrl) : []),
     '', 'Press Ctrl-C to stop the demo (its data is deleted).', '',
   ];
@@ -49,7 +50,8 @@ function introduction({ url, page }: DemoAddresses): string[] {
     '/api/v1/reports (plans premium and pro), /api/v1/races (free: one use a day; premium: 5 a day, 60 a minute),',
     '/api/v1/signed (token required; its upstream also gets the identity signed in x-gateway-assertion),',
     '/api/v1/live (a WebSocket for signed-in users), /api/v1/billing (a second factor required),',
-    '/api/v1/exports (plan pro, bought through Stripe Checkout at step 20).',
+    '/api/v1/exports (plan pro, bought through Stripe Checkout at step 20),',
+    '/api/v1/team (for a user or an organization: the team plan\'s pooled 3 a day), /api/v1/team-admin (owners and admins).',
     '',
     `In a browser, open ${page} : a page on another origin (the echo server's) that registers,`,
     'logs in and calls these routes through CORS, opens a WebSocket with ?access_token=, and',
@@ -215,6 +217,49 @@ function billingSteps(url: string): string[] {
     `CHECKOUT_URL=$(curl -s -X POST ${url}/api/v1/billing/checkout -H "Authorization: Bearer $TOKEN" ${json} -d '{"price":"price_pro_monthly"}' | ${field('url')}); echo "$CHECKOUT_URL"`,
     `curl -s ${show} "$CHECKOUT_URL"`,
     `curl -s ${show} ${url}/api/v1/exports -H "Authorization: Bearer $TOKEN"`,
+  ];
+}
+
+/** Steps 21–25: an organization, a second user invited by mail, the pooled quota and a role-guarded route. */
+function organizationSteps({ url, adminUrl, adminKey, page, tokensDir }: DemoAddresses): string[] {
+  const joinToken = path.join(tokensDir, 'join.token');
+  // Grace's own inbox on the echo server: the verification link of her address, not Ada's.
+  const graceVerify = `${page.replace('localhost', '127.0.0.1')}demo/mail/verify-email?to=grace@example.com`;
+  const admin = `-H 'Authorization: Bearer ${adminKey}'`;
+  const grace = '-H "Authorization: Bearer $GRACE"';
+  const ada = '-H "Authorization: Bearer $TOKEN"';
+  const asOrg = '-H "Gateway-Org: $ORG"';
+  return [
+    '',
+    '# 21. Organizations (docs/organizations.md): Ada (her email verified at step 12) creates one and owns it; an',
+    '#     operator puts it on the team plan: one pooled quota of 3 a day for all its members and keys',
+    `ORG=$(curl -s -X POST ${url}/api/v1/orgs ${ada} ${json} -d '{"name":"Analytical Engines"}' | sed -E 's/.*"id":([0-9]+).*/\\1/'); echo "$ORG"`,
+    `curl -s ${show} -X PUT ${adminUrl}/admin/v1/orgs/$ORG/plan ${admin} ${json} -d '{"plan":"team"}'`,
+    '',
+    '# 22. A second user, Grace, registers, verifies her address with the link mailed to her, and signs in',
+    `curl -s ${show} -X POST ${url}/api/v1/auth/register ${json} -d '{"email":"grace@example.com","password":"another-horse-battery"}'`,
+    `GRACE_LINK=$(until curl -sf '${graceVerify}'; do sleep 0.2; done); echo "$GRACE_LINK"`,
+    `curl -s ${show} -X POST ${url}/api/v1/auth/email/verify ${json} -d "{\\"token\\":\\"$GRACE_LINK\\"}"`,
+    `GRACE=$(curl -s -X POST ${url}/api/v1/auth/login ${json} -d '{"email":"grace@example.com","password":"another-horse-battery"}' | ${field('access_token')}); echo "$GRACE"`,
+    '',
+    '# 23. Ada invites Grace: a single-use link is mailed (the mail catcher prints it, and keeps its token);',
+    '#     Grace accepts it, signed in as the invited address',
+    `curl -s ${show} -X POST ${url}/api/v1/orgs/$ORG/invitations ${ada} ${json} -d '{"email":"grace@example.com","role":"member"}'`,
+    `INVITATION=$(until [ -s ${joinToken} ]; do sleep 0.2; done; cat ${joinToken}); echo "$INVITATION"`,
+    `curl -s ${show} -X POST ${url}/api/v1/orgs/invitations/accept ${grace} ${json} -d "{\\"token\\":\\"$INVITATION\\"}"`,
+    '',
+    '# 24. The pooled quota: acting for the organization (Gateway-Org), Ada uses one of its 3 and Grace two;',
+    '#     the fourth is refused with 429, whoever sends it. The operator sees the pool\'s count',
+    `curl -s ${show} -o /dev/null ${url}/api/v1/team ${ada} ${asOrg}`,
+    `curl -s ${show} -o /dev/null ${url}/api/v1/team ${grace} ${asOrg}`,
+    `curl -s ${show} -o /dev/null ${url}/api/v1/team ${grace} ${asOrg}`,
+    `curl -s ${show} ${url}/api/v1/team ${ada} ${asOrg}`,
+    `curl -s ${show} ${adminUrl}/admin/v1/orgs/$ORG ${admin}`,
+    '',
+    '# 25. A route for the organization\'s owners and admins (roles: [owner, admin]): Grace, a member, gets 403;',
+    '#     Ada, its owner, passes, and the upstream learns the organization, her role and its plan',
+    `curl -s ${show} ${url}/api/v1/team-admin ${grace} ${asOrg}`,
+    `curl -s ${show} ${url}/api/v1/team-admin ${ada} ${asOrg}`,
   ];
 }
 

@@ -49,7 +49,7 @@ describe('npm run demo', () => {
 
   it('runs every printed command with the outcome its comment announces', async () => {
     const commands = walkthrough.split('\n').filter((line) => /^(curl|[A-Z_]+=)/.test(line));
-    expect(commands.length).toBe(40);
+    expect(commands.length).toBe(56);
     const script = commands.map((command, i) => `echo "### ${i}"\n${command}\necho`).join('\n');
     const run = spawnSync('bash', ['-c', script], { encoding: 'utf8', timeout: 60_000 });
     expect(run.status, run.stderr).toBe(0);
@@ -127,6 +127,25 @@ describe('npm run demo', () => {
     expect(step(/^CHECKOUT_URL=/)).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/c\/pay\/cs_test_[0-9a-f]+$/);
     expect(step(/^curl .*"\$CHECKOUT_URL"/)).toMatch(/^Paid .*subscription sub_[0-9a-f]+ is active; the gateway's webhook answered 200\s*\(HTTP 200\)$/);
     expect(afterPaying).toMatch(/"x-user-plan": "pro".*\(HTTP 200\)/s);
+
+    // Organizations (docs/organizations.md): Ada's organization on team, Grace invited through the
+    // mail catcher, the pool of 3 shared by both, and the route for owners and admins.
+    expect(step(/^ORG=/)).toMatch(/^\d+$/);
+    expect(step(/admin\/v1\/orgs\/\$ORG\/plan/)).toMatch(/"plan":"team".*\(HTTP 200\)/);
+    expect(step(/^GRACE_LINK=/)).toMatch(/^[\w-]{43}$/);
+    expect(step(/auth\/email\/verify/)).toMatch(/\(HTTP 200\)/);
+    expect(step(/orgs\/\$ORG\/invitations/)).toMatch(/"email":"grace@example\.com","role":"member".*\(HTTP 201\)/);
+    const invitation = step(/^INVITATION=/);
+    expect(invitation).toMatch(/^[\w-]{43}$/);
+    await expect.poll(() => walkthrough).toContain(`[demo mail catcher] a mail to grace@example.com:\n  https://app.example.com/join?token=${invitation}`);
+    expect(step(/invitations\/accept/)).toMatch(/"role":"member".*\(HTTP 200\)/);
+    const pooled = all(/api\/v1\/team -H/);
+    expect(pooled.slice(0, 3)).toEqual(['(HTTP 200)', '(HTTP 200)', '(HTTP 200)']);
+    expect(pooled[3]).toMatch(/^\{"error":"Limite quotidienne atteinte \(plan team: 3 courses\/jour\)".*\(HTTP 429\)/);
+    expect(step(/admin\/v1\/orgs\/\$ORG -H/)).toMatch(/"plan":"team".*"daily_usage":3,"monthly_usage":3.*\(HTTP 200\)/);
+    const [member, owner] = all(/api\/v1\/team-admin/);
+    expect(member).toMatch(/^\{"error":"Rôle insuffisant","required_roles":\["owner","admin"\],"current_role":"member"\}\s*\(HTTP 403\)/);
+    expect(owner).toMatch(/"x-org-role": "owner".*"x-org-plan": "team".*\(HTTP 200\)/s);
 
     // Traces (docs/tracing.md): the demo's terminal prints each request's, its stages in order.
     expect(walkthrough).toContain('as a [demo traces] line with the route');

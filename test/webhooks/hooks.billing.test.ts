@@ -1,6 +1,7 @@
 // Operator hooks (CONTRACT §24) for a plan set by payment (§23): a completed checkout sends
 // user.plan_changed and billing.plan_changed (with the Stripe event's id), in the transaction that
-// applied the event; a replay of that event changes nothing and sends nothing more.
+// applied the event; a replay of that event changes nothing and sends nothing more. An
+// organization's plan set by payment (§22) is its billing.plan_changed alone, with owner_type org.
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { docsExample } from '../helpers/docs.js';
 import { bearer, closeSql, describeWithServices, eventually, makeUser, startTestGateway, testConfigFromYaml, throwawayDatabase, type TestGateway, type ThrowawayDatabase } from '../helpers/gateway.js';
@@ -53,5 +54,23 @@ describeWithServices('operator hooks: billing', () => {
     await new Promise((r) => setTimeout(r, 300));
     expect(receiver.deliveries).toHaveLength(2);
     expect((await hookRows(db)).map((r) => [r.subject, r.type])).toEqual([[`user:${user.id}`, 'user.plan_changed'], [`user:${user.id}`, 'billing.plan_changed']]);
+  });
+
+  it('an organization\'s completed checkout: billing.plan_changed with owner_type org, on the organization\'s subject, and no user.plan_changed', async () => {
+    const org = (await db.sql<{ id: number }>("INSERT INTO organizations (name) VALUES ('Hooked') RETURNING id"))[0]!.id;
+    const before = receiver.deliveries.length;
+    // A session the gateway made for the organization (its owner's checkout under Gateway-Org: test/billing/orgBilling.test.ts).
+    const session = `cs_test_org_${org}`;
+    await db.sql("INSERT INTO billing_sessions (stripe_session_id, owner_type, owner_id, price) VALUES ($1, 'org', $2, 'price_premium_monthly')", [session, org]);
+    const sub: FakeSubscription = { id: `sub_org_${org}`, customer: `cus_org_${org}`, status: 'active', prices: ['price_premium_monthly'] };
+    stripe.setSubscription(sub);
+    const completed = signedEvent(SECRET, 'checkout.session.completed', { id: session, object: 'checkout.session', customer: sub.customer, subscription: sub.id });
+    const res = await gw.request('POST', '/api/v1/billing/stripe/webhook', { body: completed.body, headers: { 'content-type': 'application/json', 'stripe-signature': completed.signature! } });
+    expect(res.status).toBe(200);
+    await eventually(() => receiver.deliveries.length === before + 1, 10_000);
+    expect(receiver.deliveries.slice(before).map((d) => verifiedHook(hookSecret, d)).map((p) => [p.type, p.data])).toEqual([
+      ['billing.plan_changed', { owner_type: 'org', owner_id: org, plan: 'premium', previous_plan: 'free', stripe_event_id: completed.id }],
+    ]);
+    expect((await hookRows(db)).filter((r) => r.subject === `org:${org}`).map((r) => r.type)).toEqual(['billing.plan_changed']);
   });
 });
