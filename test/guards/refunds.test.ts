@@ -1,7 +1,8 @@
 // Refunds (CONTRACT §23, plans.refundOn, issue 53): a counted use the upstream failed (a listed
 // status, an upstream that cannot be reached) goes back once to the windows it was counted in, at
 // most capPerDay times per owner and UTC day, exactly across instances; a status not listed, and
-// an upstream timeout while 504 is not listed, keep it counted.
+// an upstream timeout while 504 is not listed, keep it counted. An organization's pooled use goes
+// back to its pool, capped per organization (CONTRACT §22).
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import {
   bearer, closeSql, describeWithServices, makeUser, marker, ownRedisPrefix, sql, startTwoGateways, testConfig, type TestGateway, type TestUser,
@@ -31,7 +32,11 @@ describeWithServices('refunds of counted uses', () => {
         { path: '/metered', upstream: 'app', dailyLimit: true },
         { path: '/down', upstream: 'down', dailyLimit: true },
         { path: '/slow', upstream: 'slow', dailyLimit: true },
+        { path: '/pooled', upstream: 'app', dailyLimit: true, org: 'optional' },
       ],
+      organizations: { enabled: true },
+      mail: { smtp: '', from: 'Gateway <no-reply@example.test>', resetUrl: 'https://app.example.test/r?token={token}', verifyUrl: 'https://app.example.test/v?token={token}',
+        invitationUrl: 'https://app.example.test/j?token={token}' },
       plans: {
         limits: { counted: { daily: 2, monthly: 4 }, many: { daily: 100, monthly: 1000 } },
         refundOn: { statuses: [503], unreachable: true, capPerDay: 3 },
@@ -111,5 +116,21 @@ describeWithServices('refunds of counted uses', () => {
     await new Promise((r) => setTimeout(r, 300));
     expect(await refundsOf(user.id)).toBe(3);
     await expect.poll(() => me(b, user), { timeout: 5000 }).toMatchObject({ daily_usage: 8, monthly_usage: 8 });
+  });
+
+  it('an organization\'s pooled use the upstream failed goes back to its pool, on either instance, at most capPerDay times per organization', async () => {
+    const [u, v] = [await makeUser(a), await makeUser(a)];
+    const org = (await sql<{ id: number }>("INSERT INTO organizations (name, plan) VALUES ('Refunded', 'counted') RETURNING id"))[0]!.id;
+    await sql("INSERT INTO memberships (org_id, user_id, role) VALUES ($1, $2, 'owner'), ($1, $3, 'member')", [org, u.id, v.id]);
+    const acting = (user: TestUser) => ({ headers: { ...bearer(user.access), 'Gateway-Org': String(org) } });
+    const m = marker();
+    // Four failed uses by both members on both instances: three go back (capPerDay), the fourth stays counted.
+    for (let i = 0; i < 4; i++) expect((await [a, b][i % 2]!.get(`/pooled/${m}-503`, acting(i % 2 ? v : u))).status).toBe(503);
+    expect(await sql('SELECT daily_usage, monthly_usage FROM organizations WHERE id = $1', [org])).toEqual([{ daily_usage: 1, monthly_usage: 1 }]);
+    expect(await sql('SELECT refunds FROM org_usage_refunds WHERE org_id = $1', [org])).toEqual([{ refunds: 3 }]);
+    expect(await sql('SELECT daily_usage FROM users WHERE id = ANY($1)', [[u.id, v.id]])).toEqual([{ daily_usage: 0 }, { daily_usage: 0 }]);
+    // The pool's day (2) has one use left, whoever takes it.
+    expect((await b.get(`/pooled/${m}`, acting(v))).status).toBe(200);
+    expect((await a.get(`/pooled/${m}`, acting(u))).status).toBe(429);
   });
 });
