@@ -3,7 +3,8 @@
 // ones, reach the Stripe meter through the durable outbox, exactly: two instances reporting, Stripe
 // failing for a while, and Stripe taking an event whose answer never comes back (the outbox's mark
 // never made, as when the reporter dies there) neither lose nor double a use, and requests never
-// wait on Stripe.
+// wait on Stripe. An organization's pool (CONTRACT §22) is metered as its own: its records name
+// the organization, and its overage reaches the organization's customer.
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { docsExample } from '../helpers/docs.js';
@@ -28,7 +29,11 @@ describeWithServices('metered overage reported to a Stripe meter', () => {
       return true;
     };
     const env = { STRIPE_SECRET_KEY: 'rk_test_fake', STRIPE_WEBHOOK_SECRET: SECRET, STRIPE_API_BASE: stripe.url, APP_URL: app.url };
-    const config = testConfigFromYaml(docsExample('billing', 'overage'), env);
+    // The example as written, with organizations on and its route open to acting for one (org: optional).
+    const mail = "mail: { smtp: '', from: 'G <g@example.test>', resetUrl: 'https://app.example.test/r?token={token}', verifyUrl: 'https://app.example.test/v?token={token}', "
+      + "invitationUrl: 'https://app.example.test/j?token={token}' }\norganizations: { enabled: true }\n";
+    const example = testConfigFromYaml(`${docsExample('billing', 'overage')}${mail}`, env);
+    const config = { ...example, routes: example.routes.map((r) => ({ ...r, org: 'optional' as const })) };
     [a, b] = await Promise.all([startTestGateway(config), startTestGateway(config)]);
   });
 
@@ -159,5 +164,22 @@ describeWithServices('metered overage reported to a Stripe meter', () => {
     const sent = stripe.calls.filter((c) => c.path === '/v1/billing/meter_events' && c.form['payload[stripe_customer_id]'] === user.customer);
     expect(new Set(sent.map((c) => c.form.identifier)).size).toBe(1);
     expect(sent.length).toBeGreaterThanOrEqual(2);
+  });
+
+  it('an organization\'s pool past its allowance is recorded as the organization\'s and reported to its customer, once', async () => {
+    const member = await makeUser(a);
+    const org = (await sql<{ id: number }>("INSERT INTO organizations (name, plan) VALUES ('Metered', 'premium') RETURNING id"))[0]!.id;
+    await sql("INSERT INTO memberships (org_id, user_id, role) VALUES ($1, $2, 'member')", [org, member.id]);
+    const customer = `cus_org_${randomBytes(6).toString('hex')}`;
+    await sql("INSERT INTO billing_customers (owner_type, owner_id, stripe_customer_id) VALUES ('org', $1, $2)", [org, customer]);
+    const m = marker();
+    // 3 included, 2 more on the pool; nothing on the member's own counters.
+    for (let i = 0; i < 5; i++) expect((await (i % 2 ? a : b).get(`${ROUTE}/${m}`, { headers: { ...bearer(member.access), 'Gateway-Org': String(org) } })).status).toBe(200);
+    expect(await sql('SELECT count(*)::int AS n FROM metered_uses WHERE org_id = $1 AND user_id IS NULL', [org])).toEqual([{ n: 2 }]);
+    expect(await sql('SELECT count(*)::int AS n FROM metered_uses WHERE user_id = $1', [member.id])).toEqual([{ n: 0 }]);
+    await expect.poll(() => reported(customer), { timeout: 25_000, interval: 500 }).toBe(2);
+    for (const event of eventsOf(customer)) expect(event.identifier).toMatch(new RegExp(`^gw_org${org}_\\d{4}-\\d{2}-01_\\d+_\\d+$`));
+    await reported(customer);
+    expect(stripe.meterSum(customer)).toBe(2);
   });
 });
