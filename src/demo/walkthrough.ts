@@ -107,9 +107,10 @@ function decisionSteps(decisionsUrl: string): string[] {
   return [
     '',
     '# 8. The same decisions for a proxy you already run (nginx auth_request, Caddy forward_auth: docs/decisions.md):',
-    '#    200 with the identity headers for the proxy to copy, or the denial for it to pass on, and nothing forwarded',
-    `curl -s -D - ${decisionsUrl}/decisions/api/v1/profile -H "Authorization: Bearer $TOKEN"`,
-    `curl -s ${show} ${decisionsUrl}/decisions -H 'X-Forwarded-Uri: /api/v1/reports' -H "Authorization: Bearer $TOKEN"`,
+    '#    200 with the identity headers for the proxy to copy, or the denial for it to pass on, and nothing forwarded.',
+    '#    With organizations on, the documented proxy configurations also send X-Gateway-Org-Aware: 1 (docs/organizations.md)',
+    `curl -s -D - ${decisionsUrl}/decisions/api/v1/profile -H "Authorization: Bearer $TOKEN" -H 'X-Gateway-Org-Aware: 1'`,
+    `curl -s ${show} ${decisionsUrl}/decisions -H 'X-Forwarded-Uri: /api/v1/reports' -H "Authorization: Bearer $TOKEN" -H 'X-Gateway-Org-Aware: 1'`,
   ];
 }
 

@@ -13,7 +13,8 @@ export interface PlanDay {
 /**
  * Counted uses per plan per day since `fromDay`: the rolled-up days (usage_days) and each user's
  * current day (users.daily_usage of last_usage_date, the authority for its day, as usageSince reads
- * them). By the user's plan now: a day is not kept with the plan it was counted on.
+ * them), and the same of organizations' pooled counters (035). By the owner's plan now: a day is
+ * not kept with the plan it was counted on.
  */
 export async function usesPerPlanDay(db: Queryable, fromDay: string): Promise<PlanDay[]> {
   return (await db.query<{ day: string; plan: string; n: string }>(
@@ -22,6 +23,11 @@ export async function usesPerPlanDay(db: Queryable, fromDay: string): Promise<Pl
         WHERE d.day >= $1::date AND d.day IS DISTINCT FROM u.last_usage_date
        UNION ALL
        SELECT last_usage_date, plan, daily_usage FROM users WHERE last_usage_date >= $1::date AND daily_usage > 0
+       UNION ALL
+       SELECT d.day, o.plan, d.uses FROM org_usage_days d JOIN organizations o ON o.id = d.org_id
+        WHERE d.day >= $1::date AND d.day IS DISTINCT FROM o.last_usage_date
+       UNION ALL
+       SELECT last_usage_date, plan, daily_usage FROM organizations WHERE last_usage_date >= $1::date AND daily_usage > 0
      ) counted GROUP BY day, plan`,
     [fromDay],
   )).map((r) => ({ day: r.day, plan: r.plan, n: Number(r.n) }));

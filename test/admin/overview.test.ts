@@ -31,6 +31,9 @@ describeWithServices('admin: the overview across users and plans', () => {
     await sql('UPDATE users SET daily_usage = 5, last_usage_date = $2 WHERE id = $1', [ids.heavy, day(0)]);
     const [org] = await sql<{ id: number }>('INSERT INTO organizations (name, plan) VALUES ($1, $2) RETURNING id', [`Org ${tag}`, ORG_PLAN]);
     ids.org = org!.id;
+    // The organization's pooled counter (035): a finished day rolled up, and today's on its row.
+    await sql('INSERT INTO org_usage_days (org_id, day, uses) VALUES ($1, $2, 3)', [ids.org, day(2)]);
+    await sql('UPDATE organizations SET daily_usage = 6, last_usage_date = $2 WHERE id = $1', [ids.org, day(0)]);
     const [own] = await sql<{ id: number }>('INSERT INTO api_tokens (user_id, token_hash) VALUES ($1, $2) RETURNING id', [ids.heavy, `h-${tag}-1`]);
     const [orgKey] = await sql<{ id: number }>("INSERT INTO api_tokens (user_id, token_hash, org_id, role) VALUES ($1, $2, $3, 'admin') RETURNING id", [ids.light, `h-${tag}-2`, ids.org]);
     await sql('INSERT INTO api_key_usage (key_id, day, requests, denied) VALUES ($1, $3, 10, 3), ($2, $4, 1000000000000000, 2)', [own!.id, orgKey!.id, day(1), day(0)]);
@@ -61,12 +64,15 @@ describeWithServices('admin: the overview across users and plans', () => {
     const denials = zeros();
     denials[at(1)] = 3;
     expect(plan(PLAN)).toEqual({ plan: PLAN, requests, denials, uses });
-    // An organization key counts for the organization's plan.
+    // An organization key counts for the organization's plan; its pool's uses count there too.
     const orgRequests = zeros();
     orgRequests[at(0)] = 1e15;
     const orgDenials = zeros();
     orgDenials[at(0)] = 2;
-    expect(plan(ORG_PLAN)).toEqual({ plan: ORG_PLAN, requests: orgRequests, denials: orgDenials, uses: zeros() });
+    const pooled = zeros();
+    pooled[at(2)] = 3;
+    pooled[at(0)] = 6;
+    expect(plan(ORG_PLAN)).toEqual({ plan: ORG_PLAN, requests: orgRequests, denials: orgDenials, uses: pooled });
     // The configuration's plans are listed, and a plan users still hold that it no longer names.
     expect(body.plans.map((p: { plan: string }) => p.plan).slice(0, 3)).toEqual(['free', 'premium', 'pro']);
     const retired = zeros();

@@ -142,7 +142,7 @@ describe('npm run demo', () => {
     const pooled = all(/api\/v1\/team -H/);
     expect(pooled.slice(0, 3)).toEqual(['(HTTP 200)', '(HTTP 200)', '(HTTP 200)']);
     expect(pooled[3]).toMatch(/^\{"error":"Limite quotidienne atteinte \(plan team: 3 courses\/jour\)".*\(HTTP 429\)/);
-    expect(step(/admin\/v1\/orgs\/\$ORG -H/)).toMatch(/"plan":"team".*"daily_usage":3,"monthly_usage":3.*\(HTTP 200\)/);
+    expect(step(/admin\/v1\/orgs\/\$ORG -H/)).toMatch(/"plan":"team".*"daily_usage":3,"monthly_usage":0.*\(HTTP 200\)/);
     const [member, owner] = all(/api\/v1\/team-admin/);
     expect(member).toMatch(/^\{"error":"Rôle insuffisant","required_roles":\["owner","admin"\],"current_role":"member"\}\s*\(HTTP 403\)/);
     expect(owner).toMatch(/"x-org-role": "owner".*"x-org-plan": "team".*\(HTTP 200\)/s);
