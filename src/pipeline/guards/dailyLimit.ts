@@ -36,7 +36,8 @@ import { untraced, type StoreCall, type StoreCalls } from '../../telemetry/store
 const GATE_CALL: StoreCall = { system: 'redis', operation: 'EVAL' };
 const MARK_CALL: StoreCall = { system: 'redis', operation: 'GET' };
 const GATE_DROP_CALL: StoreCall = { system: 'redis', operation: 'DEL' };
-const RESERVE_CALL: StoreCall = { system: 'postgresql', operation: 'UPDATE', collection: 'users' };
+/** The counting UPDATE's span, by owner type: the table it updates (storage/counters.ts). */
+const RESERVE_CALLS: Record<Counter['ownerType'], StoreCall> = { user: { system: 'postgresql', operation: 'UPDATE', collection: 'users' }, org: { system: 'postgresql', operation: 'UPDATE', collection: 'organizations' } };
 import { handBackUses, reserveUses, underLimit, type UseWindows } from '../../storage/dailyUsage.js';
 import { counterKey, counterOfKey, type Counter } from '../../storage/counters.js';
 
@@ -225,7 +226,7 @@ export class DailyLimiter {
     let reserved: Awaited<ReturnType<typeof reserveUses>>;
     try {
       // In a transaction of its own: its SET LOCAL statement_timeout holds through PgBouncer too.
-      reserved = await calls(RESERVE_CALL, () => this.db.transaction((tx) => reserveUses(tx, user, w, handback, wanted, BLOCK_SHARE)));
+      reserved = await calls(RESERVE_CALLS[user.ownerType], () => this.db.transaction((tx) => reserveUses(tx, user, w, handback, wanted, BLOCK_SHARE)));
     } catch (err) {
       // The use was not counted, but the gate may have been pushed past the limit meanwhile by
       // the requests it refused while this one was in flight: handing back one slot (DECR) would
