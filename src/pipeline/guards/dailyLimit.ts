@@ -31,19 +31,21 @@ import type { ChangeFeed } from '../../storage/changeFeed.js';
 import type { Database } from '../../storage/db.js';
 import type { RedisBreaker } from '../../storage/redis/breaker.js';
 import { dropKeys, eachKeyBatch, INCR_WITH_TTL } from '../../storage/redis/scripts.js';
+import { counterKey, counterOfKey, type Counter } from '../../storage/counters.js';
+import { handBackUses, reserveUses, underLimit, type UseWindows } from '../../storage/dailyUsage.js';
 import { untraced, type StoreCall, type StoreCalls } from '../../telemetry/storeCalls.js';
+import { windowState, type QuotaOutcome, type QuotaState } from './quota.js';
 
 const GATE_CALL: StoreCall = { system: 'redis', operation: 'EVAL' };
 const MARK_CALL: StoreCall = { system: 'redis', operation: 'GET' };
 const GATE_DROP_CALL: StoreCall = { system: 'redis', operation: 'DEL' };
 /** The counting UPDATE's span, by owner type: the table it updates (storage/counters.ts). */
-const RESERVE_CALLS: Record<Counter['ownerType'], StoreCall> = { user: { system: 'postgresql', operation: 'UPDATE', collection: 'users' }, org: { system: 'postgresql', operation: 'UPDATE', collection: 'organizations' } };
-import { handBackUses, reserveUses, underLimit, type UseWindows } from '../../storage/dailyUsage.js';
-import { counterKey, counterOfKey, type Counter } from '../../storage/counters.js';
+const RESERVE_CALLS: Record<Counter['ownerType'], StoreCall> = {
+  user: { system: 'postgresql', operation: 'UPDATE', collection: 'users' }, org: { system: 'postgresql', operation: 'UPDATE', collection: 'organizations' },
+};
 
 /** Whose uses are counted (pipeline/subject.ts): the counter, and the plan the refusal names. */
 export type Counted = Counter & { plan: string };
-import { windowState, type QuotaOutcome, type QuotaState } from './quota.js';
 
 const KEY_TTL_MS = 48 * 3_600_000; // outlives the UTC day whatever the instance's clock skew
 const MONTH_KEY_TTL_MS = 33 * 86_400_000; // outlives the UTC month likewise
@@ -99,7 +101,8 @@ function admitted(counter: Counter, w: UseWindows, lease: Lease, now: Date): Quo
   const states: QuotaState[] = [];
   if (w.daily !== null) states.push(windowState('daily', w.daily, lease.daily! - lease.left, now));
   if (w.monthly !== null) states.push(windowState('monthly', w.monthly, lease.monthly! - lease.left, now));
-  return { state: states[0]!, others: states.slice(1), use: { counter: { ownerType: counter.ownerType, id: counter.id }, day: w.day, daily: w.daily !== null, month: w.month, monthly: w.monthly !== null } };
+  const use = { counter: { ownerType: counter.ownerType, id: counter.id }, day: w.day, daily: w.daily !== null, month: w.month, monthly: w.monthly !== null };
+  return { state: states[0]!, others: states.slice(1), use };
 }
 
 export interface DailyStats {
