@@ -6,7 +6,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { sendDenial, sendError, type Denial } from '../errors/index.js';
 import { currentUser, requireBearer, type RequireUser } from '../listener/requireUser.js';
-import { checkRoles, gatewayOrgId } from '../pipeline/guards/org.js';
+import { checkRoles, gatewayOrgId } from '../orgs/acting.js';
 import type { Owner } from '../storage/billing.js';
 import type { MembershipCache } from '../storage/membershipCache.js';
 import { bearerOnly as bearerSecurity, errors } from '../openapi.js';
@@ -59,7 +59,7 @@ async function ownerOf(request: FastifyRequest, memberships: BillingRoutesDeps['
   if (id === 'invalid') return { code: 'badRequest' };
   const membership = id ? await memberships!.membership(id, user.id) : undefined;
   if (!membership) return { code: 'orgNotFound' };
-  return checkRoles({ id, ...membership }, ['owner']) ?? { type: 'org', id };
+  return checkRoles(membership, ['owner']) ?? { type: 'org', id };
 }
 
 export async function billingRoutes(app: FastifyInstance, deps: BillingRoutesDeps): Promise<void> {

@@ -6,6 +6,7 @@
 // are no way to multiply free quotas; on any other plan, on its one pooled counter (counters.ts),
 // for every member and key, on every quota (daily, monthly, per minute). The identity headers and the assertion say the user's own plan in
 // x-user-plan and `plan`, and the organization's beside it (identityHeaders.ts).
+import { UNPOOLED_PLAN } from '../orgs/acting.js';
 import type { Counter } from '../storage/counters.js';
 import type { OrgRole } from '../storage/organizations.js';
 
@@ -25,7 +26,6 @@ export interface BillingSubject {
 }
 
 /** The plan on which an organization has no pooled counter (CONTRACT §22: no free pools to multiply). */
-export const UNPOOLED_PLAN = 'free';
 
 /** The subject of a request by `user` (the key's creator for an organization key), acting for `org` or not. */
 export function billingSubject(user: { id: number; plan: string }, org: ActingOrg | undefined): BillingSubject {

@@ -8,6 +8,7 @@ import type { MembershipCache } from '../../storage/membershipCache.js';
 import type { OrgRole } from '../../storage/organizations.js';
 import type { StoreCalls } from '../../telemetry/storeCalls.js';
 import type { ActingOrg } from '../subject.js';
+import { gatewayOrgId } from '../../orgs/acting.js';
 import type { Identity } from './authenticate.js';
 
 export interface OrgDeps {
@@ -27,18 +28,7 @@ interface OrgRun {
 }
 
 // Organization ids are Postgres integers: a larger decimal names no organization.
-const MAX_ID = 2_147_483_647;
-const DECIMAL = /^[0-9]{1,20}$/;
 
-/**
- * What a Gateway-Org header names: an id (0 when no organization can have it), or 'invalid' when
- * it is sent twice (Node joins the values with ", "), empty or not a decimal.
- */
-export function gatewayOrgId(raw: string | string[]): number | 'invalid' {
-  if (typeof raw !== 'string' || !DECIMAL.test(raw)) return 'invalid';
-  const id = Number(raw);
-  return id >= 1 && id <= MAX_ID ? id : 0;
-}
 
 /**
  * The organization `Gateway-Org` names, if the caller may act for it: set on the run, or the
@@ -85,9 +75,4 @@ export async function keyOrgStage(run: OrgRun, invalid: Denial): Promise<Denial 
   const role = ROLE_ORDER[Math.max(ROLE_ORDER.indexOf(orgKey.role), ROLE_ORDER.indexOf(membership.role))]!;
   run.keyOrg = { id: orgKey.orgId, role, plan: membership.plan };
   return undefined;
-}
-
-/** The roles stage: the role the request acts with must be one of the route's. */
-export function checkRoles(org: ActingOrg, roles: readonly string[]): Denial | undefined {
-  return roles.includes(org.role) ? undefined : { code: 'roleInsufficient', extra: { required_roles: [...roles], current_role: org.role } };
 }
