@@ -5,7 +5,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { planUnknownParams, sendDenial, sendError } from '../errors/index.js';
 import { errors } from '../openapi.js';
 import { knownPlans, usedThisMonth, usedToday } from '../pipeline/index.js';
-import { UNPOOLED_PLAN } from '../orgs/acting.js';
+import { UNPOOLED_PLAN } from '../orgActing.js';
 import { utcDay, utcMonth } from '../time.js';
 import { parseIntegerId, type Database, type Queryable } from '../storage/db.js';
 import * as orgs from '../storage/organizations.js';

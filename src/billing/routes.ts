@@ -6,7 +6,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { sendDenial, sendError, type Denial } from '../errors/index.js';
 import { currentUser, requireBearer, type RequireUser } from '../listener/requireUser.js';
-import { checkRoles, gatewayOrgId } from '../orgs/acting.js';
+import { checkRoles, gatewayOrgId } from '../orgActing.js';
 import type { Owner } from '../storage/billing.js';
 import type { MembershipCache } from '../storage/membershipCache.js';
 import { bearerOnly as bearerSecurity, errors } from '../openapi.js';

@@ -11,7 +11,7 @@ import type { CountedUse, QuotaOutcome, QuotaState } from './guards/quota.js';
 import { rateLimitHeaders } from './guards/quota.js';
 import { checkPlan } from './guards/plan.js';
 import { checkScopes } from './guards/scopes.js';
-import { checkRoles } from '../orgs/acting.js';
+import { checkRoles } from '../orgActing.js';
 import { keyOrgStage, orgStage, type OrgDeps } from './guards/org.js';
 import { billingSubject, type ActingOrg, type BillingSubject } from './subject.js';
 import type { LiveSnapshot } from '../live/live.js';

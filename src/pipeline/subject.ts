@@ -6,7 +6,7 @@
 // are no way to multiply free quotas; on any other plan, on its one pooled counter (counters.ts),
 // for every member and key, on every quota (daily, monthly, per minute). The identity headers and the assertion say the user's own plan in
 // x-user-plan and `plan`, and the organization's beside it (identityHeaders.ts).
-import { UNPOOLED_PLAN } from '../orgs/acting.js';
+import { UNPOOLED_PLAN } from '../orgActing.js';
 import type { Counter } from '../storage/counters.js';
 import type { OrgRole } from '../storage/organizations.js';
 

@@ -15,7 +15,7 @@ const ERRORS_ROOM = ['errors/index.ts', 'errors/catalog.ts', 'errors/messages.ts
 const LEAVES = new Set([
   ...ERRORS_ROOM, 'time.ts', 'credentials/digest.ts', 'http.ts', 'telemetry/logger.ts', 'telemetry/metrics.ts', 'telemetry/logThrottle.ts', 'pipeline/plans.ts',
   'config/schema.ts', 'config/schema/values.ts', 'config/schema/routes.ts', 'config/schema/providers.ts', 'config/schema/billing.ts', 'config/schema/hooks.ts',
-  'config/schema/redis.ts', 'routing/paths.ts', 'routing/methodOverrides.ts', 'orgs/acting.ts',
+  'config/schema/redis.ts', 'routing/paths.ts', 'routing/methodOverrides.ts', 'orgActing.ts',
 ]);
 /**
  * What speaks HTTP: the listeners' framework (even its types: code that names a FastifyRequest is
@@ -189,7 +189,7 @@ describe('module dependencies', () => {
   it('billing is entered by the composition root and the public listener only, and reaches neither the pipeline, the proxy nor auth', () => {
     expect([...graph].filter(([file, targets]) => !file.startsWith('billing/') && targets.some((t) => t.startsWith('billing/'))).map(([file]) => file).sort()).toEqual(['app.ts', 'instance.ts']);
     const allowed = (t: string) => ['billing/', 'storage/', 'config/', 'errors/'].some((room) => t.startsWith(room))
-      || ['audit.ts', 'account/change.ts', 'openapi.ts', 'listener/requireUser.ts', 'orgs/acting.ts'].includes(t);
+      || ['audit.ts', 'account/change.ts', 'openapi.ts', 'listener/requireUser.ts', 'orgActing.ts'].includes(t);
     expect(refused(graph, under('billing'), allowed)).toEqual([]);
   });
 

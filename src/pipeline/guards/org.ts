@@ -8,7 +8,7 @@ import type { MembershipCache } from '../../storage/membershipCache.js';
 import type { OrgRole } from '../../storage/organizations.js';
 import type { StoreCalls } from '../../telemetry/storeCalls.js';
 import type { ActingOrg } from '../subject.js';
-import { gatewayOrgId } from '../../orgs/acting.js';
+import { gatewayOrgId } from '../../orgActing.js';
 import type { Identity } from './authenticate.js';
 
 export interface OrgDeps {

@@ -2,7 +2,7 @@
 // pipeline's Gateway-Org and roles stages and by the own endpoints that read Gateway-Org (billing):
 // how the header names an organization, whether a role is one of those allowed, and the plan that
 // pools nothing. A leaf: it imports only the errors' types.
-import type { Denial } from '../errors/index.js';
+import type { Denial } from './errors/index.js';
 
 const MAX_ID = 2_147_483_647;
 const DECIMAL = /^[0-9]{1,20}$/;
