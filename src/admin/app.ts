@@ -84,6 +84,6 @@ async function registerConsole(app: FastifyInstance, instance: Instance, shared:
     await scope.register(consoleRoutes, consoleDeps);
     // Operators as themselves (CONTRACT §24), in a scope of its own: the auth rate limit applies there only.
     const passwordMinLength = instance.config.auth.passwordMinLength;
-    await scope.register(operatorSignInRoutes, { db, passwords: instance.passwords, audit, live, redis, passwordMinLength, console: consoleDeps });
+    await scope.register(operatorSignInRoutes, { db, passwords: instance.passwords, audit, live, redis, passwordMinLength, console: consoleDeps, relyingParty: instance.config.admin.passkeys });
   });
 }

@@ -223,6 +223,13 @@ async function signOut({ deps, secure }: ConsoleContext, request: FastifyRequest
   return successBody(reply, 'consoleSignedOut');
 }
 
+/** The operator's own console session behind a change (its CSRF token and Origin checked), else undefined. */
+export async function operatorChangeSession(deps: ConsoleDeps, request: FastifyRequest): Promise<{ operator: number; authTime: number } | undefined> {
+  const session = await current(deps, request);
+  if (session?.operator === undefined || changeRefused(deps, request, session.csrf)) return undefined;
+  return { operator: session.operator, authTime: session.authTime ?? 0 };
+}
+
 // Every /console/api/* call needs the session; changes need the CSRF token too.
 function sessionGuard(deps: ConsoleDeps) {
   return async function sessionGuard(request: FastifyRequest, reply: FastifyReply) {

@@ -25,7 +25,7 @@ const described = (summary: string, refusals: ErrorName[]) => ({
 });
 
 /** A token is minted only from a console session whose second factor is this recent. */
-const RECENT_SECOND_FACTOR_MS = 5 * 60_000;
+export const RECENT_SECOND_FACTOR_MS = 5 * 60_000;
 
 export interface OperatorRoutesDeps {
   db: Database;

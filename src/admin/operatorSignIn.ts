@@ -1,5 +1,5 @@
 // Operators sign in to the console as themselves (CONTRACT §24): email, password and a mandatory
-// TOTP code; the enrolment link `gateway operators add` printed sets the password and the TOTP.
+// second factor, a TOTP code or (admin.passkeys, operatorPasskeys.ts) a passkey; the enrolment link `gateway operators add` printed sets the password and the TOTP.
 // Under the auth rate limit (auth.rateLimit, per client address, shared through Redis) and §14's
 // lockout of codes per operator; a refusal is the audit event `operator.login_failed`.
 import rateLimit from '@fastify/rate-limit';
@@ -18,7 +18,9 @@ import {
 } from '../storage/operatorTotp.js';
 import { findOperator, spendEnrolment } from '../storage/operators.js';
 import type { RedisBreaker } from '../storage/redis/breaker.js';
+import type { RelyingParty } from '../auth/passkeys/ceremony.js';
 import { startSession, type ConsoleDeps } from './console.js';
+import { operatorPasskeyRoutes, operatorPasskeyVerifies, passkeyOffered } from './operatorPasskeys.js';
 
 /** §14's lockout: 10 wrong codes within 15 minutes lock the operator's codes for 15 minutes. */
 const WRONG_CODES = { max: 10, windowMs: 15 * 60_000, lockMs: 15 * 60_000 };
@@ -32,6 +34,8 @@ export interface OperatorSignInDeps {
   redis: RedisBreaker | null;
   passwordMinLength: number;
   console: ConsoleDeps;
+  /** admin.passkeys: operators may answer with a passkey instead of a code. */
+  relyingParty?: RelyingParty;
 }
 
 const text = (body: unknown, key: string) => {
@@ -57,6 +61,7 @@ export async function operatorSignInRoutes(app: FastifyInstance, deps: OperatorS
   };
   app.post('/console/operator/session', async (request, reply) => (fromConsole(request) ? signIn(deps, await totpOf(), request, reply) : sendError(reply, 'adminUnauthorized')));
   app.post('/console/operator/enrolment', async (request, reply) => (fromConsole(request) ? enrolStart(deps, await totpOf(), request, reply) : sendError(reply, 'consoleTicketInvalid')));
+  if (deps.relyingParty) await operatorPasskeyRoutes(app, { db: deps.db, audit: deps.audit, console: deps.console, relyingParty: deps.relyingParty });
   app.post('/console/operator/enrolment/complete', async (request, reply) => (fromConsole(request) ? enrolFinish(deps, await totpOf(), request, reply) : sendError(reply, 'consoleTicketInvalid')));
 }
 
@@ -95,7 +100,12 @@ async function signIn(deps: OperatorSignInDeps, totp: Totp, request: FastifyRequ
     return failed(creds ? 'not_enrolled' : 'unknown_email', creds);
   }
   if (!(await deps.passwords.verify(creds.password_hash, password))) return failed('wrong_password', creds);
-  const outcome = await deps.db.transaction((tx) => checkCode(tx, totp, creds.id, text(request.body, 'code'), now, true));
+  const passkey = (request.body as Record<string, unknown> | undefined)?.passkey;
+  // A passkey's answer where one is offered, else a code; the two are one second factor.
+  const outcome = passkey !== undefined && passkeyOffered(deps.relyingParty, request)
+    ? await deps.db.transaction(async (tx): Promise<Outcome> => (
+      await operatorPasskeyVerifies(tx, deps.relyingParty!, creds.id, passkey, now, request.log) ? { ok: true } : { failed: 'passkey_failed' }))
+    : await deps.db.transaction((tx) => checkCode(tx, totp, creds.id, text(request.body, 'code'), now, true));
   if ('locked' in outcome) return refuseLocked(reply, outcome.locked, now);
   if ('failed' in outcome) return failed(outcome.failed, creds);
   request.log.info({ operatorId: creds.id }, 'console: operator signed in');

@@ -77,6 +77,21 @@ const consoleOriginUrl = z.string()
 
 // Defaults of values that a transform or preprocess reads are prefaults: written as in the file and
 // parsed like it, so `gateway schema` can show them (a default is the parsed value, a number).
+// A WebAuthn relying party: the users' (auth.passkeys, §14) or the operators' (admin.passkeys, §24).
+const relyingParty = (rpName: z.ZodType<string>) => z.strictObject({
+  rpId: z.string().regex(/^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/, 'expected a host name in lower case, such as app.example.com (no scheme, no port)')
+    .meta({ examples: ['app.example.com'] }),
+  rpName,
+  origins: z.array(z.string().min(1).meta({ title: 'origin', examples: ['https://app.example.com'] })).min(1),
+}).superRefine(({ rpId, origins }, ctx) => {
+  // A browser refuses a ceremony whose rpId is not its page's host or a parent of it: say so at
+  // `gateway check`, not at the first user's sign-in.
+  origins.forEach((origin, i) => {
+    const problem = originProblem(origin, rpId);
+    if (problem) ctx.addIssue({ code: 'custom', path: ['origins', i], message: problem });
+  });
+});
+
 const fileShape = z.strictObject({
   server: z.strictObject({
     // Unset: 127.0.0.1 on embedded storage, 0.0.0.0 with storage.postgres (config/load.ts).
@@ -156,19 +171,8 @@ const fileShape = z.strictObject({
       issuer: z.string().min(1).default('auth-gateway').meta({ description: 'The label authenticator apps show for TOTP (otpauth issuer).' }),
     }).prefault({}),
     // CONTRACT §14 (docs/second-factor.md#passkeys).
-    passkeys: z.strictObject({
-      rpId: z.string().regex(/^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/, 'expected a host name in lower case, such as app.example.com (no scheme, no port)')
-        .meta({ examples: ['app.example.com'] }),
-      rpName: z.string().min(1).meta({ examples: ['Example'] }),
-      origins: z.array(z.string().min(1).meta({ title: 'origin', examples: ['https://app.example.com'] })).min(1),
-    }).superRefine(({ rpId, origins }, ctx) => {
-      // A browser refuses a ceremony whose rpId is not its page's host or a parent of it: say so at
-      // `gateway check`, not at the first user's sign-in.
-      origins.forEach((origin, i) => {
-        const problem = originProblem(origin, rpId);
-        if (problem) ctx.addIssue({ code: 'custom', path: ['origins', i], message: problem });
-      });
-    }).optional().meta({ description: 'WebAuthn relying party (passkeys): rpId (the host name passkeys are bound to), rpName (shown by the authenticator), origins (the pages that run the ceremonies, https:// or http://localhost); absent: the passkey endpoints answer 404.' }),
+    passkeys: relyingParty(z.string().min(1).meta({ examples: ['Example'] }))
+      .optional().meta({ description: 'WebAuthn relying party (passkeys): rpId (the host name passkeys are bound to), rpName (shown by the authenticator), origins (the pages that run the ceremonies, https:// or http://localhost); absent: the passkey endpoints answer 404.' }),
     magicLink: z.strictObject({
       url: linkTemplate.meta({ examples: ['https://app.example.com/sign-in?token={token}'] }),
     }).optional().meta({ description: 'Sign-in links by email (needs mail); absent: 404.' }),
@@ -213,6 +217,9 @@ const fileShape = z.strictObject({
     // Off loopback, the admin key, the metrics and the console's cookie would cross the network in clear.
     tls: listenerTls.optional().meta({ description: 'Serve the admin listener over HTTPS (the admin API, metrics, health, and the console off loopback); the files are read again on SIGHUP.' }),
     publicUrl: consoleOriginUrl.optional(),
+    // CONTRACT §24: operators' passkeys, their second factor beside TOTP (docs/operators.md#passkeys).
+    passkeys: relyingParty(z.string().min(1).default('auth-gateway console').meta({ examples: ['Example console'] }))
+      .optional().meta({ description: 'WebAuthn relying party of the console (operator passkeys): rpId (the console\'s host name), origins (the console\'s origins); absent, or the console reached by another origin (an IP): operators sign in with TOTP only.' }),
   }).prefault({}),
   // Traces (CONTRACT §17): empty endpoint and no OTEL_EXPORTER_OTLP_ENDPOINT, no tracing. What is
   // left unset here, the standard OTEL_* variables fill (telemetry/tracing.ts).

@@ -18,7 +18,7 @@ export const AUDIT_TYPES = [
   'api_key.imported',
   // CONTRACT §24: operators, and a refused operator sign-in (user_id NULL; data.operator_email).
   'operator.created', 'operator.role_changed', 'operator.removed', 'operator.mfa_reset', 'operator.enrolled', 'operator.token_created', 'operator.token_revoked',
-  'operator.login_failed',
+  'operator.login_failed', 'operator.passkey_added',
 ] as const;
 export type AuditType = (typeof AUDIT_TYPES)[number];
 

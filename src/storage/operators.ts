@@ -12,12 +12,13 @@ export interface OperatorRow {
   created_at: Date;
   /** Enrolled: the link was redeemed, a password set. */
   enrolled: boolean;
-  /** Its TOTP is confirmed. */
+  /** It has a second factor: a confirmed TOTP or a passkey. */
   mfa: boolean;
 }
 
 const COLUMNS = `o.id, o.email, o.role, o.created_at, o.password_hash IS NOT NULL AS enrolled,
-  EXISTS (SELECT 1 FROM operator_totp t WHERE t.operator_id = o.id AND t.confirmed_at IS NOT NULL) AS mfa`;
+  (EXISTS (SELECT 1 FROM operator_totp t WHERE t.operator_id = o.id AND t.confirmed_at IS NOT NULL)
+   OR EXISTS (SELECT 1 FROM operator_passkeys p WHERE p.operator_id = o.id)) AS mfa`;
 
 export const isOperatorRole = (value: unknown): value is OperatorRole => OPERATOR_ROLES.includes(value as OperatorRole);
 
@@ -71,9 +72,11 @@ export async function removeOperator(tx: Queryable, id: number, keepAnAdmin: boo
   return { changed: existing };
 }
 
+/** Its TOTP and its passkeys (§24: a reset removes every factor); how many went. */
 export async function removeOperatorFactors(q: Queryable, id: number): Promise<number> {
-  const rows = await q.query('DELETE FROM operator_totp WHERE operator_id = $1 RETURNING 1', [id]);
-  return rows.length;
+  const totp = await q.query('DELETE FROM operator_totp WHERE operator_id = $1 RETURNING 1', [id]);
+  const passkeys = await q.query('DELETE FROM operator_passkeys WHERE operator_id = $1 RETURNING 1', [id]);
+  return totp.length + passkeys.length;
 }
 
 export async function createEnrolment(q: Queryable, operatorId: number, tokenHash: string, expiresAt: Date): Promise<void> {

@@ -1,0 +1,81 @@
+// Operators' passkeys (CONTRACT §24): with admin.passkeys set, an operator's second factor at the
+// console's sign-in may be a passkey instead of a TOTP code. Offered only to pages of
+// admin.passkeys.origins (a console reached by its IP offers TOTP only: WebAuthn binds a passkey to
+// a host name). An operator adds one from a console session whose second factor is recent; a reset
+// of their factors (admin API, `gateway operators reset-mfa`) removes them with the TOTP. The
+// ceremonies are the users' (auth/passkeys/ceremony.ts), on the operators' tables.
+import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Audit } from '../audit.js';
+import { authenticationOptions, registrationOptions, verifyAuthentication, verifyRegistration, type PasskeyOwners, type RelyingParty } from '../auth/passkeys/ceremony.js';
+import { passkeyName } from '../auth/passkeys/routes.js';
+import { sendError } from '../errors/index.js';
+import { headerValue } from '../http.js';
+import type { Database, Queryable } from '../storage/db.js';
+import { findOperator } from '../storage/operators.js';
+import { insertPasskey, OPERATOR_PASSKEYS } from '../storage/passkeys.js';
+import { operatorChangeSession, type ConsoleDeps } from './console.js';
+import { RECENT_SECOND_FACTOR_MS } from './operatorRoutes.js';
+
+/**
+ * An operator's WebAuthn user handle: apart from the users' (their bare id), so that an
+ * authenticator holding both for the same rpId never lets one replace the other.
+ */
+const OPERATORS: PasskeyOwners = { tables: OPERATOR_PASSKEYS, handleOf: (operatorId) => `operator:${operatorId}` };
+
+export interface OperatorPasskeyDeps {
+  db: Database;
+  audit: Audit;
+  console: ConsoleDeps;
+  relyingParty: RelyingParty;
+}
+
+/** Whether the page asking is one a passkey can be used from: an origin of admin.passkeys. */
+export const passkeyOffered = (rp: RelyingParty | undefined, request: FastifyRequest): rp is RelyingParty => Boolean(rp?.origins.includes(headerValue(request.headers, 'origin')));
+
+/** In `tx`: whether the answer is a sign-in by one of the operator's passkeys (its challenge used up, its counter moved). */
+export const operatorPasskeyVerifies = (tx: Queryable, rp: RelyingParty, operatorId: number, answer: unknown, now: Date, log: FastifyBaseLogger) =>
+  verifyAuthentication(tx, OPERATORS, rp, operatorId, answer, now, log);
+
+/** Registered in the operator sign-in's scope (the auth rate limit), only with admin.passkeys. */
+export async function operatorPasskeyRoutes(app: FastifyInstance, deps: OperatorPasskeyDeps): Promise<void> {
+  // Elsewhere (the console by its IP, another site) these routes do not exist.
+  const offered = async (request: FastifyRequest, reply: FastifyReply) => {
+    if (passkeyOffered(deps.relyingParty, request)) return undefined;
+    reply.callNotFound();
+    return reply;
+  };
+  app.get('/console/operator/passkey', { preHandler: offered }, async () => ({ rp_id: deps.relyingParty.rpId }));
+  app.post('/console/operator/passkey/login/options', { preHandler: offered }, async () => authenticationOptions(deps.db, OPERATORS, deps.relyingParty.rpId, deps.console.clock()));
+  app.post('/console/operator/passkey/register/options', { preHandler: offered }, async (request, reply) => {
+    const operator = await recentOperator(deps, request, reply);
+    if (!operator) return reply;
+    return registrationOptions(deps.db, OPERATORS, deps.relyingParty, { id: operator.id, name: operator.email }, deps.console.clock());
+  });
+  app.post('/console/operator/passkey/register/verify', { preHandler: offered }, async (request, reply) => register(deps, request, reply));
+}
+
+/** The operator behind a console change whose second factor is at most 5 minutes old; else the refusal is sent. */
+async function recentOperator(deps: OperatorPasskeyDeps, request: FastifyRequest, reply: FastifyReply) {
+  const session = await operatorChangeSession(deps.console, request);
+  if (!session) return void sendError(reply, 'adminUnauthorized');
+  if (deps.console.clock().getTime() - session.authTime > RECENT_SECOND_FACTOR_MS) return void sendError(reply, 'recentAuthRequired');
+  const operator = await findOperator(deps.db, session.operator);
+  return operator ?? void sendError(reply, 'adminUnauthorized');
+}
+
+async function register(deps: OperatorPasskeyDeps, request: FastifyRequest, reply: FastifyReply) {
+  const operator = await recentOperator(deps, request, reply);
+  if (!operator) return reply;
+  const now = deps.console.clock();
+  const credential = await verifyRegistration(deps.db, OPERATORS, deps.relyingParty, operator.id, request.body, now, request.log);
+  if (!credential) return sendError(reply, 'passkeyInvalid');
+  const created = await deps.db.transaction(async (tx) => {
+    const row = await insertPasskey(tx, operator.id, credential, passkeyName(request.body), now, OPERATOR_PASSKEYS);
+    if (!row) return undefined; // that credential is registered already
+    await deps.audit.record({ type: 'operator.passkey_added', actor: 'operator', actorId: operator.id, operatorEmail: operator.email, ip: request.ip, data: { passkey_id: row.id } }, tx);
+    return row;
+  });
+  if (!created) return sendError(reply, 'passkeyInvalid');
+  request.log.info({ operatorId: operator.id, passkeyId: created.id }, 'console: operator passkey registered');
+  return reply.code(201).send({ id: created.id, name: created.name, created_at: created.created_at.toISOString() });
+}
