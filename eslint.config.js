@@ -28,7 +28,8 @@ export default tseslint.config(
   {
     files: ['console/**/*.js'],
     languageOptions: {
-      globals: { document: 'readonly', location: 'readonly', Node: 'readonly', URLSearchParams: 'readonly', addEventListener: 'readonly', history: 'readonly', uPlot: 'readonly' },
+      globals: { document: 'readonly', location: 'readonly', Node: 'readonly', URLSearchParams: 'readonly', addEventListener: 'readonly', history: 'readonly', uPlot: 'readonly',
+        navigator: 'readonly', PublicKeyCredential: 'readonly' },
     },
   },
 );

@@ -63,6 +63,8 @@ async function signedIn() {
   const me = await api('GET', 'api/v1/operator');
   setRole(me.status === 200 ? me.json.role : 'viewer');
   $('nav-operators').hidden = !can('manageOperators');
+  // An operator adds a passkey here where the console offers them (admin.passkeys, its host name).
+  $('add-passkey').hidden = !(me.json.operator && (await fetch('/console/operator/passkey')).ok);
   $('sign-in').hidden = true;
   $('nav').hidden = false;
   // The audit log exists where the gateway has one (CONTRACT §17).
@@ -245,6 +247,15 @@ $('sign-in').addEventListener('submit', async (e) => {
   $('sign-in-error').textContent = '';
   csrf = json.csrf;
   await signedIn();
+});
+const passkeyStatus = (text) => { $('passkey-status').textContent = text; };
+$('add-passkey').addEventListener('click', async () => {
+  const options = await api('POST', 'operator/passkey/register/options', {});
+  if (options.status !== 200) return void passkeyStatus(options.json.error ?? `Error ${options.status}`);
+  const credential = await navigator.credentials.create({ publicKey: PublicKeyCredential.parseCreationOptionsFromJSON(options.json) }).catch(() => null);
+  if (!credential) return void passkeyStatus('No passkey was created');
+  const added = await api('POST', 'operator/passkey/register/verify', { ...credential.toJSON(), name: 'Console passkey' });
+  passkeyStatus(added.status === 201 ? 'Passkey added: you can sign in with it instead of a code' : added.json.error ?? `Error ${added.status}`);
 });
 $('sign-out').addEventListener('click', async () => {
   await fetch('/console/session', { method: 'DELETE', headers: { 'x-csrf-token': csrf } });

@@ -1,5 +1,6 @@
 // The operator's way into the console (CONTRACT §24): the enrolment link (#enrol=…: the TOTP key
-// to add, then a password and a code) or email, password and code. Either ends in a session
+// to add, then a password and a code) or email, password and a code or, where the console offers
+// them (admin.passkeys), a passkey. Either ends in a session
 // cookie, then the console itself (index.html), which acts with the operator's role.
 const $ = (id) => document.getElementById(id);
 const say = (text) => { $('operator-error').textContent = text; };
@@ -27,9 +28,25 @@ async function enrol(token) {
   });
 }
 
-function signIn() {
+// The passkey stands for the code: email and password are still asked for.
+async function passkeySignIn() {
+  if (!$('email').reportValidity() || !$('password').reportValidity()) return undefined;
+  const options = await post('/console/operator/passkey/login/options', {});
+  if (!options.ok) return say(options.json.error ?? `Erreur ${options.status}`);
+  const credential = await navigator.credentials.get({ publicKey: PublicKeyCredential.parseRequestOptionsFromJSON(options.json) }).catch(() => null);
+  if (!credential) return say('Aucune clé d’accès utilisée');
+  const res = await post('/console/operator/session', { email: $('email').value, password: $('password').value, passkey: credential.toJSON() });
+  if (!res.ok) return say(res.json.error ?? `Erreur ${res.status}`);
+  location.assign('./');
+}
+
+async function signIn() {
   const form = $('operator-sign-in');
   form.hidden = false;
+  if ((await fetch('/console/operator/passkey')).ok) {
+    $('passkey-sign-in').hidden = false;
+    $('passkey-sign-in').addEventListener('click', () => void passkeySignIn());
+  }
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
     const res = await post('/console/operator/session', { email: $('email').value, password: $('password').value, code: $('code').value });
@@ -39,4 +56,4 @@ function signIn() {
 }
 
 const token = /^#enrol=([\w-]+)$/.exec(location.hash)?.[1];
-if (token) void enrol(token); else signIn();
+if (token) void enrol(token); else void signIn();

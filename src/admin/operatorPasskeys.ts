@@ -30,7 +30,14 @@ export interface OperatorPasskeyDeps {
 }
 
 /** Whether the page asking is one a passkey can be used from: an origin of admin.passkeys. */
-export const passkeyOffered = (rp: RelyingParty | undefined, request: FastifyRequest): rp is RelyingParty => Boolean(rp?.origins.includes(headerValue(request.headers, 'origin')));
+export const passkeyOffered = (rp: RelyingParty | undefined, request: FastifyRequest): rp is RelyingParty => Boolean(rp?.origins.includes(pageOrigin(request)));
+
+/**
+ * The page's origin: its Origin header; else (a browser's same-origin GET sends none; so does curl)
+ * the address it asked for. WebAuthn checks the origin again inside each answer, so this only
+ * decides what is offered, never what is accepted.
+ */
+const pageOrigin = (request: FastifyRequest) => headerValue(request.headers, 'origin') || `${request.protocol}://${request.host}`;
 
 /** In `tx`: whether the answer is a sign-in by one of the operator's passkeys (its challenge used up, its counter moved). */
 export const operatorPasskeyVerifies = (tx: Queryable, rp: RelyingParty, operatorId: number, answer: unknown, now: Date, log: FastifyBaseLogger) =>
