@@ -97,12 +97,14 @@ describeWithServices('gateway operators …', () => {
     expect(audit.map((e) => `${e.actor} ${e.type}`)).toEqual(['cli operator.created', 'cli operator.token_created', 'cli operator.role_changed', 'cli operator.removed']);
   });
 
-  it('reset-mfa removes the operator\'s TOTP', async () => {
+  it('reset-mfa removes the operator\'s TOTP and passkeys', async () => {
     const email = `lost-${marker()}@example.test`;
     expect((await cli('operators', 'add', email, '--role', 'viewer')).code).toBe(0);
     await db.sql("INSERT INTO operator_totp (operator_id, secret_encrypted, confirmed_at) SELECT id, 'x', now() FROM operators WHERE email = $1", [email]);
+    await db.sql("INSERT INTO operator_passkeys (operator_id, credential_id, public_key, name) SELECT id, $2, '\\x00', 'Laptop' FROM operators WHERE email = $1", [email, `cred-${marker()}`]);
     expect((await cli('operators', 'reset-mfa', email)).stdout).toMatch(/second factor removed/);
     expect(await db.sql('SELECT 1 FROM operator_totp t JOIN operators o ON o.id = t.operator_id WHERE o.email = $1', [email])).toEqual([]);
+    expect(await db.sql('SELECT 1 FROM operator_passkeys p JOIN operators o ON o.id = p.operator_id WHERE o.email = $1', [email])).toEqual([]);
     expect((await cli('operators', 'remove', 'nobody@example.test')).stderr).toMatch(/no operator with email/);
   });
 
