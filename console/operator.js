@@ -1,6 +1,6 @@
 // The operator's way into the console (CONTRACT §24): the enrolment link (#enrol=…: the TOTP key
-// to add, then a password and a code) or email, password and a code or, where the console offers
-// them (admin.passkeys), a passkey. Either ends in a session
+// to add, then a password and a code) or email, password and a code; where the console offers
+// them (admin.passkeys), a passkey instead of the code, in either. Either ends in a session
 // cookie, then the console itself (index.html), which acts with the operator's role.
 const $ = (id) => document.getElementById(id);
 const say = (text) => { $('operator-error').textContent = text; };
@@ -20,11 +20,33 @@ async function enrol(token) {
   $('enrol-link').href = started.json.otpauth_url;
   const form = $('operator-enrol');
   form.hidden = false;
+  offerPasskey('enrol-passkey', () => enrolWithPasskey(token));
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
     const done = await post('/console/operator/enrolment/complete', { token, password: $('new-password').value, code: $('enrol-code').value });
     if (!done.ok) return say(done.json.error ?? `Erreur ${done.status}`);
     location.assign('./');
+  });
+}
+
+// Where the console offers passkeys, the link's second factor may be one instead of the app's code.
+async function enrolWithPasskey(token) {
+  if (!$('new-password').reportValidity()) return undefined;
+  const options = await post('/console/operator/enrolment/passkey/options', { token });
+  if (!options.ok) return say(options.json.error ?? `Erreur ${options.status}`);
+  const credential = await navigator.credentials.create({ publicKey: PublicKeyCredential.parseCreationOptionsFromJSON(options.json) }).catch(() => null);
+  if (!credential) return say('Aucune clé d’accès créée');
+  const done = await post('/console/operator/enrolment/complete', { token, password: $('new-password').value, passkey: credential.toJSON() });
+  if (!done.ok) return say(done.json.error ?? `Erreur ${done.status}`);
+  location.assign('./');
+}
+
+/** Shows the passkey button where the console offers passkeys (its host name, not its IP); the form works meanwhile. */
+function offerPasskey(button, action) {
+  void fetch('/console/operator/passkey').then((res) => {
+    if (!res.ok) return;
+    $(button).hidden = false;
+    $(button).addEventListener('click', () => void action());
   });
 }
 
@@ -40,13 +62,10 @@ async function passkeySignIn() {
   location.assign('./');
 }
 
-async function signIn() {
+function signIn() {
   const form = $('operator-sign-in');
   form.hidden = false;
-  if ((await fetch('/console/operator/passkey')).ok) {
-    $('passkey-sign-in').hidden = false;
-    $('passkey-sign-in').addEventListener('click', () => void passkeySignIn());
-  }
+  offerPasskey('passkey-sign-in', passkeySignIn);
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
     const res = await post('/console/operator/session', { email: $('email').value, password: $('password').value, code: $('code').value });
@@ -56,4 +75,4 @@ async function signIn() {
 }
 
 const token = /^#enrol=([\w-]+)$/.exec(location.hash)?.[1];
-if (token) void enrol(token); else void signIn();
+if (token) void enrol(token); else signIn();

@@ -12,6 +12,9 @@ import { sendError } from '../errors/index.js';
 import { headerValue } from '../http.js';
 import type { Database, Queryable } from '../storage/db.js';
 import { findOperator } from '../storage/operators.js';
+import { peekEnrolment } from '../storage/operatorTotp.js';
+import { sha256Hex } from '../credentials/digest.js';
+import { textField } from '../http.js';
 import { insertPasskey, OPERATOR_PASSKEYS } from '../storage/passkeys.js';
 import { operatorChangeSession, type ConsoleDeps } from './console.js';
 import { RECENT_SECOND_FACTOR_MS } from './operatorRoutes.js';
@@ -43,6 +46,10 @@ const pageOrigin = (request: FastifyRequest) => headerValue(request.headers, 'or
 export const operatorPasskeyVerifies = (tx: Queryable, rp: RelyingParty, operatorId: number, answer: unknown, now: Date, log: FastifyBaseLogger) =>
   verifyAuthentication(tx, OPERATORS, rp, operatorId, answer, now, log);
 
+/** The credential of an enrolment's passkey, if the answer verifies against a live challenge of the operator's (used up here). */
+export const enrolmentPasskey = (db: Queryable, rp: RelyingParty, operatorId: number, answer: unknown, now: Date, log: FastifyBaseLogger) =>
+  verifyRegistration(db, OPERATORS, rp, operatorId, answer, now, log);
+
 /** Registered in the operator sign-in's scope (the auth rate limit), only with admin.passkeys. */
 export async function operatorPasskeyRoutes(app: FastifyInstance, deps: OperatorPasskeyDeps): Promise<void> {
   // Elsewhere (the console by its IP, another site) these routes do not exist.
@@ -59,6 +66,14 @@ export async function operatorPasskeyRoutes(app: FastifyInstance, deps: Operator
     return registrationOptions(deps.db, OPERATORS, deps.relyingParty, { id: operator.id, name: operator.email }, deps.console.clock());
   });
   app.post('/console/operator/passkey/register/verify', { preHandler: offered }, async (request, reply) => register(deps, request, reply));
+  // The enrolment link's second factor may be a passkey instead of TOTP: its options, for the link's operator.
+  app.post('/console/operator/enrolment/passkey/options', { preHandler: offered }, async (request, reply) => {
+    const now = deps.console.clock();
+    const id = await peekEnrolment(deps.db, sha256Hex(textField(request.body, 'token')), now);
+    const operator = id === undefined ? undefined : await findOperator(deps.db, id);
+    if (!operator) return sendError(reply, 'consoleTicketInvalid');
+    return registrationOptions(deps.db, OPERATORS, deps.relyingParty, { id: operator.id, name: operator.email }, now);
+  });
 }
 
 /** The operator behind a console change whose second factor is at most 5 minutes old; else the refusal is sent. */

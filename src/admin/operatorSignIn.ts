@@ -20,7 +20,9 @@ import { findOperator, spendEnrolment } from '../storage/operators.js';
 import type { RedisBreaker } from '../storage/redis/breaker.js';
 import type { RelyingParty } from '../auth/passkeys/ceremony.js';
 import { startSession, type ConsoleDeps } from './console.js';
-import { operatorPasskeyRoutes, operatorPasskeyVerifies, passkeyOffered } from './operatorPasskeys.js';
+import { enrolmentPasskey, operatorPasskeyRoutes, operatorPasskeyVerifies, passkeyOffered } from './operatorPasskeys.js';
+import { passkeyName } from '../auth/passkeys/routes.js';
+import { insertPasskey, OPERATOR_PASSKEYS } from '../storage/passkeys.js';
 
 /** §14's lockout: 10 wrong codes within 15 minutes lock the operator's codes for 15 minutes. */
 const WRONG_CODES = { max: 10, windowMs: 15 * 60_000, lockMs: 15 * 60_000 };
@@ -123,24 +125,35 @@ async function enrolStart(deps: OperatorSignInDeps, totp: Totp, request: Fastify
   return { email: operator.email, role: operator.role, secret, otpauth_url: totp.otpauthUrl(TOTP_ISSUER, operator.email, secret) };
 }
 
-// Second step: the password and a code from the app; the link is spent, the operator signed in.
+// Second step: the password and a code from the app, or (admin.passkeys) a passkey's registration;
+// the link is spent, the operator signed in.
 async function enrolFinish(deps: OperatorSignInDeps, totp: Totp, request: FastifyRequest, reply: FastifyReply) {
   const password = text(request.body, 'password');
   if ([...password].length < deps.passwordMinLength) return sendDenial(reply, { code: 'passwordTooShort', params: passwordTooShortParams(deps.passwordMinLength) });
   const hash = await deps.passwords.hash(password);
   const now = deps.console.clock();
   const tokenHash = sha256Hex(text(request.body, 'token'));
+  const answer = (request.body as Record<string, unknown> | undefined)?.passkey;
+  let passkey: Awaited<ReturnType<typeof enrolmentPasskey>>;
+  if (answer !== undefined && passkeyOffered(deps.relyingParty, request)) {
+    // Verified before the transaction: its challenge is the link's operator's, and used up here.
+    const peeked = await peekEnrolment(deps.db, tokenHash, now);
+    passkey = peeked === undefined ? undefined : await enrolmentPasskey(deps.db, deps.relyingParty, peeked, answer, now, request.log);
+    if (!passkey) return sendError(reply, peeked === undefined ? 'consoleTicketInvalid' : 'passkeyInvalid');
+  }
   const done = await deps.db.transaction(async (tx) => {
     const id = await peekEnrolment(tx, tokenHash, now);
     if (id === undefined) return undefined;
-    const outcome = await checkCode(tx, totp, id, text(request.body, 'code'), now, false);
+    const outcome = passkey ? { ok: true } : await checkCode(tx, totp, id, text(request.body, 'code'), now, false);
     if (!('ok' in outcome)) return outcome;
     // Single use: of two completions at once, the conditional UPDATE lets one through.
     if ((await spendEnrolment(tx, tokenHash, now)) !== id) return undefined;
     await setOperatorPassword(tx, id, hash);
-    await confirmOperatorTotp(tx, id, now);
+    if (!passkey) await confirmOperatorTotp(tx, id, now);
+    else if (!(await insertPasskey(tx, id, passkey, passkeyName(request.body), now, OPERATOR_PASSKEYS))) return undefined;
     const operator = (await findOperator(tx, id))!;
-    await deps.audit.record({ type: 'operator.enrolled', actor: 'operator', actorId: id, operatorEmail: operator.email, ip: request.ip, data: { operator_id: id } }, tx);
+    const method = passkey ? 'passkey' : 'totp';
+    await deps.audit.record({ type: 'operator.enrolled', actor: 'operator', actorId: id, operatorEmail: operator.email, ip: request.ip, data: { operator_id: id, method } }, tx);
     return { id };
   });
   if (!done) return sendError(reply, 'consoleTicketInvalid');

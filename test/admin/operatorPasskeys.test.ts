@@ -146,6 +146,29 @@ describeWithServices('console: operators sign in with a passkey (admin.passkeys)
     expect(await db.sql('SELECT 1 FROM operator_passkeys WHERE operator_id = $1', [fresh.id])).toEqual([]);
   });
 
+  it('enrols with a passkey instead of TOTP through the link: the passkey is then its only second factor', async () => {
+    const email = `op-${marker()}@example.test`;
+    const operator = (await insertOperator(gw.services.db, email, 'viewer', new Date()))!;
+    const token = randomBytes(32).toString('base64url');
+    await createEnrolment(gw.services.db, operator.id, sha256Hex(token), new Date(Date.now() + 86_400_000));
+    expect((await post(byIp, '/console/operator/enrolment/passkey/options', { token })).status).toBe(404);
+    expect((await post(origin, '/console/operator/enrolment/passkey/options', { token: 'not-a-link' })).status).toBe(401);
+    const options = await post(origin, '/console/operator/enrolment/passkey/options', { token });
+    expect(options.status).toBe(200);
+    const { response, credential } = register(options.json as never, { origin });
+    const password = 'operator-password-2';
+    const done = await post(origin, '/console/operator/enrolment/complete', { token, password, passkey: response });
+    expect([done.status, done.json.csrf]).toEqual([200, expect.any(String)]);
+    expect((await post(origin, '/console/operator/enrolment/complete', { token, password, passkey: response })).status).toBe(401);
+    const [enrolledEvent] = await db.sql<{ data: Record<string, unknown> }>("SELECT data FROM audit_events WHERE type = 'operator.enrolled' AND actor_id = $1", [operator.id]);
+    expect(enrolledEvent!.data).toMatchObject({ method: 'passkey' });
+    const listed = await request(origin, 'GET', '/admin/v1/operators', { headers: bearer(ADMIN_KEY) });
+    expect((listed.json.operators as Array<Record<string, unknown>>).find((o) => o.id === operator.id)).toMatchObject({ enrolled: true, mfa: true });
+    expect((await signIn({ email, password }, credential)).answer.status).toBe(200);
+    // No TOTP was confirmed: a code is no second factor for this operator.
+    expect((await post(origin, '/console/operator/session', { email, password, code: '000000' })).status).toBe(401);
+  });
+
   it('a reset of the operator\'s factors removes its passkeys: its passkey signs nobody in any more', async () => {
     const op = await enrolled();
     const credential = await withPasskey(op);

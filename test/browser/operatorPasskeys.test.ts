@@ -2,7 +2,8 @@
 // test/browser/passkeys.test.ts does for users: the gateway runs docs/operators.md's
 // operator-passkeys example as written; an operator signed in with TOTP adds a passkey from the
 // console ("Add a passkey"), then signs in on /console/operator.html with email, password and the
-// passkey instead of a code. The console reached by its IP offers no passkey.
+// passkey instead of a code; another enrols through its link with a passkey instead of the app.
+// The console reached by its IP offers no passkey.
 import { randomBytes } from 'node:crypto';
 import type { CDPSession, Page } from 'puppeteer-core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -84,6 +85,25 @@ describeWithBrowser('operator passkeys in Chromium, with its virtual authenticat
     const [row] = await sql<{ counter: string; last_used_at: Date | null }>('SELECT counter, last_used_at FROM operator_passkeys WHERE operator_id = $1', [operator.id]);
     expect(row!.last_used_at).toEqual(expect.any(Date));
     expect(await sql("SELECT actor_id FROM audit_events WHERE type = 'operator.passkey_added'", [])).toEqual([{ actor_id: operator.id }]);
+    await context.close();
+  });
+
+  it('enrols through the link with a passkey instead of the app', async () => {
+    const email = `op-${marker()}@example.test`;
+    const operator = (await insertOperator(gw.services.db, email, 'viewer', new Date()))!;
+    const token = randomBytes(32).toString('base64url');
+    await createEnrolment(gw.services.db, operator.id, sha256Hex(token), new Date(Date.now() + 86_400_000));
+    const context = await chromium.browser.createBrowserContext();
+    const page = await context.newPage();
+    const { cdp, authenticatorId } = await virtualAuthenticator(page);
+    await page.goto(`${origin}/console/operator.html#enrol=${token}`);
+    await page.waitForSelector('#enrol-passkey', { visible: true });
+    await page.type('#new-password', 'operator-password-1');
+    await Promise.all([page.waitForNavigation(), page.click('#enrol-passkey')]);
+    await page.waitForSelector('#nav', { visible: true });
+    const { credentials } = await cdp.send('WebAuthn.getCredentials', { authenticatorId });
+    expect(credentials).toEqual([expect.objectContaining({ rpId: 'localhost', userHandle: Buffer.from(`operator:${operator.id}`).toString('base64') })]);
+    expect(await sql('SELECT name FROM operator_passkeys WHERE operator_id = $1', [operator.id])).toHaveLength(1);
     await context.close();
   });
 
