@@ -219,7 +219,10 @@ const fileShape = z.strictObject({
     publicUrl: consoleOriginUrl.optional(),
     // CONTRACT §24: operators' passkeys, their second factor beside TOTP (docs/operators.md#passkeys).
     passkeys: relyingParty(z.string().min(1).default('auth-gateway console').meta({ examples: ['Example console'] }))
-      .optional().meta({ description: 'WebAuthn relying party of the console (operator passkeys): rpId (the console\'s host name), origins (the console\'s origins); absent, or the console reached by another origin (an IP): operators sign in with TOTP only.' }),
+      .optional().meta({
+        description: 'WebAuthn relying party of the console (operator passkeys): rpId (the console\'s host name), origins (the console\'s origins); '
+          + 'absent, or the console reached by another origin (an IP): operators sign in with TOTP only.',
+      }),
   }).prefault({}),
   // Traces (CONTRACT §17): empty endpoint and no OTEL_EXPORTER_OTLP_ENDPOINT, no tracing. What is
   // left unset here, the standard OTEL_* variables fill (telemetry/tracing.ts).
