@@ -6,8 +6,7 @@
 // ceremonies are the users' (auth/passkeys/ceremony.ts), on the operators' tables.
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Audit } from '../audit.js';
-import { authenticationOptions, registrationOptions, verifyAuthentication, verifyRegistration, type PasskeyOwners, type RelyingParty } from '../auth/passkeys/ceremony.js';
-import { passkeyName } from '../auth/passkeys/routes.js';
+import { authenticationOptions, passkeyName, registrationOptions, verifyAuthentication, verifyRegistration, type PasskeyOwners, type RelyingParty } from '../auth/index.js';
 import { sendError } from '../errors/index.js';
 import { headerValue } from '../http.js';
 import type { Database, Queryable } from '../storage/db.js';

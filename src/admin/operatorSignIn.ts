@@ -5,7 +5,7 @@
 import rateLimit from '@fastify/rate-limit';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Audit } from '../audit.js';
-import { createTotp, type Passwords, type Totp } from '../auth/index.js';
+import { createTotp, passkeyName, type Passwords, type RelyingParty, type Totp } from '../auth/index.js';
 import { sha256Hex } from '../credentials/digest.js';
 import { GatewayError, passwordTooShortParams, sendDenial, sendError } from '../errors/index.js';
 import { headerValue } from '../http.js';
@@ -18,10 +18,8 @@ import {
 } from '../storage/operatorTotp.js';
 import { findOperator, spendEnrolment } from '../storage/operators.js';
 import type { RedisBreaker } from '../storage/redis/breaker.js';
-import type { RelyingParty } from '../auth/passkeys/ceremony.js';
 import { startSession, type ConsoleDeps } from './console.js';
 import { enrolmentPasskey, operatorPasskeyRoutes, operatorPasskeyVerifies, passkeyOffered } from './operatorPasskeys.js';
-import { passkeyName } from '../auth/passkeys/routes.js';
 import { insertPasskey, OPERATOR_PASSKEYS } from '../storage/passkeys.js';
 
 /** §14's lockout: 10 wrong codes within 15 minutes lock the operator's codes for 15 minutes. */

@@ -38,6 +38,8 @@ export { DearestImportedHash } from './password/dearestImported.js';
 export { hashCostClass, importedHashFormat } from './password/importedHashes.js';
 export { createTotp, type Totp } from './mfa/totp.js';
 export { clientOf } from './sessions.js';
+export { authenticationOptions, registrationOptions, verifyAuthentication, verifyRegistration, type PasskeyOwners, type RelyingParty } from './passkeys/ceremony.js';
+export { passkeyName } from './passkeys/routes.js';
 
 // Endpoints whose answers to each field the spec and CONTRACT §19/§26 fix (an email with a control
 // character is `Email invalide`, a password with one at login `Identifiants invalides`, logout
