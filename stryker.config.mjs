@@ -2,8 +2,18 @@
 // one expression at a time in the files of `mutate` and runs the tests that cover it; a change no
 // test notices (a surviving mutant) is a hole in the tests, or an equivalent change listed with its
 // reason in test/mutation-survivors.md. Nothing here disables a mutator or ignores a mutant.
+//
+// One room at a time (test/mutation-survivors.md's figures): `MUTATION_ROOM=src/routing/paths.ts npm
+// run mutation` mutates that entry of `mutate` only, runs only the tests vitest.stryker.config.ts's
+// ROOM_TESTS names for it, on one runner, and keeps its reports and incremental file apart
+// (reports/mutation/rooms/), so that rerunning a room after a new test retests only its survivors.
+import path from 'node:path';
+
+const room = process.env.MUTATION_ROOM;
+const roomName = room?.replace(/[^A-Za-z0-9]+/g, '-');
+
 /** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
-export default {
+const config = {
   packageManager: 'npm',
   testRunner: 'vitest',
   checkers: ['typescript'],
@@ -62,3 +72,20 @@ export default {
   incrementalFile: 'reports/stryker-incremental.json',
   thresholds: { high: 90, low: 85, break: null },
 };
+
+if (room !== undefined && !config.mutate.some((entry) => entry === room || path.matchesGlob(room, entry))) {
+  throw new Error(`MUTATION_ROOM=${room}: not an entry of stryker.config.mjs's mutate`);
+}
+
+export default room === undefined
+  ? config
+  : {
+      ...config,
+      mutate: [room],
+      concurrency: Number(process.env.MUTATION_CONCURRENCY ?? 1),
+      incremental: true,
+      incrementalFile: `reports/mutation/rooms/${roomName}.incremental.json`,
+      htmlReporter: { fileName: `reports/mutation/rooms/${roomName}.html` },
+      jsonReporter: { fileName: `reports/mutation/rooms/${roomName}.json` },
+      eventReporter: { baseDir: `reports/mutation/rooms/${roomName}.events` },
+    };

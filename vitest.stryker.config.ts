@@ -64,6 +64,31 @@ export const MUTATION_TESTS = [
   'test/telemetry/tracing.test.ts',
 ];
 
+const UNIT_TESTS = MUTATION_TESTS.slice(0, 8);
+
+/**
+ * The tests of one room, for `MUTATION_ROOM=<entry of mutate> npm run mutation` (stryker.config.mjs):
+ * the files of MUTATION_TESTS that drive that room's code, so that a room is measured in minutes.
+ * A room's score from these is a lower bound of its score in a full run, which runs them all.
+ */
+export const ROOM_TESTS: Record<string, string[]> = {
+  'src/routing/paths.ts': ['test/routing/paths.test.ts'],
+  'src/auth/mfa/totp.ts': ['test/auth/totp.test.ts'],
+  'src/auth/credentials.ts': ['test/auth/credentials.test.ts'],
+  'src/pipeline/identityHeaders.ts': ['test/pipeline/identityHeaders.test.ts'],
+  'src/pipeline/plans.ts': UNIT_TESTS,
+  'src/pipeline/guards/quota.ts': ['test/guards/quota.test.ts'],
+  'src/auth/providers/signInProvider.ts': ['test/auth/signInProvider.test.ts'],
+  'src/credentials/digest.ts': UNIT_TESTS,
+  'src/credentials/emailAddress.ts': ['test/auth/credentials.test.ts'],
+};
+
+function roomTests(room: string): string[] {
+  const tests = ROOM_TESTS[room];
+  if (tests === undefined) throw new Error(`MUTATION_ROOM=${room}: no entry in vitest.stryker.config.ts's ROOM_TESTS`);
+  return [...tests];
+}
+
 function rank(spec: TestSpecification): number {
   const index = MUTATION_TESTS.indexOf(path.relative(spec.project.config.root, spec.moduleId));
   return index === -1 ? MUTATION_TESTS.length : index;
@@ -96,5 +121,6 @@ function vitest5TestNames(): Plugin {
 
 // mergeConfig would append to the project's include ('test/**/*.test.ts'): replaced instead.
 const merged = mergeConfig(base, defineConfig({ plugins: [vitest5TestNames()], test: { sequence: { sequencer: ListedOrder } } }));
-merged.test!.include = [...MUTATION_TESTS];
+const room = process.env.MUTATION_ROOM;
+merged.test!.include = room === undefined ? [...MUTATION_TESTS] : roomTests(room);
 export default merged;

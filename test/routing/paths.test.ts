@@ -1,8 +1,9 @@
 // Unit tests of src/routing/paths.ts, the functions every route decision and every forwarded path
 // goes through. The threat each case names: a path the gateway matches as one route while an
-// upstream serves it as another. End to end, the same spellings are in routing.security.test.ts.
+// upstream serves it as another. End to end, the same spellings are in routing.security.test.ts
+// (unicodeFolded's whole class, found by scanning: caseFolds.test.ts and caseFolds.security.test.ts).
 import { describe, expect, it } from 'vitest';
-import { canonicalUrl, matchKey, matchKeys, normalizePath } from '../../src/routing/paths.js';
+import { canonicalUrl, matchKey, matchKeys, normalizePath, unicodeFolded } from '../../src/routing/paths.js';
 
 describe('normalizePath', () => {
   it.each([
@@ -198,5 +199,45 @@ describe('matchKeys', () => {
     ['/', ['/']],
   ])('%s is read as %j', (path, keys) => {
     expect(matchKeys(path)).toEqual(keys);
+  });
+});
+
+// How an upstream that folds Unicode reads a path (CONTRACT §19, §26); the caller refuses the path
+// when that reading is routed elsewhere than the path as sent.
+describe('unicodeFolded', () => {
+  it.each([
+    ['/api/v1/profile'],
+    ['/API/V1/%41%7e'], // ASCII, escapes of ASCII included: nothing to fold
+    ['/caf%C3%A9'], // é folds to no ASCII
+    ['/caf\u00e9'],
+    ['/%D0%BF%D1%80%D0%BE%D1%84%D0%B8%D0%BB%D1%8C'], // Cyrillic: no ASCII in any case
+    ['/%C5%81ukasz'], // Ł is case-mapped, but to ł, not ASCII
+    ['/\u0141ukasz'],
+    ['/%C4'], // a byte of no character
+    ['/%E4%B8%AD%E6%96%87'], // CJK: one decoding, nothing that folds
+  ])('reads %s as it is sent (undefined)', (path) => {
+    expect(unicodeFolded(path)).toBeUndefined();
+  });
+
+  it.each([
+    ['/api/v1/prof%C4%B1le', '/api/v1/profile'], // Turkish dotless ı, encoded
+    ['/api/v1/prof%c4%b1le', '/api/v1/profile'], // … in lower-case hex
+    ['/api/v1/prof\u0131le', '/api/v1/profile'], // … raw
+    ['/api/v1/b%C4%B0ll%C4%B1ng', '/api/v1/billing'], // İ and ı in one run of escapes
+    ['/API/%E2%84%AAEYS', '/API/kEYS'], // Kelvin sign: k; the ASCII around it as sent
+    ['/api/\uff52eports', '/api/reports'], // fullwidth ｒ (NFKC)
+    ['/a/%EF%AC%81le', '/a/file'], // the ﬁ ligature
+    ['/gro%C3%9Fe', '/grosse'], // ß upper-cases to SS
+    ['/api/v1/%F0%9D%90%A9rofile', '/api/v1/profile'], // mathematical bold 𝐩, beyond the BMP
+    ['/x%C3%A9/prof%C4%B1le', '/x%C3%A9/profile'], // é stays as sent, ı is read
+    ['/api/v1/bI%CC%87lling', '/api/v1/billing'], // I + combining dot above, Turkish lower case
+    ['/api/v1/bi\u0307lling', '/api/v1/billing'], // i + combining dot above, Lithuanian upper case
+    ['/api/v1/bj%cc%87', '/api/v1/bj'],
+    ['/api/v1/profile%EF%BC%9Fx', '/api/v1/profile'], // fullwidth ？ starts a query once folded
+    ['/api/v1/b%C4%B1lling%E3%80%80', '/api/v1/billing%20'], // ideographic space: a space, kept encoded
+  ])('reads %s as %s', (path, folded) => {
+    expect(unicodeFolded(path)).toBe(folded);
+    // A character's reading is kept once computed: the second reading is the same.
+    expect(unicodeFolded(path)).toBe(folded);
   });
 });
