@@ -21,6 +21,9 @@ describe('normalizePath', () => {
     ['/%'],
     // Segment parameters and case are kept: the upstream receives the path as written (matchKey folds them for matching only).
     ['/Races;jsessionid=1/Premium'],
+    // Characters a URL parser would escape: the upstream receives them as sent.
+    ['/a{b}'],
+    ['/x/"q"'],
   ])('leaves %s as it is', (path) => {
     expect(normalizePath(path)).toBe(path);
   });
@@ -50,6 +53,8 @@ describe('normalizePath', () => {
     ['unreserved escapes', '/%7Euser', '/~user'],
     ['unreserved escapes', '/a%2Db%5Fc%2Ed', '/a-b_c.d'],
     ['unreserved escapes', '/race%73/premium', '/races/premium'],
+    // Three dots are no dot segment, however often decoded: `..%252e` is `...` after two decodings.
+    ['unreserved escapes', '/x/%2e%2e%252e/y', '/x/..%252e/y'],
   ])('resolves %s: %s is %s', (_what, path, normalized) => {
     expect(normalizePath(path)).toBe(normalized);
   });
@@ -98,6 +103,8 @@ describe('normalizePath', () => {
     ['/public/%EF%BC%8E%EF%BC%8E/admin'],
     ['/public/\ufe52\ufe52/admin'],
     ['/public/\uff0e\uff0e/admin'],
+    // … also after a run of escapes that is not UTF-8 (a Latin-1 path), which leaves the others read.
+    ['/a%C4/b%EF%BC%8Fc'],
     // A segment ending in dots, which Windows, IIS and ASP.NET read without them.
     ['/api/v1/reports./x'],
     ['/api/v1/reports../x'],
@@ -143,6 +150,8 @@ describe('canonicalUrl', () => {
     expect(canonicalUrl('/public/../paid?next=/../admin&q=%61')).toBe('/paid?next=/../admin&q=%61');
     expect(canonicalUrl('/p%61id?')).toBe('/paid?');
     expect(canonicalUrl('/public/./paid')).toBe('/public/paid');
+    // The query is not the path's: an encoded slash there refuses nothing.
+    expect(canonicalUrl('/public/../paid?next=%2Fadmin')).toBe('/paid?next=%2Fadmin');
   });
 
   it('returns the very string it was given when there is nothing to normalize', () => {
@@ -215,6 +224,8 @@ describe('unicodeFolded', () => {
     ['/\u0141ukasz'],
     ['/%C4'], // a byte of no character
     ['/%E4%B8%AD%E6%96%87'], // CJK: one decoding, nothing that folds
+    ['/%C2%BC'], // ¼ is 1⁄4 under NFKC: ASCII around a fraction slash is not ASCII
+    ['/%C2%A8'], // ¨ is a space and a combining diaeresis under NFKC
   ])('reads %s as it is sent (undefined)', (path) => {
     expect(unicodeFolded(path)).toBeUndefined();
   });
@@ -228,6 +239,13 @@ describe('unicodeFolded', () => {
     ['/api/\uff52eports', '/api/reports'], // fullwidth ｒ (NFKC)
     ['/a/%EF%AC%81le', '/a/file'], // the ﬁ ligature
     ['/gro%C3%9Fe', '/grosse'], // ß upper-cases to SS
+    ['/gro%E1%BA%9Ee', '/grosse'], // capital ẞ: lower-cased to ß, then upper-cased to SS
+    // Bytes that are no UTF-8 character (overlong, a surrogate, a 4-byte lead without its
+    // continuation) stay as sent, and the characters after them are read.
+    ['/a%E0%80%80%C4%B1', '/a%E0%80%80i'],
+    ['/a%ED%A0%80%C4%B1', '/a%ED%A0%80i'],
+    ['/a%F0%80%80%80%C4%B1', '/a%F0%80%80%80i'],
+    ['/a%F1%C4%B1%80', '/a%F1i%80'],
     ['/api/v1/%F0%9D%90%A9rofile', '/api/v1/profile'], // mathematical bold 𝐩, beyond the BMP
     ['/x%C3%A9/prof%C4%B1le', '/x%C3%A9/profile'], // é stays as sent, ı is read
     ['/api/v1/bI%CC%87lling', '/api/v1/billing'], // I + combining dot above, Turkish lower case
