@@ -2,7 +2,7 @@
 // the seconds to the daily reset, and each plan's limits (CONTRACT §12). End to end, the same
 // fields are in planQuotas.test.ts and planAndDaily.test.ts.
 import { describe, expect, it } from 'vitest';
-import { rateLimitHeaders, secondsInUtcMonth, secondsToNextUtcMonth, secondsToUtcMidnight } from '../../src/pipeline/guards/quota.js';
+import { rateLimitHeaders, secondsInUtcMonth, secondsToNextUtcMonth, secondsToUtcMidnight, windowState } from '../../src/pipeline/guards/quota.js';
 import { dailyRemaining, knownPlans, monthlyRemaining, planLimitsOf, usedThisMonth, usedToday } from '../../src/pipeline/plans.js';
 import { utcMonth } from '../../src/time.js';
 import type { Config } from '../../src/config/schema.js';
@@ -94,5 +94,22 @@ describe('the UTC month of the monthly quotas (CONTRACT §23)', () => {
     expect(monthlyRemaining({ daily: null, monthly: 20, perMinute: null }, 7)).toBe(13);
     expect(monthlyRemaining({ daily: null, monthly: 20, perMinute: null }, 25)).toBe(0);
     expect(monthlyRemaining({ daily: 1, monthly: null, perMinute: null }, 7)).toBeNull();
+  });
+});
+
+describe('windowState', () => {
+  const now = new Date('2026-02-27T12:00:00.000Z');
+
+  it('a daily window: a day long, what is left, the seconds to UTC midnight', () => {
+    expect(windowState('daily', 100, 30, now)).toEqual({ policy: 'daily', limit: 100, windowSec: 86_400, remaining: 70, resetSec: 43_200 });
+  });
+
+  it('a monthly window: the month long, what is left, the seconds to the next month', () => {
+    expect(windowState('monthly', 1000, 999, now)).toEqual({ policy: 'monthly', limit: 1000, windowSec: 28 * 86_400, remaining: 1, resetSec: 86_400 + 43_200 });
+  });
+
+  it('never less than nothing left, when more was counted than the limit (a lowered plan)', () => {
+    expect(windowState('daily', 10, 12, now).remaining).toBe(0);
+    expect(windowState('monthly', 10, 12, now).remaining).toBe(0);
   });
 });
