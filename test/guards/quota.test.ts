@@ -3,7 +3,8 @@
 // fields are in planQuotas.test.ts and planAndDaily.test.ts.
 import { describe, expect, it } from 'vitest';
 import { rateLimitHeaders, secondsInUtcMonth, secondsToNextUtcMonth, secondsToUtcMidnight, windowState } from '../../src/pipeline/guards/quota.js';
-import { dailyRemaining, knownPlans, monthlyRemaining, planLimitsOf, usedThisMonth, usedToday } from '../../src/pipeline/plans.js';
+import { dailyRemaining, knownPlans, monthlyRemaining, planLimitsOf, planWordsOf, usedThisMonth, usedToday, worded } from '../../src/pipeline/plans.js';
+import { dailyLimitParams, SPEC_USAGE_NOUN, type Denial } from '../../src/errors/index.js';
 import { utcMonth } from '../../src/time.js';
 import type { Config } from '../../src/config/schema.js';
 
@@ -44,6 +45,12 @@ describe('planLimitsOf', () => {
     expect(planLimitsOf(p, 'free')).toEqual({ daily: 5, monthly: null, perMinute: 2 });
     expect(planLimitsOf(p, 'team')).toEqual({ daily: 50, monthly: null, perMinute: 10 });
     expect(planLimitsOf(p, 'monthly')).toEqual({ daily: null, monthly: 20, perMinute: null });
+  });
+
+  it('a monthly allowance with overage: its limit, and overage set for that plan only', () => {
+    const p = plans({ limits: { metered: { monthly: { limit: 1000, overage: 'meter' } }, capped: { monthly: 20 } } as Config['plans']['limits'] });
+    expect(planLimitsOf(p, 'metered')).toEqual({ daily: null, monthly: 1000, perMinute: null, overage: true });
+    expect(planLimitsOf(p, 'capped')).toEqual({ daily: null, monthly: 20, perMinute: null });
   });
 
   it('reads no limits off Object.prototype for a plan named like one of its keys', () => {
@@ -111,5 +118,32 @@ describe('windowState', () => {
   it('never less than nothing left, when more was counted than the limit (a lowered plan)', () => {
     expect(windowState('daily', 10, 12, now).remaining).toBe(0);
     expect(windowState('monthly', 10, 12, now).remaining).toBe(0);
+  });
+});
+
+describe('planWordsOf and worded', () => {
+  const route = { en: { one: 'race', many: 'races' } };
+
+  it('the words: the route\'s noun over the plans\', over the spec\'s, language by language', () => {
+    const words = planWordsOf(plans({ upgradeUrl: 'https://example.test/up', usageNoun: { en: { one: 'call', many: 'calls' }, de: { one: 'Aufruf', many: 'Aufrufe' } } }));
+    expect(words).toEqual({ upgradeUrl: 'https://example.test/up', usageNoun: { ...SPEC_USAGE_NOUN, en: { one: 'call', many: 'calls' }, de: { one: 'Aufruf', many: 'Aufrufe' } } });
+    expect(planWordsOf(plans({ upgradeUrl: 'https://example.test/up' }), route).usageNoun).toEqual({ ...SPEC_USAGE_NOUN, ...route });
+  });
+
+  it('a denial in the configured words: its upgrade URL and its noun, the rest as made', () => {
+    const words = { upgradeUrl: 'https://example.test/up', usageNoun: { ...SPEC_USAGE_NOUN, ...route } };
+    const denial: Denial = { code: 'dailyLimitReached', params: dailyLimitParams('free', 1), extra: { upgrade_url: 'https://spec.test', plan: 'free' } };
+    expect(worded(denial, words)).toEqual({
+      code: 'dailyLimitReached',
+      params: { plan: 'free', limit: 1, noun: { count: 1, nouns: words.usageNoun } },
+      extra: { upgrade_url: 'https://example.test/up', plan: 'free' },
+    });
+  });
+
+  it('leaves a denial without an upgrade URL or a noun as it was', () => {
+    const words = { upgradeUrl: 'https://example.test/up', usageNoun: SPEC_USAGE_NOUN };
+    const plain: Denial = { code: 'planInsufficient', params: { plan: 'free' }, extra: { plan: 'free' } };
+    expect(worded(plain, words)).toEqual(plain);
+    expect(worded({ code: 'planInsufficient' }, words)).toEqual({ code: 'planInsufficient' });
   });
 });
