@@ -2,9 +2,11 @@
 // password must be, at each edge.
 // The threats: an address an upstream or a mail library reads as another (or as two), a header
 // injected through x-user-email, and an account no later lookup finds. End to end, the same rules
-// are in register.test.ts and singleMailbox.security.test.ts.
+// are in register.test.ts and singleMailbox.security.test.ts. A refused credential's answer and log
+// line (refuseCredentials) on a bare fastify app: end to end in logging.test.ts and login.test.ts.
+import Fastify from 'fastify';
 import { describe, expect, it } from 'vitest';
-import { newPasswordDenial } from '../../src/auth/credentials.js';
+import { newPasswordDenial, refuseCredentials } from '../../src/auth/credentials.js';
 import { DEFAULT_STYLE, errorAnswer, type Denial } from '../../src/errors/index.js';
 import { isSingleMailbox, lookupForm, normalizeEmail, storable } from '../../src/credentials/emailAddress.js';
 import { MAX_PASSWORD_BYTES } from '../../src/auth/password/passwords.js';
@@ -121,5 +123,27 @@ describe('newPasswordDenial', () => {
   it(`refuses more than ${MAX_PASSWORD_BYTES} bytes, not ${MAX_PASSWORD_BYTES}`, () => {
     expect(newPasswordDenial('a'.repeat(MAX_PASSWORD_BYTES), 8)).toBeUndefined();
     expect(newPasswordDenial('a'.repeat(MAX_PASSWORD_BYTES + 1), 8)).toEqual({ code: 'passwordTooLong' });
+  });
+});
+
+describe('refuseCredentials', () => {
+  it('answers 401 invalid credentials whatever the reason, and logs the reason and the account, not what was sent', async () => {
+    const lines: Array<Record<string, unknown>> = [];
+    const app = Fastify({ logger: { level: 'info', stream: { write: (line: string) => lines.push(JSON.parse(line) as Record<string, unknown>) } } });
+    app.post('/login', (request, reply) => refuseCredentials(request, reply, 'wrongPassword', 42));
+    app.post('/missing', (request, reply) => refuseCredentials(request, reply, 'userGone', undefined, 'userInactive'));
+    try {
+      const refused = await app.inject({ method: 'POST', url: '/login', payload: { password: 'hunter2' } });
+      expect(refused.statusCode).toBe(401);
+      expect(refused.json()).toMatchObject({ error: 'Identifiants invalides' });
+      const denied = lines.filter((line) => line.msg === 'request denied');
+      expect(denied).toEqual([expect.objectContaining({ reason: 'invalidCredentials', why: 'wrongPassword', userId: 42 })]);
+      expect(JSON.stringify(lines)).not.toContain('hunter2');
+      // userInactive is logged under the name telemetry gives it, never telling the two apart.
+      await app.inject({ method: 'POST', url: '/missing' });
+      expect(lines.filter((line) => line.msg === 'request denied').at(-1)).toMatchObject({ reason: 'userNotFound', why: 'userGone' });
+    } finally {
+      await app.close();
+    }
   });
 });

@@ -4,7 +4,7 @@
 // an email that is more than one mailbox, or one that breaks the header it rides in (§8, §19).
 // End to end, the same rules are in proxy/headers.test.ts and auth/singleMailbox.security.test.ts.
 import { describe, expect, it } from 'vitest';
-import { headerSafeEmail, identityHeaders, isForwardableEmail, isIdentityHeader } from '../../src/pipeline/identityHeaders.js';
+import { headerSafeEmail, identityHeaders, isForwardableEmail, isIdentityHeader, isOrgHeader, keyFactsOf } from '../../src/pipeline/identityHeaders.js';
 import type { User } from '../../src/storage/users.js';
 
 describe('isIdentityHeader', () => {
@@ -23,6 +23,29 @@ describe('isIdentityHeader', () => {
   });
 });
 
+describe('isOrgHeader', () => {
+  it.each(['x-org-id', 'X-Org-Role', 'X_ORG_PLAN', 'x-org-anything', 'gateway-org', 'Gateway-Org', 'GATEWAY_ORG'])('%s is one', (name) => {
+    expect(isOrgHeader(name)).toBe(true);
+  });
+
+  it.each(['x-org', 'x-orgs-id', 'ax-org-id', 'org-id', 'gateway-orgs', 'xgateway-org', 'x-gateway-org', 'gateway', 'y-org-id', 'f-org-id', 'h-org-id', '', 'X', 'G'])('%s is not', (name) => {
+    expect(isOrgHeader(name)).toBe(false);
+  });
+});
+
+describe('keyFactsOf', () => {
+  it('an API key request: its id and scopes, null scopes when it has none (its owner\'s every right)', () => {
+    expect(keyFactsOf({ method: 'api-key', keyId: 7, scopes: ['read'] })).toEqual({ id: 7, scopes: ['read'] });
+    expect(keyFactsOf({ method: 'api-key', keyId: 7 })).toEqual({ id: 7, scopes: null });
+    expect(keyFactsOf({ method: 'api-key', keyId: 0, scopes: null })).toEqual({ id: 0, scopes: null });
+  });
+
+  it('none for another method, or without a key id', () => {
+    expect(keyFactsOf({ method: 'bearer', keyId: 7, scopes: ['read'] })).toBeUndefined();
+    expect(keyFactsOf({ method: 'api-key' })).toBeUndefined();
+  });
+});
+
 const user = (email: string): User => ({ id: 42, email, plan: 'premium' }) as User;
 
 describe('identityHeaders', () => {
@@ -35,6 +58,16 @@ describe('identityHeaders', () => {
 
   it('leaves out an email that is not one mailbox, keeps the rest', () => {
     expect(identityHeaders(user('ceo@bank.test <attacker@evil.test>'), 'bearer')).toEqual({ 'x-user-id': '42', 'x-user-plan': 'premium', 'x-auth-method': 'bearer' });
+  });
+
+  it('names the API key, the organization acted for, and the imported id when asked', () => {
+    const imported = { ...user('ada@example.test'), external_id: 'auth0|123' } as User;
+    expect(identityHeaders(imported, 'api-key', { id: 7, scopes: null }, { id: 3, role: 'admin', plan: 'team' } as never, true)).toEqual({
+      'x-user-id': '42', 'x-user-plan': 'premium', 'x-auth-method': 'api-key', 'x-user-email': 'ada@example.test',
+      'x-user-key-id': '7', 'x-org-id': '3', 'x-org-role': 'admin', 'x-org-plan': 'team', 'x-user-external-id': 'auth0|123',
+    });
+    expect(identityHeaders(imported, 'bearer')).not.toHaveProperty('x-user-external-id');
+    expect(identityHeaders({ ...imported, external_id: null } as User, 'bearer', undefined, undefined, true)).not.toHaveProperty('x-user-external-id');
   });
 
   it('percent-encodes a non-ASCII email', () => {
