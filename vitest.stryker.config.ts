@@ -82,6 +82,7 @@ export const ROOM_TESTS: Record<string, string[]> = {
   'src/auth/providers/signInProvider.ts': ['test/auth/signInProvider.test.ts'],
   'src/credentials/digest.ts': ['test/credentials/digest.test.ts'],
   'src/credentials/emailAddress.ts': ['test/auth/credentials.test.ts'],
+  'src/pipeline/guards/plan.ts': ['test/guards/planList.security.test.ts'],
 };
 
 function roomTests(room: string): string[] {
