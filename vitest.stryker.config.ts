@@ -83,6 +83,8 @@ export const ROOM_TESTS: Record<string, string[]> = {
   'src/credentials/digest.ts': ['test/credentials/digest.test.ts'],
   'src/credentials/emailAddress.ts': ['test/auth/credentials.test.ts'],
   'src/pipeline/guards/plan.ts': ['test/guards/planList.security.test.ts'],
+  'src/auth/mfa/factor.ts': ['test/auth/factor.security.test.ts'],
+  'src/admin/access.ts:58-60': ['test/admin/adminKey.security.test.ts'],
 };
 
 function roomTests(room: string): string[] {
