@@ -15,7 +15,7 @@ import { sha256Hex } from '../../src/credentials/digest.js';
 import { CONSOLE_COOKIE } from '../../src/credentials/shapes.js';
 import { createEnrolment, findOperator, insertOperator, type OperatorRole } from '../../src/storage/operators.js';
 import { describeWithBrowser, launchBrowser, type TestBrowser } from '../helpers/browser.js';
-import { closeSql, marker, sql, startTestGateway, testClock, type TestGateway, type TestUser } from '../helpers/gateway.js';
+import { closeSql, marker, startTestGateway, testClock, throwawayDatabase, type TestGateway, type TestUser, type ThrowawayDatabase } from '../helpers/gateway.js';
 import { request } from '../helpers/http.js';
 import { startSmtpCatcher, type SmtpCatcher } from '../helpers/smtp.js';
 import { totpCode } from '../helpers/totp.js';
@@ -26,6 +26,8 @@ const AXE = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
 describeWithBrowser('the console by operator role, in Chromium', () => {
   let smtp: SmtpCatcher;
   let gw: TestGateway;
+  // A database of its own: the run's keeps no operator, so that the tests of an empty admin API hold.
+  let db: ThrowawayDatabase;
   let orgId: number;
   let admin: FastifyInstance;
   let url: string;
@@ -77,7 +79,9 @@ describeWithBrowser('the console by operator role, in Chromium', () => {
 
   beforeAll(async () => {
     smtp = await startSmtpCatcher();
-    gw = await startTestGateway(organizationsConfig(smtp), { clock });
+    db = await throwawayDatabase();
+    const config = organizationsConfig(smtp);
+    gw = await startTestGateway({ ...config, storage: { ...config.storage, ...db.storage } }, { clock });
     admin = await buildAdminApp(gw.services);
     url = await admin.listen({ host: '127.0.0.1', port: 0 });
     user = await verifiedUser(gw, smtp);
@@ -88,6 +92,7 @@ describeWithBrowser('the console by operator role, in Chromium', () => {
     await chromium?.close();
     await admin?.close();
     await gw?.close();
+    await db?.drop();
     await smtp?.close();
     await closeSql();
   });
@@ -106,7 +111,7 @@ describeWithBrowser('the console by operator role, in Chromium', () => {
     expect(await axe(page)).toEqual([]);
     // Clicking does nothing: the plan stays, no request is made.
     await page.click('#save-plan');
-    expect((await sql<{ plan: string }>('SELECT plan FROM users WHERE id = $1', [user.id]))[0]!.plan).toBe('free');
+    expect((await db.sql<{ plan: string }>('SELECT plan FROM users WHERE id = $1', [user.id]))[0]!.plan).toBe('free');
     // The users list offers no account creation.
     await page.goto(`${url}/console/#/users`);
     await page.waitForSelector('#create-user-button');
@@ -126,11 +131,11 @@ describeWithBrowser('the console by operator role, in Chromium', () => {
       ['#save-plan', true, 'Needs the admin role (you are support)'], ['#toggle-active', false, null], ['#reset-mfa', false, null], ['#delete-user', true, 'Needs the admin role (you are support)'],
     ]);
     expect(await page.$eval('#nav-operators', (a) => (a as HTMLElement).hidden)).toBe(true);
-    const [session] = await sql<{ id: number }>('SELECT id FROM sessions WHERE user_id = $1', [user.id]);
+    const [session] = await db.sql<{ id: number }>('SELECT id FROM sessions WHERE user_id = $1', [user.id]);
     await page.click(`button[aria-label="Revoke session ${session!.id}"]`);
     await page.waitForFunction((id) => document.getElementById('user-status')?.textContent === `Session ${id} revoked`, { timeout: 10_000 }, session!.id);
     // The session is over: none of its refresh tokens works any more, and the page no longer lists it.
-    expect(await sql('SELECT id FROM refresh_tokens WHERE session_id = $1 AND revoked = 0', [session!.id])).toEqual([]);
+    expect(await db.sql('SELECT id FROM refresh_tokens WHERE session_id = $1 AND revoked = 0', [session!.id])).toEqual([]);
     await page.waitForFunction((id) => !document.querySelector(`button[aria-label="Revoke session ${id}"]`), { timeout: 10_000 }, session!.id);
     await page.browserContext().close();
   });
@@ -167,7 +172,7 @@ describeWithBrowser('the console by operator role, in Chromium', () => {
   it('an admin resets another operator\'s second factor on the Operators page: the new enrolment link shown, audited; never their own; only with the page\'s CSRF token and Origin', async () => {
     const boss = await enrolled('admin');
     const lost = await enrolled('support');
-    const totpOf = () => sql('SELECT 1 FROM operator_totp WHERE operator_id = $1 AND confirmed_at IS NOT NULL', [lost.id]);
+    const totpOf = () => db.sql('SELECT 1 FROM operator_totp WHERE operator_id = $1 AND confirmed_at IS NOT NULL', [lost.id]);
     // A script holding the cookie but not the page's CSRF token, or the token from another site's page: refused, nothing reset.
     const cookie = `${CONSOLE_COOKIE}=${boss.session}`;
     const { csrf } = (await request(url, 'GET', '/console/session', { headers: { cookie } })).json as { csrf: string };
@@ -189,11 +194,11 @@ describeWithBrowser('the console by operator role, in Chromium', () => {
     expect(await totpOf()).toEqual([]);
     // The link is the one stored (hashed): it enrols the operator again.
     const token = new URL(link).hash.replace('#enrol=', '');
-    expect(await sql('SELECT 1 FROM operator_enrolments WHERE operator_id = $1 AND token_hash = $2', [lost.id, sha256Hex(token)])).toHaveLength(1);
+    expect(await db.sql('SELECT 1 FROM operator_enrolments WHERE operator_id = $1 AND token_hash = $2', [lost.id, sha256Hex(token)])).toHaveLength(1);
     const row = await page.$$eval('#view tbody tr', (trs, email) => (trs as HTMLTableRowElement[]).filter((tr) => tr.cells[0]!.textContent === email)
       .map((tr) => tr.cells[3]!.textContent), lost.email);
     expect(row).toEqual(['no']);
-    const [audit] = await sql<{ actor: string; actor_id: string }>("SELECT actor, actor_id FROM audit_events WHERE type = 'operator.mfa_reset' AND data->>'operator_id' = $1", [String(lost.id)]);
+    const [audit] = await db.sql<{ actor: string; actor_id: string }>("SELECT actor, actor_id FROM audit_events WHERE type = 'operator.mfa_reset' AND data->>'operator_id' = $1", [String(lost.id)]);
     expect([audit?.actor, Number(audit?.actor_id)]).toEqual(['operator', boss.id]);
     expect(await axe(page)).toEqual([]);
     await page.browserContext().close();

@@ -13,7 +13,7 @@ import { CONSOLE_COOKIE } from '../../src/credentials/shapes.js';
 import { createEnrolment, insertOperator } from '../../src/storage/operators.js';
 import { describeWithBrowser, launchBrowser, type TestBrowser } from '../helpers/browser.js';
 import { docsExample } from '../helpers/docs.js';
-import { ADMIN_KEY, closeSql, marker, sql, startTestGateway, testClock, testConfig, type TestGateway } from '../helpers/gateway.js';
+import { ADMIN_KEY, closeSql, marker, startTestGateway, testClock, testConfig, throwawayDatabase, type TestGateway, type ThrowawayDatabase } from '../helpers/gateway.js';
 import { request } from '../helpers/http.js';
 import { sparePort } from '../helpers/ports.js';
 import { totpCode } from '../helpers/totp.js';
@@ -23,6 +23,8 @@ describeWithBrowser('operator passkeys in Chromium, with its virtual authenticat
   let chromium: TestBrowser;
   let port: number;
   let origin: string;
+  // A database of its own: the run's keeps no operator, so that the tests of an empty admin API hold.
+  let db: ThrowawayDatabase;
   const clock = testClock();
 
   beforeAll(async () => {
@@ -31,13 +33,15 @@ describeWithBrowser('operator passkeys in Chromium, with its virtual authenticat
     const env = { ADMIN_PORT: String(port), CONSOLE_ORIGIN: origin, CONSOLE_HOST: 'localhost', GATEWAY_ADMIN_KEY: ADMIN_KEY };
     const { admin } = parseConfig(docsExample('operators', 'operator-passkeys'), 'gateway.yaml', env);
     expect(admin.passkeys).toEqual({ rpId: 'localhost', origins: [origin], rpName: 'Example console' });
-    gw = await startTestGateway(testConfig({ admin }), { clock });
+    db = await throwawayDatabase();
+    gw = await startTestGateway(testConfig({ admin, storage: db.storage }), { clock });
     chromium = await launchBrowser();
   }, 60_000);
 
   afterAll(async () => {
     await chromium?.close();
     await gw?.close();
+    await db?.drop();
     await closeSql();
   });
 
@@ -82,9 +86,9 @@ describeWithBrowser('operator passkeys in Chromium, with its virtual authenticat
     await page.type('#password', 'operator-password-1');
     await Promise.all([page.waitForNavigation(), page.click('#passkey-sign-in')]);
     await page.waitForSelector('#nav', { visible: true });
-    const [row] = await sql<{ counter: string; last_used_at: Date | null }>('SELECT counter, last_used_at FROM operator_passkeys WHERE operator_id = $1', [operator.id]);
+    const [row] = await db.sql<{ counter: string; last_used_at: Date | null }>('SELECT counter, last_used_at FROM operator_passkeys WHERE operator_id = $1', [operator.id]);
     expect(row!.last_used_at).toEqual(expect.any(Date));
-    expect(await sql("SELECT actor_id FROM audit_events WHERE type = 'operator.passkey_added'", [])).toEqual([{ actor_id: operator.id }]);
+    expect(await db.sql("SELECT actor_id FROM audit_events WHERE type = 'operator.passkey_added'", [])).toEqual([{ actor_id: operator.id }]);
     await context.close();
   });
 
@@ -103,7 +107,7 @@ describeWithBrowser('operator passkeys in Chromium, with its virtual authenticat
     await page.waitForSelector('#nav', { visible: true });
     const { credentials } = await cdp.send('WebAuthn.getCredentials', { authenticatorId });
     expect(credentials).toEqual([expect.objectContaining({ rpId: 'localhost', userHandle: Buffer.from(`operator:${operator.id}`).toString('base64') })]);
-    expect(await sql('SELECT name FROM operator_passkeys WHERE operator_id = $1', [operator.id])).toHaveLength(1);
+    expect(await db.sql('SELECT name FROM operator_passkeys WHERE operator_id = $1', [operator.id])).toHaveLength(1);
     await context.close();
   });
 
