@@ -37,8 +37,10 @@ function startDemo() {
       const gateway = /listening on (http:\/\/\S+),/.exec(output)?.[1];
       const link = /^# {4}(http:\/\/\S+\/console\/#ticket=\S+)$/m.exec(output)?.[1];
       const consoleUrl = /open (http:\/\/\S+\/console\/) and sign in/.exec(output)?.[1];
-      if (!gateway || !link || !consoleUrl) reject(new Error(`the demo's walkthrough lacks the gateway, the console or its link:\n${output}`));
-      else resolve({ demo, gateway, link, consoleUrl });
+      // The admin API and its key, as the walkthrough's curl lines give them.
+      const adminCall = /(http:\/\/\S+?)\/admin\/v1\/\S* -H 'Authorization: Bearer (\S+)'/.exec(output);
+      if (!gateway || !link || !consoleUrl || !adminCall) reject(new Error(`the demo's walkthrough lacks the gateway, the console, its link or the admin API:\n${output}`));
+      else resolve({ demo, gateway, link, consoleUrl, admin: { url: adminCall[1], key: adminCall[2] } });
     };
     demo.stdout.setEncoding('utf8').on('data', read);
     demo.stderr.setEncoding('utf8').on('data', (chunk) => { output += chunk; });
@@ -77,7 +79,7 @@ async function sampleData(gateway) {
 
 async function main() {
   mkdirSync(OUT, { recursive: true });
-  const { demo, gateway, link, consoleUrl } = await startDemo();
+  const { demo, gateway, link, consoleUrl, admin } = await startDemo();
   const browser = await puppeteer.launch({
     executablePath: CHROMIUM, headless: true, args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run'],
   });
@@ -110,8 +112,17 @@ async function main() {
     await page.waitForFunction('[...document.querySelectorAll("section[aria-labelledby=h-audit] td")].some((td) => td.textContent === "admin.plan_changed")');
     await shot('user', true); // the whole page: its sections run below the fold
 
+    // Two operators as `gateway operators add --admin` makes them, for the Operators page (admin only).
+    for (const [email, role] of [['grace@example.com', 'support'], ['linus@example.com', 'viewer']]) {
+      const added = await fetch(`${admin.url}/admin/v1/operators`, {
+        method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${admin.key}` }, body: JSON.stringify({ email, role }),
+      });
+      if (added.status !== 201) throw new Error(`operator ${email}: ${added.status} ${await added.text()}`);
+    }
+
     for (const [name, view, ready, fullPage] of [
       ['overview', '#/overview', '#h-mix', true], ['audit', '#/audit', '#audit-filter'], ['routes', '#/routes', 'tbody tr'], ['health', '#/health', '#ready', true],
+      ['operators', '#/operators', 'tbody tr'],
     ]) {
       await page.goto(`${consoleUrl}${view}`);
       await page.waitForSelector(ready, { visible: true });
