@@ -178,4 +178,7 @@ async function startOrgGateway(tmp, name, config, cleanups) {
   throw new Error(`the gateway did not start; its log:\n${readFileSync(logFile, 'utf8').slice(-4000)}`);
 }
 
-if (process.argv[2] === '--role' && process.argv[3] === 'upstream') await runUpstream(() => ({}));
+// Only when this file is the child itself: bench/run.mjs imports it, and its own children carry
+// `--role upstream` too (an echo of the identity, which this empty answer would shadow).
+const isChild = import.meta.filename === process.argv[1];
+if (isChild && process.argv[2] === '--role' && process.argv[3] === 'upstream') await runUpstream(() => ({}));
