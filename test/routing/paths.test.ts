@@ -105,6 +105,9 @@ describe('normalizePath', () => {
     ['/public/\uff0e\uff0e/admin'],
     // … also after a run of escapes that is not UTF-8 (a Latin-1 path), which leaves the others read.
     ['/a%C4/b%EF%BC%8Fc'],
+    // … and a byte of no character in the same run, which a lenient decoder reads as U+FFFD.
+    ['/a%C4%EF%BC%8Fc'],
+    ['/a%EF%BC%8F%FF'],
     // A segment ending in dots, which Windows, IIS and ASP.NET read without them.
     ['/api/v1/reports./x'],
     ['/api/v1/reports../x'],
