@@ -24,12 +24,13 @@ export interface Totp {
 export async function createTotp(db: Queryable): Promise<Totp> {
   const key = Buffer.from((await getOrCreateSecret(db, 'mfa_totp_key', randomBytes(32).toString('base64'))).value, 'base64');
   return {
-    newSecret: () => generateSecret({ length: 20 }),
+    // otplib's default: 20 bytes, RFC 4226's 160 bits (its length tested).
+    newSecret: () => generateSecret(),
     otpauthUrl,
     encrypt(secret) {
       const iv = randomBytes(12);
       const cipher = createCipheriv('aes-256-gcm', key, iv);
-      const data = Buffer.concat([cipher.update(secret, 'utf8'), cipher.final()]);
+      const data = Buffer.concat([cipher.update(secret), cipher.final()]);
       return [iv, cipher.getAuthTag(), data].map((b) => b.toString('base64url')).join('.');
     },
     decrypt(stored) {
