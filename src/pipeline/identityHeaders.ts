@@ -7,13 +7,14 @@ import type { AuthMethod } from './guards/authenticate.js';
 import type { User } from '../storage/users.js';
 import type { ActingOrg } from './subject.js';
 
-/** `X_User_Id`, `x-user-id`, `X-USER-ID` … are one header to many upstream frameworks. */
+// Any case, `_` for `-`: `X_User_Id`, `x-user-id`, `X-USER-ID` … are one header to many upstream
+// frameworks. One test per header name, no copy of it (the proxy asks for every header it forwards).
+const IDENTITY_HEADER = /^x[-_](?:user[-_]|auth[-_]method$|gateway[-_]assertion$)/i;
+const ORG_HEADER_NAME = /^(?:x[-_]org[-_]|gateway[-_]org$)/i;
+
+/** x-user-*, x-auth-method, x-gateway-assertion, in any spelling (above). */
 export function isIdentityHeader(name: string): boolean {
-  // Every identity header starts with x: the common headers are answered by one comparison.
-  const first = name.charCodeAt(0);
-  if (first !== 0x78 && first !== 0x58) return false;
-  const n = name.toLowerCase().replace(/_/g, '-');
-  return n.startsWith('x-user-') || n === 'x-auth-method' || n === 'x-gateway-assertion';
+  return IDENTITY_HEADER.test(name);
 }
 
 /**
@@ -22,10 +23,7 @@ export function isIdentityHeader(name: string): boolean {
  * set them) is never forwarded.
  */
 export function isOrgHeader(name: string): boolean {
-  const first = name.charCodeAt(0);
-  if (first !== 0x78 && first !== 0x58 && first !== 0x67 && first !== 0x47) return false;
-  const n = name.toLowerCase().replace(/_/g, '-');
-  return n.startsWith('x-org-') || n === ORG_HEADER;
+  return ORG_HEADER_NAME.test(name);
 }
 
 /** The request header naming the organization a request acts for (CONTRACT §22). */
@@ -69,7 +67,7 @@ export function identityHeaders(user: User, method: AuthMethod, key?: KeyFacts, 
   return headers;
 }
 
-const mailboxChecks = new LRUCache<string, boolean>({ max: 10_000 });
+const mailboxChecks = new LRUCache<string, boolean>({ max: 10_000, memoMethod: (email) => isSingleMailbox(email) });
 
 /**
  * Whether an upstream may be told `email` (x-user-email, the assertion's claim): only a single
@@ -78,15 +76,11 @@ const mailboxChecks = new LRUCache<string, boolean>({ max: 10_000 });
  * it. Checked per request, so the answers are kept (users' emails repeat).
  */
 export function isForwardableEmail(email: string): boolean {
-  let fit = mailboxChecks.get(email);
-  if (fit === undefined) {
-    fit = isSingleMailbox(email);
-    mailboxChecks.set(email, fit);
-  }
-  return fit;
+  return mailboxChecks.memo(email);
 }
 
-const PRINTABLE_ASCII = /^[\x20-\x7e]*$/;
+// One character at a time (a code point; a lone surrogate alone, which UTF-8 writes as U+FFFD).
+const NOT_PRINTABLE_ASCII = /[^\x20-\x7e]/gu;
 
 /**
  * The email as a header value can carry it (CONTRACT §8): as is when it is printable ASCII, else
@@ -96,11 +90,6 @@ const PRINTABLE_ASCII = /^[\x20-\x7e]*$/;
  * identify users by x-user-id; the email is informational (the assertion carries it unchanged).
  */
 export function headerSafeEmail(email: string): string {
-  if (PRINTABLE_ASCII.test(email)) return email;
-  let out = '';
-  for (const byte of Buffer.from(email, 'utf8')) {
-    out += byte >= 0x20 && byte <= 0x7e ? String.fromCharCode(byte) : `%${byte.toString(16).toUpperCase().padStart(2, '0')}`;
-  }
-  return out;
+  return email.replace(NOT_PRINTABLE_ASCII, (char) => Buffer.from(char).toString('hex').toUpperCase().replace(/../g, '%$&'));
 }
 

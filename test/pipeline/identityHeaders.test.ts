@@ -4,7 +4,7 @@
 // an email that is more than one mailbox, or one that breaks the header it rides in (§8, §19).
 // End to end, the same rules are in proxy/headers.test.ts and auth/singleMailbox.security.test.ts.
 import { describe, expect, it } from 'vitest';
-import { headerSafeEmail, identityHeaders, isForwardableEmail, isIdentityHeader, isOrgHeader, keyFactsOf } from '../../src/pipeline/identityHeaders.js';
+import { headerSafeEmail, identityHeaders, isForwardableEmail, isIdentityHeader, isOrgHeader, keyFactsOf, ORG_HEADER } from '../../src/pipeline/identityHeaders.js';
 import type { User } from '../../src/storage/users.js';
 
 describe('isIdentityHeader', () => {
@@ -26,6 +26,10 @@ describe('isIdentityHeader', () => {
 describe('isOrgHeader', () => {
   it.each(['x-org-id', 'X-Org-Role', 'X_ORG_PLAN', 'x-org-anything', 'gateway-org', 'Gateway-Org', 'GATEWAY_ORG'])('%s is one', (name) => {
     expect(isOrgHeader(name)).toBe(true);
+  });
+
+  it('the request header naming the organization acted for is one (never forwarded)', () => {
+    expect(isOrgHeader(ORG_HEADER)).toBe(true);
   });
 
   it.each(['x-org', 'x-orgs-id', 'ax-org-id', 'org-id', 'gateway-orgs', 'xgateway-org', 'x-gateway-org', 'gateway', 'y-org-id', 'f-org-id', 'h-org-id', '', 'X', 'G'])('%s is not', (name) => {
@@ -96,5 +100,8 @@ describe('headerSafeEmail', () => {
     expect(headerSafeEmail('a\r\nb@x.test')).toBe('a%0D%0Ab@x.test');
     expect(headerSafeEmail('a\x1f\x7f ~é')).toBe('a%1F%7F ~%C3%A9');
     expect(headerSafeEmail('łó')).toBe('%C5%82%C3%B3');
+    // A character outside the BMP is one character of four bytes; a lone surrogate is U+FFFD's three.
+    expect(headerSafeEmail('a😀@x.test')).toBe('a%F0%9F%98%80@x.test');
+    expect(headerSafeEmail('a\ud800b')).toBe('a%EF%BF%BDb');
   });
 });
