@@ -55,6 +55,8 @@ describe('normalizePath', () => {
     ['unreserved escapes', '/race%73/premium', '/races/premium'],
     // Three dots are no dot segment, however often decoded: `..%252e` is `...` after two decodings.
     ['unreserved escapes', '/x/%2e%2e%252e/y', '/x/..%252e/y'],
+    // A malformed escape is no UTF-8 lead byte, even beside a continuation byte: left as sent.
+    ['malformed escapes', '/x%dz%80', '/x%dz%80'],
   ])('resolves %s: %s is %s', (_what, path, normalized) => {
     expect(normalizePath(path)).toBe(normalized);
   });
@@ -226,6 +228,7 @@ describe('unicodeFolded', () => {
     ['/%C5%81ukasz'], // Ł is case-mapped, but to ł, not ASCII
     ['/\u0141ukasz'],
     ['/%C4'], // a byte of no character
+    ['/x%dz%80'], // a malformed escape beside a continuation byte
     ['/%E4%B8%AD%E6%96%87'], // CJK: one decoding, nothing that folds
     ['/%C2%BC'], // ¼ is 1⁄4 under NFKC: ASCII around a fraction slash is not ASCII
     ['/%C2%A8'], // ¨ is a space and a combining diaeresis under NFKC
