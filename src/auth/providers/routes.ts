@@ -80,7 +80,7 @@ function loginCodeKey(code: string, binding: string | undefined): string {
 export async function oidcRoutes(app: FastifyInstance, deps: OidcRoutesDeps): Promise<void> {
   const { db, clock } = deps;
 
-  app.get<{ Params: { provider: string }; Querystring: Record<string, unknown> }>('/oidc/:provider/start', async (request, reply) => {
+  app.get<{ Params: { provider: string }; Querystring: Record<string, unknown> }>('/oidc/:provider/start', async function start(request, reply) {
     const provider = providerOf(deps, request, reply);
     if (!provider) return reply;
     const query = new URLSearchParams(request.context.query ?? '');
@@ -106,7 +106,7 @@ export async function oidcRoutes(app: FastifyInstance, deps: OidcRoutesDeps): Pr
     return reply.redirect(location, 302);
   });
 
-  app.post('/oidc/exchange', async (request, reply) => {
+  app.post('/oidc/exchange', async function exchange(request, reply) {
     const code = textField(request.body, 'login_code').trim();
     const verifier = textField(request.body, 'code_verifier');
     if (!code || !VERIFIER.test(verifier)) return sendError(reply, 'linkInvalid');
@@ -132,7 +132,7 @@ export async function oidcRoutes(app: FastifyInstance, deps: OidcRoutesDeps): Pr
 export async function oidcCallbackRoute(app: FastifyInstance, deps: OidcRoutesDeps): Promise<void> {
   const { db, audit, clock } = deps;
 
-  app.get<{ Params: { provider: string } }>('/oidc/:provider/callback', async (request, reply) => {
+  app.get<{ Params: { provider: string } }>('/oidc/:provider/callback', async function callback(request, reply) {
     const provider = providerOf(deps, request, reply);
     if (!provider) return reply;
     const query = new URLSearchParams(request.context.query ?? '');
