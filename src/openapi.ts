@@ -12,7 +12,9 @@ import { ERRORS, type ErrorCode as ErrorName } from './errors/index.js';
 import { errorOf, type EndpointSchema } from './openapi/shapes.js';
 import { PUBLIC_ENDPOINTS } from './openapi/publicEndpoints.js';
 import { ADMIN_ENDPOINTS } from './openapi/adminEndpoints.js';
-export { bearerOnly, createdKey, errors, message, ownKey, type EndpointSchema } from './openapi/shapes.js';
+export {
+  adminUser, bearer, bearerOnly, createdKey, credentials, errorOf, errors, identity, limits, message, mfaChallenge, ownKey, passkey, session, tokenPair, userId, type EndpointSchema,
+} from './openapi/shapes.js';
 
 /**
  * The optional settings the document is made with (merged into the configuration), so that it

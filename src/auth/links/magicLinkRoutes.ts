@@ -14,6 +14,7 @@ import { answerOneFactorSignIn, signInByOneFactor } from '../signIn.js';
 import { clientOf } from '../sessions.js';
 import { sha256Hex } from '../../credentials/digest.js';
 import type { Tokens } from '../../credentials/tokens.js';
+import { credentials, errors, message, mfaChallenge, tokenPair, type EndpointSchema } from '../../openapi.js';
 
 export const MAGIC_LINK_AMR: readonly string[] = ['email'];
 
@@ -22,10 +23,22 @@ export interface MagicLinkRoutesDeps extends LinkMailDeps {
   audit: Audit;
 }
 
+/** Each route's OpenAPI fragment (documentation only: src/openapi.ts), by handler. */
+const DOCS = {
+  requestLink: {
+    tags: ['accounts'], summary: 'Mail a 15-minute sign-in link if the account exists (the same answer whatever the address); only with auth.magicLink', body: credentials(['email']),
+    response: { 202: message, ...errors('emailInvalid', 'rateLimited', 'mailUnavailable') },
+  },
+  verifyLink: {
+    tags: ['accounts'], summary: 'Sign in with a sign-in link\'s token (amr ["email"]): the token pair, or an mfa_token for POST /api/v1/auth/mfa/verify', body: credentials(['token']),
+    response: { 200: tokenPair, ...errors('linkInvalid', 'rateLimited', 'storageUnavailable'), 403: mfaChallenge() },
+  },
+} satisfies Record<string, EndpointSchema>;
+
 export async function magicLinkRoutes(app: FastifyInstance, deps: MagicLinkRoutesDeps): Promise<void> {
   const { db, clock, audit, mailer } = deps;
 
-  app.post('/magic-link', async (request, reply) => {
+  app.post('/magic-link', { schema: DOCS.requestLink }, async (request, reply) => {
     if (!mailer.enabled) return sendError(reply, 'mailUnavailable');
     const email = normalizeEmail(textField(request.body, 'email'));
     if (!email) return sendError(reply, 'emailInvalid');
@@ -35,7 +48,7 @@ export async function magicLinkRoutes(app: FastifyInstance, deps: MagicLinkRoute
     return reply.code(202).send(successBody(reply, 'magicLinkSent'));
   });
 
-  app.post('/magic-link/verify', async (request, reply) => {
+  app.post('/magic-link/verify', { schema: DOCS.verifyLink }, async (request, reply) => {
     const token = textField(request.body, 'token').trim();
     const holder = token ? await emailTokens.findUsable(db, sha256Hex(token), 'magic', clock()) : undefined;
     const client = clientOf(request);

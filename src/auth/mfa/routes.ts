@@ -19,6 +19,7 @@ import { clientOf, issueInSession } from '../sessions.js';
 import { sha256Hex } from '../../credentials/digest.js';
 import type { TokenPair, Tokens } from '../../credentials/tokens.js';
 import { newRecoveryCodes, recoveryCodeHash, type Totp } from './totp.js';
+import { bearerOnly, credentials, errors, message, tokenPair, type EndpointSchema } from '../../openapi.js';
 
 /** How many wrong codes kill an mfa_token. */
 const MFA_TOKEN_MAX_FAILURES = 5;
@@ -61,14 +62,40 @@ export interface MfaRoutesDeps extends FactorGuardDeps {
 /** A handler of this file: the deps first, then what fastify passes. */
 type Handler = (deps: MfaRoutesDeps, request: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
 
+/** Each route's OpenAPI fragment (documentation only: src/openapi.ts), by handler. */
+const DOCS = {
+  enrollTotp: {
+    tags: ['second factor'], summary: 'A new TOTP secret, active once confirmed', security: bearerOnly,
+    response: {
+      200: { type: 'object', properties: { secret: { type: 'string' }, otpauth_url: { type: 'string' } } },
+      ...errors('codeInvalid', 'recentAuthRequired', 'emailUnverified', 'tokenInvalid', 'rateLimited'),
+    },
+  },
+  confirmTotp: {
+    tags: ['second factor'], summary: 'Confirm TOTP with a code: ten recovery codes, shown once; every other session ends', security: bearerOnly, body: credentials(['code']),
+    response: {
+      200: { type: 'object', properties: { recovery_codes: { type: 'array', items: { type: 'string' } } } },
+      ...errors('codeInvalid', 'recentAuthRequired', 'emailUnverified', 'tokenInvalid', 'rateLimited'),
+    },
+  },
+  removeTotp: {
+    tags: ['second factor'], summary: 'Remove TOTP and the recovery codes; every other session ends', security: bearerOnly, body: credentials(['password']),
+    response: { 200: message, ...errors('invalidCredentials', 'recentAuthRequired', 'tokenInvalid', 'rateLimited') },
+  },
+  verifyCode: {
+    tags: ['second factor'], summary: 'A login\'s mfa_token and a TOTP or recovery code: the token pair', body: credentials(['mfa_token', 'code']),
+    response: { 200: tokenPair, ...errors('codeRefused', 'rateLimited', 'storageUnavailable') },
+  },
+} satisfies Record<string, EndpointSchema>;
+
 /** The endpoint map of the second factor, each route naming its handler, in the order they have always been registered. */
 export async function mfaRoutes(app: FastifyInstance, deps: MfaRoutesDeps): Promise<void> {
   const on = (handler: Handler) => (request: FastifyRequest, reply: FastifyReply) => handler(deps, request, reply);
   const guarded = { preHandler: [deps.requireUser(), factorGuard(deps)] };
-  app.post('/mfa/totp/enroll', guarded, on(enrollTotp));
-  app.post('/mfa/totp/confirm', guarded, on(confirmTotp));
-  app.delete('/mfa/totp', guarded, on(removeTotp));
-  app.post('/mfa/verify', on(verifyCode));
+  app.post('/mfa/totp/enroll', { ...guarded, schema: DOCS.enrollTotp }, on(enrollTotp));
+  app.post('/mfa/totp/confirm', { ...guarded, schema: DOCS.confirmTotp }, on(confirmTotp));
+  app.delete('/mfa/totp', { ...guarded, schema: DOCS.removeTotp }, on(removeTotp));
+  app.post('/mfa/verify', { schema: DOCS.verifyCode }, on(verifyCode));
 }
 
 async function enrollTotp({ db, totp, clock, issuer }: MfaRoutesDeps, request: FastifyRequest, reply: FastifyReply) {

@@ -15,6 +15,7 @@ import { factorGuard, type FactorGuardDeps } from '../mfa/factor.js';
 import { clientOf, issueInSession } from '../sessions.js';
 import type { Tokens } from '../../credentials/tokens.js';
 import { authenticationOptions, claimedOwner, registrationOptions, verifyAuthentication, verifyRegistration, type PasskeyOwners } from './ceremony.js';
+import { bearerOnly, errors, passkey, tokenPair, type EndpointSchema } from '../../openapi.js';
 
 /** A passkey sign-in is two factors in itself: something held, verified by the user on it. */
 export const PASSKEY_AMR: readonly string[] = ['hwk', 'user'];
@@ -39,14 +40,35 @@ export interface PasskeyRoutesDeps extends FactorGuardDeps {
 /** A handler of this file: the deps first, then what fastify passes. */
 type Handler = (deps: PasskeyRoutesDeps, request: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
 
+/** Each route's OpenAPI fragment (documentation only: src/openapi.ts), by handler. */
+const DOCS = {
+  registerOptions: {
+    tags: ['second factor'], summary: 'WebAuthn creation options for a new passkey (discoverable, user verification required); only with auth.passkeys', security: bearerOnly,
+    response: { 200: { type: 'object', description: 'PublicKeyCredentialCreationOptionsJSON' }, ...errors('recentAuthRequired', 'emailUnverified', 'tokenInvalid', 'rateLimited') },
+  },
+  registerVerify: {
+    tags: ['second factor'], summary: 'Register the passkey the authenticator made (RegistrationResponseJSON, optional name)', security: bearerOnly,
+    body: { type: 'object', description: 'RegistrationResponseJSON, plus an optional name' },
+    response: { 201: passkey, ...errors('passkeyInvalid', 'recentAuthRequired', 'emailUnverified', 'tokenInvalid', 'rateLimited') },
+  },
+  loginOptions: {
+    tags: ['second factor'], summary: 'WebAuthn request options for a passkey sign-in (discoverable: no email)',
+    response: { 200: { type: 'object', description: 'PublicKeyCredentialRequestOptionsJSON' }, ...errors('rateLimited') },
+  },
+  loginVerify: {
+    tags: ['second factor'], summary: 'Sign in with a passkey (AuthenticationResponseJSON): the token pair, amr ["hwk","user"], aal2',
+    body: { type: 'object', description: 'AuthenticationResponseJSON' }, response: { 200: tokenPair, ...errors('invalidCredentials', 'rateLimited', 'storageUnavailable') },
+  },
+} satisfies Record<string, EndpointSchema>;
+
 /** The endpoint map of passkeys, each route naming its handler, in the order they have always been registered. */
 export async function passkeyRoutes(app: FastifyInstance, deps: PasskeyRoutesDeps): Promise<void> {
   const on = (handler: Handler) => (request: FastifyRequest, reply: FastifyReply) => handler(deps, request, reply);
   const guarded = { preHandler: [deps.requireUser(), factorGuard(deps)] };
-  app.post('/passkeys/register/options', guarded, on(registerOptions));
-  app.post('/passkeys/register/verify', guarded, on(registerVerify));
-  app.post('/passkeys/login/options', on(loginOptions));
-  app.post('/passkeys/login/verify', on(loginVerify));
+  app.post('/passkeys/register/options', { ...guarded, schema: DOCS.registerOptions }, on(registerOptions));
+  app.post('/passkeys/register/verify', { ...guarded, schema: DOCS.registerVerify }, on(registerVerify));
+  app.post('/passkeys/login/options', { schema: DOCS.loginOptions }, on(loginOptions));
+  app.post('/passkeys/login/verify', { schema: DOCS.loginVerify }, on(loginVerify));
 }
 
 async function registerOptions({ db, clock, relyingParty }: PasskeyRoutesDeps, request: FastifyRequest) {

@@ -22,6 +22,7 @@ import { isTooLong, type Passwords } from './passwords.js';
 import { clientOf, issueInSession } from '../sessions.js';
 import { sha256Hex } from '../../credentials/digest.js';
 import type { Tokens } from '../../credentials/tokens.js';
+import { bearer, credentials, errors, message, tokenPair, type EndpointSchema } from '../../openapi.js';
 
 export interface AccountRoutesDeps extends LinkMailDeps {
   db: Database;
@@ -36,14 +37,36 @@ export interface AccountRoutesDeps extends LinkMailDeps {
 /** A handler of this file: the deps first, then what fastify passes. */
 type Handler = (deps: AccountRoutesDeps, request: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
 
+/** Each route's OpenAPI fragment (documentation only: src/openapi.ts), by handler. */
+const DOCS = {
+  changePassword: {
+    tags: ['accounts'], summary: 'Change the password: a new pair; every other session ends', security: bearer, body: credentials(['current_password', 'new_password']),
+    response: { 200: tokenPair, ...errors('passwordTooShort', 'passwordTooLong', 'invalidCredentials', 'emailUnverified', 'tokenInvalid', 'rateLimited', 'storageUnavailable') },
+  },
+  forgotPassword: {
+    tags: ['accounts'], summary: 'Mail a reset link if the account exists (the same answer whatever the address)', body: credentials(['email']),
+    response: { 202: message, ...errors('emailInvalid', 'rateLimited', 'mailUnavailable') },
+  },
+  resetPassword: {
+    tags: ['accounts'], summary: 'Set a new password with a reset link\'s token; every session ends', body: credentials(['token', 'new_password']),
+    response: { 200: message, ...errors('linkInvalid', 'passwordTooShort', 'passwordTooLong', 'rateLimited', 'storageUnavailable') },
+  },
+  verifyEmail: {
+    tags: ['accounts'], summary: 'Verify the email with a verification link\'s token', body: credentials(['token']), response: { 200: message, ...errors('linkInvalid', 'rateLimited') },
+  },
+  resendVerification: {
+    tags: ['accounts'], summary: 'Mail a new verification link (none when already verified)', security: bearer, response: { 202: message, ...errors('tokenInvalid', 'rateLimited', 'mailUnavailable') },
+  },
+} satisfies Record<string, EndpointSchema>;
+
 /** The endpoint map of the accounts users manage, each route naming its handler, in the order they have always been registered. */
 export async function accountRoutes(app: FastifyInstance, deps: AccountRoutesDeps): Promise<void> {
   const on = (handler: Handler) => (request: FastifyRequest, reply: FastifyReply) => handler(deps, request, reply);
-  app.post('/password/change', { preHandler: deps.requireUser() }, on(changePassword));
-  app.post('/password/forgot', on(forgotPassword));
-  app.post('/password/reset', on(resetPassword));
-  app.post('/email/verify', on(verifyEmail));
-  app.post('/email/resend', { preHandler: deps.requireUser() }, on(resendVerification));
+  app.post('/password/change', { schema: DOCS.changePassword, preHandler: deps.requireUser() }, on(changePassword));
+  app.post('/password/forgot', { schema: DOCS.forgotPassword }, on(forgotPassword));
+  app.post('/password/reset', { schema: DOCS.resetPassword }, on(resetPassword));
+  app.post('/email/verify', { schema: DOCS.verifyEmail }, on(verifyEmail));
+  app.post('/email/resend', { schema: DOCS.resendVerification, preHandler: deps.requireUser() }, on(resendVerification));
 }
 
 async function changePassword(deps: AccountRoutesDeps, request: FastifyRequest, reply: FastifyReply) {

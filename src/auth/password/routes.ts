@@ -19,6 +19,7 @@ import { clientOf, issueInSession, PASSWORD_AMR } from '../sessions.js';
 import { answerOneFactorSignIn, signInByOneFactor } from '../signIn.js';
 import { sha256Hex } from '../../credentials/digest.js';
 import type { Tokens } from '../../credentials/tokens.js';
+import { credentials, errors, message, mfaChallenge, tokenPair, type EndpointSchema } from '../../openapi.js';
 
 export interface AuthRoutesDeps extends LinkMailDeps {
   db: Database;
@@ -33,13 +34,33 @@ export interface AuthRoutesDeps extends LinkMailDeps {
 /** A handler of this file: the deps first, then what fastify passes. */
 type Handler = (deps: AuthRoutesDeps, request: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
 
+/** Each route's OpenAPI fragment (documentation only: src/openapi.ts), by handler. */
+const DOCS = {
+  register: {
+    tags: ['auth'], summary: 'Create an account (plan free); an optional locale (else Accept-Language) sets the language of its mails', body: credentials(['email', 'password', 'locale']),
+    response: {
+      201: { type: 'object', properties: { message: { type: 'string' }, user_id: { type: 'integer' } } },
+      ...errors('emailInvalid', 'passwordTooShort', 'passwordTooLong', 'emailTaken', 'rateLimited', 'storageUnavailable'),
+    },
+  },
+  login: {
+    tags: ['auth'], summary: 'Log in: a new token pair, or an mfa_token for POST /api/v1/auth/mfa/verify', body: credentials(['email', 'password']),
+    response: { 200: tokenPair, ...errors('loginFieldsRequired', 'invalidCredentials', 'rateLimited', 'storageUnavailable'), 403: mfaChallenge('emailNotVerified') },
+  },
+  refresh: {
+    tags: ['auth'], summary: 'Rotate a refresh token: a new pair, the old token revoked', body: credentials(['refresh_token']),
+    response: { 200: tokenPair, ...errors('refreshTokenMissing', 'refreshTokenUndecodable', 'refreshTokenInactive', 'userNotFound', 'rateLimited') },
+  },
+  logout: { tags: ['auth'], summary: 'Revoke a refresh token (always 200)', body: credentials(['refresh_token']), response: { 200: message } },
+} satisfies Record<string, EndpointSchema>;
+
 /** The endpoint map of the password sign-in, each route naming its handler, in the order they have always been registered. */
 export async function authRoutes(app: FastifyInstance, deps: AuthRoutesDeps): Promise<void> {
   const on = (handler: Handler) => (request: FastifyRequest, reply: FastifyReply) => handler(deps, request, reply);
-  app.post('/register', on(register));
-  app.post('/login', on(login));
-  app.post('/refresh', on(refresh));
-  app.post('/logout', on(logout));
+  app.post('/register', { schema: DOCS.register }, on(register));
+  app.post('/login', { schema: DOCS.login }, on(login));
+  app.post('/refresh', { schema: DOCS.refresh }, on(refresh));
+  app.post('/logout', { schema: DOCS.logout }, on(logout));
 }
 
 const sendVerification = (deps: AuthRoutesDeps, request: FastifyRequest, user: { id: number; email: string; is_active: number }) =>

@@ -24,6 +24,7 @@ import { domainAllowed, type OidcProviders } from './oidc.js';
 import { flowSecrets, s256, sameSecret, SignInFailed, type Assertion, type SignInProvider } from './signInProvider.js';
 import { clientOf } from '../sessions.js';
 import type { Tokens } from '../../credentials/tokens.js';
+import { credentials, errors, mfaChallenge, tokenPair, type EndpointSchema } from '../../openapi.js';
 
 export const FEDERATED_AMR: readonly string[] = ['fed'];
 
@@ -47,6 +48,37 @@ export interface OidcRoutesDeps {
   clock: () => Date;
   providers: OidcProviders;
 }
+
+/** Each route's OpenAPI fragment (documentation only: src/openapi.ts), by handler. */
+const DOCS = {
+  start: {
+    tags: ['identity providers'], summary: 'Leave for the provider (302): code flow with PKCE, the sign-in bound to the browser by a cookie; only with auth.oidc',
+    params: { type: 'object', required: ['provider'], properties: { provider: { type: 'string', description: 'the provider\'s name in auth.oidc.providers' } } },
+    querystring: {
+      type: 'object', required: ['return_to', 'code_challenge'],
+      properties: {
+        return_to: { type: 'string', format: 'uri', description: 'where the browser comes back (auth.oidc.returnTo)' },
+        code_challenge: { type: 'string', description: 'the application\'s S256 challenge, which binds the exchange' },
+      },
+    },
+    response: {
+      302: { description: 'to the provider\'s authorization endpoint (Set-Cookie gw_oidc); to return_to#error=provider_error when the provider cannot be reached' },
+      ...errors('redirectNotAllowed', 'badRequest', 'routeNotFound', 'rateLimited'),
+    },
+  },
+  callback: {
+    tags: ['identity providers'], summary: 'The provider sends the browser back here; 302 to return_to with #login_code= (60 s, single use) or #error=',
+    params: { type: 'object', required: ['provider'], properties: { provider: { type: 'string', description: 'the provider\'s name in auth.oidc.providers' } } },
+    response: {
+      302: { description: 'return_to#login_code=…, or return_to#error= access_denied, provider_error, invalid_id_token, account_exists, email_unverified or account_not_allowed' },
+      ...errors('badRequest', 'routeNotFound'),
+    },
+  },
+  exchange: {
+    tags: ['identity providers'], summary: 'Trade a login_code and the verifier of the start\'s challenge for the token pair (amr ["fed"]), or an mfa_token',
+    body: credentials(['login_code', 'code_verifier']), response: { 200: tokenPair, ...errors('linkInvalid', 'rateLimited', 'storageUnavailable'), 403: mfaChallenge() },
+  },
+} satisfies Record<string, EndpointSchema>;
 
 /** The provider of the path, or a 404 as for any path the gateway does not serve. */
 function providerOf(deps: OidcRoutesDeps, request: FastifyRequest<{ Params: { provider: string } }>, reply: FastifyReply): SignInProvider | undefined {
@@ -80,7 +112,7 @@ function loginCodeKey(code: string, binding: string | undefined): string {
 export async function oidcRoutes(app: FastifyInstance, deps: OidcRoutesDeps): Promise<void> {
   const { db, clock } = deps;
 
-  app.get<{ Params: { provider: string }; Querystring: Record<string, unknown> }>('/oidc/:provider/start', async function start(request, reply) {
+  app.get<{ Params: { provider: string }; Querystring: Record<string, unknown> }>('/oidc/:provider/start', { schema: DOCS.start }, async function start(request, reply) {
     const provider = providerOf(deps, request, reply);
     if (!provider) return reply;
     const query = new URLSearchParams(request.context.query ?? '');
@@ -106,7 +138,7 @@ export async function oidcRoutes(app: FastifyInstance, deps: OidcRoutesDeps): Pr
     return reply.redirect(location, 302);
   });
 
-  app.post('/oidc/exchange', async function exchange(request, reply) {
+  app.post('/oidc/exchange', { schema: DOCS.exchange }, async function exchange(request, reply) {
     const code = textField(request.body, 'login_code').trim();
     const verifier = textField(request.body, 'code_verifier');
     if (!code || !VERIFIER.test(verifier)) return sendError(reply, 'linkInvalid');
@@ -132,7 +164,7 @@ export async function oidcRoutes(app: FastifyInstance, deps: OidcRoutesDeps): Pr
 export async function oidcCallbackRoute(app: FastifyInstance, deps: OidcRoutesDeps): Promise<void> {
   const { db, audit, clock } = deps;
 
-  app.get<{ Params: { provider: string } }>('/oidc/:provider/callback', async function callback(request, reply) {
+  app.get<{ Params: { provider: string } }>('/oidc/:provider/callback', { schema: DOCS.callback }, async function callback(request, reply) {
     const provider = providerOf(deps, request, reply);
     if (!provider) return reply;
     const query = new URLSearchParams(request.context.query ?? '');
