@@ -9,6 +9,7 @@ import { textField } from '../http.js';
 import { currentUser, requireBearer, type RequireUser } from '../listener/requireUser.js';
 import { checkPlan, planWordsOf, worded } from '../pipeline/index.js';
 import { ownKeys } from '../storage/apiKeys.js';
+import { bearer, bearerOnly as bearerSecurity, createdKey, errors, message, ownKey, type EndpointSchema } from '../openapi.js';
 
 export interface ApiTokenDeps extends ApiKeyDeps {
   requireUser: RequireUser;
@@ -48,6 +49,36 @@ export function keyIdOf(params: unknown): number | undefined {
   return /^[1-9]\d{0,15}$/.test(text) ? Number(text) : undefined;
 }
 
+/** Each route's OpenAPI fragment (documentation only: src/openapi.ts), by handler. */
+const DOCS = {
+  createToken: {
+    tags: ['user'], summary: 'A new personal API key (pro); the earlier one is revoked; shown once', security: bearer,
+    response: { 201: { type: 'object', properties: { api_token: { type: 'string' }, created_at: { type: 'string', format: 'date-time' } } }, ...errors('tokenInvalid', 'planInsufficient') },
+  },
+  revokeTokens: {
+    tags: ['user'], summary: 'Revoke every API key of the user (pro); idempotent', security: bearer, response: { 200: message, ...errors('tokenInvalid', 'planInsufficient') },
+  },
+  createKey: {
+    tags: ['user'], summary: 'A new named API key (apiKeys.plans), with optional scopes and expiry; the key is shown only here', security: bearerSecurity,
+    body: {
+      type: 'object', required: ['name'],
+      properties: {
+        name: { type: 'string', minLength: 1, maxLength: 64 }, scopes: { type: ['array', 'null'], items: { type: 'string' }, minItems: 1 },
+        expires_at: { type: ['string', 'null'], format: 'date-time' },
+      },
+    },
+    response: { 201: createdKey, ...errors('badRequest', 'scopeUnknown', 'apiKeyLimitReached', 'apiKeyNotAccepted', 'tokenInvalid', 'planInsufficient') },
+  },
+  listKeys: {
+    tags: ['user'], summary: 'The user\'s keys that are not revoked (never a key or its hash); the section 4 key is named default', security: bearerSecurity,
+    response: { 200: { type: 'object', properties: { api_keys: { type: 'array', items: ownKey } } }, ...errors('apiKeyNotAccepted', 'tokenInvalid') },
+  },
+  revokeKey: {
+    tags: ['user'], summary: 'Revoke one of the user\'s keys', security: bearerSecurity, params: { type: 'object', required: ['id'], properties: { id: { type: 'string', pattern: '^[1-9][0-9]*$' } } },
+    response: { 200: message, ...errors('apiKeyNotFound', 'apiKeyNotAccepted', 'tokenInvalid') },
+  },
+} satisfies Record<string, EndpointSchema>;
+
 export async function apiTokenRoutes(app: FastifyInstance, deps: ApiTokenDeps): Promise<void> {
   const allowed = deps.apiKeys.plans;
   /** Whether the user's plan may hold keys; answers the plan denial when not. */
@@ -61,7 +92,7 @@ export async function apiTokenRoutes(app: FastifyInstance, deps: ApiTokenDeps): 
   const signedIn = { preHandler: deps.requireUser() };
   const bearerOnly = { preHandler: requireBearer(deps.requireUser) };
 
-  app.post('/api-token', signedIn, async (request, reply) => {
+  app.post('/api-token', { ...signedIn, schema: DOCS.createToken }, async (request, reply) => {
     if (!planAllows(request, reply)) return reply;
     const userId = currentUser(request).id;
     const { key, createdAt } = await createApiKey(deps, userId, { actor: 'user', ...clientOf(request) });
@@ -69,7 +100,7 @@ export async function apiTokenRoutes(app: FastifyInstance, deps: ApiTokenDeps): 
     return reply.code(201).send({ api_token: key, created_at: createdAt.toISOString() });
   });
 
-  app.delete('/api-token', signedIn, async (request, reply) => {
+  app.delete('/api-token', { ...signedIn, schema: DOCS.revokeTokens }, async (request, reply) => {
     if (!planAllows(request, reply)) return reply;
     const userId = currentUser(request).id;
     const revoked = await revokeApiKeys(deps, userId, { actor: 'user', ...clientOf(request) });
@@ -77,7 +108,7 @@ export async function apiTokenRoutes(app: FastifyInstance, deps: ApiTokenDeps): 
     return successBody(reply, 'apiKeyRevoked');
   });
 
-  app.post('/api-keys', bearerOnly, async (request, reply) => {
+  app.post('/api-keys', { ...bearerOnly, schema: DOCS.createKey }, async (request, reply) => {
     if (!planAllows(request, reply)) return reply;
     const now = deps.clock();
     // The scopes the routes declare now (a reload may add some).
@@ -92,9 +123,9 @@ export async function apiTokenRoutes(app: FastifyInstance, deps: ApiTokenDeps): 
     return reply.code(201).send({ id, name, key, start, scopes, created_at, expires_at });
   });
 
-  app.get('/api-keys', bearerOnly, async (request) => ({ api_keys: await ownKeys(deps.db, currentUser(request).id) }));
+  app.get('/api-keys', { ...bearerOnly, schema: DOCS.listKeys }, async (request) => ({ api_keys: await ownKeys(deps.db, currentUser(request).id) }));
 
-  app.delete<{ Params: { id: string } }>('/api-keys/:id', bearerOnly, async (request, reply) => {
+  app.delete<{ Params: { id: string } }>('/api-keys/:id', { ...bearerOnly, schema: DOCS.revokeKey }, async (request, reply) => {
     const id = keyIdOf(request.params);
     const userId = currentUser(request).id;
     if (id === undefined || !(await revokeNamedKey(deps, userId, id, { actor: 'user', ...clientOf(request) }))) return sendError(reply, 'apiKeyNotFound');

@@ -9,6 +9,7 @@ import type { Audit } from '../audit.js';
 import { clientOf, factorGuard, type FactorGuardDeps } from '../auth/index.js';
 import type { Database } from '../storage/db.js';
 import * as identities from '../storage/identities.js';
+import { bearer, bearerOnly, errors, identity, message, type EndpointSchema } from '../openapi.js';
 
 export interface IdentitiesDeps extends FactorGuardDeps {
   db: Database;
@@ -18,15 +19,28 @@ export interface IdentitiesDeps extends FactorGuardDeps {
   issuerOf: (provider: string) => string | undefined;
 }
 
+/** Each route's OpenAPI fragment (documentation only: src/openapi.ts), by handler. */
+const DOCS = {
+  list: {
+    tags: ['identity providers'], summary: 'The providers linked to the account; only with auth.oidc', security: bearer,
+    response: { 200: { type: 'object', properties: { identities: { type: 'array', items: identity } } }, ...errors('tokenInvalid', 'rateLimited') },
+  },
+  unlink: {
+    tags: ['identity providers'], summary: 'Unlink a provider, unless it is the last way to sign in', security: bearerOnly,
+    params: { type: 'object', required: ['provider'], properties: { provider: { type: 'string', description: 'the provider\'s name in auth.oidc.providers' } } },
+    response: { 200: message, ...errors('providerNotLinked', 'lastSignInMethod', 'recentAuthRequired', 'emailUnverified', 'tokenInvalid', 'rateLimited') },
+  },
+} satisfies Record<string, EndpointSchema>;
+
 export async function identitiesRoutes(app: FastifyInstance, deps: IdentitiesDeps): Promise<void> {
   const { db, requireUser, issuerOf } = deps;
 
-  app.get('/identities', { preHandler: requireUser() }, async (request) => {
+  app.get('/identities', { schema: DOCS.list, preHandler: requireUser() }, async (request) => {
     const links = await identities.listLinks(db, currentIdentity(request).user.id);
     return { identities: links.map((l) => ({ provider: l.provider, issuer: l.issuer, subject: l.subject, email: l.email, created_at: l.created_at.toISOString() })) };
   });
 
-  app.delete<{ Params: { provider: string } }>('/identities/:provider', { preHandler: [requireUser(), factorGuard(deps)] }, async (request, reply) => {
+  app.delete<{ Params: { provider: string } }>('/identities/:provider', { schema: DOCS.unlink, preHandler: [requireUser(), factorGuard(deps)] }, async (request, reply) => {
     const { user: { id: userId } } = currentIdentity(request);
     const provider = request.params.provider;
     const issuer = issuerOf(provider);

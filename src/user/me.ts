@@ -13,6 +13,7 @@ import type { IdentityCache } from '../storage/identityCache.js';
 import { lastOwnedBy, organizationsOf } from '../storage/organizations.js';
 import * as users from '../storage/users.js';
 import { utcDay, utcMonth } from '../time.js';
+import { bearer, credentials, errors, limits, message, type EndpointSchema } from '../openapi.js';
 
 export interface MeDeps {
   db: Database;
@@ -22,10 +23,47 @@ export interface MeDeps {
   organizations?: boolean;
 }
 
+/** Each route's OpenAPI fragment (documentation only: src/openapi.ts), by handler. */
+const DOCS = {
+  readMe: {
+    tags: ['user'], summary: 'The signed-in user, with the plan\'s limits and what is left today', security: bearer,
+    response: {
+      200: {
+        type: 'object',
+        properties: {
+          user_id: { type: 'integer' }, email: { type: 'string' }, plan: { type: 'string' }, daily_usage: { type: 'integer' }, last_usage_date: { type: ['string', 'null'] }, limits,
+          daily_remaining: { type: ['integer', 'null'] }, monthly_usage: { type: 'integer' }, monthly_remaining: { type: ['integer', 'null'] },
+          monthly_overage: { type: 'integer', description: 'With metered overage only: the uses past the included allowance' }, email_verified_at: { type: ['string', 'null'], format: 'date-time' },
+          locale: { type: 'string', description: 'The language of the user\'s mails; absent until chosen' },
+          orgs: {
+            type: 'array', items: { type: 'object', properties: { id: { type: 'integer' }, name: { type: 'string' }, plan: { type: 'string' }, role: { enum: ['owner', 'admin', 'member'] } } },
+            description: 'With organizations.enabled only: the user\'s organizations and role in each',
+          },
+        },
+      },
+      ...errors('tokenInvalid', 'userNotFound'),
+    },
+  },
+  patchMe: {
+    tags: ['user'], summary: 'Choose the language of the user\'s mails (a language the gateway has texts for; en-GB reads as en; null forgets it)', security: bearer,
+    body: { type: 'object', properties: { locale: { type: ['string', 'null'], examples: ['en'] } }, description: 'JSON; a missing or non-JSON body reads as {}' },
+    response: {
+      200: { type: 'object', required: ['message', 'locale'], properties: { message: { type: 'string' }, locale: { type: ['string', 'null'] } } },
+      ...errors('localeUnsupported', 'tokenInvalid', 'userNotFound'),
+    },
+  },
+  deleteMe: {
+    tags: ['accounts'],
+    summary: 'Delete the account and everything of it; the email is free again. The last owner of an organization is refused (409, with orgs: [{id, name}]) until they hand it over or delete it',
+    security: bearer, body: credentials(['password']),
+    response: { 200: message, ...errors('invalidCredentials', 'lastOwner', 'tokenInvalid', 'rateLimited', 'storageUnavailable', 'paymentUnavailable') },
+  },
+} satisfies Record<string, EndpointSchema>;
+
 export async function readMe(app: FastifyInstance, deps: MeDeps): Promise<void> {
   const { db, requireUser, clock } = deps;
   // Any key may read who it acts for, whatever its scopes (CONTRACT §21).
-  app.get('/me', { preHandler: requireUser(undefined, { anyKey: true }) }, async (request) => {
+  app.get('/me', { schema: DOCS.readMe, preHandler: requireUser(undefined, { anyKey: true }) }, async (request) => {
     // Read from the database, not the cache: daily_usage changes on every counted use.
     const user = (await users.findWithLocale(db, currentUser(request).id)) ?? { ...currentUser(request), locale: null, monthly_usage: 0, last_usage_month: null };
     // The request's live snapshot: a reload may change the limits.
@@ -55,7 +93,7 @@ export async function readMe(app: FastifyInstance, deps: MeDeps): Promise<void> 
  */
 export async function patchMe(app: FastifyInstance, deps: Pick<MeDeps, 'db' | 'requireUser'>): Promise<void> {
   const { db, requireUser } = deps;
-  app.patch('/me', { preHandler: requireUser() }, async (request, reply) => {
+  app.patch('/me', { schema: DOCS.patchMe, preHandler: requireUser() }, async (request, reply) => {
     const asked = request.body !== null && typeof request.body === 'object' ? (request.body as Record<string, unknown>).locale : undefined;
     const locale = asked === null ? null : supportedLanguage(asked, (reply.server.errorStyle ?? DEFAULT_STYLE).languages);
     if (locale === undefined) return sendError(reply, 'localeUnsupported');
@@ -81,7 +119,7 @@ export interface DeleteMeDeps {
 export async function deleteMe(app: FastifyInstance, deps: DeleteMeDeps): Promise<void> {
   const { db, passwords, requireUser, identities, clock } = deps;
 
-  app.delete('/me', { preHandler: requireUser() }, async (request, reply) => {
+  app.delete('/me', { schema: DOCS.deleteMe, preHandler: requireUser() }, async (request, reply) => {
     const identity = currentIdentity(request);
     const { id } = identity.user;
     const password = textField(request.body, 'password');

@@ -12,6 +12,7 @@ import { listPasskeys, removePasskey } from '../storage/passkeys.js';
 import { revokeOtherSessions } from '../storage/refreshTokens.js';
 import { isUsersSession } from '../storage/sessions.js';
 import type { Events } from '../webhooks/emitter.js';
+import { bearer, bearerOnly, errors, message, passkey, type EndpointSchema } from '../openapi.js';
 
 export interface PasskeysDeps extends FactorGuardDeps {
   db: Database;
@@ -20,15 +21,28 @@ export interface PasskeysDeps extends FactorGuardDeps {
   requireUser: RequireUser;
 }
 
+/** Each route's OpenAPI fragment (documentation only: src/openapi.ts), by handler. */
+const DOCS = {
+  list: {
+    tags: ['second factor'], summary: 'The user\'s passkeys (never a key or counter); only with auth.passkeys', security: bearer,
+    response: { 200: { type: 'object', properties: { passkeys: { type: 'array', items: passkey } } }, ...errors('tokenInvalid', 'rateLimited') },
+  },
+  remove: {
+    tags: ['second factor'], summary: 'Remove one of the user\'s passkeys; every other session ends', security: bearerOnly,
+    params: { type: 'object', required: ['id'], properties: { id: { type: 'string', pattern: '^[1-9][0-9]*$' } } },
+    response: { 200: message, ...errors('passkeyNotFound', 'recentAuthRequired', 'emailUnverified', 'tokenInvalid', 'rateLimited') },
+  },
+} satisfies Record<string, EndpointSchema>;
+
 export async function passkeysRoutes(app: FastifyInstance, deps: PasskeysDeps): Promise<void> {
   const { db, requireUser } = deps;
 
-  app.get('/passkeys', { preHandler: requireUser() }, async (request) => {
+  app.get('/passkeys', { schema: DOCS.list, preHandler: requireUser() }, async (request) => {
     const rows = await listPasskeys(db, currentIdentity(request).user.id);
     return { passkeys: rows.map((p) => ({ id: p.id, name: p.name, created_at: iso(p.created_at), last_used_at: iso(p.last_used_at) })) };
   });
 
-  app.delete<{ Params: { id: string } }>('/passkeys/:id', { preHandler: [requireUser(), factorGuard(deps)] }, async (request, reply) => {
+  app.delete<{ Params: { id: string } }>('/passkeys/:id', { schema: DOCS.remove, preHandler: [requireUser(), factorGuard(deps)] }, async (request, reply) => {
     const { user: { id: userId }, sessionId } = currentIdentity(request);
     const id = parseIntegerId(request.params.id);
     const by = byUser(clientOf(request));

@@ -9,6 +9,7 @@ import { activeSessions, isUsersSession, revokeSession } from '../storage/sessio
 import type { Audit } from '../audit.js';
 import { clientOf } from '../auth/index.js';
 import type { Events } from '../webhooks/emitter.js';
+import { bearer, errors, message, session, type EndpointSchema } from '../openapi.js';
 
 export interface SessionsDeps {
   db: Database;
@@ -18,10 +19,22 @@ export interface SessionsDeps {
   requireUser: RequireUser;
 }
 
+/** Each route's OpenAPI fragment (documentation only: src/openapi.ts), by handler. */
+const DOCS = {
+  list: {
+    tags: ['accounts'], summary: 'The active sessions (one per login), most recently used first', security: bearer,
+    response: { 200: { type: 'object', properties: { sessions: { type: 'array', items: session } } }, ...errors('tokenInvalid', 'rateLimited') },
+  },
+  end: {
+    tags: ['accounts'], summary: 'End one of the user\'s sessions', security: bearer, params: { type: 'object', required: ['id'], properties: { id: { type: 'string', pattern: '^[1-9][0-9]*$' } } },
+    response: { 200: message, ...errors('sessionNotFound', 'tokenInvalid', 'rateLimited') },
+  },
+} satisfies Record<string, EndpointSchema>;
+
 export async function sessionRoutes(app: FastifyInstance, deps: SessionsDeps): Promise<void> {
   const { db, clock, requireUser } = deps;
 
-  app.get('/sessions', { preHandler: requireUser() }, async (request) => {
+  app.get('/sessions', { schema: DOCS.list, preHandler: requireUser() }, async (request) => {
     const { user, sessionId } = currentIdentity(request);
     const sessions = await activeSessions(db, user.id, clock());
     return {
@@ -36,7 +49,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionsDeps): P
     };
   });
 
-  app.delete<{ Params: { id: string } }>('/sessions/:id', { preHandler: requireUser() }, async (request, reply) => {
+  app.delete<{ Params: { id: string } }>('/sessions/:id', { schema: DOCS.end, preHandler: requireUser() }, async (request, reply) => {
     const { user, sessionId } = currentIdentity(request);
     const id = parseSessionId(request.params.id);
     const by = byUser(clientOf(request));

@@ -9,6 +9,7 @@ import { deleteWebhook, upsertWebhook } from '../storage/webhooks.js';
 import type { Events } from '../webhooks/emitter.js';
 import { newWebhookSecret } from '../webhooks/message.js';
 import { checkTarget, parseWebhookUrl } from '../webhooks/ssrf.js';
+import { bearer, errors, message, type EndpointSchema } from '../openapi.js';
 
 export interface WebhookDeps {
   db: Database;
@@ -17,11 +18,23 @@ export interface WebhookDeps {
   webhooks: Config['webhooks'];
 }
 
+/** Each route's OpenAPI fragment (documentation only: src/openapi.ts), by handler. */
+const DOCS = {
+  register: {
+    tags: ['user'], summary: 'Register the alert webhook (pro), replacing any earlier one', security: bearer, body: { type: 'object', properties: { url: { type: 'string', format: 'uri' } } },
+    response: {
+      201: { type: 'object', properties: { url: { type: 'string' }, secret: { type: 'string', description: 'whsec_<base64>' } } },
+      ...errors('webhookUrlInvalid', 'webhookUrlForbidden', 'tokenInvalid', 'planInsufficient'),
+    },
+  },
+  remove: { tags: ['user'], summary: 'Remove the alert webhook (pro); idempotent', security: bearer, response: { 200: message, ...errors('tokenInvalid', 'planInsufficient') } },
+} satisfies Record<string, EndpointSchema>;
+
 export async function webhookRoutes(app: FastifyInstance, deps: WebhookDeps): Promise<void> {
   const { db, events, webhooks } = deps;
   const proOnly = { preHandler: deps.requireUser(['pro']) };
 
-  app.post('/webhook', proOnly, async (request, reply) => {
+  app.post('/webhook', { ...proOnly, schema: DOCS.register }, async (request, reply) => {
     const userId = currentUser(request).id;
     const url = parseWebhookUrl(textField(request.body, 'url').trim());
     if (!url) return sendError(reply, 'webhookUrlInvalid');
@@ -44,7 +57,7 @@ export async function webhookRoutes(app: FastifyInstance, deps: WebhookDeps): Pr
     return reply.code(201).send({ url: url.href, secret });
   });
 
-  app.delete('/webhook', proOnly, async (request, reply) => {
+  app.delete('/webhook', { ...proOnly, schema: DOCS.remove }, async (request, reply) => {
     const userId = currentUser(request).id;
     const removed = await deleteWebhook(db, userId);
     request.log.info({ userId, removed }, 'webhook removed');
