@@ -17,7 +17,7 @@ import { FORWARDED_ROUTE, Forwarder } from './proxy/forwarder.js';
 import { ownEndpointMethods, RequestContexts, type RequestContext } from './live/requestContext.js';
 import { OpenSockets } from './proxy/openSockets.js';
 import { credentialChecks } from './proxy/ownTokens.js';
-import { documentRoutes } from './openapi.js';
+import { documentRoutes, type EndpointSchema } from './openapi.js';
 import { canonicalUrl } from './routing/paths.js';
 import { WebSockets } from './proxy/websocket.js';
 import { userRoutes } from './user/routes.js';
@@ -87,7 +87,7 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
   // The catalog (CONTRACT §20), served only to an instance whose answers carry codes or other words.
   if (config.errors.codes || config.errors.language !== 'fr') {
     const catalog = errorList(instance.errorStyle);
-    app.get(ERRORS_PATH, async (_request, reply) => reply.header('cache-control', 'public, max-age=3600').send(catalog));
+    app.get(ERRORS_PATH, { schema: KEY_SETS_AND_CATALOG.catalog }, async (_request, reply) => reply.header('cache-control', 'public, max-age=3600').send(catalog));
   }
   const requireUser = requireUserWith(pipeline);
   // Always registered (max 0 lets every request through) so a reload can switch it on. One store
@@ -130,6 +130,29 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
   return app;
 }
 
+/** The OpenAPI fragments of the key sets and the error catalog, registered here (documentation only: openapi.ts). */
+const KEY_SETS_AND_CATALOG = {
+  catalog: {
+    tags: ['errors'], summary: 'The error catalog: code, name, status, messages by language, fields; only with errors.codes or errors.language other than fr',
+    response: {
+      200: {
+        type: 'array',
+        items: {
+          type: 'object',
+          properties: {
+            code: { type: 'string' }, name: { type: 'string' }, status: { type: 'integer' }, messages: { type: 'object', additionalProperties: { type: 'string' } },
+            fields: { type: 'array', items: { type: 'string' } },
+          },
+        },
+      },
+    },
+  },
+  jwks: { tags: ['keys'], summary: 'The access-token public key(s); empty for HS256', response: { 200: { type: 'object', properties: { keys: { type: 'array' } } } } },
+  assertionKeys: {
+    tags: ['keys'], summary: 'The x-gateway-assertion public keys, and only them', response: { 200: { type: 'object', properties: { keys: { type: 'array' } } } },
+  },
+} satisfies Record<string, EndpointSchema>;
+
 /**
  * The public keys clients and upstreams verify with.
  * Two key sets, never one (CONTRACT §8): a verifier of assertions that held the access-token key
@@ -139,11 +162,11 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
  * not hide the new next key for long.
  */
 function keySetRoutes(app: FastifyInstance, tokens: Instance['tokens'], keyring: Instance['keyring']): void {
-  app.get('/.well-known/jwks.json', async (_request, reply) => {
+  app.get('/.well-known/jwks.json', { schema: KEY_SETS_AND_CATALOG.jwks }, async (_request, reply) => {
     reply.header('cache-control', 'public, max-age=60');
     return { keys: tokens.publicJwks };
   });
-  app.get(ASSERTION_KEYS_PATH, async (_request, reply) => {
+  app.get(ASSERTION_KEYS_PATH, { schema: KEY_SETS_AND_CATALOG.assertionKeys }, async (_request, reply) => {
     reply.header('cache-control', 'public, max-age=60');
     return { keys: keyring.publicJwks() };
   });

@@ -4,6 +4,7 @@ import { errorBody } from '../errors/index.js';
 import type { Database } from '../storage/db.js';
 import { isReadOnlyError, probeRedis, refusesWrites, type RedisClient } from '../storage/redis/client.js';
 import { withTimeout } from '../time.js';
+import { errorOf, type EndpointSchema } from '../openapi.js';
 
 export const CHECK_TIMEOUT_MS = 1000;
 
@@ -44,9 +45,21 @@ export async function readiness(deps: ReadinessDeps): Promise<Readiness> {
   return { status, checks: { postgres, redis } };
 }
 
+/** Each route's OpenAPI fragment (documentation only: src/openapi.ts), by handler. */
+const DOCS = {
+  healthz: { tags: ['health'], summary: 'The process runs', response: { 200: { type: 'object', properties: { status: { const: 'ok' } } } } },
+  readyz: {
+    tags: ['health'], summary: 'Postgres answers and the instance is not draining; Redis is reported in checks, never a 503',
+    response: {
+      200: { type: 'object', properties: { status: { const: 'ok' }, checks: { type: 'object', properties: { postgres: { const: 'ok' }, redis: { enum: ['ok', 'down', 'readonly', 'off'] } } } } },
+      503: { ...errorOf(['storageUnavailable']), description: 'not ready (status unavailable: Postgres down; draining): error, status and checks' },
+    },
+  },
+} satisfies Record<string, EndpointSchema>;
+
 export async function healthRoutes(app: FastifyInstance, deps: ReadinessDeps): Promise<void> {
-  app.get('/healthz', async () => ({ status: 'ok' }));
-  app.get('/readyz', async (_request, reply) => {
+  app.get('/healthz', { schema: DOCS.healthz }, async () => ({ status: 'ok' }));
+  app.get('/readyz', { schema: DOCS.readyz }, async (_request, reply) => {
     const { status, checks } = await (deps.fleet ? deps.fleet.readiness() : readiness(deps));
     if (status === 'ok') return { status, checks };
     return reply.code(503).send({ ...errorBody('storageUnavailable'), status, checks });
