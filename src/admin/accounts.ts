@@ -14,6 +14,7 @@ import * as users from '../storage/users.js';
 import { makeLink, type Mailer } from '../auth/index.js';
 import type { MailWords } from '../mail/index.js';
 import { adminView, field } from './views.js';
+import { adminUser, errors, type EndpointSchema } from '../openapi.js';
 
 /** How long an invitation's link works: a week, since its recipient did not ask for it and may read it days later. */
 export const INVITATION_TTL_MS = 7 * 86_400_000;
@@ -38,11 +39,39 @@ export interface AccountDeps {
   invitations?: InvitationMail;
 }
 
+/** Each route's OpenAPI fragment (documentation only: src/openapi.ts), by handler. */
+const DOCS = {
+  listPlans: {
+    tags: ['admin'], summary: 'The plans the configuration offers (what PUT …/plan accepts), with their limits; null: unlimited', security: [{ adminKey: [] }],
+    response: {
+      200: {
+        type: 'object',
+        properties: {
+          plans: {
+            type: 'array',
+            items: {
+              type: 'object', properties: { name: { type: 'string' }, daily: { type: ['integer', 'null'] }, monthly: { type: ['integer', 'null'] }, per_minute: { type: ['integer', 'null'] } },
+            },
+          },
+        },
+      },
+      ...errors('adminUnauthorized', 'adminNotFound'),
+    },
+  },
+  createUser: {
+    tags: ['admin'],
+    summary: 'Create a user without a password, on plan (default free), and mail it an account_invitation: mail.resetUrl with a single-use token valid 7 days, '
+      + 'redeemed by POST /api/v1/auth/password/reset (sets the password, verifies the address)',
+    security: [{ adminKey: [] }], body: { type: 'object', required: ['email'], properties: { email: { type: 'string' }, plan: { type: 'string' } } },
+    response: { 201: adminUser, ...errors('emailInvalid', 'planUnknown', 'adminUnauthorized', 'adminNotFound', 'emailTaken', 'mailUnavailable') },
+  },
+} satisfies Record<string, EndpointSchema>;
+
 /** The routes of this file, registered by adminRoutes (routes.ts) in its context, behind the key check. */
 export function accountRoutes(app: FastifyInstance, deps: AccountDeps, by: Actor): void {
-  app.get('/v1/plans', { config: { role: 'viewer' } }, async () => listPlans(deps));
+  app.get('/v1/plans', { schema: DOCS.listPlans, config: { role: 'viewer' } }, async () => listPlans(deps));
   // Creating an account is not among support's actions (CONTRACT §24): admin.
-  app.post('/v1/users', { config: { role: 'admin' } }, (request, reply) => createUser(deps, by, request, reply));
+  app.post('/v1/users', { schema: DOCS.createUser, config: { role: 'admin' } }, (request, reply) => createUser(deps, by, request, reply));
 }
 
 // Every plan the admin API accepts (knownPlans: the spec's three, those with limits, those routes

@@ -10,13 +10,19 @@ import type { Instance } from '../instance.js';
 import { listenerOptions, registerCommon } from '../listener/basics.js';
 import { httpsOptions } from '../listener/tls.js';
 import { refuseUnfitInput } from '../listener/inputs.js';
-import { combinedDocument, documentRoutes } from '../openapi.js';
+import { combinedDocument, documentRoutes, type EndpointSchema } from '../openapi.js';
 import { consoleRoutes } from './console.js';
 import { operatorSignInRoutes } from './operatorSignIn.js';
 import { consoleOffReasons, consoleOrigin, linkOrigin } from './consoleOrigin.js';
 import { memoryConsoleStore } from '../storage/consoleStore.js';
 import { operatorsExist } from '../storage/operators.js';
 import { adminRoutes } from './routes.js';
+
+/** Each route's OpenAPI fragment (documentation only: src/openapi.ts), by handler. */
+const DOCS = {
+  metrics: { tags: ['admin'], summary: 'Prometheus metrics (text format)', response: { 200: { description: 'text/plain; version=0.0.4', type: 'string' } } },
+  openapi: { tags: ['admin'], summary: 'This document', response: { 200: { type: 'object' } } },
+} satisfies Record<string, EndpointSchema>;
 
 export interface AdminOptions {
   /** The public listener's OpenAPI document, served with the admin API's as one. */
@@ -33,8 +39,8 @@ export async function buildAdminApp(instance: Instance, options: AdminOptions = 
   registerCommon(app, metrics.tallies, instance.errorStyle);
   await documentRoutes(app);
   await app.register(healthRoutes, { db, redis: redis?.client ?? null, lifecycle, fleet });
-  app.get('/openapi.json', async () => combinedDocument(options.publicDocument?.() ?? {}, app.swagger() as Record<string, unknown>));
-  app.get('/metrics', async (_request, reply) => {
+  app.get('/openapi.json', { schema: DOCS.openapi }, async () => combinedDocument(options.publicDocument?.() ?? {}, app.swagger() as Record<string, unknown>));
+  app.get('/metrics', { schema: DOCS.metrics }, async (_request, reply) => {
     reply.type(metrics.registry.contentType);
     // In a worker, every worker's series, summed (workers.ts): a scrape reaches any one of them.
     return fleet ? fleet.metrics() : metrics.registry.metrics();

@@ -8,6 +8,7 @@ import { importKeys, importUsers, readUsers } from '../import/index.js';
 import { knownPlans } from '../pipeline/index.js';
 import type { Database } from '../storage/db.js';
 import { by } from './access.js';
+import { errors, type EndpointSchema } from '../openapi.js';
 
 /** An import's body: 5,000 lines of `gateway import users --admin` with room to spare. */
 const IMPORT_BODY_LIMIT = 32 * 1024 * 1024;
@@ -21,12 +22,37 @@ interface ImportDeps {
 
 type ImportRequest = FastifyRequest<{ Querystring: Record<string, unknown> }>;
 
+/** What both imports take and answer (CONTRACT §27): a dry run, and the line-by-line report. */
+const importQuery = { type: 'object', properties: { dry_run: { enum: ['true', 'false'] } } };
+const importReport = {
+  type: 'object',
+  properties: {
+    dry_run: { type: 'boolean' }, created: { type: 'integer' }, skipped_existing: { type: 'integer' }, refused: { type: 'integer' },
+    refusals: { type: 'array', items: { type: 'object', properties: { line: { type: 'integer' }, email: { type: 'string' }, reason: { type: 'string' } } } },
+  },
+};
+
+/** Each route's OpenAPI fragment (documentation only: src/openapi.ts), by handler. */
+const DOCS = {
+  importUsers: {
+    tags: ['admin'], summary: 'Import accounts: one JSON object a line {email, password_hash, email_verified, plan, is_active, created_at, external_id} (docs/migrating.md)',
+    security: [{ adminKey: [] }],
+    querystring: importQuery, response: { 200: importReport, ...errors('importBodyInvalid', 'payloadTooLarge', 'adminUnauthorized', 'adminNotFound') },
+  },
+  importKeys: {
+    tags: ['admin'],
+    summary: 'Import API keys by their SHA-256: one JSON object a line {email, name, sha256, scopes, expires_at} (docs/migrating.md); audited api_key.imported per batch',
+    security: [{ adminKey: [] }],
+    querystring: importQuery, response: { 200: importReport, ...errors('importBodyInvalid', 'payloadTooLarge', 'adminUnauthorized', 'adminNotFound') },
+  },
+} satisfies Record<string, EndpointSchema>;
+
 export async function importRoutes(app: FastifyInstance, deps: ImportDeps): Promise<void> {
   // JSON lines arrive as text: a parser of this scope alone.
   app.addContentTypeParser(['application/x-ndjson', 'text/plain'], { parseAs: 'string', bodyLimit: IMPORT_BODY_LIMIT }, (_r, body, done) => done(null, body));
   const admin = { bodyLimit: IMPORT_BODY_LIMIT, config: { role: 'admin' as const } };
-  app.post('/v1/import/users', admin, (request: ImportRequest, reply) => importUsersRoute(deps, request, reply));
-  app.post('/v1/import/keys', admin, (request: ImportRequest, reply) => importKeysRoute(deps, request, reply));
+  app.post('/v1/import/users', { ...admin, schema: DOCS.importUsers }, (request: ImportRequest, reply) => importUsersRoute(deps, request, reply));
+  app.post('/v1/import/keys', { ...admin, schema: DOCS.importKeys }, (request: ImportRequest, reply) => importKeysRoute(deps, request, reply));
 }
 
 /** The body's text and whether it is a dry run; undefined (after answering 400) when either is not as the contract says. */

@@ -8,6 +8,7 @@ import { knownPlans } from '../pipeline/index.js';
 import type { Database } from '../storage/db.js';
 import { keyTrafficPerPlanDay, planMix, topOrgs, topUsers, usesPerPlanDay, type PlanDay } from '../storage/overview.js';
 import { utcDay } from '../time.js';
+import { errors, type EndpointSchema } from '../openapi.js';
 
 const DAYS = 30;
 const TOP = 10;
@@ -18,8 +19,26 @@ export interface OverviewDeps {
   clock: () => Date;
 }
 
+/** The route's OpenAPI fragment (documentation only: src/openapi.ts). */
+const OVERVIEW = {
+  doc: {
+    tags: ['admin'], summary: 'The last 30 UTC days across users and plans: API-key requests and denials and counted uses per plan per day, top users and organizations, plan mix (docs/console.md)',
+    security: [{ adminKey: [] }],
+    response: {
+      200: {
+        type: 'object',
+        properties: {
+          days: { type: 'array', items: { type: 'string', format: 'date' } }, plans: { type: 'array', items: { type: 'object' } }, top_users: { type: 'array', items: { type: 'object' } },
+          top_orgs: { type: 'array', items: { type: 'object' } }, plan_mix: { type: 'object' },
+        },
+      },
+      ...errors('adminUnauthorized', 'adminNotFound'),
+    },
+  },
+} satisfies Record<string, EndpointSchema>;
+
 export function overviewRoutes(app: FastifyInstance, deps: OverviewDeps): void {
-  app.get('/v1/overview', { config: { role: 'viewer' } }, async () => overview(deps));
+  app.get('/v1/overview', { schema: OVERVIEW.doc, config: { role: 'viewer' } }, async () => overview(deps));
 }
 
 /** A plan's series, one number per day of `days` (0 where nothing was counted). */
