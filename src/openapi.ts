@@ -2,16 +2,14 @@
 // @fastify/swagger from the routes as they are registered. The schemas here document; they never
 // validate nor serialize: the handlers read their input the way the spec says (a body that is
 // not JSON reads as {}) and answer with the catalog's French errors, which a schema validator
-// would replace with its own. A route file may give its route a schema beside its handler (STYLE
-// 27: the route options' `schema`, made with the parts exported here, openapi/shapes.ts's); the
-// others are found in openapi/ by method and path when they are registered. A route that has neither fails the build of the
-// document (test/docs/openapi.test.ts), so a new endpoint cannot go undocumented.
+// would replace with its own. Each route file gives its routes their schemas beside their handlers
+// (STYLE 27: the route options' `schema`, with a summary, made with the parts exported here,
+// openapi/shapes.ts's); this module only assembles them. A route without one fails the build of
+// the document (test/docs/openapi.test.ts), so a new endpoint cannot go undocumented.
 import swagger from '@fastify/swagger';
 import type { FastifyInstance, FastifySchema } from 'fastify';
 import { ERRORS, type ErrorCode as ErrorName } from './errors/index.js';
-import { errorOf, type EndpointSchema } from './openapi/shapes.js';
-import { PUBLIC_ENDPOINTS } from './openapi/publicEndpoints.js';
-import { ADMIN_ENDPOINTS } from './openapi/adminEndpoints.js';
+import { errorOf } from './openapi/shapes.js';
 export {
   adminUser, bearer, bearerOnly, createdKey, credentials, errorOf, errors, identity, limits, message, mfaChallenge, ownKey, passkey, session, tokenPair, userId, type EndpointSchema,
 } from './openapi/shapes.js';
@@ -46,9 +44,6 @@ export const DOCUMENTED_OPTIONS = {
   },
 };
 
-/** Each own endpoint's schema, by method and path (with its prefix), but those given beside their handlers (openapi/). */
-const ENDPOINTS: Record<string, EndpointSchema> = { ...PUBLIC_ENDPOINTS, ...ADMIN_ENDPOINTS };
-
 /** Routes that are not endpoints of an API: the proxy's catch-all, the decisions listener's, the console's pages. */
 const UNDOCUMENTED = /^\*$|\/\*$|^\/console\//;
 
@@ -70,10 +65,9 @@ export async function documentRoutes(app: FastifyInstance): Promise<void> {
     const methods = Array.isArray(route.method) ? route.method : [route.method];
     if (methods.every((m) => m === 'HEAD')) return;
     const key = `${methods.find((m) => m !== 'HEAD')} ${route.url}`;
-    // A schema given beside the handler has its summary; else the one here.
-    const schema = ENDPOINTS[key] ?? ((route.schema as { summary?: string } | undefined)?.summary ? {} : undefined);
-    if (!schema) throw new UndocumentedRoute(`${key} has no schema: give its route one beside its handler, or add it to src/openapi/`);
-    route.schema = { ...schema, ...route.schema };
+    // The schema given beside the handler, with its summary; a copy per route, as a listener's hooks add to it.
+    if (!(route.schema as { summary?: string } | undefined)?.summary) throw new UndocumentedRoute(`${key} has no schema: give its route one, with a summary, beside its handler`);
+    route.schema = { ...route.schema };
     // Every admin endpoint declares a role (admin/access.ts): an operator below it is refused (CONTRACT §24).
     if (route.url.startsWith('/admin/v1/')) route.schema = withRefusal(route.schema, 'roleInsufficient');
   });
