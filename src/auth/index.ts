@@ -35,7 +35,7 @@ export { makeLink } from './links/links.js';
 export { factorGuard, passwordConfirmed, type FactorGuardDeps } from './mfa/factor.js';
 export { isTooLong, Passwords } from './password/passwords.js';
 export { DearestImportedHash } from './password/dearestImported.js';
-export { hashCostClass, importedHashFormat } from './password/importedHashes.js';
+export { firebaseScryptHash, hashCostClass, importedHashFormat, recognisedHashFormat } from './password/importedHashes.js';
 export { createTotp, type Totp } from './mfa/totp.js';
 export { clientOf } from './sessions.js';
 export { authenticationOptions, registrationOptions, verifyAuthentication, verifyRegistration, type PasskeyOwners, type RelyingParty } from './passkeys/ceremony.js';

@@ -3,7 +3,7 @@
 // JSON lines, or the JSON support sends with password hashes); Supabase's auth.users (a CSV or
 // JSON lines of its columns); `firebase auth:export`'s JSON, with the project's hash parameters.
 import { parseCsv } from './csv.js';
-import { firebaseHash, type FirebaseHashConfig } from './hashShapes.js';
+import { firebaseHash, type FirebaseHashConfig } from './firebaseHash.js';
 import { FIELDS, refused, toRow, type Fields, type Parsed } from './rows.js';
 
 export const FORMATS = ['csv', 'json', 'auth0', 'supabase', 'firebase'] as const;
@@ -119,7 +119,7 @@ function fromSupabase(now: Date) {
 }
 
 // `firebase auth:export`: createdAt in epoch milliseconds (a string), disabled, and the hash with
-// its salt, which become one string with the project's parameters (hashShapes.ts).
+// its salt, which become one string with the project's parameters (firebaseHash.ts).
 function fromFirebase(config: FirebaseHashConfig) {
   return (u: Record<string, unknown>): Fields | string => {
     let password: string | undefined;

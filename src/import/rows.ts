@@ -1,8 +1,7 @@
 // One imported account, checked field by field (CONTRACT §27): what every format is turned into,
 // and the reason a line is refused. Nothing here touches storage.
 import { normalizeEmail } from '../credentials/emailAddress.js';
-import { hashFormat } from './hashShapes.js';
-import { importedHashFormat } from '../auth/index.js';
+import { importedHashFormat, recognisedHashFormat } from '../auth/index.js';
 import type { ImportedUser } from '../storage/imports.js';
 
 /** An account as it will be stored (storage/imports.ts says what each field holds). */
@@ -70,7 +69,7 @@ export function toRow(line: number, fields: Fields, plans: readonly string[]): P
     const email = normalizeEmail(rawEmail);
     if (!email) throw new Refusal('email is not a single mailbox the gateway accepts (CONTRACT §19)');
     const passwordHash = text(fields.password_hash, 'password_hash') ?? null;
-    if (passwordHash !== null && !hashFormat(passwordHash)) throw new Refusal('password_hash: unknown hash format (docs/password-hashes.md lists the known ones)');
+    if (passwordHash !== null && !recognisedHashFormat(passwordHash)) throw new Refusal('password_hash: unknown hash format (docs/password-hashes.md lists the known ones)');
     // A known shape that no login would check (parameters out of bounds, a digest of the wrong
     // size): stored, it would lock its owner out without a word.
     if (passwordHash !== null && !importedHashFormat(passwordHash)) throw new Refusal('password_hash: parameters or sizes beyond what a login checks (docs/password-hashes.md, Bounds)');

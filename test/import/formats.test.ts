@@ -1,7 +1,8 @@
 // The import's readers (CONTRACT §27), pure: each format turned into accounts or refusals with the
 // file's line, the hash shapes known and unknown, Firebase's hash string to the character.
 import { describe, expect, it } from 'vitest';
-import { firebaseHash, hashFormat, ImportFileError, readUsers, type Parsed } from '../../src/import/index.js';
+import { recognisedHashFormat as hashFormat } from '../../src/auth/index.js';
+import { firebaseHash, ImportFileError, readUsers, type Parsed } from '../../src/import/index.js';
 import { docsBlock } from '../helpers/docs.js';
 
 const PLANS = ['free', 'premium', 'pro'];

@@ -54,6 +54,15 @@ export function importedHashFormat(stored: string): ImportedHashFormat | undefin
 }
 
 /**
+ * The format of a well-formed hash, its bounds aside: the import tells a row of no known format
+ * from one of a known format that no login would check (importedHashFormat undefined), each with
+ * its reason. The same parser as a login's, so one place knows the formats.
+ */
+export function recognisedHashFormat(stored: string): ImportedHashFormat | undefined {
+  return parse(stored, false)?.format;
+}
+
+/**
  * Whether `password` is the one `stored` was made from, for every format above. Never throws: an
  * unknown, malformed or out-of-bounds hash, or a derivation that fails, is a mismatch.
  */
@@ -105,65 +114,70 @@ export function hashCostClass(stored: string): ImportedHashCost | undefined {
   return { shape, dummy, work };
 }
 
-function parse(stored: string): Check | undefined {
-  if (stored.length > 4096) return undefined;
-  if (stored.startsWith('$2')) return bcrypt(stored);
-  if (stored.startsWith('$argon2')) return argon2(stored);
-  if (stored.startsWith('$scrypt$')) return scryptPhc(stored);
-  if (stored.startsWith('$pbkdf2-sha256$')) return pbkdf2Phc(stored);
-  if (stored.startsWith('pbkdf2_sha256$')) return django(stored);
-  if (stored.startsWith('$firebase-scrypt$')) return firebase(stored);
+// `bounded` false: the shape only, every bound and size below passes (recognisedHashFormat); the
+// check it returns is then never run.
+function parse(stored: string, bounded = true): Check | undefined {
+  if (bounded && stored.length > 4096) return undefined;
+  if (stored.startsWith('$2')) return bcrypt(stored, bounded);
+  if (stored.startsWith('$argon2')) return argon2(stored, bounded);
+  if (stored.startsWith('$scrypt$')) return scryptPhc(stored, bounded);
+  if (stored.startsWith('$pbkdf2-sha256$')) return pbkdf2Phc(stored, bounded);
+  if (stored.startsWith('pbkdf2_sha256$')) return django(stored, bounded);
+  if (stored.startsWith('$firebase-scrypt$')) return firebase(stored, bounded);
   return undefined;
 }
 
-const within = (n: number, { min, max }: { min: number; max: number }) => Number.isSafeInteger(n) && n >= min && n <= max;
+type Range = { min: number; max: number };
+const within = (n: number, { min, max }: Range) => Number.isSafeInteger(n) && n >= min && n <= max;
+/** Unbounded, any decimal passes: the parse is of the shape only. */
+const inBounds = (bounded: boolean, ...checks: Array<[number, Range]>) => !bounded || checks.every(([n, range]) => within(n, range));
 
-function bcrypt(stored: string): Check | undefined {
+function bcrypt(stored: string, bounded: boolean): Check | undefined {
   const m = BCRYPT.exec(stored);
-  if (!m || !within(Number(m[1]), HASH_BOUNDS.bcryptCost)) return undefined;
+  if (!m || !inBounds(bounded, [Number(m[1]), HASH_BOUNDS.bcryptCost])) return undefined;
   return { format: 'bcrypt', job: { op: 'bcrypt', hash: stored, password: '' } };
 }
 
-function argon2(stored: string): Check | undefined {
+function argon2(stored: string, bounded: boolean): Check | undefined {
   const m = ARGON2.exec(stored);
   if (!m) return undefined;
   const [memory, time, lanes] = [Number(m[1]), Number(m[2]), Number(m[3])];
-  if (!within(memory, { min: 8, max: HASH_BOUNDS.argon2MemoryKiB }) || !within(time, { min: 1, max: HASH_BOUNDS.argon2Time })) return undefined;
-  if (!within(lanes, { min: 1, max: HASH_BOUNDS.argon2Parallelism })) return undefined;
+  const memoryRange = { min: 8, max: HASH_BOUNDS.argon2MemoryKiB };
+  if (!inBounds(bounded, [memory, memoryRange], [time, { min: 1, max: HASH_BOUNDS.argon2Time }], [lanes, { min: 1, max: HASH_BOUNDS.argon2Parallelism }])) return undefined;
   return { format: 'argon2', job: { op: 'verify', hash: stored, password: '' } };
 }
 
 /** `$scrypt$ln=<log2 N>,r=<r>,p=<p>$<salt>$<hash>` (passlib's form; PHC base64). */
-function scryptPhc(stored: string): Check | undefined {
+function scryptPhc(stored: string, bounded: boolean): Check | undefined {
   const [, , paramText, saltText, hashText, ...rest] = stored.split('$');
   const params = phcParams(paramText, ['ln', 'r', 'p']);
-  const salt = phcBase64(saltText);
-  const hash = phcBase64(hashText);
-  if (rest.length > 0 || !params || !salt || !hash || !keySized(hash)) return undefined;
-  const job = scryptJob(salt, hash.length, 2 ** params.ln!, params.r!, params.p!);
+  const salt = phcBase64(saltText, bounded);
+  const hash = phcBase64(hashText, bounded);
+  if (rest.length > 0 || !params || !salt || !hash || !keySized(hash, bounded)) return undefined;
+  const job = scryptJob(salt, hash.length, 2 ** params.ln!, params.r!, params.p!, bounded);
   return job && { format: 'scrypt', job, expected: (derived) => sameBytes(derived, hash) };
 }
 
 /** `$pbkdf2-sha256$i=<iterations>[,l=<length>]$<salt>$<hash>`, or passlib's `$pbkdf2-sha256$<iterations>$…`. */
-function pbkdf2Phc(stored: string): Check | undefined {
+function pbkdf2Phc(stored: string, bounded: boolean): Check | undefined {
   const [, , roundsText, saltText, hashText, ...rest] = stored.split('$');
   const iterations = /^\d{1,10}$/.test(roundsText ?? '') ? Number(roundsText) : phcParams(roundsText, ['i'], ['l'])?.i;
-  const salt = phcBase64(saltText);
-  const hash = phcBase64(hashText);
+  const salt = phcBase64(saltText, bounded);
+  const hash = phcBase64(hashText, bounded);
   if (rest.length > 0 || iterations === undefined || !salt || !hash) return undefined;
-  return pbkdf2Check('pbkdf2-sha256', salt, iterations, hash);
+  return pbkdf2Check('pbkdf2-sha256', salt, iterations, hash, bounded);
 }
 
 /** Django's `pbkdf2_sha256$<iterations>$<salt>$<base64 hash>`: the salt is text, used as its UTF-8 bytes. */
-function django(stored: string): Check | undefined {
+function django(stored: string, bounded: boolean): Check | undefined {
   const m = DJANGO.exec(stored);
-  const hash = m && strictBase64(m[3]!, /^[A-Za-z0-9+/]+={0,2}$/);
+  const hash = m && strictBase64(m[3]!, /^[A-Za-z0-9+/]+={0,2}$/, bounded);
   if (!m || !hash) return undefined;
-  return pbkdf2Check('django-pbkdf2-sha256', Buffer.from(m[2]!, 'utf8'), Number(m[1]), hash);
+  return pbkdf2Check('django-pbkdf2-sha256', Buffer.from(m[2]!, 'utf8'), Number(m[1]), hash, bounded);
 }
 
-function pbkdf2Check(format: ImportedHashFormat, salt: Buffer, iterations: number, hash: Buffer): Check | undefined {
-  if (!within(iterations, HASH_BOUNDS.pbkdf2Iterations) || !keySized(hash) || hash.length > 64) return undefined;
+function pbkdf2Check(format: ImportedHashFormat, salt: Buffer, iterations: number, hash: Buffer, bounded: boolean): Check | undefined {
+  if (!inBounds(bounded, [iterations, HASH_BOUNDS.pbkdf2Iterations], [hash.length, { min: HASH_BOUNDS.keyBytes.min, max: 64 }])) return undefined;
   const job: KdfJob = { op: 'pbkdf2', password: '', salt: salt.toString('base64'), iterations, keylen: hash.length, digest: 'sha256' };
   return { format, job, expected: (derived) => sameBytes(derived, hash) };
 }
@@ -175,13 +189,13 @@ function pbkdf2Check(format: ImportedHashFormat, salt: Buffer, iterations: numbe
  * (N = 2^mem, r = rounds, p = 1, 32 bytes) encrypts the project's signer key with AES-256-CTR
  * under a zero IV; the result is the stored hash.
  */
-function firebase(stored: string): Check | undefined {
+function firebase(stored: string, bounded: boolean): Check | undefined {
   const [, , paramText, saltText, hashText, ...rest] = stored.split('$');
-  const params = firebaseParams(paramText);
-  const salt = strictBase64(saltText, /^[A-Za-z0-9+/]+$/);
-  const hash = strictBase64(hashText, /^[A-Za-z0-9+/]+$/);
+  const params = firebaseParams(paramText, bounded);
+  const salt = strictBase64(saltText, /^[A-Za-z0-9+/]+$/, bounded);
+  const hash = strictBase64(hashText, /^[A-Za-z0-9+/]+$/, bounded);
   if (rest.length > 0 || !params || !salt || !hash || hash.length !== params.key.length) return undefined;
-  const job = scryptJob(Buffer.concat([salt, params.sep]), 32, 2 ** params.mem, params.rounds, 1);
+  const job = scryptJob(Buffer.concat([salt, params.sep]), 32, 2 ** params.mem, params.rounds, 1, bounded);
   const expected = (derived: Buffer) => {
     const cipher = createCipheriv('aes-256-ctr', derived, Buffer.alloc(16));
     return sameBytes(Buffer.concat([cipher.update(params.key), cipher.final()]), hash);
@@ -195,7 +209,7 @@ export function firebaseScryptHash(v: { rounds: number; memCost: number; saltSep
   return `$firebase-scrypt$rounds=${v.rounds},mem=${v.memCost},sep=${bare(v.saltSeparator)},key=${bare(v.signerKey)}$${bare(v.salt)}$${bare(v.hash)}`;
 }
 
-function firebaseParams(text: string | undefined): { rounds: number; mem: number; sep: Buffer; key: Buffer } | undefined {
+function firebaseParams(text: string | undefined, bounded: boolean): { rounds: number; mem: number; sep: Buffer; key: Buffer } | undefined {
   const fields = new Map<string, string>();
   for (const part of (text ?? '').split(',')) {
     const at = part.indexOf('=');
@@ -205,17 +219,17 @@ function firebaseParams(text: string | undefined): { rounds: number; mem: number
   if (fields.size !== 4) return undefined;
   const rounds = decimal(fields.get('rounds'));
   const mem = decimal(fields.get('mem'));
-  const sep = strictBase64(fields.get('sep'), /^[A-Za-z0-9+/]*$/);
-  const key = strictBase64(fields.get('key'), /^[A-Za-z0-9+/]+$/);
-  if (rounds === undefined || mem === undefined || !sep || !key || !keySized(key)) return undefined;
-  if (!within(rounds, HASH_BOUNDS.firebaseRounds) || !within(mem, HASH_BOUNDS.firebaseMemCost)) return undefined;
+  const sep = strictBase64(fields.get('sep'), /^[A-Za-z0-9+/]*$/, bounded);
+  const key = strictBase64(fields.get('key'), /^[A-Za-z0-9+/]+$/, bounded);
+  if (rounds === undefined || mem === undefined || !sep || !key || !keySized(key, bounded)) return undefined;
+  if (!inBounds(bounded, [rounds, HASH_BOUNDS.firebaseRounds], [mem, HASH_BOUNDS.firebaseMemCost])) return undefined;
   return { rounds, mem, sep, key };
 }
 
-function scryptJob(salt: Buffer, keylen: number, N: number, r: number, p: number): KdfJob | undefined {
+function scryptJob(salt: Buffer, keylen: number, N: number, r: number, p: number, bounded: boolean): KdfJob | undefined {
   const memory = 128 * N * r;
-  if (N < 2 || !within(r, { min: 1, max: HASH_BOUNDS.scryptBlockSize }) || !within(p, { min: 1, max: HASH_BOUNDS.scryptParallelism })) return undefined;
-  if (memory > HASH_BOUNDS.scryptMemoryBytes || N * r * p > HASH_BOUNDS.scryptWork) return undefined;
+  if (!inBounds(bounded, [r, { min: 1, max: HASH_BOUNDS.scryptBlockSize }], [p, { min: 1, max: HASH_BOUNDS.scryptParallelism }])) return undefined;
+  if (bounded && (N < 2 || memory > HASH_BOUNDS.scryptMemoryBytes || N * r * p > HASH_BOUNDS.scryptWork)) return undefined;
   // node:crypto refuses more than 32 MiB by default; the bound above is what is allowed.
   const params = { N, r, p, maxmem: memory + 1024 * 1024 };
   return { op: 'scrypt', password: '', salt: salt.toString('base64'), keylen, params };
@@ -238,18 +252,18 @@ function decimal(text: string | undefined): number | undefined {
 }
 
 /** PHC's base64: the standard alphabet without padding, or passlib's, with '.' for '+'. */
-function phcBase64(text: string | undefined): Buffer | undefined {
-  return strictBase64(text?.replaceAll('.', '+'), /^[A-Za-z0-9+/]+$/);
+function phcBase64(text: string | undefined, bounded: boolean): Buffer | undefined {
+  return strictBase64(text?.replaceAll('.', '+'), /^[A-Za-z0-9+/]+$/, bounded);
 }
 
 /** Buffer.from skips what is not base64; the shape is checked first, so a mangled value is refused, not half read. */
-function strictBase64(text: string | undefined, shape: RegExp): Buffer | undefined {
+function strictBase64(text: string | undefined, shape: RegExp, bounded: boolean): Buffer | undefined {
   if (text === undefined || !shape.test(text) || text.replace(/=+$/, '').length % 4 === 1) return undefined;
   const bytes = Buffer.from(text, 'base64');
-  return bytes.length <= HASH_BOUNDS.saltBytes ? bytes : undefined;
+  return !bounded || bytes.length <= HASH_BOUNDS.saltBytes ? bytes : undefined;
 }
 
-const keySized = (key: Buffer) => key.length >= HASH_BOUNDS.keyBytes.min && key.length <= HASH_BOUNDS.keyBytes.max;
+const keySized = (key: Buffer, bounded: boolean) => inBounds(bounded, [key.length, HASH_BOUNDS.keyBytes]);
 
 function sameBytes(a: Buffer, b: Buffer): boolean {
   return a.length === b.length && timingSafeEqual(a, b);
