@@ -101,8 +101,10 @@ export const DOCS = {
     response: { 200: { type: 'object', properties: { message: { type: 'string' }, user_id: { type: 'integer' } } }, ...errors('adminUnauthorized', 'adminNotFound') },
   },
   eraseUser: {
-    tags: ['admin'], summary: 'Delete a user and everything of it; answers the user as it was', security: [{ adminKey: [] }], params: userId,
-    response: { 200: adminUser, ...errors('adminUnauthorized', 'adminNotFound') },
+    tags: ['admin'],
+    summary: 'Delete a user and everything of it; answers the user as it was. The last owner of an organization is refused (409, with orgs: [{id, name}]), as the user\'s own deletion is',
+    security: [{ adminKey: [] }], params: userId,
+    response: { 200: adminUser, ...errors('adminUnauthorized', 'adminNotFound', 'lastOwner', 'paymentUnavailable') },
   },
   setUserPlan: {
     tags: ['admin'], summary: 'Set a user\'s plan (and its subscription record)', security: [{ adminKey: [] }], params: userId, body: { type: 'object', properties: { plan: { type: 'string' } } },

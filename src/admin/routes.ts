@@ -21,6 +21,7 @@ import { listPasskeys } from '../storage/passkeys.js';
 import { revokeAllForUser } from '../storage/refreshTokens.js';
 import { activeSessions, isUsersSession, revokeSession } from '../storage/sessions.js';
 import { usageSince } from '../storage/dailyUsage.js';
+import { lastOwnedBy } from '../storage/organizations.js';
 import { listUsers } from '../storage/userList.js';
 import { deleteUser, findByEmail, findById, findWithLocale, parseUserId, setActive, setPlan } from '../storage/users.js';
 import { listDeliveries } from '../storage/webhookDeliveries.js';
@@ -234,17 +235,28 @@ async function resetMfa(deps: AdminRoutesDeps, request: FastifyRequest<ById>, re
 }
 
 // Erasure on request (GDPR art. 17): the account and everything hanging from it; the email is free again.
+// As the user's own deletion (user/me.ts): an organization is never left without an owner
+// (CONTRACT §22, "the last owner cannot leave"), so its last owner is refused, 409 with the
+// organizations, until another member is made owner or the organization is deleted.
 async function eraseUser(deps: AdminRoutesDeps, request: FastifyRequest<ById>, reply: FastifyReply) {
   const id = parseUserId(request.params.id);
+  if (id === undefined) return sendError(reply, 'adminNotFound');
+  // Before Stripe is told: a refused erasure cancels nothing (checked again below, under the locks).
+  const orphans = await lastOwnedBy(deps.db, id);
+  if (orphans.length) return sendError(reply, 'lastOwner', { orgs: orphans });
   // As the user's own deletion does (CONTRACT §23): Stripe stops billing at period end first, and
   // an erasure Stripe could not be told of keeps the account (503, try again) rather than leave
   // Stripe billing a person the gateway no longer knows.
-  if (id !== undefined && deps.cancelSubscriptions && !(await deps.cancelSubscriptions({ type: 'user', id }))) return sendError(reply, 'paymentUnavailable');
-  const user = id === undefined ? undefined : await deps.db.transaction(async (tx) => {
+  if (deps.cancelSubscriptions && !(await deps.cancelSubscriptions({ type: 'user', id }))) return sendError(reply, 'paymentUnavailable');
+  // The user's row, then the organizations' (orgs/change.ts's order): no other owner leaves them meanwhile.
+  const user = await changeAccount(deps, { userId: id, mode: 'update', by: by(deps, request) }, async ({ tx, record }) => {
+    const last = await lastOwnedBy(tx, id);
+    if (last.length) return { orphans: last };
     const gone = await deleteUser(tx, id);
-    if (gone) await deps.audit.record({ type: 'admin.user_deleted', ...by(deps, request), userId: gone.id }, tx, gone);
+    if (gone) await record('admin.user_deleted', undefined, gone);
     return gone;
   });
+  if (user && 'orphans' in user) return sendError(reply, 'lastOwner', { orgs: user.orphans });
   if (!user) return sendError(reply, 'adminNotFound');
   deps.identities.forgetUser(user.id);
   request.log.info({ userId: user.id }, 'admin: user deleted');

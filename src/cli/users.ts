@@ -36,13 +36,23 @@ export async function users(action: UserAction, { operands: [email, plan], confi
         const url = await makeLink(db, user, 'reset', mail!.resetUrl, new Date());
         return `${who}: password reset link, single use, valid ${LINK_TTL_MS.reset / 60_000} minutes:\n${url}`;
       }
-      case 'delete':
+      case 'delete': {
+        // As the admin API's erasure and the user's own deletion: an organization's last owner is kept (CONTRACT §22).
+        const [{ lastOwnedBy }, { changeAccount }] = await Promise.all([import('../storage/organizations.js'), import('../account/change.js')]);
+        const orphans = await lastOwnedBy(db, user.id);
+        if (orphans.length) throw new CommandError(lastOwnerKept(who, orphans));
         await cancelBeforeErasure(config, db, user.id, who);
-        await db.transaction(async (tx) => {
+        // The user's row, then the organizations' (orgs/change.ts's order): no other owner leaves them meanwhile.
+        const left = await changeAccount({ db, clock: () => new Date() }, { userId: user.id, mode: 'update' }, async ({ tx }) => {
+          const last = await lastOwnedBy(tx, user.id);
+          if (last.length) return last;
           const gone = await deleteUser(tx, user.id);
           if (gone) await audited(tx, 'admin.user_deleted', undefined, gone);
+          return [];
         });
+        if (left?.length) throw new CommandError(lastOwnerKept(who, left));
         return `${who}: deleted, with its sessions, API keys, webhook and links`;
+      }
       default:
         await db.transaction(async (tx) => {
           if (await setActive(tx, user.id, action === 'activate')) await audited(tx, 'admin.active_changed', { active: action === 'activate' });
@@ -50,6 +60,14 @@ export async function users(action: UserAction, { operands: [email, plan], confi
         return `${who}: ${action === 'activate' ? 'active' : 'inactive'}`;
     }
   }));
+}
+
+type OrgName = { id: number; name: string };
+
+/** Why an account stays: the organizations it is the last owner of, and what to do. */
+function lastOwnerKept(who: string, orgs: OrgName[]): string {
+  const named = orgs.map((o) => `${o.id} (${JSON.stringify(o.name)})`).join(', ');
+  return `${who}: kept: the last owner of organization ${named}: make another member owner or delete the organization first`;
 }
 
 /**
@@ -86,6 +104,7 @@ async function usersThroughAdmin(action: UserAction, email: string, plan: string
   const done = action === 'set-plan' ? await call('PUT', `/admin/v1/users/${user.id}/plan`, { plan })
     : action === 'delete' ? await call('DELETE', `/admin/v1/users/${user.id}`)
       : await call('PUT', `/admin/v1/users/${user.id}/active`, { active: action === 'activate' });
+  if (action === 'delete' && done.status === 409 && done.json.code === 'last_owner') throw new CommandError(lastOwnerKept(who, done.json.orgs as OrgName[]));
   if (done.status !== 200) throw new CommandError(`the admin API at ${base} answered ${done.status} ${JSON.stringify(done.json)}`);
   if (action === 'set-plan') return `${who}: plan ${user.plan} → ${plan}`;
   if (action === 'delete') return `${who}: deleted, with its sessions, API keys, webhook and links`;

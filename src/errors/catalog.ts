@@ -211,7 +211,8 @@ export const CATALOG = {
     when: '`/api/v1/orgs/{id}…`: a member without the endpoint\'s role, or an admin inviting, granting or removing an owner; a route with `roles`: '
       + 'the role the request acts with is not among them; the admin API: an operator whose role (`viewer`, `support`, `admin`) is below the endpoint\'s' },
   lastOwner: { status: 409, code: 'last_owner', fr: 'Dernier propriétaire de l\'organisation', en: 'Last owner of the organization',
-    when: '`PUT` or `DELETE /api/v1/orgs/{id}/members/{user_id}`: the organization\'s last owner demoted, removed or leaving' },
+    when: '`PUT` or `DELETE /api/v1/orgs/{id}/members/{user_id}`: the organization\'s last owner demoted, removed or leaving; `DELETE /api/v1/user/me` '
+      + 'or an operator\'s `DELETE /admin/v1/users/{id}` of an organization\'s last owner (with `orgs`: [{id, name}]), the account kept' },
   alreadyMember: { status: 409, code: 'already_member', fr: 'Déjà membre', en: 'Already a member',
     when: 'an invitation to an address that is already a member\'s; accepting an invitation while already a member' },
   invitationOtherAddress: { status: 403, code: 'invitation_other_address', fr: 'Invitation destinée à une autre adresse', en: 'Invitation meant for another address',
