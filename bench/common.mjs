@@ -21,17 +21,41 @@ export function positive(text, fallback) {
 
 export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** Processes of a moment (a load generator's round), not in any cleanup list: killed on an interruption, forgotten once they exit. */
+const passing = new Set();
+
+/** `child`, killed if the run is interrupted while it runs. */
+export function passingChild(child) {
+  passing.add(child);
+  child.once('exit', () => passing.delete(child));
+  return child;
+}
+
 /**
- * Steps to undo, run last first; also on SIGINT. `cleanup` may be called more than once: the
- * steps run once.
+ * Steps to undo, run last first; also on SIGINT and SIGTERM, after which the run exits non-zero
+ * (130, 143): an interrupted bench leaves no gateway, upstream or proxy listening. `cleanup` may
+ * be called more than once: the steps run once.
  */
 export function createCleanups() {
   const cleanups = [];
   const cleanup = async () => {
-    for (const step of cleanups.reverse()) await step().catch((err) => console.error(`cleanup: ${err.message}`));
-    cleanups.length = 0;
+    // Steps pushed while it runs (a child started by the run's own continuation) are taken too.
+    while (cleanups.length) {
+      const steps = cleanups.splice(0).reverse();
+      for (const step of steps) await step().catch((err) => console.error(`cleanup: ${err.message}`));
+    }
   };
-  process.once('SIGINT', () => { console.error('\ninterrupted: cleaning up'); void cleanup().finally(() => process.exit(130)); });
+  let interrupted = false;
+  const interrupt = (signal) => {
+    // A second Ctrl-C while cleaning up must not end the run before its children (the handler stays).
+    if (interrupted) return;
+    interrupted = true;
+    console.error(`\ninterrupted (${signal}): stopping what this run started`);
+    for (const child of passing) child.kill('SIGTERM');
+    void cleanup().finally(() => process.exit(signal === 'SIGINT' ? 130 : 143));
+  };
+  process.on('SIGINT', interrupt);
+  process.on('SIGTERM', interrupt);
   return { cleanups, cleanup };
 }
 

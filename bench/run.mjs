@@ -39,7 +39,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { spawn } from 'node:child_process';
 import {
-  baseConfig, createCleanups, freePort, httpClient, positive, prepareStorage, runFloor, runUpstream, SCOPE, seed, sleep, spawnGateway, startChild, stopProcess, waitForGateway, writeConfig,
+  baseConfig, createCleanups, freePort, httpClient, passingChild, positive, prepareStorage, runFloor, runUpstream, SCOPE, seed, sleep, spawnGateway, startChild, stopProcess,
+  waitForGateway, writeConfig,
 } from './common.mjs';
 import { measureMemory, printMemory } from './memory.mjs';
 import { localPgBouncerIni } from './pgbouncerIni.mjs';
@@ -951,7 +952,7 @@ end
     const out = await new Promise((resolve, reject) => {
       // Unpinned rounds: wrk on every core with a thread per core, as the servers it loads.
       const [cores, threads] = unpinned ? [`0-${os.cpus().length - 1}`, os.cpus().length] : [LOAD_CORE, 1];
-      const child = spawn(taskset, ['-c', cores, wrk, `-t${threads}`, `-c${CONNECTIONS}`, `-d${seconds}s`, '--timeout', '10s', '-s', file, url], { stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = passingChild(spawn(taskset, ['-c', cores, wrk, `-t${threads}`, `-c${CONNECTIONS}`, `-d${seconds}s`, '--timeout', '10s', '-s', file, url], { stdio: ['ignore', 'pipe', 'pipe'] }));
       let text = '';
       child.stdout.on('data', (c) => { text += c; });
       child.stderr.on('data', (c) => { text += c; });
