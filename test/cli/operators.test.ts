@@ -1,50 +1,30 @@
 // `gateway operators …` (CONTRACT §24), run as operators run it: the built CLI in its own process,
 // on a config file pointing at a database of its own (the run's keeps no operator).
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
-import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { buildAdminApp } from '../../src/admin/app.js';
 import { sha256Hex } from '../../src/credentials/digest.js';
-import { ensureBuilt, gateway } from '../helpers/cli.js';
+import { gateway } from '../helpers/cli.js';
 import { docsBlock } from '../helpers/docs.js';
-import {
-  bearer, closeSql, describeWithServices, makeUser, marker, startTestGateway, testConfig, TEST_JWT_SECRET, throwawayDatabase, type TestGateway, type ThrowawayDatabase,
-} from '../helpers/gateway.js';
+import { bearer, closeSql, describeWithServices, makeUser, marker, type TestGateway, type ThrowawayDatabase } from '../helpers/gateway.js';
 import { request } from '../helpers/http.js';
+import { startOperatorsCli, type OperatorsCli } from '../helpers/operatorsCli.js';
 
 describeWithServices('gateway operators …', () => {
-  let dir: string;
-  let configFile: string;
+  let setup: OperatorsCli;
   let db: ThrowawayDatabase;
   let gw: TestGateway;
-  let adminApp: FastifyInstance;
   let url: string;
-  const cli = (...args: string[]) => gateway([...args, '--config', configFile], { cwd: dir });
+  const cli = (...args: string[]) => gateway([...args, '--config', setup.configFile], { cwd: setup.dir });
 
   beforeAll(async () => {
-    ensureBuilt();
-    db = await throwawayDatabase();
-    dir = mkdtempSync(path.join(tmpdir(), 'gw-cli-ops-'));
-    configFile = path.join(dir, 'gateway.yaml');
     // No admin.apiKey: operators are the only way into the admin API, so the last admin stays.
-    writeFileSync(configFile, [
-      'storage:', `  postgres: ${JSON.stringify(db.url)}`,
-      'auth:', '  jwt:', `    secret: ${JSON.stringify(TEST_JWT_SECRET)}`,
-      'admin:', '  port: 0', '  publicUrl: https://gateway-admin.example.test', '',
-    ].join('\n'));
     // Migrated by the first command; the gateway after it.
-    expect((await cli('operators', 'list')).code).toBe(0);
-    gw = await startTestGateway(testConfig({ storage: db.storage, admin: { apiKey: '' } }));
-    adminApp = await buildAdminApp(gw.services);
-    url = await adminApp.listen({ host: '127.0.0.1', port: 0 });
+    setup = await startOperatorsCli('gw-cli-ops-', ['  publicUrl: https://gateway-admin.example.test'], async (run) => {
+      expect((await run(['operators', 'list'])).code).toBe(0);
+    });
+    ({ db, gw, url } = setup);
   }, 120_000);
   afterAll(async () => {
-    await adminApp?.close();
-    await gw?.close();
-    await db?.drop();
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    await setup?.close();
     await closeSql();
   });
 

@@ -3,50 +3,35 @@
 // them while the gateway holds its storage: the same outputs as on direct storage, the enrolment link
 // built from the console's origin by the gateway, refusals as the API answers them, and the audit
 // log naming the operator who acted.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
-import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { buildAdminApp } from '../../src/admin/app.js';
 import { sha256Hex } from '../../src/credentials/digest.js';
-import { ensureBuilt, gateway } from '../helpers/cli.js';
+import { gateway } from '../helpers/cli.js';
 import { docsBlock } from '../helpers/docs.js';
-import { closeSql, describeWithServices, marker, startTestGateway, testConfig, TEST_JWT_SECRET, throwawayDatabase, type TestGateway, type ThrowawayDatabase } from '../helpers/gateway.js';
+import { closeSql, describeWithServices, marker, type ThrowawayDatabase } from '../helpers/gateway.js';
+import { startOperatorsCli, type OperatorsCli } from '../helpers/operatorsCli.js';
 
 describeWithServices('gateway operators … --admin URL', () => {
-  let dir: string;
-  let configFile: string;
+  let setup: OperatorsCli;
   let db: ThrowawayDatabase;
-  let gw: TestGateway;
-  let adminApp: FastifyInstance;
   let url: string;
   let token: string;
   let bossId: number;
-  const cli = (args: string[], env: Record<string, string> = { GATEWAY_OPERATOR_TOKEN: token }) => gateway([...args, '--config', configFile], { cwd: dir, env });
+  const cli = (args: string[], env: Record<string, string> = { GATEWAY_OPERATOR_TOKEN: token }) => gateway([...args, '--config', setup.configFile], { cwd: setup.dir, env });
   const viaAdmin = (...args: string[]) => cli([...args, '--admin', url]);
 
   beforeAll(async () => {
-    ensureBuilt();
-    db = await throwawayDatabase();
-    dir = mkdtempSync(path.join(tmpdir(), 'gw-cli-ops-admin-'));
-    configFile = path.join(dir, 'gateway.yaml');
     // No admin.apiKey: an operator's token is the only way in.
-    writeFileSync(configFile, ['storage:', `  postgres: ${JSON.stringify(db.url)}`, 'auth:', '  jwt:', `    secret: ${JSON.stringify(TEST_JWT_SECRET)}`, 'admin:', '  port: 0', ''].join('\n'));
-    // The first admin and their token on direct storage: someone has to be first.
-    const boss = `boss-${marker()}@example.test`;
-    expect((await cli(['operators', 'add', boss, '--role', 'admin'], {})).code).toBe(0);
-    token = /^gwop_[\w-]{43}$/m.exec((await cli(['operators', 'token', boss, '--name', 'cli'], {})).stdout)![0];
-    bossId = Number((await db.sql<{ id: number }>('SELECT id FROM operators WHERE email = $1', [boss]))[0]!.id);
-    gw = await startTestGateway(testConfig({ storage: db.storage, admin: { apiKey: '' } }));
-    adminApp = await buildAdminApp(gw.services);
-    url = await adminApp.listen({ host: '127.0.0.1', port: 0 });
+    setup = await startOperatorsCli('gw-cli-ops-admin-', [], async (run, database) => {
+      // The first admin and their token on direct storage: someone has to be first.
+      const boss = `boss-${marker()}@example.test`;
+      expect((await run(['operators', 'add', boss, '--role', 'admin'])).code).toBe(0);
+      token = /^gwop_[\w-]{43}$/m.exec((await run(['operators', 'token', boss, '--name', 'cli'])).stdout)![0];
+      bossId = Number((await database.sql<{ id: number }>('SELECT id FROM operators WHERE email = $1', [boss]))[0]!.id);
+    });
+    ({ db, url } = setup);
   }, 120_000);
   afterAll(async () => {
-    await adminApp?.close();
-    await gw?.close();
-    await db?.drop();
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    await setup?.close();
     await closeSql();
   });
 

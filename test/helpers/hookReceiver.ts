@@ -9,6 +9,7 @@ import { Webhook } from 'standardwebhooks';
 import { buildAdminApp } from '../../src/admin/app.js';
 import { ADMIN_KEY, bearer, startTestGateway, testConfig, throwawayDatabase, type TestGateway, type ThrowawayDatabase } from './gateway.js';
 import { request } from './http.js';
+import { mailSettings, startSmtpCatcher, type SmtpCatcher } from './smtp.js';
 import type { LookupAll } from '../../src/webhooks/ssrf.js';
 import { receiverCertificate, startReceiver, type Behaviour, type Delivery, type Receiver } from './webhookReceiver.js';
 
@@ -31,6 +32,8 @@ export interface HookOptions {
   webhooks?: Record<string, unknown>;
   /** other settings (organizations, mail) */
   config?: Record<string, unknown>;
+  /** organizations enabled, with the mail they need (to an SMTP catcher of the set-up's own, closed with it) */
+  organizations?: true;
   /** the receiver's URL names this host instead of 127.0.0.1 (resolved through `lookup`) */
   host?: string;
   lookup?: LookupAll;
@@ -42,13 +45,20 @@ export async function startHookSetup(options: HookOptions = {}): Promise<HookSet
   const secrets = [newHookSecret()];
   const gateways: TestGateway[] = [];
   let adminApp: FastifyInstance | undefined;
+  let smtp: SmtpCatcher | undefined;
   const close = async () => {
     await adminApp?.close();
     await Promise.all(gateways.map((gw) => gw.close()));
     await receiver.close();
+    await smtp?.close();
     await db.drop();
   };
   try {
+    if (options.organizations) {
+      smtp = await startSmtpCatcher();
+      const mail = { ...mailSettings(smtp), invitationUrl: 'https://a.example/j?token={token}' };
+      options = { ...options, config: { organizations: { enabled: true }, mail, ...options.config } };
+    }
     const url = options.host ? receiver.url.replace('127.0.0.1', options.host) : receiver.url;
     const hooks = { url, secrets, allowPrivateNetworks: true, ...options.hooks };
     for (let i = 0; i < (options.instances ?? 1); i++) {

@@ -2,21 +2,15 @@
 // WebAuthn challenges that expired more than a day ago go; live ones, and ones only just
 // expired, stay.
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, expect, it } from 'vitest';
-import { closeSql, describeWithServices, makeUser, sql, startTestGateway, testConfig, type TestGateway } from '../helpers/gateway.js';
+import { expect, it } from 'vitest';
+import { blockGateway } from '../helpers/blockGateway.js';
+import { describeWithServices, makeUser, sql } from '../helpers/gateway.js';
 
 describeWithServices('expired single-use tokens', () => {
-  let gw: TestGateway;
-
-  beforeAll(async () => {
-    gw = await startTestGateway(testConfig());
-  });
-  afterAll(async () => {
-    await gw?.close();
-    await closeSql();
-  });
+  const gateway = blockGateway();
 
   it('goes a day after its expiry, from every table that holds one; the rest stays', async () => {
+    const gw = gateway();
     const user = await makeUser(gw);
     const hours = (n: number) => new Date(Date.now() + n * 3_600_000);
     const ages = { old: hours(-25), recent: hours(-1), live: hours(1) };

@@ -4,26 +4,20 @@
 // refunds, last month's and this month's metered uses, uses not yet reported whatever their age,
 // the last 90 days of key usage.
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, expect, it } from 'vitest';
-import { closeSql, describeWithServices, makeUser, sql, startTestGateway, testConfig, type TestGateway } from '../helpers/gateway.js';
+import { expect, it } from 'vitest';
+import { blockGateway } from '../helpers/blockGateway.js';
+import { describeWithServices, makeUser, sql } from '../helpers/gateway.js';
 import { DAY_MS, utcDay, utcMonth } from '../../src/time.js';
 
 describeWithServices('usage records past their retention', () => {
-  let gw: TestGateway;
-
-  beforeAll(async () => {
-    gw = await startTestGateway(testConfig());
-  });
-  afterAll(async () => {
-    await gw?.close();
-    await closeSql();
-  });
+  const gateway = blockGateway();
 
   const daysAgo = (n: number) => utcDay(new Date(Date.now() - n * DAY_MS));
   /** The first day of the month `n` months before this one. */
   const monthsAgo = (n: number) => { const d = new Date(utcMonth(new Date())); d.setUTCMonth(d.getUTCMonth() - n); return utcMonth(d); };
 
   it('go at the next sweep; what billing and reporting still read stays', async () => {
+    const gw = gateway();
     const user = await makeUser(gw);
     for (const day of [daysAgo(0), daysAgo(7), daysAgo(8), daysAgo(40)]) await sql('INSERT INTO usage_refunds (user_id, day, refunds) VALUES ($1, $2, 1)', [user.id, day]);
     const tag = randomUUID();

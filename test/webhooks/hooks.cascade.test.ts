@@ -5,19 +5,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bearer, closeSql, describeWithServices, eventually, makeUser, marker, type TestUser } from '../helpers/gateway.js';
 import { startHookSetup, verifiedHook, type HookSetup } from '../helpers/hookReceiver.js';
-import { mailSettings, startSmtpCatcher, type SmtpCatcher } from '../helpers/smtp.js';
 
 describeWithServices('operator hooks of cascades', () => {
   let s: HookSetup;
-  let smtp: SmtpCatcher;
   beforeAll(async () => {
-    smtp = await startSmtpCatcher();
-    const mail = { ...mailSettings(smtp), invitationUrl: 'https://a.example/j?token={token}' };
-    s = await startHookSetup({ config: { organizations: { enabled: true }, mail } });
+    s = await startHookSetup({ organizations: true });
   });
   afterAll(async () => {
     await s?.close();
-    await smtp?.close();
     await closeSql();
   });
 

@@ -10,7 +10,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Webhook } from 'standardwebhooks';
 import { bearer, closeSql, describeWithServices, eventually, makeUser, marker, newEmail, newPassword, rawTestConfig, type TestUser } from '../helpers/gateway.js';
 import { ensureBuilt, gateway as cli } from '../helpers/cli.js';
-import { mailSettings, startSmtpCatcher, type SmtpCatcher } from '../helpers/smtp.js';
 import { hookRows, newHookSecret, startHookSetup, verifiedHook, type HookSetup } from '../helpers/hookReceiver.js';
 
 const payload = (d: { json: unknown }) => d.json as { type: string; timestamp: string; data: Record<string, unknown> };
@@ -20,15 +19,11 @@ describeWithServices('operator hooks', () => {
 
   describe('every event, signed, with its data', () => {
     let s: HookSetup;
-    let smtp: SmtpCatcher;
     beforeAll(async () => {
-      smtp = await startSmtpCatcher();
-      const mail = { ...mailSettings(smtp), invitationUrl: 'https://a.example/j?token={token}' };
-      s = await startHookSetup({ config: { organizations: { enabled: true }, mail } });
+      s = await startHookSetup({ organizations: true });
     });
     afterAll(async () => {
       await s?.close();
-      await smtp?.close();
     });
 
     const ofSubject = (subject: string) => s.receiver.deliveries.filter((d) => {
