@@ -42,6 +42,11 @@ export interface StripeFake {
    * since the stripe library resends once on a closed connection.
    */
   meterDrops(n: number): void;
+  /**
+   * While set, each meter event accepted (a new identifier, recorded) waits for `hook` before its
+   * answer goes out: a test puts itself between Stripe taking an event and the gateway hearing so.
+   */
+  beforeMeterAnswer(hook: ((event: FakeMeterEvent) => Promise<void>) | undefined): void;
   /** Stops listening (connections refused: Stripe unreachable) until `up()` listens again on the same port. */
   down(): Promise<void>;
   up(): Promise<void>;
@@ -94,6 +99,7 @@ class FakeStripe {
   readonly calls: StripeCall[] = [];
   meterMode: 'ok' | 'fail' = 'ok';
   drops = 0;
+  beforeMeterAnswer: ((event: FakeMeterEvent) => Promise<void>) | undefined;
   failures = 0;
   delayMs = 0;
   webhook: { url: string; secret: string } | undefined;
@@ -154,7 +160,7 @@ class FakeStripe {
     return stripeError(res, 404, 'invalid_request_error', `Unrecognized request URL (${req.method}: ${path})`);
   }
 
-  private meterEvent(res: http.ServerResponse, form: Record<string, string>): void {
+  private async meterEvent(res: http.ServerResponse, form: Record<string, string>): Promise<void> {
     if (this.meterMode === 'fail') return stripeError(res, 500, 'api_error', 'the fake was told to fail');
     const identifier = form.identifier ?? fakeId('mev');
     const drop = this.drops > 0;
@@ -167,6 +173,7 @@ class FakeStripe {
     const event = meterEventObject(form, identifier);
     this.meterEvents.push(event);
     if (drop) return void res.socket?.destroy();
+    await this.beforeMeterAnswer?.(event);
     res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(event));
   }
 }
@@ -191,6 +198,7 @@ export async function startStripeFake(): Promise<StripeFake> {
     meterSum: (customer) => fake.meterEvents.filter((e) => !customer || e.payload.stripe_customer_id === customer).reduce((sum, e) => sum + Number(e.payload.value), 0),
     meterMode: (mode) => { fake.meterMode = mode; },
     meterDrops: (n) => { fake.drops = n; },
+    beforeMeterAnswer: (hook) => { fake.beforeMeterAnswer = hook; },
     cancelAtPeriodEnd: (subId) => fake.subscriptions.get(subId)?.cancelAtPeriodEnd === true,
     setSubscription: (sub) => { fake.subscriptions.set(sub.id, { ...sub }); },
     failNext: (n) => { fake.failures = n; },

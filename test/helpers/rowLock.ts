@@ -1,4 +1,4 @@
-// A user's row held by the test, so that requests racing for it queue in an order the test chooses:
+// A row held by the test (a user's, an outbox message's), so that requests racing for it queue in an order the test chooses:
 // Postgres grants a row lock to its waiters in the order they asked. A race test that only fires
 // requests together leaves the dangerous interleaving to chance; this one puts it there.
 import pg from 'pg';
@@ -13,8 +13,10 @@ export interface HeldRow {
    * argon2 check starved on a loaded machine), the queue never forms, and the test tries again.
    */
   queued(count: number, ms: number): Promise<boolean>;
-  /** A statement in the holding transaction, before release (a DELETE of the row, say). */
-  run(text: string, params?: unknown[]): Promise<void>;
+  /** Resolves once no session waits for the row any more (the waiters seen have given up, or died). */
+  noWaiters(): Promise<void>;
+  /** A statement in the holding transaction, before release (a DELETE of the row, say); its rows. */
+  run<T = Record<string, unknown>>(text: string, params?: unknown[]): Promise<T[]>;
   /** Commits: lets the queue go, first come first served. */
   release(): Promise<void>;
 }
@@ -26,10 +28,22 @@ const QUEUE = `WITH RECURSIVE queue(pid) AS (
 
 /** Locks users(id) FOR UPDATE in a transaction of the test's own until release(). */
 export async function holdUserRow(id: number): Promise<HeldRow> {
-  const client = new pg.Client({ connectionString: testServices!.postgres });
+  return holdRows('SELECT id FROM users WHERE id = $1 FOR UPDATE', [id]);
+}
+
+/**
+ * Runs `lock` (a SELECT … FOR UPDATE) in a transaction of the test's own, on the run's database or
+ * on `database` (a throwawayDatabase's url), and holds what it locked until release().
+ */
+export async function holdRows(lock: string, params: unknown[], database = testServices!.postgres): Promise<HeldRow> {
+  const client = new pg.Client({ connectionString: database });
   await client.connect();
   await client.query('BEGIN');
-  await client.query('SELECT id FROM users WHERE id = $1 FOR UPDATE', [id]);
+  const { rowCount } = await client.query(lock, params);
+  if (!rowCount) {
+    await client.end();
+    throw new Error(`nothing to hold: ${lock} locked no row`);
+  }
   const pid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
   return {
     async waiters(count) {
@@ -46,8 +60,11 @@ export async function holdUserRow(id: number): Promise<HeldRow> {
         return rows[0]!.n >= count;
       }, ms).then(() => true, () => false);
     },
-    async run(text, params = []) {
-      await client.query(text, params);
+    async noWaiters() {
+      await eventually(async () => (await client.query<{ n: number }>(QUEUE, [pid])).rows[0]!.n === 0, 20_000);
+    },
+    async run<T>(text: string, params: unknown[] = []) {
+      return (await client.query(text, params)).rows as T[];
     },
     async release() {
       try {
