@@ -8,13 +8,13 @@
 // instance within a second, the local cache is told at once; an organization's, §22, by its row's
 // trigger), with its audit row.
 import type { Logger } from 'pino';
-import { lockAccount } from '../account/change.js';
+import { lockAccount, type AccountChangeDeps } from '../account/change.js';
 import type { Audit, AuditActor } from '../audit.js';
 import type { Config } from '../config/schema.js';
 import type { BillingConfig } from '../config/schema/billing.js';
 import {
   claimEvent, customerOf, linkCustomer, lockSubscription, markGraceEnded, ownerOfCustomer, ownerOfSession, ownersPastGrace, recordSession, saveSubscription,
-  subscriptionsOf, type Owner, type SubscriptionState,
+  subscriptionsOf, type Owner, type OwnerType, type SubscriptionState,
 } from '../storage/billing.js';
 import type { Database, Queryable } from '../storage/db.js';
 import { lockOrganization, setOrganizationPlan } from '../storage/organizations.js';
@@ -45,6 +45,36 @@ export type EventOutcome = 'applied' | 'replayed' | 'ignored';
 
 /** Why a plan changed: a Stripe event (actor billing) or the end of a grace (actor system). */
 interface Cause { actor: AuditActor; data: Record<string, unknown> }
+
+/** How billing reads and sets the plan of each kind of owner. */
+interface OwnerPlan {
+  /** Locks the owner's row, after its subscription's (the event's order), and reads its plan; undefined when the owner is gone. */
+  current(tx: Queryable, id: number, deps: AccountChangeDeps): Promise<string | undefined>;
+  write(tx: Queryable, id: number, plan: string): Promise<unknown>;
+  /** The audit row's user, and what its data adds. */
+  audit(id: number): { userId: number | null; data: Record<string, unknown> };
+  /** The users this instance's identity cache must forget at once. */
+  notify(id: number): number[];
+}
+
+const OWNER_PLANS: Record<OwnerType, OwnerPlan> = {
+  // A user's row locked as account/change.ts locks it; its plan written as an operator's is
+  // (storage/users.ts writePlan: users' trigger tells the other instances, this one is told here).
+  user: {
+    current: async (tx, id, deps) => (await lockAccount(tx, deps, { userId: id, mode: 'update' }))?.user.plan,
+    write: (tx, id, plan) => writePlan(tx, id, plan),
+    audit: (id) => ({ userId: id, data: {} }),
+    notify: (id) => [id],
+  },
+  // An organization's plan (CONTRACT §22) set as an operator sets it: its row's trigger (031) tells
+  // every instance, this one included, within a second; no user cache to tell.
+  org: {
+    current: async (tx, id) => (await lockOrganization(tx, id))?.plan,
+    write: (tx, id, plan) => setOrganizationPlan(tx, id, plan),
+    audit: (id) => ({ userId: null, data: { org_id: id } }),
+    notify: () => [],
+  },
+};
 
 export class Billing {
   constructor(private readonly deps: BillingDeps) {}
@@ -135,22 +165,18 @@ export class Billing {
 
   /** Sets the owner's plan to what its subscriptions give now; the users whose plan changed (none for an organization). */
   private async settlePlan(tx: Queryable, owner: Owner, cause: Cause): Promise<number[]> {
-    // After the subscription's row (the event's order), the owner's: a user's as account/change.ts
-    // locks it; an organization's plan (CONTRACT §22) is set as an operator sets it: its row's
-    // trigger (031) tells every instance, this one included, within a second; no user cache to tell.
-    const current = owner.type === 'user'
-      ? (await lockAccount(tx, this.deps, { userId: owner.id, mode: 'update' }))?.user.plan
-      : (await lockOrganization(tx, owner.id))?.plan;
+    const kind = OWNER_PLANS[owner.type];
+    const current = await kind.current(tx, owner.id, this.deps);
     if (current === undefined) return [];
     const { prices, pastDueGraceDays: graceDays } = this.deps.config;
     const plan = planFromSubscriptions(await subscriptionsOf(tx, owner), { prices, graceDays, plans: this.deps.plans(), now: this.deps.clock() });
     if (plan === current) return [];
-    if (owner.type === 'user') await writePlan(tx, owner.id, plan);
-    else await setOrganizationPlan(tx, owner.id, plan);
-    const data = { ...cause.data, plan, previous_plan: current, ...(owner.type === 'org' ? { org_id: owner.id } : {}) };
-    await this.deps.audit.record({ type: 'billing.plan_changed', actor: cause.actor, userId: owner.type === 'user' ? owner.id : null, data }, tx);
+    await kind.write(tx, owner.id, plan);
+    const audit = kind.audit(owner.id);
+    const data = { ...cause.data, plan, previous_plan: current, ...audit.data };
+    await this.deps.audit.record({ type: 'billing.plan_changed', actor: cause.actor, userId: audit.userId, data }, tx);
     this.deps.log.info({ owner, plan, previous: current, ...cause.data }, 'billing: plan set');
-    return owner.type === 'user' ? [owner.id] : [];
+    return kind.notify(owner.id);
   }
 
   /** Ends the grace of past_due subscriptions whose pastDueGraceDays have run out (every minute, housekeeping.ts). */
