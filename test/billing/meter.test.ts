@@ -150,6 +150,10 @@ describeWithServices('metered overage reported to a Stripe meter', () => {
     const user = await payer();
     const m = marker();
     for (let i = 0; i < 5; i++) expect((await use(b, user, m)).status).toBe(200);
+    // Both records settled (4 s: twice the upstream timeout, plus 2 s) before a pass looks: one
+    // event, not one per pass that a moment between the two uses would have split them into.
+    await expect.poll(async () => (await sql<{ n: number }>(
+      "SELECT count(*)::int AS n FROM metered_uses WHERE user_id = $1 AND created_at < now() - interval '4500 milliseconds'", [user.id]))[0]!.n, { timeout: 10_000, interval: 250 }).toBe(2);
     stripe.meterDrops(2);
     await expect.poll(async () => {
       await reported(user.customer);
