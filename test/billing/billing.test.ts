@@ -4,12 +4,14 @@
 // instances at once), the subscription's state fetched from Stripe on every event (out of order),
 // the plan from all subscriptions with the past_due grace, and Stripe failures retried.
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { buildAdminApp } from '../../src/admin/app.js';
 import { docsExample } from '../helpers/docs.js';
 import {
-  bearer, closeSql, describeWithServices, eventually, everywhereWithin, makeUser, ownRedisPrefix, sql, startTestGateway, testClock, testConfig, testConfigFromYaml,
+  ADMIN_KEY, bearer, closeSql, describeWithServices, eventually, everywhereWithin, makeUser, ownRedisPrefix, sql, startTestGateway, testClock, testConfig, testConfigFromYaml,
   type TestGateway, type TestUser,
 } from '../helpers/gateway.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
+import { request } from '../helpers/http.js';
 import { signedEvent, startStripeFake, type FakeSubscription, type StripeFake } from '../helpers/stripeFake.js';
 
 const SECRET = 'whsec_dGVzdC1zZWNyZXQtb2YtdGhlLWVuZHBvaW50';
@@ -178,6 +180,25 @@ describeWithServices('plans that follow payment (CONTRACT §23)', () => {
     expect((await planOf(user.id))!.mirrored).toBe('free');
     expect((await auditOf(user.id)).at(-1)).toEqual({ actor: 'system', data: { reason: 'past_due_grace_ended', plan: 'free', previous_plan: 'pro' } });
     clock.set(new Date());
+  });
+
+  it('an operator\'s plan change on a subscribed user holds until the next billing event, which sets the plan its subscriptions give', async () => {
+    const { user, sub } = await subscribed({ status: 'active', prices: ['price_premium_monthly'] });
+    expect((await planOf(user.id))!.plan).toBe('premium');
+    const admin = await buildAdminApp(a.services);
+    try {
+      const url = await admin.listen({ host: '127.0.0.1', port: 0 });
+      const put = await request(url, 'PUT', `/admin/v1/users/${user.id}/plan`, { headers: bearer(ADMIN_KEY), json: { plan: 'pro' } });
+      expect([put.status, put.json.plan]).toEqual([200, 'pro']);
+    } finally {
+      await admin.close();
+    }
+    expect(await planOf(user.id)).toEqual({ plan: 'pro', mirrored: 'pro' });
+    // The next event of the subscription, unchanged at Stripe: the plan is what Stripe's subscription gives again, users.plan and its mirror alike.
+    const event = subscriptionEvent('updated', sub);
+    expect((await send(b, event)).status).toBe(200);
+    expect(await planOf(user.id)).toEqual({ plan: 'premium', mirrored: 'premium' });
+    expect((await auditOf(user.id)).at(-1)).toEqual({ actor: 'billing', data: { event_id: event.id, plan: 'premium', previous_plan: 'pro' } });
   });
 
   it('a Stripe failure answers 500 and keeps nothing; the retry applies it', async () => {
