@@ -1,7 +1,7 @@
 // Refunds (CONTRACT §23, plans.refundOn, issue 53): a counted use the upstream failed (a listed
 // status, an upstream that cannot be reached) goes back once to the windows it was counted in, at
 // most capPerDay times per owner and UTC day, exactly across instances; a status not listed, and
-// an upstream timeout while 504 is not listed, keep it counted. An organization's pooled use goes
+// an upstream timeout while 504 is not listed, and a response cut after it started keep it counted. An organization's pooled use goes
 // back to its pool, capped per organization (CONTRACT §22).
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import {
@@ -20,6 +20,13 @@ describeWithServices('refunds of counted uses', () => {
     // /metered/<marker>-503 answers 503 (listed), -500 answers 500 (not listed); -hang never answers.
     upstream.handle = (req, res) => {
       if (req.url?.endsWith('-hang')) return true;
+      // -cut: a 200 whose body starts, then the connection is reset (a response already started).
+      if (req.url?.endsWith('-cut')) {
+        res.writeHead(200, { 'content-type': 'text/plain' });
+        res.write('partial ');
+        setTimeout(() => res.socket?.destroy(), 50);
+        return true;
+      }
       const status = /-(\d{3})$/.exec(req.url ?? '')?.[1];
       if (!status) return false;
       res.writeHead(Number(status), { 'content-type': 'application/json' }).end('{"error":"upstream says no"}');
@@ -100,6 +107,20 @@ describeWithServices('refunds of counted uses', () => {
     expect((await get(a, `/slow/${marker()}-hang`, user)).status).toBe(504);
     expect(await me(a, user)).toMatchObject({ daily_usage: 1, monthly_usage: 1 });
     expect(await refundsOf(user.id)).toBe(0);
+  });
+
+  it('keeps the use of a response already started when the upstream resets it midway', async () => {
+    const user = await makeUser(a, { plan: 'many' });
+    const m = marker();
+    // The client gets the 200's head, then the body is cut: whatever the helper makes of it, the use was served.
+    const cut = await get(a, `/metered/${m}-cut`, user).then((r) => r.status, () => 'cut');
+    expect([200, 'cut']).toContain(cut);
+    expect(upstream.count(m)).toBe(1);
+    // A refunded use after it, as a positive signal that refunds are written: only that one went back.
+    expect((await get(a, `/metered/${m}-503`, user)).status).toBe(503);
+    await expect.poll(() => refundsOf(user.id)).toBe(1);
+    await expect.poll(() => me(b, user), { timeout: 5000 }).toMatchObject({ daily_usage: 1, monthly_usage: 1 });
+    expect(await refundsOf(user.id)).toBe(1);
   });
 
   it('honours capPerDay exactly with parallel failures on two instances: the refunds past the cap stay counted', async () => {
