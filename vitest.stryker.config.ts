@@ -33,6 +33,14 @@ export const MUTATION_TESTS = [
   'test/routing/caseFolds.test.ts',
   'test/routing/routeTable.test.ts',
   'test/credentials/digest.test.ts',
+  'test/credentials/keyShapes.test.ts',
+  'test/credentials/tokenKeys.test.ts',
+  'test/credentials/tokens.test.ts',
+  'test/pipeline/assertionSigner.test.ts',
+  // In this process on a database of their own (seconds: a throwaway database migrated in beforeAll).
+  'test/credentials/storedSecrets.test.ts',
+  'test/credentials/assertionKeys.test.ts',
+  'test/user/apiKeyActions.test.ts',
   // End to end in this process, by the time their tests took in a first run (beforeAll aside).
   'test/pipeline/pipeline.test.ts',
   'test/guards/planList.security.test.ts',
@@ -85,6 +93,15 @@ export const ROOM_TESTS: Record<string, string[]> = {
   'src/pipeline/guards/plan.ts': ['test/guards/planList.security.test.ts'],
   'src/auth/mfa/factor.ts': ['test/auth/factor.security.test.ts'],
   'src/admin/access.ts:58-60': ['test/admin/adminKey.security.test.ts'],
+  'src/credentials/shapes.ts': ['test/credentials/keyShapes.test.ts'],
+  'src/credentials/tokenKeys.ts': ['test/credentials/tokenKeys.test.ts'],
+  'src/credentials/tokens.ts': ['test/credentials/tokens.test.ts'],
+  'src/pipeline/assertionSigner.ts': ['test/pipeline/assertionSigner.test.ts'],
+  'src/credentials/jwtSecrets.ts': ['test/credentials/storedSecrets.test.ts'],
+  'src/credentials/tokenKeyring.ts': ['test/credentials/storedSecrets.test.ts'],
+  'src/credentials/assertionKeys.ts': ['test/credentials/assertionKeys.test.ts'],
+  'src/credentials/assertionKeyring.ts': ['test/credentials/assertionKeys.test.ts'],
+  'src/auth/apiKeys.ts': ['test/user/apiKeyActions.test.ts'],
 };
 
 function roomTests(room: string): string[] {

@@ -80,10 +80,10 @@ export function isDatabaseKept(jwt: JwtSettings): boolean {
 /** The key set of `jwt`, with the database's secrets when it keeps the key; throws SigningKeyError or PreviousKeyError. */
 export function buildKeySet(jwt: JwtSettings, stored: StoredSecrets | undefined): TokenKeySet {
   if (jwt.algorithm === 'HS256') {
-    const secret = jwt.secret || stored?.current;
-    if (!secret) throw new Error('no HS256 secret: neither auth.jwt.secret nor a stored one');
-    const fromDatabase = !jwt.secret && stored?.previous ? [hmacKey(stored.previous)] : [];
-    return new TokenKeySet(jwt.algorithm, hmacKey(secret), [...fromDatabase, ...jwt.previous.map((s) => hmacKey(s))]);
+    const previous = jwt.previous.map((s) => hmacKey(s));
+    if (jwt.secret) return new TokenKeySet(jwt.algorithm, hmacKey(jwt.secret), previous);
+    if (!stored?.current) throw new Error('no HS256 secret: neither auth.jwt.secret nor a stored one');
+    return new TokenKeySet(jwt.algorithm, hmacKey(stored.current), [...(stored.previous ? [hmacKey(stored.previous)] : []), ...previous]);
   }
   return new TokenKeySet(jwt.algorithm, signingKeyOf(jwt), jwt.previous.map((entry, i) => {
     try {
@@ -95,8 +95,8 @@ export function buildKeySet(jwt: JwtSettings, stored: StoredSecrets | undefined)
 }
 
 /** An inline PEM, or the file holding one (load.ts made it absolute). */
-function pemOf(entry: string): string {
-  return isInlinePem(entry) ? entry : readFileSync(entry, 'utf8');
+function pemOf(entry: string): string | Buffer {
+  return isInlinePem(entry) ? entry : readFileSync(entry);
 }
 
 /**
@@ -118,7 +118,7 @@ const WEBCRYPTO: Record<Exclude<Algorithm, 'HS256'>, Parameters<KeyObject['toCry
 function signingKeyOf(jwt: JwtSettings): SignKey {
   const algorithm = jwt.algorithm as Exclude<Algorithm, 'HS256'>;
   try {
-    const pem = readFileSync(jwt.privateKeyFile!, 'utf8');
+    const pem = String(readFileSync(jwt.privateKeyFile!));
     const problem = signingKeyProblem(pem, algorithm);
     if (problem) throw new Error(problem);
     const privateKey = createPrivateKey(pem);
@@ -135,7 +135,7 @@ function verifyKeyOf(algorithm: Algorithm, publicKey: KeyObject): VerifyKey {
   const jwk = publicKey.export({ format: 'jwk' }) as JWK;
   const kid = thumbprint(jwk);
   // Ed25519 and P-256 signatures are 64 bytes; an RSA one is as long as the modulus.
-  const bytes = algorithm === 'RS256' ? Math.ceil((publicKey.asymmetricKeyDetails?.modulusLength ?? 2048) / 8) : 64;
+  const bytes = algorithm === 'RS256' ? Math.ceil(publicKey.asymmetricKeyDetails!.modulusLength! / 8) : 64;
   return {
     kid,
     verify: publicKey.toCryptoKey(params, true, ['verify']),
@@ -144,9 +144,12 @@ function verifyKeyOf(algorithm: Algorithm, publicKey: KeyObject): VerifyKey {
   };
 }
 
-/** RFC 7638: the SHA-256 of the key's required members, in lexicographic order. */
+/**
+ * RFC 7638: the SHA-256 of the key's required members, in lexicographic order. An OKP key (Ed25519)
+ * has no `y`, and JSON.stringify leaves an undefined member out: EC's list serves both.
+ */
 export function thumbprint(jwk: JWK): string {
-  const members = jwk.kty === 'RSA' ? ['e', 'kty', 'n'] : jwk.kty === 'EC' ? ['crv', 'kty', 'x', 'y'] : ['crv', 'kty', 'x'];
+  const members = jwk.kty === 'RSA' ? ['e', 'kty', 'n'] : ['crv', 'kty', 'x', 'y'];
   const json = JSON.stringify(Object.fromEntries(members.map((m) => [m, (jwk as Record<string, unknown>)[m]])));
   return createHash('sha256').update(json).digest('base64url');
 }

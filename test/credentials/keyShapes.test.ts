@@ -2,7 +2,9 @@
 // are refused unread (a wrong checksum under the configured prefix or gw) and which are looked up,
 // and where proxy/ownTokens.ts finds a key inside a text, whatever its prefix.
 import { describe, expect, it } from 'vitest';
-import { isForgedKey, keyCandidates, keyChecksum, newApiKey } from '../../src/credentials/shapes.js';
+import {
+  CONSOLE_COOKIE, isForgedKey, JWS_PATTERN, JWS_PREFIX, keyCandidates, keyChecksum, newApiKey, OIDC_COOKIE, OPERATOR_TOKEN_PREFIX,
+} from '../../src/credentials/shapes.js';
 
 const corrupted = (key: string) => key.slice(0, -1) + (key.endsWith('0') ? '1' : '0');
 
@@ -37,4 +39,49 @@ describe('API key shapes', () => {
     expect(keyCandidates(`x ${old}`)).toEqual([old]);
     expect(keyCandidates(`acme_${'c'.repeat(38)} ${corrupted(acme)}`)).toEqual([]);
   });
+
+  it('has a checksum that is CRC-32 in base62, 6 characters, padded with zeros', () => {
+    // crc32('0123456789abcdefghijABCDEFGHIJxy') = 373885863 = 0PImn9 in base62 (a key made before a change of it must keep passing).
+    expect(keyChecksum('0123456789abcdefghijABCDEFGHIJxy')).toBe('0PImn9');
+    expect(keyChecksum('')).toBe('000000');
+  });
+
+  it('reads a run of lower-case characters glued before `_` as every prefix it may end with: 2 to 11 characters, starting with a letter', () => {
+    const key = newApiKey('gw').key;
+    const rest = key.slice(2);
+    const run = 'ab1cdefghijklmnopgw';
+    const expected = [2, 3, 4, 5, 6, 7, 8, 9, 10, 11].map((n) => run.slice(-n)).filter((p) => /^[a-z]/.test(p)).map((p) => p + rest);
+    expect(expected).toHaveLength(10);
+    expect(keyCandidates(`${run}${rest}`)).toEqual(expected);
+    // A prefix never starts with a digit: `1gw_…` and `9gw_…` are not read.
+    expect(keyCandidates(`x1gw${rest}`)).toEqual([key, `x1gw${rest}`]);
+    expect(keyCandidates(`token9gw${rest}`)).toEqual(['gw', 'n9gw', 'en9gw', 'ken9gw', 'oken9gw', 'token9gw'].map((p) => p + rest));
+  });
 });
+
+describe('where a token sits in a text', () => {
+  it('JWS_PREFIX is how every JSON header (`{"`) starts in base64url', () => {
+    expect(JWS_PREFIX).toHaveLength(3);
+    for (const header of [{ alg: 'HS256' }, { typ: 'at+jwt', alg: 'EdDSA' }, { kid: 'x' }]) {
+      expect(Buffer.from(JSON.stringify(header)).toString('base64url').startsWith(JWS_PREFIX)).toBe(true);
+    }
+  });
+
+  it('JWS_PATTERN finds whole compact JWSs, glued to a word or not, and nothing else', () => {
+    const token = 'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2ln-_aturE';
+    const found = (text: string) => [...text.matchAll(JWS_PATTERN)].map((m) => m[0]);
+    expect(found(`Bearer ${token} and bearer${token}.`)).toEqual([token, token]);
+    expect(found('eyJ.a.b')).toEqual(['eyJ.a.b']);
+    expect(found('eyJhbGci.only-two')).toEqual([]);
+    expect(found('eyJ a.b.c')).toEqual([]);
+  });
+});
+
+describe('the names the contract gives', () => {
+  it('the console cookie gw_console, the sign-in binding cookie gw_oidc, operator tokens gwop_ (CONTRACT §24, §28)', () => {
+    expect(CONSOLE_COOKIE).toBe('gw_console');
+    expect(OIDC_COOKIE).toBe('gw_oidc');
+    expect(OPERATOR_TOKEN_PREFIX).toBe('gwop_');
+  });
+});
+
