@@ -130,7 +130,8 @@ class JwtTokens implements Tokens {
     if (cached) return cached.exp > this.seconds() ? cached : null;
     const payload = await this.verify(token, ACCESS_TYP);
     if (!payload || typeof payload.plan !== 'string' || typeof payload.email !== 'string') return null;
-    const sessionId = typeof payload.sid === 'number' && Number.isSafeInteger(payload.sid) ? payload.sid : undefined;
+    // Number.isSafeInteger is false for anything but a number.
+    const sessionId = Number.isSafeInteger(payload.sid) ? (payload.sid as number) : undefined;
     const acr: Acr = payload.acr === 'aal2' ? 'aal2' : 'aal1';
     const authTime = typeof payload.auth_time === 'number' ? payload.auth_time : 0;
     const claims: AccessClaims = { userId: Number(payload.sub), plan: payload.plan as Plan, email: payload.email, exp: payload.exp!, sessionId, acr, authTime };
@@ -228,8 +229,7 @@ export async function loadKeyFile(jwt: Config['auth']['jwt']): Promise<SignKey> 
   return buildKeySet({ ...jwt, previous: [] }, undefined).current;
 }
 
-/** Each of the three parts is base64url as an encoder writes it: no padding, no unused bits set. */
+/** Each part is base64url as an encoder writes it: no padding, no unused bits set (jwtVerify refuses what has not three). */
 function isCanonical(token: string): boolean {
-  const parts = token.split('.');
-  return parts.length === 3 && parts.every((part) => Buffer.from(part, 'base64url').toString('base64url') === part);
+  return token.split('.').every((part) => Buffer.from(part, 'base64url').toString('base64url') === part);
 }

@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { decodeJwt, decodeProtectedHeader, SignJWT, type JWTPayload } from 'jose';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { configSchema, type Config } from '../../src/config/schema.js';
 import { TokenKeyring } from '../../src/credentials/tokenKeyring.js';
 import { hmacKey } from '../../src/credentials/tokenKeys.js';
@@ -171,6 +171,42 @@ describe('verifyAccess', () => {
     expect(await tokens.verifyAccess(old)).toBeNull();
     expect(await tokens.isOwn(old)).toBe(false);
     expect(await tokens.verifyRefresh(await forged({}, { typ: REFRESH_TYP }, OTHER))).toBeNull();
+  });
+});
+
+describe('the cache of verified tokens', () => {
+  afterEach(() => { vi.restoreAllMocks(); });
+
+  it('spares a signature check for a token verified before, in verifyAccess and isOwn', async () => {
+    const { tokens } = await tokensOf();
+    const { pair } = await tokens.issuePair(USER, 1, PWD);
+    const verify = vi.spyOn(crypto.subtle, 'verify');
+    expect(await tokens.verifyAccess(pair.access_token)).toMatchObject({ userId: 42 });
+    expect(verify).toHaveBeenCalledTimes(1);
+    expect(await tokens.verifyAccess(pair.access_token)).toMatchObject({ userId: 42 });
+    expect(await tokens.isOwn(pair.access_token)).toBe(true);
+    expect(verify).toHaveBeenCalledTimes(1);
+    expect(await tokens.isOwn(pair.refresh_token)).toBe(true);
+    expect(verify).toHaveBeenCalledTimes(2);
+  });
+
+  it('is emptied when the key set changes: a token of a removed key, verified twice before, is refused at once', async () => {
+    const auth = authOf({ previous: [OTHER] });
+    const keyring = new TokenKeyring({ jwt: auth.jwt, refreshTokenTtlMs: auth.refreshTokenTtl, db: noDatabase, warn: () => {} });
+    await keyring.start();
+    const tokens = await createTokens(auth, noDatabase, () => new Date(), () => {}, keyring);
+    const old = await forged({}, {}, OTHER);
+    expect(await tokens.verifyAccess(old)).toMatchObject({ userId: 7 });
+    expect(await tokens.verifyAccess(old)).toMatchObject({ userId: 7 });
+    keyring.prepare({ ...auth.jwt, previous: [] })!();
+    expect(await tokens.verifyAccess(old)).toBeNull();
+  });
+
+  it('tries every key for a token without a kid, the previous ones too', async () => {
+    const auth = authOf({ previous: [OTHER] });
+    const { tokens } = await tokensOf(auth);
+    expect(await tokens.verifyAccess(await forged({}, { kid: undefined }, OTHER))).toMatchObject({ userId: 7 });
+    expect(await tokens.verifyRefresh(await forged({}, { kid: undefined, typ: REFRESH_TYP }, OTHER))).toBe(7);
   });
 });
 

@@ -133,6 +133,9 @@ describe('reuse', () => {
     const burst = await Promise.all(Array.from({ length: 5 }, () => signer.assertionFor(USER, 'bearer', 'billing')));
     expect(new Set(burst).size).toBe(1);
     expect(sign).toHaveBeenCalledTimes(1);
+    // The same instant as its iat (START is a whole second): reused, not signed again.
+    expect(await signer.assertionFor(USER, 'bearer', 'billing')).toBe(burst[0]);
+    expect(sign).toHaveBeenCalledTimes(1);
     clock.set(new Date(START.getTime() + 31_000));
     const later = await Promise.all(Array.from({ length: 3 }, () => signer.assertionFor(USER, 'bearer', 'billing')));
     expect(later[0]).not.toBe(burst[0]);
