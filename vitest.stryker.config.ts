@@ -56,6 +56,7 @@ export const MUTATION_TESTS = [
   'test/auth/totpWindow.security.test.ts',
   'test/assertion/assertion.happy.test.ts',
   'test/auth/factor.security.test.ts',
+  'test/auth/factor.test.ts',
   'test/guards/mfaRoutes.test.ts',
   'test/proxy/spellings.security.test.ts',
   'test/proxy/routing.security.test.ts',
@@ -91,7 +92,7 @@ export const ROOM_TESTS: Record<string, string[]> = {
   'src/credentials/digest.ts': ['test/credentials/digest.test.ts'],
   'src/credentials/emailAddress.ts': ['test/auth/credentials.test.ts'],
   'src/pipeline/guards/plan.ts': ['test/guards/planList.security.test.ts'],
-  'src/auth/mfa/factor.ts': ['test/auth/factor.security.test.ts'],
+  'src/auth/mfa/factor.ts': ['test/auth/factor.test.ts', 'test/auth/factor.security.test.ts'],
   'src/admin/access.ts:58-60': ['test/admin/adminKey.security.test.ts'],
   'src/credentials/shapes.ts': ['test/credentials/keyShapes.test.ts'],
   'src/credentials/tokenKeys.ts': ['test/credentials/tokenKeys.test.ts'],
@@ -102,6 +103,11 @@ export const ROOM_TESTS: Record<string, string[]> = {
   'src/credentials/assertionKeys.ts': ['test/credentials/assertionKeys.test.ts'],
   'src/credentials/assertionKeyring.ts': ['test/credentials/assertionKeys.test.ts'],
   'src/auth/apiKeys.ts': ['test/user/apiKeyActions.test.ts'],
+  'src/pipeline/pipeline.ts': ['test/pipeline/pipeline.test.ts'],
+  'src/pipeline/guards/authenticate.ts': ['test/pipeline/pipeline.test.ts'],
+  'src/admin/access.ts:70-90': ['test/admin/adminKey.security.test.ts'],
+  'src/admin/console.ts:174-178': ['test/admin/adminKey.security.test.ts'],
+  'src/admin/console.ts:200-204': ['test/admin/adminKey.security.test.ts'],
 };
 
 function roomTests(room: string): string[] {

@@ -4,7 +4,8 @@
 // character, is refused as any wrong key; only the key itself opens the admin API, the console's
 // sign-in and its sign-in links. The console's CSRF token is compared the same way.
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { ADMIN_KEY, bearer, closeSql, describeWithServices, makeUser, startTestGateway, testConfig, type TestGateway } from '../helpers/gateway.js';
+import { insertOperator } from '../../src/storage/operators.js';
+import { ADMIN_KEY, bearer, closeSql, describeWithServices, makeUser, startTestGateway, testConfig, throwawayDatabase, type TestGateway } from '../helpers/gateway.js';
 import { request, type RequestOptions } from '../helpers/http.js';
 import { sparePort } from '../helpers/ports.js';
 
@@ -112,5 +113,34 @@ describeWithServices('admin key and console secrets: exact comparison', () => {
     const res = await admin('DELETE', '/console/session', { headers: { cookie, 'x-csrf-token': csrf } });
     expect([res.status, res.json]).toEqual([200, { message: 'Session terminée' }]);
     expect((await admin('GET', '/console/session', { headers: { cookie } })).json).toEqual(UNAUTHORIZED);
+  });
+
+  it('no admin key configured, an operator signed up: an empty key (or none) at either console door gets 401 and no session', async () => {
+    // The console is served (an operator exists), so the doors that take the key are reached:
+    // an empty presented key must not match the empty configured one.
+    const db = await throwawayDatabase();
+    const keyless = await startTestGateway(testConfig({ storage: db.storage, admin: { host: '127.0.0.1', port: await sparePort(), apiKey: '' } }));
+    try {
+      // Neither a key nor an operator: the admin API does not exist; with an operator, it refuses.
+      expect((await request(keyless.adminUrl!, 'GET', '/admin/v1/users', { headers: bearer('') })).status).toBe(404);
+      expect(await insertOperator(keyless.services.db, 'keyless-operator@example.test', 'admin', new Date())).toBeDefined();
+      for (const authorization of ['Bearer ', 'Bearer', '']) {
+        const res = await request(keyless.adminUrl!, 'GET', '/admin/v1/users', { headers: { authorization } });
+        expect([res.status, res.json, res.headers['www-authenticate']], authorization).toEqual([401, UNAUTHORIZED, 'Bearer realm="gateway-admin"']);
+      }
+      const page = await request(keyless.adminUrl!, 'GET', '/console/');
+      expect(page.status, 'the console is served').toBe(200);
+      for (const [what, options] of Object.entries<RequestOptions>({ 'an empty key': { json: { key: '' } }, 'no key': { json: {} } })) {
+        const res = await request(keyless.adminUrl!, 'POST', '/console/session', options);
+        expect([res.status, res.json, res.headers['set-cookie']], what).toEqual([401, UNAUTHORIZED, undefined]);
+      }
+      for (const authorization of ['Bearer ', 'Bearer']) {
+        const res = await request(keyless.adminUrl!, 'POST', '/console/tickets', { headers: { authorization } });
+        expect([res.status, res.json], authorization).toEqual([401, UNAUTHORIZED]);
+      }
+    } finally {
+      await keyless.close();
+      await db.drop();
+    }
   });
 });

@@ -7,6 +7,7 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { bearer, closeSql, describeWithServices, newEmail, newPassword, startTestGateway, testClock, testConfig, type TestGateway } from '../helpers/gateway.js';
 import { register as makePasskey } from '../helpers/softAuthenticator.js';
+import { authenticator } from '../helpers/totp.js';
 import { mailSettings, startSmtpCatcher, type SmtpCatcher } from '../helpers/smtp.js';
 
 const UNVERIFIED = { error: 'Adresse email non vérifiée' };
@@ -73,5 +74,27 @@ describeWithServices('guard factor: a verified email when mail is configured, a 
       const res = await gw.post(path, {}, { headers });
       expect([res.status, res.json], path).toEqual([403, RECENT]);
     }
+  });
+
+  it('a user with a second factor adds another only from a sign-in that gave it (aal2), not from the password alone', async () => {
+    const email = newEmail('aal2');
+    const password = newPassword();
+    await gw.post('/api/v1/auth/register', { email, password });
+    expect((await gw.post('/api/v1/auth/email/verify', { token: (await smtp.waitFor(email)).token })).status).toBe(200);
+    const headers = bearer((await gw.post('/api/v1/auth/login', { email, password })).json.access_token);
+    await expect.poll(async () => (await gw.post(ENROLL, {}, { headers })).status).toBe(200);
+    const secret = (await gw.post(ENROLL, {}, { headers })).json.secret as string;
+    const code = () => authenticator.clone({ epoch: clock().getTime() }).generate(secret);
+    expect((await gw.post(CONFIRM, { code: code() }, { headers })).status).toBe(200);
+    // The password-only (aal1) token of before: the user now has a factor, so no other is added with it.
+    const refused = await gw.post(PASSKEY_OPTIONS, {}, { headers });
+    expect([refused.status, refused.json]).toEqual([403, RECENT]);
+    clock.advance(30_000); // the next step's code: the confirming one is spent
+    const challenge = await gw.post('/api/v1/auth/login', { email, password });
+    expect(challenge.status, challenge.text).toBe(403);
+    const verified = await gw.post('/api/v1/auth/mfa/verify', { mfa_token: challenge.json.mfa_token, code: code() });
+    expect(verified.status, verified.text).toBe(200);
+    const options = await gw.post(PASSKEY_OPTIONS, {}, { headers: bearer(verified.json.access_token) });
+    expect(options.status, options.text).toBe(200);
   });
 });

@@ -4,9 +4,11 @@
 // (proxy, own endpoints, decisions, WebSocket upgrades) hands them over.
 import type { IncomingHttpHeaders } from 'node:http';
 import pino from 'pino';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApiKey } from '../../src/auth/apiKeys.js';
+import { sha256Hex } from '../../src/credentials/digest.js';
 import { createInstance, type Instance } from '../../src/instance.js';
+import { telemetryName } from '../../src/errors/index.js';
 import type { Decision } from '../../src/pipeline/pipeline.js';
 import { requestContext } from '../../src/live/requestContext.js';
 import * as users from '../../src/storage/users.js';
@@ -24,6 +26,7 @@ const ROUTES = [
   { path: '/checks', auth: 'required' }, // decision-only: no upstream
   { path: '/team', upstream: 'app', roles: ['owner', 'admin'] }, // CONTRACT §22: implies org: required
   { path: '/shared', upstream: 'app', auth: 'optional', org: 'optional' },
+  { path: '/signed', upstream: 'signed' }, // an upstream that receives x-gateway-assertion
 ];
 const MAIL = { smtp: '', from: 'x', resetUrl: 'https://a.example/r?token={token}', verifyUrl: 'https://a.example/v?token={token}', invitationUrl: 'https://a.example/j?token={token}' };
 /** The public listener's own endpoints, as the pipeline is told of them. */
@@ -73,7 +76,8 @@ describeWithServices('the pipeline: route × credential → decision (no listene
   const ids: Partial<Record<Credential, number>> = {};
 
   beforeAll(async () => {
-    instance = await createInstance(testConfig({ upstreams: { app: APP }, routes: ROUTES, decisions: { port: 1 }, organizations: { enabled: true }, mail: MAIL }), { log: pino({ level: 'silent' }) });
+    const upstreams = { app: APP, signed: { ...APP, assertion: true } };
+    instance = await createInstance(testConfig({ upstreams, routes: ROUTES, decisions: { port: 1 }, organizations: { enabled: true }, mail: MAIL }), { log: pino({ level: 'silent' }) });
     const hash = await instance.passwords.hash('long-enough-password');
     const user = async (plan: string, active = true) => {
       const id = (await users.createUser(instance.db, newEmail(), hash))!;
@@ -160,5 +164,110 @@ describeWithServices('the pipeline: route × credential → decision (no listene
     const free = await decide('GET', '/races', 'free');
     expect(free).toMatchObject({ kind: 'allow', responseHeaders: { 'ratelimit-policy': '"daily";q=1;w=86400' } });
     expect(await decide('GET', '/races', 'free')).toMatchObject({ kind: 'deny', denial: { code: 'dailyLimitReached' } });
+  });
+
+  it('a path that cannot be read one way only is a 400, for a proxy that asks and for the gateway forwarding', async () => {
+    for (const forwarding of [true, false]) {
+      expect(await decide('GET', '/orders/..;/1', 'free', forwarding), String(forwarding)).toMatchObject({ kind: 'deny', route: undefined, denial: { code: 'badRequest' } });
+    }
+  });
+
+  it('a 405 names the methods allowed: the route\'s, or the own endpoint\'s', async () => {
+    expect(await decide('POST', '/orders/archive', 'pro')).toMatchObject({ kind: 'deny', denial: { code: 'methodNotAllowed', headers: { allow: 'GET, HEAD' } } });
+    expect(await decide('GET', '/api/v1/auth/login', 'none')).toMatchObject({ kind: 'deny', denial: { code: 'methodNotAllowed', headers: { allow: 'POST' } } });
+  });
+
+  it('signs an assertion for an upstream that asks for one, and only for it', async () => {
+    const signed = await decide('GET', '/signed/x', 'free');
+    expect(signed).toMatchObject({ kind: 'allow', identity: { 'x-user-id': String(ids.free), 'x-gateway-assertion': expect.stringMatching(/^[\w-]+\.[\w-]+\.[\w-]+$/) } });
+    const plain = await decide('GET', '/orders/1', 'free');
+    expect(plain).toMatchObject({ kind: 'allow', identity: { 'x-user-id': String(ids.free) } });
+    expect(plain.kind === 'allow' && plain.identity).not.toHaveProperty('x-gateway-assertion');
+  });
+
+  it('tallies each decision for the metrics, by route and outcome: allowed, or the denial\'s name', async () => {
+    const tally = (route: string, outcome: string) => instance.metrics.tallies.routes.get(route)?.decided.get(outcome) ?? 0;
+    const before = [tally('/orders/archive', telemetryName('methodNotAllowed')), tally('own', telemetryName('methodNotAllowed')), tally('/orders', 'allowed')];
+    await decide('POST', '/orders/archive', 'pro');
+    await decide('GET', '/api/v1/auth/login', 'none');
+    await decide('GET', '/orders/1', 'free');
+    expect([tally('/orders/archive', telemetryName('methodNotAllowed')), tally('own', telemetryName('methodNotAllowed')), tally('/orders', 'allowed')])
+      .toEqual(before.map((n) => n + 1));
+  });
+
+  it('the guard alone (what the own endpoints run): a pass with the caller, or a denial', async () => {
+    const guard = (credential: Credential) => instance.pipeline.guard({ auth: 'required' }, headers[credential], instance.live.current);
+    expect(await guard('free')).toMatchObject({ kind: 'pass', auth: { kind: 'authenticated', user: { id: ids.free } }, responseHeaders: undefined });
+    expect(await guard('none')).toMatchObject({ kind: 'deny', denial: { code: 'tokenMissing' } });
+  });
+
+  describe('authenticate (pipeline/guards/authenticate.ts): the bearer token first, then X-API-Key', () => {
+    /** What the caller is taken for on `url`: the decision's auth, or its denial's code. */
+    const auth = async (h: IncomingHttpHeaders, url = '/orders/1') => {
+      const decision = await instance.pipeline.decide({ context: requestContext(instance.live.current, 'GET', url, ownMethods), headers: h }, { forwarding: true });
+      return decision.kind === 'allow' ? decision.auth : decision.denial.code;
+    };
+    const token = () => headers.free.authorization!.slice('Bearer '.length);
+    /** A key of a new pro user, its row changed by `update` (SQL on api_tokens, $1 its hash) before its first use. */
+    const keyWith = async (update?: string, params: unknown[] = []) => {
+      const id = (await users.createUser(instance.db, newEmail(), null))!;
+      await users.setPlan(instance.db, id, 'pro');
+      const { key } = await createApiKey({ ...instance, apiKeys: instance.config.apiKeys }, id, { actor: 'system' });
+      if (update) await instance.db.query(update, [sha256Hex(key), ...params]);
+      return { key, id };
+    };
+
+    it('a bearer token, its scheme in any case, spaces or tabs around: the user, the session, the assurance', async () => {
+      for (const authorization of [`bearer\t${token()} \t`, `BEARER ${token()}`]) {
+        const expected = { kind: 'authenticated', method: 'bearer', user: { id: ids.free }, sessionId: 1, acr: 'aal1', authTime: expect.any(Number) };
+        expect(await auth({ authorization }), authorization).toMatchObject(expected);
+      }
+    });
+
+    it('the Bearer scheme without a token of ours is a 401 even where anonymous access is allowed; another scheme is not ours', async () => {
+      for (const authorization of ['Bearer', 'Bearer ', 'bearer\t', `Bearer ${token()} extra`]) {
+        expect(await auth({ authorization }, '/maybe'), authorization).toBe('tokenInvalid');
+      }
+      for (const authorization of ['Bearerx abc', 'Basic Bearer abc', 'Token abc']) {
+        expect(await auth({ authorization }, '/maybe'), authorization).toEqual({ kind: 'anonymous' });
+      }
+    });
+
+    it('a bearer token that fails passes to the key: the key\'s user, its hash and id; spaces around the key are not part of it', async () => {
+      const { key, id } = await keyWith();
+      const [row] = await instance.db.query<{ id: string }>('SELECT id FROM api_tokens WHERE token_hash = $1', [sha256Hex(key)]);
+      for (const h of [{ ...headers.forged, 'x-api-key': key }, { 'x-api-key': ` ${key}  ` }]) {
+        expect(await auth(h)).toMatchObject({ kind: 'authenticated', method: 'api-key', user: { id }, keyHash: sha256Hex(key), keyId: Number(row!.id), scopes: null });
+      }
+      expect(await auth({ 'x-api-key': '   ' })).toBe('tokenMissing');
+    });
+
+    it('a valid token of a user that does not exist: userNotFound, and no fall back to a key beside it', async () => {
+      const ghost = await instance.tokens.issuePair({ id: 2_000_000_000, email: 'ghost@example.test', plan: 'pro' }, 1, { amr: ['pwd'], authTime: new Date() });
+      const { key } = await keyWith();
+      expect(await auth({ authorization: `Bearer ${ghost.pair.access_token}`, 'x-api-key': key })).toBe('userNotFound');
+      expect(await auth({ ...headers.inactive, 'x-api-key': key })).toBe('userInactive');
+    });
+
+    it('a key that has expired, or whose owner is inactive, is refused; one that expires later is taken', async () => {
+      const expired = await keyWith("UPDATE api_tokens SET expires_at = now() - interval '1 minute' WHERE token_hash = $1");
+      const later = await keyWith("UPDATE api_tokens SET expires_at = now() + interval '1 hour' WHERE token_hash = $1");
+      const inactive = await keyWith();
+      await users.setActive(instance.db, inactive.id, false);
+      expect(await auth({ 'x-api-key': later.key })).toMatchObject({ kind: 'authenticated', method: 'api-key', user: { id: later.id } });
+      expect(await auth({ 'x-api-key': expired.key })).toBe('tokenInvalid');
+      expect(await auth({ 'x-api-key': inactive.key })).toBe('tokenInvalid');
+    });
+
+    it('an organization\'s key: its organization and role (member when the row has none); a personal key has neither', async () => {
+      const orgId = (await instance.db.query<{ id: number }>("INSERT INTO organizations (name, plan) VALUES ('Keys', 'pro') RETURNING id"))[0]!.id;
+      const admin = await keyWith("UPDATE api_tokens SET org_id = $2, role = 'admin' WHERE token_hash = $1", [orgId]);
+      const member = await keyWith('UPDATE api_tokens SET org_id = $2, role = NULL WHERE token_hash = $1', [orgId]);
+      // A key acts while its creator is a member (guards/org.ts), with the higher of the two roles.
+      await instance.db.query("INSERT INTO memberships (org_id, user_id, role) VALUES ($1, $2, 'member'), ($1, $3, 'member')", [orgId, admin.id, member.id]);
+      expect(await auth({ 'x-api-key': admin.key }, '/shared')).toMatchObject({ kind: 'authenticated', orgKey: { orgId, role: 'admin' } });
+      expect(await auth({ 'x-api-key': member.key }, '/shared')).toMatchObject({ kind: 'authenticated', orgKey: { orgId, role: 'member' } });
+      expect(await auth(headers['pro key'], '/shared')).not.toHaveProperty('orgKey');
+    });
   });
 });
