@@ -30,7 +30,7 @@ const ROUTES = [
 ];
 const MAIL = { smtp: '', from: 'x', resetUrl: 'https://a.example/r?token={token}', verifyUrl: 'https://a.example/v?token={token}', invitationUrl: 'https://a.example/j?token={token}' };
 /** The public listener's own endpoints, as the pipeline is told of them. */
-const OWN: Record<string, readonly string[]> = { '/api/v1/auth/login': ['POST'] };
+const OWN: Record<string, readonly string[]> = { '/api/v1/auth/login': ['POST'], '/api/v1/user/me': ['GET', 'DELETE'] };
 const ownMethods = (path: string) => OWN[path] ?? [];
 
 type Credential = 'none' | 'free' | 'premium' | 'pro' | 'pro key' | 'inactive' | 'forged' | 'unknown key' | 'basic';
@@ -175,6 +175,7 @@ describeWithServices('the pipeline: route × credential → decision (no listene
   it('a 405 names the methods allowed: the route\'s, or the own endpoint\'s', async () => {
     expect(await decide('POST', '/orders/archive', 'pro')).toMatchObject({ kind: 'deny', denial: { code: 'methodNotAllowed', headers: { allow: 'GET, HEAD' } } });
     expect(await decide('GET', '/api/v1/auth/login', 'none')).toMatchObject({ kind: 'deny', denial: { code: 'methodNotAllowed', headers: { allow: 'POST' } } });
+    expect(await decide('PUT', '/api/v1/user/me', 'free')).toMatchObject({ kind: 'deny', route: 'own', denial: { code: 'methodNotAllowed', headers: { allow: 'GET, DELETE' } } });
   });
 
   it('signs an assertion for an upstream that asks for one, and only for it', async () => {
