@@ -171,8 +171,8 @@ async function signIn({ deps }: ConsoleContext, request: FastifyRequest, reply: 
       return sendError(reply, 'consoleTicketInvalid');
     }
   } else {
-    const key = typeof body?.key === 'string' ? body.key : '';
-    if (foreignOrigin(deps, request) || !sameKey(key, deps.apiKey())) {
+    const key: unknown = body?.key;
+    if (typeof key !== 'string' || foreignOrigin(deps, request) || !sameKey(key, deps.apiKey())) {
       deps.keyRefusals.failed(undefined, { ip: request.ip, url: request.url });
       return sendError(reply, 'adminUnauthorized');
     }
@@ -197,8 +197,8 @@ export async function startSession(deps: ConsoleDeps, reply: FastifyReply, who: 
 // it grants nothing the key does not. The ticket rides in the URL's fragment, which browsers
 // send to no server and put in no Referer; the page takes it off the address bar and POSTs it.
 async function mintTicket({ deps }: ConsoleContext, request: FastifyRequest, reply: FastifyReply) {
-  const presented = BEARER.exec(headerValue(request.headers, 'authorization'))?.[1] ?? '';
-  if (foreignOrigin(deps, request) || !sameKey(presented, deps.apiKey())) {
+  const presented = BEARER.exec(headerValue(request.headers, 'authorization'))?.[1];
+  if (presented === undefined || foreignOrigin(deps, request) || !sameKey(presented, deps.apiKey())) {
     deps.keyRefusals.failed(undefined, { ip: request.ip, url: request.url });
     return sendError(reply, 'adminUnauthorized');
   }

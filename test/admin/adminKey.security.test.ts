@@ -4,7 +4,9 @@
 // character, is refused as any wrong key; only the key itself opens the admin API, the console's
 // sign-in and its sign-in links. The console's CSRF token is compared the same way.
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { insertOperator } from '../../src/storage/operators.js';
+import { randomBytes } from 'node:crypto';
+import { sha256Hex } from '../../src/credentials/digest.js';
+import { insertOperator, insertOperatorToken } from '../../src/storage/operators.js';
 import { ADMIN_KEY, bearer, closeSql, describeWithServices, makeUser, startTestGateway, testConfig, throwawayDatabase, type TestGateway } from '../helpers/gateway.js';
 import { request, type RequestOptions } from '../helpers/http.js';
 import { sparePort } from '../helpers/ports.js';
@@ -115,7 +117,7 @@ describeWithServices('admin key and console secrets: exact comparison', () => {
     expect((await admin('GET', '/console/session', { headers: { cookie } })).json).toEqual(UNAUTHORIZED);
   });
 
-  it('no admin key configured, an operator signed up: an empty key (or none) at either console door gets 401 and no session', async () => {
+  it('no admin key configured, operators: an empty key (or none) at the console\'s doors and the admin API gets 401 and no session; a gwop_ token acts as its operator', async () => {
     // The console is served (an operator exists), so the doors that take the key are reached:
     // an empty presented key must not match the empty configured one.
     const db = await throwawayDatabase();
@@ -138,6 +140,18 @@ describeWithServices('admin key and console secrets: exact comparison', () => {
         const res = await request(keyless.adminUrl!, 'POST', '/console/tickets', { headers: { authorization } });
         expect([res.status, res.json], authorization).toEqual([401, UNAUTHORIZED]);
       }
+      // An operator's gwop_ token opens the admin API as that operator (the audit names them); an unknown one is refused.
+      const operator = (await insertOperator(keyless.services.db, 'token-operator@example.test', 'admin', new Date()))!;
+      const token = `gwop_${randomBytes(24).toString('base64url')}`;
+      await insertOperatorToken(keyless.services.db, operator.id, 'test', sha256Hex(token), new Date(), new Date(Date.now() + 3_600_000));
+      const unknown = await request(keyless.adminUrl!, 'GET', '/admin/v1/users', { headers: bearer(`gwop_${randomBytes(24).toString('base64url')}`) });
+      expect([unknown.status, unknown.json]).toEqual([401, UNAUTHORIZED]);
+      const user = await makeUser(keyless);
+      const revoked = await request(keyless.adminUrl!, 'DELETE', `/admin/v1/users/${user.id}/sessions`, { headers: bearer(token) });
+      expect(revoked.status, revoked.text).toBe(200);
+      const [event] = await db.sql<{ actor: string; actor_id: number; data: Record<string, unknown> }>(
+        "SELECT actor, actor_id, data FROM audit_events WHERE type LIKE 'admin.%' ORDER BY id DESC LIMIT 1");
+      expect(event).toEqual({ actor: 'operator', actor_id: operator.id, data: expect.objectContaining({ operator_email: operator.email }) });
     } finally {
       await keyless.close();
       await db.drop();
