@@ -78,9 +78,11 @@ describeWithServices('admin key and console secrets: exact comparison', () => {
     }
   });
 
-  it('a wrong key at either console door is logged with the caller\'s address and the door', async () => {
+  it('a wrong key at the admin API or either console door is logged with the caller\'s address and the door', async () => {
     // A gateway of its own per door: refusals are logged once per interval, counted per listener.
-    for (const [door, options] of Object.entries<RequestOptions>({ '/console/session': { json: { key: 'wrong-key' } }, '/console/tickets': { headers: bearer('wrong-key') } })) {
+    const wrong = bearer('wrong-key');
+    const doors: Record<string, RequestOptions> = { '/admin/v1/users': { headers: wrong }, '/console/session': { json: { key: 'wrong-key' } }, '/console/tickets': { headers: wrong } };
+    for (const [door, options] of Object.entries(doors)) {
       const fresh = await startTestGateway(testConfig({ admin: { host: '127.0.0.1', port: await sparePort() } }));
       try {
         expect((await request(fresh.adminUrl!, 'POST', door, options)).status).toBe(401);
