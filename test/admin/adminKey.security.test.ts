@@ -100,6 +100,10 @@ describeWithServices('admin key and console secrets: exact comparison', () => {
       const res = await admin('POST', '/console/tickets', { headers: bearer(key) });
       expect([res.status, res.json], miss).toEqual([401, UNAUTHORIZED]);
     }
+    for (const authorization of [undefined, 'Bearer', `Basic ${ADMIN_KEY}`]) {
+      const res = await admin('POST', '/console/tickets', { headers: authorization === undefined ? {} : { authorization } });
+      expect([res.status, res.json], authorization).toEqual([401, UNAUTHORIZED]);
+    }
     const res = await admin('POST', '/console/tickets', { headers: bearer(ADMIN_KEY) });
     expect(res.status, res.text).toBe(201);
     expect(res.json.url).toMatch(/\/console\/#ticket=[A-Za-z0-9_-]+$/);
