@@ -7,8 +7,8 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { buildAdminApp } from '../../src/admin/app.js';
 import { docsExample } from '../helpers/docs.js';
 import {
-  ADMIN_KEY, bearer, closeSql, describeWithServices, eventually, everywhereWithin, makeUser, ownRedisPrefix, sql, startTestGateway, testClock, testConfig, testConfigFromYaml,
-  type TestGateway, type TestUser,
+  ADMIN_KEY, bearer, closeSql, describeWithServices, eventually, everywhereWithin, makeUser, ownRedisPrefix, sql as runSql, startTestGateway, testClock, testConfig, testConfigFromYaml,
+  throwawayDatabase, type TestGateway, type TestUser, type ThrowawayDatabase,
 } from '../helpers/gateway.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import { request } from '../helpers/http.js';
@@ -24,12 +24,19 @@ describeWithServices('plans that follow payment (CONTRACT §23)', () => {
   let stripe: StripeFake;
   let app: EchoUpstream;
   const clock = testClock();
+  // A database of its own: the gateways sweep every 100 ms (the past_due grace's minutely pass) with
+  // a clock moved days ahead, and the sweep purges every expired single-use row (sign-in states,
+  // links, mfa tokens) of the database it is on: on the run's, other files' flows in progress.
+  let db: ThrowawayDatabase;
+  const sql = <T = Record<string, unknown>>(text: string, params?: unknown[]) => db.sql<T>(text, params);
 
   beforeAll(async () => {
+    db = await throwawayDatabase();
     [stripe, app] = await Promise.all([startStripeFake(), startEchoUpstream()]);
     const env = { STRIPE_SECRET_KEY: 'rk_test_fake', STRIPE_WEBHOOK_SECRET: SECRET, STRIPE_API_BASE: stripe.url, APP_URL: app.url };
     // docs/billing.md's example as written, with error codes on (the codes are asserted).
-    const config = testConfigFromYaml(`${docsExample('billing', 'billing')}errors: { codes: true }\n`, env);
+    const yaml = testConfigFromYaml(`${docsExample('billing', 'billing')}errors: { codes: true }\n`, env);
+    const config = { ...yaml, storage: { ...yaml.storage, ...db.storage } };
     a = await startTestGateway(config, { clock, housekeepingEveryMs: 100 });
     b = await startTestGateway(config, { clock, housekeepingEveryMs: 100 });
   });
@@ -38,6 +45,7 @@ describeWithServices('plans that follow payment (CONTRACT §23)', () => {
     await b?.close();
     await stripe?.close();
     await app?.close();
+    await db?.drop();
     await closeSql();
   });
 
@@ -318,7 +326,7 @@ describeWithServices('rolling the webhook secret, outside the auth rate limit', 
     for (const secret of [OLD, SECRET, OLD]) {
       const event = signedEvent(secret, 'customer.subscription.updated', { id: 'sub_nobody', customer: 'cus_nobody' });
       expect((await gw.request('POST', WEBHOOK, { body: event.body, headers: { 'content-type': 'application/json', 'stripe-signature': event.signature } })).status).toBe(200);
-      expect(await sql('SELECT count(*)::int AS n FROM billing_events WHERE event_id = $1', [event.id])).toEqual([{ n: 1 }]);
+      expect(await runSql('SELECT count(*)::int AS n FROM billing_events WHERE event_id = $1', [event.id])).toEqual([{ n: 1 }]);
     }
     // The auth endpoints' budget of one is spent, and the webhook never counted against it.
     expect((await gw.post('/api/v1/auth/login', { email: 'a@example.test', password: 'x' })).status).toBe(401);
