@@ -29,6 +29,15 @@ async function tokensOf(auth = authOf(), clock: TestClock = testClock()): Promis
   return { tokens: await createTokens(auth, noDatabase, clock, (m) => warnings.push(m)), clock, warnings };
 }
 
+/** Tokens on a live key ring that also accepts OTHER (a previous key), and the reload that drops it. */
+async function tokensWithPreviousKey(): Promise<{ tokens: Tokens; dropPrevious: () => void }> {
+  const auth = authOf({ previous: [OTHER] });
+  const keyring = new TokenKeyring({ jwt: auth.jwt, refreshTokenTtlMs: auth.refreshTokenTtl, db: noDatabase, warn: () => {} });
+  await keyring.start();
+  const tokens = await createTokens(auth, noDatabase, () => new Date(), () => {}, keyring);
+  return { tokens, dropPrevious: () => keyring.prepare({ ...auth.jwt, previous: [] })!() };
+}
+
 /** A token signed as the gateway signs, with the claims and header given. */
 async function forged(claims: JWTPayload, header: Record<string, unknown> = {}, secret = SECRET, ttl = 600): Promise<string> {
   const now = Math.floor(Date.now() / 1000);
@@ -160,14 +169,11 @@ describe('verifyAccess', () => {
   });
 
   it('refuses, cached or not, a token whose key left the key set', async () => {
-    const auth = authOf({ previous: [OTHER] });
-    const keyring = new TokenKeyring({ jwt: auth.jwt, refreshTokenTtlMs: auth.refreshTokenTtl, db: noDatabase, warn: () => {} });
-    await keyring.start();
-    const tokens = await createTokens(auth, noDatabase, () => new Date(), () => {}, keyring);
+    const { tokens, dropPrevious } = await tokensWithPreviousKey();
     const old = await forged({}, {}, OTHER);
     expect(await tokens.verifyAccess(old)).toMatchObject({ userId: 7 });
     expect(await tokens.isOwn(old)).toBe(true);
-    keyring.prepare({ ...auth.jwt, previous: [] })!();
+    dropPrevious();
     expect(await tokens.verifyAccess(old)).toBeNull();
     expect(await tokens.isOwn(old)).toBe(false);
     expect(await tokens.verifyRefresh(await forged({}, { typ: REFRESH_TYP }, OTHER))).toBeNull();
@@ -191,14 +197,11 @@ describe('the cache of verified tokens', () => {
   });
 
   it('is emptied when the key set changes: a token of a removed key, verified twice before, is refused at once', async () => {
-    const auth = authOf({ previous: [OTHER] });
-    const keyring = new TokenKeyring({ jwt: auth.jwt, refreshTokenTtlMs: auth.refreshTokenTtl, db: noDatabase, warn: () => {} });
-    await keyring.start();
-    const tokens = await createTokens(auth, noDatabase, () => new Date(), () => {}, keyring);
+    const { tokens, dropPrevious } = await tokensWithPreviousKey();
     const old = await forged({}, {}, OTHER);
     expect(await tokens.verifyAccess(old)).toMatchObject({ userId: 7 });
     expect(await tokens.verifyAccess(old)).toMatchObject({ userId: 7 });
-    keyring.prepare({ ...auth.jwt, previous: [] })!();
+    dropPrevious();
     expect(await tokens.verifyAccess(old)).toBeNull();
   });
 
