@@ -4,14 +4,26 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { Config } from '../../src/config/schema.js';
+import { newApiKey } from '../../src/credentials/shapes.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import {
-  bearer, closeSql, describeWithServices, eventually, everywhereWithin, makeUser, marker, sql, startTestGateway, startTwoGateways, testClock, testConfig,
-  type TestClock, type TestGateway,
+  bearer, closeSql, describeWithServices, eventually, everywhereWithin, makeUser, marker, queriesDuring, sql, startTestGateway, startTwoGateways, testClock,
+  testConfig, type TestClock, type TestGateway,
 } from '../helpers/gateway.js';
 
 const INVALID = { error: 'Token invalide ou expiré' };
 const NOT_FOUND = { error: 'Utilisateur introuvable' };
+// CONTRACT §8: every 401 challenges, naming invalid_token when a credential of ours was refused.
+const CHALLENGE = 'Bearer realm="gateway"';
+const INVALID_CHALLENGE = 'Bearer realm="gateway", error="invalid_token"';
+
+/** The test clock, which a test may also stop at one instant: a key's expiry, to the millisecond. */
+type PinnableClock = TestClock & { pin(at: Date | undefined): void };
+function pinnableClock(): PinnableClock {
+  const moving = testClock();
+  let pinned: Date | undefined;
+  return Object.assign(() => (pinned ? new Date(pinned) : moving()), { advance: moving.advance, set: moving.set, pin: (at: Date | undefined) => { pinned = at; } });
+}
 
 /** A personal API key stored the way the Pro endpoints store it: SHA-256 hex only. */
 async function insertKey(userId: number, options: { revoked?: boolean } = {}): Promise<string> {
@@ -26,12 +38,12 @@ describeWithServices('authentication guard', () => {
   let upstream: EchoUpstream;
   let a: TestGateway;
   let b: TestGateway;
-  let clock: TestClock;
+  let clock: PinnableClock;
   let config: Config;
 
   beforeAll(async () => {
     upstream = await startEchoUpstream();
-    clock = testClock();
+    clock = pinnableClock();
     config = testConfig({
       upstreams: { app: { url: upstream.url } },
       routes: [
@@ -52,9 +64,10 @@ describeWithServices('authentication guard', () => {
   it('admits a valid bearer access token on both instances', async () => {
     const user = await makeUser(a);
     const m = marker();
-    for (const gw of [a, b]) {
-      const res = await gw.get(`/private/${m}`, { headers: bearer(user.access) });
-      expect(res.status).toBe(200);
+    // RFC 7235: one or more spaces after the scheme.
+    for (const [gw, authorization] of [[a, `Bearer ${user.access}`], [b, `Bearer \t ${user.access}`]] as const) {
+      const res = await gw.get(`/private/${m}`, { headers: { authorization } });
+      expect(res.status, authorization).toBe(200);
       expect(res.json.headers).toMatchObject({ 'x-user-id': String(user.id), 'x-auth-method': 'bearer', 'x-user-plan': 'free', 'x-user-email': user.email });
     }
     expect(upstream.count(m)).toBe(2);
@@ -63,21 +76,21 @@ describeWithServices('authentication guard', () => {
   it('answers 401 "Token invalide ou expiré" without a usable credential', async () => {
     const user = await makeUser(a);
     const m = marker();
-    const cases: Array<Record<string, string>> = [
-      {},
-      { authorization: 'Bearer not.a.jwt' },
-      { authorization: `Bearer ${user.refresh}` }, // a refresh token is not an access token
-      { authorization: `Bearer ${user.access}x` },
-      { authorization: 'Bearer' },
-      { authorization: user.access }, // no scheme
-      { authorization: 'Basic dXNlcjpwYXNz' },
-      { 'x-api-key': 'gw_never_issued' },
-      { 'x-api-key': '   ' },
+    // Each with its challenge: invalid_token where a credential of ours was presented.
+    const cases: Array<[Record<string, string>, string]> = [
+      [{}, CHALLENGE],
+      [{ authorization: 'Bearer not.a.jwt' }, INVALID_CHALLENGE],
+      [{ authorization: `Bearer ${user.refresh}` }, INVALID_CHALLENGE], // a refresh token is not an access token
+      [{ authorization: `Bearer ${user.access}x` }, INVALID_CHALLENGE],
+      [{ authorization: 'Bearer' }, INVALID_CHALLENGE],
+      [{ authorization: user.access }, CHALLENGE], // no scheme
+      [{ authorization: 'Basic dXNlcjpwYXNz' }, CHALLENGE],
+      [{ 'x-api-key': 'gw_never_issued' }, INVALID_CHALLENGE],
+      [{ 'x-api-key': '   ' }, CHALLENGE],
     ];
-    for (const headers of cases) {
+    for (const [headers, challenge] of cases) {
       const res = await b.get(`/private/${m}`, { headers });
-      expect(res.status, JSON.stringify(headers)).toBe(401);
-      expect(res.json).toEqual(INVALID);
+      expect([res.status, res.json, res.headers['www-authenticate']], JSON.stringify(headers)).toEqual([401, INVALID, challenge]);
     }
     expect(upstream.count(m)).toBe(0);
   });
@@ -218,6 +231,45 @@ describeWithServices('authentication guard', () => {
     const hits = upstream.count(m);
     for (const gw of [a, b]) expect((await gw.get(`/private/${m}`, { headers: { 'x-api-key': key } })).json).toEqual(INVALID);
     expect(upstream.count(m)).toBe(hits);
+  });
+
+  it('refuses a key from the millisecond of its expiry, and counts that refusal in the key\'s usage', async () => {
+    const user = await makeUser(a, { plan: 'pro' });
+    const key = await insertKey(user.id);
+    // In the past, so that the stopped clock moves no sweep ahead of its time.
+    const expiry = new Date(Date.now() - 10 * 60_000);
+    const [row] = await sql<{ id: string }>('UPDATE api_tokens SET expires_at = $2 WHERE token_hash = $1 RETURNING id', [createHash('sha256').update(key).digest('hex'), expiry]);
+    const m = marker();
+    const answers = [];
+    try {
+      for (const at of [expiry.getTime() - 1, expiry.getTime()]) {
+        clock.pin(new Date(at));
+        answers.push(await a.get(`/private/${m}`, { headers: { 'x-api-key': key } }));
+      }
+    } finally {
+      clock.pin(undefined);
+    }
+    expect(answers[0]!.status).toBe(200);
+    expect([answers[1]!.status, answers[1]!.json, answers[1]!.headers['www-authenticate']]).toEqual([401, INVALID, INVALID_CHALLENGE]);
+    expect(upstream.count(m)).toBe(1);
+    // The key was known, and refused itself: a use, and a denied one (CONTRACT §21).
+    await a.services.keyUsage.flush();
+    const usage = await a.get(`/api/v1/user/api-keys/${row!.id}/usage`, { headers: bearer(user.access) });
+    const days = usage.json.days as Array<{ requests: number; denied: number }>;
+    expect(days.reduce((sum, d) => ({ requests: sum.requests + d.requests, denied: sum.denied + d.denied }), { requests: 0, denied: 0 })).toEqual({ requests: 2, denied: 1 });
+  });
+
+  it('refuses a key whose checksum is wrong without looking it up; a well-formed unknown key is looked up', async () => {
+    const unknown = newApiKey().key;
+    const forged = unknown.slice(0, -1) + (unknown.endsWith('0') ? '1' : '0');
+    const m = marker();
+    for (const [key, looked] of [[forged, false], [unknown, true]] as const) {
+      let res: Awaited<ReturnType<TestGateway['get']>> | undefined;
+      const queries = await queriesDuring(a, async () => { res = await a.get(`/private/${m}`, { headers: { 'x-api-key': key } }); });
+      expect([res!.status, res!.json, res!.headers['www-authenticate']], key).toEqual([401, INVALID, INVALID_CHALLENGE]);
+      expect(queries.some((text) => /\bFROM\s+api_tokens\b/i.test(text)), key).toBe(looked);
+    }
+    expect(upstream.count(m)).toBe(0);
   });
 
   it('auth: optional passes anonymous requests and identifies the ones with a valid credential', async () => {
