@@ -3,7 +3,8 @@
 // (test/helpers/githubFake.ts): the browser's authorization (the user approves at once and is
 // sent back with a code and the state), the code exchange (client secret, redirect URI and PKCE
 // verifier checked against the challenge, GitHub's way: a 200 with an `error` field when
-// refused), /user and /user/emails for the access token. What the gateway sent is recorded.
+// refused), /user and /user/emails for the access token. What the gateway sent is recorded. A
+// user's `answers` replace GitHub's by path, for the tests of what a malformed answer does.
 // Nothing here is fit for anything but a demo or a test: in memory, no login at all.
 import { createHash, randomBytes } from 'node:crypto';
 import http from 'node:http';
@@ -15,9 +16,20 @@ export interface GitHubEmail {
   verified: boolean;
 }
 
+/** An answer in place of GitHub's: a status (200 by default) and a body sent as it is (JSON or not). */
+export interface GitHubAnswer {
+  status?: number;
+  body: string;
+}
+
 export interface GitHubUser {
   id: number;
   emails: GitHubEmail[];
+  /**
+   * By path (/login/oauth/access_token, /api/user, /api/user/emails), what the fake answers this
+   * user's request instead, once the request is otherwise valid (the code exchange no token then).
+   */
+  answers?: Record<string, GitHubAnswer>;
 }
 
 // The demo GitHub's one user: a primary verified address, and a verified secondary one that does not count.
@@ -50,6 +62,9 @@ export async function startGitHubFake(options: { clientId?: string; defaultLogin
   const json = (res: http.ServerResponse, status: number, body: unknown): void => {
     res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
   };
+  const answer = (res: http.ServerResponse, instead: GitHubAnswer): void => {
+    res.writeHead(instead.status ?? 200, { 'content-type': 'application/json' }).end(instead.body);
+  };
 
   const server = http.createServer((req, res) => {
     let body = '';
@@ -62,6 +77,8 @@ export async function startGitHubFake(options: { clientId?: string; defaultLogin
       const login = tokens.get((req.headers.authorization ?? '').replace(/^Bearer /, ''));
       const user = login === undefined ? undefined : users.get(login);
       if (!user) return json(res, 401, { message: 'Bad credentials' });
+      const instead = user.answers?.[url.pathname];
+      if (instead) return answer(res, instead);
       if (req.method === 'GET' && url.pathname === '/api/user') return json(res, 200, { login, id: user.id, email: null });
       if (req.method === 'GET' && url.pathname === '/api/user/emails') return json(res, 200, user.emails.map((e) => ({ ...e, visibility: e.primary ? 'private' : null })));
       return json(res, 404, { message: 'Not Found' });
@@ -89,6 +106,8 @@ export async function startGitHubFake(options: { clientId?: string; defaultLogin
     if (createHash('sha256').update(verifier).digest('base64url') !== grant.challenge) {
       return json(res, 200, { error: 'bad_verification_code', error_description: 'The code_verifier does not match the code_challenge' });
     }
+    const instead = users.get(grant.login)?.answers?.['/login/oauth/access_token'];
+    if (instead) return answer(res, instead);
     const token = `gho_${randomBytes(18).toString('hex')}`;
     tokens.set(token, grant.login);
     fake.accessTokens.push(token);

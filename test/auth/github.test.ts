@@ -13,11 +13,12 @@ import { s256 } from '../../src/auth/providers/oidc.js';
 import { parseConfig } from '../../src/config/load.js';
 import { ensureBuilt, gateway } from '../helpers/cli.js';
 import { claims, closeSql, configProblems, describeWithServices, makeUser, marker, newEmail, sql, startTestGateway, testConfig, type TestGateway } from '../helpers/gateway.js';
-import { approveAtGitHub, startGitHubFake, type GitHubEmail, type GitHubFake } from '../helpers/githubFake.js';
+import { approveAtGitHub, startGitHubFake, type GitHubAnswer, type GitHubEmail, type GitHubFake } from '../helpers/githubFake.js';
 
 const PUBLIC_URL = 'http://localhost:9';
 const RETURN_TO = 'https://app.example.test/signed-in';
 const EXCHANGE = '/api/v1/auth/oidc/exchange';
+const TOKEN = '/login/oauth/access_token';
 
 /** A loopback port nothing listens on (GitHub's API down: connections refused). */
 async function closedPort(): Promise<number> {
@@ -49,13 +50,16 @@ describeWithServices('Sign in with GitHub', () => {
     return gw;
   }
 
-  /** A GitHub user of these addresses: its login and numeric id. */
-  function gitHubUser(emails: GitHubEmail[]): { login: string; id: number } {
+  /** A GitHub user of these addresses (and GitHub's `answers` to its requests, by path): its login and numeric id. */
+  function gitHubUser(emails: GitHubEmail[], answers?: Record<string, GitHubAnswer>): { login: string; id: number } {
     const login = `octo-${marker()}`;
     const id = nextId++;
-    github.users.set(login, { id, emails });
+    github.users.set(login, { id, emails, answers });
     return { login, id };
   }
+  /** Why the gateway refused the sign-ins it logged since `from`, an index into its logs. */
+  const refusals = (gw: TestGateway, from: number) => gw.logs.slice(from).map((l) => JSON.parse(l) as { msg: string; reason?: string })
+    .filter((l) => l.msg === 'identity provider sign-in refused').map((l) => l.reason);
 
   /**
    * The browser's round trip: start, approve at GitHub as `login` (with `tamper` changing the
@@ -104,13 +108,14 @@ describeWithServices('Sign in with GitHub', () => {
     expect(await linksOf(id)).toHaveLength(1);
 
     // What the gateway sent GitHub: the exchange as a form asking for JSON, the API with a bearer, GitHub's media type and a User-Agent.
-    const token = github.requests.find((r) => r.path === '/login/oauth/access_token')!;
-    expect(token.headers.accept).toBe('application/json');
+    const token = github.requests.find((r) => r.path === TOKEN)!;
+    expect([token.headers.accept, token.headers['content-type']]).toEqual(['application/json', 'application/x-www-form-urlencoded']);
     expect(Object.fromEntries(new URLSearchParams(token.body))).toMatchObject({
       client_id: github.clientId, client_secret: github.clientSecret, redirect_uri: `${PUBLIC_URL}/api/v1/auth/oidc/gh/callback`, code_verifier: expect.any(String),
     });
     const user = github.requests.find((r) => r.path === '/api/user')!;
-    expect([user.headers.accept, user.headers['user-agent'], user.headers.authorization]).toEqual(['application/vnd.github+json', 'auth-gateway', expect.stringMatching(/^Bearer gho_/)]);
+    expect([user.headers.accept, user.headers['user-agent'], user.headers['x-github-api-version'], user.headers.authorization])
+      .toEqual(['application/vnd.github+json', 'auth-gateway', '2022-11-28', expect.stringMatching(/^Bearer gho_/)]);
     const logs = gw.logs.join('\n');
     for (const secret of [github.clientSecret, ...github.accessTokens]) expect(logs).not.toContain(secret);
   });
@@ -167,12 +172,61 @@ describeWithServices('Sign in with GitHub', () => {
     expect(gw.logs.join('\n')).toContain('code exchange refused: bad_verification_code');
   });
 
-  it('the user declining at GitHub sends the browser back with #error=access_denied', async () => {
+  it('the user declining at GitHub sends the browser back with #error=access_denied; a callback with no code either, #error=provider_error; GitHub not asked', async () => {
     const gw = await gatewayWith();
-    const started = await gw.get(`/api/v1/auth/oidc/gh/start?return_to=${encodeURIComponent(RETURN_TO)}&code_challenge=${s256(randomBytes(32).toString('base64url'))}`);
-    const state = new URL(String(started.headers.location)).searchParams.get('state')!;
-    const res = await gw.get(`/api/v1/auth/oidc/gh/callback?error=access_denied&state=${state}`, { headers: { cookie: String((started.headers['set-cookie'] as string[])[0]).split(';')[0]! } });
-    expect([res.status, res.headers.location]).toEqual([302, `${RETURN_TO}#error=access_denied`]);
+    for (const [query, error, reason] of [['error=access_denied', 'access_denied', 'the provider answered access_denied'], ['code=', 'provider_error', 'no code in the callback']]) {
+      const started = await gw.get(`/api/v1/auth/oidc/gh/start?return_to=${encodeURIComponent(RETURN_TO)}&code_challenge=${s256(randomBytes(32).toString('base64url'))}`);
+      const state = new URL(String(started.headers.location)).searchParams.get('state')!;
+      const [logsFrom, asked] = [gw.logs.length, github.requests.length];
+      const res = await gw.get(`/api/v1/auth/oidc/gh/callback?${query}&state=${state}`, { headers: { cookie: String((started.headers['set-cookie'] as string[])[0]).split(';')[0]! } });
+      expect([res.status, res.headers.location]).toEqual([302, `${RETURN_TO}#error=${error}`]);
+      expect(refusals(gw, logsFrom)).toEqual([reason]);
+      expect(github.requests.length).toBe(asked);
+    }
+  });
+
+  it('a GitHub answer failed or malformed sends the browser back with #error=provider_error: no account, the reason logged, GitHub asked no further', async () => {
+    const gw = await gatewayWith({ trustEmail: true });
+    const noId = 'GitHub /user answered no numeric id';
+    const noList = 'GitHub /user/emails answered no list';
+    const cases: Array<[string, GitHubAnswer, string]> = [
+      // GitHub refuses a code with a 200 and an `error`; any answer without a non-empty string access_token is a refusal.
+      ...['{"token_type":"bearer"}', 'null', '{"access_token":42}', '{"access_token":""}', '{"error":{"code":"bad_verification_code"}}']
+        .map((body): [string, GitHubAnswer, string] => [TOKEN, { body }, 'code exchange refused: no access_token']),
+      [TOKEN, { body: JSON.stringify({ error: `${'e'.repeat(64)}-cut-off` }) }, `code exchange refused: ${'e'.repeat(64)}`],
+      ['/api/user', { status: 500, body: '{"message":"Server Error"}' }, 'GitHub /api/user answered 500'],
+      ['/api/user', { status: 304, body: '' }, 'GitHub /api/user answered 304'],
+      ['/api/user', { body: '<html>' }, 'GitHub /api/user answered no JSON'],
+      // An id that is not a positive safe integer (2^53 + 1 reads as 2^53, not safe).
+      ...['null', '{"login":"octo"}', '{"id":"583231"}', '{"id":1.5}', '{"id":9007199254740993}', '{"id":0}', '{"id":-1}']
+        .map((body): [string, GitHubAnswer, string] => ['/api/user', { body }, noId]),
+      ['/api/user/emails', { status: 404, body: '{"message":"Not Found"}' }, 'GitHub /api/user/emails answered 404'],
+      ['/api/user/emails', { body: '{"email":"octocat@example.com","primary":true,"verified":true}' }, noList],
+      ['/api/user/emails', { body: 'null' }, noList],
+    ];
+    const asked: Record<string, string[]> = { [TOKEN]: [TOKEN], '/api/user': [TOKEN, '/api/user'], '/api/user/emails': [TOKEN, '/api/user', '/api/user/emails'] };
+    const emails: string[] = [];
+    for (const [path, answer, reason] of cases) {
+      const email = newEmail('malformed');
+      emails.push(email);
+      const { login, id } = gitHubUser([{ email, primary: true, verified: true }], { [path]: answer });
+      const [logsFrom, requestsFrom] = [gw.logs.length, github.requests.length];
+      const { fragment } = await signIn(gw, login);
+      expect({ fragment: Object.fromEntries(fragment), reasons: refusals(gw, logsFrom), asked: github.requests.slice(requestsFrom).map((r) => r.path), links: await linksOf(id) })
+        .toEqual({ fragment: { error: 'provider_error' }, reasons: [reason], asked: asked[path], links: [] });
+    }
+    expect(await sql('SELECT id FROM users WHERE email = ANY($1)', [emails])).toEqual([]);
+  });
+
+  it('an address counts only with primary and verified true and an email string; other entries are passed over', async () => {
+    const gw = await gatewayWith({ trustEmail: true });
+    const email = newEmail('odd');
+    for (const entry of [{ email: null, primary: true, verified: true }, { email, primary: 'true', verified: true }, { email, primary: true, verified: 1 }]) {
+      const { login, id } = gitHubUser([], { '/api/user/emails': { body: JSON.stringify([entry]) } });
+      const { fragment } = await signIn(gw, login);
+      expect([Object.fromEntries(fragment), await linksOf(id)]).toEqual([{ error: 'email_unverified' }, []]);
+    }
+    expect(await usersOf(email)).toEqual([]);
   });
 
   it('GitHub\'s API down (connection refused) sends the browser back with #error=provider_error, never a 5xx', async () => {
@@ -181,8 +235,9 @@ describeWithServices('Sign in with GitHub', () => {
     const { fragment } = await signIn(gw, login);
     expect(Object.fromEntries(fragment)).toEqual({ error: 'provider_error' });
     expect(await linksOf(id)).toEqual([]);
+    // fetch's own words, after the path: what an operator reads.
+    expect(refusals(gw, 0)).toEqual(['GitHub unreachable at /user: fetch failed']);
     const logs = gw.logs.join('\n');
-    expect(logs).toContain('GitHub unreachable at /user');
     for (const secret of [github.clientSecret, ...github.accessTokens]) expect(logs).not.toContain(secret);
   });
 });

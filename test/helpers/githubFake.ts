@@ -1,5 +1,5 @@
 // The fake GitHub of the tests is the demo's (src/demo/githubFake.ts); here, the browser at it.
-export { startGitHubFake, type GitHubEmail, type GitHubFake, type GitHubUser } from '../../src/demo/githubFake.js';
+export { startGitHubFake, type GitHubAnswer, type GitHubEmail, type GitHubFake, type GitHubUser } from '../../src/demo/githubFake.js';
 
 /** The browser at GitHub: `login` approves the gateway; the callback URL GitHub sends the browser back to. */
 export async function approveAtGitHub(authorizeUrl: string, login: string): Promise<URL> {

@@ -39,12 +39,13 @@ export class GitHubProvider implements SignInProvider {
     const code = query.get('code');
     if (!code) throw new SignInFailed('provider_error', 'no code in the callback');
     const accessToken = await this.exchange(code, secrets.verifier);
-    const user = await this.api('/user', accessToken) as { id?: unknown } | undefined;
-    if (typeof user?.id !== 'number' || !Number.isSafeInteger(user.id) || user.id <= 0) throw new SignInFailed('provider_error', 'GitHub /user answered no numeric id');
+    const id = (await this.api('/user', accessToken) as { id?: unknown } | null)?.id;
+    // Number.isSafeInteger is false for anything but a number: a string id, none, null.
+    if (!Number.isSafeInteger(id) || (id as number) <= 0) throw new SignInFailed('provider_error', 'GitHub /user answered no numeric id');
     const emails = await this.api('/user/emails', accessToken);
     if (!Array.isArray(emails)) throw new SignInFailed('provider_error', 'GitHub /user/emails answered no list');
     const primary = (emails as GitHubEmail[]).find((e) => e.primary === true && e.verified === true && typeof e.email === 'string');
-    return { issuer: GITHUB_ISSUER, subject: String(user.id), email: primary?.email as string | undefined, emailVerified: primary !== undefined, hostedDomain: undefined };
+    return { issuer: GITHUB_ISSUER, subject: String(id), email: primary?.email as string | undefined, emailVerified: primary !== undefined, hostedDomain: undefined };
   }
 
   /** The code and the PKCE verifier for an access token; GitHub answers its errors with 200 and an `error` field. */
@@ -76,7 +77,8 @@ export class GitHubProvider implements SignInProvider {
     try {
       res = await fetch(url, { ...init, redirect: 'error', signal: AbortSignal.timeout(PROVIDER_TIMEOUT_MS) });
     } catch (err) {
-      throw new SignInFailed('provider_error', `GitHub unreachable at ${new URL(url).pathname}: ${err instanceof Error ? err.message : String(err)}`);
+      // fetch rejects with a TypeError (refused, a redirect) or the timeout's DOMException, an Error too.
+      throw new SignInFailed('provider_error', `GitHub unreachable at ${new URL(url).pathname}: ${(err as Error).message}`);
     }
     if (!res.ok) {
       await res.body?.cancel();
