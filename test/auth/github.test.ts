@@ -218,7 +218,7 @@ describeWithServices('Sign in with GitHub', () => {
     expect(await sql('SELECT id FROM users WHERE email = ANY($1)', [emails])).toEqual([]);
   });
 
-  it('an address counts only with primary and verified true and an email string; other entries are passed over', async () => {
+  it('an address counts only with primary and verified true and an email string; other entries, objects or not, are passed over', async () => {
     const gw = await gatewayWith({ trustEmail: true });
     const email = newEmail('odd');
     for (const entry of [{ email: null, primary: true, verified: true }, { email, primary: 'true', verified: true }, { email, primary: true, verified: 1 }]) {
@@ -227,6 +227,9 @@ describeWithServices('Sign in with GitHub', () => {
       expect([Object.fromEntries(fragment), await linksOf(id)]).toEqual([{ error: 'email_unverified' }, []]);
     }
     expect(await usersOf(email)).toEqual([]);
+    const { login, id } = gitHubUser([], { '/api/user/emails': { body: JSON.stringify([null, 7, 'other@example.com', { email, primary: true, verified: true }]) } });
+    expect((await signIn(gw, login)).fragment.get('login_code')).toMatch(/^[\w-]{43}$/);
+    expect(await linksOf(id)).toEqual([{ user_id: (await usersOf(email))[0]!.id, provider: 'gh', email }]);
   });
 
   it('GitHub\'s API down (connection refused) sends the browser back with #error=provider_error, never a 5xx', async () => {

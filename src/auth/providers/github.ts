@@ -44,7 +44,8 @@ export class GitHubProvider implements SignInProvider {
     if (!Number.isSafeInteger(id) || (id as number) <= 0) throw new SignInFailed('provider_error', 'GitHub /user answered no numeric id');
     const emails = await this.api('/user/emails', accessToken);
     if (!Array.isArray(emails)) throw new SignInFailed('provider_error', 'GitHub /user/emails answered no list');
-    const primary = (emails as GitHubEmail[]).find((e) => e.primary === true && e.verified === true && typeof e.email === 'string');
+    // An entry that is no object (null) is passed over like any other, not a 500.
+    const primary = (emails as Array<GitHubEmail | null>).find((e) => e?.primary === true && e.verified === true && typeof e.email === 'string');
     return { issuer: GITHUB_ISSUER, subject: String(id), email: primary?.email as string | undefined, emailVerified: primary !== undefined, hostedDomain: undefined };
   }
 
