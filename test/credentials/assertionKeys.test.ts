@@ -2,15 +2,16 @@
 // database of their own: what assertion_keys holds after the first start and a rotation, which
 // public keys an instance publishes and for how long, which key it signs with after a rotation is
 // heard, rows deleted by hand, or a failed read. The change feed is a stand-in whose events the test
-// fires (storage/changeFeed.ts is tested on its own).
+// fires (storage/changeFeed.ts is tested on its own). Races (two rotations, a rotation or a deletion
+// during a load) are forced with locks the test holds, and seen waiting in pg_stat_activity.
 import { Writable } from 'node:stream';
 import { calculateJwkThumbprint, compactVerify, FlattenedSign, importJWK, type CryptoKey } from 'jose';
 import pino from 'pino';
 import { afterAll, afterEach, beforeAll, beforeEach, expect, it, vi } from 'vitest';
 import { AssertionKeyring, ASSERTION_TTL_SEC, RELOAD_INTERVAL_MS, RETIRED_KEY_PUBLISHED_MS } from '../../src/credentials/assertionKeyring.js';
-import { ensureAssertionKeys, generateAssertionKey, loadAssertionKeys, rotateAssertionKeys } from '../../src/credentials/assertionKeys.js';
+import { ensureAssertionKeys, generateAssertionKey, loadAssertionKeys, rotateAssertionKeys, type Rotation } from '../../src/credentials/assertionKeys.js';
 import type { ChangeFeed, ChangeHandlers } from '../../src/storage/changeFeed.js';
-import { postgresDatabase, type Database } from '../../src/storage/db.js';
+import { postgresDatabase, type Database, type Queryable } from '../../src/storage/db.js';
 import { migrate } from '../../src/storage/migrations.js';
 import { closeSql, describeWithServices, eventually, testClock, throwawayDatabase, type ThrowawayDatabase } from '../helpers/gateway.js';
 
@@ -35,8 +36,8 @@ async function signsWith(key: CryptoKey, publicJwk: Record<string, unknown>): Pr
 describeWithServices('assertion keys in the database and in an instance', () => {
   let database: ThrowawayDatabase;
   let db: Database;
-  /** The database as the keyring sees it, made to fail on demand. */
-  const state = { broken: false };
+  /** The database as the keyring sees it, made to fail on demand, counting the statements sent to it. */
+  const state = { broken: false, sent: 0 };
   let flaky: Database;
 
   beforeAll(async () => {
@@ -44,7 +45,10 @@ describeWithServices('assertion keys in the database and in an instance', () => 
     db = postgresDatabase(database.url);
     await migrate(db);
     flaky = new Proxy(db, {
-      get: (target, prop, receiver) => (prop === 'query' && state.broken ? () => Promise.reject(new Error('database down')) : Reflect.get(target, prop, receiver)),
+      get: (target, prop, receiver) => (prop !== 'query' ? Reflect.get(target, prop, receiver) : (sql: string, params?: unknown[]) => {
+        state.sent += 1;
+        return state.broken ? Promise.reject(new Error('database down')) : target.query(sql, params);
+      }),
     });
   });
   beforeEach(async () => {
@@ -57,6 +61,49 @@ describeWithServices('assertion keys in the database and in an instance', () => 
     await database?.drop();
     await closeSql();
   });
+
+  /** A transaction of the test that takes `lock`, runs `meanwhile`, and commits once released; `holding` once it has the lock. */
+  function holdLock(lock: string, meanwhile: (tx: Queryable) => Promise<unknown> = async () => {}) {
+    let release!: () => void;
+    const released = new Promise<void>((r) => { release = r; });
+    let held!: () => void;
+    const holding = new Promise<void>((r) => { held = r; });
+    const done = db.transaction(async (tx) => { await tx.query(lock); held(); await meanwhile(tx); await released; });
+    return { holding, release: async () => { release(); await done; } };
+  }
+  /** Every statement that reads assertion_keys waits while the test holds this. */
+  const KEYS_EXCLUSIVE = 'LOCK TABLE assertion_keys IN ACCESS EXCLUSIVE MODE';
+  /** Until exactly n statements of this database wait for a lock. */
+  const waitingFor = (n: number) => eventually(async () =>
+    (await db.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"))[0]!.n === n);
+  /** rotateAssertionKeys inside a transaction of the test. */
+  const inTransaction = (tx: Queryable) => ({ transaction: (fn: (t: Queryable) => Promise<unknown>) => fn(tx) }) as unknown as Database;
+
+  /**
+   * A reload of `ring` during which a rotation commits just after the load has read the keys (and
+   * before any later read): the first lock holds the load's first statement, the second (queued
+   * behind it) its read of the keys, the third (queued behind that read) makes the rotation.
+   * `meanwhile` runs while the load waits to read.
+   */
+  async function rotatedDuringLoad(ring: AssertionKeyring, meanwhile: () => void): Promise<Rotation> {
+    const first = holdLock(KEYS_EXCLUSIVE);
+    await first.holding;
+    const loading = ring.reload();
+    await waitingFor(1);
+    const second = holdLock(KEYS_EXCLUSIVE);
+    await waitingFor(2);
+    await first.release();
+    await second.holding;
+    await waitingFor(1);
+    let rotation!: Rotation;
+    const third = holdLock(KEYS_EXCLUSIVE, async (tx) => { rotation = await rotateAssertionKeys(inTransaction(tx)); });
+    await waitingFor(2);
+    meanwhile();
+    await second.release();
+    await third.release();
+    await loading;
+    return rotation;
+  }
 
   it('a key pair: Ed25519 JWKs, the private one with d, the kid the public key’s RFC 7638 thumbprint', async () => {
     const key = await generateAssertionKey();
@@ -118,6 +165,7 @@ describeWithServices('assertion keys in the database and in an instance', () => 
     const { feed } = standInFeed();
     const ring = new AssertionKeyring(db, feed, clock, capturedLog().log);
     expect(() => ring.current).toThrow('assertion keyring not started');
+    expect(ring.publicJwks()).toEqual([]);
     await ring.start();
     const rotation = await rotateAssertionKeys(db);
     await ring.reload();
@@ -142,6 +190,10 @@ describeWithServices('assertion keys in the database and in an instance', () => 
     const ring = new AssertionKeyring(db, standInFeed().feed, clock, capturedLog().log);
     await ring.start();
     expect(ring.publicJwks()).toHaveLength(3);
+    // Retired 250 s ago: outside the 240 s loaded, though this clock would still publish it (until 130 s ago).
+    await db.query("UPDATE assertion_keys SET retired_at = now() - interval '250 seconds' WHERE state = 'retired'");
+    await ring.reload();
+    expect(ring.publicJwks()).toHaveLength(2);
     await ring.close();
   });
 
@@ -208,22 +260,93 @@ describeWithServices('assertion keys in the database and in an instance', () => 
 
     const cold = new AssertionKeyring(flaky, standInFeed().feed, () => new Date(), capturedLog().log);
     await expect(cold.reload()).rejects.toThrow('database down');
+    // The server then closes what it started: a keyring whose start failed closes too.
+    await expect(cold.start()).rejects.toThrow('database down');
+    await cold.close();
     state.broken = false;
   });
 
-  it('folds reloads asked during one into one more; none after close', async () => {
-    const ring = new AssertionKeyring(db, standInFeed().feed, () => new Date(), capturedLog().log);
+  it('keys deleted by hand between the check that they exist and their read: keeps its keys and says why', async () => {
+    const { log, lines } = capturedLog();
+    const ring = new AssertionKeyring(db, standInFeed().feed, () => new Date(), log);
     await ring.start();
-    const one = ring.reload();
-    const rotation = rotateAssertionKeys(db);
-    expect(ring.reload()).toBe(one);
-    await one;
-    await rotation;
-    await ring.reload();
-    expect(ring.current.kid).toBe((await rotation).current);
-    const last = ring.reload();
-    ring.reload();
+    const kid = ring.current.kid;
+    const jwks = ring.publicJwks();
+    const first = holdLock(KEYS_EXCLUSIVE);
+    await first.holding;
+    const reloading = ring.reload(); // its check that the keys exist waits for `first`
+    await waitingFor(1);
+    const deletion = holdLock(KEYS_EXCLUSIVE, (tx) => tx.query('DELETE FROM assertion_keys'));
+    await waitingFor(2); // queued behind the check: the read of the keys then waits for the deletion
+    await Promise.all([first.release(), deletion.release(), reloading]);
+    expect(ring.current.kid).toBe(kid);
+    expect(ring.publicJwks()).toEqual(jwks);
+    expect(lines).toEqual([expect.objectContaining({ level: 40, err: expect.objectContaining({ message: 'no current assertion key in the database' }) })]);
     await ring.close();
-    await last;
+  });
+
+  it('a rotation made while a load reads is followed: the reloads asked meanwhile are folded into one more', async () => {
+    const ring = new AssertionKeyring(flaky, standInFeed().feed, () => new Date(), capturedLog().log);
+    await ring.start();
+    let sent = state.sent;
+    await ring.reload();
+    const perLoad = state.sent - sent;
+    sent = state.sent;
+    const rotation = await rotatedDuringLoad(ring, () => {
+      // The notification of the rotation, a resumed feed, the timer: three asked during the load.
+      for (let i = 0; i < 3; i += 1) void ring.reload();
+    });
+    expect(ring.current.kid).toBe(rotation.current);
+    expect(state.sent - sent).toBe(2 * perLoad);
+    await ring.close();
+  });
+
+  it('once closed: a reload asked during the last load does not run, nor does the timer', async () => {
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
+    const ring = new AssertionKeyring(flaky, standInFeed().feed, () => new Date(), capturedLog().log);
+    await ring.start();
+    const kid = ring.current.kid;
+    let closing!: Promise<void>;
+    await rotatedDuringLoad(ring, () => {
+      void ring.reload();
+      closing = ring.close();
+    });
+    await closing;
+    expect(ring.current.kid).toBe(kid);
+    const sent = state.sent;
+    vi.advanceTimersByTime(2 * RELOAD_INTERVAL_MS);
+    await new Promise((r) => setImmediate(r));
+    expect(state.sent).toBe(sent);
+  });
+
+  it('its reload timer keeps no process alive: a command that never closes the keyring still exits', async () => {
+    const setInterval = vi.spyOn(globalThis, 'setInterval');
+    const ring = new AssertionKeyring(db, standInFeed().feed, () => new Date(), capturedLog().log);
+    try {
+      await ring.start();
+      const reloads = setInterval.mock.results.filter((_, i) => setInterval.mock.calls[i]![1] === RELOAD_INTERVAL_MS);
+      expect(reloads.map((r) => (r.value as NodeJS.Timeout).hasRef())).toEqual([false]);
+    } finally {
+      setInterval.mockRestore();
+      await ring.close();
+    }
+  });
+
+  it('two rotations at once run one after the other: the second retires the key the first made current', async () => {
+    await ensureAssertionKeys(db);
+    const [, current] = await loadAssertionKeys(db, 600);
+    // The current key's row held: the first rotation waits to retire it, the second for the first.
+    const row = holdLock("SELECT kid FROM assertion_keys WHERE state = 'current' FOR UPDATE");
+    await row.holding;
+    const rotations = Promise.all([rotateAssertionKeys(db), rotateAssertionKeys(db)]);
+    await waitingFor(2);
+    await row.release();
+    const [a, b] = await rotations;
+    const [first, second] = a.current === b.previous ? [a, b] : [b, a];
+    expect(first.previous).toBe(current!.kid);
+    expect(second).toEqual({ previous: first.current, current: first.next, next: expect.any(String) });
+    const keys = await loadAssertionKeys(db, 600);
+    expect(keys.slice(0, 2).map((k) => k.kid)).toEqual([second.next, second.current]);
+    expect(keys.slice(2).map((k) => k.kid).sort()).toEqual([first.previous, first.current].sort());
   });
 });
