@@ -150,6 +150,19 @@ describeWithServices('assertion keys in the database and in an instance', () => 
     expect((await loadAssertionKeys(db, 600)).map((k) => k.state)).toEqual(['next', 'current', 'retired']);
   });
 
+  it('a current key deleted by hand while a rotation runs: the next key is still promoted, none retired', async () => {
+    await ensureAssertionKeys(db);
+    const [next] = await loadAssertionKeys(db, 600);
+    // Deleted, not yet committed: the rotation finds the keys present, then waits to retire that row.
+    const deletion = holdLock("DELETE FROM assertion_keys WHERE state = 'current'");
+    await deletion.holding;
+    const rotating = rotateAssertionKeys(db);
+    await waitingFor(1);
+    await deletion.release();
+    expect(await rotating).toEqual({ current: next!.kid, previous: undefined, next: expect.any(String) });
+    expect((await loadAssertionKeys(db, 600)).map((k) => k.state)).toEqual(['next', 'current']);
+  });
+
   it('loads retired keys only within the window asked for', async () => {
     await rotateAssertionKeys(db);
     await db.query("UPDATE assertion_keys SET retired_at = now() - interval '100 seconds' WHERE state = 'retired'");
