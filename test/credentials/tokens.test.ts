@@ -11,6 +11,7 @@ import { configSchema, type Config } from '../../src/config/schema.js';
 import { TokenKeyring } from '../../src/credentials/tokenKeyring.js';
 import { hmacKey } from '../../src/credentials/tokenKeys.js';
 import { ACCESS_TYP, acrOf, createTokens, loadKeyFile, REFRESH_TYP, type Tokens } from '../../src/credentials/tokens.js';
+import type { ChangeFeed, ChangeHandlers } from '../../src/storage/changeFeed.js';
 import type { Queryable } from '../../src/storage/db.js';
 import { testClock, type TestClock } from '../helpers/gateway.js';
 
@@ -177,6 +178,24 @@ describe('verifyAccess', () => {
     expect(await tokens.verifyAccess(old)).toBeNull();
     expect(await tokens.isOwn(old)).toBe(false);
     expect(await tokens.verifyRefresh(await forged({}, { typ: REFRESH_TYP }, OTHER))).toBeNull();
+  });
+});
+
+describe('a keyring passed in', () => {
+  // Started again, it would subscribe a second time and close() would end only the second
+  // subscription and timer: a closed instance would go on following rotations.
+  it('is used as started: one subscription to the change feed, which close() ends', async () => {
+    const subscribers = new Set<Partial<ChangeHandlers>>();
+    const feed = { subscribe: (h: Partial<ChangeHandlers>) => { subscribers.add(h); return () => subscribers.delete(h); } } as unknown as ChangeFeed;
+    const auth = authOf();
+    const keyring = new TokenKeyring({ jwt: auth.jwt, refreshTokenTtlMs: auth.refreshTokenTtl, db: noDatabase, warn: () => {}, feed });
+    await keyring.start();
+    const tokens = await createTokens(auth, noDatabase, () => new Date(), () => {}, keyring);
+    const { pair } = await tokens.issuePair(USER, 1, PWD);
+    expect(await tokens.verifyAccess(pair.access_token)).toMatchObject({ userId: 42 });
+    expect(subscribers.size).toBe(1);
+    await keyring.close();
+    expect(subscribers.size).toBe(0);
   });
 });
 
