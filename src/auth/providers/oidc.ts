@@ -22,21 +22,24 @@ type OidcProviderSettings = Extract<ProviderSettings, { kind: 'oidc' }>;
 const DISCOVERY_TTL_MS = 60 * 60_000;
 const JWKS_TTL_MS = 10 * 60_000;
 // The ID token checks of openid-client whose failure is the token's fault, not the provider's availability.
-const ID_TOKEN_CHECKS = new Set(['OAUTH_JWT_CLAIM_COMPARISON_FAILED', 'OAUTH_JWT_TIMESTAMP_CHECK_FAILED']);
+const ID_TOKEN_CHECKS = new Set<unknown>(['OAUTH_JWT_CLAIM_COMPARISON_FAILED', 'OAUTH_JWT_TIMESTAMP_CHECK_FAILED']);
 // Its other refusals of the token response's JWT (an `alg` the provider's metadata does not offer,
 // `none` included; no JWT at all; a `crit` header) share their codes with refusals of the rest of
 // the response, and each names the JWT in its message (oauth4webapi's, kept as the error's cause).
-const JWT_SHAPE_CHECKS = new Set(['OAUTH_INVALID_RESPONSE', 'OAUTH_PARSE_ERROR', 'OAUTH_UNSUPPORTED_OPERATION']);
+const JWT_SHAPE_CHECKS = new Set<unknown>(['OAUTH_INVALID_RESPONSE', 'OAUTH_PARSE_ERROR', 'OAUTH_UNSUPPORTED_OPERATION']);
 
-/** Whether the code exchange failed on the ID token it returned (rather than on the provider). */
+/**
+ * Whether the code exchange failed on the ID token it returned (rather than on the provider).
+ * openid-client throws its own error with oauth4webapi's code, wrapping oauth4webapi's error as
+ * its cause, whose message names the JWT.
+ */
 function isIdTokenRefusal(err: unknown): boolean {
-  let e = err as { code?: unknown; message?: unknown; cause?: unknown } | undefined;
-  for (let depth = 0; e && depth < 4; depth++, e = e.cause as typeof e) {
-    if (typeof e.code !== 'string') continue;
-    if (ID_TOKEN_CHECKS.has(e.code) || (JWT_SHAPE_CHECKS.has(e.code) && typeof e.message === 'string' && e.message.includes('JWT'))) return true;
-  }
-  return false;
+  const { code, cause } = err as { code?: unknown; cause?: { message?: unknown } };
+  return ID_TOKEN_CHECKS.has(code) || (JWT_SHAPE_CHECKS.has(code) && String(cause?.message).includes('JWT'));
 }
+
+/** The text of a thrown value, for the log. */
+const reasonOf = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
 /** One provider: its discovered configuration and its keys, cached, fetched once at a time. */
 export class OidcProvider implements SignInProvider {
@@ -75,16 +78,15 @@ export class OidcProvider implements SignInProvider {
       tokens = await client.authorizationCodeGrant(config, current, {
         pkceCodeVerifier: secrets.verifier,
         expectedState: secrets.state,
+        // A string nonce makes openid-client require the ID token (its idTokenExpected): a response
+        // without one is refused there, so tokens.id_token is a string below.
         expectedNonce: secrets.nonce,
-        idTokenExpected: true,
       });
     } catch (err) {
-      if (err instanceof client.AuthorizationResponseError) throw new SignInFailed(err.error === 'access_denied' ? 'access_denied' : 'provider_error', `the provider answered ${err.error}`);
-      if (isIdTokenRefusal(err)) throw new SignInFailed('invalid_id_token', `ID token refused: ${(err as Error).message}`);
-      throw new SignInFailed('provider_error', `code exchange failed: ${err instanceof Error ? err.message : String(err)}`);
+      // An error answer of the provider (an `error` in the query) was refused above, before any exchange.
+      throw isIdTokenRefusal(err) ? new SignInFailed('invalid_id_token', `ID token refused: ${reasonOf(err)}`) : new SignInFailed('provider_error', `code exchange failed: ${reasonOf(err)}`);
     }
-    if (!tokens.id_token) throw new SignInFailed('invalid_id_token', 'no ID token');
-    const claims = await this.verifySignature(tokens.id_token, config);
+    const claims = await this.verifySignature(tokens.id_token!, config);
     const subject = String(claims.sub);
     // Providers that keep ID tokens small (Okta, oidc-provider) give the email scope's claims at
     // the UserInfo endpoint only: asked there, for the same subject, with the access token, which
@@ -100,7 +102,7 @@ export class OidcProvider implements SignInProvider {
     try {
       return await client.fetchUserInfo(config, accessToken, subject);
     } catch (err) {
-      throw new SignInFailed('provider_error', `userinfo failed: ${err instanceof Error ? err.message : String(err)}`);
+      throw new SignInFailed('provider_error', `userinfo failed: ${reasonOf(err)}`);
     }
   }
 
@@ -117,7 +119,7 @@ export class OidcProvider implements SignInProvider {
       }
     } catch (err) {
       if (err instanceof SignInFailed) throw err;
-      throw new SignInFailed('invalid_id_token', `ID token refused: ${err instanceof Error ? err.message : String(err)}`);
+      throw new SignInFailed('invalid_id_token', `ID token refused: ${reasonOf(err)}`);
     }
   }
 
@@ -135,7 +137,7 @@ export class OidcProvider implements SignInProvider {
         this.discovered = { config, at: Date.now() };
         return config;
       } catch (err) {
-        throw new SignInFailed('provider_error', `discovery failed: ${err instanceof Error ? err.message : String(err)}`);
+        throw new SignInFailed('provider_error', `discovery failed: ${reasonOf(err)}`);
       } finally {
         this.discovering = undefined;
       }
@@ -150,7 +152,7 @@ export class OidcProvider implements SignInProvider {
       try {
         const uri = config.serverMetadata().jwks_uri;
         if (!uri) throw new SignInFailed('provider_error', 'the provider publishes no jwks_uri');
-        if (new URL(uri).protocol !== new URL(this.settings.issuer).protocol) throw new SignInFailed('provider_error', 'the provider\'s jwks_uri is not https://');
+        if (new URL(uri).protocol !== new URL(this.settings.issuer).protocol) throw new SignInFailed('provider_error', 'the provider\'s jwks_uri is not on its issuer\'s scheme');
         const res = await fetch(uri, { signal: AbortSignal.timeout(PROVIDER_TIMEOUT_MS), redirect: 'error', headers: { accept: 'application/json' } });
         const body = res.ok ? (await res.json()) as JSONWebKeySet : undefined;
         if (!body || !Array.isArray(body.keys)) throw new SignInFailed('provider_error', `the provider's key set answered ${res.status}`);
@@ -158,7 +160,7 @@ export class OidcProvider implements SignInProvider {
         return body;
       } catch (err) {
         if (err instanceof SignInFailed) throw err;
-        throw new SignInFailed('provider_error', `key set fetch failed: ${err instanceof Error ? err.message : String(err)}`);
+        throw new SignInFailed('provider_error', `key set fetch failed: ${reasonOf(err)}`);
       } finally {
         this.fetchingKeys = undefined;
       }
@@ -193,7 +195,8 @@ export class OidcProviders {
   }
 
   get(name: string): SignInProvider | undefined {
-    return Object.hasOwn(this.settings.providers, name) ? this.byName.get(name) : undefined;
+    // A Map: no name (`__proto__`, `constructor`) reads anything but a configured provider.
+    return this.byName.get(name);
   }
 
   /** The issuer of a configured provider's name. */
