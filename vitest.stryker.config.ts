@@ -47,8 +47,10 @@ export const MUTATION_TESTS = [
   'test/proxy/caseFolds.security.test.ts',
   'test/admin/adminKey.security.test.ts',
   'test/auth/oidcReturnTo.test.ts',
+  'test/auth/oidcCaches.test.ts',
   'test/assertion/assertion.security.test.ts',
   'test/auth/oidcNonce.security.test.ts',
+  'test/auth/oidcAnswers.test.ts',
   'test/proxy/headers.test.ts',
   'test/auth/oidcBinding.test.ts',
   'test/proxy/separators.security.test.ts',
@@ -110,7 +112,8 @@ export const ROOM_TESTS: Record<string, string[]> = {
   // Not measured yet (issue 46): the files that drive each provider, end to end against local fakes.
   'src/auth/providers/github.ts': ['test/auth/github.test.ts'],
   'src/auth/providers/oidc.ts': [
-    'test/auth/oidcReturnTo.test.ts', 'test/auth/oidcNonce.security.test.ts', 'test/auth/oidcBinding.test.ts', 'test/auth/oidcDomains.test.ts', 'test/auth/oidc.test.ts',
+    'test/auth/oidcReturnTo.test.ts', 'test/auth/oidcCaches.test.ts', 'test/auth/oidcNonce.security.test.ts', 'test/auth/oidcAnswers.test.ts', 'test/auth/oidcBinding.test.ts',
+    'test/auth/oidcDomains.test.ts', 'test/auth/oidc.test.ts',
   ],
   'src/admin/console.ts:174-178': ['test/admin/adminKey.security.test.ts'],
   'src/admin/console.ts:200-204': ['test/admin/adminKey.security.test.ts'],

@@ -327,8 +327,11 @@ describeWithServices('sign in with an identity provider', () => {
     const subject = providerUser();
     idp.misbehave(how);
     const fetched = idp.jwksFetches();
+    const logged = b.logs.length;
     const { fragment, res } = await signIn(subject);
     expect(new URL(String(res.headers.location)).hash).toBe('#error=invalid_id_token');
+    // The operator's log says what was wrong with the token (the callback came to b).
+    expect(b.logs.slice(logged).join('')).toMatch(/"code":"invalid_id_token","reason":"ID token refused: \w/);
     expect(fragment.get('login_code')).toBeNull();
     expect(await identityOf(subject)).toEqual([]);
     // An unknown key id made one fetch of the key set (a rotation would be picked up), not more;

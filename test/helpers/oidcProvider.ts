@@ -18,7 +18,17 @@ export interface ProviderUser {
 /** How the provider's ID tokens go wrong; `none`: as issued. */
 // unavailable: every request, discovery included, answered 503 (a provider down for maintenance).
 // alg-none: unsigned (`alg: none`); hs256: signed with the client secret, an algorithm its metadata never offered.
-export type Misbehaviour = 'none' | 'wrong-nonce' | 'wrong-aud' | 'expired' | 'unknown-kid' | 'rotated-key' | 'alg-none' | 'hs256' | 'unavailable';
+// email-in-id-token, hd: the ID token re-signed with the user's email claims, or with Google's `hd` (`corp.test`).
+// The other answers: jwks-unavailable: the key set answered 503, its keys in the body all the same; jwks-not-a-set:
+// 200 with `keys` not a list; jwks-not-json: 200 with a body that is not JSON; no-jwks-uri, jwks-uri-https,
+// no-userinfo: the discovery document without jwks_uri, with it on https://, without userinfo_endpoint;
+// token-without-type: the token response without token_type; userinfo-fails: UserInfo answered 500;
+// slow: discovery and the key set answered 300 ms late.
+export type Misbehaviour = TokenMisbehaviour | 'none' | 'unavailable' | 'jwks-unavailable' | 'jwks-not-a-set' | 'jwks-not-json' | 'no-jwks-uri' | 'jwks-uri-https'
+  | 'no-userinfo' | 'token-without-type' | 'userinfo-fails' | 'slow';
+type TokenMisbehaviour = 'wrong-nonce' | 'wrong-aud' | 'expired' | 'unknown-kid' | 'rotated-key' | 'alg-none' | 'hs256' | 'email-in-id-token' | 'hd';
+const TOKEN_MISBEHAVIOURS = new Set<Misbehaviour>(['wrong-nonce', 'wrong-aud', 'expired', 'unknown-kid', 'rotated-key', 'alg-none', 'hs256', 'email-in-id-token', 'hd']);
+export const DISCOVERY_PATH = '/.well-known/openid-configuration';
 
 export interface TestProvider {
   issuer: string;
@@ -28,6 +38,8 @@ export interface TestProvider {
   misbehave(how: Misbehaviour): void;
   /** Times the gateway fetched the key set. */
   jwksFetches(): number;
+  /** The headers of each request for `path` (DISCOVERY_PATH, /jwks, /me: UserInfo), oldest first. */
+  requests(path: string): Array<Record<string, string | string[] | undefined>>;
   close(): Promise<void>;
 }
 
@@ -51,6 +63,7 @@ export async function startTestProvider(redirectUris: string[], options: { clien
   const [published, rotated, unpublished] = await Promise.all([signingKey('k1'), signingKey('k2'), signingKey('never-published')]);
   let misbehaviour: Misbehaviour = 'none';
   let fetches = 0;
+  const seen = new Map<string, Array<Record<string, string | string[] | undefined>>>();
 
   const provider = new Provider(issuer, {
     clients: [{ client_id: clientId, client_secret: clientSecret, redirect_uris: redirectUris, grant_types: ['authorization_code'], response_types: ['code'] }],
@@ -67,29 +80,46 @@ export async function startTestProvider(redirectUris: string[], options: { clien
   provider.on('server_error', (_ctx, err) => console.error('test provider error', err));
 
   provider.use(async (ctx, next) => {
-    if (misbehaviour === 'unavailable') {
-      ctx.status = 503;
+    seen.set(ctx.path, [...seen.get(ctx.path) ?? [], { ...ctx.headers }]);
+    if (misbehaviour === 'unavailable' || (misbehaviour === 'userinfo-fails' && ctx.path === '/me')) {
+      ctx.status = misbehaviour === 'unavailable' ? 503 : 500;
       ctx.body = 'down for maintenance';
       return;
     }
+    if (misbehaviour === 'slow' && (ctx.path === DISCOVERY_PATH || ctx.path === '/jwks')) await new Promise((resolve) => setTimeout(resolve, 300));
     await next();
+    if (ctx.path === DISCOVERY_PATH) misdescribed(ctx.body as Record<string, unknown>);
     if (ctx.path === '/jwks') {
       fetches++;
       if (misbehaviour === 'rotated-key') ctx.body = { keys: [published.publicJwk, rotated.publicJwk] };
+      if (misbehaviour === 'jwks-unavailable') ctx.status = 503;
+      if (misbehaviour === 'jwks-not-a-set') ctx.body = { keys: 'none' };
+      if (misbehaviour === 'jwks-not-json') ctx.body = '{"keys": [';
     }
-    const body = ctx.body as { id_token?: string } | undefined;
-    if (ctx.path === '/token' && body?.id_token && misbehaviour !== 'none') {
-      const claims = decodeJwt(body.id_token);
-      const now = Math.floor(Date.now() / 1000);
-      if (misbehaviour === 'wrong-nonce') claims.nonce = 'a-nonce-from-another-sign-in';
-      if (misbehaviour === 'wrong-aud') claims.aud = 'another-client';
-      if (misbehaviour === 'expired') Object.assign(claims, { iat: now - 3600, exp: now - 600 });
-      const key = misbehaviour === 'unknown-kid' ? unpublished : misbehaviour === 'rotated-key' ? rotated : published;
-      if (misbehaviour === 'alg-none') body.id_token = new UnsecuredJWT(claims).encode();
-      else if (misbehaviour === 'hs256') body.id_token = await new SignJWT(claims).setProtectedHeader({ alg: 'HS256' }).sign(new TextEncoder().encode(clientSecret));
-      else body.id_token = await new SignJWT(claims).setProtectedHeader({ alg: 'RS256', kid: key.privateJwk.kid! }).sign(key.privateJwk);
-    }
+    const body = ctx.body as { id_token?: string; token_type?: string } | undefined;
+    if (ctx.path === '/token' && misbehaviour === 'token-without-type') delete body?.token_type;
+    if (ctx.path === '/token' && body?.id_token && TOKEN_MISBEHAVIOURS.has(misbehaviour)) body.id_token = await misissued(body.id_token);
   });
+  /** The discovery document as misbehaviour has it. */
+  function misdescribed(doc: Record<string, unknown>): void {
+    if (misbehaviour === 'no-jwks-uri') delete doc.jwks_uri;
+    if (misbehaviour === 'jwks-uri-https') doc.jwks_uri = String(doc.jwks_uri).replace(/^http:/, 'https:');
+    if (misbehaviour === 'no-userinfo') delete doc.userinfo_endpoint;
+  }
+  /** The ID token as misbehaviour has it. */
+  async function misissued(idToken: string): Promise<string> {
+    const claims = decodeJwt(idToken);
+    const now = Math.floor(Date.now() / 1000);
+    if (misbehaviour === 'wrong-nonce') claims.nonce = 'a-nonce-from-another-sign-in';
+    if (misbehaviour === 'wrong-aud') claims.aud = 'another-client';
+    if (misbehaviour === 'expired') Object.assign(claims, { iat: now - 3600, exp: now - 600 });
+    if (misbehaviour === 'email-in-id-token') Object.assign(claims, users.get(String(claims.sub)));
+    if (misbehaviour === 'hd') claims.hd = 'corp.test';
+    const key = misbehaviour === 'unknown-kid' ? unpublished : misbehaviour === 'rotated-key' ? rotated : published;
+    if (misbehaviour === 'alg-none') return new UnsecuredJWT(claims).encode();
+    if (misbehaviour === 'hs256') return new SignJWT(claims).setProtectedHeader({ alg: 'HS256' }).sign(new TextEncoder().encode(clientSecret));
+    return new SignJWT(claims).setProtectedHeader({ alg: 'RS256', kid: key.privateJwk.kid! }).sign(key.privateJwk);
+  }
   server.on('request', provider.callback());
 
   return {
@@ -99,6 +129,7 @@ export async function startTestProvider(redirectUris: string[], options: { clien
     users,
     misbehave: (how) => { misbehaviour = how; },
     jwksFetches: () => fetches,
+    requests: (path) => seen.get(path) ?? [],
     close: () => new Promise<void>((resolve) => {
       server.closeAllConnections();
       server.close(() => resolve());

@@ -1,0 +1,153 @@
+// What a sign-in comes to when the identity provider's answers are broken (CONTRACT §15): its key
+// set, its discovery document, its token response and its UserInfo, each wrong in one way, against
+// a real OpenID Connect provider on loopback (test/helpers/oidcProvider.ts). The browser is sent
+// back with #error=provider_error (the provider's fault) or #error=invalid_id_token (the token's),
+// nobody is signed in, the operator's log says why, and the next sign-in works once the provider
+// answers again. Also what the gateway asks of the provider: discovery and the key set once for
+// concurrent sign-ins, UserInfo only when the ID token has no email.
+// Each test has a gateway of its own: discovery documents and key sets are cached per instance.
+import { randomBytes, randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
+import { s256 } from '../../src/auth/providers/oidc.js';
+import { closeSql, describeWithServices, newEmail, sql, startTestGateway, testConfig, type TestGateway } from '../helpers/gateway.js';
+import { DISCOVERY_PATH, signInAtProvider, startTestProvider, type ProviderUser, type TestProvider } from '../helpers/oidcProvider.js';
+
+const PUBLIC_URL = 'http://localhost:9';
+const RETURN_TO = 'https://app.example.test/signed-in';
+
+describeWithServices('sign-in against a provider that answers wrongly', () => {
+  let idp: TestProvider;
+  const gateways: TestGateway[] = [];
+
+  beforeAll(async () => {
+    idp = await startTestProvider([`${PUBLIC_URL}/api/v1/auth/oidc/testidp/callback`]);
+  });
+  afterAll(async () => {
+    await Promise.all(gateways.map((gw) => gw.close()));
+    await idp?.close();
+    await closeSql();
+  });
+  beforeEach(() => idp.misbehave('none'));
+
+  /** A gateway of its own, nothing of the provider cached yet. */
+  async function freshGateway(): Promise<TestGateway> {
+    const testidp = { issuer: idp.issuer, clientId: idp.clientId, clientSecret: idp.clientSecret, scopes: ['openid', 'email'], trustEmail: true };
+    const gw = await startTestGateway(testConfig({ auth: { oidc: { publicUrl: PUBLIC_URL, returnTo: [RETURN_TO], providers: { testidp } } } }));
+    gateways.push(gw);
+    return gw;
+  }
+  /** A start on `gw`: where the browser is sent, and its cookie. */
+  async function start(gw: TestGateway): Promise<{ location: string; cookie: string }> {
+    const res = await gw.get(`/api/v1/auth/oidc/testidp/start?return_to=${encodeURIComponent(RETURN_TO)}&code_challenge=${s256(randomBytes(32).toString('base64url'))}`);
+    expect(res.status, res.text).toBe(302);
+    return { location: String(res.headers.location), cookie: String((res.headers['set-cookie'] as string[])[0]).split(';')[0]! };
+  }
+  /** The browser back at the callback after signing in at the provider: the fragment it is sent back to the application with. */
+  async function callback(gw: TestGateway, started: { location: string; cookie: string }, subject: string): Promise<Record<string, string>> {
+    const back = await signInAtProvider(started.location, subject);
+    const res = await gw.get(`${back.pathname}${back.search}`, { headers: { cookie: started.cookie } });
+    expect(res.status, res.text).toBe(302);
+    const url = new URL(String(res.headers.location));
+    expect(url.origin + url.pathname).toBe(RETURN_TO);
+    return Object.fromEntries(new URLSearchParams(url.hash.slice(1)));
+  }
+  /** A whole sign-in of a fresh subject with `user`'s claims. */
+  async function signIn(gw: TestGateway, user: ProviderUser = { email: newEmail('answers'), email_verified: true }): Promise<{ fragment: Record<string, string>; subject: string }> {
+    const subject = `sub-${randomUUID()}`;
+    idp.users.set(subject, user);
+    return { fragment: await callback(gw, await start(gw), subject), subject };
+  }
+  const linksOf = (subject: string) => sql('SELECT user_id FROM user_identities WHERE issuer = $1 AND subject = $2', [idp.issuer, subject]);
+  /** The reasons the gateway logged for the sign-ins it refused. */
+  const refusals = (gw: TestGateway) => gw.logs.flatMap((line) => line.split('\n')).filter(Boolean).map((line) => JSON.parse(line) as Record<string, unknown>)
+    .filter((entry) => entry.msg === 'identity provider sign-in refused').map(({ code, reason }) => ({ code, reason }));
+
+  it.each([
+    ['jwks-unavailable', 'the key set answered 503 (its keys in the body all the same)', 'the provider\'s key set answered 503'],
+    ['jwks-not-a-set', 'a key set whose keys are not a list', 'the provider\'s key set answered 200'],
+    ['no-jwks-uri', 'no jwks_uri in the discovery document', 'the provider publishes no jwks_uri'],
+    ['jwks-uri-https', 'a jwks_uri on another scheme than its issuer\'s', 'the provider\'s jwks_uri is not on its issuer\'s scheme'],
+  ] as const)('%s (%s): #error=provider_error, nobody signed in, the reason logged; the next sign-in works once it answers', async (how, _what, reason) => {
+    const gw = await freshGateway();
+    idp.misbehave(how);
+    const fetched = idp.jwksFetches();
+    const refused = await signIn(gw);
+    expect(refused.fragment).toEqual({ error: 'provider_error' });
+    expect(await linksOf(refused.subject)).toEqual([]);
+    expect(refusals(gw)).toEqual([{ code: 'provider_error', reason }]);
+    // No jwks_uri, or one on another scheme: nothing fetched.
+    expect(idp.jwksFetches() - fetched).toBe(how === 'jwks-unavailable' || how === 'jwks-not-a-set' ? 1 : 0);
+    idp.misbehave('none');
+    // A discovery document is kept for an hour: one without a usable jwks_uri stays until then.
+    const after = how === 'no-jwks-uri' || how === 'jwks-uri-https' ? await freshGateway() : gw;
+    const { fragment, subject } = await signIn(after);
+    expect(fragment.login_code).toMatch(/^[\w-]{43}$/);
+    expect(await linksOf(subject)).toHaveLength(1);
+  });
+
+  it('a key set that is not JSON: #error=provider_error, the parser\'s complaint logged', async () => {
+    const gw = await freshGateway();
+    idp.misbehave('jwks-not-json');
+    expect((await signIn(gw)).fragment).toEqual({ error: 'provider_error' });
+    expect(refusals(gw)).toEqual([{ code: 'provider_error', reason: expect.stringMatching(/^key set fetch failed: (?!SyntaxError)\S/) }]);
+  });
+
+  it('the key set is asked for JSON, and fetched once for concurrent sign-ins; discovery once for concurrent starts', async () => {
+    const gw = await freshGateway();
+    idp.misbehave('slow');
+    const [discovered, fetched] = [idp.requests(DISCOVERY_PATH).length, idp.jwksFetches()];
+    const starts = await Promise.all([start(gw), start(gw)]);
+    expect(idp.requests(DISCOVERY_PATH).length - discovered).toBe(1);
+    const subjects = [`sub-${randomUUID()}`, `sub-${randomUUID()}`];
+    for (const subject of subjects) idp.users.set(subject, { email: newEmail('answers'), email_verified: true });
+    const fragments = await Promise.all(starts.map((started, i) => callback(gw, started, subjects[i]!)));
+    expect(fragments.map((f) => Object.keys(f))).toEqual([['login_code'], ['login_code']]);
+    expect(idp.jwksFetches() - fetched).toBe(1);
+    expect(idp.requests('/jwks').at(-1)!.accept).toBe('application/json');
+    // Both kept: another sign-in fetches neither.
+    expect((await signIn(gw)).fragment.login_code).toBeTruthy();
+    expect([idp.requests(DISCOVERY_PATH).length - discovered, idp.jwksFetches() - fetched]).toEqual([1, 1]);
+  });
+
+  it('a token response without token_type is the provider\'s fault (#error=provider_error), not the ID token\'s', async () => {
+    const gw = await freshGateway();
+    idp.misbehave('token-without-type');
+    const refused = await signIn(gw);
+    expect(refused.fragment).toEqual({ error: 'provider_error' });
+    expect(await linksOf(refused.subject)).toEqual([]);
+    expect(refusals(gw)).toEqual([{ code: 'provider_error', reason: expect.stringMatching(/^code exchange failed: \w/) }]);
+  });
+
+  it('UserInfo failing: #error=provider_error, nobody signed in', async () => {
+    const gw = await freshGateway();
+    idp.misbehave('userinfo-fails');
+    const refused = await signIn(gw);
+    expect(refused.fragment).toEqual({ error: 'provider_error' });
+    expect(await linksOf(refused.subject)).toEqual([]);
+    expect(refusals(gw)).toEqual([{ code: 'provider_error', reason: expect.stringMatching(/^userinfo failed: \w/) }]);
+  });
+
+  it('UserInfo is asked only when the ID token has no email: a provider without it signs in no one without an email', async () => {
+    const gw = await freshGateway();
+    const asked = idp.requests('/me').length;
+    // The email in the ID token: taken from there, UserInfo not asked.
+    idp.misbehave('email-in-id-token');
+    const email = newEmail('in-token');
+    const inToken = await signIn(gw, { email, email_verified: true });
+    expect(inToken.fragment.login_code).toBeTruthy();
+    expect(await sql('SELECT email_verified_at IS NOT NULL AS verified FROM users WHERE email = $1', [email])).toEqual([{ verified: true }]);
+    expect(idp.requests('/me').length - asked).toBe(0);
+    // As the provider answers by default, the email at UserInfo only: asked there, with the access token.
+    idp.misbehave('none');
+    expect((await signIn(gw)).fragment.login_code).toBeTruthy();
+    expect(idp.requests('/me').length - asked).toBe(1);
+    expect(idp.requests('/me').at(-1)!.authorization).toMatch(/^Bearer \S+$/);
+    // No UserInfo endpoint (on a gateway that discovers anew): no email, no account.
+    const bare = await freshGateway();
+    idp.misbehave('no-userinfo');
+    const anonymous = await signIn(bare);
+    expect(anonymous.fragment).toEqual({ error: 'email_unverified' });
+    expect(await linksOf(anonymous.subject)).toEqual([]);
+    expect(idp.requests('/me').length - asked).toBe(1);
+  });
+});
