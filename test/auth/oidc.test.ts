@@ -320,6 +320,7 @@ describeWithServices('sign in with an identity provider', () => {
     ['wrong-aud', 'an audience that is another client'],
     ['expired', 'an expired ID token'],
     ['unknown-kid', 'a key the provider never published'],
+    ['forged-signature', 'a key never published, under the id of the published one'],
     ['alg-none', 'no signature at all'],
     ['hs256', 'an HMAC with the client secret, never offered'],
   ] as const)('an ID token with %s (%s) sends the browser back with #error=invalid_id_token, and signs no one in', async (how, _what) => {
@@ -334,8 +335,8 @@ describeWithServices('sign in with an identity provider', () => {
     expect(b.logs.slice(logged).join('')).toMatch(/"code":"invalid_id_token","reason":"ID token refused: \w/);
     expect(fragment.get('login_code')).toBeNull();
     expect(await identityOf(subject)).toEqual([]);
-    // An unknown key id made one fetch of the key set (a rotation would be picked up), not more;
-    // the other tokens fail on their claims, before any key is needed.
+    // An unknown key id made one fetch of the key set (a rotation would be picked up), not more; a
+    // forged signature under a known key id fails on the cached key, the others on their claims.
     expect(idp.jwksFetches() - fetched).toBe(how === 'unknown-kid' ? 1 : 0);
   });
 

@@ -42,9 +42,8 @@ describeWithServices('sign-in against a provider that answers wrongly', () => {
     expect(res.status, res.text).toBe(302);
     return { location: String(res.headers.location), cookie: String((res.headers['set-cookie'] as string[])[0]).split(';')[0]! };
   }
-  /** The browser back at the callback after signing in at the provider: the fragment it is sent back to the application with. */
-  async function callback(gw: TestGateway, started: { location: string; cookie: string }, subject: string): Promise<Record<string, string>> {
-    const back = await signInAtProvider(started.location, subject);
+  /** The browser back at the callback from the provider (`back`, where it sent it): the fragment it is sent back to the application with. */
+  async function callback(gw: TestGateway, started: { cookie: string }, back: URL): Promise<Record<string, string>> {
     const res = await gw.get(`${back.pathname}${back.search}`, { headers: { cookie: started.cookie } });
     expect(res.status, res.text).toBe(302);
     const url = new URL(String(res.headers.location));
@@ -55,7 +54,8 @@ describeWithServices('sign-in against a provider that answers wrongly', () => {
   async function signIn(gw: TestGateway, user: ProviderUser = { email: newEmail('answers'), email_verified: true }): Promise<{ fragment: Record<string, string>; subject: string }> {
     const subject = `sub-${randomUUID()}`;
     idp.users.set(subject, user);
-    return { fragment: await callback(gw, await start(gw), subject), subject };
+    const started = await start(gw);
+    return { fragment: await callback(gw, started, await signInAtProvider(started.location, subject)), subject };
   }
   const linksOf = (subject: string) => sql('SELECT user_id FROM user_identities WHERE issuer = $1 AND subject = $2', [idp.issuer, subject]);
   /** The reasons the gateway logged for the sign-ins it refused. */
@@ -98,15 +98,33 @@ describeWithServices('sign-in against a provider that answers wrongly', () => {
     const [discovered, fetched] = [idp.requests(DISCOVERY_PATH).length, idp.jwksFetches()];
     const starts = await Promise.all([start(gw), start(gw)]);
     expect(idp.requests(DISCOVERY_PATH).length - discovered).toBe(1);
-    const subjects = [`sub-${randomUUID()}`, `sub-${randomUUID()}`];
-    for (const subject of subjects) idp.users.set(subject, { email: newEmail('answers'), email_verified: true });
-    const fragments = await Promise.all(starts.map((started, i) => callback(gw, started, subjects[i]!)));
+    const backs: URL[] = [];
+    for (const started of starts) {
+      const subject = `sub-${randomUUID()}`;
+      idp.users.set(subject, { email: newEmail('answers'), email_verified: true });
+      backs.push(await signInAtProvider(started.location, subject));
+    }
+    // Both callbacks at once: each needs the key set, which answers 300 ms late.
+    const fragments = await Promise.all(starts.map((started, i) => callback(gw, started, backs[i]!)));
     expect(fragments.map((f) => Object.keys(f))).toEqual([['login_code'], ['login_code']]);
     expect(idp.jwksFetches() - fetched).toBe(1);
     expect(idp.requests('/jwks').at(-1)!.accept).toBe('application/json');
     // Both kept: another sign-in fetches neither.
     expect((await signIn(gw)).fragment.login_code).toBeTruthy();
     expect([idp.requests(DISCOVERY_PATH).length - discovered, idp.jwksFetches() - fetched]).toEqual([1, 1]);
+  });
+
+  it('a provider whose discovery does not answer: after 10 s, #error=provider_error and no cookie', async () => {
+    const gw = await freshGateway();
+    idp.misbehave('discovery-hangs');
+    const returnTo = encodeURIComponent(RETURN_TO);
+    const since = Date.now();
+    const res = await gw.get(`/api/v1/auth/oidc/testidp/start?return_to=${returnTo}&code_challenge=${s256(randomBytes(32).toString('base64url'))}`);
+    expect([res.status, res.headers.location, res.headers['set-cookie']]).toEqual([302, `${RETURN_TO}#error=provider_error`, undefined]);
+    // The provider's own answer would come at 15 s.
+    expect(Date.now() - since).toBeGreaterThanOrEqual(9_500);
+    expect(Date.now() - since).toBeLessThan(14_000);
+    expect(gw.logs.join('')).toMatch(/"reason":"discovery failed: \w[^"]*","msg":"identity provider unavailable"/);
   });
 
   it('a token response without token_type is the provider\'s fault (#error=provider_error), not the ID token\'s', async () => {
@@ -142,12 +160,16 @@ describeWithServices('sign-in against a provider that answers wrongly', () => {
     expect((await signIn(gw)).fragment.login_code).toBeTruthy();
     expect(idp.requests('/me').length - asked).toBe(1);
     expect(idp.requests('/me').at(-1)!.authorization).toMatch(/^Bearer \S+$/);
+    // An email that is not a string (a list) is no email: no account.
+    const listed = await signIn(gw, { email: [newEmail('a'), newEmail('b')] as unknown as string, email_verified: true });
+    expect(listed.fragment).toEqual({ error: 'email_unverified' });
+    expect(await linksOf(listed.subject)).toEqual([]);
     // No UserInfo endpoint (on a gateway that discovers anew): no email, no account.
     const bare = await freshGateway();
     idp.misbehave('no-userinfo');
     const anonymous = await signIn(bare);
     expect(anonymous.fragment).toEqual({ error: 'email_unverified' });
     expect(await linksOf(anonymous.subject)).toEqual([]);
-    expect(idp.requests('/me').length - asked).toBe(1);
+    expect(idp.requests('/me').length - asked).toBe(2);
   });
 });

@@ -6,7 +6,8 @@
 // with vitest's fake Date, which nothing else in this file reads.
 import { randomBytes, randomUUID } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { OidcProvider } from '../../src/auth/providers/oidc.js';
+import { GitHubProvider } from '../../src/auth/providers/github.js';
+import { OidcProvider, OidcProviders } from '../../src/auth/providers/oidc.js';
 import { flowSecrets, type Assertion } from '../../src/auth/providers/signInProvider.js';
 import { configSchema } from '../../src/config/schema.js';
 import { DISCOVERY_PATH, signInAtProvider, startTestProvider, type TestProvider } from '../helpers/oidcProvider.js';
@@ -48,6 +49,18 @@ describe('an OpenID Connect provider\'s discovery, keys and assertion', () => {
     vi.useFakeTimers({ toFake: ['Date'] });
     vi.setSystemTime(t0 + at);
   }
+
+  it('each configured provider by its kind and name: GitHub\'s, an OpenID Connect one, none for another name', () => {
+    const providers = new OidcProviders(configSchema.parse({
+      auth: { oidc: { publicUrl: PUBLIC_URL, returnTo: ['https://app.example.test/'], providers: {
+        gh: { kind: 'github', clientId: 'c', clientSecret: 's' }, testidp: { issuer: idp.issuer, clientId: 'c', clientSecret: 's' },
+      } } },
+    }).auth.oidc!);
+    expect(providers.get('gh')).toBeInstanceOf(GitHubProvider);
+    expect(providers.get('testidp')).toBeInstanceOf(OidcProvider);
+    for (const name of ['other', '__proto__', 'constructor']) expect(providers.get(name), name).toBeUndefined();
+    expect([providers.issuerOf('gh'), providers.issuerOf('testidp'), providers.issuerOf('other')]).toEqual(['https://github.com', idp.issuer, undefined]);
+  });
 
   it('the discovery document is kept an hour: asked again at the hour, not a millisecond before', async () => {
     const p = provider();
@@ -91,5 +104,8 @@ describe('an OpenID Connect provider\'s discovery, keys and assertion', () => {
     idp.misbehave('hd');
     const hosted = await signIn(p, { email, email_verified: false });
     expect(hosted).toEqual({ issuer: idp.issuer, subject: hosted.sub, email, emailVerified: false, hostedDomain: 'corp.test', sub: hosted.sub });
+    // An hd that is not a string is none.
+    idp.misbehave('hd-not-a-string');
+    expect((await signIn(p, { email, email_verified: true })).hostedDomain).toBeUndefined();
   });
 });

@@ -21,7 +21,7 @@ describe('return_to: exact URLs', () => {
   it('allows an entry as written, and on a loopback http:// entry the same URL on any port', () => {
     for (const allowed of [
       'https://app.example.test/app/', 'https://app.example.test/signed-in',
-      'http://127.0.0.1:5173/cb', 'http://127.0.0.1:41234/cb', 'http://127.0.0.1/cb', 'http://[::1]/back', 'http://[::1]:8080/back',
+      'http://127.0.0.1:5173/cb', 'http://127.0.0.1:41234/cb', 'http://127.0.0.1:65535/cb', 'http://127.0.0.1:1/cb', 'http://127.0.0.1/cb', 'http://[::1]/back', 'http://[::1]:8080/back',
     ]) expect(providers.allowedReturnTo(allowed), allowed).toBe(allowed);
   });
 
@@ -40,7 +40,7 @@ describe('return_to: exact URLs', () => {
       'https://app.example.test/app', 'https://app.example.test/app/#', 'https://app.example.test/app/#x', ' https://app.example.test/app/',
       'https://u@app.example.test/app/', 'https://app.example.test@evil.test/app/',
       // Loopback: any port, nothing else.
-      'http://127.0.0.1:5173/cb/', 'http://127.0.0.1:5173/cb?x', 'http://127.0.0.1:99999/cb', 'http://127.0.0.1:0/cb', 'http://127.0.0.1:05173/cb',
+      'http://127.0.0.1:5173/cb/', 'http://127.0.0.1:5173/cb?x', 'http://127.0.0.1:99999/cb', 'http://127.0.0.1:65536/cb', 'http://127.0.0.1:123456/cb', 'http://127.0.0.1:0/cb', 'http://127.0.0.1:05173/cb',
       'http://127.0.0.1:5173@evil.test/cb', 'https://127.0.0.1:5173/cb', 'http://localhost:5173/cb', 'http://127.0.0.2:5173/cb', 'http://[::1]:8080/back/x',
       '', '/app/', 'javascript:alert(1)',
     ]) expect(providers.allowedReturnTo(refused), refused).toBeUndefined();

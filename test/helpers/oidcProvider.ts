@@ -18,16 +18,20 @@ export interface ProviderUser {
 /** How the provider's ID tokens go wrong; `none`: as issued. */
 // unavailable: every request, discovery included, answered 503 (a provider down for maintenance).
 // alg-none: unsigned (`alg: none`); hs256: signed with the client secret, an algorithm its metadata never offered.
-// email-in-id-token, hd: the ID token re-signed with the user's email claims, or with Google's `hd` (`corp.test`).
+// email-in-id-token, hd: the ID token re-signed with the user's email claims, or with Google's `hd` (`corp.test`;
+// hd-not-a-string: `['corp.test']`); forged-signature: signed by a key never published, under the published key's id.
 // The other answers: jwks-unavailable: the key set answered 503, its keys in the body all the same; jwks-not-a-set:
 // 200 with `keys` not a list; jwks-not-json: 200 with a body that is not JSON; no-jwks-uri, jwks-uri-https,
 // no-userinfo: the discovery document without jwks_uri, with it on https://, without userinfo_endpoint;
 // token-without-type: the token response without token_type; userinfo-fails: UserInfo answered 500;
-// slow: discovery and the key set answered 300 ms late.
+// slow: discovery and the key set answered 300 ms late; discovery-hangs: discovery answered 15 s late.
 export type Misbehaviour = TokenMisbehaviour | 'none' | 'unavailable' | 'jwks-unavailable' | 'jwks-not-a-set' | 'jwks-not-json' | 'no-jwks-uri' | 'jwks-uri-https'
-  | 'no-userinfo' | 'token-without-type' | 'userinfo-fails' | 'slow';
-type TokenMisbehaviour = 'wrong-nonce' | 'wrong-aud' | 'expired' | 'unknown-kid' | 'rotated-key' | 'alg-none' | 'hs256' | 'email-in-id-token' | 'hd';
-const TOKEN_MISBEHAVIOURS = new Set<Misbehaviour>(['wrong-nonce', 'wrong-aud', 'expired', 'unknown-kid', 'rotated-key', 'alg-none', 'hs256', 'email-in-id-token', 'hd']);
+  | 'no-userinfo' | 'token-without-type' | 'userinfo-fails' | 'slow' | 'discovery-hangs';
+type TokenMisbehaviour = 'wrong-nonce' | 'wrong-aud' | 'expired' | 'unknown-kid' | 'rotated-key' | 'alg-none' | 'hs256' | 'email-in-id-token' | 'hd' | 'hd-not-a-string'
+  | 'forged-signature';
+const TOKEN_MISBEHAVIOURS = new Set<Misbehaviour>([
+  'wrong-nonce', 'wrong-aud', 'expired', 'unknown-kid', 'rotated-key', 'alg-none', 'hs256', 'email-in-id-token', 'hd', 'hd-not-a-string', 'forged-signature',
+]);
 export const DISCOVERY_PATH = '/.well-known/openid-configuration';
 
 export interface TestProvider {
@@ -87,6 +91,7 @@ export async function startTestProvider(redirectUris: string[], options: { clien
       return;
     }
     if (misbehaviour === 'slow' && (ctx.path === DISCOVERY_PATH || ctx.path === '/jwks')) await new Promise((resolve) => setTimeout(resolve, 300));
+    if (misbehaviour === 'discovery-hangs' && ctx.path === DISCOVERY_PATH) await new Promise((resolve) => setTimeout(resolve, 15_000).unref());
     await next();
     if (ctx.path === DISCOVERY_PATH) misdescribed(ctx.body as Record<string, unknown>);
     if (ctx.path === '/jwks') {
@@ -115,10 +120,12 @@ export async function startTestProvider(redirectUris: string[], options: { clien
     if (misbehaviour === 'expired') Object.assign(claims, { iat: now - 3600, exp: now - 600 });
     if (misbehaviour === 'email-in-id-token') Object.assign(claims, users.get(String(claims.sub)));
     if (misbehaviour === 'hd') claims.hd = 'corp.test';
-    const key = misbehaviour === 'unknown-kid' ? unpublished : misbehaviour === 'rotated-key' ? rotated : published;
+    if (misbehaviour === 'hd-not-a-string') claims.hd = ['corp.test'];
+    const key = misbehaviour === 'unknown-kid' || misbehaviour === 'forged-signature' ? unpublished : misbehaviour === 'rotated-key' ? rotated : published;
     if (misbehaviour === 'alg-none') return new UnsecuredJWT(claims).encode();
     if (misbehaviour === 'hs256') return new SignJWT(claims).setProtectedHeader({ alg: 'HS256' }).sign(new TextEncoder().encode(clientSecret));
-    return new SignJWT(claims).setProtectedHeader({ alg: 'RS256', kid: key.privateJwk.kid! }).sign(key.privateJwk);
+    const kid = misbehaviour === 'forged-signature' ? published.privateJwk.kid! : key.privateJwk.kid!;
+    return new SignJWT(claims).setProtectedHeader({ alg: 'RS256', kid }).sign(key.privateJwk);
   }
   server.on('request', provider.callback());
 
