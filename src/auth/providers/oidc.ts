@@ -130,7 +130,9 @@ export class OidcProvider implements SignInProvider {
         const { issuer, clientId, clientSecret } = this.settings;
         // http:// is allowed by the configuration on loopback hosts only (config/schema.ts).
         const insecure = issuer.startsWith('http:');
-        const config = await client.discovery(new URL(issuer), clientId, { client_secret: clientSecret }, client.ClientSecretBasic(clientSecret), {
+        // The secret goes to ClientSecretBasic alone: openid-client reads a client_secret in the metadata only for a
+        // client authentication it is not given, and oauth4webapi never (no HS256 response is verified with it).
+        const config = await client.discovery(new URL(issuer), clientId, undefined, client.ClientSecretBasic(clientSecret), {
           timeout: PROVIDER_TIMEOUT_MS / 1000,
           ...(insecure ? { execute: [client.allowInsecureRequests] } : {}),
         });
@@ -217,8 +219,9 @@ export class OidcProviders {
 
 // An http:// loopback URL split as text: scheme and host, port, the rest (RFC 8252 §7.3: the port
 // of a native application's loopback redirect is chosen when it runs). Entries are as URL.href
-// writes them (config/schema.ts), so the host is spelled one way and a path follows.
-const LOOPBACK_URL = /^(http:\/\/(?:127\.0\.0\.1|\[::1\]))(?::([1-9][0-9]{0,4}))?(\/.*)$/s;
+// writes them (config/schema.ts), so the host is spelled one way and a path follows. With the s
+// flag the path's `.*` runs to the end of the text: no `$` needed.
+const LOOPBACK_URL = /^(http:\/\/(?:127\.0\.0\.1|\[::1\]))(?::([1-9][0-9]{0,4}))?(\/.*)/s;
 
 /** Whether `raw` is the loopback `entry` with nothing but the port changed (a real port: 1 to 65535, no leading zero). */
 function sameOnAnotherLoopbackPort(raw: string, entry: string): boolean {
