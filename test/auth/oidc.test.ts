@@ -323,6 +323,8 @@ describeWithServices('sign in with an identity provider', () => {
     ['forged-signature', 'a key never published, under the id of the published one'],
     ['alg-none', 'no signature at all'],
     ['hs256', 'an HMAC with the client secret, never offered'],
+    ['garbled', 'a header that is not JSON'],
+    ['crit', 'a critical header extension nobody understands'],
   ] as const)('an ID token with %s (%s) sends the browser back with #error=invalid_id_token, and signs no one in', async (how, _what) => {
     await signedIn(providerUser()); // the provider's key set is cached
     const subject = providerUser();

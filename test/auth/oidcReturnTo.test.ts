@@ -42,6 +42,7 @@ describe('return_to: exact URLs', () => {
       // Loopback: any port, nothing else.
       'http://127.0.0.1:5173/cb/', 'http://127.0.0.1:5173/cb?x', 'http://127.0.0.1:99999/cb', 'http://127.0.0.1:65536/cb', 'http://127.0.0.1:123456/cb', 'http://127.0.0.1:0/cb', 'http://127.0.0.1:05173/cb',
       'http://127.0.0.1:5173@evil.test/cb', 'https://127.0.0.1:5173/cb', 'http://localhost:5173/cb', 'http://127.0.0.2:5173/cb', 'http://[::1]:8080/back/x',
+      'http://[::1]:5173/cb', 'http://127.0.0.1/back', ' http://127.0.0.1:41234/cb', 'x:http://127.0.0.1:41234/cb',
       '', '/app/', 'javascript:alert(1)',
     ]) expect(providers.allowedReturnTo(refused), refused).toBeUndefined();
   });

@@ -19,7 +19,8 @@ export interface ProviderUser {
 // unavailable: every request, discovery included, answered 503 (a provider down for maintenance).
 // alg-none: unsigned (`alg: none`); hs256: signed with the client secret, an algorithm its metadata never offered.
 // email-in-id-token, hd: the ID token re-signed with the user's email claims, or with Google's `hd` (`corp.test`;
-// hd-not-a-string: `['corp.test']`); forged-signature: signed by a key never published, under the published key's id.
+// hd-not-a-string: `['corp.test']`); forged-signature: signed by a key never published, under the published key's id;
+// garbled: a header that is not JSON; crit: a `crit` header extension nobody understands.
 // The other answers: jwks-unavailable: the key set answered 503, its keys in the body all the same; jwks-not-a-set:
 // 200 with `keys` not a list; jwks-not-json: 200 with a body that is not JSON; no-jwks-uri, jwks-uri-https,
 // no-userinfo: the discovery document without jwks_uri, with it on https://, without userinfo_endpoint;
@@ -28,9 +29,9 @@ export interface ProviderUser {
 export type Misbehaviour = TokenMisbehaviour | 'none' | 'unavailable' | 'jwks-unavailable' | 'jwks-not-a-set' | 'jwks-not-json' | 'no-jwks-uri' | 'jwks-uri-https'
   | 'no-userinfo' | 'token-without-type' | 'userinfo-fails' | 'slow' | 'discovery-hangs';
 type TokenMisbehaviour = 'wrong-nonce' | 'wrong-aud' | 'expired' | 'unknown-kid' | 'rotated-key' | 'alg-none' | 'hs256' | 'email-in-id-token' | 'hd' | 'hd-not-a-string'
-  | 'forged-signature';
+  | 'forged-signature' | 'garbled' | 'crit';
 const TOKEN_MISBEHAVIOURS = new Set<Misbehaviour>([
-  'wrong-nonce', 'wrong-aud', 'expired', 'unknown-kid', 'rotated-key', 'alg-none', 'hs256', 'email-in-id-token', 'hd', 'hd-not-a-string', 'forged-signature',
+  'wrong-nonce', 'wrong-aud', 'expired', 'unknown-kid', 'rotated-key', 'alg-none', 'hs256', 'email-in-id-token', 'hd', 'hd-not-a-string', 'forged-signature', 'garbled', 'crit',
 ]);
 export const DISCOVERY_PATH = '/.well-known/openid-configuration';
 
@@ -123,6 +124,10 @@ export async function startTestProvider(redirectUris: string[], options: { clien
     if (misbehaviour === 'hd-not-a-string') claims.hd = ['corp.test'];
     const key = misbehaviour === 'unknown-kid' || misbehaviour === 'forged-signature' ? unpublished : misbehaviour === 'rotated-key' ? rotated : published;
     if (misbehaviour === 'alg-none') return new UnsecuredJWT(claims).encode();
+    const part = (value: unknown) => Buffer.from(typeof value === 'string' ? value : JSON.stringify(value)).toString('base64url');
+    // Refused before any signature is checked: the signature's part is any text.
+    if (misbehaviour === 'garbled') return `${part('not json')}.${part(claims)}.c2ln`;
+    if (misbehaviour === 'crit') return `${part({ alg: 'RS256', kid: published.privateJwk.kid, crit: ['x-ext'], 'x-ext': 1 })}.${part(claims)}.c2ln`;
     if (misbehaviour === 'hs256') return new SignJWT(claims).setProtectedHeader({ alg: 'HS256' }).sign(new TextEncoder().encode(clientSecret));
     const kid = misbehaviour === 'forged-signature' ? published.privateJwk.kid! : key.privateJwk.kid!;
     return new SignJWT(claims).setProtectedHeader({ alg: 'RS256', kid }).sign(key.privateJwk);
