@@ -3,7 +3,8 @@
 // what `gateway keys rotate-jwt` and `drop-previous` leave in gateway_secrets, when a rotated-out
 // secret stops verifying, which keys an instance holds after a rotation is heard, a SIGHUP or a
 // failed read. The change feed is a stand-in whose events the test fires (storage/changeFeed.ts is
-// tested on its own); the keyring's periodic reload runs under fake interval timers.
+// tested on its own); the keyring's periodic reload runs under fake interval timers. Concurrent
+// rotations are forced into their dangerous order by a row the test holds (helpers/rowLock.ts).
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, beforeEach, expect, it, vi } from 'vitest';
 import { configSchema } from '../../src/config/schema.js';
@@ -14,6 +15,7 @@ import type { ChangeFeed, ChangeHandlers } from '../../src/storage/changeFeed.js
 import { postgresDatabase, type Database, type Queryable } from '../../src/storage/db.js';
 import { migrate } from '../../src/storage/migrations.js';
 import { closeSql, describeWithServices, eventually, throwawayDatabase, type ThrowawayDatabase } from '../helpers/gateway.js';
+import { holdRows } from '../helpers/rowLock.js';
 
 const SECRET = 'a-secret-of-at-least-32-characters-for-hs256';
 const OTHER = 'another-secret-of-at-least-32-characters-too';
@@ -127,6 +129,52 @@ describeWithServices('database-kept HS256 secrets and the token keyring', () => 
     expect(notified).toEqual(['gw_jwt_keys_changed:', 'gw_jwt_keys_changed:', 'gw_jwt_keys_changed:']);
   });
 
+  /** The current secret's row, held by the test: a rotation waits there to make a new current secret, after writing the previous one. */
+  const holdCurrent = () => holdRows("SELECT name FROM gateway_secrets WHERE name = 'jwt_hs256' FOR UPDATE", [], database.url);
+  /**
+   * Until exactly n statements of this database wait for a lock. Asked from the pool, not from the
+   * holding transaction: a transaction sees pg_stat_activity as it was at its first look.
+   */
+  const waitingFor = (n: number) => eventually(async () =>
+    (await db.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"))[0]!.n === n);
+
+  it('two rotations at once: one rotates, the other, run after it, is refused, and one new secret is left', async () => {
+    const { stored: before } = await loadStoredSecrets(db, TTL);
+    const row = await holdCurrent();
+    try {
+      // The first waits on the row after writing the previous secret; the second must wait for the first, not write its own.
+      const rotations = Promise.allSettled([rotateStoredSecret(db, TTL), rotateStoredSecret(db, TTL)]);
+      await waitingFor(2);
+      await row.release();
+      const results = (await rotations).map((r) => (r.status === 'fulfilled' ? r.value : String(r.reason)));
+      const { stored: after } = await loadStoredSecrets(db, TTL);
+      const rotated = { rotated: true, kid: hmacKey(after.current).kid, previousKid: hmacKey(before.current).kid, previousUntil: expect.any(Date) };
+      const refused = { rotated: false, previousKid: hmacKey(before.current).kid, previousUntil: expect.any(Date) };
+      expect(results).toEqual(expect.arrayContaining([rotated, refused]));
+      expect(after.previous).toBe(before.current);
+    } finally {
+      await row.release().catch(() => {});
+    }
+  });
+
+  it('dropping the previous secret during a rotation waits for it, then drops the secret it rotated out', async () => {
+    const { stored: before } = await loadStoredSecrets(db, TTL);
+    const row = await holdCurrent();
+    try {
+      const rotation = rotateStoredSecret(db, TTL);
+      await waitingFor(1);
+      const drop = dropPreviousSecret(db, TTL);
+      // Seen waiting behind the rotation (not done already, having found no previous secret to drop).
+      expect(await Promise.race([waitingFor(2).then(() => 'waiting', () => 'gone'), drop.then(() => 'dropped')])).toBe('waiting');
+      await row.release();
+      await rotation;
+      expect(await drop).toBe(hmacKey(before.current).kid);
+      expect((await loadStoredSecrets(db, TTL)).stored.previous).toBeUndefined();
+    } finally {
+      await row.release().catch(() => {});
+    }
+  });
+
   it('a keyring with auth.jwt.secret reads nothing and warns nothing; one without reads the stored secret, saying so', async () => {
     const warnings: string[] = [];
     const configured = new TokenKeyring({ jwt: withSecret(SECRET, [OTHER]), refreshTokenTtlMs: TTL, db: watched, warn: (m) => warnings.push(m) });
@@ -199,7 +247,20 @@ describeWithServices('database-kept HS256 secrets and the token keyring', () => 
     expect(reads.count).toBe(0);
   });
 
-  it('folds reloads asked during a read into one more read', async () => {
+  it('its reload timer keeps no process alive: a command that never closes the keyring still exits', async () => {
+    const setInterval = vi.spyOn(globalThis, 'setInterval');
+    const ring = new TokenKeyring({ jwt: kept, refreshTokenTtlMs: TTL, db: watched, warn: () => {}, feed: standInFeed().feed });
+    try {
+      await ring.start();
+      const reloads = setInterval.mock.results.filter((_, i) => setInterval.mock.calls[i]![1] === JWT_RELOAD_INTERVAL_MS);
+      expect(reloads.map((r) => (r.value as NodeJS.Timeout).hasRef())).toEqual([false]);
+    } finally {
+      setInterval.mockRestore();
+      await ring.close();
+    }
+  });
+
+  it('folds reloads asked during a read into one more read; closes without a feed', async () => {
     const ring = new TokenKeyring({ jwt: kept, refreshTokenTtlMs: TTL, db: watched, warn: () => {} });
     await ring.start();
     reads.count = 0;
@@ -214,6 +275,7 @@ describeWithServices('database-kept HS256 secrets and the token keyring', () => 
     reads.count = 0;
     await ring.reloadStored();
     expect(reads.count).toBe(3);
+    await ring.close(); // without a feed: nothing to unsubscribe from
   });
 
   it('a SIGHUP: a new auth.jwt swaps the keys whole, the same keys keep the same set, another algorithm needs a restart', async () => {
@@ -226,8 +288,12 @@ describeWithServices('database-kept HS256 secrets and the token keyring', () => 
     same();
     expect(ring.current).toBe(before);
     expect(ring.settings.issuer).toBe('https://gw.example.test');
+    // Another secret, as many keys: a new set (the old one's cache of verified tokens must not outlive its key).
+    ring.prepare(withSecret(OTHER))!();
+    const other = ring.current;
+    expect(other.all.map((k) => k.kid)).toEqual([hmacKey(OTHER).kid]);
     const swap = ring.prepare(withSecret(OTHER, [SECRET]))!;
-    expect(ring.current).toBe(before); // nothing changes before the swap
+    expect(ring.current).toBe(other); // nothing changes before the swap
     swap();
     expect(ring.current.all.map((k) => k.kid)).toEqual([hmacKey(OTHER).kid, hmacKey(SECRET).kid]);
     expect(() => ring.prepare({ ...withSecret(''), algorithm: 'HS256', secret: '' })).not.toThrow();
