@@ -45,23 +45,24 @@ export async function holdRows(lock: string, params: unknown[], database = testS
     throw new Error(`nothing to hold: ${lock} locked no row`);
   }
   const pid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+  // The holder asks from inside its transaction, where Postgres keeps the first pg_stat_activity it
+  // read until the transaction ends: each look clears that snapshot, or a waiter that came after the
+  // first look would never be counted.
+  const queueLength = async () => {
+    await client.query('SELECT pg_stat_clear_snapshot()');
+    return (await client.query<{ n: number }>(QUEUE, [pid])).rows[0]!.n;
+  };
   return {
     async waiters(count) {
       // The first waiter waits for the holder, each later one for the waiter before it (it holds
       // the tuple's lock): the queue is everything blocked, step by step, behind the holder.
-      await eventually(async () => {
-        const { rows } = await client.query<{ n: number }>(QUEUE, [pid]);
-        return rows[0]!.n >= count;
-      }, 20_000);
+      await eventually(async () => await queueLength() >= count, 20_000);
     },
     async queued(count, ms) {
-      return eventually(async () => {
-        const { rows } = await client.query<{ n: number }>(QUEUE, [pid]);
-        return rows[0]!.n >= count;
-      }, ms).then(() => true, () => false);
+      return eventually(async () => await queueLength() >= count, ms).then(() => true, () => false);
     },
     async noWaiters() {
-      await eventually(async () => (await client.query<{ n: number }>(QUEUE, [pid])).rows[0]!.n === 0, 20_000);
+      await eventually(async () => await queueLength() === 0, 20_000);
     },
     async run<T>(text: string, params: unknown[] = []) {
       return (await client.query(text, params)).rows as T[];
