@@ -105,11 +105,12 @@ export const ROOM_TESTS: Record<string, string[]> = {
   'src/credentials/assertionKeys.ts': ['test/credentials/assertionKeys.test.ts'],
   'src/credentials/assertionKeyring.ts': ['test/credentials/assertionKeys.test.ts'],
   'src/auth/apiKeys.ts': ['test/user/apiKeyActions.test.ts'],
-  'src/pipeline/pipeline.ts': ['test/pipeline/pipeline.test.ts'],
+  // With the usage per key: the guard records each API key's request and denial (keyUsage.record), which only that file reads back.
+  'src/pipeline/pipeline.ts': ['test/pipeline/pipeline.test.ts', 'test/user/keyUsage.test.ts'],
   // Its own end-to-end file too: the answers a client gets (401 bodies, upstream hits), on two instances.
   'src/pipeline/guards/authenticate.ts': ['test/pipeline/pipeline.test.ts', 'test/guards/authenticate.test.ts'],
   'src/admin/access.ts:70-90': ['test/admin/adminKey.security.test.ts'],
-  // Not measured yet (issue 46): the files that drive each provider, end to end against local fakes.
+  // The files that drive each provider, end to end against local fakes.
   'src/auth/providers/github.ts': ['test/auth/github.test.ts'],
   'src/auth/providers/oidc.ts': [
     'test/auth/oidcReturnTo.test.ts', 'test/auth/oidcCaches.test.ts', 'test/auth/oidcNonce.security.test.ts', 'test/auth/oidcAnswers.test.ts', 'test/auth/oidcBinding.test.ts',
