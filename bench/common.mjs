@@ -3,7 +3,7 @@
 // upstream, the built gateway's process, cleanups and a small HTTP client.
 import { fork, spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
@@ -79,45 +79,25 @@ export async function runUpstream(describe) {
   process.on('SIGTERM', () => process.exit(0));
 }
 
-// ── child: the Node floor ───────────────────────────────────────────────────────────────────
-// What any Node proxy pays before doing anything of its own: node:http in, undici's dispatcher
-// out (the gateway's own relay path, src/proxy/relay.ts), headers passed through, no logic.
-// With `contract`, it also does the least CONTRACT §3 asks of every forwarded request: the
-// upstream told X-Forwarded-For, -Proto and -Host and an X-Request-Id, which the client's answer
-// carries too; with `contract: 'authenticated'`, also the four identity headers (fixed values: no
-// token is read) and Authorization not forwarded. No guard, no header rule: the most any gateway
-// of the contract can reach on a public route, and on an authenticated one.
-const CONTRACT_IDENTITY = { 'x-user-id': '1', 'x-user-plan': 'pro', 'x-user-email': 'floor@example.com', 'x-auth-method': 'bearer' };
-/**
- * `pool`: the undici Pool options, the gateway's own (src/proxy/forwarder.ts UPSTREAM_POOL);
- * `contract`: 'public' or 'authenticated' (above), or none.
- */
-export async function runFloor(upstream, pool, { contract } = {}) {
-  const { default: http } = await import('node:http');
-  const { randomUUID } = await import('node:crypto');
+// ── child: the floor that relays upgrades ──────────────────────────────────────────────────
+// The Node floor of the memory rows (bench/memory.mjs), where the contract's least (below) cannot
+// stand in: it has no upgrade handler, and it closes an idle connection after Node's default 5 s,
+// sooner than the rows hold theirs. node:http in, undici's dispatcher out (the gateway's own relay
+// path, src/proxy/relay.ts), headers passed through, no logic; a WebSocket's upgrade relayed as
+// bytes piped both ways. `pool`: the undici Pool options, the gateway's own
+// (src/proxy/forwarder.ts UPSTREAM_POOL).
+export async function runUpgradeFloor(upstream, pool) {
   const { Pool } = await import('undici');
   const upstreamPool = new Pool(upstream, pool);
   const server = http.createServer((req, res) => {
     const headers = { ...req.headers };
     delete headers.connection;
     delete headers['keep-alive'];
-    const requestId = contract ? randomUUID() : undefined;
-    if (contract) {
-      headers['x-forwarded-for'] = req.socket.remoteAddress;
-      headers['x-forwarded-proto'] = 'http';
-      if (req.headers.host) headers['x-forwarded-host'] = req.headers.host;
-      headers['x-request-id'] = requestId;
-      if (contract === 'authenticated') {
-        delete headers.authorization;
-        Object.assign(headers, CONTRACT_IDENTITY);
-      }
-    }
     upstreamPool.dispatch({ path: req.url, method: req.method, headers, body: req.method === 'GET' || req.method === 'HEAD' ? null : req }, {
       onRequestStart() {},
       onResponseStart(_controller, status, upstreamHeaders) {
         delete upstreamHeaders.connection;
         delete upstreamHeaders['keep-alive'];
-        if (contract) upstreamHeaders['x-request-id'] = requestId;
         res.writeHead(status, upstreamHeaders);
       },
       onResponseData(_controller, chunk) { res.write(chunk); },
@@ -127,8 +107,7 @@ export async function runFloor(upstream, pool, { contract } = {}) {
   });
   server.keepAliveTimeout = 65_000;
   // A WebSocket's upgrade, the least a Node proxy does with one: its request line and headers
-  // written to the upstream as they came, then the bytes piped both ways (bench/memory.mjs).
-  const { default: net } = await import('node:net');
+  // written to the upstream as they came, then the bytes piped both ways.
   const { hostname, port } = new URL(upstream);
   server.on('upgrade', (req, socket, head) => {
     const to = net.connect(Number(port), hostname, () => {
@@ -147,6 +126,34 @@ export async function runFloor(upstream, pool, { contract } = {}) {
   const stop = () => { server.close(); upstreamPool.close().finally(() => process.exit(0)); };
   process.on('disconnect', stop);
   process.on('SIGTERM', stop);
+}
+
+// ── the Node floor and the contract's least: the shared reference ─────────────────────────────
+// The ceiling the speed targets are measured against (../shared/bench/README.md): one script, its
+// CONTRACT unset (the Node floor), 'public' or 'auth' (the contract's least). The shared copy
+// beside the project when there is one, else the copy vendored here, for a clone of the project
+// alone (CI); test/bench/contractLeast.test.ts keeps the two identical.
+const SHARED_CONTRACT_LEAST = path.resolve(ROOT, '../shared/bench/contract-least.mjs');
+export const CONTRACT_LEAST = existsSync(SHARED_CONTRACT_LEAST) ? SHARED_CONTRACT_LEAST : path.join(ROOT, 'bench/contract-least.mjs');
+/** Which copy of the reference this run measures against, for a report's first lines. */
+export const CONTRACT_LEAST_SOURCE = CONTRACT_LEAST === SHARED_CONTRACT_LEAST
+  ? `The Node floor and the contract's least: ../shared/bench/contract-least.mjs, the shared reference.`
+  : `The Node floor and the contract's least: bench/contract-least.mjs, the vendored copy (no ../shared/bench/contract-least.mjs here).`;
+
+/**
+ * The reference's spawn options: run from the project root (it loads undici from there), told its
+ * port, upstream and `contract` ('' for the Node floor, 'public' or 'auth'), nothing else.
+ */
+export function contractLeastOptions(port, upstream, contract) {
+  return { cwd: ROOT, env: { PATH: env.PATH, HOME: env.HOME, NODE_ENV: 'production', PORT: String(port), UPSTREAM: upstream, ...(contract ? { CONTRACT: contract } : {}) } };
+}
+
+/** The reference (above) as a child process with the gateway's V8 flags and `execArgv`, once it listens. */
+export async function startContractLeast(name, upstream, contract, cleanups, execArgv = []) {
+  const port = await freePort();
+  const child = spawn(process.execPath, [...NODE_FLAGS, ...execArgv, CONTRACT_LEAST], { stdio: ['ignore', 'inherit', 'inherit'], ...contractLeastOptions(port, upstream, contract) });
+  cleanups.push(() => stopProcess(child));
+  return listeningOn(child, name, port);
 }
 
 // ── storage: a database and Redis prefix of the run's own, or embedded ─────────────────────
@@ -271,6 +278,21 @@ export function listening(child, name) {
     child.once('message', ({ port }) => resolve({ name, pid: child.pid, url: `http://127.0.0.1:${port}`, child }));
     child.once('exit', (code) => reject(new Error(`${name} exited (${code}) before listening`)));
   });
+}
+
+/** `child` (a process that tells no port: the reference) once `port` accepts a connection; `timeoutMs` (a minute) at most. */
+export async function listeningOn(child, name, port, timeoutMs = 60_000) {
+  const deadline = Date.now() + timeoutMs;
+  const accepts = () => new Promise((resolve) => {
+    const socket = net.connect(port, '127.0.0.1', () => { socket.destroy(); resolve(true); });
+    socket.once('error', () => resolve(false));
+  });
+  while (!(await accepts())) {
+    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`${name} exited (${child.exitCode ?? child.signalCode}) before listening`);
+    if (Date.now() > deadline) throw new Error(`${name} did not listen on port ${port} within ${timeoutMs / 1000} s`);
+    await sleep(100);
+  }
+  return { name, pid: child.pid, url: `http://127.0.0.1:${port}`, child };
 }
 
 export function stopProcess(child) {

@@ -11,8 +11,8 @@
 // keep-alive connection sends INSTR_WARMUP requests (60,000: after 15,000 TurboFan still took 40 %
 // of the window), then INSTR_REQUESTS (5,000) are counted. Targets, each a process of its own: a
 // gateway sent only /public (auth: none), one sent only /bearer, and for each of them the Node
-// floor (bench/common.mjs) and the floor doing the least the contract asks of such a request (the
-// ceiling of the gateway's ratio), sent the same requests; each ratio is to the floor sent the
+// floor and the floor doing the least the contract asks of such a request (the ceiling of the
+// gateway's ratio), both the shared reference (bench/common.mjs CONTRACT_LEAST), sent the same requests; each ratio is to the floor sent the
 // same requests. The compilers' and the garbage collector's shares of each window are reported
 // apart and the ratios are taken without them: a major collection falls in one window and not the
 // next, and would move a ratio by 20 % by itself. INSTR_TOP (25): how many functions each
@@ -29,7 +29,10 @@ import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'nod
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { baseConfig, createCleanups, freePort, httpClient, listening, NODE_FLAGS, positive, prepareStorage, ROOT, seed, startChild, stopProcess, waitForGateway, writeConfig } from './common.mjs';
+import {
+  baseConfig, CONTRACT_LEAST, CONTRACT_LEAST_SOURCE, contractLeastOptions, createCleanups, freePort, httpClient, listeningOn, NODE_FLAGS, positive, prepareStorage, ROOT, seed, startChild,
+  stopProcess, waitForGateway, writeConfig,
+} from './common.mjs';
 
 const RUN = path.join(path.dirname(fileURLToPath(import.meta.url)), 'run.mjs');
 const env = process.env;
@@ -72,7 +75,7 @@ function underCallgrind(out, args, cleanups, options = {}) {
 // One keep-alive connection for everything sent to the targets.
 const { send: request, login } = httpClient({ maxSockets: 1 });
 // Under valgrind a gateway takes tens of seconds to start, and minutes on a machine shared with
-// other work (INSTR_START_TIMEOUT, seconds: 900).
+// other work (INSTR_START_TIMEOUT, seconds: 900; the reference is given as long).
 const START_TIMEOUT_MS = positive(env.INSTR_START_TIMEOUT, 900) * 1000;
 
 async function send(url, pathname, headers, times) {
@@ -147,11 +150,16 @@ function grewMost(from, to) {
 const int = (n) => Math.round(n).toLocaleString('en');
 
 // ── the targets ────────────────────────────────────────────────────────────────────────────
-/** `role`: floor, or floor-public and floor-authenticated, the floor doing the least the contract asks (bench/common.mjs), sent `pathname` with `headers`. */
-async function measureFloor(tmp, upstreamUrl, cleanups, role = 'floor', pathname = '/public', headers = {}) {
-  const out = path.join(tmp, `${role}.out`);
-  const floor = underCallgrind(out, [RUN, '--role', role, upstreamUrl], cleanups);
-  const { url } = await listening(floor, role);
+/**
+ * The shared reference (bench/common.mjs CONTRACT_LEAST) with CONTRACT `contract`: '' the Node
+ * floor, 'public' or 'auth' the floor doing the least the contract asks; sent `pathname` with `headers`.
+ */
+async function measureFloor(tmp, upstreamUrl, cleanups, contract = '', pathname = '/public', headers = {}) {
+  const name = `floor${contract && `-${contract}`}${pathname.replace('/', '-')}`;
+  const out = path.join(tmp, `${name}.out`);
+  const port = await freePort();
+  const floor = underCallgrind(out, [CONTRACT_LEAST], cleanups, contractLeastOptions(port, upstreamUrl, contract));
+  const { url } = await listeningOn(floor, name, port, START_TIMEOUT_MS);
   return countAfterWarmup(floor, out, url, pathname, headers);
 }
 
@@ -184,6 +192,7 @@ async function measureGateway(tmp, route, storage, upstreamUrl, secret, credenti
 
 // ── main ───────────────────────────────────────────────────────────────────────────────────
 async function main() {
+  console.log(CONTRACT_LEAST_SOURCE);
   if (!hasValgrind()) {
     console.log('valgrind is not installed (Debian package valgrind): nothing counted.');
     return;
@@ -199,7 +208,7 @@ async function main() {
     console.log(`Storage: ${storage.label}. ${int(WARMUP)} requests of warm-up, then ${int(REQUESTS)} counted, on one keep-alive connection.\n`);
 
     const floorProfile = ONLY.has('floor') ? await measureFloor(tmp, upstream.url, cleanups) : undefined;
-    const contractProfile = ONLY.has('floor') ? await measureFloor(tmp, upstream.url, cleanups, 'floor-public') : undefined;
+    const contractProfile = ONLY.has('floor') ? await measureFloor(tmp, upstream.url, cleanups, 'public') : undefined;
     const secret = randomBytes(48).toString('base64url');
     const publicProfile = ONLY.has('public') ? (await measureGateway(tmp, 'public', storage, upstream.url, secret, async () => ({}), cleanups)).profile : undefined;
     const bearerCredentials = async (url) => {
@@ -209,8 +218,8 @@ async function main() {
     const { profile: bearerProfile, headers: bearer } = ONLY.has('bearer') ? await measureGateway(tmp, 'bearer', storage, upstream.url, secret, bearerCredentials, cleanups) : {};
     // The gateway's /bearer requests, Authorization and all, as npm run bench sends both sides: the token is not read.
     const bearerHeaders = bearer ?? { authorization: `Bearer ${'x'.repeat(250)}` };
-    const floorBearerProfile = ONLY.has('floor') ? await measureFloor(tmp, upstream.url, cleanups, 'floor', '/bearer', bearerHeaders) : undefined;
-    const contractAuthenticatedProfile = ONLY.has('floor') ? await measureFloor(tmp, upstream.url, cleanups, 'floor-authenticated', '/bearer', bearerHeaders) : undefined;
+    const floorBearerProfile = ONLY.has('floor') ? await measureFloor(tmp, upstream.url, cleanups, '', '/bearer', bearerHeaders) : undefined;
+    const contractAuthenticatedProfile = ONLY.has('floor') ? await measureFloor(tmp, upstream.url, cleanups, 'auth', '/bearer', bearerHeaders) : undefined;
     // Each row against the floor sent the same requests.
     const rows = [
       ['Node floor, /public', floorProfile, floorProfile],

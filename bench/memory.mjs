@@ -1,6 +1,6 @@
 // Memory a connection holds while it waits (issue 48, item 9): what one idle keep-alive connection
-// and one open WebSocket cost the gateway, next to what they cost the Node floor (bench/common.mjs,
-// which relays an upgrade as bytes piped both ways). Measured as the growth of the process's
+// and one open WebSocket cost the gateway, next to what they cost the Node floor that relays upgrades
+// (bench/common.mjs runUpgradeFloor: an upgrade as bytes piped both ways). Measured as the growth of the process's
 // resident memory (/proc/<pid>/status, VmRSS) while BENCH_IDLE connections (1,000) are open after
 // one request each, divided by their number; the median of BENCH_MEMORY_ROUNDS (3) rounds, the
 // floor and the gateway in turn, after one round of each unmeasured. Resident memory grows by pages and V8 by heap chunks: with a

@@ -39,8 +39,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { spawn } from 'node:child_process';
 import {
-  baseConfig, createCleanups, freePort, httpClient, passingChild, positive, prepareStorage, runFloor, runUpstream, SCOPE, seed, sleep, spawnGateway, startChild, stopProcess,
-  waitForGateway, writeConfig,
+  baseConfig, CONTRACT_LEAST_SOURCE, createCleanups, freePort, httpClient, passingChild, positive, prepareStorage, runUpgradeFloor, runUpstream, SCOPE, seed, sleep, spawnGateway,
+  startChild, startContractLeast, stopProcess, waitForGateway, writeConfig,
 } from './common.mjs';
 import { measureMemory, printMemory } from './memory.mjs';
 import { localPgBouncerIni } from './pgbouncerIni.mjs';
@@ -124,6 +124,7 @@ function makeCertificate(dir) {
 
 // ── the load generator ──────────────────────────────────────────────────────────────────────
 async function main() {
+  console.log(CONTRACT_LEAST_SOURCE);
   const loader = await chooseLoader();
   const { cleanups, cleanup } = createCleanups();
 
@@ -168,12 +169,13 @@ async function main() {
       }, cleanups)
       : undefined;
     // Issue 28's references: the Node floor (node:http + undici, no logic), and HAProxy verifying
-    // the same HS256 token (jwt_verify, exp) and setting x-user-id.
-    const floor = await startChild(SELF, 'floor', [upstream.url], cleanups, splitArgs(env.BENCH_BASELINE_NODE_ARGS));
-    // The floor doing the least the contract asks of a forwarded request (bench/common.mjs), public
-    // and authenticated: the ceiling of the gateway's ratios to the floor.
-    const contractFloor = await startChild(SELF, 'floor-public', [upstream.url], cleanups, splitArgs(env.BENCH_BASELINE_NODE_ARGS));
-    const contractFloorAuthenticated = await startChild(SELF, 'floor-authenticated', [upstream.url], cleanups, splitArgs(env.BENCH_BASELINE_NODE_ARGS));
+    // the same HS256 token (jwt_verify, exp) and setting x-user-id. The floor is the shared
+    // reference (bench/common.mjs CONTRACT_LEAST), as is the floor doing the least the contract asks
+    // of a forwarded request, public and authenticated: the ceiling of the gateway's ratios to the floor.
+    const baselineArgs = splitArgs(env.BENCH_BASELINE_NODE_ARGS);
+    const floor = await startContractLeast('floor', upstream.url, '', cleanups, baselineArgs);
+    const contractFloor = await startContractLeast('floor-public', upstream.url, 'public', cleanups, baselineArgs);
+    const contractFloorAuthenticated = await startContractLeast('floor-authenticated', upstream.url, 'auth', cleanups, baselineArgs);
     const haproxy = await startHaproxy(upstream.url, config.auth.jwt.secret, cleanups);
     // Tracing (docs/tracing.md): a gateway exporting every request's spans to a local receiver, and
     // one whose collector does not answer, each against the plain gateway.
@@ -406,12 +408,15 @@ async function main() {
     }
 
     // Memory per idle keep-alive connection and per open WebSocket, the gateway's next to the
-    // floor's (bench/memory.mjs); the floor in front of the WebSocket upstream is a process of its own.
+    // floor's (bench/memory.mjs): the floor that relays upgrades (bench/common.mjs), one in front of
+    // each upstream, pinned as the floor of the other rows.
     let memoryRows;
     if (!only || only.has('memory')) {
-      const floorWs = await startChild(SELF, 'floor', [wsUpstream.url], cleanups, splitArgs(env.BENCH_BASELINE_NODE_ARGS));
+      const floorHttp = await startChild(SELF, 'upgrade-floor', [upstream.url], cleanups, splitArgs(env.BENCH_BASELINE_NODE_ARGS));
+      loader.pin(floorHttp.pid, 'server');
+      const floorWs = await startChild(SELF, 'upgrade-floor', [wsUpstream.url], cleanups, splitArgs(env.BENCH_BASELINE_NODE_ARGS));
       memoryRows = await measureMemory({
-        http: { floor, gateway, pathname: '/public', headers: {} },
+        http: { floor: floorHttp, gateway, pathname: '/public', headers: {} },
         ws: { floor: floorWs, gateway, pathname: '/ws', headers: bearerOf(groups.pro)[0] },
       });
     }
@@ -1205,9 +1210,7 @@ function printLoginRun({ quiet, busy, logins }) {
 if (role === 'upstream') await runUpstream(echoIdentity);
 else if (role === 'wsupstream') await runWsUpstream();
 else if (role === 'baseline') await runBaseline(process.argv[4], process.argv[5]);
-else if (role === 'floor') await runFloor(process.argv[4], UNDICI);
-else if (role === 'floor-public') await runFloor(process.argv[4], UNDICI, { contract: 'public' });
-else if (role === 'floor-authenticated') await runFloor(process.argv[4], UNDICI, { contract: 'authenticated' });
+else if (role === 'upgrade-floor') await runUpgradeFloor(process.argv[4], UNDICI);
 else if (role === 'collector') await runUpstream(() => ({}));
 else if (role === 'logins') runLoginDriver(process.argv[4]);
 else await main();
