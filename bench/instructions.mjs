@@ -173,7 +173,10 @@ async function measureGateway(tmp, route, storage, upstreamUrl, secret, credenti
   const configFile = path.join(tmp, `gateway-${route}.json`);
   writeConfig(configFile, {
     ...baseConfig(port, storage),
-    auth: { jwt: { algorithm: 'HS256', secret }, rateLimit: { max: 0 } },
+    // The token outlives the warm-up (60,000 requests under valgrind can take more than the default 15 minutes).
+    auth: { jwt: { algorithm: 'HS256', secret }, accessTokenTtl: '6h', rateLimit: { max: 0 } },
+    // Any free port: two counts can run side by side (INSTR_ONLY=public in one checkout, bearer in another).
+    admin: { port: 0 },
     upstreams: { echo: { url: upstreamUrl, timeout: '30s' } },
     routes: [
       { path: '/public', upstream: 'echo', auth: 'none' },
