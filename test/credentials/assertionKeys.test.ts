@@ -14,6 +14,7 @@ import type { ChangeFeed, ChangeHandlers } from '../../src/storage/changeFeed.js
 import { postgresDatabase, type Database, type Queryable } from '../../src/storage/db.js';
 import { migrate } from '../../src/storage/migrations.js';
 import { closeSql, describeWithServices, eventually, testClock, throwawayDatabase, type ThrowawayDatabase } from '../helpers/gateway.js';
+import { lockWaiters } from '../helpers/rowLock.js';
 
 function standInFeed() {
   const subscribers = new Set<Partial<ChangeHandlers>>();
@@ -73,9 +74,6 @@ describeWithServices('assertion keys in the database and in an instance', () => 
   }
   /** Every statement that reads assertion_keys waits while the test holds this. */
   const KEYS_EXCLUSIVE = 'LOCK TABLE assertion_keys IN ACCESS EXCLUSIVE MODE';
-  /** Until exactly n statements of this database wait for a lock. */
-  const waitingFor = (n: number) => eventually(async () =>
-    (await db.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"))[0]!.n === n);
   /** rotateAssertionKeys inside a transaction of the test. */
   const inTransaction = (tx: Queryable) => ({ transaction: (fn: (t: Queryable) => Promise<unknown>) => fn(tx) }) as unknown as Database;
 
@@ -89,15 +87,15 @@ describeWithServices('assertion keys in the database and in an instance', () => 
     const first = holdLock(KEYS_EXCLUSIVE);
     await first.holding;
     const loading = ring.reload();
-    await waitingFor(1);
+    await lockWaiters(db, 1);
     const second = holdLock(KEYS_EXCLUSIVE);
-    await waitingFor(2);
+    await lockWaiters(db, 2);
     await first.release();
     await second.holding;
-    await waitingFor(1);
+    await lockWaiters(db, 1);
     let rotation!: Rotation;
     const third = holdLock(KEYS_EXCLUSIVE, async (tx) => { rotation = await rotateAssertionKeys(inTransaction(tx)); });
-    await waitingFor(2);
+    await lockWaiters(db, 2);
     meanwhile();
     await second.release();
     await third.release();
@@ -157,7 +155,7 @@ describeWithServices('assertion keys in the database and in an instance', () => 
     const deletion = holdLock("DELETE FROM assertion_keys WHERE state = 'current'");
     await deletion.holding;
     const rotating = rotateAssertionKeys(db);
-    await waitingFor(1);
+    await lockWaiters(db, 1);
     await deletion.release();
     expect(await rotating).toEqual({ current: next!.kid, previous: undefined, next: expect.any(String) });
     expect((await loadAssertionKeys(db, 600)).map((k) => k.state)).toEqual(['next', 'current']);
@@ -288,9 +286,9 @@ describeWithServices('assertion keys in the database and in an instance', () => 
     const first = holdLock(KEYS_EXCLUSIVE);
     await first.holding;
     const reloading = ring.reload(); // its check that the keys exist waits for `first`
-    await waitingFor(1);
+    await lockWaiters(db, 1);
     const deletion = holdLock(KEYS_EXCLUSIVE, (tx) => tx.query('DELETE FROM assertion_keys'));
-    await waitingFor(2); // queued behind the check: the read of the keys then waits for the deletion
+    await lockWaiters(db, 2); // queued behind the check: the read of the keys then waits for the deletion
     await Promise.all([first.release(), deletion.release(), reloading]);
     expect(ring.current.kid).toBe(kid);
     expect(ring.publicJwks()).toEqual(jwks);
@@ -352,7 +350,7 @@ describeWithServices('assertion keys in the database and in an instance', () => 
     const row = holdLock("SELECT kid FROM assertion_keys WHERE state = 'current' FOR UPDATE");
     await row.holding;
     const rotations = Promise.all([rotateAssertionKeys(db), rotateAssertionKeys(db)]);
-    await waitingFor(2);
+    await lockWaiters(db, 2);
     await row.release();
     const [a, b] = await rotations;
     const [first, second] = a.current === b.previous ? [a, b] : [b, a];

@@ -131,12 +131,6 @@ describeWithServices('database-kept HS256 secrets and the token keyring', () => 
 
   /** The current secret's row, held by the test: a rotation waits there to make a new current secret, after writing the previous one. */
   const holdCurrent = () => holdRows("SELECT name FROM gateway_secrets WHERE name = 'jwt_hs256' FOR UPDATE", [], database.url);
-  /**
-   * Until exactly n statements of this database wait for a lock. Asked from the pool, not from the
-   * holding transaction: a transaction sees pg_stat_activity as it was at its first look.
-   */
-  const waitingFor = (n: number) => eventually(async () =>
-    (await db.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"))[0]!.n === n);
 
   it('two rotations at once: one rotates, the other, run after it, is refused, and one new secret is left', async () => {
     const { stored: before } = await loadStoredSecrets(db, TTL);
@@ -144,7 +138,7 @@ describeWithServices('database-kept HS256 secrets and the token keyring', () => 
     try {
       // The first waits on the row after writing the previous secret; the second must wait for the first, not write its own.
       const rotations = Promise.allSettled([rotateStoredSecret(db, TTL), rotateStoredSecret(db, TTL)]);
-      await waitingFor(2);
+      await row.waiters(2);
       await row.release();
       const results = (await rotations).map((r) => (r.status === 'fulfilled' ? r.value : String(r.reason)));
       const { stored: after } = await loadStoredSecrets(db, TTL);
@@ -162,10 +156,10 @@ describeWithServices('database-kept HS256 secrets and the token keyring', () => 
     const row = await holdCurrent();
     try {
       const rotation = rotateStoredSecret(db, TTL);
-      await waitingFor(1);
+      await row.waiters(1);
       const drop = dropPreviousSecret(db, TTL);
       // Seen waiting behind the rotation (not done already, having found no previous secret to drop).
-      expect(await Promise.race([waitingFor(2).then(() => 'waiting', () => 'gone'), drop.then(() => 'dropped')])).toBe('waiting');
+      expect(await Promise.race([row.waiters(2).then(() => 'waiting', () => 'gone'), drop.then(() => 'dropped')])).toBe('waiting');
       await row.release();
       await rotation;
       expect(await drop).toBe(hmacKey(before.current).kid);

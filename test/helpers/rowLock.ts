@@ -2,6 +2,7 @@
 // Postgres grants a row lock to its waiters in the order they asked. A race test that only fires
 // requests together leaves the dangerous interleaving to chance; this one puts it there.
 import pg from 'pg';
+import type { Queryable } from '../../src/storage/db.js';
 import { eventually, testServices } from './gateway.js';
 
 export interface HeldRow {
@@ -75,4 +76,15 @@ export async function holdRows(lock: string, params: unknown[], database = testS
       }
     },
   };
+}
+
+/**
+ * Resolves once exactly `count` statements of db's database wait for a lock, for a lock the test
+ * holds some other way than holdRows (a LOCK TABLE in a transaction of its own, say), and to see
+ * a queue shrink as well as grow. Asked from a pool outside any holding transaction, each look a
+ * statement of its own, so no pg_stat_activity snapshot outlives it.
+ */
+export async function lockWaiters(db: Queryable, count: number): Promise<void> {
+  await eventually(async () =>
+    (await db.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"))[0]!.n === count);
 }
