@@ -14,6 +14,7 @@ import type { ChangeFeed, ChangeHandlers } from '../../src/storage/changeFeed.js
 import { postgresDatabase, type Database, type Queryable } from '../../src/storage/db.js';
 import { migrate } from '../../src/storage/migrations.js';
 import { closeSql, describeWithServices, eventually, testClock, throwawayDatabase, type ThrowawayDatabase } from '../helpers/gateway.js';
+import { reloadTimersHoldingProcess } from '../helpers/reloadTimer.js';
 import { lockWaiters } from '../helpers/rowLock.js';
 
 function standInFeed() {
@@ -331,16 +332,11 @@ describeWithServices('assertion keys in the database and in an instance', () => 
   });
 
   it('its reload timer keeps no process alive: a command that never closes the keyring still exits', async () => {
-    const setInterval = vi.spyOn(globalThis, 'setInterval');
-    const ring = new AssertionKeyring(db, standInFeed().feed, () => new Date(), capturedLog().log);
-    try {
+    expect(await reloadTimersHoldingProcess(RELOAD_INTERVAL_MS, async () => {
+      const ring = new AssertionKeyring(db, standInFeed().feed, () => new Date(), capturedLog().log);
       await ring.start();
-      const reloads = setInterval.mock.results.filter((_, i) => setInterval.mock.calls[i]![1] === RELOAD_INTERVAL_MS);
-      expect(reloads.map((r) => (r.value as NodeJS.Timeout).hasRef())).toEqual([false]);
-    } finally {
-      setInterval.mockRestore();
-      await ring.close();
-    }
+      return ring;
+    })).toEqual([false]);
   });
 
   it('two rotations at once run one after the other: the second retires the key the first made current', async () => {

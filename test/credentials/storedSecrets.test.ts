@@ -15,6 +15,7 @@ import type { ChangeFeed, ChangeHandlers } from '../../src/storage/changeFeed.js
 import { postgresDatabase, type Database, type Queryable } from '../../src/storage/db.js';
 import { migrate } from '../../src/storage/migrations.js';
 import { closeSql, describeWithServices, eventually, throwawayDatabase, type ThrowawayDatabase } from '../helpers/gateway.js';
+import { reloadTimersHoldingProcess } from '../helpers/reloadTimer.js';
 import { holdRows } from '../helpers/rowLock.js';
 
 const SECRET = 'a-secret-of-at-least-32-characters-for-hs256';
@@ -242,16 +243,11 @@ describeWithServices('database-kept HS256 secrets and the token keyring', () => 
   });
 
   it('its reload timer keeps no process alive: a command that never closes the keyring still exits', async () => {
-    const setInterval = vi.spyOn(globalThis, 'setInterval');
-    const ring = new TokenKeyring({ jwt: kept, refreshTokenTtlMs: TTL, db: watched, warn: () => {}, feed: standInFeed().feed });
-    try {
+    expect(await reloadTimersHoldingProcess(JWT_RELOAD_INTERVAL_MS, async () => {
+      const ring = new TokenKeyring({ jwt: kept, refreshTokenTtlMs: TTL, db: watched, warn: () => {}, feed: standInFeed().feed });
       await ring.start();
-      const reloads = setInterval.mock.results.filter((_, i) => setInterval.mock.calls[i]![1] === JWT_RELOAD_INTERVAL_MS);
-      expect(reloads.map((r) => (r.value as NodeJS.Timeout).hasRef())).toEqual([false]);
-    } finally {
-      setInterval.mockRestore();
-      await ring.close();
-    }
+      return ring;
+    })).toEqual([false]);
   });
 
   it('folds reloads asked during a read into one more read; closes without a feed', async () => {
