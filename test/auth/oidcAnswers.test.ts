@@ -7,57 +7,22 @@
 // concurrent sign-ins, UserInfo only when the ID token has no email.
 // Each test has a gateway of its own: discovery documents and key sets are cached per instance.
 import { randomBytes, randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
+import { beforeEach, expect, it } from 'vitest';
 import { s256 } from '../../src/auth/providers/oidc.js';
-import { closeSql, describeWithServices, newEmail, sql, startTestGateway, testConfig, type TestGateway } from '../helpers/gateway.js';
-import { DISCOVERY_PATH, signInAtProvider, startTestProvider, type ProviderUser, type TestProvider } from '../helpers/oidcProvider.js';
-
-const PUBLIC_URL = 'http://localhost:9';
-const RETURN_TO = 'https://app.example.test/signed-in';
+import { describeWithServices, newEmail, sql, type TestGateway } from '../helpers/gateway.js';
+import { DISCOVERY_PATH, signInAtProvider, type ProviderUser } from '../helpers/oidcProvider.js';
+import { RETURN_TO, withTestProvider } from '../helpers/oidcSignIn.js';
 
 describeWithServices('sign-in against a provider that answers wrongly', () => {
-  let idp: TestProvider;
-  const gateways: TestGateway[] = [];
-
-  beforeAll(async () => {
-    idp = await startTestProvider([`${PUBLIC_URL}/api/v1/auth/oidc/testidp/callback`]);
-  });
-  afterAll(async () => {
-    await Promise.all(gateways.map((gw) => gw.close()));
-    await idp?.close();
-    await closeSql();
-  });
-  beforeEach(() => idp.misbehave('none'));
+  const oidc = withTestProvider();
+  const { start, callback } = oidc;
+  beforeEach(() => oidc.idp.misbehave('none'));
 
   /** A gateway of its own, nothing of the provider cached yet. */
-  async function freshGateway(): Promise<TestGateway> {
-    const testidp = { issuer: idp.issuer, clientId: idp.clientId, clientSecret: idp.clientSecret, scopes: ['openid', 'email'], trustEmail: true };
-    const gw = await startTestGateway(testConfig({ auth: { oidc: { publicUrl: PUBLIC_URL, returnTo: [RETURN_TO], providers: { testidp } } } }));
-    gateways.push(gw);
-    return gw;
-  }
-  /** A start on `gw`: where the browser is sent, and its cookie. */
-  async function start(gw: TestGateway): Promise<{ location: string; cookie: string }> {
-    const res = await gw.get(`/api/v1/auth/oidc/testidp/start?return_to=${encodeURIComponent(RETURN_TO)}&code_challenge=${s256(randomBytes(32).toString('base64url'))}`);
-    expect(res.status, res.text).toBe(302);
-    return { location: String(res.headers.location), cookie: String((res.headers['set-cookie'] as string[])[0]).split(';')[0]! };
-  }
-  /** The browser back at the callback from the provider (`back`, where it sent it): the fragment it is sent back to the application with. */
-  async function callback(gw: TestGateway, started: { cookie: string }, back: URL): Promise<Record<string, string>> {
-    const res = await gw.get(`${back.pathname}${back.search}`, { headers: { cookie: started.cookie } });
-    expect(res.status, res.text).toBe(302);
-    const url = new URL(String(res.headers.location));
-    expect(url.origin + url.pathname).toBe(RETURN_TO);
-    return Object.fromEntries(new URLSearchParams(url.hash.slice(1)));
-  }
+  const freshGateway = () => oidc.gatewayWith({ trustEmail: true });
   /** A whole sign-in of a fresh subject with `user`'s claims. */
-  async function signIn(gw: TestGateway, user: ProviderUser = { email: newEmail('answers'), email_verified: true }): Promise<{ fragment: Record<string, string>; subject: string }> {
-    const subject = `sub-${randomUUID()}`;
-    idp.users.set(subject, user);
-    const started = await start(gw);
-    return { fragment: await callback(gw, started, await signInAtProvider(started.location, subject)), subject };
-  }
-  const linksOf = (subject: string) => sql('SELECT user_id FROM user_identities WHERE issuer = $1 AND subject = $2', [idp.issuer, subject]);
+  const signIn = (gw: TestGateway, user: ProviderUser = { email: newEmail('answers'), email_verified: true }) => oidc.signIn(gw, user);
+  const linksOf = (subject: string) => sql('SELECT user_id FROM user_identities WHERE issuer = $1 AND subject = $2', [oidc.idp.issuer, subject]);
   /** The reasons the gateway logged for the sign-ins it refused. */
   const refusals = (gw: TestGateway) => gw.logs.flatMap((line) => line.split('\n')).filter(Boolean).map((line) => JSON.parse(line) as Record<string, unknown>)
     .filter((entry) => entry.msg === 'identity provider sign-in refused').map(({ code, reason }) => ({ code, reason }));
@@ -69,15 +34,15 @@ describeWithServices('sign-in against a provider that answers wrongly', () => {
     ['jwks-uri-https', 'a jwks_uri on another scheme than its issuer\'s', 'the provider\'s jwks_uri is not on its issuer\'s scheme'],
   ] as const)('%s (%s): #error=provider_error, nobody signed in, the reason logged; the next sign-in works once it answers', async (how, _what, reason) => {
     const gw = await freshGateway();
-    idp.misbehave(how);
-    const fetched = idp.jwksFetches();
+    oidc.idp.misbehave(how);
+    const fetched = oidc.idp.jwksFetches();
     const refused = await signIn(gw);
     expect(refused.fragment).toEqual({ error: 'provider_error' });
     expect(await linksOf(refused.subject)).toEqual([]);
     expect(refusals(gw)).toEqual([{ code: 'provider_error', reason }]);
     // No jwks_uri, or one on another scheme: nothing fetched.
-    expect(idp.jwksFetches() - fetched).toBe(how === 'jwks-unavailable' || how === 'jwks-not-a-set' ? 1 : 0);
-    idp.misbehave('none');
+    expect(oidc.idp.jwksFetches() - fetched).toBe(how === 'jwks-unavailable' || how === 'jwks-not-a-set' ? 1 : 0);
+    oidc.idp.misbehave('none');
     // A discovery document is kept for an hour: one without a usable jwks_uri stays until then.
     const after = how === 'no-jwks-uri' || how === 'jwks-uri-https' ? await freshGateway() : gw;
     const { fragment, subject } = await signIn(after);
@@ -87,36 +52,36 @@ describeWithServices('sign-in against a provider that answers wrongly', () => {
 
   it('a key set that is not JSON: #error=provider_error, the parser\'s complaint logged', async () => {
     const gw = await freshGateway();
-    idp.misbehave('jwks-not-json');
+    oidc.idp.misbehave('jwks-not-json');
     expect((await signIn(gw)).fragment).toEqual({ error: 'provider_error' });
     expect(refusals(gw)).toEqual([{ code: 'provider_error', reason: expect.stringMatching(/^key set fetch failed: (?!SyntaxError).*JSON/) }]);
   });
 
   it('the key set is asked for JSON, and fetched once for concurrent sign-ins; discovery once for concurrent starts', async () => {
     const gw = await freshGateway();
-    idp.misbehave('slow');
-    const [discovered, fetched] = [idp.requests(DISCOVERY_PATH).length, idp.jwksFetches()];
+    oidc.idp.misbehave('slow');
+    const [discovered, fetched] = [oidc.idp.requests(DISCOVERY_PATH).length, oidc.idp.jwksFetches()];
     const starts = await Promise.all([start(gw), start(gw)]);
-    expect(idp.requests(DISCOVERY_PATH).length - discovered).toBe(1);
+    expect(oidc.idp.requests(DISCOVERY_PATH).length - discovered).toBe(1);
     const backs: URL[] = [];
     for (const started of starts) {
       const subject = `sub-${randomUUID()}`;
-      idp.users.set(subject, { email: newEmail('answers'), email_verified: true });
+      oidc.idp.users.set(subject, { email: newEmail('answers'), email_verified: true });
       backs.push(await signInAtProvider(started.location, subject));
     }
     // Both callbacks at once: each needs the key set, which answers 300 ms late.
     const fragments = await Promise.all(starts.map((started, i) => callback(gw, started, backs[i]!)));
     expect(fragments.map((f) => Object.keys(f))).toEqual([['login_code'], ['login_code']]);
-    expect(idp.jwksFetches() - fetched).toBe(1);
-    expect(idp.requests('/jwks').at(-1)!.accept).toBe('application/json');
+    expect(oidc.idp.jwksFetches() - fetched).toBe(1);
+    expect(oidc.idp.requests('/jwks').at(-1)!.accept).toBe('application/json');
     // Both kept: another sign-in fetches neither.
     expect((await signIn(gw)).fragment.login_code).toBeTruthy();
-    expect([idp.requests(DISCOVERY_PATH).length - discovered, idp.jwksFetches() - fetched]).toEqual([1, 1]);
+    expect([oidc.idp.requests(DISCOVERY_PATH).length - discovered, oidc.idp.jwksFetches() - fetched]).toEqual([1, 1]);
   });
 
   it('a provider whose discovery does not answer: after 10 s, #error=provider_error and no cookie', async () => {
     const gw = await freshGateway();
-    idp.misbehave('discovery-hangs');
+    oidc.idp.misbehave('discovery-hangs');
     const returnTo = encodeURIComponent(RETURN_TO);
     const since = Date.now();
     const res = await gw.get(`/api/v1/auth/oidc/testidp/start?return_to=${returnTo}&code_challenge=${s256(randomBytes(32).toString('base64url'))}`);
@@ -129,7 +94,7 @@ describeWithServices('sign-in against a provider that answers wrongly', () => {
 
   it('a token response without token_type is the provider\'s fault (#error=provider_error), not the ID token\'s', async () => {
     const gw = await freshGateway();
-    idp.misbehave('token-without-type');
+    oidc.idp.misbehave('token-without-type');
     const refused = await signIn(gw);
     expect(refused.fragment).toEqual({ error: 'provider_error' });
     expect(await linksOf(refused.subject)).toEqual([]);
@@ -138,7 +103,7 @@ describeWithServices('sign-in against a provider that answers wrongly', () => {
 
   it('UserInfo failing: #error=provider_error, nobody signed in', async () => {
     const gw = await freshGateway();
-    idp.misbehave('userinfo-fails');
+    oidc.idp.misbehave('userinfo-fails');
     const refused = await signIn(gw);
     expect(refused.fragment).toEqual({ error: 'provider_error' });
     expect(await linksOf(refused.subject)).toEqual([]);
@@ -147,29 +112,29 @@ describeWithServices('sign-in against a provider that answers wrongly', () => {
 
   it('UserInfo is asked only when the ID token has no email: a provider without it signs in no one without an email', async () => {
     const gw = await freshGateway();
-    const asked = idp.requests('/me').length;
+    const asked = oidc.idp.requests('/me').length;
     // The email in the ID token: taken from there, UserInfo not asked.
-    idp.misbehave('email-in-id-token');
+    oidc.idp.misbehave('email-in-id-token');
     const email = newEmail('in-token');
     const inToken = await signIn(gw, { email, email_verified: true });
     expect(inToken.fragment.login_code).toBeTruthy();
     expect(await sql('SELECT email_verified_at IS NOT NULL AS verified FROM users WHERE email = $1', [email])).toEqual([{ verified: true }]);
-    expect(idp.requests('/me').length - asked).toBe(0);
+    expect(oidc.idp.requests('/me').length - asked).toBe(0);
     // As the provider answers by default, the email at UserInfo only: asked there, with the access token.
-    idp.misbehave('none');
+    oidc.idp.misbehave('none');
     expect((await signIn(gw)).fragment.login_code).toBeTruthy();
-    expect(idp.requests('/me').length - asked).toBe(1);
-    expect(idp.requests('/me').at(-1)!.authorization).toMatch(/^Bearer \S+$/);
+    expect(oidc.idp.requests('/me').length - asked).toBe(1);
+    expect(oidc.idp.requests('/me').at(-1)!.authorization).toMatch(/^Bearer \S+$/);
     // An email that is not a string (a list) is no email: no account.
     const listed = await signIn(gw, { email: [newEmail('a'), newEmail('b')] as unknown as string, email_verified: true });
     expect(listed.fragment).toEqual({ error: 'email_unverified' });
     expect(await linksOf(listed.subject)).toEqual([]);
     // No UserInfo endpoint (on a gateway that discovers anew): no email, no account.
     const bare = await freshGateway();
-    idp.misbehave('no-userinfo');
+    oidc.idp.misbehave('no-userinfo');
     const anonymous = await signIn(bare);
     expect(anonymous.fragment).toEqual({ error: 'email_unverified' });
     expect(await linksOf(anonymous.subject)).toEqual([]);
-    expect(idp.requests('/me').length - asked).toBe(2);
+    expect(oidc.idp.requests('/me').length - asked).toBe(2);
   });
 });
