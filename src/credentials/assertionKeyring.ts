@@ -90,10 +90,13 @@ export class AssertionKeyring {
   private async load(): Promise<void> {
     // Loaded a little wider than published, so clock skew between database and instance cannot hide a key.
     const window = Math.ceil((2 * RETIRED_KEY_PUBLISHED_MS) / 1000);
-    // Rows deleted by hand are made again rather than stop signing (a read of the states present,
-    // every 30 s: the check whether to ask was the same read).
-    await ensureAssertionKeys(this.db);
-    const keys = await loadAssertionKeys(this.db, window);
+    let keys = await loadAssertionKeys(this.db, window);
+    // Asked only when a key is missing: every 30 s on every instance, the read of the keys is all a reload costs.
+    if (!keys.some((k) => k.state === 'current') || !keys.some((k) => k.state === 'next')) {
+      // Someone deleted rows by hand: make them again rather than stop signing.
+      await ensureAssertionKeys(this.db);
+      keys = await loadAssertionKeys(this.db, window);
+    }
     const current = keys.find((k) => k.state === 'current');
     if (!current?.privateJwk) throw new Error('no current assertion key in the database');
     if (current.kid !== this.signing?.kid) {

@@ -80,26 +80,20 @@ describeWithServices('assertion keys in the database and in an instance', () => 
 
   /**
    * A reload of `ring` during which a rotation commits just after the load has read the keys (and
-   * before any later read): the first lock holds the load's first statement, the second (queued
-   * behind it) its read of the keys, the third (queued behind that read) makes the rotation.
-   * `meanwhile` runs while the load waits to read.
+   * before any later read): the first lock holds the load's read of the keys, the second (queued
+   * behind that read) makes the rotation. `meanwhile` runs while the load waits to read.
    */
   async function rotatedDuringLoad(ring: AssertionKeyring, meanwhile: () => void): Promise<Rotation> {
     const first = holdLock(KEYS_EXCLUSIVE);
     await first.holding;
     const loading = ring.reload();
     await lockWaiters(db, 1);
-    const second = holdLock(KEYS_EXCLUSIVE);
-    await lockWaiters(db, 2);
-    await first.release();
-    await second.holding;
-    await lockWaiters(db, 1);
     let rotation!: Rotation;
-    const third = holdLock(KEYS_EXCLUSIVE, async (tx) => { rotation = await rotateAssertionKeys(inTransaction(tx)); });
+    const second = holdLock(KEYS_EXCLUSIVE, async (tx) => { rotation = await rotateAssertionKeys(inTransaction(tx)); });
     await lockWaiters(db, 2);
     meanwhile();
+    await first.release();
     await second.release();
-    await third.release();
     await loading;
     return rotation;
   }
@@ -278,19 +272,56 @@ describeWithServices('assertion keys in the database and in an instance', () => 
     state.broken = false;
   });
 
-  it('keys deleted by hand between the check that they exist and their read: keeps its keys and says why', async () => {
+  it('a reload with every key present reads them and asks nothing more: no key made, none changed', async () => {
+    const ring = new AssertionKeyring(db, standInFeed().feed, () => new Date(), capturedLog().log);
+    await ring.start();
+    const rows = () => db.query('SELECT kid, state, created_at, activated_at FROM assertion_keys ORDER BY kid');
+    const before = await rows();
+    const first = holdLock(KEYS_EXCLUSIVE);
+    await first.holding;
+    const reloading = ring.reload(); // its read of the keys waits for `first`
+    await lockWaiters(db, 1);
+    const second = holdLock(KEYS_EXCLUSIVE);
+    try {
+      await lockWaiters(db, 2);
+      await first.release();
+      await second.holding; // the read done: whatever else the reload asked of assertion_keys would wait for `second`
+      expect(await Promise.race([reloading.then(() => 'reloaded'), lockWaiters(db, 1).then(() => 'asked more', () => 'stuck')])).toBe('reloaded');
+    } finally {
+      await first.release();
+      await second.release();
+    }
+    for (let i = 0; i < 3; i += 1) await ring.reload();
+    expect(await rows()).toEqual(before);
+    // A key deleted by hand is made again at the next reload, the others kept.
+    await db.query("DELETE FROM assertion_keys WHERE state = 'next'");
+    await ring.reload();
+    const after = await rows();
+    expect(after).toHaveLength(2);
+    expect(after).toContainEqual(before.find((r) => r.state === 'current'));
+    expect(after.find((r) => r.state === 'next')).not.toEqual(before.find((r) => r.state === 'next'));
+    await ring.close();
+  });
+
+  it('keys deleted by hand between their making again and their read: keeps its keys and says why', async () => {
     const { log, lines } = capturedLog();
     const ring = new AssertionKeyring(db, standInFeed().feed, () => new Date(), log);
     await ring.start();
     const kid = ring.current.kid;
     const jwks = ring.publicJwks();
+    await db.query("DELETE FROM assertion_keys WHERE state = 'next'"); // the next reload makes it again
     const first = holdLock(KEYS_EXCLUSIVE);
     await first.holding;
-    const reloading = ring.reload(); // its check that the keys exist waits for `first`
+    const reloading = ring.reload(); // its read of the keys waits for `first`
+    await lockWaiters(db, 1);
+    const second = holdLock(KEYS_EXCLUSIVE);
+    await lockWaiters(db, 2); // queued behind the read: the check of the states present then waits for it
+    await first.release();
+    await second.holding;
     await lockWaiters(db, 1);
     const deletion = holdLock(KEYS_EXCLUSIVE, (tx) => tx.query('DELETE FROM assertion_keys'));
-    await lockWaiters(db, 2); // queued behind the check: the read of the keys then waits for the deletion
-    await Promise.all([first.release(), deletion.release(), reloading]);
+    await lockWaiters(db, 2); // queued behind the check: the next key's insert and the read after it wait for the deletion
+    await Promise.all([second.release(), deletion.release(), reloading]);
     expect(ring.current.kid).toBe(kid);
     expect(ring.publicJwks()).toEqual(jwks);
     expect(lines).toEqual([expect.objectContaining({ level: 40, err: expect.objectContaining({ message: 'no current assertion key in the database' }) })]);
