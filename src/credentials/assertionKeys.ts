@@ -91,9 +91,16 @@ export async function rotateAssertionKeys(db: Database): Promise<Rotation> {
     const retired = await tx.query<{ kid: string }>(
       `UPDATE assertion_keys SET state = 'retired', retired_at = now(), private_jwk = NULL WHERE state = 'current' RETURNING kid`,
     );
-    const promoted = await tx.query<{ kid: string }>(
-      `UPDATE assertion_keys SET state = 'current', activated_at = now() WHERE state = 'next' RETURNING kid`,
-    );
+    const promote = () => tx.query<{ kid: string }>(`UPDATE assertion_keys SET state = 'current', activated_at = now() WHERE state = 'next' RETURNING kid`);
+    let promoted = await promote();
+    if (!promoted.length) {
+      // The next key was deleted by hand after ensureAssertionKeys saw it (the deletion committed
+      // while this waited for its row): made again and promoted, as a next key deleted before the
+      // rotation is (by ensureAssertionKeys above). Refusing would gain nothing: the rotation run
+      // again does the same.
+      await insertKey(tx, 'next');
+      promoted = await promote();
+    }
     await insertKey(tx, 'next');
     const next = await tx.query<{ kid: string }>(`SELECT kid FROM assertion_keys WHERE state = 'next'`);
     return { current: promoted[0]!.kid, previous: retired[0]?.kid, next: next[0]!.kid };

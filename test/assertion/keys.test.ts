@@ -1,7 +1,7 @@
 // The assertion key's life: created once for all instances, rotated without losing a request,
 // kept across restarts. Each test works on a database of its own, so a rotation here never
 // changes the keys another test file relies on.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, expect, it } from 'vitest';
@@ -10,8 +10,10 @@ import { RETIRED_KEY_PUBLISHED_MS } from '../../src/credentials/assertionKeyring
 import { migrate } from '../../src/storage/migrations.js';
 import { postgresDatabase, type Database } from '../../src/storage/db.js';
 import { verifyGatewayAssertion } from '../../src/verify/index.js';
+import { ensureBuilt, gateway } from '../helpers/cli.js';
 import { startEchoUpstream } from '../helpers/echoUpstream.js';
 import { bearer, closeSql, describeWithServices, eventually, makeUser, startTestGateway, testClock, testConfig, throwawayDatabase, type TestGateway } from '../helpers/gateway.js';
+import { holdRows } from '../helpers/rowLock.js';
 import { decodeAssertion, startFastifyUpstream } from '../helpers/verifyingUpstreams.js';
 
 describeWithServices('assertion keys', () => {
@@ -117,6 +119,34 @@ describeWithServices('assertion keys', () => {
     } finally {
       stop = true;
       await Promise.all(workers);
+    }
+  });
+
+  it('`gateway keys rotate` while the next key is deleted by hand: makes a next key again, promotes it and says so', { timeout: 120_000 }, async () => {
+    ensureBuilt();
+    const { url, db } = await freshDatabase();
+    await migrate(db);
+    await ensureAssertionKeys(db);
+    const [old] = (await keyStates(db)).filter((r) => r.state === 'current');
+    const dir = mkdtempSync(path.join(tmpdir(), 'gw-keys-rotate-'));
+    cleanups.push(async () => rmSync(dir, { recursive: true, force: true }));
+    writeFileSync(path.join(dir, 'gateway.yaml'), `storage:\n  postgres: ${JSON.stringify(url)}\n`);
+    // Deleted, not yet committed: the rotation finds the next key present, then waits to promote that row.
+    const deletion = await holdRows("DELETE FROM assertion_keys WHERE state = 'next'", [], url);
+    try {
+      const rotating = gateway(['keys', 'rotate', '--config', path.join(dir, 'gateway.yaml')], { cwd: dir });
+      await deletion.waiters(1);
+      await deletion.release();
+      const run = await rotating;
+      expect(run.stderr).toBe('');
+      expect(run.code).toBe(0);
+      const rows = await keyStates(db);
+      const kidIn = (state: string) => rows.find((r) => r.state === state)!.kid;
+      expect(rows.map((r) => [r.state, r.has_private])).toEqual([['retired', false], ['current', true], ['next', true]]);
+      expect(kidIn('retired')).toBe(old!.kid);
+      expect(run.stdout).toBe(`assertion key rotated: now signing with kid ${kidIn('current')}; ${old!.kid} stays published for 120 s; next kid ${kidIn('next')} is published ahead\n`);
+    } finally {
+      await deletion.release().catch(() => {});
     }
   });
 
