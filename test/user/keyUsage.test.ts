@@ -128,6 +128,28 @@ describeWithServices('usage per API key (CONTRACT §21)', () => {
     expect(today.denied).toBe(today.requests - 1);
   });
 
+  it('moves last_used_at for a use the key let in, not for the key refused once expired', async () => {
+    const user = await makeUser(a);
+    const key = await create(user.access, { name: 'short', expires_at: new Date(clock().getTime() + 60_000).toISOString() });
+    const lastUsed = async () => ((await a.get(KEYS, { headers: bearer(user.access) })).json.api_keys as { id: number; last_used_at: string | null }[])
+      .find((k) => k.id === key.id)!.last_used_at;
+    expect((await a.get(ME, { headers: { 'x-api-key': key.key } })).status).toBe(200);
+    const used = clock();
+    await flushed();
+    const first = await lastUsed();
+    expect(Math.abs(Date.parse(first!) - used.getTime())).toBeLessThan(1000);
+    // Two minutes later on the gateways' clock, past its expiry: refused, counted as denied, not a use.
+    clock.advance(120_000);
+    try {
+      expect((await b.get(ME, { headers: { 'x-api-key': key.key } })).status).toBe(401);
+      await flushed();
+      expect(await lastUsed()).toBe(first);
+      expect((await days(user.access, key.id)).at(-1)).toMatchObject({ requests: 2, denied: 1 });
+    } finally {
+      clock.advance(-120_000);
+    }
+  });
+
   it('404s another user\'s key or an unknown one; takes a bearer sign-in only; counts a quota\'s refusals', async () => {
     const user = await makeUser(a);
     const other = await makeUser(a);
