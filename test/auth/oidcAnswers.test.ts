@@ -4,11 +4,16 @@
 // back with #error=provider_error (the provider's fault) or #error=invalid_id_token (the token's),
 // nobody is signed in, the operator's log says why, and the next sign-in works once the provider
 // answers again. Also what the gateway asks of the provider: discovery and the key set once for
-// concurrent sign-ins, UserInfo only when the ID token has no email.
+// concurrent sign-ins, UserInfo only when the ID token has no email. And a provider on https, as
+// every one outside loopback is (its certificate added to this process's default CAs, as
+// NODE_EXTRA_CA_CERTS would): its metadata never makes the gateway send the code and the client
+// secret over plain http (openid-client's insecure requests are for an http:// issuer only).
 // Each test has a gateway of its own: discovery documents and key sets are cached per instance.
 import { randomBytes, randomUUID } from 'node:crypto';
-import { beforeEach, expect, it } from 'vitest';
+import tls from 'node:tls';
+import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
 import { s256 } from '../../src/auth/providers/oidc.js';
+import { makeCertificate, type TestCertificate } from '../helpers/certificate.js';
 import { describeWithServices, newEmail, sql, type TestGateway } from '../helpers/gateway.js';
 import { DISCOVERY_PATH, signInAtProvider, type ProviderUser } from '../helpers/oidcProvider.js';
 import { RETURN_TO, withTestProvider } from '../helpers/oidcSignIn.js';
@@ -16,7 +21,22 @@ import { RETURN_TO, withTestProvider } from '../helpers/oidcSignIn.js';
 describeWithServices('sign-in against a provider that answers wrongly', () => {
   const oidc = withTestProvider();
   const { start, callback } = oidc;
-  beforeEach(() => oidc.idp.misbehave('none'));
+  // The same provider on https, with a certificate of its own added to this process's default CAs.
+  let cert: TestCertificate | undefined;
+  const defaultCas = tls.getCACertificates('default');
+  beforeAll(() => {
+    cert = makeCertificate();
+    tls.setDefaultCACertificates([...defaultCas, cert.cert]);
+  });
+  afterAll(() => {
+    tls.setDefaultCACertificates(defaultCas);
+    cert?.remove();
+  });
+  const secure = withTestProvider({ tls: () => cert! });
+  beforeEach(() => {
+    oidc.idp.misbehave('none');
+    secure.idp.misbehave('none');
+  });
 
   /** A gateway of its own, nothing of the provider cached yet. */
   const freshGateway = () => oidc.gatewayWith({ trustEmail: true });
@@ -90,6 +110,22 @@ describeWithServices('sign-in against a provider that answers wrongly', () => {
     expect(Date.now() - since).toBeGreaterThanOrEqual(9_500);
     expect(Date.now() - since).toBeLessThan(14_000);
     expect(gw.logs.join('')).toMatch(/"reason":"discovery failed: \w[^"]*","msg":"identity provider unavailable"/);
+  });
+
+  it('an https provider: signs in; its discovery naming an http:// token endpoint: #error=provider_error, the code never sent there', async () => {
+    expect(secure.idp.issuer).toMatch(/^https:\/\/127\.0\.0\.1:\d+$/);
+    const linksAtSecure = (subject: string) => sql('SELECT user_id FROM user_identities WHERE issuer = $1 AND subject = $2', [secure.idp.issuer, subject]);
+    const signedIn = await secure.signIn(await secure.gatewayWith({ trustEmail: true }));
+    expect(signedIn.fragment.login_code).toMatch(/^[\w-]{43}$/);
+    expect(await linksAtSecure(signedIn.subject)).toHaveLength(1);
+    const gw = await secure.gatewayWith({ trustEmail: true });
+    secure.idp.misbehave('token-endpoint-http');
+    const exchanges = secure.idp.requests('/token').length;
+    const refused = await secure.signIn(gw);
+    expect(refused.fragment).toEqual({ error: 'provider_error' });
+    expect(secure.idp.requests('/token').length - exchanges).toBe(0);
+    expect(await linksAtSecure(refused.subject)).toEqual([]);
+    expect(refusals(gw)).toEqual([{ code: 'provider_error', reason: expect.stringMatching(/^code exchange failed: .*HTTPS/) }]);
   });
 
   it('a token response without token_type is the provider\'s fault (#error=provider_error), not the ID token\'s', async () => {

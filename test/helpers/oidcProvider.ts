@@ -1,11 +1,13 @@
 // A real OpenID Connect provider for the tests: panva's oidc-provider on a loopback port (an
-// http:// issuer, which the gateway accepts on loopback only), with one confidential client
+// http:// issuer, which the gateway accepts on loopback only; or https:// with the certificate a
+// test gives, beside a plain http:// listener of the same provider), with one confidential client
 // registered for the gateway and its development login and consent pages (any login, the
 // password is not checked: the login is the user's subject). Users are added by the tests.
 //
 // It can also misbehave on purpose, as a broken or hostile provider would: its ID tokens re-signed
 // with a claim changed (nonce, aud, exp) or by a key it never published, and its keys rotated.
 import http from 'node:http';
+import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { decodeJwt, exportJWK, generateKeyPair, SignJWT, UnsecuredJWT, type JWK } from 'jose';
 import Provider from 'oidc-provider';
@@ -23,11 +25,12 @@ export interface ProviderUser {
 // garbled: a header that is not JSON; crit: a `crit` header extension nobody understands.
 // The other answers: jwks-unavailable: the key set answered 503, its keys in the body all the same; jwks-not-a-set:
 // 200 with `keys` not a list; jwks-not-json: 200 with a body that is not JSON; no-jwks-uri, jwks-uri-https,
-// no-userinfo: the discovery document without jwks_uri, with it on https://, without userinfo_endpoint;
+// no-userinfo: the discovery document without jwks_uri, with it on https://, without userinfo_endpoint; token-endpoint-http:
+// with the token endpoint at the plain http:// listener (a provider started with `tls` only);
 // token-without-type: the token response without token_type; userinfo-fails: UserInfo answered 500;
 // slow: discovery and the key set answered 300 ms late; discovery-hangs: discovery answered 15 s late.
 export type Misbehaviour = TokenMisbehaviour | 'none' | 'unavailable' | 'jwks-unavailable' | 'jwks-not-a-set' | 'jwks-not-json' | 'no-jwks-uri' | 'jwks-uri-https'
-  | 'no-userinfo' | 'token-without-type' | 'userinfo-fails' | 'slow' | 'discovery-hangs';
+  | 'no-userinfo' | 'token-endpoint-http' | 'token-without-type' | 'userinfo-fails' | 'slow' | 'discovery-hangs';
 type TokenMisbehaviour = 'wrong-nonce' | 'wrong-aud' | 'expired' | 'unknown-kid' | 'rotated-key' | 'alg-none' | 'hs256' | 'email-in-id-token' | 'hd' | 'hd-not-a-string'
   | 'forged-signature' | 'garbled' | 'crit';
 const TOKEN_MISBEHAVIOURS = new Set<Misbehaviour>([
@@ -58,12 +61,17 @@ async function signingKey(kid: string): Promise<{ privateJwk: JWK; publicJwk: JW
  * Starts the provider; `redirectUris` are the gateway callbacks its client may return to
  * ({publicUrl}/api/v1/auth/oidc/{name}/callback).
  */
-export async function startTestProvider(redirectUris: string[], options: { clientId?: string; clientSecret?: string } = {}): Promise<TestProvider> {
+export async function startTestProvider(
+  redirectUris: string[], options: { clientId?: string; clientSecret?: string; tls?: { cert: string; key: string } } = {},
+): Promise<TestProvider> {
   const clientId = options.clientId ?? 'gateway-test';
   const clientSecret = options.clientSecret ?? 'a-test-client-secret-for-the-gateway';
-  const server = http.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const server = options.tls ? https.createServer(options.tls) : http.createServer();
+  const plain = options.tls ? http.createServer() : undefined;
+  const servers = plain ? [server, plain] : [server];
+  await Promise.all(servers.map((s) => new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve))));
+  const portOf = (s: http.Server | https.Server) => (s.address() as AddressInfo).port;
+  const issuer = `${options.tls ? 'https' : 'http'}://127.0.0.1:${portOf(server)}`;
   const users = new Map<string, ProviderUser>();
   const [published, rotated, unpublished] = await Promise.all([signingKey('k1'), signingKey('k2'), signingKey('never-published')]);
   let misbehaviour: Misbehaviour = 'none';
@@ -111,6 +119,7 @@ export async function startTestProvider(redirectUris: string[], options: { clien
     if (misbehaviour === 'no-jwks-uri') delete doc.jwks_uri;
     if (misbehaviour === 'jwks-uri-https') doc.jwks_uri = String(doc.jwks_uri).replace(/^http:/, 'https:');
     if (misbehaviour === 'no-userinfo') delete doc.userinfo_endpoint;
+    if (misbehaviour === 'token-endpoint-http' && plain) doc.token_endpoint = `http://127.0.0.1:${portOf(plain)}/token`;
   }
   /** The ID token as misbehaviour has it. */
   async function misissued(idToken: string): Promise<string> {
@@ -132,7 +141,7 @@ export async function startTestProvider(redirectUris: string[], options: { clien
     const kid = misbehaviour === 'forged-signature' ? published.privateJwk.kid! : key.privateJwk.kid!;
     return new SignJWT(claims).setProtectedHeader({ alg: 'RS256', kid }).sign(key.privateJwk);
   }
-  server.on('request', provider.callback());
+  for (const s of servers) s.on('request', provider.callback());
 
   return {
     issuer,
@@ -142,10 +151,12 @@ export async function startTestProvider(redirectUris: string[], options: { clien
     misbehave: (how) => { misbehaviour = how; },
     jwksFetches: () => fetches,
     requests: (path) => seen.get(path) ?? [],
-    close: () => new Promise<void>((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
-    }),
+    close: async () => {
+      await Promise.all(servers.map((s) => new Promise<void>((resolve) => {
+        s.closeAllConnections();
+        s.close(() => resolve());
+      })));
+    },
   };
 }
 

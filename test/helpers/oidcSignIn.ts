@@ -24,15 +24,18 @@ export interface ProviderSetup {
   /** The browser back at the callback from the provider (`back`, where it sent it): the fragment it is sent back to the application with. */
   callback(gw: TestGateway, started: StartedSignIn, back: URL): Promise<Record<string, string>>;
   /** A whole sign-in of a fresh subject with `user`'s claims. */
-  signIn(gw: TestGateway, user: ProviderUser): Promise<{ fragment: Record<string, string>; subject: string }>;
+  signIn(gw: TestGateway, user?: ProviderUser): Promise<{ fragment: Record<string, string>; subject: string }>;
 }
 
-/** Registers the describe's hooks: the provider before its tests; every gateway made, the provider and the SQL pool closed after. */
-export function withTestProvider(): ProviderSetup {
+/**
+ * Registers the describe's hooks: the provider before its tests; every gateway made, the provider and the SQL pool closed after.
+ * `tls`, read in beforeAll (a certificate made by an earlier hook): the provider serves https with it.
+ */
+export function withTestProvider(options: { tls?: () => { cert: string; key: string } } = {}): ProviderSetup {
   let idp: TestProvider | undefined;
   const gateways: TestGateway[] = [];
   beforeAll(async () => {
-    idp = await startTestProvider([`${PUBLIC_URL}/api/v1/auth/oidc/testidp/callback`]);
+    idp = await startTestProvider([`${PUBLIC_URL}/api/v1/auth/oidc/testidp/callback`], { tls: options.tls?.() });
   });
   afterAll(async () => {
     await Promise.all(gateways.map((gw) => gw.close()));
@@ -63,7 +66,7 @@ export function withTestProvider(): ProviderSetup {
       expect(url.origin + url.pathname).toBe(RETURN_TO);
       return Object.fromEntries(new URLSearchParams(url.hash.slice(1)));
     },
-    async signIn(gw, user) {
+    async signIn(gw, user = { email: `oidc-${randomUUID()}@example.test`, email_verified: true }) {
       const subject = `sub-${randomUUID()}`;
       setup.idp.users.set(subject, user);
       const started = await setup.start(gw);
