@@ -5,7 +5,6 @@
 // and a GitHub that refuses or is down sends the browser back with #error=provider_error.
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -13,21 +12,13 @@ import { s256 } from '../../src/auth/providers/oidc.js';
 import { parseConfig } from '../../src/config/load.js';
 import { ensureBuilt, gateway } from '../helpers/cli.js';
 import { claims, closeSql, configProblems, describeWithServices, makeUser, marker, newEmail, sql, startTestGateway, testConfig, type TestGateway } from '../helpers/gateway.js';
+import { sparePort } from '../helpers/ports.js';
 import { approveAtGitHub, startGitHubFake, type GitHubAnswer, type GitHubEmail, type GitHubFake } from '../helpers/githubFake.js';
 
 const PUBLIC_URL = 'http://localhost:9';
 const RETURN_TO = 'https://app.example.test/signed-in';
 const EXCHANGE = '/api/v1/auth/oidc/exchange';
 const TOKEN = '/login/oauth/access_token';
-
-/** A loopback port nothing listens on (GitHub's API down: connections refused). */
-async function closedPort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 describeWithServices('Sign in with GitHub', () => {
   let github: GitHubFake;
@@ -233,13 +224,15 @@ describeWithServices('Sign in with GitHub', () => {
   });
 
   it('GitHub\'s API down (connection refused) sends the browser back with #error=provider_error, never a 5xx', async () => {
-    const gw = await gatewayWith({ apiBase: `http://127.0.0.1:${await closedPort()}` });
+    // Not port 1 (refusedPort): fetch refuses the ports the Fetch standard bars ("bad port") without connecting.
+    const port = await sparePort();
+    const gw = await gatewayWith({ apiBase: `http://127.0.0.1:${port}` });
     const { login, id } = gitHubUser([{ email: newEmail('down'), primary: true, verified: true }]);
     const { fragment } = await signIn(gw, login);
     expect(Object.fromEntries(fragment)).toEqual({ error: 'provider_error' });
     expect(await linksOf(id)).toEqual([]);
-    // fetch's own words, after the path: what an operator reads.
-    expect(refusals(gw, 0)).toEqual(['GitHub unreachable at /user: fetch failed']);
+    // fetch's own words, after the path, and the cause they wrap: what an operator reads.
+    expect(refusals(gw, 0)).toEqual([`GitHub unreachable at /user: fetch failed (connect ECONNREFUSED 127.0.0.1:${port})`]);
     const logs = gw.logs.join('\n');
     for (const secret of [github.clientSecret, ...github.accessTokens]) expect(logs).not.toContain(secret);
   });

@@ -15,6 +15,7 @@ import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
 import { s256 } from '../../src/auth/providers/oidc.js';
 import { makeCertificate, type TestCertificate } from '../helpers/certificate.js';
 import { describeWithServices, newEmail, sql, type TestGateway } from '../helpers/gateway.js';
+import { sparePort } from '../helpers/ports.js';
 import { DISCOVERY_PATH, signInAtProvider, type ProviderUser } from '../helpers/oidcProvider.js';
 import { RETURN_TO, withTestProvider } from '../helpers/oidcSignIn.js';
 
@@ -126,6 +127,17 @@ describeWithServices('sign-in against a provider that answers wrongly', () => {
     expect(secure.idp.requests('/token').length - exchanges).toBe(0);
     expect(await linksAtSecure(refused.subject)).toEqual([]);
     expect(refusals(gw)).toEqual([{ code: 'provider_error', reason: expect.stringMatching(/^code exchange failed: .*HTTPS/) }]);
+  });
+
+  it('a provider that cannot be reached (connection refused): #error=provider_error, the cause logged', async () => {
+    // Not port 1 (refusedPort): fetch refuses the ports the Fetch standard bars ("bad port") without connecting.
+    const port = await sparePort();
+    const gw = await oidc.gatewayWith({ trustEmail: true, issuer: `http://127.0.0.1:${port}` });
+    const res = await gw.get(`/api/v1/auth/oidc/testidp/start?return_to=${encodeURIComponent(RETURN_TO)}&code_challenge=${s256(randomBytes(32).toString('base64url'))}`);
+    expect([res.status, res.headers.location]).toEqual([302, `${RETURN_TO}#error=provider_error`]);
+    const unavailable = gw.logs.flatMap((line) => line.split('\n')).filter(Boolean).map((line) => JSON.parse(line) as Record<string, unknown>)
+      .filter((entry) => entry.msg === 'identity provider unavailable').map(({ provider, reason }) => ({ provider, reason }));
+    expect(unavailable).toEqual([{ provider: 'testidp', reason: `discovery failed: fetch failed (connect ECONNREFUSED 127.0.0.1:${port})` }]);
   });
 
   it('a token response without token_type is the provider\'s fault (#error=provider_error), not the ID token\'s', async () => {

@@ -4,7 +4,7 @@
 // another (each must differ per browser and from each other), and a near miss passing for a secret.
 import { createHmac } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { callbackError, flowSecrets, s256, sameSecret, SignInFailed } from '../../src/auth/providers/signInProvider.js';
+import { callbackError, flowSecrets, reasonOf, s256, sameSecret, SignInFailed } from '../../src/auth/providers/signInProvider.js';
 
 describe('flowSecrets', () => {
   it('derives state, nonce and verifier from the browser secret, each with its own label', () => {
@@ -67,5 +67,28 @@ describe('callbackError', () => {
   it('is undefined for a callback with a code, or an empty error', () => {
     expect(callbackError(new URLSearchParams('code=abc&state=s'))).toBeUndefined();
     expect(callbackError(new URLSearchParams('error=&code=abc'))).toBeUndefined();
+  });
+});
+
+describe('reasonOf', () => {
+  const coded = (message: string, code: string) => Object.assign(new Error(message), { code });
+
+  it('gives fetch\'s failure with the cause it wraps: its message, and its code where the message lacks it', () => {
+    expect(reasonOf(new TypeError('fetch failed', { cause: coded('connect ECONNREFUSED 127.0.0.1:1', 'ECONNREFUSED') })))
+      .toBe('fetch failed (connect ECONNREFUSED 127.0.0.1:1)');
+    expect(reasonOf(new TypeError('fetch failed', { cause: coded('self-signed certificate', 'DEPTH_ZERO_SELF_SIGNED_CERT') })))
+      .toBe('fetch failed (DEPTH_ZERO_SELF_SIGNED_CERT: self-signed certificate)');
+    // A connection tried on several addresses: an AggregateError, its code and no message.
+    expect(reasonOf(new TypeError('fetch failed', { cause: Object.assign(new AggregateError([], ''), { code: 'ECONNREFUSED' }) }))).toBe('fetch failed (ECONNREFUSED)');
+    expect(reasonOf(new TypeError('fetch failed', { cause: new Error('other side closed') }))).toBe('fetch failed (other side closed)');
+  });
+
+  it('gives the message alone otherwise: no cause, one that is not an Error, one with nothing to say, or another error than a TypeError', () => {
+    expect(reasonOf(new TypeError('fetch failed'))).toBe('fetch failed');
+    expect(reasonOf(new TypeError('fetch failed', { cause: { access_token: 'never-logged' } }))).toBe('fetch failed');
+    expect(reasonOf(new TypeError('fetch failed', { cause: new Error('') }))).toBe('fetch failed');
+    expect(reasonOf(new Error('unexpected JWT claim value encountered', { cause: new Error('unexpected "nonce" claim value') }))).toBe('unexpected JWT claim value encountered');
+    expect(reasonOf(new DOMException('The operation was aborted due to timeout', 'TimeoutError'))).toBe('The operation was aborted due to timeout');
+    expect(reasonOf('a string')).toBe('a string');
   });
 });

@@ -6,7 +6,7 @@
 // it is verified: a secondary or unverified address is anyone's to add to their GitHub account.
 // The access token is dropped here; it is never logged, stored or forwarded.
 import { GITHUB_ISSUER } from '../../config/schema.js';
-import { callbackError, PROVIDER_TIMEOUT_MS, s256, SignInFailed, type Assertion, type FlowSecrets, type ProviderSettings, type SignInProvider } from './signInProvider.js';
+import { callbackError, PROVIDER_TIMEOUT_MS, reasonOf, s256, SignInFailed, type Assertion, type FlowSecrets, type ProviderSettings, type SignInProvider } from './signInProvider.js';
 
 type GitHubSettings = Extract<ProviderSettings, { kind: 'github' }>;
 
@@ -78,8 +78,8 @@ export class GitHubProvider implements SignInProvider {
     try {
       res = await fetch(url, { ...init, redirect: 'error', signal: AbortSignal.timeout(PROVIDER_TIMEOUT_MS) });
     } catch (err) {
-      // fetch rejects with a TypeError (refused, a redirect) or the timeout's DOMException, an Error too.
-      throw new SignInFailed('provider_error', `GitHub unreachable at ${new URL(url).pathname}: ${(err as Error).message}`);
+      // fetch rejects with a TypeError (refused, a redirect; its cause says why) or the timeout's DOMException.
+      throw new SignInFailed('provider_error', `GitHub unreachable at ${new URL(url).pathname}: ${reasonOf(err)}`);
     }
     if (!res.ok) {
       await res.body?.cancel();

@@ -9,7 +9,7 @@ import { createLocalJWKSet, errors as joseErrors, jwtVerify, type JSONWebKeySet 
 import * as client from 'openid-client';
 import { GOOGLE_ISSUER, type Config } from '../../config/schema.js';
 import { GitHubProvider } from './github.js';
-import { callbackError, PROVIDER_TIMEOUT_MS, s256, SignInFailed, type Assertion, type FlowSecrets, type ProviderSettings, type SignInProvider } from './signInProvider.js';
+import { callbackError, PROVIDER_TIMEOUT_MS, reasonOf, s256, SignInFailed, type Assertion, type FlowSecrets, type ProviderSettings, type SignInProvider } from './signInProvider.js';
 
 // Kept importable from here: the tests' PKCE helper.
 export { s256 } from './signInProvider.js';
@@ -37,9 +37,6 @@ function isIdTokenRefusal(err: unknown): boolean {
   const { code, cause } = err as { code?: unknown; cause?: { message?: unknown } };
   return ID_TOKEN_CHECKS.has(code) || (JWT_SHAPE_CHECKS.has(code) && String(cause?.message).includes('JWT'));
 }
-
-/** The text of a thrown value, for the log. */
-const reasonOf = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
 /** One provider: its discovered configuration and its keys, cached, fetched once at a time. */
 export class OidcProvider implements SignInProvider {

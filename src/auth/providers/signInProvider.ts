@@ -79,3 +79,20 @@ export function callbackError(query: URLSearchParams): SignInFailed | undefined 
   const error = query.get('error');
   return error ? new SignInFailed(error === 'access_denied' ? 'access_denied' : 'provider_error', `the provider answered ${error}`) : undefined;
 }
+
+/**
+ * The text of a thrown value for the operator's log. fetch's own failure says only "fetch failed"
+ * (a TypeError): the cause it wraps is what an operator needs (a connection refused, a name not
+ * found, a certificate refused), added by its code and message (only its code for the
+ * AggregateError of a connection tried on several addresses, which has no message). Only an Error
+ * cause is read, never a request or an answer: no secret or token is in it.
+ */
+export function reasonOf(err: unknown): string {
+  if (!(err instanceof Error)) return String(err);
+  const { cause } = err;
+  if (!(err instanceof TypeError) || !(cause instanceof Error)) return err.message;
+  const code = (cause as { code?: unknown }).code;
+  const named = typeof code === 'string' && !cause.message.includes(code) ? [code] : [];
+  const detail = [...named, cause.message].filter(Boolean).join(': ');
+  return detail ? `${err.message} (${detail})` : err.message;
+}
