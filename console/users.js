@@ -75,7 +75,9 @@ export function deleteSection(user, onDeleted) {
   const button = h('button', { type: 'button', id: 'delete-user', class: 'danger', disabled: true, onclick: async () => {
     if (input.value !== user.email) return;
     const res = await api('DELETE', `api/v1/users/${user.id}`);
-    if (res.status !== 200) { status.textContent = res.json.error ?? 'Error'; return; }
+    // An organization's last owner is kept (409): the answer names the organizations to hand over first.
+    const orgs = Array.isArray(res.json.orgs) ? `: ${res.json.orgs.map((o) => `${o.name} (#${o.id})`).join(', ')}` : '';
+    if (res.status !== 200) { status.textContent = `${res.json.error ?? 'Error'}${orgs}`; return; }
     onDeleted();
   } }, 'Delete user');
   const input = allow('deleteUser', h('input', { id: 'delete-confirm', type: 'text', autocomplete: 'off', spellcheck: 'false', 'aria-describedby': 'delete-hint',

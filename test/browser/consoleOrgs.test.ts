@@ -110,6 +110,17 @@ describeWithBrowser('the console\'s organizations pages, in Chromium', () => {
     await shot('org');
   });
 
+  it('keeps its owner: deleting them is refused, the organization they are the last owner of named', async () => {
+    await page.goto(`${consoleUrl}#/user/${owner.id}`);
+    await page.waitForSelector('#delete-confirm');
+    await page.type('#delete-confirm', owner.email);
+    await page.click('#delete-user');
+    const said = `Dernier propriétaire de l'organisation: ${name} (#${orgId})`;
+    await page.waitForFunction((text) => document.getElementById('delete-status')?.textContent === text, { timeout: 10_000 }, said);
+    expect(await page.$$eval('#view img', (imgs) => imgs.length)).toBe(0);
+    expect(await sql('SELECT email FROM users WHERE id = $1', [owner.id])).toEqual([{ email: owner.email }]);
+  });
+
   it('an unknown organization is said so', async () => {
     await page.goto(`${consoleUrl}#/org/999999999`);
     await page.waitForSelector('#view p[role=alert]');

@@ -26,7 +26,7 @@ describeWithServices('an operator erasing an organization\'s last owner', () => 
   let url: string;
   let dir: string;
   let configFile: string;
-  const admin = (method: string, path: string, key = ADMIN_KEY) => request(url, method, path, { headers: bearer(key) });
+  const admin = (method: string, path: string, key = ADMIN_KEY, headers: Record<string, string> = {}) => request(url, method, path, { headers: { ...bearer(key), ...headers } });
   const cli = (...args: string[]) => gateway([...args, '--config', configFile], { cwd: dir });
   const as = (user: TestUser) => ({ headers: bearer(user.access) });
   const lastOwner = (orgs: Array<{ id: number; name: string }>) => ({ error: 'Dernier propriétaire de l\'organisation', code: 'last_owner', orgs });
@@ -35,7 +35,9 @@ describeWithServices('an operator erasing an organization\'s last owner', () => 
     ensureBuilt();
     db = await throwawayDatabase();
     smtp = await startSmtpCatcher();
-    gw = await startTestGateway({ ...organizationsConfig(smtp), storage: { ...organizationsConfig(smtp).storage, ...db.storage } });
+    // Negotiated: French without Accept-Language (the contract's text), English on asking.
+    const config = organizationsConfig(smtp);
+    gw = await startTestGateway({ ...config, storage: { ...config.storage, ...db.storage }, errors: { ...config.errors, language: 'negotiate' } });
     adminApp = await buildAdminApp(gw.services);
     url = await adminApp.listen({ host: '127.0.0.1', port: 0 });
     dir = mkdtempSync(path.join(tmpdir(), 'gw-erase-'));
@@ -64,6 +66,9 @@ describeWithServices('an operator erasing an organization\'s last owner', () => 
       const refused = await admin('DELETE', `/admin/v1/users/${owner.id}`, key);
       expect([refused.status, refused.json]).toEqual([409, lastOwner([{ id: shared, name: 'Shared' }, { id: alone, name: 'Alone' }])]);
     }
+    // The catalog's English, as the console shows it in an English browser.
+    const english = await admin('DELETE', `/admin/v1/users/${owner.id}`, token, { 'accept-language': 'en' });
+    expect([english.status, english.json]).toEqual([409, { ...lastOwner([{ id: shared, name: 'Shared' }, { id: alone, name: 'Alone' }]), error: 'Last owner of the organization' }]);
     const kept = `user ${owner.id} (${owner.email}): kept: the last owner of organization ${shared} ("Shared"), ${alone} ("Alone"): `
       + 'make another member owner or delete the organization first';
     expect(await cli('users', 'delete', owner.email)).toMatchObject({ code: 1, stdout: '', stderr: expect.stringContaining(kept) });
