@@ -81,6 +81,8 @@ describe('reasonOf', () => {
     // A connection tried on several addresses: an AggregateError, its code and no message.
     expect(reasonOf(new TypeError('fetch failed', { cause: Object.assign(new AggregateError([], ''), { code: 'ECONNREFUSED' }) }))).toBe('fetch failed (ECONNREFUSED)');
     expect(reasonOf(new TypeError('fetch failed', { cause: new Error('other side closed') }))).toBe('fetch failed (other side closed)');
+    // A code that is not a string (an errno) is not a name: the message alone.
+    expect(reasonOf(new TypeError('fetch failed', { cause: Object.assign(new Error('other side closed'), { code: 35 }) }))).toBe('fetch failed (other side closed)');
   });
 
   it('gives the message alone otherwise: no cause, one that is not an Error, one with nothing to say, or another error than a TypeError', () => {
