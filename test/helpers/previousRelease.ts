@@ -33,7 +33,7 @@ export async function previousReleaseMigrations(): Promise<string[]> {
  * outside the repository (the commit never changes; the key includes which node_modules it runs
  * on): `git archive` of the commit, this checkout's node_modules by symlink (its package.json and
  * lock are the current ones, so no install is needed: an `npm ci` would cost a minute or more),
- * then tsc. Built in a directory of its own and renamed into place, so two test files, or two
+ * then the compiler. Built in a directory of its own and renamed into place, so two test files, or two
  * checkouts, building at once never see half a build.
  */
 export async function previousReleaseCli(): Promise<string> {
@@ -47,8 +47,10 @@ export async function previousReleaseCli(): Promise<string> {
   try {
     await run('bash', ['-o', 'pipefail', '-c', `git -C "$1" archive "$2" | tar -x -C "$3"`, 'archive', ROOT, PREVIOUS_RELEASE, building], ROOT);
     symlinkSync(modules, path.join(building, 'node_modules'));
-    // tsc of this checkout's node_modules, run by the Node running the tests, as ensureBuilt() does.
-    await run(process.execPath, [path.join(modules, 'typescript/bin/tsc'), '-p', 'tsconfig.build.json'], building);
+    // The native TypeScript compiler of this checkout's node_modules (the one `npm run typecheck`
+    // runs), run by the Node running the tests: the same JavaScript as tsc's, byte for byte (its
+    // .d.ts and source maps differ), in a quarter of tsc's time (about 5 s of CPU against 18 s).
+    await run(process.execPath, [path.join(modules, 'typescript-native/bin/tsc'), '-p', 'tsconfig.build.json'], building);
     writeFileSync(path.join(building, '.built'), `${PREVIOUS_RELEASE}\n`);
     try {
       renameSync(building, dir);
