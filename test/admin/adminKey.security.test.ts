@@ -126,7 +126,7 @@ describeWithServices('admin key and console secrets: exact comparison', () => {
   it('no admin key configured, operators: an empty key (or none) at the console\'s doors and the admin API gets 401 and no session; a gwop_ token acts as its operator', async () => {
     // The console is served (an operator exists), so the doors that take the key are reached:
     // an empty presented key must not match the empty configured one.
-    const db = await throwawayDatabase();
+    const db = await throwawayDatabase({ migrated: true });
     const keyless = await startTestGateway(testConfig({ storage: db.storage, admin: { host: '127.0.0.1', port: await sparePort(), apiKey: '' } }));
     try {
       // Neither a key nor an operator: the admin API does not exist; with an operator, it refuses.

@@ -28,7 +28,7 @@ describeWithServices('API keys for operators (CONTRACT §21)', () => {
 
   beforeAll(async () => {
     ensureBuilt();
-    db = await throwawayDatabase();
+    db = await throwawayDatabase({ migrated: true });
     [a, b] = await startTwoGateways(testConfig({ storage: db.storage }));
     admin = await buildAdminApp(a.services);
     // The docs' user is 42 and its key 7.

@@ -192,7 +192,7 @@ describeWithServices('console: sign-in, cookie, CSRF', () => {
   });
 
   it('counts the instances serving from the database, and sees one leave', async () => {
-    const db = await throwawayDatabase();
+    const db = await throwawayDatabase({ migrated: true });
     const first = await startTestGateway(testConfig({ storage: db.storage }));
     const second = await startTestGateway(testConfig({ storage: db.storage }));
     let secondClosed = false;

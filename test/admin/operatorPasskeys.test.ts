@@ -61,7 +61,7 @@ describeWithServices('console: operators sign in with a passkey (admin.passkeys)
   const failures = (id: number) => db.sql<{ data: Record<string, unknown> }>("SELECT data FROM audit_events WHERE type = 'operator.login_failed' AND actor_id = $1 ORDER BY id", [id]);
 
   beforeAll(async () => {
-    db = await throwawayDatabase();
+    db = await throwawayDatabase({ migrated: true });
     port = await sparePort();
     origin = `http://localhost:${port}`;
     byIp = `http://127.0.0.1:${port}`;

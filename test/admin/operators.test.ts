@@ -34,7 +34,7 @@ describeWithServices('admin API: operators and their roles', () => {
   const as = (token: string, method: string, path: string, json?: unknown) => request(url, method, path, { headers: bearer(token), ...(json === undefined ? {} : { json }) });
 
   beforeAll(async () => {
-    db = await throwawayDatabase();
+    db = await throwawayDatabase({ migrated: true });
     gw = await startTestGateway(testConfig({ storage: db.storage }));
     adminApp = await buildAdminApp(gw.services);
     url = await adminApp.listen({ host: '127.0.0.1', port: 0 });
@@ -200,7 +200,7 @@ describeWithServices('admin API with an empty admin.apiKey: operators only', () 
   const as = (token: string, method: string, path: string, json?: unknown) => request(url, method, path, { headers: bearer(token), ...(json === undefined ? {} : { json }) });
 
   beforeAll(async () => {
-    db = await throwawayDatabase();
+    db = await throwawayDatabase({ migrated: true });
     // docs/operators.md's example, on a port of the test's.
     const { apiKey, publicUrl } = parseConfig(docsExample('operators', 'operators-only'), 'gateway.yaml').admin;
     gw = await startTestGateway(testConfig({ storage: db.storage, admin: { apiKey, publicUrl } }));

@@ -45,7 +45,7 @@ describeWithServices('console: operators sign in as themselves', () => {
   }
 
   beforeAll(async () => {
-    db = await throwawayDatabase();
+    db = await throwawayDatabase({ migrated: true });
     gw = await startTestGateway(testConfig({ storage: db.storage, auth: { rateLimit: { max: 0 } } }), { clock });
     adminApp = await buildAdminApp(gw.services);
     url = await adminApp.listen({ host: '127.0.0.1', port: 0 });

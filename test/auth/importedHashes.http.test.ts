@@ -46,7 +46,7 @@ describeWithServices('signing in with an imported password hash', () => {
   let b: TestGateway;
   const sql = <T = Record<string, unknown>>(text: string, params: unknown[] = []) => db.sql<T>(text, params);
   beforeAll(async () => {
-    db = await throwawayDatabase();
+    db = await throwawayDatabase({ migrated: true });
     [a, b] = await startTwoGateways(testConfig({ storage: db.storage }));
   });
   afterAll(async () => { await Promise.all([a?.close(), b?.close()]); await db?.drop(); await closeSql(); });

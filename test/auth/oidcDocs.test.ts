@@ -52,7 +52,7 @@ describeWithServices('identity providers: the documented configuration', () => {
     const idp = await startCommand(docsBlock('identity-providers', 'local-idp'), {
       IDP_PORT: String(await sparePort()), GATEWAY_PUBLIC_URL: publicUrl, APP_ORIGIN: appOrigin, npm_config_ignore_scripts: 'true',
     });
-    const db = await throwawayDatabase();
+    const db = await throwawayDatabase({ migrated: true });
     try {
       // The variables it prints, as `export NAME=value` lines, are what the example reads.
       const printed = Object.fromEntries([...idp.output.matchAll(/^export (\w+)=(\S+)$/gm)].map((m) => [m[1]!, m[2]!]));

@@ -166,7 +166,7 @@ describeWithServices('gateway keys rotate-jwt: the secret the database keeps', (
   };
   beforeAll(async () => {
     ensureBuilt();
-    db = await throwawayDatabase();
+    db = await throwawayDatabase({ migrated: true });
     dir = mkdtempSync(path.join(tmpdir(), 'gw-rotate-jwt-'));
     writeFileSync(path.join(dir, 'gateway.yaml'), `storage:\n  postgres: ${JSON.stringify(db.url)}\nauth:\n  jwt:\n    secret: ""\nadmin:\n  port: 0\n`);
     [a, b] = await startTwoGateways(testConfig({ storage: db.storage, auth: { jwt: { secret: '' } } }));

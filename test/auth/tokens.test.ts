@@ -172,7 +172,7 @@ describeWithServices('token kinds and forgeries (HS256)', () => {
 
 describeWithServices('generated HS256 secret (auth.jwt.secret empty)', () => {
   it('is generated once, stored in gateway_secrets, shared by two instances, with a warning', async () => {
-    const db = await throwawayDatabase();
+    const db = await throwawayDatabase({ migrated: true });
     let pair: [TestGateway, TestGateway] | undefined;
     try {
       const config = testConfig({ storage: { postgres: db.url }, auth: { jwt: { secret: '' } } });

@@ -31,7 +31,7 @@ describeWithServices('plans that follow payment (CONTRACT §23)', () => {
   const sql = <T = Record<string, unknown>>(text: string, params?: unknown[]) => db.sql<T>(text, params);
 
   beforeAll(async () => {
-    db = await throwawayDatabase();
+    db = await throwawayDatabase({ migrated: true });
     [stripe, app] = await Promise.all([startStripeFake(), startEchoUpstream()]);
     const env = { STRIPE_SECRET_KEY: 'rk_test_fake', STRIPE_WEBHOOK_SECRET: SECRET, STRIPE_API_BASE: stripe.url, APP_URL: app.url };
     // docs/billing.md's example as written, with error codes on (the codes are asserted).

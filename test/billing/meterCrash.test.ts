@@ -28,7 +28,7 @@ describeWithServices('a meter event through a crash of the reporting gateway', (
   const cleanups: Array<() => Promise<unknown>> = [];
 
   beforeEach(async () => {
-    [tmp, stripe, app] = await Promise.all([throwawayDatabase(), startStripeFake(), startEchoUpstream()]);
+    [tmp, stripe, app] = await Promise.all([throwawayDatabase({ migrated: true }), startStripeFake(), startEchoUpstream()]);
     app.handle = (req, res) => {
       if (!req.url?.endsWith('-503')) return false;
       res.writeHead(503).end();

@@ -79,7 +79,7 @@ describeWithBrowser('the console by operator role, in Chromium', () => {
 
   beforeAll(async () => {
     smtp = await startSmtpCatcher();
-    db = await throwawayDatabase();
+    db = await throwawayDatabase({ migrated: true });
     const config = organizationsConfig(smtp);
     gw = await startTestGateway({ ...config, storage: { ...config.storage, ...db.storage } }, { clock });
     admin = await buildAdminApp(gw.services);

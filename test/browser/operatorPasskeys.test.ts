@@ -33,7 +33,7 @@ describeWithBrowser('operator passkeys in Chromium, with its virtual authenticat
     const env = { ADMIN_PORT: String(port), CONSOLE_ORIGIN: origin, CONSOLE_HOST: 'localhost', GATEWAY_ADMIN_KEY: ADMIN_KEY };
     const { admin } = parseConfig(docsExample('operators', 'operator-passkeys'), 'gateway.yaml', env);
     expect(admin.passkeys).toEqual({ rpId: 'localhost', origins: [origin], rpName: 'Example console' });
-    db = await throwawayDatabase();
+    db = await throwawayDatabase({ migrated: true });
     gw = await startTestGateway(testConfig({ admin, storage: db.storage }), { clock });
     chromium = await launchBrowser();
   }, 60_000);

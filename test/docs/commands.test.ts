@@ -89,7 +89,7 @@ describeWithServices('the docs\' commands, pasted', () => {
 
   beforeAll(async () => {
     ensureBuilt();
-    db = await throwawayDatabase();
+    db = await throwawayDatabase({ migrated: true });
     ports = { public: await sparePort(), admin: await sparePort() };
     work = mkdtempSync(path.join(tmpdir(), 'gw-docs-commands-'));
     // `gateway` as installed: the package's bin on the PATH; node (and npx) of this run first.

@@ -11,12 +11,15 @@ import path from 'node:path';
 import pg from 'pg';
 import { Redis } from 'ioredis';
 import type { TestProject } from 'vitest/node';
+import { postgresDatabase } from '../../src/storage/db.js';
+import { migrate } from '../../src/storage/migrations.js';
 import { makeCertificate } from './certificate.js';
 import { ensureBuilt } from './cli.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
-    services: { postgres: string; redis: string; redisPrefix: string } | null;
+    /** `migrated`: a database the run's migrations were applied to, never connected to again: the template of throwawayDatabase({ migrated: true }). */
+    services: { postgres: string; redis: string; redisPrefix: string; migrated: string } | null;
     /** Paths of the proxy binaries, null where one is missing. */
     proxies: Record<Proxy, string | null>;
     /** The webhook receivers' certificate, which every test gateway trusts (helpers/webhookReceiver.ts). */
@@ -67,6 +70,36 @@ async function reachable(): Promise<string | null> {
 /** Names the receivers' certificate is also valid for (DNS rebinding tests resolve them their own way). */
 const WEBHOOK_TEST_NAMES = ['hooks.rebind.test'];
 
+/**
+ * The migrations applied once to `name`, by the code a gateway's start runs: the template that
+ * throwawayDatabase({ migrated: true }) copies in a fraction of a second, where a gateway's first
+ * start on an empty database spends seconds applying them (dozens of databases a run). Closed
+ * after: Postgres copies a template only while no one is connected to it.
+ */
+async function migrateTemplate(name: string): Promise<void> {
+  const url = new URL(BASE_URL);
+  url.pathname = `/${name}`;
+  const db = postgresDatabase(url.toString(), { poolSize: 1 });
+  try {
+    await migrate(db);
+  } finally {
+    await db.close();
+  }
+  // A pool's close() resolves before its connections are gone: until they are, CREATE DATABASE
+  // ... TEMPLATE refuses ("being accessed by other users").
+  const admin = new pg.Client({ connectionString: BASE_URL });
+  await admin.connect();
+  try {
+    for (let tries = 0; tries < 100; tries++) {
+      const { rows } = await admin.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1', [name]);
+      if (rows[0]!.n === 0) return;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  } finally {
+    await admin.end();
+  }
+}
+
 export default async function setup(project: TestProject) {
   // A file run alone (`npx vitest run FILE`) on a fresh clone or after an edit gets the dist/ that
   // its spawned CLIs and workers need, as `npm test` builds it first.
@@ -89,20 +122,24 @@ export default async function setup(project: TestProject) {
   }
   const suffix = randomBytes(5).toString('hex');
   const dbName = `gw_test_${suffix}`;
+  const migrated = `gw_migrated_${suffix}`;
   const admin = new pg.Client({ connectionString: BASE_URL });
   await admin.connect();
   await admin.query(`CREATE DATABASE ${dbName}`);
+  await admin.query(`CREATE DATABASE ${migrated}`);
   await admin.end();
   const url = new URL(BASE_URL);
   url.pathname = `/${dbName}`;
+  await migrateTemplate(migrated);
   const redisPrefix = `gw_test_${suffix}:`;
-  project.provide('services', { postgres: url.toString(), redis: REDIS_URL, redisPrefix });
+  project.provide('services', { postgres: url.toString(), redis: REDIS_URL, redisPrefix, migrated });
 
   return async () => {
     cert.remove();
     const cleanup = new pg.Client({ connectionString: BASE_URL });
     await cleanup.connect();
     await cleanup.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
+    await cleanup.query(`DROP DATABASE IF EXISTS ${migrated} WITH (FORCE)`);
     await cleanup.end();
     const redis = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 });
     let cursor = '0';

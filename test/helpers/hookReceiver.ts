@@ -40,7 +40,7 @@ export interface HookOptions {
 }
 
 export async function startHookSetup(options: HookOptions = {}): Promise<HookSetup> {
-  const db = await throwawayDatabase();
+  const db = await throwawayDatabase({ migrated: true });
   const receiver = await startReceiver(receiverCertificate(), options.behaviour);
   const secrets = [newHookSecret()];
   const gateways: TestGateway[] = [];

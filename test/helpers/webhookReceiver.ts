@@ -209,7 +209,7 @@ export interface IsolatedDeliveries {
  * that held the first one closes and hands it back.
  */
 export async function startIsolatedDeliveries(webhooks: Record<string, unknown>, options: { instances?: number; lookup?: LookupAll } = {}): Promise<IsolatedDeliveries> {
-  const db = await throwawayDatabase();
+  const db = await throwawayDatabase({ migrated: true });
   const receivers: Receiver[] = [];
   const gateways: TestGateway[] = [];
   const close = async () => {

@@ -19,7 +19,7 @@ describeWithServices('housekeeping timer', () => {
   let gw: TestGateway;
 
   beforeAll(async () => {
-    db = await throwawayDatabase();
+    db = await throwawayDatabase({ migrated: true });
     gw = await startTestGateway(testConfig({ storage: db.storage }), { housekeepingEveryMs: 200 });
   });
   afterAll(async () => {

@@ -55,7 +55,7 @@ describeWithServices('gateway import', () => {
 
   beforeAll(async () => {
     ensureBuilt();
-    db = await throwawayDatabase();
+    db = await throwawayDatabase({ migrated: true });
     dir = mkdtempSync(path.join(tmpdir(), 'gw-import-'));
     configFile = path.join(dir, 'gateway.yaml');
     write('gateway.yaml', [

@@ -109,7 +109,7 @@ describeWithServices('hostile values in every field of every endpoint (CONTRACT 
 
   beforeAll(async () => {
     const publicUrl = 'http://127.0.0.1:1';
-    [db, smtp, idp] = await Promise.all([throwawayDatabase(), startSmtpCatcher(), startTestProvider([`${publicUrl}/api/v1/auth/oidc/testidp/callback`])]);
+    [db, smtp, idp] = await Promise.all([throwawayDatabase({ migrated: true }), startSmtpCatcher(), startTestProvider([`${publicUrl}/api/v1/auth/oidc/testidp/callback`])]);
     // A database of its own: the admin endpoints delete and change the users the ids name.
     gw = await startTestGateway(testConfig({
       storage: db.storage,

@@ -58,7 +58,7 @@ describeWithServices('malformed requests', () => {
     upstream = await startEchoUpstream();
     // A database of its own: a gateway that refuses private webhook addresses would also claim,
     // and refuse, the other test files' messages to their receivers on 127.0.0.1.
-    db = await throwawayDatabase();
+    db = await throwawayDatabase({ migrated: true });
     gw = await startTestGateway(testConfig({
       storage: db.storage,
       server: { bodyLimit: BODY_LIMIT, trustProxy: true },

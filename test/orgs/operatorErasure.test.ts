@@ -33,7 +33,7 @@ describeWithServices('an operator erasing an organization\'s last owner', () => 
 
   beforeAll(async () => {
     ensureBuilt();
-    db = await throwawayDatabase();
+    db = await throwawayDatabase({ migrated: true });
     smtp = await startSmtpCatcher();
     // Negotiated: French without Accept-Language (the contract's text), English on asking.
     const config = organizationsConfig(smtp);

@@ -212,7 +212,7 @@ describeWithServices('identity cache', () => {
 
   it('forgets every user and key on both instances within a second when SQL empties the tables (TRUNCATE)', async () => {
     // A database of its own: TRUNCATE would empty the tables every other test file is using.
-    const db = await throwawayDatabase();
+    const db = await throwawayDatabase({ migrated: true });
     const direct = new pg.Client({ connectionString: db.url });
     await direct.connect();
     const [c, d] = await startTwoGateways(testConfig({

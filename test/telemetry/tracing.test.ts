@@ -195,7 +195,7 @@ describeWithServices('traces over OTLP/HTTP', () => {
   });
 
   it('a webhook message continues the trace of the request that caused it: the attempt is a client span, the receiver gets its traceparent', async () => {
-    const db = await throwawayDatabase();
+    const db = await throwawayDatabase({ migrated: true });
     const receiver = await startReceiver();
     const own = await startTestGateway(testConfig({ storage: db.storage, telemetry: { otlp: { endpoint: collector.url } } }));
     try {

@@ -22,7 +22,7 @@ describeWithServices('rolling an API key (CONTRACT §21)', () => {
   const clock = testClock();
 
   beforeAll(async () => {
-    db = await throwawayDatabase();
+    db = await throwawayDatabase({ migrated: true });
     [a, b] = await startTwoGateways(testConfig({ storage: db.storage, apiKeys: { plans: ['pro'], maxPerOwner: 5 } }), { clock });
     // The docs' user is 42 and its key 7.
     await db.sql("SELECT setval('users_id_seq', 41)");

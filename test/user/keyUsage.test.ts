@@ -26,7 +26,7 @@ describeWithServices('usage per API key (CONTRACT §21)', () => {
   const clock = testClock();
 
   beforeAll(async () => {
-    db = await throwawayDatabase();
+    db = await throwawayDatabase({ migrated: true });
     upstream = await startEchoUpstream();
     [a, b] = await startTwoGateways(testConfig({
       storage: db.storage,

@@ -18,7 +18,7 @@ import { outboxRows, outcomes, settledRows, startReceiver, type Behaviour, type 
 describeWithServices('durable webhook deliveries', () => {
   let tmp: ThrowawayDatabase;
   const cleanups: Array<() => Promise<unknown>> = [];
-  beforeEach(async () => { tmp = await throwawayDatabase(); });
+  beforeEach(async () => { tmp = await throwawayDatabase({ migrated: true }); });
   afterEach(async () => {
     for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
     await tmp.drop();

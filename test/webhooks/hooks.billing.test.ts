@@ -19,7 +19,7 @@ describeWithServices('operator hooks: billing', () => {
   const hookSecret = newHookSecret();
 
   beforeAll(async () => {
-    [stripe, receiver, db] = await Promise.all([startStripeFake(), startReceiver(receiverCertificate()), throwawayDatabase()]);
+    [stripe, receiver, db] = await Promise.all([startStripeFake(), startReceiver(receiverCertificate()), throwawayDatabase({ migrated: true })]);
     const env = { STRIPE_SECRET_KEY: 'rk_test_fake', STRIPE_WEBHOOK_SECRET: SECRET, STRIPE_API_BASE: stripe.url, APP_URL: 'http://127.0.0.1:9' };
     const config = testConfigFromYaml(docsExample('billing', 'billing'), env);
     gw = await startTestGateway({

@@ -24,7 +24,7 @@ describeWithServices('docs/hooks.md', () => {
   beforeAll(async () => {
     dir = mkdtempSync(path.join(ROOT, '.hooks-docs-'));
     receiver = await startReceiver(receiverCertificate());
-    db = await throwawayDatabase();
+    db = await throwawayDatabase({ migrated: true });
   });
   afterAll(async () => {
     rmSync(dir, { recursive: true, force: true });

@@ -16,7 +16,7 @@ describeWithServices('operator hooks reloaded on SIGHUP', () => {
   beforeAll(async () => {
     ensureBuilt();
     // A database of its own: no gateway of another test file (without hooks:) claims these messages.
-    db = await throwawayDatabase();
+    db = await throwawayDatabase({ migrated: true });
     [before, after] = await Promise.all([startReceiver(receiverCertificate()), startReceiver(receiverCertificate())]);
   });
   afterAll(async () => {

@@ -15,7 +15,7 @@ describeWithServices('POST/DELETE /api/v1/user/webhook', () => {
   let pro: TestUser;
   const sql = (text: string, params?: unknown[]) => db.sql(text, params);
   beforeAll(async () => {
-    db = await throwawayDatabase();
+    db = await throwawayDatabase({ migrated: true });
     // Deliveries to the public test addresses below go nowhere here: keep them short.
     gw = await startTestGateway(testConfig({ storage: db.storage, webhooks: { allowPrivateNetworks: false, retries: 0, timeout: '500ms' } }));
     pro = await makeUser(gw, { plan: 'pro' });
