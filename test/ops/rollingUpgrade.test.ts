@@ -163,7 +163,9 @@ describeWithServices('a rolling upgrade from the previous release under load', (
   const applied = async () => (await db.sql<{ name: string }>('SELECT name FROM schema_migrations ORDER BY name')).map((r) => r.name);
 
   it(`keeps serving, counting each use once, from ${PREVIOUS_RELEASE.slice(0, 12)} to this code`, { timeout: 240_000 }, async () => {
-    const old = [await start('previous'), await start('previous')] as const;
+    // Started together, as a fleet's instances are: the previous release's migration lock lets
+    // one migrate the fresh database while the other waits, then finds nothing to apply.
+    const old = await Promise.all([start('previous'), start('previous')]);
     expect(await applied()).toEqual(await previousReleaseMigrations());
     // Alice: pro, with a session and a §4 key; Bob: free, with a session. Made by the old code.
     const alice = await account(old[0].url, 'pro');
