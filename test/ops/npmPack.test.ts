@@ -1,6 +1,6 @@
 // The release (CONTRACT §25): `npm pack` makes a tarball that, installed in an empty directory,
 // starts with `npx auth-gateway start`, as docs/operating.md's block says, run as written but for
-// the port (PORT) and the version in the file name.
+// the ports (PORT, and ADMIN_PORT: the file's 9090 may be another test's or process's) and the version in the file name.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -53,10 +53,11 @@ describeWithServices('the npm package', () => {
     const app = path.join(work, 'app');
     await run('mkdir', ['-p', app], work, env);
     await run('bash', ['-e', '-c', `${install.replace('./auth-gateway', '../auth-gateway')} --prefer-offline\n${copy}`], app, env);
-    const port = await sparePort();
+    const [port, adminPort] = [await sparePort(), await sparePort()];
     // A process group of its own: npx runs the gateway as its child, and a signal goes to both, as a
     // terminal's Ctrl-C or a service manager's stop does.
-    child = spawn('bash', ['-c', `exec ${start}`], { cwd: app, env: { ...env, PORT: String(port), LOG_LEVEL: 'info' }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    const started = { ...env, PORT: String(port), ADMIN_PORT: String(adminPort), LOG_LEVEL: 'info' };
+    child = spawn('bash', ['-c', `exec ${start}`], { cwd: app, env: started, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
     let out = '';
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`no "gateway listening" line:\n${out}`)), 60_000);
