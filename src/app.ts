@@ -1,17 +1,16 @@
 // buildApp: the public listener's fastify instance, ready for inject() or listen(); never listens.
 // A request is either one of the gateway's own endpoints (auth, user, health, JWKS) or goes
 // through the pipeline to a route's upstream (proxy/forward.ts).
-import type { Http2ServerRequest } from 'node:http2';
-import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, { type FastifyInstance } from 'fastify';
 import { registerAuth } from './auth/index.js';
-import { corsHook } from './listener/cors.js';
 import { authRateLimitOptions } from './listener/authRateLimit.js';
 import { requireUserWith } from './listener/requireUser.js';
 import { healthRoutes } from './listener/health.js';
 import type { Instance } from './instance.js';
 import { listenerOptions, registerCommon } from './listener/basics.js';
 import { httpsOptions } from './listener/tls.js';
-import { traceRequests } from './listener/tracing.js';
+import { traceAnswers } from './listener/tracing.js';
+import { publicRequestHook } from './listener/publicOrder.js';
 import { refuseUnfitInput } from './listener/inputs.js';
 import { FORWARDED_ROUTE, Forwarder } from './proxy/forwarder.js';
 import { ownEndpointMethods, RequestContexts, type RequestContext } from './live/requestContext.js';
@@ -50,37 +49,19 @@ function appOptions({ config, log }: Instance) {
   };
 }
 
-function closeWhileDraining(lifecycle: Instance['lifecycle']) {
-  return function closeWhileDraining(request: FastifyRequest, reply: FastifyReply, done: () => void) {
-    if (lifecycle.draining) {
-      if (request.raw.httpVersionMajor === 1) reply.header('connection', 'close');
-      else (request.raw as unknown as Http2ServerRequest).stream.session?.close();
-    }
-    done();
-  };
-}
-
 export async function buildApp(instance: Instance): Promise<FastifyInstance> {
   const { config, live, db, redis, tokens, passwords, identities, events, audit, mailer, keyring, pipeline, metrics, log, clock, lifecycle, feed } = instance;
   const app = Fastify(appOptions(instance));
-  // The first hook: the request's context (the live snapshot pinned, the path read once, the route
-  // matched once), which every later step reads. Made on first sight of the request: a WebSocket
-  // upgrade is seen by its dispatch (proxy/websocket.ts) before any hook.
+  // One onRequest hook runs the steps before routing in PUBLIC_ORDER's order (listener/publicOrder.ts):
+  // the request's context, the Host check, the span, Connection: close while draining, CORS. The
+  // context is also made on first sight of a WebSocket upgrade, by its dispatch (proxy/websocket.ts).
   const contexts = new RequestContexts(live, ownEndpointMethods(app));
   app.decorateRequest('context', null as unknown as RequestContext);
-  app.addHook('onRequest', contexts.hook());
-  registerCommon(app, metrics.tallies, instance.errorStyle);
-  // After the request context's hook: the path is split from the query once, there.
-  if (instance.tracing) traceRequests(app, instance.tracing, (request) => request.context.rawPath, (request) => request.routeOptions.url !== FORWARDED_ROUTE);
-  await documentRoutes(app);
-  // While draining (server.shutdownDelay), every answer closes its connection: a load balancer's
-  // keep-alive connection must not be idle in its pool when the listener closes, or the request it
-  // sends next on it is lost (a POST is never retried). HTTP/2 has no Connection header: its
-  // equivalent is GOAWAY, which lets the session's streams in flight finish and starts no new one.
-  app.addHook('onRequest', closeWhileDraining(lifecycle));
-  // After the Host check, before everything else: preflights are answered before any guard.
   app.decorateRequest('corsCovered', false);
-  app.addHook('onRequest', corsHook());
+  app.addHook('onRequest', publicRequestHook({ contexts, tracing: instance.tracing, lifecycle }));
+  registerCommon(app, metrics.tallies, instance.errorStyle, false);
+  if (instance.tracing) traceAnswers(app, instance.tracing, (request) => request.routeOptions.url !== FORWARDED_ROUTE);
+  await documentRoutes(app);
 
   await app.register(healthRoutes, { db, redis: redis?.client ?? null, lifecycle, fleet: instance.fleet });
   keySetRoutes(app, tokens, keyring);

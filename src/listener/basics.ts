@@ -4,7 +4,7 @@
 // (errorHandler.ts). Unparsable HTTP is answered by unparsable.ts, tracing by tracing.ts, HTTPS
 // by tls.ts. app.ts, admin/app.ts and decisions/app.ts each add only their own routes.
 import { METHODS, type Server, type ServerResponse } from 'node:http';
-import type { FastifyBaseLogger, FastifyHttpOptions, FastifyInstance } from 'fastify';
+import type { FastifyBaseLogger, FastifyHttpOptions, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { DEFAULT_STYLE, sendError, type ErrorStyle } from '../errors/index.js';
 import { isJsonType, lenientJson } from '../http.js';
@@ -52,8 +52,23 @@ export function acceptEveryMethod(app: FastifyInstance): void {
   }
 }
 
-/** What every listener registers: request ids, the lenient JSON parser, the error catalog, metrics. */
-export function registerCommon(app: FastifyInstance, tallies: RouteTallies, errorStyle: ErrorStyle = DEFAULT_STYLE): void {
+/**
+ * Every answer carries the request id; a request whose Host is refused (hostCheck.ts) is answered
+ * 400 here, and closes its HTTP/1 connection.
+ */
+export function checkHost(request: FastifyRequest, reply: FastifyReply): void {
+  reply.header('x-request-id', request.id);
+  if (refusesHost(request)) {
+    if (request.raw.httpVersionMajor === 1) reply.header('connection', 'close');
+    sendError(reply, 'badRequest');
+  }
+}
+
+/**
+ * What every listener registers: request ids, the lenient JSON parser, the error catalog, metrics.
+ * `hostHook` false: the listener's own first hook calls checkHost (the public one's, publicOrder.ts).
+ */
+export function registerCommon(app: FastifyInstance, tallies: RouteTallies, errorStyle: ErrorStyle = DEFAULT_STYLE, hostHook = true): void {
   app.decorate('errorStyle', errorStyle);
   // An Expect other than 100-continue (RFC 9110 §10.1.1) is refused before any route runs; Node's
   // own 417 has an empty body.
@@ -61,14 +76,12 @@ export function registerCommon(app: FastifyInstance, tallies: RouteTallies, erro
   app.server.on('checkExpectation', (_req, res: ServerResponse) => writeRaw(res, 'expectationFailed', errorStyle));
   app.decorateRequest('gatewayRoute', '');
   // Callback-style hooks: these run on every request, and an async hook costs a promise each time.
-  app.addHook('onRequest', (request, reply, done) => {
-    reply.header('x-request-id', request.id);
-    if (refusesHost(request)) {
-      if (request.raw.httpVersionMajor === 1) reply.header('connection', 'close');
-      sendError(reply, 'badRequest');
-    }
-    done();
-  });
+  if (hostHook) {
+    app.addHook('onRequest', (request, reply, done) => {
+      checkHost(request, reply);
+      done();
+    });
+  }
   app.addHook('onResponse', (request, reply, done) => {
     const route = request.gatewayRoute || request.routeOptions.url || 'unmatched';
     tallies.answered(route, request.method, reply.statusCode, reply.elapsedTime / 1000);

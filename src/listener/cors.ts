@@ -1,8 +1,8 @@
-// The public listener's CORS hook (CONTRACT §10), right after the request's context is made: a
+// The public listener's CORS step (CONTRACT §10, publicOrder.ts), after the Host check: a
 // preflight on a covered path is answered here (204), before any guard, rate limit or route; any
 // other request to a covered path gets `Vary: Origin`, and the policy's headers when its Origin is
 // allowed. The policies are routing/cors.ts's, read from the request's pinned live snapshot.
-import type { onRequestHookHandler } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -11,27 +11,27 @@ declare module 'fastify' {
   }
 }
 
-/** Own endpoints are covered by the global policy only; a route's path by its own, if it has one. */
-export function corsHook(): onRequestHookHandler {
-  return function cors(request, reply, done) {
-    const { live, own, match } = request.context;
-    const policies = live.cors;
-    if (!policies || reply.sent) return done();
-    const route = match.kind === 'none' ? undefined : match.route;
-    const policy = route ? policies.forRoute(route.path) : policies.global;
-    if (!policy) return done();
-    request.corsCovered = true;
-    // The answer depends on Origin: caches must keep one per origin (Fetch standard, CORS and caching).
-    reply.header('vary', 'Origin');
-    const origin = request.headers.origin;
-    const allowed = origin !== undefined && policy.allows(origin);
-    if (request.method === 'OPTIONS' && origin !== undefined && request.headers['access-control-request-method'] !== undefined) {
-      if (allowed) reply.headers(policy.preflightHeaders(origin, route ? route.allowedMethods : own));
-      // Answered here: a fastify hook that sends does not call done().
-      reply.code(204).send();
-      return;
-    }
-    if (allowed) reply.headers(policy.responseHeaders(origin));
-    done();
-  };
+/**
+ * Own endpoints are covered by the global policy only; a route's path by its own, if it has one.
+ * True when it answered the request (a preflight): nothing after it runs.
+ */
+export function answerCors(request: FastifyRequest, reply: FastifyReply): boolean {
+  const { live, own, match } = request.context;
+  const policies = live.cors;
+  if (!policies || reply.sent) return false;
+  const route = match.kind === 'none' ? undefined : match.route;
+  const policy = route ? policies.forRoute(route.path) : policies.global;
+  if (!policy) return false;
+  request.corsCovered = true;
+  // The answer depends on Origin: caches must keep one per origin (Fetch standard, CORS and caching).
+  reply.header('vary', 'Origin');
+  const origin = request.headers.origin;
+  const allowed = origin !== undefined && policy.allows(origin);
+  if (request.method === 'OPTIONS' && origin !== undefined && request.headers['access-control-request-method'] !== undefined) {
+    if (allowed) reply.headers(policy.preflightHeaders(origin, route ? route.allowedMethods : own));
+    reply.code(204).send();
+    return true;
+  }
+  if (allowed) reply.headers(policy.responseHeaders(origin));
+  return false;
 }

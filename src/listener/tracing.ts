@@ -37,11 +37,24 @@ const SAFE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
  * (servedTraceparent). Proxied requests store nothing, and skip that cost.
  */
 export function traceRequests(app: FastifyInstance, tracing: Tracing, pathOf: (request: FastifyRequest) => string, carried: (request: FastifyRequest) => boolean = () => false): void {
-  app.decorateRequest('trace', undefined);
   app.addHook('onRequest', (request, _reply, done) => {
-    request.trace = tracing.begin(request.method, pathOf(request), request.headers);
+    beginTrace(tracing, request, pathOf(request));
     done();
   });
+  traceAnswers(app, tracing, carried);
+}
+
+/** The request's server span, begun; `path` without the query. */
+export function beginTrace(tracing: Tracing, request: FastifyRequest, path: string): void {
+  request.trace = tracing.begin(request.method, path, request.headers);
+}
+
+/**
+ * traceRequests without its onRequest hook, for a listener whose own first hook calls beginTrace
+ * (the public one's, publicOrder.ts): the trace carried into the handler, and ended with the answer.
+ */
+export function traceAnswers(app: FastifyInstance, tracing: Tracing, carried: (request: FastifyRequest) => boolean): void {
+  app.decorateRequest('trace', undefined);
   // Not from onRequest: the body is read in the socket's async context, so the handler that
   // follows would not be in the one entered there (as @fastify/request-context found).
   app.addHook('preValidation', (request, _reply, done) => {

@@ -6,7 +6,7 @@
 // request cannot hand two of its steps two configurations, and the path is read one way only.
 import type { IncomingMessage } from 'node:http';
 import type { Http2ServerRequest } from 'node:http2';
-import type { FastifyInstance, onRequestHookHandler } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import { LRUCache } from 'lru-cache';
 import { HTTP_METHODS } from '../config/schema.js';
 import type { Live, LiveSnapshot } from './live.js';
@@ -88,7 +88,7 @@ function keptSeparators(live: LiveSnapshot, method: string, rawPath: string, que
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /** Set by the public listener's first hook (RequestContexts.hook). */
+    /** Set by the public listener's first step (listener/publicOrder.ts). */
     context: RequestContext;
   }
 }
@@ -110,14 +110,6 @@ export class RequestContexts {
     // a WebSocket upgrade's dispatch may see req.url as Node read it.
     const url = req.url ?? '/';
     return (held[CONTEXT] ??= requestContext(this.live.current, req.method ?? 'GET', (req as { originalUrl?: string }).originalUrl === undefined ? canonicalUrl(url) : url, this.ownMethods));
-  }
-
-  /** The first onRequest hook: every later step reads request.context. */
-  hook(): onRequestHookHandler {
-    return (request, _reply, done) => {
-      request.context = this.of(request.raw);
-      done();
-    };
   }
 }
 
