@@ -150,24 +150,27 @@ export class Forwarder {
     app.route({ method: app.supportedMethods, url: FORWARDED_ROUTE, handler: (request, reply) => void this.forward(request, reply).catch((err: unknown) => reply.send(err)) });
   }
 
-  /** Decide, then plan, then send; every way out answers the client once. */
+  /**
+   * PUBLIC_ORDER's steps after routing (listener/publicOrder.ts), one line each and in its order:
+   * bodyless, upgrade, decide, forward. Every way out answers the client once.
+   */
   async forward(request: FastifyRequest, reply: FastifyReply): Promise<void> {
     // Node reads a GET's or HEAD's body, which fastify does not parse: the upstream would run
     // another request than the client sent (a search without its query). Refused instead.
     if ((request.method === 'GET' || request.method === 'HEAD') && hasBody(request)) return sendError(reply, 'badRequest');
-    const { context } = request;
     const upgrade = this.deps.websockets.isUpgrade(request);
-    if (upgrade) {
-      const malformed = handshakeDenial(request.headers);
-      if (malformed) return sendDenial(reply, malformed);
-    }
-    const headers = upgrade ? upgradeHeaders(request.headers, context.query) : request.headers;
-    const { trace } = request;
-    const decision = await this.deps.pipeline.decide({ context, headers, trace }, { forwarding: true });
+    if (upgrade && refusedHandshake(request, reply)) return;
+    const { context, trace } = request;
+    const decision = await this.deps.pipeline.decide({ context, headers: upgrade ? upgradeHeaders(request.headers, context.query) : request.headers, trace }, { forwarding: true });
     traceDecision(trace, decision);
     if (decision.kind === 'deny') return this.deny(request, reply, decision.route, decision.denial);
     request.gatewayRoute = decision.route.path;
+    await this.send(request, reply, decision, upgrade);
+  }
 
+  /** Plans the upstream request (plan(), the gateway's credentials found first), then sends it: relayed, upgraded, or refused. */
+  private async send(request: FastifyRequest, reply: FastifyReply, decision: Allowed, upgrade: boolean): Promise<void> {
+    const { context } = request;
     // An upgrade's access_token is a credential of the gateway's, never the upstream's, whoever signed it.
     const query = upgrade ? withoutAccessToken(context.query) : context.query;
     const { auth } = decision;
@@ -179,11 +182,6 @@ export class Forwarder {
       host: request.host || undefined, websocket: upgrade && decision.route.websocket === true, query, own, trustProxy: this.deps.server.trustProxy, organizations: this.deps.organizations,
     }, decision);
     request.log.debug({ route: decision.route.path, upstream: planned.upstream, userId: auth.kind === 'authenticated' ? auth.user.id : undefined }, 'proxying');
-    await this.send(request, reply, planned, decision);
-  }
-
-  /** Sends what plan() gave: relayed, upgraded, or refused. */
-  private async send(request: FastifyRequest, reply: FastifyReply, planned: ForwardPlan, decision: Allowed): Promise<void> {
     const { upstream } = planned;
     const refund = this.refunder(request, decision.use);
     switch (planned.kind) {
@@ -296,6 +294,13 @@ function upstreamSpan(request: FastifyRequest, upstream: string, method: string,
 
 function failedSpan(span: GatewaySpan | undefined, error: unknown): void {
   span?.setStatus({ code: STATUS_ERROR, message: (error as NodeJS.ErrnoException).code ?? 'upstream failed' }).end();
+}
+
+/** A WebSocket upgrade whose handshake is malformed is answered here (400): true. */
+function refusedHandshake(request: FastifyRequest, reply: FastifyReply): boolean {
+  const malformed = handshakeDenial(request.headers);
+  if (malformed) sendDenial(reply, malformed);
+  return malformed !== undefined;
 }
 
 /** A body follows the headers (RFC 9112 §6.3): a chunked one, or a non-zero Content-Length. */
