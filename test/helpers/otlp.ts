@@ -1,5 +1,8 @@
 // An OTLP trace export decoded by opentelemetry-proto's field numbers (trace/v1/trace.proto), the
-// way a collector reads it: what the tests' receivers make of the gateway's protobuf bodies.
+// way a collector reads it: what the tests' receivers make of the gateway's protobuf bodies; and
+// startCollector, such a receiver.
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 
 // opentelemetry-proto, as far as a trace export goes: each message's fields by number, as
 // [name, kind]. Defaults (0, empty) are left out, as proto3 leaves them out on the wire.
@@ -68,4 +71,45 @@ export function protobufSpans(body: Buffer): Array<Record<string, unknown>> {
   const request = decodeProtobuf(body, EXPORT_TRACE_REQUEST);
   return ((request.resourceSpans ?? []) as Decoded[]).flatMap((rs) => ((rs.scopeSpans ?? []) as Decoded[]).flatMap((ss) => (ss.spans ?? []) as Decoded[]))
     .map((span) => ({ parentSpanId: '', kind: 0, attributes: [], ...span }));
+}
+
+export interface OtlpSpan {
+  traceId: string;
+  spanId: string;
+  parentSpanId?: string;
+  name: string;
+  kind: number;
+  attributes: Array<{ key: string; value: Record<string, unknown> }>;
+}
+
+/** An OTLP/HTTP receiver, protobuf and JSON alike: every span it was sent, the raw bodies and their content types. */
+export async function startCollector() {
+  const spans: OtlpSpan[] = [];
+  const bodies: string[] = [];
+  const contentTypes: string[] = [];
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks);
+      const type = String(req.headers['content-type']);
+      if (req.url === '/v1/traces') {
+        contentTypes.push(type);
+        bodies.push(body.toString('utf8'));
+        if (type.startsWith('application/json')) {
+          const doc = JSON.parse(body.toString('utf8')) as { resourceSpans: Array<{ scopeSpans: Array<{ spans: OtlpSpan[] }> }> };
+          for (const rs of doc.resourceSpans) for (const ss of rs.scopeSpans) spans.push(...ss.spans);
+        } else if (type === 'application/x-protobuf') spans.push(...(protobufSpans(body) as unknown as OtlpSpan[]));
+      }
+      res.writeHead(200, { 'content-type': type === 'application/x-protobuf' ? type : 'application/json' }).end(type === 'application/x-protobuf' ? '' : '{}');
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    spans,
+    bodies,
+    contentTypes,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
 }

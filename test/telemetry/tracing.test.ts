@@ -5,7 +5,6 @@
 // credential, email or query string in any attribute; a collector that is down costs requests
 // nothing and its drops are counted in /metrics.
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
 import { tracingSettings } from '../../src/telemetry/tracing.js';
@@ -18,49 +17,8 @@ import {
   type TestGateway,
 } from '../helpers/gateway.js';
 import { startReceiver, verifiedEvent } from '../helpers/webhookReceiver.js';
-import { protobufSpans } from '../helpers/otlp.js';
+import { startCollector, type OtlpSpan } from '../helpers/otlp.js';
 import { sparePort } from '../helpers/ports.js';
-
-interface OtlpSpan {
-  traceId: string;
-  spanId: string;
-  parentSpanId?: string;
-  name: string;
-  kind: number;
-  attributes: Array<{ key: string; value: Record<string, unknown> }>;
-}
-
-/** An OTLP/HTTP receiver, protobuf and JSON alike: every span it was sent, the raw bodies and their content types. */
-async function startCollector() {
-  const spans: OtlpSpan[] = [];
-  const bodies: string[] = [];
-  const contentTypes: string[] = [];
-  const server = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      const body = Buffer.concat(chunks);
-      const type = String(req.headers['content-type']);
-      if (req.url === '/v1/traces') {
-        contentTypes.push(type);
-        bodies.push(body.toString('utf8'));
-        if (type.startsWith('application/json')) {
-          const doc = JSON.parse(body.toString('utf8')) as { resourceSpans: Array<{ scopeSpans: Array<{ spans: OtlpSpan[] }> }> };
-          for (const rs of doc.resourceSpans) for (const ss of rs.scopeSpans) spans.push(...ss.spans);
-        } else if (type === 'application/x-protobuf') spans.push(...(protobufSpans(body) as unknown as OtlpSpan[]));
-      }
-      res.writeHead(200, { 'content-type': type === 'application/x-protobuf' ? type : 'application/json' }).end(type === 'application/x-protobuf' ? '' : '{}');
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    spans,
-    bodies,
-    contentTypes,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
-}
 
 const attr = (span: OtlpSpan, key: string) => {
   const value = span.attributes.find((a) => a.key === key)?.value;
