@@ -63,7 +63,7 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
   if (instance.tracing) traceAnswers(app, instance.tracing, (request) => request.routeOptions.url !== FORWARDED_ROUTE);
   await documentRoutes(app);
 
-  await app.register(healthRoutes, { db, redis: redis?.client ?? null, lifecycle, fleet: instance.fleet });
+  await app.register(healthRoutes, { db, redis, lifecycle, fleet: instance.fleet });
   keySetRoutes(app, tokens, keyring);
   // The catalog (CONTRACT §20), served only to an instance whose answers carry codes or other words.
   if (config.errors.codes || config.errors.language !== 'fr') {

@@ -38,7 +38,7 @@ export async function buildAdminApp(instance: Instance, options: AdminOptions = 
   const app = Fastify({ ...listenerOptions(log.child({ listener: 'admin' })), ...(httpsOptions(admin.tls) as object) });
   registerCommon(app, metrics.tallies, instance.errorStyle);
   await documentRoutes(app);
-  await app.register(healthRoutes, { db, redis: redis?.client ?? null, lifecycle, fleet });
+  await app.register(healthRoutes, { db, redis, lifecycle, fleet });
   app.get('/openapi.json', { schema: DOCS.openapi }, async () => combinedDocument(options.publicDocument?.() ?? {}, app.swagger() as Record<string, unknown>));
   app.get('/metrics', { schema: DOCS.metrics }, async (_request, reply) => {
     reply.type(metrics.registry.contentType);
@@ -82,7 +82,7 @@ async function registerConsole(app: FastifyInstance, instance: Instance, shared:
   // admin.port 0 (any free port): the port the listener got, once it listens.
   const origin = () => consoleOrigin(admin, (app.server.address() as AddressInfo | null)?.port ?? admin.port);
   const secure = admin.tls !== undefined || admin.publicUrl?.startsWith('https:') === true;
-  const consoleDeps = { ...shared, secure, origin, config: () => live.current.settings, readiness: { db, redis: redis?.client ?? null, lifecycle }, metrics, clock: instance.clock, store };
+  const consoleDeps = { ...shared, secure, origin, config: () => live.current.settings, readiness: { db, redis, lifecycle }, metrics, clock: instance.clock, store };
   await app.register(async (scope) => {
     scope.addHook('onRequest', async (_request, reply) => {
       if (!shared.apiKey() && !(await operatorsExist(db))) return reply.callNotFound();

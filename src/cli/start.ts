@@ -75,7 +75,7 @@ export async function start({ config: configPath }: Args): Promise<number> {
     const { services } = gateway;
     fleet.serve({
       metrics: () => services.metrics.registry.getMetricsAsJSON(),
-      readiness: () => readiness({ db: services.db, redis: services.redis?.client ?? null, lifecycle: services.lifecycle }),
+      readiness: () => readiness({ db: services.db, redis: services.redis, lifecycle: services.lifecycle }),
     });
     log.info(urls, 'worker listening');
     fleet.listening(urls);

@@ -2,7 +2,8 @@
 import type { FastifyInstance } from 'fastify';
 import { errorBody } from '../errors/index.js';
 import type { Database } from '../storage/db.js';
-import { isReadOnlyError, probeRedis, refusesWrites, type RedisClient } from '../storage/redis/client.js';
+import type { RedisBreaker } from '../storage/redis/breaker.js';
+import { isReadOnlyError, refusesWrites, type RedisClient } from '../storage/redis/client.js';
 import { withTimeout } from '../time.js';
 import { errorOf, type EndpointSchema } from '../openapi.js';
 
@@ -10,7 +11,8 @@ export const CHECK_TIMEOUT_MS = 1000;
 
 export interface ReadinessDeps {
   db: Database;
-  redis: RedisClient | null;
+  /** The guards' Redis: a passing check closes its breaker (breaker.ts). */
+  redis: RedisBreaker | null;
   /** Shutting down (server.shutdownDelay): not ready, whatever the dependencies say. */
   lifecycle: { draining: boolean };
   /** In a worker (server.workers > 1): the readiness of every worker, gathered by the primary (workers.ts). */
@@ -32,11 +34,11 @@ function redisState(client: RedisClient, err: unknown): CheckState {
 }
 
 export async function readiness(deps: ReadinessDeps): Promise<Readiness> {
-  const redisClient = deps.redis;
+  const breaker = deps.redis;
   const [postgres, redis] = await Promise.all([
     withTimeout(deps.db.query('SELECT 1'), CHECK_TIMEOUT_MS).then(() => 'ok' as const, () => 'down' as const),
-    redisClient
-      ? withTimeout(probeRedis(redisClient), CHECK_TIMEOUT_MS).then(() => 'ok' as const, (err: unknown) => redisState(redisClient, err))
+    breaker
+      ? breaker.check(CHECK_TIMEOUT_MS).then(() => 'ok' as const, (err: unknown) => redisState(breaker.client, err))
       : Promise.resolve('off' as const),
   ]);
   // Redis down or read-only is not a reason to leave the pool: the guards fall back in-process

@@ -1,7 +1,8 @@
 // A Redis that hangs (kill -STOP: connections stay open, nothing is answered) under a running
 // gateway: a refused daily request and a token refresh each wait storage.redisTimeout at most,
 // after a few failures requests stop sending Redis anything (counted by Redis itself once it
-// runs again), the log says so in a few lines, and Redis is used again after kill -CONT.
+// runs again), the log says so in a few lines, and Redis is used again after kill -CONT, at once
+// when /readyz has seen it answer.
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { bearer, closeSql, eventually, makeUser, marker, startTestGateway, testConfig, testServices, type TestGateway } from '../helpers/gateway.js';
 import { describeWithRedisServers, requireRedisBinaries, startRedisServer, type RedisServer } from '../helpers/redisServers.js';
@@ -95,5 +96,19 @@ describeWithRedisServers('a hung Redis', () => {
     }, 5000, 100);
     expect((await gw.get('/readyz')).status).toBe(200);
     expect(gw.logs.slice(logsBefore).some((l) => l.includes('Redis is back: the guards use it again'))).toBe(true);
+  });
+
+  it('is used again from the moment /readyz says "ok", not a cool-down later', async () => {
+    const user = await makeUser(gw);
+    expect((await gw.get(`/daily/${marker()}`, { headers: bearer(user.access) })).status).toBe(200);
+    server.pause();
+    // A few requests that wait for Redis in vain open the breaker.
+    for (let i = 0; i < 3; i++) expect((await gw.get(`/daily/${marker()}`, { headers: bearer(user.access) })).json).toEqual(LIMIT_1);
+    server.resume();
+    // Well within the breaker's one-second cool-down: readiness's own write closes it.
+    expect((await gw.get('/readyz')).json).toEqual({ status: 'ok', checks: { postgres: 'ok', redis: 'ok' } });
+    const before = gw.services.daily.stats.refusedByRedis;
+    expect((await gw.get(`/daily/${marker()}`, { headers: bearer(user.access) })).json).toEqual(LIMIT_1);
+    expect(gw.services.daily.stats.refusedByRedis).toBe(before + 1);
   });
 });

@@ -78,6 +78,17 @@ export class RedisBreaker {
     }
   }
 
+  /**
+   * Resolves when Redis takes a write within `timeoutMs`, rejects with its error otherwise: what
+   * /readyz asks. A pass closes an open breaker at once: the guards use Redis from the moment
+   * readiness says "ok", not up to a cool-down later (a client that saw 429 counted in-process
+   * after readiness said Redis was back). A failure here does not count toward opening it.
+   */
+  async check(timeoutMs: number): Promise<void> {
+    await withTimeout(probeRedis(this.client), timeoutMs, `Redis did not answer within ${timeoutMs} ms`);
+    this.passed();
+  }
+
   /** `listener` runs whenever Redis is usable again: reconnected, or the breaker closed. */
   onBack(listener: () => void): void {
     this.backListeners.push(listener);
@@ -114,14 +125,20 @@ export class RedisBreaker {
   private async probe(): Promise<void> {
     try {
       if (this.client.status !== 'ready') throw new Error(`Redis is not connected (${this.client.status})`);
-      await withTimeout(probeRedis(this.client), this.timeoutMs, `Redis did not answer the probe within ${this.timeoutMs} ms`);
+      await this.check(this.timeoutMs);
     } catch (err) {
       this.failing.failed(err);
-      this.probeLater();
-      return;
+      // Still open, unless readiness's check closed it meanwhile.
+      if (this.open) this.probeLater();
     }
+  }
+
+  /** A write went through: an open breaker closes, and the guards are told. */
+  private passed(): void {
+    if (!this.open) return;
     this.open = false;
     this.failures = 0;
+    clearTimeout(this.probeTimer);
     this.back();
   }
 
