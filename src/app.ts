@@ -59,7 +59,7 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
   app.decorateRequest('context', null as unknown as RequestContext);
   app.decorateRequest('corsCovered', false);
   app.addHook('onRequest', publicRequestHook({ contexts, tracing: instance.tracing, lifecycle }));
-  registerCommon(app, metrics.tallies, instance.errorStyle, false);
+  registerCommon(app, metrics.tallies, instance.errorStyle);
   if (instance.tracing) traceAnswers(app, instance.tracing, (request) => request.routeOptions.url !== FORWARDED_ROUTE);
   await documentRoutes(app);
 

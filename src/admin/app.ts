@@ -7,7 +7,7 @@ import type { Logger } from 'pino';
 import { healthRoutes } from '../listener/health.js';
 import { failureLog, type FailureLog } from '../telemetry/logThrottle.js';
 import type { Instance } from '../instance.js';
-import { listenerOptions, registerCommon } from '../listener/basics.js';
+import { listenerOptions, registerCommon, registerHostCheck } from '../listener/basics.js';
 import { httpsOptions } from '../listener/tls.js';
 import { refuseUnfitInput } from '../listener/inputs.js';
 import { combinedDocument, documentRoutes, type EndpointSchema } from '../openapi.js';
@@ -37,6 +37,7 @@ export async function buildAdminApp(instance: Instance, options: AdminOptions = 
   // admin.tls: HTTPS (and HTTP/2 if asked), with the public listener's TLS policy.
   const app = Fastify({ ...listenerOptions(log.child({ listener: 'admin' })), ...(httpsOptions(admin.tls) as object) });
   registerCommon(app, metrics.tallies, instance.errorStyle);
+  registerHostCheck(app);
   await documentRoutes(app);
   await app.register(healthRoutes, { db, redis, lifecycle, fleet });
   app.get('/openapi.json', { schema: DOCS.openapi }, async () => combinedDocument(options.publicDocument?.() ?? {}, app.swagger() as Record<string, unknown>));

@@ -7,7 +7,7 @@
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { sendDenial, sendError } from '../errors/index.js';
 import type { Instance } from '../instance.js';
-import { acceptEveryMethod, listenerOptions, registerCommon } from '../listener/basics.js';
+import { acceptEveryMethod, listenerOptions, registerCommon, registerHostCheck } from '../listener/basics.js';
 import { traceDecision, traceRequests } from '../listener/tracing.js';
 import { DenialLog } from '../telemetry/logThrottle.js';
 import { credentialChecks, findOwnCredentials } from '../proxy/ownTokens.js';
@@ -58,6 +58,7 @@ export async function buildDecisionsApp(instance: Instance, options: DecisionsOp
   const organizations = instance.config.organizations?.enabled === true;
   const app = Fastify(listenerOptions(log.child({ listener: 'decisions' })));
   registerCommon(app, metrics.tallies, instance.errorStyle);
+  registerHostCheck(app);
   // A decision is a span of its own, named after the route it was asked about (its stages as
   // children), continuing the proxy's trace when the proxy sends a traceparent.
   if (instance.tracing) traceRequests(app, instance.tracing, (request) => request.url.split('?', 1)[0]!);

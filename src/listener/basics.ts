@@ -65,23 +65,18 @@ export function checkHost(request: FastifyRequest, reply: FastifyReply): void {
 }
 
 /**
- * What every listener registers: request ids, the lenient JSON parser, the error catalog, metrics.
- * `hostHook` false: the listener's own first hook calls checkHost (the public one's, publicOrder.ts).
+ * What every listener registers: the lenient JSON parser, the error catalog, metrics. The Host
+ * check is each listener's first hook: registerHostCheck, or the public listener's own ordered
+ * hook (publicOrder.ts).
  */
-export function registerCommon(app: FastifyInstance, tallies: RouteTallies, errorStyle: ErrorStyle = DEFAULT_STYLE, hostHook = true): void {
+export function registerCommon(app: FastifyInstance, tallies: RouteTallies, errorStyle: ErrorStyle = DEFAULT_STYLE): void {
   app.decorate('errorStyle', errorStyle);
   // An Expect other than 100-continue (RFC 9110 §10.1.1) is refused before any route runs; Node's
   // own 417 has an empty body.
   // On HTTP/2 `res` is Node's compatibility response, which answers writeHead and end alike.
   app.server.on('checkExpectation', (_req, res: ServerResponse) => writeRaw(res, 'expectationFailed', errorStyle));
   app.decorateRequest('gatewayRoute', '');
-  // Callback-style hooks: these run on every request, and an async hook costs a promise each time.
-  if (hostHook) {
-    app.addHook('onRequest', (request, reply, done) => {
-      checkHost(request, reply);
-      done();
-    });
-  }
+  // A callback-style hook: it runs on every request, and an async hook costs a promise each time.
   app.addHook('onResponse', (request, reply, done) => {
     const route = request.gatewayRoute || request.routeOptions.url || 'unmatched';
     tallies.answered(route, request.method, reply.statusCode, reply.elapsedTime / 1000);
@@ -96,4 +91,12 @@ export function registerCommon(app: FastifyInstance, tallies: RouteTallies, erro
 
   app.setNotFoundHandler((_request, reply) => sendError(reply, 'routeNotFound'));
   registerErrorHandler(app);
+}
+
+/** The request id on every answer and the Host check (checkHost), as a listener's first onRequest hook. */
+export function registerHostCheck(app: FastifyInstance): void {
+  app.addHook('onRequest', (request, reply, done) => {
+    checkHost(request, reply);
+    done();
+  });
 }

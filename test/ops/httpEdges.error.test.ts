@@ -1,10 +1,12 @@
 // HTTP at its edges (issue 16, item 7): requests Node would answer with an empty body, or that
 // would turn into a 500, a silently changed request or a dropped connection, get the catalog's
 // answer; every 401 says how to authenticate (RFC 6750).
+import type { FastifyInstance } from 'fastify';
 import { SignJWT } from 'jose';
-import { afterAll, beforeAll, expect, it } from 'vitest';
-import { bearer, closeSql, describeWithServices, makeUser, marker, startTestGateway, TEST_JWT_SECRET, testConfig, type TestGateway } from '../helpers/gateway.js';
+import { afterAll, beforeAll, expect, it, onTestFinished } from 'vitest';
+import { bearer, closeSql, describeWithServices, makeUser, marker, startDecidingGateway, TEST_JWT_SECRET, type TestGateway } from '../helpers/gateway.js';
 import { rawExchange } from '../helpers/http.js';
+import { buildAdminApp } from '../../src/admin/app.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 
 const JSON_400 = '{"error":"Requête invalide"}';
@@ -15,10 +17,10 @@ describeWithServices('HTTP at its edges', () => {
 
   beforeAll(async () => {
     upstream = await startEchoUpstream();
-    gw = await startTestGateway(testConfig({
+    gw = await startDecidingGateway({
       upstreams: { app: { url: upstream.url } },
       routes: [{ path: '/open', upstream: 'app', auth: 'none' }, { path: '/private', upstream: 'app' }],
-    }));
+    });
   });
 
   afterAll(async () => {
@@ -72,6 +74,23 @@ describeWithServices('HTTP at its edges', () => {
     } finally {
       server.requestTimeout = before.request;
       server.headersTimeout = before.headers;
+    }
+  });
+
+  it('answers the same 400 on the admin and decisions listeners, with the request id', async () => {
+    const admin: FastifyInstance = await buildAdminApp(gw.services);
+    const adminUrl = await admin.listen({ host: '127.0.0.1', port: 0 });
+    onTestFinished(() => admin.close());
+    for (const url of [adminUrl, gw.decisionsUrl!]) {
+      for (const host of [undefined, 'evil:1@127.0.0.1']) {
+        const answer = await rawExchange(url, Buffer.from(`GET /healthz HTTP/1.1\r\n${host === undefined ? '' : `Host: ${host}\r\n`}Connection: close\r\n\r\n`, 'latin1'), { halfClose: false });
+        expect(statusLine(answer), `${url} ${String(host)}`).toBe('HTTP/1.1 400 Bad Request');
+        expect(body(answer)).toBe(JSON_400);
+        expect(answer).toMatch(/\r\nx-request-id: \S+\r\n/i);
+      }
+      const ok = await rawExchange(url, Buffer.from('GET /healthz HTTP/1.1\r\nHost: gateway.internal\r\nConnection: close\r\n\r\n', 'latin1'), { halfClose: false });
+      // The Host check passes it on (the decisions listener has no /healthz of its own: 404).
+      expect(statusLine(ok), url).toMatch(/^HTTP\/1\.1 (200 OK|404 Not Found)$/);
     }
   });
 
