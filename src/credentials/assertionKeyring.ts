@@ -43,7 +43,7 @@ export class AssertionKeyring {
 
   /** Creates the keys if this is the first instance ever, loads them and starts following rotations. */
   async start(): Promise<void> {
-    await ensureAssertionKeys(this.db);
+    // A first start finds no keys, and load() makes them (as after a deletion by hand).
     await this.reload();
     // Once started, reload() only logs its failures (it keeps the keys it has), so nothing to catch here.
     const reload = () => void this.reload().catch(() => {});

@@ -62,14 +62,16 @@ export async function ensureAssertionKeys(db: Queryable): Promise<void> {
   }
 }
 
-async function insertKey(db: Queryable, state: 'current' | 'next'): Promise<void> {
+/** A new key in `state`; its kid, or undefined when another instance's insert won (nothing inserted). */
+async function insertKey(db: Queryable, state: 'current' | 'next'): Promise<string | undefined> {
   const key = await generateAssertionKey();
-  await db.query(
+  const inserted = await db.query<{ kid: string }>(
     `INSERT INTO assertion_keys (kid, state, private_jwk, public_jwk, activated_at)
      VALUES ($1, $2, $3::jsonb, $4::jsonb, CASE WHEN $5::boolean THEN now() END)
-     ON CONFLICT DO NOTHING`,
+     ON CONFLICT DO NOTHING RETURNING kid`,
     [key.kid, state, JSON.stringify(key.privateJwk), JSON.stringify(key.publicJwk), state === 'current'],
   );
+  return inserted[0]?.kid;
 }
 
 export interface Rotation {
@@ -91,18 +93,16 @@ export async function rotateAssertionKeys(db: Database): Promise<Rotation> {
     const retired = await tx.query<{ kid: string }>(
       `UPDATE assertion_keys SET state = 'retired', retired_at = now(), private_jwk = NULL WHERE state = 'current' RETURNING kid`,
     );
-    const promote = () => tx.query<{ kid: string }>(`UPDATE assertion_keys SET state = 'current', activated_at = now() WHERE state = 'next' RETURNING kid`);
-    let promoted = await promote();
-    if (!promoted.length) {
-      // The next key was deleted by hand after ensureAssertionKeys saw it (the deletion committed
-      // while this waited for its row): made again and promoted, as a next key deleted before the
-      // rotation is (by ensureAssertionKeys above). Refusing would gain nothing: the rotation run
-      // again does the same.
-      await insertKey(tx, 'next');
-      promoted = await promote();
-    }
+    const promoted = await tx.query<{ kid: string }>(`UPDATE assertion_keys SET state = 'current', activated_at = now() WHERE state = 'next' RETURNING kid`);
+    // The next key was deleted by hand after ensureAssertionKeys saw it (the deletion committed
+    // while this waited for its row): a new key becomes current, as a next key deleted before the
+    // rotation would have been made (by ensureAssertionKeys above) and promoted. Refusing would gain
+    // nothing: the rotation run again does the same. The current row was retired above, under the
+    // rotation lock: the insert has no rival.
+    const current = promoted[0]?.kid ?? (await insertKey(tx, 'current'))!;
+    // An instance starting now may have made the next key first (ensureAssertionKeys): that one stays.
     await insertKey(tx, 'next');
     const next = await tx.query<{ kid: string }>(`SELECT kid FROM assertion_keys WHERE state = 'next'`);
-    return { current: promoted[0]!.kid, previous: retired[0]?.kid, next: next[0]!.kid };
+    return { current, previous: retired[0]?.kid, next: next[0]!.kid };
   });
 }
