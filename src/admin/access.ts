@@ -11,7 +11,7 @@ import { sendDenial, sendError } from '../errors/index.js';
 import { sha256Hex } from '../credentials/digest.js';
 import { OPERATOR_TOKEN_PREFIX } from '../credentials/shapes.js';
 import { headerValue } from '../http.js';
-import type { Database } from '../storage/db.js';
+import type { Database, Queryable } from '../storage/db.js';
 import { findOperator, OPERATOR_ROLES, operatorsExist, useOperatorToken, type OperatorRole } from '../storage/operators.js';
 import type { FailureLog } from '../telemetry/logThrottle.js';
 
@@ -41,6 +41,25 @@ export interface AccessDeps {
   consoleMark?: string;
   clock: () => Date;
   keyRefusals: FailureLog;
+  /** Whether the admin API exists at all (adminExistence). */
+  adminExists: () => Promise<boolean>;
+}
+
+/**
+ * Whether the admin API exists: a shared key is set, or an operator is (§24). Asked on every admin
+ * request while admin.apiKey is empty; once this listener has seen an operator the answer stays
+ * true: operators go only by removal, which keeps the last admin while the key is empty. (Were
+ * every operator removed while a key was set, then the key cleared, the API would answer 401
+ * rather than 404 until a restart: nobody gets in either way.) A false is never kept: an operator
+ * added by another instance or the CLI counts at the next request.
+ */
+export function adminExistence(apiKey: () => string, db: Queryable): () => Promise<boolean> {
+  let operatorSeen = false;
+  return async () => {
+    if (apiKey() || operatorSeen) return true;
+    operatorSeen = await operatorsExist(db);
+    return operatorSeen;
+  };
 }
 
 const callers = new WeakMap<FastifyRequest, Caller>();
@@ -80,7 +99,7 @@ async function identify(deps: AccessDeps, request: FastifyRequest): Promise<Call
 export function adminAccess(deps: AccessDeps) {
   return async function adminAccess(request: FastifyRequest, reply: FastifyReply) {
     // No shared key and no operator: the admin API does not exist (not "forbidden", which would invite guessing).
-    if (!deps.apiKey() && !(await operatorsExist(deps.db))) return sendError(reply, 'adminNotFound');
+    if (!(await deps.adminExists())) return sendError(reply, 'adminNotFound');
     const caller = await identify(deps, request);
     if (!caller) {
       deps.keyRefusals.failed(undefined, { ip: request.ip, url: request.url });

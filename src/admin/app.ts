@@ -15,7 +15,7 @@ import { consoleRoutes } from './console.js';
 import { operatorSignInRoutes } from './operatorSignIn.js';
 import { consoleOffReasons, consoleOrigin, linkOrigin } from './consoleOrigin.js';
 import { memoryConsoleStore } from '../storage/consoleStore.js';
-import { operatorsExist } from '../storage/operators.js';
+import { adminExistence } from './access.js';
 import { adminRoutes } from './routes.js';
 
 /** Each route's OpenAPI fragment (documentation only: src/openapi.ts), by handler. */
@@ -53,15 +53,24 @@ export async function buildAdminApp(instance: Instance, options: AdminOptions = 
   refuseUnfitInput(app, { payloads: ['/admin/v1/alerts', '/admin/v1/import/users', '/admin/v1/import/keys'] });
   // Read per request from the live configuration: SIGHUP rotates the shared key (CONTRACT §24).
   const apiKey = () => live.current.settings.admin.apiKey;
+  const adminExists = adminExistence(apiKey, db);
   const keyRefusals = failureLog(app.log as Logger, 'admin key refused: a request with a missing or wrong admin key');
   // admin.port 0 (any free port): the port the listener got, once it listens.
   const port = () => (app.server.address() as AddressInfo | null)?.port ?? admin.port;
-  await app.register(adminRoutes, { prefix: '/admin', db, identities, events, audit, consoleMark, apiKey, config: () => live.current.settings, clock: instance.clock, keyRefusals,
+  await app.register(adminRoutes, { prefix: '/admin', db, identities, events, audit, consoleMark, apiKey, config: () => live.current.settings, clock: instance.clock, keyRefusals, adminExists,
     linkOrigin: () => linkOrigin(admin, port()),
     invitations: { mailer: instance.mailer, words: instance.mailWords, resetUrl: instance.config.mail?.resetUrl },
     cancelSubscriptions: instance.billing?.billing.cancelAtPeriodEnd });
-  await registerConsole(app, instance, { consoleMark, apiKey, keyRefusals });
+  await registerConsole(app, instance, { consoleMark, apiKey, keyRefusals, adminExists });
   return app;
+}
+
+/** What the console shares with the admin API. */
+interface ConsoleShared {
+  consoleMark: string;
+  apiKey: () => string;
+  keyRefusals: FailureLog;
+  adminExists: () => Promise<boolean>;
 }
 
 /**
@@ -69,7 +78,7 @@ export async function buildAdminApp(instance: Instance, options: AdminOptions = 
  * address without admin.publicUrl (§26), said once at start as `gateway check` says it; and while
  * there is neither a shared key nor an operator (§24: with operators only, it offers their sign-in).
  */
-async function registerConsole(app: FastifyInstance, instance: Instance, shared: { consoleMark: string; apiKey: () => string; keyRefusals: FailureLog }): Promise<void> {
+async function registerConsole(app: FastifyInstance, instance: Instance, shared: ConsoleShared): Promise<void> {
   const { db, redis, audit, metrics, live, lifecycle, fleet } = instance;
   const { admin } = instance.config;
   // The key is checked per request below (SIGHUP may set or clear it): the other reasons decide here.
@@ -86,7 +95,7 @@ async function registerConsole(app: FastifyInstance, instance: Instance, shared:
   const consoleDeps = { ...shared, secure, origin, config: () => live.current.settings, readiness: { db, redis, lifecycle }, metrics, clock: instance.clock, store };
   await app.register(async (scope) => {
     scope.addHook('onRequest', async (_request, reply) => {
-      if (!shared.apiKey() && !(await operatorsExist(db))) return reply.callNotFound();
+      if (!(await shared.adminExists())) return reply.callNotFound();
     });
     await scope.register(consoleRoutes, consoleDeps);
     // Operators as themselves (CONTRACT §24), in a scope of its own: the auth rate limit applies there only.

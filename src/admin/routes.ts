@@ -53,6 +53,8 @@ export interface AdminRoutesDeps {
   clock: () => Date;
   /** Requests refused for a missing or wrong admin key, here and in the console: a line per interval, with a count. */
   keyRefusals: FailureLog;
+  /** Whether the admin API exists at all (access.ts). */
+  adminExists: () => Promise<boolean>;
   /** The console's origin, for operators' enrolment links (operatorRoutes.ts). */
   linkOrigin: () => string | undefined;
   /** The invitation mail of a user an operator creates (accounts.ts); absent: creating one answers 503. */

@@ -39,20 +39,9 @@ export async function listOperators(q: Queryable): Promise<OperatorRow[]> {
   return q.query<OperatorRow>(`SELECT ${COLUMNS} FROM operators o ORDER BY o.id`);
 }
 
-// The databases (one per instance) on which an operator has been seen. Asked on every admin
-// request while admin.apiKey is empty; once one exists the answer stays true: operators go only by
-// removal, which keeps the last admin while the key is empty. (Were every operator removed while a
-// key was set, then the key cleared, the API would answer 401 rather than 404 until a restart:
-// nobody gets in either way.) A false is never kept: an operator added by another instance or the
-// CLI counts at the next request.
-const operatorsSeen = new WeakSet<Queryable>();
-
 /** Whether any operator exists: with an empty admin.apiKey, the admin API exists only then (§24). */
 export async function operatorsExist(q: Queryable): Promise<boolean> {
-  if (operatorsSeen.has(q)) return true;
-  const exist = (await q.query('SELECT 1 FROM operators LIMIT 1')).length > 0;
-  if (exist) operatorsSeen.add(q);
-  return exist;
+  return (await q.query('SELECT 1 FROM operators LIMIT 1')).length > 0;
 }
 
 /**

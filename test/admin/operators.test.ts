@@ -80,7 +80,7 @@ describeWithServices('admin API: operators and their roles', () => {
     const app = Fastify();
     const keyRefusals = { failed: () => {}, recovered: () => {} } as unknown as FailureLog;
     await app.register(async (scope) => {
-      scope.addHook('onRequest', adminAccess({ db: gw.services.db, apiKey: () => ADMIN_KEY, clock: () => new Date(), keyRefusals }));
+      scope.addHook('onRequest', adminAccess({ db: gw.services.db, apiKey: () => ADMIN_KEY, clock: () => new Date(), keyRefusals, adminExists: async () => true }));
       scope.get('/v1/undeclared', async () => ({ ok: true }));
     }, { prefix: '/admin' });
     const local = await app.listen({ host: '127.0.0.1', port: 0 });
