@@ -108,6 +108,27 @@ describeWithServices('migrate()', () => {
     expect(results.filter((r) => r.created)).toHaveLength(1);
     expect(await db.query('SELECT count(*)::int AS n FROM gateway_secrets WHERE name = $1', ['shared'])).toEqual([{ n: 1 }]);
   });
+
+  it('getOrCreateSecret: a row deleted by hand between its insert and its read is stored again, not a crash', async () => {
+    const db = open();
+    const other = open();
+    await migrate(db);
+    await getOrCreateSecret(db, 'shared', 'first');
+    // The real database, with another connection's DELETE landing right after the insert found the row.
+    let deleted = false;
+    const interleaved = {
+      query: async (sql: string, params?: unknown[]) => {
+        const rows = await db.query(sql, params);
+        if (sql.startsWith('INSERT') && !deleted) {
+          deleted = true;
+          await other.query('DELETE FROM gateway_secrets WHERE name = $1', ['shared']);
+        }
+        return rows;
+      },
+    } as unknown as Database;
+    expect(await getOrCreateSecret(interleaved, 'shared', 'second')).toEqual({ value: 'second', created: true });
+    expect(await db.query('SELECT value FROM gateway_secrets WHERE name = $1', ['shared'])).toEqual([{ value: 'second' }]);
+  });
 });
 
 describe('splitStatements', () => {
