@@ -57,6 +57,8 @@ class Relay implements Dispatcher.DispatchHandler {
   private controller: Dispatcher.DispatchController | undefined;
   private clientLeft: boolean;
   private draining = false;
+  /** The upstream's answer went out whole: a close after it is the connection's, not a departure. */
+  private relayed = false;
 
   constructor(private readonly reply: FastifyReply, private readonly callbacks: RelayCallbacks) {
     // A client that leaves stops the upstream request at once, whatever stage it is at.
@@ -64,8 +66,11 @@ class Relay implements Dispatcher.DispatchHandler {
     if (!this.clientLeft) reply.raw.once('close', this.clientClosed);
   }
 
+  // Not `writableEnded`: the gateway may have answered the client itself while the upstream request
+  // still waits (a malformed chunk in the body: the catalog's 400, then the connection goes), and
+  // that request must end too, or it holds the upstream (and a shutdown) until its timeout.
   private readonly clientClosed = (): void => {
-    if (this.reply.raw.writableEnded) return;
+    if (this.relayed) return;
     this.clientLeft = true;
     this.controller?.abort(clientGone());
   };
@@ -111,6 +116,7 @@ class Relay implements Dispatcher.DispatchHandler {
   }
 
   onResponseEnd(): void {
+    this.relayed = true;
     this.reply.raw.end();
   }
 

@@ -329,6 +329,8 @@ describeWithServices('bodies streamed both ways', () => {
     ['half-closes (FIN), with content-length', true, 'fin'],
     ['resets, chunked', false, 'reset'],
     ['resets, with content-length', true, 'reset'],
+    // The catalog's 400 for the broken framing goes to the client; the upstream request must end too.
+    ['sends a malformed chunk', false, 'malformed'],
   ] as const)('lets go of the connection and the upstream request when the client %s mid-body', async (_how, sized, how) => {
     for (const route of routes()) {
       const m = marker();
@@ -343,7 +345,8 @@ describeWithServices('bodies streamed both ways', () => {
       const clientSocket = req.socket!;
       const clientClosed = new Promise<void>((resolve) => clientSocket.once('close', () => resolve()));
       if (how === 'fin') clientSocket.end();
-      else clientSocket.resetAndDestroy();
+      else if (how === 'reset') clientSocket.resetAndDestroy();
+      else clientSocket.write('zz\r\nnot a chunk\r\n');
       await within(arrival.closed, `${route.name}: the upstream request stayed open after the client went away`);
       expect(arrival.ended).toBe(false);
       await within(clientClosed, `${route.name}: the gateway kept the client's half-closed connection open`);
