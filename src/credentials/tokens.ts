@@ -52,7 +52,8 @@ export interface Tokens {
   /** Signs a new pair in a session; the caller stores the refresh token's hash (refreshExpiresAt). */
   issuePair(user: { id: number; email: string; plan: Plan }, sessionId: number, assurance: Assurance): Promise<{ pair: TokenPair; refreshExpiresAt: Date }>;
   /** The access token's claims, or null when it is not a valid access token now. */
-  verifyAccess(token: string): Promise<AccessClaims | null>;
+  /** Synchronous for a token already verified (the cache below): the bearer hot path pays no promise. */
+  verifyAccess(token: string): AccessClaims | null | Promise<AccessClaims | null>;
   /** The refresh token's user id, or null when it does not decode, is expired or is not a refresh token. */
   verifyRefresh(token: string): Promise<number | null>;
   /**
@@ -124,10 +125,14 @@ class JwtTokens implements Tokens {
     };
   }
 
-  async verifyAccess(token: string): Promise<AccessClaims | null> {
+  verifyAccess(token: string): AccessClaims | null | Promise<AccessClaims | null> {
     this.keys();
     const cached = this.verified.get(token);
     if (cached) return cached.exp > this.seconds() ? cached : null;
+    return this.verifyUncached(token);
+  }
+
+  private async verifyUncached(token: string): Promise<AccessClaims | null> {
     const payload = await this.verify(token, ACCESS_TYP);
     if (!payload || typeof payload.plan !== 'string' || typeof payload.email !== 'string') return null;
     // Number.isSafeInteger is false for anything but a number.

@@ -91,8 +91,11 @@ export interface DecideOptions {
 export class Pipeline {
   constructor(private readonly deps: PipelineDeps) {}
 
-  /** The whole pipeline for a request aimed at a route of the table. */
-  async decide(request: RequestFacts, options: DecideOptions = {}): Promise<Decision> {
+  /**
+   * The whole pipeline for a request aimed at a route of the table. A promise only when a stage or
+   * the assertion needed one: a request decided in memory (auth: none) pays no promise and no tick.
+   */
+  decide(request: RequestFacts, options: DecideOptions = {}): Decision | Promise<Decision> {
     const { context } = request;
     const { path } = context;
     if (path === undefined) return { kind: 'deny', route: undefined, denial: { code: 'badRequest' } };
@@ -120,17 +123,23 @@ export class Pipeline {
       return this.denied(route.path, { code: 'methodNotAllowed', headers: { allow: [...route.allowedMethods].join(', ') } });
     }
 
-    const outcome = await this.guard(route, request.headers, context.live, request.trace);
+    const outcome = this.guard(route, request.headers, context.live, request.trace);
+    return outcome instanceof Promise ? outcome.then((o) => this.allowOrDeny(route, match.upstreamPath, o)) : this.allowOrDeny(route, match.upstreamPath, outcome);
+  }
+
+  /** The decision the guards' outcome gives: allowed with the caller's identity headers, or denied. */
+  private allowOrDeny(route: CompiledRoute, upstreamPath: string, outcome: GuardOutcome): Decision | Promise<Decision> {
     if (outcome.kind === 'deny') return this.denied(route.path, outcome.denial);
     const { auth, org } = outcome;
-    let identity: Record<string, string> | undefined;
-    if (auth.kind === 'authenticated') {
-      const key = keyFactsOf(auth);
-      identity = identityHeaders(auth.user, auth.method, key, org, this.deps.forwardExternalId);
-      if (route.target?.assertion) Object.assign(identity, await this.deps.assertions.headerFor(auth.user, auth.method, route.target.name, key, org));
-    }
-    this.deps.tallies.decided(route.path, 'allowed');
-    return { kind: 'allow', route, upstreamPath: match.upstreamPath, auth, org, identity, responseHeaders: outcome.responseHeaders, use: outcome.use };
+    const allowed = (identity: Record<string, string> | undefined): Decision => {
+      this.deps.tallies.decided(route.path, 'allowed');
+      return { kind: 'allow', route, upstreamPath, auth, org, identity, responseHeaders: outcome.responseHeaders, use: outcome.use };
+    };
+    if (auth.kind !== 'authenticated') return allowed(undefined);
+    const key = keyFactsOf(auth);
+    const identity = identityHeaders(auth.user, auth.method, key, org, this.deps.forwardExternalId);
+    if (!route.target?.assertion) return allowed(identity);
+    return this.deps.assertions.headerFor(auth.user, auth.method, route.target.name, key, org).then((assertion) => allowed(Object.assign(identity, assertion)));
   }
 
   /**
@@ -138,9 +147,14 @@ export class Pipeline {
    * them. A request made with an API key is counted for the key's usage (CONTRACT §21), as denied
    * when refused once the key was known.
    */
-  async guard(policy: GuardPolicy, headers: IncomingHttpHeaders, live: LiveSnapshot, trace?: RequestTrace): Promise<GuardOutcome> {
+  guard(policy: GuardPolicy, headers: IncomingHttpHeaders, live: LiveSnapshot, trace?: RequestTrace): GuardOutcome | Promise<GuardOutcome> {
     const run: GuardRun = { policy, headers, live, deps: this.deps, auth: ANONYMOUS, calls: untraced, quotas: [] };
-    const denial = await runStages(run, trace);
+    const denial = runStages(run, trace);
+    return denial instanceof Promise ? denial.then((d) => this.outcomeOf(run, d)) : this.outcomeOf(run, denial);
+  }
+
+  /** What the stages' run came to. */
+  private outcomeOf(run: GuardRun, denial: Denial | undefined): GuardOutcome {
     // One Map lookup: what a key did is written off the request path (storage/apiKeyUsage.ts).
     // A key found but refused itself (expired, its owner deactivated) is a denial, not a use.
     const { keyId } = run.auth as { keyId?: number };

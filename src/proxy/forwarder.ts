@@ -161,7 +161,9 @@ export class Forwarder {
     const upgrade = this.deps.websockets.isUpgrade(request);
     if (upgrade && refusedHandshake(request, reply)) return;
     const { context, trace } = request;
-    const decision = await this.deps.pipeline.decide({ context, headers: upgrade ? upgradeHeaders(request.headers, context.query) : request.headers, trace }, { forwarding: true });
+    const decided = this.deps.pipeline.decide({ context, headers: upgrade ? upgradeHeaders(request.headers, context.query) : request.headers, trace }, { forwarding: true });
+    // Awaited only when it is a promise: a request decided in memory goes on in the same tick.
+    const decision = decided instanceof Promise ? await decided : decided;
     traceDecision(trace, decision);
     if (decision.kind === 'deny') return this.deny(request, reply, decision.route, decision.denial);
     request.gatewayRoute = decision.route.path;

@@ -63,13 +63,17 @@ export class IdentityCache {
   }
 
   /** The active user, or why there is none: `inactive` (deactivated) or `gone` (no such user). */
-  async user(id: number, calls: StoreCalls = untraced): Promise<User | 'gone' | 'inactive'> {
+  user(id: number, calls: StoreCalls = untraced): User | 'gone' | 'inactive' | Promise<User | 'gone' | 'inactive'> {
     const cached = this.isLive ? this.users.get(id) : undefined;
     if (cached) {
       this.stats.hits++;
       return 'missing' in cached ? cached.missing : cached;
     }
     this.stats.misses++;
+    return this.userFromDatabase(id, calls);
+  }
+
+  private async userFromDatabase(id: number, calls: StoreCalls): Promise<User | 'gone' | 'inactive'> {
     const generation = this.generation;
     const row = await calls(SELECT_USER, () => findById(this.db, id));
     const found = !row ? 'gone' : row.is_active === 1 ? row : 'inactive';

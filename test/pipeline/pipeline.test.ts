@@ -109,7 +109,7 @@ describeWithServices('the pipeline: route × credential → decision (no listene
     await closeSql();
   });
 
-  const decide = (method: string, url: string, credential: Credential, forwarding = true): Promise<Decision> =>
+  const decide = async (method: string, url: string, credential: Credential, forwarding = true): Promise<Decision> =>
     instance.pipeline.decide({ context: requestContext(instance.live.current, method, url, ownMethods), headers: headers[credential] }, { forwarding });
 
   it.each(TABLE)('%s %s with %s', async (method, url, credential, expected) => {
@@ -128,6 +128,21 @@ describeWithServices('the pipeline: route × credential → decision (no listene
     } else {
       expect(decision.identity).toMatchObject({ 'x-user-id': String(ids[credential]), 'x-auth-method': expected.allow });
     }
+  });
+
+  it('decides in memory without a promise: a public route, and a bearer token verified before whose user is cached', async () => {
+    const decideNow = (url: string, requestHeaders: IncomingHttpHeaders) =>
+      instance.pipeline.decide({ context: requestContext(instance.live.current, 'GET', url, ownMethods), headers: requestHeaders }, { forwarding: true });
+    expect(decideNow('/open/1', {})).toMatchObject({ kind: 'allow', auth: { kind: 'anonymous' } });
+    const user = (await users.findById(instance.db, ids.premium!))!;
+    const { pair } = await instance.tokens.issuePair(user, 1, { amr: ['pwd'], authTime: new Date() });
+    const fresh = { authorization: `Bearer ${pair.access_token}` };
+    // The first time, the token is verified (WebCrypto): a promise.
+    const first = decideNow('/orders/1', fresh);
+    expect(first).toBeInstanceOf(Promise);
+    expect(await first).toMatchObject({ kind: 'allow', identity: { 'x-user-id': String(user.id) } });
+    // Then what a request on the hot path meets: the same decision, in the same tick.
+    expect(decideNow('/orders/1', fresh)).toMatchObject({ kind: 'allow', identity: { 'x-user-id': String(user.id) } });
   });
 
   it('a decision-only route is decided for a proxy that asks, never forwarded', async () => {

@@ -6,7 +6,7 @@ import { bearerChallenge, type Denial } from '../../errors/index.js';
 import { headerValue } from '../../http.js';
 import { sha256Hex } from '../../credentials/digest.js';
 import { isForgedKey } from '../../credentials/shapes.js';
-import type { Acr, Tokens } from '../../credentials/tokens.js';
+import type { AccessClaims, Acr, Tokens } from '../../credentials/tokens.js';
 import type { User } from '../../storage/users.js';
 import type { OrgRole } from '../../storage/organizations.js';
 import type { IdentityCache } from '../../storage/identityCache.js';
@@ -55,31 +55,57 @@ export function bearerToken(headers: IncomingHttpHeaders): string | undefined {
   return BEARER.exec(headerValue(headers, 'authorization'))?.[1];
 }
 
-/** `token`: the bearer token when the caller has already read it from the headers; `calls`: how its lookups are traced. */
-export async function authenticate(headers: IncomingHttpHeaders, deps: AuthDeps, token = bearerToken(headers), calls: StoreCalls = untraced): Promise<AuthResult> {
+/**
+ * `token`: the bearer token when the caller has already read it from the headers; `calls`: how its
+ * lookups are traced. Synchronous when what it needs is in memory (a token verified before, its
+ * user cached): the bearer hot path pays no promise and no tick; a promise when it must wait.
+ */
+export function authenticate(headers: IncomingHttpHeaders, deps: AuthDeps, token = bearerToken(headers), calls: StoreCalls = untraced): AuthResult | Promise<AuthResult> {
   if (token) {
-    const claims = await deps.tokens.verifyAccess(token);
-    if (claims) {
-      const user = await deps.identities.user(claims.userId, calls);
-      if (typeof user === 'string') return { kind: 'denied', denial: { code: user === 'inactive' ? 'userInactive' : 'userNotFound', headers: INVALID_TOKEN } };
-      return { kind: 'authenticated', user, method: 'bearer', sessionId: claims.sessionId, acr: claims.acr, authTime: claims.authTime };
-    }
+    const claims = deps.tokens.verifyAccess(token);
+    if (claims instanceof Promise) return claims.then((c) => (c ? bearerIdentity(c, deps, calls) : byKeyOrNone(headers, deps, token, calls)));
+    if (claims) return bearerIdentity(claims, deps, calls);
   }
+  return byKeyOrNone(headers, deps, token, calls);
+}
+
+/** The user a valid access token names, or why it is refused. */
+function bearerIdentity(claims: AccessClaims, deps: AuthDeps, calls: StoreCalls): AuthResult | Promise<AuthResult> {
+  const found = deps.identities.user(claims.userId, calls);
+  return found instanceof Promise ? found.then((user) => bearerResult(claims, user)) : bearerResult(claims, found);
+}
+
+function bearerResult(claims: AccessClaims, user: User | 'gone' | 'inactive'): AuthResult {
+  if (typeof user === 'string') return { kind: 'denied', denial: { code: user === 'inactive' ? 'userInactive' : 'userNotFound', headers: INVALID_TOKEN } };
+  return { kind: 'authenticated', user, method: 'bearer', sessionId: claims.sessionId, acr: claims.acr, authTime: claims.authTime };
+}
+
+/** Without a valid access token: the X-API-Key, else anonymous, or denied when a credential of ours failed. */
+function byKeyOrNone(headers: IncomingHttpHeaders, deps: AuthDeps, token: string | undefined, calls: StoreCalls): AuthResult | Promise<AuthResult> {
   const key = headerValue(headers, 'x-api-key').trim();
   // A value shaped as a key whose checksum is wrong was never issued: refused before any lookup.
-  if (key && !isForgedKey(key, deps.keyPrefix)) {
-    const hash = sha256Hex(key);
-    const record = await deps.identities.key(hash, calls);
-    const live = record && (record.expiresAt === null || record.expiresAt > deps.clock().getTime());
-    const user = live ? await deps.identities.activeUser(record.userId, calls) : undefined;
-    if (user) {
-      const orgKey = record!.orgId === null ? {} : { orgKey: { orgId: record!.orgId, role: record!.role ?? 'member' } };
-      return { kind: 'authenticated', user, method: 'api-key', keyHash: hash, keyId: record!.id, scopes: record!.scopes, ...orgKey };
-    }
-    if (record) return { kind: 'denied', denial: { code: 'tokenInvalid', headers: INVALID_TOKEN }, keyId: record.id };
+  if (key && !isForgedKey(key, deps.keyPrefix)) return keyIdentity(key, deps, calls);
+  return noIdentity(headers, token, key);
+}
+
+async function keyIdentity(key: string, deps: AuthDeps, calls: StoreCalls): Promise<AuthResult> {
+  const hash = sha256Hex(key);
+  const record = await deps.identities.key(hash, calls);
+  const live = record && (record.expiresAt === null || record.expiresAt > deps.clock().getTime());
+  const user = live ? await deps.identities.activeUser(record.userId, calls) : undefined;
+  if (user) {
+    const orgKey = record!.orgId === null ? {} : { orgKey: { orgId: record!.orgId, role: record!.role ?? 'member' } };
+    return { kind: 'authenticated', user, method: 'api-key', keyHash: hash, keyId: record!.id, scopes: record!.scopes, ...orgKey };
   }
-  // A credential of ours that failed is a 401 even where anonymous access is allowed (the client
-  // should learn its token expired); another scheme (`Authorization: Basic …`) is not ours at all.
+  if (record) return { kind: 'denied', denial: { code: 'tokenInvalid', headers: INVALID_TOKEN }, keyId: record.id };
+  return { kind: 'denied', denial: { code: 'tokenInvalid', headers: INVALID_TOKEN } };
+}
+
+/**
+ * A credential of ours that failed is a 401 even where anonymous access is allowed (the client
+ * should learn its token expired); another scheme (`Authorization: Basic …`) is not ours at all.
+ */
+function noIdentity(headers: IncomingHttpHeaders, token: string | undefined, key: string): AuthResult {
   if (token || key || BEARER_SCHEME.test(headerValue(headers, 'authorization'))) return { kind: 'denied', denial: { code: 'tokenInvalid', headers: INVALID_TOKEN } };
   return { kind: 'anonymous' };
 }
