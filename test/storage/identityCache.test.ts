@@ -16,10 +16,16 @@ describeWithServices('identity cache', () => {
   let upstream: EchoUpstream;
   let a: TestGateway;
   let b: TestGateway;
+  // This file's instances, tagged: the test that cuts their LISTEN connections cuts no other
+  // file's (they share the run's database, and the console's count of instances reads them).
+  const tag = `gw-identity-cache-${marker()}`;
 
   beforeAll(async () => {
     upstream = await startEchoUpstream();
+    const tagged = new URL(testServices!.postgres);
+    tagged.searchParams.set('application_name', tag);
     [a, b] = await startTwoGateways(testConfig({
+      storage: { postgres: tagged.toString() },
       upstreams: { app: { url: upstream.url } },
       routes: [
         { path: '/private', upstream: 'app', auth: 'required' },
@@ -124,7 +130,7 @@ describeWithServices('identity cache', () => {
     for (const gw of [a, b]) expect(await status(gw, `/pro/${m}`, auth)).toBe(403);
 
     await sql(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-                WHERE datname = current_database() AND query LIKE 'LISTEN%' AND pid <> pg_backend_pid()`);
+                WHERE application_name = $1 AND query LIKE 'LISTEN%'`, [tag]);
     await eventually(() => !a.services.identities.isLive && !b.services.identities.isLive, 1000, 1);
     // No notification can arrive now: the change is seen because the cache is not used.
     await sql("UPDATE users SET plan = 'pro' WHERE id = $1", [user.id]);
