@@ -2,9 +2,9 @@
 // self-signed certificate trusted through webhooks.caFile): retries with the same webhook-id up to
 // webhooks.retries, no redirects followed, timeouts (also of the DNS lookup), receivers that hang,
 // none of which ever holds up the requests that trigger deliveries, and the outbox's one bound: the
-// size of a message. Any test gateway may make an attempt (they share the database): the tests look
-// at what receivers got and at the outbox rows. Tests with a receiver that hangs on purpose, or a
-// resolver of their own, run their instances on a database of their own.
+// size of a message. The instances run on a database of their own (startDeliverySetup), so only
+// they attempt these messages; tests with a receiver that hangs, or a resolver of their own, start
+// instances of their own.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { LookupAll } from '../../src/webhooks/ssrf.js';
 import { bearer, closeSql, describeWithServices, eventually, makeUser, type TestGateway } from '../helpers/gateway.js';
@@ -17,6 +17,7 @@ describeWithServices('webhook deliveries', () => {
   let setup: DeliverySetup;
   let gw: TestGateway;
   const receiver = (behaviour?: Behaviour) => setup.receiver(behaviour);
+  const settled = (userId: number) => settledRows(userId, setup.sql);
 
   beforeAll(async () => {
     setup = await startDeliverySetup();
@@ -37,7 +38,7 @@ describeWithServices('webhook deliveries', () => {
     expect(third!.headers['webhook-id']).toBe(first!.headers['webhook-id']);
     expect(new Set(r.deliveries.map((d) => d.body)).size).toBe(1);
     for (const d of r.deliveries) expect(verified(secret, d)).toMatchObject({ type: 'webhook.test' });
-    expect(await settledRows(user.id)).toEqual([
+    expect(await settled(user.id)).toEqual([
       { id: first!.headers['webhook-id'], type: 'webhook.test', status: 'delivered', attempts: 3, last_error: 'HTTP 503' },
     ]);
     // Nothing more is sent once it succeeded.
@@ -48,7 +49,7 @@ describeWithServices('webhook deliveries', () => {
     const r = await receiver(() => 302);
     const user = await makeUser(gw, { plan: 'pro' });
     await registerWebhook(gw, user, r.url);
-    expect(await settledRows(user.id)).toEqual([{ id: expect.any(String), type: 'webhook.test', status: 'failed', attempts: 1, last_error: 'HTTP 302' }]);
+    expect(await settled(user.id)).toEqual([{ id: expect.any(String), type: 'webhook.test', status: 'failed', attempts: 1, last_error: 'HTTP 302' }]);
     expect(r.deliveries).toHaveLength(1);
   });
 
@@ -57,7 +58,7 @@ describeWithServices('webhook deliveries', () => {
     const user = await makeUser(gw, { plan: 'pro' });
     await registerWebhook(gw, user, dead.url);
     // The first attempt and webhooks.retries = 2 retries.
-    expect(await settledRows(user.id)).toEqual([{ id: expect.any(String), type: 'webhook.test', status: 'failed', attempts: 3, last_error: 'HTTP 500' }]);
+    expect(await settled(user.id)).toEqual([{ id: expect.any(String), type: 'webhook.test', status: 'failed', attempts: 3, last_error: 'HTTP 500' }]);
     expect(dead.deliveries).toHaveLength(3);
     expect(new Set(dead.deliveries.map((d) => d.headers['webhook-id'])).size).toBe(1);
   });
@@ -65,7 +66,7 @@ describeWithServices('webhook deliveries', () => {
   it('refuses an event over the per-message size: the caller learns it, nothing is stored', async () => {
     const user = await makeUser(gw, { plan: 'pro' });
     await expect(gw.services.events.emit(user.id, 'security.alert', { blob: 'a'.repeat(70_000) })).rejects.toThrow(/over the 65536-byte limit/);
-    expect(await outboxRows(user.id)).toEqual([]);
+    expect(await outboxRows(user.id, setup.sql)).toEqual([]);
   });
 
   describe('with receivers that hang, or a resolver of its own', () => {

@@ -1,13 +1,13 @@
 // Webhook deliveries as a pro user receives them, at a real HTTPS receiver (self-signed
 // certificate trusted through webhooks.caFile): each event stored in the outbox and sent once,
 // signed per Standard Webhooks (verified with the independent `standardwebhooks` implementation),
-// never carrying a secret, and only to a pro user's webhook. Any test gateway may be the one that
-// delivers (they share the database): the tests look at what the receiver got and at the rows.
+// never carrying a secret, and only to a pro user's webhook, delivered by the setup's gateway alone
+// (a database of its own): the tests look at what the receiver got and at the rows.
 // Failures: deliveries.error.test.ts; SSRF at delivery time: deliveries.security.test.ts; crashes,
 // shutdowns and several instances: deliveries.durability.test.ts.
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { bearer, closeSql, describeWithServices, eventually, makeUser, sql, type TestGateway } from '../helpers/gateway.js';
+import { bearer, closeSql, describeWithServices, eventually, makeUser, type TestGateway } from '../helpers/gateway.js';
 import {
   registerWebhook, settledRows, startDeliverySetup, verified, type Behaviour, type DeliverySetup,
 } from '../helpers/webhookReceiver.js';
@@ -54,7 +54,7 @@ describeWithServices('webhook deliveries', () => {
     // whichever instance delivers it, traced or not, the receiver joins that trace.
     const traceId = randomBytes(16).toString('hex');
     const body = JSON.stringify({ type: 'user.note', timestamp: new Date().toISOString(), data: {} });
-    await sql('INSERT INTO webhook_deliveries (id, user_id, type, body, max_attempts, traceparent) VALUES ($1, $2, $3, $4, 1, $5)',
+    await setup.sql('INSERT INTO webhook_deliveries (id, user_id, type, body, max_attempts, traceparent) VALUES ($1, $2, $3, $4, 1, $5)',
       [`msg_${randomBytes(8).toString('hex')}`, user.id, 'user.note', body, `00-${traceId}-${'7'.repeat(16)}-01`]);
     await eventually(() => r.ofType('user.note').length === 1);
     expect(String(r.ofType('user.note')[0]!.headers.traceparent)).toMatch(new RegExp(`^00-${traceId}-[0-9a-f]{16}-01$`));
@@ -76,12 +76,12 @@ describeWithServices('webhook deliveries', () => {
     const ids = r.deliveries.map((d) => d.headers['webhook-id']);
     expect(new Set(ids).size).toBe(ids.length);
     // Each one is a row of the outbox, its id the webhook-id, delivered at the first attempt.
-    const rows = await settledRows(user.id);
+    const rows = await settledRows(user.id, setup.sql);
     expect(rows.map((row) => [row.type, row.status, row.attempts, row.last_error])).toEqual([
       ['webhook.test', 'delivered', 1, null], ['api_token.created', 'delivered', 1, null], ['api_token.revoked', 'delivered', 1, null],
     ]);
     expect(rows.map((row) => row.id).sort()).toEqual([...ids].sort());
-    expect(JSON.stringify(await sql('SELECT * FROM webhook_deliveries WHERE user_id = $1', [user.id]))).not.toContain(created.json.api_token);
+    expect(JSON.stringify(await setup.sql('SELECT * FROM webhook_deliveries WHERE user_id = $1', [user.id]))).not.toContain(created.json.api_token);
   });
 
   it('sends auth.refresh_token_reused when a rotated refresh token is presented again', async () => {
@@ -100,16 +100,16 @@ describeWithServices('webhook deliveries', () => {
     const user = await makeUser(gw, { plan: 'pro' });
     await registerWebhook(gw, user, r.url);
     await eventually(() => r.deliveries.length === 1);
-    await sql('UPDATE users SET plan = $2 WHERE id = $1', [user.id, 'premium']);
+    await setup.sql('UPDATE users SET plan = $2 WHERE id = $1', [user.id, 'premium']);
     await gw.services.events.emit(user.id, 'security.alert', {});
     const other = await makeUser(gw, { plan: 'pro' });
     await gw.services.events.emit(other.id, 'security.alert', {});
     const skipped = { type: 'security.alert', status: 'skipped', attempts: 1, last_error: 'no webhook, or its owner is not an active pro user' };
-    expect(await settledRows(user.id)).toEqual([
+    expect(await settledRows(user.id, setup.sql)).toEqual([
       { id: r.deliveries[0]!.headers['webhook-id'], type: 'webhook.test', status: 'delivered', attempts: 1, last_error: null },
       { id: expect.stringMatching(/^msg_/), ...skipped },
     ]);
-    expect(await settledRows(other.id)).toEqual([{ id: expect.stringMatching(/^msg_/), ...skipped }]);
+    expect(await settledRows(other.id, setup.sql)).toEqual([{ id: expect.stringMatching(/^msg_/), ...skipped }]);
     expect(r.deliveries).toHaveLength(1);
   });
 });
