@@ -97,8 +97,13 @@ async function keyIdentity(key: string, deps: AuthDeps, calls: StoreCalls): Prom
     const orgKey = record!.orgId === null ? {} : { orgKey: { orgId: record!.orgId, role: record!.role ?? 'member' } };
     return { kind: 'authenticated', user, method: 'api-key', keyHash: hash, keyId: record!.id, scopes: record!.scopes, ...orgKey };
   }
-  if (record) return { kind: 'denied', denial: { code: 'tokenInvalid', headers: INVALID_TOKEN }, keyId: record.id };
-  return { kind: 'denied', denial: { code: 'tokenInvalid', headers: INVALID_TOKEN } };
+  return credentialInvalid(record?.id);
+}
+
+/** 401 for a credential of ours that failed; with the key's id when a key was found, to count it as denied. */
+function credentialInvalid(keyId?: number): AuthResult {
+  const denied: AuthResult = { kind: 'denied', denial: { code: 'tokenInvalid', headers: INVALID_TOKEN } };
+  return keyId === undefined ? denied : { ...denied, keyId };
 }
 
 /**
@@ -106,6 +111,6 @@ async function keyIdentity(key: string, deps: AuthDeps, calls: StoreCalls): Prom
  * should learn its token expired); another scheme (`Authorization: Basic …`) is not ours at all.
  */
 function noIdentity(headers: IncomingHttpHeaders, token: string | undefined, key: string): AuthResult {
-  if (token || key || BEARER_SCHEME.test(headerValue(headers, 'authorization'))) return { kind: 'denied', denial: { code: 'tokenInvalid', headers: INVALID_TOKEN } };
+  if (token || key || BEARER_SCHEME.test(headerValue(headers, 'authorization'))) return credentialInvalid();
   return { kind: 'anonymous' };
 }
