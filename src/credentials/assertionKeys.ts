@@ -101,8 +101,7 @@ export async function rotateAssertionKeys(db: Database): Promise<Rotation> {
     // rotation lock: the insert has no rival.
     const current = promoted[0]?.kid ?? (await insertKey(tx, 'current'))!;
     // An instance starting now may have made the next key first (ensureAssertionKeys): that one stays.
-    await insertKey(tx, 'next');
-    const next = await tx.query<{ kid: string }>(`SELECT kid FROM assertion_keys WHERE state = 'next'`);
-    return { current, previous: retired[0]?.kid, next: next[0]!.kid };
+    const next = (await insertKey(tx, 'next')) ?? (await tx.query<{ kid: string }>(`SELECT kid FROM assertion_keys WHERE state = 'next'`))[0]!.kid;
+    return { current, previous: retired[0]?.kid, next };
   });
 }
