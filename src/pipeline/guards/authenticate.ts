@@ -102,8 +102,7 @@ async function keyIdentity(key: string, deps: AuthDeps, calls: StoreCalls): Prom
 
 /** 401 for a credential of ours that failed; with the key's id when a key was found, to count it as denied. */
 function credentialInvalid(keyId?: number): AuthResult {
-  const denied: AuthResult = { kind: 'denied', denial: { code: 'tokenInvalid', headers: INVALID_TOKEN } };
-  return keyId === undefined ? denied : { ...denied, keyId };
+  return { kind: 'denied', denial: { code: 'tokenInvalid', headers: INVALID_TOKEN }, keyId };
 }
 
 /**
