@@ -22,12 +22,19 @@ declare module 'fastify' {
   }
 }
 
+/**
+ * Node's options for every listener's server, HTTPS included (tls.ts). The Host check is
+ * registerCommon's, so that its 400 has the catalog's body. Node looks for requests past their
+ * header and request timeouts this often: at its default, 30 s, a client trickling its headers
+ * (slowloris) held its connection up to 30 s past headersTimeout before its 408.
+ */
+export const SERVER_OPTIONS = { requireHostHeader: false, connectionsCheckingInterval: 1000 } as const;
+
 /** The fastify options every listener starts from. */
 export function listenerOptions(log: Logger) {
   return {
     loggerInstance: log as FastifyBaseLogger,
-    // The Host check is registerCommon's, so that its 400 has the catalog's body.
-    http: { requireHostHeader: false },
+    http: SERVER_OPTIONS,
     // Connections are closed by server.ts's ConnectionDrain, which spares the ones not used yet.
     forceCloseConnections: false,
     genReqId: (req) => requestId(req.headers['x-request-id']),

@@ -3,6 +3,7 @@
 import { readFileSync } from 'node:fs';
 import { createSecureContext, type Server as TlsServer } from 'node:tls';
 import type { Config } from '../config/schema.js';
+import { SERVER_OPTIONS } from './basics.js';
 
 type TlsSettings = NonNullable<Config['server']['tls']>;
 
@@ -36,7 +37,7 @@ function secureContextOptions(tls: TlsSettings) {
  */
 export function httpsOptions(tls: TlsSettings | undefined): { https?: object; http2?: true } {
   if (!tls) return {};
-  const https = { ...secureContextOptions(tls), requireHostHeader: false };
+  const https = { ...secureContextOptions(tls), ...SERVER_OPTIONS };
   return tls.http2 ? { http2: true, https: { ...https, allowHTTP1: true } } : { https };
 }
 
