@@ -129,7 +129,7 @@ export async function createInstance(config: Config, options: InstanceOptions): 
     const keyring = new AssertionKeyring(db, feed, clock, log);
     // Webhook deliveries (the outbox worker): closed before the feed and the pool, so it can hand
     // back the attempts a shutdown cuts short.
-    const tracing = startTracing(config, metrics, log, closers);
+    const tracing = startTracing(config, metrics, log, closers, clock);
     const errorStyle = await errorStyleOf(config.errors);
     const mailWords = await mailWordsOf(errorStyle, config.mail);
     // The Stripe client first: the outbox sends the meter events of billing.stripe.meter (CONTRACT §23).
@@ -185,10 +185,10 @@ export async function createInstance(config: Config, options: InstanceOptions): 
 type Closers = Array<() => Promise<unknown>>;
 
 /** Spans over OTLP when telemetry.otlp is set; closed after the listeners and the outbox worker (closers run in reverse), so the last spans go out. */
-function startTracing(config: Config, metrics: Metrics, log: Logger, closers: Closers): Tracing | undefined {
+function startTracing(config: Config, metrics: Metrics, log: Logger, closers: Closers, clock: () => Date): Tracing | undefined {
   const traced = tracingSettings(config.telemetry.otlp);
   if (!traced) return undefined;
-  const tracing = new Tracing(traced);
+  const tracing = new Tracing(traced, undefined, clock);
   closers.push(() => tracing.close());
   metrics.observeTracing(tracing.stats);
   log.info({ endpoint: traced.endpoint, serviceName: traced.serviceName, sampleRatio: traced.sampleRatio }, 'tracing: spans exported over OTLP/HTTP');

@@ -141,7 +141,8 @@ export class Tracing {
   private pausedUntil = 0;
   private pauseMs = PAUSE_MIN_MS;
 
-  constructor(private readonly settings: TracingSettings, exporter: SpanExport = otlpExporter(settings)) {
+  /** `clock`: the instance's, which the pause after a failed export follows. */
+  constructor(private readonly settings: TracingSettings, exporter: SpanExport = otlpExporter(settings), private readonly clock: () => Date = () => new Date()) {
     this.byRatio = new TraceIdRatioBasedSampler(settings.sampleRatio);
     this.queue = new BoundedExport(exporter, this.stats, (ok) => this.exported(ok));
   }
@@ -151,14 +152,14 @@ export class Tracing {
       this.pauseMs = PAUSE_MIN_MS;
       return;
     }
-    this.pausedUntil = Date.now() + this.pauseMs;
+    this.pausedUntil = this.clock().getTime() + this.pauseMs;
     this.pauseMs = Math.min(PAUSE_MAX_MS, this.pauseMs * 2);
   }
 
   /** Whether spans are made now: not while exports fail (each span not made counts as dropped). */
   private paused(): boolean {
     if (this.pausedUntil === 0) return false;
-    if (Date.now() < this.pausedUntil) {
+    if (this.clock().getTime() < this.pausedUntil) {
       this.stats.dropped++;
       return true;
     }

@@ -13,7 +13,7 @@ import WebSocket from 'ws';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import { startWsUpstream, type WsUpstream } from '../helpers/wsUpstream.js';
 import {
-  bearer, closeSql, configProblems, describeWithServices, eventually, makeUser, marker, startDecidingGateway, startTestGateway, testConfig, throwawayDatabase,
+  bearer, closeSql, configProblems, describeWithServices, eventually, makeUser, marker, startDecidingGateway, startTestGateway, testClock, testConfig, throwawayDatabase,
   type TestGateway,
 } from '../helpers/gateway.js';
 import { startReceiver, verifiedEvent } from '../helpers/webhookReceiver.js';
@@ -287,7 +287,9 @@ describeWithServices('traces over OTLP/HTTP', () => {
 
   it('a collector that does not answer: requests go on untraced for a pause, counted as dropped; traces resume once it answers', async () => {
     const nowhere = await sparePort();
-    const down = await startTestGateway(config({ endpoint: `http://127.0.0.1:${nowhere}` }));
+    // The pause follows the instance's clock: moved past it rather than waited for.
+    const clock = testClock();
+    const down = await startTestGateway(config({ endpoint: `http://127.0.0.1:${nowhere}` }), { clock });
     let late: http.Server | undefined;
     try {
       const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => down.get(`/open/${marker()}-${i}`)));
@@ -304,10 +306,11 @@ describeWithServices('traces over OTLP/HTTP', () => {
       // The collector comes up: after the pause, spans reach it.
       late = http.createServer((req, res) => { req.resume(); req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end('{}')); });
       await new Promise<void>((resolve) => late!.listen(nowhere, '127.0.0.1', resolve));
+      clock.advance(60_000); // past the longest pause
       await eventually(async () => {
         await down.get(`/open/${marker()}`);
         return stats.exported > 0;
-      }, 15_000, 250);
+      }, 5000, 250);
     } finally {
       await down.close();
       await new Promise((resolve) => (late ? late.close(resolve) : resolve(undefined)));
