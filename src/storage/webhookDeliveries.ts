@@ -148,6 +148,19 @@ export async function retryDeliveryLater(db: Queryable, id: string, lease: strin
 }
 
 /**
+ * Hands back a message this instance cannot send (a type only a handler it lacks sends): due again
+ * in `delayMs`, for an instance that has the handler, and not counted, since no attempt was made.
+ */
+export async function handBackUnsent(db: Queryable, id: string, lease: string, delayMs: number, reason: string): Promise<void> {
+  await db.query(
+    `UPDATE webhook_deliveries
+        SET attempts = attempts - 1, last_error = $3, lease = NULL, leased_until = NULL, next_attempt_at = now() + $4 * interval '1 millisecond'
+      WHERE id = $1 AND lease = $2`,
+    [id, lease, reason, delayMs],
+  );
+}
+
+/**
  * Hands back attempts cut short (a shutdown): due at once, and not counted, since nobody knows how
  * they ended. The trigger's NOTIFY wakes the other instances.
  */

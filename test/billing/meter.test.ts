@@ -4,11 +4,15 @@
 // failing for a while, and Stripe taking an event whose answer never comes back (the outbox's mark
 // never made, as when the reporter dies there) neither lose nor double a use, and requests never
 // wait on Stripe. An organization's pool (CONTRACT §22) is metered as its own: its records name
-// the organization, and its overage reaches the organization's customer.
+// the organization, and its overage reaches the organization's customer. The two instances run on a
+// database of their own: they are the only ones that claim these meter events (on the run's shared
+// database another file's gateway could, and one killed holding a claim would delay a report).
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { docsExample } from '../helpers/docs.js';
-import { bearer, closeSql, describeWithServices, makeUser, marker, sql, startTestGateway, testConfigFromYaml, type TestGateway, type TestUser } from '../helpers/gateway.js';
+import {
+  bearer, closeSql, describeWithServices, makeUser, marker, startTestGateway, testConfigFromYaml, throwawayDatabase, type TestGateway, type TestUser, type ThrowawayDatabase,
+} from '../helpers/gateway.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import { startStripeFake, type StripeFake } from '../helpers/stripeFake.js';
 
@@ -20,9 +24,11 @@ describeWithServices('metered overage reported to a Stripe meter', () => {
   let app: EchoUpstream;
   let a: TestGateway;
   let b: TestGateway;
+  let db: ThrowawayDatabase;
+  const sql: ThrowawayDatabase['sql'] = (text, params) => db.sql(text, params);
 
   beforeAll(async () => {
-    [stripe, app] = await Promise.all([startStripeFake(), startEchoUpstream()]);
+    [stripe, app, db] = await Promise.all([startStripeFake(), startEchoUpstream(), throwawayDatabase({ migrated: true })]);
     app.handle = (req, res) => {
       if (!req.url?.endsWith('-503')) return false;
       res.writeHead(503).end();
@@ -33,13 +39,14 @@ describeWithServices('metered overage reported to a Stripe meter', () => {
     const mail = "mail: { smtp: '', from: 'G <g@example.test>', resetUrl: 'https://app.example.test/r?token={token}', verifyUrl: 'https://app.example.test/v?token={token}', "
       + "invitationUrl: 'https://app.example.test/j?token={token}' }\norganizations: { enabled: true }\n";
     const example = testConfigFromYaml(`${docsExample('billing', 'overage')}${mail}`, env);
-    const config = { ...example, routes: example.routes.map((r) => ({ ...r, org: 'optional' as const })) };
+    const config = { ...example, storage: { ...example.storage, ...db.storage }, routes: example.routes.map((r) => ({ ...r, org: 'optional' as const })) };
     [a, b] = await Promise.all([startTestGateway(config), startTestGateway(config)]);
   });
 
   afterAll(async () => {
     await Promise.all([a, b].map((gw) => gw?.close()));
     await Promise.all([stripe?.close(), app?.close()]);
+    await db?.drop();
     await closeSql();
   });
 
