@@ -188,7 +188,7 @@ type Closers = Array<() => Promise<unknown>>;
 function startTracing(config: Config, metrics: Metrics, log: Logger, closers: Closers, clock: () => Date): Tracing | undefined {
   const traced = tracingSettings(config.telemetry.otlp);
   if (!traced) return undefined;
-  const tracing = new Tracing(traced, undefined, clock);
+  const tracing = new Tracing(traced, clock);
   closers.push(() => tracing.close());
   metrics.observeTracing(tracing.stats);
   log.info({ endpoint: traced.endpoint, serviceName: traced.serviceName, sampleRatio: traced.sampleRatio }, 'tracing: spans exported over OTLP/HTTP');

@@ -137,26 +137,18 @@ export async function finishDelivery(db: Queryable, id: string, lease: string, s
   );
 }
 
-/** The attempt failed in a way worth retrying: due again in `delayMs`, for whichever instance is there. */
-export async function retryDeliveryLater(db: Queryable, id: string, lease: string, delayMs: number, error: string): Promise<void> {
-  await db.query(
-    `UPDATE webhook_deliveries
-        SET last_error = $3, lease = NULL, leased_until = NULL, next_attempt_at = now() + $4 * interval '1 millisecond'
-      WHERE id = $1 AND lease = $2`,
-    [id, lease, error, delayMs],
-  );
-}
-
 /**
- * Hands back a message this instance cannot send (a type only a handler it lacks sends): due again
- * in `delayMs`, for an instance that has the handler, and not counted, since no attempt was made.
+ * Due again in `delayMs`, for whichever instance is there: an attempt that failed in a way worth
+ * retrying, or (`counted: false`) a message this instance could not send at all (a type only a
+ * handler it lacks sends), which made no attempt.
  */
-export async function handBackUnsent(db: Queryable, id: string, lease: string, delayMs: number, reason: string): Promise<void> {
+export async function retryDeliveryLater(db: Queryable, id: string, lease: string, delayMs: number, error: string, { counted = true } = {}): Promise<void> {
   await db.query(
     `UPDATE webhook_deliveries
-        SET attempts = attempts - 1, last_error = $3, lease = NULL, leased_until = NULL, next_attempt_at = now() + $4 * interval '1 millisecond'
+        SET attempts = attempts - CASE WHEN $5::boolean THEN 0 ELSE 1 END, last_error = $3, lease = NULL, leased_until = NULL,
+            next_attempt_at = now() + $4 * interval '1 millisecond'
       WHERE id = $1 AND lease = $2`,
-    [id, lease, reason, delayMs],
+    [id, lease, error, delayMs, counted],
   );
 }
 

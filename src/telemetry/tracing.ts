@@ -142,7 +142,7 @@ export class Tracing {
   private pauseMs = PAUSE_MIN_MS;
 
   /** `clock`: the instance's, which the pause after a failed export follows. */
-  constructor(private readonly settings: TracingSettings, exporter: SpanExport = otlpExporter(settings), private readonly clock: () => Date = () => new Date()) {
+  constructor(private readonly settings: TracingSettings, private readonly clock: () => Date = () => new Date(), exporter: SpanExport = otlpExporter(settings)) {
     this.byRatio = new TraceIdRatioBasedSampler(settings.sampleRatio);
     this.queue = new BoundedExport(exporter, this.stats, (ok) => this.exported(ok));
   }

@@ -19,7 +19,7 @@ import type { Metrics } from '../telemetry/metrics.js';
 import type { ChangeFeed } from '../storage/changeFeed.js';
 import type { Database } from '../storage/db.js';
 import {
-  claimDue, finishDelivery, handBackUnsent, nextDueInMs, purgeFinished, releaseDeliveries, retryDeliveryLater, type ClaimedDelivery, type FinalStatus,
+  claimDue, finishDelivery, nextDueInMs, purgeFinished, releaseDeliveries, retryDeliveryLater, type ClaimedDelivery, type FinalStatus,
 } from '../storage/webhookDeliveries.js';
 import type { Tracing } from '../telemetry/tracing.js';
 import type { LookupAll } from './ssrf.js';
@@ -302,7 +302,7 @@ export class OutboxWorker {
     }
     const handler = this.deps.handlers?.[job.type];
     if (!handler && HANDLER_ONLY_TYPES.has(job.type)) {
-      await handBackUnsent(this.deps.db, job.id, lease, NOT_HANDLED_RETRY_MS, 'not sent: this instance has no handler for it');
+      await retryDeliveryLater(this.deps.db, job.id, lease, NOT_HANDLED_RETRY_MS, 'not sent: this instance has no handler for it', { counted: false });
       return;
     }
     const deadline = setTimeout(() => controller.abort(DEADLINE), this.attemptMs);

@@ -58,10 +58,9 @@ describeWithServices('HTTP at its edges', () => {
     expect(upstream.count(m)).toBe(0);
   });
 
-  // Node checks its connections' deadlines every 30 s (connectionsCheckingInterval, fixed when the
-  // server is made): the listener's deadline is shortened here, and the check comes within 30 s.
-  // Within a few seconds of the timeout: Node looks for late requests every second here
-  // (SERVER_OPTIONS), not every 30 s, its default.
+  // The listener's deadlines are shortened here; Node looks for requests past them every second
+  // (SERVER_OPTIONS' connectionsCheckingInterval, fixed when the server is made), not every 30 s,
+  // its default: the 408 comes within a few seconds.
   it('answers 408 from the catalog to a request whose headers never finish arriving (slowloris)', async () => {
     const server = gw.app.server;
     const before = { request: server.requestTimeout, headers: server.headersTimeout };

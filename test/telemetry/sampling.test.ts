@@ -13,7 +13,7 @@ const tracings: Tracing[] = [];
 function tracing(settings: Partial<TracingSettings>) {
   const exported: GatewaySpan[] = [];
   const exporter: SpanExport = { export: (spans, done) => { exported.push(...spans); done({ code: 0 }); }, shutdown: async () => {} };
-  const made = new Tracing({ endpoint: 'http://unused', serviceName: 'test', sampleRatio: 1, trustIncoming: false, protocol: 'http/protobuf', ...settings }, exporter);
+  const made = new Tracing({ endpoint: 'http://unused', serviceName: 'test', sampleRatio: 1, trustIncoming: false, protocol: 'http/protobuf', ...settings }, undefined, exporter);
   tracings.push(made);
   return { tracing: made, exported };
 }
