@@ -66,6 +66,8 @@ export interface ClaimOptions {
   limit: number;
   /** attempts in flight at once for one user, all instances together */
   perUser: number;
+  /** Types the caller cannot send (a handler's it lacks): left for an instance that can, never touched. */
+  unsendable: readonly string[];
 }
 
 // Due rows nobody holds, at most `perUser` in flight per user counting those other instances hold,
@@ -82,6 +84,7 @@ WITH held AS (
     SELECT d.id, d.subject, coalesce(h.n, 0) + row_number() OVER (PARTITION BY d.user_id ORDER BY d.next_attempt_at, d.id) AS slot
       FROM webhook_deliveries d LEFT JOIN held h ON h.user_id = d.user_id
      WHERE d.status = 'pending' AND d.next_attempt_at <= now() AND (d.leased_until IS NULL OR d.leased_until <= now())
+       AND d.type <> ALL($5::text[])
        -- Operator hooks (030): only a subject's oldest pending message, so one at a time, in order.
        AND (d.subject IS NULL OR NOT EXISTS (
          SELECT 1 FROM webhook_deliveries e WHERE e.subject = d.subject AND e.status = 'pending' AND e.seq < d.seq))
@@ -110,19 +113,21 @@ SELECT c.*, w.url, w.secret, u.plan, u.is_active
 export async function claimDue(db: Database, o: ClaimOptions): Promise<ClaimedDelivery[]> {
   return db.transaction(async (tx) => {
     await tx.query('SELECT pg_advisory_xact_lock($1)', [CLAIM_LOCK]);
-    return tx.query<ClaimedDelivery>(CLAIM, [o.lease, o.leaseMs, o.limit, o.perUser]);
+    return tx.query<ClaimedDelivery>(CLAIM, [o.lease, o.leaseMs, o.limit, o.perUser, o.unsendable]);
   });
 }
 
 /**
- * In how many milliseconds (by Postgres' clock) the next pending message falls due for a claim: its
- * retry time, or the end of the lease an instance holds on it (one that died lets it lapse).
- * Undefined when nothing is pending. What lets an idle worker sleep until then instead of polling.
+ * In how many milliseconds (by Postgres' clock) the next pending message the caller can send falls
+ * due for a claim: its retry time, or the end of the lease an instance holds on it (one that died
+ * lets it lapse). Undefined when nothing is pending. What lets an idle worker sleep until then
+ * instead of polling.
  */
-export async function nextDueInMs(db: Queryable): Promise<number | undefined> {
+export async function nextDueInMs(db: Queryable, unsendable: readonly string[]): Promise<number | undefined> {
   const [row] = await db.query<{ ms: number | null }>(
     `SELECT (extract(epoch FROM min(greatest(next_attempt_at, coalesce(leased_until, next_attempt_at))) - now()) * 1000)::float8 AS ms
-       FROM webhook_deliveries WHERE status = 'pending'`,
+       FROM webhook_deliveries WHERE status = 'pending' AND type <> ALL($1::text[])`,
+    [unsendable],
   );
   return row?.ms ?? undefined;
 }
@@ -137,18 +142,13 @@ export async function finishDelivery(db: Queryable, id: string, lease: string, s
   );
 }
 
-/**
- * Due again in `delayMs`, for whichever instance is there: an attempt that failed in a way worth
- * retrying, or (`counted: false`) a message this instance could not send at all (a type only a
- * handler it lacks sends), which made no attempt.
- */
-export async function retryDeliveryLater(db: Queryable, id: string, lease: string, delayMs: number, error: string, { counted = true } = {}): Promise<void> {
+/** An attempt that failed in a way worth retrying: due again in `delayMs`, for whichever instance is there. */
+export async function retryDeliveryLater(db: Queryable, id: string, lease: string, delayMs: number, error: string): Promise<void> {
   await db.query(
     `UPDATE webhook_deliveries
-        SET attempts = attempts - CASE WHEN $5::boolean THEN 0 ELSE 1 END, last_error = $3, lease = NULL, leased_until = NULL,
-            next_attempt_at = now() + $4 * interval '1 millisecond'
+        SET last_error = $3, lease = NULL, leased_until = NULL, next_attempt_at = now() + $4 * interval '1 millisecond'
       WHERE id = $1 AND lease = $2`,
-    [id, lease, error, delayMs, counted],
+    [id, lease, error, delayMs],
   );
 }
 

@@ -68,10 +68,10 @@ const SHUTDOWN_GRACE_MS = 1000;
 const NOT_CLAIMABLE_RECHECK_MS = 1000;
 /**
  * Message types only a handler sends (DeliveryDeps.handlers), never a user's webhook: an instance
- * configured without that handler hands such a message back, due again shortly, for one that has it.
+ * configured without that handler (a fleet mid-change) never claims one, and leaves it, untouched,
+ * to an instance that has it.
  */
 export const HANDLER_ONLY_TYPES: ReadonlySet<string> = new Set(['stripe.meter_event']);
-const NOT_HANDLED_RETRY_MS = 1000;
 
 export interface DeliveryDeps {
   db: Database;
@@ -140,9 +140,12 @@ export class OutboxWorker {
   private passesFinished = 0;
   private closing: Promise<void> | undefined;
   private storageDown = false;
+  /** The handler-only types this instance has no handler for: its claims pass them over. */
+  private readonly unsendable: readonly string[];
 
   constructor(private readonly deps: DeliveryDeps, private readonly limits: DeliveryLimits = DEFAULT_LIMITS) {
     this.log = deps.log.child({ component: 'webhooks' });
+    this.unsendable = [...HANDLER_ONLY_TYPES].filter((type) => !deps.handlers?.[type]);
     this.sender = new WebhookSender({ config: deps.config, log: this.log, maxSockets: limits.concurrency, lookup: deps.lookup, tracing: deps.tracing, hooks: deps.hooks });
     this.attemptMs = 2 * deps.config.timeout + ATTEMPT_SLACK_MS;
     this.leaseMs = this.attemptMs + LEASE_MARGIN_MS;
@@ -252,7 +255,7 @@ export class OutboxWorker {
     const lease = randomUUID();
     let claimed: ClaimedDelivery[];
     try {
-      claimed = await claimDue(this.deps.db, { lease, leaseMs: this.leaseMs, limit: free, perUser: this.limits.perUserConcurrency });
+      claimed = await claimDue(this.deps.db, { lease, leaseMs: this.leaseMs, limit: free, perUser: this.limits.perUserConcurrency, unsendable: this.unsendable });
     } catch (err) {
       // Once per outage, not once per attempt to claim.
       if (!this.storageDown) this.log.warn({ err: describeError(err) }, 'webhook deliveries: cannot claim messages; retrying every poll');
@@ -274,7 +277,7 @@ export class OutboxWorker {
     // Nothing more to claim now: wake when the next message falls due (another instance's retry, or
     // its lease lapsing). One due already but not claimable (its user's attempts are all in flight
     // elsewhere) is looked at again a second later, not in a loop.
-    const inMs = await nextDueInMs(this.deps.db).catch(() => undefined);
+    const inMs = await nextDueInMs(this.deps.db, this.unsendable).catch(() => undefined);
     if (inMs !== undefined) this.wakeAt(Date.now() + Math.max(inMs + 10, NOT_CLAIMABLE_RECHECK_MS));
   }
 
@@ -301,10 +304,6 @@ export class OutboxWorker {
       return;
     }
     const handler = this.deps.handlers?.[job.type];
-    if (!handler && HANDLER_ONLY_TYPES.has(job.type)) {
-      await retryDeliveryLater(this.deps.db, job.id, lease, NOT_HANDLED_RETRY_MS, 'not sent: this instance has no handler for it', { counted: false });
-      return;
-    }
     const deadline = setTimeout(() => controller.abort(DEADLINE), this.attemptMs);
     let result: AttemptResult | undefined;
     try {
