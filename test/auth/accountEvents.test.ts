@@ -1,9 +1,13 @@
 // The account events (CONTRACT §13 and §5): auth.password_changed and auth.session_revoked, sent to
 // a pro user's webhook in the Standard Webhooks format, verified with the standardwebhooks package.
+// On a database of its own: on the run's shared one, any test gateway may claim (or, killed, hold)
+// these messages, and the first attempt this file waits for would wait out that instance's lease.
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { sha256Hex } from '../../src/credentials/digest.js';
-import { bearer, closeSql, describeWithServices, makeUser, newPassword, sql, startTestGateway, testConfig, type TestGateway, type TestUser } from '../helpers/gateway.js';
+import {
+  bearer, closeSql, describeWithServices, makeUser, newPassword, startTestGateway, testConfig, throwawayDatabase, type TestGateway, type TestUser, type ThrowawayDatabase,
+} from '../helpers/gateway.js';
 import { mailSettings, startSmtpCatcher, type SmtpCatcher } from '../helpers/smtp.js';
 import { settledRows, startReceiver, type Delivery, type Receiver } from '../helpers/webhookReceiver.js';
 
@@ -11,16 +15,17 @@ describeWithServices('account webhook events', () => {
   let receiver: Receiver;
   let smtp: SmtpCatcher;
   let gw: TestGateway;
+  let db: ThrowawayDatabase;
 
   beforeAll(async () => {
-    receiver = await startReceiver();
-    smtp = await startSmtpCatcher();
-    gw = await startTestGateway(testConfig({ mail: mailSettings(smtp) }));
+    [receiver, smtp, db] = await Promise.all([startReceiver(), startSmtpCatcher(), throwawayDatabase({ migrated: true })]);
+    gw = await startTestGateway(testConfig({ mail: mailSettings(smtp), storage: db.storage }));
   });
   afterAll(async () => {
     await gw?.close();
     await receiver?.close();
     await smtp?.close();
+    await db?.drop();
     await closeSql();
   });
 
@@ -66,7 +71,7 @@ describeWithServices('account webhook events', () => {
   it('auth.session_revoked when the user ends a session, once', async () => {
     const { user, secret, deliveries } = await proWithWebhook();
     const sessionOf = async (refreshToken: string) =>
-      Number((await sql<{ session_id: string }>('SELECT session_id FROM refresh_tokens WHERE token_hash = $1', [sha256Hex(refreshToken)]))[0]!.session_id);
+      Number((await db.sql<{ session_id: string }>('SELECT session_id FROM refresh_tokens WHERE token_hash = $1', [sha256Hex(refreshToken)]))[0]!.session_id);
     const end = (id: number) => gw.request('DELETE', `/api/v1/user/sessions/${id}`, { headers: bearer(user.access) });
     const other = await gw.post('/api/v1/auth/login', { email: user.email, password: user.password });
     const id = await sessionOf(other.json.refresh_token);
@@ -83,12 +88,12 @@ describeWithServices('account webhook events', () => {
 
   it('nothing for users below pro (the delivery checks the plan)', async () => {
     const { user, deliveries } = await proWithWebhook();
-    await sql("UPDATE users SET plan = 'premium' WHERE id = $1", [user.id]);
+    await db.sql("UPDATE users SET plan = 'premium' WHERE id = $1", [user.id]);
     const res = await gw.post('/api/v1/auth/password/change', { current_password: user.password, new_password: newPassword() }, { headers: bearer(user.access) });
     expect(res.status).toBe(200);
     // Read in the outbox, not in this instance's metrics: every test gateway's worker shares the
     // database, so another file's may be the one that settles the message.
-    const settled = (await settledRows(user.id)).filter((r) => r.type === 'auth.password_changed');
+    const settled = (await settledRows(user.id, db.sql)).filter((r) => r.type === 'auth.password_changed');
     expect(settled.map((r) => r.status)).toEqual(['skipped']);
     expect(deliveries().filter((d) => d.json.type === 'auth.password_changed')).toEqual([]);
   });
