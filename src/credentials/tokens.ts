@@ -54,6 +54,11 @@ export interface Tokens {
   /** The access token's claims, or null when it is not a valid access token now. */
   /** Synchronous for a token already verified (the cache below): the bearer hot path pays no promise. */
   verifyAccess(token: string): AccessClaims | null | Promise<AccessClaims | null>;
+  /**
+   * Whether verifyAccess has this exact text cached from an earlier call (maybe expired since).
+   * Callers pass only what the bearer pattern read (authenticate.ts): a cached token has that syntax.
+   */
+  isVerified(token: string): boolean;
   /** The refresh token's user id, or null when it does not decode, is expired or is not a refresh token. */
   verifyRefresh(token: string): Promise<number | null>;
   /**
@@ -130,6 +135,11 @@ class JwtTokens implements Tokens {
     const cached = this.verified.get(token);
     if (cached) return cached.exp > this.seconds() ? cached : null;
     return this.verifyUncached(token);
+  }
+
+  isVerified(token: string): boolean {
+    this.keys();
+    return this.verified.has(token);
   }
 
   private async verifyUncached(token: string): Promise<AccessClaims | null> {

@@ -155,7 +155,7 @@ function endStage(stage: GuardStage, run: GuardRun, span: GatewaySpan | undefine
 }
 
 function authenticateStage(run: GuardRun): Denial | undefined | Promise<Denial | undefined> {
-  const auth = authenticate(run.headers, run.deps.auth, bearerToken(run.headers), run.calls);
+  const auth = authenticate(run.headers, run.deps.auth, bearerToken(run.headers, run.deps.auth.tokens), run.calls);
   return auth instanceof Promise ? auth.then((a) => afterAuthentication(run, a)) : afterAuthentication(run, auth);
 }
 

@@ -218,9 +218,13 @@ describe('the cache of verified tokens', () => {
   it('is emptied when the key set changes: a token of a removed key, verified twice before, is refused at once', async () => {
     const { tokens, dropPrevious } = await tokensWithPreviousKey();
     const old = await forged({}, {}, OTHER);
+    expect(tokens.isVerified(old)).toBe(false);
     expect(await tokens.verifyAccess(old)).toMatchObject({ userId: 7 });
     expect(await tokens.verifyAccess(old)).toMatchObject({ userId: 7 });
+    expect(tokens.isVerified(old)).toBe(true);
     dropPrevious();
+    // What the bearer lookup asks (authenticate.ts): no longer known, so read and verified again.
+    expect(tokens.isVerified(old)).toBe(false);
     expect(await tokens.verifyAccess(old)).toBeNull();
   });
 

@@ -240,6 +240,17 @@ describeWithServices('the pipeline: route × credential → decision (no listene
       }
     });
 
+    it('a token verified before is looked up in its plain form only: anything around or after it is read as before', async () => {
+      const expected = { kind: 'authenticated', method: 'bearer', user: { id: ids.free } };
+      expect(await auth({ authorization: `Bearer ${token()}` })).toMatchObject(expected);
+      for (const authorization of [`Bearer ${token()}`, `Bearer  ${token()}`, `Bearer ${token()} `, `bearer ${token()}`]) {
+        expect(await auth({ authorization }), authorization).toMatchObject(expected);
+      }
+      for (const authorization of [`Bearer ${token()}X`, `Bearer ${token()}.`, `Bearer ${token()}=`, `Bearer ${token()},x`, `Bearer ${token()} x`, `Bearer x${token()}`]) {
+        expect(await auth({ authorization }, '/maybe'), authorization).toBe('tokenInvalid');
+      }
+    });
+
     it('the Bearer scheme without a token of ours is a 401 even where anonymous access is allowed; another scheme is not ours', async () => {
       for (const authorization of ['Bearer', 'Bearer ', 'bearer\t', `Bearer ${token()} extra`]) {
         expect(await auth({ authorization }, '/maybe'), authorization).toBe('tokenInvalid');

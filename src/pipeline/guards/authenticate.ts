@@ -51,8 +51,18 @@ const BEARER = /^Bearer[ \t]+([A-Za-z0-9\-_.~+/]+=*)[ \t]*$/i;
 const BEARER_SCHEME = /^Bearer(?:[ \t]|$)/i;
 const INVALID_TOKEN = bearerChallenge(true);
 
-export function bearerToken(headers: IncomingHttpHeaders): string | undefined {
-  return BEARER.exec(headerValue(headers, 'authorization'))?.[1];
+/**
+ * The Authorization header's bearer token. One `known` names (a token verified before, which its
+ * pattern read then) is found in the common form `Bearer <token>` by a lookup: the pattern over a
+ * whole JWT was the bearer path's largest step (about 5,000 instructions a request, issue 48).
+ */
+export function bearerToken(headers: IncomingHttpHeaders, known?: Pick<Tokens, 'isVerified'>): string | undefined {
+  const value = headerValue(headers, 'authorization');
+  if (known && value.startsWith('Bearer ')) {
+    const token = value.slice(7);
+    if (known.isVerified(token)) return token;
+  }
+  return BEARER.exec(value)?.[1];
 }
 
 /**
