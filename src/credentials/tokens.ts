@@ -117,16 +117,19 @@ class JwtTokens implements Tokens {
 
   async issuePair(user: { id: number; email: string; plan: Plan }, sessionId: number, assurance: Assurance): Promise<{ pair: TokenPair; refreshExpiresAt: Date }> {
     const authTime = Math.floor(assurance.authTime.getTime() / 1000);
-    // Both of a pair under one key, whatever a rotation does meanwhile.
+    // Both of a pair under one key, whatever a rotation does meanwhile, and issued at one instant
+    // (read once: a second that ends between two readings gave the pair two `iat`s).
     const key = this.keyring.current.current;
+    const now = this.clock().getTime();
+    const iat = Math.floor(now / 1000);
     const [access, refresh] = await Promise.all([
       // `sid`: which of the user's sessions this is (GET /api/v1/user/sessions marks it `current`).
-      this.sign({ plan: user.plan, email: user.email, sid: sessionId, auth_time: authTime, acr: acrOf(assurance.amr), amr: assurance.amr }, ACCESS_TYP, this.auth.accessTokenTtl, user.id, key),
-      this.sign({}, REFRESH_TYP, this.auth.refreshTokenTtl, user.id, key),
+      this.sign({ plan: user.plan, email: user.email, sid: sessionId, auth_time: authTime, acr: acrOf(assurance.amr), amr: assurance.amr }, ACCESS_TYP, iat, this.auth.accessTokenTtl, user.id, key),
+      this.sign({}, REFRESH_TYP, iat, this.auth.refreshTokenTtl, user.id, key),
     ]);
     return {
       pair: { access_token: access, refresh_token: refresh, token_type: 'Bearer', plan: user.plan },
-      refreshExpiresAt: new Date(this.clock().getTime() + this.auth.refreshTokenTtl),
+      refreshExpiresAt: new Date(now + this.auth.refreshTokenTtl),
     };
   }
 
@@ -198,8 +201,7 @@ class JwtTokens implements Tokens {
     return current;
   }
 
-  private sign(claims: JWTPayload, typ: string, ttlMs: number, subject: number, key: SignKey): Promise<string> {
-    const iat = this.seconds();
+  private sign(claims: JWTPayload, typ: string, iat: number, ttlMs: number, subject: number, key: SignKey): Promise<string> {
     const jwt = new SignJWT(claims)
       .setProtectedHeader({ alg: this.auth.jwt.algorithm, typ, kid: key.kid })
       .setSubject(String(subject))

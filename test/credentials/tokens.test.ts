@@ -81,6 +81,19 @@ describe('issuePair', () => {
     expect(decodeJwt((await tokens.issuePair(USER, 9, PWD)).pair.access_token).jti).not.toBe(access.jti);
   });
 
+  it('issues both tokens of a pair at one instant, even when a second ends while they are signed', async () => {
+    // A clock a second further on each time it is read: every reading falls in a second of its own.
+    const base = testClock();
+    const ticking = Object.assign(() => { const now = base(); base.advance(1000); return now; }, { advance: base.advance, set: base.set });
+    const { tokens } = await tokensOf(authOf(), ticking);
+    const { pair, refreshExpiresAt } = await tokens.issuePair(USER, 9, PWD);
+    const [access, refresh] = [decodeJwt(pair.access_token), decodeJwt(pair.refresh_token)];
+    expect(refresh.iat).toBe(access.iat);
+    expect(refresh.exp).toBe(access.iat! + 30 * 86_400);
+    // The row's expiry (refresh_tokens.expires_at) from the same reading as the tokens.
+    expect(Math.floor(refreshExpiresAt.getTime() / 1000)).toBe(access.iat! + 30 * 86_400);
+  });
+
   it('says aal2 after a second factor; names issuer and audience only when configured', async () => {
     const { tokens } = await tokensOf(authOf({ issuer: 'https://gw.example.test', audience: 'my-app' }));
     const { pair } = await tokens.issuePair(USER, 1, { amr: ['pwd', 'mfa'], authTime: new Date() });
