@@ -50,6 +50,8 @@ export interface AuthDeps {
 const BEARER = /^Bearer[ \t]+([A-Za-z0-9\-_.~+/]+=*)[ \t]*$/i;
 const BEARER_SCHEME = /^Bearer(?:[ \t]|$)/i;
 const INVALID_TOKEN = bearerChallenge(true);
+/** The form every client library sends: the only one the known-token lookup reads. */
+const PLAIN_BEARER = 'Bearer ';
 
 /**
  * The Authorization header's bearer token. One `known` names (a token verified before, which its
@@ -58,8 +60,8 @@ const INVALID_TOKEN = bearerChallenge(true);
  */
 export function bearerToken(headers: IncomingHttpHeaders, known?: Pick<Tokens, 'isVerified'>): string | undefined {
   const value = headerValue(headers, 'authorization');
-  if (known && value.startsWith('Bearer ')) {
-    const token = value.slice(7);
+  if (known && value.startsWith(PLAIN_BEARER)) {
+    const token = value.slice(PLAIN_BEARER.length);
     if (known.isVerified(token)) return token;
   }
   return BEARER.exec(value)?.[1];
