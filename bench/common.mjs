@@ -141,17 +141,31 @@ export const CONTRACT_LEAST_SOURCE = CONTRACT_LEAST === SHARED_CONTRACT_LEAST
   : `The Node floor and the contract's least: bench/contract-least.mjs, the vendored copy (no ../shared/bench/contract-least.mjs here).`;
 
 /**
- * The reference's spawn options: run from the project root (it loads undici from there), told its
- * port, upstream and `contract` ('' for the Node floor, 'public' or 'auth'), nothing else.
+ * Not a target: the reference run by bench/least-with-storage.mjs, in a process that also holds a
+ * Postgres and a Redis connection (`storage`, prepareStorage's), as every gateway process does.
  */
-export function contractLeastOptions(port, upstream, contract) {
-  return { cwd: ROOT, env: { PATH: env.PATH, HOME: env.HOME, NODE_ENV: 'production', PORT: String(port), UPSTREAM: upstream, ...(contract ? { CONTRACT: contract } : {}) } };
+const LEAST_WITH_STORAGE = path.join(ROOT, 'bench/least-with-storage.mjs');
+
+/** The script to run for the reference: itself, or it holding `storage`'s connections. */
+export function contractLeastScript(storage) {
+  return storage ? LEAST_WITH_STORAGE : CONTRACT_LEAST;
 }
 
-/** The reference (above) as a child process with the gateway's V8 flags and `execArgv`, once it listens. */
-export async function startContractLeast(name, upstream, contract, cleanups, execArgv = []) {
+/**
+ * The reference's spawn options: run from the project root (it loads undici from there), told its
+ * port, upstream and `contract` ('' for the Node floor, 'public' or 'auth'), nothing else; and with
+ * `storage`, where least-with-storage.mjs finds the reference and its connections.
+ */
+export function contractLeastOptions(port, upstream, contract, storage) {
+  const held = storage ? { LEAST_REFERENCE: CONTRACT_LEAST, STORAGE_POSTGRES: storage.postgres, STORAGE_REDIS: storage.redis } : {};
+  return { cwd: ROOT, env: { PATH: env.PATH, HOME: env.HOME, NODE_ENV: 'production', PORT: String(port), UPSTREAM: upstream, ...(contract ? { CONTRACT: contract } : {}), ...held } };
+}
+
+/** The reference (above) as a child process with the gateway's V8 flags and `execArgv`, once it listens; with `storage`, holding its connections. */
+export async function startContractLeast(name, upstream, contract, cleanups, execArgv = [], storage = undefined) {
   const port = await freePort();
-  const child = spawn(process.execPath, [...NODE_FLAGS, ...execArgv, CONTRACT_LEAST], { stdio: ['ignore', 'inherit', 'inherit'], ...contractLeastOptions(port, upstream, contract) });
+  const options = contractLeastOptions(port, upstream, contract, storage);
+  const child = spawn(process.execPath, [...NODE_FLAGS, ...execArgv, contractLeastScript(storage)], { stdio: ['ignore', 'inherit', 'inherit'], ...options });
   cleanups.push(() => stopProcess(child));
   return listeningOn(child, name, port);
 }

@@ -19,7 +19,10 @@
 // comparison lists.
 // INSTR_ONLY (floor,public,bearer: all three) counts only those: `public,bearer` measures a change
 // to the gateway in a third of the time (the floor's counts do not move with the gateway's code),
-// and prints the totals without the floor's ratios.
+// and prints the totals without the floor's ratios. `storage`, not in the default: the contract's
+// least again, public and authenticated, in a process that also holds a Postgres and a Redis
+// connection as every gateway does (bench/least-with-storage.mjs; context, not a target);
+// `floor,storage` compares the two.
 // INSTR_KEEP=1 keeps the callgrind files (callgrind_annotate, kcachegrind) and V8's perf maps that
 // name their JIT code, and names their folder.
 // Needs valgrind (Debian package valgrind); Postgres and Redis when they answer, as npm run bench.
@@ -30,7 +33,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
-  baseConfig, CONTRACT_LEAST, CONTRACT_LEAST_SOURCE, contractLeastOptions, createCleanups, freePort, httpClient, listeningOn, NODE_FLAGS, positive, prepareStorage, ROOT, seed, startChild,
+  baseConfig, CONTRACT_LEAST_SOURCE, contractLeastOptions, contractLeastScript, createCleanups, freePort, httpClient, listeningOn, NODE_FLAGS, positive, prepareStorage, ROOT, seed, startChild,
   stopProcess, waitForGateway, writeConfig,
 } from './common.mjs';
 
@@ -154,11 +157,11 @@ const int = (n) => Math.round(n).toLocaleString('en');
  * The shared reference (bench/common.mjs CONTRACT_LEAST) with CONTRACT `contract`: '' the Node
  * floor, 'public' or 'auth' the floor doing the least the contract asks; sent `pathname` with `headers`.
  */
-async function measureFloor(tmp, upstreamUrl, cleanups, contract = '', pathname = '/public', headers = {}) {
-  const name = `floor${contract && `-${contract}`}${pathname.replace('/', '-')}`;
+async function measureFloor(tmp, upstreamUrl, cleanups, contract = '', pathname = '/public', headers = {}, storage = undefined) {
+  const name = `floor${contract && `-${contract}`}${pathname.replace('/', '-')}${storage ? '-storage' : ''}`;
   const out = path.join(tmp, `${name}.out`);
   const port = await freePort();
-  const floor = underCallgrind(out, [CONTRACT_LEAST], cleanups, contractLeastOptions(port, upstreamUrl, contract));
+  const floor = underCallgrind(out, [contractLeastScript(storage)], cleanups, contractLeastOptions(port, upstreamUrl, contract, storage));
   const { url } = await listeningOn(floor, name, port, START_TIMEOUT_MS);
   return countAfterWarmup(floor, out, url, pathname, headers);
 }
@@ -223,6 +226,11 @@ async function main() {
     const bearerHeaders = bearer ?? { authorization: `Bearer ${'x'.repeat(250)}` };
     const floorBearerProfile = ONLY.has('floor') ? await measureFloor(tmp, upstream.url, cleanups, '', '/bearer', bearerHeaders) : undefined;
     const contractAuthenticatedProfile = ONLY.has('floor') ? await measureFloor(tmp, upstream.url, cleanups, 'auth', '/bearer', bearerHeaders) : undefined;
+    // Context, not a target: the same reference holding a Postgres and a Redis connection (needs both servers).
+    const withStorage = ONLY.has('storage') && storage.postgres && storage.redis;
+    if (ONLY.has('storage') && !withStorage) console.log('INSTR_ONLY=storage needs Postgres and Redis: the least with storage is not counted.');
+    const storagePublicProfile = withStorage ? await measureFloor(tmp, upstream.url, cleanups, 'public', '/public', {}, storage) : undefined;
+    const storageAuthenticatedProfile = withStorage ? await measureFloor(tmp, upstream.url, cleanups, 'auth', '/bearer', bearerHeaders, storage) : undefined;
     // Each row against the floor sent the same requests.
     const rows = [
       ['Node floor, /public', floorProfile, floorProfile],
@@ -231,6 +239,8 @@ async function main() {
       ['Node floor, /bearer (its token not read)', floorBearerProfile, floorBearerProfile],
       ['the contract\'s least, authenticated: also identity headers', contractAuthenticatedProfile, floorBearerProfile],
       ['gateway, /bearer', bearerProfile, floorBearerProfile],
+      ['the contract\'s least, public, holding a Postgres and a Redis connection (not a target)', storagePublicProfile, floorProfile],
+      ['the contract\'s least, authenticated, holding a Postgres and a Redis connection (not a target)', storageAuthenticatedProfile, floorBearerProfile],
     ].filter(([, p]) => p);
     console.log('| target | instructions a request | without compilers and collector | floor ÷ target, without | compilers | collector |');
     console.log('|---|---:|---:|---:|---:|---:|');
@@ -247,6 +257,9 @@ async function main() {
       ['the contract\'s least (public) to the gateway\'s /public', contractProfile, publicProfile],
       ['the gateway\'s /public to its /bearer', publicProfile, bearerProfile],
       ['the contract\'s least (authenticated) to the gateway\'s /bearer', contractAuthenticatedProfile, bearerProfile],
+      ['the contract\'s least (public) to the same holding Postgres and Redis connections', contractProfile, storagePublicProfile],
+      ['the contract\'s least (public) holding Postgres and Redis connections to the gateway\'s /public', storagePublicProfile, publicProfile],
+      ['the contract\'s least (authenticated) holding Postgres and Redis connections to the gateway\'s /bearer', storageAuthenticatedProfile, bearerProfile],
     ];
     for (const [title, from, to] of comparisons.filter(([, from, to]) => from && to)) {
       console.log(`\nOwn instructions a request that grew the most, from ${title} (${int(to.work - from.work)} in all, without compilers and collector):`);

@@ -176,6 +176,11 @@ async function main() {
     const floor = await startContractLeast('floor', upstream.url, '', cleanups, baselineArgs);
     const contractFloor = await startContractLeast('floor-public', upstream.url, 'public', cleanups, baselineArgs);
     const contractFloorAuthenticated = await startContractLeast('floor-authenticated', upstream.url, 'auth', cleanups, baselineArgs);
+    // Not a target: the same least in a process holding a Postgres and a Redis connection, as every
+    // gateway does (bench/least-with-storage.mjs): what the sockets alone cost a request.
+    const held = storage.postgres && storage.redis ? storage : undefined;
+    const leastHolding = held && await startContractLeast('floor-public-storage', upstream.url, 'public', cleanups, baselineArgs, held);
+    const leastHoldingAuthenticated = held && await startContractLeast('floor-authenticated-storage', upstream.url, 'auth', cleanups, baselineArgs, held);
     const haproxy = await startHaproxy(upstream.url, config.auth.jwt.secret, cleanups);
     // Tracing (docs/tracing.md): a gateway exporting every request's spans to a local receiver, and
     // one whose collector does not answer, each against the plain gateway.
@@ -205,7 +210,8 @@ async function main() {
     loader.pin(wsUpstream.pid, 'load');
     loader.pin(collector.pid, 'load');
     const servers = [
-      traced, tracedDown, gatewayRoutes, gatewayMonthly, baseline, baselineTls, gateway, gatewayTls, gatewayPooled, floor, contractFloor, contractFloorAuthenticated, haproxy.pid && haproxy,
+      traced, tracedDown, gatewayRoutes, gatewayMonthly, baseline, baselineTls, gateway, gatewayTls, gatewayPooled, floor, contractFloor, contractFloorAuthenticated,
+      leastHolding, leastHoldingAuthenticated, haproxy.pid && haproxy,
     ];
     for (const server of servers.filter(Boolean)) loader.pin(server.pid, 'server');
     for (const server of fleet.skip ? [] : [fleet.one, fleet.two, fleet.nginx].filter(Boolean)) loader.pin(server.pid, 'all');
@@ -276,6 +282,16 @@ async function main() {
         name: 'the contract\'s least, authenticated: also identity headers, no token read (baseline: Node floor)',
         key: 'floor', pair: 'contract-authenticated', route: '/bearer', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', ceiling: true,
       },
+      // No target either: the two leasts again, each in a process that also holds a Postgres and a
+      // Redis connection, as any gateway's does; against the plain least.
+      {
+        name: 'the contract\'s least, public, holding a Postgres and a Redis connection (baseline: the contract\'s least, public)',
+        key: 'floor', pair: 'least-holding', route: '/public', headers: () => [{}], expect: 200, ceiling: true,
+      },
+      {
+        name: 'the contract\'s least, authenticated, holding a Postgres and a Redis connection (baseline: the contract\'s least, authenticated)',
+        key: 'floor', pair: 'least-holding-authenticated', route: '/bearer', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', ceiling: true,
+      },
       {
         name: 'bearer (baseline: HAProxy, jwt_verify)',
         key: 'haproxy', pair: 'haproxy', route: '/bearer', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', targets: { ratio: 0.55 },
@@ -326,6 +342,8 @@ async function main() {
       'contract-haproxy': { baseline: haproxy, gateway: contractFloorAuthenticated },
       least: { baseline: { ...contractFloor, name: 'baseline' }, gateway },
       'least-authenticated': { baseline: { ...contractFloorAuthenticated, name: 'baseline' }, gateway },
+      'least-holding': { baseline: { ...contractFloor, name: 'baseline' }, gateway: leastHolding },
+      'least-holding-authenticated': { baseline: { ...contractFloorAuthenticated, name: 'baseline' }, gateway: leastHoldingAuthenticated },
       haproxy: { baseline: haproxy, gateway },
       counted: { baseline: { ...gateway, name: 'gateway', route: '/bearer' }, gateway },
       monthly: { baseline: { ...gateway, name: 'gateway' }, gateway: gatewayMonthly },
@@ -342,6 +360,7 @@ async function main() {
       if (only && !only.has(s.key ?? s.route.slice(1))) s.skip = 'not in BENCH_ONLY';
       else if (s.pair === 'tls' && !tls) s.skip = 'no openssl to make a certificate';
       else if (s.pair === 'pgbouncer' && !gatewayPooled) s.skip = bouncer.skip;
+      else if (s.pair.startsWith('least-holding') && !held) s.skip = 'needs Postgres and Redis';
       else if ((s.pair === 'haproxy' || s.pair === 'contract-haproxy') && haproxy.skip) s.skip = haproxy.skip;
       else if (s.pair === 'haproxy' && !(await send(haproxy.url, 'GET', '/bearer/probe', { headers: s.headers()[0] })).json?.user) throw new Error('haproxy: the upstream was not told the identity');
       else if ((s.pair === 'workers' || s.pair === 'nginx2') && fleet.skip) s.skip = fleet.skip;
