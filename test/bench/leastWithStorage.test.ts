@@ -3,37 +3,36 @@
 // tell what a gateway's sockets alone cost (docs/benchmark.md). A copy that no longer relayed as the
 // reference does, or that quietly held no connection, would report a cost that is not there.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import { closeSql, describeWithServices, eventually, sql, testServices } from '../helpers/gateway.js';
+import { sparePort } from '../helpers/ports.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const NAME = 'least-with-storage';
 
 describeWithServices('the contract\'s least holding a Postgres and a Redis connection', () => {
-  let upstream: Server;
+  let upstream: EchoUpstream;
   let least: ChildProcess;
   let url: string;
-  const seen: IncomingHttpHeaders[] = [];
 
   beforeAll(async () => {
-    upstream = createServer((req, res) => {
-      seen.push(req.headers);
+    upstream = await startEchoUpstream();
+    upstream.handle = (_req, res) => {
       res.setHeader('x-request-id', 'the-upstream-s-own');
       res.end('{"ok":true}');
-    });
-    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
-    const port = await freePort();
+      return true;
+    };
+    const port = await sparePort();
     least = spawn(process.execPath, [path.join(root, 'bench/least-with-storage.mjs')], {
       cwd: root,
       stdio: ['ignore', 'ignore', 'inherit'],
       env: {
         PATH: process.env.PATH, PORT: String(port), CONTRACT: 'public',
-        UPSTREAM: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`,
+        UPSTREAM: upstream.url,
         LEAST_REFERENCE: path.join(root, 'bench/contract-least.mjs'),
         STORAGE_POSTGRES: testServices!.postgres, STORAGE_REDIS: testServices!.redis,
       },
@@ -44,7 +43,7 @@ describeWithServices('the contract\'s least holding a Postgres and a Redis conne
 
   afterAll(async () => {
     least?.kill();
-    upstream?.close();
+    await upstream?.close();
     await closeSql();
   });
 
@@ -52,7 +51,7 @@ describeWithServices('the contract\'s least holding a Postgres and a Redis conne
     const res = await fetch(`${url}/some/path?q=1`, { headers: { 'x-forwarded-for': '203.0.113.9' } });
     expect(res.status).toBe(200);
     expect(await res.json()).toEqual({ ok: true });
-    const sent = seen.at(-1)!;
+    const sent = upstream.hits.at(-1)!.headers;
     expect(sent['x-forwarded-for']).toBe('127.0.0.1');
     expect(sent['x-forwarded-proto']).toBe('http');
     expect(res.headers.get('x-request-id')).toBe(sent['x-request-id']);
@@ -74,11 +73,3 @@ describeWithServices('the contract\'s least holding a Postgres and a Redis conne
     }
   });
 });
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
