@@ -2,20 +2,17 @@
 // for owners and admins. A key's `role` (member by default) is never above its creator's; it acts
 // for the organization with min(key role, creator's current role), its scopes as §21's, upstreams
 // told x-user-id = its creator. apiKeys.plans is checked against the organization's plan and
-// apiKeys.maxPerOwner counts per organization, under the organization's row lock (change.ts).
+// apiKeys.maxPerOwner counts per organization, under the organization's row lock (change.ts). The
+// rules and actions are the keys room's (keys/organization.ts): this file translates HTTP to them,
+// in a change of the organization by one of its managers.
 import type { FastifyInstance } from 'fastify';
-import type { Audit } from '../audit.js';
 import type { Config } from '../config/schema.js';
-import { sha256Hex } from '../credentials/digest.js';
-import { newApiKey } from '../credentials/shapes.js';
 import { sendError, successBody } from '../errors/index.js';
+import { createOrgApiKey, keyIdOf, orgKeys, revokeOrgApiKey, type KeyOutcome } from '../keys/index.js';
 import { bearerOnly, errors, message } from '../openapi.js';
-import type { IdentityCache } from '../storage/identityCache.js';
-import { ORG_ROLES, type OrgRole } from '../storage/organizations.js';
-import { createOrgKeyWithin, orgKeys, revokeOrgKey } from '../storage/orgApiKeys.js';
-import { keyIdOf, keyRequest } from '../user/apiToken.js';
+import type { IdentityCache } from '../storage/feed/index.js';
 import { orgChange, orgRead, refuse, requireRole, type OrgChangeDeps, type OrgWriters } from './change.js';
-import { actorOf, answer, DATE, field, ids, INT, MANAGERS, object, pathId, ROLE, STR, TAGS } from './common.js';
+import { actorOf, answer, DATE, ids, INT, MANAGERS, object, pathId, ROLE, STR, TAGS } from './common.js';
 import type { OrgRoutesDeps } from './orgs.js';
 
 export type OrgKeyDeps = Pick<OrgRoutesDeps, 'bearer'> & OrgChangeDeps & {
@@ -48,40 +45,22 @@ export const DOCS = {
   },
 };
 
-/** Strongest first: a role's rank is its index. */
-const rank = (role: OrgRole) => ORG_ROLES.indexOf(role);
-/** The roles at least as strong as `role`: who may give it. */
-const atLeast = (role: OrgRole) => ORG_ROLES.filter((r) => rank(r) <= rank(role));
-
-/** The key's role from the body (member by default); refused above the creator's own. */
-function keyRole(body: unknown, creator: OrgRole): OrgRole {
-  const asked = field(body, 'role');
-  if (asked === undefined || asked === null) return 'member';
-  const role = ORG_ROLES.find((r) => r === asked) ?? refuse('badRequest');
-  if (rank(role) < rank(creator)) refuse('roleInsufficient', { required_roles: atLeast(role), current_role: creator });
-  return role;
+/** A key action's result, or its refusal thrown, which rolls the change back (orgs/change.ts). */
+function settled<T>(outcome: KeyOutcome<T>): T {
+  return 'denied' in outcome ? refuse(outcome.denied.code, outcome.denied.extra) : outcome.ok;
 }
 
 export async function orgKeyRoutes(app: FastifyInstance, deps: OrgKeyDeps): Promise<void> {
-  const audit: Pick<Audit, 'record'> = deps.audit;
   app.post('/:id/api-keys', { schema: DOCS.create, preHandler: deps.bearer }, async function createOrgKey(request, reply) {
     const id = pathId(request, 'id');
     if (id === undefined) return sendError(reply, 'orgNotFound');
-    const now = deps.clock();
-    const known = new Set(request.context.live.settings.routes.flatMap((route) => route.scopes ?? []));
-    const { key, start } = newApiKey(deps.apiKeys.prefix, true);
+    const { settings } = request.context.live;
+    const context = {
+      now: deps.clock(), knownScopes: new Set(settings.routes.flatMap((route) => route.scopes ?? [])), upgradeUrl: settings.plans.upgradeUrl, client: actorOf(request).client,
+    };
     const outcome = await orgChange(deps, actorOf(request), id, async (w: OrgWriters) => {
-      const mine = requireRole(w.role, MANAGERS);
-      const plans = deps.apiKeys.plans;
-      if (plans !== 'all' && !plans.includes(w.org.plan)) refuse('planInsufficient', { required: [...plans], current_plan: w.org.plan, upgrade_url: request.context.live.settings.plans.upgradeUrl });
-      const wanted = keyRequest(request.body, now, known);
-      if ('error' in wanted) refuse(wanted.error);
-      const role = keyRole(request.body, mine);
-      const created = await createOrgKeyWithin(w.tx, w.org.id, w.user.id, { hash: sha256Hex(key), start, ...wanted.ok, role }, deps.apiKeys.maxPerOwner, now)
-        ?? refuse('apiKeyLimitReached');
-      const data = { id: created.id, org_id: w.org.id, name: created.name, role, scopes: created.scopes };
-      await audit.record({ type: 'api_key.created', actor: 'user', userId: w.user.id, ...actorOf(request).client, data }, w.tx);
-      return { ...created, key };
+      const memberRole = requireRole(w.role, MANAGERS);
+      return settled(await createOrgApiKey(deps, { tx: w.tx, orgId: w.org.id, plan: w.org.plan, memberId: w.user.id, memberRole }, request.body, context));
     });
     return answer(reply, outcome, 201);
   });
@@ -98,9 +77,7 @@ export async function orgKeyRoutes(app: FastifyInstance, deps: OrgKeyDeps): Prom
     const keyId = keyIdOf({ id: (request.params as Record<string, unknown>).key_id });
     const outcome = await orgChange(deps, actorOf(request), id, async (w) => {
       requireRole(w.role, MANAGERS);
-      const hash = (keyId === undefined ? undefined : await revokeOrgKey(w.tx, w.org.id, keyId)) ?? refuse('apiKeyNotFound');
-      await audit.record({ type: 'api_key.revoked', actor: 'user', userId: w.user.id, ...actorOf(request).client, data: { id: keyId, org_id: w.org.id } }, w.tx);
-      return hash;
+      return settled(await revokeOrgApiKey(deps, { tx: w.tx, orgId: w.org.id, memberId: w.user.id }, keyId, actorOf(request).client));
     });
     if ('refused' in outcome) return answer(reply, outcome);
     deps.identities.forgetKey(outcome.ok);

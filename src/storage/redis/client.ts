@@ -1,7 +1,7 @@
 // The one Redis connection of an instance: one server by URL, the master of a Sentinel group, or a
 // Redis Cluster (CONTRACT §9). Every caller has a Postgres-only or in-process fallback, so the
 // connection is set up to fail fast rather than queue: a queued request would just hang while
-// Redis is away. The guards reach it through a RedisBreaker (redisBreaker.ts).
+// Redis is away. The guards reach it through a RedisBreaker (breaker.ts).
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
 import type { RedisSettings } from '../../config/schema.js';
@@ -11,6 +11,18 @@ import { withTimeout } from '../../time.js';
 export type RedisClient = Redis | Cluster;
 
 const PROBE_TTL_MS = 10_000;
+/** How soon a client that gave up ('end') without being closed is started again. */
+const RESTART_AFTER_MS = 200;
+
+/** Clients being closed for good (closeRedis): their 'end' is final. */
+const closing = new WeakSet<RedisClient>();
+
+/** Closes the client for good (the instance is closing): QUIT lets pending replies arrive, disconnect() closes what QUIT leaves open (the sentinel subscriptions). */
+export async function closeRedis(client: RedisClient): Promise<void> {
+  closing.add(client);
+  await client.quit().catch(() => {});
+  client.disconnect();
+}
 
 export function connectRedis(settings: Exclude<RedisSettings, ''>, keyPrefix: string, log: Logger): RedisClient {
   const options: RedisOptions = {
@@ -19,7 +31,7 @@ export function connectRedis(settings: Exclude<RedisSettings, ''>, keyPrefix: st
     enableOfflineQueue: false,
     maxRetriesPerRequest: 0,
     connectTimeout: 2000,
-    // The guards wait storage.redisTimeout at most (redisBreaker.ts); this only bounds what the
+    // The guards wait storage.redisTimeout at most (breaker.ts); this only bounds what the
     // client itself keeps waiting for.
     commandTimeout: 1000,
     retryStrategy: (attempt) => Math.min(attempt * 200, 2000),
@@ -47,6 +59,9 @@ export function connectRedis(settings: Exclude<RedisSettings, ''>, keyPrefix: st
       // not only at the first write the demoted node refuses.
       failoverDetector: true,
       sentinelRetryStrategy: (attempt) => Math.min(attempt * 200, 2000),
+      // A sentinel that hangs (accepts, answers nothing) would keep the client waiting for the
+      // master's address for good (ioredis sets no bound by default): the next sentinel is asked instead.
+      sentinelCommandTimeout: 1000,
     });
   } else {
     const { enableOfflineQueue, retryStrategy, ...redisOptions } = options;
@@ -70,8 +85,29 @@ export function connectRedis(settings: Exclude<RedisSettings, ''>, keyPrefix: st
     refusingWrites.delete(client);
     connection.failed(err);
   });
-  client.on('end', () => log.debug('Redis connection ended'));
+  client.on('end', () => {
+    log.debug('Redis connection ended');
+    if (client instanceof Redis) restartUnlessClosing(client, log);
+  });
   return client;
+}
+
+/**
+ * ioredis gives up for good (status 'end', no more reconnection) when an attempt of its Sentinel
+ * connector is cut short: after a master is killed, the client asks the sentinels again and again
+ * (they still name the dead master until down-after-milliseconds), and the failover detector's
+ * `+switch-master` calls the connector's disconnect(); arriving while the connector waits for a
+ * sentinel's answer, it makes that attempt fail with "Connection is closed", which ioredis takes
+ * as final. The instance then reported Redis down until restarted (issue 72: one of two instances
+ * still down 10 s after the switch, in 3 runs of 7). An end that is not ours is a connection to
+ * make again.
+ */
+function restartUnlessClosing(client: Redis, log: Logger): void {
+  setTimeout(() => {
+    if (closing.has(client) || client.status !== 'end') return;
+    log.warn('Redis: the client gave up reconnecting; connecting again');
+    client.connect().catch(() => { /* failed again: its own 'end' or retries follow */ });
+  }, RESTART_AFTER_MS).unref();
 }
 
 /**

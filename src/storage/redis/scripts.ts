@@ -50,7 +50,7 @@ if n == 1 or ttl < 0 then
 end
 return {n, ttl}`;
 
-// The per-minute bucket of guards/minuteLimit.ts (GCRA, with leases of at most 1/leaseShare of what
+// The per-minute bucket of pipeline/guards/minuteLimit.ts (GCRA, with leases of at most 1/leaseShare of what
 // it holds). KEYS[1]: the user's bucket (its theoretical arrival time, ms). ARGV[1]: ms between two requests
 // at the sustained rate, fractional unless perMinute divides 60,000 (PX takes whole ms only, and
 // at least 1: past about 100 million a minute the interval is below a double's precision at
