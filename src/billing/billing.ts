@@ -4,7 +4,7 @@
 // to two instances at once, changes nothing the second time; a Stripe failure rolls it all back,
 // claim included, and Stripe's retry applies it. The payload decides nothing: the subscription is
 // fetched from Stripe and its current state applied (events come out of order, several a second).
-// A plan is set the way an operator's is (storage/users.ts writePlan: users' trigger tells every
+// A plan is set the way an operator's is (storage/accounts/users.ts writePlan: users' trigger tells every
 // instance within a second, the local cache is told at once; an organization's, §22, by its row's
 // trigger), with its audit row.
 import type { Logger } from 'pino';
@@ -13,14 +13,14 @@ import type { Audit, AuditActor } from '../audit.js';
 import type { Config } from '../config/schema.js';
 import type { BillingConfig } from '../config/schema/billing.js';
 import {
-  claimEvent, customerOf, linkCustomer, lockSubscription, markGraceEnded, ownerOfCustomer, ownerOfSession, ownersPastGrace, recordSession, saveSubscription,
-  subscriptionsOf, type Owner, type OwnerType, type SubscriptionState,
-} from '../storage/billing.js';
-import type { Database, Queryable } from '../storage/db.js';
-import { lockOrganization, setOrganizationPlan } from '../storage/organizations.js';
-import { writePlan } from '../storage/users.js';
+  claimEvent, customerOf, endOverride, ownerPlan, linkCustomer, lockSubscription, markGraceEnded, overrideOf, ownerOfCustomer, ownerOfSession, ownersPastGrace, recordSession,
+  saveSubscription, subscriptionsOf, type Owner, type OwnerType, type SubscriptionState,
+} from '../storage/usage/index.js';
+import type { Database, Queryable } from '../storage/database/index.js';
+import { lockOrganization, setOrganizationPlan } from '../storage/orgs/index.js';
+import { writePlan } from '../storage/accounts/index.js';
 import { cancelRunningSubscriptions } from './cancel.js';
-import { planFromSubscriptions } from './plan.js';
+import { billingView, computedPlan, planRules } from './operator.js';
 import { idOf, StripeUnavailable, type StripeEvent, type StripeGateway } from './stripe.js';
 
 const DAY_MS = 86_400_000;
@@ -39,6 +39,11 @@ export interface BillingDeps {
   clock: () => Date;
   log: Logger;
 }
+
+/** GET /api/v1/billing/subscription's body. */
+export type OwnerBilling = Pick<Awaited<ReturnType<typeof billingView>>, 'plan_source' | 'grace_ends_at'> & {
+  subscriptions: Array<Omit<Awaited<ReturnType<typeof billingView>>['subscriptions'][number], 'url'>>;
+};
 
 export type CheckoutOutcome = { url: string } | { error: 'priceUnknown' | 'subscriptionAlreadyActive' };
 export type EventOutcome = 'applied' | 'replayed' | 'ignored';
@@ -59,7 +64,7 @@ interface OwnerPlan {
 
 const OWNER_PLANS: Record<OwnerType, OwnerPlan> = {
   // A user's row locked as account/change.ts locks it; its plan written as an operator's is
-  // (storage/users.ts writePlan: users' trigger tells the other instances, this one is told here).
+  // (storage/accounts/users.ts writePlan: users' trigger tells the other instances, this one is told here).
   user: {
     current: async (tx, id, deps) => (await lockAccount(tx, deps, { userId: id, mode: 'update' }))?.user.plan,
     write: (tx, id, plan) => writePlan(tx, id, plan),
@@ -79,13 +84,13 @@ const OWNER_PLANS: Record<OwnerType, OwnerPlan> = {
 export class Billing {
   constructor(private readonly deps: BillingDeps) {}
 
-  /** A Checkout Session for `price` (a key of prices), reusing the owner's customer. Throws StripeUnavailable. */
-  async checkout(owner: Owner, price: string): Promise<CheckoutOutcome> {
+  /** A Checkout Session for `price` (a key of prices), reusing the owner's customer; `back`: stripe.ts's. Throws StripeUnavailable. */
+  async checkout(owner: Owner, price: string, back?: string): Promise<CheckoutOutcome> {
     if (!Object.hasOwn(this.deps.config.prices, price)) return { error: 'priceUnknown' };
     const { db } = this.deps;
     const subs = await subscriptionsOf(db, owner);
     if (subs.some((s) => s.status === 'active' || s.status === 'trialing')) return { error: 'subscriptionAlreadyActive' };
-    const session = await this.deps.stripe.checkoutSession(owner, price, await customerOf(db, owner));
+    const session = await this.deps.stripe.checkoutSession(owner, price, await customerOf(db, owner), back);
     // Stored before the URL is handed out: only a session recorded here links a customer when it completes.
     await recordSession(db, session.id, owner, price);
     return { url: session.url };
@@ -110,10 +115,22 @@ export class Billing {
     return true;
   };
 
-  /** A Customer Portal URL; undefined when the owner has no customer yet. Throws StripeUnavailable. */
-  async portal(owner: Owner): Promise<string | undefined> {
+  /** A Customer Portal URL; undefined when the owner has no customer yet; `back`: stripe.ts's. Throws StripeUnavailable. */
+  async portal(owner: Owner, back?: string): Promise<string | undefined> {
     const customer = await customerOf(this.deps.db, owner);
-    return customer === undefined ? undefined : this.deps.stripe.portalSession(customer);
+    return customer === undefined ? undefined : this.deps.stripe.portalSession(customer, back);
+  }
+
+  /**
+   * What the owner may see of its billing (CONTRACT §30): §29's object as support reads it
+   * (operator.ts's billingView, one computation for both), less what is the operator's: the
+   * customer's id and the links into the operator's Stripe dashboard.
+   */
+  async subscription(owner: Owner): Promise<OwnerBilling> {
+    const plan = (await ownerPlan(this.deps.db, owner)) ?? 'free';
+    const rules = planRules({ plans: this.deps.plans(), billing: { stripe: this.deps.config } }, this.deps.clock());
+    const { subscriptions, plan_source, grace_ends_at } = await billingView(this.deps.db, owner, plan, rules);
+    return { subscriptions: subscriptions.map(({ url: _url, ...shown }) => shown), plan_source, grace_ends_at };
   }
 
   /** Applies a verified event once. Throws StripeUnavailable (nothing applied, the claim rolled back). */
@@ -159,17 +176,32 @@ export class Billing {
   }
 
   private async applyState(tx: Queryable, owner: Owner, state: SubscriptionState, cause: Cause): Promise<number[]> {
+    const before = this.computed(await subscriptionsOf(tx, owner)).plan;
     await saveSubscription(tx, owner, state, this.deps.clock());
-    return this.settlePlan(tx, owner, cause);
+    return this.settlePlan(tx, owner, cause, before);
   }
 
-  /** Sets the owner's plan to what its subscriptions give now; the users whose plan changed (none for an organization). */
-  private async settlePlan(tx: Queryable, owner: Owner, cause: Cause): Promise<number[]> {
+  private computed(subs: Awaited<ReturnType<typeof subscriptionsOf>>) {
+    return computedPlan(subs, { stripe: this.deps.config, plans: this.deps.plans(), now: this.deps.clock() });
+  }
+
+  /**
+   * Sets the owner's plan to what its subscriptions give now (CONTRACT §29); the users whose plan
+   * changed (none for an organization). An operator's override holds while billing computes the
+   * plan it computed when the override was made, and ends when billing computes another. An owner
+   * whose plan billing does not manage keeps the plan an operator gave it unless billing's plan
+   * moved (`before`, what billing computed before this event; none when a grace ended: billing
+   * managed the plan until now).
+   */
+  private async settlePlan(tx: Queryable, owner: Owner, cause: Cause, before?: string): Promise<number[]> {
     const kind = OWNER_PLANS[owner.type];
     const current = await kind.current(tx, owner.id, this.deps);
     if (current === undefined) return [];
-    const { prices, pastDueGraceDays: graceDays } = this.deps.config;
-    const plan = planFromSubscriptions(await subscriptionsOf(tx, owner), { prices, graceDays, plans: this.deps.plans(), now: this.deps.clock() });
+    const { plan, managed } = this.computed(await subscriptionsOf(tx, owner));
+    const held = await overrideOf(tx, owner);
+    if (held?.billing_plan === plan) return [];
+    if (held) await endOverride(tx, owner);
+    else if (!managed && before === plan) return [];
     if (plan === current) return [];
     await kind.write(tx, owner.id, plan);
     const audit = kind.audit(owner.id);

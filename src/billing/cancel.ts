@@ -2,8 +2,8 @@
 // at period end first"): each of its subscriptions Stripe still bills, or retries billing, is set
 // to end with the period already paid. Shared by every way an owner goes: the user's own deletion,
 // an organization's, and an operator's erasure (admin API, console, `gateway users delete`).
-import { subscriptionsOf, type Owner } from '../storage/billing.js';
-import type { Queryable } from '../storage/db.js';
+import { subscriptionsOf, type Owner } from '../storage/usage/index.js';
+import type { Queryable } from '../storage/database/index.js';
 import type { StripeGateway } from './stripe.js';
 
 /** Subscriptions Stripe still bills (or retries billing): the ones a deletion must stop. */

@@ -1,7 +1,7 @@
 // Metered usage (CONTRACT §23, billing.stripe.meter): the uses served past a plan's included monthly
 // allowance are reported to a Stripe Billing meter, off the request path, through the durable
 // outbox of webhooks (webhooks/outbox.ts: claims, leases, retries, at least once). Billed = served −
-// refunded: each pass takes the served-use records (storage/meteredUses.ts) counted long enough ago
+// refunded: each pass takes the served-use records (storage/usage/meteredUses.ts) counted long enough ago
 // that no refund can come for them (twice the longest upstream timeout, plus a margin), per owner
 // and month, and in one transaction queues one meter event per group and marks the records with it.
 // The event's identifier is derived from the records (owner, month, first and last record), and
@@ -11,9 +11,9 @@
 // events. A Stripe outage delays the events (retried with backoff for about a day), never loses
 // them, and never touches a request. Without a Stripe customer for the owner, records wait.
 import type { Logger } from 'pino';
-import type { Database } from '../storage/db.js';
-import { markReported, takeSettled } from '../storage/meteredUses.js';
-import { insertDelivery, type ClaimedDelivery } from '../storage/webhookDeliveries.js';
+import type { Database } from '../storage/database/index.js';
+import { markReported, takeSettled } from '../storage/usage/index.js';
+import { insertDelivery, type ClaimedDelivery } from '../storage/events/index.js';
 import type { MeterAttempt, MeterEventParams, StripeGateway } from './stripe.js';
 
 /** The outbox message type of a meter event (webhook_deliveries.type). */
@@ -40,6 +40,12 @@ export class MeterReporter {
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<number> | undefined;
   private waiting = false;
+  /**
+   * When a pass last finished (ms since the epoch), its start until one has:
+   * gateway_billing_meter_last_report_timestamp_seconds, which the lag alert reads, so that a
+   * reporter that never gets through is late too.
+   */
+  lastPassAt = Date.now();
 
   constructor(private readonly deps: MeterReporterDeps) {}
 
@@ -84,6 +90,7 @@ export class MeterReporter {
         return n;
       });
       if (queued) this.deps.log.debug({ queued }, 'metered usage: meter events queued');
+      this.lastPassAt = Date.now();
       return queued;
     } catch (err) {
       this.deps.log.warn({ err }, 'metered usage: records could not be taken; tried again at the next pass');

@@ -3,7 +3,7 @@
 // item: an add-on listed first, a metered item beside a base fee); the highest of them wins, none
 // gives free. Prices not in billing.stripe.prices give nothing.
 import { BASE_PLANS, type Config } from '../config/schema.js';
-import type { StoredSubscription } from '../storage/billing.js';
+import type { StoredSubscription } from '../storage/usage/index.js';
 
 const DAY_MS = 86_400_000;
 
@@ -28,14 +28,21 @@ function rank(plans: Config['plans'], plan: string): number {
   return BASE_PLANS.indexOf(plan as (typeof BASE_PLANS)[number]);
 }
 
-export function planFromSubscriptions(subs: readonly Pick<StoredSubscription, 'status' | 'past_due_since' | 'prices'>[], inputs: PlanInputs): string {
+/** The plan a subscription's prices give when it counts: the highest of its listed prices' plans; undefined when none is listed. */
+export function planOfPrices(prices: readonly string[], inputs: Pick<PlanInputs, 'prices' | 'plans'>): string | undefined {
   let best: string | undefined;
-  for (const sub of subs) {
-    if (!counts(sub, inputs.graceDays, inputs.now)) continue;
-    for (const price of sub.prices) {
-      const plan = Object.hasOwn(inputs.prices, price) ? inputs.prices[price]! : undefined;
-      if (plan !== undefined && (best === undefined || rank(inputs.plans, plan) > rank(inputs.plans, best))) best = plan;
-    }
+  for (const price of prices) {
+    const plan = Object.hasOwn(inputs.prices, price) ? inputs.prices[price]! : undefined;
+    if (plan !== undefined && (best === undefined || rank(inputs.plans, plan) > rank(inputs.plans, best))) best = plan;
   }
-  return best ?? 'free';
+  return best;
+}
+
+export function planFromSubscriptions(subs: readonly Pick<StoredSubscription, 'status' | 'past_due_since' | 'prices'>[], inputs: PlanInputs): string {
+  const given = subs.filter((sub) => counts(sub, inputs.graceDays, inputs.now)).map((sub) => planOfPrices(sub.prices, inputs));
+  return highest(given.filter((p): p is string => p !== undefined), inputs.plans) ?? 'free';
+}
+
+function highest(plans: readonly string[], order: Config['plans']): string | undefined {
+  return plans.reduce<string | undefined>((best, plan) => (best === undefined || rank(order, plan) > rank(order, best) ? plan : best), undefined);
 }

@@ -3,14 +3,24 @@
 // apiBase lets tests and the demo point it at a local fake. No automatic retry: a failure is
 // answered (503 to a client, 500 to Stripe's webhook, which Stripe retries), not hidden.
 import Stripe from 'stripe';
-import type { BillingConfig } from '../config/schema/billing.js';
-import type { Owner, SubscriptionState } from '../storage/billing.js';
+import { STRIPE_API_VERSION, type BillingConfig } from '../config/schema/billing.js';
+import type { Owner, SubscriptionState } from '../storage/usage/index.js';
 
 // Under the storage's 5 s statement bound: an event's transaction waits on Stripe while holding its
 // claim, and the same event on another instance waits on that claim; it must not give up first.
 const TIMEOUT_MS = 4_000;
-/** Stripe's tolerance for a signature's timestamp (the library's default, said out loud: CONTRACT §23). */
+/** Stripe's tolerance for a signature's timestamp, past and future (the library's default, said out loud: CONTRACT §23, §33). */
 export const SIGNATURE_TOLERANCE_S = 300;
+
+/** The `t=` of a Stripe-Signature header as the library reads it (the last one, parseInt); undefined without one. */
+function signatureTimestamp(header: string): number | undefined {
+  let timestamp: number | undefined;
+  for (const item of header.split(',')) {
+    const [key, value] = item.split('=');
+    if (key === 't') timestamp = parseInt(value ?? '', 10);
+  }
+  return timestamp === undefined || Number.isNaN(timestamp) ? undefined : timestamp;
+}
 
 /** A meter event as Stripe's API takes it (POST /v1/billing/meter_events). */
 export interface MeterEventParams {
@@ -61,7 +71,7 @@ export class StripeGateway {
     const protocol = base.protocol === 'http:' ? 'http' : 'https';
     this.client = new Stripe(config.secretKey, {
       host: base.hostname, port: base.port || (protocol === 'http' ? 80 : 443), protocol,
-      maxNetworkRetries: 0, timeout: TIMEOUT_MS, telemetry: false,
+      apiVersion: STRIPE_API_VERSION, maxNetworkRetries: 0, timeout: TIMEOUT_MS, telemetry: false,
     });
     this.livemode = /^(?:sk|rk)_live_/.test(config.secretKey);
   }
@@ -70,11 +80,16 @@ export class StripeGateway {
    * The event if the signature holds for one of the secrets (a rolling of the endpoint's secret
    * signs with both), within the tolerance; undefined otherwise.
    */
-  verify(raw: Buffer, signature: string | undefined): StripeEvent | undefined {
+  verify(raw: Buffer, signature: string | undefined, now = Date.now()): StripeEvent | undefined {
     if (!signature) return undefined;
+    // The library refuses a timestamp older than the tolerance, not one ahead of it: an event signed
+    // an hour in the future was accepted (issue 68). The timestamp it checks is the header's last
+    // `t=` (its parseHeader), the one the signature covers.
+    const signedAt = signatureTimestamp(signature);
+    if (signedAt === undefined || signedAt - Math.floor(now / 1000) > SIGNATURE_TOLERANCE_S) return undefined;
     for (const secret of this.config.webhookSecrets) {
       try {
-        const event = this.client.webhooks.constructEvent(raw, signature, secret, SIGNATURE_TOLERANCE_S);
+        const event = this.client.webhooks.constructEvent(raw, signature, secret, SIGNATURE_TOLERANCE_S, undefined, now);
         return { id: event.id, type: event.type, livemode: event.livemode, object: event.data.object as StripeEvent['object'] };
       } catch {
         // the next secret
@@ -83,7 +98,8 @@ export class StripeGateway {
     return undefined;
   }
 
-  async checkoutSession(owner: Owner, price: string, customer: string | undefined): Promise<{ id: string; url: string }> {
+  /** `back`: where Stripe sends the customer after paying or going back (the portal's billing page); else successUrl and cancelUrl. */
+  async checkoutSession(owner: Owner, price: string, customer: string | undefined, back?: string): Promise<{ id: string; url: string }> {
     const reference = ownerReference(owner);
     const metadata = { owner_type: owner.type, owner_id: String(owner.id) };
     const session = await this.call(() => this.client.checkout.sessions.create({
@@ -93,15 +109,16 @@ export class StripeGateway {
       metadata,
       subscription_data: { metadata },
       ...(customer ? { customer } : {}),
-      success_url: this.config.successUrl,
-      cancel_url: this.config.cancelUrl,
+      success_url: back ?? this.config.successUrl,
+      cancel_url: back ?? this.config.cancelUrl,
     }));
     if (!session.url) throw new StripeUnavailable(new Error('checkout session without url'));
     return { id: session.id, url: session.url };
   }
 
-  async portalSession(customer: string): Promise<string> {
-    const session = await this.call(() => this.client.billingPortal.sessions.create({ customer, return_url: this.config.cancelUrl }));
+  /** `back`: where the Customer Portal's return link goes (the portal's billing page); else cancelUrl. */
+  async portalSession(customer: string, back?: string): Promise<string> {
+    const session = await this.call(() => this.client.billingPortal.sessions.create({ customer, return_url: back ?? this.config.cancelUrl }));
     return session.url;
   }
 
@@ -115,6 +132,7 @@ export class StripeGateway {
       id: sub.id, customer: idOf(sub.customer) ?? '', status: sub.status, prices,
       price: listed[0] ?? prices[0] ?? null,
       currentPeriodEnd: ends.length ? new Date(Math.max(...ends) * 1000) : null,
+      cancelAtPeriodEnd: sub.cancel_at_period_end === true,
     };
   }
 

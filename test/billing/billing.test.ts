@@ -135,6 +135,19 @@ describeWithServices('plans that follow payment (CONTRACT §23)', () => {
     expect(await sql('SELECT count(*)::int AS n FROM billing_sessions WHERE owner_id = $1', [user.id])).toEqual([{ n: 0 }]);
   });
 
+  it('refuses a signature dated more than 300 s in the future like a stale one (CONTRACT §33); a few seconds of clock skew pass', async () => {
+    const { sub } = await subscribed({ status: 'active', prices: ['price_premium_monthly'] });
+    const now = Math.floor(Date.now() / 1000);
+    const future = [3600, 302].map((ahead) => signedEvent(SECRET, 'customer.subscription.updated', { id: sub.id, customer: sub.customer }, { timestamp: now + ahead }));
+    for (const event of future) {
+      const res = await send(a, event);
+      expect([res.status, res.json.error, res.json.code]).toEqual([400, 'Signature invalide', 'signature_invalid']);
+    }
+    expect(await sql('SELECT count(*)::int AS n FROM billing_events WHERE event_id = ANY($1)', [future.map((e) => e.id)])).toEqual([{ n: 0 }]);
+    const skewed = signedEvent(SECRET, 'customer.subscription.updated', { id: sub.id, customer: sub.customer }, { timestamp: now + 5 });
+    expect((await send(a, skewed)).status).toBe(200);
+  });
+
   it('refuses a bad, missing or stale signature and applies nothing; ignores other modes and other types', async () => {
     const { user, sub } = await subscribed({ status: 'active', prices: ['price_premium_monthly'] });
     stripe.setSubscription({ ...sub, status: 'canceled' });
@@ -190,23 +203,25 @@ describeWithServices('plans that follow payment (CONTRACT §23)', () => {
     clock.set(new Date());
   });
 
-  it('an operator\'s plan change on a subscribed user holds until the next billing event, which sets the plan its subscriptions give', async () => {
+  it('an operator\'s plan change on a subscribed user: 409 without override; an override holds through the next billing event of the same plan (CONTRACT §29)', async () => {
     const { user, sub } = await subscribed({ status: 'active', prices: ['price_premium_monthly'] });
     expect((await planOf(user.id))!.plan).toBe('premium');
     const admin = await buildAdminApp(a.services);
     try {
       const url = await admin.listen({ host: '127.0.0.1', port: 0 });
-      const put = await request(url, 'PUT', `/admin/v1/users/${user.id}/plan`, { headers: bearer(ADMIN_KEY), json: { plan: 'pro' } });
+      const refused = await request(url, 'PUT', `/admin/v1/users/${user.id}/plan`, { headers: bearer(ADMIN_KEY), json: { plan: 'pro' } });
+      expect([refused.status, refused.text]).toEqual([409, '{"error":"Plan géré par la facturation","code":"plan_managed_by_billing","billing_plan":"premium"}']);
+      const put = await request(url, 'PUT', `/admin/v1/users/${user.id}/plan`, { headers: bearer(ADMIN_KEY), json: { plan: 'pro', override: true } });
       expect([put.status, put.json.plan]).toEqual([200, 'pro']);
     } finally {
       await admin.close();
     }
     expect(await planOf(user.id)).toEqual({ plan: 'pro', mirrored: 'pro' });
-    // The next event of the subscription, unchanged at Stripe: the plan is what Stripe's subscription gives again, users.plan and its mirror alike.
+    // The next event of the subscription, unchanged at Stripe: billing computes premium still, and the override holds.
     const event = subscriptionEvent('updated', sub);
     expect((await send(b, event)).status).toBe(200);
-    expect(await planOf(user.id)).toEqual({ plan: 'premium', mirrored: 'premium' });
-    expect((await auditOf(user.id)).at(-1)).toEqual({ actor: 'billing', data: { event_id: event.id, plan: 'premium', previous_plan: 'pro' } });
+    expect(await planOf(user.id)).toEqual({ plan: 'pro', mirrored: 'pro' });
+    expect((await auditOf(user.id)).at(-1)!.data.event_id).not.toBe(event.id);
   });
 
   it('a Stripe failure answers 500 and keeps nothing; the retry applies it', async () => {

@@ -96,6 +96,17 @@ describeWithServices('metered overage reported to a Stripe meter', () => {
     await reported(user.customer);
     expect(eventsOf(user.customer)).toHaveLength(events.length);
     expect(stripe.meterSum(user.customer)).toBe(4);
+
+    // What the alert rules read (deploy/monitoring/): each reporter's last pass, and the meter
+    // events among the outbox's deliveries, apart from webhooks and hooks.
+    const texts = await Promise.all([a, b].map((gw) => gw.services.metrics.registry.metrics()));
+    for (const text of texts) {
+      const at = Number(/^gateway_billing_meter_last_report_timestamp_seconds (\S+)$/m.exec(text)?.[1]);
+      expect(Date.now() / 1000 - at).toBeGreaterThanOrEqual(0);
+      expect(Date.now() / 1000 - at).toBeLessThan(30);
+    }
+    const sent = texts.map((text) => Number(/^gateway_webhook_deliveries_total\{kind="billing",outcome="success"\} (\d+)$/m.exec(text)?.[1] ?? 0));
+    expect(sent[0]! + sent[1]!).toBeGreaterThanOrEqual(events.length);
   });
 
   it('records exactly the uses past the allowance of parallel requests on two instances, and reports exactly those', async () => {

@@ -1,11 +1,11 @@
-// Issue 53: the Stripe fake's objects are shaped as Stripe's API describes them (src/demo/stripeObjects.ts,
+// Issue 53: the Stripe fake's objects are shaped as Stripe's API describes them (src/stripeFake/objects.ts,
 // checked at compile time against the `stripe` package's types), and the gateway takes them whole.
 // The other billing tests sign partial payloads on purpose (the payload decides nothing); here the
 // events are whole, as Stripe sends them: a session paid at the fake's checkout page sends its
 // checkout.session.completed to the gateway's webhook, and a whole customer.subscription.updated
 // ends the plan. docs/billing.md's example against the fake.
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { subscriptionObject } from '../../src/demo/stripeObjects.js';
+import { subscriptionObject } from '../../src/stripeFake/index.js';
 import { docsExample } from '../helpers/docs.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import { bearer, closeSql, describeWithServices, makeUser, sql, startTestGateway, testConfigFromYaml, type TestGateway } from '../helpers/gateway.js';
@@ -39,9 +39,13 @@ describeWithServices('whole Stripe objects and events, from the fake', () => {
     expect((await gw.get('/api/v1/forecasts', { headers: bearer(user.access) })).status).toBe(403);
     const res = await gw.post('/api/v1/billing/checkout', { price: 'price_premium_monthly' }, { headers: bearer(user.access) });
     expect(res.status, res.text).toBe(200);
-    // Opening the URL, as a customer's browser would: the fake pays and delivers the event before answering.
+    // The URL leads to the double's checkout page; its Pay button posts to it, and the fake pays and
+    // delivers the events of a paid checkout before answering (a script gets JSON, a browser a redirect).
     const page = await fetch(res.json.url as string);
-    expect(await page.text()).toMatch(/^Paid .*subscription (sub_[0-9a-f]+) is active; the gateway's webhook answered 200\n$/);
+    expect(await page.text()).toMatch(/<form method="post" action="\/c\/pay\/cs_test_[0-9a-f]+"><button type="submit" id="pay">Pay<\/button><\/form>/);
+    const paid = await fetch(res.json.url as string, { method: 'POST' });
+    expect(await paid.json()).toMatchObject({ paid: true, subscription: expect.stringMatching(/^sub_[0-9a-f]+$/), webhookStatus: 200 });
+    expect(stripe.sent.slice(-3).map((e) => [e.type, e.status])).toEqual([['checkout.session.completed', 200], ['customer.subscription.created', 200], ['invoice.paid', 200]]);
     expect(await planOf(user.id)).toBe('premium');
     const [linked] = await sql<{ stripe_customer_id: string }>("SELECT stripe_customer_id FROM billing_customers WHERE owner_type = 'user' AND owner_id = $1", [user.id]);
     const [sub] = await sql<{ status: string; price: string; current_period_end: Date }>(

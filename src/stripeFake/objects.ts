@@ -1,13 +1,15 @@
-// The objects the local fake of Stripe (stripeFake.ts) answers and sends, whole, as Stripe's API
-// describes them: each is checked at compile time against the `stripe` package's types (`satisfies
-// Stripe.Subscription` …: every field Stripe always sends, with its type, and none it never sends),
-// which Stripe generates from its published OpenAPI description (node_modules/stripe/OPENAPI_VERSION;
-// the API version of node_modules/stripe/esm/apiVersion.js). Stripe's JSON spec itself is over 4 MiB
-// and could not be had here; its types are that spec, compiled. Values are what a test-mode account
-// with one recurring price shows; what the gateway reads (ids, customer, status, items' prices and
-// periods, urls) comes from the fake's state.
+// The objects the Stripe double (fake.ts) answers and sends, whole, as Stripe's API describes them
+// at STRIPE_API_VERSION (pinned once, in config/schema/billing.ts): each is checked at compile time
+// against the `stripe` package's types (`satisfies Stripe.Subscription` …: every field Stripe always
+// sends, with its type, and none it never sends), and test/stripeFake/shapes.test.ts walks what the
+// fake sends at run time against the same types, field by field. Stripe generates those types from
+// its published OpenAPI description (node_modules/stripe/OPENAPI_VERSION). Values are what a
+// test-mode account with one recurring price shows; what the gateway reads (ids, customer, status,
+// items' prices and periods, urls) comes from the fake's state. `livemode` is false everywhere: the
+// double never passes for a live account.
 import { randomBytes } from 'node:crypto';
-import Stripe from 'stripe';
+import type Stripe from 'stripe';
+import { STRIPE_API_VERSION } from '../config/schema/billing.js';
 
 export type SubscriptionStatus = Stripe.Subscription.Status;
 
@@ -19,6 +21,8 @@ export interface FakeSubscription {
   prices: string[];
   metadata?: Record<string, string>;
   cancelAtPeriodEnd?: boolean;
+  /** When its current period started (seconds); a minute before it is read, when absent. */
+  periodStart?: number;
 }
 
 /** A Checkout Session as the fake holds it, from the form the gateway posted. */
@@ -32,8 +36,10 @@ export interface FakeCheckout {
 }
 
 export const fakeId = (prefix: string) => `${prefix}_${randomBytes(8).toString('hex')}`;
-const now = () => Math.floor(Date.now() / 1000);
-const PERIOD_S = 30 * 86_400;
+/** Now, in Stripe's unit (seconds since the epoch). */
+export const now = () => Math.floor(Date.now() / 1000);
+/** The fake's billing period: 30 days. */
+export const PERIOD_S = 30 * 86_400;
 
 /** The form's `metadata[key]` fields, as Stripe stores them. */
 export function metadataOf(form: Record<string, string>, prefix = 'metadata'): Record<string, string> {
@@ -63,9 +69,9 @@ function item(sub: FakeSubscription, priceId: string, created: number): Stripe.S
   } satisfies Stripe.SubscriptionItem;
 }
 
-/** GET /v1/subscriptions/{id}: the subscription now, one item per price (the first period started a minute ago). */
+/** GET /v1/subscriptions/{id}: the subscription now, one item per price (its period started at periodStart, or a minute ago). */
 export function subscriptionObject(sub: FakeSubscription): Stripe.Subscription {
-  const created = now() - 60;
+  const created = sub.periodStart ?? now() - 60;
   const ended = sub.status === 'canceled' || sub.status === 'incomplete_expired';
   return {
     id: sub.id, object: 'subscription', application: null, application_fee_percent: null, automatic_tax: { disabled_reason: null, enabled: false, liability: null },
@@ -101,14 +107,14 @@ export function checkoutSessionObject(session: FakeCheckout): Stripe.Checkout.Se
     payment_status: paid ? 'paid' : 'unpaid', permissions: null, recovered_from: null, saved_payment_method_options: null, setup_intent: null,
     shipping_address_collection: null, shipping_cost: null, shipping_options: [], status: paid ? 'complete' : 'open', submit_type: null,
     subscription: session.subscription, success_url: form.success_url ?? null, total_details: { amount_discount: 0, amount_shipping: 0, amount_tax: 0 },
-    ui_mode: 'hosted', url: paid ? null : session.url, wallet_options: null,
+    ui_mode: 'hosted_page', url: paid ? null : session.url, wallet_options: null,
   } satisfies Stripe.Checkout.Session;
 }
 
 /** POST /v1/billing_portal/sessions. */
 export function portalSessionObject(id: string, form: Record<string, string>, url: string): Stripe.BillingPortal.Session {
   return {
-    id, object: 'billing_portal.session', configuration: 'bpc_demo', created: now(), customer: form.customer ?? '', customer_account: null, flow: null,
+    id, object: 'billing_portal.session', configuration: 'bpc_fake', created: now(), customer: form.customer ?? '', customer_account: null, flow: null,
     livemode: false, locale: null, on_behalf_of: null, return_url: form.return_url ?? null, url,
   } satisfies Stripe.BillingPortal.Session;
 }
@@ -124,23 +130,23 @@ export function meterEventObject(form: Record<string, string>, identifier: strin
 /** The events the gateway is sent, whole: the object is the one the fake would answer for it. */
 export type FakeEvent =
   | { type: 'checkout.session.completed'; object: Stripe.Checkout.Session }
-  | { type: 'customer.subscription.created' | 'customer.subscription.updated' | 'customer.subscription.deleted'; object: Stripe.Subscription };
+  | { type: 'customer.subscription.created' | 'customer.subscription.updated' | 'customer.subscription.deleted'; object: Stripe.Subscription }
+  | { type: 'invoice.paid' | 'invoice.payment_failed'; object: Stripe.Invoice };
 
-/**
- * An event as Stripe sends it to a webhook endpoint, around `object`: partial objects are for tests
- * that prove the payload decides nothing; the fake itself sends whole ones (wholeEvent).
- */
-export function eventEnvelope(id: string, type: string, object: object, options: { livemode?: boolean } = {}): Omit<Stripe.EventBase, 'data' | 'type'> & { type: string; data: { object: object } } {
+/** What every event carries around its object, as Stripe sends it to a webhook endpoint (test mode). */
+export function eventBase(id: string): Omit<Stripe.EventBase, 'data' | 'type'> {
   return {
-    id, object: 'event', api_version: Stripe.API_VERSION, created: now(), livemode: options.livemode ?? false, pending_webhooks: 1,
-    request: { id: null, idempotency_key: null }, type, data: { object },
-  } satisfies Omit<Stripe.EventBase, 'data' | 'type'> & { type: string; data: { object: object } };
+    id, object: 'event', api_version: STRIPE_API_VERSION, created: now(), livemode: false, pending_webhooks: 1, request: { id: null, idempotency_key: null },
+  } satisfies Omit<Stripe.EventBase, 'data' | 'type'>;
 }
 
 /** A whole event, as Stripe would send it: its type and object checked together. */
 export function wholeEvent(id: string, event: FakeEvent): Stripe.Event {
-  const { data: _data, type: _type, ...base } = eventEnvelope(id, event.type, event.object);
-  return event.type === 'checkout.session.completed'
-    ? { ...base, type: event.type, data: { object: event.object } } satisfies Stripe.CheckoutSessionCompletedEvent
-    : { ...base, type: event.type, data: { object: event.object } } satisfies Stripe.Event;
+  const base = eventBase(id);
+  switch (event.type) {
+    case 'checkout.session.completed': return { ...base, type: event.type, data: { object: event.object } } satisfies Stripe.CheckoutSessionCompletedEvent;
+    case 'invoice.paid': return { ...base, type: event.type, data: { object: event.object } } satisfies Stripe.InvoicePaidEvent;
+    case 'invoice.payment_failed': return { ...base, type: event.type, data: { object: event.object } } satisfies Stripe.InvoicePaymentFailedEvent;
+    default: return { ...base, type: event.type, data: { object: event.object } } satisfies Stripe.Event;
+  }
 }
