@@ -116,10 +116,11 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
   let cacheStats: { hits: number; misses: number } | undefined;
   let webSockets: WebSocketStats | undefined;
   let traces: { exported: number; dropped: number } | undefined;
+  let inDoubt: InDoubtStats | undefined;
   // Unprefixed: stock Node.js dashboards and alerts look for process_* and nodejs_* by these names.
   if (options.defaultMetrics) collectDefaultMetrics({ register: registry });
   // The usual build-info gauge: a constant 1 whose labels say what runs, for joins in queries.
-  // Summed over workers it would read N: every worker runs the same build (workers.ts).
+  // Summed over workers it would read N: every worker runs the same build (fleet/primary.ts).
   new Gauge({ name: 'gateway_build_info', help: 'The running gateway: version and Node.js version', labelNames: ['version', 'node'], registers: [registry], aggregator: 'first' })
     .set({ version: PACKAGE_VERSION, node: process.versions.node }, 1);
 
@@ -151,6 +152,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     add({ outcome: 'exported' }, traces.exported);
     add({ outcome: 'dropped' }, traces.dropped);
   });
+  inDoubtCounters(registry, () => inDoubt);
   new Gauge({
     name: 'gateway_websockets_open', help: 'WebSockets open now, by route', labelNames: ['route'], registers: [registry],
     collect() {
@@ -162,11 +164,16 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     for (const [route, n] of webSockets?.opened ?? []) add({ route }, n);
   });
 
+  const probes = operationalGauges(registry);
   return {
     registry,
     tallies,
+    ...probes,
     upstreamErrors: new Counter({ name: 'gateway_upstream_errors_total', help: 'Upstream failures by upstream and kind', labelNames: ['upstream', 'kind'] as const, registers: [registry] }),
-    webhookDeliveries: new Counter({ name: 'gateway_webhook_deliveries_total', help: 'Webhook delivery attempts by outcome', labelNames: ['outcome'] as const, registers: [registry] }),
+    webhookDeliveries: new Counter({
+      name: 'gateway_webhook_deliveries_total', help: 'Outbox delivery attempts by kind (webhook: a user\'s, hook: the operator\'s, billing: a Stripe meter event) and outcome',
+      labelNames: ['kind', 'outcome'] as const, registers: [registry],
+    }),
     observeIdentityCache(stats: { hits: number; misses: number }): void {
       cacheStats = stats;
     },
@@ -176,7 +183,30 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}) {
     observeTracing(stats: { exported: number; dropped: number }): void {
       traces = stats;
     },
+    observeInDoubt(stats: InDoubtStats): void {
+      inDoubt = stats;
+    },
   };
+}
+
+/** What /metrics reads of in-doubt commits: the database's (Postgres only), and the uses they left in doubt (the daily limiter's). */
+export interface InDoubtStats {
+  commits: { inDoubtCommits: number } | undefined;
+  uses: { usesInDoubt: number };
+}
+
+/** CONTRACT §32: a COMMIT whose answer was lost (a failover) may have counted uses never served. */
+function inDoubtCounters(registry: Registry, stats: () => InDoubtStats | undefined): void {
+  const commitsHelp = 'Postgres transactions whose COMMIT was sent and whose answer was lost (a failover, a cut connection): committed or not, nobody can tell';
+  scrapedCounter(registry, 'gateway_storage_in_doubt_commits_total', commitsHelp, [], (add) => {
+    const commits = stats()?.commits;
+    if (commits) add({}, commits.inDoubtCommits);
+  });
+  const usesHelp = 'Daily and monthly uses reserved or handed back by in-doubt commits: at most this many may be counted and not served';
+  scrapedCounter(registry, 'gateway_quota_uses_in_doubt_total', usesHelp, [], (add) => {
+    const uses = stats()?.uses;
+    if (uses) add({}, uses.usesInDoubt);
+  });
 }
 
 /** A counter whose series are rebuilt from counts kept elsewhere each time the registry is read. */
@@ -194,4 +224,64 @@ function scrapedCounter<L extends string>(
       fill((labels, n) => this.inc(labels, n));
     },
   });
+}
+
+/** What the operational gauges read when scraped, each provided by the part that knows (instance.ts, server.ts). */
+interface Probes {
+  /** Postgres and Redis as /readyz sees them: ok, down, readonly, off. */
+  storage?: () => Promise<Record<string, string>>;
+  /** Seconds the oldest message still pending in the outbox has waited (0: none). */
+  outboxAge?: () => Promise<number>;
+  /** When the billing meter reporter last finished a pass (ms since the epoch; its start until one has); undefined without one. */
+  meterReported?: () => number | undefined;
+  /** When each HTTPS listener's certificate expires (ms since the epoch), by listener. */
+  certificates?: () => Record<string, number>;
+}
+
+/**
+ * The gauges the alert rules of deploy/monitoring/ read (CONTRACT §28), filled when scraped. Each
+ * says how it adds up over workers (fleet/primary.ts sums by default): storage and certificates the
+ * worst worker, the outbox's age (the same table for all) and the reporter's last pass the latest.
+ */
+function operationalGauges(registry: Registry) {
+  const probes: Probes = {};
+  new Gauge({
+    name: 'gateway_storage_up', help: 'Whether Postgres and Redis answer the readiness check (1) or not (0); Redis absent when not configured',
+    labelNames: ['store'], registers: [registry], aggregator: 'min',
+    async collect() {
+      this.reset();
+      for (const [store, state] of Object.entries((await probes.storage?.()) ?? {})) if (state !== 'off') this.set({ store }, state === 'down' ? 0 : 1);
+    },
+  });
+  new Gauge({
+    name: 'gateway_outbox_oldest_pending_seconds', help: 'Age of the oldest outbox message (webhook, hook, meter event) not yet delivered, 0 when none', registers: [registry], aggregator: 'max',
+    async collect() {
+      // A storage failure leaves it out of the scrape: gateway_storage_up says why.
+      this.reset();
+      const age = await probes.outboxAge?.().catch(() => undefined);
+      if (age !== undefined) this.set(age);
+    },
+  });
+  new Gauge({
+    name: 'gateway_billing_meter_last_report_timestamp_seconds', help: 'When the billing meter reporter last finished a pass (its start until one has); 0 without billing.stripe.meter',
+    registers: [registry], aggregator: 'max',
+    collect() {
+      this.reset();
+      const at = probes.meterReported?.();
+      if (at !== undefined) this.set(at / 1000);
+    },
+  });
+  new Gauge({
+    name: 'gateway_tls_certificate_expiry_timestamp_seconds', help: 'When the certificate each HTTPS listener serves expires', labelNames: ['listener'], registers: [registry], aggregator: 'min',
+    collect() {
+      this.reset();
+      for (const [listener, at] of Object.entries(probes.certificates?.() ?? {})) this.set({ listener }, at / 1000);
+    },
+  });
+  return {
+    /** Hands a gauge what it reads (each part calls it once it exists). */
+    observe(more: Probes): void {
+      Object.assign(probes, more);
+    },
+  };
 }

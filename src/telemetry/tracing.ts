@@ -207,7 +207,7 @@ export class Tracing {
     }, stage.context);
     try {
       const result = await work();
-      // The Redis breaker answers undefined for a call that failed or ran out of time (redisBreaker.ts).
+      // The Redis breaker answers undefined for a call that failed or ran out of time (storage/redis/breaker.ts).
       if (result === undefined && system === 'redis') failed(span, 'unavailable');
       return result;
     } catch (err) {
