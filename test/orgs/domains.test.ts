@@ -1,0 +1,177 @@
+// An organization's domains (CONTRACT §31, "Domains", "Domains stay proven"), on two instances
+// with docs/enterprise-sso.md's configuration, TXT records served by a loopback DNS server, and
+// the page's shell examples run as written.
+import { execFile } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { buildAdminApp } from '../../src/admin/app.js';
+import { docsBlock, docsExample } from '../helpers/docs.js';
+import { startDnsServer, type DnsServer } from '../helpers/dnsServer.js';
+import { ADMIN_KEY, bearer, closeSql, describeWithServices, sql, startTwoGateways, testConfigFromYaml, type TestGateway, type TestUser } from '../helpers/gateway.js';
+import { request } from '../helpers/http.js';
+import { startSmtpCatcher, type SmtpCatcher } from '../helpers/smtp.js';
+import { createOrg, invite, join, verifiedUser } from './helpers.js';
+
+describeWithServices('organization domains', () => {
+  let smtp: SmtpCatcher;
+  let dns: DnsServer;
+  let gws: [TestGateway, TestGateway];
+  let admin: FastifyInstance;
+  let adminUrl: string;
+  let dir: string;
+
+  beforeAll(async () => {
+    smtp = await startSmtpCatcher();
+    dns = await startDnsServer();
+    dir = mkdtempSync(path.join(tmpdir(), 'gw-domains-'));
+    writeFileSync(path.join(dir, 'more-public-domains.txt'), '# ours\nmail.example-isp.test\n');
+    // docs/enterprise-sso.md's example as written, under docs/organizations.md's, but for the
+    // resolver (the loopback DNS server) and the list's place.
+    const ssoLines = docsExample('enterprise-sso', 'sso').replace('[1.1.1.1, 8.8.8.8]', `["${dns.address}"]`)
+      .replace('./more-public-domains.txt', path.join(dir, 'more-public-domains.txt')).split('\n');
+    const sso = ssoLines.slice(ssoLines.findIndex((l) => l.startsWith('  sso:'))).join('\n');
+    const yaml = docsExample('organizations', 'organizations').replace(/( {2}maxOwnedPerUser:[^\n]*\n)/, `$1${sso}\n`);
+    const config = testConfigFromYaml(yaml, { SMTP_URL: smtp.url });
+    gws = await startTwoGateways({ ...config, errors: { ...config.errors, codes: true } });
+    admin = await buildAdminApp(gws[0].services);
+    adminUrl = await admin.listen({ host: '127.0.0.1', port: 0 });
+  });
+  afterAll(async () => {
+    await admin?.close();
+    await Promise.all((gws ?? []).map((gw) => gw.close()));
+    await smtp?.close();
+    await dns?.close();
+    rmSync(dir, { recursive: true, force: true });
+    await closeSql();
+  });
+
+  const as = (user: TestUser) => ({ headers: bearer(user.access) });
+  const newDomain = () => `corp-${randomUUID().slice(0, 8)}.test`;
+  async function ownedOrg(): Promise<{ owner: TestUser; id: number }> {
+    const owner = await verifiedUser(gws[0], smtp);
+    return { owner, id: await createOrg(gws[0], owner) };
+  }
+  const claim = (gw: TestGateway, id: number, owner: TestUser, domain: unknown) => gw.post(`/api/v1/orgs/${id}/domains`, { domain }, as(owner));
+  const verify = (gw: TestGateway, id: number, owner: TestUser, domain: string) => gw.post(`/api/v1/orgs/${id}/domains/${encodeURIComponent(domain)}/verify`, {}, as(owner));
+  const events = (type: string, id: number) => sql<{ actor: string; data: Record<string, unknown> }>(
+    "SELECT actor, data FROM audit_events WHERE type = $1 AND data->>'org_id' = $2 ORDER BY id", [type, String(id)]);
+
+  it('the docs\' claim and verify, run as written: pending with a TXT value, 409 until the record is there, then verified', async () => {
+    const { owner, id } = await ownedOrg();
+    const domain = newDomain();
+    const env = { PATH: process.env.PATH ?? '', GW: gws[0].url, ORG_ID: String(id), TOKEN: owner.access, DOMAIN: domain };
+    const run = (block: string) => new Promise<Record<string, unknown>>((resolve, reject) => {
+      execFile('bash', ['-e', '-c', docsBlock('enterprise-sso', block)], { env, timeout: 30_000 }, (err, stdout, stderr) => (err ? reject(new Error(stderr)) : resolve(JSON.parse(stdout))));
+    });
+    const claimed = await run('domain-claim');
+    expect(claimed).toMatchObject({ domain, status: 'pending', txt_name: `_gateway-verify.${domain}`, verified_by: null, verified_at: null });
+    expect(claimed.txt_value).toMatch(/^gateway-verify=[A-Za-z0-9_-]{32}$/);
+    expect(new Date(claimed.expires_at as string).getTime() - Date.now()).toBeGreaterThan(6.9 * 86_400_000);
+    expect(await run('domain-verify')).toMatchObject({ code: 'domain_unverified' });
+    dns.setTxt(`_gateway-verify.${domain}`, ['v=spf1 -all', claimed.txt_value as string]);
+    expect(await run('domain-verify')).toMatchObject({ domain, status: 'verified', verified_by: 'dns' });
+    const listed = await gws[1].get(`/api/v1/orgs/${id}/domains`, as(owner));
+    expect(listed.json.domains).toEqual([expect.objectContaining({ domain, status: 'verified', verified_by: 'dns', last_checked_at: expect.any(String) })]);
+    expect((await events('org.domain_claimed', id)).map((e) => e.data)).toEqual([{ org_id: id, domain }]);
+    expect(await events('org.domain_verified', id)).toEqual([{ actor: 'user', data: { org_id: id, domain, by: 'dns' } }]);
+  });
+
+  it('stores the A-label, lower-case, without the trailing dot; refuses IPs, public suffixes and public mail domains', async () => {
+    const { owner, id } = await ownedOrg();
+    const label = `Bücher-${randomUUID().slice(0, 6)}`;
+    const res = await claim(gws[1], id, owner, `${label}.EXAMPLE.`);
+    expect(res.status).toBe(201);
+    expect(res.json.domain).toBe(`${new URL(`http://${label}.example`).hostname}`);
+    expect(res.json.domain).toMatch(/^xn--/);
+    for (const bad of ['192.0.2.1', '[2001:db8::1]', 'co.uk', 'github.io', 'com', 'gmail.com', 'GMAIL.com.', 'mail.example-isp.test', 'not a domain', 'a..b']) {
+      const refused = await claim(gws[0], id, owner, bad);
+      expect([refused.status, refused.json.code], bad).toEqual([400, 'domain_not_allowed']);
+    }
+    expect((await claim(gws[0], id, owner, 42)).status).toBe(400);
+  });
+
+  it('only owners claim, verify and release; admins list; non-members get 404', async () => {
+    const { owner, id } = await ownedOrg();
+    const adminUser = await verifiedUser(gws[0], smtp);
+    expect(await join(gws[0], adminUser, await invite(gws[0], smtp, id, owner, adminUser, 'admin'))).toBe(200);
+    const stranger = await verifiedUser(gws[0], smtp);
+    const domain = newDomain();
+    expect((await claim(gws[0], id, owner, domain)).status).toBe(201);
+    expect((await claim(gws[0], id, adminUser, newDomain())).json.code).toBe('role_insufficient');
+    expect((await verify(gws[0], id, adminUser, domain)).json.code).toBe('role_insufficient');
+    expect((await gws[0].get(`/api/v1/orgs/${id}/domains`, as(adminUser))).status).toBe(200);
+    expect((await gws[0].get(`/api/v1/orgs/${id}/domains`, as(stranger))).status).toBe(404);
+    expect((await verify(gws[0], id, owner, newDomain())).json.code).toBe('domain_not_found');
+    const release = (who: TestUser, d: string) => gws[1].request('DELETE', `/api/v1/orgs/${id}/domains/${d}`, as(who));
+    expect((await release(adminUser, domain)).status).toBe(403);
+    expect((await release(owner, domain)).status).toBe(200);
+    expect((await release(owner, domain)).json.code).toBe('domain_not_found');
+    expect((await events('org.domain_released', id)).map((e) => e.data)).toEqual([{ org_id: id, domain }]);
+  });
+
+  it('10 look-ups per organization per hour across both instances, then 429', async () => {
+    const { owner, id } = await ownedOrg();
+    const domain = newDomain();
+    expect((await claim(gws[0], id, owner, domain)).status).toBe(201);
+    const answers = await Promise.all(Array.from({ length: 14 }, (_, i) => verify(gws[i % 2]!, id, owner, domain)));
+    expect(answers.filter((a) => a.status === 409)).toHaveLength(10);
+    expect(answers.filter((a) => a.status === 429)).toHaveLength(4);
+    expect(dns.asked(`_gateway-verify.${domain}`)).toBeGreaterThanOrEqual(10);
+  });
+
+  it('two organizations verifying one domain at once, on two instances: one 200, one 409 domain_taken (3 rounds)', async () => {
+    for (let round = 0; round < 3; round++) {
+      const [a, b] = [await ownedOrg(), await ownedOrg()];
+      const domain = newDomain();
+      const values = [(await claim(gws[0], a.id, a.owner, domain)).json.txt_value, (await claim(gws[1], b.id, b.owner, domain)).json.txt_value];
+      dns.setTxt(`_gateway-verify.${domain}`, values);
+      const [ra, rb] = await Promise.all([verify(gws[0], a.id, a.owner, domain), verify(gws[1], b.id, b.owner, domain)]);
+      expect([ra.status, rb.status].sort()).toEqual([200, 409]);
+      expect([ra.json.code, rb.json.code]).toContain('domain_taken');
+      expect(await sql("SELECT 1 FROM org_domains WHERE domain = $1 AND status = 'verified'", [domain])).toHaveLength(1);
+      // The winner holds it: the other cannot claim it again either.
+      const loser = ra.status === 200 ? b : a;
+      expect((await claim(gws[0], loser.id, loser.owner, domain)).json.code).toBe('domain_taken');
+    }
+  });
+
+  it('the daily re-check: 3 misses unverify (resolver failures do not count), an operator\'s domain is never re-checked', async () => {
+    const { owner, id } = await ownedOrg();
+    const [domain, byOperator] = [newDomain(), newDomain()];
+    const value = (await claim(gws[0], id, owner, domain)).json.txt_value;
+    dns.setTxt(`_gateway-verify.${domain}`, [value]);
+    expect((await verify(gws[0], id, owner, domain)).status).toBe(200);
+    expect((await claim(gws[0], id, owner, byOperator)).status).toBe(201);
+    const adminCall = (d: string) => request(adminUrl, 'POST', `/admin/v1/orgs/${id}/domains/${d}/verify`, { headers: bearer(ADMIN_KEY), json: {} });
+    expect((await adminCall(byOperator)).json).toMatchObject({ domain: byOperator, status: 'verified', verified_by: 'operator' });
+    expect((await adminCall(newDomain())).status).toBe(404);
+    expect((await events('org.domain_verified', id)).map((e) => [e.actor, e.data.by])).toEqual([['user', 'dns'], ['admin', 'operator']]);
+
+    const row = async () => (await sql<{ status: string; missed_checks: number }>('SELECT status, missed_checks FROM org_domains WHERE org_id = $1 AND domain = $2', [id, domain]))[0];
+    const dayPasses = () => sql("UPDATE org_domains SET last_checked_at = now() - interval '25 hours' WHERE org_id = $1", [id]);
+    const sweep = async () => { await dayPasses(); await Promise.all(gws.map((gw) => gw.services.housekeeping.sweep())); };
+    dns.remove(`_gateway-verify.${domain}`);
+    await sweep();
+    expect(await row()).toEqual({ status: 'verified', missed_checks: 1 });
+    dns.fail(`_gateway-verify.${domain}`);
+    await sweep();
+    expect(await row()).toEqual({ status: 'verified', missed_checks: 1 });
+    dns.setTxt(`_gateway-verify.${domain}`, ['gateway-verify=someone-else']);
+    await sweep();
+    await sweep();
+    expect(await row()).toEqual({ status: 'unverified', missed_checks: 3 });
+    expect((await events('org.domain_unverified', id)).map((e) => [e.actor, e.data.domain])).toEqual([['system', domain]]);
+    expect(dns.asked(`_gateway-verify.${byOperator}`)).toBe(0);
+    const [operators] = await sql('SELECT status, verified_by FROM org_domains WHERE org_id = $1 AND domain = $2', [id, byOperator]);
+    expect(operators).toEqual({ status: 'verified', verified_by: 'operator' });
+    // Unverified, another organization may claim and verify it.
+    const other = await ownedOrg();
+    const next = (await claim(gws[1], other.id, other.owner, domain)).json.txt_value;
+    dns.setTxt(`_gateway-verify.${domain}`, [next]);
+    expect((await verify(gws[1], other.id, other.owner, domain)).status).toBe(200);
+  });
+});
