@@ -17,10 +17,15 @@ ENV HOST=0.0.0.0
 WORKDIR /app
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
-COPY package.json gateway.yaml gateway.schema.json ./
+COPY package.json gateway.yaml gateway.schema.json LICENSE CHANGELOG.md ./
 COPY migrations ./migrations
 # The console's pages (CONTRACT §16), served by the admin listener.
 COPY console ./console
+# The customer portal's pages (CONTRACT §30), served by the public listener with portal.enabled.
+COPY portal ./portal
+# What the package ships beside: `gateway init`'s profiles (CONTRACT §28), the systemd unit.
+COPY profiles ./profiles
+COPY deploy/systemd ./deploy/systemd
 # Embedded storage (no DATABASE_URL) writes here; mount a volume to keep it.
 RUN mkdir -p /app/data && chown node:node /app/data
 USER node

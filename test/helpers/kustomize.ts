@@ -1,11 +1,12 @@
-// The part of kustomize that deploy/kubernetes uses (CONTRACT §25), for machines without a
-// kustomize binary: `resources` (files of YAML documents) and `configMapGenerator` (`files`, `options.labels`),
-// with kustomize's content-hash suffix and the rename of the ConfigMap in the pod templates that
-// mount or read it. A kustomization using anything else is refused, not half-rendered: the base
+// The part of kustomize that deploy/kubernetes uses (CONTRACT §25, §28), for machines without a
+// kustomize binary: `resources` (files of YAML documents, and directories: another kustomization,
+// a base), `configMapGenerator` (`files`, `options.labels`), with kustomize's content-hash suffix
+// and the rename of the ConfigMap in the pod templates that mount or read it, and `images`
+// (`newName`, `newTag` of the pod templates' containers). A kustomization using anything else is refused, not half-rendered: the base
 // stays within what a plain `kubectl apply -k` renders the same way (test/ship/kubernetes.test.ts
 // compares the two where kubectl is installed).
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { parse, parseAllDocuments } from 'yaml';
 
@@ -16,7 +17,7 @@ export interface K8sObject {
   [key: string]: unknown;
 }
 
-const SUPPORTED = new Set(['apiVersion', 'kind', 'resources', 'configMapGenerator']);
+const SUPPORTED = new Set(['apiVersion', 'kind', 'resources', 'configMapGenerator', 'images']);
 
 /**
  * kustomize's name suffix of a generated ConfigMap (sigs.k8s.io/kustomize/api/hasher): the first 10
@@ -64,17 +65,33 @@ function renameConfigMap(object: K8sObject, from: string, to: string): void {
   }
 }
 
+interface Image { name: string; newName?: string; newTag?: string }
+
+/** kustomize's images transformer on the pod templates' containers: an image named `name` (any tag) becomes newName:newTag. */
+function setImages(object: K8sObject, images: Image[]): void {
+  const spec = (object.spec as { template?: { spec?: { containers?: Array<{ image: string }>; initContainers?: Array<{ image: string }> } } } | undefined)?.template?.spec;
+  for (const container of [...(spec?.containers ?? []), ...(spec?.initContainers ?? [])]) {
+    const [name, tag] = container.image.split(/:(?=[^/]*$)/) as [string, string | undefined];
+    const image = images.find((i) => i.name === name);
+    if (image) container.image = `${image.newName ?? name}${image.newTag ?? tag ? `:${image.newTag ?? tag}` : ''}`;
+  }
+}
+
 /** The objects `kustomize build DIR` gives for a kustomization within the subset above, generated ConfigMaps first. */
 export function kustomizeBuild(dir: string): K8sObject[] {
   const kustomization = parse(readFileSync(path.join(dir, 'kustomization.yaml'), 'utf8')) as Record<string, unknown>;
   const unsupported = Object.keys(kustomization).filter((key) => !SUPPORTED.has(key));
   if (unsupported.length) throw new Error(`${dir}/kustomization.yaml: ${unsupported.join(', ')} not rendered by test/helpers/kustomize.ts`);
-  const objects = ((kustomization.resources ?? []) as string[]).flatMap((file) =>
-    parseAllDocuments(readFileSync(path.join(dir, file), 'utf8')).map((doc) => doc.toJS() as K8sObject).filter(Boolean));
+  const objects = ((kustomization.resources ?? []) as string[]).flatMap((entry) => {
+    const at = path.join(dir, entry);
+    if (statSync(at).isDirectory()) return kustomizeBuild(at);
+    return parseAllDocuments(readFileSync(at, 'utf8')).map((doc) => doc.toJS() as K8sObject).filter(Boolean);
+  });
   const generated = ((kustomization.configMapGenerator ?? []) as Generator[]).map((generator) => {
     const configMap = generate(dir, generator);
     for (const object of objects) renameConfigMap(object, generator.name, configMap.metadata.name);
     return configMap;
   });
+  for (const object of objects) setImages(object, (kustomization.images ?? []) as Image[]);
   return [...generated, ...objects];
 }

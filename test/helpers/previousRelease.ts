@@ -1,7 +1,8 @@
 // The previous release, for the upgrade tests (docs/operating.md, "Upgrading a running fleet").
-// There is no release tag yet (0.1.0 is unreleased, CHANGELOG.md): the previous release is the last
-// commit before this round's first migration, 022_user_locale.sql, i.e. the parent of
-// `git log --diff-filter=A -- migrations/022_user_locale.sql`. Its code is what a running fleet
+// 1.0.0 is the first release (CHANGELOG.md); until a later version exists the previous release is
+// the last build before it (CONTRACT §28): the last commit before 1.0's first new migration,
+// 022_user_locale.sql, i.e. the parent of `git log --diff-filter=A -- migrations/022_user_locale.sql`.
+// Once 1.1.0 exists, this becomes 1.0.0's commit (or its release tarball). Its code is what a running fleet
 // has when this round's code rolls out; every migration added since must be safe for it.
 import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';

@@ -48,7 +48,7 @@ describeWithServices('the npm package', () => {
   });
 
   it('installs in an empty directory and starts with npx auth-gateway start', { timeout: 240_000 }, async () => {
-    const block = docsBlock('operating', 'install-package').replaceAll('0.1.0', version).split('\n');
+    const block = docsBlock('operating', 'install-package').replaceAll('1.0.0', version).split('\n');
     const [install, copy, start] = [block[0]!, block[1]!, block[2]!.replace(/\s+#.*$/, '')];
     const app = path.join(work, 'app');
     await run('mkdir', ['-p', app], work, env);

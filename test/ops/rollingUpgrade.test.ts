@@ -8,7 +8,7 @@
 // uses the load was served (none lost, none twice), the old instances work on the migrated
 // schema (expand only), and the sessions and the key made by the old code work on the new one.
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { migrationFiles } from '../../src/storage/migrations.js';
+import { migrationFiles } from '../../src/storage/database/migrations.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import {
   bearer, closeSql, describeWithServices, eventually, marker, newEmail, newPassword, rawTestConfig, throwawayDatabase,
@@ -216,7 +216,7 @@ describeWithServices('a rolling upgrade from the previous release under load', (
     expect(tally.sent).toBeGreaterThan(200);
     expect(upstream.count(m)).toBe(tally.ok);
     // Counted exactly: an instance hands back the uses it reserved and did not serve within a
-    // second, and at its shutdown (dailyLimit.ts); the sum settles on the uses served. (The count
+    // second, and at its shutdown (pipeline/guards/dailyLimit/blocks.ts); the sum settles on the uses served. (The count
     // is the UTC day's: a run across midnight would split it.)
     const counted = async () => (await db.sql<{ n: number }>('SELECT coalesce(sum(daily_usage), 0)::int AS n FROM users'))[0]!.n;
     await eventually(async () => await counted() === tally.ok, 10_000).catch(() => undefined);

@@ -7,7 +7,8 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { describeWithPodman, gatewayImage, podman, run } from '../helpers/containers.js';
 import { docsBlock } from '../helpers/docs.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
-import { eventually, newEmail, newPassword } from '../helpers/gateway.js';
+import { guardedThenServed } from '../helpers/firstRequests.js';
+import { eventually } from '../helpers/gateway.js';
 import { request } from '../helpers/http.js';
 import { sparePort } from '../helpers/ports.js';
 
@@ -61,16 +62,7 @@ describeWithPodman('the image tests')('the container image', () => {
 
   it('answers /healthz, refuses a guarded route without a token and proxies it after register and login', async () => {
     expect((await request(base, 'GET', '/healthz')).status).toBe(200);
-    const refused = await request(base, 'GET', '/api/v1/races');
-    expect(refused.status).toBe(401);
-    expect(refused.json.error).toBe('Token invalide ou expiré');
-    const [email, password] = [newEmail(), newPassword()];
-    expect((await request(base, 'POST', '/api/v1/auth/register', { json: { email, password } })).status).toBe(201);
-    const login = await request(base, 'POST', '/api/v1/auth/login', { json: { email, password } });
-    expect(login.status).toBe(200);
-    const guarded = await request(base, 'GET', '/api/v1/races', { headers: { authorization: `Bearer ${login.json.access_token}` } });
-    expect(guarded.status).toBe(200);
-    expect(upstream.hits.at(-1)?.headers['x-user-email']).toBe(email);
+    await guardedThenServed(base, upstream);
   });
 
   it('has a HEALTHCHECK that passes', async () => {
