@@ -22,6 +22,49 @@ import { defineConfig, mergeConfig, type Plugin } from 'vitest/config';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
 import base from './vitest.config.js';
 
+// The tests of issue 69's rooms, by room (ROOM_TESTS below): in-process files only, as above; a
+// file that also runs the built CLI (import.test.ts's `gateway import`, hooks.test.ts's reload) is
+// here for its in-process tests.
+const ORG_TESTS = [
+  'test/orgs/organizations.test.ts', 'test/orgs/refusals.test.ts', 'test/orgs/keys.test.ts', 'test/orgs/invitationMail.test.ts',
+  'test/orgs/concurrency.test.ts', 'test/orgs/acting.test.ts',
+];
+const ACTING_TESTS = ['test/orgs/acting.test.ts', 'test/orgs/decisions.test.ts', 'test/orgs/refusals.test.ts', 'test/orgs/sockets.test.ts', 'test/orgs/pooled.test.ts'];
+const BILLING_TESTS = [
+  'test/billing/plan.test.ts', 'test/billing/config.test.ts', 'test/billing/billing.test.ts', 'test/billing/meter.test.ts',
+  'test/billing/meterHandBack.test.ts', 'test/billing/wholeEvents.test.ts', 'test/billing/orgBilling.test.ts', 'test/billing/cancelOrgOnDelete.test.ts',
+  'test/billing/override.test.ts', 'test/billing/support.test.ts',
+];
+const REFUND_TESTS = ['test/guards/refundable.test.ts', 'test/guards/refunds.test.ts', 'test/guards/refundsNever.test.ts'];
+const HOOK_TESTS = ['test/webhooks/hooks.test.ts', 'test/webhooks/hooks.delivery.test.ts', 'test/webhooks/hooks.cascade.test.ts', 'test/webhooks/hooks.billing.test.ts'];
+const WEBHOOK_TESTS = [
+  'test/webhooks/ssrf.test.ts', 'test/webhooks/deliveries.happy.test.ts', 'test/webhooks/deliveries.error.test.ts',
+  'test/webhooks/deliveries.security.test.ts', 'test/webhooks/webhooks.test.ts', 'test/webhooks/hooks.delivery.test.ts',
+];
+const IMPORT_TESTS = ['test/import/formats.test.ts', 'test/import/import.test.ts', 'test/auth/importedHashes.test.ts', 'test/auth/importedHashes.http.test.ts'];
+const ERROR_TESTS = ['test/errors/catalog.test.ts', 'test/docs/errors.test.ts', 'test/errors/shapes.test.ts', 'test/errors/locale.test.ts'];
+const OPERATOR_TESTS = [
+  'test/admin/operators.test.ts', 'test/admin/operatorsSignIn.test.ts', 'test/admin/operatorPasskeys.test.ts', 'test/admin/operatorsKeyRotation.test.ts',
+  'test/admin/adminKey.security.test.ts',
+];
+const ADMIN_TESTS = [
+  'test/admin/admin.test.ts', 'test/admin/adminKey.security.test.ts', 'test/admin/operators.test.ts', 'test/admin/users.test.ts',
+  'test/admin/createUser.test.ts', 'test/admin/usage.test.ts', 'test/admin/overview.test.ts',
+];
+const CONSOLE_TESTS = ['test/admin/adminKey.security.test.ts', 'test/admin/console.test.ts', 'test/admin/consoleKeys.test.ts'];
+const SIGN_IN_TESTS = ['test/auth/login.test.ts', 'test/auth/mfa.test.ts', 'test/auth/passkeys.test.ts', 'test/auth/passwordless.test.ts', 'test/auth/magicLink.test.ts'];
+const PASSKEY_TESTS = ['test/auth/passkeys.test.ts', 'test/admin/operatorPasskeys.test.ts'];
+const KEY_TESTS = [
+  'test/user/apiKeyActions.test.ts', 'test/user/apiKeys.test.ts', 'test/user/namedApiKeys.test.ts', 'test/user/keyRoll.test.ts',
+  'test/user/keyIdentity.test.ts',
+];
+
+/** Every file a glob entry of stryker.config.mjs's `mutate` names gets the same tests (ROOM_TESTS). */
+const each = (files: string[], tests: string[]) => Object.fromEntries(files.map((file) => [file, tests]));
+// CONTRACT §31's rooms: SAML against a scripted IdP (the SimpleSAMLphp run is the system tier's), SCIM's directory.
+const SAML_TESTS = ['test/sso/saml.test.ts', 'test/sso/samlRefusals.test.ts'];
+const SCIM_TESTS = ['test/scim/tokens.test.ts', 'test/scim/provisioning.test.ts', 'test/scim/deprovisioning.test.ts', 'test/scim/filter.test.ts'];
+
 export const MUTATION_TESTS = [
   // Unit tests of the pure functions: milliseconds each.
   'test/auth/credentials.test.ts',
@@ -74,6 +117,22 @@ export const MUTATION_TESTS = [
   'test/auth/tokens.test.ts',
   'test/admin/admin.test.ts',
   'test/telemetry/tracing.test.ts',
+  'test/user/keyUsage.test.ts',
+  // Issue 69's rooms: the unit tests first, then end to end.
+  'test/guards/refundable.test.ts',
+  'test/webhooks/ssrf.test.ts',
+  'test/import/formats.test.ts',
+  'test/billing/plan.test.ts',
+  'test/billing/config.test.ts',
+  'test/errors/catalog.test.ts',
+  'test/docs/errors.test.ts',
+  'test/auth/importedHashes.test.ts',
+  ...new Set([
+    ...ORG_TESTS, ...ACTING_TESTS, ...BILLING_TESTS, ...REFUND_TESTS, ...HOOK_TESTS, ...WEBHOOK_TESTS, ...IMPORT_TESTS, ...ERROR_TESTS,
+    ...OPERATOR_TESTS, ...ADMIN_TESTS, ...SIGN_IN_TESTS, ...PASSKEY_TESTS, ...KEY_TESTS, ...CONSOLE_TESTS,
+    'test/guards/monthlyQuota.test.ts', 'test/user/keyScopes.test.ts', 'test/orgs/usage.test.ts', 'test/billing/portalApi.test.ts',
+    'test/orgs/managedAccounts.test.ts', 'test/orgs/domains.test.ts', ...SAML_TESTS, 'test/sso/enforce.test.ts', 'test/sso/enforceProviders.test.ts', ...SCIM_TESTS,
+  ]),
 ];
 
 const UNIT_TESTS = MUTATION_TESTS.slice(0, 9);
@@ -95,7 +154,7 @@ export const ROOM_TESTS: Record<string, string[]> = {
   'src/credentials/emailAddress.ts': ['test/auth/credentials.test.ts'],
   'src/pipeline/guards/plan.ts': ['test/guards/planList.security.test.ts'],
   'src/auth/mfa/factor.ts': ['test/auth/factor.test.ts', 'test/auth/factor.security.test.ts'],
-  'src/admin/access.ts:58-60': ['test/admin/adminKey.security.test.ts'],
+  'src/admin/access.ts': ['test/admin/adminKey.security.test.ts', 'test/admin/operators.test.ts'],
   'src/credentials/shapes.ts': ['test/credentials/keyShapes.test.ts'],
   'src/credentials/tokenKeys.ts': ['test/credentials/tokenKeys.test.ts'],
   'src/credentials/tokens.ts': ['test/credentials/tokens.test.ts'],
@@ -104,20 +163,68 @@ export const ROOM_TESTS: Record<string, string[]> = {
   'src/credentials/tokenKeyring.ts': ['test/credentials/storedSecrets.test.ts'],
   'src/credentials/assertionKeys.ts': ['test/credentials/assertionKeys.test.ts'],
   'src/credentials/assertionKeyring.ts': ['test/credentials/assertionKeys.test.ts'],
-  'src/auth/apiKeys.ts': ['test/user/apiKeyActions.test.ts'],
+  'src/keys/format.ts': ['test/credentials/keyShapes.test.ts'],
+  // What a new key may be: named keys' bodies and scopes, roll graces, the plans that may hold keys.
+  'src/keys/rules.ts': ['test/user/namedApiKeys.test.ts', 'test/user/keyRoll.test.ts', 'test/user/apiKeys.test.ts'],
+  // The actions, and the requests for a named key or a roll that lead to them.
+  'src/keys/personal.ts': ['test/user/apiKeyActions.test.ts', 'test/user/namedApiKeys.test.ts', 'test/user/keyRoll.test.ts'],
   // With the usage per key: the guard records each API key's request and denial (keyUsage.record), which only that file reads back.
   'src/pipeline/pipeline.ts': ['test/pipeline/pipeline.test.ts', 'test/user/keyUsage.test.ts'],
   // Its own end-to-end file too: the answers a client gets (401 bodies, upstream hits), on two instances.
   'src/pipeline/guards/authenticate.ts': ['test/pipeline/pipeline.test.ts', 'test/guards/authenticate.test.ts'],
-  'src/admin/access.ts:70-90': ['test/admin/adminKey.security.test.ts'],
   // The files that drive each provider, end to end against local fakes.
   'src/auth/providers/github.ts': ['test/auth/github.test.ts'],
   'src/auth/providers/oidc.ts': [
     'test/auth/oidcReturnTo.test.ts', 'test/auth/oidcCaches.test.ts', 'test/auth/oidcNonce.security.test.ts', 'test/auth/oidcAnswers.test.ts', 'test/auth/oidcBinding.test.ts',
     'test/auth/oidcDomains.test.ts', 'test/auth/oidc.test.ts',
   ],
-  'src/admin/console.ts:174-178': ['test/admin/adminKey.security.test.ts'],
-  'src/admin/console.ts:200-204': ['test/admin/adminKey.security.test.ts'],
+  'src/admin/console.ts': CONSOLE_TESTS,
+  // Issue 69's rooms.
+  ...each(['src/orgs/apiKeys.ts', 'src/orgs/change.ts', 'src/orgs/common.ts', 'src/orgs/index.ts', 'src/orgs/invitations.ts', 'src/orgs/members.ts', 'src/orgs/orgs.ts'], ORG_TESTS),
+  'src/orgs/usage.ts': ['test/orgs/usage.test.ts'],
+  ...each(['src/orgs/claimAccount.ts', 'src/orgs/managedAccounts.ts', 'src/orgs/managingActor.ts'], ['test/orgs/managedAccounts.test.ts']),
+  'src/orgs/domains.ts': ['test/orgs/domains.test.ts'],
+  'src/orgs/saml.ts': ['test/sso/saml.test.ts'],
+  'src/storage/keys/orgApiKeys.ts': ['test/orgs/keys.test.ts', 'test/orgs/refusals.test.ts'],
+  'src/orgActing.ts': ACTING_TESTS,
+  'src/pipeline/guards/org.ts': ACTING_TESTS,
+  // Every guard's stage: the ones the roles, org and scopes stages are tested by, and the pipeline's own.
+  'src/pipeline/stages.ts': ['test/pipeline/pipeline.test.ts', ...ACTING_TESTS, 'test/user/keyScopes.test.ts', 'test/guards/planAndDaily.test.ts', 'test/guards/mfaRoutes.test.ts'],
+  'src/pipeline/subject.ts': ['test/orgs/pooled.test.ts', 'test/orgs/acting.test.ts', 'test/billing/orgBilling.test.ts', 'test/guards/monthlyQuota.test.ts'],
+  ...each([
+    'src/billing/billing.ts', 'src/billing/cancel.ts', 'src/billing/meterReporter.ts', 'src/billing/operator.ts', 'src/billing/plan.ts', 'src/billing/routes.ts',
+    'src/billing/stripe.ts',
+  ], BILLING_TESTS),
+  'src/pipeline/guards/refunds.ts': REFUND_TESTS,
+  'src/time.ts': ['test/guards/quota.test.ts', 'test/guards/monthlyQuota.test.ts', 'test/guards/planAndDaily.test.ts'],
+  ...each(['src/hooks/fromAudit.ts', 'src/hooks/hooks.ts'], HOOK_TESTS),
+  ...each(['src/webhooks/emitter.ts', 'src/webhooks/message.ts', 'src/webhooks/outbox.ts', 'src/webhooks/sender.ts'], WEBHOOK_TESTS),
+  'src/webhooks/ssrf.ts': ['test/webhooks/ssrf.test.ts', 'test/webhooks/deliveries.security.test.ts', 'test/webhooks/deliveries.error.test.ts'],
+  ...each(['src/import/csv.ts', 'src/import/firebaseHash.ts', 'src/import/formats.ts', 'src/import/index.ts', 'src/import/keys.ts', 'src/import/rows.ts', 'src/import/users.ts'], IMPORT_TESTS),
+  'src/auth/password/importedHashes.ts': ['test/auth/importedHashes.test.ts', 'test/auth/importedHashes.http.test.ts', 'test/import/formats.test.ts'],
+  ...each([
+    'src/errors/catalog.ts', 'src/errors/index.ts', 'src/errors/listing.ts', 'src/errors/messageFiles.ts', 'src/errors/messages.ts',
+    'src/errors/negotiation.ts', 'src/errors/success.ts',
+  ], ERROR_TESTS),
+  ...each(['src/admin/operatorPasskeys.ts', 'src/admin/operatorRoutes.ts', 'src/admin/operatorSignIn.ts', 'src/admin/operatorTokens.ts', 'src/storage/operators/operators.ts'], OPERATOR_TESTS),
+  'src/admin/routes.ts': ADMIN_TESTS,
+  'src/auth/signIn.ts': SIGN_IN_TESTS,
+  ...each(['src/auth/passkeys/ceremony.ts', 'src/auth/passkeys/routes.ts'], PASSKEY_TESTS),
+  'src/pipeline/guards/scopes.ts': ['test/user/keyScopes.test.ts'],
+  'src/user/apiKeyRoll.ts': ['test/user/keyRoll.test.ts'],
+  'src/storage/keys/apiKeys.ts': KEY_TESTS,
+  // CONTRACT §31.
+  ...each(['src/domains/dns.ts', 'src/domains/index.ts', 'src/domains/names.ts', 'src/domains/publicMail.ts', 'src/domains/recheck.ts'], ['test/orgs/domains.test.ts']),
+  ...each([
+    'src/auth/providers/saml/account.ts', 'src/auth/providers/saml/connection.ts', 'src/auth/providers/saml/idpMetadata.ts', 'src/auth/providers/saml/response.ts',
+    'src/auth/providers/saml/routes.ts', 'src/auth/providers/saml/spKeys.ts', 'src/auth/providers/saml/xml.ts',
+  ], SAML_TESTS),
+  'src/auth/providers/saml/enforce.ts': ['test/sso/enforce.test.ts', 'test/sso/enforceProviders.test.ts'],
+  ...each([
+    'src/scim/access.ts', 'src/scim/discovery.ts', 'src/scim/discoveryRoutes.ts', 'src/scim/errors.ts', 'src/scim/filter.ts', 'src/scim/groupModel.ts',
+    'src/scim/groups.ts', 'src/scim/index.ts', 'src/scim/managed.ts', 'src/scim/provisioning.ts', 'src/scim/resources.ts', 'src/scim/roles.ts',
+    'src/scim/tokens.ts', 'src/scim/userModel.ts', 'src/scim/users.ts', 'src/scim/values.ts',
+  ], SCIM_TESTS),
 };
 
 function roomTests(room: string): string[] {

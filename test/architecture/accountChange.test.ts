@@ -34,6 +34,6 @@ describe('account changes', () => {
 
   it('the recipe does lock it, with the function storage defines', () => {
     expect(readFileSync(path.join(SRC, THE_RECIPE), 'utf8')).toMatch(/users\.lockUser\(tx, lock\.userId, lock\.mode\)/);
-    expect(readFileSync(path.join(SRC, 'storage/users.ts'), 'utf8')).toMatch(/export async function lockUser\(/);
+    expect(readFileSync(path.join(SRC, 'storage/accounts/users.ts'), 'utf8')).toMatch(/export async function lockUser\(/);
   });
 });

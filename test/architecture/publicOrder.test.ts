@@ -14,7 +14,7 @@ import { startCollector } from '../helpers/otlp.js';
 
 const SRC = path.resolve(import.meta.dirname, '../../src');
 const HOOK = { file: 'listener/publicOrder.ts', opening: 'function publicRequest(' };
-const FORWARD = { file: 'proxy/forwarder.ts', opening: 'async forward(' };
+const FORWARD = { file: 'proxy/forwarder.ts', opening: '  forward(request: FastifyRequest' };
 
 /** Where each step is called: the function that runs it, and the call that is the step. */
 const CALLS: Record<PublicStep, { in: typeof HOOK; call: RegExp }> = {

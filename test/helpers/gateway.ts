@@ -12,7 +12,7 @@ import { configSchema, parseDuration, type Config } from '../../src/config/schem
 import { createLogger } from '../../src/telemetry/logger.js';
 import { startGateway, type RunningGateway } from '../../src/server.js';
 import type { LookupAll } from '../../src/webhooks/ssrf.js';
-import { PG_TYPES, type Database } from '../../src/storage/db.js';
+import { PG_TYPES, type Database } from '../../src/storage/database/db.js';
 import { request, type HttpResponse, type RequestOptions } from './http.js';
 import { sparePort } from './ports.js';
 

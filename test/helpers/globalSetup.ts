@@ -11,8 +11,8 @@ import path from 'node:path';
 import pg from 'pg';
 import { Redis } from 'ioredis';
 import type { TestProject } from 'vitest/node';
-import { postgresDatabase } from '../../src/storage/db.js';
-import { migrate } from '../../src/storage/migrations.js';
+import { postgresDatabase } from '../../src/storage/database/db.js';
+import { migrate } from '../../src/storage/database/migrations.js';
 import { makeCertificate } from './certificate.js';
 import { ensureBuilt } from './cli.js';
 

@@ -32,8 +32,11 @@ export interface HookOptions {
   webhooks?: Record<string, unknown>;
   /** other settings (organizations, mail) */
   config?: Record<string, unknown>;
-  /** organizations enabled, with the mail they need (to an SMTP catcher of the set-up's own, closed with it) */
-  organizations?: true;
+  /**
+   * organizations enabled, with the mail they need (to an SMTP catcher of the set-up's own, closed
+   * with it); 'sso': with organizations.sso too (CONTRACT §31: domains, SAML and SCIM are the gateway's only then)
+   */
+  organizations?: true | 'sso';
   /** the receiver's URL names this host instead of 127.0.0.1 (resolved through `lookup`) */
   host?: string;
   lookup?: LookupAll;
@@ -57,7 +60,8 @@ export async function startHookSetup(options: HookOptions = {}): Promise<HookSet
     if (options.organizations) {
       smtp = await startSmtpCatcher();
       const mail = { ...mailSettings(smtp), invitationUrl: 'https://a.example/j?token={token}' };
-      options = { ...options, config: { organizations: { enabled: true }, mail, ...options.config } };
+      const organizations = options.organizations === 'sso' ? { enabled: true, sso: {} } : { enabled: true };
+      options = { ...options, config: { organizations, mail, ...options.config } };
     }
     const url = options.host ? receiver.url.replace('127.0.0.1', options.host) : receiver.url;
     const hooks = { url, secrets, allowPrivateNetworks: true, ...options.hooks };

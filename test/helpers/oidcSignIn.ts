@@ -11,8 +11,8 @@ import { signInAtProvider, startTestProvider, type ProviderUser, type TestProvid
 export const PUBLIC_URL = 'http://localhost:9';
 export const RETURN_TO = 'https://app.example.test/signed-in';
 
-/** A sign-in begun at the gateway: where the browser is sent, and its cookie. */
-export interface StartedSignIn { location: string; cookie: string }
+/** A sign-in begun at the gateway: where the browser is sent, its cookie, and the application's PKCE verifier for the exchange. */
+export interface StartedSignIn { location: string; cookie: string; verifier: string }
 
 export interface ProviderSetup {
   /** The provider (after the describe's beforeAll). */
@@ -24,7 +24,7 @@ export interface ProviderSetup {
   /** The browser back at the callback from the provider (`back`, where it sent it): the fragment it is sent back to the application with. */
   callback(gw: TestGateway, started: StartedSignIn, back: URL): Promise<Record<string, string>>;
   /** A whole sign-in of a fresh subject with `user`'s claims. */
-  signIn(gw: TestGateway, user?: ProviderUser): Promise<{ fragment: Record<string, string>; subject: string }>;
+  signIn(gw: TestGateway, user?: ProviderUser): Promise<{ fragment: Record<string, string>; subject: string; verifier: string }>;
 }
 
 /**
@@ -55,9 +55,10 @@ export function withTestProvider(options: { tls?: () => { cert: string; key: str
       return gw;
     },
     async start(gw) {
-      const res = await gw.get(`/api/v1/auth/oidc/testidp/start?return_to=${encodeURIComponent(RETURN_TO)}&code_challenge=${s256(randomBytes(32).toString('base64url'))}`);
+      const verifier = randomBytes(32).toString('base64url');
+      const res = await gw.get(`/api/v1/auth/oidc/testidp/start?return_to=${encodeURIComponent(RETURN_TO)}&code_challenge=${s256(verifier)}`);
       expect(res.status, res.text).toBe(302);
-      return { location: String(res.headers.location), cookie: String((res.headers['set-cookie'] as string[])[0]).split(';')[0]! };
+      return { location: String(res.headers.location), cookie: String((res.headers['set-cookie'] as string[])[0]).split(';')[0]!, verifier };
     },
     async callback(gw, started, back) {
       const res = await gw.get(`${back.pathname}${back.search}`, { headers: { cookie: started.cookie } });
@@ -70,7 +71,7 @@ export function withTestProvider(options: { tls?: () => { cert: string; key: str
       const subject = `sub-${randomUUID()}`;
       setup.idp.users.set(subject, user);
       const started = await setup.start(gw);
-      return { fragment: await setup.callback(gw, started, await signInAtProvider(started.location, subject)), subject };
+      return { fragment: await setup.callback(gw, started, await signInAtProvider(started.location, subject)), subject, verifier: started.verifier };
     },
   };
   return setup;

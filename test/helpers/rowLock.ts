@@ -2,7 +2,7 @@
 // Postgres grants a row lock to its waiters in the order they asked. A race test that only fires
 // requests together leaves the dangerous interleaving to chance; this one puts it there.
 import pg from 'pg';
-import type { Queryable } from '../../src/storage/db.js';
+import type { Queryable } from '../../src/storage/database/db.js';
 import { eventually, testServices } from './gateway.js';
 
 export interface HeldRow {

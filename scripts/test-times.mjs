@@ -1,0 +1,25 @@
+// .ci/run's report of a test tier: `node scripts/test-times.mjs <vitest json report> <tier>` prints
+// the tier's files, their total time in tests, and the 10 slowest files (issue 69: the tiers must
+// keep fitting CI's 45 minutes, and the file that grows is the one to look at). A file's time is
+// from its first hook to its last (vitest's json reporter: startTime to endTime), so a gateway
+// started in beforeAll counts; importing the file's modules does not.
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+
+const [report, tier = 'tests'] = process.argv.slice(2);
+if (report === undefined) {
+  console.error('usage: node scripts/test-times.mjs <vitest json report> [tier]');
+  process.exit(2);
+}
+
+/** @type {{ testResults: { name: string, startTime: number, endTime: number, status: string }[] }} */
+const json = JSON.parse(readFileSync(report, 'utf8'));
+const files = json.testResults
+  .map((file) => ({ name: path.relative(process.cwd(), file.name), seconds: (file.endTime - file.startTime) / 1000, status: file.status }))
+  .sort((a, b) => b.seconds - a.seconds);
+const total = files.reduce((sum, file) => sum + file.seconds, 0);
+
+console.log(`${tier}: ${files.length} files, ${total.toFixed(0)} s in tests (summed over files); the 10 slowest:`);
+for (const file of files.slice(0, 10)) {
+  console.log(`  ${file.seconds.toFixed(1).padStart(7)} s  ${file.name}${file.status === 'passed' ? '' : ` (${file.status})`}`);
+}
