@@ -5,8 +5,8 @@
 // RELOAD_INTERVAL_MS covers the times the LISTEN connection is down and notifications are lost.
 import { importJWK, type CryptoKey, type JWK } from 'jose';
 import type { Logger } from 'pino';
-import type { ChangeFeed } from '../storage/changeFeed.js';
-import type { Database } from '../storage/db.js';
+import type { ChangeFeed } from '../storage/feed/index.js';
+import type { Database } from '../storage/database/index.js';
 import { ASSERTION_ALG, ensureAssertionKeys, loadAssertionKeys, type StoredKey } from './assertionKeys.js';
 
 /** Lifetime of an assertion (CONTRACT §3: exp at most 60 s after iat). */

@@ -1,7 +1,7 @@
 // assertion_keys (migrations/003): the Ed25519 keys that sign x-gateway-assertion, generated once
 // and shared by every instance through the database. Plain SQL, like the other repositories.
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, type JWK } from 'jose';
-import type { Database, Queryable } from '../storage/db.js';
+import type { Database, Queryable } from '../storage/database/index.js';
 
 export const ASSERTION_ALG = 'EdDSA';
 export type KeyState = 'next' | 'current' | 'retired';

@@ -3,9 +3,8 @@
 // every token it signed has expired. Plain SQL beside the key set it feeds (tokenKeys.ts).
 import { randomBytes } from 'node:crypto';
 // Every instance listens there: a rotation reaches them within milliseconds.
-import { JWT_KEYS_CHANNEL } from '../storage/changeFeed.js';
-import type { Database, Queryable } from '../storage/db.js';
-import { getOrCreateSecret } from '../storage/secrets.js';
+import { JWT_KEYS_CHANNEL } from '../storage/feed/index.js';
+import { type Database, getOrCreateSecret, type Queryable } from '../storage/database/index.js';
 import { hmacKey, type StoredSecrets } from './tokenKeys.js';
 
 const CURRENT = 'jwt_hs256';

@@ -2,8 +2,8 @@
 // edited auth.jwt keys (prepare), or a rotation of the database-kept secret, heard through the
 // change feed within milliseconds, or at the next periodic reload when a notification was lost.
 // Readers take `current` per token; a swap is one assignment, so no token sees half a key set.
-import type { ChangeFeed } from '../storage/changeFeed.js';
-import type { Queryable } from '../storage/db.js';
+import type { ChangeFeed } from '../storage/feed/index.js';
+import type { Queryable } from '../storage/database/index.js';
 import { JWT_RELOAD_INTERVAL_MS, loadStoredSecrets } from './jwtSecrets.js';
 import { buildKeySet, isDatabaseKept, type JwtSettings, type StoredSecrets, type TokenKeySet } from './tokenKeys.js';
 

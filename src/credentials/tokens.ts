@@ -5,8 +5,8 @@ import { randomUUID } from 'node:crypto';
 import { compactVerify, decodeProtectedHeader, jwtVerify, SignJWT, type JWK, type JWTPayload } from 'jose';
 import { LRUCache } from 'lru-cache';
 import type { Config, Plan } from '../config/schema.js';
-import type { Queryable } from '../storage/db.js';
-import { parseUserId } from '../storage/users.js';
+import type { Queryable } from '../storage/database/index.js';
+import { parseUserId, type User } from '../storage/accounts/index.js';
 import { TokenKeyring } from './tokenKeyring.js';
 import { buildKeySet, type SignKey, type TokenKeySet } from './tokenKeys.js';
 
@@ -26,6 +26,11 @@ export interface AccessClaims {
   acr: Acr;
   /** When the sign-in that started the session happened (seconds); 0 for tokens without it. */
   authTime: number;
+  /**
+   * The user's credential generation it was minted under (`gen`, CONTRACT §33): refused once the
+   * user's is greater. 0 for tokens from before it, which pass until the user's first change.
+   */
+  generation: number;
 }
 
 export type Acr = 'aal1' | 'aal2';
@@ -41,6 +46,9 @@ export function acrOf(amr: readonly string[]): Acr {
   return amr.includes('mfa') || amr.includes('hwk') ? 'aal2' : 'aal1';
 }
 
+/** Whom a pair is issued to: the user's row, read in the transaction that issues the pair. */
+export type PairHolder = Pick<User, 'id' | 'email' | 'plan' | 'credential_generation'>;
+
 export interface TokenPair {
   access_token: string;
   refresh_token: string;
@@ -50,7 +58,7 @@ export interface TokenPair {
 
 export interface Tokens {
   /** Signs a new pair in a session; the caller stores the refresh token's hash (refreshExpiresAt). */
-  issuePair(user: { id: number; email: string; plan: Plan }, sessionId: number, assurance: Assurance): Promise<{ pair: TokenPair; refreshExpiresAt: Date }>;
+  issuePair(user: PairHolder, sessionId: number, assurance: Assurance): Promise<{ pair: TokenPair; refreshExpiresAt: Date }>;
   /** The access token's claims, or null when it is not a valid access token now. */
   /** Synchronous for a token already verified (the cache below): the bearer hot path pays no promise. */
   verifyAccess(token: string): AccessClaims | null | Promise<AccessClaims | null>;
@@ -115,7 +123,7 @@ class JwtTokens implements Tokens {
     return this.keyring.current.publicJwks;
   }
 
-  async issuePair(user: { id: number; email: string; plan: Plan }, sessionId: number, assurance: Assurance): Promise<{ pair: TokenPair; refreshExpiresAt: Date }> {
+  async issuePair(user: PairHolder, sessionId: number, assurance: Assurance): Promise<{ pair: TokenPair; refreshExpiresAt: Date }> {
     const authTime = Math.floor(assurance.authTime.getTime() / 1000);
     // Both of a pair under one key, whatever a rotation does meanwhile, and issued at one instant
     // (read once: a second that ends between two readings gave the pair two `iat`s).
@@ -123,8 +131,12 @@ class JwtTokens implements Tokens {
     const now = this.clock().getTime();
     const iat = Math.floor(now / 1000);
     const [access, refresh] = await Promise.all([
-      // `sid`: which of the user's sessions this is (GET /api/v1/user/sessions marks it `current`).
-      this.sign({ plan: user.plan, email: user.email, sid: sessionId, auth_time: authTime, acr: acrOf(assurance.amr), amr: assurance.amr }, ACCESS_TYP, iat, this.auth.accessTokenTtl, user.id, key),
+      // `sid`: which of the user's sessions this is (GET /api/v1/user/sessions marks it `current`);
+      // `gen`: the credential generation it is minted under (CONTRACT §33).
+      this.sign(
+        { plan: user.plan, email: user.email, sid: sessionId, auth_time: authTime, acr: acrOf(assurance.amr), amr: assurance.amr, gen: user.credential_generation },
+        ACCESS_TYP, iat, this.auth.accessTokenTtl, user.id, key,
+      ),
       this.sign({}, REFRESH_TYP, iat, this.auth.refreshTokenTtl, user.id, key),
     ]);
     return {
@@ -152,7 +164,12 @@ class JwtTokens implements Tokens {
     const sessionId = Number.isSafeInteger(payload.sid) ? (payload.sid as number) : undefined;
     const acr: Acr = payload.acr === 'aal2' ? 'aal2' : 'aal1';
     const authTime = typeof payload.auth_time === 'number' ? payload.auth_time : 0;
-    const claims: AccessClaims = { userId: Number(payload.sub), plan: payload.plan as Plan, email: payload.email, exp: payload.exp!, sessionId, acr, authTime };
+    // No `gen`: signed before generations existed (a rolling upgrade's previous release), 0.
+    const generation = payload.gen === undefined ? 0 : payload.gen;
+    if (!Number.isSafeInteger(generation) || (generation as number) < 0) return null;
+    const claims: AccessClaims = {
+      userId: Number(payload.sub), plan: payload.plan as Plan, email: payload.email, exp: payload.exp!, sessionId, acr, authTime, generation: generation as number,
+    };
     this.verified.set(token, claims);
     return claims;
   }

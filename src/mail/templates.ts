@@ -5,7 +5,7 @@
 // the spot it stands in (html.ts); it never reaches another header.
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { LANGUAGE_TAG } from '../errors/negotiation.js';
+import { LANGUAGE_TAG } from '../errors/index.js';
 import { escapeHtml, htmlRegions, placementProblem } from './html.js';
 
 export const MAIL_KINDS = ['verify', 'reset', 'magic', 'org_invitation', 'account_invitation'] as const;

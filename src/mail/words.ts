@@ -3,8 +3,7 @@
 // user's locale, else errors.language when it is fr or en, else (negotiate) the language of the
 // request that asked for the mail, else French.
 import type { IncomingHttpHeaders } from 'node:http';
-import type { ErrorStyle } from '../errors/messages.js';
-import { negotiateLanguage } from '../errors/negotiation.js';
+import { negotiateLanguage, type ErrorStyle } from '../errors/index.js';
 import { readMailTemplates, renderMail, type MailKind, type MailTemplate, type MailTemplates, type MailValues, type RenderedMail } from './templates.js';
 
 const ONCE_FR = 'Ce lien ne fonctionne qu’une fois.';

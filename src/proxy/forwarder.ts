@@ -1,5 +1,5 @@
 // The proxy: every request that is not one of the gateway's own endpoints is decided by the
-// pipeline (src/pipeline.ts) and, when allowed, forwarded to its upstream. Forwarding is three
+// pipeline (pipeline/pipeline.ts) and, when allowed, forwarded to its upstream. Forwarding is three
 // named steps: plan() (pure: the upstream request or WebSocket target a decision gives), send()
 // (the relay through undici's pooled keep-alive agent, relay.ts, or the upgrade, websocket.ts), and
 // the upstream failure table (upstreamFailures.ts: the answer, metric and log of each failure).
@@ -11,17 +11,17 @@ import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest }
 import type { Logger } from 'pino';
 import type { Dispatcher } from 'undici';
 import { sendDenial, sendError, type Denial } from '../errors/index.js';
-import { acceptEveryMethod } from '../listener/basics.js';
-import { endRequestTrace, traceDecision } from '../listener/tracing.js';
 import { DenialLog, failureLog, type FailureLog } from '../telemetry/logThrottle.js';
 import type { Metrics } from '../telemetry/metrics.js';
-import type { CountedUse, Decision, Pipeline, UpstreamOutcome, UseRefunds } from '../pipeline/index.js';
+import { traceDecision, type CountedUse, type Decision, type Pipeline, type UpstreamOutcome, type UseRefunds } from '../pipeline/index.js';
 import type { RequestContext } from '../live/requestContext.js';
 import { streamBodiesWithin } from './bodyLimit.js';
+import { endRequestTrace } from '../telemetry/requestSpans.js';
 import { SpanKind, STATUS_ERROR, type GatewaySpan } from '../telemetry/spans.js';
-import { downstreamHeaders, upstreamHeaders, type ForwardContext } from './headers.js';
+import { answerHeaders, upstreamHeaders, type ForwardContext } from './headers.js';
 import { findOwnCredentials, type CredentialChecks, type OwnCredentials } from './ownTokens.js';
-import { relay, UNUSABLE_ANSWER, upstreamTarget, type UpstreamRequest } from './relay.js';
+import { acceptEveryMethod } from './methods.js';
+import { relay, UNUSABLE_ANSWER, upstreamTarget, type RelayCallbacks, type UpstreamRequest } from './relay.js';
 import { causes, classifyUpstreamFailure, UPSTREAM_FAILURES } from './upstreamFailures.js';
 import { upstreamAgent } from './upstreamTls.js';
 import { handshakeDenial, handshakeless, upgradeHeaders, withoutAccessToken, type WebSocketTarget, type WebSockets } from './websocket.js';
@@ -147,85 +147,79 @@ export class Forwarder {
     acceptEveryMethod(app);
     // Not an async handler: fastify would wait on the reply as a promise (an eos listener per
     // request); the reply is answered by the relay, or by sendError, or by the error handler here.
-    app.route({ method: app.supportedMethods, url: FORWARDED_ROUTE, handler: (request, reply) => void this.forward(request, reply).catch((err: unknown) => reply.send(err)) });
+    // A throw before any promise is fastify's to answer, as any handler's.
+    app.route({ method: app.supportedMethods, url: FORWARDED_ROUTE, handler: (request, reply) => void this.forward(request, reply)?.catch((err: unknown) => reply.send(err)) });
   }
 
   /**
    * PUBLIC_ORDER's steps after routing (listener/publicOrder.ts), one line each and in its order:
-   * bodyless, upgrade, decide, forward. Every way out answers the client once.
+   * bodyless, upgrade, decide, forward. Every way out answers the client once. A promise only when
+   * a step needed one: a request decided in memory is forwarded in the same tick, without the
+   * promises an async function makes (issue 77); one decided later comes back here with its
+   * `decided` decision, past the steps already taken.
    */
-  async forward(request: FastifyRequest, reply: FastifyReply): Promise<void> {
-    // Node reads a GET's or HEAD's body, which fastify does not parse: the upstream would run
-    // another request than the client sent (a search without its query). Refused instead.
-    if ((request.method === 'GET' || request.method === 'HEAD') && hasBody(request)) return sendError(reply, 'badRequest');
+  forward(request: FastifyRequest, reply: FastifyReply, decided?: Decision): Promise<void> | undefined {
     const upgrade = this.deps.websockets.isUpgrade(request);
-    if (upgrade && refusedHandshake(request, reply)) return;
-    const { context, trace } = request;
-    const decided = this.deps.pipeline.decide({ context, headers: upgrade ? upgradeHeaders(request.headers, context.query) : request.headers, trace }, { forwarding: true });
-    // Awaited only when it is a promise: a request decided in memory goes on in the same tick.
-    const decision = decided instanceof Promise ? await decided : decided;
-    traceDecision(trace, decision);
-    if (decision.kind === 'deny') return this.deny(request, reply, decision.route, decision.denial);
+    if (decided === undefined) {
+      // Node reads a GET's or HEAD's body, which fastify does not parse: the upstream would run
+      // another request than the client sent (a search without its query). Refused instead.
+      if ((request.method === 'GET' || request.method === 'HEAD') && hasBody(request)) return void sendError(reply, 'badRequest');
+      if (upgrade && refusedHandshake(request, reply)) return undefined;
+      const { context, trace } = request;
+      const pending = this.deps.pipeline.decide({ context, headers: upgrade ? upgradeHeaders(request.headers, context.query) : request.headers, trace }, { forwarding: true });
+      if (pending instanceof Promise) return pending.then((later) => this.forward(request, reply, later));
+      decided = pending;
+    }
+    const decision = decided;
+    traceDecision(request.trace, decision);
+    if (decision.kind === 'deny') return void this.deny(request, reply, decision.route, decision.denial);
     request.gatewayRoute = decision.route.path;
-    await this.send(request, reply, decision, upgrade);
+    return this.send(request, reply, decision, upgrade);
   }
 
-  /** Plans the upstream request (plan(), the gateway's credentials found first), then sends it: relayed, upgraded, or refused. */
-  private async send(request: FastifyRequest, reply: FastifyReply, decision: Allowed, upgrade: boolean): Promise<void> {
-    const { context } = request;
+  /** Finds the gateway's credentials the request carries (a promise only when a search was needed), then sends it. */
+  private send(request: FastifyRequest, reply: FastifyReply, decision: Allowed, upgrade: boolean): Promise<void> | undefined {
     // An upgrade's access_token is a credential of the gateway's, never the upstream's, whoever signed it.
-    const query = upgrade ? withoutAccessToken(context.query) : context.query;
+    const query = upgrade ? withoutAccessToken(request.context.query) : request.context.query;
     const { auth } = decision;
     const found = findOwnCredentials({ headers: request.headers, query, authorizationIsOwn: auth.kind === 'authenticated' && auth.method === 'bearer' }, this.deps.credentials);
-    // Awaited only when a search was needed: an await of a value still costs a tick.
-    const own = found instanceof Promise ? await found : found;
+    return found instanceof Promise ? found.then((own) => this.sendPlanned(request, reply, decision, upgrade, query, own)) : this.sendPlanned(request, reply, decision, upgrade, query, found);
+  }
+
+  /** Plans the upstream request (plan()), then sends it: relayed, upgraded, or refused. */
+  private sendPlanned(request: FastifyRequest, reply: FastifyReply, decision: Allowed, upgrade: boolean, query: string | undefined, own: OwnCredentials): Promise<void> | undefined {
+    const { auth } = decision;
     const planned = plan({
-      context, headers: request.headers, requestId: request.id, socketAddress: request.socket.remoteAddress ?? '', protocol: request.protocol,
+      context: request.context, headers: request.headers, requestId: request.id, socketAddress: request.socket.remoteAddress ?? '', protocol: request.protocol,
       host: request.host || undefined, websocket: upgrade && decision.route.websocket === true, query, own, trustProxy: this.deps.server.trustProxy, organizations: this.deps.organizations,
     }, decision);
     request.log.debug({ route: decision.route.path, upstream: planned.upstream, userId: auth.kind === 'authenticated' ? auth.user.id : undefined }, 'proxying');
-    const { upstream } = planned;
-    const refund = this.refunder(request, decision.use);
     switch (planned.kind) {
       case 'refused':
-        request.log.info({ upstream }, 'path refused by the proxy');
-        return sendError(reply, 'badRequest');
-      case 'websocket': {
-        // The handshake with the upstream is the upstream call: its span, and its traceparent.
-        const span = upstreamSpan(request, upstream, 'GET', planned.target.headers);
-        const opened = await this.deps.websockets.open(request, reply, planned.target);
-        if (opened.kind === 'failed') {
-          failedSpan(span, opened.error);
-          this.failed(request, reply, upstream, opened.error, refund);
-        } else {
-          span?.end();
-          // Opened: the client's 101 goes out on the socket, past fastify's onResponse.
-          if (opened.kind === 'opened') endRequestTrace(request, 101);
-          this.answered(upstream);
-        }
-        return;
-      }
+        request.log.info({ upstream: planned.upstream }, 'path refused by the proxy');
+        return void sendError(reply, 'badRequest');
+      case 'websocket':
+        return this.openSocket(request, reply, planned.upstream, planned.target, this.refunder(request, decision.use));
       case 'relay': {
-        const corsCovered = request.corsCovered;
-        const span = upstreamSpan(request, upstream, planned.request.method, planned.request.headers);
-        relay(this.agent, reply, planned.request, (request.body as Readable | undefined) ?? null, {
-          // The gateway's RateLimit fields on a counted route, in place of any the upstream sent.
-          responseHeaders: (upstreamHeaders) => (decision.responseHeaders
-            ? { ...downstreamHeaders(upstreamHeaders, corsCovered), ...decision.responseHeaders }
-            : downstreamHeaders(upstreamHeaders, corsCovered)),
-          answered: (status) => {
-            span?.end();
-            this.answered(upstream);
-            // The answer is the upstream's and goes on at once; a refund for its status follows it.
-            void refund({ status });
-          },
-          // Never resent: a retried POST could run twice.
-          failed: (error) => {
-            failedSpan(span, error);
-            this.failed(request, reply, upstream, error, refund);
-          },
-        });
+        const span = upstreamSpan(request, planned.upstream, planned.request.method, planned.request.headers);
+        relay(this.agent, reply, planned.request, (request.body as Readable | undefined) ?? null, new RelayOutcome(this, request, reply, planned.upstream, span, decision));
+        return undefined;
       }
+    }
+  }
+
+  private async openSocket(request: FastifyRequest, reply: FastifyReply, upstream: string, target: WebSocketTarget, refund: (outcome: UpstreamOutcome) => Promise<unknown>): Promise<void> {
+    // The handshake with the upstream is the upstream call: its span, and its traceparent.
+    const span = upstreamSpan(request, upstream, 'GET', target.headers);
+    const opened = await this.deps.websockets.open(request, reply, target);
+    if (opened.kind === 'failed') {
+      failedSpan(span, opened.error);
+      this.failed(request, reply, upstream, opened.error, refund);
+    } else {
+      span?.end();
+      // Opened: the client's 101 goes out on the socket, past fastify's onResponse.
+      if (opened.kind === 'opened') endRequestTrace(request, 101);
+      this.answered(upstream);
     }
   }
 
@@ -236,7 +230,8 @@ export class Forwarder {
     sendDenial(reply, denial);
   }
 
-  private answered(upstream: string): void {
+  /** @internal RelayOutcome's. */
+  answered(upstream: string): void {
     if (this.failing.size === 0 || !this.failing.delete(upstream)) return;
     this.failureLogFor(upstream).recovered();
   }
@@ -245,7 +240,7 @@ export class Forwarder {
    * The request's one chance at a refund (CONTRACT §23): the first outcome reported decides, later
    * ones (a failure after the answer started) change nothing. Resolves once the refund is written.
    */
-  private refunder(request: FastifyRequest, use: CountedUse | undefined): (outcome: UpstreamOutcome) => Promise<unknown> {
+  refunder(request: FastifyRequest, use: CountedUse | undefined): (outcome: UpstreamOutcome) => Promise<unknown> {
     let pending = use;
     const refunds = this.deps.refunds;
     return async (outcome) => {
@@ -257,7 +252,8 @@ export class Forwarder {
   }
 
   /** Applies the row of UPSTREAM_FAILURES the error falls under (and the refund it may give, before the answer). */
-  private failed(request: FastifyRequest, reply: FastifyReply, upstream: string, error: unknown, refund?: (outcome: UpstreamOutcome) => Promise<unknown>): void {
+  /** @internal RelayOutcome's. */
+  failed(request: FastifyRequest, reply: FastifyReply, upstream: string, error: unknown, refund?: (outcome: UpstreamOutcome) => Promise<unknown>): void {
     const kind = classifyUpstreamFailure(error, request.raw.socket?.destroyed === true);
     const handling = UPSTREAM_FAILURES[kind];
     if (handling.log === 'upstream') {
@@ -284,6 +280,46 @@ export class Forwarder {
       this.failureLogs.set(upstream, log);
     }
     return log;
+  }
+}
+
+/**
+ * What a relayed request does with its upstream's answer (relay.ts's callbacks): one object a
+ * request, its methods on the prototype, where an object of closures was four functions (issue 77).
+ */
+class RelayOutcome implements RelayCallbacks {
+  /** The use still to refund (CONTRACT §23): the first outcome reported decides, later ones change nothing. */
+  private use: CountedUse | undefined;
+
+  constructor(
+    private readonly forwarder: Forwarder, private readonly request: FastifyRequest, private readonly reply: FastifyReply,
+    private readonly upstream: string, private readonly span: GatewaySpan | undefined, private readonly decision: Allowed,
+  ) {
+    this.use = decision.use;
+  }
+
+  // The gateway's RateLimit fields on a counted route, in place of any the upstream sent.
+  responseHeaders(into: Record<string, unknown>, upstream: Record<string, string | string[] | undefined>): Record<string, unknown> {
+    return answerHeaders(into, upstream, this.request.corsCovered, this.decision.responseHeaders);
+  }
+
+  answered(status: number): void {
+    this.span?.end();
+    this.forwarder.answered(this.upstream);
+    // The answer is the upstream's and goes on at once; a refund for its status follows it.
+    if (this.use) void this.refund({ status });
+  }
+
+  // Never resent: a retried POST could run twice.
+  failed(error: Error): void {
+    failedSpan(this.span, error);
+    this.forwarder.failed(this.request, this.reply, this.upstream, error, (outcome) => this.refund(outcome));
+  }
+
+  private refund(outcome: UpstreamOutcome): Promise<unknown> {
+    const counted = this.use;
+    this.use = undefined;
+    return this.forwarder.refunder(this.request, counted)(outcome);
   }
 }
 

@@ -3,6 +3,7 @@
 // which they are), the gateway's own come.
 import type { IncomingHttpHeaders } from 'node:http';
 import { isIdentityHeader, isOrgHeader } from '../pipeline/index.js';
+import { cookieName, GATEWAY_COOKIES } from '../credentials/shapes.js';
 
 export interface ForwardContext {
   requestId: string;
@@ -57,18 +58,160 @@ const FORWARDING_FROM_PROXIES = new Set([
   'x-script-name', 'front-end-https',
 ]);
 
-// Both functions run on every proxied request: plain loops over the names, no entry arrays.
+// What a header's name alone says of it, worked out once per name (RULES): one Map lookup a header
+// where the rules took a regular expression, four set lookups and a prefix test (issue 77).
+const DROP = 0;
+const KEEP = 1;
+/** Kept only from a trusted proxy (FORWARDING_FROM_PROXIES). */
+const FROM_PROXY = 2;
+/** Dropped while organizations are enabled (isOrgHeader). */
+const ORG = 3;
+const AUTHORIZATION = 4;
+const COOKIE = 5;
+type Rule = typeof DROP | typeof KEEP | typeof FROM_PROXY | typeof ORG | typeof AUTHORIZATION | typeof COOKIE;
+
+// Names are the client's to choose: past this many, a new name is worked out each time, not kept.
+const RULES_KEPT = 2_000;
+const RULES = new Map<string, Rule>();
+
+function ruleOf(name: string): Rule {
+  let rule = RULES.get(name);
+  if (rule === undefined) {
+    rule = ruleByName(name);
+    if (RULES.size < RULES_KEPT) RULES.set(name, rule);
+  }
+  return rule;
+}
+
+function ruleByName(name: string): Rule {
+  // A name with `_` goes, as nginx drops it by default: CGI-style servers read `X_User_Id` or
+  // `Transfer_Encoding` as the dashed header, so it would smuggle what the rules above remove.
+  // HTTP/2's pseudo-headers (`:path`…) are the request line, which the upstream gets its own way.
+  if (name.charCodeAt(0) === 0x3a || name.includes('_') || HOP_BY_HOP.has(name) || NEVER_FORWARDED.has(name)) return DROP;
+  if (isIdentityHeader(name) || name.startsWith(OTHER_PROXY_IDENTITY_PREFIX)) return DROP;
+  if (FORWARDING_FROM_PROXIES.has(name)) return FROM_PROXY;
+  if (isOrgHeader(name)) return ORG;
+  if (name === 'authorization') return AUTHORIZATION;
+  if (name === 'cookie') return COOKIE;
+  return KEEP;
+}
+
+/**
+ * The test seam of test/proxy/differential.test.ts: with `reference` on, the rules run as written
+ * before they were compiled (the reference functions at the end of this file), so that both can be held to the same answers.
+ */
+export const headerRules = { reference: false };
+
+// Runs on every proxied request: one loop over the names, no entry arrays.
 export function upstreamHeaders(incoming: IncomingHttpHeaders, ctx: ForwardContext): IncomingHttpHeaders {
+  if (headerRules.reference) return referenceUpstreamHeaders(incoming, ctx);
   const out: IncomingHttpHeaders = {};
   // Headers the client named in Connection are hop-by-hop too, but never the ones set below
   // (`Connection: x-user-id` cannot remove what the gateway adds).
   const named = connectionOptions(incoming.connection);
+  const carrying = ctx.carryingCredentials?.length ? ctx.carryingCredentials : undefined;
   // Skipped rather than deleted afterwards: a delete turns the object V8 builds into a slow one.
   for (const name in incoming) {
     const value = incoming[name];
-    // A name with `_` goes, as nginx drops it by default: CGI-style servers read `X_User_Id` or
-    // `Transfer_Encoding` as the dashed header, so it would smuggle what the rules above remove.
-    // HTTP/2's pseudo-headers (`:path`…) are the request line, which the upstream gets its own way.
+    const rule = ruleOf(name);
+    if (value === undefined || rule === DROP || named?.includes(name) || carrying?.includes(name)) continue;
+    if (rule !== KEEP) {
+      if (rule === FROM_PROXY ? !ctx.trustProxy : rule === ORG ? ctx.organizations : rule === AUTHORIZATION && ctx.dropAuthorization) continue;
+      if (rule === COOKIE && ctx.cookie !== undefined) {
+        if (ctx.cookie !== null) out.cookie = ctx.cookie;
+        continue;
+      }
+    }
+    out[name] = value;
+  }
+  out['x-forwarded-for'] = ctx.forwardedFor;
+  out['x-forwarded-proto'] = ctx.proto;
+  if (ctx.host) out['x-forwarded-host'] = ctx.host;
+  out['x-request-id'] = ctx.requestId;
+  if (ctx.identity) Object.assign(out, ctx.identity);
+  return out;
+}
+
+/**
+ * What the client receives of the upstream's headers: all of them but the hop-by-hop ones (an
+ * upstream's `Connection: close` must not close the client's connection) and x-request-id, which
+ * stays the gateway's so a client can quote the id found in the gateway's logs. Where the gateway
+ * answers CORS for the path (`corsCovered`), the upstream's own Access-Control-* headers go: two
+ * policies would contradict each other (an upstream's `*` beside the gateway's credentials, or an
+ * origin the gateway refuses), and `Vary` keeps the upstream's values with the gateway's `Origin`.
+ * A Set-Cookie of one of the gateway's own cookies goes too (foreignCookies).
+ */
+export function downstreamHeaders(incoming: Record<string, string | string[] | undefined>, corsCovered = false): Record<string, string | string[] | undefined> {
+  return copyDownstream({}, incoming, corsCovered) as Record<string, string | string[] | undefined>;
+}
+
+/**
+ * The answer's headers in one pass: `into`, a fresh object holding the headers the gateway already
+ * set (reply.getHeaders()), gets the upstream's as downstreamHeaders keeps them, then `extra` (the
+ * RateLimit fields of a counted route), each replacing a name already there: what
+ * `{ ...into, ...downstreamHeaders(incoming), ...extra }` gives, without the two objects between.
+ */
+export function answerHeaders(
+  into: Record<string, unknown>, incoming: Record<string, string | string[] | undefined>, corsCovered: boolean, extra: Record<string, string> | undefined,
+): Record<string, unknown> {
+  if (headerRules.reference) return referenceAnswerHeaders(into, incoming, corsCovered, extra);
+  copyDownstream(into, incoming, corsCovered);
+  if (extra) for (const name in extra) into[name] = extra[name];
+  return into;
+}
+
+/** The loop downstreamHeaders and answerHeaders share: the upstream's headers a client may receive, into `into`. */
+function copyDownstream(into: Record<string, unknown>, incoming: Record<string, string | string[] | undefined>, corsCovered: boolean): Record<string, unknown> {
+  const named = connectionOptions(incoming.connection);
+  for (const name in incoming) {
+    const n = name.toLowerCase();
+    if (HOP_BY_HOP.has(n) || n === 'x-request-id' || named?.includes(n)) continue;
+    if (corsCovered && (n.startsWith('access-control-') || n === 'vary')) continue;
+    if (n === 'set-cookie') {
+      const kept = foreignCookies(incoming[name]);
+      if (kept) into[name] = kept;
+    } else into[name] = incoming[name];
+  }
+  if (corsCovered) into.vary = varyWithOrigin(incoming.vary);
+  return into;
+}
+
+/**
+ * An upstream's Set-Cookie less the cookies that are the gateway's own (GATEWAY_COOKIES, CONTRACT
+ * §30): an application on a route could otherwise replace a customer's portal session with its own
+ * choice (session fixation) or clear it, or plant a console or sign-in cookie. Undefined when none is left.
+ */
+function foreignCookies(value: string | string[] | undefined): string[] | undefined {
+  const kept = (Array.isArray(value) ? value : value === undefined ? [] : [value]).filter((line) => !GATEWAY_COOKIES.has(cookieName(line.split(';', 1)[0]!)));
+  return kept.length ? kept : undefined;
+}
+
+/**
+ * The header names a Connection header lists besides its usual options (RFC 9110 §7.6.1), lower
+ * case; undefined when it lists none. Most messages say only `keep-alive` or `close`.
+ */
+function connectionOptions(connection: string | string[] | undefined): string[] | undefined {
+  if (connection === undefined) return undefined;
+  const text = String(connection).toLowerCase();
+  if (text === 'keep-alive' || text === 'close') return undefined;
+  return text.split(',').map((t) => t.trim());
+}
+
+/** The upstream's Vary with Origin added (`*` already varies on everything). */
+function varyWithOrigin(vary: string | string[] | undefined): string {
+  const values = (Array.isArray(vary) ? vary.join(',') : vary ?? '').split(',').map((v) => v.trim()).filter(Boolean);
+  if (values.includes('*')) return '*';
+  if (!values.some((v) => v.toLowerCase() === 'origin')) values.push('Origin');
+  return values.join(', ');
+}
+
+// ── the reference: the rules as written before issue 77 compiled them ─────────────────────────
+// Run only with headerRules.reference on (test/proxy/differential.test.ts); kept as they were.
+function referenceUpstreamHeaders(incoming: IncomingHttpHeaders, ctx: ForwardContext): IncomingHttpHeaders {
+  const out: IncomingHttpHeaders = {};
+  const named = connectionOptions(incoming.connection);
+  for (const name in incoming) {
+    const value = incoming[name];
     if (value === undefined || name.charCodeAt(0) === 0x3a || name.includes('_') || HOP_BY_HOP.has(name) || NEVER_FORWARDED.has(name)) continue;
     if (isIdentityHeader(name) || name.startsWith(OTHER_PROXY_IDENTITY_PREFIX)) continue;
     if (named?.includes(name)) continue;
@@ -90,42 +233,8 @@ export function upstreamHeaders(incoming: IncomingHttpHeaders, ctx: ForwardConte
   return out;
 }
 
-/**
- * What the client receives of the upstream's headers: all of them but the hop-by-hop ones (an
- * upstream's `Connection: close` must not close the client's connection) and x-request-id, which
- * stays the gateway's so a client can quote the id found in the gateway's logs. Where the gateway
- * answers CORS for the path (`corsCovered`), the upstream's own Access-Control-* headers go: two
- * policies would contradict each other (an upstream's `*` beside the gateway's credentials, or an
- * origin the gateway refuses), and `Vary` keeps the upstream's values with the gateway's `Origin`.
- */
-export function downstreamHeaders(incoming: Record<string, string | string[] | undefined>, corsCovered = false): Record<string, string | string[] | undefined> {
-  const named = connectionOptions(incoming.connection);
-  const out: Record<string, string | string[] | undefined> = {};
-  for (const name in incoming) {
-    const n = name.toLowerCase();
-    if (HOP_BY_HOP.has(n) || n === 'x-request-id' || named?.includes(n)) continue;
-    if (corsCovered && (n.startsWith('access-control-') || n === 'vary')) continue;
-    out[name] = incoming[name];
-  }
-  if (corsCovered) out.vary = varyWithOrigin(incoming.vary);
-  return out;
-}
-
-/**
- * The header names a Connection header lists besides its usual options (RFC 9110 §7.6.1), lower
- * case; undefined when it lists none. Most messages say only `keep-alive` or `close`.
- */
-function connectionOptions(connection: string | string[] | undefined): string[] | undefined {
-  if (connection === undefined) return undefined;
-  const text = String(connection).toLowerCase();
-  if (text === 'keep-alive' || text === 'close') return undefined;
-  return text.split(',').map((t) => t.trim());
-}
-
-/** The upstream's Vary with Origin added (`*` already varies on everything). */
-function varyWithOrigin(vary: string | string[] | undefined): string {
-  const values = (Array.isArray(vary) ? vary.join(',') : vary ?? '').split(',').map((v) => v.trim()).filter(Boolean);
-  if (values.includes('*')) return '*';
-  if (!values.some((v) => v.toLowerCase() === 'origin')) values.push('Origin');
-  return values.join(', ');
+function referenceAnswerHeaders(
+  into: Record<string, unknown>, incoming: Record<string, string | string[] | undefined>, corsCovered: boolean, extra: Record<string, string> | undefined,
+): Record<string, unknown> {
+  return { ...into, ...(extra ? { ...downstreamHeaders(incoming, corsCovered), ...extra } : downstreamHeaders(incoming, corsCovered)) };
 }

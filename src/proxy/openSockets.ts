@@ -11,11 +11,9 @@
 // an expired key is refused like a revoked one, and no change is announced when the time comes.
 import type { Logger } from 'pino';
 import { ERRORS, type Denial } from '../errors/index.js';
-import type { IdentityCache } from '../storage/identityCache.js';
+import type { ChangeFeed, IdentityCache, MembershipCache } from '../storage/feed/index.js';
 import { checkPlan } from '../pipeline/index.js';
-import type { ChangeFeed } from '../storage/changeFeed.js';
-import type { MembershipCache } from '../storage/membershipCache.js';
-import type { OrgRole } from '../storage/organizations.js';
+import type { OrgRole } from '../storage/orgs/index.js';
 import type { WebSocketStats } from '../telemetry/metrics.js';
 
 /** Close code of RFC 6455 §7.4.1: the endpoint is going away (a server shutting down). */

@@ -9,8 +9,9 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Tokens } from '../credentials/tokens.js';
 import { sha256Hex } from '../credentials/digest.js';
-import { CONSOLE_COOKIE, JWS_PATTERN as JWS, JWS_PREFIX, keyCandidates, OIDC_COOKIE } from '../credentials/shapes.js';
-import type { IdentityCache } from '../storage/identityCache.js';
+import { cookieName, GATEWAY_COOKIES, JWS_PATTERN as JWS, JWS_PREFIX } from '../credentials/shapes.js';
+import { keyCandidates } from '../keys/index.js';
+import type { IdentityCache } from '../storage/feed/index.js';
 
 // Checks per request at most, whoever sent the candidates. isOwn() reads the token's header first
 // and checks the signature only of tokens that claim to be ours; a key costs a cached lookup.
@@ -106,8 +107,8 @@ async function searchOwnCredentials(request: CredentialFacts, checks: Credential
     const kept: string[] = [];
     for (const pair of pairs) {
       // The console's cookie reaches this port too (cookies ignore ports): it is the gateway's own,
-      // as is the sign-in cookie of an identity provider.
-      const own = pair.trim().startsWith(`${CONSOLE_COOKIE}=`) || pair.trim().startsWith(`${OIDC_COOKIE}=`);
+      // as are the sign-in cookie of an identity provider and the portal's session (GATEWAY_COOKIES).
+      const own = GATEWAY_COOKIES.has(cookieName(pair));
       if (!own && !(await holdsOwn(decoded(pair)))) kept.push(pair.trim());
     }
     if (kept.length < pairs.length) cookie = kept.length ? kept.join('; ') : null;

@@ -4,7 +4,7 @@
 // reply, with the listeners, ticks and eos bookkeeping that go with it: about a third of the
 // proxy's CPU per request (`npm run bench`, the raw @fastify/http-proxy baseline pays it too).
 // What is relayed is decided elsewhere: the headers by headers.ts, the body's size by
-// bodyLimit.ts, what a failure answers by forward.ts.
+// bodyLimit.ts, what a failure answers by upstreamFailures.ts.
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Http2ServerResponse } from 'node:http2';
 import type { Readable } from 'node:stream';
@@ -23,8 +23,8 @@ export interface UpstreamRequest {
 }
 
 export interface RelayCallbacks {
-  /** The client's response headers, made from the upstream's. */
-  responseHeaders(upstream: Record<string, string | string[] | undefined>): Record<string, string | string[] | undefined>;
+  /** The client's response headers: `into` (the headers the gateway set, a fresh object) with the upstream's written into it. */
+  responseHeaders(into: Record<string, unknown>, upstream: Record<string, string | string[] | undefined>): Record<string, unknown>;
   /** The upstream answered (its status line and headers arrived). */
   answered(statusCode: number): void;
   /** The upstream request failed, before or after the client got headers (reply.sent tells). */
@@ -89,7 +89,7 @@ class Relay implements Dispatcher.DispatchHandler {
     }
     this.callbacks.answered(statusCode);
     // The headers the gateway set (x-request-id, CORS, Connection while draining), then the upstream's.
-    const out = { ...reply.getHeaders(), ...this.callbacks.responseHeaders(headers) };
+    const out = this.callbacks.responseHeaders(reply.getHeaders(), headers);
     const req = reply.request.raw;
     // An HTTP/1.1 connection whose request body was not read to its end cannot carry another request.
     if (req.httpVersionMajor === 1 && !req.complete) out.connection = 'close';

@@ -1,6 +1,6 @@
 // What a failed upstream request comes to, as one table: the client's answer, the metric an
 // operator alerts on, and the log line. Pure, so that each row is tested without a listener
-// (test/proxy/upstreamFailures.test.ts); the forwarder (forwarder.ts) only applies it.
+// (test/proxy/forwarder.test.ts); the forwarder (forwarder.ts) only applies it.
 import type { ErrorCode } from '../errors/index.js';
 import { BODY_TOO_LARGE } from './bodyLimit.js';
 import { CLIENT_GONE } from './relay.js';

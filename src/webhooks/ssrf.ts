@@ -6,22 +6,11 @@
 import { lookup as dnsLookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import ipaddr from 'ipaddr.js';
+import { bareHost, isLocalhostName } from '../http.js';
+
+// Where a webhook's URL is read (http.ts: the hooks' configuration reads it too).
+export { bareHost, parseWebhookUrl } from '../http.js';
 import { withTimeout } from '../time.js';
-
-const MAX_URL_LENGTH = 2048;
-
-/** The URL when it is a well-formed https URL with a host, else undefined (400 webhookUrlInvalid). */
-export function parseWebhookUrl(text: string): URL | undefined {
-  if (!text || text.length > MAX_URL_LENGTH) return undefined;
-  let url: URL;
-  try {
-    url = new URL(text);
-  } catch {
-    return undefined;
-  }
-  if (url.protocol !== 'https:' || !url.hostname) return undefined;
-  return url;
-}
 
 // Global unicast IPv6 is 2000::/3; everything else (IPv4-compatible ::a.b.c.d, NAT64, 6to4,
 // Teredo, documentation, ...) either embeds an IPv4 address that may be private or is not public.
@@ -60,15 +49,7 @@ export type TargetCheck =
   /** the name does not resolve (now) */
   | { kind: 'unresolved'; error: unknown };
 
-/** The host of a URL without the brackets of an IPv6 literal. */
-export function bareHost(url: URL): string {
-  return url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
-}
 
-function isLocalhostName(host: string): boolean {
-  const name = host.toLowerCase().replace(/\.+$/, '');
-  return name === 'localhost' || name.endsWith('.localhost');
-}
 
 /**
  * Resolves the URL's host once and checks every address it has: one private address among

@@ -2,7 +2,7 @@
 // database of their own: what assertion_keys holds after the first start and a rotation, which
 // public keys an instance publishes and for how long, which key it signs with after a rotation is
 // heard, rows deleted by hand, or a failed read. The change feed is a stand-in whose events the test
-// fires (storage/changeFeed.ts is tested on its own). Races (two rotations, a rotation or a deletion
+// fires (storage/feed/changeFeed.ts is tested on its own). Races (two rotations, a rotation or a deletion
 // during a load) are forced with locks the test holds, and seen waiting in pg_stat_activity.
 import { Writable } from 'node:stream';
 import { calculateJwkThumbprint, compactVerify, FlattenedSign, importJWK, type CryptoKey } from 'jose';
@@ -10,9 +10,9 @@ import pino from 'pino';
 import { afterAll, afterEach, beforeAll, beforeEach, expect, it, vi } from 'vitest';
 import { AssertionKeyring, ASSERTION_TTL_SEC, RELOAD_INTERVAL_MS, RETIRED_KEY_PUBLISHED_MS } from '../../src/credentials/assertionKeyring.js';
 import { ensureAssertionKeys, generateAssertionKey, loadAssertionKeys, rotateAssertionKeys, type Rotation } from '../../src/credentials/assertionKeys.js';
-import type { ChangeFeed, ChangeHandlers } from '../../src/storage/changeFeed.js';
-import { postgresDatabase, type Database, type Queryable } from '../../src/storage/db.js';
-import { migrate } from '../../src/storage/migrations.js';
+import type { ChangeFeed, ChangeHandlers } from '../../src/storage/feed/changeFeed.js';
+import { postgresDatabase, type Database, type Queryable } from '../../src/storage/database/db.js';
+import { migrate } from '../../src/storage/database/migrations.js';
 import { closeSql, describeWithServices, eventually, testClock, throwawayDatabase, type ThrowawayDatabase } from '../helpers/gateway.js';
 import { reloadTimersHoldingProcess } from '../helpers/reloadTimer.js';
 import { lockWaiters } from '../helpers/rowLock.js';

@@ -2,9 +2,8 @@
 // are refused unread (a wrong checksum under the configured prefix or gw) and which are looked up,
 // and where proxy/ownTokens.ts finds a key inside a text, whatever its prefix.
 import { describe, expect, it } from 'vitest';
-import {
-  CONSOLE_COOKIE, isForgedKey, JWS_PATTERN, JWS_PREFIX, keyCandidates, keyChecksum, newApiKey, OIDC_COOKIE, OPERATOR_TOKEN_PREFIX,
-} from '../../src/credentials/shapes.js';
+import { CONSOLE_COOKIE, JWS_PATTERN, JWS_PREFIX, OIDC_COOKIE, OPERATOR_TOKEN_PREFIX } from '../../src/credentials/shapes.js';
+import { isForgedKey, keyCandidates, keyChecksum, newApiKey } from '../../src/keys/index.js';
 
 const corrupted = (key: string) => key.slice(0, -1) + (key.endsWith('0') ? '1' : '0');
 

@@ -2,7 +2,7 @@
 // builds from them and from auth.jwt (src/credentials/tokenKeyring.ts), on a database of their own:
 // what `gateway keys rotate-jwt` and `drop-previous` leave in gateway_secrets, when a rotated-out
 // secret stops verifying, which keys an instance holds after a rotation is heard, a SIGHUP or a
-// failed read. The change feed is a stand-in whose events the test fires (storage/changeFeed.ts is
+// failed read. The change feed is a stand-in whose events the test fires (storage/feed/changeFeed.ts is
 // tested on its own); the keyring's periodic reload runs under fake interval timers. Concurrent
 // rotations are forced into their dangerous order by a row the test holds (helpers/rowLock.ts).
 import pg from 'pg';
@@ -11,9 +11,9 @@ import { configSchema } from '../../src/config/schema.js';
 import { dropPreviousSecret, JWT_RELOAD_INTERVAL_MS, loadStoredSecrets, PREVIOUS_GRACE_MS, rotateStoredSecret } from '../../src/credentials/jwtSecrets.js';
 import { TokenKeyring } from '../../src/credentials/tokenKeyring.js';
 import { hmacKey, type JwtSettings } from '../../src/credentials/tokenKeys.js';
-import type { ChangeFeed, ChangeHandlers } from '../../src/storage/changeFeed.js';
-import { postgresDatabase, type Database, type Queryable } from '../../src/storage/db.js';
-import { migrate } from '../../src/storage/migrations.js';
+import type { ChangeFeed, ChangeHandlers } from '../../src/storage/feed/changeFeed.js';
+import { postgresDatabase, type Database, type Queryable } from '../../src/storage/database/db.js';
+import { migrate } from '../../src/storage/database/migrations.js';
 import { closeSql, describeWithServices, eventually, throwawayDatabase, type ThrowawayDatabase } from '../helpers/gateway.js';
 import { reloadTimersHoldingProcess } from '../helpers/reloadTimer.js';
 import { holdRows } from '../helpers/rowLock.js';

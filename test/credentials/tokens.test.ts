@@ -11,13 +11,13 @@ import { configSchema, type Config } from '../../src/config/schema.js';
 import { TokenKeyring } from '../../src/credentials/tokenKeyring.js';
 import { hmacKey } from '../../src/credentials/tokenKeys.js';
 import { ACCESS_TYP, acrOf, createTokens, loadKeyFile, REFRESH_TYP, type Tokens } from '../../src/credentials/tokens.js';
-import type { ChangeFeed, ChangeHandlers } from '../../src/storage/changeFeed.js';
-import type { Queryable } from '../../src/storage/db.js';
+import type { ChangeFeed, ChangeHandlers } from '../../src/storage/feed/changeFeed.js';
+import type { Queryable } from '../../src/storage/database/db.js';
 import { testClock, type TestClock } from '../helpers/gateway.js';
 
 const SECRET = 'a-secret-of-at-least-32-characters-for-hs256';
 const OTHER = 'another-secret-of-at-least-32-characters-too';
-const USER = { id: 42, email: 'ada@example.test', plan: 'pro' as const };
+const USER = { id: 42, email: 'ada@example.test', plan: 'pro' as const, credential_generation: 3 };
 const PWD = { amr: ['pwd'], authTime: new Date('2026-01-02T03:04:05.678Z') };
 
 // With auth.jwt.secret set the keys come from the configuration: a query would be a bug.
@@ -69,7 +69,7 @@ describe('issuePair', () => {
     expect(decodeProtectedHeader(pair.refresh_token)).toEqual({ alg: 'HS256', typ: 'refresh+jwt', kid });
     const access = decodeJwt(pair.access_token);
     expect(access).toEqual({
-      plan: 'pro', email: USER.email, sid: 9, auth_time: 1767323045, acr: 'aal1', amr: ['pwd'],
+      plan: 'pro', email: USER.email, sid: 9, auth_time: 1767323045, acr: 'aal1', amr: ['pwd'], gen: 3,
       sub: '42', iat: expect.any(Number), exp: expect.any(Number), jti: expect.stringMatching(/^[0-9a-f-]{36}$/),
     });
     expect(Math.abs(access.iat! - now)).toBeLessThanOrEqual(1);
@@ -120,10 +120,18 @@ describe('verifyAccess', () => {
     const { tokens } = await tokensOf();
     const { pair } = await tokens.issuePair(USER, 9, { amr: ['hwk'], authTime: PWD.authTime });
     const exp = decodeJwt(pair.access_token).exp;
-    const claims = { userId: 42, plan: 'pro', email: USER.email, exp, sessionId: 9, acr: 'aal2', authTime: 1767323045 };
+    const claims = { userId: 42, plan: 'pro', email: USER.email, exp, sessionId: 9, acr: 'aal2', authTime: 1767323045, generation: 3 };
     expect(await tokens.verifyAccess(pair.access_token)).toEqual(claims);
     expect(await tokens.verifyAccess(pair.access_token)).toEqual(claims); // from the cache
     expect(await tokens.verifyAccess(pair.refresh_token)).toBeNull();
+  });
+
+  it('reads `gen` (CONTRACT §33): absent is generation 0 (a token of the previous release); anything but a whole number from 0 is refused', async () => {
+    const { tokens } = await tokensOf();
+    expect(await tokens.verifyAccess(await forged({}))).toMatchObject({ generation: 0 });
+    expect(await tokens.verifyAccess(await forged({ gen: 0 }))).toMatchObject({ generation: 0 });
+    expect(await tokens.verifyAccess(await forged({ gen: 7 }))).toMatchObject({ generation: 7 });
+    for (const gen of [-1, 1.5, '2', null, Number.MAX_SAFE_INTEGER + 1, true]) expect(await tokens.verifyAccess(await forged({ gen })), String(gen)).toBeNull();
   });
 
   it('refuses an expired token, also one verified before', async () => {

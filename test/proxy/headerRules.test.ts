@@ -8,9 +8,9 @@ import { describe, expect, it } from 'vitest';
 import { identityHeaders, isIdentityHeader } from '../../src/pipeline/identityHeaders.js';
 import { downstreamHeaders, upstreamHeaders, type ForwardContext } from '../../src/proxy/headers.js';
 import { overridingMethods } from '../../src/routing/methodOverrides.js';
-import type { User } from '../../src/storage/users.js';
+import type { User } from '../../src/storage/accounts/users.js';
 
-const USER: User = { id: 42, email: 'ada@example.test', plan: 'pro', is_active: 1, daily_usage: 0, last_usage_date: null, created_at: new Date(0), email_verified_at: null };
+const USER: User = { id: 42, email: 'ada@example.test', plan: 'pro', is_active: 1, daily_usage: 0, last_usage_date: null, created_at: new Date(0), email_verified_at: null, credential_generation: 0 };
 
 describe('isIdentityHeader', () => {
   it.each([

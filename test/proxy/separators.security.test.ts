@@ -4,7 +4,9 @@
 // that must carry encoded separators says `encodedSeparators: keep`.
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { docsExample } from '../helpers/docs.js';
-import { bearer, closeSql, describeWithServices, makeUser, marker, startDecidingGateway, startTestGateway, testConfigFromYaml, type TestGateway } from '../helpers/gateway.js';
+import { ADMIN_KEY, bearer, closeSql, describeWithServices, makeUser, marker, startDecidingGateway, startTestGateway, testConfigFromYaml, type TestGateway } from '../helpers/gateway.js';
+import { request } from '../helpers/http.js';
+import { sparePort } from '../helpers/ports.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 
 const BAD_REQUEST = { error: 'Requête invalide' };
@@ -16,6 +18,7 @@ describeWithServices('encoded separators and their kin', () => {
   beforeAll(async () => {
     upstream = await startEchoUpstream();
     gw = await startDecidingGateway({
+      admin: { host: '127.0.0.1', port: await sparePort() },
       upstreams: { app: { url: upstream.url } },
       routes: [
         { path: '/', upstream: 'app', auth: 'none' },
@@ -37,6 +40,8 @@ describeWithServices('encoded separators and their kin', () => {
     `/api/v1/reports.;/${m}`, `/api/v1/reports..;/${m}`, `/api/v1/reports.;jsessionid=1/${m}`, `/api/v1/Reports.;/${m}`, `/api/v1/reports%2e;/${m}`, `/api/v1/reports%20;/${m}`,
     // Letters NFKC folds into a guarded route's (fullwidth ｒ, the ﬁ ligature), for upstreams that fold Unicode.
     `/api/v1/%EF%BD%92eports/${m}`, `/api/v1/%ef%bd%92eports/${m}`, `/api/v1/pro%EF%AC%81le/${m}`,
+    // An encoded `#` or `?`, once or twice, any case, which an upstream decoding first cuts the path at (issue 68).
+    `/api/v1/profile%23${m}`, `/api/v1/profile%23/${m}`, `/api/v1/profile%3F${m}`, `/api/v1/profile%3f/${m}`, `/api/v1/profile%2523/${m}`, `/api/v1/profile%253F/${m}`,
   ];
 
   it('refuses each spelling on the proxy with 400, the upstream never reached', async () => {
@@ -56,6 +61,25 @@ describeWithServices('encoded separators and their kin', () => {
       const byHeader = await gw.decide('GET', '/decisions', { headers: { 'x-forwarded-uri': path } });
       expect(byHeader.status, path).toBe(400);
     }
+  });
+
+  it('an encoded # or ? is 400 on every listener: a public catch-all, a route keeping separators, own endpoints, admin (issue 68)', async () => {
+    const m = marker();
+    const user = await makeUser(gw);
+    const paths = [`/api/v1/profile%23`, `/api/v1/profile%23?${m}`, `/api/v1/profile%3F${m}`, `/projects/a%23b/${m}`, `/projects/a%3fb/${m}`, `/files/${m}%23`];
+    for (const path of [...paths, '/api/v1/user/me%23', '/api/v1/user/me%3F', '/healthz%23']) {
+      const res = await gw.get(path, { headers: bearer(user.access) });
+      expect([path, res.status, res.json], path).toEqual([path, 400, BAD_REQUEST]);
+    }
+    expect(upstream.hits.filter((hit) => hit.path.startsWith('/api/v1/profile') || hit.path.includes(m))).toEqual([]);
+    const admin = { authorization: `Bearer ${ADMIN_KEY}` };
+    for (const path of [`/admin/v1/users/${user.id}%23`, `/admin/v1/users%3F`, '/healthz%23', '/readyz%3f', `/admin/v1/users/${user.id}%2523`]) {
+      const res = await request(gw.adminUrl!, 'GET', path, { headers: admin });
+      expect([path, res.status, res.json], path).toEqual([path, 400, BAD_REQUEST]);
+    }
+    expect((await request(gw.adminUrl!, 'GET', `/admin/v1/users/${user.id}`, { headers: admin })).status).toBe(200);
+    const decided = await gw.decide('GET', `/decisions/files/${m}%23`);
+    expect([decided.status, decided.json]).toEqual([400, BAD_REQUEST]);
   });
 
   it('still serves a literal % (%25) and other escapes through the public route', async () => {
