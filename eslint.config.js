@@ -2,7 +2,8 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'data/**', 'node_modules/**', 'coverage/**', 'reports/**', '.stryker-tmp/**'] },
+  // portal/uplot.js and portal/qrcode.js are vendored builds (scripts/portal-vendor.mjs writes them).
+  { ignores: ['dist/**', 'data/**', 'node_modules/**', 'coverage/**', 'reports/**', '.stryker-tmp/**', 'portal/uplot.js', 'portal/qrcode.js'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
@@ -30,6 +31,17 @@ export default tseslint.config(
     languageOptions: {
       globals: { document: 'readonly', location: 'readonly', Node: 'readonly', URLSearchParams: 'readonly', addEventListener: 'readonly', history: 'readonly', uPlot: 'readonly',
         navigator: 'readonly', PublicKeyCredential: 'readonly' },
+    },
+  },
+  // The customer portal's page scripts run in the browser (CONTRACT §30).
+  {
+    files: ['portal/**/*.js'],
+    languageOptions: {
+      globals: {
+        document: 'readonly', location: 'readonly', Node: 'readonly', Element: 'readonly', URLSearchParams: 'readonly', addEventListener: 'readonly',
+        dispatchEvent: 'readonly', Event: 'readonly', history: 'readonly', navigator: 'readonly', PublicKeyCredential: 'readonly', sessionStorage: 'readonly',
+        localStorage: 'readonly', BroadcastChannel: 'readonly', crypto: 'readonly', TextEncoder: 'readonly', atob: 'readonly', btoa: 'readonly', globalThis: 'readonly',
+      },
     },
   },
 );

@@ -233,9 +233,9 @@ export async function prepareStorage(tmp, cleanups, tag) {
 export const SCOPE = 'reports:read';
 
 export async function seed(storage, { tag, password, users, free }) {
-  const { openDatabase } = await import(path.join(ROOT, 'dist/storage/db.js'));
-  const { migrate } = await import(path.join(ROOT, 'dist/storage/migrations.js'));
-  const { createUser, setPlan } = await import(path.join(ROOT, 'dist/storage/users.js'));
+  const { openDatabase } = await import(path.join(ROOT, 'dist/storage/database/db.js'));
+  const { migrate } = await import(path.join(ROOT, 'dist/storage/database/migrations.js'));
+  const { createUser, setPlan } = await import(path.join(ROOT, 'dist/storage/accounts/users.js'));
   const { Passwords } = await import(path.join(ROOT, 'dist/auth/password/passwords.js'));
   const { newApiKey } = await import(path.join(ROOT, 'dist/credentials/shapes.js'));
   const passwords = new Passwords();

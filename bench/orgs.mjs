@@ -45,9 +45,9 @@ function orgConfig(port, storage, upstreamUrl) {
 
 /** MEMBERS users on plan team, all members of one organization on team, each with a personal key and an organization key; straight in the database. */
 async function seedOrg(storage) {
-  const { openDatabase } = await import(path.join(ROOT, 'dist/storage/db.js'));
-  const { migrate } = await import(path.join(ROOT, 'dist/storage/migrations.js'));
-  const { createUser, setPlan } = await import(path.join(ROOT, 'dist/storage/users.js'));
+  const { openDatabase } = await import(path.join(ROOT, 'dist/storage/database/db.js'));
+  const { migrate } = await import(path.join(ROOT, 'dist/storage/database/migrations.js'));
+  const { createUser, setPlan } = await import(path.join(ROOT, 'dist/storage/accounts/users.js'));
   const { Passwords } = await import(path.join(ROOT, 'dist/auth/password/passwords.js'));
   const { newApiKey } = await import(path.join(ROOT, 'dist/credentials/shapes.js'));
   const sha256 = (key) => createHash('sha256').update(key).digest('hex');

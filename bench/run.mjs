@@ -270,6 +270,17 @@ async function main() {
         name: 'bearer (baseline: the contract\'s least, authenticated)',
         key: 'floor', pair: 'least-authenticated', route: '/bearer', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', targets: { ratio: 0.92, p99Ratio: 1.3 },
       },
+      // No target (issue 77): the same two gateway rows against the least holding a Postgres and a
+      // Redis connection, as the gateway's own process does: what is left once the sockets alone
+      // are paid for.
+      {
+        name: 'public (baseline: the contract\'s least, public, holding Postgres and Redis)',
+        key: 'floor', pair: 'gateway-holding', route: '/public', headers: () => [{}], expect: 200, ceiling: true,
+      },
+      {
+        name: 'bearer (baseline: the contract\'s least, authenticated, holding Postgres and Redis)',
+        key: 'floor', pair: 'gateway-holding-authenticated', route: '/bearer', headers: () => bearerOf(groups.pro), expect: 200, identity: 'bearer', ceiling: true,
+      },
       // No target: a Node proxy that does nothing but what CONTRACT §3 adds to every forwarded
       // request (and, on the second row, to an authenticated one, its token not even read), the
       // ceiling of the two rows above (and, after HAProxy's row, of that one); as many pairs as
@@ -344,6 +355,8 @@ async function main() {
       'least-authenticated': { baseline: { ...contractFloorAuthenticated, name: 'baseline' }, gateway },
       'least-holding': { baseline: { ...contractFloor, name: 'baseline' }, gateway: leastHolding },
       'least-holding-authenticated': { baseline: { ...contractFloorAuthenticated, name: 'baseline' }, gateway: leastHoldingAuthenticated },
+      'gateway-holding': { baseline: leastHolding && { ...leastHolding, name: 'baseline' }, gateway },
+      'gateway-holding-authenticated': { baseline: leastHoldingAuthenticated && { ...leastHoldingAuthenticated, name: 'baseline' }, gateway },
       haproxy: { baseline: haproxy, gateway },
       counted: { baseline: { ...gateway, name: 'gateway', route: '/bearer' }, gateway },
       monthly: { baseline: { ...gateway, name: 'gateway' }, gateway: gatewayMonthly },
@@ -360,7 +373,7 @@ async function main() {
       if (only && !only.has(s.key ?? s.route.slice(1))) s.skip = 'not in BENCH_ONLY';
       else if (s.pair === 'tls' && !tls) s.skip = 'no openssl to make a certificate';
       else if (s.pair === 'pgbouncer' && !gatewayPooled) s.skip = bouncer.skip;
-      else if (s.pair.startsWith('least-holding') && !held) s.skip = 'needs Postgres and Redis';
+      else if ((s.pair.startsWith('least-holding') || s.pair.startsWith('gateway-holding')) && !held) s.skip = 'needs Postgres and Redis';
       else if ((s.pair === 'haproxy' || s.pair === 'contract-haproxy') && haproxy.skip) s.skip = haproxy.skip;
       else if (s.pair === 'haproxy' && !(await send(haproxy.url, 'GET', '/bearer/probe', { headers: s.headers()[0] })).json?.user) throw new Error('haproxy: the upstream was not told the identity');
       else if ((s.pair === 'workers' || s.pair === 'nginx2') && fleet.skip) s.skip = fleet.skip;

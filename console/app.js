@@ -5,7 +5,9 @@ import { configuredPlans, createUserForm, deleteSection, notice, planFilter, pla
 import { overviewView } from './overview.js';
 import { orgView, orgsView } from './orgs.js';
 import { operatorsView } from './operators.js';
+import { billingSection, overrideChoice } from './billing.js';
 import { allow, can, setRole } from './roles.js';
+import { usageMeters, when } from './format.js';
 
 let csrf = '';
 const $ = (id) => document.getElementById(id);
@@ -56,6 +58,12 @@ function signedOut() {
   $('sign-in').hidden = false;
   show();
   $('key').focus();
+  // Without a shared key (CONTRACT §29), operators are the only way in: the key's form goes.
+  void fetch('/console/sign-in-methods').then((res) => res.json()).then((methods) => {
+    $('key-sign-in').hidden = !methods.key;
+    $('key').required = methods.key;
+    if (!methods.key) $('operator-link').focus();
+  }).catch(() => {});
 }
 
 async function signedIn() {
@@ -90,7 +98,7 @@ async function usersView(params) {
   h('button', { type: 'submit' }, 'Search'));
   const { status, json } = await api('GET', `api/v1/users?${q}`);
   if (status !== 200) return show(h('h2', {}, 'Users'), form, h('p', { role: 'alert' }, json.error ?? 'Error'));
-  const rows = json.users.map((u) => [h('a', { href: `#/user/${u.id}` }, u.email), String(u.id), planLabel(u.plan, plans), u.active ? 'yes' : 'no', u.created_at]);
+  const rows = json.users.map((u) => [h('a', { href: `#/user/${u.id}` }, u.email), String(u.id), planLabel(u.plan, plans), u.active ? 'yes' : 'no', when(u.created_at)]);
   const next = json.next_cursor ? (() => { const n = new URLSearchParams(q); n.set('cursor', json.next_cursor); return h('a', { href: `#/users?${n}` }, 'Next page'); })() : null;
   const said = h('p', { role: 'status', id: 'users-status' }, notice.take());
   show(h('h2', {}, 'Users'), said, createUserForm(plans), form, table(['Email', 'Id', 'Plan', 'Active', 'Created'], rows), next);
@@ -114,6 +122,14 @@ function usageChart(history) {
   new uPlot(options, [days.map((d) => Date.parse(`${d.date}T00:00:00Z`) / 1000), days.map((d) => d.uses)], plot);
   const numbers = h('details', {}, h('summary', {}, 'Uses per day'), table(['Day', 'Uses'], days.map((d) => [d.date, String(d.uses)])));
   return h('div', {}, plot, numbers);
+}
+
+/** Today's and this month's uses against the plan's limits (a meter each), then the last 30 days. */
+function userUsage(usage) {
+  return h('div', {}, usageMeters('user-usage', [
+    { label: 'Today (UTC)', used: usage.today.uses, limit: usage.limits.daily },
+    { label: 'This month (UTC)', used: usage.month.uses, limit: usage.limits.monthly },
+  ]), h('h4', {}, 'Last 30 days'), usageChart(usage.history));
 }
 
 async function userView(id, query = '') {
@@ -140,26 +156,29 @@ async function userView(id, query = '') {
     }
   };
   const planSelect = userPlanSelect(u.plan, plans);
+  const choice = overrideChoice(u.billing, 'user');
   const sections = [
     h('h2', {}, u.email),
     status,
     h('section', { 'aria-labelledby': 'h-account' }, h('h3', { id: 'h-account' }, 'Account'),
-      h('p', {}, `Id ${u.id} · created ${u.created_at} · email ${u.email_verified_at ? 'verified' : 'not verified'}`),
+      h('p', {}, `Id ${u.id} · created `, when(u.created_at), ` · email ${u.email_verified_at ? 'verified' : 'not verified'}`),
       h('label', { for: 'user-plan' }, 'Plan'), allow('changePlan', planSelect),
-      allow('changePlan', h('button', { type: 'button', id: 'save-plan', onclick: () => savePlan(planSelect, u.plan, act, status) }, 'Save plan')),
+      allow('changePlan', h('button', { type: 'button', id: 'save-plan', onclick: () => savePlan(planSelect, u.plan, act, status, choice.override) }, 'Save plan')),
+      choice.node,
       allow('setActive', h('button', {
         type: 'button', id: 'toggle-active', onclick: () => act('PUT', '/active', { active: !u.active }, u.active ? 'Deactivated' : 'Activated'),
       }, u.active ? 'Deactivate' : 'Activate'))),
-    h('section', { 'aria-labelledby': 'h-usage' }, h('h3', { id: 'h-usage' }, 'Usage, last 30 days'), usage.status === 200 ? usageChart(usage.json.history) : null),
+    billingSection(u.billing, 'user'),
+    h('section', { 'aria-labelledby': 'h-usage' }, h('h3', { id: 'h-usage' }, 'Usage'), usage.status === 200 ? userUsage(usage.json) : null),
     h('section', { 'aria-labelledby': 'h-sessions' }, h('h3', { id: 'h-sessions' }, 'Sessions'),
-      table(['Id', 'Client', 'IP', 'Created', 'Last used', 'Action'], (sessions.json.sessions ?? []).map((s) => [String(s.id), s.user_agent, s.ip, s.created_at, s.last_used_at,
+      table(['Id', 'Client', 'IP', 'Created', 'Last used', 'Action'], (sessions.json.sessions ?? []).map((s) => [String(s.id), s.user_agent, s.ip, when(s.created_at), when(s.last_used_at),
         allow('revokeSession', h('button', {
           type: 'button', 'aria-label': `Revoke session ${s.id}`, onclick: () => act('DELETE', `/sessions/${s.id}`, undefined, `Session ${s.id} revoked`),
         }, 'Revoke'))])),
       allow('revokeSession', h('button', { type: 'button', id: 'revoke-all', onclick: () => act('DELETE', '/sessions', undefined, 'All sessions revoked') }, 'Revoke all sessions'))),
     h('section', { 'aria-labelledby': 'h-keys' }, h('h3', { id: 'h-keys' }, 'API keys'),
       table(['Id', 'Name', 'Start', 'Scopes', 'Created', 'Expires', 'Last used', 'Action'], (keys.json.api_keys ?? []).map((k) => [
-        String(k.id), k.name, k.start, k.scopes ? k.scopes.join(' ') : 'all', k.created_at, k.expires_at ?? 'never', k.last_used_at,
+        String(k.id), k.name, k.start, k.scopes ? k.scopes.join(' ') : 'all', when(k.created_at), when(k.expires_at) ?? 'never', when(k.last_used_at),
         // The same revocation as DELETE /admin/v1/api-keys/{id}: refused on every instance within a second.
         k.active ? allow('revokeKey', h('button', {
           type: 'button', 'aria-label': `Revoke API key ${k.id}`, onclick: () => act('DELETE', `api/v1/api-keys/${k.id}`, undefined, `API key ${k.id} revoked`),
@@ -168,11 +187,12 @@ async function userView(id, query = '') {
     h('section', { 'aria-labelledby': 'h-mfa' }, h('h3', { id: 'h-mfa' }, 'Second factor'),
       allow('resetMfa', h('button', { type: 'button', id: 'reset-mfa', onclick: () => act('DELETE', '/mfa', undefined, 'Second factor removed') }, 'Remove TOTP and recovery codes'))),
     (passkeys.json.passkeys ?? []).length ? h('section', { 'aria-labelledby': 'h-passkeys' }, h('h3', { id: 'h-passkeys' }, 'Passkeys'),
-      table(['Name', 'Created', 'Last used'], passkeys.json.passkeys.map((p) => [p.name, p.created_at, p.last_used_at]))) : null,
+      table(['Name', 'Created', 'Last used'], passkeys.json.passkeys.map((p) => [p.name, when(p.created_at), when(p.last_used_at)]))) : null,
     (identities.json.identities ?? []).length ? h('section', { 'aria-labelledby': 'h-providers' }, h('h3', { id: 'h-providers' }, 'Linked providers'),
-      table(['Provider', 'Email', 'Linked'], identities.json.identities.map((i) => [i.provider, i.email, i.created_at]))) : null,
+      table(['Provider', 'Email', 'Linked'], identities.json.identities.map((i) => [i.provider, i.email, when(i.created_at)]))) : null,
     h('section', { 'aria-labelledby': 'h-deliveries' }, h('h3', { id: 'h-deliveries' }, 'Webhook deliveries'),
-      table(['Id', 'Type', 'Status', 'Attempts', 'Last error', 'Created'], (deliveries.json.deliveries ?? []).map((d) => [d.id, d.type, d.status, String(d.attempts), d.last_error, d.created_at]))),
+      table(['Id', 'Type', 'Status', 'Attempts', 'Last error', 'Created'],
+        (deliveries.json.deliveries ?? []).map((d) => [d.id, d.type, d.status, String(d.attempts), d.last_error, when(d.created_at)]))),
     audit.status === 200 ? h('section', { 'aria-labelledby': 'h-audit' }, h('h3', { id: 'h-audit' }, 'Audit events'), auditTable(audit.json.events)) : null,
     deleteSection(u, () => { notice.set(`User ${u.email} deleted`); location.hash = '#/users'; }),
   ];
@@ -181,8 +201,9 @@ async function userView(id, query = '') {
 
 /** Audit events as a table; the log's own view also says whose account each one concerns. */
 function auditTable(events, withUser = false) {
-  return table(['When', 'Type', 'Actor', ...(withUser ? ['User'] : []), 'IP', 'Data'], (events ?? []).map((e) => [e.at ?? e.created_at, e.type, e.actor ?? null,
-    ...(withUser ? [e.user_id == null ? null : h('a', { href: `#/user/${e.user_id}` }, String(e.user_id))] : []), e.ip ?? null, JSON.stringify(e.data ?? {})]));
+  const rows = (events ?? []).map((e) => [when(e.at ?? e.created_at), e.type, e.actor ?? null,
+    ...(withUser ? [e.user_id == null ? null : h('a', { href: `#/user/${e.user_id}` }, String(e.user_id))] : []), e.ip ?? null, JSON.stringify(e.data ?? {})]);
+  return table(['When', 'Type', 'Actor', ...(withUser ? ['User'] : []), 'IP', 'Data'], rows);
 }
 
 // ---- audit log
@@ -221,6 +242,7 @@ async function healthView() {
   show(h('h2', {}, 'Health'), h('p', { id: 'ready' }, json.ready ? 'Ready' : 'Not ready'),
     table(['Check', 'State'], Object.entries(json.checks ?? {}).map(([k, v]) => [k, v])),
     h('p', { id: 'instances' }, `Instances: ${json.instances ?? 'unknown (Postgres does not answer)'}`),
+    ...(json.stripe ? [h('p', { id: 'stripe' }, json.stripe.test_double ? `Stripe: test double at ${json.stripe.api_base}` : `Stripe: ${json.stripe.api_base}`)] : []),
     table(['Route', 'Requests', 'Denials'], (json.routes ?? []).map((r) => [r.route, String(r.requests), String(r.denials)])));
 }
 

@@ -4,6 +4,7 @@
 // enrolment link to hand over; never one's own, which the API refuses too) or removes an operator
 // (the email typed again to confirm). app.js routes #/operators here and hands
 // over its helpers (`kit`). The nav link is hidden for other roles; the admin API refuses them anyway.
+import { when } from './format.js';
 
 /** #/operators: the list, a role change per operator, and the removal. */
 export async function operatorsView(kit) {
@@ -29,7 +30,7 @@ export async function operatorsView(kit) {
       if (select.value === o.role) { said.textContent = `Role unchanged: choose another role than ${o.role} first`; return; }
       await done(await api('PUT', `api/v1/operators/${o.id}/role`, { role: select.value }), `${o.email} is now ${select.value}`);
     } }, 'Save role');
-    return [o.email, h('span', {}, select, ' ', save), o.enrolled ? 'yes' : 'no', o.mfa ? 'yes' : 'no', resetButton(o, myId, kit, done), o.created_at];
+    return [o.email, h('span', {}, select, ' ', save), o.enrolled ? 'yes' : 'no', o.mfa ? 'yes' : 'no', resetButton(o, myId, kit, done), when(o.created_at)];
   });
   show(h('h2', {}, 'Operators'), said,
     table(['Email', 'Role', 'Enrolled', 'Second factor', 'Reset', 'Added'], rows),

@@ -39,12 +39,13 @@ export function userPlanSelect(current, plans) {
  * "Save plan": a change only when another plan was chosen. Pressing it on the current plan (a
  * retired one included) sends nothing: no plan is ever written that the operator did not pick.
  */
-export function savePlan(select, current, act, status) {
+export function savePlan(select, current, act, status, override = () => false) {
   if (select.value === current) {
     status.textContent = `Plan unchanged: choose another plan than ${current} first`;
     return;
   }
-  act('PUT', '/plan', { plan: select.value }, `Plan set to ${select.value}`);
+  // `override` only when the operator ticked it, having read what it does (billing.js).
+  act('PUT', '/plan', { plan: select.value, ...(override() ? { override: true } : {}) }, `Plan set to ${select.value}`);
 }
 
 /** Creates a user, who receives an invitation by mail (POST /admin/v1/users); then opens the new user's page. */

@@ -1,15 +1,15 @@
 // buildApp: the public listener's fastify instance, ready for inject() or listen(); never listens.
 // A request is either one of the gateway's own endpoints (auth, user, health, JWKS) or goes
-// through the pipeline to a route's upstream (proxy/forward.ts).
+// through the pipeline to a route's upstream (proxy/forwarder.ts).
 import Fastify, { type FastifyInstance } from 'fastify';
-import { registerAuth } from './auth/index.js';
+import { registerAuth, type SamlAccounts } from './auth/index.js';
 import { authRateLimitOptions } from './listener/authRateLimit.js';
 import { requireUserWith } from './listener/requireUser.js';
 import { healthRoutes } from './listener/health.js';
 import type { Instance } from './instance.js';
 import { listenerOptions, registerCommon } from './listener/basics.js';
 import { httpsOptions } from './listener/tls.js';
-import { traceAnswers } from './listener/tracing.js';
+import { traceAnswers } from './telemetry/requestSpans.js';
 import { publicRequestHook } from './listener/publicOrder.js';
 import { refuseUnfitInput } from './listener/inputs.js';
 import { FORWARDED_ROUTE, Forwarder } from './proxy/forwarder.js';
@@ -20,10 +20,15 @@ import { documentRoutes, type EndpointSchema } from './openapi.js';
 import { canonicalUrl } from './routing/paths.js';
 import { WebSockets } from './proxy/websocket.js';
 import { userRoutes } from './user/routes.js';
-import { registerOrganizations } from './orgs/index.js';
+import { ensureManagedAccount, registerOrganizations } from './orgs/index.js';
+import { registerScim } from './scim/index.js';
+import { plansRoute } from './user/plans.js';
+import { portalBillingUrl, portalPath } from './config/schema/portal.js';
+import { portalHostRule } from './routing/portalHost.js';
+import { registerPortal } from './portal/index.js';
 import { billingRoutes } from './billing/routes.js';
 import { ASSERTION_KEYS_PATH } from './verify/index.js';
-import { ERRORS_PATH, errorList } from './errors/listing.js';
+import { ERRORS_PATH, errorList } from './errors/index.js';
 
 const REQUEST_TIMEOUT_MS = 300_000;
 
@@ -55,7 +60,10 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
   // One onRequest hook runs the steps before routing in PUBLIC_ORDER's order (listener/publicOrder.ts):
   // the request's context, the Host check, the span, Connection: close while draining, CORS. The
   // context is also made on first sight of a WebSocket upgrade, by its dispatch (proxy/websocket.ts).
-  const contexts = new RequestContexts(live, ownEndpointMethods(app));
+  // On the customer portal's own host no route matches (CONTRACT §30); under portal.path every path is the portal's.
+  const contexts = new RequestContexts(live, ownEndpointMethods(app, portalPath(config)), portalHostRule(config.portal, config.server.trustProxy));
+  // Whose pages' requests are audited as the portal's (auth/sessions.ts, clientOf).
+  app.decorate('portalOrigin', config.portal?.enabled ? config.portal.publicUrl : undefined);
   app.decorateRequest('context', null as unknown as RequestContext);
   app.decorateRequest('corsCovered', false);
   app.addHook('onRequest', publicRequestHook({ contexts, tracing: instance.tracing, lifecycle }));
@@ -75,10 +83,14 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
   // for both scopes: a client address has one budget for every endpoint that checks a password
   // or a link, whichever it calls.
   const authRateLimit = authRateLimitOptions({ redis });
-  const features = await registerAuth(app, { config, db, tokens, passwords, events, audit, mailer, mailWords: instance.mailWords, clock, requireUser, rateLimit: authRateLimit });
+  // A SAML sign-in ends in the organizations' managed accounts (CONTRACT §31), which SCIM shares.
+  const samlAccounts: SamlAccounts = (asked) => ensureManagedAccount({ db, audit, clock }, { ...asked, by: { kind: 'saml', client: asked.client } });
+  const features = await registerAuth(app, {
+    config, db, tokens, passwords, events, audit, mailer, mailWords: instance.mailWords, clock, requireUser, rateLimit: authRateLimit, samlAccounts,
+  });
   const cancelSubscriptions = instance.billing?.billing.cancelAtPeriodEnd;
   const userDeps = {
-    rateLimit: authRateLimit, db, passwords, identities, events, audit, requireUser, webhooks: config.webhooks, clock, mailConfigured: config.mail !== undefined,
+    rateLimit: authRateLimit, db, tokens, passwords, identities, events, audit, requireUser, webhooks: config.webhooks, clock, mailConfigured: config.mail !== undefined,
     passkeys: config.auth.passkeys !== undefined, oidc: features.oidc, issuerOf: features.issuerOf, apiKeys: config.apiKeys,
     cancelSubscriptions,
     organizations: config.organizations?.enabled === true,
@@ -88,8 +100,16 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
     await userRoutes(user, userDeps);
   }, { prefix: '/api/v1/user' });
   await registerOrganizations(app, { config, db, audit, clock, requireUser, mailer, mailWords: instance.mailWords, rateLimit: authRateLimit, cancelSubscriptions, identities: instance.identities });
+  // The customer portal (CONTRACT §30): its pages, its config, its sessions; the auth namesakes' handlers.
+  await registerPortal(app, { config, sessionEndpoints: features.sessionEndpoints, rateLimit: authRateLimit });
+  // An organization's directory (CONTRACT §31, SCIM 2.0): only where §31's paths are the gateway's.
+  await registerScim(app, { config, db, audit, clock, requireUser, identities });
+  // The plans and their prices (CONTRACT §30), with or without billing.
+  await app.register(plansRoute, { prices: config.billing?.stripe.prices ?? {} });
   // Plans that follow payment (CONTRACT §23): only with billing.stripe; otherwise these paths are not the gateway's.
-  if (instance.billing) await app.register(billingRoutes, { prefix: '/api/v1/billing', ...instance.billing, requireUser, memberships: instance.memberships });
+  if (instance.billing) await app.register(billingRoutes, {
+    prefix: '/api/v1/billing', ...instance.billing, requireUser, memberships: instance.memberships, portalBillingUrl: portalBillingUrl(config.portal),
+  });
   // WebSocket upgrades on websocket routes go through fastify's routing like any request; the
   // sockets they open are closed (1008) when their user no longer passes the route's guards, and
   // (1001) when the listener closes, after the drain (server.shutdownDelay).

@@ -5,12 +5,12 @@
 // Rows older than audit.retention are purged hourly by every instance (housekeeping.ts).
 import type { Logger } from 'pino';
 import { failureLog, type FailureLog } from './telemetry/logThrottle.js';
-import { insertAuditEvent, purgeAuditEvents, type AuditEvent } from './storage/audit.js';
-import type { Database, Queryable } from './storage/db.js';
+import { insertAuditEvent, purgeAuditEvents, type AuditEvent } from './storage/events/index.js';
+import type { Database, Queryable } from './storage/database/index.js';
 import { hooksOfAudit, type HookFacts } from './hooks/fromAudit.js';
 import type { HookWriter } from './hooks/hooks.js';
 
-export type { AuditActor, AuditEvent, AuditType } from './storage/audit.js';
+export type { AuditActor, AuditEvent, AuditType } from './storage/events/index.js';
 
 export interface Audit {
   /**

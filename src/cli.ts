@@ -13,9 +13,9 @@ import { COMMANDS } from './cli/commands.js';
 import { commandHelp, groupHelp, synopsis, usageText, version } from './cli/help.js';
 import { MIGRATE_HINT } from './cli/start.js';
 import { ConfigError } from './config/load.js';
-import { StorageLockedError } from './storage/dirLock.js';
-import { PendingMigrationsError } from './storage/migrations.js';
-import { PostgresStartError } from './storage/startWait.js';
+import { StorageLockedError } from './storage/database/dirLock.js';
+import { PendingMigrationsError } from './storage/database/migrations.js';
+import { PostgresStartError } from './storage/database/startWait.js';
 
 const USAGE = usageText(COMMANDS);
 

@@ -1,20 +1,19 @@
 // The hourly clean-up, by every instance (a DELETE by age is idempotent, so instances need not
-// agree on who does it): single-use rows that expired (storage/expiredRows.ts), kept a day past
+// agree on who does it): single-use rows that expired (storage/accounts/expiredRows.ts), kept a day past
 // their expiry so that a link opened a little late still finds its row and is refused as expired;
 // audit events past audit.retention (audit.ts); usage records nothing reads any more (refunds,
-// reported metered uses, API key usage: storage/usageRetention.ts says how long each is kept); and
+// reported metered uses, API key usage: storage/usage/usageRetention.ts says how long each is kept); and
 // the cost classes of imported password hashes that no stored hash has any more
-// (storage/importedHashCosts.ts), so that failed logins stop paying a dummy check of a cost nobody
+// (storage/accounts/importedHashCosts.ts), so that failed logins stop paying a dummy check of a cost nobody
 // has (CONTRACT §27): within the hour after the last such account signed in, and never within an
 // hour of an import recording it. Webhook messages keep their own purge, whose pace is a setting
 // (webhooks/outbox.ts). Beside it, a minutely pass for work that must happen within a minute
 // (billing: the end of a past_due grace, CONTRACT §23).
 import type { Logger } from 'pino';
 import type { AuditLog } from './audit.js';
-import type { Database } from './storage/db.js';
-import { purgeExpired } from './storage/expiredRows.js';
-import { forgetUnusedHashCosts } from './storage/importedHashCosts.js';
-import { purgeUsageRecords } from './storage/usageRetention.js';
+import type { Database } from './storage/database/index.js';
+import { forgetUnusedHashCosts, purgeExpired } from './storage/accounts/index.js';
+import { purgeUsageRecords } from './storage/usage/index.js';
 
 const SWEEP_EVERY_MS = 3_600_000;
 const MINUTELY_MS = 60_000;
@@ -29,6 +28,8 @@ export interface HousekeepingDeps {
   audit: Pick<AuditLog, 'purge'>;
   /** Test seam: how often the sweep runs (hourly), so a test can watch the timer do it; the minutely pass runs at least as often. */
   everyMs?: number;
+  /** Work run with each sweep (each instance runs it: it must claim what it does, or be idempotent), e.g. the domains' daily re-check. */
+  hourly?: Array<{ name: string; run: () => Promise<unknown> }>;
   /** Work due within a minute of becoming due (each instance runs it: it must be idempotent). */
   minutely?: Array<{ name: string; run: () => Promise<unknown> }>;
 }
@@ -60,9 +61,16 @@ export class Housekeeping {
   /** Purges them all; how many rows went, by table. */
   async sweep(): Promise<Record<string, number>> {
     const [tokens, auditEvents, hashCosts, usage] = await Promise.all([
-      this.purgeTokens(), this.deps.audit.purge(), this.purgeHashCosts(), this.purgeUsage(),
+      this.purgeTokens(), this.deps.audit.purge(), this.purgeHashCosts(), this.purgeUsage(), this.runHourly(),
     ]);
     return { ...tokens, audit_events: auditEvents, imported_hash_costs: hashCosts, ...usage };
+  }
+
+  /** The sweep's tasks, one after the other; a failing one is logged and runs again next hour. */
+  private async runHourly(): Promise<void> {
+    for (const task of this.deps.hourly ?? []) {
+      await task.run().catch((err: unknown) => this.deps.log.warn({ err, task: task.name }, 'an hourly task failed; it runs again in an hour'));
+    }
   }
 
   private async purgeHashCosts(): Promise<number> {
@@ -74,7 +82,7 @@ export class Housekeeping {
     }
   }
 
-  /** Usage records past their retention (storage/usageRetention.ts). */
+  /** Usage records past their retention (storage/usage/usageRetention.ts). */
   private async purgeUsage(): Promise<Record<string, number>> {
     try {
       const purged = await purgeUsageRecords(this.deps.db, this.deps.clock());

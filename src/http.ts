@@ -1,5 +1,10 @@
 // Small helpers for reading requests the way the spec asks.
 import type { IncomingHttpHeaders } from 'node:http';
+import { isIP } from 'node:net';
+import ipaddr from 'ipaddr.js';
+
+/** A bearer credential in an Authorization header (the admin key, an operator token, the metrics token). */
+export const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
 
 /** Bodies that are missing, not JSON, of another type, or JSON but not an object read as {}. */
 export function lenientJson(text: string | undefined): Record<string, unknown> {
@@ -46,4 +51,51 @@ export function cookieValue(headers: IncomingHttpHeaders, name: string): string 
     if (key === name) return rest.join('=');
   }
   return undefined;
+}
+
+/** localhost and *.localhost: names RFC 6761 reserves for loopback, whatever DNS says. */
+export function isLocalhostName(host: string): boolean {
+  const name = host.toLowerCase().replace(/\.+$/, '');
+  return name === 'localhost' || name.endsWith('.localhost');
+}
+
+/** An address in 127.0.0.0/8 or ::1 (an IPv4-mapped ::ffff:127.x counts as its IPv4 address). */
+export function isLoopbackAddress(address: string): boolean {
+  try {
+    return ipaddr.process(address).range() === 'loopback';
+  } catch {
+    return false;
+  }
+}
+
+/** A host (without an IPv6 literal's brackets) that can only mean this machine. */
+export function isLoopbackHost(host: string): boolean {
+  return isLocalhostName(host) || (isIP(host) !== 0 && isLoopbackAddress(host));
+}
+
+/** The host of a URL without the brackets of an IPv6 literal. */
+export function bareHost(url: URL): string {
+  return url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+}
+
+const MAX_URL_LENGTH = 2048;
+
+/**
+ * The URL when it is a well-formed https URL with a host, else undefined (400 webhookUrlInvalid).
+ * With `loopbackHttp` (hooks.allowPrivateNetworks: an operator's receiver on the same machine
+ * during development, CONTRACT §28), a plain http URL whose host is a loopback address or name
+ * passes too; the delivery then checks that every address it resolves to is loopback
+ * (webhooks/sender.ts), so no cleartext request leaves the machine.
+ */
+export function parseWebhookUrl(text: string, { loopbackHttp = false } = {}): URL | undefined {
+  if (!text || text.length > MAX_URL_LENGTH) return undefined;
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    return undefined;
+  }
+  if (!url.hostname) return undefined;
+  if (url.protocol === 'https:') return url;
+  return loopbackHttp && url.protocol === 'http:' && isLoopbackHost(bareHost(url)) ? url : undefined;
 }

@@ -8,33 +8,33 @@ import { AssertionKeyring } from './credentials/assertionKeyring.js';
 import { HookWriter } from './hooks/hooks.js';
 import { AuditLog } from './audit.js';
 import { Housekeeping } from './housekeeping.js';
+import { recheckDomains, type RecheckDeps } from './domains/index.js';
 import { AssertionSigner, DailyLimiter, MinuteLimiter, Pipeline, UseRefunds } from './pipeline/index.js';
 import { isSingleMailbox } from './credentials/emailAddress.js';
 import { DearestImportedHash, MailQueue, Passwords } from './auth/index.js';
 import { TokenKeyring } from './credentials/tokenKeyring.js';
 import { createTokens, type Tokens } from './credentials/tokens.js';
-import { ApiKeyUsage } from './storage/apiKeyUsage.js';
-import { IdentityCache } from './storage/identityCache.js';
-import { MembershipCache } from './storage/membershipCache.js';
+import { ApiKeyUsage } from './keys/index.js';
+import { OwnerDenials } from './storage/usage/index.js';
+import { ChangeFeed, IdentityCache, MembershipCache } from './storage/feed/index.js';
 import { Live, liveSettingsOf } from './live/live.js';
 import { createMetrics, type Metrics } from './telemetry/metrics.js';
 import { OutboxEmitter, type Events } from './webhooks/emitter.js';
 import { OutboxWorker, type DeliveryDeps } from './webhooks/outbox.js';
+import { oldestPendingSeconds } from './storage/events/index.js';
 import type { LookupAll } from './webhooks/ssrf.js';
-import { ChangeFeed } from './storage/changeFeed.js';
-import { openDatabase, type Database } from './storage/db.js';
-import { assertMigrated, migrate } from './storage/migrations.js';
-import { connectRedis, waitReady } from './storage/redis/client.js';
-import { RedisBreaker } from './storage/redis/breaker.js';
-import { waitForPostgres } from './storage/startWait.js';
-import { emailsToRecheck } from './storage/users.js';
+import { openDatabase, type Database } from './storage/database/index.js';
+import { assertMigrated, migrate } from './storage/database/migrations.js';
+import { closeRedis, connectRedis, RedisBreaker, waitReady } from './storage/redis/index.js';
+import { waitForPostgres } from './storage/database/startWait.js';
+import { emailsToRecheck } from './storage/accounts/index.js';
 import { Tracing, tracingSettings } from './telemetry/tracing.js';
 import type { FleetLink } from './fleet/workerLink.js';
-import { errorStyleOf } from './errors/messageFiles.js';
 import { mailWordsOf, type MailWords } from './mail/index.js';
-import type { ErrorStyle } from './errors/index.js';
+import { errorStyleOf, type ErrorStyle } from './errors/index.js';
 import { Billing, type BillingDeps } from './billing/billing.js';
 import { StripeGateway } from './billing/stripe.js';
+import { isStripeDouble } from './config/schema/billing.js';
 import { MeterReporter, meterEventSender, METER_EVENT_TYPE } from './billing/meterReporter.js';
 
 /** Where the instance is in its life: told by server.ts, read by readiness and every response. */
@@ -62,6 +62,8 @@ export interface Instance {
   /** Memberships and roles in memory (CONTRACT §22); only with organizations.enabled. */
   memberships: MembershipCache | undefined;
   keyUsage: ApiKeyUsage;
+  /** Quota refusals per owner and day (CONTRACT §30's usage), flushed once a second. */
+  denials: OwnerDenials;
   daily: DailyLimiter;
   /** Counted uses given back when the upstream failed them (CONTRACT §23, plans.refundOn). */
   refunds: UseRefunds;
@@ -124,6 +126,7 @@ export async function createInstance(config: Config, options: InstanceOptions): 
     const identities = new IdentityCache(db, feed);
     metrics.observeIdentityCache(identities.stats);
     const daily = new DailyLimiter({ db, redis, feed, clock, log, config: () => live.current.settings });
+    metrics.observeInDoubt({ commits: db.stats, uses: daily.stats });
     closers.push(() => daily.close()); // hands back the uses it reserved, before the pool closes
     const refunds = new UseRefunds({ db, forget: (counter) => daily.forget(counter), clock, log });
     const keyring = new AssertionKeyring(db, feed, clock, log);
@@ -133,7 +136,7 @@ export async function createInstance(config: Config, options: InstanceOptions): 
     const errorStyle = await errorStyleOf(config.errors);
     const mailWords = await mailWordsOf(errorStyle, config.mail);
     // The Stripe client first: the outbox sends the meter events of billing.stripe.meter (CONTRACT §23).
-    const stripe = config.billing ? new StripeGateway(config.billing.stripe) : undefined;
+    const stripe = stripeOf(config, log);
     const outbox = new OutboxWorker({
       db, feed, config: config.webhooks, clock, log, metrics, lookup: options.webhookLookup, tracing, hooks: () => live.current.settings.hooks, handlers: outboxHandlers(config, stripe),
     });
@@ -145,7 +148,8 @@ export async function createInstance(config: Config, options: InstanceOptions): 
     const audit = new AuditLog({ db, clock, log, retentionMs: config.audit.retention, hooks });
     const billing = billingOf(config, stripe, { db, audit, identities, clock, log, plans: () => live.current.settings.plans }, () => longestUpstreamMs(live.current.settings.upstreams), closers);
     const minutely = billing ? [{ name: 'billing grace', run: () => billing.billing.endGraces() }] : [];
-    const housekeeping = new Housekeeping({ db, clock, log, audit, everyMs: options.housekeepingEveryMs, minutely });
+    metrics.observe({ outboxAge: () => oldestPendingSeconds(db), meterReported: () => billing?.meter?.lastPassAt });
+    const housekeeping = new Housekeeping({ db, clock, log, audit, everyMs: options.housekeepingEveryMs, minutely, hourly: hourlyTasks(config, { db, audit, clock, log }) });
     closers.push(async () => housekeeping.close());
     await feed.start();
 
@@ -163,16 +167,18 @@ export async function createInstance(config: Config, options: InstanceOptions): 
     const tokens = await createTokens(config.auth, db, clock, warn, tokenKeys);
     const keyUsage = new ApiKeyUsage(db, log);
     closers.push(() => keyUsage.close());
+    const denials = new OwnerDenials(db, log);
+    closers.push(() => denials.close());
     // Upstream assertions (CONTRACT §3): one Ed25519 key shared by all instances through the database.
     await keyring.start();
     closers.push(() => keyring.close());
     const mailer = new MailQueue(config.mail, log);
     closers.push(() => mailer.close());
     const memberships = config.organizations?.enabled ? new MembershipCache(db, feed) : undefined;
-    const pipeline = pipelineOf(config, { tokens, identities, clock, keyUsage, daily, redis, keyring, tallies: metrics.tallies, memberships });
+    const pipeline = pipelineOf(config, { tokens, identities, clock, keyUsage, denials, daily, redis, keyring, tallies: metrics.tallies, memberships });
 
     return {
-      lifecycle: { draining: false }, config, live, db, redis, clock, log, feed, tokens, passwords, identities, memberships, keyUsage, daily, refunds, keyring, pipeline,
+      lifecycle: { draining: false }, config, live, db, redis, clock, log, feed, tokens, passwords, identities, memberships, keyUsage, denials, daily, refunds, keyring, pipeline,
       metrics, events, deliveries: outbox, mailer, audit, housekeeping, tracing, errorStyle, mailWords, fleet: options.fleet, billing,
       close: () => closeAll((err) => log.warn({ err }, 'error while closing')),
     };
@@ -183,6 +189,14 @@ export async function createInstance(config: Config, options: InstanceOptions): 
 }
 
 type Closers = Array<() => Promise<unknown>>;
+
+/** billing.stripe's client; a test double (gateway stripe-fake, a mock) is said out loud at every start: no real payment reaches this gateway. */
+function stripeOf(config: Config, log: Logger): StripeGateway | undefined {
+  if (!config.billing) return undefined;
+  const { apiBase } = config.billing.stripe;
+  if (isStripeDouble(apiBase)) log.warn({ apiBase }, `billing: Stripe is a test double at ${apiBase} (billing.stripe.apiBase): no real payment is seen`);
+  return new StripeGateway(config.billing.stripe);
+}
 
 /** Spans over OTLP when telemetry.otlp is set; closed after the listeners and the outbox worker (closers run in reverse), so the last spans go out. */
 function startTracing(config: Config, metrics: Metrics, log: Logger, closers: Closers, clock: () => Date): Tracing | undefined {
@@ -200,6 +214,7 @@ interface PipelineParts {
   identities: IdentityCache;
   clock: () => Date;
   keyUsage: ApiKeyUsage;
+  denials: OwnerDenials;
   daily: DailyLimiter;
   redis: Instance['redis'];
   keyring: AssertionKeyring;
@@ -209,10 +224,11 @@ interface PipelineParts {
 
 /** The public request's decision (pipeline/), from the instance's parts. */
 function pipelineOf(config: Config, parts: PipelineParts): Pipeline {
-  const { tokens, identities, clock, keyUsage, daily, redis, keyring, tallies, memberships } = parts;
+  const { tokens, identities, clock, keyUsage, denials, daily, redis, keyring, tallies, memberships } = parts;
   return new Pipeline({
     auth: { tokens, identities, clock, keyPrefix: config.apiKeys.prefix },
     keyUsage,
+    denials,
     daily,
     minute: new MinuteLimiter(redis, clock),
     assertions: new AssertionSigner(keyring, clock, config.auth.jwt.issuer),
@@ -228,7 +244,9 @@ async function openMigratedDatabase(config: Config, options: InstanceOptions, cl
   const { log } = options;
   // A Postgres that is not up yet is waited for (storage.startTimeout), not a reason to exit at once.
   if (!options.db && config.storage.postgres) await waitForPostgres(config.storage.postgres, config.storage.startTimeout, log);
-  const db = options.db ?? (await openDatabase(config.storage));
+  // CONTRACT §32: a COMMIT sent whose answer was lost (a failover) is said once each, with /metrics' count.
+  const inDoubt = 'Postgres: a COMMIT was sent and its answer lost; the transaction may or may not have committed (gateway_storage_in_doubt_commits_total)';
+  const db = options.db ?? (await openDatabase(config.storage, (err) => log.warn({ err }, inDoubt)));
   if (!options.db) closers.push(() => db.close());
   if (config.storage.migrate) {
     const applied = await migrate(db);
@@ -243,12 +261,7 @@ async function openMigratedDatabase(config: Config, options: InstanceOptions, cl
 /** Redis behind its breaker; a Redis not there yet is no reason to wait: the guards count in Postgres meanwhile. */
 async function connectRedisBreaker(storage: Config['storage'], log: Logger, closers: Closers): Promise<RedisBreaker> {
   const r = connectRedis(storage.redis, storage.redisKeyPrefix, log);
-  // QUIT lets pending replies arrive; disconnect() after it also closes what QUIT leaves open
-  // (the sentinel subscriptions that watch for a failover).
-  closers.push(async () => {
-    await r.quit().catch(() => {});
-    r.disconnect();
-  });
+  closers.push(() => closeRedis(r));
   await waitReady(r, 2000);
   if (r.status !== 'ready') log.warn('Redis is not answering; daily limits are counted in Postgres alone until it is');
   const breaker = new RedisBreaker(r, { timeoutMs: storage.redisTimeout, log });
@@ -285,6 +298,12 @@ function longestUpstreamMs(upstreams: Config['upstreams']): number {
  * before CONTRACT §19): they get no mail until an operator fixes them. Ids only: an address is
  * personal data.
  */
+/** The sweep's tasks: the domains' daily re-check with organizations.sso (CONTRACT §31). */
+function hourlyTasks(config: Config, deps: Omit<RecheckDeps, 'resolvers'>): Array<{ name: string; run: () => Promise<unknown> }> {
+  const sso = config.organizations?.enabled ? config.organizations.sso : undefined;
+  return sso ? [{ name: 'domain re-check', run: () => recheckDomains({ ...deps, resolvers: sso.dns.resolvers }) }] : [];
+}
+
 async function reportUnfitEmails(db: Database, log: Logger): Promise<void> {
   try {
     const unfit = (await emailsToRecheck(db, 10_000)).filter((u) => !isSingleMailbox(u.email)).map((u) => u.id);

@@ -11,7 +11,7 @@ import type { FastifyInstance, FastifySchema } from 'fastify';
 import { ERRORS, type ErrorCode as ErrorName } from './errors/index.js';
 import { errorOf } from './openapi/shapes.js';
 export {
-  adminUser, bearer, bearerOnly, createdKey, credentials, errorOf, errors, identity, limits, message, mfaChallenge, ownKey, passkey, session, tokenPair, userId, type EndpointSchema,
+  adminUser, bearer, bearerOnly, createdKey, credentials, errorOf, errors, identity, limits, message, mfaChallenge, ownKey, passkey, session, tokenPair, userId, withNewPair, type EndpointSchema,
 } from './openapi/shapes.js';
 
 /**
@@ -22,10 +22,10 @@ export const DOCUMENTED_OPTIONS = {
   mail: {
     resetUrl: 'https://app.example.com/reset?token={token}', verifyUrl: 'https://app.example.com/verify?token={token}', invitationUrl: 'https://app.example.com/join?token={token}',
   },
-  organizations: { enabled: true },
+  organizations: { enabled: true, sso: {} },
   auth: {
     magicLink: { url: 'https://app.example.com/magic?token={token}' },
-    passkeys: { rpId: 'app.example.com', rpName: 'Example', origins: ['https://app.example.com'] },
+    passkeys: { rpId: 'example.com', rpName: 'Example', origins: ['https://app.example.com', 'https://portal.example.com'] },
     oidc: {
       publicUrl: 'https://gw.example.com',
       returnTo: ['https://app.example.com/'],
@@ -34,6 +34,8 @@ export const DOCUMENTED_OPTIONS = {
   },
   // The return page posts the exchange with the gw_oidc cookie (auth.oidc.bindToBrowser, on for one site).
   cors: { origins: ['https://app.example.com'], credentials: true },
+  // The customer portal's {path}api/ endpoints (CONTRACT §30).
+  portal: { enabled: true, publicUrl: 'https://portal.example.com', product: { name: 'Example' } },
   // GET /api/v1/errors exists with codes on (CONTRACT §20).
   errors: { codes: true },
   billing: {
@@ -80,6 +82,7 @@ export async function documentRoutes(app: FastifyInstance): Promise<void> {
           bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
           apiKey: { type: 'apiKey', in: 'header', name: 'X-API-Key' },
           adminKey: { type: 'http', scheme: 'bearer', description: 'admin.apiKey' },
+          scimToken: { type: 'http', scheme: 'bearer', description: 'A SCIM token of the organization of the path (CONTRACT §31)' },
         },
       },
     },

@@ -1,4 +1,4 @@
-// startGateway(): the instance's parts, the listeners (public, admin, decisions), listen; close() undoes it in order, letting requests finish.
+// startGateway(): the instance's parts, the listeners (public, admin, decisions, metrics), listen; close() undoes it in order, letting requests finish.
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Http2Session } from 'node:http2';
 import type { Socket } from 'node:net';
@@ -9,9 +9,12 @@ import { buildApp } from './app.js';
 import { buildAdminApp } from './admin/app.js';
 import type { Config } from './config/schema.js';
 import { buildDecisionsApp } from './decisions/app.js';
+import { buildMetricsApp } from './metrics/app.js';
 import { createInstance, type Instance, type InstanceOptions } from './instance.js';
 import { allCertificates, listenerCertificates, type Certificates } from './listener/tls.js';
 import { ownEndpointMethods } from './live/requestContext.js';
+import { portalPath } from './config/schema/portal.js';
+import { readiness } from './listener/health.js';
 
 export interface RunningGateway {
   /** The instance's parts (tests look inside; modules are handed only what they use). */
@@ -20,9 +23,12 @@ export interface RunningGateway {
   admin?: FastifyInstance;
   /** The decisions listener (CONTRACT §11), when decisions.port is set. */
   decisions?: FastifyInstance;
+  /** The metrics listener (CONTRACT §28), when metrics.port is set. */
+  metricsListener?: FastifyInstance;
   url: string;
   adminUrl?: string;
   decisionsUrl?: string;
+  metricsUrl?: string;
   /** With server.tls or admin.tls: those listeners' certificates, read again on SIGHUP (reload.ts). */
   certificates?: Certificates;
   /**
@@ -120,6 +126,7 @@ export async function startGateway(config: Config, options: InstanceOptions & { 
   let app: FastifyInstance | undefined;
   let admin: FastifyInstance | undefined;
   let decisions: FastifyInstance | undefined;
+  let metricsListener: FastifyInstance | undefined;
   try {
     app = await buildApp(services);
     const drains = [new ConnectionDrain(app.server)];
@@ -132,19 +139,26 @@ export async function startGateway(config: Config, options: InstanceOptions & { 
       adminUrl = await admin.listen({ host: config.admin.host, port: config.admin.port });
     }
     const certificates = allCertificates([
-      config.server.tls && listenerCertificates(app.server as unknown as TlsServer, config.server.tls),
-      admin && config.admin.tls ? listenerCertificates(admin.server as unknown as TlsServer, config.admin.tls) : undefined,
+      config.server.tls && listenerCertificates(app.server as unknown as TlsServer, config.server.tls, 'public'),
+      admin && config.admin.tls ? listenerCertificates(admin.server as unknown as TlsServer, config.admin.tls, 'admin') : undefined,
     ]);
+    services.metrics.observe({ storage: async () => (await readiness(services)).checks, certificates: certificates?.expiries });
     let decisionsUrl: string | undefined;
     if (config.decisions.port !== 0) {
       // The public listener's own endpoints are never a route, for a decision either.
-      decisions = await buildDecisionsApp(services, { ownMethods: ownEndpointMethods(app) });
+      decisions = await buildDecisionsApp(services, { ownMethods: ownEndpointMethods(app, portalPath(services.config)) });
       drains.push(new ConnectionDrain(decisions.server));
       decisionsUrl = await decisions.listen({ host: config.decisions.host, port: config.decisions.port });
     }
+    let metricsUrl: string | undefined;
+    if (config.metrics.port !== 0) {
+      metricsListener = await buildMetricsApp(services);
+      drains.push(new ConnectionDrain(metricsListener.server));
+      metricsUrl = await metricsListener.listen({ host: config.metrics.host, port: config.metrics.port });
+    }
     let closing: Promise<void> | undefined;
     const running: RunningGateway = {
-      services, app, admin, decisions, url, adminUrl, decisionsUrl, certificates,
+      services, app, admin, decisions, metricsListener, url, adminUrl, decisionsUrl, metricsUrl, certificates,
       close(delayMs = 0) {
         closing ??= (async () => {
           services.lifecycle.draining = true;
@@ -156,7 +170,7 @@ export async function startGateway(config: Config, options: InstanceOptions & { 
           // Stop accepting, and close each connection once it can carry nothing more; fastify
           // resolves once the requests in flight (proxied ones included: the upstream agent is
           // closed only after the listener) have been answered.
-          await Promise.all([app!.close(), admin?.close(), decisions?.close(), ...drains.map((drain) => drain.finish())]);
+          await Promise.all([app!.close(), admin?.close(), decisions?.close(), metricsListener?.close(), ...drains.map((drain) => drain.finish())]);
           // Then the Postgres pool, Redis and the LISTEN connection.
           await services.close();
         })();
@@ -165,7 +179,7 @@ export async function startGateway(config: Config, options: InstanceOptions & { 
     };
     return running;
   } catch (err) {
-    await Promise.all([app?.close(), admin?.close(), decisions?.close()]).catch(() => {});
+    await Promise.all([app?.close(), admin?.close(), decisions?.close(), metricsListener?.close()]).catch(() => {});
     await services.close();
     throw err;
   }

@@ -13,6 +13,24 @@ export function utcMonth(now: Date): string {
   return `${now.toISOString().slice(0, 7)}-01`;
 }
 
+// ISO 8601 as people and Postgres write it: a date, or a date and a time (T or a space between,
+// seconds and a fraction optional) with an offset (Z, ±HH, ±HHMM, ±HH:MM) or none.
+const ISO_TIME = /^(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}:\d{2}(?::\d{2})?)(\.\d+)?(Z|[+-]\d{2}(?::?\d{2})?)?)?$/i;
+
+/**
+ * The instant an ISO 8601 time names (Postgres' `2024-01-15 10:30:00.123456+00` too); undefined
+ * for anything else. A time without an offset, and a date alone, are UTC: new Date() would read
+ * the first in the host's local zone, so the same text would name another instant on another host.
+ */
+export function readIsoTime(text: string): Date | undefined {
+  const match = ISO_TIME.exec(text.trim());
+  if (!match) return undefined;
+  const [, day, time, fraction = '', zone = 'Z'] = match;
+  const offset = zone.toUpperCase() === 'Z' ? 'Z' : /^[+-]\d{2}$/.test(zone) ? `${zone}:00` : zone.length === 5 ? `${zone.slice(0, 3)}:${zone.slice(3)}` : zone;
+  const date = new Date(time ? `${day}T${time.length === 5 ? `${time}:00` : time}${fraction.slice(0, 4)}${offset}` : `${day}T00:00:00Z`);
+  return Number.isNaN(date.getTime()) ? undefined : date;
+}
+
 /**
  * `work`'s outcome, or a rejection with `message` once `ms` have passed; the timer never outlives it.
  * The rejection waits for the I/O already received: after a stall of this process (GC, a busy

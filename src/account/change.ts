@@ -9,13 +9,12 @@
 // user's row, then the organization's).
 import type { Audit, AuditEvent, AuditType } from '../audit.js';
 import type { HookFacts } from '../hooks/fromAudit.js';
-import type { Database, Queryable } from '../storage/db.js';
-import type { Client } from '../storage/sessions.js';
-import * as users from '../storage/users.js';
+import type { Database, Queryable } from '../storage/database/index.js';
+import { type Client, users } from '../storage/accounts/index.js';
 import type { Events } from '../webhooks/emitter.js';
 
 /** Who makes a change, as its audit rows say: the user from a client, an operator, the gateway's own rule. */
-export type Author = Pick<AuditEvent, 'actor' | 'actorId' | 'operatorEmail' | 'ip' | 'userAgent'>;
+export type Author = Pick<AuditEvent, 'actor' | 'actorId' | 'operatorEmail' | 'ip' | 'userAgent' | 'via'>;
 
 /** The user changing their own account from `client`. */
 export const byUser = (client: Client): Author => ({ actor: 'user', ...client });

@@ -4,15 +4,14 @@
 // operator's personal token (`gwop_…`, with the operator's role as it is now, not as it was when
 // the token was minted), or the console's own request for an operator's session (console.ts marks
 // it with the process's secret, naming the operator).
-import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { AuditActor, AuditEvent } from '../audit.js';
 import { sendDenial, sendError } from '../errors/index.js';
-import { sha256Hex } from '../credentials/digest.js';
+import { sameKey, sha256Hex } from '../credentials/digest.js';
 import { OPERATOR_TOKEN_PREFIX } from '../credentials/shapes.js';
-import { headerValue } from '../http.js';
-import type { Database, Queryable } from '../storage/db.js';
-import { findOperator, OPERATOR_ROLES, operatorsExist, useOperatorToken, type OperatorRole } from '../storage/operators.js';
+import { BEARER, headerValue } from '../http.js';
+import type { Database, Queryable } from '../storage/database/index.js';
+import { findOperator, OPERATOR_ROLES, operatorsExist, useOperatorToken, type OperatorRole } from '../storage/operators/index.js';
 import type { FailureLog } from '../telemetry/logThrottle.js';
 
 declare module 'fastify' {
@@ -22,7 +21,6 @@ declare module 'fastify' {
   }
 }
 
-export const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
 /** The header console.ts marks its own requests with (its value is a secret of the process). */
 export const CONSOLE_MARK_HEADER = 'x-gateway-console';
 /** With the mark: the operator whose console session made the request. */
@@ -74,9 +72,6 @@ export function callerOf(request: FastifyRequest): Caller {
 /** The roles that may do what `role` may: required_roles of a refusal. */
 export const rolesFrom = (role: OperatorRole): OperatorRole[] => OPERATOR_ROLES.slice(OPERATOR_ROLES.indexOf(role));
 
-const digest = (value: string) => createHash('sha256').update(value).digest();
-/** Hashing both sides gives equal lengths: timingSafeEqual compares in constant time, and the key's length does not leak. */
-export const sameKey = (presented: string, key: string) => key !== '' && timingSafeEqual(digest(presented), digest(key));
 
 async function identify(deps: AccessDeps, request: FastifyRequest): Promise<Caller | undefined> {
   const marked = deps.consoleMark !== undefined && headerValue(request.headers, CONSOLE_MARK_HEADER) === deps.consoleMark;
@@ -115,14 +110,16 @@ export function adminAccess(deps: AccessDeps) {
   };
 }
 
-// Who changed it, for the audit log (CONTRACT §24): an operator (console session or gwop_ token),
-// by id and email; else the shared key through the console, the CLI acting through --admin (it
-// says so; it holds the key anyway), or whoever else holds the key.
+// Who changed it, for the audit log (CONTRACT §24, §33): what authenticated, never what the client
+// says. An operator (console session or gwop_ token), by id and email; else the shared key through
+// the console (its mark is a secret of the instance), or the shared key: `admin`, also from the CLI
+// through --admin. `X-Gateway-Actor` is ignored: the key plus `X-Gateway-Actor: cli` was recorded as
+// `cli` ("someone at the host's shell"), which only the CLI on direct storage is (issue 68).
 export function by(deps: { consoleMark?: string }, request: FastifyRequest): Pick<AuditEvent, 'actor' | 'actorId' | 'operatorEmail' | 'ip' | 'userAgent'> {
   const from = { ip: request.ip, userAgent: headerValue(request.headers, 'user-agent') || undefined };
   const caller = callerOf(request);
   if (caller.kind === 'operator') return { actor: 'operator', actorId: caller.id, operatorEmail: caller.email, ...from };
   const marked = deps.consoleMark !== undefined && headerValue(request.headers, CONSOLE_MARK_HEADER) === deps.consoleMark;
-  const actor: AuditActor = marked ? 'console' : headerValue(request.headers, 'x-gateway-actor') === 'cli' ? 'cli' : 'admin';
+  const actor: AuditActor = marked ? 'console' : 'admin';
   return { actor, ...from };
 }

@@ -5,6 +5,7 @@ import type { AddressInfo } from 'node:net';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { healthRoutes } from '../listener/health.js';
+import { metricsText } from '../metrics/app.js';
 import { failureLog, type FailureLog } from '../telemetry/logThrottle.js';
 import type { Instance } from '../instance.js';
 import { listenerOptions, registerCommon, registerHostCheck } from '../listener/basics.js';
@@ -14,9 +15,10 @@ import { combinedDocument, documentRoutes, type EndpointSchema } from '../openap
 import { consoleRoutes } from './console.js';
 import { operatorSignInRoutes } from './operatorSignIn.js';
 import { consoleOffReasons, consoleOrigin, linkOrigin } from './consoleOrigin.js';
-import { memoryConsoleStore } from '../storage/consoleStore.js';
+import { memoryConsoleStore } from '../storage/operators/index.js';
 import { adminExistence } from './access.js';
 import { adminRoutes } from './routes.js';
+import { mailLinks } from '../config/schema/portal.js';
 
 /** Each route's OpenAPI fragment (documentation only: src/openapi.ts), by handler. */
 const DOCS = {
@@ -43,8 +45,7 @@ export async function buildAdminApp(instance: Instance, options: AdminOptions = 
   app.get('/openapi.json', { schema: DOCS.openapi }, async () => combinedDocument(options.publicDocument?.() ?? {}, app.swagger() as Record<string, unknown>));
   app.get('/metrics', { schema: DOCS.metrics }, async (_request, reply) => {
     reply.type(metrics.registry.contentType);
-    // In a worker, every worker's series, summed (workers.ts): a scrape reaches any one of them.
-    return fleet ? fleet.metrics() : metrics.registry.metrics();
+    return metricsText(instance);
   });
   // A script guessing keys would write a line per guess (5,000 a second, measured): one per interval instead.
   // Unfit text in a query, path or body (CONTRACT §26) is 400 `Requête invalide` on the admin API
@@ -57,10 +58,12 @@ export async function buildAdminApp(instance: Instance, options: AdminOptions = 
   const keyRefusals = failureLog(app.log as Logger, 'admin key refused: a request with a missing or wrong admin key');
   // admin.port 0 (any free port): the port the listener got, once it listens.
   const port = () => (app.server.address() as AddressInfo | null)?.port ?? admin.port;
-  await app.register(adminRoutes, { prefix: '/admin', db, identities, events, audit, consoleMark, apiKey, config: () => live.current.settings, clock: instance.clock, keyRefusals, adminExists,
+  await app.register(adminRoutes, { prefix: '/admin', db, identities, events, audit, consoleMark, apiKey, config: () => live.current.settings, billing: instance.config.billing, clock: instance.clock,
+    keyRefusals, adminExists,
     linkOrigin: () => linkOrigin(admin, port()),
-    invitations: { mailer: instance.mailer, words: instance.mailWords, resetUrl: instance.config.mail?.resetUrl },
-    cancelSubscriptions: instance.billing?.billing.cancelAtPeriodEnd });
+    invitations: { mailer: instance.mailer, words: instance.mailWords, resetUrl: instance.config.mail ? mailLinks(instance.config).reset : undefined },
+    cancelSubscriptions: instance.billing?.billing.cancelAtPeriodEnd,
+    ssoConfigured: instance.config.organizations?.enabled === true && instance.config.organizations.sso !== undefined });
   await registerConsole(app, instance, { consoleMark, apiKey, keyRefusals, adminExists });
   return app;
 }
@@ -92,7 +95,8 @@ async function registerConsole(app: FastifyInstance, instance: Instance, shared:
   // admin.port 0 (any free port): the port the listener got, once it listens.
   const origin = () => consoleOrigin(admin, (app.server.address() as AddressInfo | null)?.port ?? admin.port);
   const secure = admin.tls !== undefined || admin.publicUrl?.startsWith('https:') === true;
-  const consoleDeps = { ...shared, secure, origin, config: () => live.current.settings, readiness: { db, redis, lifecycle }, metrics, clock: instance.clock, store };
+  const stripeApiBase = instance.config.billing?.stripe.apiBase;
+  const consoleDeps = { ...shared, secure, origin, config: () => live.current.settings, stripeApiBase, readiness: { db, redis, lifecycle }, metrics, clock: instance.clock, store };
   await app.register(async (scope) => {
     scope.addHook('onRequest', async (_request, reply) => {
       if (!(await shared.adminExists())) return reply.callNotFound();

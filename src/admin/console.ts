@@ -10,17 +10,19 @@ import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../config/schema.js';
-import { sendError, successBody } from '../errors/index.js';
+import { isStripeDouble } from '../config/schema/billing.js';
+import { sendDenial, sendError, successBody } from '../errors/index.js';
+import { sameKey, sha256Hex } from '../credentials/digest.js';
 import { CHECK_TIMEOUT_MS, readiness, type ReadinessDeps } from '../listener/health.js';
-import { CONSOLE_COOKIE } from '../credentials/shapes.js';
-import { cookieValue, headerValue } from '../http.js';
+import { CONSOLE_COOKIE, OPERATOR_TOKEN_PREFIX } from '../credentials/shapes.js';
+import { BEARER, cookieValue, headerValue } from '../http.js';
 import type { FailureLog } from '../telemetry/logThrottle.js';
 import type { Metrics } from '../telemetry/metrics.js';
-import { countInstances } from '../storage/changeFeed.js';
+import { countInstances } from '../storage/feed/index.js';
 import { withTimeout } from '../time.js';
 import type { ConsoleOrigin } from './consoleOrigin.js';
-import type { ConsoleStore } from '../storage/consoleStore.js';
-import { BEARER, CONSOLE_AUTH_TIME_HEADER, CONSOLE_MARK_HEADER, CONSOLE_OPERATOR_HEADER, sameKey } from './access.js';
+import { type ConsoleStore, OPERATOR_ROLES, type OperatorRole, useOperatorToken } from '../storage/operators/index.js';
+import { CONSOLE_AUTH_TIME_HEADER, CONSOLE_MARK_HEADER, CONSOLE_OPERATOR_HEADER, rolesFrom } from './access.js';
 
 const SESSION_MS = 8 * 3600_000;
 /** How long a one-time sign-in link works: long enough to open it, short enough that a link left in a terminal's scrollback is spent. */
@@ -36,8 +38,11 @@ const FILES: Record<string, { path: URL | string; type: string }> = {
   'app.js': { path: new URL('app.js', ASSETS), type: JS },
   'users.js': { path: new URL('users.js', ASSETS), type: JS },
   'overview.js': { path: new URL('overview.js', ASSETS), type: JS },
+  // Dates and usage as people read them (CONTRACT §29).
+  'format.js': { path: new URL('format.js', ASSETS), type: JS },
   // The organizations' pages, a module app.js imports (CONTRACT §22).
   'orgs.js': { path: new URL('orgs.js', ASSETS), type: JS },
+  'billing.js': { path: new URL('billing.js', ASSETS), type: JS },
   // What the caller's role allows, and the operators' page (CONTRACT §24).
   'roles.js': { path: new URL('roles.js', ASSETS), type: JS },
   'operators.js': { path: new URL('operators.js', ASSETS), type: JS },
@@ -62,6 +67,8 @@ export interface ConsoleDeps {
   /** Set on the console's requests to the admin API (routes.ts): their audit actor is `console`. */
   consoleMark: string;
   config: () => Pick<Config, 'routes' | 'upstreams'>;
+  /** billing.stripe.apiBase (a start-up setting), when billing is on: the health summary says where Stripe is. */
+  stripeApiBase: string | undefined;
   readiness: ReadinessDeps;
   metrics: Metrics;
   clock: () => Date;
@@ -103,6 +110,7 @@ export async function consoleRoutes(app: FastifyInstance, deps: ConsoleDeps): Pr
   app.post('/console/session', on(signIn));
   app.post('/console/tickets', on(mintTicket));
   app.get('/console/session', on(readSession));
+  app.get('/console/sign-in-methods', on(signInMethods));
   app.delete('/console/session', on(signOut));
   const guard = sessionGuard(deps);
   app.get('/console/api/routes', { onRequest: guard }, on(listRoutes));
@@ -166,10 +174,13 @@ async function signIn({ deps }: ConsoleContext, request: FastifyRequest, reply: 
     }
     // Single use: spent whether or not it was still in time.
     const ticket = await deps.store.take(ticketKey(body.ticket));
-    if (ticket === undefined || ticket.expires <= deps.clock().getTime() || ticket.key !== keyTag(deps.apiKey())) {
+    if (ticket === undefined || ticket.expires <= deps.clock().getTime() || (ticket.operator === undefined && ticket.key !== keyTag(deps.apiKey()))) {
       request.log.warn('console sign-in refused: unknown, spent or expired sign-in link');
       return sendError(reply, 'consoleTicketInvalid');
     }
+    // An operator's link signs in as the operator, whose role is read at each request; its second
+    // factor was not given here (authTime 0), so what needs a recent one asks for it.
+    if (ticket.operator !== undefined) return startSession(deps, reply, { operator: ticket.operator, authTime: 0 });
   } else {
     const key: unknown = body?.key;
     if (typeof key !== 'string' || foreignOrigin(deps, request) || !sameKey(key, deps.apiKey())) {
@@ -193,20 +204,43 @@ export async function startSession(deps: ConsoleDeps, reply: FastifyReply, who: 
   return { csrf };
 }
 
-// A one-time sign-in link, for whoever holds the admin key (the demo, an operator's script):
-// it grants nothing the key does not. The ticket rides in the URL's fragment, which browsers
-// send to no server and put in no Referer; the page takes it off the address bar and POSTs it.
+/**
+ * Who may mint a sign-in link (CONTRACT §24, §29): the shared key, or an operator's token of a role
+ * that may (support and admin); the ticket then signs in as that operator. A viewer is told so.
+ */
+async function ticketHolder(deps: ConsoleDeps, presented: string): Promise<{ key: string } | { operator: number } | { role: OperatorRole } | undefined> {
+  if (presented.startsWith(OPERATOR_TOKEN_PREFIX)) {
+    const operator = await useOperatorToken(deps.readiness.db, sha256Hex(presented), deps.clock());
+    if (!operator) return undefined;
+    return OPERATOR_ROLES.indexOf(operator.role) < OPERATOR_ROLES.indexOf(TICKET_ROLE) ? { role: operator.role } : { operator: operator.id };
+  }
+  return sameKey(presented, deps.apiKey()) ? { key: keyTag(deps.apiKey()) } : undefined;
+}
+const TICKET_ROLE: OperatorRole = 'support';
+
+// A one-time sign-in link, for whoever holds the admin key or a support or admin operator's token
+// (the demo, an operator's script): it grants nothing the key or token does not. The ticket rides
+// in the URL's fragment, which browsers send to no server and put in no Referer; the page takes
+// it off the address bar and POSTs it.
 async function mintTicket({ deps }: ConsoleContext, request: FastifyRequest, reply: FastifyReply) {
   const presented = BEARER.exec(headerValue(request.headers, 'authorization'))?.[1];
-  if (presented === undefined || foreignOrigin(deps, request) || !sameKey(presented, deps.apiKey())) {
+  const holder = presented === undefined || foreignOrigin(deps, request) ? undefined : await ticketHolder(deps, presented);
+  if (!holder) {
     deps.keyRefusals.failed(undefined, { ip: request.ip, url: request.url });
     return sendError(reply, 'adminUnauthorized');
   }
+  if ('role' in holder) return sendDenial(reply, { code: 'roleInsufficient', extra: { required_roles: rolesFrom(TICKET_ROLE), current_role: holder.role } });
   const ticket = randomBytes(32).toString('base64url');
   const expires = deps.clock().getTime() + TICKET_MS;
-  await deps.store.put(ticketKey(ticket), { expires, key: keyTag(deps.apiKey()) });
+  await deps.store.put(ticketKey(ticket), { expires, ...holder });
   // From the console's origin, never from Host: a Host of the sender's choosing would point the link, and its ticket, elsewhere.
   return reply.code(201).send({ url: `${deps.origin().link}/console/#ticket=${ticket}`, expires_at: new Date(expires).toISOString() });
+}
+
+// What the sign-in page offers (CONTRACT §29): the shared key's form only when one is set;
+// operators' sign-in always (the console is served only where an operator or a key exists).
+async function signInMethods({ deps }: ConsoleContext) {
+  return { key: deps.apiKey() !== '', operator: true };
 }
 
 async function readSession({ deps }: ConsoleContext, request: FastifyRequest, reply: FastifyReply) {
@@ -266,7 +300,10 @@ async function healthSummary({ deps }: ConsoleContext) {
   }
   // Unknown (null) while Postgres does not answer: the checks above already say so.
   const instances = await withTimeout(countInstances(deps.readiness.db), CHECK_TIMEOUT_MS).catch(() => null);
-  return { ready, checks, instances, routes: [...perRoute].map(([route, n]) => ({ route, ...n })).sort((a, b) => a.route.localeCompare(b.route)) };
+  // Where billing's Stripe is: an operator must see a test double for what it is (CONTRACT §29).
+  const apiBase = deps.stripeApiBase;
+  const stripe = apiBase === undefined ? null : { api_base: apiBase, test_double: isStripeDouble(apiBase) };
+  return { ready, checks, instances, stripe, routes: [...perRoute].map(([route, n]) => ({ route, ...n })).sort((a, b) => a.route.localeCompare(b.route)) };
 }
 
 // The admin API itself, with the key the session stands for.

@@ -1,12 +1,13 @@
 // POST /admin/v1/import/users and /import/keys (CONTRACT §27): the JSON lines of `gateway import
 // users --format json` and of `gateway import keys`, the same reports, audited per batch with the
-// caller as actor (`gateway import … --admin` says cli). Admin only: they create accounts and keys.
+// caller as actor: what authenticated (CONTRACT §33: the shared key `admin`, an operator by id,
+// `gateway import … --admin` included). Admin only: they create accounts and keys.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../config/schema.js';
 import { sendError } from '../errors/index.js';
 import { importKeys, importUsers, readUsers } from '../import/index.js';
 import { knownPlans } from '../pipeline/index.js';
-import type { Database } from '../storage/db.js';
+import type { Database } from '../storage/database/index.js';
 import { by } from './access.js';
 import { errors, type EndpointSchema } from '../openapi.js';
 
@@ -69,12 +70,12 @@ async function importUsersRoute(deps: ImportDeps, request: ImportRequest, reply:
   const lines = linesOf(request, reply);
   if (!lines) return reply;
   const records = readUsers(lines.text, 'json', { plans: knownPlans(deps.config()) });
-  return importUsers(deps.db, records, { dryRun: lines.dryRun, actor: by(deps, request).actor, format: 'json', clock: deps.clock });
+  return importUsers(deps.db, records, { dryRun: lines.dryRun, actor: by(deps, request), format: 'json', clock: deps.clock });
 }
 
 async function importKeysRoute(deps: ImportDeps, request: ImportRequest, reply: FastifyReply) {
   const lines = linesOf(request, reply);
   if (!lines) return reply;
   const knownScopes = new Set(deps.config().routes.flatMap((route) => route.scopes ?? []));
-  return importKeys(deps.db, lines.text, { dryRun: lines.dryRun, knownScopes, actor: by(deps, request).actor, clock: deps.clock });
+  return importKeys(deps.db, lines.text, { dryRun: lines.dryRun, knownScopes, actor: by(deps, request), clock: deps.clock });
 }

@@ -9,12 +9,11 @@ import type { Audit } from '../audit.js';
 import { authenticationOptions, passkeyName, registrationOptions, verifyAuthentication, verifyRegistration, type PasskeyOwners, type RelyingParty } from '../auth/index.js';
 import { sendError } from '../errors/index.js';
 import { headerValue } from '../http.js';
-import type { Database, Queryable } from '../storage/db.js';
-import { findOperator } from '../storage/operators.js';
-import { peekEnrolment } from '../storage/operatorTotp.js';
+import type { Database, Queryable } from '../storage/database/index.js';
+import { findOperator, peekEnrolment } from '../storage/operators/index.js';
 import { sha256Hex } from '../credentials/digest.js';
 import { textField } from '../http.js';
-import { insertPasskey, OPERATOR_PASSKEYS } from '../storage/passkeys.js';
+import { insertPasskey, OPERATOR_PASSKEYS } from '../storage/accounts/index.js';
 import { operatorChangeSession, type ConsoleDeps } from './console.js';
 import { RECENT_SECOND_FACTOR_MS } from './operatorRoutes.js';
 

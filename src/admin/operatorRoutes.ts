@@ -10,12 +10,12 @@ import { errors } from '../openapi.js';
 import { field } from './views.js';
 import { normalizeEmail } from '../credentials/emailAddress.js';
 import { textField } from '../http.js';
-import type { Database, Queryable } from '../storage/db.js';
-import { parseUserId } from '../storage/users.js';
+import type { Database, Queryable } from '../storage/database/index.js';
+import { parseUserId } from '../storage/accounts/index.js';
 import {
   deleteOperatorToken, findOperator, insertOperator, isOperatorRole, listOperators, listOperatorTokens, removeOperator, removeOperatorFactors, setOperatorRole,
   type OperatorChange, type OperatorRow,
-} from '../storage/operators.js';
+} from '../storage/operators/index.js';
 import { by, callerOf } from './access.js';
 import { enrolmentLink, mintOperatorToken, operatorTokenView, operatorView, TOKEN_DAYS_DEFAULT, TOKEN_DAYS_MAX } from './operatorTokens.js';
 

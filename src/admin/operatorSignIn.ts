@@ -11,16 +11,15 @@ import { GatewayError, passwordTooShortParams, sendDenial, sendError } from '../
 import { headerValue } from '../http.js';
 import type { Live } from '../live/live.js';
 import { authRateLimitStore } from '../listener/authRateLimit.js';
-import type { Database, Queryable } from '../storage/db.js';
+import type { Database, Queryable } from '../storage/database/index.js';
 import {
-  confirmOperatorTotp, countOperatorWrongCode, enrolOperatorTotp, findOperatorTotp, operatorCodesLockedUntil, operatorCredentials, peekEnrolment, setOperatorPassword,
-  useOperatorStep,
-} from '../storage/operatorTotp.js';
-import { findOperator, spendEnrolment } from '../storage/operators.js';
-import type { RedisBreaker } from '../storage/redis/breaker.js';
+  confirmOperatorTotp, countOperatorWrongCode, enrolOperatorTotp, findOperator, findOperatorTotp, operatorCodesLockedUntil, operatorCredentials, peekEnrolment, setOperatorPassword,
+  spendEnrolment, useOperatorStep,
+} from '../storage/operators/index.js';
+import type { RedisBreaker } from '../storage/redis/index.js';
 import { startSession, type ConsoleDeps } from './console.js';
 import { enrolmentPasskey, operatorPasskeyRoutes, operatorPasskeyVerifies, passkeyOffered } from './operatorPasskeys.js';
-import { insertPasskey, OPERATOR_PASSKEYS } from '../storage/passkeys.js';
+import { insertPasskey, OPERATOR_PASSKEYS } from '../storage/accounts/index.js';
 
 /** §14's lockout: 10 wrong codes within 15 minutes lock the operator's codes for 15 minutes. */
 const WRONG_CODES = { max: 10, windowMs: 15 * 60_000, lockMs: 15 * 60_000 };

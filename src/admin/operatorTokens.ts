@@ -3,8 +3,8 @@
 // how operators and tokens are shown.
 import { sha256Hex, randomToken } from '../credentials/digest.js';
 import { OPERATOR_TOKEN_PREFIX } from '../credentials/shapes.js';
-import type { Queryable } from '../storage/db.js';
-import { createEnrolment, insertOperatorToken, type OperatorRow, type OperatorTokenRow } from '../storage/operators.js';
+import type { Queryable } from '../storage/database/index.js';
+import { createEnrolment, insertOperatorToken, type OperatorRow, type OperatorTokenRow } from '../storage/operators/index.js';
 
 export const TOKEN_DAYS_DEFAULT = 90;
 export const TOKEN_DAYS_MAX = 365;

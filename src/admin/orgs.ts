@@ -7,10 +7,11 @@ import { errors } from '../openapi.js';
 import { knownPlans, usedThisMonth, usedToday } from '../pipeline/index.js';
 import { UNPOOLED_PLAN } from '../orgActing.js';
 import { utcDay, utcMonth } from '../time.js';
-import { parseIntegerId, type Database, type Queryable } from '../storage/db.js';
-import * as orgs from '../storage/organizations.js';
+import { parseIntegerId, type Database, type Queryable } from '../storage/database/index.js';
+import { organizations as orgs } from '../storage/orgs/index.js';
 import type { Audit, AuditEvent } from '../audit.js';
 import type { Config } from '../config/schema.js';
+import { billingView, BILLING_SCHEMA, OVERRIDE_DESCRIPTION, operatorSetsPlan, overrideFlag, PLAN_BODY, planRules, type PlanRules } from '../billing/operator.js';
 import { field, iso, keysetPages, queryText } from './views.js';
 
 /** What these routes use of the admin routes' deps (routes.ts passes its own). */
@@ -18,6 +19,8 @@ export interface OrgAdminDeps {
   db: Database;
   audit: Audit;
   config: () => Pick<Config, 'plans' | 'routes'>;
+  billing: Config['billing'];
+  clock: () => Date;
 }
 
 /** Who changes (routes.ts's by()): passed in, so this file does not import routes.ts. */
@@ -49,13 +52,15 @@ export const DOCS = {
     },
   },
   read: {
-    tags, security, params: idParam, summary: 'An organization with its members and the usage of its pooled counter',
-    response: { 200: detail, ...errors('adminUnauthorized', 'adminNotFound') },
+    tags, security, params: idParam, summary: 'An organization with its members, the usage of its pooled counter, and its billing',
+    response: { 200: { ...detail, properties: { ...detail.properties, billing: BILLING_SCHEMA } }, ...errors('adminUnauthorized', 'adminNotFound') },
   },
   setPlan: {
-    tags, security, params: idParam, body: { type: 'object', required: ['plan'], properties: { plan: STR } },
+    tags, security, params: idParam, body: PLAN_BODY, description: OVERRIDE_DESCRIPTION,
     summary: 'Set an organization\'s plan (a configured one); every instance applies it within one second',
-    response: { 200: detail, ...errors('planUnknown', 'adminUnauthorized', 'adminNotFound') },
+    response: {
+      200: { ...detail, properties: { ...detail.properties, billing: BILLING_SCHEMA } }, ...errors('planUnknown', 'badRequest', 'adminUnauthorized', 'adminNotFound', 'planManagedByBilling'),
+    },
   },
 };
 
@@ -88,20 +93,23 @@ async function findOrgs({ db, config }: OrgAdminDeps, request: FastifyRequest, r
  * An organization as operators see it. The usage is its pooled counter's (CONTRACT §22): today's and
  * this month's uses (UTC); null on free, where there is none (members count on their own).
  */
-export async function orgDetail(db: Queryable, id: number, now = new Date()) {
+export async function orgDetail(db: Queryable, id: number, rules: PlanRules) {
   const org = await orgs.findOrganization(db, id);
   if (!org) return undefined;
   const members = (await orgs.membersOf(db, org.id)).map((m) => ({ ...m, joined_at: iso(m.joined_at) }));
   const pooled = org.plan === UNPOOLED_PLAN ? undefined : await orgs.pooledUsage(db, org.id);
+  const now = rules.now;
   return {
     id: org.id, name: org.name, plan: org.plan, created_at: iso(org.created_at), members,
     daily_usage: pooled ? usedToday(pooled, utcDay(now)) : null, monthly_usage: pooled ? usedThisMonth(pooled, utcMonth(now)) : null,
+    // Its billing (CONTRACT §29), as a user's.
+    billing: await billingView(db, { type: 'org', id: org.id }, org.plan, rules),
   };
 }
 
-async function getOrg({ db }: OrgAdminDeps, request: FastifyRequest, reply: FastifyReply) {
+async function getOrg({ db, config, clock, billing }: OrgAdminDeps, request: FastifyRequest, reply: FastifyReply) {
   const id = parseIntegerId((request.params as { id: string }).id);
-  const org = id === undefined ? undefined : await orgDetail(db, id);
+  const org = id === undefined ? undefined : await orgDetail(db, id, planRules({ plans: config().plans, billing }, clock()));
   return org ?? sendError(reply, 'adminNotFound');
 }
 
@@ -116,12 +124,17 @@ async function setOrgPlan(deps: OrgAdminDeps, by: ActorOf, request: FastifyReque
   const plan = field(request.body, 'plan');
   const plans = knownPlans(deps.config());
   if (typeof plan !== 'string' || !plans.includes(plan)) return sendDenial(reply, { code: 'planUnknown', params: planUnknownParams(plans) });
-  const changed = await deps.db.transaction(async (tx) => {
+  const override = overrideFlag(field(request.body, 'override'));
+  if (override === undefined) return sendError(reply, 'badRequest');
+  const rules = planRules({ plans: deps.config().plans, billing: deps.billing }, deps.clock());
+  // Refused when billing manages the plan and computes another (CONTRACT §29), unless an override.
+  const changed = await deps.db.transaction((tx) => operatorSetsPlan(tx, { type: 'org', id }, { plan, override }, rules, async (extra) => {
     const set = await orgs.setOrganizationPlan(tx, id, plan);
-    if (set) await deps.audit.record({ type: 'admin.org_plan_changed', ...by(request), userId: null, data: { org_id: id, plan, previous: set.before.plan } }, tx);
+    if (set) await deps.audit.record({ type: 'admin.org_plan_changed', ...by(request), userId: null, data: { org_id: id, plan, previous: set.before.plan, ...extra } }, tx);
     return set;
-  });
-  if (!changed) return sendError(reply, 'adminNotFound');
-  request.log.info({ orgId: id, plan }, 'admin: organization plan set');
-  return orgDetail(deps.db, id);
+  }));
+  if (changed.outcome === 'managed') return sendError(reply, 'planManagedByBilling', { billing_plan: changed.billingPlan });
+  if (changed.outcome === 'gone') return sendError(reply, 'adminNotFound');
+  request.log.info({ orgId: id, plan, override }, 'admin: organization plan set');
+  return orgDetail(deps.db, id, rules);
 }

@@ -1,12 +1,12 @@
 // GET /admin/v1/overview (CONTRACT §24): the console's overview page, across users and plans, for
 // the last 30 UTC days (today included): API-key requests and denials and counted uses per plan per
 // day, the top users and organizations, and the plan mix. Read from the tables that already count
-// (storage/overview.ts); registered by adminRoutes (routes.ts), behind the admin key.
+// (storage/operators/overview.ts); registered by adminRoutes (routes.ts), behind the admin key.
 import type { FastifyInstance } from 'fastify';
 import type { Config } from '../config/schema.js';
 import { knownPlans } from '../pipeline/index.js';
-import type { Database } from '../storage/db.js';
-import { keyTrafficPerPlanDay, planMix, topOrgs, topUsers, usesPerPlanDay, type PlanDay } from '../storage/overview.js';
+import type { Database } from '../storage/database/index.js';
+import { keyTrafficPerPlanDay, planMix, topOrgs, topUsers, usesPerPlanDay, type PlanDay } from '../storage/operators/index.js';
 import { utcDay } from '../time.js';
 import { errors, type EndpointSchema } from '../openapi.js';
 

@@ -1,12 +1,14 @@
 // The OpenAPI fragments of the routes routes.ts registers (/admin/v1's users, sessions, keys,
 // audit and alerts), by handler name: read beside its endpoint map, in a file of their own for the
 // map's length. Documentation only (src/openapi.ts); each route's role is routes.ts's.
+import { BILLING_SCHEMA, OVERRIDE_DESCRIPTION, PLAN_BODY } from '../billing/operator.js';
 import { adminUser, errors, limits, message, ownKey, userId, type EndpointSchema } from '../openapi.js';
 
 /** Each route's fragment, by the name of its handler in routes.ts. */
 export const DOCS = {
   getUser: {
-    tags: ['admin'], summary: 'A user (never the password hash)', security: [{ adminKey: [] }], params: userId, response: { 200: adminUser, ...errors('adminUnauthorized', 'adminNotFound') },
+    tags: ['admin'], summary: 'A user (never the password hash), with its billing', security: [{ adminKey: [] }], params: userId,
+    response: { 200: { ...adminUser, properties: { ...adminUser.properties, billing: BILLING_SCHEMA } }, ...errors('adminUnauthorized', 'adminNotFound') },
   },
   findUsers: {
     tags: ['admin'], summary: 'With email: that user (trimmed, any case). Otherwise a page of users, newest first: query matches email (substring, any case), exact external_id or exact id',
@@ -107,8 +109,11 @@ export const DOCS = {
     response: { 200: adminUser, ...errors('adminUnauthorized', 'adminNotFound', 'lastOwner', 'paymentUnavailable') },
   },
   setUserPlan: {
-    tags: ['admin'], summary: 'Set a user\'s plan (and its subscription record)', security: [{ adminKey: [] }], params: userId, body: { type: 'object', properties: { plan: { type: 'string' } } },
-    response: { 200: adminUser, ...errors('planUnknown', 'adminUnauthorized', 'adminNotFound') },
+    tags: ['admin'], summary: 'Set a user\'s plan (and its subscription record)', security: [{ adminKey: [] }], params: userId,
+    description: OVERRIDE_DESCRIPTION, body: PLAN_BODY,
+    response: {
+      200: { ...adminUser, properties: { ...adminUser.properties, billing: BILLING_SCHEMA } }, ...errors('planUnknown', 'badRequest', 'adminUnauthorized', 'adminNotFound', 'planManagedByBilling'),
+    },
   },
   userUsage: {
     tags: ['admin'], summary: 'Today\'s and this month\'s counts, the limits and the last 30 days', security: [{ adminKey: [] }], params: userId,

@@ -7,24 +7,20 @@ import type { Audit } from '../audit.js';
 import type { Config } from '../config/schema.js';
 import { planUnknownParams, sendDenial, sendError, successBody } from '../errors/index.js';
 import type { FailureLog } from '../telemetry/logThrottle.js';
-import type { IdentityCache } from '../storage/identityCache.js';
+import type { IdentityCache } from '../storage/feed/index.js';
 import type { Events } from '../webhooks/emitter.js';
-import type { Database } from '../storage/db.js';
+import type { Database } from '../storage/database/index.js';
 import { lookupForm, storable } from '../credentials/emailAddress.js';
 import { dailyRemaining, knownPlans, monthlyRemaining, planLimitsOf, usedThisMonth, usedToday } from '../pipeline/index.js';
-import { listKeys } from '../storage/apiKeys.js';
-import { revokeKeyAsOperator, revokeLeakedKeys } from '../auth/index.js';
-import { listAuditEvents } from '../storage/audit.js';
-import { listLinks } from '../storage/identities.js';
-import { removeSecondFactor } from '../storage/mfa.js';
-import { listPasskeys } from '../storage/passkeys.js';
-import { revokeAllForUser } from '../storage/refreshTokens.js';
-import { activeSessions, isUsersSession, revokeSession } from '../storage/sessions.js';
-import { usageSince } from '../storage/dailyUsage.js';
-import { lastOwnedBy } from '../storage/organizations.js';
-import { listUsers } from '../storage/userList.js';
-import { deleteUser, findByEmail, findById, findWithLocale, parseUserId, setActive, setPlan } from '../storage/users.js';
-import { listDeliveries } from '../storage/webhookDeliveries.js';
+import { listKeys, revokeKeyAsOperator, revokeLeakedKeys } from '../keys/index.js';
+import { listAuditEvents, listDeliveries } from '../storage/events/index.js';
+import {
+  activeSessions, deleteUser, endOlderTokens, findByEmail, findById, findWithLocale, isUsersSession, listLinks, listPasskeys, listUsers, parseUserId, removeSecondFactor,
+  revokeAllForUser, revokeSession, setActive, writePlanFrom,
+} from '../storage/accounts/index.js';
+import { usageSince } from '../storage/usage/index.js';
+import { lastOwnedBy } from '../storage/orgs/index.js';
+import { billingView, operatorSetsPlan, overrideFlag, planRules } from '../billing/operator.js';
 import { accountRoutes, type InvitationMail } from './accounts.js';
 import { overviewRoutes } from './overview.js';
 import { importRoutes } from './imports.js';
@@ -33,6 +29,9 @@ import { operatorRoutes } from './operatorRoutes.js';
 import { adminView, auditFilter, auditPages, auditView, datesAsIso, deliveryView, field, iso, listFilter, userPages } from './views.js';
 import { utcDay, utcMonth } from '../time.js';
 import { adminOrgRoutes } from './orgs.js';
+import { adminDomainRoutes } from './orgDomains.js';
+import { adminSamlRoutes } from './orgSaml.js';
+import { adminOrgKeyRoutes } from './orgKeys.js';
 import { DOCS } from './routes.openapi.js';
 
 const ALERT_TYPE = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$/;
@@ -50,6 +49,8 @@ export interface AdminRoutesDeps {
   apiKey: () => string;
   /** The plans and their limits, read per request (a reload may change them). */
   config: () => Pick<Config, 'plans' | 'routes'>;
+  /** billing.stripe (not reloaded: a change of it needs a restart), for the owners' billing and the operator's plan changes (CONTRACT §29). */
+  billing: Config['billing'];
   clock: () => Date;
   /** Requests refused for a missing or wrong admin key, here and in the console: a line per interval, with a count. */
   keyRefusals: FailureLog;
@@ -59,6 +60,8 @@ export interface AdminRoutesDeps {
   linkOrigin: () => string | undefined;
   /** The invitation mail of a user an operator creates (accounts.ts); absent: creating one answers 503. */
   invitations?: InvitationMail;
+  /** organizations.sso is set (CONTRACT §31; not reloaded): an operator may verify organizations' domains. */
+  ssoConfigured?: boolean;
   /** With billing.stripe: sets a user's running subscriptions to cancel at period end before its erasure; false when Stripe could not be told. */
   cancelSubscriptions?: (owner: { type: 'user'; id: number }) => Promise<boolean>;
 }
@@ -106,6 +109,9 @@ export async function adminRoutes(app: FastifyInstance, deps: AdminRoutesDeps): 
   accountRoutes(app, deps, (request) => by(deps, request));
   overviewRoutes(app, deps);
   adminOrgRoutes(app, deps, (request) => by(deps, request));
+  adminDomainRoutes(app, { ...deps, ssoConfigured: () => deps.ssoConfigured === true }, (request) => by(deps, request));
+  adminSamlRoutes(app, { ...deps, ssoConfigured: () => deps.ssoConfigured === true }, (request) => by(deps, request));
+  adminOrgKeyRoutes(app, deps);
   // The imports (CONTRACT §27), in a scope of their own: they read JSON lines.
   await app.register(async function importScope(scope) { await importRoutes(scope, deps); });
 }
@@ -115,11 +121,12 @@ async function userOf(db: Database, text: string) {
   return id === undefined ? undefined : findById(db, id);
 }
 
-async function getUser({ db }: AdminRoutesDeps, request: FastifyRequest<ById>, reply: FastifyReply) {
+// The user with its billing (CONTRACT §29): what support needs to answer "why am I on this plan?".
+async function getUser({ db, config, clock, billing }: AdminRoutesDeps, request: FastifyRequest<ById>, reply: FastifyReply) {
   const id = parseUserId(request.params.id);
   const user = id === undefined ? undefined : await findById(db, id);
   if (!user) return sendError(reply, 'adminNotFound');
-  return adminView(user);
+  return { ...adminView(user), billing: await billingView(db, { type: 'user', id: user.id }, user.plan, planRules({ plans: config().plans, billing }, clock())) };
 }
 
 // Support finds an account by the address its owner gives (`email=`), or browses and searches
@@ -206,15 +213,17 @@ async function listIdentities({ db }: AdminRoutesDeps, request: FastifyRequest<B
   return { identities: links.map(({ provider, issuer, subject, email, created_at }) => datesAsIso({ provider, issuer, subject, email, created_at })) };
 }
 
-// Ends one session or all of them: their refresh tokens stop working at once; access tokens
-// already issued live out their short lifetime, as after the user's own revocation.
+// Ends one session or all of them: their refresh tokens stop working at once, and every access
+// token of the user issued before is refused within a second on every instance (CONTRACT §33: the
+// generation is the user's, so the sessions left refresh into new ones).
 async function revokeSessions(deps: AdminRoutesDeps, request: FastifyRequest<{ Params: { id: string; sid?: string } }>, reply: FastifyReply) {
   const id = parseUserId(request.params.id);
   const sid = request.params.sid === undefined ? undefined : parseUserId(request.params.sid);
   if (id === undefined || (request.params.sid !== undefined && sid === undefined)) return sendError(reply, 'adminNotFound');
-  const ended = await changeAccount(deps, { userId: id, mode: 'update', by: by(deps, request) }, async ({ tx, record }) => {
+  const ended = await changeAccount(deps, { userId: id, mode: 'update', by: by(deps, request) }, async ({ tx, user, record }) => {
     if (sid !== undefined && !(await isUsersSession(tx, id, sid))) return undefined;
     const n = sid === undefined ? await revokeAllForUser(tx, id, 'session') : await revokeSession(tx, sid);
+    await endOlderTokens(tx, user);
     await record('admin.sessions_revoked', { session_id: sid ?? null, revoked: n });
     return n;
   });
@@ -229,6 +238,8 @@ async function resetMfa(deps: AdminRoutesDeps, request: FastifyRequest<ById>, re
   if (!user) return sendError(reply, 'adminNotFound');
   const removed = await deps.db.transaction(async (tx) => {
     const n = await removeSecondFactor(tx, user.id);
+    // TOTP removed: the access tokens of before it are refused, as after the user's own removal (CONTRACT §33).
+    if (n > 0) await endOlderTokens(tx, user);
     await deps.audit.record({ type: 'admin.mfa_reset', ...by(deps, request), userId: user.id, data: { removed: n } }, tx);
     return n;
   });
@@ -271,14 +282,24 @@ async function setUserPlan(deps: AdminRoutesDeps, request: FastifyRequest<ById>,
   const plan = field(request.body, 'plan');
   const plans = knownPlans(deps.config());
   if (typeof plan !== 'string' || !plans.includes(plan)) return sendDenial(reply, { code: 'planUnknown', params: planUnknownParams(plans) });
-  // setPlan changes the user and its subscription record in one transaction.
-  const user = await setPlan(deps.db, id, plan, (tx, _user, previous) =>
-    deps.audit.record({ type: 'admin.plan_changed', ...by(deps, request), userId: id, data: { plan } }, tx, { previous_plan: previous }));
-  if (!user) return sendError(reply, 'adminNotFound');
+  const override = overrideFlag(field(request.body, 'override'));
+  if (override === undefined) return sendError(reply, 'badRequest');
+  // The user and its subscription record in one transaction, refused when billing manages the plan
+  // and computes another (CONTRACT §29) unless it is an override.
+  const rules = planRules({ plans: deps.config().plans, billing: deps.billing }, deps.clock());
+  const changed = await deps.db.transaction((tx) => operatorSetsPlan(tx, { type: 'user', id }, { plan, override }, rules, async (data) => {
+    const written = await writePlanFrom(tx, id, plan);
+    if (written) await deps.audit.record({ type: 'admin.plan_changed', ...by(deps, request), userId: id, data: { plan, ...data } }, tx, { previous_plan: written.previousPlan });
+    return written?.user;
+  }));
+  if (changed.outcome === 'managed') return sendError(reply, 'planManagedByBilling', { billing_plan: changed.billingPlan });
+  if (changed.outcome === 'gone') return sendError(reply, 'adminNotFound');
+  const user = changed.result;
   // At once here; the users trigger's NOTIFY carries it to every other instance.
   deps.identities.forgetUser(id);
-  request.log.info({ userId: id, plan }, 'admin: plan set');
-  return adminView(user);
+  request.log.info({ userId: id, plan, override }, 'admin: plan set');
+  // With its billing after the change, as GET shows it (an override says so: override_since).
+  return { ...adminView(user), billing: await billingView(deps.db, { type: 'user', id }, user.plan, rules) };
 }
 
 // Today's count and what is left of it, the plan's limits, and the last 30 days (newest first,

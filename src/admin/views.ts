@@ -1,10 +1,9 @@
 // How the admin API shows what it reads, and how it reads what it is asked: the views of rows
 // (never a password hash nor a webhook body) and the listings' checked parameters and pages.
 // Apart from routes.ts so that file stays the endpoint map and its handlers (issue 48).
-import type { DeliveryRow } from '../storage/webhookDeliveries.js';
-import type { AuditFilter, AuditRow } from '../storage/audit.js';
-import type { UserFilter } from '../storage/userList.js';
-import { parseUserId, type User } from '../storage/users.js';
+import type { AuditFilter, AuditRow, DeliveryRow } from '../storage/events/index.js';
+import { parseUserId, type User, type UserFilter } from '../storage/accounts/index.js';
+import { readIsoTime } from '../time.js';
 
 export const iso = (date: Date | null) => (date ? date.toISOString() : null);
 
@@ -96,9 +95,10 @@ export function auditFilter(q: Record<string, unknown>): AuditFilter | undefined
   const [userId, type, since, limit, cursor] = [q.user_id, q.type, q.since, q.limit, q.cursor].map(queryText);
   if ([userId, type, since, limit, cursor].includes(null)) return undefined;
   const id = userId === undefined ? undefined : parseUserId(userId!);
-  const at = since === undefined ? undefined : new Date(since!);
+  // ISO 8601 only, and UTC without an offset (time.ts): new Date() reads other text in the host's zone.
+  const at = since === undefined ? undefined : readIsoTime(since!);
   const page = auditPages.page(limit ?? undefined, cursor ?? undefined);
-  if ((userId !== undefined && id === undefined) || (at !== undefined && Number.isNaN(at.getTime())) || !page) return undefined;
+  if ((userId !== undefined && id === undefined) || (since !== undefined && !at) || !page) return undefined;
   return {
     ...(id !== undefined ? { userId: id } : {}),
     ...(type !== undefined ? { type: type! } : {}),

@@ -1,6 +1,8 @@
 // The CLI's one way to a running gateway's admin API (--admin URL, CONTRACT §18): the admin key
-// from the configuration (or an operator's token), the audit actor `cli` (or that operator), a 10 s limit, and a CommandError that says what
-// went wrong when the gateway cannot be reached.
+// from the configuration (or an operator's token), a 10 s limit, and a CommandError that says what
+// went wrong when the gateway cannot be reached. The audit log names what authenticated (CONTRACT
+// §33): `admin` for the shared key, or the operator whose token it was; `cli` is only the CLI on
+// direct storage.
 import type { Config } from '../config/schema.js';
 import { CommandError } from './command.js';
 
@@ -32,8 +34,7 @@ export async function callAdmin(base: string, key: string, method: string, path:
   let res: Response;
   try {
     res = await fetch(new URL(path, base), {
-      // The audit log's actor: the CLI (the admin API takes the word of whoever holds the key).
-      method, headers: { authorization: `Bearer ${key}`, 'x-gateway-actor': 'cli', ...type },
+      method, headers: { authorization: `Bearer ${key}`, ...type },
       body: lines ? lines.lines : body === undefined ? undefined : JSON.stringify(body), signal: AbortSignal.timeout(lines?.timeoutMs ?? 10_000),
     });
   } catch (err) {

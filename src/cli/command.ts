@@ -4,7 +4,7 @@ import { levels } from 'pino';
 import { checkFiles } from '../config/files.js';
 import { ConfigError, loadConfig } from '../config/load.js';
 import type { Config } from '../config/schema.js';
-import type { Database } from '../storage/db.js';
+import type { Database } from '../storage/database/index.js';
 
 export const LOG_LEVELS = [...Object.keys(levels.values), 'silent'];
 
@@ -67,7 +67,7 @@ export async function loadChecked(configPath: string | undefined): Promise<{ con
 
 /** Opens the configured database, brought up to date (or checked, with storage.migrate: false). */
 export async function withDatabase<T>(config: Config, work: (db: Database) => Promise<T>, { migrated = true } = {}): Promise<T> {
-  const [{ openDatabase }, { assertMigrated, migrate }] = await Promise.all([import('../storage/db.js'), import('../storage/migrations.js')]);
+  const [{ openDatabase }, { assertMigrated, migrate }] = await Promise.all([import('../storage/database/index.js'), import('../storage/database/migrations.js')]);
   const db = await openDatabase(config.storage);
   try {
     if (migrated) await (config.storage.migrate ? migrate(db) : assertMigrated(db));

@@ -4,12 +4,14 @@ import { check, openapi, schema } from './check.js';
 import { errorsCommand } from './errors.js';
 import type { Command } from './command.js';
 import { health, HEALTH_TIMEOUT_MS } from './health.js';
+import { initCommand } from './init.js';
 import { importKeysCommand, importUsersCommand } from './import.js';
 import { SHUTDOWN_GRACE_MS, start } from './start.js';
 import { backupCommand, migrateCommand, restoreCommand, revokeKeyCommand, rotateJwtKey, rotateKeys } from './storage.js';
 import { listOperatorsCommand, operatorsCommand } from './operators.js';
 import { auditCommand, listUsersCommand, users } from './users.js';
 import { listOrgsCommand, setOrgPlanCommand, showOrgCommand } from './orgs.js';
+import { DEFAULT_DATA_DIR, DEFAULT_PORT, stripeFakeCommand, stripeFakeTriggerCommand } from './stripeFake.js';
 
 export const COMMANDS: Command[] = [
   {
@@ -34,6 +36,17 @@ server.shutdownDelay (default 5 s: /readyz answers 503, every response closes it
 a load balancer moves away), then closes open WebSockets (1001), stops accepting, lets the
 requests in flight finish (up to ${SHUTDOWN_GRACE_MS / 1000} s more) and exits; SIGINT (Ctrl-C)
 skips the drain.`,
+  },
+  {
+    name: 'init', config: true, run: initCommand,
+    options: { profile: { type: 'string' } },
+    summary: 'write a commented gateway.yaml to start from (--profile spec|public-api)',
+    help: `Writes gateway.yaml (or the --config FILE) and never overwrites one: exit status 1 when it
+exists. --profile spec (the default) is the spec's behaviour: French errors without codes, keys for
+pro users. --profile public-api: errors with codes in the client's language (errors.codes,
+language negotiate), API keys for every plan, daily, monthly and per-minute quotas on the free
+plan, and the organizations, mail, billing and hooks blocks commented out with what each needs.
+Both pass \`gateway check\` with no environment variables set; edit the upstream and routes.`,
   },
   {
     name: 'migrate', config: true, run: migrateCommand,
@@ -109,9 +122,12 @@ The built-in texts only: a running gateway's GET /api/v1/errors adds those of er
   },
   {
     name: 'users set-plan', operands: ['EMAIL', 'PLAN'], config: true, admin: true, run: (args) => users('set-plan', args),
-    summary: 'set a user\'s plan (free, premium, pro, or any plan gateway.yaml names)',
+    options: { override: { type: 'boolean' } },
+    summary: 'set a user\'s plan (free, premium, pro, or any plan gateway.yaml names; --override against billing)',
     help: `Sets the user's plan and their subscription record. EMAIL is matched without regard to
-case. Running instances apply the change within a second.`,
+case. Running instances apply the change within a second. While a subscription (active,
+trialing, or past_due within its grace) gives the user its plan, another plan exits 1 unless
+--override: the override holds until billing computes another plan (docs/billing.md).`,
   },
   {
     name: 'users deactivate', operands: ['EMAIL'], config: true, admin: true, run: (args) => users('deactivate', args),
@@ -176,11 +192,14 @@ counter (- on free, where members count on their own), and its members with thei
 unknown id exits 1.`,
   },
   {
-    name: 'orgs set-plan', operands: ['ID', 'PLAN'], config: true, run: setOrgPlanCommand,
-    summary: 'set an organization\'s plan (a plan gateway.yaml knows)',
+    name: 'orgs set-plan', operands: ['ID', 'PLAN'], config: true, admin: true, run: setOrgPlanCommand,
+    options: { override: { type: 'boolean' } },
+    summary: 'set an organization\'s plan (a plan gateway.yaml knows; --override against billing)',
     help: `Sets organization ID's plan, with an audit event (admin.org_plan_changed, actor cli), as
 PUT /admin/v1/orgs/{id}/plan does. Running instances apply it within a second. An unknown plan
-or id exits 1. On embedded storage, run it with the gateway stopped (or use the admin API).`,
+or id exits 1. While a subscription gives the organization its plan, another plan exits 1 unless
+--override: the override holds until billing computes another plan (docs/billing.md). On
+embedded storage, run it with the gateway stopped (or use --admin).`,
   },
   {
     name: 'import users', operands: ['FILE'], config: true, admin: true, run: importUsersCommand,
@@ -291,5 +310,42 @@ DELETE /admin/v1/operators/{id}/mfa (an admin operator cannot reset their own).`
 Authorization: Bearer to the admin API and acts with the operator's role as it is at each request;
 it dies with the operator. It works on the admin listener only. Direct storage only: no admin API
 credential mints a token (an operator mints their own in the console).`,
+  },
+  {
+    // Before `stripe-fake`: the parser takes the first command whose name the words start with.
+    name: 'stripe-fake trigger', operands: ['EVENT'], config: false, run: stripeFakeTriggerCommand,
+    options: { customer: { type: 'string' }, price: { type: 'string' }, status: { type: 'string' }, subscription: { type: 'string' }, session: { type: 'string' }, data: { type: 'string' } },
+    summary: 'make a change on the running stripe-fake and send its events (invoice.payment_failed, …)',
+    help: `Asks the stripe-fake running on --data DIR (default ${DEFAULT_DATA_DIR}: it wrote its address
+there) to change its objects as EVENT reports, then to send the events a real Stripe account
+sends for that change, in Stripe's order, signed, to its --forward-to. The gateway reads the
+subscription back from the fake, so the change is what it acts on. EVENT is one of:
+  checkout.session.completed     pay --session ID (a session the gateway made: its URL ends with
+                                 it), as the checkout page's Pay button does; without --session, a
+                                 session of the fake's own for --customer and --price (linked to no one)
+  customer.subscription.created  a new subscription of --customer to --price (--status, default active)
+  customer.subscription.updated  the subscription's --price and --status changed
+  customer.subscription.deleted  the subscription canceled (Stripe's last retry gave up, or the
+                                 customer canceled): the gateway sets free
+  invoice.payment_failed         a renewal's payment failed: past_due (or --status unpaid)
+  invoice.paid                   a payment succeeded: active again, or a new period
+The subscription is --subscription ID, else --customer's latest one still running. Prints the
+subscription, then each event with the status the gateway answered. Exit status 1 when a change
+cannot be made or an event was not answered 2xx. A test double: stable commands, not for production.`,
+  },
+  {
+    name: 'stripe-fake', config: false, run: stripeFakeCommand,
+    options: { host: { type: 'string' }, port: { type: 'string' }, data: { type: 'string' }, 'forward-to': { type: 'string' } },
+    summary: 'run a test double of Stripe to try billing without a Stripe account (not for production)',
+    help: `Serves the part of Stripe's API the gateway calls (Checkout Sessions, Billing Portal sessions,
+Customers, Subscriptions, Billing meter events) at http://127.0.0.1:${DEFAULT_PORT} (--host, --port;
+HOST is never read), with a checkout page (Pay, Cancel) where the gateway's Checkout URLs lead,
+and sends the events of each payment to --forward-to (the gateway's
+/api/v1/billing/stripe/webhook), signed by the stripe library with a secret made once per --data
+DIR (default ${DEFAULT_DATA_DIR}, which also keeps the fake's objects) and printed at start
+(whsec_…; STRIPE_WEBHOOK_SECRET is never read). Point billing.stripe.apiBase at it, with a test
+key (sk_test_… or rk_test_…): a live key gets 401, and it never sends livemode: true.
+\`gateway stripe-fake trigger\` sends the other events. Runs until SIGINT or SIGTERM. A test
+double (docs/billing.md, "Try it without a Stripe account"): stable commands, not for production.`,
   },
 ];

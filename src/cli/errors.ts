@@ -1,6 +1,5 @@
 // `gateway errors`: the error catalog (CONTRACT §20), as GET /api/v1/errors lists it.
-import { catalogTable, errorList } from '../errors/listing.js';
-import { DEFAULT_STYLE } from '../errors/messages.js';
+import { catalogTable, DEFAULT_STYLE, errorList } from '../errors/index.js';
 import { columns, print, type Args } from './command.js';
 
 export async function errorsCommand({ values }: Args): Promise<number> {

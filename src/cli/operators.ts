@@ -4,7 +4,7 @@
 // stored hashed; every change with its audit event (actor `cli` here).
 import { loadConfig } from '../config/load.js';
 import type { Config } from '../config/schema.js';
-import type { Queryable } from '../storage/db.js';
+import type { Queryable } from '../storage/database/index.js';
 import { columns, CommandError, print, UsageError, withDatabase, type Args } from './command.js';
 import { enrolmentLines, listOperatorsThroughAdmin, operatorsThroughAdmin, type OperatorAction } from './operatorsAdmin.js';
 
@@ -33,7 +33,7 @@ export async function operatorsCommand(action: OperatorAction, { operands: [emai
   if (action === 'token' && !name) throw new UsageError('--name: required (what the token is for, e.g. "laptop")');
   if (admin) return print(await operatorsThroughAdmin(action, email, role, admin, config));
   const base = action === 'add' || action === 'reset-mfa' ? await enrolmentBase(config) : '';
-  const [ops, { insertAuditEvent }, tokens] = await Promise.all([import('../storage/operators.js'), import('../storage/audit.js'), import('../admin/operatorTokens.js')]);
+  const [ops, { insertAuditEvent }, tokens] = await Promise.all([import('../storage/operators/index.js'), import('../storage/events/index.js'), import('../admin/operatorTokens.js')]);
   // With no shared key, the last admin is the only way into the admin API (§24).
   const keepAnAdmin = !config.admin.apiKey;
   return print(await withDatabase(config, (db) => db.transaction(async (tx) => {
@@ -58,7 +58,7 @@ export async function operatorsCommand(action: OperatorAction, { operands: [emai
 
 interface ActDeps {
   tx: Queryable;
-  ops: typeof import('../storage/operators.js');
+  ops: typeof import('../storage/operators/index.js');
   tokens: typeof import('../admin/operatorTokens.js');
   keepAnAdmin: boolean;
   now: Date;
@@ -103,7 +103,7 @@ async function act(action: Exclude<OperatorAction, 'add'>, d: ActDeps): Promise<
 
 export async function listOperatorsCommand({ config: configPath, values, admin }: Args): Promise<number> {
   const { config } = loadConfig(configPath);
-  const { listOperators } = await import('../storage/operators.js');
+  const { listOperators } = await import('../storage/operators/index.js');
   const { operatorView } = await import('../admin/operatorTokens.js');
   const operators = admin
     ? await listOperatorsThroughAdmin(admin, config)

@@ -2,7 +2,10 @@
 // directly in the database, as GET /admin/v1/orgs, GET /admin/v1/orgs/{id} and PUT …/plan do.
 import { loadConfig } from '../config/load.js';
 import { knownPlans } from '../pipeline/plans.js';
+import type { Config } from '../config/schema.js';
+import { adminKeyFor, callAdmin } from './adminClient.js';
 import { columns, CommandError, print, UsageError, withDatabase, type Args } from './command.js';
+import { managedByBilling, OVERRIDE_NOTE } from './users.js';
 
 const LIST_MAX = 200;
 
@@ -11,7 +14,7 @@ function planOf(plan: string | undefined, plans: readonly string[]): string {
   return plan;
 }
 
-// storage/db.ts's parseIntegerId, without loading pg for a usage error: a positive 32-bit integer.
+// storage/database/db.ts's parseIntegerId, without loading pg for a usage error: a positive 32-bit integer.
 function orgIdOf(text: string | undefined): number {
   const id = text !== undefined && /^[1-9]\d{0,9}$/.test(text) && Number(text) <= 2 ** 31 - 1 ? Number(text) : undefined;
   if (id === undefined) throw new UsageError(`expected an organization id, not ${JSON.stringify(text ?? '')}`);
@@ -25,7 +28,7 @@ export async function listOrgsCommand({ config: configPath, values }: Args): Pro
   const limitText = (values.limit as string | undefined) ?? '50';
   const limit = /^\d{1,3}$/.test(limitText) ? Number(limitText) : NaN;
   if (!(limit >= 1 && limit <= LIST_MAX)) throw new UsageError(`--limit: expected a number from 1 to ${LIST_MAX}`);
-  const [{ listOrganizations }, { listedView }] = await Promise.all([import('../storage/organizations.js'), import('../admin/orgs.js')]);
+  const [{ listOrganizations }, { listedView }] = await Promise.all([import('../storage/orgs/index.js'), import('../admin/orgs.js')]);
   const rows = await withDatabase(config, (db) => listOrganizations(db, { ...(query ? { query } : {}), ...(plan ? { plan } : {}), limit }));
   const orgs = rows.map(listedView);
   if (values.json) return print(JSON.stringify({ orgs }));
@@ -37,7 +40,8 @@ export async function showOrgCommand({ config: configPath, operands: [idText], v
   const { config } = loadConfig(configPath);
   const id = orgIdOf(idText);
   const { orgDetail } = await import('../admin/orgs.js');
-  const org = await withDatabase(config, (db) => orgDetail(db, id));
+  const { planRules } = await import('../billing/operator.js');
+  const org = await withDatabase(config, (db) => orgDetail(db, id, planRules(config, new Date())));
   if (!org) throw new CommandError(`no organization with id ${id}`);
   if (values.json) return print(JSON.stringify(org));
   const usage = (n: number | null) => (n === null ? '-' : String(n));
@@ -45,17 +49,35 @@ export async function showOrgCommand({ config: configPath, operands: [idText], v
   return print(`${head}\n${columns([['USER', 'EMAIL', 'ROLE', 'JOINED'], ...org.members.map((m) => [String(m.user_id), m.email, m.role, m.joined_at!])])}`);
 }
 
-export async function setOrgPlanCommand({ config: configPath, operands: [idText, planText] }: Args): Promise<number> {
+export async function setOrgPlanCommand({ config: configPath, operands: [idText, planText], admin, values }: Args): Promise<number> {
   const { config } = loadConfig(configPath);
   const id = orgIdOf(idText);
   const plan = planOf(planText, knownPlans(config));
-  const [{ setOrganizationPlan }, { recordChange }, { hookWriterOf }] = await Promise.all([import('../storage/organizations.js'), import('../audit.js'), import('../hooks/hooks.js')]);
-  // The change and its audit row in one transaction (CONTRACT §17); the organizations trigger tells running gateways.
-  const changed = await withDatabase(config, (db) => db.transaction(async (tx) => {
+  const override = values.override === true;
+  if (admin) return print(await setOrgPlanThroughAdmin(config, admin, { id, plan, override }));
+  const [{ setOrganizationPlan }, { recordChange }, { hookWriterOf }, { operatorSetsPlan, planRules }] = await Promise.all([
+    import('../storage/orgs/index.js'), import('../audit.js'), import('../hooks/hooks.js'), import('../billing/operator.js'),
+  ]);
+  // The change and its audit row in one transaction (CONTRACT §17), refused while billing manages
+  // the plan and computes another unless --override (§29); the organizations trigger tells running gateways.
+  const done = await withDatabase(config, (db) => db.transaction((tx) => operatorSetsPlan(tx, { type: 'org', id }, { plan, override }, planRules(config, new Date()), async (extra) => {
     const set = await setOrganizationPlan(tx, id, plan);
-    if (set) await recordChange(tx, { type: 'admin.org_plan_changed', actor: 'cli', userId: null, data: { org_id: id, plan, previous: set.before.plan } }, new Date(), hookWriterOf(config, db));
-    return set;
-  }));
-  if (!changed) throw new CommandError(`no organization with id ${id}`);
-  return print(`organization ${id} ${JSON.stringify(changed.after.name)}: plan ${changed.before.plan} → ${plan}`);
+    const data = { org_id: id, plan, previous: set?.before.plan, ...extra };
+    if (set) await recordChange(tx, { type: 'admin.org_plan_changed', actor: 'cli', userId: null, data }, new Date(), hookWriterOf(config, db));
+    return set && { ...set, override: extra.override === true };
+  })));
+  const who = `organization ${id}`;
+  if (done.outcome === 'managed') throw new CommandError(managedByBilling(who, done.billingPlan));
+  if (done.outcome === 'gone') throw new CommandError(`no organization with id ${id}`);
+  return print(`${who} ${JSON.stringify(done.result.after.name)}: plan ${done.result.before.plan} → ${plan}${done.result.override ? OVERRIDE_NOTE : ''}`);
+}
+
+/** `orgs set-plan --admin URL`: PUT /admin/v1/orgs/{id}/plan on a running gateway (on embedded storage, the way while it runs). */
+async function setOrgPlanThroughAdmin(config: Config, base: string, { id, plan, override }: { id: number; plan: string; override: boolean }): Promise<string> {
+  const done = await callAdmin(base, adminKeyFor(config), 'PUT', `/admin/v1/orgs/${id}/plan`, { plan, ...(override ? { override } : {}) });
+  const who = `organization ${id}`;
+  if (done.status === 404) throw new CommandError(`no organization with id ${id}`);
+  if (done.status === 409 && typeof done.json.billing_plan === 'string') throw new CommandError(managedByBilling(who, done.json.billing_plan));
+  if (done.status !== 200) throw new CommandError(`the admin API at ${base} answered ${done.status} ${JSON.stringify(done.json)}`);
+  return `${who} ${JSON.stringify(done.json.name)}: plan set to ${plan}${(done.json.billing as { override_since?: unknown } | undefined)?.override_since ? OVERRIDE_NOTE : ''}`;
 }

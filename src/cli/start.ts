@@ -1,8 +1,8 @@
 // `gateway start`: one instance, or the primary of server.workers; its failures as one fatal line.
-import { ConfigError, loadConfig } from '../config/load.js';
-import { StorageLockedError } from '../storage/dirLock.js';
-import { PendingMigrationsError } from '../storage/migrations.js';
-import { PostgresStartError } from '../storage/startWait.js';
+import { ConfigError, loadConfig, NO_CONFIG_FILE } from '../config/load.js';
+import { StorageLockedError } from '../storage/database/dirLock.js';
+import { PendingMigrationsError } from '../storage/database/migrations.js';
+import { PostgresStartError } from '../storage/database/startWait.js';
 import { LOG_LEVELS, loadChecked, logLevelProblem, type Args } from './command.js';
 
 export const SHUTDOWN_GRACE_MS = 10_000;
@@ -43,7 +43,7 @@ export async function start({ config: configPath }: Args): Promise<number> {
         config, count, log,
         load: async () => (await loadChecked(loadFile)).config,
         stopTimeoutMs: config.server.shutdownDelay + SHUTDOWN_GRACE_MS,
-        listening: (urls) => log.info({ url: urls.url, admin: urls.admin, workers: count, storage: 'postgres', node: process.version, nodeFlags: process.execArgv }, 'gateway listening'),
+        listening: (urls) => log.info({ ...urls, workers: count, storage: 'postgres', node: process.version, nodeFlags: process.execArgv }, 'gateway listening'),
       });
       if (code === 0) log.info('shut down');
       return code;
@@ -70,7 +70,7 @@ export async function start({ config: configPath }: Args): Promise<number> {
     log.info('shut down');
   });
   fleet?.onStop(() => void grace.close());
-  const urls = { url: gateway.url, admin: gateway.adminUrl, decisions: gateway.decisionsUrl };
+  const urls = { url: gateway.url, admin: gateway.adminUrl, decisions: gateway.decisionsUrl, metrics: gateway.metricsUrl };
   if (fleet) {
     const { services } = gateway;
     fleet.serve({
@@ -84,7 +84,7 @@ export async function start({ config: configPath }: Args): Promise<number> {
   // Said only now: whoever waits for this line may signal at once, and a SIGHUP that came
   // before its handler would end the process (the default action) instead of reloading.
   const storage = config.storage.postgres ? 'postgres' : `embedded (${config.storage.embeddedDir})`;
-  log.info({ url: gateway.url, admin: gateway.adminUrl, storage, node: process.version, nodeFlags: process.execArgv }, 'gateway listening');
+  log.info({ url: gateway.url, admin: gateway.adminUrl, metrics: gateway.metricsUrl, storage, node: process.version, nodeFlags: process.execArgv }, 'gateway listening');
   return -1; // keeps running
 }
 
@@ -98,6 +98,10 @@ interface StartFailure {
 
 /** What stopped the start, as an operator acts on it: what is wrong, and what to do (hint). */
 function startFailure(err: unknown): StartFailure {
+  if (err instanceof ConfigError && err.problems.length === 1 && err.problems[0] === NO_CONFIG_FILE) {
+    const hint = '`npx gateway init` writes a commented gateway.yaml here (`--profile public-api` for a public API); then `npx gateway start`';
+    return { msg: 'no configuration file', file: err.file, problems: err.problems, hint };
+  }
   if (err instanceof ConfigError) {
     return { msg: 'invalid configuration', file: err.file, problems: err.problems, hint: `fix the configuration; \`gateway check --config ${err.file}\` lists the same problems` };
   }

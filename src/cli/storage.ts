@@ -5,7 +5,7 @@ import { CommandError, print, withDatabase, type Args } from './command.js';
 
 export async function migrateCommand({ config: configPath }: Args): Promise<number> {
   const { config } = loadConfig(configPath);
-  const [{ migrate }, { waitForPostgres }] = await Promise.all([import('../storage/migrations.js'), import('../storage/startWait.js')]);
+  const [{ migrate }, { waitForPostgres }] = await Promise.all([import('../storage/database/migrations.js'), import('../storage/database/startWait.js')]);
   // A migration Job starts beside its Postgres as the gateway does: it waits the same way (stdout keeps the result alone).
   if (config.storage.postgres) await waitForPostgres(config.storage.postgres, config.storage.startTimeout, { warn: (_fields, msg) => console.error(`gateway: ${msg}`) });
   const applied = await withDatabase(config, (db) => migrate(db), { migrated: false });
@@ -63,7 +63,7 @@ export async function backupCommand({ config: configPath, values }: Args): Promi
   const out = typeof values.out === 'string' ? values.out : undefined;
   if (!out) throw new CommandError('--out FILE is required: where the backup goes');
   if (config.storage.postgres) throw new CommandError(POSTGRES_BACKUPS);
-  const { backupEmbedded } = await import('../storage/backup.js');
+  const { backupEmbedded } = await import('../storage/database/index.js');
   const bytes = await backupEmbedded(config.storage.embeddedDir, out).catch(asCommandError);
   return print(`backed up ${config.storage.embeddedDir} to ${out} (${bytes} bytes)`);
 }
@@ -72,7 +72,7 @@ export async function backupCommand({ config: configPath, values }: Args): Promi
 export async function restoreCommand({ config: configPath, operands }: Args): Promise<number> {
   const { config } = loadConfig(configPath);
   if (config.storage.postgres) throw new CommandError(POSTGRES_BACKUPS);
-  const { restoreEmbedded } = await import('../storage/backup.js');
+  const { restoreEmbedded } = await import('../storage/database/index.js');
   await restoreEmbedded(operands[0]!, config.storage.embeddedDir).catch(asCommandError);
   return print(`restored ${operands[0]} into ${config.storage.embeddedDir}`);
 }
@@ -94,13 +94,10 @@ export async function revokeKeyCommand({ config: configPath, admin, operands: [i
     const userId = res.json.user_id as number;
     return print(`API key ${id} of user ${userId}: revoked`);
   }
-  const [{ revokeKeyById }, { recordChange }, { hookWriterOf }] = await Promise.all([import('../storage/apiKeys.js'), import('../audit.js'), import('../hooks/hooks.js')]);
+  const [{ revokeKeyByCommand }, { recordChange }, { hookWriterOf }] = await Promise.all([import('../keys/index.js'), import('../audit.js'), import('../hooks/hooks.js')]);
   // Running instances drop the key within a second (the api_tokens trigger's NOTIFY).
-  const revoked = await withDatabase(config, (db) => db.transaction(async (tx) => {
-    const key = await revokeKeyById(tx, id);
-    if (key) await recordChange(tx, { type: 'api_key.revoked', actor: 'cli', userId: key.userId, data: { id } }, new Date(), hookWriterOf(config, db));
-    return key;
-  }));
+  const revoked = await withDatabase(config, (db) => revokeKeyByCommand(db, id, (tx, key) =>
+    recordChange(tx, { type: 'api_key.revoked', actor: 'cli', userId: key.userId, data: { id } }, new Date(), hookWriterOf(config, db))));
   if (!revoked) throw new CommandError(`no active API key with id ${id}`);
   return print(`API key ${id} of user ${revoked.userId}: revoked`);
 }

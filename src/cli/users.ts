@@ -1,8 +1,10 @@
 // `gateway users …` and `gateway audit`: accounts changed and listed, directly in the database or
 // through a running gateway's admin API (--admin).
 import { loadConfig } from '../config/load.js';
+import { mailLinks } from '../config/schema/portal.js';
+import { readIsoTime } from '../time.js';
 import { knownPlans } from '../pipeline/plans.js';
-import type { Queryable } from '../storage/db.js';
+import type { Database, Queryable } from '../storage/database/index.js';
 import type { Config } from '../config/schema.js';
 import { adminKeyFor, callAdmin } from './adminClient.js';
 import type { HookFacts } from '../hooks/fromAudit.js';
@@ -10,15 +12,16 @@ import { columns, CommandError, print, UsageError, withDatabase, type Args } fro
 
 type UserAction = 'set-plan' | 'deactivate' | 'activate' | 'reset-link' | 'delete';
 
-export async function users(action: UserAction, { operands: [email, plan], config: configPath, admin }: Args): Promise<number> {
+export async function users(action: UserAction, { operands: [email, plan], config: configPath, admin, values }: Args): Promise<number> {
   const { config, file } = loadConfig(configPath);
   const plans = knownPlans(config);
   if (action === 'set-plan' && !plans.includes(plan ?? '')) throw new UsageError(`unknown plan ${JSON.stringify(plan ?? '')}: expected one of ${plans.join(', ')}`);
-  if (admin) return print(await usersThroughAdmin(action, email!, plan, admin, config));
-  const mail = config.mail;
-  if (action === 'reset-link' && !mail) throw new CommandError(`${file}: mail.resetUrl is not set: the link needs the application's reset page (a URL with {token})`);
-  const [{ deleteUser, findByEmail, setActive, setPlan }, { LINK_TTL_MS, makeLink }, { recordChange }, { hookWriterOf }] = await Promise.all([
-    import('../storage/users.js'), import('../auth/links/links.js'), import('../audit.js'), import('../hooks/hooks.js'),
+  const override = values.override === true;
+  if (admin) return print(await usersThroughAdmin(action, email!, { plan, override }, admin, config));
+  const resetUrl = config.mail ? mailLinks(config).reset : undefined;
+  if (action === 'reset-link' && !resetUrl) throw new CommandError(`${file}: mail.resetUrl is not set: the link needs the application's reset page (a URL with {token})`);
+  const [{ deleteUser, findByEmail, setActive }, { LINK_TTL_MS, makeLink }, { recordChange }, { hookWriterOf }] = await Promise.all([
+    import('../storage/accounts/index.js'), import('../auth/links/links.js'), import('../audit.js'), import('../hooks/hooks.js'),
   ]);
   return print(await withDatabase(config, async (db) => {
     const user = await findByEmail(db, email!.trim().toLowerCase());
@@ -30,15 +33,14 @@ export async function users(action: UserAction, { operands: [email, plan], confi
       recordChange(tx, { type, actor: 'cli', userId: user.id, data }, new Date(), hooks, facts);
     switch (action) {
       case 'set-plan':
-        await setPlan(db, user.id, plan!, (tx, _user, previous) => audited(tx, 'admin.plan_changed', { plan }, { previous_plan: previous }));
-        return `${who}: plan ${user.plan} → ${plan}`;
+        return setPlanDirectly(db, config, { id: user.id, who, plan: plan!, override }, audited);
       case 'reset-link': {
-        const url = await makeLink(db, user, 'reset', mail!.resetUrl, new Date());
+        const url = await makeLink(db, user, 'reset', resetUrl!, new Date());
         return `${who}: password reset link, single use, valid ${LINK_TTL_MS.reset / 60_000} minutes:\n${url}`;
       }
       case 'delete': {
         // As the admin API's erasure and the user's own deletion: an organization's last owner is kept (CONTRACT §22).
-        const [{ lastOwnedBy }, { changeAccount }] = await Promise.all([import('../storage/organizations.js'), import('../account/change.js')]);
+        const [{ lastOwnedBy }, { changeAccount }] = await Promise.all([import('../storage/orgs/index.js'), import('../account/change.js')]);
         const orphans = await lastOwnedBy(db, user.id);
         if (orphans.length) throw new CommandError(lastOwnerKept(who, orphans));
         await cancelBeforeErasure(config, db, user.id, who);
@@ -60,6 +62,34 @@ export async function users(action: UserAction, { operands: [email, plan], confi
         return `${who}: ${action === 'activate' ? 'active' : 'inactive'}`;
     }
   }));
+}
+
+type Audited = (tx: Queryable, type: 'admin.plan_changed', data: Record<string, unknown>, facts: HookFacts) => Promise<unknown>;
+
+/**
+ * As PUT /admin/v1/users/{id}/plan (CONTRACT §29): refused while billing manages the plan and
+ * computes another, unless --override; the user and its subscription record in one transaction.
+ */
+async function setPlanDirectly(db: Database, config: Config, change: { id: number; who: string; plan: string; override: boolean }, audited: Audited): Promise<string> {
+  const [{ writePlanFrom }, { operatorSetsPlan, planRules }] = await Promise.all([import('../storage/accounts/index.js'), import('../billing/operator.js')]);
+  const { id, plan } = change;
+  const done = await db.transaction((tx) => operatorSetsPlan(tx, { type: 'user', id }, change, planRules(config, new Date()), async (extra) => {
+    const written = await writePlanFrom(tx, id, plan);
+    if (written) await audited(tx, 'admin.plan_changed', { plan, ...extra }, { previous_plan: written.previousPlan });
+    return written && { previous: written.previousPlan, override: extra.override === true };
+  }));
+  if (done.outcome === 'managed') throw new CommandError(managedByBilling(change.who, done.billingPlan));
+  if (done.outcome === 'gone') throw new CommandError(`${change.who}: no longer exists`);
+  return `${change.who}: plan ${done.result.previous} → ${plan}${done.result.override ? OVERRIDE_NOTE : ''}`;
+}
+
+/** What a plan change held against billing says. */
+export const OVERRIDE_NOTE = ' (an override of billing\'s plan: it holds until billing computes another plan)';
+
+/** Why a plan change was refused (409 plan_managed_by_billing), and what to do. */
+export function managedByBilling(who: string, billingPlan: string): string {
+  return `${who}: kept: its plan is managed by billing (a subscription gives ${billingPlan}); `
+    + `set ${billingPlan}, or pass --override to hold another plan until billing computes a plan other than ${billingPlan}`;
 }
 
 type OrgName = { id: number; name: string };
@@ -89,7 +119,7 @@ async function cancelBeforeErasure(config: Config, db: Queryable, id: number, wh
  * A users command through a running gateway's admin API (CONTRACT §18): the way to change an
  * account while a gateway holds embedded storage, and a way that works on Postgres too.
  */
-async function usersThroughAdmin(action: UserAction, email: string, plan: string | undefined, base: string, config: Config): Promise<string> {
+async function usersThroughAdmin(action: UserAction, email: string, { plan, override }: { plan?: string; override: boolean }, base: string, config: Config): Promise<string> {
   if (action === 'reset-link') {
     throw new CommandError('the admin API does not make reset links: run `gateway users reset-link` where it can open the database '
       + '(on embedded storage, with the gateway stopped), or let the user ask through password/forgot');
@@ -101,12 +131,14 @@ async function usersThroughAdmin(action: UserAction, email: string, plan: string
   if (found.status !== 200) throw new CommandError(`the admin API at ${base} answered ${found.status} ${JSON.stringify(found.json)}`);
   const user = found.json as { id: number; email: string; plan: string };
   const who = `user ${user.id} (${user.email})`;
-  const done = action === 'set-plan' ? await call('PUT', `/admin/v1/users/${user.id}/plan`, { plan })
+  const done = action === 'set-plan' ? await call('PUT', `/admin/v1/users/${user.id}/plan`, { plan, ...(override ? { override } : {}) })
     : action === 'delete' ? await call('DELETE', `/admin/v1/users/${user.id}`)
       : await call('PUT', `/admin/v1/users/${user.id}/active`, { active: action === 'activate' });
   if (action === 'delete' && done.status === 409 && done.json.code === 'last_owner') throw new CommandError(lastOwnerKept(who, done.json.orgs as OrgName[]));
+  // Told by its billing_plan (a code is in the body only with errors.codes).
+  if (done.status === 409 && typeof done.json.billing_plan === 'string') throw new CommandError(managedByBilling(who, done.json.billing_plan));
   if (done.status !== 200) throw new CommandError(`the admin API at ${base} answered ${done.status} ${JSON.stringify(done.json)}`);
-  if (action === 'set-plan') return `${who}: plan ${user.plan} → ${plan}`;
+  if (action === 'set-plan') return `${who}: plan ${user.plan} → ${plan}${(done.json.billing as { override_since?: unknown } | undefined)?.override_since ? OVERRIDE_NOTE : ''}`;
   if (action === 'delete') return `${who}: deleted, with its sessions, API keys, webhook and links`;
   return `${who}: ${action === 'activate' ? 'active' : 'inactive'}`;
 }
@@ -122,7 +154,7 @@ export async function listUsersCommand({ config: configPath, values }: Args): Pr
   if (!(limit >= 1 && limit <= LIST_MAX)) throw new UsageError(`--limit: expected a number from 1 to ${LIST_MAX}`);
   const plans = knownPlans(config);
   if (plan !== undefined && !plans.includes(plan)) throw new UsageError(`unknown plan ${JSON.stringify(plan)}: expected one of ${plans.join(', ')}`);
-  const { listUsers } = await import('../storage/userList.js');
+  const { listUsers } = await import('../storage/accounts/index.js');
   const rows = await withDatabase(config, (db) => listUsers(db, { ...(query?.trim() ? { query: query.trim() } : {}), ...(plan ? { plan } : {}), limit }));
   const users = rows.map((u) => ({ id: u.id, email: u.email, plan: u.plan, is_active: u.is_active, created_at: u.created_at.toISOString(), external_id: u.external_id ?? null }));
   if (values.json) return print(JSON.stringify({ users }));
@@ -136,9 +168,10 @@ export async function auditCommand({ config: configPath, values }: Args): Promis
   if (!(limit >= 1 && limit <= LIST_MAX)) throw new UsageError(`--limit: expected a number from 1 to ${LIST_MAX}`);
   const userId = userText === undefined ? undefined : /^[1-9]\d{0,9}$/.test(userText) ? Number(userText) : NaN;
   if (Number.isNaN(userId)) throw new UsageError('--user: expected a user id');
-  const since = sinceText === undefined ? undefined : new Date(sinceText);
-  if (since && Number.isNaN(since.getTime())) throw new UsageError('--since: expected a time such as 2026-11-25T08:00:00Z');
-  const { listAuditEvents } = await import('../storage/audit.js');
+  // ISO 8601, UTC without an offset, whatever the operator's shell has in TZ (time.ts).
+  const since = sinceText === undefined ? undefined : readIsoTime(sinceText);
+  if (sinceText !== undefined && !since) throw new UsageError('--since: expected a time such as 2026-11-25T08:00:00Z');
+  const { listAuditEvents } = await import('../storage/events/index.js');
   const rows = await withDatabase(config, (db) => listAuditEvents(db, { userId, type, since, limit }));
   const events = rows.map((e) => ({ id: e.id, at: e.at.toISOString(), type: e.type, actor: e.actor, user_id: e.user_id, ip: e.ip, user_agent: e.user_agent, data: e.data }));
   if (values.json) return print(JSON.stringify({ events }));

@@ -1,5 +1,5 @@
-// What the environment sets over gateway.yaml (CONTRACT §1, §25): PORT, HOST, ADMIN_*,
-// DECISIONS_*, REDIS_KEY_PREFIX, applied to the parsed file before validation (config/load.ts).
+// What the environment sets over gateway.yaml (CONTRACT §1, §25, §28): PORT, HOST, ADMIN_*,
+// DECISIONS_*, METRICS_*, REDIS_KEY_PREFIX, applied to the parsed file before validation (config/load.ts).
 type Env = Record<string, string | undefined>;
 
 /** What the environment sets over the file (CONTRACT §1, §25): a variable's name, where it goes, and whether it is a port. */
@@ -7,6 +7,7 @@ const ENV_OVERRIDES = [
   ['PORT', 'server', 'port'], ['HOST', 'server', 'host'],
   ['ADMIN_PORT', 'admin', 'port'], ['ADMIN_HOST', 'admin', 'host'],
   ['DECISIONS_PORT', 'decisions', 'port'], ['DECISIONS_HOST', 'decisions', 'host'],
+  ['METRICS_PORT', 'metrics', 'port'], ['METRICS_HOST', 'metrics', 'host'], ['METRICS_TOKEN', 'metrics', 'token'],
   ['REDIS_KEY_PREFIX', 'storage', 'redisKeyPrefix'],
 ] as const;
 

@@ -6,7 +6,7 @@ import { createPrivateKey, X509Certificate, type KeyObject } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { createSecureContext } from 'node:tls';
 import type { Config } from './schema.js';
-import { readMessageFiles } from '../errors/messageFiles.js';
+import { readMessageFiles } from '../errors/index.js';
 import { readMailTemplates } from '../mail/index.js';
 import { isInlinePem, keyTypeProblem, verifyingKeyProblem } from './schema/values.js';
 
@@ -27,6 +27,11 @@ async function readText(file: string): Promise<{ text: string } | { problem: str
 }
 
 const CHECKERS = {
+  /** organizations.sso.publicMailDomains: a text file, read (its lines are parsed at start: domains/publicMail.ts). */
+  async textFile(file) {
+    const read = await readText(file);
+    return 'problem' in read ? read.problem : undefined;
+  },
   /** errors.messages: a folder of <lang>.json texts (errors/messageFiles.ts). */
   async messageFolder(dir) {
     const { problems } = await readMessageFiles(dir);
@@ -73,7 +78,7 @@ const CHECKERS = {
     return undefined;
   },
   /**
-   * The access-token signing key: what jose's importPKCS8 takes for the algorithm (auth/tokens.ts
+   * The access-token signing key: what jose's importPKCS8 takes for the algorithm (credentials/tokens.ts
    * loads it so at start; test/config/files.test.ts holds the two to the same answers).
    */
   async signingKey(file, config) {
@@ -90,7 +95,26 @@ const CHECKERS = {
     const problem = verifyingKeyProblem(read.text, config.auth.jwt.algorithm);
     return problem && `${file}: cannot verify ${config.auth.jwt.algorithm} with it: ${problem}`;
   },
+  /**
+   * portal.product.logo (CONTRACT §30): a PNG (by its signature) or an SVG (an <svg> element),
+   * under 100 KB: the portal's pages carry it, within their weight.
+   */
+  async portalLogo(file) {
+    let bytes: Buffer;
+    try {
+      bytes = await readFile(file);
+    } catch (err) {
+      return `${file}: cannot read the file: ${(err as NodeJS.ErrnoException).code ?? String(err)}`;
+    }
+    if (bytes.length >= LOGO_MAX_BYTES) return `${file}: ${bytes.length} bytes; expected a logo under 100 KB`;
+    const png = bytes.subarray(0, 8).equals(PNG_SIGNATURE);
+    const svg = /\.svg$/i.test(file) && /^(?:\uFEFF)?\s*(?:<\?xml[^>]*\?>\s*)?(?:<!--[\s\S]*?-->\s*)*(?:<!DOCTYPE[^>]*>\s*)?<svg[\s>]/i.test(bytes.toString('utf8'));
+    return png || svg ? undefined : `${file}: expected a PNG or SVG image`;
+  },
 } satisfies Record<string, Checker>;
+
+const LOGO_MAX_BYTES = 100 * 1024;
+const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
 
 /** Why a PEM text is not a PKCS#8 private key that signs `algorithm`; undefined when it is one. */
 export function signingKeyProblem(pem: string, algorithm: Config['auth']['jwt']['algorithm']): string | undefined {
@@ -141,6 +165,8 @@ export function fileSettings(config: Config): FileSetting[] {
     setting('webhooks.caFile', 'certificates', config.webhooks, 'caFile'),
     setting('errors.messages', 'messageFolder', config.errors, 'messages'),
     ...(config.mail ? [setting('mail.templates', 'mailTemplateFolder', config.mail, 'templates')] : []),
+    ...(config.portal ? [setting('portal.product.logo', 'portalLogo', config.portal.product, 'logo')] : []),
+    ...(config.organizations?.sso ? [setting('organizations.sso.publicMailDomains', 'textFile', config.organizations.sso, 'publicMailDomains')] : []),
     ...Object.entries(config.upstreams).flatMap(([name, { tls }]) => (tls ? [
       setting(`upstreams.${name}.tls.caFile`, 'certificates', tls, 'caFile'),
       setting(`upstreams.${name}.tls.certFile`, 'certificates', tls, 'certFile'),

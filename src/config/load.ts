@@ -336,13 +336,17 @@ function nodePath(ancestors: readonly unknown[], node: unknown): string {
 }
 
 
+export const NO_CONFIG_FILE = 'no such file: write one with `npx gateway init` (`--profile public-api` for a public API), or name another with --config FILE or GATEWAY_CONFIG';
+
 export function loadConfig(explicitPath: string | undefined, env: Env = process.env): { config: Config; file: string } {
   const file = resolveConfigPath(explicitPath, env);
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
   } catch (err) {
-    throw new ConfigError(file, [`cannot read the file: ${(err as NodeJS.ErrnoException).code ?? String(err)}`]);
+    const code = (err as NodeJS.ErrnoException).code;
+    // The first thing a newcomer meets without a file: say how to make one (CONTRACT §28).
+    throw new ConfigError(file, [code === 'ENOENT' ? NO_CONFIG_FILE : `cannot read the file: ${code ?? String(err)}`]);
   }
   const config = parseConfig(text, file, env);
   // Relative paths in the file are relative to the file, not to wherever the process was started.

@@ -1,185 +1,40 @@
 // The one description of gateway.yaml: zod gives both the validator and the TypeScript type.
-// Its parts: schema/values.ts (the kinds of value), schema/routes.ts (plans, CORS, routes,
-// upstreams), schema/providers.ts (sign-in settings that check one another), schema/redis.ts
-// (storage.redis); here, the whole file.
+// Its parts, a file per block in schema/: values.ts (the kinds of value), server.ts, storage.ts and
+// redis.ts (storage.redis), auth.ts and providers.ts (sign-in settings that check one another),
+// routes.ts (plans, CORS, routes, upstreams), apiKeys.ts, admin.ts, telemetry.ts, mail.ts,
+// billing.ts, portal.ts, hooks.ts; here, the small blocks and the whole file, with the checks that
+// read several blocks at once.
 import { z } from 'zod';
-import {
-  adminKey, ASYMMETRIC, bool, duration, durationOrZero, envReference, HTTP_URL, int, isInlinePem, isUrl, NAME, OCTET, optionalText, port, PORT, ratio, SECRET_MIN, size, text, verifyingKeyProblem,
-} from './schema/values.js';
+import { ASYMMETRIC, bool, duration, int, isInlinePem, metricsListener, optionalText, port, SECRET_MIN, verifyingKeyProblem } from './schema/values.js';
 import { checkRoutes, knownPlans, corsProblem, corsSchema, MAX_LIMIT, planLimits, planName, refundOn, routeSchema, upstreamSchema, usageNoun } from './schema/routes.js';
-import { oidcSchema, originProblem, originsWithoutCookie } from './schema/providers.js';
+import { originsWithoutCookie } from './schema/providers.js';
 import { billingSchema } from './schema/billing.js';
+import { checkPortalSettings, mailLinks, portalSchema } from './schema/portal.js';
 import { hooksSchema } from './schema/hooks.js';
-import { redisSchema } from './schema/redis.js';
+import { ssoSchema } from './schema/sso.js';
+import { storageSchema } from './schema/storage.js';
+import { apiKeysSchema } from './schema/apiKeys.js';
+import { adminSchema } from './schema/admin.js';
+import { authSchema } from './schema/auth.js';
+import { mailSchema } from './schema/mail.js';
+import { serverSchema } from './schema/server.js';
+import { telemetrySchema } from './schema/telemetry.js';
+
+// The names the rest of the gateway has always imported from here.
+export { API_KEY_PREFIX_RULE, DEFAULT_API_KEY_PREFIX } from './schema/apiKeys.js';
+export { OTLP_PROTOCOLS, type OtlpProtocol } from './schema/telemetry.js';
 export { parseDuration, parseSize } from './schema/values.js';
 export { BASE_PLANS, CORS_DEFAULTS, HTTP_METHODS, knownPlans, type Plan } from './schema/routes.js';
 export { GITHUB_ISSUER, GOOGLE_ISSUER, originsWithoutCookie } from './schema/providers.js';
 export type { RedisSettings } from './schema/redis.js';
-
-/** http(s) URL to the application's page for a link sent by email, with `{token}` where the token goes. */
-/** The bodies an OTLP/HTTP export may have (telemetry.otlp.protocol). */
-/** CONTRACT §21: what an API key starts with before `_`; lower case, so it never looks like a key's own characters. */
-export const API_KEY_PREFIX_RULE = /^[a-z][a-z0-9]{1,9}$/;
-export const DEFAULT_API_KEY_PREFIX = 'gw';
-
-export const OTLP_PROTOCOLS = ['http/protobuf', 'http/json'] as const;
-export type OtlpProtocol = (typeof OTLP_PROTOCOLS)[number];
-
-/** Hosts a plain-HTTP link may name: the operator's own machine (a laptop, a test), never the network. */
-const LOOPBACK_HOSTS = new Set(['127.0.0.1', '[::1]', 'localhost']);
-// A link's token hands over an account (CONTRACT §20): sent over plain HTTP it could be read on
-// the way, so http:// is for loopback only.
-const linkTemplate = z.string().superRefine((text, ctx) => {
-  if (!text.includes('{token}')) ctx.addIssue({ code: 'custom', message: 'expected a URL containing {token}, where the link\'s token goes' });
-  else if (!isUrl(text.replaceAll('{token}', 'x'), /^https?:$/)) ctx.addIssue({ code: 'custom', message: `expected an http:// or https:// URL, got ${JSON.stringify(text)}` });
-  else if (new URL(text.replaceAll('{token}', 'x')).protocol === 'http:' && !LOOPBACK_HOSTS.has(new URL(text.replaceAll('{token}', 'x')).hostname)) {
-    ctx.addIssue({ code: 'custom', message: `expected an https:// URL (http:// only on 127.0.0.1, ::1 or localhost: the link's token would cross the network in clear), got ${JSON.stringify(text)}` });
-  }
-});
-
-const mailSchema = z.strictObject({
-  // Empty (as `${SMTP_URL:-}` gives when unset): no mail is sent; `gateway users reset-link` still makes links.
-  smtp: text.refine((url) => url === '' || isUrl(url, /^smtps?:$/), { message: 'expected an smtp:// or smtps:// URL (or nothing: no mail is sent)' })
-    .meta({ examples: ['smtp://user:pass@smtp.example.com:587'], description: 'The SMTP relay: smtp://user:pass@host:587 (STARTTLS when offered) or smtps://user:pass@host:465; empty: no mail is sent.' }),
-  from: text.meta({ examples: ['Gateway <no-reply@example.com>'], description: 'The sender of the mails, e.g. "Gateway <no-reply@example.com>"; needed with smtp.' }),
-  resetUrl: linkTemplate.meta({ examples: ['https://app.example.com/reset?token={token}'], description: "The application's password reset page, with {token} where the link's token goes." }),
-  verifyUrl: linkTemplate.meta({ examples: ['https://app.example.com/verify?token={token}'], description: "The application's email verification page, with {token} where the link's token goes." }),
-  invitationUrl: linkTemplate.optional().meta({ examples: ['https://app.example.com/join?token={token}'], description: "The application's page that accepts an organization's invitation, with {token} where the link's token goes; required with organizations." }),
-  templates: optionalText.meta({
-    examples: ['./mail-templates'],
-    description: 'A folder of <lang>/<kind>.subject.txt, <kind>.txt and optional <kind>.html (kinds verify, reset, '
-      + 'magic, org_invitation, account_invitation) replacing the built-in texts (gateway check reads them).',
-  }),
-  product: optionalText.meta({ examples: ['Weather'], description: 'The product\'s name, {{product}} in mail templates; unset: the display name of from, else auth-gateway.' }),
-}).meta({ description: 'Account mails (password reset, email verification and sign-in links), in the user\'s language. Without it, or with smtp empty, password/forgot and email/resend answer 503.' });
-
-// HTTPS on a listener (the public one, the admin one), its files read again on SIGHUP.
-const listenerTls = z.strictObject({
-  certFile: z.string().min(1).meta({ description: 'The certificate chain (PEM): the certificate first, then its intermediates.', examples: ['tls/cert.pem'] }),
-  keyFile: z.string().min(1).meta({ description: 'Its private key (PEM).', examples: ['tls/key.pem'] }),
-  http2: bool().prefault(false).meta({ description: 'Also serve HTTP/2 (negotiated by ALPN); HTTP/1.1 clients are still served.' }),
-  minVersion: z.enum(['TLSv1.2', 'TLSv1.3']).default('TLSv1.2').meta({ description: 'The oldest TLS version offered.' }),
-  ciphers: z.string().min(1).optional().meta({ description: 'OpenSSL cipher list replacing the default (TLS 1.3, and TLS 1.2 with ECDHE/DHE and AES-GCM or ChaCha20-Poly1305 only).' }),
-});
-
-// The console's origin (CONTRACT §26): its sign-in links are built from it and its pages accepted
-// only from it. An origin only (the console is at /console/ on it), kept in the form browsers send,
-// and https:// off loopback: a session cookie or a ticket sent over plain HTTP can be read on the
-// way. The pattern says it all, so gateway.schema.json refuses what check refuses.
-const CONSOLE_ORIGIN = new RegExp(`^(?:[Hh][Tt][Tt][Pp][Ss]://(?:\\[[0-9A-Fa-f:.]+\\]|(?:${OCTET}\\.){3}${OCTET}|${NAME})|[Hh][Tt][Tt][Pp]://(?:127\\.0\\.0\\.1|\\[::1\\]|[Ll][Oo][Cc][Aa][Ll][Hh][Oo][Ss][Tt]))(?::${PORT})?/?$`);
-const consoleOriginUrl = z.string()
-  .refine((u) => CONSOLE_ORIGIN.test(u) && isUrl(u, /^https?:$/), 'expected the console\'s origin, an https:// URL without path, query or fragment such as https://gateway-admin.example.com (http:// only on 127.0.0.1, ::1 or localhost)')
-  .transform((u) => new URL(u).origin)
-  .meta({
-    pattern: CONSOLE_ORIGIN.source, examples: ['https://gateway-admin.example.com'],
-    description: 'The console\'s origin as operators open it (through a proxy, say): its sign-in links name it and its pages are accepted only from it. Unset: http(s)://{host}:{port}, with 127.0.0.1, localhost and [::1] alike on loopback; on every address (0.0.0.0, ::) the console is then off.',
-  });
-
-// Defaults of values that a transform or preprocess reads are prefaults: written as in the file and
-// parsed like it, so `gateway schema` can show them (a default is the parsed value, a number).
-// A WebAuthn relying party: the users' (auth.passkeys, §14) or the operators' (admin.passkeys, §24).
-const relyingParty = (rpName: z.ZodType<string>) => z.strictObject({
-  rpId: z.string().regex(/^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/, 'expected a host name in lower case, such as app.example.com (no scheme, no port)')
-    .meta({ examples: ['app.example.com'] }),
-  rpName,
-  origins: z.array(z.string().min(1).meta({ title: 'origin', examples: ['https://app.example.com'] })).min(1),
-}).superRefine(({ rpId, origins }, ctx) => {
-  // A browser refuses a ceremony whose rpId is not its page's host or a parent of it: say so at
-  // `gateway check`, not at the first user's sign-in.
-  origins.forEach((origin, i) => {
-    const problem = originProblem(origin, rpId);
-    if (problem) ctx.addIssue({ code: 'custom', path: ['origins', i], message: problem });
-  });
-});
+export { postgresHosts, type PostgresHosts } from './schema/storage.js';
 
 const fileShape = z.strictObject({
-  server: z.strictObject({
-    // Unset: 127.0.0.1 on embedded storage, 0.0.0.0 with storage.postgres (config/load.ts).
-    host: z.string().default('127.0.0.1').meta({
-      description: 'The address to listen on; HOST overrides it. Unset: 127.0.0.1 on embedded storage (a laptop), 0.0.0.0 with storage.postgres (a deployment).',
-    }),
-    port: port.default(8080),
-    // Processes serving these ports (node:cluster, CONTRACT §18): each one a whole instance, so
-    // more than one needs storage.postgres. `auto`: one per CPU the process may use.
-    workers: z.union([int(1, 256), z.literal('auto')], { error: 'expected a number of processes (1 to 256) or auto' }).default(1)
-      .meta({ description: 'Processes serving the listeners (node:cluster): a number, or auto for one per CPU the process may use (cgroup quota included). More than 1 needs storage.postgres.' }),
-    bodyLimit: size.prefault('1mb'),
-    trustProxy: bool().prefault(false),
-    // On SIGTERM, keep serving (readyz 503, responses with Connection: close) this long, so a load
-    // balancer stops sending before the listener closes. SIGINT (Ctrl-C) does not wait.
-    shutdownDelay: durationOrZero.prefault('5s'),
-    // HTTPS on the public listener (CONTRACT §10); the files are read again on SIGHUP.
-    tls: listenerTls.optional(),
-  }).prefault({}),
-  storage: z.strictObject({
-    postgres: text.meta({ examples: ['postgres://gateway:secret@127.0.0.1:5432/gateway'] }),
-    // A pooler in transaction mode (PgBouncer) cannot carry LISTEN: the change feed connects here.
-    postgresDirect: text.meta({ examples: ['postgres://gateway:secret@127.0.0.1:5432/gateway'] }),
-    // Per instance, plus one LISTEN connection: with N instances, Postgres (or PgBouncer) must
-    // accept N × (poolSize + 1) connections.
-    poolSize: int(1, 1000).prefault(20),
-    embeddedDir: z.string().default('./data'),
-    redis: redisSchema,
-    redisKeyPrefix: z.string().default('gw:'),
-    redisTimeout: duration.prefault('100ms'),
-    migrate: bool().prefault(true),
-    // CONTRACT §25: at start, how long to wait for a Postgres that does not answer yet (compose,
-    // Kubernetes start the database beside the gateway) before exiting 1.
-    startTimeout: duration.prefault('60s').meta({
-      description: 'At start, how long to wait for a Postgres that does not answer yet (refused, unreachable, starting up) before exiting 1. '
-        + 'A wrong password or a missing database stops the start at once.',
-    }),
-  }).prefault({}),
-  auth: z.strictObject({
-    jwt: z.strictObject({
-      algorithm: z.enum(['HS256', ...ASYMMETRIC]).default('HS256'),
-      secret: text.meta({ examples: ['${JWT_SECRET}'] }),
-      privateKeyFile: optionalText.meta({ examples: ['keys/jwt.pem'] }),
-      // CONTRACT §25: keys rotated out, which verify tokens they signed but never sign.
-      // An empty entry is skipped, so `- ${JWT_SECRET_PREVIOUS:-}` can stay in a file between rotations.
-      previous: z.array(z.string().nullable().meta({ title: 'previous key', examples: ['${JWT_SECRET_PREVIOUS:-}', 'keys/jwt-2026-01.pub.pem'] })).default([])
-        .transform((keys) => keys.filter((key): key is string => Boolean(key))).meta({
-          description: 'Keys rotated out, verify only: HS256 secrets, or for the other algorithms PEM public keys (files, or PEM text). '
-            + 'Tokens they signed stay valid; removing one ends every session it signed. Empty entries are skipped.',
-        }),
-      issuer: optionalText.meta({ examples: ['https://gw.example.com'] }),
-      audience: optionalText.meta({ examples: ['my-app'] }),
-    }).meta({
-      // The rules of configSchema's check below: an HS256 secret (the default algorithm) of 32
-      // characters or none; a private key file for the others.
-      allOf: [
-        {
-          if: { properties: { algorithm: { const: 'HS256' } } },
-          then: { properties: { secret: { anyOf: [{ type: 'null' }, { const: '' }, { type: 'string', minLength: SECRET_MIN }, envReference] } } },
-        },
-        {
-          if: { required: ['algorithm'], properties: { algorithm: { enum: [...ASYMMETRIC] } } },
-          then: { required: ['privateKeyFile'], properties: { privateKeyFile: { type: 'string', minLength: 1 } } },
-        },
-      ],
-    }).prefault({}),
-    accessTokenTtl: duration.prefault('15m'),
-    refreshTokenTtl: duration.prefault('30d'),
-    passwordMinLength: int(1, 1024).prefault(8),
-    refreshReuse: z.enum(['reject', 'revoke-all']).default('reject'),
-    rateLimit: z.strictObject({
-      max: int(0).prefault(20),
-      window: duration.prefault('1m'),
-    }).prefault({}),
-    requireVerifiedEmail: bool().prefault(false).meta({ description: 'true: login of an account whose email is not verified gets 403 (needs mail.smtp).' }),
-    mfa: z.strictObject({
-      issuer: z.string().min(1).default('auth-gateway').meta({ description: 'The label authenticator apps show for TOTP (otpauth issuer).' }),
-    }).prefault({}),
-    // CONTRACT §14 (docs/second-factor.md#passkeys).
-    passkeys: relyingParty(z.string().min(1).meta({ examples: ['Example'] }))
-      .optional().meta({ description: 'WebAuthn relying party (passkeys): rpId (the host name passkeys are bound to), rpName (shown by the authenticator), origins (the pages that run the ceremonies, https:// or http://localhost); absent: the passkey endpoints answer 404.' }),
-    magicLink: z.strictObject({
-      url: linkTemplate.meta({ examples: ['https://app.example.com/sign-in?token={token}'] }),
-    }).optional().meta({ description: 'Sign-in links by email (needs mail); absent: 404.' }),
-    oidc: oidcSchema.optional(),
-  }).prefault({}),
+  server: serverSchema,
+  storage: storageSchema,
+  auth: authSchema,
   plans: z.strictObject({
-    // The shorthand it always was: limits.free.daily (read through planLimitsOf, src/plans.ts).
+    // The shorthand it always was: limits.free.daily (read through planLimitsOf, pipeline/plans.ts).
     freeDailyLimit: int(1, MAX_LIMIT).optional(),
     limits: z.record(planName, planLimits).default({}),
     upgradeUrl: z.string().regex(/^(?:\/(?!\/)|https:\/\/)[^\s"<>\\]*$/, 'expected a path such as /pricing or an https:// URL').default('/api/v1/subscription/upgrade')
@@ -187,20 +42,13 @@ const fileShape = z.strictObject({
     usageNoun: usageNoun.optional(),
     refundOn: refundOn.optional(),
   }).prefault({}),
-  // API keys for a public API (CONTRACT §21).
-  apiKeys: z.strictObject({
-    plans: z.union([z.literal('all'), z.array(planName).min(1)]).default(['pro'])
-      .meta({ description: 'The plans whose users may create API keys (the spec\'s rule: pro); "all" for every plan.' }),
-    maxPerOwner: int(1, 1000).default(10).meta({ description: 'Active keys a user may hold at once (a rolled key no longer counts).' }),
-    prefix: z.string().regex(API_KEY_PREFIX_RULE, 'expected 2 to 10 lower-case letters and digits, starting with a letter').default(DEFAULT_API_KEY_PREFIX)
-      .meta({ examples: ['acme'], description: 'What new keys start with, before `_` (the secret scanners\' rule); '
-        + 'keys made under an earlier prefix keep working.' }),
-  }).prefault({}),
+  apiKeys: apiKeysSchema, // CONTRACT §21
   // Organizations (CONTRACT §22): absent or disabled, /api/v1/orgs is not the gateway's.
   organizations: z.strictObject({
     enabled: bool().prefault(false).meta({ description: 'true: users create organizations, invite members by email and give them roles (/api/v1/orgs); needs mail.invitationUrl.' }),
     invitationTtl: duration.prefault('7d').meta({ description: 'How long an invitation\'s link works.' }),
     maxOwnedPerUser: int(1, 1000).default(3).meta({ description: 'Organizations a user may own at once (checked when one is created).' }),
+    sso: ssoSchema.optional(),
   }).optional(),
   // Errors any client can read (CONTRACT §20): codes, problem details on request, languages.
   errors: z.strictObject({
@@ -210,34 +58,8 @@ const fileShape = z.strictObject({
     }),
     messages: optionalText.meta({ examples: ['./messages'], description: 'A folder of <lang>.json files, {code: text}, overriding or adding a language (gateway check reads them).' }),
   }).prefault({}),
-  admin: z.strictObject({
-    host: z.string().default('127.0.0.1'),
-    port: port.default(9090),
-    apiKey: adminKey,
-    // Off loopback, the admin key, the metrics and the console's cookie would cross the network in clear.
-    tls: listenerTls.optional().meta({ description: 'Serve the admin listener over HTTPS (the admin API, metrics, health, and the console off loopback); the files are read again on SIGHUP.' }),
-    publicUrl: consoleOriginUrl.optional(),
-    // CONTRACT §24: operators' passkeys, their second factor beside TOTP (docs/operators.md#passkeys).
-    passkeys: relyingParty(z.string().min(1).default('auth-gateway console').meta({ examples: ['Example console'] }))
-      .optional().meta({
-        description: 'WebAuthn relying party of the console (operator passkeys): rpId (the console\'s host name), origins (the console\'s origins); '
-          + 'absent, or the console reached by another origin (an IP): operators sign in with TOTP only.',
-      }),
-  }).prefault({}),
-  // Traces (CONTRACT §17): empty endpoint and no OTEL_EXPORTER_OTLP_ENDPOINT, no tracing. What is
-  // left unset here, the standard OTEL_* variables fill (telemetry/tracing.ts).
-  telemetry: z.strictObject({
-    otlp: z.strictObject({
-      endpoint: optionalText.pipe(z.string().refine((u) => HTTP_URL.test(u) && isUrl(u, /^https?:$/), 'expected an http:// or https:// URL such as http://collector:4318').optional())
-        .meta({ pattern: `^$|${HTTP_URL.source}`, examples: ['http://collector:4318'], description: 'The collector\'s OTLP/HTTP base URL (traces go to {endpoint}/v1/traces); empty: OTEL_EXPORTER_OTLP_ENDPOINT, else no tracing.' }),
-      serviceName: optionalText.meta({ examples: ['auth-gateway'], description: 'service.name of the spans; unset: OTEL_SERVICE_NAME, else auth-gateway.' }),
-      sampleRatio: ratio.optional().meta({ description: 'The share of traces the gateway records (0 to 1); unset: OTEL_TRACES_SAMPLER_ARG, else 1.' }),
-      trustIncoming: bool().prefault(false).meta({ description: 'true: an incoming traceparent\'s sampled flag decides; false: the gateway decides (a client cannot force sampling).' }),
-      protocol: z.enum(OTLP_PROTOCOLS).optional().meta({
-        description: 'The export body: http/protobuf (OTLP\'s default) or http/json; unset: OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf.',
-      }),
-    }).prefault({}),
-  }).prefault({}),
+  admin: adminSchema,
+  telemetry: telemetrySchema, // CONTRACT §17
   // The audit log (CONTRACT §17): rows older than retention are purged.
   audit: z.strictObject({
     retention: duration.prefault('90d').meta({ description: 'How long audit events are kept (audit_events rows older are purged every hour).' }),
@@ -247,6 +69,7 @@ const fileShape = z.strictObject({
     host: z.string().default('127.0.0.1'),
     port: port.default(0).meta({ examples: [9191] }),
   }).prefault({}),
+  metrics: metricsListener, // CONTRACT §28: /metrics alone, so that the admin listener can stay on loopback
   webhooks: z.strictObject({
     timeout: duration.prefault('5s'),
     retries: int(0, 10).prefault(3),
@@ -260,11 +83,11 @@ const fileShape = z.strictObject({
   cors: corsSchema.optional(),
   mail: mailSchema.optional(),
   billing: billingSchema.optional(),
+  portal: portalSchema.optional(),
   hooks: hooksSchema.optional(),
   upstreams: z.record(z.string().regex(/^[A-Za-z0-9_.-]+$/, 'expected an upstream name of letters, digits, _ . -').meta({ examples: ['app'] }), upstreamSchema).default({}),
   routes: z.array(routeSchema).default([]),
 });
-
 
 export type Config = z.output<typeof fileShape>;
 
@@ -372,11 +195,16 @@ function checkCorsAndMail(cfg: Config, ctx: z.RefinementCtx): void {
   if (cfg.auth.magicLink && !cfg.mail) {
     ctx.addIssue({ code: 'custom', path: ['auth', 'magicLink'], message: 'needs mail: a sign-in link goes out by email' });
   }
-  if (cfg.organizations?.enabled && !cfg.mail?.invitationUrl) {
+  checkPortalSettings(cfg, (issue) => ctx.addIssue(issue));
+  if (cfg.organizations?.enabled && !mailLinks(cfg).invitation) {
     ctx.addIssue({
       code: 'custom', path: ['mail', 'invitationUrl'],
       message: 'required with organizations.enabled: an invitation goes out by email as a link to the application\'s page (a URL with {token})',
     });
+  }
+  // CONTRACT §31: auth.oidc may list no provider when it is there for organizations' SAML sign-ins.
+  if (cfg.auth.oidc && Object.keys(cfg.auth.oidc.providers).length === 0 && !(cfg.organizations?.enabled && cfg.organizations.sso)) {
+    ctx.addIssue({ code: 'custom', path: ['auth', 'oidc', 'providers'], message: 'expected at least one provider' });
   }
   if (cfg.auth.requireVerifiedEmail && !cfg.mail?.smtp) {
     ctx.addIssue({ code: 'custom', path: ['auth', 'requireVerifiedEmail'], message: 'needs mail.smtp: without mail no account could receive its verification link, and none could log in' });

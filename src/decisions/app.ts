@@ -7,12 +7,14 @@
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { sendDenial, sendError } from '../errors/index.js';
 import type { Instance } from '../instance.js';
-import { acceptEveryMethod, listenerOptions, registerCommon, registerHostCheck } from '../listener/basics.js';
-import { traceDecision, traceRequests } from '../listener/tracing.js';
+import { listenerOptions, registerCommon, registerHostCheck } from '../listener/basics.js';
+import { traceRequests } from '../telemetry/requestSpans.js';
 import { DenialLog } from '../telemetry/logThrottle.js';
+import { acceptEveryMethod } from '../proxy/methods.js';
 import { credentialChecks, findOwnCredentials } from '../proxy/ownTokens.js';
 import { requestContext, type OwnMethods } from '../live/requestContext.js';
-import { KEY_ID_HEADER, ORG_IDENTITY_HEADERS } from '../pipeline/index.js';
+import { decisionForPortalHost } from '../routing/portalHost.js';
+import { isReservedIdentityHeader, KEY_ID_HEADER, ORG_IDENTITY_HEADERS, traceDecision } from '../pipeline/index.js';
 import { DECISION_HEADERS, DECISIONS_PATH, originalRequest } from './original.js';
 
 /**
@@ -37,14 +39,6 @@ export const CLEAN_COOKIE_HEADER = 'x-gateway-clean-cookie';
  * reach the application. A client that sets it through a proxy passing it on leaks only its own token.
  */
 export const CLEANS_HEADER = 'x-gateway-clean';
-
-/**
- * Sent by the documented proxy configurations (CONTRACT §22): they set x-org-id, -role and -plan
- * from every answer. A proxy configured before organizations copies none of them, and a client's
- * own x-org-* would reach the application: while organizations are enabled, a decision request
- * without this header is refused (400).
- */
-export const ORG_AWARE_HEADER = 'x-gateway-org-aware';
 
 export interface DecisionsOptions {
   /** The public listener's own endpoints (requestContext.ts, ownEndpointMethods). */
@@ -78,10 +72,10 @@ export async function buildDecisionsApp(instance: Instance, options: DecisionsOp
   const handler = async (request: FastifyRequest, reply: FastifyReply) => {
     const original = originalRequest(request.method, request.url, request.raw.rawHeaders);
     if (!original) return sendError(reply, 'badRequest');
-    if (organizations && request.headers[ORG_AWARE_HEADER] !== '1') {
-      request.log.info('decision refused: the proxy does not say it sets the x-org-* headers (X-Gateway-Org-Aware: 1)');
-      return sendError(reply, 'badRequest');
-    }
+    if (carriesClientIdentity(request)) return sendError(reply, 'badRequest');
+    // The customer portal's host serves no route (CONTRACT §30): a proxy that sends that host's
+    // requests here gets the answer the public listener gives there.
+    if (decisionForPortalHost(instance.config.portal, request.headers)) return sendError(reply, 'routeNotFound');
     // Decided against the live state of this moment, like any request the public listener takes.
     const context = requestContext(live.current, original.method, original.url, ownMethods);
     // Where the client put a gateway credential. Authorization and X-API-Key are every documented
@@ -127,6 +121,19 @@ export async function buildDecisionsApp(instance: Instance, options: DecisionsOp
   app.route({ method: app.supportedMethods, url: DECISIONS_PATH, handler });
   app.route({ method: app.supportedMethods, url: `${DECISIONS_PATH}/*`, handler });
   return app;
+}
+
+/**
+ * Whether the decision request carries a header that says who the client is (CONTRACT §33), logged
+ * at info with its name. A client never has a reason to send one, and the documented configurations
+ * pass the client's headers to the decision unchanged: a proxy configured before the gateway
+ * answered a header (x-org-* before organizations, x-user-key-id before API keys) would otherwise
+ * hand the client's copy to the application, next to the genuine ones it does copy.
+ */
+function carriesClientIdentity(request: FastifyRequest): boolean {
+  const reserved = Object.keys(request.headers).find(isReservedIdentityHeader);
+  if (reserved !== undefined) request.log.info({ header: reserved }, 'decision refused: the client sent a reserved identity header');
+  return reserved !== undefined;
 }
 
 /** What the proxy says it forwards cleaned (CLEANS_HEADER): `uri`, `cookie`. */

@@ -19,7 +19,7 @@ import { importUsers, readUsers } from '../import/index.js';
 import { knownPlans } from '../pipeline/plans.js';
 import { DEMO_GITHUB_LOGIN, DEMO_GITHUB_USER, startGitHubFake, type GitHubFake } from './githubFake.js';
 import { startEchoUpstream, startMailCatcher, startTraceReceiver, type Inbox } from './servers.js';
-import { startStripeFake, type StripeFake } from './stripeFake.js';
+import { startStripeFake, type StripeFake } from '../stripeFake/index.js';
 import { walkthrough } from './walkthrough.js';
 import { startDemoIdp, type DemoIdp } from './localProvider.js';
 import { createLogger } from '../telemetry/logger.js';

@@ -108,9 +108,9 @@ function decisionSteps(decisionsUrl: string): string[] {
     '',
     '# 8. The same decisions for a proxy you already run (nginx auth_request, Caddy forward_auth: docs/decisions.md):',
     '#    200 with the identity headers for the proxy to copy, or the denial for it to pass on, and nothing forwarded.',
-    '#    With organizations on, the documented proxy configurations also send X-Gateway-Org-Aware: 1 (docs/organizations.md)',
-    `curl -s -D - ${decisionsUrl}/decisions/api/v1/profile -H "Authorization: Bearer $TOKEN" -H 'X-Gateway-Org-Aware: 1'`,
-    `curl -s ${show} ${decisionsUrl}/decisions -H 'X-Forwarded-Uri: /api/v1/reports' -H "Authorization: Bearer $TOKEN" -H 'X-Gateway-Org-Aware: 1'`,
+    '#    A request carrying its own x-user-*, x-org-* or x-auth-method is refused (400): only the gateway says who it is.',
+    `curl -s -D - ${decisionsUrl}/decisions/api/v1/profile -H "Authorization: Bearer $TOKEN"`,
+    `curl -s ${show} ${decisionsUrl}/decisions -H 'X-Forwarded-Uri: /api/v1/reports' -H "Authorization: Bearer $TOKEN"`,
   ];
 }
 
@@ -211,12 +211,12 @@ function billingSteps(url: string): string[] {
   return [
     '',
     '# 20. Paying for a plan (docs/billing.md): /api/v1/exports is for pro, which premium (step 9) is not: 403. The',
-    '#     gateway makes a Stripe Checkout Session and answers its URL; opening it pays (here the demo\'s fake of',
-    '#     Stripe, which then sends the gateway Stripe\'s signed checkout.session.completed); the gateway asks Stripe',
+    '#     gateway makes a Stripe Checkout Session and answers its URL, a page with Pay and Cancel; Pay posts to it (here',
+    '#     the Stripe double, which then sends the gateway Stripe\'s signed checkout.session.completed); the gateway asks Stripe',
     '#     for the subscription and sets the plan on every instance within a second: the same token passes',
     `curl -s ${show} ${url}/api/v1/exports -H "Authorization: Bearer $TOKEN"`,
     `CHECKOUT_URL=$(curl -s -X POST ${url}/api/v1/billing/checkout -H "Authorization: Bearer $TOKEN" ${json} -d '{"price":"price_pro_monthly"}' | ${field('url')}); echo "$CHECKOUT_URL"`,
-    `curl -s ${show} "$CHECKOUT_URL"`,
+    `curl -s ${show} -X POST "$CHECKOUT_URL"`,
     `curl -s ${show} ${url}/api/v1/exports -H "Authorization: Bearer $TOKEN"`,
   ];
 }

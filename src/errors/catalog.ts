@@ -44,7 +44,7 @@ export const CATALOG = {
     when: 'refresh, or a guard: a valid bearer or refresh token names a deactivated account (an API key of one stays `token_invalid`)' },
   tokenInvalid: { status: 401, code: 'token_invalid', fr: 'Token invalide ou expiré', en: 'Invalid or expired token',
     when: 'a guard: a bearer token or API key that is not valid, where one is required or where it is optional' },
-  tokenMissing: { status: 401, code: 'token_missing', fr: 'Token invalide ou expiré', en: 'Invalid or expired token',
+  tokenMissing: { status: 401, code: 'token_missing', fr: 'Token invalide ou expiré', en: 'No token was sent',
     title: { fr: 'Token manquant', en: 'Missing token' },
     when: 'a guard: no bearer token or API key sent where one is required' },
   notAuthenticated: { status: 401, code: 'not_authenticated', fr: 'Non authentifié', en: 'Not authenticated',
@@ -74,9 +74,11 @@ export const CATALOG = {
   routeNotFound: { status: 404, code: 'route_not_found', fr: 'Route introuvable', en: 'Route not found',
     when: 'no route and no own endpoint matches the path; `oidc/{provider}/…` for a provider `auth.oidc.providers` does not name; an own endpoint spelled '
       + 'otherwise (`/API/V1/AUTH/LOGIN`, a trailing `/`, `;params`, a format suffix), which is never proxied; a decision-only route (no `upstream`) on the '
-      + 'public listener; on the decisions listener, a decision for an own endpoint\'s path, or any path but `/decisions`' },
+      + 'public listener; any route on the customer portal\'s host (`portal.publicUrl`, HTTP and WebSocket), and a path under `{path}api/` that is no endpoint; '
+      + 'on the decisions listener, a decision for an own endpoint\'s path or for the portal\'s host, or any path but `/decisions`' },
   methodNotAllowed: { status: 405, code: 'method_not_allowed', fr: 'Méthode non autorisée', en: 'Method not allowed',
-    when: 'a route matches the path but not the method (or the method an override names), or an own endpoint is called with another method; with `Allow`' },
+    when: 'a route matches the path but not the method (or the method an override names), or an own endpoint is called with another method '
+      + '(a portal page with another method than GET or HEAD); with `Allow`' },
   payloadTooLarge: { status: 413, code: 'payload_too_large', fr: 'Requête trop volumineuse', en: 'Request too large',
     when: 'a body over `server.bodyLimit`; an admin alert whose `data` is over 60 KiB' },
   rateLimited: { status: 429, code: 'too_many_attempts', fr: 'Trop de tentatives, réessayez plus tard', en: 'Too many attempts, try again later',
@@ -113,6 +115,8 @@ export const CATALOG = {
   adminUnauthorized: { status: 401, code: 'admin_key_invalid', fr: 'Clé d’administration invalide', en: 'Invalid admin key',
     when: 'admin API: missing or wrong admin key or operator token (`gwop_…`: unknown, expired, or its operator removed) (with `WWW-Authenticate: Bearer '
       + 'realm="gateway-admin"`)' },
+  metricsUnauthorized: { status: 401, code: 'metrics_token_invalid', fr: 'Jeton de métriques invalide', en: 'Invalid metrics token',
+    when: 'metrics listener (`metrics.token` set): `/metrics` without `Authorization: Bearer` and that token (with `WWW-Authenticate: Bearer realm="gateway-metrics"`)' },
   adminNotFound: { status: 404, code: 'resource_not_found', fr: 'Ressource introuvable', en: 'Resource not found',
     when: 'admin API: no `admin.apiKey` configured and no operator, an unknown user or operator, an unknown `/admin` path; `/admin/v1/operator/tokens` with '
       + 'the shared key (it is no operator)' },
@@ -140,7 +144,8 @@ export const CATALOG = {
     when: 'admin API: `GET /admin/v1/users` with an empty `?email=`' },
   // CONTRACT §16 (operators)
   consoleCsrf: { status: 403, code: 'csrf_token_invalid', fr: 'Jeton CSRF invalide', en: 'Invalid CSRF token',
-    when: 'console: a change without the session\'s CSRF token, or from another `Origin`' },
+    when: 'console: a change without the session\'s CSRF token, or from another `Origin`; portal: a `{path}api/` request without `X-Gateway-Portal: 1`, '
+      + 'with an `Origin` other than `portal.publicUrl` (or none, but on a GET), or with `Sec-Fetch-Site` other than `same-origin`' },
   consoleTicketInvalid: { status: 401, code: 'console_link_invalid', fr: 'Lien de connexion invalide, déjà utilisé ou expiré', en: 'Sign-in link invalid, already used or expired',
     when: 'console: a one-time sign-in link opened a second time, after its 10 minutes, or from another `Origin`' },
   adminListInvalid: { status: 400, code: 'user_list_invalid', fr: 'Paramètres de liste invalides (limit, cursor, active ou plan)', en: 'Invalid list parameters (limit, cursor, active or plan)',
@@ -167,8 +172,8 @@ export const CATALOG = {
     when: 'a route, decision or WebSocket upgrade with `mfa: required`, without an `aal2` access token (an API key never is one)' },
   recentAuthRequired: { status: 403, code: 'recent_auth_required', fr: 'Authentification récente requise', en: 'Recent authentication required',
     when: 'guard `factor` (adding, confirming, removing a factor, unlinking a provider): not a bearer token, a sign-in over 5 minutes old, or not `aal2` for a '
-      + 'user with a second factor; `POST /admin/v1/operator/tokens`: not from an operator\'s console session whose second factor was given in the last 5 '
-      + 'minutes (an operator token never mints another)' },
+      + 'user with a second factor; `DELETE /api/v1/user/me` of a user with a second factor: not a sign-in at `aal2` at most 5 minutes old; '
+      + '`POST /admin/v1/operator/tokens`: not from an operator\'s console session whose second factor was given in the last 5 minutes (an operator token never mints another)' },
   emailUnverified: { status: 403, code: 'email_unverified', fr: 'Adresse email non vérifiée', en: 'Email address not verified',
     when: 'guard `factor` with `mail` configured: the account\'s email is not verified; creating an organization or inviting to one without a verified email' },
   passkeyInvalid: { status: 400, code: 'passkey_invalid', fr: 'Clé d\'accès invalide', en: 'Invalid passkey',
@@ -221,15 +226,30 @@ export const CATALOG = {
     when: '`PUT` or `DELETE /api/v1/orgs/{id}/members/{user_id}`: that user is not a member of the organization' },
   invitationNotFound: { status: 404, code: 'invitation_not_found', fr: 'Invitation introuvable', en: 'Invitation not found',
     when: '`DELETE /api/v1/orgs/{id}/invitations/{inv_id}`: no pending invitation of the organization has that id (accepted, cancelled or expired ones included)' },
-  orgNotApplicable: { status: 400, code: 'org_not_applicable', fr: 'Requête invalide', en: 'Invalid request',
+  orgNotApplicable: { status: 400, code: 'org_not_applicable', fr: 'Requête invalide', en: 'This route does not act for an organization',
     title: { fr: 'Organisation non applicable', en: 'Organization not applicable' },
     when: 'a route, decision or WebSocket upgrade whose route declares no `org:`: the request sends `Gateway-Org`' },
   orgAccessDenied: { status: 403, code: 'org_access_denied', fr: 'Accès à l\'organisation refusé', en: 'Access to the organization denied',
     when: 'a route with `org:`: `Gateway-Org` names an organization the caller is not a member of, or none; sent with a personal API key, or with an organization key of another organization' },
   orgRequired: { status: 403, code: 'org_required', fr: 'Organisation requise', en: 'Organization required',
     when: 'a route with `org: required` (or `roles`): the request does not act for an organization' },
+  orgNameInvalid: { status: 400, code: 'org_name_invalid', fr: 'Nom invalide', en: 'Invalid name',
+    when: '`POST /api/v1/orgs`, `PATCH /api/v1/orgs/{id}`: the name is empty, over 64 characters, or holds a control, bidi or line-break character, `://`, `www.` or `@` '
+      + '(also in its NFKC form): a name, never something a mail client links' },
   orgLimitReached: { status: 409, code: 'org_limit_reached', fr: 'Nombre maximal d\'organisations atteint', en: 'Maximum number of organizations reached',
     when: '`POST /api/v1/orgs`: the user owns `organizations.maxOwnedPerUser` organizations already' },
+  // CONTRACT §31: an organization's domains
+  domainNotAllowed: { status: 400, code: 'domain_not_allowed', fr: 'Domaine non autorisé', en: 'Domain not allowed',
+    when: '`POST /api/v1/orgs/{id}/domains`: not a domain name, an IP address, a public suffix (the Public Suffix List) or a public mail domain' },
+  domainTaken: { status: 409, code: 'domain_taken', fr: 'Domaine déjà vérifié par une autre organisation', en: 'Domain already verified by another organization',
+    when: '`POST /api/v1/orgs/{id}/domains` and `…/verify`: another organization verified that domain' },
+  domainUnverified: { status: 409, code: 'domain_unverified', fr: 'Domaine non vérifié', en: 'Domain not verified',
+    when: '`POST /api/v1/orgs/{id}/domains/{domain}/verify`: the TXT record `_gateway-verify.<domain>` does not hold the claim\'s value, or the claim expired' },
+  domainNotFound: { status: 404, code: 'domain_not_found', fr: 'Domaine introuvable', en: 'Domain not found',
+    when: '`…/orgs/{id}/domains/{domain}`: the organization has not claimed that domain' },
+  // CONTRACT §31: an organization's SCIM tokens (SCIM's own answers under /scim/v2 are SCIM's, outside the catalog: src/scim/errors.ts)
+  scimTokenNotFound: { status: 404, code: 'scim_token_not_found', fr: 'Jeton SCIM introuvable', en: 'SCIM token not found',
+    when: '`DELETE /api/v1/orgs/{id}/scim/tokens/{token_id}`: the organization has no token with that id (revoked already, or another organization\'s)' },
   // CONTRACT §24: operators
   lastAdmin: { status: 409, code: 'last_admin', fr: 'Dernier administrateur', en: 'Last administrator',
     when: '`PUT /admin/v1/operators/{id}/role` and `DELETE /admin/v1/operators/{id}` (and `gateway operators set-role`, `remove`): the last `admin` operator '
@@ -240,15 +260,27 @@ export const CATALOG = {
   priceUnknown: { status: 400, code: 'price_unknown', fr: 'Prix inconnu', en: 'Unknown price',
     when: '`POST /api/v1/billing/checkout`: `price` is not a key of `billing.stripe.prices`' },
   signatureInvalid: { status: 400, code: 'signature_invalid', fr: 'Signature invalide', en: 'Invalid signature',
-    when: '`POST /api/v1/billing/stripe/webhook`: `Stripe-Signature` missing, not made with any of `billing.stripe.webhookSecrets`, or older than 300 s' },
+    when: '`POST /api/v1/billing/stripe/webhook`: `Stripe-Signature` missing, not made with any of `billing.stripe.webhookSecrets`, or dated more than 300 s before or after now' },
   subscriptionNone: { status: 404, code: 'subscription_none', fr: 'Aucun abonnement', en: 'No subscription',
     when: '`POST /api/v1/billing/portal`: the owner has no Stripe customer yet (no checkout completed)' },
   subscriptionAlreadyActive: { status: 409, code: 'subscription_already_active', fr: 'Abonnement déjà actif', en: 'Subscription already active',
     when: '`POST /api/v1/billing/checkout`: the owner already has an active or trialing subscription (the portal changes it)' },
+  planManagedByBilling: { status: 409, code: 'plan_managed_by_billing', fr: 'Plan géré par la facturation', en: 'Plan managed by billing',
+    when: 'admin API `PUT /admin/v1/users/{id}/plan` and `/orgs/{id}/plan`: a subscription (active, trialing, or past_due within its grace) gives the owner '
+      + 'the plan in `billing_plan`, and the body asks another without `"override": true`' },
   paymentUnavailable: { status: 503, code: 'payment_unavailable', fr: 'Service de paiement indisponible', en: 'Payment service unavailable',
     when: '`POST /api/v1/billing/checkout` and `/portal`: Stripe did not answer, or answered an error; '
       + '`DELETE /api/v1/user/me`, `DELETE /api/v1/orgs/{id}` and an operator\'s `DELETE /admin/v1/users/{id}` with a running subscription: '
       + 'Stripe could not be told to cancel it at period end, and the owner is kept' },
   stripeEventFailed: { status: 500, code: 'stripe_event_failed', fr: 'Événement non appliqué, réessayez plus tard', en: 'Event not applied, retry later',
     when: '`POST /api/v1/billing/stripe/webhook`: fetching the subscription from Stripe failed; nothing was applied, and Stripe retries the event' },
+  // CONTRACT §31: enterprise sign-in for organizations
+  ssoConnectionNotFound: { status: 404, code: 'sso_connection_not_found', fr: 'Aucune connexion d\'organisation', en: 'No organization connection',
+    when: '`GET /api/v1/auth/sso`: no SAML connection for the email\'s domain (a verified domain of an organization that has one) or for `org`; '
+      + '`GET`, `DELETE /api/v1/orgs/{id}/sso/saml`, `PUT /admin/v1/orgs/{id}/sso/saml` and `GET /api/v1/auth/saml/{connection}/metadata`: no such connection' },
+  ssoRequired: { status: 403, code: 'sso_required', fr: 'Connexion par l\'organisation requise', en: 'Organization sign-in required',
+    fields: ['sso_url'],
+    when: '`login`, `register`, `magic-link/verify`, `passkeys/login/verify`, an invitation\'s redemption (and a provider sign-in, `#error=sso_required`) for an '
+      + 'address of a verified domain of an organization whose SAML connection has `enforce`, whatever the password; `oidc/exchange` and `mfa/verify` of such an '
+      + 'address\'s login code or mfa_token that did not come from that connection (given before `enforce`); the body adds `sso_url`' },
 } as const satisfies Record<string, CatalogEntry>;

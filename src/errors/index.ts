@@ -2,7 +2,9 @@
 // answered here, in the shape the operator and the client asked for (CONTRACT §20): the spec's
 // `{"error": <French>}` by default, a `code` with `errors.codes`, RFC 9457 problem details when the
 // client's Accept names them, in the language `errors.language` picks. Handlers send errors by
-// name (sendError / sendDenial / GatewayError); no text is spelled anywhere else.
+// name (sendError / sendDenial / GatewayError); no text is spelled anywhere else. The room's one
+// door: the listing (GET /api/v1/errors, `gateway errors`), the operator's message files and the
+// negotiation of a language are reached through it too (test/architecture/imports.test.ts).
 import type { IncomingHttpHeaders } from 'node:http';
 import type { FastifyReply } from 'fastify';
 import { CATALOG } from './catalog.js';
@@ -11,7 +13,9 @@ import { negotiateLanguage, wantsProblem } from './negotiation.js';
 
 export { CATALOG as ERRORS } from './catalog.js';
 export { SUCCESS } from './success.js';
-export { namedLanguage, negotiateLanguage, supportedLanguage } from './negotiation.js';
+export { LANGUAGE_TAG, namedLanguage, negotiateLanguage, supportedLanguage } from './negotiation.js';
+export { catalogTable, ERRORS_PATH, errorList } from './listing.js';
+export { errorStyleOf, readMessageFiles } from './messageFiles.js';
 export { DEFAULT_STYLE, type ErrorStyle, type Language, type Nouns, type Params } from './messages.js';
 /** An error's name in the catalog (camelCase: metrics, traces, logs); its `code` is what clients read. */
 export type ErrorCode = ErrorName;

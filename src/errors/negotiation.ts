@@ -32,7 +32,8 @@ const PROBLEM = 'application/problem+json';
  * range alone never asks for problem details: a browser's *\/* keeps the spec's body.
  */
 export function wantsProblem(accept: string | undefined): boolean {
-  if (!accept?.includes('problem')) return false;
+  // Media types are case-insensitive (RFC 9110 §8.3.1): `APPLICATION/PROBLEM+JSON` asks too.
+  if (accept === undefined || !/problem/i.test(accept)) return false;
   const entries = preferences(accept);
   const problem = entries.find((e) => e.value === PROBLEM);
   if (!problem || problem.q <= 0) return false;

@@ -22,6 +22,9 @@ export const SUCCESS = {
   orgDeleted: { code: 'org_deleted', fr: 'Organisation supprimée', en: 'Organization deleted' },
   invitationCancelled: { code: 'invitation_cancelled', fr: 'Invitation annulée', en: 'Invitation cancelled' },
   memberRemoved: { code: 'member_removed', fr: 'Membre retiré', en: 'Member removed' },
+  domainReleased: { code: 'domain_released', fr: 'Domaine libéré', en: 'Domain released' },
+  scimTokenRevoked: { code: 'scim_token_revoked', fr: 'Jeton SCIM révoqué', en: 'SCIM token revoked' },
+  ssoConnectionDeleted: { code: 'sso_connection_deleted', fr: 'Connexion d\'organisation supprimée', en: 'Organization connection deleted' },
   // The admin API and the console (operators).
   sessionsRevoked: { code: 'sessions_revoked', fr: 'Sessions révoquées', en: 'Sessions revoked' },
   mfaReset: { code: 'mfa_reset', fr: 'Second facteur retiré', en: 'Second factor removed' },

@@ -7,13 +7,13 @@
 // /metrics (every worker's registry, summed by prom-client's AggregatorRegistry) and /readyz
 // (ready when every worker is). A worker asks it over the IPC channel; the primary asks every
 // worker and answers the one that asked. It also holds the console's sessions and sign-in tickets
-// (admin/consoleStore.ts): whichever worker a connection reaches knows them.
+// (storage/operators/consoleStore.ts): whichever worker a connection reaches knows them.
 import cluster, { type Worker } from 'node:cluster';
 import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import type { Logger } from 'pino';
 import { AggregatorRegistry } from 'prom-client';
-import { memoryConsoleStore } from '../storage/consoleStore.js';
+import { memoryConsoleStore } from '../storage/operators/index.js';
 import type { Config } from '../config/schema.js';
 import type { CheckState, Readiness, ReadinessStatus } from '../listener/health.js';
 import { isMessage, type Gathered, type Message, type MetricsJson } from './messages.js';
@@ -56,7 +56,7 @@ export interface PrimaryOptions {
   /** How long a worker may take to drain and close after SIGTERM before it is killed. */
   stopTimeoutMs: number;
   /** Once every worker serves: the listeners' addresses (the same in every worker). */
-  listening(urls: { url: string; admin?: string; decisions?: string }): void;
+  listening(urls: { url: string; admin?: string; decisions?: string; metrics?: string }): void;
 }
 
 /**
@@ -139,11 +139,11 @@ class Primary {
     }
   }
 
-  private workerListening(worker: Worker, urls: { url: string; admin?: string; decisions?: string }): void {
+  private workerListening(worker: Worker, urls: { url: string; admin?: string; decisions?: string; metrics?: string }): void {
     this.workers.get(worker)!.listening = true;
     if (!this.started && this.listeningWorkers().length === this.options.count) {
       this.started = true;
-      this.options.listening({ url: urls.url, admin: urls.admin, decisions: urls.decisions });
+      this.options.listening({ url: urls.url, admin: urls.admin, decisions: urls.decisions, metrics: urls.metrics });
     }
   }
 

@@ -3,7 +3,7 @@
 // alone (/metrics and /readyz over every worker, the console's sessions and tickets), and answers
 // the primary's gatherings with its own.
 import cluster from 'node:cluster';
-import type { ConsoleStore, ConsoleStoreCall } from '../storage/consoleStore.js';
+import type { ConsoleStore, ConsoleStoreCall } from '../storage/operators/index.js';
 import type { Config } from '../config/schema.js';
 import type { Readiness } from '../listener/health.js';
 import { isMessage, type Gathered, type Message, type MetricsJson } from './messages.js';
@@ -21,7 +21,7 @@ export interface FleetLink {
   /** What this worker answers when the primary gathers, once it runs. */
   serve(own: { metrics(): Promise<MetricsJson>; readiness(): Promise<Readiness> }): void;
   /** Tells the primary this worker serves. */
-  listening(urls: { url: string; admin?: string; decisions?: string }): void;
+  listening(urls: { url: string; admin?: string; decisions?: string; metrics?: string }): void;
   /** A configuration the primary checked after a SIGHUP. */
   onReload(apply: (config: Config) => void): void;
   /** The primary's SIGINT: close at once, without draining (SIGTERM comes as itself). */

@@ -3,8 +3,8 @@
 // console, the public API and billing alike: hooks are derived there (audit.ts), so no call site
 // can record the change and forget the hook. What the audit row does not keep (an email, a plan
 // before the change) is read in the same transaction, or handed over in `facts`.
-import type { AuditEvent } from '../storage/audit.js';
-import type { Queryable } from '../storage/db.js';
+import type { AuditEvent } from '../storage/events/index.js';
+import type { Queryable } from '../storage/database/index.js';
 import { orgSubject, userSubject, type HookEvent } from './hooks.js';
 
 /** What a call site knows that the audit row does not store, for the hook only. */
@@ -42,24 +42,39 @@ const deleted: Mapper = async (e, _tx, facts) => [
   ...(facts.memberOf ?? []).map((orgId): HookEvent => ({ type: 'org.member_removed', subject: orgSubject(orgId), data: { org_id: orgId, user_id: e.userId } })),
 ];
 
+/**
+ * Who changed a plan (CONTRACT §29): an operator (admin API, console, CLI, import; `override`
+ * when it held against billing), billing (a Stripe event, named), or the system (a grace that ended).
+ */
+function planSource(e: AuditEvent): Record<string, unknown> {
+  if (e.type === 'billing.plan_changed') {
+    return e.actor === 'system' ? { source: 'system' } : { source: 'billing', stripe_event_id: e.data?.event_id ?? null };
+  }
+  return { source: 'operator', ...(e.data?.override === true ? { override: true } : {}) };
+}
+
 const planChanged: Mapper = async (e, _tx, facts) =>
-  [userEvent('user.plan_changed', e.userId!, { plan: e.data?.plan, ...(facts.previous_plan ? { previous_plan: facts.previous_plan } : {}) })];
+  [userEvent('user.plan_changed', e.userId!, { plan: e.data?.plan, ...(facts.previous_plan ? { previous_plan: facts.previous_plan } : {}), ...planSource(e) })];
 
 const activeChanged: Mapper = async (e) => [userEvent('user.active_changed', e.userId!, { active: e.data?.active === true })];
 
-// A plan set by payment is a plan change of its owner too: a backend listening to user.plan_changed
-// alone hears every change, whoever made it. An organization's (data.org_id, no user) is its
-// billing.plan_changed alone.
+// A SCIM deprovisioning or its undoing (CONTRACT §31) changes the account's own flag only for an
+// account the organization manages and nobody else has: then, and only then, user.active_changed.
+const scimActive: Mapper = async (e) =>
+  (typeof e.data?.account_active === 'boolean' ? [userEvent('user.active_changed', e.userId!, { active: e.data.account_active })] : []);
+
+// A plan set by payment is a plan change of its owner too (CONTRACT §29, one story per event): a
+// backend listening to user.plan_changed or org.plan_changed alone hears every change, whoever
+// made it, and billing.plan_changed says it came from billing.
 const billed: Mapper = async (e) => {
   const { plan, previous_plan: previous, event_id: stripeEventId } = e.data ?? {};
   const orgId = num(e.data?.org_id);
-  if (orgId !== undefined) {
-    return [{ type: 'billing.plan_changed', subject: orgSubject(orgId), data: { owner_type: 'org', owner_id: orgId, plan, previous_plan: previous, stripe_event_id: stripeEventId ?? null } }];
-  }
-  return [
-    userEvent('user.plan_changed', e.userId!, { plan, previous_plan: previous }),
-    { type: 'billing.plan_changed', subject: userSubject(e.userId!), data: { owner_type: 'user', owner_id: e.userId, plan, previous_plan: previous, stripe_event_id: stripeEventId ?? null } },
-  ];
+  const owner = orgId !== undefined ? { owner_type: 'org', owner_id: orgId } : { owner_type: 'user', owner_id: e.userId };
+  const subject = orgId !== undefined ? orgSubject(orgId) : userSubject(e.userId!);
+  const changed: HookEvent = orgId !== undefined
+    ? { type: 'org.plan_changed', subject, data: { org_id: orgId, plan, previous_plan: previous, ...planSource(e) } }
+    : userEvent('user.plan_changed', e.userId!, { plan, previous_plan: previous, ...planSource(e) });
+  return [changed, { type: 'billing.plan_changed', subject, data: { ...owner, plan, previous_plan: previous, stripe_event_id: stripeEventId ?? null } }];
 };
 
 const orgCreated: Mapper = async (e, tx) => {
@@ -72,7 +87,7 @@ const orgCreated: Mapper = async (e, tx) => {
 const orgPlanChanged: Mapper = async (e) => {
   const orgId = num(e.data?.org_id)!;
   const previous = typeof e.data?.previous === 'string' ? { previous_plan: e.data.previous } : {};
-  return [{ type: 'org.plan_changed', subject: orgSubject(orgId), data: { org_id: orgId, plan: e.data?.plan, ...previous } }];
+  return [{ type: 'org.plan_changed', subject: orgSubject(orgId), data: { org_id: orgId, plan: e.data?.plan, ...previous, ...planSource(e) } }];
 };
 
 const member = (type: 'org.member_added' | 'org.member_removed'): Mapper => async (e) => {
@@ -81,9 +96,22 @@ const member = (type: 'org.member_added' | 'org.member_removed'): Mapper => asyn
   return [{ type, subject: orgSubject(orgId), data: { org_id: orgId, user_id: num(e.data?.member_id) ?? e.userId, ...role } }];
 };
 
+// A member's role changed (CONTRACT §31's hook): by an owner or admin (§22: data from, to) or by the
+// organization's SAML or SCIM (the same data).
+const roleChanged: Mapper = async (e) => {
+  const orgId = num(e.data?.org_id)!;
+  return [{ type: 'org.role_changed', subject: orgSubject(orgId), data: { org_id: orgId, user_id: num(e.data?.member_id) ?? e.userId, role: e.data?.to, previous_role: e.data?.from } }];
+};
+
+// A domain's verification won or lost (CONTRACT §31): about the organization, no user.
+const domain = (type: 'org.domain_verified' | 'org.domain_unverified'): Mapper => async (e) => {
+  const orgId = num(e.data?.org_id)!;
+  return [{ type, subject: orgSubject(orgId), data: { org_id: orgId, domain: e.data?.domain } }];
+};
+
 // A key is its user's, or an organization's (§22: data.org_id names it), whose subject then orders
 // its events. Every creation and revocation records the key's id; revoking several at once records
-// one event per key (auth/apiKeys.ts).
+// one event per key (keys/personal.ts).
 const keyEvent = (type: 'api_key.created' | 'api_key.revoked'): Mapper => async (e) => {
   const orgId = num(e.data?.org_id);
   const owner = orgId === undefined ? { owner_type: 'user', owner_id: e.userId } : { owner_type: 'org', owner_id: orgId };
@@ -100,17 +128,22 @@ const MAPPERS: Partial<Record<AuditEvent['type'], Mapper>> = {
   'admin.user_deleted': deleted,
   'admin.plan_changed': planChanged,
   'admin.active_changed': activeChanged,
+  'scim.user_deactivated': scimActive,
+  'scim.user_reactivated': scimActive,
   'billing.plan_changed': billed,
   'org.created': orgCreated,
   'org.member_added': member('org.member_added'),
   'org.member_removed': member('org.member_removed'),
+  'org.role_changed': roleChanged,
+  'org.domain_verified': domain('org.domain_verified'),
+  'org.domain_unverified': domain('org.domain_unverified'),
   'admin.org_plan_changed': orgPlanChanged,
   'api_key.created': keyEvent('api_key.created'),
   'api_key.revoked': keyEvent('api_key.revoked'),
 };
 
 // Events about an organization as a whole name no user (a plan billed to one included); every other mapped event is about one.
-const WITHOUT_USER = new Set<AuditEvent['type']>(['admin.org_plan_changed', 'billing.plan_changed']);
+const WITHOUT_USER = new Set<AuditEvent['type']>(['admin.org_plan_changed', 'billing.plan_changed', 'org.domain_verified', 'org.domain_unverified']);
 
 /** The hooks an audit event stands for (none for most), read in the change's transaction `tx`. */
 export async function hooksOfAudit(event: AuditEvent, tx: Queryable, facts: HookFacts = {}): Promise<HookEvent[]> {

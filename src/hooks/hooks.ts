@@ -4,8 +4,8 @@
 // in order per subject (a user, an organization). Nothing here waits on the receiver.
 import { randomBytes } from 'node:crypto';
 import type { HookEventType, HooksConfig } from '../config/schema/hooks.js';
-import type { Database, Queryable } from '../storage/db.js';
-import { insertHookDelivery } from '../storage/webhookDeliveries.js';
+import type { Database, Queryable } from '../storage/database/index.js';
+import { insertHookDelivery } from '../storage/events/index.js';
 import { servedTraceparent } from '../telemetry/tracing.js';
 
 export interface HookEvent {

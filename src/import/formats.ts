@@ -4,7 +4,7 @@
 // JSON lines of its columns); `firebase auth:export`'s JSON, with the project's hash parameters.
 import { parseCsv } from './csv.js';
 import { firebaseHash, type FirebaseHashConfig } from './firebaseHash.js';
-import { FIELDS, refused, toRow, type Fields, type Parsed } from './rows.js';
+import { FIELDS, isoTime, refused, toRow, type Fields, type Parsed } from './rows.js';
 
 export const FORMATS = ['csv', 'json', 'auth0', 'supabase', 'firebase'] as const;
 export type Format = (typeof FORMATS)[number];
@@ -112,10 +112,29 @@ function fromAuth0(u: Record<string, unknown>): Fields {
 
 // Supabase's auth.users columns: a ban still running makes the account inactive.
 function fromSupabase(now: Date) {
-  return (u: Record<string, unknown>): Fields => {
-    const banned = typeof u.banned_until === 'string' && u.banned_until.trim() !== '' && !(new Date(u.banned_until.trim().replace(' ', 'T')).getTime() <= now.getTime());
+  return (u: Record<string, unknown>): Fields | string => {
+    const banned = runningBan(u.banned_until, now);
+    if (typeof banned === 'string') return banned;
     return { email: u.email, password_hash: u.encrypted_password, email_verified_at: u.email_confirmed_at, created_at: u.created_at, external_id: u.id, is_active: !banned };
   };
+}
+
+/**
+ * Whether a ban ending at `until` still runs at `now`: read as Postgres writes a timestamptz
+ * (`2020-01-01 00:00:00+00`, which new Date() cannot read, or `infinity`) or as ISO 8601. A value
+ * that is no time is the row's refusal: guessing either way would make an account active or not
+ * without a word.
+ */
+function runningBan(until: unknown, now: Date): boolean | string {
+  const text = typeof until === 'string' ? until.trim().toLowerCase() : until;
+  if (text === 'infinity') return true;
+  if (text === '-infinity') return false;
+  try {
+    const end = isoTime(until, 'banned_until');
+    return end !== undefined && Date.parse(end) > now.getTime();
+  } catch (error) {
+    return (error as Error).message;
+  }
 }
 
 // `firebase auth:export`: createdAt in epoch milliseconds (a string), disabled, and the hash with

@@ -1,8 +1,8 @@
 // Moving in (CONTRACT §27): accounts and API keys from the system a product already has. The one
-// door of the room: the CLI (cli/import.ts) and the admin API (admin/importUsers.ts) come in here.
+// door of the room: the CLI (cli/import.ts) and the admin API (admin/imports.ts) come in here.
 // formats.ts reads the files, rows.ts checks each account (its hash by the login's own parser),
 // firebaseHash.ts joins Firebase's hash parts,
-// users.ts and keys.ts write in batches through storage/imports.ts.
+// users.ts and keys.ts write in batches through storage/accounts/imports.ts.
 export { FORMATS, ImportFileError, readUsers, type Format, type ReadOptions } from './formats.js';
 export { firebaseHash, unpadded, type FirebaseHashConfig } from './firebaseHash.js';
 export { importKeys, type KeyImportRun } from './keys.js';

@@ -3,9 +3,9 @@
 // existing key works unchanged and the raw keys are never needed. `start` stays null: the gateway
 // never saw the key. A hash already stored is skipped, whoever holds it.
 import { normalizeEmail } from '../credentials/emailAddress.js';
-import { insertAuditEvent, type AuditActor } from '../storage/audit.js';
-import type { Database } from '../storage/db.js';
-import { existingKeyHashes, insertImportedKeys, userIdsByEmail, type ImportedKey } from '../storage/imports.js';
+import { auditWho, insertAuditEvent, type AuditWho } from '../storage/events/index.js';
+import type { Database } from '../storage/database/index.js';
+import { existingKeyHashes, insertImportedKeys, userIdsByEmail, type ImportedKey } from '../storage/accounts/index.js';
 import { BATCH_SIZE, emptyReport, type ImportReport, type Refusal } from './users.js';
 import { isoTime } from './rows.js';
 
@@ -54,8 +54,8 @@ export interface KeyImportRun {
   dryRun: boolean;
   /** The scopes the configuration's routes declare. */
   knownScopes: ReadonlySet<string>;
-  /** Who imports, for the audit log. */
-  actor: AuditActor;
+  /** Who imports, for the audit log (ImportRun's actor). */
+  actor: AuditWho;
   clock?: () => Date;
 }
 
@@ -87,7 +87,7 @@ export async function importKeys(db: Database, text: string, run: KeyImportRun):
       ? keys.length - (await existingKeyHashes(db, keys.map((k) => k.hash))).size
       : await db.transaction(async (tx) => {
         const created = (await insertImportedKeys(tx, keys)).length;
-        await insertAuditEvent(tx, { type: 'api_key.imported', actor: run.actor, data: { ...counts, created, skipped_existing: counts.skipped_existing + keys.length - created } }, now);
+        await insertAuditEvent(tx, { type: 'api_key.imported', ...auditWho(run.actor), data: { ...counts, created, skipped_existing: counts.skipped_existing + keys.length - created } }, now);
         return created;
       });
     counts.skipped_existing += keys.length - counts.created;

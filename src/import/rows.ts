@@ -2,9 +2,10 @@
 // and the reason a line is refused. Nothing here touches storage.
 import { normalizeEmail } from '../credentials/emailAddress.js';
 import { importedHashFormat, recognisedHashFormat } from '../auth/index.js';
-import type { ImportedUser } from '../storage/imports.js';
+import type { ImportedUser } from '../storage/accounts/index.js';
+import { readIsoTime } from '../time.js';
 
-/** An account as it will be stored (storage/imports.ts says what each field holds). */
+/** An account as it will be stored (storage/accounts/imports.ts says what each field holds). */
 export type ImportRow = ImportedUser;
 
 /** A record of the file: its account, or why it is refused. `line`: the file's line (a record's number in a Firebase export). */
@@ -27,7 +28,6 @@ export const FIELDS = ['email', 'password_hash', 'email_verified', 'plan', 'is_a
 
 // An external id travels in x-user-external-id: printable ASCII, no space, bounded.
 const EXTERNAL_ID = /^[\x21-\x7e]{1,255}$/;
-const ISO_TIME = /^(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}:\d{2}(?::\d{2})?)(\.\d+)?(Z|[+-]\d{2}(?::?\d{2})?)?)?$/i;
 
 class Refusal extends Error {}
 
@@ -45,12 +45,8 @@ function flag(v: unknown, name: string, fallback: boolean): boolean {
 /** An ISO 8601 time (Postgres' `2024-01-15 10:30:00.123456+00` too) as a full ISO string; undefined for a blank. */
 export function isoTime(v: unknown, name: string): string | undefined {
   if (blank(v)) return undefined;
-  const match = typeof v === 'string' ? ISO_TIME.exec(v.trim()) : null;
-  if (!match) throw new Refusal(`${name}: expected an ISO 8601 time such as 2024-01-15T10:30:00Z`);
-  const [, day, time, fraction = '', zone = 'Z'] = match;
-  const offset = zone.toUpperCase() === 'Z' ? 'Z' : /^[+-]\d{2}$/.test(zone) ? `${zone}:00` : zone.length === 5 ? `${zone.slice(0, 3)}:${zone.slice(3)}` : zone;
-  const date = new Date(time ? `${day}T${time.length === 5 ? `${time}:00` : time}${fraction.slice(0, 4)}${offset}` : `${day}T00:00:00Z`);
-  if (Number.isNaN(date.getTime())) throw new Refusal(`${name}: expected an ISO 8601 time such as 2024-01-15T10:30:00Z`);
+  const date = typeof v === 'string' ? readIsoTime(v) : undefined;
+  if (!date) throw new Refusal(`${name}: expected an ISO 8601 time such as 2024-01-15T10:30:00Z`);
   return date.toISOString();
 }
 

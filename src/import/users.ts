@@ -1,10 +1,9 @@
 // Accounts imported in batches (CONTRACT §27): each batch one statement in one transaction with
 // its audit row, so a run stopped by a storage failure leaves whole batches behind and a second
 // run carries on where it stopped. An email already present is skipped, never overwritten.
-import { insertAuditEvent, type AuditActor } from '../storage/audit.js';
-import type { Database, Queryable } from '../storage/db.js';
-import { existingEmails, existingExternalIds, insertImportedUsers } from '../storage/imports.js';
-import { recordHashCosts } from '../storage/importedHashCosts.js';
+import { auditWho, insertAuditEvent, type AuditWho } from '../storage/events/index.js';
+import type { Database, Queryable } from '../storage/database/index.js';
+import { existingEmails, existingExternalIds, insertImportedUsers, recordHashCosts } from '../storage/accounts/index.js';
 import { hashCostClass } from '../auth/index.js';
 import type { ImportRow, Parsed } from './rows.js';
 
@@ -30,8 +29,8 @@ export interface ImportReport {
 
 export interface ImportRun {
   dryRun: boolean;
-  /** Who imports, for the audit log: `cli` on direct storage, `admin` or `console` through the admin API. */
-  actor: AuditActor;
+  /** Who imports, for the audit log: `cli` on direct storage, what authenticated through the admin API (an operator by id). */
+  actor: AuditWho;
   format: string;
   clock?: () => Date;
   /** Called after each batch: a long import shows its progress. */
@@ -73,7 +72,7 @@ export async function importUsers(db: Database, records: readonly Parsed[], run:
       counts.skipped_existing += outcome.skipped;
       outcome.refused.forEach(refuse);
       if (!run.dryRun) {
-        await insertAuditEvent(tx, { type: 'user.imported', actor: run.actor, data: { format: run.format, ...counts } }, (run.clock ?? (() => new Date()))());
+        await insertAuditEvent(tx, { type: 'user.imported', ...auditWho(run.actor), data: { format: run.format, ...counts } }, (run.clock ?? (() => new Date()))());
       }
     };
     if (run.dryRun) await write(db);

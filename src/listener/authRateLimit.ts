@@ -3,15 +3,14 @@
 // With Redis the count is shared by every instance, so adding instances behind a load balancer
 // does not multiply an attacker's budget. When Redis fails or hangs, each instance counts in-process
 // instead: limits stay in force (per instance) rather than switching off, and Redis is used again
-// as soon as it answers (the breaker of redisBreaker.ts decides, and logs). One key per client
+// as soon as it answers (the breaker of storage/redis/breaker.ts decides, and logs). One key per client
 // address: cluster-safe. Settings are read per request, so a reload changes them live.
 import type { FastifyRateLimitStore, RateLimitPluginOptions } from '@fastify/rate-limit';
 import type { FastifyRequest } from 'fastify';
 import { LRUCache } from 'lru-cache';
 import { GatewayError } from '../errors/index.js';
 import type { Config } from '../config/schema.js';
-import type { RedisBreaker } from '../storage/redis/breaker.js';
-import { INCR_WITH_WINDOW } from '../storage/redis/scripts.js';
+import { INCR_WITH_WINDOW, type RedisBreaker } from '../storage/redis/index.js';
 
 type Result = { current: number; ttl: number };
 type Callback = (error: Error | null, result?: Result) => void;

@@ -1,18 +1,19 @@
-// What every listener (public, admin, decisions) is built from: fastify's options, every method
-// Node parses, and the hooks they share: the request id, the Host check (hostCheck.ts), the
+// What every listener (public, admin, decisions) is built from: fastify's options and the hooks
+// they share: the request id, the Host check (hostCheck.ts), the
 // per-route metrics, the lenient JSON body parser, the catalog's not-found and error handler
-// (errorHandler.ts). Unparsable HTTP is answered by unparsable.ts, tracing by tracing.ts, HTTPS
+// (errorHandler.ts). Unparsable HTTP is answered by unparsable.ts, spans by telemetry/requestSpans.ts, HTTPS
 // by tls.ts. app.ts, admin/app.ts and decisions/app.ts each add only their own routes.
-import { METHODS, type Server, type ServerResponse } from 'node:http';
+import type { Server, ServerResponse } from 'node:http';
 import type { FastifyBaseLogger, FastifyHttpOptions, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { DEFAULT_STYLE, sendError, type ErrorStyle } from '../errors/index.js';
 import { isJsonType, lenientJson } from '../http.js';
 import { AccessLog } from '../telemetry/logger.js';
 import type { RouteTallies } from '../telemetry/metrics.js';
+import { hasEncodedDelimiter } from '../routing/paths.js';
+import { requestId } from '../telemetry/requestSpans.js';
 import { registerErrorHandler } from './errorHandler.js';
 import { refusesHost } from './hostCheck.js';
-import { requestId } from './tracing.js';
 import { clientErrorHandler, writeRaw } from './unparsable.js';
 
 declare module 'fastify' {
@@ -42,21 +43,10 @@ export function listenerOptions(log: Logger) {
     // A URL the router cannot decode (`/x/%`) gets the catalog's 400, not fastify's own body.
     frameworkErrors: (_error, _request, reply) => sendError(reply, 'badRequest'),
     // One access line per request instead of two, at debug, and request.log made on first use
-    // (createLogger's child, src/logger.ts): logging was the largest per-request cost after the
+    // (createLogger's child, telemetry/logger.ts): logging was the largest per-request cost after the
     // proxying itself.
     logController: new AccessLog(),
   } satisfies FastifyHttpOptions<Server> & { loggerInstance: FastifyBaseLogger };
-}
-
-/**
- * Lets routes of `app` take every method Node parses, not only fastify's usual ones, so that TRACE
- * or PROPFIND get the catalog's 405 (or 404) rather than a bare not-found. CONNECT never reaches
- * fastify: Node hands it to 'connect'.
- */
-export function acceptEveryMethod(app: FastifyInstance): void {
-  for (const method of METHODS) {
-    if (method !== 'CONNECT' && !app.supportedMethods.includes(method)) app.addHttpMethod(method);
-  }
 }
 
 /**
@@ -100,10 +90,16 @@ export function registerCommon(app: FastifyInstance, tallies: RouteTallies, erro
   registerErrorHandler(app);
 }
 
-/** The request id on every answer and the Host check (checkHost), as a listener's first onRequest hook. */
+/**
+ * The request id on every answer and the Host check (checkHost), as a listener's first onRequest
+ * hook; then a path holding an encoded `#` or `?` is refused (400, CONTRACT §33): the public
+ * listener refuses it as a path it cannot read (normalizePath), the admin and decisions ones here,
+ * whatever route they would match.
+ */
 export function registerHostCheck(app: FastifyInstance): void {
   app.addHook('onRequest', (request, reply, done) => {
     checkHost(request, reply);
+    if (!reply.sent && hasEncodedDelimiter(request.url.split('?', 1)[0]!)) sendError(reply, 'badRequest');
     done();
   });
 }

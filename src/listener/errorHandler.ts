@@ -4,7 +4,7 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { ERRORS, GatewayError, sendError } from '../errors/index.js';
-import { isRefusedInput, isUnavailable } from '../storage/db.js';
+import { isRefusedInput, isUnavailable } from '../storage/database/index.js';
 import { failureLog } from '../telemetry/logThrottle.js';
 
 export function registerErrorHandler(app: FastifyInstance): void {

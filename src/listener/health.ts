@@ -1,9 +1,8 @@
 // /healthz (the process runs) and /readyz (the instance can serve), on both listeners.
 import type { FastifyInstance } from 'fastify';
 import { errorBody } from '../errors/index.js';
-import type { Database } from '../storage/db.js';
-import type { RedisBreaker } from '../storage/redis/breaker.js';
-import { isReadOnlyError, refusesWrites, type RedisClient } from '../storage/redis/client.js';
+import type { Database } from '../storage/database/index.js';
+import { isReadOnlyError, type RedisBreaker, type RedisClient, refusesWrites } from '../storage/redis/index.js';
 import { withTimeout } from '../time.js';
 import { errorOf, type EndpointSchema } from '../openapi.js';
 
@@ -15,7 +14,7 @@ export interface ReadinessDeps {
   redis: RedisBreaker | null;
   /** Shutting down (server.shutdownDelay): not ready, whatever the dependencies say. */
   lifecycle: { draining: boolean };
-  /** In a worker (server.workers > 1): the readiness of every worker, gathered by the primary (workers.ts). */
+  /** In a worker (server.workers > 1): the readiness of every worker, gathered by the primary (fleet/primary.ts). */
   fleet?: { readiness(): Promise<Readiness> };
 }
 

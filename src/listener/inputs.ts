@@ -49,7 +49,10 @@ export function hasUnfitValue(value: unknown, unfit: RegExp = UNFIT_TEXT): boole
 }
 
 export interface InputRules {
-  /** Routes (full URLs) whose handlers read their fields themselves, with the spec's own answers (register, login, …). */
+  /**
+   * Routes whose handlers read their fields themselves, with the spec's own answers (register,
+   * login, …): full URLs (every method), or `METHOD url` for one method of a URL.
+   */
   readsOwnFields?: readonly string[];
   /** Routes whose body is a free-form payload: only NUL, lone surrogates and deep nesting are refused there. */
   payloads?: readonly string[];
@@ -64,7 +67,8 @@ export function refuseUnfitInput(app: FastifyInstance, rules: InputRules = {}): 
   const own = new Set(rules.readsOwnFields);
   const payloads = new Set(rules.payloads);
   app.addHook('onRoute', (route: RouteOptions) => {
-    if (own.has(route.url)) return;
+    const methods = Array.isArray(route.method) ? route.method : [route.method];
+    if (own.has(route.url) || methods.every((m) => own.has(`${m} ${route.url}`))) return;
     const check = inputCheck(payloads.has(route.url) ? UNFIT_PAYLOAD : UNFIT_TEXT);
     const existing = route.preHandler;
     route.preHandler = existing === undefined ? [check] : [...(Array.isArray(existing) ? existing : [existing]), check];

@@ -10,7 +10,7 @@ import type { RequestContexts } from '../live/requestContext.js';
 import type { Tracing } from '../telemetry/tracing.js';
 import { checkHost } from './basics.js';
 import { answerCors } from './cors.js';
-import { beginTrace } from './tracing.js';
+import { beginTrace } from '../telemetry/requestSpans.js';
 
 /** Each step, and why it comes where it does. The first five are publicRequestHook's, the last four forward()'s. */
 export const PUBLIC_ORDER = [

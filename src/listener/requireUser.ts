@@ -3,7 +3,7 @@
 import type { FastifyReply, FastifyRequest, preHandlerAsyncHookHandler } from 'fastify';
 import { sendDenial } from '../errors/index.js';
 import type { Identity, Pipeline } from '../pipeline/index.js';
-import type { User } from '../storage/users.js';
+import type { User } from '../storage/accounts/index.js';
 
 declare module 'fastify' {
   interface FastifyRequest {

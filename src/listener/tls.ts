@@ -1,5 +1,6 @@
 // HTTPS (with HTTP/2 over ALPN) for a listener that has certificates, its cipher policy
 // (CONTRACT §19), and the certificates a SIGHUP reads again.
+import { X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createSecureContext, type Server as TlsServer } from 'node:tls';
 import type { Config } from '../config/schema.js';
@@ -45,16 +46,30 @@ export function httpsOptions(tls: TlsSettings | undefined): { https?: object; ht
 export interface Certificates {
   /** Reads the files and checks them now (throws when they cannot be used); returns the swap. */
   reread(): () => void;
+  /** When the certificate each listener serves expires (ms since the epoch), by listener: what the alert on expiry reads. */
+  expiries(): Record<string, number>;
 }
 
-export function listenerCertificates(server: TlsServer, tls: TlsSettings): Certificates {
+/** When the first certificate of a PEM chain (the server's own) expires, in ms since the epoch. */
+function expiryOf(pem: string): number {
+  return Date.parse(new X509Certificate(pem).validTo);
+}
+
+export function listenerCertificates(server: TlsServer, tls: TlsSettings, listener: string): Certificates {
+  // The file the listener was just built from: what it serves until a SIGHUP swaps it.
+  let expiresAt = expiryOf(readFileSync(tls.certFile, 'utf8'));
   return {
     reread() {
       // The policy too: a new secure context starts from Node's defaults.
       const options = secureContextOptions(tls);
       createSecureContext(options); // throws on a bad file or a key that is not the certificate's
-      return () => server.setSecureContext(options);
+      const next = expiryOf(options.cert);
+      return () => {
+        server.setSecureContext(options);
+        expiresAt = next;
+      };
     },
+    expiries: () => ({ [listener]: expiresAt }),
   };
 }
 
@@ -67,5 +82,6 @@ export function allCertificates(listeners: Array<Certificates | undefined>): Cer
       const swaps = present.map((certificates) => certificates.reread());
       return () => swaps.forEach((swap) => swap());
     },
+    expiries: () => Object.assign({}, ...present.map((certificates) => certificates.expiries())) as Record<string, number>,
   };
 }

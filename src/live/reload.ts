@@ -1,6 +1,6 @@
 // Live reload (SIGHUP): routes, upstreams, cors, plans (limits included), auth.rateLimit, admin.apiKey and hooks (§24) and the
 // token keys (auth.jwt.secret, privateKeyFile, previous: CONTRACT §25) from a changed gateway.yaml take effect without a restart and without dropping a request. They are the live
-// state (src/live.ts), read per request: swapping it is the whole reload. A request in flight keeps
+// state (live/live.ts), read per request: swapping it is the whole reload. A request in flight keeps
 // the snapshot it started with; the next one sees the new one. An invalid file changes nothing.
 // Everything else (listeners, storage, keys, token lifetimes, webhooks) was wired into the running
 // instance at start, so a change there is reported as needing a restart. Files named by the

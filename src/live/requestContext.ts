@@ -4,7 +4,7 @@
 // hook, the pipeline, WebSocket upgrades and the forwarder all take this context instead of
 // reading `live.current` again or splitting `request.url` again: a reload in the middle of a
 // request cannot hand two of its steps two configurations, and the path is read one way only.
-import type { IncomingMessage } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import type { Http2ServerRequest } from 'node:http2';
 import type { FastifyInstance } from 'fastify';
 import { LRUCache } from 'lru-cache';
@@ -101,15 +101,22 @@ const CONTEXT = Symbol('gateway.requestContext');
  * request, whoever sees it first, and kept with it.
  */
 export class RequestContexts {
-  constructor(private readonly live: Live, private readonly ownMethods: OwnMethods) {}
+  /**
+   * `onPortalHost`: whether a request is for the customer portal's own host (routing/portalHost.ts),
+   * where no route matches (CONTRACT §30): its context has no route, so the pipeline answers 404
+   * `Route introuvable` to a request and to a WebSocket upgrade alike.
+   */
+  constructor(private readonly live: Live, private readonly ownMethods: OwnMethods, private readonly onPortalHost?: (headers: IncomingHttpHeaders) => boolean) {}
 
   of(req: IncomingMessage | Http2ServerRequest): RequestContext {
     // Kept on the request itself: a WeakMap entry per request cost more than the context.
     const held = req as (IncomingMessage | Http2ServerRequest) & { [CONTEXT]?: RequestContext };
+    if (held[CONTEXT]) return held[CONTEXT];
     // fastify's rewriteUrl already put the canonical form in req.url, keeping Node's in originalUrl;
     // a WebSocket upgrade's dispatch may see req.url as Node read it.
     const url = req.url ?? '/';
-    return (held[CONTEXT] ??= requestContext(this.live.current, req.method ?? 'GET', (req as { originalUrl?: string }).originalUrl === undefined ? canonicalUrl(url) : url, this.ownMethods));
+    const context = requestContext(this.live.current, req.method ?? 'GET', (req as { originalUrl?: string }).originalUrl === undefined ? canonicalUrl(url) : url, this.ownMethods);
+    return (held[CONTEXT] = this.onPortalHost?.(req.headers) && context.match.kind !== 'none' ? { ...context, match: NO_MATCH } : context);
   }
 }
 
@@ -122,10 +129,14 @@ const OWN_PATHS_CACHED_LENGTH = 256;
  * Methods the public listener `app` serves itself on a path (its own endpoints), if any: what keeps
  * them from routes, here and on the decisions listener. Call it once per listener: it keeps its answers.
  */
-export function ownEndpointMethods(app: FastifyInstance): OwnMethods {
+export function ownEndpointMethods(app: FastifyInstance, ownPrefix?: string): OwnMethods {
   // Seven router lookups cost a few microseconds; proxied paths repeat, so their answers are kept.
   const ownMethodsByPath = new LRUCache<string, readonly string[]>({ max: OWN_PATHS_CACHE_SIZE });
+  // Under `ownPrefix` (portal.path, CONTRACT §30) every path is the listener's own, every method:
+  // the portal answers them all, through wildcard routes the test below would take for the proxy's.
+  const bare = ownPrefix?.replace(/\/$/, '');
   return (path) => {
+    if (ownPrefix !== undefined && (path === bare || path.startsWith(ownPrefix))) return HTTP_METHODS;
     let methods = ownMethodsByPath.get(path);
     if (methods === undefined) {
       methods = HTTP_METHODS.filter((method) => {

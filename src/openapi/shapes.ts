@@ -19,6 +19,13 @@ export const errorOf = (names: readonly ErrorName[]) => ({
   },
 });
 export const message = { type: 'object', required: ['message'], properties: { message: { type: 'string' } } };
+/**
+ * The answer of a credential change made from a session (CONTRACT §33): its own fields, and beside
+ * them the session's new pair (every access token of before the change is refused).
+ */
+export function withNewPair(shape: { properties: Record<string, unknown>; required?: string[] }) {
+  return { type: 'object', required: [...(shape.required ?? []), ...tokenPair.required], properties: { ...shape.properties, ...tokenPair.properties } };
+}
 export const tokenPair = {
   type: 'object',
   required: ['access_token', 'refresh_token', 'token_type', 'plan'],

@@ -9,10 +9,9 @@
 import { lockAccount } from '../account/change.js';
 import type { Audit, AuditType } from '../audit.js';
 import type { ErrorCode } from '../errors/index.js';
-import type { Database, Queryable } from '../storage/db.js';
-import { lockOrganization, roleOf, type Organization, type OrgRole } from '../storage/organizations.js';
-import type { Client } from '../storage/sessions.js';
-import type * as users from '../storage/users.js';
+import type { Database, Queryable } from '../storage/database/index.js';
+import { lockOrganization, roleOf, type Organization, type OrgRole } from '../storage/orgs/index.js';
+import type { Client, users } from '../storage/accounts/index.js';
 
 export type OrgAuditType = Extract<AuditType, `org.${string}`>;
 
@@ -47,13 +46,14 @@ export interface OrgWriters extends UserWriters {
 
 /** A refusal: the change's answer instead of its result, its writes rolled back. */
 export class Refused extends Error {
-  constructor(readonly code: ErrorCode, readonly extra?: Record<string, unknown>) {
+  /** `reason`: for the log only (why a document was refused), never in the answer. */
+  constructor(readonly code: ErrorCode, readonly extra?: Record<string, unknown>, readonly reason?: string) {
     super(code);
   }
 }
 
-export function refuse(code: ErrorCode, extra?: Record<string, unknown>): never {
-  throw new Refused(code, extra);
+export function refuse(code: ErrorCode, extra?: Record<string, unknown>, reason?: string): never {
+  throw new Refused(code, extra, reason);
 }
 
 export type Outcome<T> = { ok: T } | { refused: Refused };

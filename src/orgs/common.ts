@@ -4,9 +4,9 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { clientOf } from '../auth/index.js';
 import { sendError } from '../errors/index.js';
 import { currentUser } from '../listener/requireUser.js';
-import { parseIntegerId } from '../storage/db.js';
-import { ORG_ROLES, type OrgRole } from '../storage/organizations.js';
-import type { Actor, Outcome } from './change.js';
+import { parseIntegerId } from '../storage/database/index.js';
+import { ORG_ROLES, type OrgRole } from '../storage/orgs/index.js';
+import { refuse, type Actor, type Outcome } from './change.js';
 
 /** Who may manage an organization's name, invitations and members. */
 export const MANAGERS: readonly OrgRole[] = ['owner', 'admin'];
@@ -15,15 +15,45 @@ export const OWNERS: readonly OrgRole[] = ['owner'];
 
 const MAX_NAME = 64;
 // Control, format (bidi included) and line or paragraph separator characters: a name is shown in
-// lists, consoles and mails, where any of them could reorder or split what a reader sees.
-const UNFIT_IN_NAME = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/u;
+// lists, consoles and mails, where any of them could reorder or split what a reader sees. And a
+// lone surrogate, which Postgres would keep as U+FFFD, another name than the one sent (the
+// routes that take a name read it past listener/inputs.ts's check, which refuses them elsewhere).
+const UNFIT_IN_NAME = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Cs}]/u;
+// What makes a mail client link or read a name as an address (CONTRACT §33, issue 68): an
+// organization named `Account locked: sign in at https://evil.example/x` was mailed from the
+// gateway's own address to anyone invited. Checked on the NFKC form too, so that fullwidth
+// `＠` or `：／／` (which some clients fold before linking) are no way around it.
+const ADDRESS_LIKE = /:\/\/|www\.|@/i;
 
-/** The body's `name` when it is 1–64 characters without control, bidi or line-break characters. */
-export function orgName(body: unknown): string | undefined {
+/**
+ * The body's `name`: undefined when there is none (not a string: `bad_request`), `false` when it
+ * is a string but no name (`org_name_invalid`): empty, over 64 characters, or holding a control,
+ * bidi or line-break character, `://`, `www.` or `@`.
+ */
+export function orgName(body: unknown): string | false | undefined {
   const name = field(body, 'name');
   if (typeof name !== 'string') return undefined;
   const length = [...name].length;
-  return length >= 1 && length <= MAX_NAME && !UNFIT_IN_NAME.test(name) ? name : undefined;
+  const fit = length >= 1 && length <= MAX_NAME && !UNFIT_IN_NAME.test(name) && !ADDRESS_LIKE.test(name) && !ADDRESS_LIKE.test(name.normalize('NFKC'));
+  return fit ? name : false;
+}
+
+/**
+ * A stored name as a mail shows it: each run of control, bidi or line-break characters a space, so
+ * that a name stored before the rules (an import, an earlier version, SQL) can neither start a
+ * line of the mail with its creator's words nor reorder it; the mail quotes it (mail/words.ts).
+ */
+export function mailedOrgName(name: string): string {
+  return name.replace(UNFIT_RUNS, ' ');
+}
+const UNFIT_RUNS = new RegExp(`${UNFIT_IN_NAME.source}+`, 'gu');
+
+/** The name of a request body that must have one, or the refusal that ends the change. */
+export function requiredOrgName(body: unknown): string {
+  const name = orgName(body);
+  if (name === undefined) refuse('badRequest');
+  if (name === false) refuse('orgNameInvalid');
+  return name;
 }
 
 /** The body's `role` when it is a role. */

@@ -5,23 +5,38 @@
 // auth rate limit, with the other endpoints that create accounts' things or take a link's token.
 import rateLimit, { type RateLimitPluginOptions } from '@fastify/rate-limit';
 import type { FastifyInstance } from 'fastify';
-import { factorGuard, type Mailer } from '../auth/index.js';
+import { allowedReturnTo, createTotp, factorGuard, type Mailer } from '../auth/index.js';
 import type { Audit } from '../audit.js';
 import type { Config } from '../config/schema.js';
+import { mailLinks } from '../config/schema/portal.js';
 import { refuseUnfitInput } from '../listener/inputs.js';
 import { requireBearer, type RequireUser } from '../listener/requireUser.js';
 import type { MailWords } from '../mail/index.js';
-import type { Database } from '../storage/db.js';
+import type { Database } from '../storage/database/index.js';
 import { acceptRoute, invitationRoutes } from './invitations.js';
+import { domainRoutes } from './domains.js';
+import { publicMailDomains } from '../domains/index.js';
 import { memberRoutes } from './members.js';
 import { orgKeyRoutes } from './apiKeys.js';
-import type { IdentityCache } from '../storage/identityCache.js';
+import { orgUsageRoutes } from './usage.js';
+import type { IdentityCache } from '../storage/feed/index.js';
 import { createOrgRoute, orgRoutes, type OrgRoutesDeps } from './orgs.js';
+import { samlConnectionRoutes } from './saml.js';
 
 export const ORGS_PREFIX = '/api/v1/orgs';
 
+// Managed accounts (CONTRACT §31, "Whose account" and "Roles"): what SAML sign-in and SCIM user
+// creation share. Described at the top of managedAccounts.ts.
+export {
+  applyMappedRole, emailInVerifiedDomain, ensureManagedAccount, ensureManagedAccountIn, managedBy, mappedRole, samlIssuer, authorOf,
+  type ManagedAccount, type ManagedAccountDeps, type ManagedAccountRequest, type ManagedOutcome, type ManagedRefusal, type ManagingActor,
+  type MembershipChange, type RoleTarget, type SamlLink,
+} from './managedAccounts.js';
+export { emailDomain, normalizeDomain } from '../domains/index.js';
+export { Refused } from './change.js';
+
 export interface OrganizationsDeps {
-  config: Pick<Config, 'organizations' | 'mail' | 'apiKeys'>;
+  config: Pick<Config, 'organizations' | 'mail' | 'apiKeys' | 'auth' | 'portal'>;
   /** Where a revoked organization key is forgotten at once (the feed tells the other instances). */
   identities: Pick<IdentityCache, 'forgetKey'>;
   db: Database;
@@ -39,8 +54,8 @@ export interface OrganizationsDeps {
 /** Registers /api/v1/orgs/* when organizations are enabled; nothing otherwise. */
 export async function registerOrganizations(app: FastifyInstance, deps: OrganizationsDeps): Promise<void> {
   const settings = deps.config.organizations;
-  const invitationUrl = deps.config.mail?.invitationUrl;
-  // The schema refuses enabled organizations without mail.invitationUrl.
+  // mail.invitationUrl, else the portal's page (CONTRACT §30): the schema refuses enabled organizations with neither.
+  const invitationUrl = deps.config.mail ? mailLinks(deps.config).invitation : undefined;
   if (!settings?.enabled || !invitationUrl) return;
   const { db, audit, clock } = deps;
   const bearer = requireBearer(deps.requireUser);
@@ -48,7 +63,11 @@ export async function registerOrganizations(app: FastifyInstance, deps: Organiza
   const orgDeps = { db, audit, clock, bearer, factor, maxOwnedPerUser: settings.maxOwnedPerUser, cancelSubscriptions: deps.cancelSubscriptions };
   const invitationDeps = { db, audit, clock, bearer, mailer: deps.mailer, words: deps.mailWords, invitationUrl, invitationTtlMs: settings.invitationTtl };
   await app.register(async (orgs) => {
-    refuseUnfitInput(orgs);
+    // A name with a control character is `Nom invalide` (CONTRACT §33): the two endpoints that
+    // take one read their one field themselves (common.ts's orgName refuses NUL and surrogates too).
+    // An IdP's metadata XML is a document: every real IdP's (SimpleSAMLphp, Okta, Entra ID) has
+    // newlines and indentation, so only NUL and lone surrogates are refused in that PUT's body.
+    refuseUnfitInput(orgs, { readsOwnFields: [`POST ${ORGS_PREFIX}`, `PATCH ${ORGS_PREFIX}/:id`], payloads: [`${ORGS_PREFIX}/:id/sso/saml`] });
     await orgs.register(async (limited) => {
       await limited.register(rateLimit, deps.rateLimit);
       await limited.register(createOrgRoute, orgDeps);
@@ -57,6 +76,18 @@ export async function registerOrganizations(app: FastifyInstance, deps: Organiza
     await orgs.register(orgRoutes, orgDeps);
     await orgs.register(invitationRoutes, invitationDeps);
     await orgs.register(memberRoutes, { db, audit, clock, bearer });
+    await orgs.register(orgUsageRoutes, { db, clock, bearer });
     await orgs.register(orgKeyRoutes, { db, audit, clock, bearer, apiKeys: deps.config.apiKeys, identities: deps.identities });
+    // CONTRACT §31: without organizations.sso, these paths are not the gateway's.
+    if (settings.sso) {
+      const publicMail = await publicMailDomains(settings.sso.publicMailDomains);
+      await orgs.register(domainRoutes, { db, audit, clock, bearer, factor, resolvers: settings.sso.dns.resolvers, publicMail });
+    }
+    // CONTRACT §31: SAML connections, only with organizations.sso (the schema asks auth.oidc beside it).
+    const oidc = deps.config.auth.oidc;
+    if (settings.sso && oidc) {
+      const publicUrl = settings.sso.publicUrl ?? oidc.publicUrl;
+      await orgs.register(samlConnectionRoutes, { db, audit, clock, bearer, factor, totp: await createTotp(db), publicUrl, allowedReturnTo: (url) => allowedReturnTo(oidc.returnTo, url) });
+    }
   }, { prefix: ORGS_PREFIX });
 }

@@ -13,11 +13,10 @@ import { sendError, successBody } from '../errors/index.js';
 import { currentUser } from '../listener/requireUser.js';
 import type { MailWords } from '../mail/index.js';
 import { bearerOnly, errors, message } from '../openapi.js';
-import * as invitations from '../storage/orgInvitations.js';
-import * as orgs from '../storage/organizations.js';
-import * as users from '../storage/users.js';
+import { organizations as orgs, orgInvitations as invitations } from '../storage/orgs/index.js';
+import { users } from '../storage/accounts/index.js';
 import { orgChange, orgRead, refuse, requireRole, type OrgChangeDeps } from './change.js';
-import { actorOf, answer, DATE, field, ids, INT, MANAGERS, object, OWNERS, orgRole, pathId, ROLE, STR, TAGS } from './common.js';
+import { actorOf, answer, DATE, field, ids, INT, mailedOrgName, MANAGERS, object, OWNERS, orgRole, pathId, ROLE, STR, TAGS } from './common.js';
 import type { OrgRoutesDeps } from './orgs.js';
 
 export interface InvitationDeps extends Pick<OrgRoutesDeps, 'bearer'>, OrgChangeDeps {
@@ -95,7 +94,7 @@ function queueInvitationMail(deps: InvitationDeps, sent: SentInvitation, headers
     const invited = await users.findByEmail(deps.db, sent.email);
     const language = deps.words.languageFor(invited ? await users.localeOf(deps.db, invited.id) : null, fallback);
     const rendered = deps.words.compose('org_invitation', language, {
-      link: sent.url, email: sent.email, org_name: sent.orgName, inviter_email: sent.inviterEmail,
+      link: sent.url, email: sent.email, org_name: mailedOrgName(sent.orgName), inviter_email: sent.inviterEmail,
       expires_in_minutes: Math.round(deps.invitationTtlMs / 60_000),
     });
     return rendered && { to: sent.email, ...rendered };

@@ -4,8 +4,9 @@
 // instances, leave one. A member removed loses the organization's keys they made.
 import type { FastifyInstance } from 'fastify';
 import { sendError, successBody } from '../errors/index.js';
+import { revokeMemberKeys } from '../keys/index.js';
 import { bearerOnly, errors, message } from '../openapi.js';
-import * as orgs from '../storage/organizations.js';
+import { organizations as orgs } from '../storage/orgs/index.js';
 import { orgChange, refuse, requireRole, type OrgChangeDeps, type OrgWriters } from './change.js';
 import { actorOf, answer, DATE, ids, INT, MANAGERS, object, OWNERS, orgRole, pathId, ROLE, STR, TAGS } from './common.js';
 import type { OrgRoutesDeps } from './orgs.js';
@@ -71,11 +72,8 @@ export async function memberRoutes(app: FastifyInstance, deps: MemberDeps): Prom
       if (target.role === 'owner') requireRole(mine, OWNERS);
       await keepAnOwner(w, target);
       await orgs.removeMember(w.tx, w.org.id, target.userId);
-      const keys = await orgs.revokeMemberKeys(w.tx, w.org.id, target.userId);
       // CONTRACT §22: each key the member made goes with the membership, the system's doing.
-      for (const keyId of keys) {
-        await deps.audit.record({ type: 'api_key.revoked', actor: 'system', userId: target.userId, data: { id: keyId, org_id: w.org.id, reason: 'member_removed' } }, w.tx);
-      }
+      const keys = await revokeMemberKeys(deps, { tx: w.tx, orgId: w.org.id }, target.userId);
       await w.record('org.member_removed', { member_id: target.userId, left: leaving, keys_revoked: keys.length });
     });
     if ('refused' in outcome) return answer(reply, outcome);

@@ -6,9 +6,9 @@ import type { FastifyInstance, preHandlerAsyncHookHandler } from 'fastify';
 import { sendError, successBody } from '../errors/index.js';
 import { currentUser } from '../listener/requireUser.js';
 import { bearerOnly, errors, message } from '../openapi.js';
-import * as orgs from '../storage/organizations.js';
+import { organizations as orgs } from '../storage/orgs/index.js';
 import { orgChange, orgRead, refuse, requireRole, userChange, type OrgChangeDeps } from './change.js';
-import { actorOf, answer, DATE, ids, INT, MANAGERS, object, OWNERS, orgName, pathId, ROLE, STR, TAGS } from './common.js';
+import { actorOf, answer, DATE, ids, INT, MANAGERS, object, OWNERS, pathId, requiredOrgName, ROLE, STR, TAGS } from './common.js';
 
 export interface OrgRoutesDeps extends OrgChangeDeps {
   maxOwnedPerUser: number;
@@ -20,7 +20,7 @@ export interface OrgRoutesDeps extends OrgChangeDeps {
   cancelSubscriptions?: (owner: { type: 'org'; id: number }) => Promise<boolean>;
 }
 
-const NAME = object({ name: { type: 'string', minLength: 1, maxLength: 64, description: 'no control, bidi or line-break characters' } }, ['name']);
+const NAME = object({ name: { type: 'string', minLength: 1, maxLength: 64, description: 'a name: no control, bidi or line-break characters, no `://`, `www.` or `@` (else 400 org_name_invalid)' } }, ['name']);
 const organization = object({ id: INT, name: STR, plan: STR, created_at: DATE });
 const member = object({ user_id: INT, email: STR, role: ROLE, joined_at: DATE });
 const tags = TAGS;
@@ -31,7 +31,7 @@ export const DOCS = {
     summary: 'Create an organization; its creator is its owner (a verified email; organizations.maxOwnedPerUser)',
     response: {
       201: object({ ...organization.properties, role: { const: 'owner' } }),
-      ...errors('badRequest', 'emailUnverified', 'orgLimitReached', 'apiKeyNotAccepted', 'tokenInvalid', 'rateLimited'),
+      ...errors('badRequest', 'orgNameInvalid', 'emailUnverified', 'orgLimitReached', 'apiKeyNotAccepted', 'tokenInvalid', 'rateLimited'),
     },
   },
   list: {
@@ -50,7 +50,7 @@ export const DOCS = {
   },
   rename: {
     tags, summary: 'Rename an organization (owner, admin)', security: bearerOnly, params: ids('id'), body: NAME,
-    response: { 200: organization, ...errors('badRequest', 'orgNotFound', 'roleInsufficient', 'apiKeyNotAccepted', 'tokenInvalid') },
+    response: { 200: organization, ...errors('badRequest', 'orgNameInvalid', 'orgNotFound', 'roleInsufficient', 'apiKeyNotAccepted', 'tokenInvalid') },
   },
   remove: {
     tags, security: bearerOnly, params: ids('id'),
@@ -67,7 +67,7 @@ export async function createOrgRoute(app: FastifyInstance, deps: OrgRoutesDeps):
     const outcome = await userChange(deps, actorOf(request), async ({ tx, now, user }) => {
       // Read from the locked row, not the request's cached user: a verification a moment ago counts.
       if (!user.email_verified_at) refuse('emailUnverified');
-      const name = orgName(request.body) ?? refuse('badRequest');
+      const name = requiredOrgName(request.body);
       if ((await orgs.ownedCount(tx, user.id)) >= deps.maxOwnedPerUser) refuse('orgLimitReached');
       const org = await orgs.insertOrganization(tx, name, now);
       await orgs.addMember(tx, org.id, user.id, 'owner', now);
@@ -99,7 +99,7 @@ export async function orgRoutes(app: FastifyInstance, deps: OrgRoutesDeps): Prom
     if (id === undefined) return sendError(reply, 'orgNotFound');
     return answer(reply, await orgChange(deps, actorOf(request), id, async ({ tx, org, role, record }) => {
       requireRole(role, MANAGERS);
-      const name = orgName(request.body) ?? refuse('badRequest');
+      const name = requiredOrgName(request.body);
       const renamed = (await orgs.renameOrganization(tx, org.id, name))!;
       if (name !== org.name) await record('org.updated', { name });
       return shown(renamed);

@@ -5,7 +5,7 @@
 import { SignJWT, type CryptoKey } from 'jose';
 import { LRUCache } from 'lru-cache';
 import type { AuthMethod } from './guards/authenticate.js';
-import type { User } from '../storage/users.js';
+import type { User } from '../storage/accounts/index.js';
 import { isForwardableEmail, type KeyFacts } from './identityHeaders.js';
 import type { ActingOrg } from './subject.js';
 import { ASSERTION_HEADER, ASSERTION_TYP, DEFAULT_ISSUER } from '../verify/index.js';

@@ -4,7 +4,7 @@
 import { LRUCache } from 'lru-cache';
 import { isSingleMailbox } from '../credentials/emailAddress.js';
 import type { AuthMethod } from './guards/authenticate.js';
-import type { User } from '../storage/users.js';
+import type { User } from '../storage/accounts/index.js';
 import type { ActingOrg } from './subject.js';
 
 // Any case, `_` for `-`: `X_User_Id`, `x-user-id`, `X-USER-ID` … are one header to many upstream
@@ -24,6 +24,17 @@ export function isIdentityHeader(name: string): boolean {
  */
 export function isOrgHeader(name: string): boolean {
   return ORG_HEADER_NAME.test(name);
+}
+
+const ORG_IDENTITY_HEADER = /^x[-_]org[-_]/i;
+
+/**
+ * What no decision request may carry (CONTRACT §33): the identity headers (isIdentityHeader) and
+ * x-org-*, whether or not organizations are enabled (an application may already read them), in any
+ * spelling. Not Gateway-Org: the client names the organization it acts for with it.
+ */
+export function isReservedIdentityHeader(name: string): boolean {
+  return IDENTITY_HEADER.test(name) || ORG_IDENTITY_HEADER.test(name);
 }
 
 /** The request header naming the organization a request acts for (CONTRACT §22). */

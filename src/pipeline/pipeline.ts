@@ -26,7 +26,7 @@ import type { RequestContext } from '../live/requestContext.js';
 import type { CompiledRoute } from '../routing/routeTable.js';
 import { untraced } from '../telemetry/storeCalls.js';
 import type { RequestTrace } from '../telemetry/tracing.js';
-import type { ApiKeyUsage } from '../storage/apiKeyUsage.js';
+import type { ApiKeyUsage } from '../keys/index.js';
 import type { ActingOrg } from './subject.js';
 
 /** The request as the pipeline reads it: its context and headers; nothing of the connection, nothing of the body. */
@@ -159,7 +159,7 @@ export class Pipeline {
 
   /** What the stages' run came to. */
   private outcomeOf(run: GuardRun, denial: Denial | undefined): GuardOutcome {
-    // One Map lookup: what a key did is written off the request path (storage/apiKeyUsage.ts).
+    // One Map lookup: what a key did is written off the request path (keys/usage.ts).
     // A key found but refused itself (expired, its owner deactivated) is a denial, not a use.
     const { keyId } = run.auth as { keyId?: number };
     if (keyId !== undefined) this.deps.keyUsage.record(keyId, this.deps.auth.clock(), denial !== undefined, run.auth.kind === 'authenticated');

@@ -5,7 +5,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { bearerChallenge, telemetryName, type Denial, type Nouns } from '../errors/index.js';
 import { authenticate, bearerToken, type AuthDeps, type AuthResult, type Identity } from './guards/authenticate.js';
-import type { DailyLimiter } from './guards/dailyLimit.js';
+import type { DailyLimiter } from './guards/dailyLimit/index.js';
 import type { MinuteLimiter } from './guards/minuteLimit.js';
 import type { CountedUse, QuotaOutcome, QuotaState } from './guards/quota.js';
 import { rateLimitHeaders } from './guards/quota.js';
@@ -17,6 +17,7 @@ import { billingSubject, type ActingOrg, type BillingSubject } from './subject.j
 import type { LiveSnapshot } from '../live/live.js';
 import { planLimitsOf, planWordsOf, worded, type PlanLimits } from './plans.js';
 import type { RouteTallies } from '../telemetry/metrics.js';
+import type { OwnerDenials } from '../storage/usage/index.js';
 import { untraced, type StoreCalls } from '../telemetry/storeCalls.js';
 import type { GatewaySpan } from '../telemetry/spans.js';
 import type { RequestTrace } from '../telemetry/tracing.js';
@@ -50,6 +51,8 @@ export interface StageDeps {
   daily: DailyLimiter;
   minute: MinuteLimiter;
   tallies: RouteTallies;
+  /** Where each quota refusal is counted for its owner's day (CONTRACT §30's usage `denied`). */
+  denials: Pick<OwnerDenials, 'record'>;
   /** With organizations.enabled only: Gateway-Org is read (CONTRACT §22). */
   orgs?: OrgDeps;
 }
@@ -200,6 +203,7 @@ function dailyStage(run: GuardRun): Promise<Denial | undefined> {
 async function counted(run: GuardRun, outcome: Promise<QuotaOutcome>): Promise<Denial | undefined> {
   const { state, others = [], denial, use } = await outcome;
   if (use) run.use = use;
+  if (denial) run.deps.denials.record(subjectOf(run).counter, run.deps.auth.clock());
   for (const s of [state, ...others]) {
     run.quotas.push(s);
     run.deps.tallies.quota(s.policy, subjectOf(run).plan, run.policy.path ?? 'own', denial ? 'refused' : 'admitted');

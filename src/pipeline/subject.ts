@@ -7,8 +7,8 @@
 // for every member and key, on every quota (daily, monthly, per minute). The identity headers and the assertion say the user's own plan in
 // x-user-plan and `plan`, and the organization's beside it (identityHeaders.ts).
 import { UNPOOLED_PLAN } from '../orgActing.js';
-import type { Counter } from '../storage/counters.js';
-import type { OrgRole } from '../storage/organizations.js';
+import type { Counter } from '../storage/usage/index.js';
+import type { OrgRole } from '../storage/orgs/index.js';
 
 /** The organization a request acts for, as its guards found it. */
 export interface ActingOrg {

@@ -73,6 +73,20 @@ const DOUBLE_ENCODED_DOT = /%252e/i;
 const DOT_SEGMENT = /\/\.{1,2}(?:\/|$)/;
 const FOLDS_TO_SEPARATOR = /[/\\;.]/;
 
+// A `#` or `?` encoded once or twice (CONTRACT §33): an upstream that decodes the path before
+// parsing it reads `/api/v1/profile%23x` as `/api/v1/profile` and a fragment, `%3F` as the query's
+// start, so a public catch-all would hand it a guarded path.
+const ENCODED_DELIMITER = /%(?:25)?(?:23|3f)/i;
+
+/**
+ * Whether `rawPath` (a path, without its query) holds an encoded `#` or `?` (above): refused on
+ * every listener, the public one and the decisions' through normalizePath, the admin one by its
+ * first hook.
+ */
+export function hasEncodedDelimiter(rawPath: string): boolean {
+  return rawPath.includes('%') && ENCODED_DELIMITER.test(rawPath);
+}
+
 /** Whether an upstream could read `rawPath` with a separator, NUL or dot segment we do not see (above). */
 function hasEncodedSeparators(rawPath: string): boolean {
   if (ENCODED_SEPARATOR.test(rawPath) || ENCODED_CONTROL.test(rawPath) || ENCODED_SPACE_ENDING_SEGMENT.test(rawPath)) return true;
@@ -186,6 +200,8 @@ export function normalizePath(rawPath: string, keepSeparators = false): string |
   // A `#` has no place in a request target (RFC 9112 §3.2); the proxy's URL parser would cut the
   // path there, after matching: `/races/premium#` would be matched as itself and sent as `/races/premium`.
   if (/[\\#]/.test(rawPath)) return undefined;
+  // Under `encodedSeparators: keep` too: no route's path holds one.
+  if (hasEncodedDelimiter(rawPath)) return undefined;
   if (!keepSeparators && hasEncodedSeparators(rawPath)) return undefined;
   const decoded = rawPath.replace(ESCAPE, (escape, hex: string) => {
     const char = String.fromCharCode(parseInt(hex, 16));

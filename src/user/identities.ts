@@ -7,8 +7,8 @@ import { sendError, successBody } from '../errors/index.js';
 import { currentIdentity, type RequireUser } from '../listener/requireUser.js';
 import type { Audit } from '../audit.js';
 import { clientOf, factorGuard, type FactorGuardDeps } from '../auth/index.js';
-import type { Database } from '../storage/db.js';
-import * as identities from '../storage/identities.js';
+import type { Database } from '../storage/database/index.js';
+import { identities } from '../storage/accounts/index.js';
 import { bearer, bearerOnly, errors, identity, message, type EndpointSchema } from '../openapi.js';
 
 export interface IdentitiesDeps extends FactorGuardDeps {

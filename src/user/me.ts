@@ -4,14 +4,14 @@ import { DEFAULT_STYLE, sendError, successBody, supportedLanguage } from '../err
 import type { FastifyInstance } from 'fastify';
 import { byUser, changeAccount } from '../account/change.js';
 import type { Audit } from '../audit.js';
-import { clientOf, isTooLong, passwordConfirmed, type Passwords, refuseCredentials } from '../auth/index.js';
+import { clientOf, isTooLong, passwordConfirmed, secondFactorFresh, type Passwords, refuseCredentials } from '../auth/index.js';
 import { textField } from '../http.js';
 import { currentIdentity, currentUser, type RequireUser } from '../listener/requireUser.js';
 import { dailyRemaining, monthlyRemaining, planLimitsOf, usedThisMonth, usedToday } from '../pipeline/index.js';
-import type { Database } from '../storage/db.js';
-import type { IdentityCache } from '../storage/identityCache.js';
-import { lastOwnedBy, organizationsOf } from '../storage/organizations.js';
-import * as users from '../storage/users.js';
+import type { Database } from '../storage/database/index.js';
+import type { IdentityCache } from '../storage/feed/index.js';
+import { lastOwnedBy, organizationsOf } from '../storage/orgs/index.js';
+import { users } from '../storage/accounts/index.js';
 import { utcDay, utcMonth } from '../time.js';
 import { bearer, credentials, errors, limits, message, type EndpointSchema } from '../openapi.js';
 
@@ -32,7 +32,7 @@ const DOCS = {
         type: 'object',
         properties: {
           user_id: { type: 'integer' }, email: { type: 'string' }, plan: { type: 'string' }, daily_usage: { type: 'integer' }, last_usage_date: { type: ['string', 'null'] }, limits,
-          daily_remaining: { type: ['integer', 'null'] }, monthly_usage: { type: 'integer' }, monthly_remaining: { type: ['integer', 'null'] },
+          daily_remaining: { type: ['integer', 'null'] }, monthly_usage: { type: ['integer', 'null'] }, monthly_remaining: { type: ['integer', 'null'] },
           monthly_overage: { type: 'integer', description: 'With metered overage only: the uses past the included allowance' }, email_verified_at: { type: ['string', 'null'], format: 'date-time' },
           locale: { type: 'string', description: 'The language of the user\'s mails; absent until chosen' },
           orgs: {
@@ -55,8 +55,9 @@ const DOCS = {
   deleteMe: {
     tags: ['accounts'],
     summary: 'Delete the account and everything of it; the email is free again. The last owner of an organization is refused (409, with orgs: [{id, name}]) until they hand it over or delete it',
+    description: 'A user with a second factor (TOTP or a passkey) also needs a sign-in at aal2 at most 5 minutes old, else 403 recent_auth_required.',
     security: bearer, body: credentials(['password']),
-    response: { 200: message, ...errors('invalidCredentials', 'lastOwner', 'tokenInvalid', 'rateLimited', 'storageUnavailable', 'paymentUnavailable') },
+    response: { 200: message, ...errors('invalidCredentials', 'recentAuthRequired', 'lastOwner', 'tokenInvalid', 'rateLimited', 'storageUnavailable', 'paymentUnavailable') },
   },
 } satisfies Record<string, EndpointSchema>;
 
@@ -73,8 +74,9 @@ export async function readMe(app: FastifyInstance, deps: MeDeps): Promise<void> 
     return {
       user_id: user.id, email: user.email, plan: user.plan, daily_usage: user.daily_usage, last_usage_date: user.last_usage_date,
       limits, daily_remaining: dailyRemaining(limits, usedToday(user, utcDay(now))),
-      // CONTRACT §23: the uses of this UTC month (0 once a new month began), whatever the plan.
-      monthly_usage: monthly, monthly_remaining: monthlyRemaining(limits, monthly),
+      // CONTRACT §29: the uses of this UTC month (0 once a new month began) on a plan with a monthly
+      // window; null on one without, where a count kept from an earlier plan would only mislead.
+      monthly_usage: limits.monthly === null ? null : monthly, monthly_remaining: monthlyRemaining(limits, monthly),
       // With metered overage: the uses past the included allowance (CONTRACT §23).
       ...(limits.overage ? { monthly_overage: Math.max(0, monthly - limits.monthly!) } : {}),
       // null until the user opens a verification link (CONTRACT §13): a client knows to offer a new one.
@@ -122,6 +124,8 @@ export async function deleteMe(app: FastifyInstance, deps: DeleteMeDeps): Promis
   app.delete('/me', { schema: DOCS.deleteMe, preHandler: requireUser() }, async (request, reply) => {
     const identity = currentIdentity(request);
     const { id } = identity.user;
+    // With a second factor, a fresh aal2 sign-in too (CONTRACT §13 amended): before any password is hashed.
+    if (!(await secondFactorFresh(db, identity, clock()))) return sendError(reply, 'recentAuthRequired');
     const password = textField(request.body, 'password');
     const user = isTooLong(password) ? undefined : await users.findByIdWithHash(db, id);
     if (!user || !(await passwordConfirmed(passwords, user, password, identity, clock()))) return refuseCredentials(request, reply, user ? 'wrongPassword' : 'passwordTooLong', id);

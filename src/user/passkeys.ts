@@ -6,16 +6,16 @@ import { byUser, changeAccount } from '../account/change.js';
 import { sendError, successBody } from '../errors/index.js';
 import { currentIdentity, type RequireUser } from '../listener/requireUser.js';
 import type { Audit } from '../audit.js';
-import { clientOf, factorGuard, type FactorGuardDeps } from '../auth/index.js';
-import { parseIntegerId, type Database } from '../storage/db.js';
-import { listPasskeys, removePasskey } from '../storage/passkeys.js';
-import { revokeOtherSessions } from '../storage/refreshTokens.js';
-import { isUsersSession } from '../storage/sessions.js';
+import { clientOf, factorGuard, ownSession, pairAfterChange, type FactorGuardDeps } from '../auth/index.js';
+import type { Tokens } from '../credentials/tokens.js';
+import { parseIntegerId, type Database } from '../storage/database/index.js';
+import { listPasskeys, removePasskey, revokeOtherSessions } from '../storage/accounts/index.js';
 import type { Events } from '../webhooks/emitter.js';
-import { bearer, bearerOnly, errors, message, passkey, type EndpointSchema } from '../openapi.js';
+import { bearer, bearerOnly, errors, message, passkey, withNewPair, type EndpointSchema } from '../openapi.js';
 
 export interface PasskeysDeps extends FactorGuardDeps {
   db: Database;
+  tokens: Tokens;
   events: Events;
   audit: Audit;
   requireUser: RequireUser;
@@ -30,7 +30,7 @@ const DOCS = {
   remove: {
     tags: ['second factor'], summary: 'Remove one of the user\'s passkeys; every other session ends', security: bearerOnly,
     params: { type: 'object', required: ['id'], properties: { id: { type: 'string', pattern: '^[1-9][0-9]*$' } } },
-    response: { 200: message, ...errors('passkeyNotFound', 'recentAuthRequired', 'emailUnverified', 'tokenInvalid', 'rateLimited') },
+    response: { 200: withNewPair(message), ...errors('passkeyNotFound', 'recentAuthRequired', 'emailUnverified', 'tokenInvalid', 'rateLimited') },
   },
 } satisfies Record<string, EndpointSchema>;
 
@@ -46,18 +46,19 @@ export async function passkeysRoutes(app: FastifyInstance, deps: PasskeysDeps): 
     const { user: { id: userId }, sessionId } = currentIdentity(request);
     const id = parseIntegerId(request.params.id);
     const by = byUser(clientOf(request));
-    const ended = id === undefined ? undefined : await changeAccount(deps, { userId, mode: 'update', by }, async ({ tx, record, event }) => {
+    const removed = id === undefined ? undefined : await changeAccount(deps, { userId, mode: 'update', by }, async ({ tx, user, now, record, event }) => {
       // Someone else's passkey is "not found", as an unknown one: ids do not tell whose they are.
       if (!(await removePasskey(tx, userId, id))) return undefined;
-      const keep = sessionId !== undefined && (await isUsersSession(tx, userId, sessionId)) ? sessionId : undefined;
+      const keep = await ownSession(tx, userId, sessionId);
       const n = await revokeOtherSessions(tx, userId, 'mfa', keep);
       await event('auth.mfa_removed', { method: 'passkey', revoked_sessions: n });
       await record('passkey.removed', { passkey_id: id, revoked_sessions: n });
-      return n;
+      // Every access token of before it is refused (CONTRACT §33); this session goes on with a new pair.
+      return { ended: n, pair: await pairAfterChange(tx, deps.tokens, user, clientOf(request), now, keep) };
     });
-    if (ended === undefined) return sendError(reply, 'passkeyNotFound');
-    request.log.info({ userId, passkeyId: id, revokedSessions: ended }, 'passkey removed');
-    return successBody(reply, 'passkeyDeleted');
+    if (removed === undefined) return sendError(reply, 'passkeyNotFound');
+    request.log.info({ userId, passkeyId: id, revokedSessions: removed.ended }, 'passkey removed');
+    return successBody(reply, 'passkeyDeleted', { ...removed.pair });
   });
 }
 

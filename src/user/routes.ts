@@ -7,6 +7,7 @@ import type { ApiTokenDeps } from './apiToken.js';
 import { apiTokenRoutes } from './apiToken.js';
 import { apiKeyRollRoutes } from './apiKeyRoll.js';
 import { apiKeyUsageRoutes } from './apiKeyUsage.js';
+import { usageRoutes } from './usage.js';
 import { identitiesRoutes, type IdentitiesDeps } from './identities.js';
 import { deleteMe, patchMe, readMe, type DeleteMeDeps, type MeDeps } from './me.js';
 import { passkeysRoutes, type PasskeysDeps } from './passkeys.js';
@@ -35,5 +36,6 @@ export async function userRoutes(app: FastifyInstance, deps: UserRoutesDeps): Pr
   await app.register(apiTokenRoutes, deps);
   await app.register(apiKeyRollRoutes, deps);
   await app.register(apiKeyUsageRoutes, deps);
+  await app.register(usageRoutes, deps);
   await app.register(webhookRoutes, deps);
 }

@@ -1,11 +1,12 @@
-// GET /api/v1/user/sessions and DELETE /api/v1/user/sessions/{id} (CONTRACT §13): one session per
-// refresh-token family.
+// GET /api/v1/user/sessions, DELETE /api/v1/user/sessions/{id} (CONTRACT §13): one session per
+// refresh-token family; DELETE /api/v1/user/sessions (§30, §33's "sign out everywhere"): all of
+// them, the caller's included, and every access token minted before it refused within a second.
 import type { FastifyInstance } from 'fastify';
 import { byUser, changeAccount } from '../account/change.js';
 import { sendError, successBody } from '../errors/index.js';
 import { currentIdentity, type RequireUser } from '../listener/requireUser.js';
-import type { Database } from '../storage/db.js';
-import { activeSessions, isUsersSession, revokeSession } from '../storage/sessions.js';
+import type { Database } from '../storage/database/index.js';
+import { activeSessions, endOlderTokens, isUsersSession, revokeAllForUser, revokeSession } from '../storage/accounts/index.js';
 import type { Audit } from '../audit.js';
 import { clientOf } from '../auth/index.js';
 import type { Events } from '../webhooks/emitter.js';
@@ -28,6 +29,14 @@ const DOCS = {
   end: {
     tags: ['accounts'], summary: 'End one of the user\'s sessions', security: bearer, params: { type: 'object', required: ['id'], properties: { id: { type: 'string', pattern: '^[1-9][0-9]*$' } } },
     response: { 200: message, ...errors('sessionNotFound', 'tokenInvalid', 'rateLimited') },
+  },
+  endAll: {
+    tags: ['accounts'], security: bearer,
+    summary: 'Sign out everywhere: end every session of the user, this one included; every access token of the user issued before is refused within a second',
+    response: {
+      200: { type: 'object', required: ['message', 'revoked'], properties: { message: { type: 'string' }, revoked: { type: 'integer', description: 'sessions ended' } } },
+      ...errors('tokenInvalid', 'rateLimited'),
+    },
   },
 } satisfies Record<string, EndpointSchema>;
 
@@ -67,6 +76,21 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionsDeps): P
     if (revoked === undefined) return sendError(reply, 'sessionNotFound');
     if (revoked > 0) request.log.info({ userId: user.id, sessionId: id }, 'session revoked');
     return successBody(reply, 'sessionRevoked');
+  });
+
+  app.delete('/sessions', { schema: DOCS.endAll, preHandler: requireUser() }, async function endAllSessions(request, reply) {
+    const { user } = currentIdentity(request);
+    const ended = await changeAccount(deps, { userId: user.id, mode: 'update', by: byUser(clientOf(request)) }, async ({ tx, user: locked, record, event }) => {
+      const n = await revokeAllForUser(tx, locked.id, 'session');
+      // The access tokens too (CONTRACT §33): a stolen one must not outlive its refresh token by its TTL.
+      await endOlderTokens(tx, locked);
+      await event('auth.session_revoked', { session_id: null, current: true, sessions: n });
+      await record('session.revoked', { all: true, sessions: n });
+      return n;
+    });
+    if (ended === undefined) return sendError(reply, 'tokenInvalid');
+    request.log.info({ userId: user.id, ended }, 'every session revoked by its user');
+    return successBody(reply, 'sessionsRevoked', { revoked: ended });
   });
 }
 

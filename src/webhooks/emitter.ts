@@ -2,8 +2,8 @@
 // migration 010) before the response that caused it, in the caller's transaction when there is
 // one, and emit() returns: no request waits on a receiver. The outbox worker (outbox.ts) delivers it.
 import type { Config } from '../config/schema.js';
-import type { Database, Queryable } from '../storage/db.js';
-import { insertDelivery } from '../storage/webhookDeliveries.js';
+import type { Database, Queryable } from '../storage/database/index.js';
+import { insertDelivery } from '../storage/events/index.js';
 import { servedTraceparent } from '../telemetry/tracing.js';
 import { newMessage } from './message.js';
 

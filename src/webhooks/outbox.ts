@@ -1,6 +1,6 @@
 // The webhook outbox worker (CONTRACT §5, §9). Messages are stored by emitter.ts before the
 // response that caused them; every instance runs this worker, which claims due
-// messages with a lease (storage/webhookDeliveries.ts), so a message is delivered at least once by
+// messages with a lease (storage/events/webhookDeliveries.ts), so a message is delivered at least once by
 // whichever instance is alive, one attempt at a time across instances, with the same webhook-id and
 // bytes on every attempt. The worker wakes on the change feed's webhookDue (a new message, or one
 // handed back at a shutdown), on its own retry timers, and on a poll for what nobody announces: a
@@ -16,11 +16,11 @@ import type { Logger } from 'pino';
 import type { Config } from '../config/schema.js';
 import type { HooksConfig } from '../config/schema/hooks.js';
 import type { Metrics } from '../telemetry/metrics.js';
-import type { ChangeFeed } from '../storage/changeFeed.js';
-import type { Database } from '../storage/db.js';
+import type { ChangeFeed } from '../storage/feed/index.js';
+import type { Database } from '../storage/database/index.js';
 import {
   claimDue, finishDelivery, nextDueInMs, purgeFinished, releaseDeliveries, retryDeliveryLater, type ClaimedDelivery, type FinalStatus,
-} from '../storage/webhookDeliveries.js';
+} from '../storage/events/index.js';
 import type { Tracing } from '../telemetry/tracing.js';
 import type { LookupAll } from './ssrf.js';
 import { describeError, WebhookSender, type AttemptOutcome, type AttemptResult } from './sender.js';
@@ -298,7 +298,7 @@ export class OutboxWorker {
     const context = { userId: job.user_id, subject: job.subject ?? undefined, type: job.type, webhookId: job.id, attempt: job.attempts };
     if (job.attempts > job.max_attempts) {
       // Its earlier attempts were cut by instances that died (their leases lapsed): none is left.
-      this.count('gave_up');
+      this.count('gave_up', job);
       this.log.warn(context, 'webhook not delivered: retries exhausted');
       await finishDelivery(this.deps.db, job.id, lease, 'failed', 'retries exhausted');
       return;
@@ -316,7 +316,7 @@ export class OutboxWorker {
       if (controller.signal.reason === SHUTDOWN) return;
       result = { outcome: 'timeout', error: `no outcome within ${this.attemptMs} ms` };
     }
-    this.count(result.outcome);
+    this.count(result.outcome, job);
     await this.settle(job, lease, result, { ...context, outcome: result.outcome }).catch((err: unknown) => {
       // The lease lapses and another attempt follows: at least once, maybe twice.
       this.log.warn({ ...context, err: describeError(err) }, 'webhook attempt outcome could not be recorded; the message is attempted again');
@@ -334,7 +334,7 @@ export class OutboxWorker {
       await finishDelivery(db, job.id, lease, 'failed', error ?? outcome);
       this.log.warn({ ...context, error }, 'webhook not delivered');
     } else if (job.attempts >= job.max_attempts) {
-      this.count('gave_up');
+      this.count('gave_up', job);
       await finishDelivery(db, job.id, lease, 'failed', error ?? outcome);
       this.log.warn({ ...context, error }, 'webhook not delivered: retries exhausted');
     } else {
@@ -359,7 +359,9 @@ export class OutboxWorker {
     this.retryTimer.unref();
   }
 
-  private count(outcome: AttemptOutcome | MessageOutcome): void {
-    this.deps.metrics.webhookDeliveries.inc({ outcome });
+  private count(outcome: AttemptOutcome | MessageOutcome, job: ClaimedDelivery): void {
+    // A handler's message is billing's (a meter event); one without a user, an operator hook.
+    const kind = this.deps.handlers?.[job.type] ? 'billing' : job.user_id === null ? 'hook' : 'webhook';
+    this.deps.metrics.webhookDeliveries.inc({ kind, outcome });
   }
 }

@@ -2,13 +2,15 @@
 // attempt starts, and the POST connects to the very address that was checked, signed as Standard
 // Webhooks (message.ts). What the attempt came to is data for the outbox worker (outbox.ts), which
 // decides about retries; nothing here touches the database.
+import http from 'node:http';
 import https from 'node:https';
 import type { LookupFunction } from 'node:net';
 import { readFileSync } from 'node:fs';
 import { rootCertificates } from 'node:tls';
 import type { Logger } from 'pino';
 import type { Config } from '../config/schema.js';
-import type { ClaimedDelivery } from '../storage/webhookDeliveries.js';
+import type { ClaimedDelivery } from '../storage/events/index.js';
+import { isLoopbackAddress } from '../http.js';
 import { bareHost, checkTarget, parseWebhookUrl, type LookupAll, type ResolvedAddress } from './ssrf.js';
 import type { Tracing } from '../telemetry/tracing.js';
 import { deliveryHeaders } from './message.js';
@@ -18,6 +20,8 @@ interface Target {
   url: string;
   secrets: readonly string[];
   allowPrivateNetworks: boolean;
+  /** hooks.url may be plain http to a loopback receiver (CONTRACT §28); a user's webhook never. */
+  loopbackHttp: boolean;
 }
 
 /** What one attempt came to; also the `outcome` label of gateway_webhook_deliveries_total. */
@@ -57,6 +61,7 @@ export interface SenderDeps {
 
 export class WebhookSender {
   private readonly agent: https.Agent;
+  private readonly loopbackAgent: http.Agent;
   private readonly config: Config['webhooks'];
   private readonly log: Logger;
   private readonly lookup: LookupAll | undefined;
@@ -73,10 +78,12 @@ export class WebhookSender {
     const ca = deps.config.caFile ? [...rootCertificates, readCa(deps.config.caFile)] : undefined;
     // No keep-alive: every attempt opens its own connection to the address it has just checked.
     this.agent = new https.Agent({ keepAlive: false, maxSockets: deps.maxSockets, ...(ca ? { ca } : {}) });
+    this.loopbackAgent = new http.Agent({ keepAlive: false, maxSockets: deps.maxSockets });
   }
 
   close(): void {
     this.agent.destroy();
+    this.loopbackAgent.destroy();
   }
 
   /** Where a message goes and what signs it: a user's webhook, or hooks.url for an operator hook (§24). */
@@ -85,19 +92,19 @@ export class WebhookSender {
       // The configuration of now, not of when the message was written: a URL or secret changed by SIGHUP applies to the next attempt.
       const hooks = this.hooks();
       if (!hooks) return { outcome: 'skipped', error: 'hooks: is not configured' };
-      return { url: hooks.url, secrets: hooks.secrets, allowPrivateNetworks: hooks.allowPrivateNetworks };
+      return { url: hooks.url, secrets: hooks.secrets, allowPrivateNetworks: hooks.allowPrivateNetworks, loopbackHttp: hooks.allowPrivateNetworks };
     }
     // Read by the claim, at the start of this attempt: a webhook deleted, or a plan lost, since the
     // event stops delivery.
     if (!job.url || !job.secret || job.plan !== 'pro' || job.is_active !== 1) return { outcome: 'skipped', error: 'no webhook, or its owner is not an active pro user' };
-    return { url: job.url, secrets: [job.secret], allowPrivateNetworks: this.config.allowPrivateNetworks };
+    return { url: job.url, secrets: [job.secret], allowPrivateNetworks: this.config.allowPrivateNetworks, loopbackHttp: false };
   }
 
   async attempt(job: ClaimedDelivery, signal: AbortSignal): Promise<AttemptResult> {
     const message = { id: job.id, body: job.body };
     const target = this.targetOf(job);
     if ('outcome' in target) return target;
-    const url = parseWebhookUrl(target.url);
+    const url = parseWebhookUrl(target.url, { loopbackHttp: target.loopbackHttp });
     if (!url) return { outcome: 'blocked', error: 'the webhook URL is not a valid https URL' };
     const check = await checkTarget(url, { allowPrivateNetworks: target.allowPrivateNetworks, timeoutMs: this.config.timeout, lookup: this.lookup });
     if (check.kind === 'forbidden') {
@@ -105,12 +112,14 @@ export class WebhookSender {
       return { outcome: 'blocked', error: `blocked: ${check.address} is not a public address` };
     }
     if (check.kind === 'unresolved') return { outcome: 'network_error', error: `DNS: ${describeError(check.error)}` };
+    // Cleartext only to this machine: a name like localhost. must not resolve anywhere else.
+    if (url.protocol === 'http:' && !isLoopbackAddress(check.target.address)) return { outcome: 'blocked', error: `blocked: plain http to ${check.target.address}, which is not loopback` };
     if (signal.aborted) return { outcome: 'network_error', error: 'aborted' };
     // The attempt's real time, not the gateway's clock: receivers hold it against their own clock
     // (their replay window).
     const headers = deliveryHeaders(message, target.secrets, new Date());
     const traced = this.tracing?.client('POST webhook', {
-      'http.request.method': 'POST', 'server.address': bareHost(url), 'server.port': Number(url.port || 443),
+      'http.request.method': 'POST', 'server.address': bareHost(url), 'server.port': Number(url.port || (url.protocol === 'http:' ? 80 : 443)),
       'gateway.webhook.type': job.type, 'gateway.webhook.attempt': job.attempts,
     }, job.traceparent);
     if (traced) traced.inject(headers);
@@ -151,13 +160,14 @@ export class WebhookSender {
         if (options?.all) callback(null, [{ address: target.address, family: target.family }]);
         else callback(null, target.address, target.family);
       };
-      const req = https.request({
+      const plain = url.protocol === 'http:';
+      const req = (plain ? http : https).request({
         method: 'POST',
         host: bareHost(url),
-        port: url.port || 443,
+        port: url.port || (plain ? 80 : 443),
         path: `${url.pathname}${url.search}`,
         headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) },
-        agent: this.agent,
+        agent: plain ? this.loopbackAgent : this.agent,
         lookup: pinned,
       }, (res) => {
         finish({ kind: 'status', status: res.statusCode ?? 0 });

@@ -123,6 +123,8 @@ describeWithServices('admin listener', () => {
     expect(res.json).toEqual({
       id: user.id, email: user.email, plan: 'premium', is_active: 1, active: true, daily_usage: 0, last_usage_date: null, created_at: expect.any(String), email_verified_at: null,
       external_id: null,
+      // No billing here (CONTRACT §29): an operator set premium.
+      billing: { customer_id: null, customer_url: null, subscriptions: [], plan_source: 'operator', billing_plan: null, override_since: null, grace_ends_at: null },
     });
     expect(res.text).not.toContain('argon2');
     for (const id of ['999999999', '0', '-1', 'abc', '1.5', '99999999999999999999']) {

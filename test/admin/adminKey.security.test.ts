@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
 import { sha256Hex } from '../../src/credentials/digest.js';
-import { insertOperator, insertOperatorToken } from '../../src/storage/operators.js';
+import { insertOperator, insertOperatorToken } from '../../src/storage/operators/operators.js';
 import { ADMIN_KEY, bearer, closeSql, describeWithServices, makeUser, startTestGateway, testConfig, throwawayDatabase, type TestGateway } from '../helpers/gateway.js';
 import { request, type RequestOptions } from '../helpers/http.js';
 import { sparePort } from '../helpers/ports.js';

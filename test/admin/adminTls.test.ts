@@ -1,7 +1,8 @@
 // HTTPS on the admin listener (admin.tls, docs/tls.md's example as written): the admin API and
 // /metrics over TLS only (the CLI's --admin too), the console served off loopback with a Secure cookie and its https://
 // origin accepted for changes, and the certificate renewed by a reload like the public listener's.
-import { copyFileSync, rmSync } from 'node:fs';
+import { X509Certificate } from 'node:crypto';
+import { copyFileSync, readFileSync, rmSync } from 'node:fs';
 import https from 'node:https';
 import path from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -110,6 +111,7 @@ describeWithServices('admin listener over HTTPS (admin.tls)', () => {
 
   it('takes a renewed certificate on reload; a key that is not the certificate\'s is refused before anything changes', async () => {
     expect(await servedCn(base, pki.ca)).toBe('admin-1');
+    const first = new X509Certificate(readFileSync(path.join(dir, 'certs/admin.pem')));
     const renewed = pki.issue('admin-2', { cn: 'admin-2', names: ['localhost', '127.0.0.1'] });
     copyFileSync(renewed.certFile, path.join(dir, 'certs/admin.pem'));
     // Half renewed (the old key beside the new certificate): gateway check and the reload both refuse it.
@@ -117,7 +119,11 @@ describeWithServices('admin listener over HTTPS (admin.tls)', () => {
     expect(() => gw.certificates!.reread()).toThrow();
     expect(await servedCn(base, pki.ca)).toBe('admin-1');
     copyFileSync(renewed.keyFile, path.join(dir, 'certs/admin-key.pem'));
+    const expiry = async () => Number(/^gateway_tls_certificate_expiry_timestamp_seconds\{listener="admin"\} (\S+)$/m.exec(String((await admin('GET', '/metrics')).json))?.[1]);
+    // What the certificate alert reads (deploy/monitoring/): the served certificate's end, not the file's.
+    expect(await expiry()).toBe(Date.parse(first.validTo) / 1000);
     gw.certificates!.reread()();
     expect(await servedCn(base, pki.ca)).toBe('admin-2');
+    expect(await expiry()).toBe(Date.parse(new X509Certificate(readFileSync(renewed.certFile)).validTo) / 1000);
   });
 });

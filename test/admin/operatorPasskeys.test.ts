@@ -8,7 +8,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { sha256Hex } from '../../src/credentials/digest.js';
-import { createEnrolment, insertOperator, type OperatorRole } from '../../src/storage/operators.js';
+import { createEnrolment, insertOperator, type OperatorRole } from '../../src/storage/operators/operators.js';
 import {
   ADMIN_KEY, bearer, closeSql, describeWithServices, marker, startTestGateway, testClock, testConfig, throwawayDatabase, type TestGateway, type ThrowawayDatabase,
 } from '../helpers/gateway.js';

@@ -9,10 +9,10 @@ import { buildAdminApp } from '../../src/admin/app.js';
 import { parseConfig } from '../../src/config/load.js';
 import { docsExample } from '../helpers/docs.js';
 import { mintOperatorToken } from '../../src/admin/operatorTokens.js';
-import { insertOperator, type OperatorRole } from '../../src/storage/operators.js';
-import type { Database } from '../../src/storage/db.js';
+import { insertOperator, type OperatorRole } from '../../src/storage/operators/operators.js';
+import type { Database } from '../../src/storage/database/db.js';
 import {
-  ADMIN_KEY, bearer, closeSql, describeWithServices, makeUser, marker, queriesDuring, startTestGateway, testConfig, throwawayDatabase, type TestGateway, type ThrowawayDatabase,
+  ADMIN_KEY, bearer, closeSql, describeWithServices, makeUser, marker, queriesDuring, startTestGateway, testClock, testConfig, throwawayDatabase, type TestGateway, type ThrowawayDatabase,
 } from '../helpers/gateway.js';
 import { request } from '../helpers/http.js';
 
@@ -31,11 +31,12 @@ describeWithServices('admin API: operators and their roles', () => {
   let gw: TestGateway;
   let adminApp: FastifyInstance;
   let url: string;
+  const clock = testClock();
   const as = (token: string, method: string, path: string, json?: unknown) => request(url, method, path, { headers: bearer(token), ...(json === undefined ? {} : { json }) });
 
   beforeAll(async () => {
     db = await throwawayDatabase({ migrated: true });
-    gw = await startTestGateway(testConfig({ storage: db.storage }));
+    gw = await startTestGateway(testConfig({ storage: db.storage }), { clock });
     adminApp = await buildAdminApp(gw.services);
     url = await adminApp.listen({ host: '127.0.0.1', port: 0 });
   });
@@ -56,6 +57,41 @@ describeWithServices('admin API: operators and their roles', () => {
     expect(refused.text).toBe('{"error":"Rôle insuffisant","required_roles":["admin"],"current_role":"viewer"}');
     expect((await as(viewer.token, 'DELETE', `/admin/v1/users/${user.id}/sessions`)).json).toEqual({ error: 'Rôle insuffisant', required_roles: ['support', 'admin'], current_role: 'viewer' });
     expect((await as(ADMIN_KEY, 'GET', `/admin/v1/users/${user.id}`)).json.plan).toBe('free');
+  });
+
+  // Every write route of /admin/v1 with the least role it takes (CONTRACT §24), checked against
+  // the routes the admin app documents: a write route added without a row here fails the first
+  // assertion. The calling operator's own tokens are any operator's (their own test is below).
+  const WRITES: Record<string, 'support' | 'admin'> = {
+    'DELETE /admin/v1/users/{id}': 'admin', 'POST /admin/v1/users': 'admin', 'DELETE /admin/v1/users/{id}/sessions': 'support',
+    'DELETE /admin/v1/users/{id}/sessions/{sid}': 'support', 'DELETE /admin/v1/users/{id}/mfa': 'support', 'PUT /admin/v1/users/{id}/plan': 'admin',
+    'PUT /admin/v1/users/{id}/active': 'support', 'POST /admin/v1/alerts': 'support', 'DELETE /admin/v1/api-keys/{id}': 'support',
+    'POST /admin/v1/api-keys/leaked': 'support', 'POST /admin/v1/operators': 'admin', 'PUT /admin/v1/operators/{id}/role': 'admin',
+    'DELETE /admin/v1/operators/{id}': 'admin', 'DELETE /admin/v1/operators/{id}/mfa': 'admin', 'PUT /admin/v1/orgs/{id}/plan': 'admin',
+    'POST /admin/v1/import/users': 'admin', 'POST /admin/v1/import/keys': 'admin',
+    // CONTRACT §31: an operator's domain verification and the SAML break-glass.
+    'POST /admin/v1/orgs/{id}/domains/{domain}/verify': 'admin', 'PUT /admin/v1/orgs/{id}/sso/saml': 'admin',
+  };
+  const OWN = ['POST /admin/v1/operator/tokens', 'DELETE /admin/v1/operator/tokens/{id}'];
+
+  it('every write route refuses a viewer, and those of admins support, with 403 Rôle insuffisant byte for byte; the user is untouched', async () => {
+    const paths = (adminApp.swagger() as { paths: Record<string, Record<string, unknown>> }).paths;
+    const writes = Object.entries(paths).filter(([path]) => path.startsWith('/admin/v1/'))
+      .flatMap(([path, methods]) => Object.keys(methods).filter((m) => m !== 'get').map((m) => `${m.toUpperCase()} ${path}`));
+    expect(writes.sort()).toEqual([...Object.keys(WRITES), ...OWN].sort());
+    const user = await makeUser(gw);
+    const before = (await as(ADMIN_KEY, 'GET', `/admin/v1/users/${user.id}`)).json;
+    for (const role of ['viewer', 'support'] as const) {
+      const caller = await operatorWithToken(gw.services.db, role);
+      for (const [route, least] of Object.entries(WRITES)) {
+        if (role === 'support' && least === 'support') continue;
+        const [method, path] = route.split(' ') as [string, string];
+        const refused = await as(caller.token, method, path.replace('{id}', String(user.id)).replace('{sid}', '1'), {});
+        const required = least === 'admin' ? '["admin"]' : '["support","admin"]';
+        expect([route, role, refused.status, refused.text]).toEqual([route, role, 403, `{"error":"Rôle insuffisant","required_roles":${required},"current_role":"${role}"}`]);
+      }
+    }
+    expect((await as(ADMIN_KEY, 'GET', `/admin/v1/users/${user.id}`)).json).toEqual(before);
   });
 
   it('the operators\' pages of other rooms declare their roles too: a viewer reads plans, overview and organizations, and cannot create, import or set an organization\'s plan', async () => {
@@ -127,6 +163,22 @@ describeWithServices('admin API: operators and their roles', () => {
     const dead = await as(other.token, 'GET', `/admin/v1/users/${user.id}`);
     expect([dead.status, dead.json]).toEqual([401, { error: 'Clé d’administration invalide' }]);
     expect((await as(admin.token, 'GET', '/admin/v1/operators')).json.operators.map((o: { id: number }) => o.id)).not.toContain(other.id);
+  });
+
+  it('a token works until its expiry and is refused from then on (401), the clock moved past it', async () => {
+    const viewer = await operatorWithToken(gw.services.db, 'viewer');
+    const { token } = await mintOperatorToken(gw.services.db, viewer.id, 'short', 1, clock());
+    try {
+      clock.advance(86_400_000 - 60_000);
+      expect((await as(token, 'GET', '/admin/v1/audit?limit=1')).status).toBe(200);
+      clock.advance(60_000);
+      const expired = await as(token, 'GET', '/admin/v1/audit?limit=1');
+      expect([expired.status, expired.text]).toEqual([401, '{"error":"Clé d’administration invalide"}']);
+      // The operator's 90-day token still works at the same instant.
+      expect((await as(viewer.token, 'GET', '/admin/v1/audit?limit=1')).status).toBe(200);
+    } finally {
+      clock.set(new Date());
+    }
   });
 
   it('operators, their roles and removal are for admins; a bad role is 400', async () => {

@@ -7,7 +7,7 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { buildAdminApp } from '../../src/admin/app.js';
 import { sha256Hex } from '../../src/credentials/digest.js';
-import { createEnrolment, insertOperator, type OperatorRole } from '../../src/storage/operators.js';
+import { createEnrolment, insertOperator, type OperatorRole } from '../../src/storage/operators/operators.js';
 import {
   bearer, closeSql, describeWithServices, makeUser, marker, startTestGateway, testClock, testConfig, throwawayDatabase, type TestGateway, type ThrowawayDatabase,
 } from '../helpers/gateway.js';
@@ -81,10 +81,13 @@ describeWithServices('console: operators sign in as themselves', () => {
     expect(event).toEqual({ actor: 'operator', actor_id: op.id, data: expect.objectContaining({ operator_email: op.email }) });
 
     clock.advance(30_000);
-    const again = await post('/console/operator/session', { email: op.email.toUpperCase(), password: op.password, code: totpCode(op.secret, clock().getTime()) });
+    // One code, computed once: computed again, a 30-second step could turn between the two
+    // requests and the second would send a fresh code.
+    const code = totpCode(op.secret, clock().getTime());
+    const again = await post('/console/operator/session', { email: op.email.toUpperCase(), password: op.password, code });
     expect(again.status).toBe(200);
     // The same code twice is refused (a step is used once), and audited.
-    const replay = await post('/console/operator/session', { email: op.email, password: op.password, code: totpCode(op.secret, clock().getTime()) });
+    const replay = await post('/console/operator/session', { email: op.email, password: op.password, code });
     expect([replay.status, replay.json]).toEqual([401, { error: 'Identifiants invalides' }]);
     const failures = await db.sql<{ actor_id: number; data: Record<string, unknown> }>("SELECT actor_id, data FROM audit_events WHERE type = 'operator.login_failed' AND actor_id = $1", [op.id]);
     expect(failures).toEqual([{ actor_id: op.id, data: { reason: 'mfa_failed', operator_email: op.email } }]);
@@ -105,11 +108,22 @@ describeWithServices('console: operators sign in as themselves', () => {
 
   it('ten wrong codes lock the operator\'s codes for 15 minutes (429), even with the right one', async () => {
     const op = await enrolled('viewer');
-    for (let i = 0; i < 10; i++) expect((await post('/console/operator/session', { email: op.email, password: op.password, code: '000000' })).status).toBe(401);
+    const wrong = () => post('/console/operator/session', { email: op.email, password: op.password, code: '000000' });
+    for (let i = 0; i < 9; i++) expect((await wrong()).status).toBe(401);
+    // The lock runs 15 minutes from the tenth wrong code: Retry-After is what is left of them, to
+    // the second, between the earliest and the latest instants each request could have been read at.
+    const tenth = clock().getTime();
+    expect((await wrong()).status).toBe(401);
+    const tenthAnswered = clock().getTime();
     clock.advance(30_000);
-    const locked = await post('/console/operator/session', { email: op.email, password: op.password, code: totpCode(op.secret, clock().getTime()) });
+    const asked = clock().getTime();
+    const locked = await post('/console/operator/session', { email: op.email, password: op.password, code: totpCode(op.secret, asked) });
+    const answered = clock().getTime();
     expect([locked.status, locked.json]).toEqual([429, { error: 'Trop de tentatives, réessayez plus tard' }]);
-    expect(Number(locked.headers['retry-after'])).toBeGreaterThan(800);
+    const left = (from: number, at: number) => Math.ceil((from + 15 * 60_000 - at) / 1000);
+    const retryAfter = Number(locked.headers['retry-after']);
+    expect(retryAfter).toBeGreaterThanOrEqual(left(tenth, answered));
+    expect(retryAfter).toBeLessThanOrEqual(left(tenthAnswered, asked));
   });
 
   it('is under the auth rate limit (auth.rateLimit, per client address): the attempt past it is 429', async () => {

@@ -6,19 +6,23 @@ import { authenticator } from '../helpers/totp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildAdminApp } from '../../src/admin/app.js';
 import { parseConfig } from '../../src/config/load.js';
-import type { AuditRow } from '../../src/storage/audit.js';
+import type { AuditRow } from '../../src/storage/events/audit.js';
 import {
   ADMIN_KEY, bearer, closeSql, configProblems, describeWithServices, makeUser, marker, newEmail, newPassword, rawTestConfig, sql, startTestGateway, startTwoGateways, testConfig, type TestGateway,
 } from '../helpers/gateway.js';
 import { gateway as cli } from '../helpers/cli.js';
 import { docsExample } from '../helpers/docs.js';
 import { request } from '../helpers/http.js';
+import { inTimeZone, ZONES_AROUND_UTC } from '../helpers/timeZone.js';
 import { writeFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
 /** A row as the admin API answers it: the time as text. */
 type Row = Omit<AuditRow, 'at'> & { at: string };
+
+/** The UTC time `ms` from now as ISO 8601 without an offset (2026-11-25T08:00:00). */
+const utcWall = (ms: number) => new Date(Date.now() + ms).toISOString().slice(0, 19);
 
 describeWithServices('audit log', () => {
   let a: TestGateway;
@@ -193,10 +197,25 @@ describeWithServices('audit log', () => {
     expect(new Set(ids).size).toBe(5);
     const since = new Date(Date.now() + 60_000).toISOString();
     expect((await admin('GET', `/admin/v1/audit?user_id=${user.id}&since=${since}`)).json).toEqual({ events: [], next_cursor: null });
-    for (const bad of ['limit=0', 'limit=201', 'since=yesterday', 'user_id=abc', 'cursor=nope']) {
+    // since is ISO 8601 only: what else Date reads (a month by name) it reads in the host's zone.
+    for (const bad of ['limit=0', 'limit=201', 'since=yesterday', 'since=2026-13-01', 'since=Nov%2025%202026', 'since=2026-11-25T25:00:00Z', 'user_id=abc', 'cursor=nope']) {
       const res = await admin('GET', `/admin/v1/audit?${bad}`);
       expect(res.status, bad).toBe(400);
       expect(res.json).toEqual({ error: 'Paramètres de liste invalides (limit, cursor, user_id ou since)' });
+    }
+  });
+
+  it('reads a since without an offset as UTC, whatever the host\'s local time zone', async () => {
+    const user = await makeUser(a);
+    const count = async (since: string) => (await admin('GET', `/admin/v1/audit?user_id=${user.id}&since=${encodeURIComponent(since)}`)).json.events.length as number;
+    const all = await count(utcWall(-3_600_000));
+    expect(all).toBeGreaterThan(0);
+    for (const zone of ZONES_AROUND_UTC) {
+      await inTimeZone(zone, async () => {
+        // New York would read an hour ago as four hours ahead, Tokyo an hour ahead as eight ago.
+        expect([zone, await count(utcWall(-3_600_000)), await count(utcWall(3_600_000))]).toEqual([zone, all, 0]);
+        expect([zone, await count(utcWall(-3_600_000).replace('T', ' ')), await count(`${utcWall(3_600_000)}.5`)]).toEqual([zone, all, 0]);
+      });
     }
   });
 
@@ -236,6 +255,13 @@ describeWithServices('audit log: the CLI', () => {
     const table = await cli(['audit', '--user', String(user.id), '--type', 'admin.plan_changed', '--config', config]);
     expect(table.stdout.split('\n')[0]).toMatch(/^AT\s+TYPE\s+ACTOR\s+USER\s+IP\s+DATA$/);
     expect(table.stdout).toContain('admin.plan_changed  cli');
+    // --since without an offset is UTC under any TZ the operator's shell has.
+    const since = async (zone: string, at: string) => {
+      const run = await cli(['audit', '--user', String(user.id), '--since', at, '--json', '--config', config], { env: { TZ: zone } });
+      expect(run.code, run.stderr).toBe(0);
+      return (JSON.parse(run.stdout) as { events: Row[] }).events.length;
+    };
+    expect([await since('America/New_York', utcWall(-3_600_000)), await since('Asia/Tokyo', utcWall(3_600_000))]).toEqual([3, 0]);
     const refused = await cli(['audit', '--limit', '0', '--config', config]);
     expect(refused.code).toBe(1);
     expect(refused.stderr).toContain('--limit: expected a number from 1 to 200');

@@ -53,6 +53,9 @@ interface Case {
   emptyAnswersAlike?: boolean;
 }
 
+/** The pair a credential change answers its session beside the contract's fields (CONTRACT §33). */
+const NEW_PAIR = { access_token: expect.any(String), refresh_token: expect.any(String), token_type: 'Bearer', plan: 'free' };
+
 describeWithServices('request bodies under both framings', () => {
   /** Passkeys, identity providers and TOTP; no mail, so adding a factor needs no verified address. */
   let gw: TestGateway;
@@ -139,7 +142,7 @@ describeWithServices('request bodies under both framings', () => {
   }
   const planOf = async (id: number) => (await sql<{ plan: string }>('SELECT plan FROM users WHERE id = $1', [id]))[0]?.plan;
 
-  // Every endpoint that reads a JSON body (src/auth/*Routes.ts, src/auth/routes.ts, src/user/,
+  // Every endpoint that reads a JSON body (the routes.ts and accountRoutes.ts of src/auth/'s features, src/user/,
   // src/admin/routes.ts, src/admin/console.ts). POST /email/resend and the /options of passkeys
   // read none.
   const CASES: Case[] = [
@@ -227,7 +230,7 @@ describeWithServices('request bodies under both framings', () => {
       },
     },
     {
-      route: `POST ${AUTH}/mfa/totp/confirm`, listener: 'public', answer: { status: 200, json: { recovery_codes: expect.arrayContaining([expect.any(String)]) } },
+      route: `POST ${AUTH}/mfa/totp/confirm`, listener: 'public', answer: { status: 200, json: { recovery_codes: expect.arrayContaining([expect.any(String)]), ...NEW_PAIR } },
       async prepare() {
         const user = await makeUser(gw);
         const { secret } = ok(await gw.post(`${AUTH}/mfa/totp/enroll`, {}, { headers: bearer(user.access) }), 200);
@@ -246,7 +249,7 @@ describeWithServices('request bodies under both framings', () => {
     },
     {
       // A password in a DELETE body: the one the contract names.
-      route: `DELETE ${AUTH}/mfa/totp`, listener: 'public', answer: { status: 200, json: { message: 'Second facteur supprimé' } },
+      route: `DELETE ${AUTH}/mfa/totp`, listener: 'public', answer: { status: 200, json: { message: 'Second facteur supprimé', ...NEW_PAIR } },
       async prepare() {
         const { user, recovery } = await userWithTotp();
         // Removing a factor asks for a sign-in with it (aal2).

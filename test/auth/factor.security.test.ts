@@ -1,4 +1,4 @@
-// Guard `factor` (CONTRACT §14, src/auth/factor.ts). With mail configured, no factor is added to
+// Guard `factor` (CONTRACT §14, src/auth/mfa/factor.ts). With mail configured, no factor is added to
 // an account whose email is not verified, so that whoever registers someone else's address first
 // cannot pre-install a TOTP or a passkey the owner would inherit (account pre-hijacking): each of
 // the four routes that add a factor refuses; once the owner opens the verification link, they
@@ -85,9 +85,11 @@ describeWithServices('guard factor: a verified email when mail is configured, a 
     await expect.poll(async () => (await gw.post(ENROLL, {}, { headers })).status).toBe(200);
     const secret = (await gw.post(ENROLL, {}, { headers })).json.secret as string;
     const code = () => authenticator.clone({ epoch: clock().getTime() }).generate(secret);
-    expect((await gw.post(CONFIRM, { code: code() }, { headers })).status).toBe(200);
-    // The password-only (aal1) token of before: the user now has a factor, so no other is added with it.
-    const refused = await gw.post(PASSKEY_OPTIONS, {}, { headers });
+    const confirm = await gw.post(CONFIRM, { code: code() }, { headers });
+    expect(confirm.status).toBe(200);
+    // The confirming session's new pair (CONTRACT §33), still of the password-only (aal1) sign-in:
+    // the user now has a factor, so no other is added with it.
+    const refused = await gw.post(PASSKEY_OPTIONS, {}, { headers: bearer(confirm.json.access_token) });
     expect([refused.status, refused.json]).toEqual([403, RECENT]);
     clock.advance(30_000); // the next step's code: the confirming one is spent
     const challenge = await gw.post('/api/v1/auth/login', { email, password });

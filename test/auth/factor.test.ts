@@ -5,12 +5,12 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { isRecentSignIn, passwordConfirmed, RECENT_SIGN_IN_S } from '../../src/auth/mfa/factor.js';
 import { Passwords } from '../../src/auth/password/passwords.js';
 import type { Identity } from '../../src/pipeline/index.js';
-import type { UserWithHash } from '../../src/storage/users.js';
+import type { UserWithHash } from '../../src/storage/accounts/users.js';
 
 const AUTH_TIME = 1_800_000_000; // seconds
 const USER: UserWithHash = {
   id: 7, email: 'factor@example.test', plan: 'free', is_active: 1, daily_usage: 0, last_usage_date: null, created_at: new Date(0),
-  email_verified_at: null, password_hash: null, password_changed_at: null,
+  email_verified_at: null, password_hash: null, password_changed_at: null, credential_generation: 0,
 };
 const bearerAt = (authTime: number | undefined): Identity => ({ user: USER, method: 'bearer', authTime });
 /** `seconds` after the sign-in, with a fraction of a second so that rounding would show. */

@@ -11,7 +11,7 @@ import bcrypt from 'bcryptjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { HashJob } from '../../src/auth/password/hasher.js';
 import { importUsers, readUsers } from '../../src/import/index.js';
-import { replacePasswordHash } from '../../src/storage/users.js';
+import { replacePasswordHash } from '../../src/storage/accounts/users.js';
 import {
   bearer, closeSql, describeWithServices, eventually, makeUser, newEmail, newPassword, startTwoGateways, testConfig, throwawayDatabase, type TestGateway, type ThrowawayDatabase,
 } from '../helpers/gateway.js';

@@ -48,7 +48,8 @@ describeWithServices('TOTP second factor', () => {
     const confirm = await b.post(CONFIRM, { code: code(secret) }, { headers: bearer(user.access) });
     expect(confirm.status).toBe(200);
     clock.advance(STEP);
-    return { user, secret, recovery: confirm.json.recovery_codes as string[] };
+    // The confirming session goes on with the pair answered beside the codes (CONTRACT §33).
+    return { user, secret, recovery: confirm.json.recovery_codes as string[], access: confirm.json.access_token as string };
   }
 
   it('enrols: a secret and an otpauth URL, active only once a right code confirms it; ten recovery codes stored hashed', async () => {
@@ -90,7 +91,9 @@ describeWithServices('TOTP second factor', () => {
       const res = await gw.post('/api/v1/auth/refresh', { refresh_token: elsewhere.refresh_token });
       expect([res.status, res.json]).toEqual([401, { error: 'Refresh token invalide, révoqué ou expiré' }]);
     }
-    const sessions = await a.get('/api/v1/user/sessions', { headers: bearer(user.access) });
+    // This session's token of before is refused; it goes on with the new pair, or its refresh token (CONTRACT §33).
+    expect((await a.get('/api/v1/user/sessions', { headers: bearer(user.access) })).status).toBe(401);
+    const sessions = await a.get('/api/v1/user/sessions', { headers: bearer(confirm.json.access_token) });
     expect(sessions.json.sessions).toEqual([expect.objectContaining({ current: true })]);
     expect((await b.post('/api/v1/auth/refresh', { refresh_token: user.refresh })).status).toBe(200);
     const [audit] = await sql<{ data: unknown }>('SELECT data FROM audit_events WHERE user_id = $1 AND type = $2', [user.id, 'mfa.enrolled']);
@@ -114,8 +117,8 @@ describeWithServices('TOTP second factor', () => {
     expect((await confirm).status).toBe(200);
     const res = await racing;
     expect([res.status, res.json]).toEqual([403, { error: 'Code à deux facteurs requis', mfa_token: expect.any(String), methods: ['totp', 'recovery_code'] }]);
-    // The only live refresh token is the confirming session's.
-    expect((await sql('SELECT id FROM refresh_tokens WHERE user_id = $1 AND revoked = 0', [user.id])).length).toBe(1);
+    // The only session with a live refresh token is the confirming one (its token of before, and the pair the confirmation answered).
+    expect(await sql('SELECT DISTINCT session_id FROM refresh_tokens WHERE user_id = $1 AND revoked = 0', [user.id])).toEqual([{ session_id: String(claims(user.access).sid) }]);
     clock.advance(STEP);
   });
 
@@ -199,9 +202,9 @@ describeWithServices('TOTP second factor', () => {
   });
 
   it('guard factor: a recent bearer sign-in, at aal2 once a factor exists; never an API key', async () => {
-    const { user, secret } = await enrolled();
-    // user.access: a password sign-in of a user who now has TOTP.
-    expect((await remove(a, { password: user.password }, bearer(user.access))).json).toEqual(RECENT);
+    const { user, secret, access } = await enrolled();
+    // access: the confirming session's, a password sign-in of a user who now has TOTP.
+    expect((await remove(a, { password: user.password }, bearer(access))).json).toEqual(RECENT);
     const other = await makeUser(a, { plan: 'pro' });
     const key = (await a.post('/api/v1/user/api-token', {}, { headers: bearer(other.access) })).json.api_token as string;
     const byKey = await a.post(ENROLL, {}, { headers: { 'x-api-key': key } });

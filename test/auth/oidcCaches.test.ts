@@ -7,7 +7,8 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { GitHubProvider } from '../../src/auth/providers/github.js';
-import { OidcProvider, OidcProviders } from '../../src/auth/providers/oidc.js';
+import { SignInProviders } from '../../src/auth/providers/configured.js';
+import { OidcProvider } from '../../src/auth/providers/oidc.js';
 import { flowSecrets, type Assertion } from '../../src/auth/providers/signInProvider.js';
 import { configSchema } from '../../src/config/schema.js';
 import { DISCOVERY_PATH, signInAtProvider, startTestProvider, type TestProvider } from '../helpers/oidcProvider.js';
@@ -42,7 +43,7 @@ describe('an OpenID Connect provider\'s discovery, keys and assertion', () => {
     const sub = `sub-${randomUUID()}`;
     idp.users.set(sub, user);
     const back = await signInAtProvider(await p.authorizationUrl(secrets), sub);
-    return { ...(await p.signIn(back.searchParams, secrets)), sub };
+    return { ...(await p.signIn({ via: 'query', params: back.searchParams }, secrets)), sub };
   }
   /** Time frozen at `at` ms after the test's start: Date alone is faked (timers run, so do the provider's sockets). */
   function frozenAt(t0: number, at: number): void {
@@ -51,7 +52,7 @@ describe('an OpenID Connect provider\'s discovery, keys and assertion', () => {
   }
 
   it('each configured provider by its kind and name: GitHub\'s, an OpenID Connect one, none for another name', () => {
-    const providers = new OidcProviders(configSchema.parse({
+    const providers = new SignInProviders(configSchema.parse({
       auth: { oidc: { publicUrl: PUBLIC_URL, returnTo: ['https://app.example.test/'], providers: {
         gh: { kind: 'github', clientId: 'c', clientSecret: 's' }, testidp: { issuer: idp.issuer, clientId: 'c', clientSecret: 's' },
       } } },

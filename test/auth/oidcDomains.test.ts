@@ -5,7 +5,7 @@
 // Google. Google's `hd` claim is checked on the pure rule (domainAllowed), as the provider's
 // settings hold it.
 import { describe, expect, it } from 'vitest';
-import { domainAllowed } from '../../src/auth/providers/oidc.js';
+import { domainAllowed } from '../../src/auth/providers/configured.js';
 import { configSchema } from '../../src/config/schema.js';
 import { describeWithServices, makeUser, marker, newEmail, sql } from '../helpers/gateway.js';
 import { withTestProvider } from '../helpers/oidcSignIn.js';

@@ -1,4 +1,4 @@
-// The OIDC nonce (CONTRACT §15, src/auth/oidc.ts): each sign-in sends the provider a nonce of its
+// The OIDC nonce (CONTRACT §15, src/auth/providers/oidc.ts): each sign-in sends the provider a nonce of its
 // own, and the callback accepts only an ID token that carries that flow's nonce. A token the
 // provider minted for another sign-in (one an attacker started, or captured) is refused even when
 // everything else about the callback is right: its state, its cookie, its PKCE verifier.

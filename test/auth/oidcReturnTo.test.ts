@@ -5,14 +5,14 @@
 // application (…/go?to=https://evil/) carried #login_code to an attacker (browsers keep the
 // fragment across a redirect), and encoded separators reached paths outside the entry.
 import { describe, expect, it } from 'vitest';
-import { OidcProviders } from '../../src/auth/providers/oidc.js';
+import { SignInProviders } from '../../src/auth/providers/configured.js';
 import { configSchema } from '../../src/config/schema.js';
 
-function providersWith(returnTo: string[]): OidcProviders {
+function providersWith(returnTo: string[]): SignInProviders {
   const config = configSchema.parse({
     auth: { oidc: { publicUrl: 'https://gw.example.test', returnTo, providers: { idp: { issuer: 'https://idp.example.test', clientId: 'c', clientSecret: 's' } } } },
   });
-  return new OidcProviders(config.auth.oidc!);
+  return new SignInProviders(config.auth.oidc!);
 }
 
 describe('return_to: exact URLs', () => {

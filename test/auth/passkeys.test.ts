@@ -206,8 +206,10 @@ describeWithServices('passkeys', () => {
       expect([res.status, res.json], path).toEqual([404, NOT_FOUND]);
     }
     const res = await b.request('DELETE', `/api/v1/user/passkeys/${id}`, { headers });
-    expect([res.status, res.json]).toEqual([200, { message: 'Clé d’accès supprimée' }]);
-    expect((await a.get('/api/v1/user/passkeys', { headers })).json).toEqual({ passkeys: [] });
+    // The message, and beside it this session's new pair: its token of before is refused (CONTRACT §33).
+    expect([res.status, res.json]).toEqual([200, { message: 'Clé d’accès supprimée', access_token: expect.any(String), refresh_token: expect.any(String), token_type: 'Bearer', plan: 'free' }]);
+    expect((await a.get('/api/v1/user/passkeys', { headers })).status).toBe(401);
+    expect((await a.get('/api/v1/user/passkeys', { headers: bearer(res.json.access_token) })).json).toEqual({ passkeys: [] });
     expect((await signIn(credential)).res.json).toEqual(REFUSED);
     expect((await a.post('/api/v1/auth/refresh', { refresh_token: other.refresh_token })).status).toBe(401);
     expect((await a.post('/api/v1/auth/refresh', { refresh_token: mine.refresh_token })).status).toBe(200);

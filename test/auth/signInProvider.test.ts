@@ -1,4 +1,4 @@
-// Unit tests of src/auth/signInProvider.ts, the pieces every provider's sign-in shares: the flow's
+// Unit tests of src/auth/providers/signInProvider.ts, the pieces every provider's sign-in shares: the flow's
 // secrets derived from the browser's cookie, their constant-time comparison, PKCE's S256, and the
 // provider's error in the callback. The threats: one flow's state, nonce or verifier accepted in
 // another (each must differ per browser and from each other), and a near miss passing for a secret.

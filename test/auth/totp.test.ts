@@ -7,8 +7,8 @@ import { createDecipheriv } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTotp, newRecoveryCodes, recoveryCodeHash, type Totp } from '../../src/auth/mfa/totp.js';
 import { sha256Hex } from '../../src/credentials/digest.js';
-import { postgresDatabase, type Database } from '../../src/storage/db.js';
-import { migrate } from '../../src/storage/migrations.js';
+import { postgresDatabase, type Database } from '../../src/storage/database/db.js';
+import { migrate } from '../../src/storage/database/migrations.js';
 import { closeSql, describeWithServices, sql, testServices } from '../helpers/gateway.js';
 import { totpCode } from '../helpers/totp.js';
 

@@ -1,4 +1,4 @@
-// The TOTP window (CONTRACT §14, src/auth/totp.ts and storage/mfa.ts's useTotpStep): a code of
+// The TOTP window (CONTRACT §14, src/auth/mfa/totp.ts and storage/accounts/mfa.ts's useTotpStep): a code of
 // the current 30 s step or of one step either side signs in, two steps away is refused at both
 // edges, and once a step was used no step up to it is accepted again (an older code that a
 // shoulder-surfer or a phishing page captured is as dead as the one used).

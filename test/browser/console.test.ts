@@ -124,6 +124,12 @@ describeWithBrowser('the console, in Chromium', () => {
     const audit = await rows('section[aria-labelledby=h-audit]');
     expect(await text('#h-audit')).toBe('Audit events');
     expect(audit).toContainEqual([expect.any(String), 'admin.plan_changed', 'console', '127.0.0.1', '{"plan":"pro"}']);
+    // Dates as people read them (CONTRACT §29), the exact instant on hover.
+    const [stamp, exact] = await page.$eval('section[aria-labelledby=h-audit] time', (t) => [t.textContent, t.getAttribute('title')]);
+    expect(stamp).toMatch(/^\d{1,2} [A-Z][a-z]{2} \d{4}, \d{2}:\d{2} UTC$/);
+    expect(exact).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
+    // Today's and this month's uses against the plan's limits, one meter per window.
+    expect(await page.$$eval('#user-usage dt', (els) => els.map((e) => e.textContent))).toEqual(['Today (UTC)', 'This month (UTC)']);
     expect(await page.$eval('#user-plan', (el) => (el as HTMLSelectElement).value)).toBe('pro');
     // The usage chart: drawn by uPlot on a canvas, its numbers as a table beside it.
     const usage = 'section[aria-labelledby=h-usage]';
@@ -143,7 +149,10 @@ describeWithBrowser('the console, in Chromium', () => {
 
   it('lists the user\'s API keys with their names, and revokes one: the key stops working', async () => {
     // The user is on pro since the plan change above, so may hold keys.
-    const created = await gw.post('/api/v1/user/api-keys', { name: 'nightly export' }, { headers: bearer(user.access) });
+    // The session revoked above ended the user's older tokens too (CONTRACT §33): a new sign-in.
+    expect((await gw.get('/api/v1/user/me', { headers: bearer(user.access) })).status).toBe(401);
+    const access = (await gw.post('/api/v1/auth/login', { email: user.email, password: user.password })).json.access_token as string;
+    const created = await gw.post('/api/v1/user/api-keys', { name: 'nightly export' }, { headers: bearer(access) });
     expect(created.status).toBe(201);
     await page.reload();
     const button = await page.waitForSelector(`button[aria-label="Revoke API key ${created.json.id}"]`);

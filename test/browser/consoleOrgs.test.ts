@@ -92,7 +92,12 @@ describeWithBrowser('the console\'s organizations pages, in Chromium', () => {
     await page.waitForSelector('#org-plan');
     expect(await page.$eval('#view h2', (el) => el.textContent)).toBe(name);
     expect(await rows('section[aria-labelledby=h-members]')).toEqual([[owner.email, 'owner', expect.any(String)], [member.email, 'member', expect.any(String)]]);
-    expect((await rows('section[aria-labelledby=h-org-usage]')).map((r) => r[0])).toEqual(['Today', 'This month']);
+    // On free the members count on their own counters: the pooled one is said to be absent (CONTRACT §29's usage at a glance).
+    expect(await page.$$eval('#org-usage dt, #org-usage dd', (els) => els.map((e) => e.textContent))).toEqual(['Pooled uses', ' not counted here']);
+    // Dates as people read them, the exact instant on hover.
+    const joined = await page.$eval('section[aria-labelledby=h-members] time', (t) => [t.getAttribute('datetime'), t.getAttribute('title'), t.textContent]);
+    expect(joined[1]).toBe(joined[0]);
+    expect(joined[2]).toMatch(/^\d{1,2} [A-Z][a-z]{2} \d{4}, \d{2}:\d{2} UTC$/);
     expect(await axe()).toEqual([]);
     // free → premium → pro with the arrow key, Tab to the button, Enter.
     await page.focus('#org-plan');
@@ -106,6 +111,14 @@ describeWithBrowser('the console\'s organizations pages, in Chromium', () => {
     await page.waitForFunction(() => document.activeElement?.id === 'save-org-plan');
     expect(await sql('SELECT plan FROM organizations WHERE id = $1', [orgId])).toEqual([{ plan: 'pro' }]);
     expect(await rows('section[aria-labelledby=h-org-plan-changes]')).toEqual([[expect.any(String), 'console', 'pro', 'free']]);
+    // On pro the pooled counter counts: each window against the plan's limits.
+    expect(await page.$$eval('#org-usage dt', (els) => els.map((e) => e.textContent))).toEqual(['Today (UTC)', 'This month (UTC)']);
+    // A change by billing is listed too, newest first (CONTRACT §29: the page said "None" after one).
+    await sql("INSERT INTO audit_events (at, type, actor, data) VALUES (now(), 'billing.plan_changed', 'billing', $1)",
+      [JSON.stringify({ org_id: orgId, plan: 'premium', previous_plan: 'pro', event_id: 'evt_console' })]);
+    await page.reload();
+    await page.waitForSelector('section[aria-labelledby=h-org-plan-changes]');
+    expect(await rows('section[aria-labelledby=h-org-plan-changes]')).toEqual([[expect.any(String), 'billing', 'premium', 'pro'], [expect.any(String), 'console', 'pro', 'free']]);
     expect(await axe()).toEqual([]);
     await shot('org');
   });

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { buildAdminApp } from '../../src/admin/app.js';
 import { sha256Hex } from '../../src/credentials/digest.js';
 import { CONSOLE_COOKIE } from '../../src/credentials/shapes.js';
-import { createEnrolment, findOperator, insertOperator, type OperatorRole } from '../../src/storage/operators.js';
+import { createEnrolment, findOperator, insertOperator, type OperatorRole } from '../../src/storage/operators/operators.js';
 import { describeWithBrowser, launchBrowser, type TestBrowser } from '../helpers/browser.js';
 import { closeSql, marker, startTestGateway, testClock, throwawayDatabase, type TestGateway, type TestUser, type ThrowawayDatabase } from '../helpers/gateway.js';
 import { request } from '../helpers/http.js';
@@ -202,5 +202,33 @@ describeWithBrowser('the console by operator role, in Chromium', () => {
     expect([audit?.actor, Number(audit?.actor_id)]).toEqual(['operator', boss.id]);
     expect(await axe(page)).toEqual([]);
     await page.browserContext().close();
+  });
+
+  it('the sign-in page links to operators\' sign-in, and without a shared key offers only that (CONTRACT §29)', async () => {
+    await enrolled('viewer');
+    const keyless = await startTestGateway({ ...gw.services.config, admin: { ...gw.services.config.admin, apiKey: '' } }, { clock });
+    const keylessAdmin = await buildAdminApp(keyless.services);
+    const keylessUrl = await keylessAdmin.listen({ host: '127.0.0.1', port: 0 });
+    try {
+      const signInPage = async (base: string) => {
+        const page = await (await chromium.browser.createBrowserContext()).newPage();
+        await page.setBypassCSP(true);
+        await page.goto(`${base}/console/`);
+        await page.waitForSelector('#operator-link', { visible: true });
+        return page;
+      };
+      const keyed = await signInPage(url);
+      expect(await keyed.$eval('#key', (el) => (el as HTMLElement).offsetParent !== null)).toBe(true);
+      expect(await keyed.$eval('#operator-link', (a) => (a as HTMLAnchorElement).href)).toBe(`${url}/console/operator.html`);
+      await keyed.browserContext().close();
+      const only = await signInPage(keylessUrl);
+      await only.waitForFunction(() => document.getElementById('key-sign-in')!.hidden);
+      expect(await only.evaluate(() => document.activeElement?.id)).toBe('operator-link');
+      expect(await axe(only)).toEqual([]);
+      await only.browserContext().close();
+    } finally {
+      await keylessAdmin.close();
+      await keyless.close();
+    }
   });
 });

@@ -64,7 +64,7 @@ describeWithBrowser('the demo\'s browser page', () => {
     const email = await page.evaluate('document.getElementById("email").value') as string;
     expect(await step('register')).toMatch(/^POST \/api\/v1\/auth\/register → 201\n/);
     expect(await step('login')).toMatch(/^POST \/api\/v1\/auth\/login → 200\n/);
-    expect(await step('anonymous')).toContain('GET /api/v1/profile → 401\n{\n  "error": "Invalid or expired token"\n}');
+    expect(await step('anonymous')).toContain('GET /api/v1/profile → 401\n{\n  "error": "No token was sent"\n}');
     const profile = await step('profile');
     expect(profile).toMatch(/^GET \/api\/v1\/profile → 200\n/);
     expect(profile).toContain(`"x-user-email": "${email}"`);

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
 import { sha256Hex } from '../../src/credentials/digest.js';
 import { CONSOLE_COOKIE } from '../../src/credentials/shapes.js';
-import { createEnrolment, insertOperator } from '../../src/storage/operators.js';
+import { createEnrolment, insertOperator } from '../../src/storage/operators/operators.js';
 import { describeWithBrowser, launchBrowser, type TestBrowser } from '../helpers/browser.js';
 import { docsExample } from '../helpers/docs.js';
 import { ADMIN_KEY, closeSql, marker, startTestGateway, testClock, testConfig, throwawayDatabase, type TestGateway, type ThrowawayDatabase } from '../helpers/gateway.js';

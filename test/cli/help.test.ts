@@ -7,8 +7,8 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { ensureBuilt, gateway, ROOT } from '../helpers/cli.js';
 
 const COMMANDS = [
-  'start', 'migrate', 'check', 'health', 'schema', 'users set-plan', 'users deactivate', 'users activate',
-  'keys rotate', 'keys rotate-jwt', 'keys revoke', 'backup', 'restore', 'errors',
+  'init', 'start', 'migrate', 'check', 'health', 'schema', 'users set-plan', 'users deactivate', 'users activate',
+  'keys rotate', 'keys rotate-jwt', 'keys revoke', 'backup', 'restore', 'errors', 'stripe-fake', 'stripe-fake trigger',
 ];
 const pkg = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string; bin: Record<string, string> };
 
@@ -56,7 +56,7 @@ describe('gateway --help, --version, usage errors', { timeout: 60_000 }, () => {
     }
     expect(unknownOption.stderr).toBe('gateway: unknown option --frob; known options: --config FILE, --help\n\nUsage: gateway check [--config FILE]\nRun `gateway check --help` for its help.\n');
     expect(unknownCommand.stderr).toMatch(/^gateway: unknown command "frob"\n\nUsage: gateway <command>/);
-    expect(missing.stderr).toMatch(/^gateway: users set-plan needs PLAN\n\nUsage: gateway users set-plan EMAIL PLAN \[--config FILE\] \[--admin URL\]\n/);
+    expect(missing.stderr).toMatch(/^gateway: users set-plan needs PLAN\n\nUsage: gateway users set-plan EMAIL PLAN \[--override\] \[--config FILE\] \[--admin URL\]\n/);
     expect(extra.stderr).toMatch(/^gateway: unexpected argument "now"\n/);
     expect(noCommand.stderr).toMatch(/^gateway: a command is needed\n\nUsage: gateway <command>/);
     expect(noAction.stderr).toMatch(/^gateway: users needs one of: set-plan EMAIL PLAN \| deactivate EMAIL \| activate EMAIL \| list \| reset-link EMAIL \| delete EMAIL\n\nUsage: gateway users /);

@@ -5,7 +5,7 @@ import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { migrationFiles } from '../../src/storage/migrations.js';
+import { migrationFiles } from '../../src/storage/database/migrations.js';
 import { ensureBuilt, gateway, logLines, type CliRun } from '../helpers/cli.js';
 import { closeSql, describeWithServices, rawTestConfig, testServices, throwawayDatabase, TEST_JWT_SECRET } from '../helpers/gateway.js';
 import { spawnGateway } from '../helpers/gatewayProcess.js';

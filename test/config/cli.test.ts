@@ -22,6 +22,8 @@ routes:
 const PREFIX_WARNING = 'apiKeys.prefix: new API keys start with the default gw_, which every gateway shares: set a prefix of your own (apiKeys.prefix: acme) '
   + 'so that secret scanners can tell your keys from others\'; keys made before keep working';
 
+const NO_FILE = 'no such file: write one with `npx gateway init` (`--profile public-api` for a public API), or name another with --config FILE or GATEWAY_CONFIG';
+
 describe('gateway check', { timeout: 60_000 }, () => {
   let dir: string;
   beforeAll(() => {
@@ -46,14 +48,14 @@ describe('gateway check', { timeout: 60_000 }, () => {
     expect(lines[1]).toBe('');
     const table = lines.slice(2).map((l) => l.split(/ {2,}/));
     expect(table).toEqual([
-      ['PATH', 'METHODS', 'AUTH', 'PLANS', 'DAILY', 'PER MINUTE', 'UPSTREAM', 'FORWARDED AS'],
-      ['/api/v1/public', '*', 'none', '-', '-', '-', 'app (http://127.0.0.1:3000)', '/public/…'],
-      ['/api/v1/races', 'GET,POST', 'required', '-', 'yes', '-', 'app (http://127.0.0.1:3000)', '/api/v1/races/…'],
-      ['/api/v1/reports', '*', 'required', 'premium,pro', '-', '-', 'reports (http://reports.internal:8000)', '/api/v1/reports/…'],
+      ['PATH', 'METHODS', 'AUTH', 'PLANS', 'SCOPES', 'ORG', 'DAILY', 'PER MINUTE', 'UPSTREAM', 'FORWARDED AS'],
+      ['/api/v1/public', '*', 'none', '-', '-', '-', '-', '-', 'app (http://127.0.0.1:3000)', '/public/…'],
+      ['/api/v1/races', 'GET,POST', 'required', '-', '-', '-', 'yes', '-', 'app (http://127.0.0.1:3000)', '/api/v1/races/…'],
+      ['/api/v1/reports', '*', 'required', 'premium,pro', '-', '-', '-', '-', 'reports (http://reports.internal:8000)', '/api/v1/reports/…'],
     ]);
   });
 
-  it('CONTRACT §22: warns about org routes without organizations, CORS without Gateway-Org, and the decisions listener\'s aware header', async () => {
+  it('CONTRACT §22: warns about org routes without organizations and CORS without Gateway-Org; never of the retired aware header (§33)', async () => {
     const ORGS = 'organizations: { enabled: true }\nmail: { resetUrl: \'https://a.example/r?token={token}\', verifyUrl: \'https://a.example/v?token={token}\', invitationUrl: \'https://a.example/j?token={token}\' }\n';
     const orgRoute = '  - { path: /api/v1/team, upstream: app, roles: [owner, admin] }\n';
     const off = await gateway(['check', '--config', write('orgs-off.yaml', `${VALID}${orgRoute}`)]);
@@ -62,7 +64,8 @@ describe('gateway check', { timeout: 60_000 }, () => {
     const on = await gateway(['check', '--config', write('orgs-on.yaml', `${ORGS}decisions: { port: 9191 }\ncors: { origins: ['https://app.example.com'] }\n${VALID}${orgRoute}`)]);
     expect(on.code).toBe(0);
     expect(on.stderr).toContain('warning: cors.headers does not list Gateway-Org: browser pages cannot act for an organization (add gateway-org)');
-    expect(on.stderr).toContain('warning: organizations.enabled: the decisions listener refuses (400) requests without X-Gateway-Org-Aware: 1; ');
+    expect(on.stderr).not.toContain('warning: organizations');
+    expect(on.stderr).not.toMatch(/org-aware/i);
     const listed = await gateway(['check', '--config', write('orgs-cors.yaml', `${ORGS}cors: { origins: ['https://app.example.com'], headers: [authorization, gateway-org] }\n${VALID}${orgRoute}`)]);
     expect(listed.stderr).not.toContain('warning: cors');
     expect(listed.stderr).not.toContain('warning: organizations');
@@ -73,7 +76,7 @@ describe('gateway check', { timeout: 60_000 }, () => {
     const { code, stdout } = await gateway(['check', '--config', file]);
     expect(code).toBe(0);
     const row = stdout.split('\n').find((l) => l.startsWith('/downloads'))!.split(/ {2,}/);
-    expect(row).toEqual(['/downloads', '*', 'required', 'pro', '-', '-', '- (decision only)', '-']);
+    expect(row).toEqual(['/downloads', '*', 'required', 'pro', '-', '-', '-', '-', '- (decision only)', '-']);
   });
 
   it('shows a route that asks for a second factor (mfa: required) in its AUTH column', async () => {
@@ -82,6 +85,18 @@ describe('gateway check', { timeout: 60_000 }, () => {
     const { code, stdout } = await gateway(['check', '--config', file]);
     expect(code).toBe(0);
     expect(stdout.split('\n').find((l) => l.startsWith('/api/v1/billing'))!.split(/ {2,}/)[2]).toBe('required (mfa)');
+  });
+
+  it('shows the scopes an API key needs and what the route asks of an organization', async () => {
+    const file = write('scopes.yaml', `organizations: { enabled: true }\nmail: { resetUrl: 'https://a.example/r?token={token}', verifyUrl: 'https://a.example/v?token={token}', invitationUrl: 'https://a.example/j?token={token}' }\n${VALID}`
+      + '  - { path: /api/v1/exports, upstream: app, scopes: [reports:read, exports:write] }\n  - { path: /api/v1/team, upstream: app, roles: [owner, admin] }\n'
+      + '  - { path: /api/v1/maybe-team, upstream: app, org: optional }\n');
+    const { code, stdout } = await gateway(['check', '--config', file]);
+    expect(code).toBe(0);
+    const row = (path: string) => stdout.split('\n').find((l) => l.startsWith(`${path} `))!.split(/ {2,}/).slice(0, 6);
+    expect(row('/api/v1/exports')).toEqual(['/api/v1/exports', '*', 'required', '-', 'reports:read,exports:write', '-']);
+    expect(row('/api/v1/team')).toEqual(['/api/v1/team', '*', 'required', '-', '-', 'required (owner,admin)']);
+    expect(row('/api/v1/maybe-team')).toEqual(['/api/v1/maybe-team', '*', 'required', '-', '-', 'optional']);
   });
 
   it('shows a route on / as forwarded to /…, not //…', async () => {
@@ -124,7 +139,7 @@ describe('gateway check', { timeout: 60_000 }, () => {
       stderr: `${unset}: invalid configuration\n  - admin.apiKey: \${ADMIN_KEY}: environment variable ADMIN_KEY is not set and has no default (write \${ADMIN_KEY:-default})\n`,
     });
     expect(b).toEqual({ code: 1, stdout: '', stderr: `${unknown}: invalid configuration\n  - server: unknown key(s) "prot" (did you mean "port"?)\n` });
-    expect(c).toEqual({ code: 1, stdout: '', stderr: `${missing}: invalid configuration\n  - cannot read the file: ENOENT\n` });
+    expect(c).toEqual({ code: 1, stdout: '', stderr: `${missing}: invalid configuration\n  - ${NO_FILE}\n` });
   });
 
   it('reads auth.jwt.privateKeyFile: a key that cannot sign with the algorithm is an invalid configuration', async () => {

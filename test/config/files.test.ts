@@ -1,5 +1,5 @@
 // The signing-key check of `gateway check` (config/files.ts) is written apart from the loading of
-// the key at start (auth/tokens.ts: jose's importPKCS8), so that configuration depends on nothing
+// the key at start (credentials/tokens.ts: jose's importPKCS8), so that configuration depends on nothing
 // of auth/. This holds the two to the same answer for every kind of key an operator may hand over.
 import { generateKeyPairSync } from 'node:crypto';
 import { SignJWT } from 'jose';

@@ -4,7 +4,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig, parseConfig } from '../../src/config/load.js';
+import { ConfigError, loadConfig, NO_CONFIG_FILE, parseConfig } from '../../src/config/load.js';
 import { planLimitsOf } from '../../src/pipeline/plans.js';
 
 const FILE = '/etc/gateway/gateway.yaml';
@@ -404,6 +404,7 @@ describe('loadConfig', () => {
 
   it('a missing file is an error naming it', () => {
     const file = path.join(dir, 'missing.yaml');
-    expect(() => loadConfig(file, {})).toThrow(`${file}: invalid configuration\n  - cannot read the file: ENOENT`);
+    expect(() => loadConfig(file, {})).toThrow(`${file}: invalid configuration\n  - ${NO_CONFIG_FILE}`);
+    expect(NO_CONFIG_FILE).toBe('no such file: write one with `npx gateway init` (`--profile public-api` for a public API), or name another with --config FILE or GATEWAY_CONFIG');
   });
 });

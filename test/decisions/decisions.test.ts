@@ -13,9 +13,10 @@ import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js
 
 const UPGRADE_URL = '/api/v1/subscription/upgrade';
 const IDENTITY = ['x-user-id', 'x-user-plan', 'x-user-email', 'x-auth-method', 'x-gateway-assertion'];
+// What a client may send to pass as someone else: each one alone gets the decision refused (CONTRACT §33).
 const SPOOFED = {
   'X-User-Key-Id': '7', 'X-User-Id': '1', 'X-User-Plan': 'pro', 'X-User-Email': 'boss@example.test', 'X-Auth-Method': 'api-key', 'X-Gateway-Assertion': 'forged',
-  'X-User-Role': 'admin', 'X_User_Id': '1',
+  'X-User-Role': 'admin', 'X_User_Id': '1', 'X-USER-EXTERNAL-ID': 'ext-1', 'X-Org-Id': '31', 'x_org_role': 'owner', 'X-Org-Plan': 'pro'
 };
 
 function settings(upstream: string) {
@@ -131,7 +132,7 @@ describeWithServices('decisions listener', () => {
       const pro = await makeUser(a, { plan: 'pro' });
       const key = (await a.post('/api/v1/user/api-token', {}, { headers: bearer(pro.access) })).json.api_token as string;
       const [listed] = (await a.get('/api/v1/user/api-keys', { headers: bearer(pro.access) })).json.api_keys as Array<{ id: number }>;
-      const res = await a.decide('GET', '/decisions', { headers: { 'x-api-key': key, 'X-Original-URI': '/internal/report', 'X-Original-Method': 'DELETE', 'X-User-Key-Id': '1' } });
+      const res = await a.decide('GET', '/decisions', { headers: { 'x-api-key': key, 'X-Original-URI': '/internal/report', 'X-Original-Method': 'DELETE' } });
       expect(res.status).toBe(200);
       expect(identityOf(res)).toEqual({ 'x-user-id': String(pro.id), 'x-user-plan': 'pro', 'x-user-email': pro.email, 'x-auth-method': 'api-key', 'x-user-key-id': String(listed!.id) });
     });
@@ -165,12 +166,19 @@ describeWithServices('decisions listener', () => {
       }
     });
 
-    it('never sends back an identity header the client sent: only the gateway\'s own', async () => {
-      const anonymous = await a.decide('GET', '/decisions/public/x', { headers: SPOOFED });
-      expect(anonymous.status).toBe(200);
-      expect(identityOf(anonymous)).toEqual({ 'x-user-key-id': '' });
+    it('refuses a decision request carrying a client\'s copy of any identity header, logged at info with its name', async () => {
       const user = await makeUser(a);
-      const signedIn = await a.decide('GET', '/decisions/maybe/x', { headers: { ...SPOOFED, ...bearer(user.access) } });
+      for (const [name, value] of Object.entries(SPOOFED)) {
+        for (const [path, headers] of [['/decisions/public/x', {}], ['/decisions/maybe/x', bearer(user.access)]] as const) {
+          const logged = a.logs.length;
+          expectDenial(await a.decide('GET', path, { headers: { ...headers, [name]: value } }), 400, { error: 'Requête invalide' });
+          const lines = a.logs.slice(logged).map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => String(l.msg).startsWith('decision refused'));
+          expect(lines, name).toEqual([expect.objectContaining({ level: 30, msg: 'decision refused: the client sent a reserved identity header', header: name.toLowerCase() })]);
+        }
+      }
+      // Only the gateway's own headers come back, whatever else the client sent.
+      const signedIn = await a.decide('GET', '/decisions/maybe/x', { headers: { ...bearer(user.access), 'X-Users': '1', 'X-Organization': '31', 'Gateway-Org-Aware': '1' } });
+      expect(signedIn.status).toBe(200);
       expect(identityOf(signedIn)).toEqual({ 'x-user-id': String(user.id), 'x-user-plan': 'free', 'x-user-email': user.email, 'x-auth-method': 'bearer', 'x-user-key-id': '' });
     });
 

@@ -16,8 +16,8 @@ import { startEchoUpstream, type EchoUpstream, type Hit } from '../helpers/echoU
 
 const UPGRADE_URL = '/api/v1/subscription/upgrade';
 const COPIED = ['x-user-id', 'x-user-plan', 'x-user-email', 'x-auth-method', 'x-user-key-id', 'x-gateway-assertion'];
-// What a client may send to pass as someone else. Both proxies replace the six headers they copy
-// and drop `_` names; Caddy's configuration removes any other x-user-* too (nginx cannot: see the docs).
+// What a client may send to pass as someone else: the decision refuses any of them nginx hands it
+// (CONTRACT §33); Caddy's configuration removes them before it asks. Both drop `_` names.
 const SPOOFED = { 'X-User-Key-Id': '1', 'X-User-Id': '1', 'X-User-Plan': 'pro', 'X-User-Email': 'boss@example.test', 'X-Auth-Method': 'api-key', 'X-Gateway-Assertion': 'forged', X_User_Id: '1' };
 const SPOOFED_EXTRA = { 'X-User-Role': 'admin' };
 
@@ -119,17 +119,24 @@ for (const proxy of ['nginx', 'caddy'] as const satisfies readonly Proxy[]) {
     });
 
     it('spoofed identity headers never reach the upstream: anonymous, signed in, or with an API key', async () => {
+      // nginx hands the client's headers to the decision, which refuses them (CONTRACT §33); Caddy
+      // removes the client's copies before it asks (the rest of the class: reservedHeaders.test.ts).
       const m = marker();
-      const anonymous = await call('GET', `/api/v1/catalog/${m}`, { headers: { ...SPOOFED, ...(proxy === 'caddy' ? SPOOFED_EXTRA : {}) } });
-      expect(anonymous.status, front.log()).toBe(200);
-      expect(identityAt(upstream.last(m)!)).toEqual({});
+      const anonymous = await call('GET', `/api/v1/catalog/${m}`, { headers: { ...SPOOFED, ...SPOOFED_EXTRA } });
+      if (proxy === 'nginx') expectDenied(anonymous, 400, { error: 'Requête invalide' });
+      else expect(anonymous.status, front.log()).toBe(200);
+      expect(upstream.hits.filter((h) => h.path.includes(m)).map(identityAt)).toEqual(proxy === 'nginx' ? [] : [{}]);
 
       // A decision-only route: no assertion for it, so the client's copy must not survive either.
       const pro = await makeUser(b, { plan: 'pro' });
       const key = (await b.post('/api/v1/user/api-token', {}, { headers: bearer(pro.access) })).json.api_token as string;
       const [listed] = (await b.get('/api/v1/user/api-keys', { headers: bearer(pro.access) })).json.api_keys as Array<{ id: number }>;
       const d = marker();
-      expect((await call('GET', `/downloads/${d}`, { headers: { ...SPOOFED, 'X-API-Key': key } })).status).toBe(200);
+      const spoofed = await call('GET', `/downloads/${d}`, { headers: { ...SPOOFED, 'X-API-Key': key } });
+      if (proxy === 'nginx') expectDenied(spoofed, 400, { error: 'Requête invalide' });
+      // With nothing spoofed, the gateway's own identity only.
+      const keyed = proxy === 'nginx' ? await call('GET', `/downloads/${d}`, { headers: { X_User_Id: '1', 'X-API-Key': key } }) : spoofed;
+      expect(keyed.status, front.log()).toBe(200);
       const hit = upstream.last(d)!;
       expect(identityAt(hit)).toEqual({ 'x-user-id': String(pro.id), 'x-user-plan': 'pro', 'x-user-email': pro.email, 'x-auth-method': 'api-key', 'x-user-key-id': String(listed!.id) });
       expect(hit.headers['x-api-key']).toBeUndefined();

@@ -33,14 +33,34 @@ const RUN_ELSEWHERE = new Set([
   'docs/operating.md: rotate-jwt', // test/auth/tokenRotation.test.ts
   'docs/operating.md: backup-embedded', 'docs/operating.md: backup-postgres', // test/ops/backup.test.ts
   'docs/operating.md: install-package', // test/ops/npmPack.test.ts
+  'docs/releases.md: release-verify', 'docs/releases.md: release-install', // test/ship/release.test.ts
   'docs/api-keys.md: keys-revoke', // test/admin/apiKeys.test.ts
-  'docs/api-keys.md: key-roll', 'docs/api-keys.md: key-usage', // test/user/keyRollUsage.test.ts
+  'docs/enterprise-sso.md: domain-claim', 'docs/enterprise-sso.md: domain-verify', // test/orgs/domains.test.ts
+  'docs/api-keys.md: key-roll', 'docs/api-keys.md: key-usage', // test/user/keyRoll.test.ts, test/user/keyUsage.test.ts
   'docs/production.md: image-run', // test/ship/image.test.ts
+  // test/ship/systemd.test.ts, from the release tarball (scripts/release.mjs --only tarball), into a
+  // scratch root: no systemd as PID 1 here, so `daemon-reload` is skipped, `enable --now` is
+  // `systemctl --root enable` plus the unit's ExecStart run as the unit says, and the installed
+  // unit is checked by `systemd-analyze verify`.
+  'docs/production.md: systemd-install',
+  // test/ship/compose.test.ts, as printed with a project name of its own; the `podman build` line is
+  // the image test's build of the same Dockerfile, tagged (built once per change, not per file), and
+  // the base images' line is checked against the images used, not run (the other tests use them).
+  'docs/production.md: podman-containers-conf', 'docs/production.md: compose-podman', 'docs/production.md: compose-podman-down',
   'docs/production.md: kubernetes-apply', // test/ship/kubernetes.test.ts, in podman kube play's terms
+  'docs/production.md: kubernetes-monitoring', // test/ship/kubernetes.test.ts renders the overlay (no cluster, no Prometheus operator here)
+  'docs/operating.md: promtool', // test/ship/monitoring.test.ts
   'docs/migrating.md: import-csv', 'docs/migrating.md: import-auth0', 'docs/migrating.md: import-supabase', // test/import/import.test.ts
   'docs/migrating.md: import-firebase', 'docs/migrating.md: import-keys',
+  'README.md: init', // test/cli/init.test.ts
   'docs/operators.md: operators-cli', // test/cli/operators.test.ts
   'docs/operators.md: operators-through-admin', // test/cli/operatorsAdmin.test.ts
+  'docs/billing.md: stripe-fake-start', 'docs/billing.md: stripe-fake-gateway', 'docs/billing.md: stripe-fake-pay', // test/docs/billingFake.system.test.ts
+  'docs/billing.md: stripe-fake-fail', 'docs/billing.md: stripe-fake-lapse', 'docs/billing.md: stripe-fake-secrets', 'docs/billing.md: stripe-fake-receiver',
+  'docs/billing.md: stripe-fake-support-paid', 'docs/billing.md: stripe-fake-support-grace', 'docs/billing.md: stripe-fake-override',
+  'docs/billing.md: stripe-fake-support-lapsed',
+  'docs/enterprise-sso.md: scim-token', 'docs/enterprise-sso.md: scim-users', // test/scim/docs.test.ts
+  'docs/enterprise-sso.md: enforce-login', 'docs/enterprise-sso.md: enforce-break-glass', // test/sso/enforce.test.ts
 ]);
 // Shell blocks not run as written, by their first line, and why.
 const NOT_RUN: Record<string, string> = {
@@ -50,9 +70,10 @@ const NOT_RUN: Record<string, string> = {
   'docs/accounts.md: curl -s -XPOST localhost:8080/api/v1/auth/password/forgot -H \'content-type: application/json\' \\':
     'the reset token comes from a mail (Zm9v… stands for it): test/auth/accountsDocs.test.ts runs the page\'s flow',
   'docs/production.md: export POSTGRES_PASSWORD="$(openssl rand -hex 24)"   # on the first `up`: it initialises the volume':
-    'no Docker here: test/ship/compose.test.ts runs these steps on deploy/compose.yaml with podman-compose (up, register, login, the guarded GET, down -v)',
-  'docs/production.md: sudo install -m 0644 deploy/systemd/auth-gateway.service /etc/systemd/system/':
-    'no systemd as PID 1 here: test/ship/systemd.test.ts checks the unit with systemd-analyze verify',
+    'block compose-up, Docker\'s: no Docker daemon here; test/ship/compose.test.ts runs the same file with podman-compose '
+      + '(the Podman blocks as printed: up, register, login, the guarded GET, down -v and the clean-up)',
+  'docs/portal.md: node scripts/portal-screenshots.mjs http://localhost:8080/portal/ customer@example.com \'their password\'':
+    'the script on an operator\'s own portal: test/browser/portalPages.browser.test.ts runs it against a portal and a customer of its own',
   'docs/benchmark.md: npm run bench          # ~20 minutes; uses Postgres and Redis when they answer, else embedded': 'twenty minutes of load',
 };
 

@@ -17,6 +17,7 @@ const EXAMPLE_ENV = {
   JWT_SECRET: 'an-example-secret-of-at-least-32-bytes',
   GATEWAY_ADMIN_KEY: 'an-example-admin-key-of-at-least-32-bytes',
   SMTP_URL: 'smtp://gateway:secret@smtp.example.com:587',
+  METRICS_TOKEN: 'an-example-metrics-token',
   // docs/identity-providers.md: each provider's client, and a provider on this machine.
   GOOGLE_CLIENT_ID: 'example.apps.googleusercontent.com',
   GOOGLE_CLIENT_SECRET: 'an-example-client-secret',
@@ -77,9 +78,9 @@ describe('configuration examples in the docs', () => {
     const others = docsPages().flatMap((file) => fencedBlocks(file)
       .filter((b) => b.lang === 'yaml' && !examples.some((e) => e.file === file && e.line === b.line))
       .map((b) => ({ where: `${file}:${b.line}`, text: b.text })));
-    // Traefik's and Envoy's configurations, deploy/kubernetes's kustomization and manifests (test/ship/kubernetes.test.ts) and an
-    // OpenTelemetry Collector's, nothing else.
-    expect(others.map((o) => o.where.split(':')[0])).toEqual(['docs/decisions.md', 'docs/decisions.md', ...Array(3).fill('docs/production.md'), 'docs/tracing.md']);
+    // Traefik's and Envoy's configurations, Prometheus' scrape of the metrics listener, deploy/kubernetes's kustomization and
+    // manifests (test/ship/kubernetes.test.ts) and an OpenTelemetry Collector's, nothing else.
+    expect(others.map((o) => o.where.split(':')[0])).toEqual(['docs/decisions.md', 'docs/decisions.md', 'docs/operating.md', ...Array(3).fill('docs/production.md'), 'docs/tracing.md']);
     for (const other of others) {
       expect(other.text.split('\n', 1)[0], other.where).toMatch(/not a gateway configuration$/);
       expect(() => parseYaml(other.text), other.where).not.toThrow();

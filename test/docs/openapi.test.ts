@@ -56,7 +56,7 @@ const NOT_OWN_ENDPOINT_ANSWERS: Record<string, string> = {
   upstreamUnavailable: 'proxied routes', upstreamTimeout: 'proxied routes', methodNotAllowed: 'any path, for a method it does not take',
   headersTooLarge: 'requests never parsed', requestTimeout: 'requests never parsed', expectationFailed: 'requests never parsed',
   internal: 'a fault of ours', notAuthenticated: 'never answered (plans need auth: required)',
-  consoleCsrf: 'the console (HTML, not in the document)', consoleTicketInvalid: 'the console',
+  consoleCsrf: 'the console (HTML, not in the document)', consoleTicketInvalid: 'the console', metricsUnauthorized: 'the metrics listener (not in the document)',
   scopeInsufficient: 'a key with scopes, on routes and on every own endpoint a key may call but GET /api/v1/user/me (docs/api-keys.md)',
   orgNotApplicable: 'routes that declare no org: (docs/organizations.md)', orgAccessDenied: 'routes that declare org: (docs/organizations.md)', orgRequired: 'routes with org: required',
 };

@@ -21,6 +21,8 @@ type Provoke = (headers: Headers) => Promise<HttpResponse>;
 /** Provoked by these files, in the spec's shape (see the head of this file). */
 const ELSEWHERE: Partial<Record<Name, string>> = {
   webhookUrlForbidden: 'test/webhooks/webhooks.test.ts',
+  ssoConnectionNotFound: 'test/sso/saml.test.ts',
+  ssoRequired: 'test/sso/enforce.test.ts',
   rateLimited: 'test/ops/rateLimit.test.ts',
   storageUnavailable: 'test/ops/postgresOutage.test.ts',
   requestTimeout: 'test/ops/httpEdges.error.test.ts',
@@ -44,8 +46,15 @@ const ELSEWHERE: Partial<Record<Name, string>> = {
   alreadyMember: 'test/orgs/refusals.test.ts',
   invitationOtherAddress: 'test/orgs/refusals.test.ts',
   orgLimitReached: 'test/orgs/refusals.test.ts',
+  orgNameInvalid: 'test/orgs/orgNames.security.test.ts',
   memberNotFound: 'test/orgs/refusals.test.ts',
+  domainNotAllowed: 'test/orgs/domains.test.ts',
+  domainTaken: 'test/orgs/domains.test.ts',
+  domainUnverified: 'test/orgs/domains.test.ts',
+  domainNotFound: 'test/orgs/domains.test.ts',
   invitationNotFound: 'test/orgs/organizations.test.ts',
+  // CONTRACT §31: the token endpoints' one error of their own (SCIM's answers are SCIM's, outside the catalog).
+  scimTokenNotFound: 'test/scim/tokens.test.ts',
   // Operators' accounts (CONTRACT §24), on a database of their own.
   lastAdmin: 'test/admin/operators.test.ts',
   operatorSelf: 'test/admin/operators.test.ts',
@@ -55,6 +64,7 @@ const ELSEWHERE: Partial<Record<Name, string>> = {
   subscriptionNone: 'test/billing/billing.test.ts',
   subscriptionAlreadyActive: 'test/billing/billing.test.ts',
   paymentUnavailable: 'test/billing/billing.test.ts',
+  planManagedByBilling: 'test/billing/override.test.ts',
   stripeEventFailed: 'test/billing/billing.test.ts',
 };
 /** Never answered to a request: a fault of ours, or a branch the configuration rules out. */
@@ -87,6 +97,7 @@ describeWithServices('the error catalog, every entry in every shape (issue 49)',
     gw = await startTestGateway(testConfig({
       errors: { codes: true, language: 'negotiate' },
       admin: { host: '127.0.0.1', port: await sparePort() },
+      metrics: { host: '127.0.0.1', port: await sparePort(), token: 'catalog-metrics-token-0123456789' },
       server: { bodyLimit: '16kb' },
       auth: { mfa: { issuer: 'Example' }, passkeys: { rpId: 'localhost', rpName: 'Example', origins: ['http://localhost:3000'] } },
       plans: { limits: { free: { daily: 1, perMinute: 1 }, month: { monthly: 1 } } },
@@ -160,6 +171,7 @@ describeWithServices('the error catalog, every entry in every shape (issue 49)',
       headersTooLarge: (h: Headers) => gw.get('/files', { headers: { ...h, 'x-filler': 'x'.repeat(20_000) }, freshConnection: true }),
       expectationFailed: (h: Headers) => gw.request('POST', '/api/v1/auth/login', { headers: { ...h, expect: 'nonsense' }, json: {}, freshConnection: true }),
       adminUnauthorized: (h: Headers) => admin('GET', '/admin/v1/users?email=a@example.test', h, undefined, 'wrong-key'),
+      metricsUnauthorized: (h: Headers) => request(gw.metricsUrl!, 'GET', '/metrics', { headers: { authorization: 'Bearer wrong-token', ...h } }),
       adminNotFound: (h: Headers) => admin('GET', '/admin/v1/users/999999999', h),
       planUnknown: (h: Headers) => admin('PUT', `/admin/v1/users/${free.id}/plan`, h, { plan: 'gold' }),
       activeFlagInvalid: (h: Headers) => admin('PUT', `/admin/v1/users/${free.id}/active`, h, { active: 'maybe' }),

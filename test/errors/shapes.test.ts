@@ -71,6 +71,16 @@ describeWithServices('errors any client can read (issue 49)', () => {
     expect(problem.json).toMatchObject({ type: 'urn:gateway:error:token_missing', title: 'Token manquant', status: 401, code: 'token_missing', error: 'Token invalide ou expiré' });
   });
 
+  it('media types are compared without regard to case: APPLICATION/PROBLEM+JSON asks for problem details (issue 68)', async () => {
+    for (const accept of ['APPLICATION/PROBLEM+JSON', 'Application/Problem+Json; Q=1', 'application/JSON;q=0.5, Application/Problem+JSON']) {
+      const res = await plain.get('/forecast', { headers: { accept } });
+      expect(res.headers['content-type'], accept).toBe('application/problem+json; charset=utf-8');
+      expect(res.json, accept).toMatchObject({ type: 'urn:gateway:error:token_missing', status: 401, error: 'Token invalide ou expiré' });
+    }
+    const ranked = await plain.get('/forecast', { headers: { accept: 'APPLICATION/JSON, APPLICATION/PROBLEM+JSON;Q=0.5' } });
+    expect(ranked.headers['content-type']).toBe('application/json; charset=utf-8');
+  });
+
   it('a browser\'s Accept (*/* and application/*) or problem details ranked below JSON keep the plain body', async () => {
     for (const accept of ['*/*', 'application/*', 'application/json, application/problem+json;q=0.5', 'application/problem+json;q=0', 'text/html,application/xhtml+xml,*/*;q=0.8']) {
       const res = await plain.get('/forecast', { headers: { accept } });
@@ -84,7 +94,7 @@ describeWithServices('errors any client can read (issue 49)', () => {
     expect(res.status).toBe(200);
     expect(res.headers['cache-control']).toBe('public, max-age=3600');
     expect(res.json).toHaveLength(Object.keys(CATALOG).length);
-    expect(res.json).toContainEqual({ code: 'token_missing', name: 'tokenMissing', status: 401, messages: { fr: 'Token invalide ou expiré', en: 'Invalid or expired token' }, fields: [] });
+    expect(res.json).toContainEqual({ code: 'token_missing', name: 'tokenMissing', status: 401, messages: { fr: 'Token invalide ou expiré', en: 'No token was sent' }, fields: [] });
     const register = await documented.post('/api/v1/auth/register', { email: newEmail(), password: newPassword() }, { headers: EN });
     expect(register.status).toBe(201);
     expect(register.json).toMatchObject({ message: 'User created' });

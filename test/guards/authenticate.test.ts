@@ -4,7 +4,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { Config } from '../../src/config/schema.js';
-import { newApiKey } from '../../src/credentials/shapes.js';
+import { newApiKey } from '../../src/keys/index.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import {
   bearer, closeSql, describeWithServices, eventually, everywhereWithin, makeUser, marker, queriesDuring, sql, startTestGateway, startTwoGateways, testClock,
@@ -114,7 +114,7 @@ describeWithServices('authentication guard', () => {
 
   it('answers 401 "Utilisateur introuvable" to a valid token of a missing or inactive user', async () => {
     const m = marker();
-    const ghost = await a.services.tokens.issuePair({ id: 2_000_000_000, email: 'ghost@example.test', plan: 'pro' }, 1, { amr: ['pwd'], authTime: new Date() });
+    const ghost = await a.services.tokens.issuePair({ id: 2_000_000_000, email: 'ghost@example.test', plan: 'pro', credential_generation: 0 }, 1, { amr: ['pwd'], authTime: new Date() });
     const res = await a.get(`/private/${m}`, { headers: bearer(ghost.pair.access_token) });
     expect(res.status).toBe(401);
     expect(res.json).toEqual(NOT_FOUND);

@@ -5,7 +5,7 @@
 // wait outlasts the query timeout.
 import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { postgresDatabase } from '../../src/storage/db.js';
+import { postgresDatabase } from '../../src/storage/database/db.js';
 import { utcDay } from '../../src/time.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import {

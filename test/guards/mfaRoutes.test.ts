@@ -28,12 +28,14 @@ describeWithServices('mfa: required routes', () => {
       ],
     });
     const user = await makeUser(gw, { plan: 'pro' });
-    password = user.access;
     apiKey = (await gw.post('/api/v1/user/api-token', {}, { headers: bearer(user.access) })).json.api_token;
     const secret = (await gw.post('/api/v1/auth/mfa/totp/enroll', {}, { headers: bearer(user.access) })).json.secret as string;
     const now = Date.now();
     const codeAt = (ms: number) => authenticator.clone({ epoch: ms }).generate(secret);
-    expect((await gw.post('/api/v1/auth/mfa/totp/confirm', { code: codeAt(now) }, { headers: bearer(user.access) })).status).toBe(200);
+    const confirm = await gw.post('/api/v1/auth/mfa/totp/confirm', { code: codeAt(now) }, { headers: bearer(user.access) });
+    expect(confirm.status).toBe(200);
+    // The confirming session's new pair (CONTRACT §33: the token of before is refused), still of the password sign-in.
+    password = confirm.json.access_token as string;
     const token = (await gw.post('/api/v1/auth/login', { email: user.email, password: user.password })).json.mfa_token;
     aal2 = (await gw.post('/api/v1/auth/mfa/verify', { mfa_token: token, code: codeAt(now + 30_000) })).json.access_token;
   });

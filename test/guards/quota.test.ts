@@ -5,7 +5,8 @@ import { describe, expect, it } from 'vitest';
 import { rateLimitHeaders, secondsInUtcMonth, secondsToNextUtcMonth, secondsToUtcMidnight, windowState } from '../../src/pipeline/guards/quota.js';
 import { dailyRemaining, knownPlans, monthlyRemaining, planLimitsOf, planWordsOf, usedThisMonth, usedToday, worded } from '../../src/pipeline/plans.js';
 import { dailyLimitParams, SPEC_USAGE_NOUN, type Denial } from '../../src/errors/index.js';
-import { utcMonth } from '../../src/time.js';
+import { utcDay, utcMonth } from '../../src/time.js';
+import { inTimeZone, ZONES_AROUND_UTC } from '../helpers/timeZone.js';
 import type { Config } from '../../src/config/schema.js';
 
 describe('rateLimitHeaders', () => {
@@ -92,6 +93,21 @@ describe('the UTC month of the monthly quotas (CONTRACT §23)', () => {
     expect(secondsToNextUtcMonth(new Date('2026-12-31T23:59:50Z'))).toBe(10);
     expect(secondsToNextUtcMonth(new Date('2026-12-31T23:59:59.200Z'))).toBe(1);
     expect(secondsToNextUtcMonth(new Date('2027-02-01T00:00:00Z'))).toBe(28 * 86_400);
+  });
+
+  // Instants where the host's local month is not the UTC one: New York is still in February at
+  // 02:00 UTC on March 1, Tokyo already in March at 20:00 UTC on February 28. Run as is (CI runs
+  // the suite under TZ=America/New_York too) and under each zone.
+  it('the same UTC month and day whatever the host\'s local time zone', async () => {
+    const windows = () => [
+      [utcMonth(new Date('2026-03-01T02:00:00Z')), utcDay(new Date('2026-03-01T02:00:00Z'))],
+      [utcMonth(new Date('2026-02-28T20:00:00Z')), utcDay(new Date('2026-02-28T20:00:00Z'))],
+      [secondsInUtcMonth(new Date('2026-03-01T02:00:00Z')), secondsToNextUtcMonth(new Date('2026-02-28T20:00:00Z'))],
+      [secondsToUtcMidnight(new Date('2026-03-01T02:00:00Z'))],
+    ];
+    const expected = [['2026-03-01', '2026-03-01'], ['2026-02-01', '2026-02-28'], [31 * 86_400, 4 * 3600], [22 * 3600]];
+    expect(windows()).toEqual(expected);
+    for (const zone of ZONES_AROUND_UTC) expect(await inTimeZone(zone, windows)).toEqual(expected);
   });
 
   it('counts only this month\'s uses, and what is left, null without a quota', () => {

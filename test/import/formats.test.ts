@@ -116,6 +116,26 @@ describe('exports', () => {
     expect(rows(array)).toEqual([expect.objectContaining({ email: 'x@x.test', externalId: 'auth0|1', passwordHash: BCRYPT })]);
   });
 
+  // Auth0's bulk export job writes CSV when asked (format: csv): its booleans are the text true or
+  // false, in whatever case a spreadsheet left them.
+  it('auth0: the bulk export as CSV, blocked and email_verified read from their text', () => {
+    const csv = [
+      'user_id,email,email_verified,blocked,created_at',
+      'auth0|1,blocked@example.com,true,true,2023-04-01T10:00:00.000Z',
+      'auth0|2,shouting@example.com,TRUE, TRUE ,2023-04-01T10:00:00.000Z',
+      'auth0|3,active@example.com,false,false,2023-04-01T10:00:00.000Z',
+      'auth0|4,empty@example.com,,,2023-04-01T10:00:00.000Z',
+    ].join('\n');
+    const parsed = read(csv, 'auth0');
+    expect(refusals(parsed)).toEqual([]);
+    expect(rows(parsed).map((r) => [r.email, r.externalId, r.emailVerifiedAt, r.isActive])).toEqual([
+      ['blocked@example.com', 'auth0|1', '2023-04-01T10:00:00.000Z', false],
+      ['shouting@example.com', 'auth0|2', '2023-04-01T10:00:00.000Z', false],
+      ['active@example.com', 'auth0|3', null, true],
+      ['empty@example.com', 'auth0|4', null, true],
+    ]);
+  });
+
   it('supabase: auth.users as CSV or JSON lines; confirmation time kept, running bans inactive', () => {
     const parsed = read(docsBlock('migrating', 'supabase-export'), 'supabase');
     expect(refusals(parsed)).toEqual([]);
@@ -126,6 +146,22 @@ describe('exports', () => {
     ]);
     const lines = read('{"id":"u1","email":"x@x.test","encrypted_password":"","email_confirmed_at":null,"banned_until":"2020-01-01T00:00:00Z"}\n', 'supabase');
     expect(rows(lines)).toEqual([expect.objectContaining({ email: 'x@x.test', externalId: 'u1', passwordHash: null, isActive: true, emailVerifiedAt: null })]);
+  });
+
+  // Postgres writes a timestamptz as `2020-01-01 00:00:00+00` (psql, \\copy, the SQL editor's
+  // download), which new Date() cannot read, and a ban for ever as `infinity`; a JSON export may
+  // hold ISO 8601. `now` is 2026-01-01.
+  it('supabase: banned_until read as Postgres and ISO 8601 write it; an ended ban is active, a running one inactive, an unreadable one refused', () => {
+    const csv = ['id,email,banned_until', ...[
+      '2020-01-01 00:00:00+00', '2020-01-01T00:00:00Z', '2025-12-31 23:59:59.999999+00', '2026-01-01 01:00:00+02', '2025-12-31 18:00:00-05',
+      '2999-01-01 00:00:00+00', '2999-01-01T00:00:00Z', '2026-01-01 00:00:01+00', '2025-12-31 20:00:00-05:30', 'infinity', '-infinity', 'soon',
+    ].map((until, i) => `u${i},u${i}@example.com,${until}`)].join('\n');
+    const parsed = read(csv, 'supabase');
+    expect(rows(parsed).map((r) => [r.externalId, r.isActive])).toEqual([
+      ['u0', true], ['u1', true], ['u2', true], ['u3', true], ['u4', true],
+      ['u5', false], ['u6', false], ['u7', false], ['u8', false], ['u9', false], ['u10', true],
+    ]);
+    expect(refusals(parsed)).toEqual([[13, 'banned_until: expected an ISO 8601 time such as 2024-01-15T10:30:00Z']]);
   });
 
   it('firebase: auth:export\'s JSON, the hash with the project\'s parameters, a user without email refused', () => {

@@ -15,7 +15,7 @@ import {
   type TestGateway, type ThrowawayDatabase,
 } from '../helpers/gateway.js';
 import { importUsers, readUsers } from '../../src/import/index.js';
-import type { Database } from '../../src/storage/db.js';
+import type { Database } from '../../src/storage/database/db.js';
 import { request } from '../helpers/http.js';
 import { sparePort } from '../helpers/ports.js';
 
@@ -189,7 +189,7 @@ describeWithServices('gateway import', () => {
     expect((await request(plain.adminUrl!, 'POST', '/admin/v1/import/users', { body, headers: ndjson })).status).toBe(401);
   });
 
-  it('--admin reads the file here and reports with the file\'s lines; the audit says cli', async () => {
+  it('--admin reads the file here and reports with the file\'s lines; the audit says admin, the key it used (CONTRACT §33)', async () => {
     const tag = marker();
     write(`${tag}.csv`, `email,plan\n${tag}-1@example.test,free\nnot mail,free\n${tag}-2@example.test,gold\n${tag}-3@example.test,pro\n`);
     const run = await gateway(['import', 'users', `${tag}.csv`, '--admin', plain.adminUrl!, '--config', configFile], { cwd: dir });
@@ -198,10 +198,10 @@ describeWithServices('gateway import', () => {
       stdout: 'line 3 (not mail): refused: email is not a single mailbox the gateway accepts (CONTRACT §19)\n'
         + `line 4 (${tag}-2@example.test): refused: unknown plan "gold": expected one of free, premium, pro\ncreated: 2\nskipped_existing: 0\nrefused: 2\n`,
     });
-    expect((await db.sql("SELECT actor FROM audit_events WHERE type = 'user.imported' ORDER BY id DESC LIMIT 1"))[0]).toEqual({ actor: 'cli' });
+    expect((await db.sql("SELECT actor FROM audit_events WHERE type = 'user.imported' ORDER BY id DESC LIMIT 1"))[0]).toEqual({ actor: 'admin' });
   });
 
-  it('import keys --admin: through POST /admin/v1/import/keys, with the file\'s lines, audited by cli; the key then authenticates', async () => {
+  it('import keys --admin: through POST /admin/v1/import/keys, with the file\'s lines, audited by admin, the key it used (CONTRACT §33); the key then authenticates', async () => {
     const tag = marker();
     const raw = `sk_live_${tag}`;
     const sha256 = createHash('sha256').update(raw).digest('hex');
@@ -214,7 +214,7 @@ describeWithServices('gateway import', () => {
     expect(await viaAdmin()).toMatchObject({ code: 1, stdout: shown });
     expect(await db.sql('SELECT name, start FROM api_tokens WHERE token_hash = $1', [sha256])).toEqual([{ name: 'through the admin API', start: null }]);
     expect((await db.sql("SELECT actor, data FROM audit_events WHERE type = 'api_key.imported' ORDER BY id DESC LIMIT 1"))[0])
-      .toEqual({ actor: 'cli', data: { created: 1, skipped_existing: 0, refused: 1 } });
+      .toEqual({ actor: 'admin', data: { created: 1, skipped_existing: 0, refused: 1 } });
     expect((await plain.get(`/private/${tag}`, { headers: { 'x-api-key': raw } })).status).toBe(200);
     // The endpoint itself: the admin key's caller is audited as admin; a second run skips; not JSON lines, or no key: refused.
     const body = `{"email":"ada@example.com","sha256":"${sha256}"}\n`;

@@ -5,7 +5,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
-import { postgresDatabase } from '../../src/storage/db.js';
+import { postgresDatabase } from '../../src/storage/database/db.js';
 import { docsExample } from '../helpers/docs.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import {

@@ -5,7 +5,7 @@
 // process, once bytes flow.
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { errorBody } from '../../src/errors/index.js';
-import { postgresDatabase, type Database } from '../../src/storage/db.js';
+import { postgresDatabase, type Database } from '../../src/storage/database/db.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import { bearer, closeSql, describeWithServices, eventually, makeUser, marker, newEmail, startTestGateway, testConfig, testServices, type TestGateway, type TestUser } from '../helpers/gateway.js';
 import { postgresTarget, startTcpProxy, throughProxy, type TcpProxy } from '../helpers/tcpProxy.js';

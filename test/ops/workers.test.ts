@@ -47,12 +47,15 @@ describeWithServices('server.workers: 2 on the built CLI, as docs/production.md 
   let gw: GatewayProcess;
   let adminUrl: string;
   let adminPort: number;
+  let metricsPort: number;
+  const METRICS_TOKEN = 'fleet-scrape-token-0123456789';
 
   // The docs' example as written, and the sections it leaves to the reader (JSON is YAML).
   const file = (routes: object[]) => [
     docsExample('production', 'workers'),
     `auth: ${JSON.stringify({ jwt: { secret: TEST_JWT_SECRET }, rateLimit: { max: 0 } })}`,
     `admin: ${JSON.stringify({ host: '127.0.0.1', port: adminPort, apiKey: ADMIN_KEY })}`,
+    'metrics: { host: 127.0.0.1, port: ${METRICS_PORT}, token: ${METRICS_TOKEN} }',
     `upstreams: ${JSON.stringify({ app: { url: upstream.url } })}`,
     `routes: ${JSON.stringify(routes)}`,
   ].join('\n');
@@ -62,9 +65,9 @@ describeWithServices('server.workers: 2 on the built CLI, as docs/production.md 
   const burst = (n: number, path: string) => Promise.all(Array.from({ length: n }, () => request(gw.url, 'GET', path, { freshConnection: true })));
 
   beforeAll(async () => {
-    [upstream, db, adminPort] = await Promise.all([startEchoUpstream(), throwawayDatabase(), sparePort()]);
+    [upstream, db, adminPort, metricsPort] = await Promise.all([startEchoUpstream(), throwawayDatabase(), sparePort(), sparePort()]);
     // Its own database: the workers migrate it together, and no other test's webhooks are near.
-    gw = await spawnGateway(file(ROUTES), { env: { GATEWAY_WORKERS: '2', DATABASE_URL: db.url, REDIS_URL: '', PORT: '0', HOST: '127.0.0.1' } });
+    gw = await spawnGateway(file(ROUTES), { env: { GATEWAY_WORKERS: '2', DATABASE_URL: db.url, REDIS_URL: '', PORT: '0', HOST: '127.0.0.1', METRICS_PORT: String(metricsPort), METRICS_TOKEN } });
     adminUrl = gw.adminUrl!;
   }, 60_000);
   afterAll(async () => {
@@ -96,6 +99,16 @@ describeWithServices('server.workers: 2 on the built CLI, as docs/production.md 
     expect(metrics.status).toBe(200);
     expect(metrics.text).toContain('gateway_requests_total{route="/guarded",method="GET",status="401"} 20\n');
     expect(metrics.text).toMatch(/gateway_build_info\{version="[^"]+",node="[^"]+"\} 1\n/);
+
+    // The metrics listener (CONTRACT §28), served by every worker: the same sums, whichever worker
+    // a scrape's connection reaches; its token on each.
+    const scrapes = await Promise.all(Array.from({ length: 4 }, () => request(`http://127.0.0.1:${metricsPort}`, 'GET', '/metrics', { headers: { authorization: `Bearer ${METRICS_TOKEN}` }, freshConnection: true })));
+    for (const scrape of scrapes) {
+      expect(scrape.status).toBe(200);
+      expect(scrape.text).toContain('gateway_requests_total{route="/guarded",method="GET",status="401"} 20\n');
+    }
+    const refused = await Promise.all(Array.from({ length: 4 }, () => request(`http://127.0.0.1:${metricsPort}`, 'GET', '/metrics', { freshConnection: true })));
+    expect(refused.map((r) => [r.status, r.json])).toEqual(Array(4).fill([401, { error: 'Jeton de métriques invalide' }]));
   });
 
   it('/readyz answers for every worker', async () => {

@@ -5,7 +5,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { bearer, closeSql, describeWithServices, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { bearer, closeSql, describeWithServices, sql, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { startSmtpCatcher, type SmtpCatcher } from '../helpers/smtp.js';
 import { createOrg, organizationsConfig, verifiedUser } from './helpers.js';
 
@@ -33,16 +33,19 @@ describeWithServices('the invitation mail', () => {
 
   it('carries the organization\'s name escaped in HTML, as one line in the subject, and no link but the invitation\'s', async () => {
     const [owner, guest] = [await verifiedUser(gw, smtp), await verifiedUser(gw, smtp)];
+    // Such a name is refused today (orgNames.security.test.ts); one stored before the rule is still mailed as text.
     const name = '<a href="https://evil.example/">Paie</a>';
-    const id = await createOrg(gw, owner, name);
+    const id = await createOrg(gw, owner);
+    await sql('UPDATE organizations SET name = $2 WHERE id = $1', [id, name]);
     expect((await gw.post(`/api/v1/orgs/${id}/invitations`, { email: guest.email, role: 'member' }, { headers: bearer(owner.access) })).status).toBe(201);
     const mail = await smtp.waitFor(guest.email, 2);
     expect(mail.subject).toBe(`Rejoignez ${name}`);
-    expect(mail.htmlSource).toContain('<b>&lt;a href=&quot;https://evil.example/&quot;&gt;Paie&lt;/a&gt;</b>');
+    // `/` and `=` are encoded too (§33).
+    expect(mail.htmlSource).toContain('<b>&lt;a href&#61;&quot;https:&#47;&#47;evil.example&#47;&quot;&gt;Paie&lt;&#47;a&gt;</b>');
     expect(mail.htmlSource).not.toContain('href="https://evil.example/"');
     const invitation = /https:\/\/app\.example\.com\/join\?token=[\w-]+/.exec(mail.text)?.[0];
     expect(invitation).toBeDefined();
-    expect([...mail.htmlSource!.matchAll(/href="([^"]*)"/g)].map((m) => m[1])).toEqual([invitation]);
+    expect([...mail.htmlSource!.matchAll(/href="([^"]*)"/g)].map((m) => m[1]!.replace(/&#47;/g, '/').replace(/&#61;/g, '='))).toEqual([invitation]);
   });
 });
 

@@ -9,7 +9,7 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { buildAdminApp } from '../../src/admin/app.js';
 import { mintOperatorToken } from '../../src/admin/operatorTokens.js';
-import { insertOperator } from '../../src/storage/operators.js';
+import { insertOperator } from '../../src/storage/operators/operators.js';
 import { ensureBuilt, gateway } from '../helpers/cli.js';
 import {
   ADMIN_KEY, bearer, closeSql, describeWithServices, startTestGateway, TEST_JWT_SECRET, throwawayDatabase, type TestGateway, type TestUser, type ThrowawayDatabase,

@@ -78,6 +78,8 @@ describeWithServices('organizations: the operators\' side', () => {
         { user_id: owner.id, email: owner.email, role: 'owner', joined_at: expect.any(String) },
         { user_id: member.id, email: member.email, role: 'member', joined_at: expect.any(String) },
       ],
+      // Never billed (CONTRACT §29): the default plan.
+      billing: { customer_id: null, customer_url: null, subscriptions: [], plan_source: 'default', billing_plan: null, override_since: null, grace_ends_at: null },
     });
     for (const path of ['/admin/v1/orgs/999999999', '/admin/v1/orgs/abc', '/admin/v1/orgs/0']) {
       expect(await admin('GET', path), path).toMatchObject({ status: 404 });
@@ -101,7 +103,8 @@ describeWithServices('organizations: the operators\' side', () => {
     const events = await admin('GET', '/admin/v1/audit?type=admin.org_plan_changed&limit=200');
     const mine = events.json.events.filter((e: { data: { org_id: number } }) => e.data.org_id === id);
     expect(mine.map((e: { actor: string; user_id: null; data: unknown }) => [e.actor, e.user_id, e.data])).toEqual([
-      ['cli', null, { org_id: id, plan: 'free', previous: 'pro' }],
+      // The shared key is admin whatever X-Gateway-Actor claims (CONTRACT §33).
+      ['admin', null, { org_id: id, plan: 'free', previous: 'pro' }],
       ['admin', null, { org_id: id, plan: 'pro', previous: 'free' }],
     ]);
   });

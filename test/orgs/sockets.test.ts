@@ -3,7 +3,7 @@
 // on another instance too, when its membership ends or its role no longer passes the route's roles;
 // removing a member revokes their organization keys and closes their sockets.
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { bearer, closeSql, describeWithServices, makeUser, marker, sql, startTwoGateways, testConfigFromYaml, type TestGateway, type TestUser } from '../helpers/gateway.js';
+import { bearer, closeSql, describeWithServices, everywhereWithin, makeUser, marker, sql, startTwoGateways, testConfigFromYaml, type TestGateway, type TestUser } from '../helpers/gateway.js';
 import { docsExample } from '../helpers/docs.js';
 import { opened, refused, startWsUpstream, wsConnect, type TestSocket, type WsUpstream } from '../helpers/wsUpstream.js';
 import { startSmtpCatcher, type SmtpCatcher } from '../helpers/smtp.js';
@@ -92,6 +92,20 @@ describeWithServices('WebSockets acting for an organization (CONTRACT §22)', ()
     const [a, b] = await Promise.all([closedBy(byBearer, 1000), closedBy(byKey, 1000)]);
     expect(a).toEqual({ code: 1008, reason: 'Accès à l\'organisation refusé' });
     expect(b).toEqual({ code: 1008, reason: 'Token invalide ou expiré' });
-    expect(refused(await wsConnect(wsUrl(gws[1], '/live'), { headers: { 'x-api-key': created.json.key } }))).toMatchObject({ status: 401, json: { code: 'token_invalid' } });
+    // Revoked, not only refused while its creator is away: gone from the organization's keys, and
+    // still refused on both instances once they are a member again.
+    const listed = await gws[0].get(`/api/v1/orgs/${orgId}/api-keys`, { headers: bearer(owner.access) });
+    expect(listed.json.api_keys.map((k: { id: number }) => k.id)).not.toContain(created.json.id);
+    await addMember(leaver, 'admin');
+    // Once each instance lets them in again by bearer, their old key is still refused there.
+    await everywhereWithin(gws, async (gw) => {
+      const outcome = await wsConnect(wsUrl(gw, '/live'), { headers: { ...bearer(leaver.access), 'Gateway-Org': String(orgId) } });
+      if ('status' in outcome) return false;
+      outcome.ws.close();
+      return true;
+    }, 1000);
+    for (const gw of gws) {
+      expect(refused(await wsConnect(wsUrl(gw, '/live'), { headers: { 'x-api-key': created.json.key } }))).toMatchObject({ status: 401, json: { code: 'token_invalid' } });
+    }
   });
 });

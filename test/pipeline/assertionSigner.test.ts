@@ -10,11 +10,11 @@ import { generateAssertionKey } from '../../src/credentials/assertionKeys.js';
 import type { KeyFacts } from '../../src/pipeline/identityHeaders.js';
 import type { ActingOrg } from '../../src/pipeline/subject.js';
 import { AssertionSigner } from '../../src/pipeline/assertionSigner.js';
-import type { User } from '../../src/storage/users.js';
-import { testClock } from '../helpers/gateway.js';
+import type { User } from '../../src/storage/accounts/users.js';
+import type { TestClock } from '../helpers/gateway.js';
 
 const USER: User = {
-  id: 42, email: 'ada@example.test', plan: 'pro', is_active: 1, daily_usage: 0, last_usage_date: null, created_at: new Date(), email_verified_at: null,
+  id: 42, email: 'ada@example.test', plan: 'pro', is_active: 1, daily_usage: 0, last_usage_date: null, created_at: new Date(), email_verified_at: null, credential_generation: 0,
 };
 const START = new Date('2026-03-01T10:00:00.000Z');
 
@@ -23,10 +23,23 @@ async function keyPair(): Promise<{ signing: SigningKey; verify: CryptoKey }> {
   return { signing: { kid, key: (await importJWK(privateJwk, 'EdDSA')) as CryptoKey }, verify: (await importJWK(publicJwk, 'EdDSA')) as CryptoKey };
 }
 
+/**
+ * A clock that moves only when told. The reuse window's bounds are tested to the millisecond
+ * (29,999 ms reuses, 30,000 does not), which testClock, moving with real time, turns into a race a
+ * loaded machine loses (CI, Node 22: a millisecond passed between set() and the signer's read).
+ */
+function stillClock(): TestClock {
+  let now = 0;
+  const clock = (() => new Date(now)) as TestClock;
+  clock.advance = (ms) => { now += ms; };
+  clock.set = (date) => { now = date.getTime(); };
+  return clock;
+}
+
 async function setUp(issuer?: string) {
   const pair = await keyPair();
   const ring = { current: pair.signing };
-  const clock = testClock();
+  const clock = stillClock();
   clock.set(START);
   const signer = new AssertionSigner(ring as unknown as AssertionKeyring, clock, issuer);
   return { signer, clock, ring, verify: pair.verify };

@@ -1,11 +1,11 @@
-// Unit tests of src/identityHeaders.ts: which headers say who a caller is (a client's copy of any
+// Unit tests of src/pipeline/identityHeaders.ts: which headers say who a caller is (a client's copy of any
 // of them must never reach an upstream), what they carry, and the email as a header can hold it.
 // The threats: a spelling of an identity header that passes as a client's own header (CONTRACT §3),
 // an email that is more than one mailbox, or one that breaks the header it rides in (§8, §19).
 // End to end, the same rules are in proxy/headers.test.ts and auth/singleMailbox.security.test.ts.
 import { describe, expect, it } from 'vitest';
 import { headerSafeEmail, identityHeaders, isForwardableEmail, isIdentityHeader, isOrgHeader, keyFactsOf, ORG_HEADER } from '../../src/pipeline/identityHeaders.js';
-import type { User } from '../../src/storage/users.js';
+import type { User } from '../../src/storage/accounts/users.js';
 
 describe('isIdentityHeader', () => {
   it.each([

@@ -5,13 +5,13 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createApiKey } from '../../src/auth/apiKeys.js';
+import { createApiKey } from '../../src/keys/index.js';
 import { sha256Hex } from '../../src/credentials/digest.js';
 import { createInstance, type Instance } from '../../src/instance.js';
 import { telemetryName } from '../../src/errors/index.js';
 import type { Decision } from '../../src/pipeline/pipeline.js';
 import { requestContext } from '../../src/live/requestContext.js';
-import * as users from '../../src/storage/users.js';
+import * as users from '../../src/storage/accounts/users.js';
 import { closeSql, describeWithServices, newEmail, testConfig } from '../helpers/gateway.js';
 
 const APP = { url: 'http://127.0.0.1:9', timeout: '5s' };
@@ -25,6 +25,7 @@ const ROUTES = [
   { path: '/races', upstream: 'app', dailyLimit: true },
   { path: '/checks', auth: 'required' }, // decision-only: no upstream
   { path: '/team', upstream: 'app', roles: ['owner', 'admin'] }, // CONTRACT §22: implies org: required
+  { path: '/owners', upstream: 'app', roles: ['owner'] }, // roles without admin: an admin is refused too
   { path: '/shared', upstream: 'app', auth: 'optional', org: 'optional' },
   { path: '/signed', upstream: 'signed' }, // an upstream that receives x-gateway-assertion
 ];
@@ -173,6 +174,13 @@ describeWithServices('the pipeline: route × credential → decision (no listene
     expect(await as('none', String(orgId))).toMatchObject({ kind: 'deny', denial: { code: 'tokenMissing' } });
     expect(await as('none', String(orgId), '/shared')).toMatchObject({ kind: 'deny', denial: { code: 'tokenInvalid' } });
     expect(await as('premium', String(orgId), '/orders/1')).toMatchObject({ kind: 'deny', denial: { code: 'orgNotApplicable' } });
+    // A route whose roles leave admins out refuses an admin as any other role it does not name;
+    // its owner passes.
+    expect(await as('premium', String(orgId), '/owners/1')).toMatchObject({ kind: 'deny', denial: { code: 'roleInsufficient', extra: { required_roles: ['owner'], current_role: 'admin' } } });
+    expect(await as('free', String(orgId), '/owners/1')).toMatchObject({ kind: 'deny', denial: { code: 'roleInsufficient', extra: { required_roles: ['owner'], current_role: 'member' } } });
+    const owned = (await instance.db.query<{ id: number }>("INSERT INTO organizations (name, plan) VALUES ('Owned', 'pro') RETURNING id"))[0]!.id;
+    await instance.db.query("INSERT INTO memberships (org_id, user_id, role) VALUES ($1, $2, 'owner')", [owned, ids.pro]);
+    expect(await as('pro', String(owned), '/owners/1')).toMatchObject({ kind: 'allow', org: { id: owned, role: 'owner' } });
   });
 
   it('counts a free user\'s daily use once: allowed, then 429 with the RateLimit fields', async () => {
@@ -270,7 +278,7 @@ describeWithServices('the pipeline: route × credential → decision (no listene
     });
 
     it('a valid token of a user that does not exist: userNotFound, and no fall back to a key beside it', async () => {
-      const ghost = await instance.tokens.issuePair({ id: 2_000_000_000, email: 'ghost@example.test', plan: 'pro' }, 1, { amr: ['pwd'], authTime: new Date() });
+      const ghost = await instance.tokens.issuePair({ id: 2_000_000_000, email: 'ghost@example.test', plan: 'pro', credential_generation: 0 }, 1, { amr: ['pwd'], authTime: new Date() });
       const { key } = await keyWith();
       expect(await auth({ authorization: `Bearer ${ghost.pair.access_token}`, 'x-api-key': key })).toBe('userNotFound');
       expect(await auth({ ...headers.inactive, 'x-api-key': key })).toBe('userInactive');
@@ -290,7 +298,7 @@ describeWithServices('the pipeline: route × credential → decision (no listene
       const orgId = (await instance.db.query<{ id: number }>("INSERT INTO organizations (name, plan) VALUES ('Keys', 'pro') RETURNING id"))[0]!.id;
       const admin = await keyWith("UPDATE api_tokens SET org_id = $2, role = 'admin' WHERE token_hash = $1", [orgId]);
       const member = await keyWith('UPDATE api_tokens SET org_id = $2, role = NULL WHERE token_hash = $1', [orgId]);
-      // A key acts while its creator is a member (guards/org.ts), with the higher of the two roles.
+      // A key acts while its creator is a member (pipeline/guards/org.ts), with the higher of the two roles.
       await instance.db.query("INSERT INTO memberships (org_id, user_id, role) VALUES ($1, $2, 'member'), ($1, $3, 'member')", [orgId, admin.id, member.id]);
       expect(await auth({ 'x-api-key': admin.key }, '/shared')).toMatchObject({ kind: 'authenticated', orgKey: { orgId, role: 'admin' } });
       expect(await auth({ 'x-api-key': member.key }, '/shared')).toMatchObject({ kind: 'authenticated', orgKey: { orgId, role: 'member' } });

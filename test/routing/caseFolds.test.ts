@@ -1,5 +1,5 @@
 // Unit tests of the one check that refuses a path an upstream folding Unicode reads as another
-// route's (CONTRACT §19 for NFKC, §26 "Case folds" for case mappings: src/requestContext.ts over
+// route's (CONTRACT §19 for NFKC, §26 "Case folds" for case mappings: src/live/requestContext.ts over
 // src/routing/paths.ts). The threat: `/api/v1/prof%C4%B1le` (Turkish dotless ı) matched by a public
 // catch-all, while Java's equalsIgnoreCase, or an upstream lower-casing in a Turkish locale, serves
 // it as the guarded `/api/v1/profile`. The characters are not listed by hand: they are found by

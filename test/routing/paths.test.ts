@@ -13,7 +13,7 @@ describe('normalizePath', () => {
     // Escapes of reserved or non-ASCII characters name other resources than the bare character.
     ['/a%20b'],
     ['/%C3%A9t%C3%A9'],
-    ['/a%3Fb'],
+    ['/a%3Db'], // not an encoded `?` (refused below)
     ['/files/100%25'], // a literal "%": any %25 but those of a separator, NUL or dot segment
     ['/a%252Eb'], // a dot inside a segment, encoded twice: no dot segment however often decoded
     // Not decodable, or no escape at all: left to the upstream, as it was sent.
@@ -126,6 +126,13 @@ describe('normalizePath', () => {
     ['/api/v1/reports%2e;/x'],
     ['/api/v1/reports%20;/x'],
     ['/api/v1/reports%09;x/y'],
+    // An encoded `#` or `?`, which an upstream decoding first reads as the end of the path (issue 68).
+    ['/api/v1/profile%23'],
+    ['/api/v1/profile%23x/y'],
+    ['/api/v1/profile%3F'],
+    ['/api/v1/profile%3fa=1'],
+    ['/api/v1/profile%2523'],
+    ['/api/v1/profile%253F'],
   ])('refuses %s, which an upstream could read as another path', (path) => {
     expect(normalizePath(path)).toBeUndefined();
   });
@@ -141,7 +148,7 @@ describe('normalizePath', () => {
     expect(normalizePath(path, true)).toBe(expected);
   });
 
-  it.each([['/p\\x%2F'], ['/p/..;/x%2F'], ['/p#%2F']])('refuses %s even where separators are kept', (path) => {
+  it.each([['/p\\x%2F'], ['/p/..;/x%2F'], ['/p#%2F'], ['/p/a%23b'], ['/p/a%3fb'], ['/p/a%3F'], ['/p/a%2523'], ['/p/a%253f']])('refuses %s even where separators are kept', (path) => {
     expect(normalizePath(path, true)).toBeUndefined();
   });
 

@@ -7,9 +7,9 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createTokens } from '../../src/credentials/tokens.js';
 import { sha256Hex } from '../../src/credentials/digest.js';
 import { configSchema } from '../../src/config/schema.js';
-import { postgresDatabase, type Database } from '../../src/storage/db.js';
-import { migrate, migrationFiles, MIGRATIONS_DIR } from '../../src/storage/migrations.js';
-import { revokeAllForUser } from '../../src/storage/refreshTokens.js';
+import { postgresDatabase, type Database } from '../../src/storage/database/db.js';
+import { migrate, migrationFiles, MIGRATIONS_DIR } from '../../src/storage/database/migrations.js';
+import { revokeAllForUser } from '../../src/storage/accounts/refreshTokens.js';
 import { bearer, closeSql, describeWithServices, startTestGateway, testConfig, throwawayDatabase, TEST_JWT_SECRET } from '../helpers/gateway.js';
 
 describeWithServices('migration 009: tokens issued before sessions', () => {
@@ -34,7 +34,7 @@ describeWithServices('migration 009: tokens issued before sessions', () => {
   it('makes one session per active token, which a gateway then continues', async () => {
     const [{ id: userId }] = await db.query<{ id: number }>("INSERT INTO users (email, password_hash) VALUES ('old@example.test', 'x') RETURNING id") as [{ id: number }];
     const tokens = await createTokens(configSchema.parse({ auth: { jwt: { secret: TEST_JWT_SECRET } } }).auth, db, () => new Date(), () => {});
-    const pair = (await tokens.issuePair({ id: userId, email: 'old@example.test', plan: 'free' }, 0, { amr: ['pwd'], authTime: new Date() })).pair;
+    const pair = (await tokens.issuePair({ id: userId, email: 'old@example.test', plan: 'free', credential_generation: 0 }, 0, { amr: ['pwd'], authTime: new Date() })).pair;
     const insert = (hash: string, revoked: number, created: string) => db.query<{ id: string }>(
       "INSERT INTO refresh_tokens (user_id, token_hash, expires_at, revoked, created_at) VALUES ($1, $2, now() + interval '30 days', $3, $4) RETURNING id",
       [userId, hash, revoked, created]);
@@ -63,7 +63,7 @@ describeWithServices('migration 009: tokens issued before sessions', () => {
         [Number(otherLive!.id), null, null, false],
       ]);
       // A token an instance of the previous version issued after the migration (no session) starts one.
-      const late = (await tokens.issuePair({ id: userId, email: 'old@example.test', plan: 'free' }, 0, { amr: ['pwd'], authTime: new Date() })).pair;
+      const late = (await tokens.issuePair({ id: userId, email: 'old@example.test', plan: 'free', credential_generation: 0 }, 0, { amr: ['pwd'], authTime: new Date() })).pair;
       await db.query("INSERT INTO refresh_tokens (user_id, token_hash, expires_at) VALUES ($1, $2, now() + interval '30 days')", [userId, sha256Hex(late.refresh_token)]);
       const continued = await gw.post('/api/v1/auth/refresh', { refresh_token: late.refresh_token });
       expect(continued.status).toBe(200);

@@ -2,14 +2,14 @@
 // same instant on one directory, free, with a dead process's lock, or with an empty lock (what a
 // taker that crashed between creating the file and writing its pid left with the earlier code).
 // One at a time may hold it, and every other one fails naming the one that holds it. The built module
-// (dist/storage/dirLock.js) in real processes, as `gateway start` and the CLI use it.
+// (dist/storage/database/dirLock.js) in real processes, as `gateway start` and the CLI use it.
 import { execFile, execFileSync } from 'node:child_process';
 import { existsSync, linkSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { holdDirectory, LOCK_FILE, StorageLockedError } from '../../src/storage/dirLock.js';
+import { holdDirectory, LOCK_FILE, StorageLockedError } from '../../src/storage/database/dirLock.js';
 import { ensureBuilt, ROOT } from '../helpers/cli.js';
 
 const PROCESSES = 8;
@@ -50,7 +50,7 @@ interface Outcome { pid: number; held: boolean; tried: number; took?: number; re
 describe('embedded storage lock under contention', () => {
   let work: string;
   let script: string;
-  const moduleUrl = pathToFileURL(path.join(ROOT, 'dist/storage/dirLock.js')).href;
+  const moduleUrl = pathToFileURL(path.join(ROOT, 'dist/storage/database/dirLock.js')).href;
 
   beforeAll(() => {
     ensureBuilt();

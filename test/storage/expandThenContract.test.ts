@@ -8,7 +8,7 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { MIGRATIONS_DIR, migrationFiles, splitStatements } from '../../src/storage/migrations.js';
+import { MIGRATIONS_DIR, migrationFiles, splitStatements } from '../../src/storage/database/migrations.js';
 import { ROOT } from '../helpers/cli.js';
 import { PREVIOUS_RELEASE, previousReleaseMigrations } from '../helpers/previousRelease.js';
 
@@ -25,6 +25,11 @@ const CONTRACT_STEPS: Record<string, Array<{ rule: Rule; why: string }>> = {
     rule: 'drop-constraint',
     why: 'audit_events_actor_check is replaced in the same transaction by a wider one (NOT VALID: the rows already there hold the old, '
       + 'narrower set): every actor the previous release writes still passes, and no ON CONFLICT relies on a check',
+  }],
+  '043_managed_accounts.sql': [{
+    rule: 'drop-constraint',
+    why: 'the same widening as 026: audit_events_actor_check is replaced in the same transaction by a check that adds `scim` '
+      + '(NOT VALID); every actor the previous release writes still passes, and no ON CONFLICT relies on a check',
   }],
 };
 

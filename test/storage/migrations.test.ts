@@ -4,9 +4,9 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { StorageUnavailableError } from '../../src/errors/index.js';
-import { postgresDatabase, type Database } from '../../src/storage/db.js';
-import { assertMigrated, migrate, migrationFiles, pendingMigrations, PendingMigrationsError, splitStatements } from '../../src/storage/migrations.js';
-import { getOrCreateSecret } from '../../src/storage/secrets.js';
+import { postgresDatabase, type Database } from '../../src/storage/database/db.js';
+import { assertMigrated, migrate, migrationFiles, pendingMigrations, PendingMigrationsError, splitStatements } from '../../src/storage/database/migrations.js';
+import { getOrCreateSecret } from '../../src/storage/database/secrets.js';
 import { closeSql, describeWithServices, throwawayDatabase } from '../helpers/gateway.js';
 
 const REAL_FILES = migrationFiles();

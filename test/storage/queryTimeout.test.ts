@@ -4,8 +4,8 @@
 import pg from 'pg';
 import { afterAll, afterEach, beforeEach, expect, it } from 'vitest';
 import { StorageUnavailableError } from '../../src/errors/index.js';
-import { postgresDatabase, type Database } from '../../src/storage/db.js';
-import { LOCK_KEY, migrate, migrationFiles } from '../../src/storage/migrations.js';
+import { postgresDatabase, type Database } from '../../src/storage/database/db.js';
+import { LOCK_KEY, migrate, migrationFiles } from '../../src/storage/database/migrations.js';
 import { closeSql, describeWithServices, throwawayDatabase } from '../helpers/gateway.js';
 
 const TIMEOUT_MS = 300;

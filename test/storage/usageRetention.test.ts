@@ -1,8 +1,9 @@
 // The hourly sweep (src/housekeeping.ts) purges usage records past their retention
-// (src/storage/usageRetention.ts): refunds a week after their day, reported metered uses of months
+// (src/storage/usage/usageRetention.ts): refunds a week after their day, reported metered uses of months
 // before last month, API key usage after 90 days. What billing still needs stays: this week's
 // refunds, last month's and this month's metered uses, uses not yet reported whatever their age,
-// the last 90 days of key usage.
+// the last 90 days of key usage, and each owner's daily counts of this month and the twelve before
+// (CONTRACT §30: the usage endpoints show 12 months, so the oldest is always whole).
 import { randomUUID } from 'node:crypto';
 import { expect, it } from 'vitest';
 import { blockGateway } from '../helpers/blockGateway.js';
@@ -32,6 +33,12 @@ describeWithServices('usage records past their retention', () => {
       await sql('INSERT INTO api_key_usage (key_id, day, requests, denied) VALUES ($1, $2, 3, 1)', [key!.id, day]);
     }
 
+    const dayOfMonthsAgo = (n: number, day: string) => `${monthsAgo(n).slice(0, 8)}${day}`;
+    const ownerDays = [daysAgo(0), monthsAgo(12), dayOfMonthsAgo(13, '28'), dayOfMonthsAgo(14, '01')];
+    for (const day of ownerDays) await sql('INSERT INTO usage_days (user_id, day, uses, denied) VALUES ($1, $2, 2, 1)', [user.id, day]);
+    const [org] = await sql<{ id: number }>("INSERT INTO organizations (name) VALUES ('retention') RETURNING id");
+    for (const day of ownerDays) await sql('INSERT INTO org_usage_days (org_id, day, uses, denied) VALUES ($1, $2, 2, 1)', [org!.id, day]);
+
     const purged = await gw.services.housekeeping.sweep();
 
     expect(purged.usage_refunds).toBeGreaterThanOrEqual(2);
@@ -46,6 +53,10 @@ describeWithServices('usage records past their retention', () => {
     ]);
     const keyDays = await sql<{ day: string }>("SELECT to_char(day, 'YYYY-MM-DD') AS day FROM api_key_usage WHERE key_id = $1 ORDER BY day DESC", [key!.id]);
     expect(keyDays.map((r) => r.day)).toEqual([daysAgo(0), daysAgo(30), daysAgo(90)]);
+    const kept = [daysAgo(0), monthsAgo(12)];
+    expect((await sql<{ day: string }>("SELECT to_char(day, 'YYYY-MM-DD') AS day FROM usage_days WHERE user_id = $1 ORDER BY day DESC", [user.id])).map((r) => r.day)).toEqual(kept);
+    expect((await sql<{ day: string }>("SELECT to_char(day, 'YYYY-MM-DD') AS day FROM org_usage_days WHERE org_id = $1 ORDER BY day DESC", [org!.id])).map((r) => r.day)).toEqual(kept);
+    expect(purged.usage_days).toBeGreaterThanOrEqual(2);
     expect(gw.logs.some((l) => l.includes('usage records past their retention purged'))).toBe(true);
 
     // A second sweep finds nothing more of this user's to take.

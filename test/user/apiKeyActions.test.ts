@@ -1,4 +1,4 @@
-// src/auth/apiKeys.ts on a database of its own, without a gateway: what each key action leaves
+// src/keys/personal.ts on a database of its own, without a gateway: what each key action leaves
 // behind, which is what a user, an operator and a webhook receiver see of it. The key stored only
 // as its SHA-256, the webhook events (api_token.created / .revoked) and the audit rows committed
 // with the change, one per key, and the keys this instance forgets at once. The HTTP routes over
@@ -8,11 +8,11 @@ import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
 import { AuditLog } from '../../src/audit.js';
 import {
   createApiKey, createNamedKey, revokeApiKeys, revokeKeyAsOperator, revokeLeakedKeys, revokeNamedKey, rollNamedKey,
-} from '../../src/auth/apiKeys.js';
+} from '../../src/keys/index.js';
 import { sha256Hex } from '../../src/credentials/digest.js';
-import { keyChecksum } from '../../src/credentials/shapes.js';
-import { postgresDatabase, type Database } from '../../src/storage/db.js';
-import { migrate } from '../../src/storage/migrations.js';
+import { keyChecksum } from '../../src/keys/index.js';
+import { postgresDatabase, type Database } from '../../src/storage/database/db.js';
+import { migrate } from '../../src/storage/database/migrations.js';
 import { OutboxEmitter } from '../../src/webhooks/emitter.js';
 import { closeSql, describeWithServices, throwawayDatabase, type ThrowawayDatabase } from '../helpers/gateway.js';
 

@@ -24,14 +24,14 @@ describeWithServices('GET /api/v1/user/me', () => {
     expect(before.status).toBe(200);
     expect(before.json).toEqual({
       user_id: user.id, email: user.email, plan: 'free', daily_usage: 0, last_usage_date: null, limits: { daily: 1, monthly: null, perMinute: null }, daily_remaining: 1,
-      monthly_usage: 0, monthly_remaining: null, email_verified_at: null,
+      monthly_usage: null, monthly_remaining: null, email_verified_at: null,
     });
 
     expect((await gw.get('/races', { headers: bearer(user.access) })).status).toBe(200);
     const after = await gw.get('/api/v1/user/me', { headers: bearer(user.access) });
     expect(after.json).toEqual({
       user_id: user.id, email: user.email, plan: 'free', daily_usage: 1, last_usage_date: new Date().toISOString().slice(0, 10),
-      limits: { daily: 1, monthly: null, perMinute: null }, daily_remaining: 0, monthly_usage: 0, monthly_remaining: null, email_verified_at: null,
+      limits: { daily: 1, monthly: null, perMinute: null }, daily_remaining: 0, monthly_usage: null, monthly_remaining: null, email_verified_at: null,
     });
   });
 

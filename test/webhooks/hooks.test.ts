@@ -48,7 +48,7 @@ describeWithServices('operator hooks', () => {
       expect(eventsOf(`user:${user.id}`)).toEqual([
         ['user.created', { user_id: user.id, email: user.email, plan: 'free' }],
         ['user.email_verified', { user_id: user.id, email: user.email }],
-        ['user.plan_changed', { user_id: user.id, plan: 'pro', previous_plan: 'free' }],
+        ['user.plan_changed', { user_id: user.id, plan: 'pro', previous_plan: 'free', source: 'operator' }],
         ['user.active_changed', { user_id: user.id, active: false }],
         ['user.deleted', { user_id: user.id, email: user.email }],
       ]);
@@ -123,7 +123,7 @@ describeWithServices('operator hooks', () => {
         ['org.created', { org_id: org.json.id, user_id: owner.id, plan: 'free' }],
         ['org.member_added', { org_id: org.json.id, user_id: member.id, role: 'member' }],
         ['org.member_removed', { org_id: org.json.id, user_id: member.id }],
-        ['org.plan_changed', { org_id: org.json.id, plan: 'pro', previous_plan: 'free' }],
+        ['org.plan_changed', { org_id: org.json.id, plan: 'pro', previous_plan: 'free', source: 'operator' }],
       ]);
       await eventually(async () => (await hookRows(s.db)).filter((r) => r.subject === subject && r.status === 'delivered').length === 4);
     });
@@ -183,7 +183,7 @@ describeWithServices('operator hooks', () => {
       expect(s.receiver.deliveries.map((d) => verifiedHook(s.secrets[0]!, d)).map((p) => [p.type, p.data])).toEqual([
         ['user.created', { user_id: user.id, email: user.email, plan: 'free' }],
         ['api_key.created', { key_id: key.json.id, owner_type: 'user', owner_id: user.id }],
-        ['user.plan_changed', { user_id: user.id, plan: 'premium', previous_plan: 'pro' }],
+        ['user.plan_changed', { user_id: user.id, plan: 'premium', previous_plan: 'pro', source: 'operator' }],
         ['user.active_changed', { user_id: user.id, active: false }],
         ['api_key.revoked', { key_id: key.json.id, owner_type: 'user', owner_id: user.id }],
         ['user.deleted', { user_id: user.id, email: user.email }],

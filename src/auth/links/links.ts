@@ -6,14 +6,12 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { changeAccount } from '../../account/change.js';
 import type { Audit } from '../../audit.js';
 import type { Config } from '../../config/schema.js';
-import type { Database, Queryable } from '../../storage/db.js';
-import { insertEmailToken, issuedSince, useUp, type LinkPurpose } from '../../storage/emailTokens.js';
-import { removeUnvouchedLinks } from '../../storage/identities.js';
-import { revokeAllForUser } from '../../storage/refreshTokens.js';
-import type { Client } from '../../storage/sessions.js';
-import * as users from '../../storage/users.js';
+import { mailLinks } from '../../config/schema/portal.js';
+import type { Database, Queryable } from '../../storage/database/index.js';
+import { type Client, insertEmailToken, issuedSince, type LinkPurpose, removeUnvouchedLinks, revokeAllForUser, users, useUp } from '../../storage/accounts/index.js';
 import type { MailWords } from '../../mail/index.js';
 import type { Mail, Mailer } from '../mail.js';
+import type { SsoGate } from '../providers/saml/enforce.js';
 import { randomToken, sha256Hex } from '../../credentials/digest.js';
 
 export type { LinkPurpose };
@@ -32,8 +30,10 @@ export const LINK_MAIL_INTERVAL_MS = 60_000;
 /** The application's page each kind of link opens (a URL with {token}); a purpose without one sends none. */
 export type LinkTemplates = Partial<Record<LinkPurpose, string>>;
 
-export function linkTemplates(config: Pick<Config, 'mail' | 'auth'>): LinkTemplates {
-  return { reset: config.mail?.resetUrl, verify: config.mail?.verifyUrl, magic: config.auth.magicLink?.url };
+export function linkTemplates(config: Pick<Config, 'mail' | 'auth' | 'portal'>): LinkTemplates {
+  // Each the setting, else the portal's page (CONTRACT §30).
+  const links = mailLinks(config);
+  return { reset: links.reset, verify: links.verify, magic: links.magic };
 }
 
 /**
@@ -59,6 +59,8 @@ export interface LinkMailDeps {
   /** The mails' words and the choice of their language. */
   words: MailWords;
   clock: () => Date;
+  /** Enforcement (CONTRACT §31): absent, nothing is enforced. */
+  sso?: SsoGate;
 }
 
 /**
@@ -76,6 +78,8 @@ export function queueLinkMail(
   mailer.enqueue(purpose, userId, async () => {
     const found = await find();
     if (!found || found.is_active !== 1) return undefined;
+    // An address that must sign in through its organization gets no sign-in or reset link (CONTRACT §31); the answer was the same.
+    if ((purpose === 'magic' || purpose === 'reset') && (await deps.sso?.requiredFor(found.email))) return undefined;
     // The user's row locked (account/change.ts): of concurrent requests, on any instance, the first
     // makes the link and the others see it, so an account gets one mail a minute, not one each.
     const link = await changeAccount(deps, { userId: found.id, mode: 'update' }, async ({ tx, user, now }) => {
@@ -120,6 +124,9 @@ export async function mailboxTakesOver(tx: Queryable, user: users.User, now: Dat
   if (firstProof && (await users.markEmailVerified(tx, user.id, user.email, now))) await event('email.verified');
   if (!firstProof && unlinked.length === 0) return;
   const ended = await revokeAllForUser(tx, user.id, 'mailbox');
+  // Whoever held the account before its mailbox's owner loses its access tokens too (CONTRACT §33);
+  // the pair a magic link issues next for `user` is minted under the new generation.
+  await users.endOlderTokens(tx, user);
   if (ended > 0) await event('session.revoked', { sessions: ended, reason: 'mailbox_proven' });
   if (!deps.setsPassword && (await users.removePassword(tx, user.id, now))) await event('password.changed', { removed: true, reason: 'mailbox_proven' });
 }

@@ -6,14 +6,14 @@ import type { FastifyInstance } from 'fastify';
 import { sendError, successBody } from '../../errors/index.js';
 import { textField } from '../../http.js';
 import type { Audit } from '../../audit.js';
-import * as emailTokens from '../../storage/emailTokens.js';
-import * as users from '../../storage/users.js';
+import { emailTokens, users } from '../../storage/accounts/index.js';
 import { normalizeEmail } from '../../credentials/emailAddress.js';
 import { mailboxTakesOver, queueLinkMail, useLink, type LinkMailDeps } from './links.js';
 import { answerOneFactorSignIn, signInByOneFactor } from '../signIn.js';
 import { clientOf } from '../sessions.js';
 import { sha256Hex } from '../../credentials/digest.js';
 import type { Tokens } from '../../credentials/tokens.js';
+import { sendSsoRequired } from '../providers/saml/enforce.js';
 import { credentials, errors, message, mfaChallenge, tokenPair, type EndpointSchema } from '../../openapi.js';
 
 export const MAGIC_LINK_AMR: readonly string[] = ['email'];
@@ -31,7 +31,7 @@ const DOCS = {
   },
   verifyLink: {
     tags: ['accounts'], summary: 'Sign in with a sign-in link\'s token (amr ["email"]): the token pair, or an mfa_token for POST /api/v1/auth/mfa/verify', body: credentials(['token']),
-    response: { 200: tokenPair, ...errors('linkInvalid', 'rateLimited', 'storageUnavailable'), 403: mfaChallenge() },
+    response: { 200: tokenPair, ...errors('linkInvalid', 'rateLimited', 'storageUnavailable'), 403: mfaChallenge('ssoRequired') },
   },
 } satisfies Record<string, EndpointSchema>;
 
@@ -51,6 +51,9 @@ export async function magicLinkRoutes(app: FastifyInstance, deps: MagicLinkRoute
   app.post('/magic-link/verify', { schema: DOCS.verifyLink }, async (request, reply) => {
     const token = textField(request.body, 'token').trim();
     const holder = token ? await emailTokens.findUsable(db, sha256Hex(token), 'magic', clock()) : undefined;
+    // The address the link went to decides, before the link is used (CONTRACT §31).
+    const sso = await deps.sso?.requiredFor(holder?.email);
+    if (sso) return sendSsoRequired(reply, sso);
     const client = clientOf(request);
     const signIn = holder && await useLink(db, clock, token, 'magic', holder.user_id, async (tx, user, now) => {
       if (user.is_active !== 1) return undefined;

@@ -6,9 +6,8 @@ import type { FastifyReply, FastifyRequest, preHandlerAsyncHookHandler } from 'f
 import { sendError, type ErrorCode } from '../../errors/index.js';
 import { currentIdentity } from '../../listener/requireUser.js';
 import type { Identity } from '../../pipeline/index.js';
-import type { Queryable } from '../../storage/db.js';
-import { hasSecondFactor } from '../../storage/mfa.js';
-import type { UserWithHash } from '../../storage/users.js';
+import type { Queryable } from '../../storage/database/index.js';
+import { hasSecondFactor, type UserWithHash } from '../../storage/accounts/index.js';
 import type { Passwords } from '../password/passwords.js';
 
 /** A factor is added or removed only from a sign-in this recent. */
@@ -40,6 +39,17 @@ export function factorGuard({ db, clock, mailConfigured }: FactorGuardDeps): pre
 /** A bearer access token (never an API key) from a sign-in at most 5 minutes old. */
 export function isRecentSignIn({ method, authTime }: Identity, now: Date): boolean {
   return method === 'bearer' && now.getTime() / 1000 - (authTime ?? 0) <= RECENT_SIGN_IN_S;
+}
+
+/**
+ * CONTRACT §13 amended (§30): deleting the account of a user with a second factor (TOTP confirmed,
+ * or a passkey) also takes a sign-in at aal2 at most 5 minutes old: the password alone, or a
+ * session a thief kept open, must not be enough to erase an account its owner protected with a
+ * second factor. Always true for a user without one.
+ */
+export async function secondFactorFresh(db: Queryable, identity: Identity, now: Date): Promise<boolean> {
+  if (identity.acr === 'aal2' && isRecentSignIn(identity, now)) return true;
+  return !(await hasSecondFactor(db, identity.user.id));
 }
 
 /**

@@ -7,19 +7,17 @@ import { textField } from '../../http.js';
 import { byUser, changeAccount, lockAccount } from '../../account/change.js';
 import type { Audit } from '../../audit.js';
 import type { Events } from '../../webhooks/emitter.js';
-import type { Database, Queryable } from '../../storage/db.js';
-import * as mfa from '../../storage/mfa.js';
-import { revokeOtherSessions } from '../../storage/refreshTokens.js';
-import { isUsersSession } from '../../storage/sessions.js';
-import * as users from '../../storage/users.js';
+import type { Database, Queryable } from '../../storage/database/index.js';
+import { type Client, mfa, revokeOtherSessions, users } from '../../storage/accounts/index.js';
 import { refuseCredentials, type CredentialRefusal } from '../credentials.js';
 import { factorGuard, passwordConfirmed, type FactorGuardDeps } from './factor.js';
 import { isTooLong, type Passwords } from '../password/passwords.js';
-import { clientOf, issueInSession } from '../sessions.js';
+import { clientOf, issueInSession, ownSession, pairAfterChange } from '../sessions.js';
 import { sha256Hex } from '../../credentials/digest.js';
 import type { TokenPair, Tokens } from '../../credentials/tokens.js';
 import { newRecoveryCodes, recoveryCodeHash, type Totp } from './totp.js';
-import { bearerOnly, credentials, errors, message, tokenPair, type EndpointSchema } from '../../openapi.js';
+import { sendSsoRequired, type SsoGate, type SsoRequired } from '../providers/saml/enforce.js';
+import { bearerOnly, credentials, errors, message, tokenPair, withNewPair, type EndpointSchema } from '../../openapi.js';
 
 /** How many wrong codes kill an mfa_token. */
 const MFA_TOKEN_MAX_FAILURES = 5;
@@ -39,12 +37,16 @@ class CodesLocked {
 }
 
 /**
- * Ends every session of the user but the caller's (`sessionId`, when it is the user's); how many
- * ended. A factor added or removed leaves no session of before it elsewhere. After the user's row is locked (account/change.ts).
+ * A factor added or removed leaves no session of before it elsewhere, nor any access token of
+ * before it (CONTRACT §33): every session of the user but the caller's (`sessionId`, when it is the
+ * user's) ends, and the caller's goes on with a new pair. Its refresh token of before stays valid,
+ * so a client that knows only the answer's older fields keeps its session. After the user's row is
+ * locked (account/change.ts).
  */
-async function endOtherSessions(tx: Queryable, userId: number, sessionId: number | undefined): Promise<number> {
-  const keep = sessionId !== undefined && (await isUsersSession(tx, userId, sessionId)) ? sessionId : undefined;
-  return revokeOtherSessions(tx, userId, 'mfa', keep);
+async function endOtherSessions(tx: Queryable, tokens: Tokens, user: users.User, sessionId: number | undefined, client: Client, now: Date): Promise<{ ended: number; pair: TokenPair }> {
+  const keep = await ownSession(tx, user.id, sessionId);
+  const ended = await revokeOtherSessions(tx, user.id, 'mfa', keep);
+  return { ended, pair: await pairAfterChange(tx, tokens, user, client, now, keep) };
 }
 
 export interface MfaRoutesDeps extends FactorGuardDeps {
@@ -56,6 +58,8 @@ export interface MfaRoutesDeps extends FactorGuardDeps {
   events: Events;
   audit: Audit;
   requireUser: RequireUser;
+  /** Enforcement (CONTRACT §31): absent, nothing is enforced. */
+  sso?: SsoGate;
   issuer: string;
 }
 
@@ -74,17 +78,17 @@ const DOCS = {
   confirmTotp: {
     tags: ['second factor'], summary: 'Confirm TOTP with a code: ten recovery codes, shown once; every other session ends', security: bearerOnly, body: credentials(['code']),
     response: {
-      200: { type: 'object', properties: { recovery_codes: { type: 'array', items: { type: 'string' } } } },
+      200: withNewPair({ properties: { recovery_codes: { type: 'array', items: { type: 'string' } } } }),
       ...errors('codeInvalid', 'recentAuthRequired', 'emailUnverified', 'tokenInvalid', 'rateLimited'),
     },
   },
   removeTotp: {
     tags: ['second factor'], summary: 'Remove TOTP and the recovery codes; every other session ends', security: bearerOnly, body: credentials(['password']),
-    response: { 200: message, ...errors('invalidCredentials', 'recentAuthRequired', 'tokenInvalid', 'rateLimited') },
+    response: { 200: withNewPair(message), ...errors('invalidCredentials', 'recentAuthRequired', 'tokenInvalid', 'rateLimited') },
   },
   verifyCode: {
     tags: ['second factor'], summary: 'A login\'s mfa_token and a TOTP or recovery code: the token pair', body: credentials(['mfa_token', 'code']),
-    response: { 200: tokenPair, ...errors('codeRefused', 'rateLimited', 'storageUnavailable') },
+    response: { 200: tokenPair, ...errors('codeRefused', 'ssoRequired', 'rateLimited', 'storageUnavailable') },
   },
 } satisfies Record<string, EndpointSchema>;
 
@@ -107,7 +111,7 @@ async function enrollTotp({ db, totp, clock, issuer }: MfaRoutesDeps, request: F
 }
 
 async function confirmTotp(deps: MfaRoutesDeps, request: FastifyRequest, reply: FastifyReply) {
-  const { db, totp, clock } = deps;
+  const { db, totp, clock, tokens } = deps;
   const { user, sessionId } = currentIdentity(request);
   const code = textField(request.body, 'code').trim();
   const codes = await db.transaction(async (tx) => {
@@ -129,15 +133,16 @@ async function confirmTotp(deps: MfaRoutesDeps, request: FastifyRequest, reply: 
     await mfa.confirmTotp(tx, user.id, recovery.map(recoveryCodeHash), now);
     // As a password change does: whoever signed in elsewhere with the password alone (a thief
     // of it, say) must sign in again, now with a code. This session goes on.
-    const ended = await endOtherSessions(tx, user.id, sessionId);
+    const { ended, pair } = await endOtherSessions(tx, tokens, account.user, sessionId, clientOf(request), now);
     await account.event('auth.mfa_enrolled', { method: 'totp' });
     await account.record('mfa.enrolled', { method: 'totp', revoked_sessions: ended });
-    return { recovery, ended };
+    return { recovery, ended, pair };
   });
   if (codes instanceof CodesLocked) return refuseLocked(reply, codes);
   if (!codes) return sendError(reply, 'codeInvalid');
   request.log.info({ userId: user.id, revokedSessions: codes.ended }, 'totp enrolled');
-  return { recovery_codes: codes.recovery };
+  // The contract's field first; the session's new pair beside it (CONTRACT §33).
+  return { recovery_codes: codes.recovery, ...codes.pair };
 }
 
 async function removeTotp(deps: MfaRoutesDeps, request: FastifyRequest, reply: FastifyReply) {
@@ -147,16 +152,16 @@ async function removeTotp(deps: MfaRoutesDeps, request: FastifyRequest, reply: F
   const password = textField(request.body, 'password');
   const user = isTooLong(password) ? undefined : await users.findByIdWithHash(db, id);
   if (!(await passwordConfirmed(passwords, user, password, identity, clock()))) return sendError(reply, 'invalidCredentials');
-  const ended = await changeAccount(deps, { userId: id, mode: 'update', by: byUser(clientOf(request)) }, async ({ tx, record, event }) => {
-    if (!(await mfa.removeTotp(tx, id))) return 0;
+  const removed = await changeAccount(deps, { userId: id, mode: 'update', by: byUser(clientOf(request)) }, async ({ tx, user: locked, now, record, event }) => {
+    if (!(await mfa.removeTotp(tx, id))) return undefined;
     // Whoever signed in elsewhere with the factor must sign in again: every other session ends.
-    const n = await endOtherSessions(tx, id, sessionId);
-    await event('auth.mfa_removed', { method: 'totp', revoked_sessions: n });
-    await record('mfa.removed', { method: 'totp', revoked_sessions: n });
-    return n;
-  }) ?? 0; // no such user any more: no factor left to remove
-  request.log.info({ userId: id, revokedSessions: ended }, 'totp removed');
-  return successBody(reply, 'mfaRemoved');
+    const { ended, pair } = await endOtherSessions(tx, deps.tokens, locked, sessionId, clientOf(request), now);
+    await event('auth.mfa_removed', { method: 'totp', revoked_sessions: ended });
+    await record('mfa.removed', { method: 'totp', revoked_sessions: ended });
+    return { ended, pair };
+  }); // undefined: no factor (or no such user any more) to remove, nothing changed
+  request.log.info({ userId: id, revokedSessions: removed?.ended ?? 0 }, 'totp removed');
+  return successBody(reply, 'mfaRemoved', removed?.pair && { ...removed.pair });
 }
 
 async function verifyCode(deps: MfaRoutesDeps, request: FastifyRequest, reply: FastifyReply) {
@@ -165,7 +170,7 @@ async function verifyCode(deps: MfaRoutesDeps, request: FastifyRequest, reply: F
   const code = textField(request.body, 'code').trim();
   if (!token || !code) return sendError(reply, 'codeRefused');
   const hash = sha256Hex(token);
-  const outcome = await db.transaction(async (tx): Promise<TokenPair | CodesLocked | Refused> => {
+  const outcome = await db.transaction(async (tx): Promise<TokenPair | CodesLocked | Refused | { sso: SsoRequired }> => {
     const now = clock();
     // Locked: two verifies of one mfa_token at once queue here, and the second finds it used.
     const live = await mfa.lockLiveMfaToken(tx, hash, now, MFA_TOKEN_MAX_FAILURES);
@@ -178,6 +183,10 @@ async function verifyCode(deps: MfaRoutesDeps, request: FastifyRequest, reply: F
     const account = await lockAccount(tx, deps, { userId: live.userId, mode: 'share', by: byUser(client) });
     if (!account) return { why: 'userGone' };
     const { user, record } = account;
+    // An mfa_token a password or a provider gave an enforced domain's address before enforce was
+    // turned on: refused before its code is checked, as the first step would be now (CONTRACT §31).
+    const sso = await deps.sso?.requiredFor(user.email);
+    if (sso && live.samlConnectionId !== sso.connectionId) return { sso };
     if (user.is_active !== 1) {
       await record('login.failed', { reason: 'inactive' });
       return { why: 'inactive', userId: user.id };
@@ -191,13 +200,16 @@ async function verifyCode(deps: MfaRoutesDeps, request: FastifyRequest, reply: F
       return { why: 'mfaFailed', userId: live.userId };
     }
     await mfa.useMfaToken(tx, hash, now);
-    const signIn = [...live.amr, ...amr];
+    // Once each: an IdP's trusted MFA (`fed mfa`, CONTRACT §31) and a code both say `mfa`.
+    const signIn = [...new Set([...live.amr, ...amr])];
     // A recovery code adds `mfa` alone (a TOTP code `otp` too): one fewer left.
     if (!amr.includes('otp')) await record('mfa.recovery_code_used');
-    await record('login.succeeded', { amr: signIn });
-    return issueInSession(tx, tokens, user, client, now, undefined, signIn);
+    // A SAML sign-in's step is still a SAML sign-in (CONTRACT §31: login.succeeded's data.method).
+    await record('login.succeeded', { amr: signIn, ...(live.samlConnectionId ? { method: 'saml' } : {}) });
+    return issueInSession(tx, tokens, user, client, now, undefined, signIn, live.samlConnectionId);
   });
   if (outcome instanceof CodesLocked) return refuseLocked(reply, outcome);
+  if ('sso' in outcome) return sendSsoRequired(reply, outcome.sso);
   // A failed login is one log line too (CONTRACT §17), with the same answer whatever the reason.
   if ('why' in outcome) return refuseCredentials(request, reply, outcome.why, outcome.userId, 'codeRefused');
   return outcome;

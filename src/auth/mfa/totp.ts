@@ -3,8 +3,7 @@
 // SHA-256: no slow hash is needed for a secret that cannot be guessed).
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { generateSecret, verifySync } from 'otplib';
-import type { Queryable } from '../../storage/db.js';
-import { getOrCreateSecret } from '../../storage/secrets.js';
+import { getOrCreateSecret, type Queryable } from '../../storage/database/index.js';
 import { sha256Hex } from '../../credentials/digest.js';
 
 const STEP_MS = 30_000;

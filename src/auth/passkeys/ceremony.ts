@@ -10,8 +10,8 @@ import {
 } from '@simplewebauthn/server';
 import type { FastifyBaseLogger } from 'fastify';
 import { sha256Hex } from '../../credentials/digest.js';
-import type { Queryable } from '../../storage/db.js';
-import * as passkeys from '../../storage/passkeys.js';
+import type { Queryable } from '../../storage/database/index.js';
+import { passkeys } from '../../storage/accounts/index.js';
 
 /** How long a ceremony may take, from its options to its answer. */
 const CHALLENGE_TTL_MS = 5 * 60_000;

@@ -9,12 +9,13 @@ import { byUser, changeAccount } from '../../account/change.js';
 import type { Audit } from '../../audit.js';
 import type { Config } from '../../config/schema.js';
 import type { Events } from '../../webhooks/emitter.js';
-import type { Database } from '../../storage/db.js';
-import * as passkeys from '../../storage/passkeys.js';
+import type { Database } from '../../storage/database/index.js';
+import { passkeys } from '../../storage/accounts/index.js';
 import { factorGuard, type FactorGuardDeps } from '../mfa/factor.js';
 import { clientOf, issueInSession } from '../sessions.js';
 import type { Tokens } from '../../credentials/tokens.js';
 import { authenticationOptions, claimedOwner, registrationOptions, verifyAuthentication, verifyRegistration, type PasskeyOwners } from './ceremony.js';
+import { sendSsoRequired, type SsoGate } from '../providers/saml/enforce.js';
 import { bearerOnly, errors, passkey, tokenPair, type EndpointSchema } from '../../openapi.js';
 
 /** A passkey sign-in is two factors in itself: something held, verified by the user on it. */
@@ -35,6 +36,8 @@ export interface PasskeyRoutesDeps extends FactorGuardDeps {
   audit: Audit;
   requireUser: RequireUser;
   relyingParty: NonNullable<Config['auth']['passkeys']>;
+  /** Enforcement (CONTRACT §31): absent, nothing is enforced. */
+  sso?: SsoGate;
 }
 
 /** A handler of this file: the deps first, then what fastify passes. */
@@ -57,7 +60,7 @@ const DOCS = {
   },
   loginVerify: {
     tags: ['second factor'], summary: 'Sign in with a passkey (AuthenticationResponseJSON): the token pair, amr ["hwk","user"], aal2',
-    body: { type: 'object', description: 'AuthenticationResponseJSON' }, response: { 200: tokenPair, ...errors('invalidCredentials', 'rateLimited', 'storageUnavailable') },
+    body: { type: 'object', description: 'AuthenticationResponseJSON' }, response: { 200: tokenPair, ...errors('invalidCredentials', 'ssoRequired', 'rateLimited', 'storageUnavailable') },
   },
 } satisfies Record<string, EndpointSchema>;
 
@@ -107,10 +110,14 @@ async function loginVerify(deps: PasskeyRoutesDeps, request: FastifyRequest, rep
   const pair = owner === undefined ? undefined : await changeAccount(deps, { userId: owner, mode: 'share', by: byUser(client) }, async ({ tx, user, now, record }) => {
     if (user.is_active !== 1) return undefined;
     if (!(await verifyAuthentication(tx, USERS, relyingParty, user.id, request.body, now, request.log))) return undefined;
+    // The account is known once its passkey verified: one of an enforced domain signs in through its organization (CONTRACT §31).
+    const sso = await deps.sso?.requiredFor(user.email);
+    if (sso) return { sso };
     await record('login.succeeded', { amr: PASSKEY_AMR });
     return issueInSession(tx, tokens, user, client, now, undefined, PASSKEY_AMR);
   });
   if (!pair) return sendError(reply, 'invalidCredentials');
+  if ('sso' in pair) return sendSsoRequired(reply, pair.sso);
   request.log.info({ userId: owner }, 'login by passkey');
   return pair;
 }

@@ -9,19 +9,17 @@ import { byUser, changeAccount } from '../../account/change.js';
 import type { Audit } from '../../audit.js';
 import type { Config } from '../../config/schema.js';
 import type { Events } from '../../webhooks/emitter.js';
-import type { Database } from '../../storage/db.js';
-import * as emailTokens from '../../storage/emailTokens.js';
-import { revokeAllForUser } from '../../storage/refreshTokens.js';
-import { isUsersSession } from '../../storage/sessions.js';
-import * as users from '../../storage/users.js';
+import type { Database } from '../../storage/database/index.js';
+import { emailTokens, revokeAllForUser, users } from '../../storage/accounts/index.js';
 import { newPasswordDenial, refuseCredentials } from '../credentials.js';
 import { normalizeEmail } from '../../credentials/emailAddress.js';
 import { mailboxTakesOver, queueLinkMail, useLink, type LinkMailDeps } from '../links/links.js';
 import { passwordConfirmed } from '../mfa/factor.js';
 import { isTooLong, type Passwords } from './passwords.js';
-import { clientOf, issueInSession } from '../sessions.js';
+import { clientOf, ownSession, pairAfterChange } from '../sessions.js';
 import { sha256Hex } from '../../credentials/digest.js';
 import type { Tokens } from '../../credentials/tokens.js';
+import { sendSsoRequired } from '../providers/saml/enforce.js';
 import { bearer, credentials, errors, message, tokenPair, type EndpointSchema } from '../../openapi.js';
 
 export interface AccountRoutesDeps extends LinkMailDeps {
@@ -49,7 +47,7 @@ const DOCS = {
   },
   resetPassword: {
     tags: ['accounts'], summary: 'Set a new password with a reset link\'s token; every session ends', body: credentials(['token', 'new_password']),
-    response: { 200: message, ...errors('linkInvalid', 'passwordTooShort', 'passwordTooLong', 'rateLimited', 'storageUnavailable') },
+    response: { 200: message, ...errors('linkInvalid', 'passwordTooShort', 'passwordTooLong', 'ssoRequired', 'rateLimited', 'storageUnavailable') },
   },
   verifyEmail: {
     tags: ['accounts'], summary: 'Verify the email with a verification link\'s token', body: credentials(['token']), response: { 200: message, ...errors('linkInvalid', 'rateLimited') },
@@ -91,13 +89,13 @@ async function changePassword(deps: AccountRoutesDeps, request: FastifyRequest, 
     await users.setPassword(tx, id, hash, now);
     // Every session ends, this one included (its refresh token is of the old password); this one
     // goes on with the new pair. Reset links sent before are void.
-    const keep = sessionId !== undefined && (await isUsersSession(tx, id, sessionId)) ? sessionId : undefined;
+    const keep = await ownSession(tx, id, sessionId);
     const ended = await revokeAllForUser(tx, id, 'password', keep);
     await emailTokens.useUpAll(tx, id, 'reset', now);
     // The alert is stored with the change it reports, before the answer.
     await event('auth.password_changed', { method: 'change', revoked_sessions: ended });
     await record('password.changed', { revoked_sessions: ended });
-    return { pair: await issueInSession(tx, tokens, locked, clientOf(request), now, keep), ended };
+    return { pair: await pairAfterChange(tx, tokens, locked, clientOf(request), now, keep), ended };
   });
   if (!changed) return refuseCredentials(request, reply, 'changedMeanwhile', id);
   request.log.info({ userId: id, revokedSessions: changed.ended }, 'password changed');
@@ -115,18 +113,23 @@ async function forgotPassword(deps: AccountRoutesDeps, request: FastifyRequest, 
   return reply.code(202).send(successBody(reply, 'resetLinkSent'));
 }
 
-async function resetPassword({ db, passwords, clock, events, audit, auth }: AccountRoutesDeps, request: FastifyRequest, reply: FastifyReply) {
+async function resetPassword({ db, passwords, clock, events, audit, auth, sso: gate }: AccountRoutesDeps, request: FastifyRequest, reply: FastifyReply) {
   const minLength = auth.passwordMinLength;
   const token = textField(request.body, 'token').trim();
   const next = textField(request.body, 'new_password');
   // Checked before any hashing: a made-up token costs one indexed lookup.
   const holder = token ? await emailTokens.findUsable(db, sha256Hex(token), 'reset', clock()) : undefined;
   if (!holder) return sendError(reply, 'linkInvalid');
+  // An operator's invitation is such a link: redeeming it is a way in that enforcement closes (CONTRACT §31).
+  const sso = await gate?.requiredFor(holder.email);
+  if (sso) return sendSsoRequired(reply, sso);
   const denial = newPasswordDenial(next, minLength);
   if (denial) return sendDenial(reply, denial);
   const hash = await passwords.hash(next);
   const ended = await useLink(db, clock, token, 'reset', holder.user_id, async (tx, user, now) => {
     await users.setPassword(tx, user.id, hash, now);
+    // No session makes a reset: every access token of before it is refused (CONTRACT §33).
+    await users.endOlderTokens(tx, user);
     await emailTokens.useUpAll(tx, user.id, 'reset', now);
     const revoked = await revokeAllForUser(tx, user.id, 'password');
     await events.emit(user.id, 'auth.password_changed', { method: 'reset', revoked_sessions: revoked }, tx);

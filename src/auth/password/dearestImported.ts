@@ -4,9 +4,9 @@
 // its trigger, heard through the change feed within a second on every instance), after the feed
 // was interrupted, and every RELOAD_EVERY_MS besides. A reload that fails keeps what it had.
 import type { Logger } from 'pino';
-import type { ChangeFeed } from '../../storage/changeFeed.js';
-import type { Database } from '../../storage/db.js';
-import { dearestHashCost } from '../../storage/importedHashCosts.js';
+import type { ChangeFeed } from '../../storage/feed/index.js';
+import type { Database } from '../../storage/database/index.js';
+import { dearestHashCost } from '../../storage/accounts/index.js';
 import type { Passwords } from './passwords.js';
 
 const RELOAD_EVERY_MS = 60_000;

@@ -7,7 +7,7 @@
 // hash, and the check fails as a wrong password does (never a 500). The key derivations run
 // through a `run` (the instance's hasher child, hasher.ts); comparisons are in constant time.
 import { createCipheriv, timingSafeEqual } from 'node:crypto';
-import type { ImportedHashCost } from '../../storage/importedHashCosts.js';
+import type { ImportedHashCost } from '../../storage/accounts/index.js';
 import { inProcess, type KdfJob } from './hasher.js';
 
 export type ImportedHashFormat = 'bcrypt' | 'argon2' | 'scrypt' | 'pbkdf2-sha256' | 'django-pbkdf2-sha256' | 'firebase-scrypt';

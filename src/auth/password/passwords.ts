@@ -2,7 +2,7 @@
 import argon2 from 'argon2';
 import { GatewayError } from '../../errors/index.js';
 import { HasherProcess } from './hasher.js';
-import type { ImportedHashCost } from '../../storage/importedHashCosts.js';
+import type { ImportedHashCost } from '../../storage/accounts/index.js';
 import { hashCost, verifyImportedHash } from './importedHashes.js';
 
 export const MAX_PASSWORD_BYTES = 1024;

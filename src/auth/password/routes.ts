@@ -8,9 +8,8 @@ import { changeAccount } from '../../account/change.js';
 import type { Audit } from '../../audit.js';
 import type { Config } from '../../config/schema.js';
 import type { Events } from '../../webhooks/emitter.js';
-import type { Database } from '../../storage/db.js';
-import * as refreshTokens from '../../storage/refreshTokens.js';
-import * as users from '../../storage/users.js';
+import type { Database } from '../../storage/database/index.js';
+import { refreshTokens, users } from '../../storage/accounts/index.js';
 import { newPasswordDenial, refuseCredentials } from '../credentials.js';
 import { lookupForm, normalizeEmail, storable } from '../../credentials/emailAddress.js';
 import { queueLinkMail, type LinkMailDeps } from '../links/links.js';
@@ -19,6 +18,7 @@ import { clientOf, issueInSession, PASSWORD_AMR } from '../sessions.js';
 import { answerOneFactorSignIn, signInByOneFactor } from '../signIn.js';
 import { sha256Hex } from '../../credentials/digest.js';
 import type { Tokens } from '../../credentials/tokens.js';
+import { sendSsoRequired } from '../providers/saml/enforce.js';
 import { credentials, errors, message, mfaChallenge, tokenPair, type EndpointSchema } from '../../openapi.js';
 
 export interface AuthRoutesDeps extends LinkMailDeps {
@@ -40,12 +40,12 @@ const DOCS = {
     tags: ['auth'], summary: 'Create an account (plan free); an optional locale (else Accept-Language) sets the language of its mails', body: credentials(['email', 'password', 'locale']),
     response: {
       201: { type: 'object', properties: { message: { type: 'string' }, user_id: { type: 'integer' } } },
-      ...errors('emailInvalid', 'passwordTooShort', 'passwordTooLong', 'emailTaken', 'rateLimited', 'storageUnavailable'),
+      ...errors('emailInvalid', 'passwordTooShort', 'passwordTooLong', 'emailTaken', 'ssoRequired', 'rateLimited', 'storageUnavailable'),
     },
   },
   login: {
     tags: ['auth'], summary: 'Log in: a new token pair, or an mfa_token for POST /api/v1/auth/mfa/verify', body: credentials(['email', 'password']),
-    response: { 200: tokenPair, ...errors('loginFieldsRequired', 'invalidCredentials', 'rateLimited', 'storageUnavailable'), 403: mfaChallenge('emailNotVerified') },
+    response: { 200: tokenPair, ...errors('loginFieldsRequired', 'invalidCredentials', 'rateLimited', 'storageUnavailable'), 403: mfaChallenge('emailNotVerified', 'ssoRequired') },
   },
   refresh: {
     tags: ['auth'], summary: 'Rotate a refresh token: a new pair, the old token revoked', body: credentials(['refresh_token']),
@@ -83,6 +83,8 @@ async function register(deps: AuthRoutesDeps, request: FastifyRequest, reply: Fa
   const email = normalizeEmail(textField(request.body, 'email'));
   const password = textField(request.body, 'password');
   if (!email) return sendError(reply, 'emailInvalid');
+  const sso = await deps.sso?.requiredFor(email);
+  if (sso) return sendSsoRequired(reply, sso);
   // A control character or a lone surrogate is present but invalid (CONTRACT §26): no one could
   // type it again at login, and a lone surrogate would be hashed as U+FFFD, another password.
   if (isUnfitText(password)) return sendError(reply, 'badRequest');
@@ -106,6 +108,9 @@ async function login(deps: AuthRoutesDeps, request: FastifyRequest, reply: Fasti
   const email = lookupForm(textField(request.body, 'email'));
   const password = textField(request.body, 'password');
   if (!email || !password) return sendError(reply, 'loginFieldsRequired');
+  // Before anything typed is checked, the same for a known account or not (CONTRACT §31).
+  const sso = await deps.sso?.requiredFor(email);
+  if (sso) return sendSsoRequired(reply, sso);
   // No stored password is this long: refuse without hashing, so it cannot be used to burn CPU.
   // A failed login is one audit row too; for an unknown email, nothing of what was typed (a
   // password typed into the email field must not be kept).

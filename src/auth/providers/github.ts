@@ -6,7 +6,9 @@
 // it is verified: a secondary or unverified address is anyone's to add to their GitHub account.
 // The access token is dropped here; it is never logged, stored or forwarded.
 import { GITHUB_ISSUER } from '../../config/schema.js';
-import { callbackError, PROVIDER_TIMEOUT_MS, reasonOf, s256, SignInFailed, type Assertion, type FlowSecrets, type ProviderSettings, type SignInProvider } from './signInProvider.js';
+import {
+  callbackError, PROVIDER_TIMEOUT_MS, reasonOf, s256, SignInFailed, type Assertion, type FlowSecrets, type ProviderCallback, type ProviderSettings, type SignInProvider,
+} from './signInProvider.js';
 
 type GitHubSettings = Extract<ProviderSettings, { kind: 'github' }>;
 
@@ -33,7 +35,8 @@ export class GitHubProvider implements SignInProvider {
   }
 
   /** The routes checked the state against the browser's cookie; here the code is exchanged and the user read. */
-  async signIn(query: URLSearchParams, secrets: FlowSecrets): Promise<Assertion> {
+  async signIn(callback: ProviderCallback, secrets: FlowSecrets): Promise<Assertion> {
+    const query = callback.params;
     const refused = callbackError(query);
     if (refused) throw refused;
     const code = query.get('code');

@@ -7,14 +7,13 @@
 // The provider's tokens never leave this file: callers get who the user is, nothing else.
 import { createLocalJWKSet, errors as joseErrors, jwtVerify, type JSONWebKeySet } from 'jose';
 import * as client from 'openid-client';
-import { GOOGLE_ISSUER, type Config } from '../../config/schema.js';
-import { GitHubProvider } from './github.js';
-import { callbackError, PROVIDER_TIMEOUT_MS, reasonOf, s256, SignInFailed, type Assertion, type FlowSecrets, type ProviderSettings, type SignInProvider } from './signInProvider.js';
+import {
+  callbackError, PROVIDER_TIMEOUT_MS, reasonOf, s256, SignInFailed, type Assertion, type FlowSecrets, type ProviderCallback, type ProviderSettings, type SignInProvider,
+} from './signInProvider.js';
 
 // Kept importable from here: the tests' PKCE helper.
 export { s256 } from './signInProvider.js';
 
-type OidcSettings = NonNullable<Config['auth']['oidc']>;
 type OidcProviderSettings = Extract<ProviderSettings, { kind: 'oidc' }>;
 
 // How long a discovery document and a key set are trusted before they are fetched again; a key id
@@ -64,7 +63,8 @@ export class OidcProvider implements SignInProvider {
    * The callback's query, checked: the provider's answer (an error, or a code bound to this state
    * and its issuer), the code exchanged with the PKCE verifier, the ID token's claims and signature.
    */
-  async signIn(query: URLSearchParams, secrets: FlowSecrets): Promise<Assertion> {
+  async signIn(callback: ProviderCallback, secrets: FlowSecrets): Promise<Assertion> {
+    const query = callback.params;
     const config = await this.configuration();
     const refused = callbackError(query);
     if (refused) throw refused;
@@ -166,64 +166,4 @@ export class OidcProvider implements SignInProvider {
     })();
     return this.fetchingKeys;
   }
-}
-
-/**
- * Whether the provider may link or sign up an account of `email` (CONTRACT §26): with
- * emailDomains, the address's domain listed (exact, case-insensitive) and, for Google, the ID
- * token's `hd` equal to it: a consumer Google account may carry an address of a company's domain
- * without being the company's.
- */
-export function domainAllowed(settings: ProviderSettings, email: string, hostedDomain: string | undefined): boolean {
-  if (!settings.emailDomains) return true;
-  const domain = email.slice(email.lastIndexOf('@') + 1).toLowerCase();
-  if (!settings.emailDomains.includes(domain)) return false;
-  return settings.issuer !== GOOGLE_ISSUER || hostedDomain?.toLowerCase() === domain;
-}
-
-/** Every configured provider, by its name in the configuration (the URL segment). */
-export class OidcProviders {
-  private readonly byName = new Map<string, SignInProvider>();
-
-  constructor(readonly settings: OidcSettings) {
-    for (const [name, provider] of Object.entries(settings.providers)) {
-      const redirectUri = `${settings.publicUrl}/api/v1/auth/oidc/${name}/callback`;
-      // The one place the kind of a provider matters: the routes see a SignInProvider.
-      this.byName.set(name, provider.kind === 'github' ? new GitHubProvider(name, provider, redirectUri) : new OidcProvider(name, provider, redirectUri));
-    }
-  }
-
-  get(name: string): SignInProvider | undefined {
-    // A Map: no name (`__proto__`, `constructor`) reads anything but a configured provider.
-    return this.byName.get(name);
-  }
-
-  /** The issuer of a configured provider's name. */
-  issuerOf(name: string): string | undefined {
-    return this.get(name)?.settings.issuer;
-  }
-
-  /**
-   * The return_to, if it is an entry of auth.oidc.returnTo character for character (CONTRACT §26,
-   * RFC 9700 §4.1.3), or the same URL on another port for an http:// loopback entry (a native
-   * application's local server). Never parsed nor normalised: a prefix, a query or an encoded
-   * separator let an application's own open redirect carry the login code elsewhere (issue 45).
-   */
-  allowedReturnTo(raw: string): string | undefined {
-    return this.settings.returnTo.some((entry) => raw === entry || sameOnAnotherLoopbackPort(raw, entry)) ? raw : undefined;
-  }
-}
-
-// An http:// loopback URL split as text: scheme and host, port, the rest (RFC 8252 §7.3: the port
-// of a native application's loopback redirect is chosen when it runs). Entries are as URL.href
-// writes them (config/schema.ts), so the host is spelled one way and a path follows. With the s
-// flag the path's `.*` runs to the end of the text: no `$` needed.
-const LOOPBACK_URL = /^(http:\/\/(?:127\.0\.0\.1|\[::1\]))(?::([1-9][0-9]{0,4}))?(\/.*)/s;
-
-/** Whether `raw` is the loopback `entry` with nothing but the port changed (a real port: 1 to 65535, no leading zero). */
-function sameOnAnotherLoopbackPort(raw: string, entry: string): boolean {
-  const allowed = LOOPBACK_URL.exec(entry);
-  const asked = allowed && LOOPBACK_URL.exec(raw);
-  if (!allowed || !asked) return false;
-  return asked[1] === allowed[1] && asked[3] === allowed[3] && (asked[2] === undefined || Number(asked[2]) <= 65535);
 }

@@ -1,13 +1,15 @@
-// What every identity provider is to the sign-in routes (auth/oidcRoutes.ts, CONTRACT §15, §26):
-// an authorization URL for a sign-in, and from the callback's query who the user is. OpenID
-// Connect providers (auth/oidc.ts) and GitHub (auth/github.ts) implement it; OidcProviders picks
-// one by the provider's `kind`, and nothing else branches on it, so that every provider follows
-// the same linking rules (trustEmail, emailDomains, allowSignUp) through the same code.
+// What every identity provider is to the sign-in routes (routes.ts, CONTRACT §15, §26): an
+// authorization URL for a sign-in, and from what the callback carried (its query, or the form a
+// provider posts back) who the user is. OpenID Connect providers (oidc.ts) and GitHub (github.ts)
+// implement it; the registry (registry.ts) maps each `kind` to its constructor, and nothing else
+// branches on it, so that every provider follows the same linking rules (trustEmail,
+// emailDomains, allowSignUp) through the same code.
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import type { Config } from '../../config/schema.js';
 
-type OidcSettings = NonNullable<Config['auth']['oidc']>;
-export type ProviderSettings = OidcSettings['providers'][string];
+/** auth.oidc: every configured provider, whatever its kind (the key keeps the first kind's name: it is public). */
+export type ProvidersSettings = NonNullable<Config['auth']['oidc']>;
+export type ProviderSettings = ProvidersSettings['providers'][string];
 
 /** What a provider asserted about the user, once every check passed. */
 export interface Assertion {
@@ -39,14 +41,29 @@ export interface FlowSecrets {
   verifier: string;
 }
 
+/**
+ * What the provider sent the browser back with: the callback's query (a redirect, GET), or the
+ * form it posted (POST, application/x-www-form-urlencoded), for a provider whose protocol posts
+ * its answer back (SAML's HTTP-POST binding).
+ */
+export interface ProviderCallback {
+  readonly via: 'query' | 'form';
+  readonly params: URLSearchParams;
+}
+
 /** One configured provider, whatever its kind. */
 export interface SignInProvider {
   readonly name: string;
   readonly settings: ProviderSettings;
+  /**
+   * Whether the provider's answer may come as a posted form: without it a POST to its callback
+   * is answered 405, as on a gateway with no such provider (GET is its callback's one method).
+   */
+  readonly postsBack?: boolean;
   /** The provider's authorization URL for this sign-in; throws SignInFailed (provider_error) when it cannot be built. */
   authorizationUrl(secrets: FlowSecrets): Promise<string>;
-  /** The callback's query, checked and exchanged: who the user is; throws SignInFailed. */
-  signIn(query: URLSearchParams, secrets: FlowSecrets): Promise<Assertion>;
+  /** What the callback carried, checked and exchanged: who the user is; throws SignInFailed. */
+  signIn(callback: ProviderCallback, secrets: FlowSecrets): Promise<Assertion>;
 }
 
 /** How long a provider's endpoint has to answer: a provider that hangs costs a sign-in, not the gateway. */

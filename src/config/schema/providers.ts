@@ -91,7 +91,6 @@ export const oidcSchema = z.strictObject({
       + 'and allowed by cors with credentials: true); false: by the application\'s PKCE verifier alone. Default: true when every returnTo origin is same-site with publicUrl.',
   }),
   providers: z.record(z.string().meta({ examples: ['google'] }), providerSchema).superRefine((providers, ctx) => {
-    if (Object.keys(providers).length === 0) ctx.addIssue({ code: 'custom', message: 'expected at least one provider' });
     for (const name of Object.keys(providers)) {
       if (!OIDC_PROVIDER_NAME.test(name)) ctx.addIssue({ code: 'custom', path: [name], message: 'expected a provider name of lower-case letters, digits, - and _ (it is a URL segment)' });
     }

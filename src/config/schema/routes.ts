@@ -26,7 +26,8 @@ export const planLimits = z.strictObject({
   monthly: z.union([
     int(1, MAX_LIMIT).meta({ examples: [100000] }),
     // CONTRACT §23: included, then metered: no 429 past `limit`, the uses beyond it reported to billing.stripe.meter.
-    z.strictObject({ limit: int(1, MAX_LIMIT), overage: z.literal('meter') }).meta({ examples: [{ limit: 100000, overage: 'meter' }] }),
+    // limit 0: nothing included, every counted use billed (a usage-based plan, CONTRACT §29).
+    z.strictObject({ limit: int(0, MAX_LIMIT), overage: z.literal('meter') }).meta({ examples: [{ limit: 100000, overage: 'meter' }, { limit: 0, overage: 'meter' }] }),
   ]).optional().meta({ description: 'Counted uses per UTC month on routes with dailyLimit: true, reserved together with daily; none: unlimited. '
     + '{limit, overage: meter}: uses past limit are served and reported to the Stripe meter (needs billing.stripe.meter).' }),
   perMinute: int(1, MAX_LIMIT).meta({ examples: [60] }).optional().meta({
@@ -50,7 +51,7 @@ export const usageNoun = z.record(z.string().regex(LANGUAGE_TAG, 'expected a lan
   });
 /** A scope a route declares and a key holds: `reports:read`. `*` (every right) is a key's only. */
 export const SCOPE = /^[A-Za-z0-9][A-Za-z0-9:._-]{0,63}$/;
-/** An organization member's roles (CONTRACT §22), strongest first; storage/organizations.ts keeps the same list. */
+/** An organization member's roles (CONTRACT §22), strongest first; storage/orgs/organizations.ts keeps the same list. */
 export const ORG_ROLE_NAMES = ['owner', 'admin', 'member'] as const;
 export const HTTP_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
 
@@ -163,7 +164,8 @@ interface RoutesContext {
   decisions: { port: number };
   upstreams: Record<string, unknown>;
   errors: { codes: boolean; language: string };
-  organizations?: { enabled: boolean };
+  organizations?: { enabled: boolean; sso?: unknown };
+  portal?: { enabled: boolean; path: string };
   routes: Array<z.output<typeof routeSchema>>;
 }
 
@@ -221,11 +223,16 @@ function checkTarget(cfg: RoutesContext, route: z.output<typeof routeSchema>, pr
   if (route.websocket && route.methods && !route.methods.includes('GET')) problem(['methods'], 'websocket: true needs GET among the methods (an upgrade is a GET)');
 }
 
-/** The own endpoints of sections 20–24 that the configuration switches on (CONTRACT §20): a route cannot take their paths. */
-function ownEndpointUnder(cfg: { errors: { codes: boolean; language: string }; organizations?: { enabled: boolean } }, lowerPath: string): { path: string; why: string } | undefined {
+/** The own endpoints of sections 20–30 that the configuration switches on (CONTRACT §20, §30): a route cannot take their paths. */
+function ownEndpointUnder(cfg: Pick<RoutesContext, 'errors' | 'organizations' | 'portal'>, lowerPath: string): { path: string; why: string } | undefined {
   const own = [
+    // CONTRACT §30: the portal's pages and its own endpoints under {path}api/.
+    { path: (cfg.portal?.path ?? '/portal/').replace(/\/$/, '').toLowerCase(), on: cfg.portal?.enabled === true, why: 'portal.enabled' },
+    { path: '/api/v1/plans', on: true, why: 'the plans and their prices' },
     { path: '/api/v1/errors', on: cfg.errors.codes || cfg.errors.language !== 'fr', why: 'errors.codes or errors.language' },
     { path: '/api/v1/orgs', on: cfg.organizations?.enabled === true, why: 'organizations.enabled' },
+    // CONTRACT §31: an organization's directory (SCIM), as scim/index.ts's scimServed.
+    { path: '/scim/v2', on: cfg.organizations?.enabled === true && cfg.organizations.sso !== undefined, why: 'organizations.sso: SCIM' },
   ];
   return own.find((o) => o.on && (lowerPath === o.path || lowerPath.startsWith(`${o.path}/`)));
 }

@@ -74,6 +74,12 @@ export const SECRET_MIN = 32;
 export const ADMIN_KEY_LENGTH = 'expected at least 32 characters (for example `openssl rand -base64 32`), or empty to turn the admin API off';
 // The admin key hands over every account: no weaker than the token secret (CONTRACT §19).
 export const adminKey = z.union([z.literal(''), z.string().min(SECRET_MIN, ADMIN_KEY_LENGTH)], { error: ADMIN_KEY_LENGTH }).nullish().transform((s) => s ?? '');
+// A scrape token (CONTRACT §28): shorter, whoever reaches the metrics listener could guess it.
+const METRICS_TOKEN_MIN = 16;
+const metricsToken = optionalText.pipe(z.string().min(METRICS_TOKEN_MIN, `expected at least ${METRICS_TOKEN_MIN} characters (for example \`openssl rand -base64 32\`), or empty for none`).optional())
+  .meta({ examples: ['${METRICS_TOKEN}'], description: 'A scrape then needs Authorization: Bearer <token> (else 401); empty: none (keep host on loopback or a network only Prometheus reaches).' });
+/** The metrics listener (CONTRACT §28): /metrics alone, for a cluster's Prometheus. port 0: none (the admin listener's /metrics stays either way). */
+export const metricsListener = z.strictObject({ host: z.string().default('127.0.0.1'), port: port.default(0).meta({ examples: [9464] }), token: metricsToken }).prefault({});
 export const ASYMMETRIC = ['EdDSA', 'ES256', 'RS256'] as const;
 
 // An http(s) URL's scheme, host and port as a pattern: what gateway.schema.json can say of a URL.

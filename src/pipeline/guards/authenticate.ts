@@ -5,11 +5,11 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { bearerChallenge, type Denial } from '../../errors/index.js';
 import { headerValue } from '../../http.js';
 import { sha256Hex } from '../../credentials/digest.js';
-import { isForgedKey } from '../../credentials/shapes.js';
+import { isForgedKey } from '../../keys/index.js';
 import type { AccessClaims, Acr, Tokens } from '../../credentials/tokens.js';
-import type { User } from '../../storage/users.js';
-import type { OrgRole } from '../../storage/organizations.js';
-import type { IdentityCache } from '../../storage/identityCache.js';
+import type { User } from '../../storage/accounts/index.js';
+import type { OrgRole } from '../../storage/orgs/index.js';
+import type { IdentityCache } from '../../storage/feed/index.js';
 import { untraced, type StoreCalls } from '../../telemetry/storeCalls.js';
 
 export type AuthMethod = 'bearer' | 'api-key';
@@ -89,6 +89,9 @@ function bearerIdentity(claims: AccessClaims, deps: AuthDeps, calls: StoreCalls)
 
 function bearerResult(claims: AccessClaims, user: User | 'gone' | 'inactive'): AuthResult {
   if (typeof user === 'string') return { kind: 'denied', denial: { code: user === 'inactive' ? 'userInactive' : 'userNotFound', headers: INVALID_TOKEN } };
+  // Minted before the user's last credential change (CONTRACT §33): the cached row's generation,
+  // which the change feed refreshes on every instance, so this costs no query.
+  if (claims.generation < user.credential_generation) return credentialInvalid();
   return { kind: 'authenticated', user, method: 'bearer', sessionId: claims.sessionId, acr: claims.acr, authTime: claims.authTime };
 }
 

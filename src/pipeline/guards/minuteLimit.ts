@@ -24,16 +24,14 @@
 //
 // With Redis down, hung or unconfigured, each instance keeps buckets in memory: the limit holds per
 // instance (a client spread over N instances gets up to N times it) until Redis answers again
-// (the breaker of redisBreaker.ts decides, and logs). One key per bucket: cluster-safe.
+// (the breaker of storage/redis/breaker.ts decides, and logs). One key per bucket: cluster-safe.
 import { LRUCache } from 'lru-cache';
-import type { RedisClient } from '../../storage/redis/client.js';
-import type { RedisBreaker } from '../../storage/redis/breaker.js';
-import { minuteBucketScript } from '../../storage/redis/scripts.js';
+import { minuteBucketScript, type RedisBreaker, type RedisClient } from '../../storage/redis/index.js';
 import { untraced, type StoreCall, type StoreCalls } from '../../telemetry/storeCalls.js';
 
 const BUCKET_CALL: StoreCall = { system: 'redis', operation: 'EVALSHA' };
 import type { QuotaOutcome, QuotaState } from './quota.js';
-import { counterKey, type Counter } from '../../storage/counters.js';
+import { counterKey, type Counter } from '../../storage/usage/index.js';
 
 const WINDOW_MS = 60_000;
 const LOCAL_MAX_USERS = 100_000;

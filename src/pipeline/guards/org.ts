@@ -1,11 +1,11 @@
 // Acting for an organization (CONTRACT §22): the Gateway-Org stage (3) and the roles stage (6).
 // Gateway-Org is read on routes only, and there only on those that declare `org:` (or `roles`):
 // a route written before organizations keeps its meaning, and refuses the header (400). Who is a
-// member, with which role, and the organization's plan come from memory (storage/membershipCache.ts).
+// member, with which role, and the organization's plan come from memory (storage/feed/membershipCache.ts).
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Denial } from '../../errors/index.js';
-import type { MembershipCache } from '../../storage/membershipCache.js';
-import type { OrgRole } from '../../storage/organizations.js';
+import type { MembershipCache } from '../../storage/feed/index.js';
+import type { OrgRole } from '../../storage/orgs/index.js';
 import type { StoreCalls } from '../../telemetry/storeCalls.js';
 import type { ActingOrg } from '../subject.js';
 import { gatewayOrgId } from '../../orgActing.js';

@@ -1,7 +1,7 @@
 // What a counted route tells the client about its limits (CONTRACT §12): the RateLimit-Policy and
 // RateLimit fields of draft-ietf-httpapi-ratelimit-headers, one item per limit that applied.
 import type { Denial } from '../../errors/index.js';
-import type { Counter } from '../../storage/counters.js';
+import type { Counter } from '../../storage/usage/index.js';
 
 /** One limit's state after a request. */
 export interface QuotaState {

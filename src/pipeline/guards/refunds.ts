@@ -2,17 +2,16 @@
 // upstream could not be reached (`unreachable`) or answered a listed status (the gateway's own 504
 // for an upstream timeout counts as 504, so only when listed), at most capPerDay times per owner
 // and UTC day. The forwarder tells what came of the upstream call, once per request; this decides
-// and writes. Postgres is the authority (storage/useRefunds.ts: the cap and the counters in one
+// and writes. Postgres is the authority (storage/usage/useRefunds.ts: the cap and the counters in one
 // statement, exact across instances); the Redis gates of the user are dropped before the answer
 // goes on, so the next request, on any instance, asks Postgres (its NOTIFY does the same for the
 // others). Decisions, accepted upgrades and responses already started never come here.
 import type { Logger } from 'pino';
 import type { Config } from '../../config/schema.js';
-import type { Database } from '../../storage/db.js';
-import { refundUse } from '../../storage/useRefunds.js';
+import type { Database } from '../../storage/database/index.js';
+import { type Counter, refundUse } from '../../storage/usage/index.js';
 import { utcDay, utcMonth } from '../../time.js';
 import type { CountedUse } from './quota.js';
-import type { Counter } from '../../storage/counters.js';
 
 /** What came of the upstream call: its status, or why there was none. */
 export type UpstreamOutcome = { status: number } | { failure: 'timeout' | 'unreachable' };
