@@ -2,7 +2,9 @@
 // the tier's files, their total time in tests, and the 10 slowest files (issue 69: the tiers must
 // keep fitting CI's 45 minutes, and the file that grows is the one to look at). A file's time is
 // from its first hook to its last (vitest's json reporter: startTime to endTime), so a gateway
-// started in beforeAll counts; importing the file's modules does not.
+// started in beforeAll counts; importing the file's modules does not. Every failed test is then
+// listed with the first line of its failure, each line starting with "FAILED", so that .ci/run can
+// repeat them in its closing summary: a CI log is often read from its end only.
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
@@ -12,7 +14,7 @@ if (report === undefined) {
   process.exit(2);
 }
 
-/** @type {{ testResults: { name: string, startTime: number, endTime: number, status: string }[] }} */
+/** @type {{ testResults: { name: string, startTime: number, endTime: number, status: string, message?: string, assertionResults: { fullName: string, status: string, failureMessages: string[] }[] }[] }} */
 const json = JSON.parse(readFileSync(report, 'utf8'));
 const files = json.testResults
   .map((file) => ({ name: path.relative(process.cwd(), file.name), seconds: (file.endTime - file.startTime) / 1000, status: file.status }))
@@ -22,4 +24,17 @@ const total = files.reduce((sum, file) => sum + file.seconds, 0);
 console.log(`${tier}: ${files.length} files, ${total.toFixed(0)} s in tests (summed over files); the 10 slowest:`);
 for (const file of files.slice(0, 10)) {
   console.log(`  ${file.seconds.toFixed(1).padStart(7)} s  ${file.name}${file.status === 'passed' ? '' : ` (${file.status})`}`);
+}
+
+for (const file of json.testResults) {
+  const name = path.relative(process.cwd(), file.name);
+  const failed = file.assertionResults.filter((test) => test.status === 'failed');
+  for (const test of failed) console.log(`FAILED ${name} > ${test.fullName}: ${firstLine(test.failureMessages[0])}`);
+  // A file can fail with no failed test: an error in a hook or at import.
+  if (failed.length === 0 && file.status === 'failed') console.log(`FAILED ${name}: ${firstLine(file.message)}`);
+}
+
+/** @param {string | undefined} text */
+function firstLine(text) {
+  return (text ?? '(no message)').trim().split('\n')[0].slice(0, 300);
 }
