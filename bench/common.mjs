@@ -237,7 +237,7 @@ export async function seed(storage, { tag, password, users, free }) {
   const { migrate } = await import(path.join(ROOT, 'dist/storage/database/migrations.js'));
   const { createUser, setPlan } = await import(path.join(ROOT, 'dist/storage/accounts/users.js'));
   const { Passwords } = await import(path.join(ROOT, 'dist/auth/password/passwords.js'));
-  const { newApiKey } = await import(path.join(ROOT, 'dist/credentials/shapes.js'));
+  const { newApiKey } = await import(path.join(ROOT, 'dist/keys/index.js'));
   const passwords = new Passwords();
   const db = await openDatabase(storage);
   try {

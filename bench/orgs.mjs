@@ -49,7 +49,7 @@ async function seedOrg(storage) {
   const { migrate } = await import(path.join(ROOT, 'dist/storage/database/migrations.js'));
   const { createUser, setPlan } = await import(path.join(ROOT, 'dist/storage/accounts/users.js'));
   const { Passwords } = await import(path.join(ROOT, 'dist/auth/password/passwords.js'));
-  const { newApiKey } = await import(path.join(ROOT, 'dist/credentials/shapes.js'));
+  const { newApiKey } = await import(path.join(ROOT, 'dist/keys/index.js'));
   const sha256 = (key) => createHash('sha256').update(key).digest('hex');
   const passwords = new Passwords();
   const db = await openDatabase(storage);

@@ -150,6 +150,7 @@ async function main() {
     const data = await seedUsers(storage);
     const config = gatewayConfig(await freePort(), await freePort(), storage, upstream.url, wsUpstream.url);
     const gateway = await startGateway(tmp, 'gateway', config, cleanups);
+    await expectPortalOn(gateway.url, config.portal.publicUrl);
     const gatewayTls = tls
       ? await startGateway(tmp, 'gateway-tls', {
         ...config,
@@ -373,7 +374,7 @@ async function main() {
       if (only && !only.has(s.key ?? s.route.slice(1))) s.skip = 'not in BENCH_ONLY';
       else if (s.pair === 'tls' && !tls) s.skip = 'no openssl to make a certificate';
       else if (s.pair === 'pgbouncer' && !gatewayPooled) s.skip = bouncer.skip;
-      else if ((s.pair.startsWith('least-holding') || s.pair.startsWith('gateway-holding')) && !held) s.skip = 'needs Postgres and Redis';
+      else if ((s.pair?.startsWith('least-holding') || s.pair?.startsWith('gateway-holding')) && !held) s.skip = 'needs Postgres and Redis';
       else if ((s.pair === 'haproxy' || s.pair === 'contract-haproxy') && haproxy.skip) s.skip = haproxy.skip;
       else if (s.pair === 'haproxy' && !(await send(haproxy.url, 'GET', '/bearer/probe', { headers: s.headers()[0] })).json?.user) throw new Error('haproxy: the upstream was not told the identity');
       else if ((s.pair === 'workers' || s.pair === 'nginx2') && fleet.skip) s.skip = fleet.skip;
@@ -510,6 +511,10 @@ function gatewayConfig(port, decisionsPort, storage, upstreamUrl, wsUpstreamUrl)
     plans: { limits: { free: { daily: 1 }, pro: { perMinute: 1_000_000_000, daily: 100_000_000 }, capped: { perMinute: 1 } } },
     admin: { port: 0 },
     decisions: { host: '127.0.0.1', port: decisionsPort },
+    // The customer portal on, on an origin of its own (issue 74: the proxied path's figures must not
+    // move with it): every proxied request now also passes its host rule. The load is sent to
+    // 127.0.0.1, so none of it is the portal's.
+    portal: { enabled: true, publicUrl: `http://localhost:${port}`, product: { name: 'Bench' } },
     upstreams: {
       echo: { url: upstreamUrl, timeout: '30s' },
       signed: { url: upstreamUrl, timeout: '30s', assertion: true },
@@ -528,6 +533,15 @@ function gatewayConfig(port, decisionsPort, storage, upstreamUrl, wsUpstreamUrl)
       { path: '/ws', upstream: 'live', auth: 'required', websocket: true },
     ],
   };
+}
+
+/** Fails the run unless the portal answers on its origin and not on the one the load is sent to. */
+async function expectPortalOn(gatewayUrl, publicUrl) {
+  const onItsOrigin = await send(gatewayUrl, 'GET', '/portal/', { headers: { host: new URL(publicUrl).host } });
+  const onTheLoads = await send(gatewayUrl, 'GET', '/portal/');
+  if (onItsOrigin.status !== 200 || onTheLoads.status === 200) {
+    throw new Error(`the portal is not on its own origin: ${onItsOrigin.status} on ${publicUrl}, ${onTheLoads.status} on ${gatewayUrl}`);
+  }
 }
 
 /** The built gateway on `config`, its config and log files named after `name`. */
