@@ -14,7 +14,8 @@ if (report === undefined) {
   process.exit(2);
 }
 
-/** @type {{ testResults: { name: string, startTime: number, endTime: number, status: string, message?: string, assertionResults: { fullName: string, status: string, failureMessages: string[] }[] }[] }} */
+/** @typedef {{ fullName: string, status: string, failureMessages: string[] }} TestResult */
+/** @type {{ testResults: { name: string, startTime: number, endTime: number, status: string, message?: string, assertionResults: TestResult[] }[] }} */
 const json = JSON.parse(readFileSync(report, 'utf8'));
 const files = json.testResults
   .map((file) => ({ name: path.relative(process.cwd(), file.name), seconds: (file.endTime - file.startTime) / 1000, status: file.status }))
