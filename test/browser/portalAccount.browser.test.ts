@@ -249,6 +249,24 @@ describeWithBrowser('the customer portal: second factors, organizations, deletio
     await other.reload();
     await other.waitForSelector('#sign-in-form');
 
+    // A third browser's "sign out this session": signed out there, its session gone from the list,
+    // and its cookie no longer signs it in; the first browser stays signed in.
+    const sessionCount = async () => ((await world.gw.get('/api/v1/user/sessions', { headers: bearer(user.access) })).json.sessions as unknown[]).length;
+    const third = await newPage();
+    await signIn(third, user);
+    await third.waitForSelector('#signed-in-as');
+    await third.goto(`${world.portal}security`);
+    await third.waitForSelector('button[data-session=current]');
+    const withThird = await sessionCount();
+    await third.click('button[data-session=current]');
+    await third.waitForSelector('#sign-in-form');
+    expect(await sessionCount()).toBe(withThird - 1);
+    await third.reload();
+    await third.waitForSelector('#sign-in-form');
+    await third.browserContext().close();
+    await page.reload();
+    await page.waitForSelector('button[data-session=current]');
+
     // Everywhere: this browser too, and its cookie no longer signs it in.
     await page.click('#sign-out-everywhere');
     await page.waitForSelector('#sign-in-form');
