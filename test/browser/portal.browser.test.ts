@@ -4,12 +4,14 @@
 // call a route with it until the quota's 429, upgrade through the Stripe double's Checkout, and see
 // the new limits and the usage chart's numbers move; roll the key with a grace (both keys work),
 // leave for Stripe's Customer Portal, and read the past-due banner after a failed payment. On the
-// way: the product's logo and accent, and the "back to the app" link (only to a listed URL).
+// way: the product's logo and accent, and the "back to the app" link (only to a listed URL). axe-core
+// checks the states a page reaches only after an action (a banner, a key shown once, a roll's
+// confirmation, a status line), which portalPages.browser.test.ts's fresh pages never show.
 import type { Page } from 'puppeteer-core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { describeWithBrowser } from '../helpers/browser.js';
 import { closeSql, newEmail, newPassword } from '../helpers/gateway.js';
-import { ACCENT, FREE_DAILY, readUntil, startPortalWorld, textOf, type PortalWorld } from './portalWorld.js';
+import { ACCENT, axeViolations, FREE_DAILY, readUntil, startPortalWorld, textOf, type PortalWorld } from './portalWorld.js';
 
 const APP = 'https://app.example.com/';
 /** The accent as the browser's computed style spells it. */
@@ -68,6 +70,7 @@ describeWithBrowser('the customer portal, a new customer from sign-up to a paid 
       expect(await textOf(page, '#banner-unverified')).toContain(words.unverified);
       expect(new URL(page.url()).pathname).toBe('/portal/');
       expect(await page.$eval('#back-to-app', (a) => a.getAttribute('href'))).toBe(APP);
+      expect(await axeViolations(page), 'the overview with the unverified banner').toEqual([]);
 
       // The mail's link leads to the portal's verify-email page, which verifies it.
       const mail = await world.smtp.waitFor(email);
@@ -75,6 +78,7 @@ describeWithBrowser('the customer portal, a new customer from sign-up to a paid 
       await page.goto(mail.link!);
       await page.waitForFunction((text) => document.querySelector('[role=status]')?.textContent === text, {}, words.verified);
       expect(new URL(page.url()).search).toBe(''); // the token is off the address bar
+      expect(await axeViolations(page), 'the verify-email page\'s status').toEqual([]);
       await page.goto(world.portal);
       await page.waitForSelector('#signed-in-as');
       expect(await page.$('#banner-unverified')).toBeNull();
@@ -87,6 +91,7 @@ describeWithBrowser('the customer portal, a new customer from sign-up to a paid 
       await page.click('#create-key-submit');
       await page.waitForSelector('#new-key');
       expect(await textOf(page, '#new-key')).toContain(words.once);
+      expect(await axeViolations(page), 'a key shown once').toEqual([]);
       const key = await page.$eval('#new-key input', (el) => (el as HTMLInputElement).value);
       expect(key).toMatch(/^gw_/);
       expect(await page.$$eval('tbody .key-name', (els) => els.map((e) => e.textContent))).toEqual([`deploys ${language}`]);
@@ -115,6 +120,7 @@ describeWithBrowser('the customer portal, a new customer from sign-up to a paid 
         await page.reload();
       }
       expect(await textOf(page, '#current-plan')).toContain(words.premium);
+      expect(await axeViolations(page), 'the billing page on a paid plan').toEqual([]);
       await page.goto(world.portal);
       expect(await textOf(page, '#today-text')).toContain(words.limit);
       expect(await textOf(page, '#plan-name')).toBe('premium');
@@ -128,6 +134,7 @@ describeWithBrowser('the customer portal, a new customer from sign-up to a paid 
       await page.waitForSelector('button[data-action=roll]');
       await page.click('button[data-action=roll]');
       await page.select('.actions select', '1h');
+      expect(await axeViolations(page), 'a roll\'s confirmation').toEqual([]);
       await page.click('button[data-action=confirm-roll]');
       await page.waitForSelector('#new-key');
       const rolled = await page.$eval('#new-key input', (el) => (el as HTMLInputElement).value);
@@ -155,6 +162,7 @@ describeWithBrowser('the customer portal, a new customer from sign-up to a paid 
         await page.waitForSelector('#signed-in-as');
       }
       expect(await textOf(page, '#banner-past-due')).toContain(words.pastDue);
+      expect(await axeViolations(page), 'the overview with the past-due banner').toEqual([]);
       await context.close();
     }, 120_000);
   }
