@@ -4,12 +4,9 @@
 // other instances wrote. A key request never waits on a database write. And what a key did, read
 // back per UTC day (keyUsage).
 import type { Logger } from 'pino';
-import type { Database, Queryable } from '../storage/database/index.js';
+import { BatchedWrites, type Database, type Queryable } from '../storage/database/index.js';
 import { addKeyCounts, keyUsageDays, recordKeyUses, type KeyDayCount } from '../storage/keys/index.js';
 import { DAY_MS, utcDay } from '../time.js';
-import { failureLog, type FailureLog } from '../telemetry/logThrottle.js';
-
-const FLUSH_EVERY_MS = 1000;
 
 /** One key's uses since the last flush, on one UTC day (its number since the epoch: no string per request). */
 interface Tally {
@@ -20,20 +17,13 @@ interface Tally {
   lastUsed: Date | null;
 }
 
-export class ApiKeyUsage {
+export class ApiKeyUsage extends BatchedWrites {
   private pending = new Map<number, Tally>();
   /** Counts of a day that ended before they were flushed, and counts a flush failed to write. */
   private carried = new Map<string, KeyDayCount>();
-  private readonly timer: NodeJS.Timeout;
-  private flushing: Promise<void> = Promise.resolve();
-
-  // Flushed every second: while Postgres is away a line per flush would be the flood issue 18 saw.
-  private readonly failures: FailureLog;
 
   constructor(private readonly db: Database, log: Logger) {
-    this.failures = failureLog(log, 'could not record API key usage; kept for the next flush', { recoveredMessage: 'API key usage recorded again' });
-    this.timer = setInterval(() => void this.flush(), FLUSH_EVERY_MS);
-    this.timer.unref();
+    super(log, { failed: 'could not record API key usage; kept for the next flush', recovered: 'API key usage recorded again' });
   }
 
   /**
@@ -64,43 +54,35 @@ export class ApiKeyUsage {
     } else this.carried.set(slot, { ...count });
   }
 
-  flush(): Promise<void> {
-    this.flushing = this.flushing.then(async () => {
-      if (this.pending.size === 0 && this.carried.size === 0) return;
-      const batch = this.pending;
-      const counts = [...this.carried.values()];
-      this.pending = new Map();
-      this.carried = new Map();
-      const uses = new Map<number, Date>();
-      for (const [keyId, tally] of batch) {
-        if (tally.requests) counts.push({ keyId, day: utcDay(new Date(tally.day * DAY_MS)), requests: tally.requests, denied: tally.denied });
-        if (tally.lastUsed) uses.set(keyId, tally.lastUsed);
+  protected async writePending(): Promise<boolean> {
+    if (this.pending.size === 0 && this.carried.size === 0) return false;
+    const batch = this.pending;
+    const counts = [...this.carried.values()];
+    this.pending = new Map();
+    this.carried = new Map();
+    const uses = new Map<number, Date>();
+    for (const [keyId, tally] of batch) {
+      if (tally.requests) counts.push({ keyId, day: utcDay(new Date(tally.day * DAY_MS)), requests: tally.requests, denied: tally.denied });
+      if (tally.lastUsed) uses.set(keyId, tally.lastUsed);
+    }
+    let counted = false;
+    try {
+      await addKeyCounts(this.db, counts);
+      counted = true;
+      await recordKeyUses(this.db, uses);
+      return true;
+    } catch (err) {
+      // Kept for the next flush rather than lost while Postgres is away (one statement each):
+      // counts already added are not added twice.
+      if (!counted) for (const count of counts) this.carry(count);
+      // The newest use wins: one heard since is newer.
+      for (const [keyId, at] of uses) {
+        const tally = this.pending.get(keyId);
+        if (!tally) this.pending.set(keyId, { day: Math.floor(at.getTime() / DAY_MS), requests: 0, denied: 0, lastUsed: at });
+        else if (!tally.lastUsed) tally.lastUsed = at;
       }
-      let counted = false;
-      try {
-        await addKeyCounts(this.db, counts);
-        counted = true;
-        await recordKeyUses(this.db, uses);
-        this.failures.recovered();
-      } catch (err) {
-        // Kept for the next flush rather than lost while Postgres is away; nothing of a failed
-        // statement was written (one statement each), and counts already added are not added twice.
-        if (!counted) for (const count of counts) this.carry(count);
-        // The newest use wins: one heard since is newer.
-        for (const [keyId, at] of uses) {
-          const tally = this.pending.get(keyId);
-          if (!tally) this.pending.set(keyId, { day: Math.floor(at.getTime() / DAY_MS), requests: 0, denied: 0, lastUsed: at });
-          else if (!tally.lastUsed) tally.lastUsed = at;
-        }
-        this.failures.failed(err);
-      }
-    });
-    return this.flushing;
-  }
-
-  async close(): Promise<void> {
-    clearInterval(this.timer);
-    await this.flush();
+      throw err;
+    }
   }
 }
 

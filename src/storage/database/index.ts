@@ -2,7 +2,8 @@
 // floor is exported by name and as a namespace (`users.findById`); a new file gets its two lines here.
 // The bottom floor: the connection (one Database over pg or PGlite, its hosts, the embedded data
 // directory's lock, waiting for Postgres at start), the migrations and the embedded backup, and
-// what the repositories share to build SQL (listing.ts) and keep shared secrets (secrets.ts).
+// what the repositories share to build SQL (listing.ts), keep shared secrets (secrets.ts) and write
+// counts once a second off the request path (batchedWrites.ts).
 export * from './db.js';
 export * as db from './db.js';
 export * from './pgHosts.js';
@@ -19,3 +20,5 @@ export * from './listing.js';
 export * as listing from './listing.js';
 export * from './secrets.js';
 export * as secrets from './secrets.js';
+export * from './batchedWrites.js';
+export * as batchedWrites from './batchedWrites.js';

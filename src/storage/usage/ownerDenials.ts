@@ -6,12 +6,10 @@
 // Postgres row at all: a write per refusal would make a client hammering a spent quota cost one
 // statement per request, which the gate exists to spare.
 import type { Logger } from 'pino';
+import { BatchedWrites } from '../database/batchedWrites.js';
 import type { Queryable } from '../database/db.js';
 import { COUNTER_SQL, counterKey, counterOfKey, type Counter } from './counters.js';
 import { DAY_MS, utcDay } from '../../time.js';
-import { failureLog, type FailureLog } from '../../telemetry/logThrottle.js';
-
-const FLUSH_EVERY_MS = 1000;
 
 /** The rollup table of each owner type (008, 035) and its owner column. */
 const DAY_TABLES: Record<Counter['ownerType'], { table: string; owner: string }> = {
@@ -19,18 +17,12 @@ const DAY_TABLES: Record<Counter['ownerType'], { table: string; owner: string }>
   org: { table: 'org_usage_days', owner: 'org_id' },
 };
 
-export class OwnerDenials {
+export class OwnerDenials extends BatchedWrites {
   /** By `{counterKey} {day number}`: refusals not yet written. */
   private pending = new Map<string, number>();
-  private readonly timer: NodeJS.Timeout;
-  private flushing: Promise<void> = Promise.resolve();
-  // Flushed every second: while Postgres is away a line per flush would be a flood.
-  private readonly failures: FailureLog;
 
   constructor(private readonly db: Queryable, log: Logger) {
-    this.failures = failureLog(log, 'could not record quota refusals; kept for the next flush', { recoveredMessage: 'quota refusals recorded again' });
-    this.timer = setInterval(() => void this.flush(), FLUSH_EVERY_MS);
-    this.timer.unref();
+    super(log, { failed: 'could not record quota refusals; kept for the next flush', recovered: 'quota refusals recorded again' });
   }
 
   /** A request refused by a quota (per minute, day or month) counted on `counter`, at `at`. */
@@ -39,44 +31,36 @@ export class OwnerDenials {
     this.pending.set(slot, (this.pending.get(slot) ?? 0) + 1);
   }
 
-  flush(): Promise<void> {
-    this.flushing = this.flushing.then(async () => {
-      if (this.pending.size === 0) return;
-      const batch = this.pending;
-      this.pending = new Map();
-      const byType: Record<Counter['ownerType'], { ids: number[]; days: string[]; denied: number[] }> = {
-        user: { ids: [], days: [], denied: [] }, org: { ids: [], days: [], denied: [] },
-      };
+  protected async writePending(): Promise<boolean> {
+    if (this.pending.size === 0) return false;
+    const batch = this.pending;
+    this.pending = new Map();
+    const byType: Record<Counter['ownerType'], { ids: number[]; days: string[]; denied: number[] }> = {
+      user: { ids: [], days: [], denied: [] }, org: { ids: [], days: [], denied: [] },
+    };
+    for (const [slot, n] of batch) {
+      const [key, day] = slot.split(' ');
+      const counter = counterOfKey(key!)!;
+      const rows = byType[counter.ownerType];
+      rows.ids.push(counter.id);
+      rows.days.push(utcDay(new Date(Number(day) * DAY_MS)));
+      rows.denied.push(n);
+    }
+    const written = new Set<Counter['ownerType']>();
+    try {
+      for (const ownerType of ['user', 'org'] as const) {
+        await addDenials(this.db, ownerType, byType[ownerType]);
+        written.add(ownerType);
+      }
+      return true;
+    } catch (err) {
+      // Kept for the next flush: one statement per owner type, so what the other statement added
+      // is not added twice.
       for (const [slot, n] of batch) {
-        const [key, day] = slot.split(' ');
-        const counter = counterOfKey(key!)!;
-        const rows = byType[counter.ownerType];
-        rows.ids.push(counter.id);
-        rows.days.push(utcDay(new Date(Number(day) * DAY_MS)));
-        rows.denied.push(n);
+        if (!written.has(counterOfKey(slot.split(' ')[0]!)!.ownerType)) this.pending.set(slot, (this.pending.get(slot) ?? 0) + n);
       }
-      const written = new Set<Counter['ownerType']>();
-      try {
-        for (const ownerType of ['user', 'org'] as const) {
-          await addDenials(this.db, ownerType, byType[ownerType]);
-          written.add(ownerType);
-        }
-        this.failures.recovered();
-      } catch (err) {
-        // Kept for the next flush: nothing of a failed statement was written (one statement per
-        // owner type), and what the other statement added is not added twice.
-        for (const [slot, n] of batch) {
-          if (!written.has(counterOfKey(slot.split(' ')[0]!)!.ownerType)) this.pending.set(slot, (this.pending.get(slot) ?? 0) + n);
-        }
-        this.failures.failed(err);
-      }
-    });
-    return this.flushing;
-  }
-
-  async close(): Promise<void> {
-    clearInterval(this.timer);
-    await this.flush();
+      throw err;
+    }
   }
 }
 
