@@ -505,7 +505,9 @@ function splitArgs(text) {
 function gatewayConfig(port, decisionsPort, storage, upstreamUrl, wsUpstreamUrl) {
   return {
     ...baseConfig(port, storage),
-    auth: { jwt: { algorithm: 'HS256', secret: randomBytes(48).toString('base64url') }, rateLimit: { max: 0 } },
+    // Tokens that outlive the run: the users log in once, at its start, and a run takes longer than
+    // the default 15 minutes (a bearer row measured on expired tokens would time 401s).
+    auth: { jwt: { algorithm: 'HS256', secret: randomBytes(48).toString('base64url') }, rateLimit: { max: 0 }, accessTokenTtl: '4h' },
     // free: the spec's 1 a day; pro: a perMinute no bench can reach; capped: refused after one a minute.
     // pro: a daily quota no bench reaches either (the counted route, one busy user).
     plans: { limits: { free: { daily: 1 }, pro: { perMinute: 1_000_000_000, daily: 100_000_000 }, capped: { perMinute: 1 } } },
