@@ -12,6 +12,13 @@ import { OwnerDenials } from '../../src/storage/usage/index.js';
 import { createLogger } from '../../src/telemetry/logger.js';
 import { closeSql, describeWithServices, newEmail, throwawayDatabase, type ThrowawayDatabase } from '../helpers/gateway.js';
 
+/** A new account's id (createUser answers null for an email already taken, which newEmail never is). */
+async function newUserId(db: Database): Promise<number> {
+  const id = await createUser(db, newEmail('batched'), 'x');
+  if (id === null) throw new Error('the email was taken');
+  return id;
+}
+
 function capturedLog() {
   const lines: string[] = [];
   const log = createLogger('info', new Writable({ write(chunk, _enc, cb) { lines.push(String(JSON.parse(String(chunk)).msg)); cb(); } }));
@@ -32,7 +39,7 @@ describeWithServices('counts written once a second, while the database fails and
   });
 
   it('API key usage: kept while api_key_usage is away, then added once, last use included', async () => {
-    const userId = await createUser(db, newEmail('batched'), 'x');
+    const userId = await newUserId(db);
     const [key] = await tmp.sql<{ id: number }>("INSERT INTO api_tokens (user_id, token_hash) VALUES ($1, 'batched') RETURNING id", [userId]);
     const { lines, log } = capturedLog();
     const usage = new ApiKeyUsage(db, log);
@@ -55,7 +62,7 @@ describeWithServices('counts written once a second, while the database fails and
   });
 
   it('quota refusals: a user\'s written while the organizations\' table is away, the organization\'s kept, then each once', async () => {
-    const userId = await createUser(db, newEmail('batched'), 'x');
+    const userId = await newUserId(db);
     const [org] = await tmp.sql<{ id: number }>("INSERT INTO organizations (name) VALUES ('batched') RETURNING id");
     const { lines, log } = capturedLog();
     const denials = new OwnerDenials(db, log);
