@@ -80,6 +80,17 @@ export interface TestSocket {
   closed: Promise<{ code: number; reason: string }>;
 }
 
+/** How `socket` closed, failing the test if it has not closed within `ms`. */
+export async function closedWithin(socket: TestSocket, ms: number): Promise<{ code: number; reason: string }> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new Error(`the socket was not closed within ${ms} ms`)), Math.max(0, ms)); });
+  try {
+    return await Promise.race([socket.closed, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** An answer other than the upgrade: what the client's handshake got instead. */
 export interface Refusal {
   status: number;

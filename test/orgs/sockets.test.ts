@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { bearer, closeSql, describeWithServices, everywhereWithin, makeUser, marker, sql, startTwoGateways, testConfigFromYaml, type TestGateway, type TestUser } from '../helpers/gateway.js';
 import { docsExample } from '../helpers/docs.js';
-import { opened, refused, startWsUpstream, wsConnect, type TestSocket, type WsUpstream } from '../helpers/wsUpstream.js';
+import { closedWithin, opened, refused, startWsUpstream, wsConnect, type WsUpstream } from '../helpers/wsUpstream.js';
 import { startSmtpCatcher, type SmtpCatcher } from '../helpers/smtp.js';
 import { createOrg, verifiedUser } from './helpers.js';
 
@@ -21,16 +21,6 @@ routes:
     upstream: live
     websocket: true
 `;
-
-async function closedBy(socket: TestSocket, ms: number): Promise<{ code: number; reason: string }> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new Error('the socket was not closed in time')), ms); });
-  try {
-    return await Promise.race([socket.closed, late]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 describeWithServices('WebSockets acting for an organization (CONTRACT §22)', () => {
   let smtp: SmtpCatcher;
@@ -75,7 +65,7 @@ describeWithServices('WebSockets acting for an organization (CONTRACT §22)', ()
     const socket = opened(await wsConnect(wsUrl(gws[1], '/live'), { headers: { ...bearer(admin.access), 'Gateway-Org': String(orgId) } }));
     const bystander = opened(await wsConnect(wsUrl(gws[1], '/live'), { headers: { ...bearer(other.access), 'Gateway-Org': String(orgId) } }));
     await sql("UPDATE memberships SET role = 'member' WHERE org_id = $1 AND user_id = $2", [orgId, admin.id]);
-    expect(await closedBy(socket, 1000)).toEqual({ code: 1008, reason: 'Rôle insuffisant' });
+    expect(await closedWithin(socket, 1000)).toEqual({ code: 1008, reason: 'Rôle insuffisant' });
     bystander.ws.send('still here');
     expect(await bystander.next()).toBe('echo:still here');
     bystander.ws.close();
@@ -89,7 +79,7 @@ describeWithServices('WebSockets acting for an organization (CONTRACT §22)', ()
     const byBearer = opened(await wsConnect(wsUrl(gws[1], '/live'), { headers: { ...bearer(leaver.access), 'Gateway-Org': String(orgId) } }));
     const byKey = opened(await wsConnect(wsUrl(gws[1], '/live'), { headers: { 'x-api-key': created.json.key } }));
     expect((await gws[0].request('DELETE', `/api/v1/orgs/${orgId}/members/${leaver.id}`, { headers: bearer(owner.access) })).status).toBe(200);
-    const [a, b] = await Promise.all([closedBy(byBearer, 1000), closedBy(byKey, 1000)]);
+    const [a, b] = await Promise.all([closedWithin(byBearer, 1000), closedWithin(byKey, 1000)]);
     expect(a).toEqual({ code: 1008, reason: 'Accès à l\'organisation refusé' });
     expect(b).toEqual({ code: 1008, reason: 'Token invalide ou expiré' });
     // Revoked, not only refused while its creator is away: gone from the organization's keys, and

@@ -13,20 +13,9 @@ import {
 } from '../helpers/gateway.js';
 import { startEchoUpstream } from '../helpers/echoUpstream.js';
 import { refusedPort } from '../helpers/ports.js';
-import { opened, refused, startWsUpstream, wsConnect, type TestSocket, type WsUpstream } from '../helpers/wsUpstream.js';
+import { closedWithin, opened, refused, startWsUpstream, wsConnect, type TestSocket, type WsUpstream } from '../helpers/wsUpstream.js';
 
 const wsUrl = (gw: TestGateway, path: string) => `${gw.url.replace(/^http/, 'ws')}${path}`;
-
-/** Waits for the socket's close, failing the test if it has not come by `deadline` (a Date.now() value). */
-async function closedBy(socket: TestSocket, deadline: number): Promise<{ code: number; reason: string }> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new Error('the socket was not closed in time')), Math.max(0, deadline - Date.now())); });
-  try {
-    return await Promise.race([socket.closed, late]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 describeWithServices('WebSocket routes', () => {
   let upstream: WsUpstream;
@@ -187,8 +176,8 @@ describeWithServices('WebSocket routes', () => {
     await sql('UPDATE users SET is_active = 0 WHERE id = $1', [user.id]);
     const deadline = Date.now() + 1000;
     const expected = { code: 1008, reason: 'Utilisateur introuvable' };
-    expect(await closedBy(onA, deadline)).toEqual(expected);
-    expect(await closedBy(onB, deadline)).toEqual(expected);
+    expect(await closedWithin(onA, deadline - Date.now())).toEqual(expected);
+    expect(await closedWithin(onB, deadline - Date.now())).toEqual(expected);
     bystander.ws.send('still here');
     expect(await bystander.next()).toBe('echo:still here');
     bystander.ws.close();
@@ -199,7 +188,7 @@ describeWithServices('WebSocket routes', () => {
     const socket = opened(await wsConnect(wsUrl(b, `/api/v1/stream/${marker()}`), { headers: bearer(user.access) }));
     const deleted = await a.request('DELETE', '/api/v1/user/me', { json: { password: user.password }, headers: bearer(user.access) });
     expect(deleted.status).toBe(200);
-    expect(await closedBy(socket, Date.now() + 1000)).toEqual({ code: 1008, reason: 'Utilisateur introuvable' });
+    expect(await closedWithin(socket, 1000)).toEqual({ code: 1008, reason: 'Utilisateur introuvable' });
   });
 
   it('closes a socket with 1008 when its user\'s plan leaves the route\'s plans, and keeps it when the plan still fits', async () => {
@@ -210,7 +199,7 @@ describeWithServices('WebSocket routes', () => {
     socket.ws.send('after pro');
     expect(await socket.next()).toBe('echo:after pro');
     await sql("UPDATE users SET plan = 'free' WHERE id = $1", [user.id]);
-    expect(await closedBy(socket, Date.now() + 1000)).toEqual({ code: 1008, reason: 'Plan insuffisant' });
+    expect(await closedWithin(socket, 1000)).toEqual({ code: 1008, reason: 'Plan insuffisant' });
     // The upstream's side is closed with the same code.
     await eventually(() => upstream.closes.some((c) => c.url.includes(m) && c.code === 1008));
   });
@@ -222,7 +211,7 @@ describeWithServices('WebSocket routes', () => {
     expect(upstream.handshakes.at(-1)!.headers['x-auth-method']).toBe('api-key');
     expect(upstream.handshakes.at(-1)!.headers['x-api-key']).toBeUndefined();
     await sql('UPDATE api_tokens SET revoked = 1 WHERE token_hash = $1', [createHash('sha256').update(key).digest('hex')]);
-    expect(await closedBy(socket, Date.now() + 1000)).toEqual({ code: 1008, reason: 'Token invalide ou expiré' });
+    expect(await closedWithin(socket, 1000)).toEqual({ code: 1008, reason: 'Token invalide ou expiré' });
   });
 
   it('closes a socket opened with an API key when the key expires, on its own date or at the end of a roll\'s grace', async () => {
@@ -233,12 +222,12 @@ describeWithServices('WebSocket routes', () => {
     const first = opened(await wsConnect(wsUrl(b, `/api/v1/stream/${marker()}`), { headers: { 'x-api-key': expiring.key } }));
     const second = opened(await wsConnect(wsUrl(b, `/api/v1/stream/${marker()}`), { headers: { 'x-api-key': rolled.key } }));
     // Nothing is announced when a date passes: the instance holding the socket keeps the time itself.
-    expect(await closedBy(first, Date.parse(expiring.expires_at) + 1000)).toEqual({ code: 1008, reason: 'Token invalide ou expiré' });
+    expect(await closedWithin(first, Date.parse(expiring.expires_at) + 1000 - Date.now())).toEqual({ code: 1008, reason: 'Token invalide ou expiré' });
     const roll = await a.post(`/api/v1/user/api-keys/${rolled.id}/roll`, { grace: '2s' }, { headers: bearer(user.access) });
     expect(roll.status).toBe(201);
     second.ws.send('during the grace');
     expect(await second.next()).toBe('echo:during the grace');
-    expect(await closedBy(second, Date.now() + 3000)).toEqual({ code: 1008, reason: 'Token invalide ou expiré' });
+    expect(await closedWithin(second, 3000)).toEqual({ code: 1008, reason: 'Token invalide ou expiré' });
   });
 
   it('passes on the upstream\'s refusal of the handshake, and answers 502 when the upstream is away', async () => {

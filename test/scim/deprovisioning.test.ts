@@ -9,18 +9,8 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { bearer, describeWithServices, everywhereWithin, marker, type TestGateway, type TestUser } from '../helpers/gateway.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import { startHookSetup, type HookSetup } from '../helpers/hookReceiver.js';
-import { opened, startWsUpstream, wsConnect, type TestSocket, type WsUpstream } from '../helpers/wsUpstream.js';
+import { closedWithin, opened, startWsUpstream, wsConnect, type WsUpstream } from '../helpers/wsUpstream.js';
 import { createOrg, newScimToken, PATCH_OP, scimClient, USER_SCHEMA, verifiedDomain, verifiedUser, type ScimClient, type Sql } from './helpers.js';
-
-async function closedWithin(socket: TestSocket, ms: number): Promise<{ code: number; reason: string }> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new Error('the socket was not closed in time')), ms); });
-  try {
-    return await Promise.race([socket.closed, late]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 describeWithServices('SCIM deprovisioning ends access everywhere within a second (CONTRACT §31)', () => {
   let setup: HookSetup;
