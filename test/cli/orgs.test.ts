@@ -1,45 +1,29 @@
 // `gateway orgs list|show|set-plan` (CONTRACT §22, operators), run as operators run it: the built
 // CLI in its own process, on a config file pointing at the run's database.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { ensureBuilt, gateway } from '../helpers/cli.js';
-import { ADMIN_KEY, bearer, closeSql, describeWithServices, everywhereWithin, marker, sql, startTestGateway, testServices, TEST_JWT_SECRET, type TestGateway } from '../helpers/gateway.js';
+import { cliFolder, type CliFolder } from '../helpers/cliFolder.js';
+import { ADMIN_KEY, bearer, closeSql, describeWithServices, everywhereWithin, marker, sql, startTestGateway, testServices, type TestGateway } from '../helpers/gateway.js';
 import { buildAdminApp } from '../../src/admin/app.js';
 import { request } from '../helpers/http.js';
 import { startSmtpCatcher, type SmtpCatcher } from '../helpers/smtp.js';
 import { createOrg, invite, join, organizationsConfig, verifiedUser } from '../orgs/helpers.js';
 
 describeWithServices('gateway orgs …', () => {
-  let dir: string;
-  let configFile: string;
+  let folder: CliFolder;
   let smtp: SmtpCatcher;
   let gw: TestGateway;
 
-  const cli = (...args: string[]) => gateway([...args, '--config', configFile], { cwd: dir });
+  const cli = (...args: string[]) => folder.cli(args);
 
   beforeAll(async () => {
-    ensureBuilt();
-    dir = mkdtempSync(path.join(tmpdir(), 'gw-cli-orgs-'));
-    configFile = path.join(dir, 'gateway.yaml');
-    writeFileSync(configFile, [
-      'storage:',
-      `  postgres: ${JSON.stringify(testServices!.postgres)}`,
-      'auth:',
-      '  jwt:',
-      `    secret: ${JSON.stringify(TEST_JWT_SECRET)}`,
-      'admin:',
-      '  port: 0',
-      '',
-    ].join('\n'));
+    folder = cliFolder('gw-cli-orgs-', testServices!.postgres);
     smtp = await startSmtpCatcher();
     gw = await startTestGateway(organizationsConfig(smtp));
   }, 120_000);
   afterAll(async () => {
     await gw?.close();
     await smtp?.close();
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    folder?.remove();
     await closeSql();
   });
 

@@ -3,13 +3,10 @@
 // through a running gateway's admin API (--admin). The built CLI in its own process; the owners'
 // subscriptions are rows as billing stores them (no Stripe call is made by a plan change).
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { buildAdminApp } from '../../src/admin/app.js';
-import { ensureBuilt, gateway } from '../helpers/cli.js';
-import { ADMIN_KEY, closeSql, describeWithServices, makeUser, sql, startTestGateway, testConfig, testServices, TEST_JWT_SECRET, type TestGateway } from '../helpers/gateway.js';
+import { cliFolder, type CliFolder } from '../helpers/cliFolder.js';
+import { ADMIN_KEY, closeSql, describeWithServices, makeUser, sql, startTestGateway, testConfig, testServices, type TestGateway } from '../helpers/gateway.js';
 
 const STRIPE = {
   secretKey: 'rk_test_cli', webhookSecrets: ['whsec_Y2xpLW92ZXJyaWRl'], prices: { price_premium_monthly: 'premium' },
@@ -20,30 +17,18 @@ const refusal = (who: string) => `gateway: ${who}: kept: its plan is managed by 
   + 'set premium, or pass --override to hold another plan until billing computes a plan other than premium\n';
 
 describeWithServices('set-plan --override (CONTRACT §29)', () => {
-  let dir: string;
-  let configFile: string;
+  let folder: CliFolder;
   let gw: TestGateway;
   let adminUrl: string;
   let closeAdmin: () => Promise<void>;
 
-  const cli = (...args: string[]) => gateway([...args, '--config', configFile], { cwd: dir });
+  const cli = (...args: string[]) => folder.cli(args);
 
   beforeAll(async () => {
-    ensureBuilt();
-    dir = mkdtempSync(path.join(tmpdir(), 'gw-cli-override-'));
-    configFile = path.join(dir, 'gateway.yaml');
-    writeFileSync(configFile, [
-      'storage:',
-      `  postgres: ${JSON.stringify(testServices!.postgres)}`,
-      'auth:',
-      '  jwt:',
-      `    secret: ${JSON.stringify(TEST_JWT_SECRET)}`,
-      'admin:',
-      '  port: 0',
+    folder = cliFolder('gw-cli-override-', testServices!.postgres, [
       `  apiKey: ${JSON.stringify(ADMIN_KEY)}`,
       `billing: ${JSON.stringify({ stripe: STRIPE })}`,
-      '',
-    ].join('\n'));
+    ]);
     gw = await startTestGateway(testConfig({ billing: { stripe: STRIPE } }));
     const admin = await buildAdminApp(gw.services);
     adminUrl = await admin.listen({ host: '127.0.0.1', port: 0 });
@@ -52,7 +37,7 @@ describeWithServices('set-plan --override (CONTRACT §29)', () => {
   afterAll(async () => {
     await closeAdmin?.();
     await gw?.close();
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    folder?.remove();
     await closeSql();
   });
 

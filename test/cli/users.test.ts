@@ -1,42 +1,30 @@
 // `gateway users set-plan|deactivate|activate EMAIL`, run as operators run it: the built CLI
 // (dist/cli.js) in its own process, on a config file pointing at the run's database.
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { ensureBuilt, gateway } from '../helpers/cli.js';
-import { bearer, closeSql, describeWithServices, eventually, makeUser, sql, startTestGateway, testConfig, testServices, TEST_JWT_SECRET, type TestGateway } from '../helpers/gateway.js';
+import { gateway } from '../helpers/cli.js';
+import { cliFolder, type CliFolder } from '../helpers/cliFolder.js';
+import { bearer, closeSql, describeWithServices, eventually, makeUser, sql, startTestGateway, testConfig, testServices, type TestGateway } from '../helpers/gateway.js';
 
 describeWithServices('gateway users …', () => {
-  let dir: string;
-  let configFile: string;
+  let folder: CliFolder;
   let gw: TestGateway;
 
-  const cli = (...args: string[]) => gateway([...args, '--config', configFile], { cwd: dir });
+  const cli = (...args: string[]) => folder.cli(args);
 
   beforeAll(async () => {
-    ensureBuilt();
-    dir = mkdtempSync(path.join(tmpdir(), 'gw-cli-'));
-    configFile = path.join(dir, 'gateway.yaml');
-    writeFileSync(configFile, [
-      'storage:',
-      `  postgres: ${JSON.stringify(testServices!.postgres)}`,
-      'auth:',
-      '  jwt:',
-      `    secret: ${JSON.stringify(TEST_JWT_SECRET)}`,
-      'admin:',
-      '  port: 0',
+    folder = cliFolder('gw-cli-', testServices!.postgres, [
       // No SMTP: `users reset-link` is how such a deployment hands out reset links.
       'mail:',
       '  resetUrl: https://app.example.test/reset-password?token={token}',
       '  verifyUrl: https://app.example.test/verify-email?token={token}',
-      '',
-    ].join('\n'));
+    ]);
     gw = await startTestGateway(testConfig());
   }, 120_000);
   afterAll(async () => {
     await gw?.close();
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    folder?.remove();
     await closeSql();
   });
 
@@ -68,11 +56,11 @@ describeWithServices('gateway users …', () => {
 
   it('set-plan takes any plan the configuration names (CONTRACT §12)', async () => {
     const user = await makeUser(gw);
-    const teamFile = path.join(dir, 'team.yaml');
-    writeFileSync(teamFile, `${readFileSync(configFile, 'utf8')}plans:\n  limits:\n    team: { daily: 5 }\n`);
+    const teamFile = path.join(folder.dir, 'team.yaml');
+    writeFileSync(teamFile, `${readFileSync(folder.configFile, 'utf8')}plans:\n  limits:\n    team: { daily: 5 }\n`);
     const refused = await cli('users', 'set-plan', user.email, 'team');
     expect(refused.stderr).toContain('gateway: unknown plan "team": expected one of free, premium, pro');
-    const run = await gateway(['users', 'set-plan', user.email, 'team', '--config', teamFile], { cwd: dir });
+    const run = await gateway(['users', 'set-plan', user.email, 'team', '--config', teamFile], { cwd: folder.dir });
     expect(run).toEqual({ code: 0, stdout: `user ${user.id} (${user.email}): plan free → team\n`, stderr: '' });
     expect(await sql('SELECT u.plan, s.plan AS subscription FROM users u JOIN subscriptions s ON s.user_id = u.id WHERE u.id = $1', [user.id]))
       .toEqual([{ plan: 'team', subscription: 'team' }]);
@@ -133,11 +121,11 @@ describeWithServices('gateway users …', () => {
   });
 
   it('reset-link needs mail.resetUrl, and an existing user', async () => {
-    const bare = path.join(dir, 'bare.yaml');
+    const bare = path.join(folder.dir, 'bare.yaml');
     writeFileSync(bare, `storage:\n  postgres: ${JSON.stringify(testServices!.postgres)}\nadmin:\n  port: 0\n`);
     const user = await makeUser(gw);
     const [noMail, unknown] = await Promise.all([
-      gateway(['users', 'reset-link', user.email, '--config', bare], { cwd: dir }),
+      gateway(['users', 'reset-link', user.email, '--config', bare], { cwd: folder.dir }),
       cli('users', 'reset-link', 'nobody@example.test'),
     ]);
     expect(noMail.code).toBe(1);
