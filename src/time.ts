@@ -14,7 +14,7 @@ export function utcMonth(now: Date): string {
 }
 
 // ISO 8601 as people and Postgres write it: a date, or a date and a time (T or a space between,
-// seconds and a fraction optional) with an offset (Z, ±HH, ±HHMM, ±HH:MM) or none.
+// seconds optional, a fraction only after them) with an offset (Z, ±HH, ±HHMM, ±HH:MM) or none.
 const ISO_TIME = /^(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}:\d{2}(?::\d{2})?)(\.\d+)?(Z|[+-]\d{2}(?::?\d{2})?)?)?$/i;
 
 /**
@@ -26,8 +26,10 @@ export function readIsoTime(text: string): Date | undefined {
   const match = ISO_TIME.exec(text.trim());
   if (!match) return undefined;
   const [, day, time, fraction = '', zone = 'Z'] = match;
-  const offset = zone.toUpperCase() === 'Z' ? 'Z' : /^[+-]\d{2}$/.test(zone) ? `${zone}:00` : zone.length === 5 ? `${zone.slice(0, 3)}:${zone.slice(3)}` : zone;
-  const date = new Date(time ? `${day}T${time.length === 5 ? `${time}:00` : time}${fraction.slice(0, 4)}${offset}` : `${day}T00:00:00Z`);
+  // V8 reads the rest as they are (z, ±HHMM, no seconds, more than 3 digits of a fraction:
+  // test/time.test.ts, in zones either side of UTC); an hour alone needs its minutes.
+  const offset = /^[+-]\d{2}$/.test(zone) ? `${zone}:00` : zone;
+  const date = new Date(time ? `${day}T${time}${fraction}${offset}` : `${day}T00:00:00Z`);
   return Number.isNaN(date.getTime()) ? undefined : date;
 }
 
