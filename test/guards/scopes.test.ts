@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { checkScopes } from '../../src/pipeline/guards/scopes.js';
 
-const key = (scopes: string[] | null) => ({ method: 'api-key' as const, scopes });
+const key = (scopes: string[] | null) => ({ scopes });
 const refused = (required: string[]) => ({ code: 'scopeInsufficient', extra: { required_scopes: required } });
 
 describe('checkScopes: a scope is held whole, never by a prefix', () => {
@@ -25,7 +25,7 @@ describe('checkScopes: a scope is held whole, never by a prefix', () => {
     expect(checkScopes(key(['reports:read', 'exports:write']), ['exports:write', 'reports:read'])).toBeNull();
     expect(checkScopes(key(['*']), ['reports:read'])).toBeNull();
     expect(checkScopes(key(null), ['reports:read'])).toBeNull();
-    expect(checkScopes({ method: 'bearer', scopes: undefined }, ['reports:read'])).toBeNull();
+    expect(checkScopes({ scopes: undefined }, ['reports:read'])).toBeNull(); // a bearer's identity
   });
 
   it('a route without scopes takes only a key holding *', () => {

@@ -5,8 +5,9 @@
 import type { Denial } from '../../errors/index.js';
 import type { Identity } from './authenticate.js';
 
-export function checkScopes(identity: Pick<Identity, 'method' | 'scopes'>, required: readonly string[] | undefined): Denial | null {
-  const held = identity.method === 'api-key' ? identity.scopes : null;
+export function checkScopes(identity: Pick<Identity, 'scopes'>, required: readonly string[] | undefined): Denial | null {
+  // Only an API key's identity carries scopes (authenticate.ts): a bearer's has none.
+  const held = identity.scopes;
   if (!held || held.includes('*')) return null;
   if (required && required.every((scope) => held.includes(scope))) return null;
   return { code: 'scopeInsufficient', extra: { required_scopes: required ? [...required] : ['*'] } };
