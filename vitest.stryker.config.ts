@@ -80,6 +80,8 @@ export const MUTATION_TESTS = [
   'test/credentials/tokenKeys.test.ts',
   'test/credentials/tokens.test.ts',
   'test/pipeline/assertionSigner.test.ts',
+  'test/time.test.ts',
+  'test/guards/scopes.test.ts',
   // In this process on a database of their own (seconds: a throwaway database migrated in beforeAll).
   'test/credentials/storedSecrets.test.ts',
   'test/credentials/assertionKeys.test.ts',
@@ -196,7 +198,7 @@ export const ROOM_TESTS: Record<string, string[]> = {
     'src/billing/stripe.ts',
   ], BILLING_TESTS),
   'src/pipeline/guards/refunds.ts': REFUND_TESTS,
-  'src/time.ts': ['test/guards/quota.test.ts', 'test/guards/monthlyQuota.test.ts', 'test/guards/planAndDaily.test.ts'],
+  'src/time.ts': ['test/time.test.ts', 'test/guards/quota.test.ts', 'test/guards/monthlyQuota.test.ts', 'test/guards/planAndDaily.test.ts'],
   ...each(['src/hooks/fromAudit.ts', 'src/hooks/hooks.ts'], HOOK_TESTS),
   ...each(['src/webhooks/emitter.ts', 'src/webhooks/message.ts', 'src/webhooks/outbox.ts', 'src/webhooks/sender.ts'], WEBHOOK_TESTS),
   'src/webhooks/ssrf.ts': ['test/webhooks/ssrf.test.ts', 'test/webhooks/deliveries.security.test.ts', 'test/webhooks/deliveries.error.test.ts'],
@@ -210,7 +212,7 @@ export const ROOM_TESTS: Record<string, string[]> = {
   'src/admin/routes.ts': ADMIN_TESTS,
   'src/auth/signIn.ts': SIGN_IN_TESTS,
   ...each(['src/auth/passkeys/ceremony.ts', 'src/auth/passkeys/routes.ts'], PASSKEY_TESTS),
-  'src/pipeline/guards/scopes.ts': ['test/user/keyScopes.test.ts'],
+  'src/pipeline/guards/scopes.ts': ['test/guards/scopes.test.ts', 'test/user/keyScopes.test.ts'],
   'src/user/apiKeyRoll.ts': ['test/user/keyRoll.test.ts'],
   'src/storage/keys/apiKeys.ts': KEY_TESTS,
   // CONTRACT §31.
