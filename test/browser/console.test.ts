@@ -5,20 +5,16 @@
 // session and its refresh fails, reads the audit event the change wrote; a one-time sign-in link
 // (as the demo prints) signs in once and never again; every view passes axe-core; screenshots land in
 // test-artifacts/console/ (gitignored) for a person to look at.
-import { mkdirSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildAdminApp } from '../../src/admin/app.js';
 import { describeWithBrowser, launchBrowser, type TestBrowser } from '../helpers/browser.js';
+import { axeViolations, consolePage, screenshot, tableRows } from './consolePage.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import { TICKET_MS } from '../../src/admin/console.js';
 import { ADMIN_KEY, bearer, closeSql, makeUser, sql, startTestGateway, testClock, testConfig, type TestGateway, type TestUser } from '../helpers/gateway.js';
 
-const ARTIFACTS = path.join(import.meta.dirname, '../../test-artifacts/console');
-const AXE = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
 
 describeWithBrowser('the console, in Chromium', () => {
   let upstream: EchoUpstream;
@@ -32,7 +28,6 @@ describeWithBrowser('the console, in Chromium', () => {
   const threeDaysAgo = new Date(Date.now() - 3 * 86_400_000).toISOString().slice(0, 10);
 
   beforeAll(async () => {
-    mkdirSync(ARTIFACTS, { recursive: true });
     upstream = await startEchoUpstream();
     gw = await startTestGateway(testConfig({ upstreams: { app: { url: upstream.url } }, routes: [{ path: '/api/v1/reports', upstream: 'app', plans: ['pro'] }] }), { clock });
     admin = await buildAdminApp(gw.services);
@@ -41,10 +36,7 @@ describeWithBrowser('the console, in Chromium', () => {
     // Uses counted on an earlier day, for the usage chart to show.
     await sql('INSERT INTO usage_days (user_id, day, uses) VALUES ($1, $2, 7)', [user.id, threeDaysAgo]);
     chromium = await launchBrowser();
-    page = await chromium.browser.newPage();
-    // Only so axe can be injected: the console's own CSP refuses any script not its own.
-    await page.setBypassCSP(true);
-    await page.setViewport({ width: 1200, height: 900 });
+    page = await consolePage(chromium.browser);
   }, 60_000);
   afterAll(async () => {
     await chromium?.close();
@@ -54,17 +46,11 @@ describeWithBrowser('the console, in Chromium', () => {
     await closeSql();
   });
 
-  const shot = (name: string) => page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`), fullPage: true });
+  const shot = (name: string) => screenshot(page, name);
   const text = (selector: string) => page.$eval(selector, (el) => el.textContent ?? '');
   /** The cells' text of each row of the tables under `scope`. */
-  const rows = (scope: string) => page.$$eval(`${scope} tbody tr`, (trs) => (trs as HTMLTableRowElement[]).map((tr) => [...tr.cells].map((td) => td.textContent ?? '')));
-  async function axe(): Promise<unknown[]> {
-    await page.addScriptTag({ path: AXE });
-    return page.evaluate(async () => {
-      const result = await (globalThis as unknown as { axe: { run(): Promise<{ violations: { id: string; nodes: unknown[] }[] }> } }).axe.run();
-      return result.violations.map((v) => ({ id: v.id, nodes: v.nodes.length }));
-    });
-  }
+  const rows = (scope: string) => tableRows(page, scope);
+  const axe = () => axeViolations(page);
 
   it('refuses a wrong key, then signs in with the admin key, by keyboard alone', async () => {
     await page.goto(consoleUrl);

@@ -6,20 +6,16 @@
 // billing ends when it computes another plan; saving without ticking it is refused (409), ticking
 // it holds the plan, and the page then says an override stands. Every view passes axe-core.
 import { randomBytes } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Page } from 'puppeteer-core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { buildAdminApp } from '../../src/admin/app.js';
 import { describeWithBrowser, launchBrowser, type TestBrowser } from '../helpers/browser.js';
+import { axeViolations, consolePage, screenshot } from './consolePage.js';
 import { ADMIN_KEY, closeSql, makeUser, sql, startTestGateway, type TestGateway, type TestUser } from '../helpers/gateway.js';
 import { startSmtpCatcher, type SmtpCatcher } from '../helpers/smtp.js';
 import { createOrg, organizationsConfig, verifiedUser } from '../orgs/helpers.js';
 
-const ARTIFACTS = path.join(import.meta.dirname, '../../test-artifacts/console');
-const AXE = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
 const STRIPE = {
   secretKey: 'rk_test_console', webhookSecrets: ['whsec_Y29uc29sZQ'], apiBase: 'https://api.stripe.com', dashboardUrl: 'https://dashboard.stripe.com',
   prices: { price_premium_monthly: 'premium' }, successUrl: 'https://app.example.com/billing?done=1', cancelUrl: 'https://app.example.com/billing', pastDueGraceDays: 7,
@@ -46,7 +42,6 @@ describeWithBrowser('the console\'s billing, in Chromium', () => {
   }
 
   beforeAll(async () => {
-    mkdirSync(ARTIFACTS, { recursive: true });
     smtp = await startSmtpCatcher();
     gw = await startTestGateway({ ...organizationsConfig(smtp), billing: { stripe: STRIPE } });
     admin = await buildAdminApp(gw.services);
@@ -56,10 +51,7 @@ describeWithBrowser('the console\'s billing, in Chromium', () => {
     orgId = await createOrg(gw, await verifiedUser(gw, smtp), `Billed ${tag}`);
     await subscribed('org', orgId, 'active');
     chromium = await launchBrowser();
-    page = await chromium.browser.newPage();
-    // Only so axe can be injected: the console's own CSP refuses any script not its own.
-    await page.setBypassCSP(true);
-    await page.setViewport({ width: 1200, height: 900 });
+    page = await consolePage(chromium.browser);
   }, 60_000);
   afterAll(async () => {
     await chromium?.close();
@@ -70,13 +62,7 @@ describeWithBrowser('the console\'s billing, in Chromium', () => {
   });
 
   const text = (selector: string) => page.$eval(selector, (el) => el.textContent ?? '');
-  async function axe(): Promise<unknown[]> {
-    await page.addScriptTag({ path: AXE });
-    return page.evaluate(async () => {
-      const result = await (globalThis as unknown as { axe: { run(): Promise<{ violations: { id: string; nodes: unknown[] }[] }> } }).axe.run();
-      return result.violations.map((v) => ({ id: v.id, nodes: v.nodes.length }));
-    });
-  }
+  const axe = () => axeViolations(page);
 
   it('a billed user\'s page: the billing, the grace, the dashboard links, and the override said before the click', async () => {
     await page.goto(consoleUrl);
@@ -108,7 +94,7 @@ describeWithBrowser('the console\'s billing, in Chromium', () => {
     expect(await text('#user-plan-source')).toMatch(/^Plan from: an operator \(an override of billing's premium, since \d{1,2} [A-Z][a-z]{2} \d{4}, \d\d:\d\d UTC\)$/);
     expect(await sql("SELECT data FROM audit_events WHERE user_id = $1 AND type = 'admin.plan_changed'", [user.id])).toEqual([{ data: { plan: 'pro', override: true } }]);
     expect(await axe()).toEqual([]);
-    await page.screenshot({ path: path.join(ARTIFACTS, 'user-billing.png'), fullPage: true });
+    await screenshot(page, 'user-billing');
   });
 
   it('a billed organization\'s page: the same, and its override from the console', async () => {
@@ -122,6 +108,6 @@ describeWithBrowser('the console\'s billing, in Chromium', () => {
     await page.waitForFunction(() => document.getElementById('org-status')?.textContent === 'Plan set to pro');
     expect(await sql('SELECT plan FROM organizations WHERE id = $1', [orgId])).toEqual([{ plan: 'pro' }]);
     expect(await axe()).toEqual([]);
-    await page.screenshot({ path: path.join(ARTIFACTS, 'org-billing.png'), fullPage: true });
+    await screenshot(page, 'org-billing');
   });
 });

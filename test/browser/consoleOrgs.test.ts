@@ -4,20 +4,16 @@
 // organization by its name (markup in it shown as text), sees its members and usage, changes its
 // plan from the keyboard and the change is stored and audited as the console's; every view passes
 // axe-core; screenshots land in test-artifacts/console/.
-import { mkdirSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Page } from 'puppeteer-core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { buildAdminApp } from '../../src/admin/app.js';
 import { describeWithBrowser, launchBrowser, type TestBrowser } from '../helpers/browser.js';
+import { axeViolations, consolePage, screenshot, tableRows } from './consolePage.js';
 import { ADMIN_KEY, closeSql, marker, sql, startTestGateway, type TestGateway, type TestUser } from '../helpers/gateway.js';
 import { startSmtpCatcher, type SmtpCatcher } from '../helpers/smtp.js';
 import { createOrg, invite, join, organizationsConfig, verifiedUser } from '../orgs/helpers.js';
 
-const ARTIFACTS = path.join(import.meta.dirname, '../../test-artifacts/console');
-const AXE = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
 
 describeWithBrowser('the console\'s organizations pages, in Chromium', () => {
   let smtp: SmtpCatcher;
@@ -33,7 +29,6 @@ describeWithBrowser('the console\'s organizations pages, in Chromium', () => {
   const name = `${tag} <img src=x onerror=alert(1)> & Co`;
 
   beforeAll(async () => {
-    mkdirSync(ARTIFACTS, { recursive: true });
     smtp = await startSmtpCatcher();
     gw = await startTestGateway(organizationsConfig(smtp));
     admin = await buildAdminApp(gw.services);
@@ -42,10 +37,7 @@ describeWithBrowser('the console\'s organizations pages, in Chromium', () => {
     orgId = await createOrg(gw, owner, name);
     expect(await join(gw, member, await invite(gw, smtp, orgId, owner, member, 'member'))).toBe(200);
     chromium = await launchBrowser();
-    page = await chromium.browser.newPage();
-    // Only so axe can be injected: the console's own CSP refuses any script not its own.
-    await page.setBypassCSP(true);
-    await page.setViewport({ width: 1200, height: 900 });
+    page = await consolePage(chromium.browser);
   }, 60_000);
   afterAll(async () => {
     await chromium?.close();
@@ -55,15 +47,9 @@ describeWithBrowser('the console\'s organizations pages, in Chromium', () => {
     await closeSql();
   });
 
-  const shot = (file: string) => page.screenshot({ path: path.join(ARTIFACTS, `${file}.png`), fullPage: true });
-  const rows = (scope: string) => page.$$eval(`${scope} tbody tr`, (trs) => (trs as HTMLTableRowElement[]).map((tr) => [...tr.cells].map((td) => td.textContent ?? '')));
-  async function axe(): Promise<unknown[]> {
-    await page.addScriptTag({ path: AXE });
-    return page.evaluate(async () => {
-      const result = await (globalThis as unknown as { axe: { run(): Promise<{ violations: { id: string; nodes: unknown[] }[] }> } }).axe.run();
-      return result.violations.map((v) => ({ id: v.id, nodes: v.nodes.length }));
-    });
-  }
+  const shot = (name: string) => screenshot(page, name);
+  const rows = (scope: string) => tableRows(page, scope);
+  const axe = () => axeViolations(page);
 
   it('signs in, then finds the organization by its name from the navigation\'s link; its name is text', async () => {
     await page.goto(consoleUrl);

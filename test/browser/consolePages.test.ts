@@ -4,20 +4,16 @@
 // configured, and a user on a plan it no longer names, who is not saved over silently); a user
 // created from the console receives the invitation; a user deleted after the email is typed again;
 // the overview (uPlot) and the routes view marking WebSocket routes; axe finds nothing on any page.
-import { mkdirSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Page } from 'puppeteer-core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { buildAdminApp } from '../../src/admin/app.js';
 import { describeWithBrowser, launchBrowser, type TestBrowser } from '../helpers/browser.js';
+import { axeViolations, consolePage, screenshot } from './consolePage.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import { ADMIN_KEY, closeSql, makeUser, newEmail, newPassword, sql, startTestGateway, testConfig, type TestGateway, type TestUser } from '../helpers/gateway.js';
 import { mailSettings, startSmtpCatcher, type SmtpCatcher } from '../helpers/smtp.js';
 
-const ARTIFACTS = path.join(import.meta.dirname, '../../test-artifacts/console');
-const AXE = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
 
 describeWithBrowser('the console\'s plans, accounts and overview, in Chromium', () => {
   let upstream: EchoUpstream;
@@ -32,7 +28,6 @@ describeWithBrowser('the console\'s plans, accounts and overview, in Chromium', 
   const yesterday = new Date(Date.now() - 86_400_000).toISOString().slice(0, 10);
 
   beforeAll(async () => {
-    mkdirSync(ARTIFACTS, { recursive: true });
     upstream = await startEchoUpstream();
     smtp = await startSmtpCatcher();
     gw = await startTestGateway(testConfig({
@@ -49,10 +44,7 @@ describeWithBrowser('the console\'s plans, accounts and overview, in Chromium', 
     await sql("UPDATE users SET plan = 'gold' WHERE id = $1", [retired.id]);
     await sql('INSERT INTO usage_days (user_id, day, uses) VALUES ($1, $2, 42)', [onTeam.id, yesterday]);
     chromium = await launchBrowser();
-    page = await chromium.browser.newPage();
-    // Only so axe can be injected: the console's own CSP refuses any script not its own.
-    await page.setBypassCSP(true);
-    await page.setViewport({ width: 1200, height: 900 });
+    page = await consolePage(chromium.browser);
     const ticket = await fetch(new URL('tickets', consoleUrl), { method: 'POST', headers: { authorization: `Bearer ${ADMIN_KEY}` } });
     await page.goto(((await ticket.json()) as { url: string }).url);
     await page.waitForSelector('#user-search', { visible: true });
@@ -66,17 +58,11 @@ describeWithBrowser('the console\'s plans, accounts and overview, in Chromium', 
     await closeSql();
   });
 
-  const shot = (name: string) => page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`), fullPage: true });
+  const shot = (name: string) => screenshot(page, name);
   const text = (selector: string) => page.$eval(selector, (el) => el.textContent ?? '');
   const options = (selector: string) => page.$$eval(`${selector} option`,
     (os) => (os as HTMLOptionElement[]).map((o) => ({ value: o.value, text: o.textContent, selected: o.selected, disabled: o.disabled })));
-  async function axe(): Promise<unknown[]> {
-    await page.addScriptTag({ path: AXE });
-    return page.evaluate(async () => {
-      const result = await (globalThis as unknown as { axe: { run(): Promise<{ violations: { id: string; nodes: unknown[] }[] }> } }).axe.run();
-      return result.violations.map((v) => ({ id: v.id, nodes: v.nodes.length }));
-    });
-  }
+  const axe = () => axeViolations(page);
   async function open(hash: string, ready: string) {
     await page.goto(`${consoleUrl}${hash}`);
     await page.waitForSelector(ready, { visible: true });

@@ -6,7 +6,6 @@
 // cannot save a plan; an admin opens the Operators page, changes a role and removes an operator.
 // axe finds nothing on the Operators page, nor on a viewer's user page with its disabled controls.
 import { randomBytes } from 'node:crypto';
-import { createRequire } from 'node:module';
 import type { FastifyInstance } from 'fastify';
 import type { Page } from 'puppeteer-core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -15,13 +14,13 @@ import { sha256Hex } from '../../src/credentials/digest.js';
 import { CONSOLE_COOKIE } from '../../src/credentials/shapes.js';
 import { createEnrolment, findOperator, insertOperator, type OperatorRole } from '../../src/storage/operators/operators.js';
 import { describeWithBrowser, launchBrowser, type TestBrowser } from '../helpers/browser.js';
+import { axeViolations, consolePage } from './consolePage.js';
 import { closeSql, marker, startTestGateway, testClock, throwawayDatabase, type TestGateway, type TestUser, type ThrowawayDatabase } from '../helpers/gateway.js';
 import { request } from '../helpers/http.js';
 import { startSmtpCatcher, type SmtpCatcher } from '../helpers/smtp.js';
 import { totpCode } from '../helpers/totp.js';
 import { createOrg, organizationsConfig, verifiedUser } from '../orgs/helpers.js';
 
-const AXE = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
 
 describeWithBrowser('the console by operator role, in Chromium', () => {
   let smtp: SmtpCatcher;
@@ -53,23 +52,14 @@ describeWithBrowser('the console by operator role, in Chromium', () => {
   /** A browser of the operator's own (its own cookies), on the console, signed in with their session. */
   async function consoleAs(session: string, hash: string): Promise<Page> {
     const context = await chromium.browser.createBrowserContext();
-    const page = await context.newPage();
-    // Only so axe can be injected: the console's own CSP refuses any script not its own.
-    await page.setBypassCSP(true);
-    await page.setViewport({ width: 1200, height: 900 });
+    const page = await consolePage(context);
     await context.setCookie({ name: CONSOLE_COOKIE, value: session, domain: '127.0.0.1', path: '/console/', httpOnly: true, sameSite: 'Strict' });
     await page.goto(`${url}/console/${hash}`);
     await page.waitForSelector('#nav', { visible: true });
     return page;
   }
 
-  async function axe(page: Page): Promise<unknown[]> {
-    await page.addScriptTag({ path: AXE });
-    return page.evaluate(async () => {
-      const result = await (globalThis as unknown as { axe: { run(): Promise<{ violations: { id: string; nodes: unknown[] }[] }> } }).axe.run();
-      return result.violations.map((v) => ({ id: v.id, nodes: v.nodes.length }));
-    });
-  }
+  const axe = (page: Page) => axeViolations(page);
 
   /** Each control's disabled state and the reason it gives. */
   const states = (page: Page, selectors: string[]) => page.evaluate((list) => list.map((s) => {
@@ -211,8 +201,7 @@ describeWithBrowser('the console by operator role, in Chromium', () => {
     const keylessUrl = await keylessAdmin.listen({ host: '127.0.0.1', port: 0 });
     try {
       const signInPage = async (base: string) => {
-        const page = await (await chromium.browser.createBrowserContext()).newPage();
-        await page.setBypassCSP(true);
+        const page = await consolePage(await chromium.browser.createBrowserContext());
         await page.goto(`${base}/console/`);
         await page.waitForSelector('#operator-link', { visible: true });
         return page;
