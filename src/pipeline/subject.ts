@@ -25,8 +25,6 @@ export interface BillingSubject {
   counter: Counter;
 }
 
-/** The plan on which an organization has no pooled counter (CONTRACT §22: no free pools to multiply). */
-
 /** The subject of a request by `user` (the key's creator for an organization key), acting for `org` or not. */
 export function billingSubject(user: { id: number; plan: string }, org: ActingOrg | undefined): BillingSubject {
   if (!org) return { plan: user.plan, counter: { ownerType: 'user', id: user.id } };
