@@ -82,6 +82,7 @@ export const MUTATION_TESTS = [
   'test/pipeline/assertionSigner.test.ts',
   'test/time.test.ts',
   'test/guards/scopes.test.ts',
+  'test/orgs/orgActing.test.ts',
   // In this process on a database of their own (seconds: a throwaway database migrated in beforeAll).
   'test/credentials/storedSecrets.test.ts',
   'test/credentials/assertionKeys.test.ts',
@@ -188,7 +189,7 @@ export const ROOM_TESTS: Record<string, string[]> = {
   'src/orgs/domains.ts': ['test/orgs/domains.test.ts'],
   'src/orgs/saml.ts': ['test/sso/saml.test.ts'],
   'src/storage/keys/orgApiKeys.ts': ['test/orgs/keys.test.ts', 'test/orgs/refusals.test.ts'],
-  'src/orgActing.ts': ACTING_TESTS,
+  'src/orgActing.ts': ['test/orgs/orgActing.test.ts', ...ACTING_TESTS],
   'src/pipeline/guards/org.ts': ACTING_TESTS,
   // Every guard's stage: the ones the roles, org and scopes stages are tested by, and the pipeline's own.
   'src/pipeline/stages.ts': ['test/pipeline/pipeline.test.ts', ...ACTING_TESTS, 'test/user/keyScopes.test.ts', 'test/guards/planAndDaily.test.ts', 'test/guards/mfaRoutes.test.ts'],
