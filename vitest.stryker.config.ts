@@ -134,7 +134,7 @@ export const MUTATION_TESTS = [
     ...ORG_TESTS, ...ACTING_TESTS, ...BILLING_TESTS, ...REFUND_TESTS, ...HOOK_TESTS, ...WEBHOOK_TESTS, ...IMPORT_TESTS, ...ERROR_TESTS,
     ...OPERATOR_TESTS, ...ADMIN_TESTS, ...SIGN_IN_TESTS, ...PASSKEY_TESTS, ...KEY_TESTS, ...CONSOLE_TESTS,
     'test/guards/monthlyQuota.test.ts', 'test/user/keyScopes.test.ts', 'test/orgs/usage.test.ts', 'test/billing/portalApi.test.ts',
-    'test/orgs/managedAccounts.test.ts', 'test/orgs/domains.test.ts', ...SAML_TESTS, 'test/sso/enforce.test.ts', 'test/sso/enforceProviders.test.ts', ...SCIM_TESTS,
+    'test/orgs/managedAccounts.test.ts', 'test/orgs/domains.test.ts', ...SAML_TESTS, 'test/sso/enforce.test.ts', 'test/sso/enforceProviders.test.ts', ...SCIM_TESTS, 'test/docs/openapi.test.ts',
   ]),
 ];
 
@@ -214,7 +214,8 @@ export const ROOM_TESTS: Record<string, string[]> = {
   'src/auth/signIn.ts': SIGN_IN_TESTS,
   ...each(['src/auth/passkeys/ceremony.ts', 'src/auth/passkeys/routes.ts'], PASSKEY_TESTS),
   'src/pipeline/guards/scopes.ts': ['test/guards/scopes.test.ts', 'test/user/keyScopes.test.ts'],
-  'src/user/apiKeyRoll.ts': ['test/user/keyRoll.test.ts'],
+  // With the OpenAPI document, which its route's schema is part of (docs/openapi.json, committed).
+  'src/user/apiKeyRoll.ts': ['test/user/keyRoll.test.ts', 'test/docs/openapi.test.ts'],
   'src/storage/keys/apiKeys.ts': KEY_TESTS,
   // CONTRACT §31.
   ...each(['src/domains/dns.ts', 'src/domains/index.ts', 'src/domains/names.ts', 'src/domains/publicMail.ts', 'src/domains/recheck.ts'], ['test/orgs/domains.test.ts']),

@@ -75,6 +75,10 @@ describeWithServices('rolling an API key (CONTRACT §21)', () => {
     expect(graceEnds - clock().getTime()).toBeGreaterThan(9 * 60_000);
     expect(graceEnds - clock().getTime()).toBeLessThanOrEqual(10 * 60_000);
     expect(listed.find((k) => k.id === fresh.id)!.expires_at).toBe(expires);
+    // The operator's log says who rolled which key into which, and the grace; never a key.
+    const logged = b.logs.map((line) => JSON.parse(line) as Record<string, unknown>).filter((line) => line.msg === 'API key rolled' && line.keyId === old.id);
+    expect(logged).toEqual([expect.objectContaining({ level: 30, userId: user.id, keyId: old.id, newKeyId: fresh.id, graceMs: 600_000 })]);
+    expect(b.logs.join('')).not.toContain(fresh.key);
     expect([...await statusesWith(old.key), ...await statusesWith(fresh.key)]).toEqual([200, 200, 200, 200]);
     clock.advance(10 * 60_000 + 1000);
     try {
