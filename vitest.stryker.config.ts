@@ -35,7 +35,7 @@ const BILLING_TESTS = [
   'test/billing/meterHandBack.test.ts', 'test/billing/wholeEvents.test.ts', 'test/billing/orgBilling.test.ts', 'test/billing/cancelOrgOnDelete.test.ts',
   'test/billing/override.test.ts', 'test/billing/support.test.ts',
 ];
-const REFUND_TESTS = ['test/guards/refundable.test.ts', 'test/guards/refunds.test.ts', 'test/guards/refundsNever.test.ts'];
+const REFUND_TESTS = ['test/guards/refundable.test.ts', 'test/guards/useRefunds.test.ts', 'test/guards/refunds.test.ts', 'test/guards/refundsNever.test.ts'];
 const HOOK_TESTS = ['test/webhooks/hooks.test.ts', 'test/webhooks/hooks.delivery.test.ts', 'test/webhooks/hooks.cascade.test.ts', 'test/webhooks/hooks.billing.test.ts'];
 const WEBHOOK_TESTS = [
   'test/webhooks/ssrf.test.ts', 'test/webhooks/deliveries.happy.test.ts', 'test/webhooks/deliveries.error.test.ts',

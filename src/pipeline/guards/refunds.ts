@@ -34,16 +34,15 @@ export interface UseRefundsDeps {
 }
 
 export class UseRefunds {
-  readonly stats = { refunded: 0, capped: 0 };
-
   constructor(private readonly deps: UseRefundsDeps) {}
 
   /**
-   * Gives `use` back if `policy` says so for `outcome`; true when it was. Never throws: a refund
-   * that cannot be written leaves the use counted (logged), as a crash would.
+   * Gives `use` back if `policy` says so for `outcome`, and then drops the counter's Redis gates
+   * (the triggers' NOTIFY drops them too, a moment later). Never throws: a refund that cannot be
+   * written leaves the use counted (logged), as a crash would.
    */
-  async afterUpstream(use: CountedUse, policy: RefundOn | undefined, outcome: UpstreamOutcome): Promise<boolean> {
-    if (!refundable(policy, outcome)) return false;
+  async afterUpstream(use: CountedUse, policy: RefundOn | undefined, outcome: UpstreamOutcome): Promise<void> {
+    if (!refundable(policy, outcome)) return;
     const now = this.deps.clock();
     const day = utcDay(now);
     const month = utcMonth(now);
@@ -52,16 +51,9 @@ export class UseRefunds {
       const refunded = await refundUse(this.deps.db, {
         counter: use.counter, day, daily: use.daily && use.day === day, month, monthly: use.monthly && use.month === month, cap: policy!.capPerDay ?? null,
       });
-      if (!refunded) {
-        this.stats.capped++;
-        return false;
-      }
-      this.stats.refunded++;
-      await this.deps.forget(use.counter);
-      return true;
+      if (refunded) await this.deps.forget(use.counter);
     } catch (err) {
       this.deps.log.warn({ err, ...use.counter }, 'refund: the use could not be given back; it stays counted');
-      return false;
     }
   }
 }
