@@ -87,6 +87,7 @@ export const MUTATION_TESTS = [
   'test/credentials/storedSecrets.test.ts',
   'test/credentials/assertionKeys.test.ts',
   'test/user/apiKeyActions.test.ts',
+  'test/storage/operators.test.ts',
   // End to end in this process, by the time their tests took in a first run (beforeAll aside).
   'test/pipeline/pipeline.test.ts',
   'test/guards/planList.security.test.ts',
@@ -209,7 +210,9 @@ export const ROOM_TESTS: Record<string, string[]> = {
     'src/errors/catalog.ts', 'src/errors/index.ts', 'src/errors/listing.ts', 'src/errors/messageFiles.ts', 'src/errors/messages.ts',
     'src/errors/negotiation.ts', 'src/errors/success.ts',
   ], ERROR_TESTS),
-  ...each(['src/admin/operatorPasskeys.ts', 'src/admin/operatorRoutes.ts', 'src/admin/operatorSignIn.ts', 'src/admin/operatorTokens.ts', 'src/storage/operators/operators.ts'], OPERATOR_TESTS),
+  ...each(['src/admin/operatorPasskeys.ts', 'src/admin/operatorRoutes.ts', 'src/admin/operatorSignIn.ts', 'src/admin/operatorTokens.ts'], OPERATOR_TESTS),
+  // The operators' SQL: its own test on a database of its own first, then the API's and sign-in's.
+  'src/storage/operators/operators.ts': ['test/storage/operators.test.ts', ...OPERATOR_TESTS],
   'src/admin/routes.ts': ADMIN_TESTS,
   'src/auth/signIn.ts': SIGN_IN_TESTS,
   ...each(['src/auth/passkeys/ceremony.ts', 'src/auth/passkeys/routes.ts'], PASSKEY_TESTS),
