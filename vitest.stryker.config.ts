@@ -191,7 +191,8 @@ export const ROOM_TESTS: Record<string, string[]> = {
   'src/orgs/saml.ts': ['test/sso/saml.test.ts'],
   'src/storage/keys/orgApiKeys.ts': ['test/orgs/keys.test.ts', 'test/orgs/refusals.test.ts'],
   'src/orgActing.ts': ['test/orgs/orgActing.test.ts', ...ACTING_TESTS],
-  'src/pipeline/guards/org.ts': ACTING_TESTS,
+  // And organization keys': the key-org stage is theirs.
+  'src/pipeline/guards/org.ts': [...ACTING_TESTS, 'test/orgs/keys.test.ts'],
   // Every guard's stage: the ones the roles, org and scopes stages are tested by, and the pipeline's own.
   'src/pipeline/stages.ts': ['test/pipeline/pipeline.test.ts', ...ACTING_TESTS, 'test/user/keyScopes.test.ts', 'test/guards/planAndDaily.test.ts', 'test/guards/mfaRoutes.test.ts'],
   'src/pipeline/subject.ts': ['test/orgs/pooled.test.ts', 'test/orgs/acting.test.ts', 'test/billing/orgBilling.test.ts', 'test/guards/monthlyQuota.test.ts'],

@@ -6,7 +6,7 @@
 // within one second. A member of one organization cannot act for another by any header or key.
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createRemoteJWKSet, jwtVerify } from 'jose';
-import { bearer, closeSql, describeWithServices, makeUser, marker, sql, startTwoGateways, type TestGateway, type TestUser } from '../helpers/gateway.js';
+import { bearer, closeSql, describeWithServices, makeUser, marker, queriesDuring, sql, startTwoGateways, type TestGateway, type TestUser } from '../helpers/gateway.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import { startSmtpCatcher, type SmtpCatcher } from '../helpers/smtp.js';
 import { actingConfig, createOrg, verifiedUser } from './helpers.js';
@@ -76,7 +76,11 @@ describeWithServices('acting for an organization (CONTRACT §22)', () => {
     const before = echo.hits.length;
     expect(await gw.get(`/api/v1/profile/${m}`, acting(member, orgId))).toMatchObject(NOT_APPLICABLE);
     expect(await gw.get(`/api/v1/feed/${m}`, { headers: { 'Gateway-Org': String(orgId) } })).toMatchObject(UNAUTHENTICATED);
-    for (const bad of ['', 'abc', '1.0', '-1', '+7', '0x10', '1 2']) expect(await gw.get(`/api/v1/projects/${m}`, acting(admin, bad)), JSON.stringify(bad)).toMatchObject(BAD);
+    // Refused as the header reads, before any organization is looked up.
+    const lookups = await queriesDuring(gw, async () => {
+      for (const bad of ['', 'abc', '1.0', '-1', '+7', '0x10', '1 2']) expect(await gw.get(`/api/v1/projects/${m}`, acting(admin, bad)), JSON.stringify(bad)).toMatchObject(BAD);
+    });
+    expect(lookups.filter((text) => /\bFROM organizations\b/.test(text))).toEqual([]);
     expect(await gw.get(`/api/v1/projects/${m}`, acting(admin, [String(orgId), String(orgId)]))).toMatchObject(BAD);
     for (const id of [String(otherOrg), '999999999', '99999999999', '0']) expect(await gw.get(`/api/v1/projects/${m}`, acting(admin, id)), id).toMatchObject(DENIED);
     expect(await gw.get(`/api/v1/team-reports/${m}`, { headers: bearer(admin.access) })).toMatchObject(REQUIRED);

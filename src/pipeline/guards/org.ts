@@ -27,9 +27,6 @@ interface OrgRun {
   keyOrg?: ActingOrg;
 }
 
-// Organization ids are Postgres integers: a larger decimal names no organization.
-
-
 /**
  * The organization `Gateway-Org` names, if the caller may act for it: set on the run, or the
  * refusal. `unauthenticated` answers the header without a credential (an `auth: optional` route).
