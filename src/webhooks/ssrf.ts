@@ -49,8 +49,6 @@ export type TargetCheck =
   /** the name does not resolve (now) */
   | { kind: 'unresolved'; error: unknown };
 
-
-
 /**
  * Resolves the URL's host once and checks every address it has: one private address among
  * public ones is enough to refuse, since the connection could be made to any of them.

@@ -1,6 +1,6 @@
 // The address rules alone (no services needed). The endpoint tests check the same cases end to end.
 import { describe, expect, it } from 'vitest';
-import { checkTarget, isPublicAddress, parseWebhookUrl, type LookupAll } from '../../src/webhooks/ssrf.js';
+import { checkTarget, isPublicAddress, parseWebhookUrl, systemLookup, type LookupAll } from '../../src/webhooks/ssrf.js';
 
 const fixed = (answers: Record<string, string[]>): LookupAll => async (host) => {
   const list = answers[host];
@@ -53,6 +53,18 @@ describe('webhook target rules', () => {
     for (const url of ['https://localhost/', 'https://localhost./', 'https://LocalHost:8443/', 'https://api.localhost/']) {
       expect((await checkTarget(new URL(url), { allowPrivateNetworks: false, timeoutMs: 1000, lookup })).kind, url).toBe('forbidden');
     }
+  });
+
+  it('takes an address in the URL as it is, with its family, and a name that resolves to nothing as unresolved', async () => {
+    const allowed = { allowPrivateNetworks: true, timeoutMs: 1000, lookup: fixed({ 'empty.example.com': [] }) };
+    expect(await checkTarget(new URL('https://[2001:db8::7]/x'), allowed)).toEqual({ kind: 'ok', target: { address: '2001:db8::7', family: 6 } });
+    expect(await checkTarget(new URL('https://192.0.2.7/x'), allowed)).toEqual({ kind: 'ok', target: { address: '192.0.2.7', family: 4 } });
+    expect(await checkTarget(new URL('https://empty.example.com/x'), allowed)).toEqual({ kind: 'unresolved', error: new Error('empty.example.com: no address') });
+  });
+
+  it('the system\'s lookup answers every address of a name, each with its family', async () => {
+    expect(await systemLookup('127.0.0.1')).toEqual([{ address: '127.0.0.1', family: 4 }]);
+    expect(await systemLookup('::1')).toEqual([{ address: '::1', family: 6 }]);
   });
 
   it('allowPrivateNetworks lets private targets through, still resolved once', async () => {
