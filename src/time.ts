@@ -27,8 +27,9 @@ export function readIsoTime(text: string): Date | undefined {
   if (!match) return undefined;
   const [, day, time, fraction = '', zone = 'Z'] = match;
   // V8 reads the rest as they are (z, ±HHMM, no seconds, more than 3 digits of a fraction:
-  // test/time.test.ts, in zones either side of UTC); an hour alone needs its minutes.
-  const offset = /^[+-]\d{2}$/.test(zone) ? `${zone}:00` : zone;
+  // test/time.test.ts, in zones either side of UTC); an hour alone (±HH, the one offset of three
+  // characters) needs its minutes.
+  const offset = zone.length === 3 ? `${zone}:00` : zone;
   const date = new Date(time ? `${day}T${time}${fraction}${offset}` : `${day}T00:00:00Z`);
   return Number.isNaN(date.getTime()) ? undefined : date;
 }
