@@ -17,7 +17,8 @@ export const UNPOOLED_PLAN = 'free';
 export function gatewayOrgId(raw: string | string[]): number | 'invalid' {
   if (typeof raw !== 'string' || !DECIMAL.test(raw)) return 'invalid';
   const id = Number(raw);
-  return id >= 1 && id <= MAX_ID ? id : 0;
+  // A decimal is never negative, and 0 is already the id no organization has.
+  return id <= MAX_ID ? id : 0;
 }
 
 /** The roles stage: the role the request acts with must be one of the route's. */
