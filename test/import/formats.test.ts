@@ -11,6 +11,20 @@ const BCRYPT = '$2b$10$SoU5.WPa.McB32Izq0bK2eh4fKPgMx2Z4vnTM9AoSuZ4GgDVItELm';
 const read = (text: string, format: Parameters<typeof readUsers>[1]) => readUsers(text, format, { plans: PLANS, firebase: FIREBASE, now: new Date('2026-01-01T00:00:00Z') });
 const rows = (parsed: Parsed[]) => parsed.flatMap((p) => ('row' in p ? [p.row] : []));
 const refusals = (parsed: Parsed[]) => parsed.flatMap((p) => ('reason' in p ? [[p.line, p.reason]] : []));
+/** The message of the ImportFileError reading `text` stops at; any other error fails the test as it is. */
+const fileError = (text: string, format: Parameters<typeof readUsers>[1]) => {
+  try {
+    read(text, format);
+  } catch (error) {
+    if (error instanceof ImportFileError) return error.message;
+    throw error;
+  }
+  return 'read without an error';
+};
+/** An account imported with only its email, and what the test gives. */
+const account = (line: number, email: string, row: Record<string, unknown> = {}) => ({
+  line, row: { email, passwordHash: null, emailVerifiedAt: null, plan: 'free', isActive: true, createdAt: null, externalId: null, ...row },
+});
 
 describe('hash shapes', () => {
   it.each([
@@ -89,6 +103,20 @@ describe('csv', () => {
     expect(refusals(read('email,pasword_hash\na@x.test,x\n', 'csv')))
       .toEqual([[2, 'unknown field "pasword_hash": expected email, password_hash, email_verified, plan, is_active, created_at, external_id, email_verified_at']]);
   });
+
+  it('an empty file holds no records; a header that is unreadable or has no email column stops the import, saying why', () => {
+    expect(read('', 'csv')).toEqual([]);
+    expect(read('', 'auth0')).toEqual([]);
+    expect(fileError('"email,plan\na@x.test,free\n', 'csv')).toBe('line 1: a quoted field is never closed');
+    expect(fileError('mail,plan\na@x.test,free\n', 'csv')).toBe('the header row has no email column');
+  });
+
+  it('reads header names without their spaces, and refuses a row whose quote never closes at the line it starts on', () => {
+    expect(read(' email , plan \na@x.test,pro\n"b@x.test,free\nc@x.test,free\n', 'csv')).toEqual([
+      account(2, 'a@x.test', { plan: 'pro' }),
+      { line: 3, reason: 'a quoted field is never closed' },
+    ]);
+  });
 });
 
 describe('json lines', () => {
@@ -114,6 +142,21 @@ describe('exports', () => {
     ]);
     const array = read(`[{"user_id":"auth0|1","email":"x@x.test","custom_password_hash":{"algorithm":"bcrypt","hash":{"value":"${BCRYPT}"}}}]`, 'auth0');
     expect(rows(array)).toEqual([expect.objectContaining({ email: 'x@x.test', externalId: 'auth0|1', passwordHash: BCRYPT })]);
+  });
+
+  it('auth0: a JSON array after blank space, numbered by position; elements that are not objects refused; null or hashless ids and hashes read as none', () => {
+    const elements = [
+      { email: 'a@x.test', user_id: 'auth0|1' }, null, 1, [2], 'b@x.test',
+      { email: 'c@x.test', _id: null, custom_password_hash: null },
+      { email: 'd@x.test', _id: { $oid: 'd1' }, custom_password_hash: { algorithm: 'bcrypt' } },
+    ];
+    expect(read(`\n  ${JSON.stringify(elements)}\n`, 'auth0')).toEqual([
+      account(1, 'a@x.test', { externalId: 'auth0|1' }),
+      { line: 2, reason: 'not a JSON object' }, { line: 3, reason: 'not a JSON object' }, { line: 4, reason: 'not a JSON object' }, { line: 5, reason: 'not a JSON object' },
+      account(6, 'c@x.test'),
+      account(7, 'd@x.test', { externalId: 'd1' }),
+    ]);
+    expect(fileError('[{"email":"a@x.test"},\n', 'auth0')).toBe('not JSON (a file starting with [ is read as one JSON array)');
   });
 
   // Auth0's bulk export job writes CSV when asked (format: csv): its booleans are the text true or
@@ -164,6 +207,18 @@ describe('exports', () => {
     expect(refusals(parsed)).toEqual([[13, 'banned_until: expected an ISO 8601 time such as 2024-01-15T10:30:00Z']]);
   });
 
+  it('supabase: infinity in any case and spacing, a ban ending exactly now ended; a JSON null no ban, a number refused with the email it had', () => {
+    const csv = ['id,email,banned_until', ...['Infinity', ' INFINITY ', '-Infinity', ' -infinity', '2026-01-01 00:00:00+00'].map((until, i) => `u${i},u${i}@x.test,${until}`)].join('\n');
+    expect(rows(read(csv, 'supabase')).map((r) => [r.externalId, r.isActive])).toEqual([['u0', false], ['u1', false], ['u2', true], ['u3', true], ['u4', true]]);
+    const lines = [
+      { id: 'j1', email: 'j1@x.test', banned_until: null },
+      { id: 'j2', email: 'j2@x.test', banned_until: 1767225600000 },
+      { id: 'j3', email: 42, banned_until: 'soon' },
+    ].map((u) => JSON.stringify(u)).join('\n');
+    const reason = 'banned_until: expected an ISO 8601 time such as 2024-01-15T10:30:00Z';
+    expect(read(lines, 'supabase')).toEqual([account(1, 'j1@x.test', { externalId: 'j1' }), { line: 2, email: 'j2@x.test', reason }, { line: 3, reason }]);
+  });
+
   it('firebase: auth:export\'s JSON, the hash with the project\'s parameters, a user without email refused', () => {
     const parsed = read(docsBlock('migrating', 'firebase-export'), 'firebase');
     expect(refusals(parsed)).toEqual([[3, 'email is required']]);
@@ -178,5 +233,30 @@ describe('exports', () => {
     expect(() => read('{"accounts": []}', 'firebase')).toThrow(ImportFileError);
     expect(refusals(read('{"users":[{"email":"x@x.test","passwordHash":"%%%","salt":"c2FsdA=="},{"email":"y@x.test","createdAt":"soon"}]}', 'firebase')))
       .toEqual([[1, 'passwordHash and salt: expected standard base64'], [2, 'createdAt: expected epoch milliseconds']]);
+  });
+
+  it('firebase: a file that is not JSON, or whose users are no array, is refused whole with its reason', () => {
+    expect(fileError('users: []', 'firebase')).toBe('not JSON: expected the file `firebase auth:export FILE --format=json` writes');
+    expect(fileError('null', 'firebase')).toBe('no "users" array: expected the file `firebase auth:export FILE --format=json` writes');
+    expect(fileError('{"users":{}}', 'firebase')).toBe('no "users" array: expected the file `firebase auth:export FILE --format=json` writes');
+  });
+
+  it('firebase: users numbered by position, those not objects refused; createdAt epoch milliseconds from 0 as a number or text, else refused', () => {
+    const hash = 'lSrfV15cpx95/sZS2W9c9Kp6i/LVgQNDNC/qzrCnh1SAyZvqmZqAjTdn3aoItz+VHjoZilo78198JAdRuid5lQ==';
+    const users = [
+      null, 1,
+      { email: 'a@x.test', createdAt: 1680343200000 }, { email: 'b@x.test', createdAt: '0' }, { email: 'c@x.test' }, { email: 'd@x.test', passwordHash: '' },
+      { email: 'e@x.test', createdAt: '-1' }, { email: 'f@x.test', createdAt: '1.5' }, { email: 'g@x.test', createdAt: true }, { email: 'h@x.test', createdAt: null },
+      { email: 42, createdAt: 'soon' },
+      { email: 'i@x.test', passwordHash: hash }, // no salt: the hash string has an empty one, which no login reads
+    ];
+    const epoch = 'createdAt: expected epoch milliseconds';
+    expect(read(JSON.stringify({ users }), 'firebase')).toEqual([
+      { line: 1, reason: 'not a JSON object' }, { line: 2, reason: 'not a JSON object' },
+      account(3, 'a@x.test', { createdAt: '2023-04-01T10:00:00.000Z' }), account(4, 'b@x.test', { createdAt: '1970-01-01T00:00:00.000Z' }), account(5, 'c@x.test'), account(6, 'd@x.test'),
+      { line: 7, email: 'e@x.test', reason: epoch }, { line: 8, email: 'f@x.test', reason: epoch }, { line: 9, email: 'g@x.test', reason: epoch }, { line: 10, email: 'h@x.test', reason: epoch },
+      { line: 11, reason: epoch },
+      { line: 12, email: 'i@x.test', reason: 'password_hash: unknown hash format (docs/password-hashes.md lists the known ones)' },
+    ]);
   });
 });
