@@ -50,6 +50,12 @@ describeWithServices('the operators\' SQL', () => {
     // Not asked (an admin key stands behind the admin API): the last admin goes.
     expect(await setOperatorRole(db, second, 'viewer', false)).toMatchObject({ changed: { id: second, role: 'viewer' } });
     expect(await roles()).toEqual([['first@example.test', 'support'], ['second@example.test', 'viewer']]);
+    // With one admin, anyone else may still be demoted or removed.
+    const only = await add('only@example.test', 'admin');
+    expect(await setOperatorRole(db, first, 'viewer', true)).toMatchObject({ changed: { id: first, role: 'viewer' } });
+    expect(await removeOperator(db, second, true)).toMatchObject({ changed: { id: second } });
+    expect(await removeOperator(db, only, true)).toEqual({ refused: 'lastAdmin' });
+    await db.query('DELETE FROM operators WHERE id = $1', [only]);
     const third = await add('third@example.test', 'admin');
     expect(await removeOperator(db, third, false)).toMatchObject({ changed: { id: third, email: 'third@example.test' } });
     expect(await setOperatorRole(db, third, 'admin', true)).toEqual({ refused: 'notFound' });
