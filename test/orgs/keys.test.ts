@@ -4,7 +4,7 @@
 // not a member, revoked (audit api_key.revoked, actor system) when the creator is removed, and no
 // way to act for another organization with it.
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { bearer, closeSql, describeWithServices, makeUser, marker, sql, startTwoGateways, type TestGateway, type TestUser } from '../helpers/gateway.js';
+import { bearer, closeSql, describeWithServices, makeUser, marker, sql, startTestGateway, startTwoGateways, testConfig, type TestGateway, type TestUser } from '../helpers/gateway.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import { startSmtpCatcher, type SmtpCatcher } from '../helpers/smtp.js';
 import { actingConfig, createOrg, verifiedUser } from './helpers.js';
@@ -86,6 +86,11 @@ describeWithServices('organization API keys (CONTRACT §22)', () => {
       'x-user-id': String(admin.id), 'x-user-key-id': String(strong.id), 'x-org-id': String(orgId), 'x-org-role': 'admin', 'x-org-plan': 'pro', 'x-auth-method': 'api-key',
     });
     expect(await gw.get('/api/v1/team-reports/x', withKey(weak.key))).toMatchObject(insufficient(['owner', 'admin'], 'member'));
+    // An owner's key of role owner acts as owner.
+    const strongest = await newKey(owner, { role: 'owner' });
+    const n = marker();
+    expect((await gw.get(`/api/v1/team-reports/${n}`, withKey(strongest.key))).status).toBe(200);
+    expect(echo.last(n)!.headers).toMatchObject({ 'x-user-id': String(owner.id), 'x-org-id': String(orgId), 'x-org-role': 'owner' });
     // Naming its own organization is the same; another one, or a route without org:, is refused.
     expect((await gw.get('/api/v1/team-reports/x', withKey(strong.key, { 'Gateway-Org': String(orgId) }))).status).toBe(200);
     expect(await gw.get('/api/v1/team-reports/x', withKey(strong.key, { 'Gateway-Org': String(otherOrg) }))).toMatchObject(DENIED);
@@ -121,5 +126,20 @@ describeWithServices('organization API keys (CONTRACT §22)', () => {
     expect(await gw.get('/api/v1/team-reports/x', withKey(key))).toMatchObject(INVALID);
     expect(await sql("SELECT actor, user_id, data->>'reason' AS reason FROM audit_events WHERE type = 'api_key.revoked' AND data->>'id' = $1", [String(id)]))
       .toEqual([{ actor: 'system', user_id: leaver.id, reason: 'member_removed' }]);
+  });
+
+  it('with organizations turned off, an organization key is refused as an invalid one; a personal key still passes', async () => {
+    const orgKey = await newKey(admin);
+    const personal = await gw.post('/api/v1/user/api-keys', { name: 'mine' }, as(stranger));
+    expect(personal.status, personal.text).toBe(201);
+    const off = await startTestGateway(testConfig({ organizations: { enabled: false }, upstreams: { app: { url: echo.url } }, routes: [{ path: '/api/v1/plain', upstream: 'app' }] }));
+    try {
+      const m = marker();
+      expect(await off.get(`/api/v1/plain/${m}`, withKey(orgKey.key))).toMatchObject({ status: 401, json: { error: INVALID.json.error } });
+      expect((await off.get(`/api/v1/plain/${m}`, withKey(personal.json.key as string))).status).toBe(200);
+      expect(echo.count(m)).toBe(1);
+    } finally {
+      await off.close();
+    }
   });
 });
