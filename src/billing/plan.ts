@@ -21,11 +21,10 @@ export function counts(sub: Pick<StoredSubscription, 'status' | 'past_due_since'
   return now.getTime() < sub.past_due_since.getTime() + graceDays * DAY_MS;
 }
 
-/** How plans rank: the order of plans.limits (the one listed latest wins), else free < premium < pro. */
-function rank(plans: Config['plans'], plan: string): number {
-  const listed = Object.keys(plans.limits);
-  if (listed.length) return listed.includes(plan) ? listed.indexOf(plan) + BASE_PLANS.length : BASE_PLANS.indexOf(plan as (typeof BASE_PLANS)[number]);
-  return BASE_PLANS.indexOf(plan as (typeof BASE_PLANS)[number]);
+/** How plans rank: the order of plans.limits (the one listed latest wins), else free < premium < pro; no plan ranks -1, below all. */
+function rank(plans: Config['plans'], plan: string | undefined): number {
+  const listed = Object.keys(plans.limits).indexOf(plan as string);
+  return listed >= 0 ? listed + BASE_PLANS.length : BASE_PLANS.indexOf(plan as (typeof BASE_PLANS)[number]);
 }
 
 /** The plan a subscription's prices give when it counts: the highest of its listed prices' plans; undefined when none is listed. */
@@ -33,16 +32,12 @@ export function planOfPrices(prices: readonly string[], inputs: Pick<PlanInputs,
   let best: string | undefined;
   for (const price of prices) {
     const plan = Object.hasOwn(inputs.prices, price) ? inputs.prices[price]! : undefined;
-    if (plan !== undefined && (best === undefined || rank(inputs.plans, plan) > rank(inputs.plans, best))) best = plan;
+    if (plan !== undefined && rank(inputs.plans, plan) > rank(inputs.plans, best)) best = plan;
   }
   return best;
 }
 
+/** The highest plan any subscription that counts now gives; free when none gives one. */
 export function planFromSubscriptions(subs: readonly Pick<StoredSubscription, 'status' | 'past_due_since' | 'prices'>[], inputs: PlanInputs): string {
-  const given = subs.filter((sub) => counts(sub, inputs.graceDays, inputs.now)).map((sub) => planOfPrices(sub.prices, inputs));
-  return highest(given.filter((p): p is string => p !== undefined), inputs.plans) ?? 'free';
-}
-
-function highest(plans: readonly string[], order: Config['plans']): string | undefined {
-  return plans.reduce<string | undefined>((best, plan) => (best === undefined || rank(order, plan) > rank(order, best) ? plan : best), undefined);
+  return planOfPrices(subs.filter((sub) => counts(sub, inputs.graceDays, inputs.now)).flatMap((sub) => sub.prices), inputs) ?? 'free';
 }

@@ -26,6 +26,10 @@ describe('planFromSubscriptions', () => {
     ['several: the one listed latest in plans.limits', [sub('active', ['p_pro']), sub('active', ['p_team'])], { free: {}, pro: {}, team: {} }, 'team'],
     ['limits order wins over the spec\'s order', [sub('active', ['p_pro', 'p_premium'])], { pro: {}, premium: {} }, 'premium'],
     ['a plan listed in limits beats one that is not', [sub('active', ['p_pro']), sub('active', ['p_team'])], { free: {}, team: {} }, 'team'],
+    ['the plan listed first in limits beats one that is not listed', [sub('active', ['p_pro']), sub('active', ['p_premium'])], { premium: {}, team: {} }, 'premium'],
+    ['one subscription\'s highest price, listed first, before an unlisted one', [sub('active', ['p_pro', 'p_premium', 'p_addon'])], {}, 'pro'],
+    ['a canceled subscription that had been past due gives nothing, even within the grace', [sub('canceled', ['p_pro'], 1)], {}, 'free'],
+    ['past_due without its date gives nothing', [sub('past_due', ['p_pro'])], {}, 'free'],
   ];
   it.each(cases)('%s', (_name, subs, limits, expected) => {
     expect(planFromSubscriptions(subs, { prices: PRICES, plans: plansOf(limits), graceDays: 7, now: NOW })).toBe(expected);
