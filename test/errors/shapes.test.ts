@@ -95,6 +95,9 @@ describeWithServices('errors any client can read (issue 49)', () => {
     expect(res.headers['cache-control']).toBe('public, max-age=3600');
     expect(res.json).toHaveLength(Object.keys(CATALOG).length);
     expect(res.json).toContainEqual({ code: 'token_missing', name: 'tokenMissing', status: 401, messages: { fr: 'Token invalide ou expiré', en: 'No token was sent' }, fields: [] });
+    expect(res.json).toContainEqual({
+      code: 'plan_insufficient', name: 'planInsufficient', status: 403, messages: { fr: 'Plan insuffisant', en: 'Insufficient plan' }, fields: ['required', 'current_plan', 'upgrade_url'],
+    });
     const register = await documented.post('/api/v1/auth/register', { email: newEmail(), password: newPassword() }, { headers: EN });
     expect(register.status).toBe(201);
     expect(register.json).toMatchObject({ message: 'User created' });
