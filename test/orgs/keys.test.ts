@@ -142,4 +142,11 @@ describeWithServices('organization API keys (CONTRACT §22)', () => {
       await off.close();
     }
   });
+
+  it('an organization holds apiKeys.maxPerOwner keys (10 by default), the tenth created and the eleventh refused', async () => {
+    const capped = await createOrg(gw, owner, 'Capped');
+    await sql("UPDATE organizations SET plan = 'pro' WHERE id = $1", [capped]);
+    for (let n = 1; n <= 10; n++) await newKey(owner, { name: `k${n}` }, capped);
+    expect(await gw.post(keysOf(capped), { name: 'k11' }, as(owner))).toMatchObject({ status: 409, json: { code: 'api_key_limit_reached' } });
+  });
 });
