@@ -90,6 +90,7 @@ export const MUTATION_TESTS = [
   'test/credentials/assertionKeys.test.ts',
   'test/user/apiKeyActions.test.ts',
   'test/storage/operators.test.ts',
+  'test/admin/operatorTokens.test.ts',
   // End to end in this process, by the time their tests took in a first run (beforeAll aside).
   'test/pipeline/pipeline.test.ts',
   'test/guards/planList.security.test.ts',
@@ -213,7 +214,8 @@ export const ROOM_TESTS: Record<string, string[]> = {
     'src/errors/catalog.ts', 'src/errors/index.ts', 'src/errors/listing.ts', 'src/errors/messageFiles.ts', 'src/errors/messages.ts',
     'src/errors/negotiation.ts', 'src/errors/success.ts',
   ], ERROR_TESTS),
-  ...each(['src/admin/operatorPasskeys.ts', 'src/admin/operatorRoutes.ts', 'src/admin/operatorSignIn.ts', 'src/admin/operatorTokens.ts'], OPERATOR_TESTS),
+  ...each(['src/admin/operatorPasskeys.ts', 'src/admin/operatorRoutes.ts', 'src/admin/operatorSignIn.ts'], OPERATOR_TESTS),
+  'src/admin/operatorTokens.ts': ['test/admin/operatorTokens.test.ts', ...OPERATOR_TESTS],
   // The operators' SQL: its own test on a database of its own first, then the API's and sign-in's.
   'src/storage/operators/operators.ts': ['test/storage/operators.test.ts', ...OPERATOR_TESTS],
   'src/admin/routes.ts': ADMIN_TESTS,
