@@ -38,7 +38,7 @@ const BILLING_TESTS = [
 const REFUND_TESTS = ['test/guards/refundable.test.ts', 'test/guards/useRefunds.test.ts', 'test/guards/refunds.test.ts', 'test/guards/refundsNever.test.ts'];
 const HOOK_TESTS = ['test/webhooks/hooks.test.ts', 'test/webhooks/hooks.delivery.test.ts', 'test/webhooks/hooks.cascade.test.ts', 'test/webhooks/hooks.billing.test.ts'];
 const WEBHOOK_TESTS = [
-  'test/webhooks/ssrf.test.ts', 'test/webhooks/deliveries.happy.test.ts', 'test/webhooks/deliveries.error.test.ts',
+  'test/webhooks/message.test.ts', 'test/webhooks/ssrf.test.ts', 'test/webhooks/deliveries.happy.test.ts', 'test/webhooks/deliveries.error.test.ts',
   'test/webhooks/deliveries.security.test.ts', 'test/webhooks/webhooks.test.ts', 'test/webhooks/hooks.delivery.test.ts',
 ];
 const IMPORT_TESTS = ['test/import/csv.test.ts', 'test/import/formats.test.ts', 'test/import/import.test.ts', 'test/auth/importedHashes.test.ts', 'test/auth/importedHashes.http.test.ts'];
@@ -85,6 +85,7 @@ export const MUTATION_TESTS = [
   'test/orgs/orgActing.test.ts',
   'test/errors/listing.test.ts',
   'test/import/csv.test.ts',
+  'test/webhooks/message.test.ts',
   // In this process on a database of their own (seconds: a throwaway database migrated in beforeAll).
   'test/credentials/storedSecrets.test.ts',
   'test/credentials/assertionKeys.test.ts',

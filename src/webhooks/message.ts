@@ -38,13 +38,13 @@ export function signature(secret: string, id: string, timestamp: number, body: s
  * The headers of one delivery attempt; the timestamp is the attempt's, so receivers' replay windows hold on retries.
  * Several secrets (operator hooks during a rotation, §24): one signature each, space-separated, as Standard Webhooks allows.
  */
-export function deliveryHeaders(message: Pick<WebhookMessage, 'id' | 'body'>, secret: string | readonly string[], now: Date): Record<string, string> {
+export function deliveryHeaders(message: Pick<WebhookMessage, 'id' | 'body'>, secrets: readonly string[], now: Date): Record<string, string> {
   const timestamp = Math.floor(now.getTime() / 1000);
   return {
     'content-type': 'application/json',
     'user-agent': 'auth-gateway-webhooks/1',
     'webhook-id': message.id,
     'webhook-timestamp': String(timestamp),
-    'webhook-signature': (typeof secret === 'string' ? [secret] : secret).map((k) => signature(k, message.id, timestamp, message.body)).join(' '),
+    'webhook-signature': secrets.map((k) => signature(k, message.id, timestamp, message.body)).join(' '),
   };
 }
