@@ -1,29 +1,20 @@
 // src/admin/operatorTokens.ts on a database of its own: an enrolment link as the admin API and the
 // CLI print it (the console's page, a 32-byte token after #enrol=), stored hashed and spent within
 // 24 hours only. Through the console: test/admin/operatorsSignIn.test.ts.
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { ENROLMENT_MS, enrolmentLink } from '../../src/admin/operatorTokens.js';
 import { sha256Hex } from '../../src/credentials/digest.js';
-import { postgresDatabase, type Database } from '../../src/storage/database/index.js';
 import { insertOperator, spendEnrolment } from '../../src/storage/operators/operators.js';
-import { closeSql, describeWithServices, throwawayDatabase, type ThrowawayDatabase } from '../helpers/gateway.js';
+import { describeWithServices } from '../helpers/gateway.js';
+import { ownMigratedDatabase } from '../helpers/ownDatabase.js';
 
 const NOW = new Date('2026-11-28T12:00:00Z');
 
 describeWithServices('enrolment links', () => {
-  let database: ThrowawayDatabase;
-  let db: Database;
-  beforeAll(async () => {
-    database = await throwawayDatabase({ migrated: true });
-    db = postgresDatabase(database.url);
-  });
-  afterAll(async () => {
-    await db?.close();
-    await database?.drop();
-    await closeSql();
-  });
+  const own = ownMigratedDatabase();
 
   it('points at the console\'s enrolment page with a one-time token, kept hashed, that works for 24 hours', async () => {
+    const db = own();
     expect(ENROLMENT_MS).toBe(86_400_000);
     const id = (await insertOperator(db, 'enrolled@example.test', 'support', NOW))!.id;
     const token = (link: string) => /^https:\/\/admin\.example\.test\/console\/operator\.html#enrol=([A-Za-z0-9_-]{43})$/.exec(link)?.[1];

@@ -2,28 +2,21 @@
 // (the run's may hold other tests' operators): the last admin kept only when asked, by id and not
 // by position, factors counted as they go, enrolment links and tokens spent or deleted once. End
 // to end, through the admin API and the CLI: test/admin/operators*.test.ts, test/cli/operators*.test.ts.
-import { afterAll, afterEach, beforeAll, beforeEach, expect, it } from 'vitest';
-import { postgresDatabase, type Database } from '../../src/storage/database/index.js';
+import { afterEach, beforeAll, beforeEach, expect, it } from 'vitest';
+import type { Database } from '../../src/storage/database/index.js';
 import {
   createEnrolment, deleteOperatorToken, findOperatorByEmail, insertOperator, insertOperatorToken, listOperators, removeOperator, removeOperatorFactors,
   setOperatorRole, spendEnrolment, type OperatorRole,
 } from '../../src/storage/operators/operators.js';
-import { closeSql, describeWithServices, throwawayDatabase, type ThrowawayDatabase } from '../helpers/gateway.js';
+import { describeWithServices } from '../helpers/gateway.js';
+import { ownMigratedDatabase } from '../helpers/ownDatabase.js';
 
 const NOW = new Date('2026-11-28T12:00:00Z');
 
 describeWithServices('the operators\' SQL', () => {
-  let database: ThrowawayDatabase;
+  const own = ownMigratedDatabase();
   let db: Database;
-  beforeAll(async () => {
-    database = await throwawayDatabase({ migrated: true });
-    db = postgresDatabase(database.url);
-  });
-  afterAll(async () => {
-    await db?.close();
-    await database?.drop();
-    await closeSql();
-  });
+  beforeAll(() => { db = own(); });
   beforeEach(async () => { await db.query('DELETE FROM operators'); });
   afterEach(async () => { await db.query('DELETE FROM operators'); });
 
