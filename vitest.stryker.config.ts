@@ -36,7 +36,9 @@ const BILLING_TESTS = [
   'test/billing/override.test.ts', 'test/billing/support.test.ts',
 ];
 const REFUND_TESTS = ['test/guards/refundable.test.ts', 'test/guards/useRefunds.test.ts', 'test/guards/refunds.test.ts', 'test/guards/refundsNever.test.ts'];
-const HOOK_TESTS = ['test/webhooks/hooks.test.ts', 'test/webhooks/hooks.delivery.test.ts', 'test/webhooks/hooks.cascade.test.ts', 'test/webhooks/hooks.billing.test.ts'];
+const HOOK_TESTS = [
+  'test/webhooks/hookWriter.test.ts', 'test/webhooks/hooks.test.ts', 'test/webhooks/hooks.delivery.test.ts', 'test/webhooks/hooks.cascade.test.ts', 'test/webhooks/hooks.billing.test.ts',
+];
 const WEBHOOK_TESTS = [
   'test/webhooks/message.test.ts', 'test/webhooks/ssrf.test.ts', 'test/webhooks/deliveries.happy.test.ts', 'test/webhooks/deliveries.error.test.ts',
   'test/webhooks/deliveries.security.test.ts', 'test/webhooks/webhooks.test.ts', 'test/webhooks/hooks.delivery.test.ts',
@@ -92,6 +94,7 @@ export const MUTATION_TESTS = [
   'test/user/apiKeyActions.test.ts',
   'test/storage/operators.test.ts',
   'test/admin/operatorTokens.test.ts',
+  'test/webhooks/hookWriter.test.ts',
   // End to end in this process, by the time their tests took in a first run (beforeAll aside).
   'test/pipeline/pipeline.test.ts',
   'test/guards/planList.security.test.ts',
