@@ -200,8 +200,11 @@ export const ROOM_TESTS: Record<string, string[]> = {
   'src/orgActing.ts': ['test/orgs/orgActing.test.ts', ...ACTING_TESTS],
   // And organization keys': the key-org stage is theirs.
   'src/pipeline/guards/org.ts': [...ACTING_TESTS, 'test/orgs/keys.test.ts'],
-  // Every guard's stage: the ones the roles, org and scopes stages are tested by, and the pipeline's own.
-  'src/pipeline/stages.ts': ['test/pipeline/pipeline.test.ts', ...ACTING_TESTS, 'test/user/keyScopes.test.ts', 'test/guards/planAndDaily.test.ts', 'test/guards/mfaRoutes.test.ts'],
+  // Every guard's stage: the ones the roles, org and scopes stages are tested by, the pipeline's own,
+  // and the traces', which name each stage's span and its outcome.
+  'src/pipeline/stages.ts': [
+    'test/pipeline/pipeline.test.ts', ...ACTING_TESTS, 'test/user/keyScopes.test.ts', 'test/guards/planAndDaily.test.ts', 'test/guards/mfaRoutes.test.ts', 'test/telemetry/tracing.test.ts',
+  ],
   'src/pipeline/subject.ts': ['test/orgs/pooled.test.ts', 'test/orgs/acting.test.ts', 'test/billing/orgBilling.test.ts', 'test/guards/monthlyQuota.test.ts'],
   ...each([
     'src/billing/billing.ts', 'src/billing/cancel.ts', 'src/billing/meterReporter.ts', 'src/billing/operator.ts', 'src/billing/plan.ts', 'src/billing/routes.ts',

@@ -106,6 +106,9 @@ describeWithServices('traces over OTLP/HTTP', () => {
     }).toEqual({ method: 'GET', status: 200, path: `/traced/${m}`, route: '/traced', gatewayRoute: '/traced', decision: 'allow', user: String(user.id) });
     const children = spans.filter((s) => s.parentSpanId === server.spanId).map((s) => s.name).sort();
     expect(children).toEqual(['gateway.authenticate', 'gateway.daily_limit', 'gateway.plan', 'upstream']);
+    // Each stage's outcome: authenticate says how the caller came in, the others that they let it on.
+    const outcomes = Object.fromEntries(spans.filter((s) => s.parentSpanId === server.spanId && s.name !== 'upstream').map((s) => [s.name, attr(s, 'gateway.outcome')]));
+    expect(outcomes).toEqual({ 'gateway.authenticate': 'authenticated', 'gateway.daily_limit': 'allow', 'gateway.plan': 'allow' });
     const call = spans.find((s) => s.name === 'upstream')!;
     expect(call.kind).toBe(3); // CLIENT
     expect(call.spanId).toBe(parentId);
@@ -178,11 +181,15 @@ describeWithServices('traces over OTLP/HTTP', () => {
     }
   });
 
-  it('a denial: the span says which, and nothing is called upstream', async () => {
+  it('a denial: the span says which, and so does the stage that refused; nothing is called upstream', async () => {
     const m = marker();
-    const res = await gw.get(`/traced/${m}`);
+    const traceId = 'f6'.padStart(32, '0');
+    const res = await gw.get(`/traced/${m}`, { headers: { traceparent: `00-${traceId}-${'5'.repeat(16)}-01` } });
     expect(res.status).toBe(401);
     await eventually(() => collector.spans.some((s) => s.name === 'GET /traced' && attr(s, 'gateway.decision') === 'tokenInvalid'), 5000);
+    await eventually(() => traceOf(traceId).some((s) => s.name === 'gateway.authenticate'), 5000);
+    // No credential is told as an invalid one (telemetryName), and no stage after the refusal ran.
+    expect(traceOf(traceId).filter((s) => s.name.startsWith('gateway.')).map((s) => [s.name, attr(s, 'gateway.outcome')])).toEqual([['gateway.authenticate', 'tokenInvalid']]);
     expect(upstream.count(m)).toBe(0);
   });
 
