@@ -50,6 +50,15 @@ describeWithServices('the hook writer', () => {
     expect(new Set(written.map((r) => r.id)).size).toBe(2);
   });
 
+  it('stamps a message with the time it is written when given no clock (the CLI\'s writer)', async () => {
+    const before = Date.now();
+    await hookWriterOf({ hooks: hooks(['user.deleted']), webhooks: { retries: 0 } }, db)!.write([{ type: 'user.deleted', subject: userSubject(9), data: {} }]);
+    const [row] = await rows();
+    const stamped = Date.parse(JSON.parse(row!.body).timestamp);
+    expect(stamped).toBeGreaterThanOrEqual(before);
+    expect(stamped).toBeLessThanOrEqual(Date.now());
+  });
+
   it('reads hooks: as it is now: none configured, it is inactive, wants nothing and writes nothing', async () => {
     let now: HooksConfig | undefined = hooks(['user.deleted']);
     const writer = new HookWriter({ db, config: () => now, retries: 0, clock: () => NOW });
