@@ -21,10 +21,16 @@ export function counts(sub: Pick<StoredSubscription, 'status' | 'past_due_since'
   return now.getTime() < sub.past_due_since.getTime() + graceDays * DAY_MS;
 }
 
-/** How plans rank: the order of plans.limits (the one listed latest wins), else free < premium < pro; no plan ranks -1, below all. */
+/**
+ * How plans rank: the order of plans.limits (the one listed latest wins) above all others, then a
+ * plan only a route's `plans:` names, then free < premium < pro; no plan ranks -1, below all.
+ */
 function rank(plans: Config['plans'], plan: string | undefined): number {
-  const listed = Object.keys(plans.limits).indexOf(plan as string);
-  return listed >= 0 ? listed + BASE_PLANS.length : BASE_PLANS.indexOf(plan as (typeof BASE_PLANS)[number]);
+  if (plan === undefined) return -1;
+  const listed = Object.keys(plans.limits).indexOf(plan);
+  if (listed >= 0) return BASE_PLANS.length + 1 + listed;
+  const base = BASE_PLANS.indexOf(plan as (typeof BASE_PLANS)[number]);
+  return base >= 0 ? base : BASE_PLANS.length;
 }
 
 /** The plan a subscription's prices give when it counts: the highest of its listed prices' plans; undefined when none is listed. */
@@ -32,7 +38,8 @@ export function planOfPrices(prices: readonly string[], inputs: Pick<PlanInputs,
   let best: string | undefined;
   for (const price of prices) {
     const plan = Object.hasOwn(inputs.prices, price) ? inputs.prices[price]! : undefined;
-    if (plan !== undefined && rank(inputs.plans, plan) > rank(inputs.plans, best)) best = plan;
+    // A price not listed gives undefined, which ranks -1: never above what was found.
+    if (rank(inputs.plans, plan) > rank(inputs.plans, best)) best = plan;
   }
   return best;
 }

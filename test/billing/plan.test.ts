@@ -6,7 +6,8 @@ import type { Config } from '../../src/config/schema.js';
 
 const NOW = new Date('2026-11-26T12:00:00Z');
 const DAY = 86_400_000;
-const PRICES = { p_premium: 'premium', p_pro: 'pro', p_team: 'team' };
+// team and enterprise: plans a route's `plans:` names, with no plans.limits entry unless a case gives one.
+const PRICES = { p_premium: 'premium', p_pro: 'pro', p_team: 'team', p_enterprise: 'enterprise' };
 const plansOf = (limits: Record<string, object>) => ({ limits, upgradeUrl: '/up' }) as unknown as Config['plans'];
 const sub = (status: string, prices: string[], pastDueDaysAgo?: number) => ({
   status, prices, past_due_since: pastDueDaysAgo === undefined ? null : new Date(NOW.getTime() - pastDueDaysAgo * DAY),
@@ -30,6 +31,10 @@ describe('planFromSubscriptions', () => {
     ['one subscription\'s highest price, listed first, before an unlisted one', [sub('active', ['p_pro', 'p_premium', 'p_addon'])], {}, 'pro'],
     ['a canceled subscription that had been past due gives nothing, even within the grace', [sub('canceled', ['p_pro'], 1)], {}, 'free'],
     ['past_due without its date gives nothing', [sub('past_due', ['p_pro'])], {}, 'free'],
+    ['a plan only a route names is given by its price', [sub('active', ['p_team'])], {}, 'team'],
+    ['a plan only a route names ranks above the spec\'s three', [sub('active', ['p_pro']), sub('active', ['p_team'])], {}, 'team'],
+    ['and below a plan listed in plans.limits', [sub('active', ['p_team', 'p_premium'])], { premium: {} }, 'premium'],
+    ['two plans only routes name: the first price\'s', [sub('active', ['p_enterprise', 'p_team'])], {}, 'enterprise'],
   ];
   it.each(cases)('%s', (_name, subs, limits, expected) => {
     expect(planFromSubscriptions(subs, { prices: PRICES, plans: plansOf(limits), graceDays: 7, now: NOW })).toBe(expected);
