@@ -44,7 +44,9 @@ const WEBHOOK_TESTS = [
   'test/webhooks/deliveries.security.test.ts', 'test/webhooks/webhooks.test.ts', 'test/webhooks/hooks.delivery.test.ts',
 ];
 const IMPORT_TESTS = ['test/import/csv.test.ts', 'test/import/formats.test.ts', 'test/import/import.test.ts', 'test/auth/importedHashes.test.ts', 'test/auth/importedHashes.http.test.ts'];
-const ERROR_TESTS = ['test/errors/listing.test.ts', 'test/errors/catalog.test.ts', 'test/docs/errors.test.ts', 'test/errors/shapes.test.ts', 'test/errors/locale.test.ts'];
+const ERROR_TESTS = [
+  'test/errors/negotiation.test.ts', 'test/errors/listing.test.ts', 'test/errors/catalog.test.ts', 'test/docs/errors.test.ts', 'test/errors/shapes.test.ts', 'test/errors/locale.test.ts',
+];
 const OPERATOR_TESTS = [
   'test/admin/operators.test.ts', 'test/admin/operatorsSignIn.test.ts', 'test/admin/operatorPasskeys.test.ts', 'test/admin/operatorsKeyRotation.test.ts',
   'test/admin/adminKey.security.test.ts',
@@ -89,6 +91,7 @@ export const MUTATION_TESTS = [
   'test/import/csv.test.ts',
   'test/webhooks/message.test.ts',
   'test/domains/names.test.ts',
+  'test/errors/negotiation.test.ts',
   // In this process on a database of their own (seconds: a throwaway database migrated in beforeAll).
   'test/credentials/storedSecrets.test.ts',
   'test/credentials/assertionKeys.test.ts',
