@@ -46,7 +46,7 @@ const WEBHOOK_TESTS = [
 const IMPORT_TESTS = ['test/import/csv.test.ts', 'test/import/formats.test.ts', 'test/import/import.test.ts', 'test/auth/importedHashes.test.ts', 'test/auth/importedHashes.http.test.ts'];
 const ERROR_TESTS = [
   'test/errors/negotiation.test.ts', 'test/errors/messages.test.ts', 'test/errors/listing.test.ts', 'test/errors/catalog.test.ts',
-  'test/docs/errors.test.ts', 'test/errors/shapes.test.ts', 'test/errors/locale.test.ts',
+  'test/errors/messageFiles.test.ts', 'test/docs/errors.test.ts', 'test/errors/shapes.test.ts', 'test/errors/locale.test.ts',
 ];
 const OPERATOR_TESTS = [
   'test/admin/operators.test.ts', 'test/admin/operatorsSignIn.test.ts', 'test/admin/operatorPasskeys.test.ts', 'test/admin/operatorsKeyRotation.test.ts',
@@ -94,6 +94,7 @@ export const MUTATION_TESTS = [
   'test/domains/names.test.ts',
   'test/errors/negotiation.test.ts',
   'test/errors/messages.test.ts',
+  'test/errors/messageFiles.test.ts',
   // In this process on a database of their own (seconds: a throwaway database migrated in beforeAll).
   'test/credentials/storedSecrets.test.ts',
   'test/credentials/assertionKeys.test.ts',
