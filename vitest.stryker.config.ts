@@ -68,7 +68,7 @@ const KEY_TESTS = [
 const each = (files: string[], tests: string[]) => Object.fromEntries(files.map((file) => [file, tests]));
 // CONTRACT §31's rooms: SAML against a scripted IdP (the SimpleSAMLphp run is the system tier's), SCIM's directory.
 const SAML_TESTS = ['test/sso/saml.test.ts', 'test/sso/samlRefusals.test.ts'];
-const SCIM_TESTS = ['test/scim/tokens.test.ts', 'test/scim/provisioning.test.ts', 'test/scim/deprovisioning.test.ts', 'test/scim/filter.test.ts'];
+const SCIM_TESTS = ['test/scim/values.test.ts', 'test/scim/tokens.test.ts', 'test/scim/provisioning.test.ts', 'test/scim/deprovisioning.test.ts', 'test/scim/filter.test.ts'];
 
 export const MUTATION_TESTS = [
   // Unit tests of the pure functions: milliseconds each.
@@ -95,6 +95,8 @@ export const MUTATION_TESTS = [
   'test/errors/negotiation.test.ts',
   'test/errors/messages.test.ts',
   'test/errors/messageFiles.test.ts',
+  'test/scim/values.test.ts',
+  'test/scim/filter.test.ts',
   // In this process on a database of their own (seconds: a throwaway database migrated in beforeAll).
   'test/credentials/storedSecrets.test.ts',
   'test/credentials/assertionKeys.test.ts',
