@@ -40,7 +40,7 @@ const HOOK_TESTS = [
   'test/webhooks/hookWriter.test.ts', 'test/webhooks/hooks.test.ts', 'test/webhooks/hooks.delivery.test.ts', 'test/webhooks/hooks.cascade.test.ts', 'test/webhooks/hooks.billing.test.ts',
 ];
 const WEBHOOK_TESTS = [
-  'test/webhooks/message.test.ts', 'test/webhooks/ssrf.test.ts', 'test/webhooks/deliveries.happy.test.ts', 'test/webhooks/deliveries.error.test.ts',
+  'test/webhooks/message.test.ts', 'test/webhooks/emitter.test.ts', 'test/webhooks/ssrf.test.ts', 'test/webhooks/deliveries.happy.test.ts', 'test/webhooks/deliveries.error.test.ts',
   'test/webhooks/deliveries.security.test.ts', 'test/webhooks/webhooks.test.ts', 'test/webhooks/hooks.delivery.test.ts',
 ];
 const IMPORT_TESTS = ['test/import/csv.test.ts', 'test/import/formats.test.ts', 'test/import/import.test.ts', 'test/auth/importedHashes.test.ts', 'test/auth/importedHashes.http.test.ts'];
@@ -104,6 +104,7 @@ export const MUTATION_TESTS = [
   'test/storage/operators.test.ts',
   'test/admin/operatorTokens.test.ts',
   'test/webhooks/hookWriter.test.ts',
+  'test/webhooks/emitter.test.ts',
   // End to end in this process, by the time their tests took in a first run (beforeAll aside).
   'test/pipeline/pipeline.test.ts',
   'test/guards/planList.security.test.ts',
