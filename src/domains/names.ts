@@ -32,9 +32,9 @@ export function emailDomain(email: string): string | undefined {
  * everyone's), not a public mail domain.
  */
 export function claimable(domain: string, publicMail: ReadonlySet<string>): boolean {
-  if (isIP(domain) || isIP(domain.replace(/^\[(.*)\]$/, '$1'))) return false;
+  // An IP address, bracketed or not, has no public suffix in tldts' reading (names.test.ts holds it).
   const parsed = parse(domain, { allowPrivateDomains: true });
-  if (parsed.isIp || !parsed.publicSuffix || parsed.publicSuffix === domain) return false;
+  if (!parsed.publicSuffix || parsed.publicSuffix === domain) return false;
   return !publicMail.has(domain);
 }
 

@@ -37,6 +37,9 @@ describe('a domain\'s stored form', () => {
     expect(normalizeDomain(`${at253}x`)).toBeUndefined();
     expect(normalizeDomain(`${'a.'.repeat(512)}com`)).toBeUndefined();
     expect(normalizeDomain(` ${'a.'.repeat(511)}c`)).toBeUndefined();
+    // Over 1024 characters nothing is read, even a name that spaces pad; 1024 are read.
+    expect(normalizeDomain(`${' '.repeat(1013)}example.com`)).toBe('example.com');
+    expect(normalizeDomain(`${' '.repeat(1014)}example.com`)).toBeUndefined();
   });
 
   it('returns an IP address as it is written (lower-case), for the caller to refuse', () => {
@@ -44,6 +47,9 @@ describe('a domain\'s stored form', () => {
     expect(normalizeDomain('192.0.2.1.')).toBe('192.0.2.1');
     expect(normalizeDomain('2001:DB8::1')).toBe('2001:db8::1');
     expect(normalizeDomain('[2001:DB8::1]')).toBe('[2001:db8::1]');
+    // Brackets only around the whole address.
+    expect(normalizeDomain('::[1]')).toBeUndefined();
+    expect(normalizeDomain('[::]1')).toBeUndefined();
   });
 
   it('reads an email\'s domain after its last @, in the stored form; nothing without an @', () => {
@@ -51,6 +57,7 @@ describe('a domain\'s stored form', () => {
     expect(emailDomain('"a@b"@corp.example')).toBe('corp.example');
     expect(emailDomain('jo.example.com')).toBeUndefined();
     expect(emailDomain('jo@')).toBeUndefined();
+    expect(emailDomain('@corp.example')).toBe('corp.example');
   });
 
   it('names the TXT record that proves a domain', () => {
@@ -73,6 +80,8 @@ describe('which domains may be claimed', () => {
     expect(claimable('192.0.2.1', none)).toBe(false);
     expect(claimable('2001:db8::1', none)).toBe(false);
     expect(claimable('[2001:db8::1]', none)).toBe(false);
+    expect(claimable('::ffff:192.0.2.1', none)).toBe(false);
+    expect(claimable('10.0.0.1', none)).toBe(false);
     expect(claimable('gmail.com', new Set(['gmail.com']))).toBe(false);
     expect(claimable('corp.gmail.com', new Set(['gmail.com']))).toBe(true);
   });
