@@ -98,6 +98,16 @@ describe('public mail domains', () => {
     expect(parseDomainList(`${'x'.repeat(100)}\n`).problems).toEqual([`line 1: "${'x'.repeat(80)}" is not a domain name`]);
   });
 
+  it('ships each domain once, in its stored form, a name anyone may register under a public suffix', () => {
+    expect(SHIPPED_PUBLIC_MAIL_DOMAINS.length).toBeGreaterThanOrEqual(60);
+    expect(new Set(SHIPPED_PUBLIC_MAIL_DOMAINS).size).toBe(SHIPPED_PUBLIC_MAIL_DOMAINS.length);
+    for (const domain of SHIPPED_PUBLIC_MAIL_DOMAINS) {
+      expect(normalizeDomain(domain), domain).toBe(domain);
+      expect(claimable(domain, new Set()), domain).toBe(true);
+      expect(claimable(domain, new Set(SHIPPED_PUBLIC_MAIL_DOMAINS)), domain).toBe(false);
+    }
+  });
+
   it('the shipped list, with a file\'s domains added; a file with a line that is no domain stops the start, naming it', async () => {
     expect(await publicMailDomains(undefined)).toEqual(new Set(SHIPPED_PUBLIC_MAIL_DOMAINS));
     expect(SHIPPED_PUBLIC_MAIL_DOMAINS).toContain('gmail.com');
