@@ -7,7 +7,7 @@ import type { Config } from '../../src/config/schema.js';
 const NOW = new Date('2026-11-26T12:00:00Z');
 const DAY = 86_400_000;
 // team and enterprise: plans a route's `plans:` names, with no plans.limits entry unless a case gives one.
-const PRICES = { p_premium: 'premium', p_pro: 'pro', p_team: 'team', p_enterprise: 'enterprise' };
+const PRICES = { p_free: 'free', p_premium: 'premium', p_pro: 'pro', p_team: 'team', p_enterprise: 'enterprise' };
 const plansOf = (limits: Record<string, object>) => ({ limits, upgradeUrl: '/up' }) as unknown as Config['plans'];
 const sub = (status: string, prices: string[], pastDueDaysAgo?: number) => ({
   status, prices, past_due_since: pastDueDaysAgo === undefined ? null : new Date(NOW.getTime() - pastDueDaysAgo * DAY),
@@ -34,6 +34,8 @@ describe('planFromSubscriptions', () => {
     ['a plan only a route names is given by its price', [sub('active', ['p_team'])], {}, 'team'],
     ['a plan only a route names ranks above the spec\'s three', [sub('active', ['p_pro']), sub('active', ['p_team'])], {}, 'team'],
     ['and below a plan listed in plans.limits', [sub('active', ['p_team', 'p_premium'])], { premium: {} }, 'premium'],
+    ['a free price (a free tier\'s subscription) ranks below premium', [sub('active', ['p_free']), sub('active', ['p_premium'])], {}, 'premium'],
+    ['and below a plan only a route names', [sub('active', ['p_free', 'p_team'])], {}, 'team'],
     ['two plans only routes name: the first price\'s', [sub('active', ['p_enterprise', 'p_team'])], {}, 'enterprise'],
   ];
   it.each(cases)('%s', (_name, subs, limits, expected) => {
