@@ -172,7 +172,10 @@ describeWithServices('the pipeline: route × credential → decision (no listene
     expect(await as('pro key', String(orgId))).toMatchObject({ kind: 'deny', denial: { code: 'orgAccessDenied' } });
     expect(await as('premium', 'x1')).toMatchObject({ kind: 'deny', denial: { code: 'badRequest' } });
     expect(await as('none', String(orgId))).toMatchObject({ kind: 'deny', denial: { code: 'tokenMissing' } });
-    expect(await as('none', String(orgId), '/shared')).toMatchObject({ kind: 'deny', denial: { code: 'tokenInvalid' } });
+    // Gateway-Org without a credential where one is optional: told as a token that failed.
+    expect(await as('none', String(orgId), '/shared')).toMatchObject({
+      kind: 'deny', denial: { code: 'tokenInvalid', headers: { 'www-authenticate': 'Bearer realm="gateway", error="invalid_token"' } },
+    });
     expect(await as('premium', String(orgId), '/orders/1')).toMatchObject({ kind: 'deny', denial: { code: 'orgNotApplicable' } });
     // A route whose roles leave admins out refuses an admin as any other role it does not name;
     // its owner passes.
@@ -183,10 +186,18 @@ describeWithServices('the pipeline: route × credential → decision (no listene
     expect(await as('pro', String(owned), '/owners/1')).toMatchObject({ kind: 'allow', org: { id: owned, role: 'owner' } });
   });
 
-  it('counts a free user\'s daily use once: allowed, then 429 with the RateLimit fields', async () => {
+  it('counts a free user\'s daily use once: allowed, then 429 with the RateLimit fields; each tallied, the refusal counted for the owner\'s day', async () => {
+    const quota = (outcome: string) => instance.metrics.tallies.quotas.get(`daily\0free\0/races\0${outcome}`) ?? 0;
+    const before = [quota('admitted'), quota('refused')];
     const free = await decide('GET', '/races', 'free');
     expect(free).toMatchObject({ kind: 'allow', responseHeaders: { 'ratelimit-policy': '"daily";q=1;w=86400' } });
-    expect(await decide('GET', '/races', 'free')).toMatchObject({ kind: 'deny', denial: { code: 'dailyLimitReached' } });
+    expect([quota('admitted'), quota('refused')]).toEqual([before[0]! + 1, before[1]]);
+    expect(await decide('GET', '/races', 'free')).toMatchObject({
+      kind: 'deny', denial: { code: 'dailyLimitReached', headers: { 'ratelimit-policy': '"daily";q=1;w=86400', 'ratelimit': expect.stringMatching(/^"daily";r=0;t=\d+$/) } },
+    });
+    expect([quota('admitted'), quota('refused')]).toEqual([before[0]! + 1, before[1]! + 1]);
+    await instance.denials.flush();
+    expect(await instance.db.query('SELECT denied FROM usage_days WHERE user_id = $1', [ids.free])).toEqual([{ denied: 1 }]);
   });
 
   it('a path that cannot be read one way only is a 400, for a proxy that asks and for the gateway forwarding', async () => {
