@@ -44,7 +44,10 @@ describe('filling a text', () => {
 });
 
 describe('a text in a language', () => {
-  const overrides = new Map([['fr', { token_missing: 'Jeton absent', user_created: 'Bienvenue' }], ['de', { password_too_short: 'Passwort zu kurz (min {min})', email_invalid: 'Ungültige E-Mail' }]]);
+  const overrides = new Map<string, Record<string, string>>([
+    ['fr', { token_missing: 'Jeton absent', user_created: 'Bienvenue' }],
+    ['de', { password_too_short: 'Passwort zu kurz (min {min})', email_invalid: 'Ungültige E-Mail' }],
+  ]);
   const style: ErrorStyle = { codes: false, language: 'negotiate', languages: ['fr', 'en', 'de'], overrides };
 
   it('the built-in French or English, English for any other language', () => {

@@ -234,6 +234,21 @@ describeWithServices('the pipeline: route × credential → decision (no listene
     const guard = (credential: Credential) => instance.pipeline.guard({ auth: 'required' }, headers[credential], instance.live.current);
     expect(await guard('free')).toMatchObject({ kind: 'pass', auth: { kind: 'authenticated', user: { id: ids.free } }, responseHeaders: undefined });
     expect(await guard('none')).toMatchObject({ kind: 'deny', denial: { code: 'tokenMissing' } });
+    // Own endpoints act for the user: Gateway-Org is not read there, not even a malformed one.
+    expect(await instance.pipeline.guard({ auth: 'required' }, { ...headers.free, 'gateway-org': 'x1' }, instance.live.current))
+      .toMatchObject({ kind: 'pass', auth: { user: { id: ids.free } } });
+  });
+
+  it('the guard\'s policies: a bearer sign-in only, a second factor', async () => {
+    const guard = (policy: Parameters<Instance['pipeline']['guard']>[0], credential: Credential) => instance.pipeline.guard(policy, headers[credential], instance.live.current);
+    expect(await guard({ auth: 'required', bearerOnly: true }, 'pro key')).toMatchObject({ kind: 'deny', denial: { code: 'apiKeyNotAccepted' } });
+    expect(await guard({ auth: 'required', bearerOnly: true }, 'pro')).toMatchObject({ kind: 'pass', auth: { user: { id: ids.pro } } });
+    expect(await guard({ auth: 'optional', bearerOnly: true }, 'none')).toMatchObject({ kind: 'pass', auth: { kind: 'anonymous' } });
+    // mfa: required implies a credential, even where auth is none; a password sign-in or a key is not enough.
+    expect(await guard({ auth: 'none', mfa: 'required' }, 'none')).toMatchObject({ kind: 'deny', denial: { code: 'tokenMissing' } });
+    expect(await guard({ auth: 'required', mfa: 'required' }, 'free')).toMatchObject({ kind: 'deny', denial: { code: 'mfaRequired' } });
+    expect(await guard({ auth: 'required', mfa: 'required' }, 'pro key')).toMatchObject({ kind: 'deny', denial: { code: 'mfaRequired' } });
+    expect(await guard({ auth: 'required', mfa: 'optional' }, 'free')).toMatchObject({ kind: 'pass' });
   });
 
   describe('authenticate (pipeline/guards/authenticate.ts): the bearer token first, then X-API-Key', () => {
