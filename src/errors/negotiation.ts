@@ -12,11 +12,11 @@ function preferences(header: string | undefined): Preference[] {
   if (!header) return [];
   const out: Preference[] = [];
   for (const part of header.split(',')) {
-    const [value = '', ...params] = part.split(';').map((p) => p.trim().toLowerCase());
+    const [value, ...params] = part.split(';').map((p) => p.trim().toLowerCase());
     if (!value) continue;
     let q = 1;
     for (const param of params) {
-      const m = /^q=([01](?:\.\d{0,3})?)$/.exec(param.replace(/\s+/g, ''));
+      const m = /^q=([01](?:\.\d{0,3})?)$/.exec(param.replace(/\s/g, ''));
       if (param.startsWith('q')) q = m ? Math.min(1, Number(m[1])) : 0;
     }
     out.push({ value, q });
@@ -32,8 +32,7 @@ const PROBLEM = 'application/problem+json';
  * range alone never asks for problem details: a browser's *\/* keeps the spec's body.
  */
 export function wantsProblem(accept: string | undefined): boolean {
-  // Media types are case-insensitive (RFC 9110 §8.3.1): `APPLICATION/PROBLEM+JSON` asks too.
-  if (accept === undefined || !/problem/i.test(accept)) return false;
+  // Media types are case-insensitive (RFC 9110 §8.3.1): `APPLICATION/PROBLEM+JSON` asks too (preferences lower-cases).
   const entries = preferences(accept);
   const problem = entries.find((e) => e.value === PROBLEM);
   if (!problem || problem.q <= 0) return false;

@@ -34,6 +34,8 @@ describe('Accept: problem details', () => {
     ['application/problem+json;q=2', false],
     ['application/problem+json;q=0.1234', false],
     ['application/problem+json;q=abc', false],
+    ['application/problem+json;qq=0.5', false],
+    ['application/problem+json;\tq=0.5', true],
     ['application/problem+json;q=1.5, application/json', true],
     ['application/problem+json;q=1.000, application/json;q=1', true],
     // Other parameters change nothing.
