@@ -40,7 +40,7 @@ function paramText(param: Param, language: Language): string {
   if (typeof param !== 'object') return String(param);
   if ('list' in param) {
     const { list } = param;
-    return list.length > 1 ? `${list.slice(0, -1).join(', ')} ${LIST_WORD[language] ?? LIST_WORD.en} ${list.at(-1)}` : list.join('');
+    return list.length > 1 ? `${list.slice(0, -1).join(', ')} ${LIST_WORD[language] ?? LIST_WORD.en} ${list.at(-1)}` : list[0] ?? '';
   }
   const noun = param.nouns[language] ?? param.nouns.en ?? Object.values(param.nouns)[0]!;
   return param.count === 1 ? noun.one : noun.many;
