@@ -29,14 +29,15 @@ describe('an operator\'s messages folder', () => {
 
   it('reads each <lang>.json (other files ignored) into the texts of its language', async () => {
     const dir = await folder('good', {
-      'en.json': { token_missing: 'No credential', password_too_short: 'At least {min} characters, please' },
+      // A text may say the nouns its own way ({characters}, {noun}): every other placeholder it keeps.
+      'en.json': { token_missing: 'No credential', password_too_short: 'At least {min}, please', daily_limit_reached: 'Daily limit reached ({plan}: {limit}/day)' },
       'pt-br.json': { user_created: 'Usuário criado' },
       'README.md': 'not read',
     });
     const { overrides, problems } = await readMessageFiles(dir);
     expect(problems).toEqual([]);
     expect([...overrides.keys()]).toEqual(['en', 'pt-br']);
-    expect(overrides.get('en')).toEqual({ token_missing: 'No credential', password_too_short: 'At least {min} characters, please' });
+    expect(overrides.get('en')).toEqual({ token_missing: 'No credential', password_too_short: 'At least {min}, please', daily_limit_reached: 'Daily limit reached ({plan}: {limit}/day)' });
   });
 
   it('names every problem of every file, in the files\' order, and keeps none of a file that has one', async () => {
