@@ -24,7 +24,7 @@ export const isObject = (value: unknown): value is Record<string, unknown> => va
 
 /** The PATCH `op`, read case-insensitively as Entra ID sends it (`Replace`, `Add`). */
 export function opName(value: unknown): 'add' | 'replace' | 'remove' {
-  const op = typeof value === 'string' ? value.toLowerCase() : '';
+  const op = typeof value === 'string' ? value.toLowerCase() : undefined;
   if (op === 'add' || op === 'replace' || op === 'remove') return op;
   return invalidValue('op must be add, replace or remove');
 }

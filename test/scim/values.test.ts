@@ -20,7 +20,7 @@ const PATCH = 'urn:ietf:params:scim:api:messages:2.0:PatchOp';
 describe('SCIM values', () => {
   it('a boolean as JSON or as Entra ID\'s strings, in any case; nothing else', () => {
     expect([true, false, 'True', 'FALSE', 'true', 'false'].map((v) => bool(v, 'active'))).toEqual([true, false, true, false, true, false]);
-    for (const bad of ['yes', ' true', 'true ', 'truefalse', 1, 0, null, undefined, {}]) {
+    for (const bad of ['yes', ' true', 'true ', 'truefalse', 1, 0, null, undefined, {}, ['true']]) {
       expect(read(() => bool(bad, 'active')), JSON.stringify(bad)).toBe('400 invalidValue: active must be a boolean');
     }
   });
