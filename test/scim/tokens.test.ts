@@ -88,6 +88,15 @@ describeWithServices('SCIM tokens (CONTRACT §31)', () => {
     expect(refused).toMatchObject(scimRefusal);
     expect(refused.headers['content-type']).toMatch(/^application\/scim\+json/);
     expect(refused.headers['www-authenticate']).toBe('Bearer realm="scim"');
+    expect(refused.json.detail).toBe('A SCIM token of this organization is required (Authorization: Bearer)');
+    // The scheme in any case, one space or more (RFC 9110 §11.1); nothing after the token.
+    const users = `/scim/v2/orgs/${orgId}/Users`;
+    expect((await gw.get(users, { headers: { authorization: `bearer ${token}` } })).status).toBe(200);
+    expect((await gw.get(users, { headers: { authorization: `Bearer   ${token}` } })).status).toBe(200);
+    expect(await gw.get(users, { headers: { authorization: `Bearer ${token} x` } })).toMatchObject(scimRefusal);
+    expect(await gw.get(users, { headers: { authorization: `Basic ${token}` } })).toMatchObject(scimRefusal);
+    expect(await gw.get(users, { headers: { authorization: `XBearer ${token}` } })).toMatchObject(scimRefusal);
+    expect(await gw.get(users, { headers: { authorization: token } })).toMatchObject(scimRefusal);
     const pro = await makeUser(gw, { plan: 'pro' });
     const key = await gw.post('/api/v1/user/api-keys', { name: 'k' }, { headers: bearer(pro.access) });
     expect(key.status, key.text).toBe(201);
