@@ -237,7 +237,8 @@ export const ROOM_TESTS: Record<string, string[]> = {
   // The operators' SQL: its own test on a database of its own first, then the API's and sign-in's.
   'src/storage/operators/operators.ts': ['test/storage/operators.test.ts', ...OPERATOR_TESTS],
   'src/admin/routes.ts': ADMIN_TESTS,
-  'src/auth/signIn.ts': SIGN_IN_TESTS,
+  // And SAML's: the one way in whose login.succeeded names its method and whose session keeps its connection.
+  'src/auth/signIn.ts': [...SIGN_IN_TESTS, 'test/sso/saml.test.ts'],
   ...each(['src/auth/passkeys/ceremony.ts', 'src/auth/passkeys/routes.ts'], PASSKEY_TESTS),
   'src/pipeline/guards/scopes.ts': ['test/guards/scopes.test.ts', 'test/user/keyScopes.test.ts'],
   // With the OpenAPI document, which its route's schema is part of (docs/openapi.json, committed).

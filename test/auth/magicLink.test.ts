@@ -19,6 +19,10 @@ const SUBJECT = 'Votre lien de connexion';
 const MAGIC_LINK = { url: 'https://app.example.test/magic?token={token}' };
 const MINUTE = 60_000;
 
+/** Whether `gw` logged `msg` for the user (the sign-in's own line, CONTRACT §14's way in named). */
+const logged = (gw: TestGateway, msg: string, userId: number) =>
+  gw.logs.some((line) => { const entry = JSON.parse(line) as { msg?: string; userId?: number }; return entry.msg === msg && entry.userId === userId; });
+
 describeWithServices('magic links', () => {
   let smtp: SmtpCatcher;
   let a: TestGateway;
@@ -61,6 +65,7 @@ describeWithServices('magic links', () => {
     const before = Math.floor(clock().getTime() / 1000);
     const signIn = await a.post(VERIFY, { token: mail.token });
     expect(signIn.status).toBe(200);
+    expect(logged(a, 'login by magic link', user.id)).toBe(true);
     expect(signIn.json).toEqual({ access_token: expect.any(String), refresh_token: expect.any(String), token_type: 'Bearer', plan: 'free' });
     expect(claims(signIn.json.access_token)).toMatchObject({ sub: String(user.id), amr: ['email'], acr: 'aal1' });
     expect(claims(signIn.json.access_token).auth_time).toBeGreaterThanOrEqual(before);
@@ -138,6 +143,7 @@ describeWithServices('magic links', () => {
       const challenge = await b.post(VERIFY, { token: mail.token });
       expect(challenge.status).toBe(403);
       expect(challenge.json).toEqual({ error: 'Code à deux facteurs requis', mfa_token: expect.any(String), methods: ['totp', 'recovery_code'] });
+      expect(logged(b, 'magic link: second factor required', user.id)).toBe(true);
       const verified = await a.post('/api/v1/auth/mfa/verify', { mfa_token: challenge.json.mfa_token, code: code() });
       expect(verified.status).toBe(200);
       expect(claims(verified.json.access_token)).toMatchObject({ amr: ['email', 'otp', 'mfa'], acr: 'aal2' });
