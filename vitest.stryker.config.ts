@@ -149,6 +149,7 @@ export const MUTATION_TESTS = [
   'test/errors/catalog.test.ts',
   'test/docs/errors.test.ts',
   'test/auth/importedHashes.test.ts',
+  'test/billing/cancelOnDelete.test.ts',
   ...new Set([
     ...ORG_TESTS, ...ACTING_TESTS, ...BILLING_TESTS, ...REFUND_TESTS, ...HOOK_TESTS, ...WEBHOOK_TESTS, ...IMPORT_TESTS, ...ERROR_TESTS,
     ...OPERATOR_TESTS, ...ADMIN_TESTS, ...SIGN_IN_TESTS, ...PASSKEY_TESTS, ...KEY_TESTS, ...CONSOLE_TESTS,
@@ -218,9 +219,11 @@ export const ROOM_TESTS: Record<string, string[]> = {
   ],
   'src/pipeline/subject.ts': ['test/orgs/pooled.test.ts', 'test/orgs/acting.test.ts', 'test/billing/orgBilling.test.ts', 'test/guards/monthlyQuota.test.ts'],
   ...each([
-    'src/billing/billing.ts', 'src/billing/cancel.ts', 'src/billing/meterReporter.ts', 'src/billing/operator.ts', 'src/billing/plan.ts', 'src/billing/routes.ts',
+    'src/billing/billing.ts', 'src/billing/meterReporter.ts', 'src/billing/operator.ts', 'src/billing/plan.ts', 'src/billing/routes.ts',
     'src/billing/stripe.ts',
   ], BILLING_TESTS),
+  // Every way an owner goes: a user's deletion and erasure, an organization's.
+  'src/billing/cancel.ts': ['test/billing/cancelOnDelete.test.ts', 'test/billing/cancelOrgOnDelete.test.ts'],
   'src/pipeline/guards/refunds.ts': REFUND_TESTS,
   'src/time.ts': ['test/time.test.ts', 'test/guards/quota.test.ts', 'test/guards/monthlyQuota.test.ts', 'test/guards/planAndDaily.test.ts'],
   ...each(['src/hooks/fromAudit.ts', 'src/hooks/hooks.ts'], HOOK_TESTS),

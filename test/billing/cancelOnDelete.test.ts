@@ -50,7 +50,7 @@ describeWithServices('a deleted account stops its subscriptions at period end', 
   });
 
   /** A subscription of the user, stored as the webhook would have and known to the fake. */
-  async function subscribe(user: TestUser, status: 'active' | 'canceled'): Promise<string> {
+  async function subscribe(user: TestUser, status: 'active' | 'trialing' | 'past_due' | 'unpaid' | 'incomplete' | 'canceled'): Promise<string> {
     const id = `sub_${randomBytes(6).toString('hex')}`;
     const customer = `cus_${randomBytes(6).toString('hex')}`;
     stripe.setSubscription({ id, customer, status, prices: ['price_premium_monthly'] });
@@ -87,6 +87,16 @@ describeWithServices('a deleted account stops its subscriptions at period end', 
     expect(stripe.cancelAtPeriodEnd(active)).toBe(false);
     expect((await del(user)).status).toBe(200);
     expect(stripe.cancelAtPeriodEnd(active)).toBe(true);
+    expect(await exists(user.id)).toBe(false);
+  });
+
+  it('every subscription Stripe still bills or retries billing is set to cancel (trialing, past_due); none that it no longer bills', async () => {
+    const user = await makeUser(gw, { plan: 'premium' });
+    const billed = [await subscribe(user, 'trialing'), await subscribe(user, 'past_due')];
+    const done = [await subscribe(user, 'unpaid'), await subscribe(user, 'incomplete'), await subscribe(user, 'canceled')];
+    expect((await remove(user)).status).toBe(200);
+    for (const sub of billed) expect(updates(sub).map((c) => c.form), sub).toEqual([{ cancel_at_period_end: 'true' }]);
+    for (const sub of done) expect(updates(sub), sub).toEqual([]);
     expect(await exists(user.id)).toBe(false);
   });
 
