@@ -7,6 +7,33 @@ import { describe, expect, it } from 'vitest';
 import { newSpKeyPair } from '../../src/auth/providers/saml/spKeys.js';
 
 const NOW = new Date('2026-11-28T12:34:56.789Z');
+
+/**
+ * Whether every length in the DER is written as DER requires (X.690 §10.1): the short form below
+ * 128, else the long form in as few bytes as the length needs. Walks constructed values (SEQUENCE,
+ * SET, the explicit [0]) down to their primitives; true when the whole buffer is read exactly.
+ */
+function minimalDer(der: Buffer, from = 0, to = der.length): boolean {
+  let at = from;
+  while (at < to) {
+    const tag = der[at]!;
+    let length = der[at + 1]!;
+    let header = 2;
+    if (length === 0x80) return false;
+    if (length > 0x80) {
+      const bytes = length & 0x7f;
+      if (der[at + 2] === 0) return false;
+      length = der.subarray(at + 2, at + 2 + bytes).reduce((n, b) => n * 256 + b, 0);
+      if (length < 0x80) return false;
+      header += bytes;
+    }
+    const end = at + header + length;
+    if (end > to) return false;
+    if ((tag & 0x20) !== 0 && !minimalDer(der, at + header, end)) return false;
+    at = end;
+  }
+  return at === to;
+}
 const TEN_YEARS_MS = 10 * 365.25 * 24 * 3600_000;
 
 describe('a SAML connection\'s own certificate', () => {
@@ -26,8 +53,12 @@ describe('a SAML connection\'s own certificate', () => {
     // A positive serial of 16 bytes (its first byte's high bit clear, never a zero byte in front).
     expect(cert.serialNumber).toMatch(/^[0-7][0-9A-F]{31}$/);
     expect(Number.parseInt(cert.serialNumber.slice(0, 2), 16)).toBeGreaterThan(0);
-    // Each PEM line of the certificate is 64 characters at most.
-    expect(pair.certificatePem.split('\n').slice(1, -2).every((line) => line.length > 0 && line.length <= 64)).toBe(true);
+    // PEM lines of 64 characters, the last one shorter (RFC 7468).
+    const lines = pair.certificatePem.split('\n').slice(1, -2);
+    expect(lines.slice(0, -1).every((line) => line.length === 64)).toBe(true);
+    expect(lines.at(-1)!.length).toBeGreaterThan(0);
+    expect(lines.at(-1)!.length).toBeLessThanOrEqual(64);
+    expect(minimalDer(Buffer.from(cert.raw))).toBe(true);
     expect(pair.certificatePem).toMatch(/^-----BEGIN CERTIFICATE-----\n[\s\S]+\n-----END CERTIFICATE-----\n$/);
     expect(pair.privateKeyPem).toMatch(/^-----BEGIN PRIVATE KEY-----\n/);
     expect(createPublicKey(pair.privateKeyPem).export({ type: 'spki', format: 'pem' })).toBe(cert.publicKey.export({ type: 'spki', format: 'pem' }));
@@ -53,10 +84,12 @@ describe('a SAML connection\'s own certificate', () => {
   });
 
   it('names of any length, in UTF-8: lengths written in one, two or three bytes', () => {
-    for (const name of ['x'.repeat(100), 'é'.repeat(100), 'y'.repeat(300), 'z'.repeat(70_000)]) {
+    // 127 and 128 bytes: the short form's last length and the long form's first.
+    for (const name of ['x'.repeat(100), 'é'.repeat(100), 'a'.repeat(127), 'b'.repeat(128), 'y'.repeat(255), 'y'.repeat(256), 'w'.repeat(65_535), 'z'.repeat(70_000)]) {
       const cert = new X509Certificate(newSpKeyPair(name, NOW).certificatePem);
       expect(cert.subject).toBe(`CN=${name}`);
       expect(cert.verify(cert.publicKey)).toBe(true);
+      expect(minimalDer(Buffer.from(cert.raw)), `${name.length} characters`).toBe(true);
     }
   });
 });

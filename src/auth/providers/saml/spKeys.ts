@@ -28,7 +28,7 @@ function tlv(tag: number, content: Buffer): Buffer {
 const sequence = (...parts: Buffer[]) => tlv(0x30, Buffer.concat(parts));
 
 function name(commonName: string): Buffer {
-  return sequence(tlv(0x31, sequence(COMMON_NAME, tlv(0x0c, Buffer.from(commonName, 'utf8')))));
+  return sequence(tlv(0x31, sequence(COMMON_NAME, tlv(0x0c, Buffer.from(commonName)))));
 }
 
 /** UTCTime before 2050, GeneralizedTime from then on (RFC 5280 §4.1.2.5). */
