@@ -21,7 +21,7 @@ export function parseDomainList(text: string): { domains: string[]; problems: st
   const domains: string[] = [];
   const problems: string[] = [];
   for (const [i, raw] of text.split(/\r?\n/).entries()) {
-    const line = raw.replace(/#.*$/, '').trim();
+    const line = raw.replace(/#.*/, '').trim();
     if (!line) continue;
     const domain = normalizeDomain(line);
     if (domain) domains.push(domain);
