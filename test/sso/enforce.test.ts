@@ -5,7 +5,9 @@
 // operator's break-glass turns it off.
 import type { FastifyInstance } from 'fastify';
 import { execFile } from 'node:child_process';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { domainToASCII } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { NO_SSO_GATE } from '../../src/auth/providers/saml/enforce.js';
 import { buildAdminApp } from '../../src/admin/app.js';
 import { ADMIN_KEY, bearer, closeSql, describeWithServices, makeUser, newEmail, newPassword, sql, startTestGateway, testConfig, type TestGateway } from '../helpers/gateway.js';
 import { docsBlock } from '../helpers/docs.js';
@@ -14,6 +16,13 @@ import { authenticate, register } from '../helpers/softAuthenticator.js';
 import { mailSettings, startSmtpCatcher, type SmtpCatcher } from '../helpers/smtp.js';
 import { authenticator } from '../helpers/totp.js';
 import { connect, fragmentOf, PUBLIC_URL, RETURN_TO, signIn, type Connected } from './samlHelpers.js';
+
+describe('without organizations.sso', () => {
+  it('enforces nothing: every way in asks, and no address is sent to an organization', async () => {
+    expect(await NO_SSO_GATE.requiredFor('ada@corp.example')).toBeUndefined();
+    expect(await NO_SSO_GATE.requiredFor(undefined)).toBeUndefined();
+  });
+});
 
 describeWithServices('SAML enforcement', () => {
   let gw: TestGateway;
@@ -76,6 +85,24 @@ describeWithServices('SAML enforcement', () => {
 
   const enforce = (c: Connected, on: boolean) =>
     gw.request('PUT', `/api/v1/orgs/${c.orgId}/sso/saml`, { headers: bearer(c.owner.access), json: { metadata_xml: c.connection.metadata_xml, enforce: on } });
+
+  it('an internationalized domain is one domain in either spelling: its Unicode addresses are refused as its A-label ones', async () => {
+    const c = await connectedWithMetadata();
+    const unicode = `bücher-${c.orgId}.test`;
+    const aLabel = domainToASCII(unicode);
+    expect(aLabel).toMatch(/^xn--/);
+    await sql(`INSERT INTO org_domains (org_id, domain, status, txt_value, verified_by, verified_at, expires_at)
+               VALUES ($1, $2, 'verified', 'x', 'operator', now(), now() + interval '7 days')`, [c.orgId, aLabel]);
+    expect((await enforce(c, true)).status).toBe(200);
+    const required = { error: 'Connexion par l\'organisation requise', sso_url: `${PUBLIC_URL}/api/v1/auth/sso?org=${c.orgId}` };
+    for (const email of [`new@${unicode}`, `new@${unicode.toUpperCase()}`, `new@${aLabel}`]) {
+      const answer = await gw.post('/api/v1/auth/register', { email, password: newPassword() });
+      expect([answer.status, answer.json], email).toEqual([403, required]);
+      const login = await gw.post('/api/v1/auth/login', { email, password: newPassword() });
+      expect([login.status, login.json], email).toEqual([403, required]);
+    }
+    expect(await sql('SELECT id FROM users WHERE email LIKE $1', [`new@%${c.orgId}.test`])).toEqual([]);
+  });
 
   it('turned on: login, register and links refuse every address of the domain with one 403 and sso_url, before any password; other domains and SAML still sign in; break-glass ends it', async () => {
     const c = await connectedWithMetadata();

@@ -3,6 +3,7 @@
 // role, through §15's exchange (amr ["fed"], login.succeeded with data.method "saml"). The gateway
 // trusts IdPs' MFA (organizations.sso.trustIdpMfa): a listed AuthnContextClassRef gives aal2.
 import { X509Certificate } from 'node:crypto';
+import { domainToASCII } from 'node:url';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { bearer, claims, closeSql, describeWithServices, makeUser, sql, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { idpMetadata, responseXml, signAssertion } from '../helpers/samlIdp.js';
@@ -142,6 +143,12 @@ describeWithServices('SAML connections and sign-in', () => {
     const byEmail = await gw.get(`/api/v1/auth/sso?email=someone@${c.domain}&return_to=${encodeURIComponent(RETURN_TO)}&code_challenge=${challenge}`);
     expect(byEmail.status).toBe(302);
     expect(String(byEmail.headers.location)).toMatch(/^https:\/\/idp\.example\.test\/sso\?SAMLRequest=/);
+    // An internationalized domain, verified in its A-label form, found by a Unicode address too.
+    const unicode = `bücher-${c.orgId}.test`;
+    await sql(`INSERT INTO org_domains (org_id, domain, status, txt_value, verified_by, verified_at, expires_at)
+               VALUES ($1, $2, 'verified', 'x', 'operator', now(), now() + interval '7 days')`, [c.orgId, domainToASCII(unicode)]);
+    const byUnicode = await gw.get(`/api/v1/auth/sso?email=${encodeURIComponent(`someone@${unicode}`)}&return_to=${encodeURIComponent(RETURN_TO)}&code_challenge=${challenge}`);
+    expect([byUnicode.status, byUnicode.text]).toEqual([302, '']);
     const unknown = await gw.get(`/api/v1/auth/sso?email=someone@nowhere.test&return_to=${encodeURIComponent(RETURN_TO)}&code_challenge=${challenge}`);
     expect([unknown.status, unknown.json]).toEqual([404, { error: 'Aucune connexion d\'organisation', code: 'sso_connection_not_found' }]);
     const elsewhere = await gw.get(`/api/v1/auth/sso?org=${c.orgId}&return_to=${encodeURIComponent('https://evil.test/')}&code_challenge=${challenge}`);

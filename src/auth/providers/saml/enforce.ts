@@ -4,6 +4,7 @@
 // invitations, providers). Not cached: one indexed join, next to a password hash it is nothing,
 // and a cache would let a login through on another instance after enforce was turned on.
 import type { FastifyReply } from 'fastify';
+import { emailDomain } from '../../../domains/index.js';
 import { sendError } from '../../../errors/index.js';
 import type { Queryable } from '../../../storage/database/index.js';
 import { connectionOfDomain } from '../../../storage/orgs/index.js';
@@ -21,17 +22,12 @@ export interface SsoGate {
   requiredFor(email: string | undefined): Promise<SsoRequired | undefined>;
 }
 
-/** The domain part of an address, lowercased; undefined for no address. */
-function domainOf(email: string | undefined): string | undefined {
-  const at = email?.lastIndexOf('@') ?? -1;
-  return email && at > 0 ? email.slice(at + 1).trim().toLowerCase() : undefined;
-}
-
 /** The gate of this gateway: `publicUrl` is organizations.sso.publicUrl (else auth.oidc.publicUrl). */
 export function ssoGate(q: Queryable, publicUrl: string): SsoGate {
   return {
     async requiredFor(email) {
-      const domain = domainOf(email);
+      // In the form domains are stored (an IDN as its A-label), as the managed accounts read it.
+      const domain = email === undefined ? undefined : emailDomain(email);
       if (!domain) return undefined;
       const connection = await connectionOfDomain(q, domain);
       if (!connection?.settings.enforce) return undefined;

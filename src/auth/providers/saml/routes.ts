@@ -9,6 +9,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Audit } from '../../../audit.js';
 import { normalizeEmail } from '../../../credentials/emailAddress.js';
+import { emailDomain } from '../../../domains/index.js';
 import { randomToken, sha256Hex } from '../../../credentials/digest.js';
 import { sendError } from '../../../errors/index.js';
 import { errors, type EndpointSchema } from '../../../openapi.js';
@@ -72,8 +73,10 @@ async function connectionToStart(db: Database, query: URLSearchParams): Promise<
     const id = parseIntegerId(org);
     return id === undefined ? undefined : saml.connectionOfOrg(db, id);
   }
+  // The domain in its stored form (an IDN as its A-label), as enforcement reads it.
   const email = normalizeEmail(query.get('email') ?? '');
-  return email ? saml.connectionOfDomain(db, email.slice(email.lastIndexOf('@') + 1)) : undefined;
+  const domain = email && emailDomain(email);
+  return domain ? saml.connectionOfDomain(db, domain) : undefined;
 }
 
 export async function samlRoutes(app: FastifyInstance, deps: SamlRoutesDeps): Promise<void> {
