@@ -34,8 +34,8 @@ export interface ScimAccessDeps {
 export function scimAccess(deps: ScimAccessDeps) {
   return async function scimAuthenticate(request: FastifyRequest, reply: FastifyReply): Promise<void> {
     const orgId = parseIntegerId((request.params as Record<string, unknown>).orgId);
-    const header = request.headers.authorization;
-    const token = typeof header === 'string' ? BEARER.exec(header)?.[1] : undefined;
+    // No header reads as the text "undefined": no Bearer either.
+    const token = BEARER.exec(String(request.headers.authorization))?.[1];
     const tokenId = orgId !== undefined && token?.startsWith(SCIM_TOKEN_PREFIX) ? await useScimToken(deps.db, orgId, sha256Hex(token), deps.clock()) : undefined;
     if (tokenId === undefined) {
       reply.header('www-authenticate', 'Bearer realm="scim"');
