@@ -38,13 +38,12 @@ function comparison(text: string, allowed: readonly string[]): Comparison | unde
   if (!match) return undefined;
   const attribute = canonical(match[1]!, allowed);
   if (!attribute) return undefined;
-  let value: unknown;
+  // The regex took a JSON string literal's form: JSON.parse gives a string, or fails (a bad escape).
   try {
-    value = JSON.parse(match[2]!);
+    return { attribute, value: JSON.parse(match[2]!) as string };
   } catch {
     return undefined;
   }
-  return typeof value === 'string' ? { attribute, value } : undefined;
 }
 
 /** A list's `filter`: one `eq` comparison of an attribute of `allowed`; else 400 invalidFilter. */
@@ -62,7 +61,7 @@ const badPath = (text: string): never => scimError(400, `Unsupported PATCH path:
  * attribute the gateway does not keep (Entra's title, phoneNumbers, the enterprise extension), which
  * the caller then ignores. A path it cannot read is 400 invalidPath.
  */
-export function parsePatchPath(text: string, allowed: readonly string[], subs: readonly string[] = []): PatchPath | undefined {
+export function parsePatchPath(text: string, allowed: readonly string[], subs: readonly string[]): PatchPath | undefined {
   if (text.length > MAX_FILTER) return badPath(text);
   const match = PATH.exec(text.trim());
   if (!match) return badPath(text);

@@ -58,11 +58,51 @@ describe('SCIM filters', () => {
   });
 });
 
+/** The detail of the SCIM error a call throws. */
+function detail(fn: () => unknown): string | undefined {
+  try {
+    fn();
+    return undefined;
+  } catch (err) {
+    return (err as ScimError).detail;
+  }
+}
+
+describe('SCIM grammars at their edges', () => {
+  const USERS = ['userName', 'externalId'];
+  const PATHS = ['emails', 'name', 'active'];
+  const SUBS = ['value', 'type', 'givenName'];
+
+  it('a filter: spaces of any length around eq; a bad JSON escape, a URN only as a prefix; at most 1024 characters; the detail names the form', () => {
+    expect(parseFilter('userName  eq   "a"', USERS)).toEqual({ attribute: 'userName', value: 'a' });
+    expect(outcome(() => parseFilter('userName eq "\\x"', USERS))).toBe('400 invalidFilter');
+    expect(outcome(() => parseFilter('userNameurn:ietf:params:scim:schemas:core:2.0:User: eq "a"', USERS))).toBe('400 invalidFilter');
+    const at = (length: number) => `userName eq "${'a'.repeat(length - 'userName eq ""'.length)}"`;
+    expect(parseFilter(at(1024), USERS).value).toHaveLength(1024 - 14);
+    expect(outcome(() => parseFilter(at(1025), USERS))).toBe('400 invalidFilter');
+    expect(detail(() => parseFilter('userName co "a"', USERS))).toBe('Only filters of the form <userName|externalId> eq "<value>" are supported');
+  });
+
+  it('a path: trimmed, at most 1024 characters, names of letters, digits, $, - and _ only; a dotted name takes no filter nor sub-attribute', () => {
+    expect(parsePatchPath('  active ', PATHS, SUBS)).toEqual({ attribute: 'active' });
+    expect(parsePatchPath(`${' '.repeat(1018)}active`, PATHS, SUBS)).toEqual({ attribute: 'active' });
+    expect(outcome(() => parsePatchPath(`${' '.repeat(1019)}active`, PATHS, SUBS))).toBe('400 invalidPath');
+    const refused = [
+      '-active', 'a:b', 'myurn:x', 'urn:ietf:params:scim:schemas:core:2.0:User:-x', 'name.1x', 'emails.value[type eq "work"]', 'name.givenName.value', 'emails[type eq "work"].nope',
+    ];
+    for (const bad of refused) {
+      expect(outcome(() => parsePatchPath(bad, PATHS, SUBS)), bad).toBe('400 invalidPath');
+    }
+    // The detail quotes the path, cut at 100 characters.
+    expect(detail(() => parsePatchPath(`a:${'b'.repeat(200)}`, PATHS, SUBS))).toBe(`Unsupported PATCH path: a:${'b'.repeat(98)}`);
+  });
+});
+
 describe('SCIM PATCH paths', () => {
   const ALLOWED = ['emails', 'name', 'members', 'active'];
   const SUBS = ['value', 'type', 'givenName'];
   it('reads attributes, sub-attributes, value filters and filters with a sub-attribute; skips what is not kept', () => {
-    expect(parsePatchPath('active', ALLOWED)).toEqual({ attribute: 'active' });
+    expect(parsePatchPath('active', ALLOWED, SUBS)).toEqual({ attribute: 'active' });
     expect(parsePatchPath('name.givenName', ALLOWED, SUBS)).toEqual({ attribute: 'name', sub: 'givenName' });
     expect(parsePatchPath('emails[type eq "work"].value', ALLOWED, SUBS)).toEqual({ attribute: 'emails', filter: { attribute: 'type', value: 'work' }, sub: 'value' });
     expect(parsePatchPath('members[value eq "abc"]', ALLOWED, SUBS)).toEqual({ attribute: 'members', filter: { attribute: 'value', value: 'abc' } });
