@@ -102,6 +102,9 @@ describeWithServices('SAML enforcement', () => {
       expect([login.status, login.json], email).toEqual([403, required]);
     }
     expect(await sql('SELECT id FROM users WHERE email LIKE $1', [`new@%${c.orgId}.test`])).toEqual([]);
+    // A link that is none has no address to ask about: the link's own refusal, not a crash.
+    const madeUp = await gw.post('/api/v1/auth/magic-link/verify', { token: 'made-up-token' });
+    expect([madeUp.status, madeUp.json]).toEqual([400, { error: 'Lien invalide ou expiré' }]);
   });
 
   it('turned on: login, register and links refuse every address of the domain with one 403 and sso_url, before any password; other domains and SAML still sign in; break-glass ends it', async () => {
