@@ -39,11 +39,13 @@ function comparison(text: string, allowed: readonly string[]): Comparison | unde
   const attribute = canonical(match[1]!, allowed);
   if (!attribute) return undefined;
   // The regex took a JSON string literal's form: JSON.parse gives a string, or fails (a bad escape).
+  let value: string;
   try {
-    return { attribute, value: JSON.parse(match[2]!) as string };
+    value = JSON.parse(match[2]!) as string;
   } catch {
     return undefined;
   }
+  return { attribute, value };
 }
 
 /** A list's `filter`: one `eq` comparison of an attribute of `allowed`; else 400 invalidFilter. */
@@ -69,12 +71,12 @@ export function parsePatchPath(text: string, allowed: readonly string[], subs: r
   // The extension's own URN (urn:…:enterprise:2.0:User:employeeNumber) or a name we do not keep.
   const bare = rawAttribute.replace(URN_PREFIX, '');
   if (/^urn:/i.test(bare)) return undefined;
-  const [head, dotted] = bare.split('.', 2) as [string, string | undefined];
-  if (!NAME.test(head) || (dotted !== undefined && !NAME.test(dotted)) || (dotted !== undefined && (filterText !== undefined || rawSub !== undefined))) return badPath(text);
-  const attribute = canonical(head, allowed);
+  // One name: PATH reads `attr.sub` as the attribute and its sub-attribute, so a dot left in the
+  // name is one it could not (a filter or another part after it, a sub-attribute no name has).
+  if (!NAME.test(bare)) return badPath(text);
+  const attribute = canonical(bare, allowed);
   if (!attribute) return undefined;
-  const subName = dotted ?? rawSub;
-  const sub = subName === undefined ? undefined : subs.find((s) => s.toLowerCase() === subName.toLowerCase()) ?? badPath(text);
+  const sub = rawSub === undefined ? undefined : subs.find((s) => s.toLowerCase() === rawSub.toLowerCase()) ?? badPath(text);
   const filter = filterText === undefined ? undefined : comparison(filterText, subs) ?? badPath(text);
   return { attribute, ...(filter ? { filter } : {}), ...(sub ? { sub } : {}) };
 }
