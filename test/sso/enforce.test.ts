@@ -15,7 +15,7 @@ import { request } from '../helpers/http.js';
 import { authenticate, register } from '../helpers/softAuthenticator.js';
 import { mailSettings, startSmtpCatcher, type SmtpCatcher } from '../helpers/smtp.js';
 import { authenticator } from '../helpers/totp.js';
-import { connect, fragmentOf, PUBLIC_URL, RETURN_TO, signIn, type Connected } from './samlHelpers.js';
+import { connect, fragmentOf, PUBLIC_URL, RETURN_TO, signIn, type Connected, verifyDomain } from './samlHelpers.js';
 
 describe('without organizations.sso', () => {
   it('enforces nothing: every way in asks, and no address is sent to an organization', async () => {
@@ -91,8 +91,7 @@ describeWithServices('SAML enforcement', () => {
     const unicode = `bücher-${c.orgId}.test`;
     const aLabel = domainToASCII(unicode);
     expect(aLabel).toMatch(/^xn--/);
-    await sql(`INSERT INTO org_domains (org_id, domain, status, txt_value, verified_by, verified_at, expires_at)
-               VALUES ($1, $2, 'verified', 'x', 'operator', now(), now() + interval '7 days')`, [c.orgId, aLabel]);
+    await verifyDomain(c.orgId, aLabel);
     expect((await enforce(c, true)).status).toBe(200);
     const required = { error: 'Connexion par l\'organisation requise', sso_url: `${PUBLIC_URL}/api/v1/auth/sso?org=${c.orgId}` };
     for (const email of [`new@${unicode}`, `new@${unicode.toUpperCase()}`, `new@${aLabel}`]) {

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { bearer, claims, closeSql, describeWithServices, makeUser, sql, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { idpMetadata, responseXml, signAssertion } from '../helpers/samlIdp.js';
 import { authenticator } from '../helpers/totp.js';
-import { connect, fragmentOf, goodSpec, postAcs, RETURN_TO, signIn, ssoConfig, startSignIn } from './samlHelpers.js';
+import { connect, fragmentOf, goodSpec, postAcs, RETURN_TO, signIn, ssoConfig, startSignIn, verifyDomain } from './samlHelpers.js';
 
 describeWithServices('SAML connections and sign-in', () => {
   let gw: TestGateway;
@@ -145,8 +145,7 @@ describeWithServices('SAML connections and sign-in', () => {
     expect(String(byEmail.headers.location)).toMatch(/^https:\/\/idp\.example\.test\/sso\?SAMLRequest=/);
     // An internationalized domain, verified in its A-label form, found by a Unicode address too.
     const unicode = `bücher-${c.orgId}.test`;
-    await sql(`INSERT INTO org_domains (org_id, domain, status, txt_value, verified_by, verified_at, expires_at)
-               VALUES ($1, $2, 'verified', 'x', 'operator', now(), now() + interval '7 days')`, [c.orgId, domainToASCII(unicode)]);
+    await verifyDomain(c.orgId, domainToASCII(unicode));
     const byUnicode = await gw.get(`/api/v1/auth/sso?email=${encodeURIComponent(`someone@${unicode}`)}&return_to=${encodeURIComponent(RETURN_TO)}&code_challenge=${challenge}`);
     expect([byUnicode.status, byUnicode.text]).toEqual([302, '']);
     const unknown = await gw.get(`/api/v1/auth/sso?email=someone@nowhere.test&return_to=${encodeURIComponent(RETURN_TO)}&code_challenge=${challenge}`);

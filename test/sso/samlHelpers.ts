@@ -29,6 +29,12 @@ export interface Connected {
   connection: Record<string, unknown> & { id: string; acs_url: string; sp_entity_id: string };
 }
 
+/** `domain` (in its stored form) verified for the organization by SQL, as an operator would. */
+export async function verifyDomain(orgId: number, domain: string): Promise<void> {
+  await sql(`INSERT INTO org_domains (org_id, domain, status, txt_value, verified_by, verified_at, expires_at)
+             VALUES ($1, $2, 'verified', 'x', 'operator', now(), now() + interval '7 days')`, [orgId, domain]);
+}
+
 /** A verified owner (email verified by SQL), an organization, a verified domain and a connection with `settings`. */
 export async function connect(gw: TestGateway, settings: Record<string, unknown> = {}, keys = newIdpKeys()): Promise<Connected> {
   const owner = await makeUser(gw);
@@ -37,8 +43,7 @@ export async function connect(gw: TestGateway, settings: Record<string, unknown>
   if (created.status !== 201) throw new Error(`org: ${created.status} ${created.text}`);
   const orgId = created.json.id as number;
   const domain = `corp-${randomUUID().slice(0, 8)}.test`;
-  await sql(`INSERT INTO org_domains (org_id, domain, status, txt_value, verified_by, verified_at, expires_at)
-             VALUES ($1, $2, 'verified', 'x', 'operator', now(), now() + interval '7 days')`, [orgId, domain]);
+  await verifyDomain(orgId, domain);
   const entityId = `https://idp-${randomUUID().slice(0, 8)}.example.test/metadata`;
   const put = await gw.request('PUT', `/api/v1/orgs/${orgId}/sso/saml`, {
     headers: bearer(owner.access), json: { metadata_xml: idpMetadata(entityId, 'https://idp.example.test/sso', [keys]), ...settings },
