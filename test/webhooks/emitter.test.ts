@@ -2,13 +2,13 @@
 // message stored in the caller's transaction (rolled back with it) or on its own, retries + 1
 // attempts, the served request's traceparent, and a body over 64 KiB refused before anything is
 // stored. End to end (delivery, signatures, the outbox): deliveries.*.test.ts.
-import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
+import { beforeAll, beforeEach, expect, it } from 'vitest';
 import type { Database } from '../../src/storage/database/index.js';
 import { insertUser } from '../../src/storage/accounts/users.js';
-import { Tracing, type SpanExport } from '../../src/telemetry/tracing.js';
 import { MAX_MESSAGE_BYTES, OutboxEmitter } from '../../src/webhooks/emitter.js';
 import { describeWithServices } from '../helpers/gateway.js';
 import { ownMigratedDatabase } from '../helpers/ownDatabase.js';
+import { servedTraces } from '../helpers/servedTrace.js';
 
 const NOW = new Date('2026-11-28T12:00:00.000Z');
 
@@ -26,9 +26,7 @@ describeWithServices('the webhook emitter', () => {
   });
   beforeEach(async () => { await db.query('DELETE FROM webhook_deliveries'); });
 
-  const exporter: SpanExport = { export: (_spans, done) => done({ code: 0 }), shutdown: async () => {} };
-  const tracing = new Tracing({ endpoint: 'http://unused', serviceName: 'test', sampleRatio: 1, trustIncoming: false, protocol: 'http/protobuf' }, undefined, exporter);
-  afterAll(() => tracing.close());
+  const traces = servedTraces();
 
   const rows = () => db.query<Row>('SELECT id, user_id, type, body, max_attempts, traceparent, status FROM webhook_deliveries ORDER BY created_at, type');
 
@@ -61,9 +59,8 @@ describeWithServices('the webhook emitter', () => {
   });
 
   it('keeps the traceparent of the request it is emitted for, none outside one', async () => {
-    const served = tracing.begin('POST', '/api/v1/user/webhook', {})!;
-    await new Promise<void>((done, failed) => tracing.carry(served, () => { emitter.emit(userId, 'traced', {}).then(done, failed); }));
+    const { traceparent } = await traces.within(() => emitter.emit(userId, 'traced', {}));
     await emitter.emit(userId, 'untraced', {});
-    expect((await rows()).map((r) => [r.type, r.traceparent])).toEqual([['traced', served.span.traceparent], ['untraced', null]]);
+    expect((await rows()).map((r) => [r.type, r.traceparent])).toEqual([['traced', traceparent], ['untraced', null]]);
   });
 });

@@ -2,13 +2,13 @@
 // that hooks.events asks for, none for the others nor without hooks:, each with the clock's time,
 // retries + 1 attempts and the served request's traceparent. End to end (delivery, order, the
 // changes that write them): hooks*.test.ts.
-import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
+import { beforeAll, beforeEach, expect, it } from 'vitest';
 import type { HooksConfig } from '../../src/config/schema/hooks.js';
 import { HookWriter, hookWriterOf, orgSubject, userSubject } from '../../src/hooks/hooks.js';
 import type { Database } from '../../src/storage/database/index.js';
-import { Tracing, type SpanExport } from '../../src/telemetry/tracing.js';
 import { describeWithServices } from '../helpers/gateway.js';
 import { ownMigratedDatabase } from '../helpers/ownDatabase.js';
+import { servedTraces } from '../helpers/servedTrace.js';
 
 const NOW = new Date('2026-11-28T12:00:00.000Z');
 const hooks = (events: HooksConfig['events']): HooksConfig => ({ url: 'https://backend.example.test/events', secrets: ['whsec_' + 'a'.repeat(32)], allowPrivateNetworks: false, events });
@@ -21,9 +21,7 @@ describeWithServices('the hook writer', () => {
   beforeAll(() => { db = own(); });
   beforeEach(async () => { await db.query('DELETE FROM webhook_deliveries'); });
 
-  const exporter: SpanExport = { export: (_spans, done) => done({ code: 0 }), shutdown: async () => {} };
-  const tracing = new Tracing({ endpoint: 'http://unused', serviceName: 'test', sampleRatio: 1, trustIncoming: false, protocol: 'http/protobuf' }, undefined, exporter);
-  afterAll(() => tracing.close());
+  const traces = servedTraces();
 
   const rows = async () => db.query<Row>('SELECT * FROM webhook_deliveries ORDER BY seq');
 
@@ -74,10 +72,9 @@ describeWithServices('the hook writer', () => {
 
   it('keeps the traceparent of the request it is written for, and none outside one', async () => {
     const writer = new HookWriter({ db, config: () => hooks(['user.created']), retries: 2, clock: () => NOW });
-    const served = tracing.begin('POST', '/auth/register', {})!;
-    await new Promise<void>((done, failed) => tracing.carry(served, () => { writer.write([{ type: 'user.created', subject: userSubject(2), data: {} }]).then(done, failed); }));
+    const { traceparent } = await traces.within(() => writer.write([{ type: 'user.created', subject: userSubject(2), data: {} }]));
     await writer.write([{ type: 'user.created', subject: userSubject(3), data: {} }]);
-    expect((await rows()).map((r) => [r.subject, r.traceparent])).toEqual([['user:2', served.span.traceparent], ['user:3', null]]);
-    expect(served.span.traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/);
+    expect((await rows()).map((r) => [r.subject, r.traceparent])).toEqual([['user:2', traceparent], ['user:3', null]]);
+    expect(traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/);
   });
 });
