@@ -152,7 +152,7 @@ export const MUTATION_TESTS = [
   'test/billing/cancelOnDelete.test.ts',
   ...new Set([
     ...ORG_TESTS, ...ACTING_TESTS, ...BILLING_TESTS, ...REFUND_TESTS, ...HOOK_TESTS, ...WEBHOOK_TESTS, ...IMPORT_TESTS, ...ERROR_TESTS,
-    ...OPERATOR_TESTS, ...ADMIN_TESTS, ...SIGN_IN_TESTS, ...PASSKEY_TESTS, ...KEY_TESTS, ...CONSOLE_TESTS,
+    'test/admin/consoleMarks.security.test.ts', ...OPERATOR_TESTS, ...ADMIN_TESTS, ...SIGN_IN_TESTS, ...PASSKEY_TESTS, ...KEY_TESTS, ...CONSOLE_TESTS, 'test/admin/consoleOperators.test.ts',
     'test/guards/monthlyQuota.test.ts', 'test/user/keyScopes.test.ts', 'test/orgs/usage.test.ts', 'test/billing/portalApi.test.ts',
     'test/orgs/managedAccounts.test.ts', 'test/orgs/domains.test.ts', ...SAML_TESTS, 'test/sso/enforce.test.ts', 'test/sso/enforceProviders.test.ts', ...SCIM_TESTS, 'test/docs/openapi.test.ts',
   ]),
@@ -177,7 +177,11 @@ export const ROOM_TESTS: Record<string, string[]> = {
   'src/credentials/emailAddress.ts': ['test/auth/credentials.test.ts'],
   'src/pipeline/guards/plan.ts': ['test/guards/planList.security.test.ts'],
   'src/auth/mfa/factor.ts': ['test/auth/factor.test.ts', 'test/auth/factor.security.test.ts'],
-  'src/admin/access.ts': ['test/admin/adminKey.security.test.ts', 'test/admin/operators.test.ts'],
+  // With the console's: the headers it relays an operator's session with, and what a client's forgery of them gets.
+  'src/admin/access.ts': [
+    'test/admin/consoleMarks.security.test.ts', 'test/admin/adminKey.security.test.ts', 'test/admin/operators.test.ts', 'test/admin/operatorsSignIn.test.ts',
+    'test/admin/console.test.ts', 'test/admin/consoleOperators.test.ts',
+  ],
   'src/credentials/shapes.ts': ['test/credentials/keyShapes.test.ts'],
   'src/credentials/tokenKeys.ts': ['test/credentials/tokenKeys.test.ts'],
   'src/credentials/tokens.ts': ['test/credentials/tokens.test.ts'],

@@ -30,7 +30,8 @@ export const CONSOLE_AUTH_TIME_HEADER = 'x-gateway-console-auth-time';
 
 export type Caller =
   | { kind: 'key'; role: 'admin'; console: boolean }
-  | { kind: 'operator'; id: number; email: string; role: OperatorRole; console: boolean; authTime?: number };
+  // authTime: when a console session's second factor was given; a gwop_ token has none.
+  | { kind: 'operator'; id: number; email: string; role: OperatorRole; authTime?: number };
 
 export interface AccessDeps {
   db: Database;
@@ -79,13 +80,13 @@ async function identify(deps: AccessDeps, request: FastifyRequest): Promise<Call
   if (marked && Number.isSafeInteger(operatorId) && operatorId > 0) {
     const operator = await findOperator(deps.db, operatorId);
     const authTime = Number(headerValue(request.headers, CONSOLE_AUTH_TIME_HEADER)) || undefined;
-    return operator && { kind: 'operator', id: operator.id, email: operator.email, role: operator.role, console: true, authTime };
+    return operator && { kind: 'operator', id: operator.id, email: operator.email, role: operator.role, authTime };
   }
   const presented = BEARER.exec(headerValue(request.headers, 'authorization'))?.[1];
   if (!presented) return undefined;
   if (presented.startsWith(OPERATOR_TOKEN_PREFIX)) {
     const operator = await useOperatorToken(deps.db, sha256Hex(presented), deps.clock());
-    return operator && { kind: 'operator', ...operator, console: false };
+    return operator && { kind: 'operator', ...operator };
   }
   return sameKey(presented, deps.apiKey()) ? { kind: 'key', role: 'admin', console: marked } : undefined;
 }
@@ -102,7 +103,7 @@ export function adminAccess(deps: AccessDeps) {
     }
     // A route that declares no role is the admin's (deny by default): a route added without one
     // must not open itself to viewers. An unknown path has no route: 404 for any accepted caller.
-    const required = request.routeOptions.config?.role ?? (request.routeOptions.url === undefined ? undefined : 'admin');
+    const required = request.routeOptions.config.role ?? (request.routeOptions.url === undefined ? undefined : 'admin');
     if (required && OPERATOR_ROLES.indexOf(caller.role) < OPERATOR_ROLES.indexOf(required)) {
       return sendDenial(reply, { code: 'roleInsufficient', extra: { required_roles: rolesFrom(required), current_role: caller.role } });
     }
@@ -115,11 +116,10 @@ export function adminAccess(deps: AccessDeps) {
 // the console (its mark is a secret of the instance), or the shared key: `admin`, also from the CLI
 // through --admin. `X-Gateway-Actor` is ignored: the key plus `X-Gateway-Actor: cli` was recorded as
 // `cli` ("someone at the host's shell"), which only the CLI on direct storage is (issue 68).
-export function by(deps: { consoleMark?: string }, request: FastifyRequest): Pick<AuditEvent, 'actor' | 'actorId' | 'operatorEmail' | 'ip' | 'userAgent'> {
+export function by(request: FastifyRequest): Pick<AuditEvent, 'actor' | 'actorId' | 'operatorEmail' | 'ip' | 'userAgent'> {
   const from = { ip: request.ip, userAgent: headerValue(request.headers, 'user-agent') || undefined };
   const caller = callerOf(request);
   if (caller.kind === 'operator') return { actor: 'operator', actorId: caller.id, operatorEmail: caller.email, ...from };
-  const marked = deps.consoleMark !== undefined && headerValue(request.headers, CONSOLE_MARK_HEADER) === deps.consoleMark;
-  const actor: AuditActor = marked ? 'console' : 'admin';
+  const actor: AuditActor = caller.console ? 'console' : 'admin';
   return { actor, ...from };
 }

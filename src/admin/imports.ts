@@ -18,7 +18,6 @@ interface ImportDeps {
   db: Database;
   config: () => Pick<Config, 'plans' | 'routes'>;
   clock: () => Date;
-  consoleMark?: string;
 }
 
 type ImportRequest = FastifyRequest<{ Querystring: Record<string, unknown> }>;
@@ -70,12 +69,12 @@ async function importUsersRoute(deps: ImportDeps, request: ImportRequest, reply:
   const lines = linesOf(request, reply);
   if (!lines) return reply;
   const records = readUsers(lines.text, 'json', { plans: knownPlans(deps.config()) });
-  return importUsers(deps.db, records, { dryRun: lines.dryRun, actor: by(deps, request), format: 'json', clock: deps.clock });
+  return importUsers(deps.db, records, { dryRun: lines.dryRun, actor: by(request), format: 'json', clock: deps.clock });
 }
 
 async function importKeysRoute(deps: ImportDeps, request: ImportRequest, reply: FastifyReply) {
   const lines = linesOf(request, reply);
   if (!lines) return reply;
   const knownScopes = new Set(deps.config().routes.flatMap((route) => route.scopes ?? []));
-  return importKeys(deps.db, lines.text, { dryRun: lines.dryRun, knownScopes, actor: by(deps, request), clock: deps.clock });
+  return importKeys(deps.db, lines.text, { dryRun: lines.dryRun, knownScopes, actor: by(request), clock: deps.clock });
 }

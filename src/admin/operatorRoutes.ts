@@ -31,7 +31,6 @@ export interface OperatorRoutesDeps {
   db: Database;
   audit: Audit;
   apiKey: () => string;
-  consoleMark?: string;
   clock: () => Date;
   /** The console's origin, that enrolment links are built from (consoleOrigin.ts linkOrigin); none: answered as null. */
   linkOrigin: () => string | undefined;
@@ -68,7 +67,7 @@ async function changed(
   const keepAnAdmin = !deps.apiKey();
   const result = await deps.db.transaction(async (tx) => {
     const done = await change(tx, keepAnAdmin);
-    if ('changed' in done) await deps.audit.record({ type, ...by(deps, request), data: { operator_id: done.changed.id, email: done.changed.email, role: done.changed.role } }, tx);
+    if ('changed' in done) await deps.audit.record({ type, ...by(request), data: { operator_id: done.changed.id, email: done.changed.email, role: done.changed.role } }, tx);
     return done;
   });
   if ('refused' in result) return sendError(reply, REFUSALS[result.refused]);
@@ -141,7 +140,7 @@ async function mint(deps: OperatorRoutesDeps, request: FastifyRequest<{ Body: un
   // From the console only (whose CSRF check ran before it passed the request on), and with a
   // recent second factor: a token never mints another, so a leaked one cannot outlive its revocation.
   const now = deps.clock();
-  if (!caller.console || caller.authTime === undefined || now.getTime() - caller.authTime > RECENT_SECOND_FACTOR_MS) return sendError(reply, 'recentAuthRequired');
+  if (caller.authTime === undefined || now.getTime() - caller.authTime > RECENT_SECOND_FACTOR_MS) return sendError(reply, 'recentAuthRequired');
   const name = field(request.body, 'name');
   const days = field(request.body, 'expires_in_days') ?? TOKEN_DAYS_DEFAULT;
   if (typeof name !== 'string' || !name.trim() || name.length > 100 || !Number.isInteger(days) || (days as number) < 1 || (days as number) > TOKEN_DAYS_MAX) {
@@ -149,7 +148,7 @@ async function mint(deps: OperatorRoutesDeps, request: FastifyRequest<{ Body: un
   }
   const minted = await deps.db.transaction(async (tx) => {
     const made = await mintOperatorToken(tx, caller.id, name.trim(), days as number, now);
-    await deps.audit.record({ type: 'operator.token_created', ...by(deps, request), data: { token_id: made.id, name: made.name } }, tx);
+    await deps.audit.record({ type: 'operator.token_created', ...by(request), data: { token_id: made.id, name: made.name } }, tx);
     return made;
   });
   return reply.code(201).send({ id: minted.id, token: minted.token, expires_at: minted.expires_at.toISOString() });
@@ -167,7 +166,7 @@ async function revokeToken(deps: OperatorRoutesDeps, request: FastifyRequest<ByI
   if (!caller || id === undefined) return sendError(reply, 'adminNotFound');
   const gone = await deps.db.transaction(async (tx) => {
     const deleted = await deleteOperatorToken(tx, caller.id, id);
-    if (deleted) await deps.audit.record({ type: 'operator.token_revoked', ...by(deps, request), data: { token_id: id } }, tx);
+    if (deleted) await deps.audit.record({ type: 'operator.token_revoked', ...by(request), data: { token_id: id } }, tx);
     return deleted;
   });
   if (!gone) return sendError(reply, 'adminNotFound');

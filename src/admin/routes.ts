@@ -104,13 +104,13 @@ export async function adminRoutes(app: FastifyInstance, deps: AdminRoutesDeps): 
   app.post('/v1/alerts', { ...support, schema: DOCS.storeAlert }, on(storeAlert));
   app.delete('/v1/api-keys/:id', { ...support, schema: DOCS.revokeApiKey }, on(revokeApiKey));
   app.post('/v1/api-keys/leaked', { ...support, schema: DOCS.revokeLeaked }, on(revokeLeaked));
-  await app.register(operatorRoutes, { db: deps.db, audit: deps.audit, apiKey: deps.apiKey, consoleMark: deps.consoleMark, clock: deps.clock, linkOrigin: deps.linkOrigin });
+  await app.register(operatorRoutes, { db: deps.db, audit: deps.audit, apiKey: deps.apiKey, clock: deps.clock, linkOrigin: deps.linkOrigin });
   // Each of these declares its routes' roles beside them.
-  accountRoutes(app, deps, (request) => by(deps, request));
+  accountRoutes(app, deps, by);
   overviewRoutes(app, deps);
-  adminOrgRoutes(app, deps, (request) => by(deps, request));
-  adminDomainRoutes(app, { ...deps, ssoConfigured: () => deps.ssoConfigured === true }, (request) => by(deps, request));
-  adminSamlRoutes(app, { ...deps, ssoConfigured: () => deps.ssoConfigured === true }, (request) => by(deps, request));
+  adminOrgRoutes(app, deps, by);
+  adminDomainRoutes(app, { ...deps, ssoConfigured: () => deps.ssoConfigured === true }, by);
+  adminSamlRoutes(app, { ...deps, ssoConfigured: () => deps.ssoConfigured === true }, by);
   adminOrgKeyRoutes(app, deps);
   // The imports (CONTRACT §27), in a scope of their own: they read JSON lines.
   await app.register(async function importScope(scope) { await importRoutes(scope, deps); });
@@ -181,7 +181,7 @@ async function listApiKeys({ db }: AdminRoutesDeps, request: FastifyRequest<ById
 // One key, whoever holds it (CONTRACT §21): a support desk's answer to "my key leaked".
 async function revokeApiKey(deps: AdminRoutesDeps, request: FastifyRequest<ById>, reply: FastifyReply) {
   const id = parseUserId(request.params.id);
-  const revoked = id === undefined ? undefined : await revokeKeyAsOperator(deps, id, by(deps, request));
+  const revoked = id === undefined ? undefined : await revokeKeyAsOperator(deps, id, by(request));
   if (!revoked) return sendError(reply, 'adminNotFound');
   request.log.info({ userId: revoked.userId, keyId: revoked.id }, 'admin: API key revoked');
   return successBody(reply, 'apiKeyRevoked', { id: revoked.id, user_id: revoked.userId });
@@ -194,7 +194,7 @@ const MAX_LEAKED = 1000;
 async function revokeLeaked(deps: AdminRoutesDeps, request: FastifyRequest, reply: FastifyReply) {
   const keys = field(request.body, 'keys');
   if (!Array.isArray(keys) || keys.length > MAX_LEAKED || !keys.every((k) => typeof k === 'string' && k.length <= 256)) return sendError(reply, 'badRequest');
-  const revoked = await revokeLeakedKeys(deps, keys as string[], by(deps, request));
+  const revoked = await revokeLeakedKeys(deps, keys as string[], by(request));
   request.log.info({ revoked }, 'admin: leaked API keys revoked');
   return { revoked };
 }
@@ -220,7 +220,7 @@ async function revokeSessions(deps: AdminRoutesDeps, request: FastifyRequest<{ P
   const id = parseUserId(request.params.id);
   const sid = request.params.sid === undefined ? undefined : parseUserId(request.params.sid);
   if (id === undefined || (request.params.sid !== undefined && sid === undefined)) return sendError(reply, 'adminNotFound');
-  const ended = await changeAccount(deps, { userId: id, mode: 'update', by: by(deps, request) }, async ({ tx, user, record }) => {
+  const ended = await changeAccount(deps, { userId: id, mode: 'update', by: by(request) }, async ({ tx, user, record }) => {
     if (sid !== undefined && !(await isUsersSession(tx, id, sid))) return undefined;
     const n = sid === undefined ? await revokeAllForUser(tx, id, 'session') : await revokeSession(tx, sid);
     await endOlderTokens(tx, user);
@@ -240,7 +240,7 @@ async function resetMfa(deps: AdminRoutesDeps, request: FastifyRequest<ById>, re
     const n = await removeSecondFactor(tx, user.id);
     // TOTP removed: the access tokens of before it are refused, as after the user's own removal (CONTRACT §33).
     if (n > 0) await endOlderTokens(tx, user);
-    await deps.audit.record({ type: 'admin.mfa_reset', ...by(deps, request), userId: user.id, data: { removed: n } }, tx);
+    await deps.audit.record({ type: 'admin.mfa_reset', ...by(request), userId: user.id, data: { removed: n } }, tx);
     return n;
   });
   request.log.info({ userId: user.id, removed }, 'admin: second factor removed');
@@ -262,7 +262,7 @@ async function eraseUser(deps: AdminRoutesDeps, request: FastifyRequest<ById>, r
   // Stripe billing a person the gateway no longer knows.
   if (deps.cancelSubscriptions && !(await deps.cancelSubscriptions({ type: 'user', id }))) return sendError(reply, 'paymentUnavailable');
   // The user's row, then the organizations' (orgs/change.ts's order): no other owner leaves them meanwhile.
-  const user = await changeAccount(deps, { userId: id, mode: 'update', by: by(deps, request) }, async ({ tx, record }) => {
+  const user = await changeAccount(deps, { userId: id, mode: 'update', by: by(request) }, async ({ tx, record }) => {
     const last = await lastOwnedBy(tx, id);
     if (last.length) return { orphans: last };
     const gone = await deleteUser(tx, id);
@@ -289,7 +289,7 @@ async function setUserPlan(deps: AdminRoutesDeps, request: FastifyRequest<ById>,
   const rules = planRules({ plans: deps.config().plans, billing: deps.billing }, deps.clock());
   const changed = await deps.db.transaction((tx) => operatorSetsPlan(tx, { type: 'user', id }, { plan, override }, rules, async (data) => {
     const written = await writePlanFrom(tx, id, plan);
-    if (written) await deps.audit.record({ type: 'admin.plan_changed', ...by(deps, request), userId: id, data: { plan, ...data } }, tx, { previous_plan: written.previousPlan });
+    if (written) await deps.audit.record({ type: 'admin.plan_changed', ...by(request), userId: id, data: { plan, ...data } }, tx, { previous_plan: written.previousPlan });
     return written?.user;
   }));
   if (changed.outcome === 'managed') return sendError(reply, 'planManagedByBilling', { billing_plan: changed.billingPlan });
@@ -344,7 +344,7 @@ async function setUserActive(deps: AdminRoutesDeps, request: FastifyRequest<ById
   if (typeof active !== 'boolean') return sendError(reply, 'activeFlagInvalid');
   const user = await deps.db.transaction(async (tx) => {
     const changed = await setActive(tx, id, active);
-    if (changed) await deps.audit.record({ type: 'admin.active_changed', ...by(deps, request), userId: id, data: { active } }, tx);
+    if (changed) await deps.audit.record({ type: 'admin.active_changed', ...by(request), userId: id, data: { active } }, tx);
     return changed;
   });
   if (!user) return sendError(reply, 'adminNotFound');
