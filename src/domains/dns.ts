@@ -4,7 +4,8 @@
 // an outage of the resolver says nothing about who holds the domain).
 import { Resolver } from 'node:dns/promises';
 
-export type TxtAnswer = { records: string[] } | { missing: true } | { failed: string };
+/** A name or its TXT records gone (NXDOMAIN, NODATA) is no records: a miss, as a record with another value is. */
+export type TxtAnswer = { records: string[] } | { failed: string };
 
 /** A look-up gets this long per try, two tries: a resolver that hangs costs a verification, not the gateway. */
 const TIMEOUT_MS = 3000;
@@ -18,7 +19,7 @@ export async function lookupTxt(name: string, resolvers: readonly string[]): Pro
     return { records: records.map((chunks) => chunks.join('')) };
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    if (code === 'ENOTFOUND' || code === 'ENODATA') return { missing: true };
+    if (code === 'ENOTFOUND' || code === 'ENODATA') return { records: [] };
     return { failed: code ?? String(err) };
   }
 }

@@ -13,20 +13,23 @@ const AUTHORITATIVE = 1 << 10;
 export interface DnsServer {
   /** `127.0.0.1:<port>`, as organizations.sso.dns.resolvers takes it. */
   address: string;
-  /** The TXT records of `name` from now on (none: the name exists without TXT, NODATA). */
-  setTxt(name: string, values: string[]): void;
+  /** The TXT records of `name` from now on, each a string or its chunks (none: the name exists without TXT, NODATA). */
+  setTxt(name: string, values: Array<string | string[]>): void;
   /** `name` answers SERVFAIL from now on. */
   fail(name: string): void;
   /** `name` is NXDOMAIN from now on. */
   remove(name: string): void;
+  /** `name`'s questions wait unanswered until the returned function is called (then answered as the name is then). */
+  hold(name: string): () => void;
   /** TXT questions asked, by name (lower-case). */
   asked(name: string): number;
   close(): Promise<void>;
 }
 
 export async function startDnsServer(): Promise<DnsServer> {
-  const records = new Map<string, string[] | 'fail'>();
+  const records = new Map<string, Array<string | string[]> | 'fail'>();
   const questions = new Map<string, number>();
+  const held = new Map<string, Array<() => void>>();
   const socket: Socket = createSocket('udp4');
   socket.on('message', (message, peer) => {
     let query: dnsPacket.Packet;
@@ -38,13 +41,18 @@ export async function startDnsServer(): Promise<DnsServer> {
     const question = query.questions?.[0];
     const name = question?.name.toLowerCase() ?? '';
     questions.set(name, (questions.get(name) ?? 0) + 1);
-    const held = records.get(name);
-    const rcode = held === undefined ? NXDOMAIN : held === 'fail' ? SERVFAIL : 0;
-    const answers = Array.isArray(held) && question?.type === 'TXT'
-      ? held.map((value) => ({ type: 'TXT' as const, name: question.name, ttl: 60, class: 'IN' as const, data: [value] }))
-      : [];
-    const reply = dnsPacket.encode({ type: 'response', id: query.id, flags: AUTHORITATIVE | dnsPacket.RECURSION_DESIRED | rcode, questions: query.questions, answers });
-    socket.send(reply, peer.port, peer.address);
+    const answer = () => {
+      const record = records.get(name);
+      const rcode = record === undefined ? NXDOMAIN : record === 'fail' ? SERVFAIL : 0;
+      const answers = Array.isArray(record) && question?.type === 'TXT'
+        ? record.map((value) => ({ type: 'TXT' as const, name: question.name, ttl: 60, class: 'IN' as const, data: [value].flat() }))
+        : [];
+      const reply = dnsPacket.encode({ type: 'response', id: query.id, flags: AUTHORITATIVE | dnsPacket.RECURSION_DESIRED | rcode, questions: query.questions, answers });
+      socket.send(reply, peer.port, peer.address);
+    };
+    const waiting = held.get(name);
+    if (waiting) waiting.push(answer);
+    else answer();
   });
   await new Promise<void>((resolve) => socket.bind(0, '127.0.0.1', resolve));
   const key = (name: string) => name.toLowerCase().replace(/\.$/, '');
@@ -53,6 +61,14 @@ export async function startDnsServer(): Promise<DnsServer> {
     setTxt: (name, values) => { records.set(key(name), values); },
     fail: (name) => { records.set(key(name), 'fail'); },
     remove: (name) => { records.delete(key(name)); },
+    hold: (name) => {
+      const waiting: Array<() => void> = [];
+      held.set(key(name), waiting);
+      return () => {
+        held.delete(key(name));
+        for (const answer of waiting) answer();
+      };
+    },
     asked: (name) => questions.get(key(name)) ?? 0,
     close: () => new Promise((resolve) => socket.close(() => resolve())),
   };

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { buildAdminApp } from '../../src/admin/app.js';
 import { docsBlock, docsExample } from '../helpers/docs.js';
 import { startDnsServer, type DnsServer } from '../helpers/dnsServer.js';
-import { ADMIN_KEY, bearer, closeSql, describeWithServices, sql, startTwoGateways, testConfigFromYaml, type TestGateway, type TestUser } from '../helpers/gateway.js';
+import { ADMIN_KEY, bearer, closeSql, describeWithServices, eventually, sql, startTwoGateways, testConfigFromYaml, type TestGateway, type TestUser } from '../helpers/gateway.js';
 import { request } from '../helpers/http.js';
 import { startSmtpCatcher, type SmtpCatcher } from '../helpers/smtp.js';
 import { createOrg, invite, join, verifiedUser } from './helpers.js';
@@ -57,6 +57,16 @@ describeWithServices('organization domains', () => {
   }
   const claim = (gw: TestGateway, id: number, owner: TestUser, domain: unknown) => gw.post(`/api/v1/orgs/${id}/domains`, { domain }, as(owner));
   const verify = (gw: TestGateway, id: number, owner: TestUser, domain: string) => gw.post(`/api/v1/orgs/${id}/domains/${encodeURIComponent(domain)}/verify`, {}, as(owner));
+  /** The re-check's log lines (and an hourly task's failure) on either instance since the last call, as their message and fields. */
+  function recheckLogs(): () => Array<Record<string, unknown>> {
+    const read = gws.map((gw) => gw.logs.length);
+    return () => gws.flatMap((gw, i) => {
+      const lines = gw.logs.slice(read[i]);
+      read[i] = gw.logs.length;
+      return lines.map((line) => JSON.parse(line) as Record<string, unknown>);
+    }).filter((line) => /^domain|hourly task/.test(String(line.msg)))
+      .map(({ msg, domain, error, checked, missed, unverified, failed, err }) => JSON.parse(JSON.stringify({ msg, domain, error, checked, missed, unverified, failed, err })));
+  }
   const events = (type: string, id: number) => sql<{ actor: string; data: Record<string, unknown> }>(
     "SELECT actor, data FROM audit_events WHERE type = $1 AND data->>'org_id' = $2 ORDER BY id", [type, String(id)]);
 
@@ -154,24 +164,71 @@ describeWithServices('organization domains', () => {
     const row = async () => (await sql<{ status: string; missed_checks: number }>('SELECT status, missed_checks FROM org_domains WHERE org_id = $1 AND domain = $2', [id, domain]))[0];
     const dayPasses = () => sql("UPDATE org_domains SET last_checked_at = now() - interval '25 hours' WHERE org_id = $1", [id]);
     const sweep = async () => { await dayPasses(); await Promise.all(gws.map((gw) => gw.services.housekeeping.sweep())); };
+    // What each sweep told the operators: the instance that claimed the domain logs its pass, the other nothing.
+    const told = recheckLogs();
+    const pass = (counts: { missed: number; unverified: number; failed: number }) => ({ msg: 'domains re-checked', checked: 1, ...counts });
     dns.remove(`_gateway-verify.${domain}`);
     await sweep();
     expect(await row()).toEqual({ status: 'verified', missed_checks: 1 });
+    expect(told()).toEqual([pass({ missed: 1, unverified: 0, failed: 0 })]);
     dns.fail(`_gateway-verify.${domain}`);
     await sweep();
     expect(await row()).toEqual({ status: 'verified', missed_checks: 1 });
+    expect(told()).toEqual([
+      { msg: 'domain re-check: the resolver failed; not counted as a miss', domain, error: 'ESERVFAIL' }, pass({ missed: 0, unverified: 0, failed: 1 }),
+    ]);
+    dns.setTxt(`_gateway-verify.${domain}`, []);
+    await sweep();
+    expect(told(), 'the name without TXT records (NODATA) is a miss').toEqual([pass({ missed: 1, unverified: 0, failed: 0 })]);
     dns.setTxt(`_gateway-verify.${domain}`, ['gateway-verify=someone-else']);
     await sweep();
-    await sweep();
     expect(await row()).toEqual({ status: 'unverified', missed_checks: 3 });
+    expect(told()).toEqual([pass({ missed: 1, unverified: 1, failed: 0 })]);
     expect((await events('org.domain_unverified', id)).map((e) => [e.actor, e.data.domain])).toEqual([['system', domain]]);
     expect(dns.asked(`_gateway-verify.${byOperator}`)).toBe(0);
     const [operators] = await sql('SELECT status, verified_by FROM org_domains WHERE org_id = $1 AND domain = $2', [id, byOperator]);
     expect(operators).toEqual({ status: 'verified', verified_by: 'operator' });
     // Unverified, another organization may claim and verify it.
     const other = await ownedOrg();
-    const next = (await claim(gws[1], other.id, other.owner, domain)).json.txt_value;
-    dns.setTxt(`_gateway-verify.${domain}`, [next]);
+    const next: string = (await claim(gws[1], other.id, other.owner, domain)).json.txt_value;
+    // Its record in two chunks, as DNS providers split long TXT values: read as one string.
+    dns.setTxt(`_gateway-verify.${domain}`, [[next.slice(0, 10), next.slice(10)]]);
     expect((await verify(gws[1], other.id, other.owner, domain)).status).toBe(200);
+  });
+
+  it('a domain released while its re-check looks it up stays released: no miss recorded, nothing unverified, the pass logged', async () => {
+    const { owner, id } = await ownedOrg();
+    const domain = newDomain();
+    const name = `_gateway-verify.${domain}`;
+    dns.setTxt(name, [(await claim(gws[0], id, owner, domain)).json.txt_value]);
+    expect((await verify(gws[0], id, owner, domain)).status).toBe(200);
+    await sql("UPDATE org_domains SET last_checked_at = now() - interval '25 hours', missed_checks = 2 WHERE org_id = $1", [id]);
+    dns.remove(name);
+    const [told, asked] = [recheckLogs(), dns.asked(name)];
+    const answer = dns.hold(name);
+    const sweeping = Promise.all(gws.map((gw) => gw.services.housekeeping.sweep()));
+    await eventually(() => dns.asked(name) > asked, 5000);
+    expect((await gws[1].request('DELETE', `/api/v1/orgs/${id}/domains/${domain}`, as(owner))).status).toBe(200);
+    answer();
+    await sweeping;
+    expect(await sql('SELECT domain FROM org_domains WHERE org_id = $1', [id])).toEqual([]);
+    expect(await events('org.domain_unverified', id)).toEqual([]);
+    expect(told()).toEqual([{ msg: 'domains re-checked', checked: 1, missed: 1, unverified: 0, failed: 0 }]);
+  });
+
+  it('a resolver that never answers is asked twice, then the verification is refused and the claim stays pending', async () => {
+    const { owner, id } = await ownedOrg();
+    const domain = newDomain();
+    const name = `_gateway-verify.${domain}`;
+    dns.setTxt(name, [(await claim(gws[0], id, owner, domain)).json.txt_value]);
+    const answer = dns.hold(name);
+    try {
+      const res = await verify(gws[0], id, owner, domain);
+      expect([res.status, res.json.code]).toEqual([409, 'domain_unverified']);
+      expect(dns.asked(name), 'two tries, each given up on after its timeout').toBe(2);
+    } finally {
+      answer();
+    }
+    expect(await sql('SELECT status FROM org_domains WHERE org_id = $1', [id])).toEqual([{ status: 'pending' }]);
   });
 });
