@@ -293,16 +293,17 @@ function longestUpstreamMs(upstreams: Config['upstreams']): number {
   return Math.max(0, ...Object.values(upstreams).map((u) => u.timeout));
 }
 
-/**
- * Warns, once at start, of accounts stored with an address that is not a single mailbox (saved
- * before CONTRACT §19): they get no mail until an operator fixes them. Ids only: an address is
- * personal data.
- */
 /** The sweep's tasks: the domains' daily re-check with organizations.sso (CONTRACT §31). */
 function hourlyTasks(config: Config, deps: Omit<RecheckDeps, 'resolvers'>): Array<{ name: string; run: () => Promise<unknown> }> {
   const sso = config.organizations?.enabled ? config.organizations.sso : undefined;
   return sso ? [{ name: 'domain re-check', run: () => recheckDomains({ ...deps, resolvers: sso.dns.resolvers }) }] : [];
 }
+
+/**
+ * Warns, once at start, of accounts stored with an address that is not a single mailbox (saved
+ * before CONTRACT §19): they get no mail until an operator fixes them. Ids only: an address is
+ * personal data.
+ */
 
 async function reportUnfitEmails(db: Database, log: Logger): Promise<void> {
   try {
