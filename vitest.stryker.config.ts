@@ -152,7 +152,8 @@ export const MUTATION_TESTS = [
   'test/billing/cancelOnDelete.test.ts',
   ...new Set([
     ...ORG_TESTS, ...ACTING_TESTS, ...BILLING_TESTS, ...REFUND_TESTS, ...HOOK_TESTS, ...WEBHOOK_TESTS, ...IMPORT_TESTS, ...ERROR_TESTS,
-    'test/admin/consoleMarks.security.test.ts', ...OPERATOR_TESTS, ...ADMIN_TESTS, ...SIGN_IN_TESTS, ...PASSKEY_TESTS, ...KEY_TESTS, ...CONSOLE_TESTS, 'test/admin/consoleOperators.test.ts',
+    'test/admin/consoleMarks.security.test.ts', ...OPERATOR_TESTS, ...ADMIN_TESTS, ...SIGN_IN_TESTS, ...PASSKEY_TESTS, ...KEY_TESTS, ...CONSOLE_TESTS,
+    'test/admin/consoleOperators.test.ts', 'test/admin/apiKeys.test.ts',
     'test/guards/monthlyQuota.test.ts', 'test/user/keyScopes.test.ts', 'test/orgs/usage.test.ts', 'test/billing/portalApi.test.ts',
     'test/orgs/managedAccounts.test.ts', 'test/orgs/domains.test.ts', ...SAML_TESTS, 'test/sso/enforce.test.ts', 'test/sso/enforceProviders.test.ts', ...SCIM_TESTS, 'test/docs/openapi.test.ts',
   ]),
@@ -250,7 +251,8 @@ export const ROOM_TESTS: Record<string, string[]> = {
   'src/pipeline/guards/scopes.ts': ['test/guards/scopes.test.ts', 'test/user/keyScopes.test.ts'],
   // With the OpenAPI document, which its route's schema is part of (docs/openapi.json, committed).
   'src/user/apiKeyRoll.ts': ['test/user/keyRoll.test.ts', 'test/docs/openapi.test.ts'],
-  'src/storage/keys/apiKeys.ts': KEY_TESTS,
+  // With the usage per key (its counts' SQL) and the operators' acts on keys (a user's list, by id, leaked).
+  'src/storage/keys/apiKeys.ts': [...KEY_TESTS, 'test/user/keyUsage.test.ts', 'test/admin/apiKeys.test.ts'],
   // CONTRACT §31.
   ...each(['src/domains/dns.ts', 'src/domains/index.ts', 'src/domains/recheck.ts'], ['test/orgs/domains.test.ts']),
   ...each(['src/domains/names.ts', 'src/domains/publicMail.ts'], ['test/domains/names.test.ts', 'test/orgs/domains.test.ts']),

@@ -48,10 +48,9 @@ export async function replaceKey(tx: Queryable, userId: number, keyHash: string,
   // Serializes concurrent creations for one user: without it two could each revoke the other's
   // earlier keys, insert, and leave two active keys.
   await tx.query('SELECT 1 FROM users WHERE id = $1 FOR UPDATE', [userId]);
-  const revoked = await tx.query<{ id: string; user_id: number; token_hash: string }>(
-    "UPDATE api_tokens SET revoked = 1 WHERE user_id = $1 AND org_id IS NULL AND revoked = 0 AND name = 'default' RETURNING id, user_id, token_hash", [userId]);
+  const revoked = await revokeWhere(tx, "user_id = $1 AND org_id IS NULL AND name = 'default'", [userId]);
   const rows = await tx.query<{ id: string; created_at: Date }>('INSERT INTO api_tokens (user_id, token_hash, start) VALUES ($1, $2, $3) RETURNING id, created_at', [userId, keyHash, start]);
-  return { id: Number(rows[0]!.id), createdAt: rows[0]!.created_at, revoked: revoked.map(asRevoked).sort((a, b) => a.id - b.id) };
+  return { id: Number(rows[0]!.id), createdAt: rows[0]!.created_at, revoked };
 }
 
 export interface NewKeyRow {
@@ -138,9 +137,7 @@ export async function revokeOwnKey(db: Queryable, userId: number, id: number): P
 
 /** Revokes every active key of the user; returns the keys revoked, by id (none: already done). */
 export async function revokeKeys(db: Queryable, userId: number): Promise<RevokedKey[]> {
-  const rows = await db.query<{ id: string; user_id: number; token_hash: string }>(
-    'UPDATE api_tokens SET revoked = 1 WHERE user_id = $1 AND org_id IS NULL AND revoked = 0 RETURNING id, user_id, token_hash', [userId]);
-  return rows.map(asRevoked).sort((a, b) => a.id - b.id);
+  return revokeWhere(db, 'user_id = $1 AND org_id IS NULL', [userId]);
 }
 
 export interface ApiKeyRow extends OwnKey {
@@ -161,20 +158,26 @@ export interface RevokedKey {
   userId: number;
   hash: string;
 }
-const asRevoked = (row: { id: string | number; user_id: number; token_hash: string }): RevokedKey => ({ id: Number(row.id), userId: row.user_id, hash: row.token_hash });
+
+/**
+ * Revokes the active keys that `where` (a condition on api_tokens, a constant of this file) selects;
+ * the keys revoked, by id, whose order their audit rows and events follow.
+ */
+async function revokeWhere(q: Queryable, where: string, params: unknown[]): Promise<RevokedKey[]> {
+  const rows = await q.query<{ id: string | number; user_id: number; token_hash: string }>(
+    `WITH revoked AS (UPDATE api_tokens SET revoked = 1 WHERE ${where} AND revoked = 0 RETURNING id, user_id, token_hash)
+     SELECT id, user_id, token_hash FROM revoked ORDER BY id`, params);
+  return rows.map((row) => ({ id: Number(row.id), userId: row.user_id, hash: row.token_hash }));
+}
 
 /** Revokes the key with this id, whoever holds it (an operator's act); undefined when none is active. */
 export async function revokeKeyById(db: Queryable, id: number): Promise<RevokedKey | undefined> {
-  const rows = await db.query<{ id: string; user_id: number; token_hash: string }>('UPDATE api_tokens SET revoked = 1 WHERE id = $1 AND revoked = 0 RETURNING id, user_id, token_hash', [id]);
-  return rows[0] && asRevoked(rows[0]);
+  return (await revokeWhere(db, 'id = $1', [id]))[0];
 }
 
 /** Revokes the active keys among these hashes (leaked keys); those that match nothing are ignored. */
 export async function revokeKeysByHash(db: Queryable, hashes: string[]): Promise<RevokedKey[]> {
-  if (!hashes.length) return [];
-  const rows = await db.query<{ id: string; user_id: number; token_hash: string }>(
-    'UPDATE api_tokens SET revoked = 1 WHERE token_hash = ANY($1::text[]) AND revoked = 0 RETURNING id, user_id, token_hash', [hashes]);
-  return rows.map(asRevoked).sort((a, b) => a.id - b.id);
+  return revokeWhere(db, 'token_hash = ANY($1::text[])', [hashes]);
 }
 
 /** Requests made with keys, and how many of them were denied, by key and UTC day (YYYY-MM-DD). */
