@@ -91,7 +91,7 @@ describeWithServices('console: operators sign in with a passkey (admin.passkeys)
     expect([row!.last_used_at, Number(row!.counter)]).toEqual([expect.any(Date), 1]);
   });
 
-  it('refuses a replayed answer, a wrong origin, an unknown credential, another operator\'s passkey and a missing userHandle; each is audited', async () => {
+  it('refuses a replayed answer, a wrong origin, an unknown credential, another\'s passkey (with this one\'s handle too), no userHandle, non-answers; each audited', async () => {
     const op = await enrolled();
     const credential = await withPasskey(op);
     const first = await signIn(op, credential);
@@ -104,8 +104,14 @@ describeWithServices('console: operators sign in with a passkey (admin.passkeys)
     const other = await enrolled();
     const othersKey = await withPasskey(other);
     expect((await signIn(op, othersKey)).answer.status).toBe(401);
+    // The handle is outside the signature: another's answer relayed with this operator's handle is still theirs.
+    expect((await signIn(op, othersKey, { userHandle: Buffer.from(`operator:${op.id}`).toString('base64url') })).answer.status).toBe(401);
     expect((await signIn(op, credential, { userHandle: undefined })).answer.status).toBe(401);
-    expect(await failures(op.id)).toEqual(Array(5).fill({ data: { reason: 'passkey_failed', operator_email: op.email } }));
+    for (const passkey of [null, 42, 'x', { id: 42 }, { id: credential.id }]) {
+      const res = await post(origin, '/console/operator/session', { email: op.email, password: op.password, passkey });
+      expect([res.status, res.json], JSON.stringify(passkey)).toEqual([401, { error: 'Identifiants invalides' }]);
+    }
+    expect(await failures(op.id)).toEqual(Array(11).fill({ data: { reason: 'passkey_failed', operator_email: op.email } }));
     // A wrong password with a good passkey says nothing more.
     const wrong = await signIn({ ...op, password: 'not-the-password' }, credential);
     expect([wrong.answer.status, wrong.answer.json]).toEqual([401, { error: 'Identifiants invalides' }]);

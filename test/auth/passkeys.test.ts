@@ -71,7 +71,7 @@ describeWithServices('passkeys', () => {
       rp: { id: 'app.example.test', name: 'Example' },
       user: { name: user.email, id: Buffer.from(String(user.id)).toString('base64url') },
       challenge: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/),
-      authenticatorSelection: { residentKey: 'required', userVerification: 'required' },
+      authenticatorSelection: { residentKey: 'required', requireResidentKey: true, userVerification: 'required' },
       attestation: 'none',
     });
     const { response, credential } = register(options.json, ORIGIN);
@@ -133,8 +133,30 @@ describeWithServices('passkeys', () => {
       const res = await a.post(LOGIN, body);
       expect([res.status, res.json], JSON.stringify(body)).toEqual([401, REFUSED]);
     }
+    const bodiless = await a.request('POST', LOGIN);
+    expect([bodiless.status, bodiless.json], 'no body').toEqual([401, REFUSED]);
     // Still good for its owner, with a counter past the last one.
     expect((await signIn(credential, { ...ORIGIN, counter: 6 })).res.status).toBe(200);
+  });
+
+  it('logs a refused ceremony with its owner and the library\'s reason, cut at 200 characters, never the answer', async () => {
+    const { user, credential } = await userWithPasskey();
+    const longOrigin = { origin: `https://${'e'.repeat(300)}.example` };
+    const logged = (gw: TestGateway, res: { headers: Record<string, unknown> }, msg: string) =>
+      gw.logs.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.reqId === res.headers['x-request-id'] && l.msg === msg);
+    const { res, answer } = await signIn(credential, longOrigin);
+    expect([res.status, res.json]).toEqual([401, REFUSED]);
+    const [signInLine, ...more] = logged(a, res, 'passkey sign-in refused');
+    expect(more).toEqual([]);
+    expect(signInLine).toMatchObject({ ownerId: user.id, reason: expect.stringMatching(/^Error: Unexpected authentication response origin "https:\/\/e+$/) });
+    expect((signInLine!.reason as string).length).toBe(200);
+    expect(JSON.stringify(signInLine)).not.toContain((answer as { response: { signature: string } }).response.signature);
+    const newcomer = await makeUser(a);
+    const registering = await addPasskey(newcomer.access, longOrigin);
+    expect([registering.res.status, registering.res.json]).toEqual([400, INVALID]);
+    const [registrationLine] = logged(b, registering.res, 'passkey registration refused');
+    expect(registrationLine).toMatchObject({ ownerId: newcomer.id, reason: expect.stringMatching(/^Error: Unexpected registration response origin "https:\/\/e+$/) });
+    expect((registrationLine!.reason as string).length).toBe(200);
   });
 
   it('refuses a sign-in without userHandle, or whose userHandle is not the credential\'s user (CONTRACT §26)', async () => {

@@ -35,10 +35,13 @@ const expires = (now: Date) => new Date(now.getTime() + CHALLENGE_TTL_MS);
  * the credential's owner's, byte for byte (the canonical base64url, as browsers send it). It is
  * outside the signature: whoever relays an answer could drop it or name another account.
  */
-const namesOwner = (owners: PasskeyOwners, handle: unknown, ownerId: number) => typeof handle === 'string' && handle === Buffer.from(owners.handleOf(ownerId)).toString('base64url');
+const namesOwner = (owners: PasskeyOwners, handle: unknown, ownerId: number) => handle === Buffer.from(owners.handleOf(ownerId)).toString('base64url');
 
-/** Why a ceremony was refused, for the log: the library's message, never the answer itself. */
-const reasonOf = (err: unknown) => (err instanceof Error ? err.message.slice(0, 200) : 'unreadable answer');
+/**
+ * Why a ceremony was refused, for the log: the library's error, never the answer itself, and its
+ * first 200 characters (its message quotes what the answer claims, such as an origin of any length).
+ */
+const reasonOf = (err: unknown) => String(err).slice(0, 200);
 
 export async function registrationOptions(
   db: Queryable, owners: PasskeyOwners, rp: RelyingParty, owner: { id: number; name: string }, now: Date,
@@ -46,8 +49,9 @@ export async function registrationOptions(
   const options = await generateRegistrationOptions({
     rpName: rp.rpName, rpID: rp.rpId, userName: owner.name, userID: Buffer.from(owners.handleOf(owner.id)),
     attestationType: 'none', timeout: CHALLENGE_TTL_MS,
-    // Discoverable: a sign-in starts without naming the account, the authenticator offers it.
-    authenticatorSelection: { residentKey: 'required', requireResidentKey: true, userVerification: 'required' },
+    // Discoverable: a sign-in starts without naming the account, the authenticator offers it (the
+    // library sets the older requireResidentKey from residentKey).
+    authenticatorSelection: { residentKey: 'required', userVerification: 'required' },
     excludeCredentials: await passkeys.credentialIdsOf(db, owner.id, owners.tables),
   });
   await passkeys.createChallenge(db, sha256Hex(options.challenge), 'register', owner.id, now, expires(now), owners.tables);
@@ -98,7 +102,7 @@ export async function verifyAuthentication(tx: Queryable, owners: PasskeyOwners,
     log.info({ ownerId, reason: reasonOf(err) }, 'passkey sign-in refused');
     return undefined;
   });
-  if (!verified?.verified || !namesOwner(owners, response.response?.userHandle, ownerId)) return false;
+  if (!verified?.verified || !namesOwner(owners, response.response.userHandle, ownerId)) return false;
   await passkeys.recordUse(tx, passkey.id, verified.authenticationInfo.newCounter, now, owners.tables);
   return true;
 }
