@@ -74,6 +74,13 @@ describeWithServices('organizations: the whole way', () => {
     expect(await gw.request('PUT', `/api/v1/orgs/${id}/members/${carol.id}`, { ...as(bob), json: { role: 'owner' } })).toMatchObject({
       status: 403, json: { error: 'Rôle insuffisant', required_roles: ['owner'], current_role: 'admin' },
     });
+    // Below owner, an admin sets roles; a role set to what it is already changes nothing and records nothing,
+    // the sole owner's "owner" included.
+    for (const role of ['admin', 'admin', 'member']) {
+      const res = await gw.request('PUT', `/api/v1/orgs/${id}/members/${carol.id}`, { ...as(bob), json: { role } });
+      expect([res.status, res.json], role).toEqual([200, { user_id: carol.id, email: carol.email, role, joined_at: expect.any(String) }]);
+    }
+    expect((await gw.request('PUT', `/api/v1/orgs/${id}/members/${alice.id}`, { ...as(alice), json: { role: 'owner' } })).json).toMatchObject({ role: 'owner' });
     const promoted = await gw.request('PUT', `/api/v1/orgs/${id}/members/${bob.id}`, { ...as(alice), json: { role: 'owner' } });
     expect([promoted.status, promoted.json]).toEqual([200, { user_id: bob.id, email: bob.email, role: 'owner', joined_at: expect.any(String) }]);
 
@@ -106,6 +113,8 @@ describeWithServices('organizations: the whole way', () => {
       ['org.invitation_sent', bob.id, undefined],
       ['org.member_added', carol.id, carol.id],
       ['org.updated', bob.id, undefined],
+      ['org.role_changed', bob.id, carol.id],
+      ['org.role_changed', bob.id, carol.id],
       ['org.role_changed', alice.id, bob.id],
       ['org.role_changed', alice.id, alice.id],
       ['org.member_removed', carol.id, carol.id],
