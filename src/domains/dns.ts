@@ -4,25 +4,23 @@
 // an outage of the resolver says nothing about who holds the domain).
 import { Resolver } from 'node:dns/promises';
 
-/** A name or its TXT records gone (NXDOMAIN, NODATA) is no records: a miss, as a record with another value is. */
-export type TxtAnswer = { records: string[] } | { failed: string };
-
 /** A look-up gets this long per try, two tries: a resolver that hangs costs a verification, not the gateway. */
 const TIMEOUT_MS = 3000;
 
-/** The TXT records at `name`, each one string (its chunks joined, as RFC 7208 reads them). */
-export async function lookupTxt(name: string, resolvers: readonly string[]): Promise<TxtAnswer> {
+/**
+ * Whether `name` holds `value` as one of its TXT records, each read as one string (its chunks joined,
+ * as RFC 7208 reads them). A name or records gone (NXDOMAIN, NODATA) is false, a miss; a resolver
+ * that failed is `{ failed }` with its error code.
+ */
+export async function holdsTxt(name: string, value: string, resolvers: readonly string[]): Promise<boolean | { failed: string }> {
   const resolver = new Resolver({ timeout: TIMEOUT_MS, tries: 2 });
   if (resolvers.length) resolver.setServers([...resolvers]);
   try {
     const records = await resolver.resolveTxt(name);
-    return { records: records.map((chunks) => chunks.join('')) };
+    return records.some((chunks) => chunks.join('') === value);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    if (code === 'ENOTFOUND' || code === 'ENODATA') return { records: [] };
+    if (code === 'ENOTFOUND' || code === 'ENODATA') return false;
     return { failed: code ?? String(err) };
   }
 }
-
-/** Whether the answer holds exactly `value` as one of its records. */
-export const holds = (answer: TxtAnswer, value: string): boolean => 'records' in answer && answer.records.includes(value);

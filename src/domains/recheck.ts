@@ -9,7 +9,7 @@ import type { Logger } from 'pino';
 import type { Audit } from '../audit.js';
 import type { Database } from '../storage/database/index.js';
 import { claimRechecks, recordRecheck } from '../storage/orgs/index.js';
-import { holds, lookupTxt } from './dns.js';
+import { holdsTxt } from './dns.js';
 import { txtNameOf } from './names.js';
 
 /** Consecutive daily misses that unverify a domain. */
@@ -31,13 +31,12 @@ export async function recheckDomains(deps: RecheckDeps): Promise<{ checked: numb
   const due = await claimRechecks(deps.db, deps.clock(), RECHECK_EVERY_MS, BATCH);
   const counts = { checked: due.length, missed: 0, unverified: 0, failed: 0 };
   for (const claim of due) {
-    const answer = await lookupTxt(txtNameOf(claim.domain), deps.resolvers);
-    if ('failed' in answer) {
+    const found = await holdsTxt(txtNameOf(claim.domain), claim.txt_value, deps.resolvers);
+    if (typeof found === 'object') {
       counts.failed++;
-      deps.log.warn({ domain: claim.domain, error: answer.failed }, 'domain re-check: the resolver failed; not counted as a miss');
+      deps.log.warn({ domain: claim.domain, error: found.failed }, 'domain re-check: the resolver failed; not counted as a miss');
       continue;
     }
-    const found = holds(answer, claim.txt_value);
     if (!found) counts.missed++;
     await deps.db.transaction(async (tx) => {
       const row = await recordRecheck(tx, claim.org_id, claim.domain, found, MAX_MISSES);

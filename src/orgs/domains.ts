@@ -5,7 +5,7 @@
 // are at most 10 per organization per hour, counted under the organization's row lock.
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest, preHandlerAsyncHookHandler } from 'fastify';
-import { claimable, holds, lookupTxt, normalizeDomain, txtNameOf } from '../domains/index.js';
+import { claimable, holdsTxt, normalizeDomain, txtNameOf } from '../domains/index.js';
 import { sendError, successBody } from '../errors/index.js';
 import { bearerOnly, errors, message } from '../openapi.js';
 import { orgDomains as domains } from '../storage/orgs/index.js';
@@ -119,8 +119,8 @@ export async function domainRoutes(app: FastifyInstance, deps: DomainDeps): Prom
     if ('refused' in counted) return answer(reply, counted);
     const { claim, done } = counted.ok;
     if (done) return domainView(claim);
-    const found = holds(await lookupTxt(txtNameOf(claim.domain), deps.resolvers), claim.txt_value);
-    if (!found) return sendError(reply, 'domainUnverified');
+    // A resolver that failed proves nothing either.
+    if ((await holdsTxt(txtNameOf(claim.domain), claim.txt_value, deps.resolvers)) !== true) return sendError(reply, 'domainUnverified');
     try {
       return answer(reply, await orgChange(deps, actor, id, async (w) => {
         requireRole(w.role, OWNERS);
