@@ -86,13 +86,16 @@ export async function revokeOrgApiKey(deps: Pick<OrgApiKeyDeps, 'audit'>, owner:
 
 /**
  * A member leaves or is removed (CONTRACT §22): each key they made goes with the membership, the
- * system's doing, one audit row per key (its api_key.revoked hook, §24); the ids revoked. Other
- * instances drop the keys on the rows' NOTIFY.
+ * system's doing, one audit row per key (its api_key.revoked hook, §24); the keys revoked, whose
+ * hashes the caller forgets once the transaction has committed (IdentityCache.forgetKey; other
+ * instances drop them on the rows' NOTIFY).
  */
-export async function revokeMemberKeys(deps: Pick<OrgApiKeyDeps, 'audit'>, owner: Pick<OrgKeyOwner, 'tx' | 'orgId'>, memberId: number): Promise<number[]> {
+export async function revokeMemberKeys(
+  deps: Pick<OrgApiKeyDeps, 'audit'>, owner: Pick<OrgKeyOwner, 'tx' | 'orgId'>, memberId: number,
+): Promise<Array<{ id: number; hash: string }>> {
   const keys = await revokeMemberKeyRows(owner.tx, owner.orgId, memberId);
-  for (const keyId of keys) {
-    await deps.audit.record({ type: 'api_key.revoked', actor: 'system', userId: memberId, data: { id: keyId, org_id: owner.orgId, reason: 'member_removed' } }, owner.tx);
+  for (const { id } of keys) {
+    await deps.audit.record({ type: 'api_key.revoked', actor: 'system', userId: memberId, data: { id, org_id: owner.orgId, reason: 'member_removed' } }, owner.tx);
   }
   return keys;
 }

@@ -75,7 +75,7 @@ export async function registerOrganizations(app: FastifyInstance, deps: Organiza
     });
     await orgs.register(orgRoutes, orgDeps);
     await orgs.register(invitationRoutes, invitationDeps);
-    await orgs.register(memberRoutes, { db, audit, clock, bearer });
+    await orgs.register(memberRoutes, { db, audit, clock, bearer, identities: deps.identities });
     await orgs.register(orgUsageRoutes, { db, clock, bearer });
     await orgs.register(orgKeyRoutes, { db, audit, clock, bearer, apiKeys: deps.config.apiKeys, identities: deps.identities });
     // CONTRACT §31: without organizations.sso, these paths are not the gateway's.

@@ -10,8 +10,9 @@ import { organizations as orgs } from '../storage/orgs/index.js';
 import { orgChange, refuse, requireRole, type OrgChangeDeps, type OrgWriters } from './change.js';
 import { actorOf, answer, DATE, ids, INT, MANAGERS, object, OWNERS, orgRole, pathId, ROLE, STR, TAGS } from './common.js';
 import type { OrgRoutesDeps } from './orgs.js';
+import type { IdentityCache } from '../storage/feed/index.js';
 
-export type MemberDeps = Pick<OrgRoutesDeps, 'bearer'> & OrgChangeDeps;
+export type MemberDeps = Pick<OrgRoutesDeps, 'bearer'> & OrgChangeDeps & { identities: Pick<IdentityCache, 'forgetKey'> };
 
 const params = ids('id', 'user_id');
 const tags = TAGS;
@@ -75,8 +76,11 @@ export async function memberRoutes(app: FastifyInstance, deps: MemberDeps): Prom
       // CONTRACT §22: each key the member made goes with the membership, the system's doing.
       const keys = await revokeMemberKeys(deps, { tx: w.tx, orgId: w.org.id }, target.userId);
       await w.record('org.member_removed', { member_id: target.userId, left: leaving, keys_revoked: keys.length });
+      return keys;
     });
     if ('refused' in outcome) return answer(reply, outcome);
+    // Refused here from the next request on, not once this instance hears the rows' NOTIFY.
+    for (const { hash } of outcome.ok) deps.identities.forgetKey(hash);
     return successBody(reply, 'memberRemoved');
   });
 }

@@ -57,7 +57,7 @@ export async function endAccess(w: ScimWriters, row: ScimUserRow, deleted = fals
     await removeMember(tx, caller.orgId, account.id);
     const keys = await revokeMemberKeys(tx, caller.orgId, account.id);
     // CONTRACT §22: each key the member made goes with the membership, the system's doing.
-    for (const id of keys) await w.deps.audit.record({ type: 'api_key.revoked', actor: 'system', userId: account.id, data: { id, org_id: caller.orgId, reason: 'member_removed' } }, tx);
+    for (const { id } of keys) await w.deps.audit.record({ type: 'api_key.revoked', actor: 'system', userId: account.id, data: { id, org_id: caller.orgId, reason: 'member_removed' } }, tx);
     await recordScim(w, 'org.member_removed', account.id, { member_id: account.id, keys_revoked: keys.length });
   }
   const deactivate = account.is_active === 1

@@ -46,9 +46,10 @@ export async function revokeOrganizationKeys(tx: Queryable, orgId: number): Prom
 }
 
 /** Revokes the organization keys a member made (their membership ended): their ids. */
-export async function revokeMemberKeys(tx: Queryable, orgId: number, userId: number): Promise<number[]> {
-  return (await tx.query<{ id: string | number }>('UPDATE api_tokens SET revoked = 1 WHERE org_id = $1 AND user_id = $2 AND revoked = 0 RETURNING id', [orgId, userId]))
-    .map((r) => Number(r.id));
+export async function revokeMemberKeys(tx: Queryable, orgId: number, userId: number): Promise<Array<{ id: number; hash: string }>> {
+  const rows = await tx.query<{ id: string | number; token_hash: string }>(
+    'UPDATE api_tokens SET revoked = 1 WHERE org_id = $1 AND user_id = $2 AND revoked = 0 RETURNING id, token_hash', [orgId, userId]);
+  return rows.map((r) => ({ id: Number(r.id), hash: r.token_hash }));
 }
 
 /** The user's role in the organization, or undefined for a non-member (or no such organization). */
