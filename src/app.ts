@@ -99,11 +99,13 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
     refuseUnfitInput(user);
     await userRoutes(user, userDeps);
   }, { prefix: '/api/v1/user' });
-  await registerOrganizations(app, { config, db, audit, clock, requireUser, mailer, mailWords: instance.mailWords, rateLimit: authRateLimit, cancelSubscriptions, identities: instance.identities });
+  await registerOrganizations(app, {
+    config, db, audit, clock, requireUser, mailer, mailWords: instance.mailWords, rateLimit: authRateLimit, cancelSubscriptions, identities, memberships: instance.memberships,
+  });
   // The customer portal (CONTRACT §30): its pages, its config, its sessions; the auth namesakes' handlers.
   await registerPortal(app, { config, sessionEndpoints: features.sessionEndpoints, rateLimit: authRateLimit });
   // An organization's directory (CONTRACT §31, SCIM 2.0): only where §31's paths are the gateway's.
-  await registerScim(app, { config, db, audit, clock, requireUser, identities });
+  await registerScim(app, { config, db, audit, clock, requireUser, identities, memberships: instance.memberships });
   // The plans and their prices (CONTRACT §30), with or without billing.
   await app.register(plansRoute, { prices: config.billing?.stripe.prices ?? {} });
   // Plans that follow payment (CONTRACT §23): only with billing.stripe; otherwise these paths are not the gateway's.

@@ -59,7 +59,7 @@ export async function buildAdminApp(instance: Instance, options: AdminOptions = 
   // admin.port 0 (any free port): the port the listener got, once it listens.
   const port = () => (app.server.address() as AddressInfo | null)?.port ?? admin.port;
   await app.register(adminRoutes, { prefix: '/admin', db, identities, events, audit, consoleMark, apiKey, config: () => live.current.settings, billing: instance.config.billing, clock: instance.clock,
-    keyRefusals, adminExists,
+    keyRefusals, adminExists, memberships: instance.memberships,
     linkOrigin: () => linkOrigin(admin, port()),
     invitations: { mailer: instance.mailer, words: instance.mailWords, resetUrl: instance.config.mail ? mailLinks(instance.config).reset : undefined },
     cancelSubscriptions: instance.billing?.billing.cancelAtPeriodEnd,

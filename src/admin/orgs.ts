@@ -9,6 +9,7 @@ import { UNPOOLED_PLAN } from '../orgActing.js';
 import { utcDay, utcMonth } from '../time.js';
 import { parseIntegerId, type Database, type Queryable } from '../storage/database/index.js';
 import { organizations as orgs } from '../storage/orgs/index.js';
+import type { MembershipCache } from '../storage/feed/index.js';
 import type { Audit, AuditEvent } from '../audit.js';
 import type { Config } from '../config/schema.js';
 import { billingView, BILLING_SCHEMA, OVERRIDE_DESCRIPTION, operatorSetsPlan, overrideFlag, PLAN_BODY, planRules, type PlanRules } from '../billing/operator.js';
@@ -21,6 +22,8 @@ export interface OrgAdminDeps {
   config: () => Pick<Config, 'plans' | 'routes'>;
   billing: Config['billing'];
   clock: () => Date;
+  /** This instance's memberships (with organizations enabled): an organization's plan set here holds here at once. */
+  memberships?: Pick<MembershipCache, 'forget'>;
 }
 
 /** Who changes (routes.ts's by()): passed in, so this file does not import routes.ts. */
@@ -116,7 +119,7 @@ async function getOrg({ db, config, clock, billing }: OrgAdminDeps, request: Fas
 /**
  * The plan changes in one UPDATE with its audit row; the organizations trigger announces it on the
  * change feed, so every instance drops what it cached of the organization (within one second, as a
- * user's plan).
+ * user's plan), and this one at once, as a user's plan set here.
  */
 async function setOrgPlan(deps: OrgAdminDeps, by: ActorOf, request: FastifyRequest, reply: FastifyReply) {
   const id = parseIntegerId((request.params as { id: string }).id);
@@ -135,6 +138,7 @@ async function setOrgPlan(deps: OrgAdminDeps, by: ActorOf, request: FastifyReque
   }));
   if (changed.outcome === 'managed') return sendError(reply, 'planManagedByBilling', { billing_plan: changed.billingPlan });
   if (changed.outcome === 'gone') return sendError(reply, 'adminNotFound');
+  deps.memberships?.forget(id);
   request.log.info({ orgId: id, plan, override }, 'admin: organization plan set');
   return orgDetail(deps.db, id, rules);
 }

@@ -28,7 +28,7 @@ import { adminAccess, by } from './access.js';
 import { operatorRoutes } from './operatorRoutes.js';
 import { adminView, auditFilter, auditPages, auditView, datesAsIso, deliveryView, field, iso, listFilter, userPages } from './views.js';
 import { utcDay, utcMonth } from '../time.js';
-import { adminOrgRoutes } from './orgs.js';
+import { adminOrgRoutes, type OrgAdminDeps } from './orgs.js';
 import { adminDomainRoutes } from './orgDomains.js';
 import { adminSamlRoutes } from './orgSaml.js';
 import { adminOrgKeyRoutes } from './orgKeys.js';
@@ -41,6 +41,8 @@ const ALERT_DATA_MAX_BYTES = 60 * 1024;
 export interface AdminRoutesDeps {
   db: Database;
   identities: Pick<IdentityCache, 'forgetUser' | 'forgetKey'>;
+  /** With organizations enabled: an organization's plan set here holds here at once (orgs.ts). */
+  memberships?: OrgAdminDeps['memberships'];
   events: Events;
   audit: Audit;
   /** What the console sets on the requests it makes for its session (console.ts): their actor is `console`. */

@@ -9,8 +9,8 @@ import type { Config } from '../config/schema.js';
 import { sha256Hex } from '../credentials/digest.js';
 import type { Denial } from '../errors/index.js';
 import type { Queryable } from '../storage/database/index.js';
-import { createOrgKeyWithin, revokeOrgKey as revokeOrgKeyRow, type OrgKey } from '../storage/keys/index.js';
-import { ORG_ROLES, revokeMemberKeys as revokeMemberKeyRows, type OrgRole } from '../storage/orgs/index.js';
+import { createOrgKeyWithin, revokeMemberOrgKeys, revokeOrgKey as revokeOrgKeyRow, type OrgKey, type RevokedKey } from '../storage/keys/index.js';
+import { ORG_ROLES, type OrgRole } from '../storage/orgs/index.js';
 import type { Client } from '../storage/accounts/index.js';
 import { newApiKey } from './format.js';
 import { keyPlanDenial, keyRequest, type KeyOutcome } from './rules.js';
@@ -92,8 +92,8 @@ export async function revokeOrgApiKey(deps: Pick<OrgApiKeyDeps, 'audit'>, owner:
  */
 export async function revokeMemberKeys(
   deps: Pick<OrgApiKeyDeps, 'audit'>, owner: Pick<OrgKeyOwner, 'tx' | 'orgId'>, memberId: number,
-): Promise<Array<{ id: number; hash: string }>> {
-  const keys = await revokeMemberKeyRows(owner.tx, owner.orgId, memberId);
+): Promise<RevokedKey[]> {
+  const keys = await revokeMemberOrgKeys(owner.tx, owner.orgId, memberId);
   for (const { id } of keys) {
     await deps.audit.record({ type: 'api_key.revoked', actor: 'system', userId: memberId, data: { id, org_id: owner.orgId, reason: 'member_removed' } }, owner.tx);
   }

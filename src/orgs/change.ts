@@ -5,13 +5,15 @@
 // organization. Two changes of one organization wait for each other on its row, so what they
 // count there (owners left, pending invitations) stays true until they commit: two owners demoting
 // each other on two instances leave one owner, not none. A refusal thrown by the change (refuse())
-// rolls back whatever it wrote.
+// rolls back whatever it wrote. Once it has committed, this instance forgets what it cached of
+// the organization at once; the other instances hear the rows' NOTIFY.
 import { lockAccount } from '../account/change.js';
 import type { Audit, AuditType } from '../audit.js';
 import type { ErrorCode } from '../errors/index.js';
 import type { Database, Queryable } from '../storage/database/index.js';
 import { lockOrganization, roleOf, type Organization, type OrgRole } from '../storage/orgs/index.js';
 import type { Client, users } from '../storage/accounts/index.js';
+import type { MembershipCache } from '../storage/feed/index.js';
 
 export type OrgAuditType = Extract<AuditType, `org.${string}`>;
 
@@ -19,6 +21,8 @@ export interface OrgChangeDeps {
   db: Database;
   audit: Audit;
   clock: () => Date;
+  /** This instance's memberships: an organization changed here is read afresh at once (the feed tells the other instances). */
+  memberships: Pick<MembershipCache, 'forget'>;
 }
 
 /** Who changes: the signed-in user, from where (the audit row's). */
@@ -92,14 +96,19 @@ export function userChange<T>(deps: OrgChangeDeps, actor: Actor, change: (w: Use
  * is refused as a non-member is (404), so ids tell nothing; whether a non-member may go on (an
  * invitation's acceptance) is the change's to say (requireRole).
  */
-export function orgChange<T>(deps: OrgChangeDeps, actor: Actor, orgId: number, change: (w: OrgWriters) => Promise<T>): Promise<Outcome<T>> {
-  return inTransaction(deps.db, async (tx) => {
+export async function orgChange<T>(deps: OrgChangeDeps, actor: Actor, orgId: number, change: (w: OrgWriters) => Promise<T>): Promise<Outcome<T>> {
+  const outcome = await inTransaction(deps.db, async (tx) => {
     const user = await lockActor(tx, deps, actor);
     const org = (await lockOrganization(tx, orgId)) ?? refuse('orgNotFound');
     const record = (type: OrgAuditType, data: Record<string, unknown> = {}) =>
       deps.audit.record({ type, actor: 'user', userId: actor.userId, ...actor.client, data: { org_id: org.id, ...data } }, tx);
     return change({ tx, now: deps.clock(), user, org, role: await roleOf(tx, org.id, user.id), record });
   });
+  // Committed (or rolled back): the next request here reads who belongs afresh, not when the
+  // NOTIFY arrives, which a loaded machine delivers late. A removed member's keys and acting are
+  // refused at once (the pipeline's org stages ask the memberships), a new member's let in.
+  deps.memberships.forget(orgId);
+  return outcome;
 }
 
 /**

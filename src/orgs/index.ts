@@ -19,7 +19,7 @@ import { publicMailDomains } from '../domains/index.js';
 import { memberRoutes } from './members.js';
 import { orgKeyRoutes } from './apiKeys.js';
 import { orgUsageRoutes } from './usage.js';
-import type { IdentityCache } from '../storage/feed/index.js';
+import type { IdentityCache, MembershipCache } from '../storage/feed/index.js';
 import { createOrgRoute, orgRoutes, type OrgRoutesDeps } from './orgs.js';
 import { samlConnectionRoutes } from './saml.js';
 
@@ -39,6 +39,8 @@ export interface OrganizationsDeps {
   config: Pick<Config, 'organizations' | 'mail' | 'apiKeys' | 'auth' | 'portal'>;
   /** Where a revoked organization key is forgotten at once (the feed tells the other instances). */
   identities: Pick<IdentityCache, 'forgetKey'>;
+  /** Where an organization changed here is forgotten at once (orgs/change.ts); the instance makes it with organizations enabled. */
+  memberships: Pick<MembershipCache, 'forget'> | undefined;
   db: Database;
   audit: Audit;
   clock: () => Date;
@@ -57,11 +59,13 @@ export async function registerOrganizations(app: FastifyInstance, deps: Organiza
   // mail.invitationUrl, else the portal's page (CONTRACT §30): the schema refuses enabled organizations with neither.
   const invitationUrl = deps.config.mail ? mailLinks(deps.config).invitation : undefined;
   if (!settings?.enabled || !invitationUrl) return;
-  const { db, audit, clock } = deps;
+  const { db, audit, clock, memberships } = deps;
+  if (!memberships) throw new Error('organizations are enabled and the instance made no membership cache');
+  const changes = { db, audit, clock, memberships };
   const bearer = requireBearer(deps.requireUser);
   const factor = factorGuard({ db, clock, mailConfigured: deps.config.mail !== undefined });
-  const orgDeps = { db, audit, clock, bearer, factor, maxOwnedPerUser: settings.maxOwnedPerUser, cancelSubscriptions: deps.cancelSubscriptions };
-  const invitationDeps = { db, audit, clock, bearer, mailer: deps.mailer, words: deps.mailWords, invitationUrl, invitationTtlMs: settings.invitationTtl };
+  const orgDeps = { ...changes, bearer, factor, maxOwnedPerUser: settings.maxOwnedPerUser, cancelSubscriptions: deps.cancelSubscriptions };
+  const invitationDeps = { ...changes, bearer, mailer: deps.mailer, words: deps.mailWords, invitationUrl, invitationTtlMs: settings.invitationTtl };
   await app.register(async (orgs) => {
     // A name with a control character is `Nom invalide` (CONTRACT §33): the two endpoints that
     // take one read their one field themselves (common.ts's orgName refuses NUL and surrogates too).
@@ -75,19 +79,19 @@ export async function registerOrganizations(app: FastifyInstance, deps: Organiza
     });
     await orgs.register(orgRoutes, orgDeps);
     await orgs.register(invitationRoutes, invitationDeps);
-    await orgs.register(memberRoutes, { db, audit, clock, bearer, identities: deps.identities });
+    await orgs.register(memberRoutes, { ...changes, bearer, identities: deps.identities });
     await orgs.register(orgUsageRoutes, { db, clock, bearer });
-    await orgs.register(orgKeyRoutes, { db, audit, clock, bearer, apiKeys: deps.config.apiKeys, identities: deps.identities });
+    await orgs.register(orgKeyRoutes, { ...changes, bearer, apiKeys: deps.config.apiKeys, identities: deps.identities });
     // CONTRACT §31: without organizations.sso, these paths are not the gateway's.
     if (settings.sso) {
       const publicMail = await publicMailDomains(settings.sso.publicMailDomains);
-      await orgs.register(domainRoutes, { db, audit, clock, bearer, factor, resolvers: settings.sso.dns.resolvers, publicMail });
+      await orgs.register(domainRoutes, { ...changes, bearer, factor, resolvers: settings.sso.dns.resolvers, publicMail });
     }
     // CONTRACT §31: SAML connections, only with organizations.sso (the schema asks auth.oidc beside it).
     const oidc = deps.config.auth.oidc;
     if (settings.sso && oidc) {
       const publicUrl = settings.sso.publicUrl ?? oidc.publicUrl;
-      await orgs.register(samlConnectionRoutes, { db, audit, clock, bearer, factor, totp: await createTotp(db), publicUrl, allowedReturnTo: (url) => allowedReturnTo(oidc.returnTo, url) });
+      await orgs.register(samlConnectionRoutes, { ...changes, bearer, factor, totp: await createTotp(db), publicUrl, allowedReturnTo: (url) => allowedReturnTo(oidc.returnTo, url) });
     }
   }, { prefix: ORGS_PREFIX });
 }

@@ -75,7 +75,11 @@ export async function createOrgRoute(app: FastifyInstance, deps: OrgRoutesDeps):
       await deps.audit.record({ type: 'org.created', actor: 'user', userId: user.id, ...client, data: { org_id: org.id, name } }, tx);
       return { id: org.id, name: org.name, plan: org.plan, role: 'owner', created_at: org.created_at };
     });
-    if ('ok' in outcome) request.log.info({ userId: currentUser(request).id, orgId: outcome.ok.id }, 'organization created');
+    if ('ok' in outcome) {
+      // An id asked about before it existed is cached as no organization: its owner acts for it at once.
+      deps.memberships.forget(outcome.ok.id);
+      request.log.info({ userId: currentUser(request).id, orgId: outcome.ok.id }, 'organization created');
+    }
     return answer(reply, outcome, 201);
   });
 }

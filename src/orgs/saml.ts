@@ -14,7 +14,7 @@ import { orgChange, orgRead, refuse, requireRole, type OrgWriters } from './chan
 import { actorOf, answer, ids, MANAGERS, object, OWNERS, pathId, STR, TAGS } from './common.js';
 import type { OrgRoutesDeps } from './orgs.js';
 
-export interface SamlRoutesDeps extends Pick<OrgRoutesDeps, 'db' | 'audit' | 'clock' | 'bearer' | 'factor'> {
+export interface SamlRoutesDeps extends Pick<OrgRoutesDeps, 'db' | 'audit' | 'clock' | 'memberships' | 'bearer' | 'factor'> {
   totp: Pick<Totp, 'encrypt'>;
   /** organizations.sso.publicUrl, else auth.oidc.publicUrl. */
   publicUrl: string;

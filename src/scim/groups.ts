@@ -12,7 +12,7 @@ import { listOf } from './discovery.js';
 import { invalidValue, notFound, scimError, sendScim } from './errors.js';
 import { parseFilter } from './filter.js';
 import { groupFromResource, groupPatch, type GroupFields, type MemberChange } from './groupModel.js';
-import { remapRole, type ProvisioningDeps } from './provisioning.js';
+import { directoryChange, remapRole, type ProvisioningDeps } from './provisioning.js';
 import { excludesMembers, groupResource, pageOf, queryValue } from './resources.js';
 
 export interface GroupRouteDeps extends ProvisioningDeps {
@@ -71,7 +71,7 @@ async function renameGroup(w: GroupWriters, row: directory.ScimGroupRow, fields:
 
 /** A change of group `id` under the organization's lock (one order with every membership change); the group after it. */
 async function changeGroup(deps: GroupRouteDeps, caller: ScimCaller, id: string, change: (w: GroupWriters, row: directory.ScimGroupRow) => Promise<directory.ScimGroupRow | undefined>) {
-  return deps.db.transaction(async (tx) => {
+  return directoryChange(deps, caller, async (tx) => {
     if (!(await lockOrganization(tx, caller.orgId))) notFound('Organization');
     const row = (await directory.findScimGroup(tx, caller.orgId, id, true)) ?? notFound('Group');
     return change({ tx, now: deps.clock(), caller, deps }, row);
@@ -85,7 +85,7 @@ async function shown(db: Database, request: FastifyRequest, row: directory.ScimG
 async function createGroup(deps: GroupRouteDeps, request: FastifyRequest, reply: FastifyReply) {
   const caller = callerOf(request);
   const wanted = groupFromResource(request.body);
-  const row = await deps.db.transaction(async (tx) => {
+  const row = await directoryChange(deps, caller, async (tx) => {
     if (!(await lockOrganization(tx, caller.orgId))) notFound('Organization');
     const w = { tx, now: deps.clock(), caller, deps };
     const created = (await directory.insertScimGroup(tx, caller.orgId, { display_name: wanted.displayName, external_id: wanted.externalId }, w.now))

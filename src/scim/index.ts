@@ -10,7 +10,7 @@ import type { Audit } from '../audit.js';
 import type { Config } from '../config/schema.js';
 import { requireBearer, type RequireUser } from '../listener/requireUser.js';
 import { isUnavailable, type Database } from '../storage/database/index.js';
-import type { IdentityCache } from '../storage/feed/index.js';
+import type { IdentityCache, MembershipCache } from '../storage/feed/index.js';
 import { scimAccess } from './access.js';
 import { Refused } from './managed.js';
 import { ScimError, sendScimError } from './errors.js';
@@ -32,6 +32,8 @@ export interface ScimDeps {
   requireUser: RequireUser;
   /** Where a deactivated account is forgotten at once (the feed tells the other instances). */
   identities: Pick<IdentityCache, 'forgetUser'>;
+  /** Where a directory's change of memberships is forgotten at once (provisioning.ts's directoryChange); made with organizations enabled. */
+  memberships: Pick<MembershipCache, 'forget'> | undefined;
   /** The organization's roleMapping (CONTRACT §31 "Roles"); default: its SAML connection's. */
   roleMapping?: RoleMappingOf;
 }
@@ -57,7 +59,8 @@ function scimFault(error: FastifyError, request: FastifyRequest, reply: FastifyR
 /** Registers the SCIM token endpoints and /scim/v2/orgs/{id}/ when §31's paths are served; nothing otherwise. */
 export async function registerScim(app: FastifyInstance, deps: ScimDeps): Promise<void> {
   if (!scimServed(deps.config)) return;
-  const { db, audit, clock } = deps;
+  const { db, audit, clock, memberships } = deps;
+  if (!memberships) throw new Error('organizations are enabled and the instance made no membership cache');
   const bearer = requireBearer(deps.requireUser);
   const factor = factorGuard({ db, clock, mailConfigured: deps.config.mail !== undefined });
   await app.register(scimTokenRoutes, { prefix: '/api/v1/orgs', db, audit, clock, bearer, factor });
@@ -65,7 +68,7 @@ export async function registerScim(app: FastifyInstance, deps: ScimDeps): Promis
     scim.decorateRequest('scimCaller', null);
     scim.addHook('onRequest', scimAccess({ db, clock }));
     scim.setErrorHandler(scimFault);
-    const directory = { db, audit, clock, roleMapping: deps.roleMapping ?? connectionRoleMapping };
+    const directory = { db, audit, clock, memberships, roleMapping: deps.roleMapping ?? connectionRoleMapping };
     await scim.register(discoveryRoutes);
     await scim.register(userRoutes, { ...directory, forgetUser: (id: number) => deps.identities.forgetUser(id) });
     await scim.register(groupRoutes, directory);

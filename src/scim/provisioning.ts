@@ -5,15 +5,19 @@
 //
 // Ending access (active false, DELETE): the membership goes, with the organization keys the member
 // made (revoked: the api_tokens trigger tells every instance) and so their WebSockets acting for it
-// (the memberships trigger: proxy/openSockets.ts closes them within a second). An account the
+// (the memberships trigger: proxy/openSockets.ts closes them within a second). On this instance
+// it holds at once: every change runs in directoryChange, which forgets the organization's
+// memberships once committed, and an organization key whose maker is no member is refused. An account the
 // organization manages (its SCIM or SAML made it, its email in a verified domain) that belongs to
 // no other organization is also deactivated: every session, key and socket of it is refused within
 // a second on every instance (the users trigger, as an operator's deactivation). An owner is never
 // removed by a directory: owners are managed through the API (§22), so the last owner stays.
 import { lockAccount } from '../account/change.js';
 import type { Audit } from '../audit.js';
-import type { Queryable } from '../storage/database/index.js';
-import { groupsOfUser, lockOrganization, membershipCount, removeMember, renameManagedAccount, revokeMemberKeys, roleOf, type ScimUserRow } from '../storage/orgs/index.js';
+import type { Database, Queryable } from '../storage/database/index.js';
+import type { MembershipCache } from '../storage/feed/index.js';
+import { revokeMemberKeys } from '../keys/index.js';
+import { groupsOfUser, lockOrganization, membershipCount, removeMember, renameManagedAccount, roleOf, type ScimUserRow } from '../storage/orgs/index.js';
 import { setActive, type UserWithHash } from '../storage/accounts/index.js';
 import type { ScimCaller } from './access.js';
 import { invalidValue, scimError } from './errors.js';
@@ -23,6 +27,20 @@ import { groupValues, type RoleMappingOf } from './roles.js';
 export interface ProvisioningDeps extends ManagedAccountDeps {
   audit: Audit;
   roleMapping: RoleMappingOf;
+  /** This instance's memberships: what a directory changed is read afresh here at once (directoryChange). */
+  memberships: Pick<MembershipCache, 'forget'>;
+}
+
+/**
+ * Runs a directory's change in one transaction. Once it has committed, this instance reads the
+ * organization's memberships afresh, not when the rows' NOTIFY arrives (a loaded machine delivers
+ * it late): a deprovisioned member's keys and acting for the organization are refused at once
+ * (the pipeline's org stages ask the memberships), a new role holds at once.
+ */
+export async function directoryChange<T>(deps: Pick<ProvisioningDeps, 'memberships'> & { db: Database }, caller: ScimCaller, work: (tx: Queryable) => Promise<T>): Promise<T> {
+  const done = await deps.db.transaction(work);
+  deps.memberships.forget(caller.orgId);
+  return done;
 }
 
 /** One SCIM change: its transaction, its time, who asks, and the locked account. */
@@ -55,9 +73,8 @@ export async function endAccess(w: ScimWriters, row: ScimUserRow, deleted = fals
   if (role === 'owner') scimError(409, OWNER_DETAIL);
   if (role) {
     await removeMember(tx, caller.orgId, account.id);
-    const keys = await revokeMemberKeys(tx, caller.orgId, account.id);
     // CONTRACT §22: each key the member made goes with the membership, the system's doing.
-    for (const { id } of keys) await w.deps.audit.record({ type: 'api_key.revoked', actor: 'system', userId: account.id, data: { id, org_id: caller.orgId, reason: 'member_removed' } }, tx);
+    const keys = await revokeMemberKeys(w.deps, { tx, orgId: caller.orgId }, account.id);
     await recordScim(w, 'org.member_removed', account.id, { member_id: account.id, keys_revoked: keys.length });
   }
   const deactivate = account.is_active === 1

@@ -11,7 +11,7 @@ import { listOf } from './discovery.js';
 import { invalidValue, notFound, scimError, sendScim } from './errors.js';
 import { parseFilter } from './filter.js';
 import { emailInVerifiedDomain, ensureManagedAccountIn } from './managed.js';
-import { endAccess, lockFor, moveEmail, restoreAccess, type ProvisioningDeps, type ScimWriters } from './provisioning.js';
+import { directoryChange, endAccess, lockFor, moveEmail, restoreAccess, type ProvisioningDeps, type ScimWriters } from './provisioning.js';
 import { pageOf, queryValue, userResource } from './resources.js';
 import { accountEmail, patchedUser, userFromResource, type UserState } from './userModel.js';
 
@@ -61,7 +61,7 @@ async function applyUser(w: ScimWriters, row: directory.ScimUserRow, wanted: Use
 
 /** Runs a change of the stored user `id` under its locks; the user after it, and whether the account was deactivated. */
 async function changeUser(deps: UserRouteDeps, caller: ScimCaller, id: string, change: (w: ScimWriters, row: directory.ScimUserRow) => Promise<directory.ScimUserRow | undefined>) {
-  const outcome = await deps.db.transaction(async (tx) => {
+  const outcome = await directoryChange(deps, caller, async (tx) => {
     const found = (await directory.findScimUser(tx, caller.orgId, id)) ?? notFound('User');
     const account = await lockFor(tx, deps, caller, found.user_id);
     // Read again under the locks: a change that committed meanwhile is the one this one builds on.
@@ -77,7 +77,7 @@ async function createUser(deps: UserRouteDeps, request: FastifyRequest, reply: F
   const caller = callerOf(request);
   const wanted = userFromResource(request.body);
   const email = accountEmail(wanted) ?? invalidValue(DOMAIN_RULE);
-  const row = await deps.db.transaction(async (tx) => {
+  const row = await directoryChange(deps, caller, async (tx) => {
     if (!(await emailInVerifiedDomain(tx, caller.orgId, email))) invalidValue(DOMAIN_RULE);
     if ((await directory.listScimUsers(tx, caller.orgId, { attribute: 'userName', value: wanted.userName }, { startIndex: 1, count: 1 })).total) {
       scimError(409, 'A user with this userName exists in the organization', 'uniqueness');

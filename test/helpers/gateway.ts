@@ -373,3 +373,26 @@ export async function everywhereWithin<T>(
 
 /** The claims of a JWT as a client reads them (no verification: the gateway's answer is under test). */
 export const claims = (token: string) => JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString()) as Record<string, unknown>;
+
+/**
+ * Holds the gateway's change notifications until `release()`, as a loaded machine delivers a
+ * NOTIFY late: every one but its heartbeats, so that the feed stays trusted and its caches in use.
+ * What a change must do at once on the instance that made it (forget what it cached) is then seen
+ * alone; `release()` delivers what was held, in order.
+ */
+export function holdNotifications(gw: TestGateway): { release(): void } {
+  type Notified = (channel: string, payload: string) => void;
+  const feed = gw.services.feed as unknown as { notified: Notified };
+  const deliver = feed.notified;
+  const held: Array<[string, string]> = [];
+  feed.notified = function hold(this: unknown, channel, payload) {
+    if (channel === 'gw_heartbeat') return deliver.call(this, channel, payload);
+    held.push([channel, payload]);
+  };
+  return {
+    release() {
+      delete (feed as Partial<{ notified: Notified }>).notified;
+      for (const [channel, payload] of held.splice(0)) feed.notified(channel, payload);
+    },
+  };
+}

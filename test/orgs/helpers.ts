@@ -39,8 +39,12 @@ export async function join(gw: TestGateway, who: TestUser, token: string): Promi
 }
 
 /** docs/organizations.md's two examples, as written, with codes in error bodies and the routes' upstream (APP_URL) signing assertions. */
-export function actingConfig(smtp: Pick<SmtpCatcher, 'url'>, appUrl: string): Config {
-  const yaml = `${docsExample('organizations', 'organizations')}${docsExample('organizations', 'organizations-routes')}`;
+export function actingConfig(smtp: Pick<SmtpCatcher, 'url'>, appUrl: string, options: { sso?: boolean } = {}): Config {
+  const organizations = docsExample('organizations', 'organizations');
+  // organizations.sso (SAML, SCIM, domains) after the example's last line of the block.
+  const withSso = options.sso ? organizations.replace(/( {2}maxOwnedPerUser:[^\n]*\n)/, '$1  sso: {}\n') : organizations;
+  if (withSso === organizations && options.sso) throw new Error('docs/organizations.md\'s example has no maxOwnedPerUser line to put sso after');
+  const yaml = `${withSso}${docsExample('organizations', 'organizations-routes')}`;
   const config = testConfigFromYaml(yaml, { SMTP_URL: smtp.url, APP_URL: appUrl });
   return { ...config, errors: { ...config.errors, codes: true }, upstreams: { app: { ...config.upstreams.app!, assertion: true } } };
 }

@@ -175,6 +175,11 @@ export async function revokeKeyById(db: Queryable, id: number): Promise<RevokedK
   return (await revokeWhere(db, 'id = $1', [id]))[0];
 }
 
+/** Revokes the organization keys a member made (their membership ended). */
+export async function revokeMemberOrgKeys(db: Queryable, orgId: number, userId: number): Promise<RevokedKey[]> {
+  return revokeWhere(db, 'org_id = $1 AND user_id = $2', [orgId, userId]);
+}
+
 /** Revokes the active keys among these hashes (leaked keys); those that match nothing are ignored. */
 export async function revokeKeysByHash(db: Queryable, hashes: string[]): Promise<RevokedKey[]> {
   return revokeWhere(db, 'token_hash = ANY($1::text[])', [hashes]);

@@ -45,13 +45,6 @@ export async function revokeOrganizationKeys(tx: Queryable, orgId: number): Prom
   return (await tx.query('UPDATE api_tokens SET revoked = 1 WHERE org_id = $1 AND revoked = 0 RETURNING id', [orgId])).length;
 }
 
-/** Revokes the organization keys a member made (their membership ended): their ids. */
-export async function revokeMemberKeys(tx: Queryable, orgId: number, userId: number): Promise<Array<{ id: number; hash: string }>> {
-  const rows = await tx.query<{ id: string | number; token_hash: string }>(
-    'UPDATE api_tokens SET revoked = 1 WHERE org_id = $1 AND user_id = $2 AND revoked = 0 RETURNING id, token_hash', [orgId, userId]);
-  return rows.map((r) => ({ id: Number(r.id), hash: r.token_hash }));
-}
-
 /** The user's role in the organization, or undefined for a non-member (or no such organization). */
 export async function roleOf(q: Queryable, orgId: number, userId: number): Promise<OrgRole | undefined> {
   return (await q.query<{ role: OrgRole }>('SELECT role FROM memberships WHERE org_id = $1 AND user_id = $2', [orgId, userId]))[0]?.role;
