@@ -84,7 +84,7 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
   // or a link, whichever it calls.
   const authRateLimit = authRateLimitOptions({ redis });
   // A SAML sign-in ends in the organizations' managed accounts (CONTRACT §31), which SCIM shares.
-  const samlAccounts: SamlAccounts = (asked) => ensureManagedAccount({ db, audit, clock }, { ...asked, by: { kind: 'saml', client: asked.client } });
+  const samlAccounts: SamlAccounts = (asked) => ensureManagedAccount({ db, audit, clock, memberships: instance.memberships }, { ...asked, by: { kind: 'saml', client: asked.client } });
   const features = await registerAuth(app, {
     config, db, tokens, passwords, events, audit, mailer, mailWords: instance.mailWords, clock, requireUser, rateLimit: authRateLimit, samlAccounts,
   });

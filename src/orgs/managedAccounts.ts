@@ -31,6 +31,7 @@ import type { Audit, AuditType } from '../audit.js';
 import { lockAccount, type AccountWriters } from '../account/change.js';
 import { normalizeEmail } from '../credentials/emailAddress.js';
 import type { Database, Queryable } from '../storage/database/index.js';
+import type { MembershipCache } from '../storage/feed/index.js';
 import { identities, users } from '../storage/accounts/index.js';
 import { managedBy, organizations as orgs, recordManaged, verifiedDomainsOf } from '../storage/orgs/index.js';
 import { Refused } from './change.js';
@@ -93,6 +94,8 @@ export interface ManagedAccountDeps {
   db: Database;
   audit: Pick<Audit, 'record'>;
   clock: () => Date;
+  /** This instance's memberships: a membership or role a sign-in set holds here at once (ensureManagedAccount). */
+  memberships?: Pick<MembershipCache, 'forget'>;
 }
 
 /** The user_identities issuer of a SAML connection's links (provider 'saml'). */
@@ -119,7 +122,11 @@ export async function emailInVerifiedDomain(q: Queryable, orgId: number, email: 
 /** ensureManagedAccount in its own transaction. */
 export async function ensureManagedAccount(deps: ManagedAccountDeps, request: ManagedAccountRequest): Promise<ManagedOutcome> {
   try {
-    return await deps.db.transaction((tx) => ensureManagedAccountIn(tx, deps, request));
+    const outcome = await deps.db.transaction((tx) => ensureManagedAccountIn(tx, deps, request));
+    // Committed: the role the IdP's groups map to holds on this instance from the next request on,
+    // not when the memberships' NOTIFY arrives (orgs/change.ts does the same for every API change).
+    deps.memberships?.forget(request.orgId);
+    return outcome;
   } catch (err) {
     if (err instanceof Refused && err.code === 'orgNotFound') return { refused: 'org_not_found' };
     throw err;

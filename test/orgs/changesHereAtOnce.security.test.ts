@@ -14,10 +14,17 @@ import { ADMIN_KEY, bearer, closeSql, describeWithServices, holdNotifications, m
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import { startSmtpCatcher, type SmtpCatcher } from '../helpers/smtp.js';
 import { newScimToken, PATCH_OP, scimClient, USER_SCHEMA, verifiedDomain, type ScimClient } from '../scim/helpers.js';
+import { connect, fragmentOf, signIn, ssoConfig } from '../sso/samlHelpers.js';
 import { actingConfig, createOrg, verifiedUser } from './helpers.js';
 
 const INVALID = { status: 401, json: { code: 'token_invalid' } };
 const DENIED = { status: 403, json: { code: 'org_access_denied' } };
+
+let held: { release(): void } | undefined;
+afterEach(() => {
+  held?.release();
+  held = undefined;
+});
 
 describeWithServices('a change that takes access away holds at once on its instance, its NOTIFY late', () => {
   let smtp: SmtpCatcher;
@@ -25,7 +32,6 @@ describeWithServices('a change that takes access away holds at once on its insta
   let gw: TestGateway;
   let owner: TestUser;
   let orgId: number;
-  let held: { release(): void } | undefined;
   let adminApp: FastifyInstance;
   let adminUrl: string;
 
@@ -54,10 +60,6 @@ describeWithServices('a change that takes access away holds at once on its insta
     await sql("UPDATE organizations SET plan = 'pro' WHERE id = $1", [orgId]);
     adminApp = await buildAdminApp(gw.services);
     adminUrl = await adminApp.listen({ host: '127.0.0.1', port: 0 });
-  });
-  afterEach(() => {
-    held?.release();
-    held = undefined;
   });
   afterAll(async () => {
     await adminApp?.close();
@@ -122,5 +124,38 @@ describeWithServices('a change that takes access away holds at once on its insta
     expect(await gw.get(reports(), withKey(key))).toMatchObject(INVALID);
     expect(await gw.get(reports(), acting(person))).toMatchObject(DENIED);
     expect((await gw.get('/api/v1/profile', as(person))).status).toBe(200);
+  });
+});
+
+describeWithServices('a role a SAML sign-in lowers holds at once on its instance, its NOTIFY late', () => {
+  let echo: EchoUpstream;
+  let gw: TestGateway;
+
+  beforeAll(async () => {
+    echo = await startEchoUpstream();
+    gw = await startTestGateway(ssoConfig(undefined, {}, {
+      upstreams: { app: { url: echo.url } },
+      routes: [{ path: '/api/v1/team-reports', upstream: 'app', roles: ['owner', 'admin'] }],
+    }));
+  });
+  afterAll(async () => {
+    await gw?.close();
+    await echo?.close();
+    await closeSql();
+  });
+
+  it('signed in again with only the members\' group: acting where owners and admins only may go is refused at once', async () => {
+    const c = await connect(gw, { attributes: { groups: 'groups' }, roleMapping: { staff: 'member', admins: 'admin' } });
+    const nameId = `pat-${randomUUID().slice(0, 8)}@${c.domain}`;
+    const first = await signIn(gw, c, { nameId, attributes: { groups: ['admins'] } });
+    const pair = await gw.post('/api/v1/auth/oidc/exchange', { login_code: fragmentOf(first.res.headers.location).login_code, code_verifier: first.started.verifier });
+    expect(pair.status, pair.text).toBe(200);
+    const asAdmin = { headers: { ...bearer(pair.json.access_token as string), 'gateway-org': String(c.orgId) } };
+    expect((await gw.get(`/api/v1/team-reports/${marker()}`, asAdmin)).status).toBe(200);
+
+    held = holdNotifications(gw);
+    const again = await signIn(gw, c, { nameId, attributes: { groups: ['staff'] } });
+    expect(again.res.status, again.res.text).toBe(302);
+    expect(await gw.get(`/api/v1/team-reports/${marker()}`, asAdmin)).toMatchObject({ status: 403, json: { code: 'role_insufficient', current_role: 'member' } });
   });
 });

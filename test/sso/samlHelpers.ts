@@ -10,9 +10,10 @@ export const PUBLIC_URL = 'http://127.0.0.1:9';
 export const RETURN_TO = 'https://app.example.test/signed-in';
 export const FORM = { 'content-type': 'application/x-www-form-urlencoded' };
 
-/** `sso`: organizations.sso's settings (trustIdpMfa). */
-export function ssoConfig(publicUrl = PUBLIC_URL, sso: Record<string, unknown> = {}): Config {
+/** `sso`: organizations.sso's settings (trustIdpMfa); `more`: other blocks (upstreams, routes). */
+export function ssoConfig(publicUrl = PUBLIC_URL, sso: Record<string, unknown> = {}, more: Record<string, unknown> = {}): Config {
   return testConfig({
+    ...more,
     auth: { oidc: { publicUrl, returnTo: [RETURN_TO, 'https://app.example.test/sso-start'], providers: {} } },
     mail: { smtp: '', from: 'x@example.test', resetUrl: 'https://a.example/r?token={token}', verifyUrl: 'https://a.example/v?token={token}', invitationUrl: 'https://a.example/j?token={token}' },
     organizations: { enabled: true, sso },
