@@ -27,7 +27,7 @@ import base from './vitest.config.js';
 // here for its in-process tests.
 const ORG_TESTS = [
   'test/orgs/organizations.test.ts', 'test/orgs/refusals.test.ts', 'test/orgs/keys.test.ts', 'test/orgs/invitationMail.test.ts',
-  'test/orgs/concurrency.test.ts', 'test/orgs/acting.test.ts', 'test/docs/openapi.test.ts',
+  'test/orgs/concurrency.test.ts', 'test/orgs/acting.test.ts', 'test/orgs/changesHereAtOnce.security.test.ts', 'test/docs/openapi.test.ts',
 ];
 const ACTING_TESTS = ['test/orgs/acting.test.ts', 'test/orgs/decisions.test.ts', 'test/orgs/refusals.test.ts', 'test/orgs/sockets.test.ts', 'test/orgs/pooled.test.ts'];
 const BILLING_TESTS = [
@@ -68,7 +68,10 @@ const KEY_TESTS = [
 const each = (files: string[], tests: string[]) => Object.fromEntries(files.map((file) => [file, tests]));
 // CONTRACT §31's rooms: SAML against a scripted IdP (the SimpleSAMLphp run is the system tier's), SCIM's directory.
 const SAML_TESTS = ['test/sso/saml.test.ts', 'test/sso/samlRefusals.test.ts'];
-const SCIM_TESTS = ['test/scim/values.test.ts', 'test/scim/tokens.test.ts', 'test/scim/provisioning.test.ts', 'test/scim/deprovisioning.test.ts', 'test/scim/filter.test.ts'];
+const SCIM_TESTS = [
+  'test/scim/values.test.ts', 'test/scim/tokens.test.ts', 'test/scim/provisioning.test.ts', 'test/scim/deprovisioning.test.ts', 'test/scim/filter.test.ts',
+  'test/orgs/changesHereAtOnce.security.test.ts',
+];
 
 export const MUTATION_TESTS = [
   // Unit tests of the pure functions: milliseconds each.
@@ -210,7 +213,7 @@ export const ROOM_TESTS: Record<string, string[]> = {
   // Issue 69's rooms.
   ...each(['src/orgs/apiKeys.ts', 'src/orgs/change.ts', 'src/orgs/common.ts', 'src/orgs/index.ts', 'src/orgs/invitations.ts', 'src/orgs/members.ts', 'src/orgs/orgs.ts'], ORG_TESTS),
   'src/orgs/usage.ts': ['test/orgs/usage.test.ts', 'test/docs/openapi.test.ts'],
-  ...each(['src/orgs/claimAccount.ts', 'src/orgs/managedAccounts.ts', 'src/orgs/managingActor.ts'], ['test/orgs/managedAccounts.test.ts']),
+  ...each(['src/orgs/claimAccount.ts', 'src/orgs/managedAccounts.ts', 'src/orgs/managingActor.ts'], ['test/orgs/managedAccounts.test.ts', 'test/orgs/changesHereAtOnce.security.test.ts']),
   'src/orgs/domains.ts': ['test/orgs/domains.test.ts', 'test/docs/openapi.test.ts'],
   'src/orgs/saml.ts': ['test/sso/saml.test.ts'],
   'src/storage/keys/orgApiKeys.ts': ['test/orgs/keys.test.ts', 'test/orgs/refusals.test.ts'],
