@@ -11,7 +11,7 @@ import type { FastifyInstance, FastifySchema } from 'fastify';
 import { ERRORS, type ErrorCode as ErrorName } from './errors/index.js';
 import { errorOf } from './openapi/shapes.js';
 export {
-  adminUser, bearer, bearerOnly, createdKey, credentials, errorOf, errors, identity, limits, message, mfaChallenge, ownKey, passkey, session, tokenPair, userId, withNewPair, type EndpointSchema,
+  adminUser, bearer, bearerOnly, credentials, errorOf, errors, identity, limits, message, mfaChallenge, passkey, session, tokenPair, userId, withNewPair, type EndpointSchema,
 } from './openapi/shapes.js';
 
 /**

@@ -3,13 +3,11 @@
 // only (§33). Never the key or its hash.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { sendError } from '../errors/index.js';
-import { orgKeys } from '../keys/index.js';
-import { errors, ownKey } from '../openapi.js';
+import { orgKey, orgKeys } from '../keys/index.js';
+import { errors } from '../openapi.js';
 import { parseIntegerId, type Queryable } from '../storage/database/index.js';
 import { findOrganization } from '../storage/orgs/index.js';
 import { datesAsIso } from './views.js';
-
-const orgKey = { ...ownKey, properties: { ...ownKey.properties, role: { type: 'string' }, created_by: { type: 'integer', description: 'the member who created it' } } };
 
 export const DOCS = {
   list: {

@@ -2,7 +2,8 @@
 // audit and alerts), by handler name: read beside its endpoint map, in a file of their own for the
 // map's length. Documentation only (src/openapi.ts); each route's role is routes.ts's.
 import { BILLING_SCHEMA, OVERRIDE_DESCRIPTION, PLAN_BODY } from '../billing/operator.js';
-import { adminUser, errors, limits, message, ownKey, userId, type EndpointSchema } from '../openapi.js';
+import { ownKey } from '../keys/index.js';
+import { adminUser, errors, limits, message, userId, type EndpointSchema } from '../openapi.js';
 
 /** Each route's fragment, by the name of its handler in routes.ts. */
 export const DOCS = {

@@ -61,18 +61,6 @@ export const passkey = {
   type: 'object',
   properties: { id: { type: 'integer' }, name: { type: 'string' }, created_at: { type: 'string', format: 'date-time' }, last_used_at: { type: ['string', 'null'], format: 'date-time' } },
 };
-export const ownKey = {
-  type: 'object',
-  properties: {
-    id: { type: 'integer' }, name: { type: 'string' }, start: { type: ['string', 'null'], description: 'the key\'s first characters (null for keys made before named keys)' },
-    scopes: { type: ['array', 'null'], items: { type: 'string' }, description: 'null: the owner\'s every right' }, created_at: { type: 'string', format: 'date-time' },
-    expires_at: { type: ['string', 'null'], format: 'date-time' }, last_used_at: { type: ['string', 'null'], format: 'date-time' },
-  },
-};
-/** A key as made: the key itself is shown only in this answer. */
-export const createdKey = {
-  ...ownKey, properties: { ...ownKey.properties, key: { type: 'string', description: '<prefix>_<32 base62><6 base62 CRC-32>: shown once' } },
-};
 export const identity = {
   type: 'object',
   properties: { provider: { type: 'string' }, issuer: { type: 'string' }, subject: { type: 'string' }, email: { type: ['string', 'null'] }, created_at: { type: 'string', format: 'date-time' } },

@@ -8,11 +8,11 @@
 import type { FastifyInstance } from 'fastify';
 import type { Config } from '../config/schema.js';
 import { sendError, successBody } from '../errors/index.js';
-import { createOrgApiKey, keyIdOf, orgKeys, revokeOrgApiKey, type KeyOutcome } from '../keys/index.js';
+import { createdOrgKey, createOrgApiKey, keyIdOf, keyRequestFields, keyRole, orgKey, orgKeys, revokeOrgApiKey, type KeyOutcome } from '../keys/index.js';
 import { bearerOnly, errors, message } from '../openapi.js';
 import type { IdentityCache } from '../storage/feed/index.js';
 import { orgChange, orgRead, refuse, requireRole, type OrgChangeDeps, type OrgWriters } from './change.js';
-import { actorOf, answer, DATE, ids, INT, MANAGERS, object, pathId, ROLE, STR, TAGS } from './common.js';
+import { actorOf, answer, ids, MANAGERS, object, pathId, TAGS } from './common.js';
 import type { OrgRoutesDeps } from './orgs.js';
 
 export type OrgKeyDeps = Pick<OrgRoutesDeps, 'bearer'> & OrgChangeDeps & {
@@ -21,23 +21,19 @@ export type OrgKeyDeps = Pick<OrgRoutesDeps, 'bearer'> & OrgChangeDeps & {
 };
 
 const tags = TAGS;
-const KEY = object({
-  id: INT, name: STR, start: STR, role: ROLE, created_by: INT, scopes: { type: ['array', 'null'], items: STR }, created_at: DATE, expires_at: { type: ['string', 'null'], format: 'date-time' },
-  last_used_at: { type: ['string', 'null'], format: 'date-time' },
-});
 export const DOCS = {
   create: {
     tags, summary: 'Create an organization key (owner, admin): section 21\'s body and a role, member by default, never above the creator\'s', security: bearerOnly,
     params: ids('id'),
-    body: object({ name: STR, scopes: { type: ['array', 'null'], items: STR }, expires_at: { type: ['string', 'null'], format: 'date-time' }, role: ROLE }, ['name']),
+    body: object({ ...keyRequestFields, role: keyRole }, ['name']),
     response: {
-      201: object({ ...KEY.properties, key: STR }),
+      201: createdOrgKey,
       ...errors('badRequest', 'scopeUnknown', 'orgNotFound', 'roleInsufficient', 'planInsufficient', 'apiKeyLimitReached', 'apiKeyNotAccepted', 'tokenInvalid'),
     },
   },
   list: {
     tags, summary: 'The organization\'s keys (owner, admin)', security: bearerOnly, params: ids('id'),
-    response: { 200: object({ api_keys: { type: 'array', items: KEY } }), ...errors('orgNotFound', 'roleInsufficient', 'apiKeyNotAccepted', 'tokenInvalid') },
+    response: { 200: object({ api_keys: { type: 'array', items: orgKey } }), ...errors('orgNotFound', 'roleInsufficient', 'apiKeyNotAccepted', 'tokenInvalid') },
   },
   revoke: {
     tags, summary: 'Revoke an organization key (owner, admin)', security: bearerOnly, params: ids('id', 'key_id'),

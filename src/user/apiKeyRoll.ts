@@ -4,9 +4,9 @@
 import type { FastifyInstance } from 'fastify';
 import { clientOf } from '../auth/index.js';
 import { sendDenial } from '../errors/index.js';
-import { keyIdOf, requestRoll } from '../keys/index.js';
+import { createdKey, keyIdOf, requestRoll } from '../keys/index.js';
 import { currentUser } from '../listener/requireUser.js';
-import { bearerOnly, createdKey, errors, type EndpointSchema } from '../openapi.js';
+import { bearerOnly, errors, type EndpointSchema } from '../openapi.js';
 import type { ApiTokenDeps } from './apiToken.js';
 
 const ROLL: EndpointSchema = {

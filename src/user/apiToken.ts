@@ -8,9 +8,9 @@ import type { Config } from '../config/schema.js';
 import { sendDenial, sendError, successBody } from '../errors/index.js';
 import { currentUser, requireBearer, type RequireUser } from '../listener/requireUser.js';
 import {
-  type ApiKeyDeps, createApiKey, keyIdOf, keyPlanDenial, ownKeys, requestNamedKey, revokeApiKeys, revokeNamedKey,
+  type ApiKeyDeps, createApiKey, createdKey, keyIdOf, keyRequestFields, keyPlanDenial, ownKey, ownKeys, requestNamedKey, revokeApiKeys, revokeNamedKey,
 } from '../keys/index.js';
-import { bearer, bearerOnly as bearerSecurity, createdKey, errors, message, ownKey, type EndpointSchema } from '../openapi.js';
+import { bearer, bearerOnly as bearerSecurity, errors, message, type EndpointSchema } from '../openapi.js';
 
 export interface ApiTokenDeps extends ApiKeyDeps {
   requireUser: RequireUser;
@@ -29,13 +29,7 @@ const DOCS = {
   },
   createKey: {
     tags: ['user'], summary: 'A new named API key (apiKeys.plans), with optional scopes and expiry; the key is shown only here', security: bearerSecurity,
-    body: {
-      type: 'object', required: ['name'],
-      properties: {
-        name: { type: 'string', minLength: 1, maxLength: 64 }, scopes: { type: ['array', 'null'], items: { type: 'string' }, minItems: 1 },
-        expires_at: { type: ['string', 'null'], format: 'date-time' },
-      },
-    },
+    body: { type: 'object', required: ['name'], properties: keyRequestFields },
     response: { 201: createdKey, ...errors('badRequest', 'scopeUnknown', 'apiKeyLimitReached', 'apiKeyNotAccepted', 'tokenInvalid', 'planInsufficient') },
   },
   listKeys: {
