@@ -49,8 +49,8 @@ export async function replaceKey(tx: Queryable, userId: number, keyHash: string,
   // earlier keys, insert, and leave two active keys.
   await tx.query('SELECT 1 FROM users WHERE id = $1 FOR UPDATE', [userId]);
   const revoked = await revokeWhere(tx, "user_id = $1 AND org_id IS NULL AND name = 'default'", [userId]);
-  const rows = await tx.query<{ id: string; created_at: Date }>('INSERT INTO api_tokens (user_id, token_hash, start) VALUES ($1, $2, $3) RETURNING id, created_at', [userId, keyHash, start]);
-  return { id: Number(rows[0]!.id), createdAt: rows[0]!.created_at, revoked };
+  const row = await insertKey<{ created_at: Date }>(tx, { userId }, { hash: keyHash, start, name: 'default', scopes: null, expiresAt: null }, 'id, created_at');
+  return { id: Number(row.id), createdAt: row.created_at, revoked };
 }
 
 export interface NewKeyRow {
@@ -85,14 +85,26 @@ export async function createKeyWithin(tx: Queryable, userId: number, key: NewKey
     'SELECT count(*)::int AS n FROM api_tokens WHERE user_id = $1 AND org_id IS NULL AND revoked = 0 AND rolled_at IS NULL AND (expires_at IS NULL OR expires_at > $2)',
     [userId, now]) as [{ n: number }];
   if (n >= max) return null;
-  return insertKey(tx, userId, key);
+  return asOwnKey(await insertKey(tx, { userId }, key, OWN_KEY_COLUMNS));
 }
 
-async function insertKey(tx: Queryable, userId: number, key: NewKeyRow): Promise<OwnKey> {
-  const rows = await tx.query<OwnKey & { id: string | number }>(
-    `INSERT INTO api_tokens (user_id, token_hash, start, name, scopes, expires_at) VALUES ($1, $2, $3, $4, $5, $6) RETURNING ${OWN_KEY_COLUMNS}`,
-    [userId, key.hash, key.start, key.name, key.scopes, key.expiresAt]);
-  return asOwnKey(rows[0]!);
+/** Who holds a new key: a user, or an organization (`userId` then its creator) with the key's role. */
+export interface KeyHolder {
+  userId: number;
+  orgId?: number;
+  role?: OrgRole;
+}
+
+/**
+ * The one INSERT of a named key, personal or an organization's (orgApiKeys.ts): a new column of
+ * api_tokens that every key is made with is written here alone. The row as `columns` (a constant
+ * of this floor) reads it.
+ */
+export async function insertKey<Row>(tx: Queryable, holder: KeyHolder, key: NewKeyRow, columns: string): Promise<Row & { id: string | number }> {
+  const rows = await tx.query<Row & { id: string | number }>(
+    `INSERT INTO api_tokens (user_id, org_id, role, token_hash, start, name, scopes, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING ${columns}`,
+    [holder.userId, holder.orgId ?? null, holder.role ?? null, key.hash, key.start, key.name, key.scopes, key.expiresAt]);
+  return rows[0]!;
 }
 
 /** A key rolled: the one it replaces (its hash, and the expiry it now has) and the new one. */
@@ -119,7 +131,7 @@ export async function rollKeyWithin(
   // LEAST ignores a NULL (a key that never expired): it then expires at `until`.
   const [ended] = await tx.query<{ expires_at: Date }>(
     'UPDATE api_tokens SET rolled_at = $2, expires_at = LEAST(expires_at, $3) WHERE id = $1 RETURNING expires_at', [id, now, until]);
-  const created = await insertKey(tx, userId, { ...key, name: old.name, scopes: old.scopes, expiresAt: old.expires_at });
+  const created = asOwnKey(await insertKey(tx, { userId }, { ...key, name: old.name, scopes: old.scopes, expiresAt: old.expires_at }, OWN_KEY_COLUMNS));
   return { old: { id, hash: old.token_hash, expiresAt: new Date(ended!.expires_at) }, created };
 }
 

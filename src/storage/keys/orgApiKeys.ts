@@ -3,7 +3,7 @@
 // revoked by their organization; changes of one organization's keys run in orgs/change.ts's
 // transaction, under the organization's row lock, so counts read here hold until the commit.
 import type { Queryable } from '../database/db.js';
-import { asOwnKey, OWN_KEY_COLUMNS, type NewKeyRow, type OwnKey } from './apiKeys.js';
+import { asOwnKey, insertKey, OWN_KEY_COLUMNS, type NewKeyRow, type OwnKey } from './apiKeys.js';
 import type { OrgRole } from '../orgs/organizations.js';
 
 /** An organization key as its managers see it: never the key or its hash. */
@@ -23,10 +23,7 @@ export async function createOrgKeyWithin(
     'SELECT count(*)::int AS n FROM api_tokens WHERE org_id = $1 AND revoked = 0 AND rolled_at IS NULL AND (expires_at IS NULL OR expires_at > $2)',
     [orgId, now]) as [{ n: number }];
   if (n >= max) return null;
-  const rows = await tx.query<OrgKey & { id: string | number }>(
-    `INSERT INTO api_tokens (user_id, org_id, role, token_hash, start, name, scopes, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING ${ORG_KEY_COLUMNS}`,
-    [creatorId, orgId, key.role, key.hash, key.start, key.name, key.scopes, key.expiresAt]);
-  return asOrgKey(rows[0]!);
+  return asOrgKey(await insertKey<OrgKey>(tx, { userId: creatorId, orgId, role: key.role }, key, ORG_KEY_COLUMNS));
 }
 
 /** The organization's keys that are not revoked, newest first. */
