@@ -93,6 +93,16 @@ describeWithServices('a change that takes access away holds at once on its insta
     expect(await gw.get(reports(), acting(owner, doomed))).toMatchObject(DENIED);
   });
 
+  it('an account deleted while this instance still trusts its token (the NOTIFY late): creating or renaming an organization is 401 user_not_found, never a 500', async () => {
+    const gone = await verifiedUser(gw, smtp);
+    const theirs = await createOrg(gw, gone, 'Theirs');
+    held = holdNotifications(gw);
+    await sql('DELETE FROM users WHERE id = $1', [gone.id]);
+    const refused = { status: 401, json: { code: 'user_not_found' } };
+    expect(await gw.post('/api/v1/orgs', { name: 'Another' }, as(gone))).toMatchObject(refused);
+    expect(await gw.request('PATCH', `/api/v1/orgs/${theirs}`, { ...as(gone), json: { name: 'Renamed' } })).toMatchObject(refused);
+  });
+
   it('an operator moves an organization to the free plan: acting for it where pro is asked is refused at once', async () => {
     const downgraded = await createOrg(gw, owner, 'Downgraded');
     await sql("UPDATE organizations SET plan = 'pro' WHERE id = $1", [downgraded]);
