@@ -31,7 +31,7 @@ export interface ScimDeps {
   clock: () => Date;
   requireUser: RequireUser;
   /** Where a deactivated account is forgotten at once (the feed tells the other instances). */
-  identities: Pick<IdentityCache, 'forgetUser'>;
+  identities: Pick<IdentityCache, 'forgetUser' | 'forgetKey'>;
   /** Where a directory's change of memberships is forgotten at once (provisioning.ts's directoryChange); made with organizations enabled. */
   memberships: Pick<MembershipCache, 'forget'> | undefined;
   /** The organization's roleMapping (CONTRACT §31 "Roles"); default: its SAML connection's. */
@@ -68,7 +68,7 @@ export async function registerScim(app: FastifyInstance, deps: ScimDeps): Promis
     scim.decorateRequest('scimCaller', null);
     scim.addHook('onRequest', scimAccess({ db, clock }));
     scim.setErrorHandler(scimFault);
-    const directory = { db, audit, clock, memberships, roleMapping: deps.roleMapping ?? connectionRoleMapping };
+    const directory = { db, audit, clock, memberships, identities: deps.identities, roleMapping: deps.roleMapping ?? connectionRoleMapping };
     await scim.register(discoveryRoutes);
     await scim.register(userRoutes, { ...directory, forgetUser: (id: number) => deps.identities.forgetUser(id) });
     await scim.register(groupRoutes, directory);

@@ -15,7 +15,7 @@
 import { lockAccount } from '../account/change.js';
 import type { Audit } from '../audit.js';
 import type { Database, Queryable } from '../storage/database/index.js';
-import type { MembershipCache } from '../storage/feed/index.js';
+import type { IdentityCache, MembershipCache } from '../storage/feed/index.js';
 import { revokeMemberKeys } from '../keys/index.js';
 import { groupsOfUser, lockOrganization, membershipCount, removeMember, renameManagedAccount, roleOf, type ScimUserRow } from '../storage/orgs/index.js';
 import { setActive, type UserWithHash } from '../storage/accounts/index.js';
@@ -27,19 +27,31 @@ import { groupValues, type RoleMappingOf } from './roles.js';
 export interface ProvisioningDeps extends ManagedAccountDeps {
   audit: Audit;
   roleMapping: RoleMappingOf;
-  /** This instance's memberships: what a directory changed is read afresh here at once (directoryChange). */
+  /** This instance's memberships and keys: what a directory changed is read afresh here at once (directoryChange). */
   memberships: Pick<MembershipCache, 'forget'>;
+  identities: Pick<IdentityCache, 'forgetKey'>;
 }
+
+/** Keeps a revoked key's hash for this instance to forget once the change has committed. */
+export type ForgetKey = (hash: string) => void;
 
 /**
  * Runs a directory's change in one transaction. Once it has committed, this instance reads the
- * organization's memberships afresh, not when the rows' NOTIFY arrives (a loaded machine delivers
- * it late): a deprovisioned member's keys and acting for the organization are refused at once
- * (the pipeline's org stages ask the memberships), a new role holds at once.
+ * organization's memberships afresh, and the keys the change revoked, not when the rows' NOTIFY
+ * arrives (a loaded machine delivers it late): a deprovisioned member's keys and acting for the
+ * organization are refused at once (the pipeline's org stages ask the memberships), a new role
+ * holds at once, and a member provisioned again does not find their revoked keys working.
  */
-export async function directoryChange<T>(deps: Pick<ProvisioningDeps, 'memberships'> & { db: Database }, caller: ScimCaller, work: (tx: Queryable) => Promise<T>): Promise<T> {
-  const done = await deps.db.transaction(work);
+export async function directoryChange<T>(
+  deps: Pick<ProvisioningDeps, 'memberships' | 'identities'> & { db: Database }, caller: ScimCaller, work: (tx: Queryable, forgetKey: ForgetKey) => Promise<T>,
+): Promise<T> {
+  const revoked: string[] = [];
+  const done = await deps.db.transaction((tx) => {
+    revoked.length = 0;
+    return work(tx, (hash) => revoked.push(hash));
+  });
   deps.memberships.forget(caller.orgId);
+  for (const hash of revoked) deps.identities.forgetKey(hash);
   return done;
 }
 
@@ -50,6 +62,8 @@ export interface ScimWriters {
   caller: ScimCaller;
   account: UserWithHash;
   deps: ProvisioningDeps;
+  /** The change's directoryChange's: a key it revokes is forgotten here once it has committed. */
+  forgetKey: ForgetKey;
 }
 
 /** The audit row of a change by the directory: actor `scim`, actor_id its token, data naming the organization (and via "scim"). */
@@ -75,6 +89,7 @@ export async function endAccess(w: ScimWriters, row: ScimUserRow, deleted = fals
     await removeMember(tx, caller.orgId, account.id);
     // CONTRACT §22: each key the member made goes with the membership, the system's doing.
     const keys = await revokeMemberKeys(w.deps, { tx, orgId: caller.orgId }, account.id);
+    for (const { hash } of keys) w.forgetKey(hash);
     await recordScim(w, 'org.member_removed', account.id, { member_id: account.id, keys_revoked: keys.length });
   }
   const deactivate = account.is_active === 1
@@ -104,7 +119,7 @@ export async function restoreAccess(w: ScimWriters, row: ScimUserRow): Promise<v
 }
 
 /** The member's role again from their groups (a group's members or name changed); nothing for a user whose access is ended. */
-export async function remapRole(w: Omit<ScimWriters, 'account'>, row: ScimUserRow): Promise<void> {
+export async function remapRole(w: Omit<ScimWriters, 'account' | 'forgetKey'>, row: ScimUserRow): Promise<void> {
   if (!row.active) return;
   await applyMappedRole(w.tx, w.deps, {
     orgId: w.caller.orgId, userId: row.user_id, groups: await valuesOf(w, row), roleMapping: await w.deps.roleMapping(w.tx, w.caller.orgId),

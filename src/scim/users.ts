@@ -61,12 +61,12 @@ async function applyUser(w: ScimWriters, row: directory.ScimUserRow, wanted: Use
 
 /** Runs a change of the stored user `id` under its locks; the user after it, and whether the account was deactivated. */
 async function changeUser(deps: UserRouteDeps, caller: ScimCaller, id: string, change: (w: ScimWriters, row: directory.ScimUserRow) => Promise<directory.ScimUserRow | undefined>) {
-  const outcome = await directoryChange(deps, caller, async (tx) => {
+  const outcome = await directoryChange(deps, caller, async (tx, forgetKey) => {
     const found = (await directory.findScimUser(tx, caller.orgId, id)) ?? notFound('User');
     const account = await lockFor(tx, deps, caller, found.user_id);
     // Read again under the locks: a change that committed meanwhile is the one this one builds on.
     const row = (await directory.findScimUser(tx, caller.orgId, id, true)) ?? notFound('User');
-    const after = await change({ tx, now: deps.clock(), caller, account, deps }, row);
+    const after = await change({ tx, now: deps.clock(), caller, account, deps, forgetKey }, row);
     return { after, userId: row.user_id };
   });
   deps.forgetUser(outcome.userId);
@@ -77,7 +77,7 @@ async function createUser(deps: UserRouteDeps, request: FastifyRequest, reply: F
   const caller = callerOf(request);
   const wanted = userFromResource(request.body);
   const email = accountEmail(wanted) ?? invalidValue(DOMAIN_RULE);
-  const row = await directoryChange(deps, caller, async (tx) => {
+  const row = await directoryChange(deps, caller, async (tx, forgetKey) => {
     if (!(await emailInVerifiedDomain(tx, caller.orgId, email))) invalidValue(DOMAIN_RULE);
     if ((await directory.listScimUsers(tx, caller.orgId, { attribute: 'userName', value: wanted.userName }, { startIndex: 1, count: 1 })).total) {
       scimError(409, 'A user with this userName exists in the organization', 'uniqueness');
@@ -96,7 +96,7 @@ async function createUser(deps: UserRouteDeps, request: FastifyRequest, reply: F
     if (wanted.active) return created;
     // Provisioned inactive (Okta can): the account is linked or made, and its access ended at once.
     const account = await lockFor(tx, deps, caller, userId);
-    const w = { tx, now, caller, account, deps };
+    const w = { tx, now, caller, account, deps, forgetKey };
     return directory.updateScimUser(tx, { ...created, active: false, deactivated_account: await endAccess(w, created) }, now);
   });
   deps.forgetUser(row.user_id);

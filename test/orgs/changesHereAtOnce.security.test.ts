@@ -74,6 +74,12 @@ describeWithServices('a change that takes access away holds at once on its insta
     expect((await gw.request('DELETE', `/api/v1/orgs/${orgId}/members/${user.id}`, as(owner))).status).toBe(200);
     expect(await gw.get(reports(), withKey(key))).toMatchObject(INVALID);
     expect(await gw.get(reports(), acting(user))).toMatchObject(DENIED);
+    // Back in the organization (by SQL, then any change of it here forgets its memberships): the
+    // member is, the key they made stays revoked (its hash forgotten too, not only the membership).
+    await sql('INSERT INTO memberships (org_id, user_id, role) VALUES ($1, $2, $3)', [orgId, user.id, 'admin']);
+    expect((await gw.request('PATCH', `/api/v1/orgs/${orgId}`, { ...as(owner), json: { name: 'Acme' } })).status).toBe(200);
+    expect((await gw.get(reports(), acting(user))).status).toBe(200);
+    expect(await gw.get(reports(), withKey(key))).toMatchObject(INVALID);
   });
 
   it('an admin made a member: acting where owners and admins only may go is refused at once', async () => {
@@ -134,6 +140,13 @@ describeWithServices('a change that takes access away holds at once on its insta
     expect(await gw.get(reports(), withKey(key))).toMatchObject(INVALID);
     expect(await gw.get(reports(), acting(person))).toMatchObject(DENIED);
     expect((await gw.get('/api/v1/profile', as(person))).status).toBe(200);
+    // Provisioned again (a member, as no group maps): acting for the organization is back, the key
+    // stays revoked (its hash forgotten too, not only the membership).
+    const on = await directory.patch(`/Users/${linked.json.id}`, { schemas: [PATCH_OP], Operations: [{ op: 'replace', value: { active: true } }] });
+    expect(on.status, on.text).toBe(200);
+    const projects = () => `/api/v1/projects/${marker()}`;
+    expect((await gw.get(projects(), acting(person))).status).toBe(200);
+    expect(await gw.get(projects(), withKey(key))).toMatchObject(INVALID);
   });
 });
 
