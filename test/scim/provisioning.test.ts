@@ -180,9 +180,10 @@ describeWithServices('SCIM provisioning, as Okta and Entra ID send it (CONTRACT 
     // userName: only to an unused address of the verified domains.
     const taken = `taken-${randomUUID().slice(0, 8)}@${domain}`;
     await makeUserWithEmail(gws[0]!, taken);
-    expect(await okta.patch(`/Users/${first.json.id}`, { schemas: [PATCH_OP], Operations: [{ op: 'replace', path: 'userName', value: taken }] })).toMatchObject(scimError(409, 'uniqueness'));
+    expect(await okta.patch(`/Users/${first.json.id}`, { schemas: [PATCH_OP], Operations: [{ op: 'replace', path: 'userName', value: taken }] }))
+      .toMatchObject({ ...scimError(409, 'uniqueness'), json: { detail: 'Another account holds this email' } });
     expect(await okta.patch(`/Users/${first.json.id}`, { schemas: [PATCH_OP], Operations: [{ op: 'replace', path: 'userName', value: `x@other-${randomUUID()}.com` }] }))
-      .toMatchObject(scimError(400, 'invalidValue'));
+      .toMatchObject({ ...scimError(400, 'invalidValue'), json: { detail: 'userName (or the primary email) must be an email of a verified domain of the organization' } });
     const moved = `moved-${randomUUID().slice(0, 8)}@${domain}`;
     expect((await okta.patch(`/Users/${first.json.id}`, { schemas: [PATCH_OP], Operations: [{ op: 'replace', path: 'userName', value: moved }] })).json.userName).toBe(moved);
     expect(await accountOf(moved)).toBeDefined();
@@ -205,7 +206,7 @@ describeWithServices('SCIM provisioning, as Okta and Entra ID send it (CONTRACT 
     const linked = await okta.post('/Users', { schemas: [USER_SCHEMA], userName: email });
     expect(linked.status, linked.text).toBe(201);
     expect(await okta.patch(`/Users/${linked.json.id}`, { schemas: [PATCH_OP], Operations: [{ op: 'replace', path: 'userName', value: `other-${email}` }] }))
-      .toMatchObject({ status: 400, json: { scimType: 'mutability' } });
+      .toMatchObject({ status: 400, json: { scimType: 'mutability', detail: 'This account was not created by the organization: its email is its owner\'s to change' } });
     expect((await okta.patch(`/Users/${linked.json.id}`, { schemas: [PATCH_OP], Operations: [{ op: 'replace', value: { active: false } }] })).json.active).toBe(false);
     expect(await roleOf(person.id)).toBeUndefined();
     const [account] = await q<{ is_active: number; password_hash: string | null }>('SELECT is_active, password_hash FROM users WHERE id = $1', [person.id]);
@@ -282,6 +283,56 @@ describeWithServices('SCIM provisioning, as Okta and Entra ID send it (CONTRACT 
     expect(both.map((r) => [r.status, r.json.active])).toEqual([[200, false], [200, false]]);
     expect(await audited(userId, 'scim.user_deactivated')).toHaveLength(1);
     expect(await audited(userId, 'org.member_removed')).toHaveLength(1);
+  });
+
+  it('what a deprovisioning writes, and what it leaves: the audit rows, an account an operator deactivated, one in another organization, a member removed through the API', async () => {
+    const provisioned = async (tag: string) => {
+      const email = `${tag}-${randomUUID().slice(0, 8)}@${domain}`;
+      const created = await okta.post('/Users', { schemas: [USER_SCHEMA], userName: email });
+      expect(created.status, created.text).toBe(201);
+      return { scimId: created.json.id as string, userId: (await accountOf(email))!.id };
+    };
+    const active = (value: boolean) => ({ schemas: [PATCH_OP], Operations: [{ op: 'replace', value: { active: value } }] });
+    const isActive = async (userId: number) => (await q<{ is_active: number }>('SELECT is_active FROM users WHERE id = $1', [userId]))[0]!.is_active;
+
+    // Deleted with an organization key of theirs: the removal counts it, the deactivation says deleted.
+    const leaver = await provisioned('leaver');
+    await q("INSERT INTO api_tokens (user_id, org_id, role, token_hash, start, name) VALUES ($1, $2, 'member', $3, 'gwo_x', 'ci')", [leaver.userId, orgId, randomUUID()]);
+    expect((await okta.delete(`/Users/${leaver.scimId}`)).status).toBe(204);
+    expect(await audited(leaver.userId, 'org.member_removed')).toEqual([
+      { actor: 'scim', actor_id: tokenId, data: { org_id: orgId, via: 'scim', member_id: leaver.userId, keys_revoked: 1 } },
+    ]);
+    expect(await audited(leaver.userId, 'scim.user_deactivated')).toEqual([
+      { actor: 'scim', actor_id: tokenId, data: { org_id: orgId, via: 'scim', scim_id: leaver.scimId, deleted: true, account_active: false } },
+    ]);
+
+    // An account an operator deactivated stays so through the directory's active false and true;
+    // the membership comes back, recorded as the directory's.
+    const held = await provisioned('held');
+    await q('UPDATE users SET is_active = 0 WHERE id = $1', [held.userId]);
+    expect((await okta.patch(`/Users/${held.scimId}`, active(false))).status).toBe(200);
+    expect((await okta.patch(`/Users/${held.scimId}`, active(true))).status).toBe(200);
+    expect(await isActive(held.userId)).toBe(0);
+    expect((await audited(held.userId, 'scim.user_deactivated')).map((e) => e.data)).toEqual([{ org_id: orgId, via: 'scim', scim_id: held.scimId }]);
+    expect((await audited(held.userId, 'scim.user_reactivated')).map((e) => e.data)).toEqual([{ org_id: orgId, via: 'scim', scim_id: held.scimId }]);
+    expect((await audited(held.userId, 'org.member_added')).map((e) => [e.actor, e.actor_id])).toEqual([['scim', tokenId], ['scim', tokenId]]);
+
+    // A member of another organization too: out of this one, the account stays active.
+    const shared = await provisioned('shared');
+    await q("INSERT INTO memberships (org_id, user_id, role) VALUES ($1, $2, 'member')", [await createOrg(gws[0]!, owner, 'Elsewhere'), shared.userId]);
+    expect((await okta.patch(`/Users/${shared.scimId}`, active(false))).status).toBe(200);
+    expect(await isActive(shared.userId)).toBe(1);
+
+    // Removed by an owner through the API first: the directory removes no membership, and a group
+    // of theirs does not bring one back.
+    const gone = await provisioned('gone');
+    expect((await gws[0]!.request('DELETE', `/api/v1/orgs/${orgId}/members/${gone.userId}`, { headers: bearer(owner.access) })).status).toBe(200);
+    const group = await okta.post('/Groups', { schemas: [GROUP_SCHEMA], displayName: `Gone ${randomUUID().slice(0, 6)}`, members: [{ value: gone.scimId }] });
+    expect(group.status, group.text).toBe(201);
+    expect(await roleOf(gone.userId)).toBeUndefined();
+    expect((await okta.patch(`/Users/${gone.scimId}`, active(false))).status).toBe(200);
+    // (the owner's removal is recorded under the owner, member_id naming them)
+    expect(await audited(gone.userId, 'org.member_removed')).toEqual([]);
   });
 
   /** A registered account with this email, verified (the owner proved the address). */
