@@ -7,7 +7,7 @@
 // made (revoked: the api_tokens trigger tells every instance) and so their WebSockets acting for it
 // (the memberships trigger: proxy/openSockets.ts closes them within a second). On this instance
 // it holds at once: every change runs in directoryChange, which forgets the organization's
-// memberships once committed, and an organization key whose maker is no member is refused. An account the
+// memberships and the revoked keys once committed. An account the
 // organization manages (its SCIM or SAML made it, its email in a verified domain) that belongs to
 // no other organization is also deactivated: every session, key and socket of it is refused within
 // a second on every instance (the users trigger, as an operator's deactivation). An owner is never
