@@ -213,7 +213,10 @@ export const ROOM_TESTS: Record<string, string[]> = {
   // Issue 69's rooms.
   ...each(['src/orgs/apiKeys.ts', 'src/orgs/change.ts', 'src/orgs/common.ts', 'src/orgs/index.ts', 'src/orgs/invitations.ts', 'src/orgs/members.ts', 'src/orgs/orgs.ts'], ORG_TESTS),
   'src/orgs/usage.ts': ['test/orgs/usage.test.ts', 'test/docs/openapi.test.ts'],
-  ...each(['src/orgs/claimAccount.ts', 'src/orgs/managedAccounts.ts', 'src/orgs/managingActor.ts'], ['test/orgs/managedAccounts.test.ts', 'test/orgs/changesHereAtOnce.security.test.ts']),
+  // SAML's sign-in and SCIM's provisioning are the managed accounts' two callers: their tests drive them.
+  ...each(['src/orgs/claimAccount.ts', 'src/orgs/managedAccounts.ts', 'src/orgs/managingActor.ts'], [
+    'test/orgs/managedAccounts.test.ts', 'test/orgs/changesHereAtOnce.security.test.ts', ...SAML_TESTS, 'test/scim/provisioning.test.ts',
+  ]),
   'src/orgs/domains.ts': ['test/orgs/domains.test.ts', 'test/docs/openapi.test.ts'],
   'src/orgs/saml.ts': ['test/sso/saml.test.ts'],
   'src/storage/keys/orgApiKeys.ts': ['test/orgs/keys.test.ts', 'test/orgs/refusals.test.ts'],
