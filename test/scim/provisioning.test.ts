@@ -4,8 +4,9 @@
 // shapes, the verified-domain rule, an account the organization did not make, the owner. Against
 // two instances on a database of their own, with hooks (CONTRACT §24) written to the outbox.
 import { randomUUID } from 'node:crypto';
+import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { bearer, describeWithServices, makeUser, type TestGateway, type TestUser } from '../helpers/gateway.js';
+import { bearer, describeWithServices, eventually, makeUser, type TestGateway, type TestUser } from '../helpers/gateway.js';
 import { startHookSetup, type HookSetup } from '../helpers/hookReceiver.js';
 import { createOrg, GROUP_SCHEMA, newScimToken, PATCH_OP, SCIM_ERROR, scimClient, USER_SCHEMA, verifiedDomain, verifiedUser, type ScimClient, type Sql } from './helpers.js';
 
@@ -159,6 +160,7 @@ describeWithServices('SCIM provisioning, as Okta and Entra ID send it (CONTRACT 
 
   it('every refusal is SCIM\'s shape: outside the verified domains, a taken userName, a bad filter, PATCH, paging, another organization\'s user or member', async () => {
     const scimError = (status: number, scimType?: string) => ({ status, json: { schemas: [SCIM_ERROR], status: String(status), ...(scimType ? { scimType } : {}) } });
+    const withDetail = (error: ReturnType<typeof scimError>, detail: string) => ({ ...error, json: { ...error.json, detail } });
     const outside = await okta.post('/Users', { schemas: [USER_SCHEMA], userName: `x-${randomUUID()}@gmail.com` });
     expect(outside).toMatchObject(scimError(400, 'invalidValue'));
     expect(outside.headers['content-type']).toMatch(/^application\/scim\+json/);
@@ -181,9 +183,9 @@ describeWithServices('SCIM provisioning, as Okta and Entra ID send it (CONTRACT 
     const taken = `taken-${randomUUID().slice(0, 8)}@${domain}`;
     await makeUserWithEmail(gws[0]!, taken);
     expect(await okta.patch(`/Users/${first.json.id}`, { schemas: [PATCH_OP], Operations: [{ op: 'replace', path: 'userName', value: taken }] }))
-      .toMatchObject({ ...scimError(409, 'uniqueness'), json: { detail: 'Another account holds this email' } });
+      .toMatchObject(withDetail(scimError(409, 'uniqueness'), 'Another account holds this email'));
     expect(await okta.patch(`/Users/${first.json.id}`, { schemas: [PATCH_OP], Operations: [{ op: 'replace', path: 'userName', value: `x@other-${randomUUID()}.com` }] }))
-      .toMatchObject({ ...scimError(400, 'invalidValue'), json: { detail: 'userName (or the primary email) must be an email of a verified domain of the organization' } });
+      .toMatchObject(withDetail(scimError(400, 'invalidValue'), 'userName (or the primary email) must be an email of a verified domain of the organization'));
     const moved = `moved-${randomUUID().slice(0, 8)}@${domain}`;
     expect((await okta.patch(`/Users/${first.json.id}`, { schemas: [PATCH_OP], Operations: [{ op: 'replace', path: 'userName', value: moved }] })).json.userName).toBe(moved);
     expect(await accountOf(moved)).toBeDefined();
@@ -317,6 +319,14 @@ describeWithServices('SCIM provisioning, as Okta and Entra ID send it (CONTRACT 
     expect((await audited(held.userId, 'scim.user_reactivated')).map((e) => e.data)).toEqual([{ org_id: orgId, via: 'scim', scim_id: held.scimId }]);
     expect((await audited(held.userId, 'org.member_added')).map((e) => [e.actor, e.actor_id])).toEqual([['scim', tokenId], ['scim', tokenId]]);
 
+    // Deactivated by the directory, turned on by an operator meanwhile: the directory's active true
+    // reactivates nothing, and says so.
+    const back = await provisioned('back');
+    expect((await okta.patch(`/Users/${back.scimId}`, active(false))).status).toBe(200);
+    await q('UPDATE users SET is_active = 1 WHERE id = $1', [back.userId]);
+    expect((await okta.patch(`/Users/${back.scimId}`, active(true))).status).toBe(200);
+    expect((await audited(back.userId, 'scim.user_reactivated')).map((e) => e.data)).toEqual([{ org_id: orgId, via: 'scim', scim_id: back.scimId }]);
+
     // A member of another organization too: out of this one, the account stays active.
     const shared = await provisioned('shared');
     await q("INSERT INTO memberships (org_id, user_id, role) VALUES ($1, $2, 'member')", [await createOrg(gws[0]!, owner, 'Elsewhere'), shared.userId]);
@@ -333,6 +343,44 @@ describeWithServices('SCIM provisioning, as Okta and Entra ID send it (CONTRACT 
     expect((await okta.patch(`/Users/${gone.scimId}`, active(false))).status).toBe(200);
     // (the owner's removal is recorded under the owner, member_id naming them)
     expect(await audited(gone.userId, 'org.member_removed')).toEqual([]);
+  });
+
+  it('the account or the organization deleted while a change waits for its lock: 404 in SCIM\'s shape, never a 500', async () => {
+    const off = { schemas: [PATCH_OP], Operations: [{ op: 'replace', value: { active: false } }] };
+    const notFound = (detail: string) => ({ status: 404, json: { schemas: [SCIM_ERROR], status: '404', detail } });
+    const locker = new pg.Client({ connectionString: setup.db.url });
+    await locker.connect();
+    /** `change` sent while `lockSql` holds a row, which `deleteSql` then deletes: what the change answers once the lock goes. */
+    const deletedWhileWaiting = async (change: () => Promise<unknown>, lockSql: string, deleteSql: string, id: number) => {
+      await locker.query('BEGIN');
+      await locker.query(lockSql, [id]);
+      const answer = change();
+      await eventually(async () => (await q<{ n: number }>(
+        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"))[0]!.n > 0);
+      await locker.query(deleteSql, [id]);
+      await locker.query('COMMIT');
+      return answer;
+    };
+    try {
+      const email = `racer-${randomUUID().slice(0, 8)}@${domain}`;
+      const created = await okta.post('/Users', { schemas: [USER_SCHEMA], userName: email });
+      expect(created.status, created.text).toBe(201);
+      const userId = (await accountOf(email))!.id;
+      expect(await deletedWhileWaiting(() => okta.patch(`/Users/${created.json.id}`, off), 'SELECT 1 FROM users WHERE id = $1 FOR UPDATE', 'DELETE FROM users WHERE id = $1', userId))
+        .toMatchObject(notFound('User not found'));
+
+      const doomedOwner = await verifiedUser(gws[0]!, q);
+      const doomed = await createOrg(gws[0]!, doomedOwner, 'Doomed');
+      const doomedDomain = await verifiedDomain(q, doomed);
+      const directory = scimClient(gws[0]!, doomed, (await newScimToken(gws[0]!, doomedOwner, doomed)).token);
+      const member = await directory.post('/Users', { schemas: [USER_SCHEMA], userName: `m-${randomUUID().slice(0, 8)}@${doomedDomain}` });
+      expect(member.status, member.text).toBe(201);
+      const lockOrg = 'SELECT 1 FROM organizations WHERE id = $1 FOR UPDATE';
+      expect(await deletedWhileWaiting(() => directory.patch(`/Users/${member.json.id}`, off), lockOrg, 'DELETE FROM organizations WHERE id = $1', doomed))
+        .toMatchObject(notFound('Organization not found'));
+    } finally {
+      await locker.end();
+    }
   });
 
   /** A registered account with this email, verified (the owner proved the address). */
