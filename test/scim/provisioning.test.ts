@@ -350,13 +350,15 @@ describeWithServices('SCIM provisioning, as Okta and Entra ID send it (CONTRACT 
     const notFound = (detail: string) => ({ status: 404, json: { schemas: [SCIM_ERROR], status: '404', detail } });
     const locker = new pg.Client({ connectionString: setup.db.url });
     await locker.connect();
+    const lockerPid = (await locker.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
     /** `change` sent while `lockSql` holds a row, which `deleteSql` then deletes: what the change answers once the lock goes. */
     const deletedWhileWaiting = async (change: () => Promise<unknown>, lockSql: string, deleteSql: string, id: number) => {
       await locker.query('BEGIN');
       await locker.query(lockSql, [id]);
       const answer = change();
+      // Waiting on this transaction's lock, not on any other (the gateways' background work takes locks too).
       await eventually(async () => (await q<{ n: number }>(
-        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"))[0]!.n > 0);
+        'SELECT count(*)::int AS n FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid))', [lockerPid]))[0]!.n > 0);
       await locker.query(deleteSql, [id]);
       await locker.query('COMMIT');
       return answer;
