@@ -258,7 +258,8 @@ export const ROOM_TESTS: Record<string, string[]> = {
   // With the OpenAPI document, which its route's schema is part of (docs/openapi.json, committed).
   'src/user/apiKeyRoll.ts': ['test/user/keyRoll.test.ts', 'test/docs/openapi.test.ts'],
   // With the usage per key (its counts' SQL) and the operators' acts on keys (a user's list, by id, leaked).
-  'src/storage/keys/apiKeys.ts': [...KEY_TESTS, 'test/user/keyUsage.test.ts', 'test/admin/apiKeys.test.ts'],
+  // Organization keys too: insertKey and revokeMemberOrgKeys make and revoke them here.
+  'src/storage/keys/apiKeys.ts': [...KEY_TESTS, 'test/user/keyUsage.test.ts', 'test/admin/apiKeys.test.ts', 'test/orgs/keys.test.ts'],
   // CONTRACT §31.
   ...each(['src/domains/dns.ts', 'src/domains/index.ts', 'src/domains/recheck.ts'], ['test/orgs/domains.test.ts']),
   ...each(['src/domains/names.ts', 'src/domains/publicMail.ts'], ['test/domains/names.test.ts', 'test/orgs/domains.test.ts']),
