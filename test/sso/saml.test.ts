@@ -135,6 +135,11 @@ describeWithServices('SAML connections and sign-in', () => {
     expect(again.res.status).toBe(302);
     expect(Object.keys(fragmentOf(again.res.headers.location))).toEqual(['login_code']);
     expect(await sql('SELECT role FROM memberships WHERE org_id = $1 AND user_id = $2', [c.orgId, c.owner.id])).toEqual([{ role: 'owner' }]);
+    // The owner's account linked to the connection: the IdP vouched for the address, and the link is in the audit log.
+    expect(await sql('SELECT provider, issuer, subject, email, vouched FROM user_identities WHERE user_id = $1', [c.owner.id]))
+      .toEqual([{ provider: 'saml', issuer: `saml:${c.connection.id}`, subject: ownerEmail, email: ownerEmail, vouched: true }]);
+    expect(await sql("SELECT actor, data FROM audit_events WHERE user_id = $1 AND type = 'oidc.linked'", [c.owner.id]))
+      .toEqual([{ actor: 'system', data: { provider: 'saml', issuer: `saml:${c.connection.id}`, org_id: c.orgId, via: 'saml' } }]);
   });
 
   it('GET /sso by email finds the connection of the email\'s verified domain; an unknown domain is 404, a return_to not allowed 400', async () => {
