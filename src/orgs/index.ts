@@ -53,14 +53,20 @@ export interface OrganizationsDeps {
   cancelSubscriptions?: OrgRoutesDeps['cancelSubscriptions'];
 }
 
+/** The instance's membership cache, which it makes whenever organizations are enabled (what calls this). */
+export function madeMemberships(memberships: Pick<MembershipCache, 'forget'> | undefined): Pick<MembershipCache, 'forget'> {
+  if (!memberships) throw new Error('organizations are enabled and the instance made no membership cache');
+  return memberships;
+}
+
 /** Registers /api/v1/orgs/* when organizations are enabled; nothing otherwise. */
 export async function registerOrganizations(app: FastifyInstance, deps: OrganizationsDeps): Promise<void> {
   const settings = deps.config.organizations;
   // mail.invitationUrl, else the portal's page (CONTRACT §30): the schema refuses enabled organizations with neither.
   const invitationUrl = deps.config.mail ? mailLinks(deps.config).invitation : undefined;
   if (!settings?.enabled || !invitationUrl) return;
-  const { db, audit, clock, memberships } = deps;
-  if (!memberships) throw new Error('organizations are enabled and the instance made no membership cache');
+  const { db, audit, clock } = deps;
+  const memberships = madeMemberships(deps.memberships);
   const changes = { db, audit, clock, memberships };
   const bearer = requireBearer(deps.requireUser);
   const factor = factorGuard({ db, clock, mailConfigured: deps.config.mail !== undefined });

@@ -12,7 +12,7 @@ import { requireBearer, type RequireUser } from '../listener/requireUser.js';
 import { isUnavailable, type Database } from '../storage/database/index.js';
 import type { IdentityCache, MembershipCache } from '../storage/feed/index.js';
 import { scimAccess } from './access.js';
-import { Refused } from './managed.js';
+import { madeMemberships, Refused } from './managed.js';
 import { ScimError, sendScimError } from './errors.js';
 import { discoveryRoutes } from './discoveryRoutes.js';
 import { groupRoutes } from './groups.js';
@@ -59,8 +59,8 @@ function scimFault(error: FastifyError, request: FastifyRequest, reply: FastifyR
 /** Registers the SCIM token endpoints and /scim/v2/orgs/{id}/ when §31's paths are served; nothing otherwise. */
 export async function registerScim(app: FastifyInstance, deps: ScimDeps): Promise<void> {
   if (!scimServed(deps.config)) return;
-  const { db, audit, clock, memberships } = deps;
-  if (!memberships) throw new Error('organizations are enabled and the instance made no membership cache');
+  const { db, audit, clock } = deps;
+  const memberships = madeMemberships(deps.memberships);
   const bearer = requireBearer(deps.requireUser);
   const factor = factorGuard({ db, clock, mailConfigured: deps.config.mail !== undefined });
   await app.register(scimTokenRoutes, { prefix: '/api/v1/orgs', db, audit, clock, bearer, factor });

@@ -3,5 +3,5 @@
 // (orgs/managedAccounts.ts). SCIM never writes a second version of that; this file only names what
 // it takes from there, so the rest of the room reads one import.
 export {
-  applyMappedRole, emailInVerifiedDomain, ensureManagedAccountIn, managedBy, Refused, type ManagedAccountDeps,
+  applyMappedRole, emailInVerifiedDomain, ensureManagedAccountIn, madeMemberships, managedBy, Refused, type ManagedAccountDeps,
 } from '../orgs/index.js';
