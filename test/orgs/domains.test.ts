@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildAdminApp } from '../../src/admin/app.js';
 import { docsBlock, docsExample } from '../helpers/docs.js';
 import { startDnsServer, type DnsServer } from '../helpers/dnsServer.js';
@@ -234,5 +234,101 @@ describeWithServices('organization domains', () => {
       answer();
     }
     expect(await sql('SELECT status FROM org_domains WHERE org_id = $1', [id])).toEqual([{ status: 'pending' }]);
+  });
+
+  it('a claim verified already is answered again without a look-up; one claimed again stays verified, with no new claim recorded', async () => {
+    const { owner, id } = await ownedOrg();
+    const domain = newDomain();
+    const name = `_gateway-verify.${domain}`;
+    dns.setTxt(name, [(await claim(gws[0], id, owner, domain)).json.txt_value]);
+    const verified = await verify(gws[0], id, owner, domain);
+    expect(verified.status).toBe(200);
+    const asked = dns.asked(name);
+    const again = await verify(gws[1], id, owner, domain);
+    expect([again.status, again.json]).toEqual([200, verified.json]);
+    expect(dns.asked(name), 'no look-up for a verified claim').toBe(asked);
+    expect(await sql('SELECT count(*)::int AS n FROM org_domain_lookups WHERE org_id = $1', [id]), 'nor one counted').toEqual([{ n: 1 }]);
+    const reclaimed = await claim(gws[1], id, owner, domain);
+    expect([reclaimed.status, reclaimed.json]).toEqual([201, verified.json]);
+    expect(await events('org.domain_claimed', id)).toHaveLength(1);
+    expect(await events('org.domain_verified', id)).toHaveLength(1);
+  });
+
+  it('a pending claim past its expiry is refused without a look-up, listed no more, and may be claimed anew', async () => {
+    const { owner, id } = await ownedOrg();
+    const domain = newDomain();
+    const name = `_gateway-verify.${domain}`;
+    dns.setTxt(name, [(await claim(gws[0], id, owner, domain)).json.txt_value]);
+    await sql("UPDATE org_domains SET expires_at = now() - interval '1 second' WHERE org_id = $1", [id]);
+    const res = await verify(gws[0], id, owner, domain);
+    expect([res.status, res.json.code]).toEqual([409, 'domain_unverified']);
+    expect(dns.asked(name)).toBe(0);
+    expect(await sql('SELECT count(*)::int AS n FROM org_domain_lookups WHERE org_id = $1', [id])).toEqual([{ n: 0 }]);
+    expect((await gws[1].get(`/api/v1/orgs/${id}/domains`, as(owner))).json).toEqual({ domains: [] });
+    const anew = await claim(gws[1], id, owner, domain);
+    expect([anew.status, anew.json.status]).toEqual([201, 'pending']);
+    dns.setTxt(name, [anew.json.txt_value]);
+    expect((await verify(gws[0], id, owner, domain)).json).toMatchObject({ domain, status: 'verified' });
+  });
+
+  it('ids and domains in the path that are none: 404 org_not_found or domain_not_found, never a 500', async () => {
+    const { owner, id } = await ownedOrg();
+    const tooBig = '9999999999';
+    expect((await claim(gws[0], tooBig as unknown as number, owner, newDomain())).json.code).toBe('org_not_found');
+    expect((await verify(gws[0], tooBig as unknown as number, owner, newDomain())).json.code).toBe('org_not_found');
+    expect((await gws[0].request('DELETE', `/api/v1/orgs/${tooBig}/domains/${newDomain()}`, as(owner))).json.code).toBe('org_not_found');
+    expect((await gws[0].get(`/api/v1/orgs/${tooBig}/domains`, as(owner))).status).toBe(404);
+    for (const bad of ['a..b', 'not a domain', '192.0.2.1']) {
+      const verified = await verify(gws[0], id, owner, bad);
+      expect([verified.status, verified.json.code], bad).toEqual([404, 'domain_not_found']);
+      const released = await gws[1].request('DELETE', `/api/v1/orgs/${id}/domains/${encodeURIComponent(bad)}`, as(owner));
+      expect([released.status, released.json.code], bad).toEqual([404, 'domain_not_found']);
+    }
+    expect(await events('org.domain_released', id)).toEqual([]);
+  });
+
+  describe('the claim changed while its record was looked up: the proof counts for the claim it was made for only', () => {
+    /** Verifies with the record's answer held, makes `change` once the resolver was asked, then lets the answer go. */
+    async function verifyAround(change: (ctx: { id: number; owner: TestUser; domain: string }) => Promise<void>) {
+      const { owner, id } = await ownedOrg();
+      const domain = newDomain();
+      const name = `_gateway-verify.${domain}`;
+      dns.setTxt(name, [(await claim(gws[0], id, owner, domain)).json.txt_value]);
+      const answer = dns.hold(name);
+      const verifying = verify(gws[0], id, owner, domain);
+      try {
+        await eventually(() => dns.asked(name) > 0, 2500);
+        await change({ id, owner, domain });
+      } finally {
+        answer();
+      }
+      return { res: await verifying, id, domain };
+    }
+
+    it('claimed anew meanwhile (a new value): 409 domain_unverified, the new claim pending', async () => {
+      const { res, id } = await verifyAround(async ({ id, owner, domain }) => {
+        expect((await claim(gws[1], id, owner, domain)).status).toBe(201);
+      });
+      expect([res.status, res.json.code]).toEqual([409, 'domain_unverified']);
+      expect(await sql('SELECT status FROM org_domains WHERE org_id = $1', [id])).toEqual([{ status: 'pending' }]);
+      expect(await events('org.domain_verified', id)).toEqual([]);
+    });
+
+    it('released meanwhile: 404 domain_not_found, nothing written back', async () => {
+      const { res, id } = await verifyAround(async ({ id, owner, domain }) => {
+        expect((await gws[1].request('DELETE', `/api/v1/orgs/${id}/domains/${domain}`, as(owner))).status).toBe(200);
+      });
+      expect([res.status, res.json.code]).toEqual([404, 'domain_not_found']);
+      expect(await sql('SELECT domain FROM org_domains WHERE org_id = $1', [id])).toEqual([]);
+    });
+
+    it('verified by an operator meanwhile: 200 with the operator\'s verification, recorded once', async () => {
+      const { res, id, domain } = await verifyAround(async ({ id, domain }) => {
+        const byOperator = await request(adminUrl, 'POST', `/admin/v1/orgs/${id}/domains/${domain}/verify`, { headers: bearer(ADMIN_KEY), json: {} });
+        expect(byOperator.status).toBe(200);
+      });
+      expect([res.status, res.json]).toEqual([200, expect.objectContaining({ domain, status: 'verified', verified_by: 'operator' })]);
+      expect((await events('org.domain_verified', id)).map((e) => e.data.by)).toEqual(['operator']);
+    });
   });
 });
