@@ -51,6 +51,9 @@ describeWithServices('SAML connections and sign-in', () => {
       const res = await put(bad);
       expect([res.status, res.json.code]).toEqual([400, 'bad_request']);
     }
+    // A KeyDescriptor without `use` is for signing and encryption both (SAML metadata §2.4.1.1).
+    const noUse = await put(good.replace('<md:KeyDescriptor use="signing">', '<md:KeyDescriptor>'));
+    expect([noUse.status, noUse.json.idp_certificates?.length]).toEqual([200, 1]);
     // Metadata as IdPs publish it, indented over lines (CRLF from a Windows download): accepted; a NUL is not.
     const pretty = good.replaceAll('><', '>\r\n\t<');
     expect((await put(pretty)).status).toBe(200);
@@ -63,7 +66,7 @@ describeWithServices('SAML connections and sign-in', () => {
     const gone = await gw.get(`/api/v1/orgs/${c.orgId}/sso/saml`, { headers: bearer(c.owner.access) });
     expect([gone.status, gone.json.code]).toEqual([404, 'sso_connection_not_found']);
     const events = await sql<{ type: string }>("SELECT type FROM audit_events WHERE data->>'org_id' = $1 AND type LIKE 'sso.%' ORDER BY id", [String(c.orgId)]);
-    expect(events.map((e) => e.type)).toEqual(['sso.connection_updated', 'sso.connection_updated', 'sso.connection_deleted']);
+    expect(events.map((e) => e.type)).toEqual(['sso.connection_updated', 'sso.connection_updated', 'sso.connection_updated', 'sso.connection_deleted']);
   });
 
   it('a signed Response signs a new user in: JIT account with the email verified, member of the organization, a login code traded for tokens with amr ["fed"]', async () => {

@@ -4,7 +4,7 @@
 // one or more signing certificates of RSA ≥ 2048 bits or ECDSA: the only keys an assertion is ever
 // verified with (keys inside a message never are).
 import { X509Certificate } from 'node:crypto';
-import { parseXml, selectElements, type XmlElement } from './xml.js';
+import { attributeOf, parseXml, selectElements, type XmlElement } from './xml.js';
 import type { IdpCertificate } from '../../../storage/orgs/index.js';
 
 const REDIRECT_BINDING = 'urn:oasis:names:tc:SAML:2.0:bindings:HTTP-Redirect';
@@ -25,19 +25,19 @@ export async function parseIdpMetadata(xml: string, now: Date): Promise<IdpMetad
   const doc = await parseXml(xml).catch((err: unknown) => { throw new MetadataRefused(`not XML: ${(err as Error).message}`); });
   const root = doc.documentElement;
   if (root?.localName !== 'EntityDescriptor') throw new MetadataRefused('not one EntityDescriptor');
-  const entityId = root.getAttribute('entityID') ?? '';
+  const entityId = attributeOf(root, 'entityID') ?? '';
   if (!entityId) throw new MetadataRefused('no entityID');
   const descriptors = selectElements(root, "./*[local-name()='IDPSSODescriptor']");
   if (descriptors.length !== 1) throw new MetadataRefused('not one IDPSSODescriptor');
   const idp = descriptors[0]!;
   const ssoUrl = selectElements(idp, "./*[local-name()='SingleSignOnService']")
-    .filter((service) => service.getAttribute('Binding') === REDIRECT_BINDING)
-    .map((service) => service.getAttribute('Location') ?? '')
+    .filter((service) => attributeOf(service, 'Binding') === REDIRECT_BINDING)
+    .map((service) => attributeOf(service, 'Location') ?? '')
     .find(fitSsoUrl);
   if (!ssoUrl) throw new MetadataRefused('no HTTP-Redirect SingleSignOnService over https');
   const certificates = signingCertificates(idp, now);
   if (certificates.length === 0) throw new MetadataRefused('no signing certificate');
-  return { entityId, ssoUrl, certificates, wantRequestsSigned: idp.getAttribute('WantAuthnRequestsSigned') === 'true' };
+  return { entityId, ssoUrl, certificates, wantRequestsSigned: attributeOf(idp, 'WantAuthnRequestsSigned') === 'true' };
 }
 
 /** https, or http on a loopback address (local IdPs and tests), as §15 says of issuers. */
@@ -53,7 +53,7 @@ function fitSsoUrl(location: string): boolean {
 
 /** The KeyDescriptors for signing (use="signing" or no use), each certificate checked. */
 function signingCertificates(idp: XmlElement, now: Date): IdpCertificate[] {
-  const keys = selectElements(idp, "./*[local-name()='KeyDescriptor']").filter((key) => (key.getAttribute('use') ?? 'signing') === 'signing');
+  const keys = selectElements(idp, "./*[local-name()='KeyDescriptor']").filter((key) => (attributeOf(key, 'use') ?? 'signing') === 'signing');
   const seen = new Map<string, IdpCertificate>();
   for (const key of keys) {
     for (const node of selectElements(key, ".//*[local-name()='X509Certificate']")) {

@@ -9,7 +9,7 @@
 import { SAML, ValidateInResponseTo } from '@node-saml/node-saml';
 import type { SamlConnection } from '../../../storage/orgs/index.js';
 import { spUrls } from './connection.js';
-import { declaresDtd, parseXml, selectAttributes, selectElements, type XmlDocument, type XmlElement, type XmlNode } from './xml.js';
+import { attributeOf, declaresDtd, parseXml, selectAttributes, selectElements, type XmlDocument, type XmlElement, type XmlNode } from './xml.js';
 
 const SKEW_MS = 60_000;
 const MAX_AGE_MS = 5 * 60_000;
@@ -49,7 +49,7 @@ export async function readEnvelope(base64: string): Promise<Envelope> {
   if (declaresDtd(xml)) invalid('dtd');
   const doc = await parseXml(xml).catch(() => invalid('not_xml'));
   if (doc.documentElement?.localName !== 'Response') invalid('not_a_response');
-  return { xml, doc, inResponseTo: doc.documentElement.getAttribute('InResponseTo') || undefined };
+  return { xml, doc, inResponseTo: attributeOf(doc.documentElement, 'InResponseTo') };
 }
 
 /** Who the IdP says signed in, once every rule held. */
@@ -83,9 +83,9 @@ function checkStructure(doc: XmlNode, allowSha1: boolean): void {
 function checkAlgorithms(node: XmlNode, allowSha1: boolean): void {
   const signatures = selectElements(node, `//*[local-name()='Signature' and namespace-uri()='${DSIG}']`);
   for (const signature of signatures) {
-    const methods = selectElements(signature, ".//*[local-name()='SignatureMethod' or local-name()='DigestMethod']").map((e) => e.getAttribute('Algorithm') ?? '');
+    const methods = selectElements(signature, ".//*[local-name()='SignatureMethod' or local-name()='DigestMethod']").map((e) => attributeOf(e, 'Algorithm') ?? '');
     if (methods.some((m) => !STRONG_ALGORITHMS.has(m) && !(allowSha1 && SHA1_ALGORITHMS.has(m)))) invalid(methods.some((m) => SHA1_ALGORITHMS.has(m)) ? 'sha1' : 'algorithm');
-    const transforms = selectElements(signature, ".//*[local-name()='Transform' or local-name()='CanonicalizationMethod']").map((e) => e.getAttribute('Algorithm') ?? '');
+    const transforms = selectElements(signature, ".//*[local-name()='Transform' or local-name()='CanonicalizationMethod']").map((e) => attributeOf(e, 'Algorithm') ?? '');
     if (transforms.some((t) => !TRANSFORMS.has(t))) invalid('transform');
     if (selectElements(signature, ".//*[local-name()='Reference']").length !== 1) invalid('reference_count');
   }
@@ -94,24 +94,25 @@ function checkAlgorithms(node: XmlNode, allowSha1: boolean): void {
 /** The Response's own attributes: Success, Destination, Issuer, InResponseTo. */
 function checkResponse(doc: XmlDocument, input: CheckInput): void {
   const response = doc.documentElement;
-  const status = selectElements(response, "./*[local-name()='Status']/*[local-name()='StatusCode']")[0]?.getAttribute('Value');
+  const code = selectElements(response, "./*[local-name()='Status']/*[local-name()='StatusCode']")[0];
+  const status = code && attributeOf(code, 'Value');
   if (status !== SUCCESS) throw new ResponseRefused('access_denied', `status ${status ?? 'missing'}`);
-  if (response.getAttribute('Destination') !== spUrls(input.publicUrl, input.connection.id).acs_url) invalid('destination');
+  if (attributeOf(response, 'Destination') !== spUrls(input.publicUrl, input.connection.id).acs_url) invalid('destination');
   const issuer = selectElements(response, "./*[local-name()='Issuer']")[0];
   if (issuer && issuer.textContent?.trim() !== input.connection.idp_entity_id) invalid('response_issuer');
-  if ((response.getAttribute('InResponseTo') || undefined) !== input.requestId) invalid('in_response_to');
-  checkInstant(response.getAttribute('IssueInstant'), input.now);
+  if (attributeOf(response, 'InResponseTo') !== input.requestId) invalid('in_response_to');
+  checkInstant(attributeOf(response, 'IssueInstant'), input.now);
 }
 
-function checkInstant(value: string | null, now: Date): void {
+function checkInstant(value: string | undefined, now: Date): void {
   const at = Date.parse(value ?? '');
   if (!Number.isFinite(at) || at > now.getTime() + SKEW_MS || at < now.getTime() - MAX_AGE_MS - SKEW_MS) invalid('issue_instant');
 }
 
 /** NotBefore / NotOnOrAfter of an element within the skew; the NotOnOrAfter (required when `required`). */
 function checkBounds(element: XmlElement, now: Date, rule: string, required: boolean): Date | undefined {
-  const before = element.getAttribute('NotBefore');
-  const after = element.getAttribute('NotOnOrAfter');
+  const before = attributeOf(element, 'NotBefore');
+  const after = attributeOf(element, 'NotOnOrAfter');
   if (before && !(Date.parse(before) <= now.getTime() + SKEW_MS)) invalid(`${rule}_not_yet_valid`);
   if (!after) return required ? invalid(`${rule}_no_expiry`) : undefined;
   const end = Date.parse(after);
@@ -128,13 +129,13 @@ async function checkAssertion(assertionXml: string, input: CheckInput): Promise<
   if (assertion.localName !== 'Assertion') invalid('not_an_assertion');
   const urls = spUrls(input.publicUrl, input.connection.id);
   if (text(child(assertion, 'Issuer')[0]) !== input.connection.idp_entity_id) invalid('assertion_issuer');
-  checkInstant(assertion.getAttribute('IssueInstant'), input.now);
+  checkInstant(attributeOf(assertion, 'IssueInstant'), input.now);
   const subject = child(assertion, 'Subject')[0] ?? invalid('no_subject');
-  const bearer = child(subject, 'SubjectConfirmation').filter((c) => c.getAttribute('Method') === BEARER);
+  const bearer = child(subject, 'SubjectConfirmation').filter((c) => attributeOf(c, 'Method') === BEARER);
   if (bearer.length !== 1) invalid('bearer_confirmation');
   const data = child(bearer[0]!, 'SubjectConfirmationData')[0] ?? invalid('bearer_confirmation');
-  if (data.getAttribute('Recipient') !== urls.acs_url) invalid('recipient');
-  if ((data.getAttribute('InResponseTo') || undefined) !== input.requestId) invalid('subject_in_response_to');
+  if (attributeOf(data, 'Recipient') !== urls.acs_url) invalid('recipient');
+  if (attributeOf(data, 'InResponseTo') !== input.requestId) invalid('subject_in_response_to');
   checkBounds(data, input.now, 'subject', true);
   const conditions = child(assertion, 'Conditions');
   if (conditions.length !== 1) invalid('conditions');
@@ -145,14 +146,14 @@ async function checkAssertion(assertionXml: string, input: CheckInput): Promise<
   if (nameIds.length !== 1) invalid('name_id');
   const attributes = new Map<string, string[]>();
   for (const attribute of selectElements(assertion, "./*[local-name()='AttributeStatement']/*[local-name()='Attribute']")) {
-    attributes.set(attribute.getAttribute('Name') ?? '', child(attribute, 'AttributeValue').map(text));
+    attributes.set(attributeOf(attribute, 'Name') ?? '', child(attribute, 'AttributeValue').map(text));
   }
-  const assertionId = assertion.getAttribute('ID') ?? invalid('no_assertion_id');
+  const assertionId = attributeOf(assertion, 'ID') ?? invalid('no_assertion_id');
   return {
     assertionId,
     notOnOrAfter: notOnOrAfter ?? new Date(input.now.getTime() + MAX_AGE_MS),
     nameId: text(nameIds[0]),
-    nameIdFormat: nameIds[0]!.getAttribute('Format') ?? undefined,
+    nameIdFormat: attributeOf(nameIds[0]!, 'Format'),
     attributes,
     authnContext: text(selectElements(assertion, "./*[local-name()='AuthnStatement']/*[local-name()='AuthnContext']/*[local-name()='AuthnContextClassRef']")[0]) || undefined,
   };

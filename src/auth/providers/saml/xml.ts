@@ -10,16 +10,23 @@ export function declaresDtd(xml: string): boolean {
 }
 
 // The DOM as far as SAML reads it: the gateway builds without the DOM library's types (no browser).
+// An attribute is read through attributeOf only: xmldom answers '' for an absent attribute, never
+// the DOM's null, so `getAttribute(name) ?? fallback` never falls back (a NameID without Format
+// read as no email format, an Assertion without ID passed as '', a KeyDescriptor without `use`
+// dropped).
 export interface XmlElement {
   readonly localName: string;
   readonly textContent: string | null;
-  getAttribute(name: string): string | null;
 }
 export interface XmlDocument {
   readonly documentElement: XmlElement;
 }
 export type XmlNode = XmlDocument | XmlElement;
 
+/** The attribute's value; undefined when it is absent or empty. */
+export function attributeOf(element: XmlElement, name: string): string | undefined {
+  return (element as XmlElement & { getAttribute(name: string): string | null }).getAttribute(name) || undefined;
+}
 export async function parseXml(xml: string): Promise<XmlDocument> {
   if (declaresDtd(xml)) throw new Error('a DOCTYPE');
   return await parseDomFromString(xml) as unknown as XmlDocument;
