@@ -96,9 +96,14 @@ describeWithServices('managed accounts: whose account, and which role', () => {
     expect(row).toEqual({ password_hash: null, verified: true });
     expect(await q('SELECT revoked FROM api_tokens WHERE user_id = $1', [squatter.id])).toEqual([{ revoked: 1 }]);
     expect(await q('SELECT 1 FROM user_identities WHERE user_id = $1', [squatter.id])).toEqual([]);
-    expect(await q('SELECT 1 FROM refresh_tokens WHERE user_id = $1 AND revoked = 0', [squatter.id])).toEqual([]);
-    const [claimed] = await audit(squatter.id, 'sso.account_claimed');
-    expect(claimed).toMatchObject({ actor: 'scim', actor_id: 42, data: { org_id: orgId, via: 'scim', password_removed: true, links_removed: 1, api_keys_revoked: 1 } });
+    expect(await q('SELECT revoked_reason FROM refresh_tokens WHERE user_id = $1', [squatter.id])).toEqual([{ revoked_reason: 'sso_claim' }]);
+    expect(await audit(squatter.id, 'sso.account_claimed')).toEqual([{ actor: 'scim', actor_id: 42, data: {
+      org_id: orgId, via: 'scim', password_removed: true, factors_removed: 0, links_removed: 1, sessions_revoked: 1, api_keys_revoked: 1,
+    } }]);
+    // Each way in that went is on record, by whom and why.
+    const [key] = await q<{ id: number }>('SELECT id FROM api_tokens WHERE user_id = $1', [squatter.id]);
+    expect(await audit(squatter.id, 'api_key.revoked')).toEqual([{ actor: 'scim', actor_id: 42, data: { id: Number(key!.id), reason: 'sso_account_claimed', via: 'scim' } }]);
+    expect(await audit(squatter.id, 'email.verified')).toEqual([{ actor: 'scim', actor_id: 42, data: { via: 'scim', org_id: orgId } }]);
     expect(await managedBy(gw.services.db, orgId, squatter.id)).toBeUndefined();
     // The squatter's access token, refresh token and login are refused from now on.
     await eventually(async () => (await gw.get('/api/v1/user/me', { headers: bearer(squatter.access) })).status === 401, 2000);
