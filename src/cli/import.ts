@@ -29,22 +29,22 @@ export function printReport(report: ImportReport): number {
 // The import room is loaded by these commands alone: every other command starts without it.
 const importRoom = () => import('../import/index.js');
 
-function firebaseOptions(values: Args['values'], unpadded: (value: string) => string | undefined): FirebaseHashConfig {
+function firebaseOptions(values: Args['values'], standardBase64: (value: string) => string | undefined): FirebaseHashConfig {
   const [hashKey, saltSeparator, rounds, memCost] = [values['hash-key'], values['salt-separator'], values.rounds, values['mem-cost']] as Array<string | undefined>;
   if (hashKey === undefined || saltSeparator === undefined || rounds === undefined || memCost === undefined) {
     throw new UsageError('--format firebase needs --hash-key, --salt-separator, --rounds and --mem-cost (the project\'s password hash parameters)');
   }
-  if (!unpadded(hashKey)) throw new UsageError('--hash-key: expected the base64 signer key');
-  if (unpadded(saltSeparator) === undefined) throw new UsageError('--salt-separator: expected base64');
+  if (!standardBase64(hashKey)) throw new UsageError('--hash-key: expected the base64 signer key');
+  if (standardBase64(saltSeparator) === undefined) throw new UsageError('--salt-separator: expected base64');
   if (!/^\d{1,2}$/.test(rounds) || !/^\d{1,2}$/.test(memCost)) throw new UsageError('--rounds and --mem-cost: expected small numbers (8 and 14 in most projects)');
   return { hashKey, saltSeparator, rounds: Number(rounds), memCost: Number(memCost) };
 }
 
 export async function importUsersCommand({ operands: [file], config: configPath, admin, values }: Args): Promise<number> {
-  const { emptyReport, FORMATS, ImportFileError, importUsers, readUsers, unpadded } = await importRoom();
+  const { emptyReport, FORMATS, ImportFileError, importUsers, readUsers, standardBase64 } = await importRoom();
   const format = (values.format as string | undefined) ?? 'csv';
   if (!(FORMATS as readonly string[]).includes(format)) throw new UsageError(`--format: expected one of ${FORMATS.join(', ')}`);
-  const firebase = format === 'firebase' ? firebaseOptions(values, unpadded) : undefined;
+  const firebase = format === 'firebase' ? firebaseOptions(values, standardBase64) : undefined;
   const dryRun = values['dry-run'] === true;
   const { config } = loadConfig(configPath);
   let records: Parsed[];

@@ -14,12 +14,13 @@ export interface FirebaseHashConfig {
   memCost: number;
 }
 
-const STANDARD_B64 = /^[A-Za-z0-9+/]*={0,2}$/;
+// Standard base64, its padding optional: never a length of 1 modulo 4, never padding without data.
+const STANDARD_B64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}(?:==)?|[A-Za-z0-9+/]{3}=?)?$/;
 
-/** Standard base64 without its `=` padding, or undefined when `value` is not base64. */
-export function unpadded(value: string): string | undefined {
+/** `value` trimmed when it is standard base64, padded or not (firebaseScryptHash drops the padding); else undefined. */
+export function standardBase64(value: string): string | undefined {
   const v = value.trim();
-  return STANDARD_B64.test(v) && v.replace(/=+$/, '').length % 4 !== 1 ? v.replace(/=+$/, '') : undefined;
+  return STANDARD_B64.test(v) ? v : undefined;
 }
 
 /**
@@ -28,7 +29,7 @@ export function unpadded(value: string): string | undefined {
  * standard base64 without padding. undefined when the salt or hash is not base64.
  */
 export function firebaseHash(config: FirebaseHashConfig, salt: string, hash: string): string | undefined {
-  const [s, h, sep, key] = [unpadded(salt), unpadded(hash), unpadded(config.saltSeparator), unpadded(config.hashKey)];
+  const [s, h, sep, key] = [standardBase64(salt), standardBase64(hash), standardBase64(config.saltSeparator), standardBase64(config.hashKey)];
   if (s === undefined || !h || sep === undefined || !key) return undefined;
   return firebaseScryptHash({ rounds: config.rounds, memCost: config.memCost, saltSeparator: sep, signerKey: key, salt: s, hash: h });
 }

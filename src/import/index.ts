@@ -4,7 +4,7 @@
 // firebaseHash.ts joins Firebase's hash parts,
 // users.ts and keys.ts write in batches through storage/accounts/imports.ts.
 export { FORMATS, ImportFileError, readUsers, type Format, type ReadOptions } from './formats.js';
-export { firebaseHash, unpadded, type FirebaseHashConfig } from './firebaseHash.js';
+export { firebaseHash, standardBase64, type FirebaseHashConfig } from './firebaseHash.js';
 export { importKeys, type KeyImportRun } from './keys.js';
 export { BATCH_SIZE, emptyReport, importUsers, type ImportReport, type ImportRun, type Refusal } from './users.js';
 export type { ImportRow, Parsed } from './rows.js';

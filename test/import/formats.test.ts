@@ -2,7 +2,7 @@
 // file's line, the hash shapes known and unknown, Firebase's hash string to the character.
 import { describe, expect, it } from 'vitest';
 import { recognisedHashFormat as hashFormat } from '../../src/auth/index.js';
-import { firebaseHash, ImportFileError, readUsers, type Parsed } from '../../src/import/index.js';
+import { firebaseHash, ImportFileError, readUsers, standardBase64, type Parsed } from '../../src/import/index.js';
 import { docsBlock } from '../helpers/docs.js';
 
 const PLANS = ['free', 'premium', 'pro'];
@@ -62,6 +62,19 @@ describe('hash shapes', () => {
       + '$42xEC+ixf3L2lw$lSrfV15cpx95/sZS2W9c9Kp6i/LVgQNDNC/qzrCnh1SAyZvqmZqAjTdn3aoItz+VHjoZilo78198JAdRuid5lQ');
     expect(hashFormat(hash!)).toBe('firebase-scrypt');
     expect(firebaseHash(FIREBASE, 'not base64!', 'aGFzaA==')).toBeUndefined();
+    // An empty salt or separator is Firebase's; an empty hash or signer key is no hash.
+    expect(firebaseHash({ ...FIREBASE, saltSeparator: '' }, '', ' aGFzaA== ')).toBe(`$firebase-scrypt$rounds=8,mem=14,sep=,key=${FIREBASE.hashKey.replace(/=+$/, '')}$$aGFzaA`);
+    expect(firebaseHash(FIREBASE, 'c2FsdA==', '')).toBeUndefined();
+    expect(firebaseHash({ ...FIREBASE, hashKey: '' }, 'c2FsdA==', 'aGFzaA==')).toBeUndefined();
+    expect(firebaseHash({ ...FIREBASE, saltSeparator: 'B' }, 'c2FsdA==', 'aGFzaA==')).toBeUndefined();
+  });
+
+  it('reads standard base64, padded or not, trimmed; refuses a length of 1 modulo 4, padding without data or in excess, and other alphabets', () => {
+    const accepted = { '': '', QQ: 'QQ', 'QQ==': 'QQ==', QUI: 'QUI', 'QUI=': 'QUI=', QUJD: 'QUJD', ' QUJD\n': 'QUJD', 'QUJDRA==': 'QUJDRA==', 'ab+/Zz09': 'ab+/Zz09' };
+    for (const [value, read] of Object.entries(accepted)) expect(standardBase64(value), JSON.stringify(value)).toBe(read);
+    for (const value of ['Q', 'QUJDR', '==', '=', 'QQ=', 'QQ===', 'QUI==', 'QUJD=', 'QUJD==', 'Q-_x', 'QUJD QUJD', 'QU=D', 'QUJD\u0000']) {
+      expect(standardBase64(value), JSON.stringify(value)).toBeUndefined();
+    }
   });
 });
 
