@@ -30,6 +30,11 @@ describeWithServices('SCIM discovery (RFC 7644 §4)', () => {
     await closeSql();
   });
 
+  /** An attribute as RFC 7643 §7 describes it, with the defaults the gateway states for each. */
+  const attribute = (name: string, differs: Record<string, unknown> = {}) => ({
+    name, type: 'string', multiValued: false, required: false, caseExact: false, mutability: 'readWrite', returned: 'default', uniqueness: 'none', ...differs,
+  });
+  const strings = (...names: string[]) => names.map((n) => attribute(n));
   const notFound = (detail: string) => ({ schemas: [SCIM_ERROR], status: '404', detail });
 
   it('ServiceProviderConfig: patch and filter (at most 100 results); no bulk, sort, etag or password change; the token as the one scheme', async () => {
@@ -43,7 +48,7 @@ describeWithServices('SCIM discovery (RFC 7644 §4)', () => {
       changePassword: { supported: false },
       sort: { supported: false },
       etag: { supported: false },
-      authenticationSchemes: [{ type: 'oauthbearertoken', name: 'OAuth Bearer Token', description: expect.any(String), primary: true }],
+      authenticationSchemes: [{ type: 'oauthbearertoken', name: 'OAuth Bearer Token', description: 'A SCIM token of the organization, sent as Authorization: Bearer', primary: true }],
       meta: { resourceType: 'ServiceProviderConfig', location: `${base}/ServiceProviderConfig` },
     });
   });
@@ -63,13 +68,23 @@ describeWithServices('SCIM discovery (RFC 7644 §4)', () => {
     expect(listed.json).toMatchObject({ schemas: [LIST], totalResults: 2, startIndex: 1, itemsPerPage: 2 });
     const [user, group] = listed.json.Resources as Array<Record<string, unknown> & { attributes: Array<Record<string, unknown>> }>;
     expect(user).toMatchObject({ schemas: [SCHEMA], id: USER_SCHEMA, name: 'User', meta: { resourceType: 'Schema', location: `${base}/Schemas/${USER_SCHEMA}` } });
-    expect(user!.attributes.map((a) => a.name)).toEqual(['userName', 'externalId', 'displayName', 'name', 'emails', 'active', 'groups']);
-    expect(user!.attributes[0]).toEqual({
-      name: 'userName', type: 'string', multiValued: false, required: true, caseExact: false, mutability: 'readWrite', returned: 'default', uniqueness: 'server',
-    });
-    expect(user!.attributes.find((a) => a.name === 'groups')).toMatchObject({ type: 'complex', multiValued: true, mutability: 'readOnly' });
+    expect(user!.description).toBe('An account of the organization');
+    expect(user!.attributes).toEqual([
+      attribute('userName', { required: true, uniqueness: 'server' }),
+      attribute('externalId', { caseExact: true }),
+      attribute('displayName'),
+      attribute('name', { type: 'complex', subAttributes: strings('formatted', 'familyName', 'givenName', 'middleName', 'honorificPrefix', 'honorificSuffix') }),
+      attribute('emails', { type: 'complex', multiValued: true, subAttributes: [...strings('value', 'type'), attribute('primary', { type: 'boolean' })] }),
+      attribute('active', { type: 'boolean' }),
+      attribute('groups', { type: 'complex', multiValued: true, mutability: 'readOnly', subAttributes: strings('value', 'display') }),
+    ]);
     expect(group).toMatchObject({ schemas: [SCHEMA], id: GROUP_SCHEMA, name: 'Group', meta: { resourceType: 'Schema', location: `${base}/Schemas/${GROUP_SCHEMA}` } });
-    expect(group!.attributes.map((a) => a.name)).toEqual(['displayName', 'externalId', 'members']);
+    expect(group!.description).toBe('A group of the directory; its name maps to a role through roleMapping');
+    expect(group!.attributes).toEqual([
+      attribute('displayName', { required: true, uniqueness: 'server' }),
+      attribute('externalId', { caseExact: true }),
+      attribute('members', { type: 'complex', multiValued: true, subAttributes: strings('value', 'display') }),
+    ]);
     expect((await scim.get(`/Schemas/${USER_SCHEMA}`)).json).toEqual(user);
     expect((await scim.get(`/Schemas/${GROUP_SCHEMA}`)).json).toEqual(group);
     const unknown = await scim.get('/Schemas/urn:ietf:params:scim:schemas:extension:enterprise:2.0:User');
