@@ -147,6 +147,9 @@ export async function ensureManagedAccountIn(tx: Queryable, deps: ManagedAccount
   const linked = request.link ? await identities.insertLink(tx, w.user.id, samlLinkOf(request.link, email), w.now) : false;
   if (linked) await w.record('oidc.linked', { provider: 'saml', issuer: samlIssuer(request.link!.connectionId), org_id: request.orgId, via: authorOf(request.by).via });
   const membership = await applyMappedRole(tx, deps, { orgId: request.orgId, userId: w.user.id, groups: request.groups, roleMapping: request.roleMapping, by: request.by, createWhenMissing: true });
+  // After applyMappedRole found the organization under its lock: one deleted meanwhile is
+  // org_not_found there, never this row's foreign key failing (a 500).
+  if (created) await recordManaged(tx, request.orgId, w.user.id, authorOf(request.by).via, w.now);
   return { ok: { userId: w.user.id, email: w.user.email, created, claimed, linked, membership: membership! } };
 }
 
@@ -172,7 +175,6 @@ async function accountFor(tx: Queryable, deps: ManagedAccountDeps, request: Mana
     const id = await users.insertUser(tx, email, null, now);
     if (id === null) continue;
     const made = (await lock(id))!;
-    await recordManaged(tx, request.orgId, id, authorOf(request.by).via, now);
     await made.record('user.registered', { via: authorOf(request.by).via, org_id: request.orgId });
     return { w: made, created: true, byEmail: false };
   }

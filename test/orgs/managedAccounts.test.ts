@@ -1,7 +1,8 @@
 // Managed accounts (CONTRACT §31, "Whose account" and "Roles"), what SAML sign-in and SCIM user
 // creation share: against real Postgres, two instances on one database, hooks into the outbox.
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256Hex } from '../../src/credentials/digest.js';
 import { ensureManagedAccount, managedBy, type ManagedAccountRequest } from '../../src/orgs/index.js';
 import { bearer, describeWithServices, eventually, makeUser } from '../helpers/gateway.js';
@@ -62,7 +63,11 @@ describeWithServices('managed accounts: whose account, and which role', () => {
     const userId = 'ok' in first ? first.ok.userId : -1;
     // Same NameID, another address of the domain, no group that maps: same account, role kept.
     const again = await ensureManagedAccount(deps(1), saml(orgId, `other-${randomUUID()}@${domain}`, { link: { connectionId: 'conn1', nameId: email }, groups: ['x'] }));
-    expect(again).toEqual({ ok: expect.objectContaining({ userId, created: false, linked: false, membership: { change: 'kept', role: 'admin' } }) });
+    expect(again).toEqual({ ok: expect.objectContaining({ userId, created: false, claimed: false, linked: false, membership: { change: 'kept', role: 'admin' } }) });
+    // An account found by its link is the IdP's user's: never claimed, even with its address unproved.
+    await q('UPDATE users SET email_verified_at = NULL WHERE id = $1', [userId]);
+    expect(await ensureManagedAccount(deps(), saml(orgId, email))).toEqual({ ok: expect.objectContaining({ userId, created: false, claimed: false }) });
+    expect(await audit(userId, 'sso.account_claimed')).toEqual([]);
     const demoted = await ensureManagedAccount(deps(), saml(orgId, email, { groups: ['staff'], roleMapping: { staff: 'member' } }));
     expect(demoted).toEqual({ ok: expect.objectContaining({ userId, membership: { change: 'changed', role: 'member', previousRole: 'admin' } }) });
     expect(await q('SELECT role FROM memberships WHERE org_id = $1 AND user_id = $2', [orgId, userId])).toEqual([{ role: 'member' }]);
@@ -130,6 +135,52 @@ describeWithServices('managed accounts: whose account, and which role', () => {
     await q('UPDATE users SET is_active = 0 WHERE id = $1', [owner.id]);
     expect(await ensureManagedAccount(deps(), saml(orgId, email))).toEqual({ refused: 'account_inactive' });
     expect((await q<{ n: number }>('SELECT count(*)::int AS n FROM users'))[0]!.n).toBe(before);
+  });
+
+  describe('a row changed while the call waits for its lock', () => {
+    let locker: pg.Client;
+    let lockerPid: number;
+    beforeAll(async () => {
+      locker = new pg.Client({ connectionString: setup.db.url });
+      await locker.connect();
+      lockerPid = (await locker.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+    });
+    afterAll(async () => {
+      await locker?.end();
+    });
+    /** `call` made while this test's transaction holds `lockSql`'s row; `change` runs once the call waits on it, then the lock goes. */
+    async function changedWhileWaiting<T>(call: () => Promise<T>, lockSql: string, change: () => Promise<unknown>): Promise<T> {
+      await locker.query('BEGIN');
+      await locker.query(lockSql);
+      const answer = call();
+      // Waiting on this transaction's lock, not on another (the gateways' background work takes locks too).
+      await eventually(async () => (await q<{ n: number }>(
+        'SELECT count(*)::int AS n FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid))', [lockerPid]))[0]!.n > 0);
+      await change();
+      await locker.query('COMMIT');
+      return answer;
+    }
+
+    it('the account holding the address moved to another one: read again, and a new account made for the address', async () => {
+      const { orgId, domain } = await orgWithDomain();
+      const holder = await makeUser(setup.gateways[0]!);
+      const email = `moving-${randomUUID()}@${domain}`;
+      await q('UPDATE users SET email = $2, email_verified_at = now() WHERE id = $1', [holder.id, email]);
+      const out = await changedWhileWaiting(() => ensureManagedAccount(deps(), saml(orgId, email)), `SELECT 1 FROM users WHERE id = ${holder.id} FOR UPDATE`,
+        () => locker.query('UPDATE users SET email = $2 WHERE id = $1', [holder.id, `moved-${email}`]));
+      expect(out).toEqual({ ok: expect.objectContaining({ email, created: true, claimed: false, linked: true }) });
+      expect('ok' in out && out.ok.userId).not.toBe(holder.id);
+      expect(await q('SELECT role FROM memberships WHERE org_id = $1 AND user_id = $2', [orgId, holder.id])).toEqual([]);
+    });
+
+    it('the organization deleted: org_not_found, and nothing the call wrote is kept', async () => {
+      const { orgId, domain } = await orgWithDomain();
+      const email = `doomed-${randomUUID()}@${domain}`;
+      const out = await changedWhileWaiting(() => ensureManagedAccount(deps(), saml(orgId, email)), `SELECT 1 FROM organizations WHERE id = ${orgId} FOR UPDATE`,
+        () => locker.query('DELETE FROM organizations WHERE id = $1', [orgId]));
+      expect(out).toEqual({ refused: 'org_not_found' });
+      expect(await q('SELECT 1 FROM users WHERE email = $1', [email])).toEqual([]);
+    });
   });
 
   it('calls for one new email at once, on two instances, make one account and one membership (5 rounds)', async () => {
