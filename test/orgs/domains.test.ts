@@ -101,7 +101,8 @@ describeWithServices('organization domains', () => {
       const refused = await claim(gws[0], id, owner, bad);
       expect([refused.status, refused.json.code], bad).toEqual([400, 'domain_not_allowed']);
     }
-    expect((await claim(gws[0], id, owner, 42)).status).toBe(400);
+    const notText = await claim(gws[0], id, owner, 42);
+    expect([notText.status, notText.json.code]).toEqual([400, 'bad_request']);
   });
 
   it('only owners claim, verify and release; admins list; non-members get 404', async () => {
@@ -271,6 +272,14 @@ describeWithServices('organization domains', () => {
     expect((await verify(gws[0], id, owner, domain)).json).toMatchObject({ domain, status: 'verified' });
   });
 
+  it('a claim the daily re-check unverified is looked up again, whatever its first expiry', async () => {
+    const { owner, id } = await ownedOrg();
+    const domain = newDomain();
+    dns.setTxt(`_gateway-verify.${domain}`, [(await claim(gws[0], id, owner, domain)).json.txt_value]);
+    await sql("UPDATE org_domains SET status = 'unverified', expires_at = now() - interval '30 days' WHERE org_id = $1", [id]);
+    expect((await verify(gws[1], id, owner, domain)).json).toMatchObject({ domain, status: 'verified', verified_by: 'dns' });
+  });
+
   it('ids and domains in the path that are none: 404 org_not_found or domain_not_found, never a 500', async () => {
     const { owner, id } = await ownedOrg();
     const tooBig = '9999999999';
@@ -312,6 +321,14 @@ describeWithServices('organization domains', () => {
       expect([res.status, res.json.code]).toEqual([409, 'domain_unverified']);
       expect(await sql('SELECT status FROM org_domains WHERE org_id = $1', [id])).toEqual([{ status: 'pending' }]);
       expect(await events('org.domain_verified', id)).toEqual([]);
+    });
+
+    it('the owner demoted meanwhile: 403 role_insufficient, the claim still pending', async () => {
+      const { res, id } = await verifyAround(async ({ id, owner }) => {
+        await sql("UPDATE memberships SET role = 'admin' WHERE org_id = $1 AND user_id = $2", [id, owner.id]);
+      });
+      expect([res.status, res.json.code]).toEqual([403, 'role_insufficient']);
+      expect(await sql('SELECT status FROM org_domains WHERE org_id = $1', [id])).toEqual([{ status: 'pending' }]);
     });
 
     it('released meanwhile: 404 domain_not_found, nothing written back', async () => {
