@@ -20,7 +20,8 @@ export interface SamlAccountRequest {
   /** Never for a transient NameID: it identifies nobody. */
   link?: { connectionId: string; nameId: string };
   allowCreate: boolean;
-  groups: readonly string[];
+  /** The values of the connection's groups attribute; absent when it names none or the assertion has none. */
+  groups?: readonly string[];
   roleMapping: Readonly<Record<string, string>>;
   client: Client;
 }
@@ -46,7 +47,7 @@ export function accountRequest(connection: SamlConnection, accepted: Accepted, c
     email,
     ...(accepted.nameIdFormat === TRANSIENT || !accepted.nameId ? {} : { link: { connectionId: connection.id, nameId: accepted.nameId } }),
     allowCreate: settings.allowJit,
-    groups: settings.attributes.groups ? accepted.attributes.get(settings.attributes.groups) ?? [] : [],
+    ...(settings.attributes.groups ? { groups: accepted.attributes.get(settings.attributes.groups) } : {}),
     roleMapping: settings.roleMapping,
     client,
   };
