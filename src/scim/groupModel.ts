@@ -18,7 +18,8 @@ export interface GroupPatch {
   members: MemberChange[];
 }
 
-const ATTRIBUTES = ['displayName', 'externalId', 'members', 'id', 'meta', 'schemas'];
+// What a PATCH may change; any other path (id, meta, schemas, what a group does not keep) is ignored.
+const ATTRIBUTES = ['displayName', 'externalId', 'members'];
 const MAX_MEMBERS = 1000;
 
 function displayName(value: unknown): string {
@@ -48,7 +49,8 @@ function memberChange(o: Operation, filterValue: string | undefined): MemberChan
   if (o.op === 'add') return { add: memberIds(o.value) };
   if (o.op === 'replace') return { replace: memberIds(o.value) };
   // Entra ID names the members to remove in the value; without one, all go (RFC 7644 §3.5.2.2).
-  return { remove: o.value === undefined || o.value === null ? 'all' : memberIds(o.value) };
+  // (operations() reads a null value as none.)
+  return { remove: o.value === undefined ? 'all' : memberIds(o.value) };
 }
 
 /** A PATCH body read into changes, in order. */
@@ -56,7 +58,7 @@ export function groupPatch(body: unknown): GroupPatch {
   const patch: GroupPatch = { fields: {}, members: [] };
   for (const o of expanded(operations(body))) {
     const path = parsePatchPath(o.path!, ATTRIBUTES, ['value', 'display']);
-    if (!path || ['id', 'meta', 'schemas'].includes(path.attribute)) continue;
+    if (!path) continue;
     if (path.attribute === 'members') {
       if (path.filter && path.filter.attribute !== 'value') scimError(400, 'members are selected by value', 'invalidPath');
       patch.members.push(memberChange(o, path.filter?.value));

@@ -24,7 +24,8 @@ export interface UserState {
   active: boolean;
 }
 
-const ATTRIBUTES = ['userName', 'externalId', 'active', 'displayName', 'name', 'emails', 'groups', 'id', 'meta', 'schemas'];
+// What a PATCH may name; any other path (id, meta, schemas, what the gateway does not keep) is ignored.
+const ATTRIBUTES = ['userName', 'externalId', 'active', 'displayName', 'name', 'emails', 'groups'];
 const NAME_PARTS = ['givenName', 'familyName', 'formatted', 'middleName', 'honorificPrefix', 'honorificSuffix'];
 const EMAIL_PARTS = ['value', 'type', 'primary', 'display'];
 const MAX_EMAILS = 10;
@@ -106,7 +107,7 @@ function patchName(name: Record<string, string>, path: PatchPath, o: Operation):
 /** One operation on one attribute of the user. */
 function applyOne(state: UserState, o: Operation): UserState {
   const path = parsePatchPath(o.path!, ATTRIBUTES, [...NAME_PARTS, ...EMAIL_PARTS]);
-  if (!path || ['id', 'meta', 'schemas'].includes(path.attribute)) return state;
+  if (!path) return state;
   const removing = o.op === 'remove';
   switch (path.attribute) {
     case 'userName':

@@ -140,6 +140,7 @@ describe('PATCH bodies, as Okta and Entra ID send them', () => {
       { op: 'Add', path: 'name.familyName', value: 'Lovelace' },
       { op: 'Replace', value: { 'name.givenName': 'Augusta', externalId: 'e2' } },
       { op: 'Add', path: 'title', value: 'Countess' },
+      { op: 'Replace', path: 'id', value: 'x' }, { op: 'Replace', path: 'meta.lastModified', value: 'x' }, { op: 'Add', path: 'schemas', value: [] },
       { op: 'Add', path: 'urn:ietf:params:scim:schemas:extension:enterprise:2.0:User:department', value: 'Maths' },
       { op: 'Replace', path: 'userName', value: 'Ada.L@corp.example' },
     ));

@@ -24,6 +24,7 @@ describe('a SCIM group as POST and PUT send it', () => {
       .toEqual({ displayName: 'Eng', externalId: 'g-1', members: ['u1'] });
     expect(read(() => groupFromResource({ displayName: 'Eng' }))).toEqual({ displayName: 'Eng', externalId: null, members: [] });
     expect(read(() => groupFromResource({ displayName: 'Eng', members: null }))).toMatchObject({ members: [] });
+    expect(read(() => groupFromResource({ displayName: 'Eng', externalId: 5 }))).toEqual(invalidValue('externalId must be a string of at most 1024 characters'));
     for (const name of [undefined, '', '   ']) {
       const detail = name === undefined ? 'displayName must be a string of at most 1024 characters' : 'displayName is required';
       expect(read(() => groupFromResource({ displayName: name })), String(name)).toEqual(invalidValue(detail));
@@ -53,11 +54,13 @@ describe('a SCIM group PATCH', () => {
     expect(read(() => groupPatch(op({ op: 'remove', path: 'displayName' })))).toEqual({ status: 400, scimType: 'mutability', detail: 'displayName cannot be removed' });
     expect(read(() => groupPatch(op({ op: 'replace', path: 'externalId', value: 'g-2' })))).toEqual({ fields: { externalId: 'g-2' }, members: [] });
     expect(read(() => groupPatch(op({ op: 'remove', path: 'externalId' })))).toEqual({ fields: { externalId: null }, members: [] });
+    expect(read(() => groupPatch(op({ op: 'remove', path: 'externalId', value: 'g-2' })))).toEqual({ fields: { externalId: null }, members: [] });
     expect(read(() => groupPatch(op({ op: 'add', path: 'externalId', value: 3 })))).toEqual(invalidValue('externalId must be a string of at most 1024 characters'));
   });
 
   it('id, meta and schemas are skipped, as is a path to an attribute no group has', () => {
     const body = op({ op: 'replace', path: 'id', value: 'x' }, { op: 'replace', path: 'meta', value: {} }, { op: 'add', path: 'schemas', value: [] }, { op: 'add', path: 'locale', value: 'fr' },
+      { op: 'replace', path: 'meta.lastModified', value: 'x' }, { op: 'replace', path: 'id[value eq "x"]', value: 'y' },
       { op: 'replace', value: { id: 'x', displayName: 'Eng', externalId: 'e' } });
     expect(read(() => groupPatch(body))).toEqual({ fields: { displayName: 'Eng', externalId: 'e' }, members: [] });
   });
