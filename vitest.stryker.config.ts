@@ -266,10 +266,10 @@ export const ROOM_TESTS: Record<string, string[]> = {
   ...each(['src/domains/names.ts', 'src/domains/publicMail.ts'], ['test/domains/names.test.ts', 'test/orgs/domains.test.ts']),
   ...each([
     'src/auth/providers/saml/account.ts', 'src/auth/providers/saml/connection.ts', 'src/auth/providers/saml/response.ts',
-    'src/auth/providers/saml/routes.ts', 'src/auth/providers/saml/xml.ts',
+    'src/auth/providers/saml/routes.ts',
   ], SAML_TESTS),
   'src/auth/providers/saml/spKeys.ts': ['test/sso/spKeys.test.ts', ...SAML_TESTS],
-  'src/auth/providers/saml/idpMetadata.ts': ['test/sso/idpMetadata.test.ts', ...SAML_TESTS],
+  ...each(['src/auth/providers/saml/idpMetadata.ts', 'src/auth/providers/saml/xml.ts'], ['test/sso/idpMetadata.test.ts', ...SAML_TESTS]),
   'src/auth/providers/saml/enforce.ts': ['test/sso/enforce.test.ts', 'test/sso/enforceProviders.test.ts'],
   ...each([
     'src/scim/access.ts', 'src/scim/discovery.ts', 'src/scim/discoveryRoutes.ts', 'src/scim/errors.ts', 'src/scim/filter.ts', 'src/scim/groupModel.ts',

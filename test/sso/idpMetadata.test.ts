@@ -82,6 +82,7 @@ describe('IdP metadata', () => {
 
   it('refuses each document that is not one IdP\'s, with its reason', async () => {
     expect(await refusal('not xml')).toMatch(/^not XML: /);
+    expect(await refusal(`<!DOCTYPE x [<!ENTITY e SYSTEM "file:///etc/passwd">]>${metadata({ keys: [['signing', rsa]] })}`)).toBe('not XML: a DOCTYPE');
     expect(await refusal('<md:EntitiesDescriptor xmlns:md="urn:oasis:names:tc:SAML:2.0:metadata"/>')).toBe('not one EntityDescriptor');
     expect(await refusal(metadata({ entityId: '', keys: [['signing', rsa]] }))).toBe('no entityID');
     expect(await refusal(metadata({ keys: [['signing', rsa]], descriptors: 0 }))).toBe('not one IDPSSODescriptor');
