@@ -4,7 +4,9 @@
 // not a member, revoked (audit api_key.revoked, actor system) when the creator is removed, and no
 // way to act for another organization with it.
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { bearer, closeSql, describeWithServices, makeUser, marker, sql, startTestGateway, startTwoGateways, testConfig, type TestGateway, type TestUser } from '../helpers/gateway.js';
+import {
+  bearer, closeSql, describeWithServices, holdNotifications, makeUser, marker, sql, startTestGateway, startTwoGateways, testConfig, type TestGateway, type TestUser,
+} from '../helpers/gateway.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import { startSmtpCatcher, type SmtpCatcher } from '../helpers/smtp.js';
 import { actingConfig, createOrg, verifiedUser } from './helpers.js';
@@ -37,7 +39,9 @@ describeWithServices('organization API keys (CONTRACT §22)', () => {
 
   beforeAll(async () => {
     [smtp, echo] = await Promise.all([startSmtpCatcher(), startEchoUpstream()]);
-    gws = await startTwoGateways(actingConfig(smtp, echo.url));
+    const config = actingConfig(smtp, echo.url);
+    // One route with scopes: the scopes an organization key may hold are the routes' (CONTRACT §21).
+    gws = await startTwoGateways({ ...config, routes: [...config.routes, { ...config.routes[1]!, path: '/api/v1/scoped-reports', scopes: ['reports:read'] }] });
     gw = gws[0];
     owner = await verifiedUser(gw, smtp);
     [admin, member, stranger] = [await makeUser(gw), await makeUser(gw), await makeUser(gw, { plan: 'pro' })];
@@ -66,9 +70,29 @@ describeWithServices('organization API keys (CONTRACT §22)', () => {
     expect(await gw.get(keysOf(orgId), as(stranger))).toMatchObject({ status: 404, json: { error: 'Organisation introuvable', code: 'org_not_found' } });
     // Not the creator's personal keys.
     expect((await gw.get('/api/v1/user/api-keys', as(admin))).json.api_keys).toEqual([]);
-    expect((await gw.request('DELETE', `${keysOf(orgId)}/${created.id}`, as(owner))).status).toBe(200);
-    expect(await gw.get('/api/v1/team-reports/x', withKey(created.key))).toMatchObject(INVALID);
+    expect(await gw.request('DELETE', `${keysOf(orgId)}/${created.id}`, as(member))).toMatchObject(insufficient(['owner', 'admin'], 'member'));
+    expect((await gw.get('/api/v1/projects/x', withKey(created.key))).status).toBe(200);
+    // Refused at once on the instance that revoked it (its cached hash forgotten), not when the NOTIFY comes.
+    const held = holdNotifications(gw);
+    try {
+      const revoked = await gw.request('DELETE', `${keysOf(orgId)}/${created.id}`, as(owner));
+      expect([revoked.status, revoked.json]).toEqual([200, { message: 'Clé API révoquée' }]);
+      expect(await gw.get('/api/v1/projects/x', withKey(created.key))).toMatchObject(INVALID);
+    } finally {
+      held.release();
+    }
     expect(await gw.request('DELETE', `${keysOf(orgId)}/${created.id}`, as(owner))).toMatchObject({ status: 404, json: { code: 'api_key_not_found' } });
+  });
+
+  it('scopes: those of the gateway\'s routes (or *), else 400 scope_unknown; the creation audited with the client\'s address', async () => {
+    expect(await gw.post(keysOf(orgId), { name: 'x', scopes: ['reports:write'] }, as(owner))).toMatchObject({ status: 400, json: { code: 'scope_unknown' } });
+    const scoped = await newKey(owner, { scopes: ['reports:read'] });
+    expect(scoped).toMatchObject({ scopes: ['reports:read'] });
+    expect((await gw.get('/api/v1/scoped-reports/x', withKey(scoped.key))).status).toBe(200);
+    expect((await gw.get('/api/v1/projects/x', withKey(scoped.key))).status).toBe(403);
+    const [created] = await sql<{ ip: string | null; data: Record<string, unknown> }>(
+      "SELECT ip, data FROM audit_events WHERE type = 'api_key.created' AND (data->>'id')::bigint = $1", [scoped.id]);
+    expect(created).toMatchObject({ ip: '127.0.0.1', data: { id: scoped.id, org_id: orgId } });
   });
 
   it('a key\'s role is never above its creator\'s (403 Rôle insuffisant); a role that is none is 400', async () => {
