@@ -47,6 +47,16 @@ describeWithServices('the invitation mail', () => {
     expect(invitation).toBeDefined();
     expect([...mail.htmlSource!.matchAll(/href="([^"]*)"/g)].map((m) => m[1]!.replace(/&#47;/g, '/').replace(/&#61;/g, '='))).toEqual([invitation]);
   });
+
+  it('a stored name\'s line breaks and bidi controls are each run one space: it can neither start a line of the mail nor reorder it', async () => {
+    const [owner, guest] = [await verifiedUser(gw, smtp), await verifiedUser(gw, smtp)];
+    const id = await createOrg(gw, owner);
+    await sql('UPDATE organizations SET name = $2 WHERE id = $1', [id, 'Acme\r\n\r\nVotre\u202ecompte est bloqué']);
+    expect((await gw.post(`/api/v1/orgs/${id}/invitations`, { email: guest.email, role: 'member' }, { headers: bearer(owner.access) })).status).toBe(201);
+    const mail = await smtp.waitFor(guest.email, 2);
+    expect(mail.subject).toBe('Rejoignez Acme Votre compte est bloqué');
+    expect(mail.text).toContain('vous invite dans Acme Votre compte est bloqué :');
+  });
 });
 
 it('migration 025 only adds: new tables, indexes and nullable columns, nothing dropped, renamed or made required', () => {

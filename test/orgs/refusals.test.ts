@@ -95,6 +95,11 @@ describeWithServices('organizations: every refusal', () => {
       expect(await gw.request('PATCH', `/api/v1/orgs/${orgId}`, as(owner, { name })), JSON.stringify(name)).toMatchObject(expected);
     }
     expect((await gw.post('/api/v1/orgs', { name: 'x'.repeat(64) }, as(stranger))).status).toBe(201);
+    // One character is a name; a body that is JSON's null has none.
+    expect((await gw.request('PATCH', `/api/v1/orgs/${orgId}`, as(owner, { name: 'A' }))).json).toMatchObject({ name: 'A' });
+    const nullBody = { headers: { ...bearer(owner.access), 'content-type': 'application/json' }, body: 'null' };
+    expect(await gw.request('POST', '/api/v1/orgs', nullBody)).toMatchObject(BAD);
+    expect(await gw.request('PATCH', `/api/v1/orgs/${orgId}`, nullBody)).toMatchObject(BAD);
     for (const body of [{ email: 'not-an-email', role: 'member' }, { email: 'a@b.example, c@d.example', role: 'member' }, { email: 'new@example.test', role: 'boss' }, { email: 'new@example.test' }]) {
       expect(await gw.post(`/api/v1/orgs/${orgId}/invitations`, body, as(owner)), JSON.stringify(body)).toMatchObject(BAD);
     }
