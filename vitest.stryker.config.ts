@@ -101,7 +101,7 @@ export const MUTATION_TESTS = [
   'test/errors/messageFiles.test.ts',
   'test/scim/values.test.ts',
   'test/scim/filter.test.ts',
-  'test/sso/spKeys.test.ts', 'test/sso/idpMetadata.test.ts',
+  'test/sso/spKeys.test.ts', 'test/sso/idpMetadata.test.ts', 'test/sso/samlSettings.test.ts',
   // In this process on a database of their own (seconds: a throwaway database migrated in beforeAll).
   'test/credentials/storedSecrets.test.ts',
   'test/credentials/assertionKeys.test.ts',
@@ -265,10 +265,11 @@ export const ROOM_TESTS: Record<string, string[]> = {
   ...each(['src/domains/dns.ts', 'src/domains/index.ts', 'src/domains/recheck.ts'], ['test/orgs/domains.test.ts']),
   ...each(['src/domains/names.ts', 'src/domains/publicMail.ts'], ['test/domains/names.test.ts', 'test/orgs/domains.test.ts']),
   ...each([
-    'src/auth/providers/saml/account.ts', 'src/auth/providers/saml/connection.ts', 'src/auth/providers/saml/response.ts',
+    'src/auth/providers/saml/account.ts', 'src/auth/providers/saml/response.ts',
     'src/auth/providers/saml/routes.ts',
   ], SAML_TESTS),
   'src/auth/providers/saml/spKeys.ts': ['test/sso/spKeys.test.ts', ...SAML_TESTS],
+  'src/auth/providers/saml/connection.ts': ['test/sso/samlSettings.test.ts', ...SAML_TESTS],
   ...each(['src/auth/providers/saml/idpMetadata.ts', 'src/auth/providers/saml/xml.ts'], ['test/sso/idpMetadata.test.ts', ...SAML_TESTS]),
   'src/auth/providers/saml/enforce.ts': ['test/sso/enforce.test.ts', 'test/sso/enforceProviders.test.ts'],
   ...each([
