@@ -142,6 +142,20 @@ describe('json lines', () => {
     }]);
     expect(refusals(parsed)).toEqual([[3, 'not JSON'], [4, 'not a JSON object'], [5, 'email is required']]);
   });
+
+  it('JSON values of the wrong kind are each refused with the field\'s name; text flags are read trimmed, in any case', () => {
+    const lines = [
+      { email: 'a@example.com', is_active: 1 }, { email: 'b@example.com', email_verified: 'yes' }, { email: 'c@example.com', plan: { name: 'pro' } },
+      { email: 'd@example.com', external_id: 4.5 }, { email: 'e@example.com', password_hash: ['x'] }, { email: 'f@example.com', external_id: 2 ** 53 },
+      { email: 'g@example.com', is_active: ' FALSE ', email_verified: ' True ', created_at: '2023-04-01T10:00:00Z' },
+    ];
+    const parsed = read(lines.map((l) => JSON.stringify(l)).join('\n'), 'json');
+    expect(refusals(parsed)).toEqual([
+      [1, 'is_active: expected true or false'], [2, 'email_verified: expected true or false'], [3, 'plan: expected text'],
+      [4, 'external_id: expected text'], [5, 'password_hash: expected text'], [6, 'external_id: expected text'],
+    ]);
+    expect(rows(parsed)).toEqual([expect.objectContaining({ email: 'g@example.com', isActive: false, emailVerifiedAt: '2023-04-01T10:00:00.000Z' })]);
+  });
 });
 
 describe('exports', () => {
