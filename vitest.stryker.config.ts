@@ -43,7 +43,10 @@ const WEBHOOK_TESTS = [
   'test/webhooks/message.test.ts', 'test/webhooks/emitter.test.ts', 'test/webhooks/ssrf.test.ts', 'test/webhooks/deliveries.happy.test.ts', 'test/webhooks/deliveries.error.test.ts',
   'test/webhooks/deliveries.security.test.ts', 'test/webhooks/webhooks.test.ts', 'test/webhooks/hooks.delivery.test.ts',
 ];
-const IMPORT_TESTS = ['test/import/csv.test.ts', 'test/import/formats.test.ts', 'test/import/import.test.ts', 'test/auth/importedHashes.test.ts', 'test/auth/importedHashes.http.test.ts'];
+const IMPORT_TESTS = [
+  'test/import/csv.test.ts', 'test/import/formats.test.ts', 'test/import/keys.test.ts', 'test/import/import.test.ts', 'test/auth/importedHashes.test.ts',
+  'test/auth/importedHashes.http.test.ts',
+];
 const ERROR_TESTS = [
   'test/errors/negotiation.test.ts', 'test/errors/messages.test.ts', 'test/errors/listing.test.ts', 'test/errors/catalog.test.ts',
   'test/errors/messageFiles.test.ts', 'test/docs/errors.test.ts', 'test/errors/shapes.test.ts', 'test/errors/locale.test.ts',

@@ -95,6 +95,5 @@ export async function importKeys(db: Database, text: string, run: KeyImportRun):
     report.skipped_existing += counts.skipped_existing;
   }
   report.refused = report.refusals.length;
-  report.refusals.sort((a, b) => a.line - b.line);
   return report;
 }
