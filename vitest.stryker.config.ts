@@ -49,7 +49,7 @@ const IMPORT_TESTS = [
 ];
 const ERROR_TESTS = [
   'test/errors/negotiation.test.ts', 'test/errors/messages.test.ts', 'test/errors/listing.test.ts', 'test/errors/catalog.test.ts',
-  'test/errors/messageFiles.test.ts', 'test/docs/errors.test.ts', 'test/errors/shapes.test.ts', 'test/errors/locale.test.ts',
+  'test/errors/messageFiles.test.ts', 'test/docs/errors.test.ts', 'test/errors/shapes.test.ts', 'test/errors/locale.test.ts', 'test/errors/door.test.ts',
 ];
 const OPERATOR_TESTS = [
   'test/admin/operators.test.ts', 'test/admin/operatorsSignIn.test.ts', 'test/admin/operatorPasskeys.test.ts', 'test/admin/operatorsKeyRotation.test.ts',
