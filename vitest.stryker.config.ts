@@ -44,7 +44,8 @@ const WEBHOOK_TESTS = [
   'test/webhooks/deliveries.security.test.ts', 'test/webhooks/webhooks.test.ts', 'test/webhooks/hooks.delivery.test.ts',
 ];
 const IMPORT_TESTS = [
-  'test/import/csv.test.ts', 'test/import/formats.test.ts', 'test/import/keys.test.ts', 'test/import/import.test.ts', 'test/auth/importedHashes.test.ts',
+  'test/import/csv.test.ts', 'test/import/formats.test.ts', 'test/import/keys.test.ts', 'test/import/importUsers.test.ts', 'test/import/import.test.ts',
+  'test/auth/importedHashes.test.ts',
   'test/auth/importedHashes.http.test.ts',
 ];
 const ERROR_TESTS = [
