@@ -42,6 +42,7 @@ describe('IdP metadata', () => {
   let rsa: string;
   let ec: string;
   let weak: string;
+  let dsa: string;
   beforeAll(() => {
     rsa = body(newIdpKeys().certificatePem);
     dir = mkdtempSync(path.join(tmpdir(), 'gw-idp-certs-'));
@@ -51,6 +52,8 @@ describe('IdP metadata', () => {
       return body(readFileSync(path.join(dir, `${name}.pem`), 'utf8'));
     };
     ec = made('ec', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256');
+    execFileSync('openssl', ['dsaparam', '-out', path.join(dir, 'dsa.params'), '2048'], { stdio: 'ignore' });
+    dsa = made('dsa', '-newkey', `dsa:${path.join(dir, 'dsa.params')}`);
     weak = made('weak', '-newkey', 'rsa:1024');
   });
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -75,7 +78,7 @@ describe('IdP metadata', () => {
     for (const host of ['127.0.0.1:8080', '[::1]', 'localhost']) {
       expect((await parseIdpMetadata(metadata({ sso: [[REDIRECT, `http://${host}/sso`]], keys: [['signing', rsa]] }), NOW)).ssoUrl).toBe(`http://${host}/sso`);
     }
-    for (const location of ['http://127.0.0.2/sso', 'http://idp.test/sso', 'ftp://idp.test/sso', 'javascript:alert(1)']) {
+    for (const location of ['http://127.0.0.2/sso', 'ftp://127.0.0.1/sso', 'http://idp.test/sso', 'ftp://idp.test/sso', 'javascript:alert(1)']) {
       expect(await refusal(metadata({ sso: [[REDIRECT, location]], keys: [['signing', rsa]] })), location).toBe('no HTTP-Redirect SingleSignOnService over https');
     }
   });
@@ -92,9 +95,9 @@ describe('IdP metadata', () => {
     expect(await refusal(metadata({ keys: [['encryption', rsa]] }))).toBe('no signing certificate');
   });
 
-  it('refuses a certificate that does not parse, an RSA key under 2048 bits, an expired one (at its expiry already)', async () => {
+  it('refuses a certificate that does not parse, an RSA key under 2048 bits or a DSA one, an expired one (at its expiry already)', async () => {
     expect(await refusal(metadata({ keys: [['signing', 'bm90IGEgY2VydA==']] }))).toBe('a certificate that does not parse');
-    expect(await refusal(metadata({ keys: [['signing', weak]] }))).toBe('a certificate whose key is neither RSA of at least 2048 bits nor ECDSA');
+    for (const key of [weak, dsa]) expect(await refusal(metadata({ keys: [['signing', key]] }))).toBe('a certificate whose key is neither RSA of at least 2048 bits nor ECDSA');
     const expiry = new Date(new X509Certificate(Buffer.from(ec, 'base64')).validTo);
     expect(await refusal(metadata({ keys: [['signing', ec]] }), expiry)).toBe('an expired certificate');
     expect(await refusal(metadata({ keys: [['signing', ec]] }), new Date(expiry.getTime() - 1))).toBe('accepted');
