@@ -68,6 +68,9 @@ describeWithServices('organization API keys (CONTRACT §22)', () => {
     expect(await gw.get(keysOf(orgId), as(member))).toMatchObject(insufficient(['owner', 'admin'], 'member'));
     expect(await gw.post(keysOf(orgId), { name: 'x' }, as(member))).toMatchObject(insufficient(['owner', 'admin'], 'member'));
     expect(await gw.get(keysOf(orgId), as(stranger))).toMatchObject({ status: 404, json: { error: 'Organisation introuvable', code: 'org_not_found' } });
+    // An id the path's pattern takes but no organization can have (over 32 bits).
+    expect(await gw.post(keysOf(9_999_999_999), { name: 'x' }, as(owner))).toMatchObject({ status: 404, json: { code: 'org_not_found' } });
+    expect(await gw.request('DELETE', `${keysOf(9_999_999_999)}/1`, as(owner))).toMatchObject({ status: 404, json: { code: 'org_not_found' } });
     // Not the creator's personal keys.
     expect((await gw.get('/api/v1/user/api-keys', as(admin))).json.api_keys).toEqual([]);
     expect(await gw.request('DELETE', `${keysOf(orgId)}/${created.id}`, as(member))).toMatchObject(insufficient(['owner', 'admin'], 'member'));
