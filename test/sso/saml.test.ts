@@ -24,6 +24,7 @@ describeWithServices('SAML connections and sign-in', () => {
     expect(c.connection).toMatchObject({
       org_id: c.orgId, idp_entity_id: c.entityId, idp_certificates: [{ sha256: fingerprint }],
       sp_entity_id: `http://127.0.0.1:9/api/v1/auth/saml/${c.connection.id}/metadata`, acs_url: `http://127.0.0.1:9/api/v1/auth/saml/${c.connection.id}/acs`,
+      metadata_url: `http://127.0.0.1:9/api/v1/auth/saml/${c.connection.id}/metadata`,
       enforce: false, allowJit: true, roleMapping: { admins: 'admin' },
     });
     expect(c.connection.id).toMatch(/^saml_[A-Za-z0-9_-]{16}$/);

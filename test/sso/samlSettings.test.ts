@@ -50,6 +50,8 @@ describe('SAML connection settings', () => {
     ['attributes null', { attributes: null }],
     ['an attribute other than email and groups', { attributes: { email: 'mail', role: 'r' } }],
     ['an attribute name that is empty', { attributes: { groups: '' } }],
+    ['one attribute name of two that is empty', { attributes: { email: 'mail', groups: '' } }],
+    ['one role mapping of two to no role', { roleMapping: { admins: 'admin', bosses: 'boss' } }],
     ['an attribute name over 256 characters', { attributes: { email: text(257) } }],
     ['an attribute name that is no string', { attributes: { email: 7 } }],
     ['a role mapping that is no object', { roleMapping: 'admins=admin' }],
