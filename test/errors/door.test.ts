@@ -41,6 +41,12 @@ describe('the errors door', () => {
     const welcome = await app.inject({ url: '/welcome', headers: { 'accept-language': 'en' } });
     expect([welcome.headers.vary, welcome.json()]).toEqual(['Accept-Language', { message: 'Logged out', id: 1 }]);
     expect(errorAnswer(DEFAULT_STYLE, undefined, { code: 'tokenMissing' }).vary).toBe('Accept');
+    // The spec's style (one language): a success's body varies with nothing.
+    const plain = Fastify();
+    plain.get('/welcome', async (_request, reply) => successBody(reply, 'loggedOut'));
+    const answered = await plain.inject({ url: '/welcome', headers: { 'accept-language': 'en' } });
+    expect([answered.headers.vary, answered.json()]).toEqual([undefined, { message: 'Déconnexion réussie' }]);
+    await plain.close();
   });
 
   it('the texts\' parameters: the spec\'s noun in both languages and its plural, the configured minimum, the plans listed', () => {
