@@ -1,12 +1,12 @@
 // Managed accounts (CONTRACT §31, "Whose account" and "Roles"), what SAML sign-in and SCIM user
 // creation share: against real Postgres, two instances on one database, hooks into the outbox.
 import { randomUUID } from 'node:crypto';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256Hex } from '../../src/credentials/digest.js';
 import { ensureManagedAccount, managedBy, type ManagedAccountRequest } from '../../src/orgs/index.js';
 import { bearer, describeWithServices, eventually, makeUser } from '../helpers/gateway.js';
 import { startHookSetup, type HookSetup } from '../helpers/hookReceiver.js';
+import { holdRows, type HeldRow } from '../helpers/rowLock.js';
 
 describeWithServices('managed accounts: whose account, and which role', () => {
   let setup: HookSetup;
@@ -138,26 +138,16 @@ describeWithServices('managed accounts: whose account, and which role', () => {
   });
 
   describe('a row changed while the call waits for its lock', () => {
-    let locker: pg.Client;
-    let lockerPid: number;
-    beforeAll(async () => {
-      locker = new pg.Client({ connectionString: setup.db.url });
-      await locker.connect();
-      lockerPid = (await locker.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
-    });
-    afterAll(async () => {
-      await locker?.end();
-    });
-    /** `call` made while this test's transaction holds `lockSql`'s row; `change` runs once the call waits on it, then the lock goes. */
-    async function changedWhileWaiting<T>(call: () => Promise<T>, lockSql: string, change: () => Promise<unknown>): Promise<T> {
-      await locker.query('BEGIN');
-      await locker.query(lockSql);
+    /** `call` made while this test's transaction holds `lock`'s row; `change` runs in that transaction once the call waits on it, then the lock goes. */
+    async function changedWhileWaiting<T>(call: () => Promise<T>, lock: string, params: unknown[], change: (row: HeldRow) => Promise<unknown>): Promise<T> {
+      const row = await holdRows(lock, params, setup.db.url);
       const answer = call();
-      // Waiting on this transaction's lock, not on another (the gateways' background work takes locks too).
-      await eventually(async () => (await q<{ n: number }>(
-        'SELECT count(*)::int AS n FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid))', [lockerPid]))[0]!.n > 0);
-      await change();
-      await locker.query('COMMIT');
+      try {
+        await row.waiters(1);
+        await change(row);
+      } finally {
+        await row.release();
+      }
       return answer;
     }
 
@@ -166,8 +156,8 @@ describeWithServices('managed accounts: whose account, and which role', () => {
       const holder = await makeUser(setup.gateways[0]!);
       const email = `moving-${randomUUID()}@${domain}`;
       await q('UPDATE users SET email = $2, email_verified_at = now() WHERE id = $1', [holder.id, email]);
-      const out = await changedWhileWaiting(() => ensureManagedAccount(deps(), saml(orgId, email)), `SELECT 1 FROM users WHERE id = ${holder.id} FOR UPDATE`,
-        () => locker.query('UPDATE users SET email = $2 WHERE id = $1', [holder.id, `moved-${email}`]));
+      const out = await changedWhileWaiting(() => ensureManagedAccount(deps(), saml(orgId, email)), 'SELECT 1 FROM users WHERE id = $1 FOR UPDATE', [holder.id],
+        (row) => row.run('UPDATE users SET email = $2 WHERE id = $1', [holder.id, `moved-${email}`]));
       expect(out).toEqual({ ok: expect.objectContaining({ email, created: true, claimed: false, linked: true }) });
       expect('ok' in out && out.ok.userId).not.toBe(holder.id);
       expect(await q('SELECT role FROM memberships WHERE org_id = $1 AND user_id = $2', [orgId, holder.id])).toEqual([]);
@@ -176,8 +166,8 @@ describeWithServices('managed accounts: whose account, and which role', () => {
     it('the organization deleted: org_not_found, and nothing the call wrote is kept', async () => {
       const { orgId, domain } = await orgWithDomain();
       const email = `doomed-${randomUUID()}@${domain}`;
-      const out = await changedWhileWaiting(() => ensureManagedAccount(deps(), saml(orgId, email)), `SELECT 1 FROM organizations WHERE id = ${orgId} FOR UPDATE`,
-        () => locker.query('DELETE FROM organizations WHERE id = $1', [orgId]));
+      const out = await changedWhileWaiting(() => ensureManagedAccount(deps(), saml(orgId, email)), 'SELECT 1 FROM organizations WHERE id = $1 FOR UPDATE', [orgId],
+        (row) => row.run('DELETE FROM organizations WHERE id = $1', [orgId]));
       expect(out).toEqual({ refused: 'org_not_found' });
       expect(await q('SELECT 1 FROM users WHERE email = $1', [email])).toEqual([]);
     });

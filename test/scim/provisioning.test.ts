@@ -4,10 +4,10 @@
 // shapes, the verified-domain rule, an account the organization did not make, the owner. Against
 // two instances on a database of their own, with hooks (CONTRACT §24) written to the outbox.
 import { randomUUID } from 'node:crypto';
-import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { bearer, describeWithServices, eventually, makeUser, type TestGateway, type TestUser } from '../helpers/gateway.js';
+import { bearer, describeWithServices, makeUser, type TestGateway, type TestUser } from '../helpers/gateway.js';
 import { startHookSetup, type HookSetup } from '../helpers/hookReceiver.js';
+import { holdRows } from '../helpers/rowLock.js';
 import { createOrg, GROUP_SCHEMA, newScimToken, PATCH_OP, SCIM_ERROR, scimClient, USER_SCHEMA, verifiedDomain, verifiedUser, type ScimClient, type Sql } from './helpers.js';
 
 const LIST = 'urn:ietf:params:scim:api:messages:2.0:ListResponse';
@@ -348,41 +348,34 @@ describeWithServices('SCIM provisioning, as Okta and Entra ID send it (CONTRACT 
   it('the account or the organization deleted while a change waits for its lock: 404 in SCIM\'s shape, never a 500', async () => {
     const off = { schemas: [PATCH_OP], Operations: [{ op: 'replace', value: { active: false } }] };
     const notFound = (detail: string) => ({ status: 404, json: { schemas: [SCIM_ERROR], status: '404', detail } });
-    const locker = new pg.Client({ connectionString: setup.db.url });
-    await locker.connect();
-    const lockerPid = (await locker.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
-    /** `change` sent while `lockSql` holds a row, which `deleteSql` then deletes: what the change answers once the lock goes. */
-    const deletedWhileWaiting = async (change: () => Promise<unknown>, lockSql: string, deleteSql: string, id: number) => {
-      await locker.query('BEGIN');
-      await locker.query(lockSql, [id]);
+    /** `change` sent while this test's transaction holds `lock`'s row, which `deleteSql` then deletes: what the change answers once the lock goes. */
+    const deletedWhileWaiting = async (change: () => Promise<unknown>, lock: string, deleteSql: string, id: number) => {
+      const row = await holdRows(lock, [id], setup.db.url);
       const answer = change();
-      // Waiting on this transaction's lock, not on any other (the gateways' background work takes locks too).
-      await eventually(async () => (await q<{ n: number }>(
-        'SELECT count(*)::int AS n FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid))', [lockerPid]))[0]!.n > 0);
-      await locker.query(deleteSql, [id]);
-      await locker.query('COMMIT');
+      try {
+        await row.waiters(1);
+        await row.run(deleteSql, [id]);
+      } finally {
+        await row.release();
+      }
       return answer;
     };
-    try {
-      const email = `racer-${randomUUID().slice(0, 8)}@${domain}`;
-      const created = await okta.post('/Users', { schemas: [USER_SCHEMA], userName: email });
-      expect(created.status, created.text).toBe(201);
-      const userId = (await accountOf(email))!.id;
-      expect(await deletedWhileWaiting(() => okta.patch(`/Users/${created.json.id}`, off), 'SELECT 1 FROM users WHERE id = $1 FOR UPDATE', 'DELETE FROM users WHERE id = $1', userId))
-        .toMatchObject(notFound('User not found'));
+    const email = `racer-${randomUUID().slice(0, 8)}@${domain}`;
+    const created = await okta.post('/Users', { schemas: [USER_SCHEMA], userName: email });
+    expect(created.status, created.text).toBe(201);
+    const userId = (await accountOf(email))!.id;
+    expect(await deletedWhileWaiting(() => okta.patch(`/Users/${created.json.id}`, off), 'SELECT 1 FROM users WHERE id = $1 FOR UPDATE', 'DELETE FROM users WHERE id = $1', userId))
+      .toMatchObject(notFound('User not found'));
 
-      const doomedOwner = await verifiedUser(gws[0]!, q);
-      const doomed = await createOrg(gws[0]!, doomedOwner, 'Doomed');
-      const doomedDomain = await verifiedDomain(q, doomed);
-      const directory = scimClient(gws[0]!, doomed, (await newScimToken(gws[0]!, doomedOwner, doomed)).token);
-      const member = await directory.post('/Users', { schemas: [USER_SCHEMA], userName: `m-${randomUUID().slice(0, 8)}@${doomedDomain}` });
-      expect(member.status, member.text).toBe(201);
-      const lockOrg = 'SELECT 1 FROM organizations WHERE id = $1 FOR UPDATE';
-      expect(await deletedWhileWaiting(() => directory.patch(`/Users/${member.json.id}`, off), lockOrg, 'DELETE FROM organizations WHERE id = $1', doomed))
-        .toMatchObject(notFound('Organization not found'));
-    } finally {
-      await locker.end();
-    }
+    const doomedOwner = await verifiedUser(gws[0]!, q);
+    const doomed = await createOrg(gws[0]!, doomedOwner, 'Doomed');
+    const doomedDomain = await verifiedDomain(q, doomed);
+    const directory = scimClient(gws[0]!, doomed, (await newScimToken(gws[0]!, doomedOwner, doomed)).token);
+    const member = await directory.post('/Users', { schemas: [USER_SCHEMA], userName: `m-${randomUUID().slice(0, 8)}@${doomedDomain}` });
+    expect(member.status, member.text).toBe(201);
+    const lockOrg = 'SELECT 1 FROM organizations WHERE id = $1 FOR UPDATE';
+    expect(await deletedWhileWaiting(() => directory.patch(`/Users/${member.json.id}`, off), lockOrg, 'DELETE FROM organizations WHERE id = $1', doomed))
+      .toMatchObject(notFound('Organization not found'));
   });
 
   /** A registered account with this email, verified (the owner proved the address). */

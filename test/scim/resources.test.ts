@@ -4,9 +4,9 @@
 // count, a repeated parameter and excludedAttributes read as Okta and Entra ID send them.
 import type { FastifyRequest } from 'fastify';
 import { describe, expect, it } from 'vitest';
-import { ScimError } from '../../src/scim/errors.js';
 import { excludesMembers, groupResource, pageOf, queryValue, userResource } from '../../src/scim/resources.js';
 import type { ScimGroupRow, ScimUserRow } from '../../src/storage/orgs/index.js';
+import { scimOutcome } from './outcome.js';
 
 const BASE = '/scim/v2/orgs/7';
 const [CREATED, UPDATED] = [new Date('2026-01-02T03:04:05.678Z'), new Date('2026-02-03T04:05:06.789Z')];
@@ -16,16 +16,6 @@ const USER: ScimUserRow = {
 };
 const GROUP: ScimGroupRow = { id: 'g1', org_id: 7, display_name: 'Engineering', external_id: null, created_at: CREATED, updated_at: UPDATED };
 const request = (query: Record<string, unknown>) => ({ query }) as unknown as FastifyRequest;
-
-/** What a call throws: SCIM's status, scimType and detail. */
-function refusal(fn: () => unknown): unknown {
-  try {
-    return { returned: fn() };
-  } catch (err) {
-    if (!(err instanceof ScimError)) throw err;
-    return { status: err.status, scimType: err.scimType, detail: err.detail };
-  }
-}
 
 describe('SCIM resources', () => {
   it('a user with nothing optional: no externalId, name or displayName keys; its groups referenced under the base', () => {
@@ -66,13 +56,13 @@ describe('SCIM list queries', () => {
   });
 
   it.each(['1.5', '12abc', 'abc12', '', ' 3', '1e3', '1234567890', '--1'])('a page value that is no integer (%j) is 400 invalidValue naming it', (value) => {
-    expect(refusal(() => pageOf({ count: value }))).toEqual({ status: 400, scimType: 'invalidValue', detail: 'count must be an integer' });
-    expect(refusal(() => pageOf({ startIndex: value }))).toEqual({ status: 400, scimType: 'invalidValue', detail: 'startIndex must be an integer' });
+    expect(scimOutcome(() => pageOf({ count: value }))).toEqual({ status: 400, scimType: 'invalidValue', detail: 'count must be an integer' });
+    expect(scimOutcome(() => pageOf({ startIndex: value }))).toEqual({ status: 400, scimType: 'invalidValue', detail: 'startIndex must be an integer' });
   });
 
   it('a parameter given twice is refused, never read as one', () => {
-    expect(refusal(() => pageOf({ count: ['1', '2'] }))).toMatchObject({ status: 400, detail: 'count must be an integer' });
-    expect(refusal(() => queryValue(request({ filter: ['userName eq "a"', 'userName eq "b"'] }), 'filter'))).toEqual(
+    expect(scimOutcome(() => pageOf({ count: ['1', '2'] }))).toMatchObject({ status: 400, detail: 'count must be an integer' });
+    expect(scimOutcome(() => queryValue(request({ filter: ['userName eq "a"', 'userName eq "b"'] }), 'filter'))).toEqual(
       { status: 400, scimType: 'invalidValue', detail: 'filter is given once' });
     expect(queryValue(request({ filter: 'userName eq "a"' }), 'filter')).toBe('userName eq "a"');
     expect(queryValue(request({}), 'filter')).toBeUndefined();
