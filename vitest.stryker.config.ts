@@ -73,7 +73,7 @@ const each = (files: string[], tests: string[]) => Object.fromEntries(files.map(
 // CONTRACT §31's rooms: SAML against a scripted IdP (the SimpleSAMLphp run is the system tier's), SCIM's directory.
 const SAML_TESTS = ['test/sso/saml.test.ts', 'test/sso/samlRefusals.test.ts', 'test/sso/samlSubject.test.ts'];
 const SCIM_TESTS = [
-  'test/scim/values.test.ts', 'test/scim/resources.test.ts', 'test/scim/groupModel.test.ts',
+  'test/scim/values.test.ts', 'test/scim/resources.test.ts', 'test/scim/groupModel.test.ts', 'test/scim/userModel.test.ts',
   'test/scim/tokens.test.ts', 'test/scim/provisioning.test.ts', 'test/scim/deprovisioning.test.ts', 'test/scim/filter.test.ts',
   'test/scim/discovery.test.ts', 'test/orgs/changesHereAtOnce.security.test.ts', 'test/docs/openapi.test.ts',
 ];
