@@ -37,6 +37,7 @@ const BILLING_TESTS = [
 ];
 const REFUND_TESTS = ['test/guards/refundable.test.ts', 'test/guards/useRefunds.test.ts', 'test/guards/refunds.test.ts', 'test/guards/refundsNever.test.ts'];
 const HOOK_TESTS = [
+  'test/webhooks/planHooks.test.ts', 'test/webhooks/auditHooks.test.ts',
   'test/webhooks/hookWriter.test.ts', 'test/webhooks/hooks.test.ts', 'test/webhooks/hooks.delivery.test.ts', 'test/webhooks/hooks.cascade.test.ts', 'test/webhooks/hooks.billing.test.ts',
 ];
 const WEBHOOK_TESTS = [
