@@ -20,7 +20,7 @@ describe('a SCIM user as POST and PUT send it', () => {
   it('keeps the attributes the gateway keeps, drops the others, and is active unless it says otherwise', () => {
     const body = {
       schemas: ['urn:ietf:params:scim:schemas:core:2.0:User'], userName: '  Ada@Corp.Example ', externalId: '00u1', displayName: 'Ada L.', title: 'Countess',
-      name: { givenName: 'Ada', familyName: 'Lovelace', middleName: 'A', honorificPrefix: 'Lady', honorificSuffix: 'FRS', formatted: 'Lady Ada', nickName: 'A', middle: null },
+      name: { givenName: 'Ada', familyName: 'Lovelace', middleName: 'A', honorificPrefix: 'Lady', honorificSuffix: 'FRS', formatted: 'Lady Ada', nickName: 'A', middle: 'B' },
       emails: [{ value: 'ada@corp.example', type: 'work', primary: 'True', display: 'Ada' }, { value: 'ada@home.example', type: null, primary: null }],
     };
     expect(scimOutcome(() => userFromResource(body))).toEqual({
@@ -32,7 +32,7 @@ describe('a SCIM user as POST and PUT send it', () => {
     expect(scimOutcome(() => userFromResource({ userName: 'bob', name: null, emails: null, active: null }))).toMatchObject({ name: {}, emails: [], active: true });
     expect(scimOutcome(() => userFromResource({ userName: 'bob', active: 'False' }))).toMatchObject({ active: false });
     expect(scimOutcome(() => userFromResource({ userName: 'bob', active: false }))).toMatchObject({ active: false });
-    expect(scimOutcome(() => userFromResource({ userName: 'bob', name: { givenName: undefined, familyName: 'B' } }))).toMatchObject({ name: { familyName: 'B' } });
+    expect(scimOutcome(() => userFromResource({ userName: 'bob', name: { givenName: undefined, middleName: null, familyName: 'B' } }))).toMatchObject({ name: { familyName: 'B' } });
   });
 
   it('emails: one object alone is a list of one, at most 10, each an object with a string value', () => {
@@ -84,12 +84,14 @@ describe('a SCIM user PATCH, attribute by attribute', () => {
     expect(patched({ op: 'replace', path: 'userName', value: ' ' })).toEqual(invalidValue('userName is required'));
     expect(patched({ op: 'add', path: 'active', value: false })).toEqual({ ...ADA, active: false });
     expect(patched({ op: 'remove', path: 'active' })).toEqual(invalidValue('active cannot be removed'));
+    expect(patched({ op: 'replace', path: 'active', value: 'yes' })).toEqual(invalidValue('active must be a boolean'));
   });
 
   it('externalId and displayName replaced, or removed (null)', () => {
     expect(patched({ op: 'replace', path: 'externalId', value: 'e2' }, { op: 'add', path: 'displayName', value: 'Augusta' })).toEqual({ ...ADA, externalId: 'e2', displayName: 'Augusta' });
     expect(patched({ op: 'remove', path: 'externalId', value: 'e2' }, { op: 'remove', path: 'displayName' })).toEqual({ ...ADA, externalId: null, displayName: null });
     expect(patched({ op: 'replace', path: 'displayName', value: 4 })).toEqual(notText('displayName'));
+    expect(patched({ op: 'replace', path: 'externalId', value: 4 })).toEqual(notText('externalId'));
   });
 
   it('name: replaced whole, merged by add, removed whole; a part replaced or removed by its dotted path', () => {
@@ -109,6 +111,7 @@ describe('a SCIM user PATCH, attribute by attribute', () => {
     expect(patched({ op: 'add', path: 'emails', value: emails(9) })).toEqual({ ...ADA, emails: [ADA.emails[1], ...emails(9)] });
     expect(patched({ op: 'replace', path: 'emails', value: work })).toEqual({ ...ADA, emails: [work] });
     expect(patched({ op: 'remove', path: 'emails' })).toEqual({ ...ADA, emails: [] });
+    expect(patched({ op: 'remove', path: 'emails', value: [{ value: 'ada@home.example' }] })).toEqual({ ...ADA, emails: [] });
     expect(patched({ op: 'replace', path: 'emails', value: emails(11) })).toEqual(invalidValue('at most 10 emails'));
   });
 
@@ -143,6 +146,7 @@ describe('a SCIM user PATCH through an emails filter', () => {
   it('a sub-attribute an email does not keep (display) changes nothing', () => {
     expect(patched({ op: 'replace', path: 'emails[type eq "work"].display', value: 'Ada' })).toEqual(ADA);
     expect(patched({ op: 'replace', path: 'emails[type eq "work"].givenName', value: 'Ada' })).toEqual(ADA);
+    expect(patched({ op: 'add', path: 'emails[type eq "other"].display', value: 'Ada' })).toEqual(ADA);
   });
 
   it('remove takes the selected emails only, whatever the sub-attribute', () => {
@@ -160,6 +164,16 @@ describe('a SCIM user PATCH through an emails filter', () => {
       .toEqual({ status: 400, scimType: 'noTarget', detail: 'No email matches the path\'s filter' });
     expect(patched({ op: 'replace', path: 'emails[primary eq "false"].type', value: 'work' }))
       .toEqual({ status: 400, scimType: 'noTarget', detail: 'No email matches the path\'s filter' });
+  });
+
+  it('an email of the filter\'s type made by a sub-attribute other than its value has an empty value', () => {
+    expect(patched({ op: 'add', path: 'emails[type eq "other"].primary', value: false }))
+      .toEqual({ ...ADA, emails: [...ADA.emails, { value: '', type: 'other', primary: false }] });
+  });
+
+  it('an attribute an email lacks compares as empty', () => {
+    const untyped = { ...ADA, emails: [...ADA.emails, { value: 'ada@untyped.example' }] };
+    expect(scimOutcome(() => patchedUser(untyped, op({ op: 'remove', path: 'emails[type eq ""]' })))).toEqual(ADA);
   });
 
   it('a filter on primary compares the flag as text', () => {
