@@ -78,6 +78,12 @@ const SCIM_TESTS = [
   'test/scim/tokens.test.ts', 'test/scim/provisioning.test.ts', 'test/scim/deprovisioning.test.ts', 'test/scim/filter.test.ts',
   'test/scim/discovery.test.ts', 'test/orgs/changesHereAtOnce.security.test.ts', 'test/docs/openapi.test.ts',
 ];
+// The portal's server side: its config, assets, origin guard and sessions (its pages in Chromium: the system tier).
+const PORTAL_TESTS = [
+  'test/config/portal.test.ts', 'test/portal/pageAssets.test.ts', 'test/portal/rules.test.ts', 'test/portal/origin.test.ts', 'test/portal/sessions.test.ts',
+  'test/billing/portalApi.test.ts',
+];
+const STRIPE_FAKE_TESTS = ['test/stripeFake/shapes.test.ts', 'test/stripeFake/fake.test.ts'];
 
 export const MUTATION_TESTS = [
   // Unit tests of the pure functions: milliseconds each.
@@ -165,6 +171,7 @@ export const MUTATION_TESTS = [
     'test/admin/consoleOperators.test.ts', 'test/admin/apiKeys.test.ts',
     'test/guards/monthlyQuota.test.ts', 'test/user/keyScopes.test.ts', 'test/orgs/usage.test.ts', 'test/billing/portalApi.test.ts',
     'test/orgs/managedAccounts.test.ts', 'test/orgs/domains.test.ts', ...SAML_TESTS, 'test/sso/enforce.test.ts', 'test/sso/enforceProviders.test.ts', ...SCIM_TESTS, 'test/docs/openapi.test.ts',
+    ...PORTAL_TESTS, ...STRIPE_FAKE_TESTS, 'test/storage/postgresHosts.test.ts',
   ]),
 ];
 
@@ -282,6 +289,14 @@ export const ROOM_TESTS: Record<string, string[]> = {
     'src/scim/groups.ts', 'src/scim/index.ts', 'src/scim/managed.ts', 'src/scim/provisioning.ts', 'src/scim/resources.ts', 'src/scim/roles.ts',
     'src/scim/tokens.ts', 'src/scim/userModel.ts', 'src/scim/users.ts', 'src/scim/values.ts',
   ], SCIM_TESTS),
+  ...each([
+    'src/portal/config.ts', 'src/portal/files.ts', 'src/portal/guard.ts', 'src/portal/index.ts', 'src/portal/pages.ts', 'src/portal/sessions.ts',
+  ], PORTAL_TESTS),
+  ...each([
+    'src/stripeFake/checkoutPage.ts', 'src/stripeFake/dataDir.ts', 'src/stripeFake/fake.ts', 'src/stripeFake/holder.ts', 'src/stripeFake/index.ts',
+    'src/stripeFake/invoices.ts', 'src/stripeFake/objects.ts', 'src/stripeFake/server.ts', 'src/stripeFake/triggers.ts', 'src/stripeFake/webhook.ts',
+  ], STRIPE_FAKE_TESTS),
+  'src/storage/database/pgHosts.ts': ['test/storage/postgresHosts.test.ts'],
 };
 
 function roomTests(room: string): string[] {
