@@ -120,7 +120,14 @@ describeWithServices('the hooks an audit event stands for', () => {
       expect(await hooks({ type, userId: 7, data: { id: '41' } }), type).toEqual([[type, 'user:7', { key_id: 41, owner_type: 'user', owner_id: 7 }]]);
       expect(await hooks({ type, userId: 7, data: { id: 42, org_id: '3' } }), type).toEqual([[type, 'org:3', { key_id: 42, owner_type: 'org', owner_id: 3 }]]);
       expect(await hooks({ type, userId: 7, data: { id: 'k_1', org_id: 'acme' } }), type).toEqual([[type, 'user:7', { key_id: null, owner_type: 'user', owner_id: 7 }]]);
+      expect(await hooks({ type, userId: 7, data: { id: [41], org_id: ['3'] } }), type).toEqual([[type, 'user:7', { key_id: null, owner_type: 'user', owner_id: 7 }]]);
     }
+  });
+
+  it('an event recorded without data: read as data that names nothing', async () => {
+    expect(await hooks({ type: 'admin.active_changed', userId: 7 })).toEqual([['user.active_changed', 'user:7', { user_id: 7, active: false }]]);
+    expect(await hooks({ type: 'api_key.revoked', userId: 7 })).toEqual([['api_key.revoked', 'user:7', { key_id: null, owner_type: 'user', owner_id: 7 }]]);
+    expect(await hooks({ type: 'scim.user_reactivated', userId: 7 })).toEqual([]);
   });
 
   it('none for an event no hook stands for, nor for a user\'s event that names no user', async () => {
