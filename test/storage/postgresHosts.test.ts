@@ -1,11 +1,12 @@
 // libpq's multi-host URL (CONTRACT §32) without a failover cluster: what `gateway check` refuses,
 // how the URL is read, and a Database whose first host is down going to the next one that takes
 // writes (the failover itself: test/failover/postgresFailover.test.ts).
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { postgresHosts } from '../../src/config/schema.js';
 import { postgresDatabase, type Database } from '../../src/storage/database/db.js';
 import { waitForPostgres } from '../../src/storage/database/startWait.js';
-import { configProblems, describeWithServices, testServices } from '../helpers/gateway.js';
+import { closeSql, configProblems, describeWithServices, testServices, throwawayDatabase, type ThrowawayDatabase } from '../helpers/gateway.js';
+import { hasPostgresBinaries, startOwnPostgres, type OwnPostgres } from '../helpers/ownPostgres.js';
 import { refusedPort } from '../helpers/ports.js';
 
 const storage = (url: string) => `storage:\n  postgres: "${url}"\n`;
@@ -81,5 +82,86 @@ describeWithServices('a Database on several hosts', () => {
     } finally {
       await none.close();
     }
+  });
+});
+
+// The shared server must never be made read-only: a server of the test's own is the host that gets
+// demoted, the shared one the host that takes over (the failover itself, pg_auto_failover's:
+// test/failover/postgresFailover.test.ts, in the system tier).
+// Under REQUIRE_SERVICES=1 (CI) a machine without Postgres' binaries fails here rather than skipping.
+const describeWithOwnServer = (hasPostgresBinaries || process.env.REQUIRE_SERVICES === '1') && testServices ? describe : describe.skip;
+
+describeWithOwnServer('a Database on several hosts when one stops taking writes', () => {
+  let own: OwnPostgres;
+  let shared: ThrowawayDatabase;
+  let several: string;
+  const dbs: Database[] = [];
+  const open = (url: string, poolSize: number) => {
+    const db = postgresDatabase(url, { poolSize });
+    dbs.push(db);
+    return db;
+  };
+  const port = async (db: Database) => (await db.query<{ port: number }>('SELECT inet_server_port() AS port'))[0]!.port;
+  const readOnly = async (on: boolean) => {
+    await own.exec(`ALTER SYSTEM SET default_transaction_read_only = ${on ? 'on' : 'off'}`);
+    await own.exec('SELECT pg_reload_conf()');
+  };
+
+  beforeAll(async () => {
+    [own, shared] = await Promise.all([startOwnPostgres(), throwawayDatabase()]);
+    const url = new URL(shared.url);
+    await own.exec(`CREATE DATABASE "${url.pathname.slice(1)}"`);
+    several = `postgres://root@127.0.0.1:${own.port},${url.host}${url.pathname}?target_session_attrs=read-write`;
+  });
+  afterEach(async () => {
+    await Promise.all(dbs.splice(0).map((db) => db.close()));
+    await readOnly(false);
+  });
+  afterAll(async () => {
+    await own?.stop();
+    await shared?.drop();
+    await closeSql();
+  });
+
+  it('a primary demoted under it: the write that meets it is 503, the next statement goes to the next host and writes there', async () => {
+    const db = open(several, 1);
+    expect(await port(db)).toBe(own.port);
+    await readOnly(true);
+    await expect(db.query('CREATE TABLE demoted_probe (x int)')).rejects.toMatchObject({ name: 'StorageUnavailableError', message: expect.stringMatching(/read-only transaction/) });
+    expect(await port(db)).toBe(Number(new URL(shared.url).port));
+    await db.exec('CREATE TABLE demoted_probe (x int)');
+    expect(await db.query('SELECT count(*)::int AS n FROM demoted_probe')).toEqual([{ n: 0 }]);
+  });
+
+  it('a new connection to the host it remembers, found read-only: 503 that once (ReadOnlyHostError), the host looked for again after', async () => {
+    const db = open(several, 2);
+    expect(await port(db)).toBe(own.port);
+    await readOnly(true);
+    // The idle connection stays checked out by a transaction: each statement below opens a new one, the first to the remembered host.
+    let release!: () => void;
+    const held = db.transaction(async (tx) => {
+      await tx.query('SELECT 1');
+      await new Promise<void>((resolve) => { release = resolve; });
+    });
+    await expect.poll(() => release).toBeTypeOf('function');
+    try {
+      await expect(db.query('SELECT 1')).rejects.toMatchObject({
+        name: 'StorageUnavailableError', code: '25006', message: `storage unavailable: 127.0.0.1:${own.port} does not accept writes (a standby, or a demoted primary)`,
+      });
+      expect(await port(db)).toBe(Number(new URL(shared.url).port));
+    } finally {
+      release();
+      await held;
+    }
+  });
+
+  it('never connects to a host that is read-only from the start, and names each host\'s reason when none takes writes', async () => {
+    await readOnly(true);
+    expect(await port(open(several, 1))).toBe(Number(new URL(shared.url).port));
+    const down = `127.0.0.1:${await refusedPort()}`;
+    const none = open(`postgres://root@${down},127.0.0.1:${own.port}/postgres?target_session_attrs=read-write`, 1);
+    const err = await none.query('SELECT 1').then(() => new Error('answered'), (e: Error) => e);
+    expect(err).toMatchObject({ name: 'StorageUnavailableError' });
+    expect(err.message).toMatch(new RegExp(`^storage unavailable: no host of the URL accepts writes \\(${down}: connect ECONNREFUSED ${down}; 127\\.0\\.0\\.1:${own.port}: read-only\\)$`));
   });
 });

@@ -92,7 +92,9 @@ export function isRefusedInput(err: unknown): boolean {
 }
 
 function translate(err: unknown): never {
-  throw isUnavailable(err) ? new StorageUnavailableError(err) : err;
+  // One already (pgHosts.ts' read-only host, no host found) is thrown as it is: wrapped again, its
+  // message would say "storage unavailable: storage unavailable: …" in every log line.
+  throw isUnavailable(err) && !(err instanceof StorageUnavailableError) ? new StorageUnavailableError(err) : err;
 }
 
 // A connection whose packets are dropped (firewall, partition, hung server) neither answers nor
