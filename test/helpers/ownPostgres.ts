@@ -17,8 +17,8 @@ export interface OwnPostgres {
   port: number;
   /** A URL to `database` as the superuser `root`, trusted on loopback. */
   url(database: string): string;
-  /** A statement as `root` on database `postgres`. */
-  exec(sql: string): Promise<void>;
+  /** A statement as `root` on database `postgres`, on a connection of its own: its rows. */
+  query<T = Record<string, unknown>>(sql: string): Promise<T[]>;
   stop(): Promise<void>;
 }
 
@@ -34,12 +34,12 @@ export async function startOwnPostgres(): Promise<OwnPostgres> {
     ...user, stdio: 'ignore',
   });
   const url = (database: string) => `postgres://root@127.0.0.1:${port}/${database}`;
-  const exec = async (sql: string) => {
+  const query = async <T>(sql: string): Promise<T[]> => {
     const client = new pg.Client({ connectionString: url('postgres'), connectionTimeoutMillis: 1000 });
     client.on('error', () => {});
     try {
       await client.connect();
-      await client.query(sql);
+      return (await client.query(sql)).rows as T[];
     } finally {
       await client.end().catch(() => {});
     }
@@ -47,7 +47,7 @@ export async function startOwnPostgres(): Promise<OwnPostgres> {
   const deadline = Date.now() + 15_000;
   for (;;) {
     try {
-      await exec('SELECT 1');
+      await query('SELECT 1');
       break;
     } catch (err) {
       if (Date.now() > deadline || server.exitCode !== null) throw new Error(`own Postgres on ${port} did not start: ${(err as Error).message}`, { cause: err });
@@ -62,5 +62,5 @@ export async function startOwnPostgres(): Promise<OwnPostgres> {
     }
     rmSync(dir, { recursive: true, force: true });
   };
-  return { port, url, exec, stop };
+  return { port, url, query, stop };
 }

@@ -4,6 +4,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { postgresHosts } from '../../src/config/schema.js';
 import { postgresDatabase, type Database } from '../../src/storage/database/db.js';
+import { hostAddress, WritableHost } from '../../src/storage/database/pgHosts.js';
 import { waitForPostgres } from '../../src/storage/database/startWait.js';
 import { closeSql, configProblems, describeWithServices, testServices, throwawayDatabase, type ThrowawayDatabase } from '../helpers/gateway.js';
 import { hasPostgresBinaries, startOwnPostgres, type OwnPostgres } from '../helpers/ownPostgres.js';
@@ -37,6 +38,23 @@ describe('storage.postgres with several hosts', () => {
         `storage.postgresDirect: target_session_attrs=${target} is not supported: the gateway writes, or reads its own writes, on every connection; use target_session_attrs=read-write (or primary)`,
       ]);
     }
+  });
+
+  it('checks each connection only with several hosts and target_session_attrs (a URL gateway check takes); any other is passed whole', () => {
+    const hosts = (url: string) => { const h = new WritableHost(url); return { urls: h.urls, several: h.several }; };
+    expect(hosts('postgres://gw@h1:5432,h2:5432/app?target_session_attrs=read-write'))
+      .toEqual({ urls: ['postgres://gw@h1:5432/app', 'postgres://gw@h2:5432/app'], several: true });
+    expect(hosts('postgres://gw@h1:5432/app?target_session_attrs=read-write')).toEqual({ urls: ['postgres://gw@h1:5432/app'], several: false });
+    expect(hosts('postgres://gw@h1:5432/app')).toEqual({ urls: ['postgres://gw@h1:5432/app'], several: false });
+    expect(hosts('postgres://gw@h1:5432,h2:5432/app')).toEqual({ urls: ['postgres://gw@h1:5432,h2:5432/app'], several: false });
+    expect(hosts('/var/run/postgresql')).toEqual({ urls: ['/var/run/postgresql'], several: false });
+  });
+
+  it('names a host in logs and errors by host and port, never its user or password', () => {
+    expect(hostAddress('postgres://gw:s%40cret@10.0.0.1:5432/app?sslmode=disable')).toBe('10.0.0.1:5432');
+    expect(hostAddress('postgresql://db.internal/app')).toBe('db.internal');
+    expect(hostAddress('postgres://[::1]:5433')).toBe('[::1]:5433');
+    expect(hostAddress('postgres:///app?host=/var/run/postgresql')).toBe('the default host');
   });
 
   it('takes storage.queryTimeout as a duration, 5s by default', () => {
@@ -102,15 +120,21 @@ describeWithOwnServer('a Database on several hosts when one stops taking writes'
     return db;
   };
   const port = async (db: Database) => (await db.query<{ port: number }>('SELECT inet_server_port() AS port'))[0]!.port;
+  /** The connections open to the own server's copy of the test's database. */
+  const clients = async () => (await own.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = '${new URL(shared.url).pathname.slice(1)}' AND backend_type = 'client backend'`))[0]!.n;
   const readOnly = async (on: boolean) => {
-    await own.exec(`ALTER SYSTEM SET default_transaction_read_only = ${on ? 'on' : 'off'}`);
-    await own.exec('SELECT pg_reload_conf()');
+    await own.query(`ALTER SYSTEM SET default_transaction_read_only = ${on ? 'on' : 'off'}`);
+    await own.query('SELECT pg_reload_conf()');
+    // pg_reload_conf() only signals the postmaster: once a new connection sees the setting, the
+    // postmaster has read it and signalled every backend, the pool's included.
+    await expect.poll(async () => (await own.query<{ ro: string }>("SELECT current_setting('default_transaction_read_only') AS ro"))[0]!.ro).toBe(on ? 'on' : 'off');
   };
 
   beforeAll(async () => {
     [own, shared] = await Promise.all([startOwnPostgres(), throwawayDatabase()]);
     const url = new URL(shared.url);
-    await own.exec(`CREATE DATABASE "${url.pathname.slice(1)}"`);
+    await own.query(`CREATE DATABASE "${url.pathname.slice(1)}"`);
     several = `postgres://root@127.0.0.1:${own.port},${url.host}${url.pathname}?target_session_attrs=read-write`;
   });
   afterEach(async () => {
@@ -149,10 +173,32 @@ describeWithOwnServer('a Database on several hosts when one stops taking writes'
         name: 'StorageUnavailableError', code: '25006', message: `storage unavailable: 127.0.0.1:${own.port} does not accept writes (a standby, or a demoted primary)`,
       });
       expect(await port(db)).toBe(Number(new URL(shared.url).port));
+      // The connection found read-only is closed, not left open beside the held one.
+      await expect.poll(clients).toBe(1);
     } finally {
       release();
       await held;
     }
+  });
+
+  it('a single host is used as it is, read-only or not: reads go on, a write is 503 (a proxy that follows the primary)', async () => {
+    await readOnly(true);
+    const db = open(own.url(new URL(shared.url).pathname.slice(1)), 1);
+    expect(await port(db)).toBe(own.port);
+    await expect(db.exec('CREATE TABLE read_only_probe (x int)')).rejects.toMatchObject({ name: 'StorageUnavailableError' });
+  });
+
+  it('remembers the host that takes writes until a connection to it is lost, and leaves no connection of its search open', async () => {
+    const hosts = new WritableHost(several);
+    const [ownUrl, sharedUrl] = hosts.urls;
+    expect(await hosts.url()).toBe(ownUrl);
+    await expect.poll(clients).toBe(0);
+    await readOnly(true);
+    hosts.lost(sharedUrl!); // another host's connection: the one found is kept
+    expect(await hosts.url()).toBe(ownUrl);
+    hosts.lost(ownUrl!);
+    expect(await hosts.url()).toBe(sharedUrl);
+    await expect.poll(clients).toBe(0);
   });
 
   it('never connects to a host that is read-only from the start, and names each host\'s reason when none takes writes', async () => {

@@ -20,10 +20,14 @@ export function hostAddress(url: string): string {
   return /^postgres(?:ql)?:\/\/(?:[^@/?#]*@)?([^/?#]*)/.exec(url)?.[1] || 'the default host';
 }
 
-/** Whether the connection's server takes writes: not a standby, and not read-only by default. */
+/**
+ * Whether the connection's server takes writes: libpq's read-write check. A standby's transactions
+ * are read-only whatever its settings (Postgres' hot standby), as a demoted or read-only-by-default
+ * primary's are.
+ */
 export async function acceptsWrites(client: pg.ClientBase): Promise<boolean> {
-  const { rows } = await client.query<{ recovery: boolean; ro: string }>("SELECT pg_is_in_recovery() AS recovery, current_setting('transaction_read_only') AS ro");
-  return rows[0]?.recovery === false && rows[0].ro === 'off';
+  const { rows } = await client.query<{ ro: string }>("SELECT current_setting('transaction_read_only') AS ro");
+  return rows[0]!.ro === 'off';
 }
 
 /** A host found read-only when a connection was opened to it: the statement is answered 503, the next one looks again. */
@@ -46,7 +50,6 @@ export class WritableHost {
   readonly several: boolean;
   private current: string | undefined;
   private searching: Promise<string> | undefined;
-  private readonly endpoints = new Map<string, { host: string; port: number }>();
 
   constructor(url: string, private readonly connectTimeoutMs = HOST_CONNECT_TIMEOUT_MS) {
     const hosts = postgresHosts(url);
@@ -64,14 +67,10 @@ export class WritableHost {
     return this.searching;
   }
 
-  /** The host and port node-postgres reads from `url`, one of `urls`. */
+  /** The host and port node-postgres reads from `url`, one of `urls` (read per connection: a failover's few). */
   endpoint(url: string): { host: string; port: number } {
-    let endpoint = this.endpoints.get(url);
-    if (!endpoint) {
-      const { host, port } = new pg.Client({ connectionString: url });
-      this.endpoints.set(url, endpoint = { host, port });
-    }
-    return endpoint;
+    const { host, port } = new pg.Client({ connectionString: url });
+    return { host, port };
   }
 
   /** A connection to `url` failed or answered read-only: the next connection looks again. */
