@@ -71,6 +71,7 @@ describe('the Stripe double, request by request', () => {
     expect(await call(fake, '/v1/customers/cus_none')).toEqual(stripeError(404, 'invalid_request_error', 'No such customer: \'cus_none\'', 'resource_missing'));
     expect(await call(fake, `/v1/customers/${id}`, { form: { name: 'x' } })).toEqual(stripeError(404, 'invalid_request_error', `Unrecognized request URL (POST: /v1/customers/${id})`));
     expect(await call(fake, `/v1/customers/${id}/sources`)).toEqual(stripeError(404, 'invalid_request_error', `Unrecognized request URL (GET: /v1/customers/${id}/sources)`));
+    expect(await call(fake, `/api/v1/customers/${id}`)).toEqual(stripeError(404, 'invalid_request_error', `Unrecognized request URL (GET: /api/v1/customers/${id})`));
   });
 
   it('checkout and portal sessions: a session paid on the double\'s page, a portal session at Stripe\'s own address', async () => {
@@ -98,6 +99,7 @@ describe('the Stripe double, request by request', () => {
     expect(await call(fake, '/v1/subscriptions/sub_none')).toEqual(stripeError(404, 'invalid_request_error', 'No such subscription: \'sub_none\'', 'resource_missing'));
     expect(await call(fake, `/v1/subscriptions/${id}/items`)).toEqual(stripeError(404, 'invalid_request_error', `Unrecognized request URL (GET: /v1/subscriptions/${id}/items)`));
     expect(await call(fake, '/v1/prices')).toEqual(stripeError(404, 'invalid_request_error', 'Unrecognized request URL (GET: /v1/prices)'));
+    expect(await call(fake, `/api/v1/subscriptions/${id}`)).toEqual(stripeError(404, 'invalid_request_error', `Unrecognized request URL (GET: /api/v1/subscriptions/${id})`));
   });
 
   it('failNext(n): the next n keyed calls answer Stripe\'s api_error, then it answers again; a call without a key is refused first', async () => {
@@ -207,6 +209,7 @@ describe('the double started from a data directory\'s state', () => {
     };
     const fake = await startStripeFake({ state, onChange: (s) => states.push(s) });
     try {
+      expect([fake.calls, fake.sent]).toEqual([[], []]);
       expect(await call(fake, '/v1/customers/cus_kept')).toMatchObject({ body: { email: 'kept@example.com' } });
       expect(await call(fake, '/v1/subscriptions/sub_kept')).toMatchObject({ body: { status: 'trialing' } });
       expect(fake.meterSum()).toBe(5);
@@ -218,6 +221,17 @@ describe('the double started from a data directory\'s state', () => {
       expect(last.subscriptions.map((s) => s.id)).toEqual(['sub_kept', paid.subscription]);
       expect(last.checkouts).toMatchObject([{ id: 'cs_test_kept', subscription: paid.subscription, customer: 'cus_kept' }]);
       expect(last.meterEvents.map((e) => e.identifier)).toEqual(['kept']);
+      expect(await call(fake, '/v1/customers/cus_kept')).toMatchObject({ body: { email: 'kept@example.com' } });
+      // Each change is handed over as it is made.
+      const customer = ((await call(fake, '/v1/customers', { form: {} })).body as { id: string }).id;
+      expect(states.at(-1)!.customers.map((c) => c.id)).toEqual(['cus_kept', customer]);
+      const checkout = ((await call(fake, '/v1/checkout/sessions', { form: {} })).body as { id: string }).id;
+      expect(states.at(-1)!.checkouts.map((c) => c.id)).toEqual(['cs_test_kept', checkout]);
+      const handed = states.length;
+      await call(fake, '/v1/subscriptions/sub_kept', { form: { cancel_at_period_end: 'true' } });
+      expect(states.length).toBe(handed + 1);
+      await call(fake, '/v1/billing/meter_events', { form: { identifier: 'new' } });
+      expect(states.at(-1)!.meterEvents.map((e) => e.identifier)).toEqual(['kept', 'new']);
     } finally {
       await fake.close();
     }
