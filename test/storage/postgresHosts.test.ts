@@ -55,6 +55,7 @@ describe('storage.postgres with several hosts', () => {
     expect(hostAddress('postgresql://db.internal/app')).toBe('db.internal');
     expect(hostAddress('postgres://[::1]:5433')).toBe('[::1]:5433');
     expect(hostAddress('postgres:///app?host=/var/run/postgresql')).toBe('the default host');
+    expect(hostAddress('/var/run/postgresql')).toBe('the default host');
   });
 
   it('takes storage.queryTimeout as a duration, 5s by default', () => {
@@ -183,7 +184,9 @@ describeWithOwnServer('a Database on several hosts when one stops taking writes'
 
   it('a single host is used as it is, read-only or not: reads go on, a write is 503 (a proxy that follows the primary)', async () => {
     await readOnly(true);
-    const db = open(own.url(new URL(shared.url).pathname.slice(1)), 1);
+    const single = own.url(new URL(shared.url).pathname.slice(1));
+    expect(await new WritableHost(single).url()).toBe(single);
+    const db = open(single, 1);
     expect(await port(db)).toBe(own.port);
     await expect(db.exec('CREATE TABLE read_only_probe (x int)')).rejects.toMatchObject({ name: 'StorageUnavailableError' });
   });

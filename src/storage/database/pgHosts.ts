@@ -81,7 +81,7 @@ export class WritableHost {
   private async search(): Promise<string> {
     const why: string[] = [];
     for (const url of this.urls) {
-      const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: this.connectTimeoutMs, query_timeout: this.connectTimeoutMs, keepAlive: true });
+      const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: this.connectTimeoutMs, query_timeout: this.connectTimeoutMs });
       client.on('error', () => {}); // a late socket error after the answer below
       try {
         await client.connect();
