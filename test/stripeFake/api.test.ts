@@ -102,6 +102,20 @@ describe('the Stripe double, request by request', () => {
     expect(await call(fake, `/api/v1/subscriptions/${id}`)).toEqual(stripeError(404, 'invalid_request_error', `Unrecognized request URL (GET: /api/v1/subscriptions/${id})`));
   });
 
+  it('delaySubscriptions(ms): each GET of a subscription waits that long before its answer', async () => {
+    const { subscription } = await fake.trigger({ event: 'customer.subscription.created', customer: 'cus_slow', price: 'price_pro' });
+    fake.delaySubscriptions(1000);
+    try {
+      let answered = false;
+      const read = call(fake, `/v1/subscriptions/${subscription.id}`).then((a) => { answered = true; return a; });
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(answered).toBe(false);
+      expect(await read).toMatchObject({ status: 200, body: { id: subscription.id } });
+    } finally {
+      fake.delaySubscriptions(0);
+    }
+  });
+
   it('failNext(n): the next n keyed calls answer Stripe\'s api_error, then it answers again; a call without a key is refused first', async () => {
     fake.failNext(2);
     expect(await call(fake, '/v1/customers', { authorization: null, form: {} })).toEqual(noKey);
