@@ -78,11 +78,12 @@ const SCIM_TESTS = [
   'test/scim/tokens.test.ts', 'test/scim/provisioning.test.ts', 'test/scim/deprovisioning.test.ts', 'test/scim/filter.test.ts',
   'test/scim/discovery.test.ts', 'test/orgs/changesHereAtOnce.security.test.ts', 'test/docs/openapi.test.ts',
 ];
-// The portal's server side: its config, files, origin guard and sessions (its pages in Chromium, the system tier; the
-// vendored scripts' test reads no server code and, in Stryker's sandbox, finds uplot.js changed).
+// The portal's server side: its config, files, origin guard and sessions, with the OpenAPI document its endpoints are
+// in (its pages run in Chromium, in the system tier; the vendored scripts' test reads no server code and, in Stryker's
+// sandbox, finds uplot.js changed).
 const PORTAL_TESTS = [
   'test/config/portal.test.ts', 'test/portal/rules.test.ts', 'test/portal/origin.test.ts', 'test/portal/sessions.test.ts',
-  'test/billing/portalApi.test.ts',
+  'test/billing/portalApi.test.ts', 'test/docs/openapi.test.ts',
 ];
 const STRIPE_FAKE_TESTS = ['test/stripeFake/api.test.ts', 'test/stripeFake/shapes.test.ts', 'test/stripeFake/fake.test.ts'];
 

@@ -63,7 +63,8 @@ function portalSchema(name: PortalSessionEndpoint, schema: Schema | undefined): 
  */
 function tokenToCookie(cookie: PortalCookie) {
   return async function refreshTokenToCookie(_request: FastifyRequest, reply: FastifyReply, payload: unknown): Promise<unknown> {
-    if (payload === null || typeof payload !== 'object' || typeof (payload as { refresh_token?: unknown }).refresh_token !== 'string') return payload;
+    // Only an object with a refresh token has one (an error, a message or a string answer has none).
+    if (typeof (payload as { refresh_token?: unknown } | null)?.refresh_token !== 'string') return payload;
     const { refresh_token: token, ...rest } = payload as { refresh_token: string };
     cookie.set(reply, token);
     return rest;
