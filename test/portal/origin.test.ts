@@ -88,6 +88,7 @@ describeWithServices('the portal\'s origin (CONTRACT §30)', () => {
       expect(res.headers.location).toBe(`${PUBLIC_URL}${to}`);
     }
     expect((await gw.post('/portal/api/login', {}, { headers: { host: 'api.example.com' } })).status).toBe(308);
+    expect(gw.logs.join('')).toContain('"msg":"portal asked for on another host: sent to portal.publicUrl"');
   });
 
   it('serves every page as index.html and a missing asset as 404, with every header the contract lists', async () => {
@@ -137,6 +138,14 @@ describeWithServices('the portal\'s origin (CONTRACT §30)', () => {
     });
     // Without the pages' header, as from a form or another site's image: refused.
     expect((await gw.get('/portal/api/config', { headers: PORTAL_HOST })).status).toBe(403);
+    // A HEAD is as safe as a GET: no Origin needed, but a foreign one refused.
+    expect((await gw.request('HEAD', '/portal/api/config', { headers: { ...PORTAL_HOST, ...PAGE } })).status).toBe(200);
+    expect((await gw.request('HEAD', '/portal/api/config', { headers: { ...PORTAL_HOST, ...PAGE, origin: 'https://evil.example' } })).status).toBe(403);
+    // The operator's log says why, with the Origin and Sec-Fetch-Site that were sent.
+    const lastRefusal = () => gw.logs.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === 'portal request refused: not from the portal\'s pages').at(-1);
+    expect(lastRefusal()).toMatchObject({ origin: 'https://evil.example' });
+    await gw.post('/portal/api/login', {}, { headers: { ...PORTAL_HOST, ...PAGE, origin: PUBLIC_URL, 'sec-fetch-site': 'cross-site' } });
+    expect(lastRefusal()).toMatchObject({ origin: PUBLIC_URL, site: 'cross-site' });
   });
 
   it('with sharedOrigin, serves the portal on every host beside the routes', async () => {
