@@ -82,7 +82,7 @@ export function shownSso(config: Pick<Config, 'auth' | 'organizations'>, portal:
 }
 
 /** Everything but the scopes, fixed at start. */
-function fixedSettings(config: Config, portal: PortalConfig): Omit<PortalSettings, 'scopes'> {
+export function fixedSettings(config: Config, portal: PortalConfig): Omit<PortalSettings, 'scopes'> {
   const { product } = portal;
   const language = config.errors.language;
   return {

@@ -31,7 +31,12 @@ describeWithServices('the portal\'s origin (CONTRACT §30)', () => {
     writeFileSync(logo, '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><script>alert(1)</script></svg>');
     const settings = (sharedOrigin: boolean) => ({
       upstreams: { app: { url: app.url }, ws: { url: ws.url } },
-      routes: [{ path: '/socket', upstream: 'ws', auth: 'none', websocket: true }, { path: '/', upstream: 'app', auth: 'none' }],
+      routes: [
+        { path: '/socket', upstream: 'ws', auth: 'none', websocket: true },
+        // The scopes a key may be given, as api/config lists them: sorted, each once.
+        { path: '/reports', upstream: 'app', auth: 'required', scopes: ['reports:write', 'reports:read'] }, { path: '/exports', upstream: 'app', auth: 'required', scopes: ['reports:read'] },
+        { path: '/', upstream: 'app', auth: 'none' },
+      ],
       portal: { enabled: true, publicUrl: PUBLIC_URL, sharedOrigin, product: { name: 'Acme <b>API</b>', logo, support: 'help@example.com' }, returnTo: ['https://app.example.com/'] },
     });
     [gw, shared, deciding] = await Promise.all([
@@ -134,7 +139,7 @@ describeWithServices('the portal\'s origin (CONTRACT §30)', () => {
       product: { name: 'Acme <b>API</b>', accent: '#3b5bdb', logo: '/portal/logo', support: 'help@example.com', terms: null, privacy: null },
       docs: null, path: '/portal/', publicUrl: PUBLIC_URL, language: { available: ['fr', 'en'], default: 'fr', negotiate: false },
       features: { registration: true, billing: false, passkeys: false, magicLink: false, organizations: false, sso: false, providers: [] },
-      signedIn: `${PUBLIC_URL}/portal/signed-in`, scopes: [], returnTo: ['https://app.example.com/'],
+      signedIn: `${PUBLIC_URL}/portal/signed-in`, scopes: ['reports:read', 'reports:write'], returnTo: ['https://app.example.com/'],
     });
     // Without the pages' header, as from a form or another site's image: refused.
     expect((await gw.get('/portal/api/config', { headers: PORTAL_HOST })).status).toBe(403);

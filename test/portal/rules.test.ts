@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { checkWarnings } from '../../src/cli/check.js';
 import { parseConfig } from '../../src/config/load.js';
 import { mailLinks } from '../../src/config/schema/portal.js';
-import { shownSso } from '../../src/portal/config.js';
+import { fixedSettings, shownSso } from '../../src/portal/config.js';
 import { isHashedName } from '../../src/portal/files.js';
 import { refusedAsCrossSite } from '../../src/portal/guard.js';
 import { decisionForPortalHost, hostnameOf, portalHostRule } from '../../src/routing/portalHost.js';
@@ -101,5 +101,75 @@ describe('the portal in gateway.yaml', () => {
     const config = parseConfig(docsExample('portal', 'portal'), 'gateway.yaml', { SMTP_URL: 'smtp://127.0.0.1:2525' });
     expect(config.portal).toMatchObject({ enabled: true, path: '/portal/', publicUrl: 'https://portal.acme.example', sharedOrigin: false, returnTo: ['https://app.acme.example/'] });
     expect(mailLinks(config).verify).toBe('https://portal.acme.example/portal/verify-email?token={token}');
+  });
+});
+
+describe('what {path}api/config tells the pages (but the scopes, which follow the routes)', () => {
+  const EVERYTHING = `errors: { language: en }
+mail:
+  smtp: smtp://127.0.0.1:2525
+  from: a@example.com
+auth:
+  passwordMinLength: 12
+  magicLink: {}
+  passkeys: { rpId: portal.example.com, rpName: Acme, origins: [${URL_}] }
+  oidc:
+    publicUrl: ${URL_}
+    returnTo: [https://app.example.com/]
+    providers:
+      google: { issuer: https://accounts.google.com, clientId: a, clientSecret: b }
+      entra: { issuer: https://login.microsoftonline.com, clientId: a, clientSecret: b }
+      github: { kind: github, clientId: a, clientSecret: b }
+      corp: { issuer: https://idp.corp.example, clientId: a, clientSecret: b }
+organizations: { enabled: true }
+billing:
+  stripe:
+    secretKey: rk_test_portal
+    webhookSecrets: [whsec_portal]
+    prices: { price_pro: pro }
+    successUrl: https://app.example.com/ok
+    cancelUrl: https://app.example.com/back
+plans:
+  limits: { free: {}, pro: {} }
+apiKeys: { plans: [pro], maxPerOwner: 3 }
+portal:
+  enabled: true
+  publicUrl: ${URL_}
+  returnTo: [https://app.example.com/]
+  docs: https://docs.example.com
+  product: { name: Acme, accent: "#112233", support: help@example.com, terms: https://example.com/terms, privacy: https://example.com/privacy }
+`;
+
+  it('every feature on, English by default, each provider by its issuer\'s name or its id', () => {
+    const config = parseConfig(EVERYTHING, 'gateway.yaml');
+    expect(fixedSettings(config, config.portal!)).toEqual({
+      product: { name: 'Acme', accent: '#112233', logo: null, support: 'help@example.com', terms: 'https://example.com/terms', privacy: 'https://example.com/privacy' },
+      docs: 'https://docs.example.com', path: '/portal/', publicUrl: URL_,
+      language: { available: ['fr', 'en'], default: 'en', negotiate: false },
+      features: {
+        registration: true, mail: true, billing: true, passkeys: true, magicLink: true, organizations: true, sso: false,
+        providers: [{ id: 'google', name: 'Google' }, { id: 'entra', name: 'Microsoft' }, { id: 'github', name: 'GitHub' }, { id: 'corp', name: 'corp' }],
+      },
+      signedIn: `${URL_}/portal/signed-in`, apiKeys: { plans: ['pro'], maxPerOwner: 3 }, passwordMinLength: 12, returnTo: ['https://app.example.com/'],
+    });
+  });
+
+  it('nothing on: French, no feature, no provider; negotiate: French by default, the browser\'s language when it asks', () => {
+    const config = parseConfig(PORTAL, 'gateway.yaml');
+    expect(fixedSettings(config, config.portal!)).toMatchObject({
+      product: { name: 'Acme', logo: null, support: null, terms: null, privacy: null }, docs: null,
+      language: { available: ['fr', 'en'], default: 'fr', negotiate: false },
+      features: { registration: true, mail: false, billing: false, passkeys: false, magicLink: false, organizations: false, sso: false, providers: [] },
+      apiKeys: { plans: ['pro'], maxPerOwner: 10 }, returnTo: [],
+    });
+    const negotiate = parseConfig(`errors: { language: negotiate }\n${PORTAL}`, 'gateway.yaml');
+    expect(fixedSettings(negotiate, negotiate.portal!).language).toEqual({ available: ['fr', 'en'], default: 'fr', negotiate: true });
+    const off = parseConfig(`organizations: { enabled: false }\n${PORTAL}`, 'gateway.yaml');
+    expect(fixedSettings(off, off.portal!).features.organizations).toBe(false);
+  });
+
+  it('no provider button when auth.oidc.publicUrl is another origin', () => {
+    const config = parseConfig(EVERYTHING.replace(`    publicUrl: ${URL_}`, '    publicUrl: https://gw.example.com'), 'gateway.yaml');
+    expect(fixedSettings(config, config.portal!).features.providers).toEqual([]);
   });
 });
