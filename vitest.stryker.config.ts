@@ -78,12 +78,11 @@ const SCIM_TESTS = [
   'test/scim/tokens.test.ts', 'test/scim/provisioning.test.ts', 'test/scim/deprovisioning.test.ts', 'test/scim/filter.test.ts',
   'test/scim/discovery.test.ts', 'test/orgs/changesHereAtOnce.security.test.ts', 'test/docs/openapi.test.ts',
 ];
-// The portal's server side: its config, files, origin guard and sessions, with the OpenAPI document its endpoints are
-// in (its pages run in Chromium, in the system tier; the vendored scripts' test reads no server code and, in Stryker's
-// sandbox, finds uplot.js changed).
+// The portal's server side: its config, files, origin guard and sessions (its pages run in Chromium, in the system
+// tier; the vendored scripts' test reads no server code and, in Stryker's sandbox, finds uplot.js changed).
 const PORTAL_TESTS = [
   'test/config/portal.test.ts', 'test/portal/rules.test.ts', 'test/portal/origin.test.ts', 'test/portal/sessions.test.ts',
-  'test/billing/portalApi.test.ts', 'test/docs/openapi.test.ts',
+  'test/billing/portalApi.test.ts',
 ];
 const STRIPE_FAKE_TESTS = ['test/stripeFake/api.test.ts', 'test/stripeFake/shapes.test.ts', 'test/stripeFake/fake.test.ts'];
 
@@ -291,9 +290,9 @@ export const ROOM_TESTS: Record<string, string[]> = {
     'src/scim/groups.ts', 'src/scim/index.ts', 'src/scim/managed.ts', 'src/scim/provisioning.ts', 'src/scim/resources.ts', 'src/scim/roles.ts',
     'src/scim/tokens.ts', 'src/scim/userModel.ts', 'src/scim/users.ts', 'src/scim/values.ts',
   ], SCIM_TESTS),
-  ...each([
-    'src/portal/config.ts', 'src/portal/files.ts', 'src/portal/guard.ts', 'src/portal/index.ts', 'src/portal/pages.ts', 'src/portal/sessions.ts',
-  ], PORTAL_TESTS),
+  ...each(['src/portal/files.ts', 'src/portal/guard.ts', 'src/portal/index.ts', 'src/portal/pages.ts'], PORTAL_TESTS),
+  // With the OpenAPI document, where their endpoints' schemas are.
+  ...each(['src/portal/config.ts', 'src/portal/sessions.ts'], [...PORTAL_TESTS, 'test/docs/openapi.test.ts']),
   ...each([
     'src/stripeFake/checkoutPage.ts', 'src/stripeFake/dataDir.ts', 'src/stripeFake/fake.ts', 'src/stripeFake/holder.ts', 'src/stripeFake/index.ts',
     'src/stripeFake/invoices.ts', 'src/stripeFake/objects.ts', 'src/stripeFake/server.ts', 'src/stripeFake/triggers.ts', 'src/stripeFake/webhook.ts',
