@@ -81,7 +81,7 @@ const SCIM_TESTS = [
 // The portal's server side: its config, files, origin guard and sessions (its pages run in Chromium, in the system
 // tier; the vendored scripts' test reads no server code and, in Stryker's sandbox, finds uplot.js changed).
 const PORTAL_TESTS = [
-  'test/config/portal.test.ts', 'test/portal/rules.test.ts', 'test/portal/origin.test.ts', 'test/portal/sessions.test.ts',
+  'test/portal/files.test.ts', 'test/config/portal.test.ts', 'test/portal/rules.test.ts', 'test/portal/origin.test.ts', 'test/portal/sessions.test.ts',
   'test/billing/portalApi.test.ts',
 ];
 const STRIPE_FAKE_TESTS = ['test/stripeFake/api.test.ts', 'test/stripeFake/triggers.test.ts', 'test/stripeFake/checkoutPage.test.ts', 'test/stripeFake/shapes.test.ts', 'test/stripeFake/fake.test.ts'];
