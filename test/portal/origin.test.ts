@@ -2,12 +2,14 @@
 // on publicUrl's host no route matches (HTTP, WebSocket, the decisions listener), elsewhere the
 // portal's path answers 308 to publicUrl; sharedOrigin serves it everywhere; pages, assets, the
 // logo and {path}api/config with their headers; an upstream's Set-Cookie of a gateway cookie dropped.
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { gunzipSync } from 'node:zlib';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { describeWithServices, makeUser, startDecidingGateway, startTestGateway, testConfig, type TestGateway } from '../helpers/gateway.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
+import { streamRequest } from '../helpers/http.js';
 import { refused, startWsUpstream, wsConnect, type WsUpstream } from '../helpers/wsUpstream.js';
 
 const PUBLIC_URL = 'http://localhost:4100';
@@ -23,12 +25,16 @@ describeWithServices('the portal\'s origin (CONTRACT §30)', () => {
   let shared: TestGateway;
   let deciding: TestGateway;
   let logo: string;
+  let pngLogo: string;
 
   beforeAll(async () => {
     [app, ws] = await Promise.all([startEchoUpstream(), startWsUpstream()]);
     const dir = mkdtempSync(path.join(os.tmpdir(), 'portal-'));
     logo = path.join(dir, 'logo.svg');
     writeFileSync(logo, '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><script>alert(1)</script></svg>');
+    // The shared origin's logo is a PNG: an image is sent as it is, never gzipped.
+    pngLogo = path.join(dir, 'logo.png');
+    writeFileSync(pngLogo, Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==', 'base64'));
     const settings = (sharedOrigin: boolean) => ({
       upstreams: { app: { url: app.url }, ws: { url: ws.url } },
       routes: [
@@ -37,7 +43,10 @@ describeWithServices('the portal\'s origin (CONTRACT §30)', () => {
         { path: '/reports', upstream: 'app', auth: 'required', scopes: ['reports:write', 'reports:read'] }, { path: '/exports', upstream: 'app', auth: 'required', scopes: ['reports:read'] },
         { path: '/', upstream: 'app', auth: 'none' },
       ],
-      portal: { enabled: true, publicUrl: PUBLIC_URL, sharedOrigin, product: { name: 'Acme <b>API</b>', logo, support: 'help@example.com' }, returnTo: ['https://app.example.com/'] },
+      portal: {
+        enabled: true, publicUrl: PUBLIC_URL, sharedOrigin, product: { name: 'Acme <b>API</b>', logo: sharedOrigin ? pngLogo : logo, support: 'help@example.com' },
+        returnTo: ['https://app.example.com/'],
+      },
     });
     [gw, shared, deciding] = await Promise.all([
       startTestGateway(testConfig(settings(false))), startTestGateway(testConfig(settings(true))), startDecidingGateway(settings(false)),
@@ -120,6 +129,24 @@ describeWithServices('the portal\'s origin (CONTRACT §30)', () => {
     const api = await gw.get('/portal/api/nothing', { headers: { ...PORTAL_HOST, ...PAGE } });
     expect([api.status, api.json, api.headers['cache-control']]).toEqual([404, NOT_FOUND, 'no-store']);
     expectPortalHeaders(api.headers);
+  });
+
+  it('sends text gzipped to a client that accepts it, saying it varies by Accept-Encoding; an image as it is; HEAD as GET', async () => {
+    const index = readFileSync(new URL('../../portal/index.html', import.meta.url));
+    const zipped = await streamRequest(gw.url, 'GET', '/portal/keys', [], { ...PORTAL_HOST, 'accept-encoding': 'br, gzip;q=0.8' });
+    expect([zipped.status, zipped.headers['content-encoding'], zipped.headers.vary]).toEqual([200, 'gzip', 'Accept-Encoding']);
+    expect(gunzipSync(zipped.body).equals(index)).toBe(true);
+    for (const encoding of [undefined, 'br, deflate']) {
+      const plain = await streamRequest(gw.url, 'GET', '/portal/keys', [], { ...PORTAL_HOST, ...(encoding ? { 'accept-encoding': encoding } : {}) });
+      expect([plain.status, plain.headers['content-encoding'], plain.headers.vary], String(encoding)).toEqual([200, undefined, 'Accept-Encoding']);
+      expect(plain.body.equals(index)).toBe(true);
+    }
+    const png = await streamRequest(shared.url, 'GET', '/portal/logo', [], { 'accept-encoding': 'gzip' });
+    expect([png.status, png.headers['content-type'], png.headers['content-encoding'], png.headers.vary]).toEqual([200, 'image/png', undefined, undefined]);
+    expect(png.body.equals(readFileSync(pngLogo))).toBe(true);
+    expect((await gw.request('HEAD', '/portal/keys', { headers: PORTAL_HOST })).status).toBe(200);
+    // A dot inside a page's path is no extension: the page, not an asset's 404.
+    expect((await gw.get('/portal/docs/v1.2/keys', { headers: PORTAL_HOST })).status).toBe(200);
   });
 
   it('serves the logo with a CSP under which an SVG runs no script', async () => {
