@@ -90,6 +90,9 @@ describeWithServices('the portal\'s sessions (CONTRACT §30)', () => {
     expect(cookie.line).toBe(`gw_portal=${cookie.value}; HttpOnly; SameSite=Strict; Path=/; Max-Age=${30 * 86400}`);
     const wrong = await a.post('/portal/api/login', { email: 'nobody@example.test', password: 'whatever-password' }, { headers: PAGE });
     expect([wrong.status, wrong.json]).toEqual([401, { error: 'Identifiants invalides' }]);
+    // The spec's own answer to an email no account can hold, as under /api/v1/auth: never the generic 400.
+    const nul = await a.post('/portal/api/login', { email: 'nobody\u0000@example.test', password: 'whatever-password' }, { headers: PAGE });
+    expect([nul.status, nul.json]).toEqual([401, { error: 'Identifiants invalides' }]);
   });
 
   it('over https behind a trusted proxy, names it __Host-gw_portal and makes it Secure', async () => {
