@@ -116,7 +116,7 @@ export class FakeStripe implements FakeHolder {
     Object.assign(session, { subscription: sub.id, customer: sub.customer });
     const events = await this.send(eventsOfPayment(session, sub));
     const completed = events.find((e) => e.type === 'checkout.session.completed');
-    return { subscription: sub.id, customer: customer.id, webhookStatus: completed?.status ?? 0, events };
+    return { subscription: sub.id, customer: customer.id, webhookStatus: completed!.status ?? 0, events };
   }
 
   async handle(req: http.IncomingMessage, res: http.ServerResponse, body: string): Promise<void> {
@@ -177,16 +177,18 @@ export class FakeStripe implements FakeHolder {
   /** POST /fake/trigger {event, customer, price, status, subscription, session}: triggers.ts's change, then its events. */
   private async triggered(res: http.ServerResponse, body: string): Promise<void> {
     const answer = (status: number, value: unknown) => { res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(value)); };
-    let args: TriggerArgs;
+    let args: unknown;
     try {
-      args = JSON.parse(body) as TriggerArgs;
+      args = JSON.parse(body);
     } catch {
-      return answer(400, { error: 'expected a JSON body {event, customer, price, status, subscription, session}' });
+      args = undefined;
     }
+    if (args === null || typeof args !== 'object') return answer(400, { error: 'expected a JSON body {event, customer, price, status, subscription, session}' });
     try {
-      const result = await trigger(this, args);
+      const result = await trigger(this, args as TriggerArgs);
       return answer(200, result);
     } catch (err) {
+      // Any other error is the double's own fault: server.ts answers it 500.
       if (err instanceof TriggerError) return answer(400, { error: err.message });
       throw err;
     }
@@ -199,13 +201,13 @@ export class FakeStripe implements FakeHolder {
     if (drop) this.drops--;
     // Stripe enforces an identifier's uniqueness (over at least 24 hours): a repeat is refused.
     if (this.meterEvents.some((e) => e.identifier === identifier)) {
-      if (drop) return void res.socket?.destroy();
+      if (drop) return void res.socket!.destroy();
       return stripeError(res, 400, 'invalid_request_error', `An event with identifier '${identifier}' already exists.`, 'resource_already_exists');
     }
     const event = meterEventObject(form, identifier);
     this.meterEvents.push(event);
     this.changed();
-    if (drop) return void res.socket?.destroy();
+    if (drop) return void res.socket!.destroy();
     await this.beforeMeterAnswer?.(event);
     res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(event));
   }

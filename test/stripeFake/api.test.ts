@@ -99,6 +99,7 @@ describe('the Stripe double, request by request', () => {
     expect(await call(fake, '/v1/subscriptions/sub_none')).toEqual(stripeError(404, 'invalid_request_error', 'No such subscription: \'sub_none\'', 'resource_missing'));
     expect(await call(fake, `/v1/subscriptions/${id}/items`)).toEqual(stripeError(404, 'invalid_request_error', `Unrecognized request URL (GET: /v1/subscriptions/${id}/items)`));
     expect(await call(fake, '/v1/prices')).toEqual(stripeError(404, 'invalid_request_error', 'Unrecognized request URL (GET: /v1/prices)'));
+    expect(await call(fake, '/v1/prices', { form: { cancel_at_period_end: 'true' } })).toEqual(stripeError(404, 'invalid_request_error', 'Unrecognized request URL (POST: /v1/prices)'));
     expect(await call(fake, `/api/v1/subscriptions/${id}`)).toEqual(stripeError(404, 'invalid_request_error', `Unrecognized request URL (GET: /api/v1/subscriptions/${id})`));
   });
 
@@ -151,8 +152,10 @@ describe('the Stripe double, request by request', () => {
   });
 
   it('the trigger endpoint: a POST of JSON only; what it cannot do is 400 with the reason, a GET is an API call', async () => {
-    expect(await call(fake, '/fake/trigger', { body: 'event=invoice.paid', authorization: null }))
-      .toEqual({ status: 400, type: 'application/json', body: { error: 'expected a JSON body {event, customer, price, status, subscription, session}' } });
+    for (const body of ['event=invoice.paid', 'null', '"invoice.paid"', '7']) {
+      expect(await call(fake, '/fake/trigger', { body, authorization: null }), body)
+        .toEqual({ status: 400, type: 'application/json', body: { error: 'expected a JSON body {event, customer, price, status, subscription, session}' } });
+    }
     expect(await call(fake, '/fake/trigger', { body: JSON.stringify({ event: 'invoice.paid', customer: 'cus_nobody' }), authorization: null }))
       .toEqual({ status: 400, type: 'application/json', body: { error: expect.stringMatching(/customer cus_nobody has no subscription/) } });
     expect(await call(fake, '/fake/trigger', { body: JSON.stringify({ event: 'customer.subscription.created', customer: 'cus_t', price: 'price_pro' }), authorization: null }))
@@ -245,6 +248,7 @@ describe('the double started from a data directory\'s state', () => {
       await call(fake, '/v1/subscriptions/sub_kept', { form: { cancel_at_period_end: 'true' } });
       expect(states.length).toBe(handed + 1);
       await call(fake, '/v1/billing/meter_events', { form: { identifier: 'new' } });
+      expect(states.length).toBe(handed + 2);
       expect(states.at(-1)!.meterEvents.map((e) => e.identifier)).toEqual(['kept', 'new']);
     } finally {
       await fake.close();
