@@ -84,7 +84,10 @@ const PORTAL_TESTS = [
   'test/portal/files.test.ts', 'test/config/portal.test.ts', 'test/portal/rules.test.ts', 'test/portal/origin.test.ts', 'test/portal/sessions.test.ts',
   'test/billing/portalApi.test.ts',
 ];
-const STRIPE_FAKE_TESTS = ['test/stripeFake/api.test.ts', 'test/stripeFake/triggers.test.ts', 'test/stripeFake/checkoutPage.test.ts', 'test/stripeFake/shapes.test.ts', 'test/stripeFake/fake.test.ts'];
+const STRIPE_FAKE_TESTS = [
+  'test/stripeFake/api.test.ts', 'test/stripeFake/triggers.test.ts', 'test/stripeFake/checkoutPage.test.ts', 'test/stripeFake/server.test.ts',
+  'test/stripeFake/shapes.test.ts', 'test/stripeFake/fake.test.ts',
+];
 
 export const MUTATION_TESTS = [
   // Unit tests of the pure functions: milliseconds each.
