@@ -85,7 +85,7 @@ const PORTAL_TESTS = [
   'test/billing/portalApi.test.ts',
 ];
 const STRIPE_FAKE_TESTS = [
-  'test/stripeFake/api.test.ts', 'test/stripeFake/triggers.test.ts', 'test/stripeFake/checkoutPage.test.ts', 'test/stripeFake/server.test.ts',
+  'test/stripeFake/objects.test.ts', 'test/stripeFake/api.test.ts', 'test/stripeFake/triggers.test.ts', 'test/stripeFake/checkoutPage.test.ts', 'test/stripeFake/server.test.ts',
   'test/stripeFake/shapes.test.ts', 'test/stripeFake/fake.test.ts',
 ];
 
