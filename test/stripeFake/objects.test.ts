@@ -30,15 +30,15 @@ describe('the double\'s subscription', () => {
     expect(subscriptionObject({ ...SUB, cancelAtPeriodEnd: true })).toMatchObject({ cancel_at: 1_700_000_000 + PERIOD_S, cancel_at_period_end: true, canceled_at: null });
     for (const status of ['canceled', 'incomplete_expired'] as const) {
       const ended = subscriptionObject({ ...SUB, status });
-      expect(ended.canceled_at, status).toBeGreaterThanOrEqual(nowS() - 5);
-      expect(ended.ended_at, status).toBeGreaterThanOrEqual(nowS() - 5);
+      expect(ended.canceled_at, status).toBeGreaterThanOrEqual(nowS() - 60);
+      expect(ended.ended_at, status).toBeGreaterThanOrEqual(nowS() - 60);
       expect(ended.cancellation_details, status).toEqual({ comment: null, feedback: null, feedback_option: null, reason: 'cancellation_requested' });
     }
     expect(subscriptionObject({ ...SUB, status: 'past_due' })).toMatchObject({ canceled_at: null, ended_at: null });
     const { metadata: _m, periodStart: _p, ...bare } = SUB;
     const fresh = subscriptionObject(bare);
     expect(nowS() - fresh.created).toBeGreaterThanOrEqual(59);
-    expect(nowS() - fresh.created).toBeLessThanOrEqual(65);
+    expect(nowS() - fresh.created).toBeLessThanOrEqual(120);
     expect(fresh.metadata).toEqual({});
   });
 });
@@ -93,7 +93,7 @@ describe('the double\'s other objects', () => {
       .toMatchObject({ object: 'billing.meter_event', event_name: 'api_requests', identifier: 'id1', payload: { value: '3', stripe_customer_id: 'cus_1' }, timestamp: 1_700_000_000 });
     const unnamed = meterEventObject({}, 'id2');
     expect(unnamed).toMatchObject({ event_name: '', payload: {} });
-    expect(Math.abs(unnamed.timestamp - nowS())).toBeLessThanOrEqual(5);
+    expect(Math.abs(unnamed.timestamp - nowS())).toBeLessThanOrEqual(60);
   });
 
   it('metadata: the form\'s bracketed fields under a prefix, and nothing else', () => {
