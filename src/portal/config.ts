@@ -99,7 +99,8 @@ export function fixedSettings(config: Config, portal: PortalConfig): Omit<Portal
       mail: Boolean(config.mail?.smtp),
       billing: config.billing !== undefined,
       passkeys: config.auth.passkeys !== undefined,
-      magicLink: config.auth.magicLink !== undefined && config.mail !== undefined,
+      // auth.magicLink needs mail (the configuration refuses it without).
+      magicLink: config.auth.magicLink !== undefined,
       organizations: config.organizations?.enabled === true,
       sso: shownSso(config, portal),
       providers: shownProviders(config, portal),

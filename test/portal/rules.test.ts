@@ -90,7 +90,9 @@ describe('the portal in gateway.yaml', () => {
   it('says why "sign in with your organization" is hidden: SAML\'s publicUrl is not the portal\'s', () => {
     const sso = (ssoUrl: string) => `auth:\n  oidc:\n    publicUrl: ${URL_}\n    returnTo: [https://app.example.com/]\n    providers: {}\n`
       + `organizations:\n  enabled: true\n  sso: { publicUrl: ${ssoUrl} }\nmail:\n  smtp: smtp://127.0.0.1:2525\n  from: a@example.com\n`;
-    const hidden = checkWarnings(parseConfig(`${sso('https://gw.example.com')}${PORTAL}`, 'gateway.yaml'));
+    const hiddenConfig = parseConfig(`${sso('https://gw.example.com')}${PORTAL}`, 'gateway.yaml');
+    expect(shownSso(hiddenConfig, hiddenConfig.portal!)).toBe(false);
+    const hidden = checkWarnings(hiddenConfig);
     expect(hidden.join('\n')).toContain('the portal shows no "sign in with your organization": organizations.sso.publicUrl (or auth.oidc.publicUrl, https://gw.example.com)');
     const shown = parseConfig(`${sso(URL_)}${PORTAL}`, 'gateway.yaml');
     expect(checkWarnings(shown).filter((w) => w.includes('portal'))).toEqual([]);
