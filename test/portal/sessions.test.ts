@@ -88,6 +88,8 @@ describeWithServices('the portal\'s sessions (CONTRACT §30)', () => {
     expect(res.json).not.toHaveProperty('refresh_token');
     const cookie = setCookie(res.headers, 'gw_portal')!;
     expect(cookie.line).toBe(`gw_portal=${cookie.value}; HttpOnly; SameSite=Strict; Path=/; Max-Age=${30 * 86400}`);
+    // No logo configured: none is served.
+    expect((await a.get('/portal/logo', { headers: { host: PAGE.host } })).status).toBe(404);
     const wrong = await a.post('/portal/api/login', { email: 'nobody@example.test', password: 'whatever-password' }, { headers: PAGE });
     expect([wrong.status, wrong.json]).toEqual([401, { error: 'Identifiants invalides' }]);
     // The spec's own answer to an email no account can hold, as under /api/v1/auth: never the generic 400.
