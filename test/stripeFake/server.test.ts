@@ -38,7 +38,7 @@ async function receiver(status: number) {
 describe('the double\'s listener', () => {
   it('listens on 127.0.0.1 by default, and names a wildcard or IPv6 host as a client reaches it', async () => {
     await withFake({}, async (fake) => expect(fake.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/));
-    await withFake({ host: '0.0.0.0' }, async (fake) => expect(fake.url).toMatch(/^http:\/\/localhost:\d+$/));
+    for (const host of ['0.0.0.0', '::']) await withFake({ host }, async (fake) => expect(fake.url, host).toMatch(/^http:\/\/localhost:\d+$/));
     await withFake({ host: '::1' }, async (fake) => {
       expect(fake.url).toMatch(/^http:\/\/\[::1\]:\d+$/);
       expect((await fetch(`${fake.url}/v1/customers/cus_x`, { headers: { authorization: 'Bearer sk_test_x' } })).status).toBe(404);
