@@ -66,7 +66,10 @@ describe('the double\'s invoice', () => {
     expect(paid).toMatchObject({
       object: 'invoice', customer: 'cus_1', status: 'paid', amount_due: 1800, amount_paid: 1800, amount_remaining: 0, total: 1800, subtotal: 1800,
       auto_advance: false, next_payment_attempt: null, attempted: true, period_start: 1_700_000_000, period_end: 1_700_000_000 + PERIOD_S, livemode: false,
-      parent: { type: 'subscription_details', subscription_details: { subscription: 'sub_1', metadata: { owner_id: '4' } } }, lines: { url: `/v1/invoices/${paid.id}/lines` },
+      parent: { type: 'subscription_details', subscription_details: { subscription: 'sub_1', metadata: { owner_id: '4' } } },
+      lines: { object: 'list', data: [], has_more: false, url: `/v1/invoices/${paid.id}/lines` },
+      account_country: 'FR', account_name: 'Stripe double (gateway stripe-fake)', currency: 'eur', default_tax_rates: [],
+      automatic_tax: { disabled_reason: null, enabled: false, liability: null, provider: null, status: null },
     });
     expect(paid.id).toMatch(/^in_[0-9a-f]{16}$/);
     expect(paid.status_transitions).toMatchObject({ paid_at: paid.created, finalized_at: paid.created });
@@ -75,6 +78,9 @@ describe('the double\'s invoice', () => {
       status: 'open', amount_due: 900, amount_paid: 0, amount_remaining: 900, auto_advance: true, next_payment_attempt: failed.created + 3 * 86_400,
       status_transitions: { paid_at: null }, parent: { subscription_details: { metadata: {} } },
     });
+    // A subscription without a price (the type allows it, no path of the double makes one): nothing due, its period from now.
+    const none = invoiceObject({ ...SUB, prices: [] }, 'paid');
+    expect(none).toMatchObject({ amount_due: 0, total: 0, period_start: none.created, period_end: none.created + PERIOD_S });
   });
 });
 
@@ -82,6 +88,7 @@ describe('the double\'s other objects', () => {
   it('a customer, with its invoice prefix from its id', () => {
     expect(customerObject({ id: 'cus_abcdef12345', created: 5, email: 'a@example.com', name: null, metadata: { k: 'v' } })).toMatchObject({
       id: 'cus_abcdef12345', object: 'customer', created: 5, email: 'a@example.com', name: null, metadata: { k: 'v' }, invoice_prefix: 'ABCDEF12', livemode: false, delinquent: false,
+      currency: 'eur', preferred_locales: [],
     });
   });
 
