@@ -45,6 +45,24 @@ describe('the double\'s listener', () => {
     });
   });
 
+  it('refuses to start on a port already taken (the listen error, not a hang)', async () => {
+    await withFake({}, async (first) => {
+      await expect(startStripeFake({ port: Number(new URL(first.url).port) })).rejects.toMatchObject({ code: 'EADDRINUSE' });
+    });
+  });
+
+  it('answers a fault of its own (here a test\'s hook that throws) with Stripe\'s api_error, never a hung request', async () => {
+    await withFake({}, async (fake) => {
+      fake.beforeMeterAnswer(async () => { throw new Error('the hook broke'); });
+      const res = await fetch(`${fake.url}/v1/billing/meter_events`, {
+        method: 'POST', headers: { authorization: 'Bearer sk_test_x', 'content-type': 'application/x-www-form-urlencoded' },
+        body: 'event_name=api_requests&identifier=m1&payload[value]=1&payload[stripe_customer_id]=cus_1',
+      });
+      expect([res.status, res.headers.get('content-type'), await res.json()])
+        .toEqual([500, 'application/json', { error: { type: 'api_error', message: 'Error: the hook broke' } }]);
+    });
+  });
+
   it('goes down (connections refused) and comes up again on the same port, its objects kept', async () => {
     await withFake({}, async (fake) => {
       const { subscription } = await fake.trigger({ event: 'customer.subscription.created', customer: 'cus_down', price: 'price_pro' });
