@@ -24,6 +24,13 @@ describe('the double\'s subscription', () => {
       ['price_pro', 'price_pro', 1_700_000_000, 1_700_000_000 + PERIOD_S, 'sub_1', 1, 900], ['price_seats', 'price_seats', 1_700_000_000, 1_700_000_000 + PERIOD_S, 'sub_1', 1, 900],
     ]);
     expect(PERIOD_S).toBe(30 * 86_400);
+    // A test-mode account's one recurring price, as its price, its plan and its item show it; nothing discounted or taxed.
+    const [first] = sub.items.data;
+    expect(first!.id).toMatch(/^si_[0-9a-f]{16}$/);
+    expect(first).toMatchObject({ discounts: [], tax_rates: [], quantity: 1 });
+    expect(first!.price).toMatchObject({ active: true, currency: 'eur', product: 'prod_price_pro', type: 'recurring', livemode: false });
+    expect(first!.plan).toMatchObject({ active: true, currency: 'eur', product: 'prod_price_pro', amount: 900, interval: 'month', livemode: false });
+    expect(sub).toMatchObject({ discounts: [], automatic_tax: { enabled: false } });
   });
 
   it('cancelled at the period\'s end when asked; ended (cancelled or expired) with the time it ended; no period start: a minute ago', () => {
@@ -50,7 +57,7 @@ describe('the double\'s checkout session', () => {
     expect(open).toMatchObject({
       id: 'cs_test_1', object: 'checkout.session', status: 'open', payment_status: 'unpaid', url: 'http://fake/c/pay/cs_test_1', subscription: null, customer: null,
       customer_creation: 'always', success_url: 'https://app.example/ok', cancel_url: 'https://app.example/back', client_reference_id: '7', metadata: { owner_id: '7' },
-      mode: 'subscription', amount_total: 900, currency: 'eur', livemode: false,
+      mode: 'subscription', amount_total: 900, currency: 'eur', livemode: false, payment_method_types: ['card'], automatic_tax: { enabled: false },
     });
     expect(open.expires_at - open.created).toBe(86_400);
     const paid = checkoutSessionObject({ id: 'cs_test_1', form: { ...form, customer: 'cus_9' }, subscription: 'sub_9', customer: 'cus_9', url: 'http://fake/c/pay/cs_test_1' });
@@ -94,7 +101,7 @@ describe('the double\'s other objects', () => {
 
   it('a portal session with its customer and return URL; a meter event with its payload and timestamp (now when none)', () => {
     expect(portalSessionObject('bps_1', { customer: 'cus_1', return_url: 'https://app.example/billing' }, 'https://billing.stripe.com/p/session/bps_1'))
-      .toMatchObject({ id: 'bps_1', object: 'billing_portal.session', customer: 'cus_1', return_url: 'https://app.example/billing', url: 'https://billing.stripe.com/p/session/bps_1' });
+      .toMatchObject({ id: 'bps_1', object: 'billing_portal.session', configuration: 'bpc_fake', livemode: false, customer: 'cus_1', return_url: 'https://app.example/billing', url: 'https://billing.stripe.com/p/session/bps_1' });
     expect(portalSessionObject('bps_2', {}, 'u')).toMatchObject({ customer: '', return_url: null });
     expect(meterEventObject({ event_name: 'api_requests', 'payload[value]': '3', 'payload[stripe_customer_id]': 'cus_1', timestamp: '1700000000' }, 'id1'))
       .toMatchObject({ object: 'billing.meter_event', event_name: 'api_requests', identifier: 'id1', payload: { value: '3', stripe_customer_id: 'cus_1' }, timestamp: 1_700_000_000 });
