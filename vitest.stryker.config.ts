@@ -246,10 +246,9 @@ export const ROOM_TESTS: Record<string, string[]> = {
     'test/pipeline/pipeline.test.ts', ...ACTING_TESTS, 'test/user/keyScopes.test.ts', 'test/guards/planAndDaily.test.ts', 'test/guards/mfaRoutes.test.ts', 'test/telemetry/tracing.test.ts',
   ],
   'src/pipeline/subject.ts': ['test/orgs/pooled.test.ts', 'test/orgs/acting.test.ts', 'test/billing/orgBilling.test.ts', 'test/guards/monthlyQuota.test.ts'],
-  ...each([
-    'src/billing/billing.ts', 'src/billing/meterReporter.ts', 'src/billing/operator.ts', 'src/billing/plan.ts', 'src/billing/routes.ts',
-    'src/billing/stripe.ts',
-  ], BILLING_TESTS),
+  ...each(['src/billing/billing.ts', 'src/billing/meterReporter.ts', 'src/billing/operator.ts', 'src/billing/plan.ts', 'src/billing/stripe.ts'], BILLING_TESTS),
+  // With the OpenAPI document, which its routes' schemas are part of.
+  'src/billing/routes.ts': [...BILLING_TESTS, 'test/docs/openapi.test.ts'],
   // Every way an owner goes: a user's deletion and erasure, an organization's.
   'src/billing/cancel.ts': ['test/billing/cancelOnDelete.test.ts', 'test/billing/cancelOrgOnDelete.test.ts'],
   'src/pipeline/guards/refunds.ts': REFUND_TESTS,
@@ -263,14 +262,16 @@ export const ROOM_TESTS: Record<string, string[]> = {
     'src/errors/catalog.ts', 'src/errors/index.ts', 'src/errors/listing.ts', 'src/errors/messageFiles.ts', 'src/errors/messages.ts',
     'src/errors/negotiation.ts', 'src/errors/success.ts',
   ], ERROR_TESTS),
-  ...each(['src/admin/operatorPasskeys.ts', 'src/admin/operatorRoutes.ts', 'src/admin/operatorSignIn.ts'], OPERATOR_TESTS),
+  ...each(['src/admin/operatorPasskeys.ts', 'src/admin/operatorSignIn.ts'], OPERATOR_TESTS),
+  'src/admin/operatorRoutes.ts': [...OPERATOR_TESTS, 'test/docs/openapi.test.ts'],
   'src/admin/operatorTokens.ts': ['test/admin/operatorTokens.test.ts', ...OPERATOR_TESTS],
   // The operators' SQL: its own test on a database of its own first, then the API's and sign-in's.
   'src/storage/operators/operators.ts': ['test/storage/operators.test.ts', ...OPERATOR_TESTS],
-  'src/admin/routes.ts': ADMIN_TESTS,
+  'src/admin/routes.ts': [...ADMIN_TESTS, 'test/docs/openapi.test.ts'],
   // And SAML's: the one way in whose login.succeeded names its method and whose session keeps its connection.
   'src/auth/signIn.ts': [...SIGN_IN_TESTS, 'test/sso/saml.test.ts'],
-  ...each(['src/auth/passkeys/ceremony.ts', 'src/auth/passkeys/routes.ts'], PASSKEY_TESTS),
+  'src/auth/passkeys/ceremony.ts': PASSKEY_TESTS,
+  'src/auth/passkeys/routes.ts': [...PASSKEY_TESTS, 'test/docs/openapi.test.ts'],
   'src/pipeline/guards/scopes.ts': ['test/guards/scopes.test.ts', 'test/user/keyScopes.test.ts'],
   // With the OpenAPI document, which its route's schema is part of (docs/openapi.json, committed).
   'src/user/apiKeyRoll.ts': ['test/user/keyRoll.test.ts', 'test/docs/openapi.test.ts'],
@@ -280,10 +281,8 @@ export const ROOM_TESTS: Record<string, string[]> = {
   // CONTRACT §31.
   ...each(['src/domains/dns.ts', 'src/domains/index.ts', 'src/domains/recheck.ts'], ['test/orgs/domains.test.ts']),
   ...each(['src/domains/names.ts', 'src/domains/publicMail.ts'], ['test/domains/names.test.ts', 'test/orgs/domains.test.ts']),
-  ...each([
-    'src/auth/providers/saml/account.ts', 'src/auth/providers/saml/response.ts',
-    'src/auth/providers/saml/routes.ts',
-  ], SAML_TESTS),
+  ...each(['src/auth/providers/saml/account.ts', 'src/auth/providers/saml/response.ts'], SAML_TESTS),
+  'src/auth/providers/saml/routes.ts': [...SAML_TESTS, 'test/docs/openapi.test.ts'],
   'src/auth/providers/saml/spKeys.ts': ['test/sso/spKeys.test.ts', ...SAML_TESTS],
   'src/auth/providers/saml/connection.ts': ['test/sso/samlSettings.test.ts', ...SAML_TESTS],
   ...each(['src/auth/providers/saml/idpMetadata.ts', 'src/auth/providers/saml/xml.ts'], ['test/sso/idpMetadata.test.ts', ...SAML_TESTS]),
