@@ -75,7 +75,7 @@ describe('the double\'s invoice', () => {
       auto_advance: false, next_payment_attempt: null, attempted: true, period_start: 1_700_000_000, period_end: 1_700_000_000 + PERIOD_S, livemode: false,
       parent: { type: 'subscription_details', subscription_details: { subscription: 'sub_1', metadata: { owner_id: '4' } } },
       lines: { object: 'list', data: [], has_more: false, url: `/v1/invoices/${paid.id}/lines` },
-      account_country: 'FR', account_name: 'Stripe double (gateway stripe-fake)', currency: 'eur', default_tax_rates: [],
+      account_country: 'FR', account_name: 'Stripe double (gateway stripe-fake)', currency: 'eur', default_tax_rates: [], discounts: [],
       automatic_tax: { disabled_reason: null, enabled: false, liability: null, provider: null, status: null },
     });
     expect(paid.id).toMatch(/^in_[0-9a-f]{16}$/);
