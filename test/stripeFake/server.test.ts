@@ -71,6 +71,12 @@ describe('the double\'s listener', () => {
       await expect(read()).rejects.toThrow();
       await fake.up();
       expect((await read()).status).toBe(200);
+      // Down at once, a request in flight cut rather than waited for (a subscription read held 20 s, beyond the test's time).
+      fake.delaySubscriptions(20_000);
+      const held = read();
+      await expect.poll(() => fake.calls.length).toBeGreaterThanOrEqual(2);
+      await fake.down();
+      await expect(held).rejects.toThrow();
     });
   });
 
@@ -89,6 +95,7 @@ describe('the double\'s listener', () => {
       sub.status = 'canceled' as never;
       const read = await fetch(`${fake.url}/v1/subscriptions/sub_copy`, { headers: { authorization: 'Bearer sk_test_x' } });
       expect(await read.json()).toMatchObject({ id: 'sub_copy', status: 'active' });
+      expect([fake.cancelAtPeriodEnd('sub_copy'), fake.cancelAtPeriodEnd('sub_none')]).toEqual([false, false]);
     });
   });
 
