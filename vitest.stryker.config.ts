@@ -31,7 +31,7 @@ const ORG_TESTS = [
 ];
 const ACTING_TESTS = ['test/orgs/acting.test.ts', 'test/orgs/decisions.test.ts', 'test/orgs/refusals.test.ts', 'test/orgs/sockets.test.ts', 'test/orgs/pooled.test.ts'];
 const BILLING_TESTS = [
-  'test/billing/plan.test.ts', 'test/billing/config.test.ts', 'test/billing/billing.test.ts', 'test/billing/meter.test.ts',
+  'test/billing/stripeGateway.test.ts', 'test/billing/plan.test.ts', 'test/billing/config.test.ts', 'test/billing/billing.test.ts', 'test/billing/meter.test.ts',
   'test/billing/meterHandBack.test.ts', 'test/billing/wholeEvents.test.ts', 'test/billing/orgBilling.test.ts', 'test/billing/cancelOrgOnDelete.test.ts',
   'test/billing/override.test.ts', 'test/billing/support.test.ts',
 ];
@@ -165,6 +165,7 @@ export const MUTATION_TESTS = [
   'test/import/formats.test.ts',
   'test/billing/plan.test.ts',
   'test/billing/config.test.ts',
+  'test/billing/stripeGateway.test.ts',
   'test/errors/catalog.test.ts',
   'test/docs/errors.test.ts',
   'test/auth/importedHashes.test.ts',
