@@ -2,8 +2,11 @@
 // call: what each call sends Stripe (the double records the form), what it reads back, how each
 // failure is named, and which webhook signatures it takes. No database: the end-to-end billing
 // tests drive the same client through the routes.
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import Stripe from 'stripe';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { STRIPE_API_VERSION } from '../../src/config/schema/billing.js';
 import { SIGNATURE_TOLERANCE_S, StripeGateway, StripeUnavailable, idOf, ownerReference } from '../../src/billing/stripe.js';
 import type { BillingConfig } from '../../src/config/schema/billing.js';
 import { startStripeFake, type StripeFake } from '../../src/stripeFake/index.js';
@@ -17,6 +20,23 @@ const config = (overrides: Partial<BillingConfig['stripe']> = {}): BillingConfig
   ...overrides,
 });
 const lastCall = () => fake.calls[fake.calls.length - 1]!;
+
+/** A Stripe that answers every request with `status` and `body` (the answers the double never gives), keeping each request's headers. */
+async function scripted<T>(status: number, body: unknown, fn: (url: string, requests: http.IncomingHttpHeaders[]) => Promise<T>): Promise<T> {
+  const requests: http.IncomingHttpHeaders[] = [];
+  const server = http.createServer((req, res) => {
+    requests.push(req.headers);
+    req.resume().on('end', () => res.writeHead(status, { 'content-type': 'application/json', 'request-id': `req_${requests.length}` }).end(JSON.stringify(body)));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  try {
+    return await fn(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, requests);
+  } finally {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  }
+}
+const stripeError = (message: string, code?: string) => ({ error: { type: 'invalid_request_error', message, ...(code ? { code } : {}) } });
 
 beforeAll(async () => { fake = await startStripeFake(); });
 afterAll(async () => { await fake.close(); });
@@ -75,6 +95,47 @@ describe('the Stripe client\'s calls', () => {
     await expect(new StripeGateway(config({ apiBase: 'http://127.0.0.1:9' })).checkoutSession({ type: 'user', id: 1 }, 'price_pro', undefined))
       .rejects.toBeInstanceOf(StripeUnavailable);
     expect(new StripeUnavailable('plain').message).toBe('Stripe call failed: plain');
+    expect(new StripeUnavailable(undefined).message).toBe('Stripe call failed: undefined');
+  });
+
+  it('answers the double never gives: a checkout session without a URL fails; items ending apart end with the last; no customer reads as ""', async () => {
+    await scripted(200, { id: 'cs_test_nourl', object: 'checkout.session', url: null }, async (apiBase) => {
+      await expect(new StripeGateway(config({ apiBase })).checkoutSession({ type: 'user', id: 1 }, 'price_pro', undefined))
+        .rejects.toThrow(new StripeUnavailable(new Error('checkout session without url')));
+    });
+    const item = (price: string, end?: number) => ({ price: { id: price }, ...(end === undefined ? {} : { current_period_end: end }) });
+    const sub = { id: 'sub_apart', object: 'subscription', customer: null, status: 'active', items: { data: [item('price_pro', 2_000), item('price_team', 3_000), item('price_team')] } };
+    await scripted(200, sub, async (apiBase) => {
+      expect(await new StripeGateway(config({ apiBase })).subscription('sub_apart')).toEqual({
+        id: 'sub_apart', customer: '', status: 'active', prices: ['price_pro', 'price_team', 'price_team'], price: 'price_pro',
+        currentPeriodEnd: new Date(3_000_000), cancelAtPeriodEnd: false,
+      });
+    });
+  });
+
+  it('speaks the pinned API version and sends no telemetry of its earlier calls', async () => {
+    await scripted(200, { id: 'bps_1', object: 'billing_portal.session', url: 'https://billing.stripe.com/p/session/bps_1' }, async (apiBase, requests) => {
+      const stripe = new StripeGateway(config({ apiBase }));
+      await stripe.portalSession('cus_1');
+      await stripe.portalSession('cus_1');
+      expect(requests.map((h) => [h['stripe-version'], h['x-stripe-client-telemetry']])).toEqual([[STRIPE_API_VERSION, undefined], [STRIPE_API_VERSION, undefined]]);
+    });
+  });
+
+  it('https to a port that speaks plain HTTP fails (the URL\'s scheme is the one used); http:// without a port goes to 80', async () => {
+    const tls = await new StripeGateway(config({ apiBase: fake.url.replace('http:', 'https:') })).meterEvent({
+      event_name: 'api_requests', identifier: 'over-tls', timestamp: 1_700_000_000, payload: { stripe_customer_id: 'cus_m', value: '1' },
+    });
+    expect(tls.outcome).toBe('network_error');
+    expect(fake.meterEvents.map((e) => e.identifier)).not.toContain('over-tls');
+    // An address of the loopback network of this test's own, port 80 (the tests run as root).
+    const onEighty = await startStripeFake({ host: '127.0.0.77', port: 80 });
+    try {
+      onEighty.setSubscription({ id: 'sub_80', customer: 'cus_80', status: 'active', prices: ['price_pro'] });
+      expect(await new StripeGateway(config({ apiBase: 'http://127.0.0.77' })).subscription('sub_80')).toMatchObject({ id: 'sub_80', customer: 'cus_80' });
+    } finally {
+      await onEighty.close();
+    }
   });
 });
 
@@ -100,6 +161,15 @@ describe('meter events as outbox attempts', () => {
     expect(unreachable.error).toMatch(/^Stripe: /);
     expect(await new StripeGateway(config({ secretKey: 'sk_live_not_for_a_double' })).meterEvent(event('m-4')))
       .toEqual({ outcome: 'rejected', error: 'Stripe: Invalid API Key provided: sk_live_************uble' });
+  });
+
+  it('a 429 is retried; a repeat named by its code alone or its message alone is delivered; a refusal\'s message is cut at 500 characters', async () => {
+    const attempt = (status: number, body: unknown) => scripted(status, body, (apiBase) => new StripeGateway(config({ apiBase })).meterEvent(event('m-5')));
+    expect(await attempt(429, { error: { type: 'rate_limit_error', message: 'Too many requests' } })).toEqual({ outcome: 'server_error', error: 'Stripe: Too many requests' });
+    expect(await attempt(400, stripeError('Duplicate.', 'resource_already_exists'))).toEqual({ outcome: 'success' });
+    expect(await attempt(400, stripeError('An event with identifier \'m-5\' already exists.'))).toEqual({ outcome: 'success' });
+    const long = 'x'.repeat(600);
+    expect(await attempt(400, stripeError(long, 'parameter_invalid_empty'))).toEqual({ outcome: 'rejected', error: `Stripe: ${long}`.slice(0, 500) });
   });
 });
 
