@@ -252,7 +252,9 @@ export const ROOM_TESTS: Record<string, string[]> = {
   'src/pipeline/subject.ts': ['test/orgs/pooled.test.ts', 'test/orgs/acting.test.ts', 'test/billing/orgBilling.test.ts', 'test/guards/monthlyQuota.test.ts'],
   ...each(['src/billing/billing.ts', 'src/billing/meterReporter.ts', 'src/billing/plan.ts', 'src/billing/stripe.ts'], BILLING_TESTS),
   // With the OpenAPI document, which their schemas are part of (operator.ts's: the admin API's billing view and plan body).
-  ...each(['src/billing/operator.ts', 'src/billing/routes.ts'], [...BILLING_TESTS, 'test/docs/openapi.test.ts']),
+  'src/billing/operator.ts': [...BILLING_TESTS, 'test/docs/openapi.test.ts'],
+  // And the portal's uses of them: `"return": "portal"`, GET /subscription, Gateway-Org's refusals.
+  'src/billing/routes.ts': [...BILLING_TESTS, 'test/billing/portalApi.test.ts', 'test/docs/openapi.test.ts'],
   // Every way an owner goes: a user's deletion and erasure, an organization's.
   'src/billing/cancel.ts': ['test/billing/cancelOnDelete.test.ts', 'test/billing/cancelOrgOnDelete.test.ts'],
   'src/pipeline/guards/refunds.ts': REFUND_TESTS,

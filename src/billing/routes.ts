@@ -99,7 +99,8 @@ async function ownerOf(request: FastifyRequest, memberships: BillingRoutesDeps['
  * otherwise pay and land somewhere it did not ask for.
  */
 function returnOf(body: unknown, portalBillingUrl: string | undefined): string | undefined | false {
-  const value = body && typeof body === 'object' ? (body as Record<string, unknown>).return : undefined;
+  // An object (the schema's), or nothing for a request without a body.
+  const value = (body as { return?: unknown } | undefined)?.return;
   if (value === undefined) return undefined;
   return value === 'portal' && portalBillingUrl !== undefined ? portalBillingUrl : false;
 }
@@ -108,13 +109,14 @@ export async function billingRoutes(app: FastifyInstance, deps: BillingRoutesDep
   const guard = { preHandler: requireBearer(deps.requireUser) };
 
   app.post('/checkout', { ...guard, schema: SCHEMAS.checkout }, async function checkout(request, reply) {
-    const price = (request.body as { price?: unknown } | null)?.price;
+    // The schema has made it an object with a string price (a number is coerced, anything else a 400).
+    const { price } = request.body as { price: string };
     const back = returnOf(request.body, deps.portalBillingUrl);
     if (back === false) return sendError(reply, 'badRequest');
     const owner = await ownerOf(request, deps.memberships);
     if ('code' in owner) return sendDenial(reply, owner);
     try {
-      const outcome = await deps.billing.checkout(owner, typeof price === 'string' ? price : '', back);
+      const outcome = await deps.billing.checkout(owner, price, back);
       return 'error' in outcome ? sendError(reply, outcome.error) : { url: outcome.url };
     } catch (err) {
       return answerStripeFailure(reply, err, 'paymentUnavailable');
@@ -141,12 +143,12 @@ export async function billingRoutes(app: FastifyInstance, deps: BillingRoutesDep
   });
 
   await app.register(async function rawBody(webhook) {
-    webhook.removeAllContentTypeParsers();
+    // In place of the listener's one parser, '*' (listener/basics.ts): the bytes, as they came.
     webhook.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
     webhook.post('/stripe/webhook', { schema: SCHEMAS.webhook }, async function stripeWebhook(request, reply) {
       const raw = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
-      const signature = request.headers['stripe-signature'];
-      const event = deps.stripe.verify(raw, typeof signature === 'string' ? signature : undefined);
+      // A string or absent: Node joins a repeated header of this name into one.
+      const event = deps.stripe.verify(raw, request.headers['stripe-signature'] as string | undefined);
       if (!event) return sendError(reply, 'signatureInvalid');
       try {
         const outcome = await deps.billing.apply(event);

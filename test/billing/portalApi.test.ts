@@ -4,6 +4,7 @@
 // customer_id) for a user and for an organization's owner only; `"return": "portal"` sending
 // Stripe back to the portal's billing page, and 400 where no portal is enabled.
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { StorageUnavailableError } from '../../src/errors/index.js';
 import { docsExample } from '../helpers/docs.js';
 import { bearer, closeSql, describeWithServices, makeUser, sql, startTestGateway, testConfigFromYaml, type TestGateway, type TestUser } from '../helpers/gateway.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
@@ -15,6 +16,7 @@ const SECRET = 'whsec_dGVzdC1zZWNyZXQtb2YtdGhlLWVuZHBvaW50';
 const PORTAL = 'portal:\n  enabled: true\n  publicUrl: https://portal.example.com\n  product: { name: Acme API }\n';
 const BILLING_PAGE = 'https://portal.example.com/portal/billing';
 const BAD_REQUEST = '{"error":"Requête invalide","code":"bad_request"}';
+const logged = (gw: TestGateway, msg: string) => gw.logs.map((line) => JSON.parse(line) as Record<string, unknown>).filter((line) => line.msg === msg);
 
 describeWithServices('billing for the portal (CONTRACT §30)', () => {
   let a: TestGateway;
@@ -123,6 +125,50 @@ describeWithServices('billing for the portal (CONTRACT §30)', () => {
     expect((await subscription(b, { ...bearer(stranger.access), 'Gateway-Org': String(org) })).text).toBe('{"error":"Organisation introuvable","code":"org_not_found"}');
     // The owner acting for themselves sees their own (none).
     expect((await subscription(b, bearer(owner.access))).json).toEqual({ subscriptions: [], plan_source: 'default', grace_ends_at: null });
+  });
+
+  it('the portal\'s return on the portal session too; any other return, or a Gateway-Org that is no id, is 400 before Stripe is asked', async () => {
+    const user = await makeUser(a);
+    await subscribe(bearer(user.access), 'active', 'back');
+    expect((await a.post('/api/v1/billing/portal', { return: 'portal' }, { headers: bearer(user.access) })).status).toBe(200);
+    expect(formOfLast('/v1/billing_portal/sessions')).toMatchObject({ return_url: BILLING_PAGE });
+    const calls = stripe.calls.length;
+    for (const [path, body] of [['/api/v1/billing/checkout', { price: 'price_premium_monthly', return: 'home' }], ['/api/v1/billing/portal', { return: '' }]] as const) {
+      const res = await a.post(path, body, { headers: bearer(user.access) });
+      expect([res.status, res.text], path).toEqual([400, BAD_REQUEST]);
+    }
+    for (const path of ['/api/v1/billing/checkout', '/api/v1/billing/portal']) {
+      const res = await a.post(path, { price: 'price_premium_monthly' }, { headers: { ...bearer(user.access), 'Gateway-Org': 'acme' } });
+      expect([res.status, res.text], path).toEqual([400, BAD_REQUEST]);
+    }
+    expect((await subscription(a, { ...bearer(user.access), 'Gateway-Org': 'acme' })).text).toBe(BAD_REQUEST);
+    expect(stripe.calls).toHaveLength(calls);
+    // No body at all: the portal for the owner's customer, back to the configured URL.
+    expect((await a.request('POST', '/api/v1/billing/portal', { headers: bearer(user.access) })).status).toBe(200);
+    expect(formOfLast('/v1/billing_portal/sessions')).toMatchObject({ return_url: 'https://app.example.com/billing' });
+    const none = await makeUser(a);
+    expect((await a.request('POST', '/api/v1/billing/portal', { headers: bearer(none.access) })).text).toBe('{"error":"Aucun abonnement","code":"subscription_none"}');
+  });
+
+  it('each event applied is logged with its id, type and outcome; a Stripe failure is 503 payment_unavailable and logged; a storage failure stays the storage\'s', async () => {
+    const user = await makeUser(a);
+    await subscribe(bearer(user.access), 'active', 'logged');
+    expect(logged(a, 'billing: Stripe event').at(-1)).toMatchObject({ type: 'checkout.session.completed', outcome: 'applied', eventId: expect.stringMatching(/^evt_/) });
+    const other = await makeUser(a);
+    stripe.failNext(1);
+    const failed = await a.post('/api/v1/billing/checkout', { price: 'price_premium_monthly' }, { headers: bearer(other.access) });
+    expect([failed.status, failed.json.code]).toEqual([503, 'payment_unavailable']);
+    expect(logged(a, 'billing: Stripe call failed').at(-1)).toMatchObject({ err: 'Stripe call failed: the fake was told to fail' });
+    const db = a.services.db;
+    const query = db.query.bind(db);
+    db.query = ((text: string, params?: unknown[]) => /FROM billing_subscriptions/.test(text)
+      ? Promise.reject(new StorageUnavailableError(new Error('the test\'s outage'))) : query(text, params)) as typeof db.query;
+    try {
+      const down = await a.post('/api/v1/billing/checkout', { price: 'price_premium_monthly' }, { headers: bearer(other.access) });
+      expect([down.status, down.json.code]).toEqual([503, 'service_unavailable']);
+    } finally {
+      db.query = query;
+    }
   });
 
   it('`"return": "portal"` without an enabled portal is 400 Requête invalide, and nothing is asked of Stripe', async () => {
