@@ -109,6 +109,24 @@ describeWithServices('metered overage reported to a Stripe meter', () => {
     expect(sent[0]! + sent[1]!).toBeGreaterThanOrEqual(events.length);
   });
 
+  it('an owner past its allowance without a Stripe customer: its uses wait, warned once an instance, and are reported once it has one', async () => {
+    const user = await makeUser(a, { plan: 'premium' });
+    const m = marker();
+    for (let i = 0; i < 5; i++) expect((await use(i % 2 ? a : b, user, m)).status).toBe(200);
+    const warnings = (gw: TestGateway) => gw.logs.map((line) => JSON.parse(line) as Record<string, unknown>)
+      .filter((line) => line.msg === 'metered usage: an owner has uses past its allowance but no Stripe customer; they wait');
+    const pass = () => Promise.all([a, b].map((gw) => gw.services.billing!.meter!.report()));
+    await expect.poll(async () => { await pass(); return [...warnings(a), ...warnings(b)]; }, { timeout: 25_000, interval: 500 })
+      .toEqual(expect.arrayContaining([expect.objectContaining({ level: 40, userId: user.id })]));
+    await pass();
+    expect([warnings(a).length, warnings(b).length].every((n) => n <= 1)).toBe(true);
+    expect(await deliveries(user.id)).toEqual([]);
+    expect(await sql('SELECT count(*)::int AS n FROM metered_uses WHERE user_id = $1 AND delivery_id IS NULL', [user.id])).toEqual([{ n: 2 }]);
+    const customer = `cus_${randomBytes(6).toString('hex')}`;
+    await sql("INSERT INTO billing_customers (owner_type, owner_id, stripe_customer_id) VALUES ('user', $1, $2)", [user.id, customer]);
+    await expect.poll(() => reported(customer), { timeout: 25_000, interval: 500 }).toBe(2);
+  });
+
   it('records exactly the uses past the allowance of parallel requests on two instances, and reports exactly those', async () => {
     const user = await payer();
     const m = marker();
