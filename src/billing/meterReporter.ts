@@ -89,7 +89,6 @@ export class MeterReporter {
         }
         return n;
       });
-      if (queued) this.deps.log.debug({ queued }, 'metered usage: meter events queued');
       this.lastPassAt = Date.now();
       return queued;
     } catch (err) {

@@ -9,6 +9,7 @@
 // database another file's gateway could, and one killed holding a claim would delay a report).
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { StorageUnavailableError } from '../../src/errors/index.js';
 import { docsExample } from '../helpers/docs.js';
 import {
   bearer, closeSql, describeWithServices, makeUser, marker, startTestGateway, testConfigFromYaml, throwawayDatabase, type TestGateway, type TestUser, type ThrowawayDatabase,
@@ -64,6 +65,10 @@ describeWithServices('metered overage reported to a Stripe meter', () => {
     return stripe.meterSum(customer);
   };
   const eventsOf = (customer: string) => stripe.meterEvents.filter((e) => e.payload.stripe_customer_id === customer);
+  const pass = () => Promise.all([a, b].map((gw) => gw.services.billing!.meter!.report()));
+  const logged = (gw: TestGateway, msg: string) => gw.logs.map((line) => JSON.parse(line) as Record<string, unknown>).filter((line) => line.msg === msg);
+  const WAITING = 'metered usage: an owner has uses past its allowance but no Stripe customer; they wait';
+  const marks = async (id: number) => (await sql<{ mark: string | null }>('SELECT delivery_id AS mark FROM metered_uses WHERE user_id = $1 ORDER BY id', [id])).map((r) => r.mark);
   const deliveries = (id: number) => sql<{ id: string; status: string; attempts: number }>(
     "SELECT id, status, attempts FROM webhook_deliveries WHERE user_id = $1 AND type = 'stripe.meter_event' ORDER BY created_at", [id]);
 
@@ -113,19 +118,61 @@ describeWithServices('metered overage reported to a Stripe meter', () => {
     const user = await makeUser(a, { plan: 'premium' });
     const m = marker();
     for (let i = 0; i < 5; i++) expect((await use(i % 2 ? a : b, user, m)).status).toBe(200);
-    const warnings = (gw: TestGateway) => gw.logs.map((line) => JSON.parse(line) as Record<string, unknown>)
-      .filter((line) => line.msg === 'metered usage: an owner has uses past its allowance but no Stripe customer; they wait');
-    const pass = () => Promise.all([a, b].map((gw) => gw.services.billing!.meter!.report()));
+    const warnings = (gw: TestGateway) => logged(gw, WAITING);
     await expect.poll(async () => { await pass(); return [...warnings(a), ...warnings(b)]; }, { timeout: 25_000, interval: 500 })
       .toEqual(expect.arrayContaining([expect.objectContaining({ level: 40, userId: user.id })]));
-    await pass();
-    expect([warnings(a).length, warnings(b).length].every((n) => n <= 1)).toBe(true);
+    // More passes, each instance on its own (each finds the records again), warn no more.
+    for (const gw of [a, a, b, b]) await gw.services.billing!.meter!.report();
+    expect([warnings(a).length, warnings(b).length]).toEqual([1, 1]);
     expect(await deliveries(user.id)).toEqual([]);
     expect(await sql('SELECT count(*)::int AS n FROM metered_uses WHERE user_id = $1 AND delivery_id IS NULL', [user.id])).toEqual([{ n: 2 }]);
     const customer = `cus_${randomBytes(6).toString('hex')}`;
     await sql("INSERT INTO billing_customers (owner_type, owner_id, stripe_customer_id) VALUES ('user', $1, $2)", [user.id, customer]);
     await expect.poll(() => reported(customer), { timeout: 25_000, interval: 500 }).toBe(2);
   });
+
+  it('a month whose uses past the allowance were all refunded bills nothing: marked refunded, with a customer or without one, and no warning', async () => {
+    const payerOf = await payer();
+    const without = await makeUser(a, { plan: 'premium' });
+    const m = marker();
+    for (const user of [payerOf, without]) {
+      for (let i = 0; i < 3; i++) expect((await use(a, user, m)).status).toBe(200);
+      for (let i = 0; i < 2; i++) expect((await use(b, user, `${m}-503`)).status).toBe(503);
+    }
+    await expect.poll(async () => { await pass(); return [await marks(payerOf.id), await marks(without.id)]; }, { timeout: 25_000, interval: 500 })
+      .toEqual([['refunded', 'refunded'], ['refunded', 'refunded']]);
+    expect([eventsOf(payerOf.customer), await deliveries(payerOf.id), await deliveries(without.id)]).toEqual([[], [], []]);
+    expect([...logged(a, WAITING), ...logged(b, WAITING)].filter((line) => line.userId === without.id)).toEqual([]);
+  });
+
+  it('a pass the database fails answers 0, says why and keeps the last pass\'s time; two passes asked at once are one', async () => {
+    const meter = a.services.billing!.meter!;
+    expect(meter.report()).toBe(meter.report());
+    await meter.report();
+    const last = meter.lastPassAt;
+    const db = a.services.db;
+    const transaction = db.transaction.bind(db);
+    db.transaction = (() => Promise.reject(new StorageUnavailableError(new Error('the test\'s outage')))) as typeof db.transaction;
+    try {
+      expect(await meter.report()).toBe(0);
+    } finally {
+      db.transaction = transaction;
+    }
+    expect(meter.lastPassAt).toBe(last);
+    expect(logged(a, 'metered usage: records could not be taken; tried again at the next pass').at(-1))
+      .toMatchObject({ level: 40, err: { type: 'StorageUnavailableError', message: expect.stringMatching(/^storage unavailable: the test's outage/) } });
+    await expect.poll(async () => { await meter.report(); return meter.lastPassAt; }).toBeGreaterThan(last);
+  });
+
+  it('reports on its own, every 15 seconds, once the uses are settled (never before: a pass right after them finds nothing)', async () => {
+    const user = await payer();
+    const m = marker();
+    for (let i = 0; i < 4; i++) expect((await use(a, user, m)).status).toBe(200);
+    await pass();
+    expect(await marks(user.id)).toEqual([null]);
+    // No pass asked from here: the reporters' timers (15 s) after the 4 s the records take to settle.
+    await expect.poll(() => stripe.meterSum(user.customer), { timeout: 45_000, interval: 500 }).toBe(1);
+  }, 60_000);
 
   it('records exactly the uses past the allowance of parallel requests on two instances, and reports exactly those', async () => {
     const user = await payer();
