@@ -159,6 +159,9 @@ describeWithServices('billing for the portal (CONTRACT §30)', () => {
     const failed = await a.post('/api/v1/billing/checkout', { price: 'price_premium_monthly' }, { headers: bearer(other.access) });
     expect([failed.status, failed.json.code]).toEqual([503, 'payment_unavailable']);
     expect(logged(a, 'billing: Stripe call failed').at(-1)).toMatchObject({ err: 'Stripe call failed: the fake was told to fail' });
+    stripe.failNext(1);
+    const portal = await a.post('/api/v1/billing/portal', {}, { headers: bearer(user.access) });
+    expect([portal.status, portal.json.code]).toEqual([503, 'payment_unavailable']);
     const db = a.services.db;
     const query = db.query.bind(db);
     db.query = ((text: string, params?: unknown[]) => /FROM billing_subscriptions/.test(text)
