@@ -38,7 +38,7 @@ export interface MeterReporterDeps {
 
 export class MeterReporter {
   private timer: NodeJS.Timeout | undefined;
-  private running: Promise<number> | undefined;
+  private running: Promise<void> | undefined;
   private waiting = false;
   /**
    * When a pass last finished (ms since the epoch), its start until one has:
@@ -59,17 +59,16 @@ export class MeterReporter {
     await this.running;
   }
 
-  /** One pass (or the one under way): the meter events queued. Never throws; a failed pass is tried again at the next. */
-  report(): Promise<number> {
+  /** One pass (or the one under way). Never throws; a failed pass is tried again at the next. */
+  report(): Promise<void> {
     this.running ??= this.pass().finally(() => { this.running = undefined; });
     return this.running;
   }
 
-  private async pass(): Promise<number> {
+  private async pass(): Promise<void> {
     const settleMs = 2 * this.deps.longestUpstreamMs() + SETTLE_MARGIN_MS;
     try {
-      const queued = await this.deps.db.transaction(async (tx) => {
-        let n = 0;
+      await this.deps.db.transaction(async (tx) => {
         for (const batch of await takeSettled(tx, settleMs, BATCH)) {
           if (batch.value > 0 && !batch.customer) {
             if (!this.waiting) this.deps.log.warn({ userId: batch.userId, orgId: batch.orgId }, 'metered usage: an owner has uses past its allowance but no Stripe customer; they wait');
@@ -82,18 +81,14 @@ export class MeterReporter {
               payload: { stripe_customer_id: batch.customer!, value: String(batch.value) },
             };
             await insertDelivery(tx, { id: batch.identifier, userId: batch.userId, type: METER_EVENT_TYPE, body: JSON.stringify(body), maxAttempts: METER_ATTEMPTS, traceparent: null });
-            n++;
           }
           // Every use of the group refunded: marked all the same, nothing to bill.
           await markReported(tx, batch.ids, batch.value > 0 ? batch.identifier : 'refunded');
         }
-        return n;
       });
       this.lastPassAt = Date.now();
-      return queued;
     } catch (err) {
       this.deps.log.warn({ err }, 'metered usage: records could not be taken; tried again at the next pass');
-      return 0;
     }
   }
 }
