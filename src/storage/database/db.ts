@@ -161,9 +161,9 @@ export function postgresDatabase(url: string, options: PostgresOptions = {}): Da
   });
   // An idle client losing its connection must not crash the process; the next query reconnects.
   pool.on('error', () => {});
-  // Nor may a connection the pool is done with (released destroyed after a fault): a stray message
-  // reaching it later (a FATAL for the bytes a healed partition let through, seen in CI) finds no
-  // listener of the pool's or a statement's left, and unheard, an 'error' ends the process.
+  // Nor any connection between the pool's listener and a statement's (one released destroyed
+  // after a fault, say): a stray message reaching it (a FATAL as a partition healed, seen in CI)
+  // is an 'error' event, and unheard, one ends the process.
   pool.on('connect', (client) => client.on('error', () => {}));
   const stats: StorageStats = { inDoubtCommits: 0 };
   const connection = { pool, hosts, stats, onInDoubt: options.onInDoubt };
