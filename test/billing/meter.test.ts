@@ -12,7 +12,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { StorageUnavailableError } from '../../src/errors/index.js';
 import { docsExample } from '../helpers/docs.js';
 import {
-  bearer, closeSql, describeWithServices, makeUser, marker, startTestGateway, testConfigFromYaml, throwawayDatabase, type TestGateway, type TestUser, type ThrowawayDatabase,
+  bearer, closeSql, describeWithServices, loggedLines, makeUser, marker, startTestGateway, testConfigFromYaml, throwawayDatabase, type TestGateway, type TestUser, type ThrowawayDatabase,
 } from '../helpers/gateway.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import { startStripeFake, type StripeFake } from '../helpers/stripeFake.js';
@@ -66,7 +66,6 @@ describeWithServices('metered overage reported to a Stripe meter', () => {
   };
   const eventsOf = (customer: string) => stripe.meterEvents.filter((e) => e.payload.stripe_customer_id === customer);
   const pass = () => Promise.all([a, b].map((gw) => gw.services.billing!.meter!.report()));
-  const logged = (gw: TestGateway, msg: string) => gw.logs.map((line) => JSON.parse(line) as Record<string, unknown>).filter((line) => line.msg === msg);
   const WAITING = 'metered usage: an owner has uses past its allowance but no Stripe customer; they wait';
   const marks = async (id: number) => (await sql<{ mark: string | null }>('SELECT delivery_id AS mark FROM metered_uses WHERE user_id = $1 ORDER BY id', [id])).map((r) => r.mark);
   const deliveries = (id: number) => sql<{ id: string; status: string; attempts: number }>(
@@ -118,7 +117,7 @@ describeWithServices('metered overage reported to a Stripe meter', () => {
     const user = await makeUser(a, { plan: 'premium' });
     const m = marker();
     for (let i = 0; i < 5; i++) expect((await use(i % 2 ? a : b, user, m)).status).toBe(200);
-    const warnings = (gw: TestGateway) => logged(gw, WAITING);
+    const warnings = (gw: TestGateway) => loggedLines(gw, WAITING);
     await expect.poll(async () => { await pass(); return [...warnings(a), ...warnings(b)]; }, { timeout: 25_000, interval: 500 })
       .toEqual(expect.arrayContaining([expect.objectContaining({ level: 40, userId: user.id })]));
     // More passes, each instance on its own (each finds the records again), warn no more.
@@ -145,7 +144,7 @@ describeWithServices('metered overage reported to a Stripe meter', () => {
     await expect.poll(async () => { await pass(); return [await marks(payerOf.id), await marks(without.id)]; }, { timeout: 25_000, interval: 500 })
       .toEqual([['refunded', 'refunded'], ['refunded', 'refunded']]);
     expect([eventsOf(payerOf.customer), await deliveries(payerOf.id), await deliveries(without.id)]).toEqual([[], [], []]);
-    expect([...logged(a, WAITING), ...logged(b, WAITING)].filter((line) => line.userId === without.id)).toEqual([]);
+    expect([...loggedLines(a, WAITING), ...loggedLines(b, WAITING)].filter((line) => line.userId === without.id)).toEqual([]);
   });
 
   it('a pass the database fails says why and keeps the last pass\'s time; two passes asked at once are one', async () => {
@@ -162,7 +161,7 @@ describeWithServices('metered overage reported to a Stripe meter', () => {
       db.transaction = transaction;
     }
     expect(meter.lastPassAt).toBe(last);
-    expect(logged(a, 'metered usage: records could not be taken; tried again at the next pass').at(-1))
+    expect(loggedLines(a, 'metered usage: records could not be taken; tried again at the next pass').at(-1))
       .toMatchObject({ level: 40, err: { type: 'StorageUnavailableError', message: expect.stringMatching(/^storage unavailable: the test's outage/) } });
     await expect.poll(async () => { await meter.report(); return meter.lastPassAt; }).toBeGreaterThan(last);
   });

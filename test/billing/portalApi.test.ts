@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { StorageUnavailableError } from '../../src/errors/index.js';
 import { docsExample } from '../helpers/docs.js';
-import { bearer, closeSql, describeWithServices, makeUser, sql, startTestGateway, testConfigFromYaml, type TestGateway, type TestUser } from '../helpers/gateway.js';
+import { bearer, closeSql, describeWithServices, loggedLines, makeUser, sql, startTestGateway, testConfigFromYaml, type TestGateway, type TestUser } from '../helpers/gateway.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import { startSmtpCatcher, type SmtpCatcher } from '../helpers/smtp.js';
 import { signedEvent, startStripeFake, type StripeFake } from '../helpers/stripeFake.js';
@@ -16,7 +16,6 @@ const SECRET = 'whsec_dGVzdC1zZWNyZXQtb2YtdGhlLWVuZHBvaW50';
 const PORTAL = 'portal:\n  enabled: true\n  publicUrl: https://portal.example.com\n  product: { name: Acme API }\n';
 const BILLING_PAGE = 'https://portal.example.com/portal/billing';
 const BAD_REQUEST = '{"error":"Requête invalide","code":"bad_request"}';
-const logged = (gw: TestGateway, msg: string) => gw.logs.map((line) => JSON.parse(line) as Record<string, unknown>).filter((line) => line.msg === msg);
 
 describeWithServices('billing for the portal (CONTRACT §30)', () => {
   let a: TestGateway;
@@ -153,12 +152,12 @@ describeWithServices('billing for the portal (CONTRACT §30)', () => {
   it('each event applied is logged with its id, type and outcome; a Stripe failure is 503 payment_unavailable and logged; a storage failure stays the storage\'s', async () => {
     const user = await makeUser(a);
     await subscribe(bearer(user.access), 'active', 'logged');
-    expect(logged(a, 'billing: Stripe event').at(-1)).toMatchObject({ type: 'checkout.session.completed', outcome: 'applied', eventId: expect.stringMatching(/^evt_/) });
+    expect(loggedLines(a, 'billing: Stripe event').at(-1)).toMatchObject({ type: 'checkout.session.completed', outcome: 'applied', eventId: expect.stringMatching(/^evt_/) });
     const other = await makeUser(a);
     stripe.failNext(1);
     const failed = await a.post('/api/v1/billing/checkout', { price: 'price_premium_monthly' }, { headers: bearer(other.access) });
     expect([failed.status, failed.json.code]).toEqual([503, 'payment_unavailable']);
-    expect(logged(a, 'billing: Stripe call failed').at(-1)).toMatchObject({ err: 'Stripe call failed: the fake was told to fail' });
+    expect(loggedLines(a, 'billing: Stripe call failed').at(-1)).toMatchObject({ err: 'Stripe call failed: the fake was told to fail' });
     stripe.failNext(1);
     const portal = await a.post('/api/v1/billing/portal', {}, { headers: bearer(user.access) });
     expect([portal.status, portal.json.code]).toEqual([503, 'payment_unavailable']);

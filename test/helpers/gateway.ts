@@ -15,6 +15,7 @@ import type { LookupAll } from '../../src/webhooks/ssrf.js';
 import { PG_TYPES, type Database } from '../../src/storage/database/db.js';
 import { request, type HttpResponse, type RequestOptions } from './http.js';
 import { sparePort } from './ports.js';
+import { logLines } from './cli.js';
 
 export const testServices = inject('services');
 /** The certificate every webhook receiver of the tests presents, and every test gateway trusts (globalSetup.ts). */
@@ -134,6 +135,11 @@ export function testConfig(overrides: Raw = {}): Config {
 }
 
 /** Redis keys of this test alone (cleaned with the run's prefix by globalSetup). */
+/** A test gateway's log lines whose message is `msg`, parsed (cli.ts's logLines). */
+export function loggedLines(gw: { logs: string[] }, msg: string) {
+  return logLines(gw.logs.join('')).filter((line) => line.msg === msg);
+}
+
 export const ownRedisPrefix = (tag: string) => `${testServices!.redisPrefix}${tag}-${randomBytes(4).toString('hex')}:`;
 
 export interface TestGateway extends RunningGateway {
