@@ -2,14 +2,13 @@
 // call: what each call sends Stripe (the double records the form), what it reads back, how each
 // failure is named, and which webhook signatures it takes. No database: the end-to-end billing
 // tests drive the same client through the routes.
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import Stripe from 'stripe';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { STRIPE_API_VERSION } from '../../src/config/schema/billing.js';
 import { SIGNATURE_TOLERANCE_S, StripeGateway, StripeUnavailable, idOf, ownerReference } from '../../src/billing/stripe.js';
 import type { BillingConfig } from '../../src/config/schema/billing.js';
 import { startStripeFake, type StripeFake } from '../../src/stripeFake/index.js';
+import { startEchoUpstream, type Hit } from '../helpers/echoUpstream.js';
 
 const SECRETS = ['whsec_Z2F0ZXdheS1vbGQtc2VjcmV0LWZvci10ZXN0cw', 'whsec_Z2F0ZXdheS1uZXctc2VjcmV0LWZvci10ZXN0cw'];
 
@@ -21,19 +20,17 @@ const config = (overrides: Partial<BillingConfig['stripe']> = {}): BillingConfig
 });
 const lastCall = () => fake.calls[fake.calls.length - 1]!;
 
-/** A Stripe that answers every request with `status` and `body` (the answers the double never gives), keeping each request's headers. */
-async function scripted<T>(status: number, body: unknown, fn: (url: string, requests: http.IncomingHttpHeaders[]) => Promise<T>): Promise<T> {
-  const requests: http.IncomingHttpHeaders[] = [];
-  const server = http.createServer((req, res) => {
-    requests.push(req.headers);
-    req.resume().on('end', () => res.writeHead(status, { 'content-type': 'application/json', 'request-id': `req_${requests.length}` }).end(JSON.stringify(body)));
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+/** A Stripe that answers every request with `status` and `body` (the answers the double never gives); its hits keep each request. */
+async function scripted<T>(status: number, body: unknown, fn: (url: string, hits: Hit[]) => Promise<T>): Promise<T> {
+  const stripe = await startEchoUpstream();
+  stripe.handle = (_req, res) => {
+    res.writeHead(status, { 'content-type': 'application/json', 'request-id': `req_${stripe.hits.length}` }).end(JSON.stringify(body));
+    return true;
+  };
   try {
-    return await fn(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, requests);
+    return await fn(stripe.url, stripe.hits);
   } finally {
-    server.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
+    await stripe.close();
   }
 }
 const stripeError = (message: string, code?: string) => ({ error: { type: 'invalid_request_error', message, ...(code ? { code } : {}) } });
@@ -114,11 +111,11 @@ describe('the Stripe client\'s calls', () => {
   });
 
   it('speaks the pinned API version and sends no telemetry of its earlier calls', async () => {
-    await scripted(200, { id: 'bps_1', object: 'billing_portal.session', url: 'https://billing.stripe.com/p/session/bps_1' }, async (apiBase, requests) => {
+    await scripted(200, { id: 'bps_1', object: 'billing_portal.session', url: 'https://billing.stripe.com/p/session/bps_1' }, async (apiBase, hits) => {
       const stripe = new StripeGateway(config({ apiBase }));
       await stripe.portalSession('cus_1');
       await stripe.portalSession('cus_1');
-      expect(requests.map((h) => [h['stripe-version'], h['x-stripe-client-telemetry']])).toEqual([[STRIPE_API_VERSION, undefined], [STRIPE_API_VERSION, undefined]]);
+      expect(hits.map(({ headers: h }) => [h['stripe-version'], h['x-stripe-client-telemetry']])).toEqual([[STRIPE_API_VERSION, undefined], [STRIPE_API_VERSION, undefined]]);
     });
   });
 
