@@ -126,6 +126,7 @@ describeWithServices('SAML enforcement', () => {
     // Alice's session ended; the owner's (the changer's) goes on.
     expect((await gw.post('/api/v1/auth/refresh', { refresh_token: session.json.refresh_token })).status).toBe(401);
     expect((await gw.post('/api/v1/auth/refresh', { refresh_token: c.owner.refresh })).status).toBe(200);
+    expect(await sql('SELECT DISTINCT revoked_reason FROM refresh_tokens WHERE user_id = $1', [aliceId])).toEqual([{ revoked_reason: 'sso_enforce' }]);
     const [changed] = await sql<{ data: Record<string, unknown> }>("SELECT data FROM audit_events WHERE type = 'sso.enforce_changed' AND data->>'org_id' = $1", [String(c.orgId)]);
     expect(changed!.data).toMatchObject({ enforce: true, revoked_sessions: 1 });
 

@@ -5,7 +5,7 @@
 import { X509Certificate } from 'node:crypto';
 import { domainToASCII } from 'node:url';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { bearer, claims, closeSql, describeWithServices, makeUser, sql, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { bearer, claims, closeSql, describeWithServices, loggedLines, makeUser, sql, startTestGateway, type TestGateway } from '../helpers/gateway.js';
 import { idpMetadata, responseXml, signAssertion } from '../helpers/samlIdp.js';
 import { authenticator } from '../helpers/totp.js';
 import { connect, fragmentOf, goodSpec, postAcs, RETURN_TO, signIn, ssoConfig, startSignIn, verifyDomain } from './samlHelpers.js';
@@ -38,6 +38,9 @@ describeWithServices('SAML connections and sign-in', () => {
     // The private key is stored encrypted, never as PEM.
     const [row] = await sql<{ sp_key_encrypted: string }>('SELECT sp_key_encrypted FROM saml_connections WHERE id = $1', [c.connection.id]);
     expect(row!.sp_key_encrypted).not.toContain('PRIVATE KEY');
+    // The SP's certificate names the connection it is for.
+    const [sp] = await sql<{ sp_certificate: string }>('SELECT sp_certificate FROM saml_connections WHERE id = $1', [c.connection.id]);
+    expect(new X509Certificate(sp!.sp_certificate).subject).toBe(`CN=auth-gateway SAML ${c.connection.id}`);
     // A second PUT keeps the id (the IdP imported the SP metadata).
     const again = await gw.request('PUT', `/api/v1/orgs/${c.orgId}/sso/saml`, { headers: bearer(c.owner.access), json: { metadata_xml: idpMetadata(c.entityId, 'https://idp.example.test/sso', [c.keys]), allowJit: false } });
     expect([again.status, again.json.id, again.json.allowJit, again.json.roleMapping]).toEqual([200, c.connection.id, false, { admins: 'admin' }]);
@@ -68,6 +71,53 @@ describeWithServices('SAML connections and sign-in', () => {
     expect([gone.status, gone.json.code]).toEqual([404, 'sso_connection_not_found']);
     const events = await sql<{ type: string }>("SELECT type FROM audit_events WHERE data->>'org_id' = $1 AND type LIKE 'sso.%' ORDER BY id", [String(c.orgId)]);
     expect(events.map((e) => e.type)).toEqual(['sso.connection_updated', 'sso.connection_updated', 'sso.connection_updated', 'sso.connection_deleted']);
+  });
+
+  it('PUT and DELETE are the owner\'s alone (an admin reads); metadata of 1 to 262,144 characters; a refusal logged with its reason; ids that are none are 404', async () => {
+    const c = await connect(gw);
+    const url = `/api/v1/orgs/${c.orgId}/sso/saml`;
+    const admin = await makeUser(gw);
+    await sql('UPDATE users SET email_verified_at = now() WHERE id = $1', [admin.id]);
+    await sql("INSERT INTO memberships (org_id, user_id, role) VALUES ($1, $2, 'admin')", [c.orgId, admin.id]);
+    const good = idpMetadata(c.entityId, 'https://idp.example.test/sso', [c.keys]);
+    const asAdmin = { headers: bearer(admin.access) };
+    expect((await gw.get(url, asAdmin)).json.id).toBe(c.connection.id);
+    const replaced = await gw.request('PUT', url, { ...asAdmin, json: { metadata_xml: good, enforce: true } });
+    expect([replaced.status, replaced.json.code]).toEqual([403, 'role_insufficient']);
+    const removed = await gw.request('DELETE', url, asAdmin);
+    expect([removed.status, removed.json.code]).toEqual([403, 'role_insufficient']);
+    expect(await sql("SELECT settings->>'enforce' AS enforce FROM saml_connections WHERE org_id = $1", [c.orgId])).toEqual([{ enforce: 'false' }]);
+
+    // The metadata's size: up to 256 KiB (whitespace after the root is XML's), not one more, never empty.
+    const put = (metadata_xml: string) => gw.request('PUT', url, { headers: bearer(c.owner.access), json: { metadata_xml } });
+    const largest = good + ' '.repeat(256 * 1024 - good.length);
+    expect((await put(largest)).status).toBe(200);
+    for (const bad of [`${largest} `, '']) expect([(await put(bad)).status, bad.length]).toEqual([400, bad.length]);
+    // A body that is no object, metadata that is no string: 400 before anything is read.
+    for (const json of [null, [good], good, { metadata_xml: 5 }, { metadata_xml: [good] }]) {
+      const res = await gw.request('PUT', url, { headers: bearer(c.owner.access), json });
+      expect([res.status, res.json.code], JSON.stringify(json).slice(0, 40)).toEqual([400, 'bad_request']);
+    }
+    // Metadata refused: 400, and the reason in the log line, never in the answer (a size or a
+    // shape refused above is said by the 400 alone: no metadata was read).
+    const refusal = await put(good.replace(/<md:KeyDescriptor[\s\S]*<\/md:KeyDescriptor>/, ''));
+    expect([refusal.status, refusal.json]).toEqual([400, { error: 'Requête invalide', code: 'bad_request' }]);
+    expect(loggedLines(gw, 'SAML metadata refused').filter((line) => line.org === c.orgId).map((line) => line.reason)).toEqual(['no signing certificate']);
+    // Settings the PUT cannot take (an owner's role mapped from a group): 400, nothing written.
+    const owners = await gw.request('PUT', url, { headers: bearer(c.owner.access), json: { metadata_xml: good, roleMapping: { bosses: 'owner' } } });
+    expect([owners.status, owners.json.code]).toEqual([400, 'bad_request']);
+    expect(await sql("SELECT settings->'roleMapping' AS mapping FROM saml_connections WHERE org_id = $1", [c.orgId])).toEqual([{ mapping: {} }]);
+
+    // The owner's DELETE answers its message; a second finds none.
+    const deleted = await gw.request('DELETE', url, { headers: bearer(c.owner.access) });
+    expect([deleted.status, deleted.json]).toEqual([200, { message: 'Connexion d\'organisation supprimée' }]);
+    const again = await gw.request('DELETE', url, { headers: bearer(c.owner.access) });
+    expect([again.status, again.json.code]).toEqual([404, 'sso_connection_not_found']);
+    // An id past what an organization's can be: 404 org_not_found, as an organization of another's.
+    for (const method of ['PUT', 'DELETE']) {
+      const none = await gw.request(method, '/api/v1/orgs/9999999999/sso/saml', { headers: bearer(c.owner.access), ...(method === 'PUT' ? { json: { metadata_xml: good } } : {}) });
+      expect([none.status, none.json.code], method).toEqual([404, 'org_not_found']);
+    }
   });
 
   it('a signed Response signs a new user in: JIT account with the email verified, member of the organization, a login code traded for tokens with amr ["fed"]', async () => {
