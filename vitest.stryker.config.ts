@@ -239,7 +239,8 @@ export const ROOM_TESTS: Record<string, string[]> = {
     'test/orgs/managedAccounts.test.ts', 'test/orgs/changesHereAtOnce.security.test.ts', ...SAML_TESTS, 'test/scim/provisioning.test.ts',
   ]),
   'src/orgs/domains.ts': ['test/orgs/domains.test.ts', 'test/docs/openapi.test.ts'],
-  'src/orgs/saml.ts': ['test/sso/saml.test.ts'],
+  // With enforcement's (turned on, it ends sessions) and the OpenAPI document (its three schemas).
+  'src/orgs/saml.ts': ['test/sso/saml.test.ts', 'test/sso/enforce.test.ts', 'test/docs/openapi.test.ts'],
   'src/storage/keys/orgApiKeys.ts': ['test/orgs/keys.test.ts', 'test/orgs/refusals.test.ts'],
   'src/orgActing.ts': ['test/orgs/orgActing.test.ts', ...ACTING_TESTS],
   // And organization keys': the key-org stage is theirs.
