@@ -7,7 +7,7 @@ import argon2 from 'argon2';
 import bcrypt from 'bcryptjs';
 import { afterAll, describe, expect, it } from 'vitest';
 import { HasherProcess, type HashJob, type KdfJob } from '../../src/auth/password/hasher.js';
-import { firebaseScryptHash, hashCost, hashCostClass, importedHashFormat, verifyImportedHash } from '../../src/auth/password/importedHashes.js';
+import { firebaseScryptHash, hashCost, hashCostClass, importedHashFormat, recognisedHashFormat, verifyImportedHash } from '../../src/auth/password/importedHashes.js';
 import { isNativeHash, needsRehash, Passwords } from '../../src/auth/password/passwords.js';
 
 const SALT = Buffer.from('0123456789abcdef');
@@ -139,6 +139,111 @@ describe('imported password hashes: unknown, malformed and absurd hashes are no 
   it('a derivation that fails is a mismatch, not a throw', async () => {
     const stored = VECTORS.find(([, , , format]) => format === 'scrypt')![1];
     expect(await verifyImportedHash(stored, 'scrypt phc', () => Promise.reject(new Error('hasher gone')))).toBe(false);
+  });
+});
+
+describe('imported password hashes: each part of each format, alone at fault or at its bound', () => {
+  const bytes = (n: number) => Buffer.alloc(n, 7);
+  const P = (rounds: string, salt = phc(SALT), hash = phc(pbkdf2('x', 1000))) => `$pbkdf2-sha256$${rounds}$${salt}$${hash}`;
+  const S = (params: string, salt = phc(SALT), hash = phc(scrypt('x', 10))) => `$scrypt$${params}$${salt}$${hash}`;
+  const D = (hash: string) => `pbkdf2_sha256$260000$seasalt$${hash}`;
+  const A = (params: string) => `$argon2id$v=19$${params}$c29tZXNhbHQ$RdescudvJCsgt3ub+b+dWRWJTmaaJObG`;
+  const KEY = unpadded(FIREBASE.signerKey);
+  const F = (params: string, salt = unpadded(FIREBASE.salt), hash = unpadded(FIREBASE.hash)) => `$firebase-scrypt$${params}$${salt}$${hash}`;
+  const fp = (sep = 'Bw', key = KEY, rounds = '8', mem = '14') => `rounds=${rounds},mem=${mem},sep=${sep},key=${key}`;
+  // Base64 of a length base64 can have, one character outside its alphabet at the start or the end.
+  const badFirst = (b64: string) => `*${b64.slice(1)}`;
+  const badLast = (b64: string) => `${b64.slice(0, -1)}*`;
+  /** A Firebase hash of fields of about 1,000 bytes, its salt and separator sized to make it `length` characters long. */
+  const firebaseOfLength = (length: number) => {
+    const key = phc(bytes(1000));
+    for (let salt = 998; salt <= 1000; salt++) {
+      for (let n = 1; n <= 100; n++) {
+        const stored = F(fp(phc(bytes(n)), key), phc(bytes(salt)), key);
+        if (stored.length === length) return stored;
+      }
+    }
+    throw new Error(`no Firebase hash of ${length} characters`);
+  };
+
+  // [what is at fault, the hash, what recognisedHashFormat (the shape alone, no bounds) says]
+  const faults: Array<[string, string, string | undefined]> = [
+    ['bcrypt: a character after its 53', `${VECTORS[0]![1]}x`, undefined],
+    ['argon2: a character after the digest', `${A('m=65536,t=3,p=4')}*`, undefined],
+    ['Django: a character after the hash', `${D(VECTORS[6]![1].split('$')[3]!)}*`, undefined],
+    ['Django: a hash of 45 base64 characters', D('A'.repeat(45)), undefined],
+    ['Django: a hash of 45 base64 characters, padded', D(`${'A'.repeat(45)}==`), undefined],
+    ['PBKDF2: rounds neither a number nor i=', P('x'), undefined],
+    ['PBKDF2: rounds a number, then more', P('1000x'), undefined],
+    ['PBKDF2: i= without a number', P('i='), undefined],
+    ['PBKDF2: a field after the hash', `${P('i=1000')}$AAAA`, undefined],
+    ['PBKDF2: no hash', `$pbkdf2-sha256$i=1000$${phc(SALT)}`, undefined],
+    ['PBKDF2: a salt of 5 characters', P('i=1000', 'AAAAA'), undefined],
+    ['PBKDF2: the salt\'s first character', P('i=1000', badFirst(phc(SALT))), undefined],
+    ['PBKDF2: the salt\'s last character', P('i=1000', badLast(phc(SALT))), undefined],
+    ['PBKDF2: the hash\'s first character', P('i=1000', phc(SALT), badFirst(phc(pbkdf2('x', 1000)))), undefined],
+    ['PBKDF2: the hash\'s last character', P('i=1000', phc(SALT), badLast(phc(pbkdf2('x', 1000)))), undefined],
+    ['scrypt: a parameter with two values', S('ln=10=1,r=8,p=1'), undefined],
+    ['scrypt: a parameter without a name', S('=10,r=8,p=1'), undefined],
+    ['scrypt: a parameter that is no number', S('ln=x,r=8,p=1'), undefined],
+    ['scrypt: a parameter twice', S('ln=10,ln=10,r=8,p=1'), undefined],
+    ['scrypt: p missing', S('ln=10,r=8'), undefined],
+    ['scrypt: no hash', `$scrypt$ln=10,r=8,p=1$${phc(SALT)}`, undefined],
+    ['scrypt: the salt\'s first character', S('ln=10,r=8,p=1', badFirst(phc(SALT))), undefined],
+    ['scrypt: the salt\'s last character', S('ln=10,r=8,p=1', badLast(phc(SALT))), undefined],
+    ['Firebase: the salt\'s first character', F(fp(), badFirst(unpadded(FIREBASE.salt))), undefined],
+    ['Firebase: the salt\'s last character', F(fp(), badLast(unpadded(FIREBASE.salt))), undefined],
+    ['Firebase: the hash\'s first character', F(fp(), undefined, badFirst(unpadded(FIREBASE.hash))), undefined],
+    ['Firebase: the hash\'s last character', F(fp(), undefined, badLast(unpadded(FIREBASE.hash))), undefined],
+    ['Firebase: the separator\'s first character', F(fp('*w')), undefined],
+    ['Firebase: the separator\'s last character', F(fp('B*')), undefined],
+    ['Firebase: the key\'s first character', F(fp('Bw', badFirst(KEY))), undefined],
+    ['Firebase: the key\'s last character', F(fp('Bw', badLast(KEY))), undefined],
+    ['Firebase: a hash one byte shorter than the key', F(fp(), undefined, phc(bytes(63))), undefined],
+    ['Firebase: a field after the hash', `${F(fp())}$AAAA`, undefined],
+    ['Firebase: a parameter twice', F(`${fp()},rounds=8`), undefined],
+    // 'sepB': without its '=', read as a name of all but its last character and a value of all of it, it would be a separator.
+    ['Firebase: a parameter without =', F(fp().replace('sep=Bw', 'sepB')), undefined],
+    ['Firebase: a fifth parameter', F(`${fp()},x=1`), undefined],
+    ['Firebase: rounds no number', F(fp('Bw', KEY, 'x')), undefined],
+    ['Firebase: mem no number', F(fp('Bw', KEY, '8', 'x')), undefined],
+    // Well formed, beyond a bound: recognised by the import (its own refusal), checked by no login.
+    ['scrypt: 512 MiB (N = 2^19, r = 8), its work at the bound', S('ln=19,r=8,p=1'), 'scrypt'],
+    ['scrypt: work 2^23 in 128 MiB (N = 2^17, r = 8, p = 8)', S('ln=17,r=8,p=8'), 'scrypt'],
+    ['scrypt: a hash of 8 bytes', S('ln=10,r=8,p=1', phc(SALT), phc(bytes(8))), 'scrypt'],
+    ['scrypt: a salt of 1,025 bytes', S('ln=10,r=8,p=1', phc(bytes(1025))), 'scrypt'],
+    ['Firebase: rounds 9', firebaseStored({ ...FIREBASE, rounds: 9 }), 'firebase-scrypt'],
+    ['Firebase: mem 15', firebaseStored({ ...FIREBASE, memCost: 15 }), 'firebase-scrypt'],
+    ['Firebase: a key and hash of 8 bytes', F(fp('Bw', phc(bytes(8))), undefined, phc(bytes(8))), 'firebase-scrypt'],
+    ['Firebase: 4,097 characters', firebaseOfLength(4097), 'firebase-scrypt'],
+  ];
+  it.each(faults)('%s: no hash a login checks', (_name, stored, recognised) => {
+    expect(importedHashFormat(stored)).toBeUndefined();
+    expect(recognisedHashFormat(stored)).toBe(recognised);
+  });
+
+  const atBounds: Array<[string, string, string]> = [
+    ['argon2: t = 16, p = 16', A('m=65536,t=16,p=16'), 'argon2'],
+    ['argon2: without v=', '$argon2id$m=65536,t=3,p=4$c29tZXNhbHQ$RdescudvJCsgt3ub+b+dWRWJTmaaJObG', 'argon2'],
+    ['Django: a hash of 48 bytes, no padding', D(phc(bytes(48))), 'django-pbkdf2-sha256'],
+    ['scrypt: N = 2', S('ln=1,r=8,p=1'), 'scrypt'],
+    ['scrypt: 256 MiB (N = 2^18, r = 8)', S('ln=18,r=8,p=1'), 'scrypt'],
+    ['scrypt: work 2^22 (N = 2^18, r = 8, p = 2)', S('ln=18,r=8,p=2'), 'scrypt'],
+    ['scrypt: a salt of 1,024 bytes', S('ln=10,r=8,p=1', phc(bytes(1024))), 'scrypt'],
+    ['Firebase: 4,096 characters', firebaseOfLength(4096), 'firebase-scrypt'],
+  ];
+  it.each(atBounds)('%s: checked', (_name, stored, format) => {
+    expect(importedHashFormat(stored)).toBe(format);
+  });
+
+  it('what PBKDF2 and scrypt cost grows with each parameter: iterations, 32-byte blocks of the key, N, r and p', () => {
+    const key = (n: number) => P('i=100000', phc(SALT), phc(bytes(n)));
+    expect(hashCost(key(32))).toBeCloseTo(0.85);
+    expect(hashCost(key(33))).toBeCloseTo(1.7);
+    expect(hashCost(key(64))).toBeCloseTo(1.7);
+    expect(hashCost(S('ln=14,r=8,p=1'))).toBeCloseTo(1.7);
+    expect(hashCost(S('ln=14,r=8,p=2'))).toBeCloseTo(3.4);
+    expect(hashCost(S('ln=14,r=16,p=1'))).toBeCloseTo(3.4);
   });
 });
 

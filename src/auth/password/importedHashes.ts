@@ -5,7 +5,9 @@
 // crafted row asking for scrypt with 16 GiB or a billion PBKDF2 iterations would otherwise turn
 // each login of it into a denial of service. Out of bounds, unknown or malformed: not a valid
 // hash, and the check fails as a wrong password does (never a 500). The key derivations run
-// through a `run` (the instance's hasher child, hasher.ts); comparisons are in constant time.
+// through a `run` (the instance's hasher child, hasher.ts); comparisons are in constant time
+// (timingSafeEqual: every derived key is asked at the stored one's length, and would it differ,
+// the throw is a mismatch).
 import { createCipheriv, timingSafeEqual } from 'node:crypto';
 import type { ImportedHashCost } from '../../storage/accounts/index.js';
 import { inProcess, type KdfJob } from './hasher.js';
@@ -15,11 +17,13 @@ export type ImportedHashFormat = 'bcrypt' | 'argon2' | 'scrypt' | 'pbkdf2-sha256
 /** Runs a key derivation: the instance's hasher child, or in-process (the default, outside an instance). */
 export type KdfRunner = (job: KdfJob) => Promise<string | boolean>;
 
+/** A job without its password: the password is set at the check, never kept in a parse. */
+type Unkeyed<J> = J extends unknown ? Omit<J, 'password'> : never;
+
 /** How a recognised hash is checked: the job to run and how its answer is read. */
 interface Check {
   format: ImportedHashFormat;
-  /** The password is set at the check, never kept in a parse. */
-  job: KdfJob;
+  job: Unkeyed<KdfJob>;
   /** The derived key (base64) against what was stored; absent when the job answers true/false. */
   expected?: (derived: Buffer) => boolean;
 }
@@ -70,7 +74,7 @@ export async function verifyImportedHash(stored: string, password: string, run: 
   try {
     const check = parse(stored);
     if (!check) return false;
-    const answer = await run({ ...check.job, password });
+    const answer = await run({ ...check.job, password } as KdfJob);
     if (!check.expected) return answer === true;
     return typeof answer === 'string' && check.expected(Buffer.from(answer, 'base64'));
   } catch {
@@ -135,7 +139,7 @@ const inBounds = (bounded: boolean, ...checks: Array<[number, Range]>) => !bound
 function bcrypt(stored: string, bounded: boolean): Check | undefined {
   const m = BCRYPT.exec(stored);
   if (!m || !inBounds(bounded, [Number(m[1]), HASH_BOUNDS.bcryptCost])) return undefined;
-  return { format: 'bcrypt', job: { op: 'bcrypt', hash: stored, password: '' } };
+  return { format: 'bcrypt', job: { op: 'bcrypt', hash: stored } };
 }
 
 function argon2(stored: string, bounded: boolean): Check | undefined {
@@ -144,24 +148,24 @@ function argon2(stored: string, bounded: boolean): Check | undefined {
   const [memory, time, lanes] = [Number(m[1]), Number(m[2]), Number(m[3])];
   const memoryRange = { min: 8, max: HASH_BOUNDS.argon2MemoryKiB };
   if (!inBounds(bounded, [memory, memoryRange], [time, { min: 1, max: HASH_BOUNDS.argon2Time }], [lanes, { min: 1, max: HASH_BOUNDS.argon2Parallelism }])) return undefined;
-  return { format: 'argon2', job: { op: 'verify', hash: stored, password: '' } };
+  return { format: 'argon2', job: { op: 'verify', hash: stored } };
 }
 
 /** `$scrypt$ln=<log2 N>,r=<r>,p=<p>$<salt>$<hash>` (passlib's form; PHC base64). */
 function scryptPhc(stored: string, bounded: boolean): Check | undefined {
   const [, , paramText, saltText, hashText, ...rest] = stored.split('$');
-  const params = phcParams(paramText, ['ln', 'r', 'p']);
+  const params = phcParams(paramText!, ['ln', 'r', 'p']);
   const salt = phcBase64(saltText, bounded);
   const hash = phcBase64(hashText, bounded);
   if (rest.length > 0 || !params || !salt || !hash || !keySized(hash, bounded)) return undefined;
   const job = scryptJob(salt, hash.length, 2 ** params.ln!, params.r!, params.p!, bounded);
-  return job && { format: 'scrypt', job, expected: (derived) => sameBytes(derived, hash) };
+  return job && { format: 'scrypt', job, expected: (derived) => timingSafeEqual(derived, hash) };
 }
 
 /** `$pbkdf2-sha256$i=<iterations>[,l=<length>]$<salt>$<hash>`, or passlib's `$pbkdf2-sha256$<iterations>$…`. */
 function pbkdf2Phc(stored: string, bounded: boolean): Check | undefined {
   const [, , roundsText, saltText, hashText, ...rest] = stored.split('$');
-  const iterations = /^\d{1,10}$/.test(roundsText ?? '') ? Number(roundsText) : phcParams(roundsText, ['i'], ['l'])?.i;
+  const iterations = /^\d{1,10}$/.test(roundsText!) ? Number(roundsText) : phcParams(roundsText!, ['i'], ['l'])?.i;
   const salt = phcBase64(saltText, bounded);
   const hash = phcBase64(hashText, bounded);
   if (rest.length > 0 || iterations === undefined || !salt || !hash) return undefined;
@@ -173,13 +177,13 @@ function django(stored: string, bounded: boolean): Check | undefined {
   const m = DJANGO.exec(stored);
   const hash = m && strictBase64(m[3]!, /^[A-Za-z0-9+/]+={0,2}$/, bounded);
   if (!m || !hash) return undefined;
-  return pbkdf2Check('django-pbkdf2-sha256', Buffer.from(m[2]!, 'utf8'), Number(m[1]), hash, bounded);
+  return pbkdf2Check('django-pbkdf2-sha256', Buffer.from(m[2]!), Number(m[1]), hash, bounded);
 }
 
 function pbkdf2Check(format: ImportedHashFormat, salt: Buffer, iterations: number, hash: Buffer, bounded: boolean): Check | undefined {
   if (!inBounds(bounded, [iterations, HASH_BOUNDS.pbkdf2Iterations], [hash.length, { min: HASH_BOUNDS.keyBytes.min, max: 64 }])) return undefined;
-  const job: KdfJob = { op: 'pbkdf2', password: '', salt: salt.toString('base64'), iterations, keylen: hash.length, digest: 'sha256' };
-  return { format, job, expected: (derived) => sameBytes(derived, hash) };
+  const job: Unkeyed<KdfJob> = { op: 'pbkdf2', salt: salt.toString('base64'), iterations, keylen: hash.length, digest: 'sha256' };
+  return { format, job, expected: (derived) => timingSafeEqual(derived, hash) };
 }
 
 /**
@@ -191,14 +195,14 @@ function pbkdf2Check(format: ImportedHashFormat, salt: Buffer, iterations: numbe
  */
 function firebase(stored: string, bounded: boolean): Check | undefined {
   const [, , paramText, saltText, hashText, ...rest] = stored.split('$');
-  const params = firebaseParams(paramText, bounded);
+  const params = firebaseParams(paramText!, bounded);
   const salt = strictBase64(saltText, /^[A-Za-z0-9+/]+$/, bounded);
   const hash = strictBase64(hashText, /^[A-Za-z0-9+/]+$/, bounded);
   if (rest.length > 0 || !params || !salt || !hash || hash.length !== params.key.length) return undefined;
   const job = scryptJob(Buffer.concat([salt, params.sep]), 32, 2 ** params.mem, params.rounds, 1, bounded);
   const expected = (derived: Buffer) => {
     const cipher = createCipheriv('aes-256-ctr', derived, Buffer.alloc(16));
-    return sameBytes(Buffer.concat([cipher.update(params.key), cipher.final()]), hash);
+    return timingSafeEqual(Buffer.concat([cipher.update(params.key), cipher.final()]), hash);
   };
   return job && { format: 'firebase-scrypt', job, expected };
 }
@@ -209,11 +213,11 @@ export function firebaseScryptHash(v: { rounds: number; memCost: number; saltSep
   return `$firebase-scrypt$rounds=${v.rounds},mem=${v.memCost},sep=${bare(v.saltSeparator)},key=${bare(v.signerKey)}$${bare(v.salt)}$${bare(v.hash)}`;
 }
 
-function firebaseParams(text: string | undefined, bounded: boolean): { rounds: number; mem: number; sep: Buffer; key: Buffer } | undefined {
+function firebaseParams(text: string, bounded: boolean): { rounds: number; mem: number; sep: Buffer; key: Buffer } | undefined {
   const fields = new Map<string, string>();
-  for (const part of (text ?? '').split(',')) {
+  for (const part of text.split(',')) {
     const at = part.indexOf('=');
-    if (at < 1 || fields.has(part.slice(0, at))) return undefined;
+    if (at === -1 || fields.has(part.slice(0, at))) return undefined;
     fields.set(part.slice(0, at), part.slice(at + 1));
   }
   if (fields.size !== 4) return undefined;
@@ -226,19 +230,19 @@ function firebaseParams(text: string | undefined, bounded: boolean): { rounds: n
   return { rounds, mem, sep, key };
 }
 
-function scryptJob(salt: Buffer, keylen: number, N: number, r: number, p: number, bounded: boolean): KdfJob | undefined {
+function scryptJob(salt: Buffer, keylen: number, N: number, r: number, p: number, bounded: boolean): Unkeyed<KdfJob> | undefined {
   const memory = 128 * N * r;
   if (!inBounds(bounded, [r, { min: 1, max: HASH_BOUNDS.scryptBlockSize }], [p, { min: 1, max: HASH_BOUNDS.scryptParallelism }])) return undefined;
   if (bounded && (N < 2 || memory > HASH_BOUNDS.scryptMemoryBytes || N * r * p > HASH_BOUNDS.scryptWork)) return undefined;
   // node:crypto refuses more than 32 MiB by default; the bound above is what is allowed.
   const params = { N, r, p, maxmem: memory + 1024 * 1024 };
-  return { op: 'scrypt', password: '', salt: salt.toString('base64'), keylen, params };
+  return { op: 'scrypt', salt: salt.toString('base64'), keylen, params };
 }
 
 /** `a=1,b=2` with exactly the `required` names (and maybe the `optional` ones), each a decimal. */
-function phcParams(text: string | undefined, required: string[], optional: string[] = []): Record<string, number> | undefined {
+function phcParams(text: string, required: string[], optional: string[] = []): Record<string, number> | undefined {
   const values: Record<string, number> = {};
-  for (const part of (text ?? '').split(',')) {
+  for (const part of text.split(',')) {
     const [name, value, ...more] = part.split('=');
     const n = decimal(value);
     if (more.length > 0 || !name || n === undefined || name in values || ![...required, ...optional].includes(name)) return undefined;
@@ -265,6 +269,3 @@ function strictBase64(text: string | undefined, shape: RegExp, bounded: boolean)
 
 const keySized = (key: Buffer, bounded: boolean) => inBounds(bounded, [key.length, HASH_BOUNDS.keyBytes]);
 
-function sameBytes(a: Buffer, b: Buffer): boolean {
-  return a.length === b.length && timingSafeEqual(a, b);
-}
