@@ -151,9 +151,10 @@ describe('imported password hashes: each part of each format, alone at fault or 
   const KEY = unpadded(FIREBASE.signerKey);
   const F = (params: string, salt = unpadded(FIREBASE.salt), hash = unpadded(FIREBASE.hash)) => `$firebase-scrypt$${params}$${salt}$${hash}`;
   const fp = (sep = 'Bw', key = KEY, rounds = '8', mem = '14') => `rounds=${rounds},mem=${mem},sep=${sep},key=${key}`;
-  // Base64 of a length base64 can have, one character outside its alphabet at the start or the end.
-  const badFirst = (b64: string) => `*${b64.slice(1)}`;
-  const badLast = (b64: string) => `${b64.slice(0, -1)}*`;
+  // One character outside base64's alphabet before or after a field (of a length base64 can have
+  // then): read past, the rest would decode to the same bytes.
+  const badFirst = (b64: string) => `*${b64}`;
+  const badLast = (b64: string) => `${b64}*`;
   /** A Firebase hash of fields of about 1,000 bytes, its salt and separator sized to make it `length` characters long. */
   const firebaseOfLength = (length: number) => {
     const key = phc(bytes(1000));
@@ -186,6 +187,9 @@ describe('imported password hashes: each part of each format, alone at fault or 
     ['scrypt: a parameter with two values', S('ln=10=1,r=8,p=1'), undefined],
     ['scrypt: a parameter without a name', S('=10,r=8,p=1'), undefined],
     ['scrypt: a parameter that is no number', S('ln=x,r=8,p=1'), undefined],
+    ['scrypt: a parameter\'s number after a letter', S('ln=x10,r=8,p=1'), undefined],
+    ['scrypt: a parameter\'s number before a letter', S('ln=10x,r=8,p=1'), undefined],
+    ['scrypt: a field after the hash', `${S('ln=10,r=8,p=1')}$AAAA`, undefined],
     ['scrypt: a parameter twice', S('ln=10,ln=10,r=8,p=1'), undefined],
     ['scrypt: p missing', S('ln=10,r=8'), undefined],
     ['scrypt: no hash', `$scrypt$ln=10,r=8,p=1$${phc(SALT)}`, undefined],
