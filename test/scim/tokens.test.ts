@@ -131,9 +131,28 @@ describeWithServices('SCIM tokens (CONTRACT §31)', () => {
     expect(await sql('SELECT id FROM scim_tokens WHERE id = ANY($1)', [[id, other.id]])).toEqual([]);
   });
 
-  it('a member (neither owner nor admin) cannot list the tokens', async () => {
+  it('a member (neither owner nor admin) can neither list nor revoke the tokens, a stranger neither: the token keeps working', async () => {
     const member: TestUser = await makeUser(gw);
     await sql("INSERT INTO memberships (org_id, user_id, role) VALUES ($1, $2, 'member')", [orgId, member.id]);
     expect(await gw.get(`/api/v1/orgs/${orgId}/scim/tokens`, { headers: bearer(member.access) })).toMatchObject({ status: 403, json: { code: 'role_insufficient' } });
+    const { id, token } = await newScimToken(gw, owner, orgId);
+    const stranger = await makeUser(gw);
+    const revoke = (user: TestUser) => gw.request('DELETE', `/api/v1/orgs/${orgId}/scim/tokens/${id}`, { headers: bearer(user.access) });
+    expect(await revoke(member)).toMatchObject({ status: 403, json: { code: 'role_insufficient', required_roles: ['owner', 'admin'], current_role: 'member' } });
+    expect(await revoke(stranger)).toMatchObject({ status: 404, json: { code: 'org_not_found' } });
+    expect((await scimClient(gw, orgId, token).get('/ServiceProviderConfig')).status).toBe(200);
+    expect(await sql("SELECT id FROM audit_events WHERE type = 'scim.token_revoked' AND data->>'id' = $1", [String(id)])).toEqual([]);
+  });
+
+  it('a name of 64 characters (trimmed) and no expiry (absent or null) are taken; a name of 65, one that is no string, an expiry that is no string, no body, an organization that is none are not', async () => {
+    const create = (json: unknown, org: number | string = orgId) => gw.request('POST', `/api/v1/orgs/${org}/scim/tokens`, { json, headers: bearer(owner.access) });
+    const longest = await create({ name: '\u00e9'.repeat(64), expires_at: null });
+    expect([longest.status, longest.json.name, longest.json.expires_at]).toEqual([201, '\u00e9'.repeat(64), null]);
+    expect((await create({ name: '  Okta\t' })).json).toMatchObject({ name: 'Okta', expires_at: null });
+    const inTwoDays = Date.now() + 2 * 86_400_000;
+    for (const body of [{ name: '\u00e9'.repeat(65) }, { name: 5 }, { name: ['Okta'] }, { name: 'Okta', expires_at: inTwoDays }, null]) {
+      expect([(await create(body)).status, body]).toEqual([400, body]);
+    }
+    for (const org of ['999999999', '9999999999']) expect([(await create({ name: 'Okta' }, org)).json.code, org]).toEqual(['org_not_found', org]);
   });
 });
