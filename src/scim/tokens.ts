@@ -66,7 +66,8 @@ function roleRefusal(role: OrgRole | undefined, roles: readonly OrgRole[]): Refu
 
 /** The body's name and expiry, or undefined when either is not one (400). */
 function tokenRequest(body: unknown, now: Date): { name: string; expiresAt: Date | null } | undefined {
-  const fields = body !== null && typeof body === 'object' ? (body as Record<string, unknown>) : {};
+  // A body that is no object has none of the fields.
+  const fields = (body ?? {}) as Record<string, unknown>;
   const name = typeof fields.name === 'string' ? fields.name.trim() : '';
   if (!name || [...name].length > MAX_NAME || UNFIT_IN_NAME.test(name)) return undefined;
   if (fields.expires_at === undefined || fields.expires_at === null) return { name, expiresAt: null };
@@ -74,11 +75,14 @@ function tokenRequest(body: unknown, now: Date): { name: string; expiresAt: Date
   return Number.isNaN(expiresAt.getTime()) || expiresAt <= now ? undefined : { name, expiresAt };
 }
 
-const orgIdOf = (request: FastifyRequest) => parseIntegerId((request.params as Record<string, unknown>).id);
+/**
+ * A path's id; 0, no row's, for one past what an id can be (the schema's pattern lets ten digits
+ * through): refused as any id of nothing is, by the statement that finds nothing.
+ */
+const pathIdOf = (request: FastifyRequest, name: string) => parseIntegerId((request.params as Record<string, unknown>)[name]) ?? 0;
 
 async function createToken(deps: TokenRouteDeps, request: FastifyRequest, reply: FastifyReply) {
-  const orgId = orgIdOf(request);
-  if (orgId === undefined) return sendError(reply, 'orgNotFound');
+  const orgId = pathIdOf(request, 'id');
   const user = currentUser(request);
   const now = deps.clock();
   const token = `${SCIM_TOKEN_PREFIX}${randomToken(32)}`;
@@ -102,20 +106,19 @@ export async function scimTokenRoutes(app: FastifyInstance, deps: TokenRouteDeps
   app.post('/:id/scim/tokens', { schema: DOCS.create, preHandler: [...deps.bearer, deps.factor] }, (request, reply) => createToken(deps, request, reply));
 
   app.get('/:id/scim/tokens', { schema: DOCS.list, preHandler: deps.bearer }, async (request, reply) => {
-    const orgId = orgIdOf(request);
-    const refused = roleRefusal(orgId === undefined ? undefined : await roleOf(deps.db, orgId, currentUser(request).id), MANAGERS);
+    const orgId = pathIdOf(request, 'id');
+    const refused = roleRefusal(await roleOf(deps.db, orgId, currentUser(request).id), MANAGERS);
     if (refused) return sendError(reply, refused.code, refused.extra);
-    return { tokens: await scimTokensOf(deps.db, orgId!) };
+    return { tokens: await scimTokensOf(deps.db, orgId) };
   });
 
   app.delete('/:id/scim/tokens/:token_id', { schema: DOCS.revoke, preHandler: deps.bearer }, async (request, reply) => {
-    const orgId = orgIdOf(request);
-    const tokenId = parseIntegerId((request.params as Record<string, unknown>).token_id);
+    const [orgId, tokenId] = [pathIdOf(request, 'id'), pathIdOf(request, 'token_id')];
     const user = currentUser(request);
     const refusal = await deps.db.transaction(async (tx): Promise<Refusal | undefined> => {
-      const refused = roleRefusal(orgId === undefined ? undefined : await roleOf(tx, orgId, user.id), MANAGERS);
+      const refused = roleRefusal(await roleOf(tx, orgId, user.id), MANAGERS);
       if (refused) return refused;
-      if (tokenId === undefined || !(await deleteScimToken(tx, orgId!, tokenId))) return { code: 'scimTokenNotFound' };
+      if (!(await deleteScimToken(tx, orgId, tokenId))) return { code: 'scimTokenNotFound' };
       await deps.audit.record({ type: 'scim.token_revoked', actor: 'user', userId: user.id, ...clientOf(request), data: { org_id: orgId, id: tokenId } }, tx);
       return undefined;
     });

@@ -66,8 +66,11 @@ describeWithServices('SCIM tokens (CONTRACT §31)', () => {
     expect((await create(owner, { name: 'x', expires_at: 'tomorrow' })).status).toBe(400);
     // An admin lists and revokes; an unknown or already revoked id is the catalog's 404.
     expect((await gw.get(`/api/v1/orgs/${orgId}/scim/tokens`, { headers: bearer(admin.access) })).status).toBe(200);
-    const gone = await gw.request('DELETE', `/api/v1/orgs/${orgId}/scim/tokens/999999999`, { headers: bearer(admin.access) });
-    expect(gone).toMatchObject({ status: 404, json: { error: 'Jeton SCIM introuvable', code: 'scim_token_not_found' } });
+    for (const id of ['999999999', '9999999999']) {
+      const gone = await gw.request('DELETE', `/api/v1/orgs/${orgId}/scim/tokens/${id}`, { headers: bearer(admin.access) });
+      expect(gone).toMatchObject({ status: 404, json: { error: 'Jeton SCIM introuvable', code: 'scim_token_not_found' } });
+    }
+    expect((await gw.get('/api/v1/orgs/9999999999/scim/tokens', { headers: bearer(admin.access) })).json.code).toBe('org_not_found');
     // The factor guard: a sign-in older than 5 minutes is refused.
     clock.advance(6 * 60_000);
     try {
@@ -153,6 +156,8 @@ describeWithServices('SCIM tokens (CONTRACT §31)', () => {
     for (const body of [{ name: '\u00e9'.repeat(65) }, { name: 5 }, { name: ['Okta'] }, { name: 'Okta', expires_at: inTwoDays }, null]) {
       expect([(await create(body)).status, body]).toEqual([400, body]);
     }
+    const bodiless = await gw.request('POST', `/api/v1/orgs/${orgId}/scim/tokens`, { headers: bearer(owner.access) });
+    expect([bodiless.status, bodiless.json.code]).toEqual([400, 'bad_request']);
     for (const org of ['999999999', '9999999999']) expect([(await create({ name: 'Okta' }, org)).json.code, org]).toEqual(['org_not_found', org]);
   });
 });
