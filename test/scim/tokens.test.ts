@@ -147,7 +147,7 @@ describeWithServices('SCIM tokens (CONTRACT §31)', () => {
     expect(await sql("SELECT id FROM audit_events WHERE type = 'scim.token_revoked' AND data->>'id' = $1", [String(id)])).toEqual([]);
   });
 
-  it('a name of 64 characters (trimmed) and no expiry (absent or null) are taken; a name of 65, one that is no string, an expiry that is no string, no body, an organization that is none are not', async () => {
+  it('taken: a name of 64 characters (trimmed), no expiry (absent or null); refused: a name of 65 or no string, an expiry no string, no body, no organization', async () => {
     const create = (json: unknown, org: number | string = orgId) => gw.request('POST', `/api/v1/orgs/${org}/scim/tokens`, { json, headers: bearer(owner.access) });
     const longest = await create({ name: '\u00e9'.repeat(64), expires_at: null });
     expect([longest.status, longest.json.name, longest.json.expires_at]).toEqual([201, '\u00e9'.repeat(64), null]);

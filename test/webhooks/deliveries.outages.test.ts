@@ -29,7 +29,7 @@ describeWithServices('the outbox worker through outages and stops', () => {
   });
   afterAll(closeSql);
 
-  it('claims the database refuses: one warning for the outage, one line when they work again; then what was stored meanwhile is sent, and a message whose attempts are used up fails unsent', async () => {
+  it('claims refused: one warning an outage, one line when they work again; then what was stored meanwhile is sent, a message whose attempts are used up fails unsent', async () => {
     own = await startIsolatedDeliveries({ retries: 2, timeout: '5s' });
     const gw = own.gateways[0]!;
     const r = await own.receiver(() => 200);
