@@ -8,7 +8,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { Database } from '../../src/storage/database/index.js';
 import type { OutboxWorker } from '../../src/webhooks/outbox.js';
 import { closeSql, describeWithServices, eventually, loggedLines, makeUser, type TestGateway } from '../helpers/gateway.js';
-import { outboxRows, registerWebhook, startIsolatedDeliveries, type IsolatedDeliveries } from '../helpers/webhookReceiver.js';
+import { outboxRows, registerWebhook, startIsolatedDeliveries, type Behaviour, type IsolatedDeliveries } from '../helpers/webhookReceiver.js';
 
 /** Until the returned function is called, `db` refuses every transaction, and each statement whose text matches `statements`. */
 function outage(db: Database, statements = /^$/): () => void {
@@ -29,12 +29,18 @@ describeWithServices('the outbox worker through outages and stops', () => {
   });
   afterAll(closeSql);
 
-  it('claims refused: one warning an outage, one line when they work again; then what was stored meanwhile is sent, a message whose attempts are used up fails unsent', async () => {
-    own = await startIsolatedDeliveries({ retries: 2, timeout: '5s' });
+  /** An instance on a database of its own, a receiver answering `behaviour`, a pro user whose webhook it is (webhook.test under way). */
+  async function subscribed(behaviour: Behaviour, timeout = '5s') {
+    own = await startIsolatedDeliveries({ retries: 2, timeout });
     const gw = own.gateways[0]!;
-    const r = await own.receiver(() => 200);
+    const r = await own.receiver(behaviour);
     const user = await makeUser(gw, { plan: 'pro' });
     await registerWebhook(gw, user, r.url);
+    return { gw, r, user, db: own.db };
+  }
+
+  it('claims refused: one warning an outage, one line when they work again; then what was stored meanwhile is sent, a message whose attempts are used up fails unsent', async () => {
+    const { gw, r, user, db } = await subscribed(() => 200);
     await eventually(() => r.deliveries.length === 1);
 
     const restore = outage(gw.services.db);
@@ -43,15 +49,15 @@ describeWithServices('the outbox worker through outages and stops', () => {
       await gw.services.events.emit(user.id, 'security.alert', { n: 1 });
       await gw.services.events.emit(user.id, 'security.alert', { n: 2 });
       // The second: its attempts used by instances that died mid-attempt (each claim counts one).
-      await own.db.sql("UPDATE webhook_deliveries SET attempts = max_attempts WHERE user_id = $1 AND body::jsonb->'data'->>'n' = '2'", [user.id]);
+      await db.sql("UPDATE webhook_deliveries SET attempts = max_attempts WHERE user_id = $1 AND body::jsonb->'data'->>'n' = '2'", [user.id]);
     } finally {
       restore();
     }
     await worker(gw).settled();
     expect(loggedLines(gw, 'webhook deliveries: cannot claim messages; retrying every poll')).toMatchObject([{ level: 40, err: 'the test\'s outage' }]);
-    await eventually(async () => (await outboxRows(user.id, own!.db.sql)).every((row) => row.status !== 'pending'));
+    await eventually(async () => (await outboxRows(user.id, db.sql)).every((row) => row.status !== 'pending'));
     expect(loggedLines(gw, 'webhook deliveries: claiming messages again')).toHaveLength(1);
-    const rows = await own.db.sql<{ n: string; status: string; last_error: string | null }>(
+    const rows = await db.sql<{ n: string; status: string; last_error: string | null }>(
       "SELECT body::jsonb->'data'->>'n' AS n, status, last_error FROM webhook_deliveries WHERE user_id = $1 AND type = 'security.alert' ORDER BY n", [user.id]);
     expect(rows).toEqual([{ n: '1', status: 'delivered', last_error: null }, { n: '2', status: 'failed', last_error: 'retries exhausted' }]);
     expect(r.deliveries.map((d) => (JSON.parse(d.body) as { data: { n?: number } }).data.n)).toEqual([undefined, 1]);
@@ -60,13 +66,9 @@ describeWithServices('the outbox worker through outages and stops', () => {
 
   describe('a stop with an attempt in flight', () => {
     async function inFlight() {
-      own = await startIsolatedDeliveries({ retries: 2, timeout: '30s' });
-      const gw = own.gateways[0]!;
-      const r = await own.receiver(() => 'hang');
-      const user = await makeUser(gw, { plan: 'pro' });
-      await registerWebhook(gw, user, r.url);
+      const { gw, r, user, db } = await subscribed(() => 'hang', '30s');
       await eventually(() => r.hanging === 1);
-      return { gw, user, leases: () => own!.db.sql<{ status: string; attempts: number; leased: boolean }>(
+      return { gw, user, leases: () => db.sql<{ status: string; attempts: number; leased: boolean }>(
         'SELECT status, attempts, lease IS NOT NULL AS leased FROM webhook_deliveries WHERE user_id = $1', [user.id]) };
     }
 
@@ -93,15 +95,11 @@ describeWithServices('the outbox worker through outages and stops', () => {
   });
 
   it('purges messages finished over 7 days ago, says how many; a purge the database refuses is said and tried again later', async () => {
-    own = await startIsolatedDeliveries({ retries: 2, timeout: '5s' });
-    const gw = own.gateways[0]!;
-    const r = await own.receiver(() => 200);
-    const user = await makeUser(gw, { plan: 'pro' });
-    await registerWebhook(gw, user, r.url);
+    const { gw, r, user, db } = await subscribed(() => 200);
     await gw.services.events.emit(user.id, 'security.alert', {});
     await eventually(() => r.deliveries.length === 2);
-    await eventually(async () => (await outboxRows(user.id, own!.db.sql)).every((row) => row.status === 'delivered'));
-    await own.db.sql("UPDATE webhook_deliveries SET finished_at = now() - interval '7 days 1 minute' WHERE user_id = $1 AND type = 'security.alert'", [user.id]);
+    await eventually(async () => (await outboxRows(user.id, db.sql)).every((row) => row.status === 'delivered'));
+    await db.sql("UPDATE webhook_deliveries SET finished_at = now() - interval '7 days 1 minute' WHERE user_id = $1 AND type = 'security.alert'", [user.id]);
 
     const restore = outage(gw.services.db, /^DELETE FROM webhook_deliveries/);
     try {
@@ -112,6 +110,6 @@ describeWithServices('the outbox worker through outages and stops', () => {
     expect(loggedLines(gw, 'webhook deliveries: purge of old messages failed; tried again later')).toMatchObject([{ level: 40, err: 'the test\'s outage' }]);
     expect(await worker(gw).purge()).toBe(1);
     expect(loggedLines(gw, 'webhook deliveries: messages finished over 7 days ago purged')).toMatchObject([{ level: 30, purged: 1 }]);
-    expect((await outboxRows(user.id, own.db.sql)).map((row) => row.type)).toEqual(['webhook.test']);
+    expect((await outboxRows(user.id, db.sql)).map((row) => row.type)).toEqual(['webhook.test']);
   });
 });
