@@ -84,7 +84,9 @@ function checkAlgorithms(node: XmlNode, allowSha1: boolean): void {
   const signatures = selectElements(node, `//*[local-name()='Signature' and namespace-uri()='${DSIG}']`);
   for (const signature of signatures) {
     const methods = selectElements(signature, ".//*[local-name()='SignatureMethod' or local-name()='DigestMethod']").map((e) => attributeOf(e, 'Algorithm') ?? '');
-    if (methods.some((m) => !STRONG_ALGORITHMS.has(m) && !(allowSha1 && SHA1_ALGORITHMS.has(m)))) invalid(methods.some((m) => SHA1_ALGORITHMS.has(m)) ? 'sha1' : 'algorithm');
+    // Named `sha1` only when SHA-1 is all that is refused: beside an allowed SHA-1, another method is the reason.
+    const refused = methods.filter((m) => !STRONG_ALGORITHMS.has(m) && !(allowSha1 && SHA1_ALGORITHMS.has(m)));
+    if (refused.length) invalid(refused.every((m) => SHA1_ALGORITHMS.has(m)) ? 'sha1' : 'algorithm');
     const transforms = selectElements(signature, ".//*[local-name()='Transform' or local-name()='CanonicalizationMethod']").map((e) => attributeOf(e, 'Algorithm') ?? '');
     if (transforms.some((t) => !TRANSFORMS.has(t))) invalid('transform');
     if (selectElements(signature, ".//*[local-name()='Reference']").length !== 1) invalid('reference_count');
