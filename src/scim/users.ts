@@ -3,14 +3,14 @@
 // applied to the stored user give one wanted state (userModel.ts); applyUser then makes the
 // account and membership follow it, under the locks of provisioning.ts, so each rule is written once.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { Database } from '../storage/database/index.js';
+import type { Database, Queryable } from '../storage/database/index.js';
 import { scimDirectory as directory } from '../storage/orgs/index.js';
 import { callerOf, type ScimCaller } from './access.js';
 import { baseOf } from './discoveryRoutes.js';
 import { listOf } from './discovery.js';
 import { invalidValue, notFound, scimError, sendScim } from './errors.js';
 import { parseFilter } from './filter.js';
-import { emailInVerifiedDomain, ensureManagedAccountIn } from './managed.js';
+import { ensureManagedAccountIn } from './managed.js';
 import { directoryChange, endAccess, lockFor, moveEmail, restoreAccess, type ProvisioningDeps, type ScimWriters } from './provisioning.js';
 import { pageOf, queryValue, userResource } from './resources.js';
 import { accountEmail, patchedUser, userFromResource, type UserState } from './userModel.js';
@@ -45,12 +45,15 @@ async function shown(db: Database, request: FastifyRequest, row: directory.ScimU
   return userResource(baseOf(request), row, await directory.groupsOfUser(db, row.id));
 }
 
+const userNameTaken = async (q: Queryable, orgId: number, userName: string) =>
+  (await directory.listScimUsers(q, orgId, { attribute: 'userName', value: userName }, { startIndex: 1, count: 1 })).total > 0;
+
 /** The account and membership follow the wanted state: email, access, then the stored fields. */
 async function applyUser(w: ScimWriters, row: directory.ScimUserRow, wanted: UserState): Promise<directory.ScimUserRow> {
   const email = accountEmail(wanted) ?? invalidValue(DOMAIN_RULE);
-  if (wanted.userName !== row.user_name) {
-    const taken = (await directory.listScimUsers(w.tx, w.caller.orgId, { attribute: 'userName', value: wanted.userName }, { startIndex: 1, count: 1 })).rows;
-    if (taken.some((r) => r.id !== row.id)) scimError(409, 'Another user of the organization has this userName', 'uniqueness');
+  // userName is stored lowercase (userModel.ts): another name found is another user's.
+  if (wanted.userName !== row.user_name && (await userNameTaken(w.tx, w.caller.orgId, wanted.userName))) {
+    scimError(409, 'Another user of the organization has this userName', 'uniqueness');
   }
   await moveEmail(w, email);
   const next: directory.ScimUserRow = { ...row, ...fieldsOf(wanted), active: wanted.active };
@@ -78,10 +81,7 @@ async function createUser(deps: UserRouteDeps, request: FastifyRequest, reply: F
   const wanted = userFromResource(request.body);
   const email = accountEmail(wanted) ?? invalidValue(DOMAIN_RULE);
   const row = await directoryChange(deps, caller, async (tx, forgetKey) => {
-    if (!(await emailInVerifiedDomain(tx, caller.orgId, email))) invalidValue(DOMAIN_RULE);
-    if ((await directory.listScimUsers(tx, caller.orgId, { attribute: 'userName', value: wanted.userName }, { startIndex: 1, count: 1 })).total) {
-      scimError(409, 'A user with this userName exists in the organization', 'uniqueness');
-    }
+    if (await userNameTaken(tx, caller.orgId, wanted.userName)) scimError(409, 'A user with this userName exists in the organization', 'uniqueness');
     const managed = await ensureManagedAccountIn(tx, deps, {
       orgId: caller.orgId, email, allowCreate: true, groups: [], roleMapping: await deps.roleMapping(tx, caller.orgId), by: { kind: 'scim', tokenId: caller.tokenId },
     });
