@@ -77,7 +77,8 @@ const each = (files: string[], tests: string[]) => Object.fromEntries(files.map(
 const SAML_TESTS = ['test/sso/saml.test.ts', 'test/sso/samlRefusals.test.ts', 'test/sso/samlRules.test.ts', 'test/sso/samlSubject.test.ts'];
 const SCIM_TESTS = [
   'test/scim/values.test.ts', 'test/scim/resources.test.ts', 'test/scim/groupModel.test.ts', 'test/scim/userModel.test.ts',
-  'test/scim/tokens.test.ts', 'test/scim/provisioning.test.ts', 'test/scim/users.test.ts', 'test/scim/groups.test.ts', 'test/scim/deprovisioning.test.ts', 'test/scim/filter.test.ts',
+  'test/scim/tokens.test.ts', 'test/scim/provisioning.test.ts', 'test/scim/users.test.ts', 'test/scim/groups.test.ts', 'test/scim/faults.test.ts',
+  'test/scim/deprovisioning.test.ts', 'test/scim/filter.test.ts',
   'test/scim/discovery.test.ts', 'test/orgs/changesHereAtOnce.security.test.ts', 'test/docs/openapi.test.ts',
 ];
 // The portal's server side: its config, files, origin guard and sessions (its pages run in Chromium, in the system
