@@ -4,7 +4,8 @@
 // as Stripe last said (period end, cancel at period end, past_due since, the plan it gives), where
 // the plan comes from, the grace and links to Stripe's dashboard; the Checkout Session the fake
 // received names the owner in metadata, subscription_data.metadata and client_reference_id; an
-// organization's plan change answers 409 until override, audited with data.override.
+// organization's plan change answers 409 until override, audited with data.override; and with billing
+// turned off, what Stripe said stays shown, unlinked, and billing manages no plan.
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { buildAdminApp } from '../../src/admin/app.js';
@@ -135,6 +136,15 @@ describeWithServices('support sees the money (CONTRACT §29)', () => {
     expect(await sql("SELECT actor, data FROM audit_events WHERE type = 'admin.org_plan_changed' AND data->>'org_id' = $1", [String(org)]))
       .toEqual([{ actor: 'admin', data: { org_id: org, plan: 'pro', previous: 'premium', override: true } }]);
   });
+
+  it('an organization\'s plan is locked and set by the organization\'s id, which no user need have; one no organization has is 404', async () => {
+    const [{ id }] = await sql<{ id: number }>("INSERT INTO organizations (id, name) VALUES (2000000000 + (random() * 100000000)::int, 'Far') RETURNING id") as [{ id: number }];
+    expect(await sql('SELECT 1 FROM users WHERE id = $1', [id])).toEqual([]);
+    const set = await admin('PUT', `/admin/v1/orgs/${id}/plan`, { plan: 'pro' });
+    expect([set.status, set.json.plan, (set.json.billing as Record<string, unknown>).plan_source]).toEqual([200, 'pro', 'operator']);
+    await sql('DELETE FROM organizations WHERE id = $1', [id]);
+    expect((await admin('PUT', `/admin/v1/orgs/${id}/plan`, { plan: 'pro' })).status).toBe(404);
+  });
 });
 
 describeWithServices('the dashboard links follow billing.stripe.dashboardUrl and the key\'s mode', () => {
@@ -152,7 +162,7 @@ describeWithServices('the dashboard links follow billing.stripe.dashboardUrl and
       storage: { redisKeyPrefix: ownRedisPrefix('dash') },
       billing: {
         stripe: {
-          secretKey: 'rk_live_support', webhookSecrets: [SECRET], prices: { price_premium_monthly: 'premium' }, dashboardUrl: 'https://stripe.example/dash/',
+          secretKey: 'rk_live_support', webhookSecrets: [SECRET], prices: { price_premium_monthly: 'premium' }, dashboardUrl: 'https://stripe.example/dash//', pastDueGraceDays: 3,
           successUrl: 'https://app.example.com/billing?done=1', cancelUrl: 'https://app.example.com/billing',
         },
       },
@@ -174,5 +184,53 @@ describeWithServices('the dashboard links follow billing.stripe.dashboardUrl and
       }],
       plan_source: 'default', billing_plan: null, override_since: null, grace_ends_at: null,
     });
+  });
+
+  it('the grace shown is the first to end of the past_due subscriptions still in it, an active one beside them counting none', async () => {
+    const user = await makeUser(gw);
+    const tag = randomBytes(6).toString('hex');
+    const [early, late] = [Date.now() - 2 * DAY_MS, Date.now() - DAY_MS];
+    await sql("INSERT INTO billing_customers (owner_type, owner_id, stripe_customer_id) VALUES ('user', $1, $2)", [user.id, `cus_g_${tag}`]);
+    for (const [id, status, since] of [[`sub_g1_${tag}`, 'past_due', late], [`sub_g2_${tag}`, 'active', null], [`sub_g3_${tag}`, 'past_due', early]] as const) {
+      await sql(`INSERT INTO billing_subscriptions (stripe_subscription_id, owner_type, owner_id, stripe_customer_id, status, price, prices, past_due_since)
+        VALUES ($1, 'user', $2, $3, $4, 'price_premium_monthly', '{price_premium_monthly}', $5)`, [id, user.id, `cus_g_${tag}`, status, since === null ? null : new Date(since)]);
+    }
+    const res = await request(adminUrl, 'GET', `/admin/v1/users/${user.id}`, { headers: bearer(ADMIN_KEY) });
+    expect(res.json.billing).toMatchObject({ plan_source: 'billing', billing_plan: 'premium', grace_ends_at: new Date(early + 3 * DAY_MS).toISOString() });
+  });
+});
+
+describeWithServices('billing as support reads it once billing is turned off (no billing.stripe)', () => {
+  let gw: TestGateway;
+  let closeAdmin: () => Promise<void>;
+  let adminUrl: string;
+  beforeAll(async () => {
+    gw = await startTestGateway(testConfig({ storage: { redisKeyPrefix: ownRedisPrefix('unbilled') } }));
+    const admin = await buildAdminApp(gw.services);
+    adminUrl = await admin.listen({ host: '127.0.0.1', port: 0 });
+    closeAdmin = () => admin.close();
+  });
+  afterAll(async () => {
+    await closeAdmin?.();
+    await gw?.close();
+    await closeSql();
+  });
+  const admin = (method: string, path: string, json?: unknown) => request(adminUrl, method, path, { headers: bearer(ADMIN_KEY), ...(json === undefined ? {} : { json }) });
+
+  it('what Stripe said stays shown, unlinked and planless; billing manages no plan, so an operator\'s holds and says so', async () => {
+    const user = await makeUser(gw);
+    const tag = randomBytes(6).toString('hex');
+    await sql("INSERT INTO billing_customers (owner_type, owner_id, stripe_customer_id) VALUES ('user', $1, $2)", [user.id, `cus_off_${tag}`]);
+    await sql(`INSERT INTO billing_subscriptions (stripe_subscription_id, owner_type, owner_id, stripe_customer_id, status, price, prices, past_due_since)
+      VALUES ($1, 'user', $2, $3, 'past_due', 'price_premium_monthly', '{price_premium_monthly}', now())`, [`sub_off_${tag}`, user.id, `cus_off_${tag}`]);
+    const unlinked = {
+      customer_id: `cus_off_${tag}`, customer_url: null,
+      subscriptions: [expect.objectContaining({ id: `sub_off_${tag}`, status: 'past_due', plan: null, url: null })],
+      billing_plan: null, override_since: null, grace_ends_at: null,
+    };
+    expect((await admin('GET', `/admin/v1/users/${user.id}`)).json.billing).toEqual({ ...unlinked, plan_source: 'default' });
+    const set = await admin('PUT', `/admin/v1/users/${user.id}/plan`, { plan: 'pro' });
+    expect([set.status, set.json.plan, set.json.billing]).toEqual([200, 'pro', { ...unlinked, plan_source: 'operator' }]);
+    expect((await admin('PUT', `/admin/v1/users/${2_000_000_000 + user.id}/plan`, { plan: 'pro' })).status).toBe(404);
   });
 });
