@@ -1,13 +1,14 @@
 // /scim/v2/orgs/{id}/Users at its edges (src/scim/users.ts; issue 69: its mutation room found them
 // untested): what each refusal tells the directory's admin (its detail), a user provisioned
 // inactive, a replace that changes nothing or only the case of the userName, a deletion of a user
-// already deactivated, and a deactivation that holds at once on the instance that made it, its
-// NOTIFY late.
+// already deactivated, a deactivation that holds at once on the instance that made it, its
+// NOTIFY late, and the user or the organization deleted while a change is under way.
 import { randomUUID } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import { bearer, describeWithServices, holdNotifications, marker, type TestGateway, type TestUser } from '../helpers/gateway.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import { startHookSetup, type HookSetup } from '../helpers/hookReceiver.js';
+import { holdRows } from '../helpers/rowLock.js';
 import { createOrg, newScimToken, PATCH_OP, SCIM_ERROR, scimClient, USER_SCHEMA, verifiedDomain, verifiedUser, type ScimClient, type Sql } from './helpers.js';
 
 const DOMAIN_RULE = 'userName (or the primary email) must be an email of a verified domain of the organization';
@@ -136,5 +137,60 @@ describeWithServices('SCIM Users: refusals, inactive users, changes that change 
     held = holdNotifications(gw);
     expect((await scim.patch(`/Users/${user.id}`, deactivate)).status).toBe(200);
     expect((await gw.get(`/data/${marker()}`, auth)).status).toBe(401);
+  });
+
+  /** `change` sent while this test's transaction holds `lock`'s row; `deleteSql` run in that transaction; the change's answer once it commits. */
+  async function deletedWhileWaiting(change: () => Promise<unknown>, lock: string, id: unknown, deleteSql: string, deleteId: unknown) {
+    const row = await holdRows(lock, [id], setup.db.url);
+    const answer = change();
+    try {
+      await row.waiters(1);
+      await row.run(deleteSql, [deleteId]);
+    } finally {
+      await row.release();
+    }
+    return answer;
+  }
+
+  it('the SCIM user deleted (by SQL) while a PATCH waits for the account\'s lock: 404 "User not found", never a 500', async () => {
+    const email = address('racer');
+    const user = await provision(email);
+    const account = (await accountOf(email))!;
+    const answer = await deletedWhileWaiting(() => scim.patch(`/Users/${user.id}`, deactivate), 'SELECT 1 FROM users WHERE id = $1 FOR UPDATE', account.id,
+      'DELETE FROM scim_users WHERE id = $1', user.id);
+    expect(answer).toMatchObject(refusal(404, 'User not found'));
+    expect((await accountOf(email))!.is_active).toBe(1);
+  });
+
+  it('the organization deleted while a create waits for its lock: 404 "Organization not found", no account made', async () => {
+    const doomedOwner = await verifiedUser(gw, q);
+    const doomed = await createOrg(gw, doomedOwner, 'Doomed');
+    const doomedDomain = await verifiedDomain(q, doomed);
+    const directory = scimClient(gw, doomed, (await newScimToken(gw, doomedOwner, doomed)).token);
+    const email = `late-${randomUUID().slice(0, 8)}@${doomedDomain}`;
+    const answer = await deletedWhileWaiting(() => directory.post('/Users', { schemas: [USER_SCHEMA], userName: email }), 'SELECT 1 FROM organizations WHERE id = $1 FOR UPDATE', doomed,
+      'DELETE FROM organizations WHERE id = $1', doomed);
+    expect(answer).toMatchObject(refusal(404, 'Organization not found'));
+    expect(await accountOf(email)).toBeUndefined();
+  });
+
+  it('the organization deleted after its token was accepted, before the create\'s transaction: 404 "Organization not found"', async () => {
+    const doomedOwner = await verifiedUser(gw, q);
+    const doomed = await createOrg(gw, doomedOwner, 'Doomed');
+    const directory = scimClient(gw, doomed, (await newScimToken(gw, doomedOwner, doomed)).token);
+    const email = `late-${randomUUID().slice(0, 8)}@${await verifiedDomain(q, doomed)}`;
+    const { db } = gw.services;
+    const { transaction } = db;
+    db.transaction = (async (work: Parameters<typeof transaction>[0]) => {
+      db.transaction = transaction;
+      await q('DELETE FROM organizations WHERE id = $1', [doomed]);
+      return transaction.call(db, work);
+    }) as typeof transaction;
+    try {
+      expect(await directory.post('/Users', { schemas: [USER_SCHEMA], userName: email })).toMatchObject(refusal(404, 'Organization not found'));
+    } finally {
+      db.transaction = transaction;
+    }
+    expect(await accountOf(email)).toBeUndefined();
   });
 });
