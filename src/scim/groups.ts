@@ -119,9 +119,9 @@ export async function groupRoutes(app: FastifyInstance, deps: GroupRouteDeps): P
     const wanted = groupFromResource(request.body);
     const row = await changeGroup(deps, callerOf(request), idOf(request), async (w, stored) => {
       const renamed = await renameGroup(w, stored, wanted);
-      const touched = await applyMembers(w, stored.id, { replace: wanted.members });
-      // A new name maps differently: every member's role is read again.
-      await remapUsers(w, [...touched, ...(await directory.groupMembers(w.tx, stored.id)).map((m) => m.id)]);
+      // A replace removes every member and adds the new ones: each member, old and new, is touched,
+      // so a new name's mapping reaches them all.
+      await remapUsers(w, await applyMembers(w, stored.id, { replace: wanted.members }));
       return renamed;
     });
     return sendScim(reply, await shown(deps.db, request, row!));

@@ -1,12 +1,14 @@
 // /scim/v2/orgs/{id}/Groups at its edges (src/scim/groups.ts; issue 69: its mutation room found
 // them untested): a PUT (name and members replaced, roles mapped again), a PATCH that removes one
 // member of two, replaces the members or renames the group (its members' roles follow the new
-// name), the group's two names changed one at a time, the list's filter, and what each refusal
-// tells the directory's admin (its detail).
+// name; one of members only maps only those), the group's two names changed one at a time, the
+// list's filter, what each refusal tells the directory's admin (its detail), and the organization
+// deleted while a change waits for its lock.
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { describeWithServices, type TestGateway, type TestUser } from '../helpers/gateway.js';
 import { startHookSetup, type HookSetup } from '../helpers/hookReceiver.js';
+import { holdRows } from '../helpers/rowLock.js';
 import { createOrg, GROUP_SCHEMA, newScimToken, PATCH_OP, SCIM_ERROR, scimClient, USER_SCHEMA, verifiedDomain, verifiedUser, type ScimClient, type Sql } from './helpers.js';
 
 const refusal = (status: number, detail: string, scimType?: string) => ({ status, json: { schemas: [SCIM_ERROR], status: String(status), ...(scimType ? { scimType } : {}), detail } });
@@ -129,5 +131,38 @@ describeWithServices('SCIM Groups: replace, member changes, renames, refusals', 
     for (const res of [await scim.get(nobody), await scim.put(nobody, { schemas: [GROUP_SCHEMA], displayName: 'x' }), await scim.patch(nobody, patch()), await scim.delete(nobody)]) {
       expect(res).toMatchObject(refusal(404, 'Group not found'));
     }
+  });
+
+  it('a PATCH of members only maps only the members it adds or removes: another member\'s role set through the API stays', async () => {
+    const [ada, bob] = [await user(), await user()];
+    const id = await group('staff', [ada.scimId]);
+    await q("UPDATE memberships SET role = 'admin' WHERE org_id = $1 AND user_id = $2", [orgId, ada.accountId]);
+    expect((await scim.patch(`/Groups/${id}`, patch({ op: 'add', path: 'members', value: members(bob.scimId) }))).status).toBe(200);
+    expect((await scim.patch(`/Groups/${id}`, patch({ op: 'remove', path: `members[value eq "${randomUUID()}"]` }))).status).toBe(200);
+    expect(await rolesOf(ada, bob)).toEqual(['admin', 'member']);
+    expect((await scim.delete(`/Groups/${id}`)).status).toBe(204);
+  });
+
+  it('the organization deleted while a group\'s create or change waits for its lock: 404 "Organization not found", never a 500', async () => {
+    const doomedOwner = await verifiedUser(gw, q);
+    const doomed = await createOrg(gw, doomedOwner, 'Doomed');
+    const directory = scimClient(gw, doomed, (await newScimToken(gw, doomedOwner, doomed)).token);
+    const created = await directory.post('/Groups', { schemas: [GROUP_SCHEMA], displayName: 'eng' });
+    expect(created.status, created.text).toBe(201);
+    const gone = refusal(404, 'Organization not found');
+    /** `change` sent while this test's transaction holds the organization's row, which it deletes before letting go. */
+    const deletedWhileWaiting = async (change: () => Promise<unknown>) => {
+      const row = await holdRows('SELECT 1 FROM organizations WHERE id = $1 FOR UPDATE', [doomed], setup.db.url);
+      const [first, second] = [change(), directory.post('/Groups', { schemas: [GROUP_SCHEMA], displayName: 'ops' })];
+      try {
+        await row.waiters(2);
+        await row.run('DELETE FROM organizations WHERE id = $1', [doomed]);
+      } finally {
+        await row.release();
+      }
+      return Promise.all([first, second]);
+    };
+    expect(await deletedWhileWaiting(() => directory.patch(`/Groups/${created.json.id}`, patch({ op: 'replace', path: 'displayName', value: 'eng2' }))))
+      .toMatchObject([gone, gone]);
   });
 });
