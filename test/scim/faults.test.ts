@@ -6,7 +6,7 @@
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import { StorageUnavailableError } from '../../src/errors/index.js';
 import type { Database } from '../../src/storage/database/index.js';
-import { bearer, describeWithServices, loggedLines, type TestGateway, type TestUser } from '../helpers/gateway.js';
+import { bearer, describeWithServices, loggedLines, startTestGateway, testConfig, type TestGateway, type TestUser } from '../helpers/gateway.js';
 import { startHookSetup, type HookSetup } from '../helpers/hookReceiver.js';
 import { createOrg, newScimToken, SCIM_ERROR, scimClient, USER_SCHEMA, verifiedDomain, verifiedUser, type ScimClient, type Sql } from './helpers.js';
 
@@ -59,7 +59,7 @@ describeWithServices('SCIM: where its paths are served, and its faults in SCIM\'
   it('the database away → 503 in SCIM\'s shape and a warning; a fault of the gateway\'s own → 500 in SCIM\'s shape, logged as an error', async () => {
     restore = failing(gw.services.db, () => new StorageUnavailableError(new Error('the test\'s outage')));
     expect(await scim.get('/Users')).toMatchObject(refusal(503, 'Service unavailable, retry later'));
-    expect(loggedLines(gw, 'scim: storage unavailable').map((l) => l.level)).toEqual([40]);
+    expect(loggedLines(gw, 'scim: storage unavailable').map((l) => [l.level, (l.err as { message: string }).message])).toEqual([[40, expect.stringContaining('the test\'s outage')]]);
     restore();
     restore = failing(gw.services.db, () => new Error('the test\'s bug'));
     expect(await scim.get('/Users')).toMatchObject(refusal(500, 'Internal error'));
@@ -88,6 +88,16 @@ describeWithServices('SCIM\'s paths without organizations.sso', () => {
     for (const res of [directoryApi, tokens]) {
       expect(res.status).toBe(404);
       expect(res.json.schemas).toBeUndefined();
+    }
+  });
+
+  it('nor with organizations.sso while organizations are off', async () => {
+    const off = await startTestGateway(testConfig({ storage: setup.db.storage, organizations: { enabled: false, sso: {} } }));
+    try {
+      const res = await off.get('/scim/v2/orgs/1/Users', { headers: bearer('scim_x') });
+      expect([res.status, res.json.schemas]).toEqual([404, undefined]);
+    } finally {
+      await off.close();
     }
   });
 });

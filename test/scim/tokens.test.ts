@@ -71,7 +71,13 @@ describeWithServices('SCIM tokens (CONTRACT §31)', () => {
       expect(gone).toMatchObject({ status: 404, json: { error: 'Jeton SCIM introuvable', code: 'scim_token_not_found' } });
     }
     expect((await gw.get('/api/v1/orgs/9999999999/scim/tokens', { headers: bearer(admin.access) })).json.code).toBe('org_not_found');
-    // The factor guard: a sign-in older than 5 minutes is refused.
+    // The factor guard: with mail configured, an owner whose email is not verified is refused; a sign-in older than 5 minutes is.
+    await sql('UPDATE users SET email_verified_at = NULL WHERE id = $1', [owner.id]);
+    try {
+      expect(await create(owner, { name: 'x' })).toMatchObject({ status: 403, json: { code: 'email_unverified' } });
+    } finally {
+      await sql('UPDATE users SET email_verified_at = now() WHERE id = $1', [owner.id]);
+    }
     clock.advance(6 * 60_000);
     try {
       expect(await create(owner, { name: 'x' })).toMatchObject({ status: 403, json: { code: 'recent_auth_required' } });
