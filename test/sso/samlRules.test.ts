@@ -1,11 +1,12 @@
 // Each acceptance rule of CONTRACT §31 that the gateway holds itself (auth/providers/saml/response.ts),
 // broken alone in an otherwise good, signed Response: the answer the application reads, and the rule
 // the audit names (issue 69: the file's mutation room found most of these rules never broken by a
-// test). samlRefusals.test.ts has the signature, wrapping, audience and replay attacks.
+// test); the time bounds to the second, on a gateway whose clock is pinned; and the AuthnRequest's
+// form. samlRefusals.test.ts has the signature, wrapping, audience and replay attacks.
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { closeSql, describeWithServices, sql, startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { responseXml, signAssertion, signResponse } from '../helpers/samlIdp.js';
-import { connect, fragmentOf, goodSpec, postAcs, ssoConfig, startSignIn, type Connected } from './samlHelpers.js';
+import { bearer, closeSql, describeWithServices, sql, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { authnRequestOf, idpMetadata, responseXml, signAssertion, signResponse } from '../helpers/samlIdp.js';
+import { connect, fragmentOf, goodSpec, postAcs, RETURN_TO, ssoConfig, startSignIn, type Connected } from './samlHelpers.js';
 
 type Spec = ReturnType<typeof goodSpec>;
 type Forge = (spec: Spec, c: Connected) => string;
@@ -23,6 +24,19 @@ const attribute = (element: string, name: string, value: string | undefined) => 
 const SCD = 'saml:SubjectConfirmationData';
 const BEARER = 'urn:oasis:names:tc:SAML:2.0:cm:bearer';
 
+/** Starts a sign-in on `gw`, posts what `forge` writes for it: the ACS's answer and the rules audited since. */
+async function answerOf(gw: TestGateway, forge: Forge, connection: Connected) {
+  const [{ last } = { last: 0 }] = await sql<{ last: number }>('SELECT coalesce(max(id), 0)::int AS last FROM audit_events');
+  const started = await startSignIn(gw, connection);
+  const spec = goodSpec(connection, started);
+  const res = await postAcs(gw, connection, forge(spec, connection), started.relayState);
+  const events = await sql<{ data: { rule: string; code: string } }>(
+    "SELECT data FROM audit_events WHERE type = 'sso.login_failed' AND data->>'connection_id' = $1 AND id > $2 ORDER BY id", [connection.connection.id, last],
+  );
+  const fragment = res.status === 302 ? fragmentOf(res.headers.location) : {};
+  return { status: res.status, answer: res.status === 302 ? Object.keys(fragment)[0]! : res.json.code, error: fragment.error, rules: events.map((e) => e.data.rule), spec };
+}
+
 describeWithServices('SAML ACS: each rule alone', () => {
   let gw: TestGateway;
   let c: Connected;
@@ -39,18 +53,7 @@ describeWithServices('SAML ACS: each rule alone', () => {
     await closeSql();
   });
 
-  /** Starts a sign-in, posts what `forge` writes for it: the ACS's answer and the rules audited since. */
-  async function answer(forge: Forge, connection = c) {
-    const [{ last } = { last: 0 }] = await sql<{ last: number }>('SELECT coalesce(max(id), 0)::int AS last FROM audit_events');
-    const started = await startSignIn(gw, connection);
-    const spec = goodSpec(connection, started);
-    const res = await postAcs(gw, connection, forge(spec, connection), started.relayState);
-    const events = await sql<{ data: { rule: string; code: string } }>(
-      "SELECT data FROM audit_events WHERE type = 'sso.login_failed' AND data->>'connection_id' = $1 AND id > $2 ORDER BY id", [connection.connection.id, last],
-    );
-    const fragment = res.status === 302 ? fragmentOf(res.headers.location) : {};
-    return { status: res.status, answer: res.status === 302 ? Object.keys(fragment)[0]! : res.json.code, error: fragment.error, rules: events.map((e) => e.data.rule), spec };
-  }
+  const answer = (forge: Forge, connection = c) => answerOf(gw, forge, connection);
 
   it.each<[string, string, Forge]>([
     ['not XML', 'not_xml', () => '<samlp:Response'],
@@ -149,5 +152,61 @@ describeWithServices('SAML ACS: each rule alone', () => {
     const result = await answer(forge);
     expect([result.status, result.error, result.rules]).toEqual([302, 'saml_invalid', [expect.stringMatching(/^library: .+/)]]);
     expect(await sql('SELECT 1 FROM users WHERE email = $1', [result.spec.nameId])).toEqual([]);
+  });
+});
+
+describeWithServices('SAML ACS: the time bounds to the second, by the gateway\'s clock', () => {
+  // The gateway's clock pinned to a whole second near the real one (node-saml's own checks read the
+  // real clock): a bound is then hit exactly, as the IdP's second-precision times can hit it.
+  let pinned = 0;
+  let gw: TestGateway;
+  let c: Connected;
+  beforeAll(async () => {
+    gw = await startTestGateway(ssoConfig(), { clock: () => new Date(pinned || Date.now()) });
+    c = await connect(gw, { allowJit: true });
+  });
+  afterAll(async () => {
+    await gw?.close();
+    await closeSql();
+  });
+
+  it.each<[string, number, (at: string) => (xml: string) => string, boolean]>([
+    ['the Response issued a minute ahead, to the second', 60_000, (at) => attribute('samlp:Response', 'IssueInstant', at), true],
+    ['the Response issued a minute and a second ahead', 61_000, (at) => attribute('samlp:Response', 'IssueInstant', at), false],
+    ['the Response issued six minutes ago, to the second', -360_000, (at) => attribute('samlp:Response', 'IssueInstant', at), true],
+    ['the Response issued six minutes and a second ago', -361_000, (at) => attribute('samlp:Response', 'IssueInstant', at), false],
+    ['the confirmation valid from a minute ahead, to the second', 60_000, (at) => attribute(SCD, 'NotBefore', at), true],
+    ['the confirmation valid from a minute and a second ahead', 61_000, (at) => attribute(SCD, 'NotBefore', at), false],
+  ])('%s: signed in %s', async (_name, offset, edit, accepted) => {
+    pinned = Math.floor(Date.now() / 1000) * 1000;
+    try {
+      const result = await answerOf(gw, edited(edit(iso(pinned + offset))), c);
+      expect(result.answer).toBe(accepted ? 'login_code' : 'error');
+    } finally {
+      pinned = 0;
+    }
+  });
+});
+
+describeWithServices('SAML: the AuthnRequest the gateway sends', () => {
+  let gw: TestGateway;
+  afterAll(async () => {
+    await gw?.close();
+    await closeSql();
+  });
+
+  it('asks for no authentication context, and is signed (SigAlg, Signature) when the IdP\'s metadata wants requests signed', async () => {
+    gw = await startTestGateway(ssoConfig());
+    const c = await connect(gw, { allowJit: true });
+    const start = async () => new URL(String((await gw.get(`/api/v1/auth/sso?org=${c.orgId}&return_to=${encodeURIComponent(RETURN_TO)}&code_challenge=${'a'.repeat(43)}`)).headers.location));
+    const plain = await start();
+    expect(authnRequestOf(plain.toString()).xml).not.toContain('RequestedAuthnContext');
+    expect([plain.searchParams.has('SigAlg'), plain.searchParams.has('Signature')]).toEqual([false, false]);
+    const wanting = idpMetadata(c.entityId, 'https://idp.example.test/sso', [c.keys]).replace('<md:IDPSSODescriptor ', '<md:IDPSSODescriptor WantAuthnRequestsSigned="true" ');
+    const put = await gw.request('PUT', `/api/v1/orgs/${c.orgId}/sso/saml`, { headers: bearer(c.owner.access), json: { metadata_xml: wanting, allowJit: true } });
+    expect(put.status, put.text).toBe(200);
+    const signed = await start();
+    expect(signed.searchParams.get('SigAlg')).toBe('http://www.w3.org/2001/04/xmldsig-more#rsa-sha256');
+    expect(signed.searchParams.get('Signature')).toMatch(/^[A-Za-z0-9+/]+=*$/);
   });
 });
