@@ -1,10 +1,12 @@
 // A scripted SAML identity provider for tests (CONTRACT §31): its own key pair and certificate,
 // its metadata XML, and Responses it writes and signs the way the test asks (the Response, the
 // Assertion, both or neither; SHA-1; another key), signed with xml-crypto through
-// @node-saml/node-saml's signXml (test-side only: src never signs a Response).
+// @node-saml/node-saml's signXml (test-side only: src never signs a Response), and encrypted with
+// xml-encryption (the library node-saml decrypts with).
 import { randomBytes } from 'node:crypto';
 import { inflateRawSync } from 'node:zlib';
 import { signXml } from '@node-saml/node-saml/lib/xml.js';
+import xmlenc from 'xml-encryption';
 import { newSpKeyPair } from '../../src/auth/providers/saml/spKeys.js';
 
 export interface IdpKeys {
@@ -96,3 +98,17 @@ export function signAssertion(xml: string, keys: IdpKeys, algorithm: Algorithm =
 }
 
 export const encode = (xml: string) => Buffer.from(xml, 'utf8').toString('base64');
+
+/**
+ * The Response's Assertion (signed or not, as given) encrypted to the SP's certificate, as an IdP
+ * with assertion encryption on sends it: AES-256-GCM, its key under RSA-OAEP (xml-encryption, the
+ * library node-saml decrypts with).
+ */
+export async function encryptAssertion(xml: string, spCertificatePem: string): Promise<string> {
+  const assertion = /<saml:Assertion[\s\S]*<\/saml:Assertion>/.exec(xml)![0];
+  const encrypted = await new Promise<string>((resolve, reject) => xmlenc.encrypt(assertion, {
+    rsa_pub: spCertificatePem, pem: spCertificatePem,
+    encryptionAlgorithm: 'http://www.w3.org/2009/xmlenc11#aes256-gcm', keyEncryptionAlgorithm: 'http://www.w3.org/2001/04/xmlenc#rsa-oaep-mgf1p',
+  }, (err, result) => (err ? reject(err) : resolve(result))));
+  return xml.replace(assertion, `<saml:EncryptedAssertion>${encrypted}</saml:EncryptedAssertion>`);
+}

@@ -5,7 +5,7 @@
 // form. samlRefusals.test.ts has the signature, wrapping, audience and replay attacks.
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { bearer, closeSql, describeWithServices, sql, startTestGateway, type TestGateway } from '../helpers/gateway.js';
-import { authnRequestOf, idpMetadata, responseXml, signAssertion, signResponse } from '../helpers/samlIdp.js';
+import { authnRequestOf, encryptAssertion, idpMetadata, newIdpKeys, responseXml, signAssertion, signResponse } from '../helpers/samlIdp.js';
 import { connect, fragmentOf, goodSpec, postAcs, RETURN_TO, ssoConfig, startSignIn, type Connected } from './samlHelpers.js';
 
 type Spec = ReturnType<typeof goodSpec>;
@@ -25,9 +25,9 @@ const SCD = 'saml:SubjectConfirmationData';
 const BEARER = 'urn:oasis:names:tc:SAML:2.0:cm:bearer';
 
 /** Starts a sign-in on `gw`, posts what `forge` writes for it: the ACS's answer and the rules audited since. */
-async function answerOf(gw: TestGateway, forge: Forge, connection: Connected) {
+async function answerOf(gw: TestGateway, forge: Forge, connection: Connected, begun?: Awaited<ReturnType<typeof startSignIn>>) {
   const [{ last } = { last: 0 }] = await sql<{ last: number }>('SELECT coalesce(max(id), 0)::int AS last FROM audit_events');
-  const started = await startSignIn(gw, connection);
+  const started = begun ?? await startSignIn(gw, connection);
   const spec = goodSpec(connection, started);
   const res = await postAcs(gw, connection, forge(spec, connection), started.relayState);
   const events = await sql<{ data: { rule: string; code: string } }>(
@@ -107,6 +107,25 @@ describeWithServices('SAML ACS: each rule alone', () => {
   it('a plain Assertion where the connection asks for encrypted ones → saml_invalid (not_encrypted)', async () => {
     const result = await answer(edited((xml) => xml), encrypting);
     expect([result.status, result.error, result.rules]).toEqual([302, 'saml_invalid', ['not_encrypted']]);
+  });
+
+  it('an encrypted Assertion signs in; signed inside with SHA-1, which only decryption shows, it is refused (sha1); encrypted to another key, not_decryptable', async () => {
+    const [{ pem }] = await sql<{ pem: string }>('SELECT sp_certificate AS pem FROM saml_connections WHERE id = $1', [encrypting.connection.id]) as [{ pem: string }];
+    const sealed = (algorithm: 'sha256' | 'sha1') => async (spec: Spec, conn: Connected) => encryptAssertion(signAssertion(responseXml(spec).xml, conn.keys, algorithm), pem);
+    const posted = async (forge: (spec: Spec, conn: Connected) => Promise<string>) => {
+      const started = await startSignIn(gw, encrypting);
+      const spec = goodSpec(encrypting, started);
+      const xml = await forge(spec, encrypting);
+      expect(xml).toContain('<saml:EncryptedAssertion>');
+      expect(xml).not.toContain(spec.nameId);
+      return answerOf(gw, () => xml, encrypting, started);
+    };
+    expect((await posted(sealed('sha256'))).answer).toBe('login_code');
+    const refused = await posted(sealed('sha1'));
+    expect([refused.answer, refused.error, refused.rules]).toEqual(['error', 'saml_invalid', ['sha1']]);
+    const elsewhere = newIdpKeys().certificatePem;
+    const unreadable = await posted(async (spec, conn) => encryptAssertion(signAssertion(responseXml(spec).xml, conn.keys), elsewhere));
+    expect([unreadable.answer, unreadable.error, unreadable.rules]).toEqual(['error', 'saml_invalid', ['not_decryptable']]);
   });
 
   it('SHA-1 where the connection allows it signs in; an unknown method beside SHA-1 is refused as algorithm, whether SHA-1 is allowed or not', async () => {

@@ -2,7 +2,7 @@
 // selection), so that the documents the gateway checks are read by the very parser that verifies
 // their signatures, and no second XML package is a dependency. xmldom never loads a DTD's external
 // entities; the gateway refuses any DOCTYPE before parsing anyway (CONTRACT §31).
-import { parseDomFromString, xpath } from '@node-saml/node-saml/lib/xml.js';
+import { decryptXml, parseDomFromString, xpath } from '@node-saml/node-saml/lib/xml.js';
 
 /** Whether the text declares a DTD (`<!DOCTYPE`, in any case): refused before any parser sees it. */
 export function declaresDtd(xml: string): boolean {
@@ -38,4 +38,9 @@ export function selectElements(node: XmlNode, path: string): XmlElement[] {
 
 export function selectAttributes(node: XmlNode, path: string): Array<{ value: string }> {
   return xpath.selectAttributes(node as unknown as Parameters<typeof xpath.selectAttributes>[0], path) as unknown as Array<{ value: string }>;
+}
+
+/** An EncryptedAssertion decrypted with the SP's key, as node-saml decrypts it (its decryptXml: xml-encryption), parsed. */
+export async function decryptedAssertion(encrypted: XmlElement, privateKeyPem: string): Promise<XmlDocument> {
+  return parseXml(await decryptXml(String(encrypted), privateKeyPem));
 }
