@@ -109,7 +109,7 @@ describeWithServices('SAML ACS: each rule alone', () => {
     expect([result.status, result.error, result.rules]).toEqual([302, 'saml_invalid', ['not_encrypted']]);
   });
 
-  it('an encrypted Assertion signs in; signed inside with SHA-1, which only decryption shows, it is refused (sha1); encrypted to another key, not_decryptable', async () => {
+  it('an encrypted Assertion signs in; signed inside with SHA-1, which only decryption shows, it is refused (sha1); another assertion inside it, assertion_count; encrypted to another key, not_decryptable', async () => {
     const [{ pem }] = await sql<{ pem: string }>('SELECT sp_certificate AS pem FROM saml_connections WHERE id = $1', [encrypting.connection.id]) as [{ pem: string }];
     const sealed = (algorithm: 'sha256' | 'sha1') => async (spec: Spec, conn: Connected) => encryptAssertion(signAssertion(responseXml(spec).xml, conn.keys, algorithm), pem);
     const posted = async (forge: (spec: Spec, conn: Connected) => Promise<string>) => {
@@ -123,6 +123,14 @@ describeWithServices('SAML ACS: each rule alone', () => {
     expect((await posted(sealed('sha256'))).answer).toBe('login_code');
     const refused = await posted(sealed('sha1'));
     expect([refused.answer, refused.error, refused.rules]).toEqual(['error', 'saml_invalid', ['sha1']]);
+    // A forged assertion slipped into the signed one's Advice, then both encrypted: refused by the
+    // gateway's count before any signature is checked.
+    const nested = await posted(async (spec, conn) => {
+      const forged = responseXml({ ...spec, nameId: `ceo@${conn.domain}` }).xml.match(/<saml:Assertion[\s\S]*<\/saml:Assertion>/)![0];
+      const signed = signAssertion(responseXml(spec).xml, conn.keys);
+      return encryptAssertion(signed.replace('<saml:Conditions ', `<saml:Advice>${forged}</saml:Advice><saml:Conditions `), pem);
+    });
+    expect([nested.answer, nested.error, nested.rules]).toEqual(['error', 'saml_invalid', ['assertion_count']]);
     const elsewhere = newIdpKeys().certificatePem;
     const unreadable = await posted(async (spec, conn) => encryptAssertion(signAssertion(responseXml(spec).xml, conn.keys), elsewhere));
     expect([unreadable.answer, unreadable.error, unreadable.rules]).toEqual(['error', 'saml_invalid', ['not_decryptable']]);

@@ -189,12 +189,10 @@ export async function checkResponseDocument(envelope: Envelope, base64: string, 
   checkResponse(envelope.doc, input);
   const [encrypted] = selectElements(envelope.doc, "/*/*[local-name()='EncryptedAssertion']");
   if (settings.encryptAssertions && !encrypted) invalid('not_encrypted');
-  // An encrypted assertion's own signature follows the same algorithm rules, and only decryption
-  // shows it: node-saml hands back the content its signature covers, never the Signature itself.
-  if (encrypted) {
-    const decrypted = await decryptedAssertion(encrypted, input.privateKeyPem).catch(() => invalid('not_decryptable'));
-    checkAlgorithms(decrypted, settings.allowSha1);
-  }
+  // An encrypted assertion holds to the document's rules (one assertion, no ID twice, the
+  // algorithms of its own signature), and only decryption shows what it holds: node-saml hands back
+  // the content its signature covers, never the Signature itself.
+  if (encrypted) checkStructure(await decryptedAssertion(encrypted, input.privateKeyPem).catch(() => invalid('not_decryptable')), settings.allowSha1);
   let assertionXml: string;
   try {
     const { profile } = await samlOf(input.connection, input.publicUrl, input.privateKeyPem).validatePostResponseAsync({ SAMLResponse: base64 });
