@@ -109,7 +109,7 @@ describeWithServices('SAML ACS: each rule alone', () => {
     expect([result.status, result.error, result.rules]).toEqual([302, 'saml_invalid', ['not_encrypted']]);
   });
 
-  it('an encrypted Assertion signs in; signed inside with SHA-1, which only decryption shows, it is refused (sha1); another assertion inside it, assertion_count; encrypted to another key, not_decryptable', async () => {
+  it('an encrypted Assertion signs in; what only decryption shows is refused: SHA-1 inside (sha1), another assertion inside (assertion_count); another key\'s (not_decryptable)', async () => {
     const [{ pem }] = await sql<{ pem: string }>('SELECT sp_certificate AS pem FROM saml_connections WHERE id = $1', [encrypting.connection.id]) as [{ pem: string }];
     const sealed = (algorithm: 'sha256' | 'sha1') => async (spec: Spec, conn: Connected) => encryptAssertion(signAssertion(responseXml(spec).xml, conn.keys, algorithm), pem);
     const posted = async (forge: (spec: Spec, conn: Connected) => Promise<string>) => {
