@@ -17,7 +17,6 @@ import { counts, planFromSubscriptions, planOfPrices } from './plan.js';
 const DAY_MS = 86_400_000;
 /** The plan of an owner no one chose a plan for (a new user, a new organization). */
 const DEFAULT_PLAN = 'free';
-export const DEFAULT_DASHBOARD_URL = 'https://dashboard.stripe.com';
 
 /** What billing's rules read: its configuration (none: billing manages no plan), the plans' order, and now. */
 export interface PlanRules {
@@ -90,7 +89,8 @@ export const overrideFlag = (value: unknown): boolean | undefined => (value === 
 /** Stripe's dashboard page of a customer or subscription: test-mode keys see the /test/ pages. */
 function dashboardLink(stripe: BillingConfig['stripe'] | undefined, kind: 'customers' | 'subscriptions', id: string): string | null {
   if (!stripe) return null;
-  const base = (stripe.dashboardUrl ?? DEFAULT_DASHBOARD_URL).replace(/\/+$/, '');
+  // The config's default is Stripe's own dashboard (config/schema/billing.ts).
+  const base = stripe.dashboardUrl.replace(/\/+$/, '');
   const test = /^(?:sk|rk)_test_/.test(stripe.secretKey) ? '/test' : '';
   return `${base}${test}/${kind}/${encodeURIComponent(id)}`;
 }

@@ -151,13 +151,7 @@ describeWithServices('the dashboard links follow billing.stripe.dashboardUrl and
   let gw: TestGateway;
   let closeAdmin: () => Promise<void>;
   let adminUrl: string;
-  afterAll(async () => {
-    await closeAdmin?.();
-    await gw?.close();
-    await closeSql();
-  });
-
-  it('a live key links the live pages of the dashboard configured', async () => {
+  beforeAll(async () => {
     gw = await startTestGateway(testConfig({
       storage: { redisKeyPrefix: ownRedisPrefix('dash') },
       billing: {
@@ -170,6 +164,14 @@ describeWithServices('the dashboard links follow billing.stripe.dashboardUrl and
     const admin = await buildAdminApp(gw.services);
     adminUrl = await admin.listen({ host: '127.0.0.1', port: 0 });
     closeAdmin = () => admin.close();
+  });
+  afterAll(async () => {
+    await closeAdmin?.();
+    await gw?.close();
+    await closeSql();
+  });
+
+  it('a live key links the live pages of the dashboard configured', async () => {
     const user = await makeUser(gw);
     const tag = randomBytes(6).toString('hex');
     await sql("INSERT INTO billing_customers (owner_type, owner_id, stripe_customer_id) VALUES ('user', $1, $2)", [user.id, `cus_live_${tag}`]);
