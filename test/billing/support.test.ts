@@ -25,6 +25,28 @@ const WEBHOOK = '/api/v1/billing/stripe/webhook';
 const DAY_MS = 86_400_000;
 const NONE = { customer_id: null, customer_url: null, subscriptions: [], billing_plan: null, override_since: null, grace_ends_at: null };
 
+/** A gateway on `config` with the admin API beside it: what support's requests go to. */
+interface Support {
+  gw: TestGateway;
+  admin(method: string, path: string, json?: unknown): ReturnType<typeof request>;
+  close(): Promise<void>;
+}
+
+async function withAdmin(config: Parameters<typeof startTestGateway>[0]): Promise<Support> {
+  const gw = await startTestGateway(config);
+  const app = await buildAdminApp(gw.services);
+  const url = await app.listen({ host: '127.0.0.1', port: 0 });
+  return {
+    gw,
+    admin: (method, path, json) => request(url, method, path, { headers: bearer(ADMIN_KEY), ...(json === undefined ? {} : { json }) }),
+    close: async () => {
+      await app.close();
+      await gw.close();
+    },
+  };
+}
+
+
 describeWithServices('support sees the money (CONTRACT §29)', () => {
   let stripe: StripeFake;
   let smtp: SmtpCatcher;
@@ -148,11 +170,9 @@ describeWithServices('support sees the money (CONTRACT §29)', () => {
 });
 
 describeWithServices('the dashboard links follow billing.stripe.dashboardUrl and the key\'s mode', () => {
-  let gw: TestGateway;
-  let closeAdmin: () => Promise<void>;
-  let adminUrl: string;
+  let support: Support;
   beforeAll(async () => {
-    gw = await startTestGateway(testConfig({
+    support = await withAdmin(testConfig({
       storage: { redisKeyPrefix: ownRedisPrefix('dash') },
       billing: {
         stripe: {
@@ -161,23 +181,19 @@ describeWithServices('the dashboard links follow billing.stripe.dashboardUrl and
         },
       },
     }));
-    const admin = await buildAdminApp(gw.services);
-    adminUrl = await admin.listen({ host: '127.0.0.1', port: 0 });
-    closeAdmin = () => admin.close();
   });
   afterAll(async () => {
-    await closeAdmin?.();
-    await gw?.close();
+    await support?.close();
     await closeSql();
   });
 
   it('a live key links the live pages of the dashboard configured', async () => {
-    const user = await makeUser(gw);
+    const user = await makeUser(support.gw);
     const tag = randomBytes(6).toString('hex');
     await sql("INSERT INTO billing_customers (owner_type, owner_id, stripe_customer_id) VALUES ('user', $1, $2)", [user.id, `cus_live_${tag}`]);
     await sql(`INSERT INTO billing_subscriptions (stripe_subscription_id, owner_type, owner_id, stripe_customer_id, status, price, prices)
       VALUES ($1, 'user', $2, $3, 'canceled', 'price_gone', '{price_gone}')`, [`sub_live_${tag}`, user.id, `cus_live_${tag}`]);
-    const res = await request(adminUrl, 'GET', `/admin/v1/users/${user.id}`, { headers: bearer(ADMIN_KEY) });
+    const res = await support.admin('GET', `/admin/v1/users/${user.id}`);
     expect(res.json.billing).toEqual({
       customer_id: `cus_live_${tag}`, customer_url: `https://stripe.example/dash/customers/cus_live_${tag}`,
       subscriptions: [{
@@ -189,7 +205,7 @@ describeWithServices('the dashboard links follow billing.stripe.dashboardUrl and
   });
 
   it('the grace shown is the first to end of the past_due subscriptions still in it, an active one beside them counting none', async () => {
-    const user = await makeUser(gw);
+    const user = await makeUser(support.gw);
     const tag = randomBytes(6).toString('hex');
     const [early, late] = [Date.now() - 2 * DAY_MS, Date.now() - DAY_MS];
     await sql("INSERT INTO billing_customers (owner_type, owner_id, stripe_customer_id) VALUES ('user', $1, $2)", [user.id, `cus_g_${tag}`]);
@@ -197,30 +213,23 @@ describeWithServices('the dashboard links follow billing.stripe.dashboardUrl and
       await sql(`INSERT INTO billing_subscriptions (stripe_subscription_id, owner_type, owner_id, stripe_customer_id, status, price, prices, past_due_since)
         VALUES ($1, 'user', $2, $3, $4, 'price_premium_monthly', '{price_premium_monthly}', $5)`, [id, user.id, `cus_g_${tag}`, status, since === null ? null : new Date(since)]);
     }
-    const res = await request(adminUrl, 'GET', `/admin/v1/users/${user.id}`, { headers: bearer(ADMIN_KEY) });
+    const res = await support.admin('GET', `/admin/v1/users/${user.id}`);
     expect(res.json.billing).toMatchObject({ plan_source: 'billing', billing_plan: 'premium', grace_ends_at: new Date(early + 3 * DAY_MS).toISOString() });
   });
 });
 
 describeWithServices('billing as support reads it once billing is turned off (no billing.stripe)', () => {
-  let gw: TestGateway;
-  let closeAdmin: () => Promise<void>;
-  let adminUrl: string;
+  let support: Support;
   beforeAll(async () => {
-    gw = await startTestGateway(testConfig({ storage: { redisKeyPrefix: ownRedisPrefix('unbilled') } }));
-    const admin = await buildAdminApp(gw.services);
-    adminUrl = await admin.listen({ host: '127.0.0.1', port: 0 });
-    closeAdmin = () => admin.close();
+    support = await withAdmin(testConfig({ storage: { redisKeyPrefix: ownRedisPrefix('unbilled') } }));
   });
   afterAll(async () => {
-    await closeAdmin?.();
-    await gw?.close();
+    await support?.close();
     await closeSql();
   });
-  const admin = (method: string, path: string, json?: unknown) => request(adminUrl, method, path, { headers: bearer(ADMIN_KEY), ...(json === undefined ? {} : { json }) });
 
   it('what Stripe said stays shown, unlinked and planless; billing manages no plan, so an operator\'s holds and says so', async () => {
-    const user = await makeUser(gw);
+    const user = await makeUser(support.gw);
     const tag = randomBytes(6).toString('hex');
     await sql("INSERT INTO billing_customers (owner_type, owner_id, stripe_customer_id) VALUES ('user', $1, $2)", [user.id, `cus_off_${tag}`]);
     await sql(`INSERT INTO billing_subscriptions (stripe_subscription_id, owner_type, owner_id, stripe_customer_id, status, price, prices, past_due_since)
@@ -230,9 +239,9 @@ describeWithServices('billing as support reads it once billing is turned off (no
       subscriptions: [expect.objectContaining({ id: `sub_off_${tag}`, status: 'past_due', plan: null, url: null })],
       billing_plan: null, override_since: null, grace_ends_at: null,
     };
-    expect((await admin('GET', `/admin/v1/users/${user.id}`)).json.billing).toEqual({ ...unlinked, plan_source: 'default' });
-    const set = await admin('PUT', `/admin/v1/users/${user.id}/plan`, { plan: 'pro' });
+    expect((await support.admin('GET', `/admin/v1/users/${user.id}`)).json.billing).toEqual({ ...unlinked, plan_source: 'default' });
+    const set = await support.admin('PUT', `/admin/v1/users/${user.id}/plan`, { plan: 'pro' });
     expect([set.status, set.json.plan, set.json.billing]).toEqual([200, 'pro', { ...unlinked, plan_source: 'operator' }]);
-    expect((await admin('PUT', `/admin/v1/users/${2_000_000_000 + user.id}/plan`, { plan: 'pro' })).status).toBe(404);
+    expect((await support.admin('PUT', `/admin/v1/users/${2_000_000_000 + user.id}/plan`, { plan: 'pro' })).status).toBe(404);
   });
 });

@@ -6,9 +6,9 @@
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import { StorageUnavailableError } from '../../src/errors/index.js';
 import type { Database } from '../../src/storage/database/index.js';
-import { bearer, describeWithServices, loggedLines, startTestGateway, testConfig, type TestGateway, type TestUser } from '../helpers/gateway.js';
+import { bearer, describeWithServices, loggedLines, startTestGateway, testConfig, type TestGateway } from '../helpers/gateway.js';
 import { startHookSetup, type HookSetup } from '../helpers/hookReceiver.js';
-import { createOrg, newScimToken, SCIM_ERROR, scimClient, USER_SCHEMA, verifiedDomain, verifiedUser, type ScimClient, type Sql } from './helpers.js';
+import { createOrg, SCIM_ERROR, startScimOrganization, USER_SCHEMA, verifiedUser, type ScimClient, type ScimOrganization } from './helpers.js';
 
 const refusal = (status: number, detail: string, scimType?: string) => ({ status, json: { schemas: [SCIM_ERROR], status: String(status), ...(scimType ? { scimType } : {}), detail } });
 
@@ -21,31 +21,23 @@ function failing(db: Database, error: () => Error): () => void {
 }
 
 describeWithServices('SCIM: where its paths are served, and its faults in SCIM\'s shape', () => {
-  let setup: HookSetup;
+  let org: ScimOrganization;
   let gw: TestGateway;
-  let q: Sql;
-  let owner: TestUser;
   let orgId: number;
   let token: string;
   let scim: ScimClient;
   let restore: (() => void) | undefined;
 
   beforeAll(async () => {
-    setup = await startHookSetup({ organizations: 'sso', config: { errors: { codes: true } } });
-    gw = setup.gateways[0]!;
-    q = (text, params = []) => setup.db.sql(text, params);
-    owner = await verifiedUser(gw, q);
-    orgId = await createOrg(gw, owner);
-    await verifiedDomain(q, orgId);
-    token = (await newScimToken(gw, owner, orgId)).token;
-    scim = scimClient(gw, orgId, token);
+    org = await startScimOrganization();
+    ({ gw, orgId, token, scim } = org);
   });
   afterEach(() => {
     restore?.();
     restore = undefined;
   });
   afterAll(async () => {
-    await setup?.close();
+    await org?.setup.close();
   });
 
   it('a body that is not JSON reads as {} (a User without userName: 400 invalidValue); one over the body limit → 413; both in SCIM\'s shape', async () => {

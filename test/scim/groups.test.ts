@@ -6,32 +6,27 @@
 // deleted while a change waits for its lock.
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { describeWithServices, type TestGateway, type TestUser } from '../helpers/gateway.js';
-import { startHookSetup, type HookSetup } from '../helpers/hookReceiver.js';
-import { holdRows } from '../helpers/rowLock.js';
-import { createOrg, GROUP_SCHEMA, newScimToken, PATCH_OP, SCIM_ERROR, scimClient, USER_SCHEMA, verifiedDomain, verifiedUser, type ScimClient, type Sql } from './helpers.js';
+import { describeWithServices, type TestGateway } from '../helpers/gateway.js';
+import {
+  answersOnceGone, createOrg, GROUP_SCHEMA, newScimToken, PATCH_OP, SCIM_ERROR, scimClient, startScimOrganization, USER_SCHEMA, verifiedUser,
+  type ScimClient, type ScimOrganization, type Sql,
+} from './helpers.js';
 
 const refusal = (status: number, detail: string, scimType?: string) => ({ status, json: { schemas: [SCIM_ERROR], status: String(status), ...(scimType ? { scimType } : {}), detail } });
 const patch = (...Operations: unknown[]) => ({ schemas: [PATCH_OP], Operations });
 const members = (...ids: string[]) => ids.map((value) => ({ value }));
 
 describeWithServices('SCIM Groups: replace, member changes, renames, refusals', () => {
-  let setup: HookSetup;
+  let org: ScimOrganization;
   let gw: TestGateway;
   let q: Sql;
-  let owner: TestUser;
   let orgId: number;
   let domain: string;
   let scim: ScimClient;
 
   beforeAll(async () => {
-    setup = await startHookSetup({ organizations: 'sso', config: { errors: { codes: true } } });
-    gw = setup.gateways[0]!;
-    q = (text, params = []) => setup.db.sql(text, params);
-    owner = await verifiedUser(gw, q);
-    orgId = await createOrg(gw, owner);
-    domain = await verifiedDomain(q, orgId);
-    scim = scimClient(gw, orgId, (await newScimToken(gw, owner, orgId)).token);
+    org = await startScimOrganization();
+    ({ gw, q, orgId, domain, scim } = org);
     // The connection as its PUT stores it (test/sso covers the PUT); only its roleMapping is read here.
     const settings = { enforce: false, allowJit: true, allowIdpInitiated: false, idpInitiatedUrl: null, allowSha1: false, attributes: {},
       roleMapping: { admins: 'admin', staff: 'member' }, mfaContexts: [], encryptAssertions: false };
@@ -39,7 +34,7 @@ describeWithServices('SCIM Groups: replace, member changes, renames, refusals', 
       VALUES ($1, $2, '<x/>', 'https://idp.example', 'https://idp.example/sso', '[]', false, $3, 'x', 'x')`, [`saml_${randomUUID()}`, orgId, JSON.stringify(settings)]);
   });
   afterAll(async () => {
-    await setup?.close();
+    await org?.setup.close();
   });
 
   /** A provisioned user: its SCIM id and account id. */
@@ -150,19 +145,10 @@ describeWithServices('SCIM Groups: replace, member changes, renames, refusals', 
     const created = await directory.post('/Groups', { schemas: [GROUP_SCHEMA], displayName: 'eng' });
     expect(created.status, created.text).toBe(201);
     const gone = refusal(404, 'Organization not found');
-    /** `change` sent while this test's transaction holds the organization's row, which it deletes before letting go. */
-    const deletedWhileWaiting = async (change: () => Promise<unknown>) => {
-      const row = await holdRows('SELECT 1 FROM organizations WHERE id = $1 FOR UPDATE', [doomed], setup.db.url);
-      const [first, second] = [change(), directory.post('/Groups', { schemas: [GROUP_SCHEMA], displayName: 'ops' })];
-      try {
-        await row.waiters(2);
-        await row.run('DELETE FROM organizations WHERE id = $1', [doomed]);
-      } finally {
-        await row.release();
-      }
-      return Promise.all([first, second]);
-    };
-    expect(await deletedWhileWaiting(() => directory.patch(`/Groups/${created.json.id}`, patch({ op: 'replace', path: 'displayName', value: 'eng2' }))))
-      .toMatchObject([gone, gone]);
+    const answers = await answersOnceGone(org.setup.db.url, 'SELECT 1 FROM organizations WHERE id = $1 FOR UPDATE', doomed, [
+      () => directory.patch(`/Groups/${created.json.id}`, patch({ op: 'replace', path: 'displayName', value: 'eng2' })),
+      () => directory.post('/Groups', { schemas: [GROUP_SCHEMA], displayName: 'ops' }),
+    ], 'DELETE FROM organizations WHERE id = $1');
+    expect(answers)      .toMatchObject([gone, gone]);
   });
 });

@@ -1,10 +1,14 @@
 // What the SCIM tests share (kept beside them: only they use it): a gateway with organizations, an
 // owner and their organization, a domain verified by hand (as an operator would: migration 042's
-// table), a SCIM token made through the API, and a client speaking SCIM to /scim/v2/orgs/{id}/.
+// table), a SCIM token made through the API, and a client speaking SCIM to /scim/v2/orgs/{id}/;
+// all of it on a gateway of its own (startScimOrganization), and a change's answer once the row it
+// waited for went (answersOnceGone).
 import { randomBytes } from 'node:crypto';
 import { docsExample } from '../helpers/docs.js';
 import { bearer, makeUser, testConfigFromYaml, type TestGateway, type TestUser } from '../helpers/gateway.js';
+import { startHookSetup, type HookSetup } from '../helpers/hookReceiver.js';
 import type { HttpResponse } from '../helpers/http.js';
+import { holdRows } from '../helpers/rowLock.js';
 import type { SmtpCatcher } from '../helpers/smtp.js';
 import type { Config } from '../../src/config/schema.js';
 
@@ -77,3 +81,45 @@ export const SCIM_ERROR = 'urn:ietf:params:scim:api:messages:2.0:Error';
 export const PATCH_OP = 'urn:ietf:params:scim:api:messages:2.0:PatchOp';
 export const USER_SCHEMA = 'urn:ietf:params:scim:schemas:core:2.0:User';
 export const GROUP_SCHEMA = 'urn:ietf:params:scim:schemas:core:2.0:Group';
+
+/** A directory's organization on a gateway of its own (startHookSetup: organizations.sso, codes in errors): its owner, a verified domain, a SCIM token and client. */
+export interface ScimOrganization {
+  setup: HookSetup;
+  gw: TestGateway;
+  q: Sql;
+  owner: TestUser;
+  orgId: number;
+  domain: string;
+  token: string;
+  scim: ScimClient;
+}
+
+export async function startScimOrganization(config: Record<string, unknown> = {}): Promise<ScimOrganization> {
+  const setup = await startHookSetup({ organizations: 'sso', config: { errors: { codes: true }, ...config } });
+  const gw = setup.gateways[0]!;
+  const q: Sql = (text, params = []) => setup.db.sql(text, params);
+  const owner = await verifiedUser(gw, q);
+  const orgId = await createOrg(gw, owner);
+  const domain = await verifiedDomain(q, orgId);
+  const { token } = await newScimToken(gw, owner, orgId);
+  return { setup, gw, q, owner, orgId, domain, token, scim: scimClient(gw, orgId, token) };
+}
+
+/**
+ * The answers of `changes`, sent while a transaction of the test's own on `database` holds the row
+ * `lock` (a SELECT … FOR UPDATE of `id`), in which `meanwhile` (a DELETE, with `meanwhileId`) runs
+ * once they all wait for it: what a change meets when its row went while it waited.
+ */
+export async function answersOnceGone(
+  database: string, lock: string, id: unknown, changes: Array<() => Promise<HttpResponse>>, meanwhile: string, meanwhileId: unknown = id,
+): Promise<HttpResponse[]> {
+  const row = await holdRows(lock, [id], database);
+  const answers = changes.map((change) => change());
+  try {
+    await row.waiters(changes.length);
+    await row.run(meanwhile, [meanwhileId]);
+  } finally {
+    await row.release();
+  }
+  return Promise.all(answers);
+}

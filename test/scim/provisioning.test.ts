@@ -7,8 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { bearer, describeWithServices, makeUser, type TestGateway, type TestUser } from '../helpers/gateway.js';
 import { startHookSetup, type HookSetup } from '../helpers/hookReceiver.js';
-import { holdRows } from '../helpers/rowLock.js';
-import { createOrg, GROUP_SCHEMA, newScimToken, PATCH_OP, SCIM_ERROR, scimClient, USER_SCHEMA, verifiedDomain, verifiedUser, type ScimClient, type Sql } from './helpers.js';
+import { answersOnceGone, createOrg, GROUP_SCHEMA, newScimToken, PATCH_OP, SCIM_ERROR, scimClient, USER_SCHEMA, verifiedDomain, verifiedUser, type ScimClient, type Sql } from './helpers.js';
 
 const LIST = 'urn:ietf:params:scim:api:messages:2.0:ListResponse';
 const ENTERPRISE = 'urn:ietf:params:scim:schemas:extension:enterprise:2.0:User';
@@ -348,24 +347,13 @@ describeWithServices('SCIM provisioning, as Okta and Entra ID send it (CONTRACT 
   it('the account or the organization deleted while a change waits for its lock: 404 in SCIM\'s shape, never a 500', async () => {
     const off = { schemas: [PATCH_OP], Operations: [{ op: 'replace', value: { active: false } }] };
     const notFound = (detail: string) => ({ status: 404, json: { schemas: [SCIM_ERROR], status: '404', detail } });
-    /** `change` sent while this test's transaction holds `lock`'s row, which `deleteSql` then deletes: what the change answers once the lock goes. */
-    const deletedWhileWaiting = async (change: () => Promise<unknown>, lock: string, deleteSql: string, id: number) => {
-      const row = await holdRows(lock, [id], setup.db.url);
-      const answer = change();
-      try {
-        await row.waiters(1);
-        await row.run(deleteSql, [id]);
-      } finally {
-        await row.release();
-      }
-      return answer;
-    };
     const email = `racer-${randomUUID().slice(0, 8)}@${domain}`;
     const created = await okta.post('/Users', { schemas: [USER_SCHEMA], userName: email });
     expect(created.status, created.text).toBe(201);
     const userId = (await accountOf(email))!.id;
-    expect(await deletedWhileWaiting(() => okta.patch(`/Users/${created.json.id}`, off), 'SELECT 1 FROM users WHERE id = $1 FOR UPDATE', 'DELETE FROM users WHERE id = $1', userId))
-      .toMatchObject(notFound('User not found'));
+    const db = setup.db.url;
+    expect(await answersOnceGone(db, 'SELECT 1 FROM users WHERE id = $1 FOR UPDATE', userId, [() => okta.patch(`/Users/${created.json.id}`, off)], 'DELETE FROM users WHERE id = $1'))
+      .toMatchObject([notFound('User not found')]);
 
     const doomedOwner = await verifiedUser(gws[0]!, q);
     const doomed = await createOrg(gws[0]!, doomedOwner, 'Doomed');
@@ -374,8 +362,8 @@ describeWithServices('SCIM provisioning, as Okta and Entra ID send it (CONTRACT 
     const member = await directory.post('/Users', { schemas: [USER_SCHEMA], userName: `m-${randomUUID().slice(0, 8)}@${doomedDomain}` });
     expect(member.status, member.text).toBe(201);
     const lockOrg = 'SELECT 1 FROM organizations WHERE id = $1 FOR UPDATE';
-    expect(await deletedWhileWaiting(() => directory.patch(`/Users/${member.json.id}`, off), lockOrg, 'DELETE FROM organizations WHERE id = $1', doomed))
-      .toMatchObject(notFound('Organization not found'));
+    expect(await answersOnceGone(db, lockOrg, doomed, [() => directory.patch(`/Users/${member.json.id}`, off)], 'DELETE FROM organizations WHERE id = $1'))
+      .toMatchObject([notFound('Organization not found')]);
   });
 
   /** A registered account with this email, verified (the owner proved the address). */

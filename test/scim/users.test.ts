@@ -5,11 +5,12 @@
 // NOTIFY late, and the user or the organization deleted while a change is under way.
 import { randomUUID } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
-import { bearer, describeWithServices, holdNotifications, marker, type TestGateway, type TestUser } from '../helpers/gateway.js';
+import { bearer, describeWithServices, holdNotifications, marker, type TestGateway } from '../helpers/gateway.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
-import { startHookSetup, type HookSetup } from '../helpers/hookReceiver.js';
-import { holdRows } from '../helpers/rowLock.js';
-import { createOrg, newScimToken, PATCH_OP, SCIM_ERROR, scimClient, USER_SCHEMA, verifiedDomain, verifiedUser, type ScimClient, type Sql } from './helpers.js';
+import {
+  answersOnceGone, createOrg, newScimToken, PATCH_OP, SCIM_ERROR, scimClient, startScimOrganization, USER_SCHEMA, verifiedDomain, verifiedUser,
+  type ScimClient, type ScimOrganization, type Sql,
+} from './helpers.js';
 
 const DOMAIN_RULE = 'userName (or the primary email) must be an email of a verified domain of the organization';
 const refusal = (status: number, detail: string, scimType?: string) => ({ status, json: { schemas: [SCIM_ERROR], status: String(status), ...(scimType ? { scimType } : {}), detail } });
@@ -22,30 +23,20 @@ afterEach(() => {
 });
 
 describeWithServices('SCIM Users: refusals, inactive users, changes that change nothing', () => {
-  let setup: HookSetup;
+  let org: ScimOrganization;
   let gw: TestGateway;
   let upstream: EchoUpstream;
   let q: Sql;
-  let owner: TestUser;
-  let orgId: number;
   let domain: string;
   let scim: ScimClient;
 
   beforeAll(async () => {
     upstream = await startEchoUpstream();
-    setup = await startHookSetup({
-      organizations: 'sso',
-      config: { errors: { codes: true }, upstreams: { app: { url: upstream.url } }, routes: [{ path: '/data', upstream: 'app', auth: 'required' }] },
-    });
-    gw = setup.gateways[0]!;
-    q = (text, params = []) => setup.db.sql(text, params);
-    owner = await verifiedUser(gw, q);
-    orgId = await createOrg(gw, owner);
-    domain = await verifiedDomain(q, orgId);
-    scim = scimClient(gw, orgId, (await newScimToken(gw, owner, orgId)).token);
+    org = await startScimOrganization({ upstreams: { app: { url: upstream.url } }, routes: [{ path: '/data', upstream: 'app', auth: 'required' }] });
+    ({ gw, q, domain, scim } = org);
   });
   afterAll(async () => {
-    await setup?.close();
+    await org?.setup.close();
     await upstream?.close();
   });
 
@@ -56,7 +47,7 @@ describeWithServices('SCIM Users: refusals, inactive users, changes that change 
     return created.json as { id: string; active: boolean };
   };
   const accountOf = async (email: string) => (await q<{ id: number; is_active: number }>('SELECT id, is_active FROM users WHERE email = $1', [email]))[0];
-  const roleOf = async (userId: number) => (await q<{ role: string }>('SELECT role FROM memberships WHERE org_id = $1 AND user_id = $2', [orgId, userId]))[0]?.role;
+  const roleOf = async (userId: number) => (await q<{ role: string }>('SELECT role FROM memberships WHERE org_id = $1 AND user_id = $2', [org.orgId, userId]))[0]?.role;
   const audits = async (userId: number) => (await q<{ type: string }>("SELECT type FROM audit_events WHERE user_id = $1 AND type LIKE 'scim.%' ORDER BY id", [userId])).map((r) => r.type);
   const hookCount = async (userId: number) => Number((await q<{ n: string }>(
     "SELECT count(*) AS n FROM webhook_deliveries WHERE type = 'user.active_changed' AND (body::jsonb)->'data'->>'user_id' = $1", [String(userId)]))[0]!.n);
@@ -139,26 +130,13 @@ describeWithServices('SCIM Users: refusals, inactive users, changes that change 
     expect((await gw.get(`/data/${marker()}`, auth)).status).toBe(401);
   });
 
-  /** `change` sent while this test's transaction holds `lock`'s row; `deleteSql` run in that transaction; the change's answer once it commits. */
-  async function deletedWhileWaiting(change: () => Promise<unknown>, lock: string, id: unknown, deleteSql: string, deleteId: unknown) {
-    const row = await holdRows(lock, [id], setup.db.url);
-    const answer = change();
-    try {
-      await row.waiters(1);
-      await row.run(deleteSql, [deleteId]);
-    } finally {
-      await row.release();
-    }
-    return answer;
-  }
-
   it('the SCIM user deleted (by SQL) while a PATCH waits for the account\'s lock: 404 "User not found", never a 500', async () => {
     const email = address('racer');
     const user = await provision(email);
     const account = (await accountOf(email))!;
-    const answer = await deletedWhileWaiting(() => scim.patch(`/Users/${user.id}`, deactivate), 'SELECT 1 FROM users WHERE id = $1 FOR UPDATE', account.id,
-      'DELETE FROM scim_users WHERE id = $1', user.id);
-    expect(answer).toMatchObject(refusal(404, 'User not found'));
+    const answers = await answersOnceGone(org.setup.db.url, 'SELECT 1 FROM users WHERE id = $1 FOR UPDATE', account.id,
+      [() => scim.patch(`/Users/${user.id}`, deactivate)], 'DELETE FROM scim_users WHERE id = $1', user.id);
+    expect(answers).toMatchObject([refusal(404, 'User not found')]);
     expect((await accountOf(email))!.is_active).toBe(1);
   });
 
@@ -168,9 +146,9 @@ describeWithServices('SCIM Users: refusals, inactive users, changes that change 
     const doomedDomain = await verifiedDomain(q, doomed);
     const directory = scimClient(gw, doomed, (await newScimToken(gw, doomedOwner, doomed)).token);
     const email = `late-${randomUUID().slice(0, 8)}@${doomedDomain}`;
-    const answer = await deletedWhileWaiting(() => directory.post('/Users', { schemas: [USER_SCHEMA], userName: email }), 'SELECT 1 FROM organizations WHERE id = $1 FOR UPDATE', doomed,
-      'DELETE FROM organizations WHERE id = $1', doomed);
-    expect(answer).toMatchObject(refusal(404, 'Organization not found'));
+    const answers = await answersOnceGone(org.setup.db.url, 'SELECT 1 FROM organizations WHERE id = $1 FOR UPDATE', doomed,
+      [() => directory.post('/Users', { schemas: [USER_SCHEMA], userName: email })], 'DELETE FROM organizations WHERE id = $1');
+    expect(answers).toMatchObject([refusal(404, 'Organization not found')]);
     expect(await accountOf(email)).toBeUndefined();
   });
 
