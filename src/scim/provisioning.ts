@@ -24,6 +24,9 @@ import { invalidValue, scimError } from './errors.js';
 import { applyMappedRole, emailInVerifiedDomain, managedBy, type ManagedAccountDeps } from './managed.js';
 import { groupValues, type RoleMappingOf } from './roles.js';
 
+/** The refusal of an email outside the organization's verified domains, as users.ts and a rename here both say it. */
+export const DOMAIN_RULE = 'userName (or the primary email) must be an email of a verified domain of the organization';
+
 export interface ProvisioningDeps extends ManagedAccountDeps {
   audit: Audit;
   roleMapping: RoleMappingOf;
@@ -137,6 +140,6 @@ export async function moveEmail(w: ScimWriters, email: string): Promise<void> {
   if (!(await managedBy(w.tx, w.caller.orgId, w.account.id))) {
     scimError(400, 'This account was not created by the organization: its email is its owner\'s to change', 'mutability');
   }
-  if (!(await emailInVerifiedDomain(w.tx, w.caller.orgId, email))) invalidValue('userName (or the primary email) must be an email of a verified domain of the organization');
+  if (!(await emailInVerifiedDomain(w.tx, w.caller.orgId, email))) invalidValue(DOMAIN_RULE);
   if (!(await renameManagedAccount(w.tx, w.account.id, email, w.now))) scimError(409, 'Another account holds this email', 'uniqueness');
 }

@@ -11,7 +11,7 @@ import { listOf } from './discovery.js';
 import { invalidValue, notFound, scimError, sendScim } from './errors.js';
 import { parseFilter } from './filter.js';
 import { ensureManagedAccountIn } from './managed.js';
-import { directoryChange, endAccess, lockFor, moveEmail, restoreAccess, type ProvisioningDeps, type ScimWriters } from './provisioning.js';
+import { directoryChange, DOMAIN_RULE, endAccess, lockFor, moveEmail, restoreAccess, type ProvisioningDeps, type ScimWriters } from './provisioning.js';
 import { pageOf, queryValue, userResource } from './resources.js';
 import { accountEmail, patchedUser, userFromResource, type UserState } from './userModel.js';
 
@@ -21,7 +21,6 @@ export interface UserRouteDeps extends ProvisioningDeps {
   forgetUser: (id: number) => void;
 }
 
-const DOMAIN_RULE = 'userName (or the primary email) must be an email of a verified domain of the organization';
 const tags = ['scim'];
 const security = [{ scimToken: [] }];
 const anyObject = { type: 'object', additionalProperties: true };
