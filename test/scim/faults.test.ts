@@ -5,20 +5,12 @@
 // that is not JSON reads as {} (spec §4), a User without userName.
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import { StorageUnavailableError } from '../../src/errors/index.js';
-import type { Database } from '../../src/storage/database/index.js';
+import { failingStatements } from '../helpers/failingDatabase.js';
 import { bearer, describeWithServices, loggedLines, startTestGateway, testConfig, type TestGateway } from '../helpers/gateway.js';
 import { startHookSetup, type HookSetup } from '../helpers/hookReceiver.js';
 import { createOrg, SCIM_ERROR, startScimOrganization, USER_SCHEMA, verifiedUser, type ScimClient, type ScimOrganization } from './helpers.js';
 
 const refusal = (status: number, detail: string, scimType?: string) => ({ status, json: { schemas: [SCIM_ERROR], status: String(status), ...(scimType ? { scimType } : {}), detail } });
-
-/** Until the returned function is called, every statement of `db` on the SCIM users' table fails with `error`. */
-function failing(db: Database, error: () => Error): () => void {
-  const { query } = db;
-  db.query = ((text: string, ...rest: unknown[]) =>
-    (/scim_users/.test(text) ? Promise.reject(error()) : (query as (...args: unknown[]) => unknown).call(db, text, ...rest))) as typeof db.query;
-  return () => Object.assign(db, { query });
-}
 
 describeWithServices('SCIM: where its paths are served, and its faults in SCIM\'s shape', () => {
   let org: ScimOrganization;
@@ -49,11 +41,11 @@ describeWithServices('SCIM: where its paths are served, and its faults in SCIM\'
   });
 
   it('the database away → 503 in SCIM\'s shape and a warning; a fault of the gateway\'s own → 500 in SCIM\'s shape, logged as an error', async () => {
-    restore = failing(gw.services.db, () => new StorageUnavailableError(new Error('the test\'s outage')));
+    restore = failingStatements(gw.services.db, /scim_users/, () => new StorageUnavailableError(new Error('the test\'s outage')));
     expect(await scim.get('/Users')).toMatchObject(refusal(503, 'Service unavailable, retry later'));
     expect(loggedLines(gw, 'scim: storage unavailable').map((l) => [l.level, (l.err as { message: string }).message])).toEqual([[40, expect.stringContaining('the test\'s outage')]]);
     restore();
-    restore = failing(gw.services.db, () => new Error('the test\'s bug'));
+    restore = failingStatements(gw.services.db, /scim_users/, () => new Error('the test\'s bug'));
     expect(await scim.get('/Users')).toMatchObject(refusal(500, 'Internal error'));
     expect(loggedLines(gw, 'scim: unexpected error').map((l) => [l.level, (l.err as { message: string }).message])).toEqual([[50, 'the test\'s bug']]);
     restore();

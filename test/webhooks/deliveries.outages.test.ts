@@ -6,18 +6,13 @@
 // purge of finished messages, failing and not.
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { Database } from '../../src/storage/database/index.js';
+import { failingStatements } from '../helpers/failingDatabase.js';
 import type { OutboxWorker } from '../../src/webhooks/outbox.js';
 import { closeSql, describeWithServices, eventually, loggedLines, makeUser, type TestGateway } from '../helpers/gateway.js';
 import { outboxRows, registerWebhook, startIsolatedDeliveries, type Behaviour, type IsolatedDeliveries } from '../helpers/webhookReceiver.js';
 
 /** Until the returned function is called, `db` refuses every transaction, and each statement whose text matches `statements`. */
-function outage(db: Database, statements = /^$/): () => void {
-  const { query, transaction } = db;
-  db.transaction = (() => Promise.reject(new Error('the test\'s outage'))) as typeof db.transaction;
-  db.query = ((text: string, ...rest: unknown[]) =>
-    (statements.test(text) ? Promise.reject(new Error('the test\'s outage')) : (query as (...args: unknown[]) => unknown).call(db, text, ...rest))) as typeof db.query;
-  return () => Object.assign(db, { query, transaction });
-}
+const outage = (db: Database, statements = /^$/) => failingStatements(db, statements, () => new Error('the test\'s outage'), { transactions: true });
 
 const worker = (gw: TestGateway) => gw.services.deliveries as unknown as OutboxWorker;
 
