@@ -33,7 +33,7 @@ const ACTING_TESTS = ['test/orgs/acting.test.ts', 'test/orgs/decisions.test.ts',
 const BILLING_TESTS = [
   'test/billing/stripeGateway.test.ts', 'test/billing/plan.test.ts', 'test/billing/config.test.ts', 'test/billing/billing.test.ts', 'test/billing/meter.test.ts',
   'test/billing/meterHandBack.test.ts', 'test/billing/wholeEvents.test.ts', 'test/billing/orgBilling.test.ts', 'test/billing/cancelOrgOnDelete.test.ts',
-  'test/billing/override.test.ts', 'test/billing/support.test.ts',
+  'test/billing/override.test.ts', 'test/billing/support.test.ts', 'test/billing/billingEvents.test.ts',
 ];
 const REFUND_TESTS = ['test/guards/refundable.test.ts', 'test/guards/useRefunds.test.ts', 'test/guards/refunds.test.ts', 'test/guards/refundsNever.test.ts'];
 const HOOK_TESTS = [
@@ -254,7 +254,9 @@ export const ROOM_TESTS: Record<string, string[]> = {
     'test/pipeline/pipeline.test.ts', ...ACTING_TESTS, 'test/user/keyScopes.test.ts', 'test/guards/planAndDaily.test.ts', 'test/guards/mfaRoutes.test.ts', 'test/telemetry/tracing.test.ts',
   ],
   'src/pipeline/subject.ts': ['test/orgs/pooled.test.ts', 'test/orgs/acting.test.ts', 'test/billing/orgBilling.test.ts', 'test/guards/monthlyQuota.test.ts'],
-  ...each(['src/billing/billing.ts', 'src/billing/meterReporter.ts', 'src/billing/plan.ts', 'src/billing/stripe.ts'], BILLING_TESTS),
+  ...each(['src/billing/meterReporter.ts', 'src/billing/plan.ts', 'src/billing/stripe.ts'], BILLING_TESTS),
+  // And a deletion's: cancelAtPeriodEnd is billing's, its answers and log lines read there.
+  'src/billing/billing.ts': [...BILLING_TESTS, 'test/billing/cancelOnDelete.test.ts'],
   // With the OpenAPI document, which their schemas are part of (operator.ts's: the admin API's billing view and plan body).
   'src/billing/operator.ts': [...BILLING_TESTS, 'test/docs/openapi.test.ts'],
   // And the portal's uses of them: `"return": "portal"`, GET /subscription, Gateway-Org's refusals.

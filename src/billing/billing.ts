@@ -212,10 +212,9 @@ export class Billing {
   }
 
   /** Ends the grace of past_due subscriptions whose pastDueGraceDays have run out (every minute, housekeeping.ts). */
-  async endGraces(): Promise<number> {
+  async endGraces(): Promise<void> {
     const now = this.deps.clock();
     const since = new Date(now.getTime() - this.deps.config.pastDueGraceDays * DAY_MS);
-    let ended = 0;
     for (const owner of await ownersPastGrace(this.deps.db, since)) {
       const changed = await this.deps.db.transaction(async (tx) => {
         const result = await this.settlePlan(tx, owner, { actor: 'system', data: { reason: 'past_due_grace_ended' } });
@@ -223,9 +222,7 @@ export class Billing {
         return result;
       });
       for (const id of changed) this.deps.forgetUser(id);
-      ended++;
     }
-    return ended;
   }
 }
 

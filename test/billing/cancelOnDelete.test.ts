@@ -13,8 +13,9 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { buildAdminApp } from '../../src/admin/app.js';
 import { ensureBuilt, gateway } from '../helpers/cli.js';
 import { docsExample } from '../helpers/docs.js';
+import { failingStatements } from '../helpers/failingDatabase.js';
 import {
-  ADMIN_KEY, bearer, closeSql, describeWithServices, makeUser, sql, startTestGateway, testConfigFromYaml, testServices, TEST_JWT_SECRET, type TestGateway, type TestUser,
+  ADMIN_KEY, bearer, closeSql, describeWithServices, loggedLines, makeUser, sql, startTestGateway, testConfigFromYaml, testServices, TEST_JWT_SECRET, type TestGateway, type TestUser,
 } from '../helpers/gateway.js';
 import { request } from '../helpers/http.js';
 import { startStripeFake, type StripeFake } from '../helpers/stripeFake.js';
@@ -62,6 +63,7 @@ describeWithServices('a deleted account stops its subscriptions at period end', 
   const exists = async (id: number) => (await sql('SELECT id FROM users WHERE id = $1', [id])).length === 1;
   const updates = (sub: string) => stripe.calls.filter((c) => c.method === 'POST' && c.path === `/v1/subscriptions/${sub}`);
 
+  const ownLines = (msg: string, id: number) => loggedLines(gw, msg).filter((l) => (l.owner as { id: number }).id === id);
   const erase = (user: TestUser) => request(adminUrl, 'DELETE', `/admin/v1/users/${user.id}`, { headers: bearer(ADMIN_KEY) });
   // The user's own deletion, and an operator's erasure (the admin API the console and `users delete --admin` call).
   const deletions = [{ by: 'the user', remove }, { by: 'an operator', remove: erase }];
@@ -75,6 +77,9 @@ describeWithServices('a deleted account stops its subscriptions at period end', 
     expect(updates(active).map((c) => c.form)).toEqual([{ cancel_at_period_end: 'true' }]);
     expect(updates(ended)).toEqual([]);
     expect(await exists(user.id)).toBe(false);
+    // The operator's log says what was set to cancel, and for which owner: one running subscription of two.
+    const told = ownLines('billing: subscriptions set to cancel at period end before the owner is deleted', user.id);
+    expect(told.map((l) => [l.level, l.owner, l.subscriptions])).toEqual([[30, { type: 'user', id: user.id }, 1]]);
   });
 
   it.each(deletions)('$by: the account kept when Stripe cannot be told (503), deleted on the next try', async ({ remove: del }) => {
@@ -85,9 +90,25 @@ describeWithServices('a deleted account stops its subscriptions at period end', 
     expect([refused.status, refused.json]).toEqual([503, { error: 'Service de paiement indisponible' }]);
     expect(await exists(user.id)).toBe(true);
     expect(stripe.cancelAtPeriodEnd(active)).toBe(false);
+    const kept = ownLines('billing: a subscription could not be set to cancel at period end; the owner is kept', user.id);
+    expect(kept.map((l) => [l.level, l.owner])).toEqual([[40, { type: 'user', id: user.id }]]);
     expect((await del(user)).status).toBe(200);
     expect(stripe.cancelAtPeriodEnd(active)).toBe(true);
     expect(await exists(user.id)).toBe(false);
+  });
+
+  it('a database fault while the subscriptions are read is the gateway\'s 500, not Stripe\'s 503; the account kept', async () => {
+    const user = await makeUser(gw, { plan: 'premium' });
+    const active = await subscribe(user, 'active');
+    const restore = failingStatements(gw.services.db, /FROM billing_subscriptions/, () => new Error('the test\'s bug'));
+    try {
+      const res = await remove(user);
+      expect([res.status, res.json.error]).toEqual([500, 'Erreur interne']);
+    } finally {
+      restore();
+    }
+    expect([await exists(user.id), stripe.cancelAtPeriodEnd(active)]).toEqual([true, false]);
+    expect(ownLines('billing: a subscription could not be set to cancel at period end; the owner is kept', user.id)).toEqual([]);
   });
 
   it('every subscription Stripe still bills or retries billing is set to cancel (trialing, past_due); none that it no longer bills', async () => {
@@ -105,6 +126,8 @@ describeWithServices('a deleted account stops its subscriptions at period end', 
     const before = stripe.calls.length;
     expect((await remove(user)).status).toBe(200);
     expect(stripe.calls.length).toBe(before);
+    // Nothing was set to cancel: nothing logged as if it had been.
+    expect(ownLines('billing: subscriptions set to cancel at period end before the owner is deleted', user.id)).toEqual([]);
   });
 
   it('`gateway users delete` on the database does the same: Stripe told first, the account kept while it cannot be', async () => {
