@@ -74,7 +74,7 @@ const KEY_TESTS = [
 /** Every file a glob entry of stryker.config.mjs's `mutate` names gets the same tests (ROOM_TESTS). */
 const each = (files: string[], tests: string[]) => Object.fromEntries(files.map((file) => [file, tests]));
 // CONTRACT §31's rooms: SAML against a scripted IdP (the SimpleSAMLphp run is the system tier's), SCIM's directory.
-const SAML_TESTS = ['test/sso/saml.test.ts', 'test/sso/samlRefusals.test.ts', 'test/sso/samlRules.test.ts', 'test/sso/samlSubject.test.ts'];
+const SAML_TESTS = ['test/sso/saml.test.ts', 'test/sso/samlRefusals.test.ts', 'test/sso/samlRules.test.ts', 'test/sso/samlOwnRules.test.ts', 'test/sso/samlSubject.test.ts'];
 const SCIM_TESTS = [
   'test/scim/values.test.ts', 'test/scim/resources.test.ts', 'test/scim/groupModel.test.ts', 'test/scim/userModel.test.ts',
   'test/scim/tokens.test.ts', 'test/scim/provisioning.test.ts', 'test/scim/users.test.ts', 'test/scim/groups.test.ts', 'test/scim/faults.test.ts',
