@@ -255,8 +255,8 @@ export const ROOM_TESTS: Record<string, string[]> = {
   ],
   'src/pipeline/subject.ts': ['test/orgs/pooled.test.ts', 'test/orgs/acting.test.ts', 'test/billing/orgBilling.test.ts', 'test/guards/monthlyQuota.test.ts'],
   ...each(['src/billing/meterReporter.ts', 'src/billing/plan.ts', 'src/billing/stripe.ts'], BILLING_TESTS),
-  // And a deletion's: cancelAtPeriodEnd is billing's, its answers and log lines read there.
-  'src/billing/billing.ts': [...BILLING_TESTS, 'test/billing/cancelOnDelete.test.ts'],
+  // And a deletion's (cancelAtPeriodEnd is billing's, its answers and log lines read there), and the portal's GET /subscription.
+  'src/billing/billing.ts': [...BILLING_TESTS, 'test/billing/cancelOnDelete.test.ts', 'test/billing/portalApi.test.ts'],
   // With the OpenAPI document, which their schemas are part of (operator.ts's: the admin API's billing view and plan body).
   'src/billing/operator.ts': [...BILLING_TESTS, 'test/docs/openapi.test.ts'],
   // And the portal's uses of them: `"return": "portal"`, GET /subscription, Gateway-Org's refusals.

@@ -58,8 +58,8 @@ interface OwnerPlan {
   write(tx: Queryable, id: number, plan: string): Promise<unknown>;
   /** The audit row's user, and what its data adds. */
   audit(id: number): { userId: number | null; data: Record<string, unknown> };
-  /** The users this instance's identity cache must forget at once. */
-  notify(id: number): number[];
+  /** Tells this instance at once, once the change is committed; the other instances hear it from the row's trigger. */
+  forget(id: number, forgetUser: BillingDeps['forgetUser']): void;
 }
 
 const OWNER_PLANS: Record<OwnerType, OwnerPlan> = {
@@ -69,7 +69,7 @@ const OWNER_PLANS: Record<OwnerType, OwnerPlan> = {
     current: async (tx, id, deps) => (await lockAccount(tx, deps, { userId: id, mode: 'update' }))?.user.plan,
     write: (tx, id, plan) => writePlan(tx, id, plan),
     audit: (id) => ({ userId: id, data: {} }),
-    notify: (id) => [id],
+    forget: (id, forgetUser) => forgetUser(id),
   },
   // An organization's plan (CONTRACT §22) set as an operator sets it: its row's trigger (031) tells
   // every instance, this one included, within a second; no user cache to tell.
@@ -77,7 +77,8 @@ const OWNER_PLANS: Record<OwnerType, OwnerPlan> = {
     current: async (tx, id) => (await lockOrganization(tx, id))?.plan,
     write: (tx, id, plan) => setOrganizationPlan(tx, id, plan),
     audit: (id) => ({ userId: null, data: { org_id: id } }),
-    notify: () => [],
+    // Its row's trigger tells this instance too: nothing to do here.
+    forget: () => undefined,
   },
 };
 
@@ -139,43 +140,42 @@ export class Billing {
     const isCheckout = event.type === CHECKOUT_COMPLETED;
     if (!isCheckout && !SUBSCRIPTION_EVENTS.has(event.type)) return 'ignored';
     const cause: Cause = { actor: 'billing', data: { event_id: event.id } };
-    const outcome = await this.deps.db.transaction(async (tx) => {
-      if (!(await claimEvent(tx, event.id, event.type))) return { replayed: true, changed: [] as number[] };
-      const changed = isCheckout ? await this.completeCheckout(tx, event, cause) : await this.refreshSubscription(tx, idOf(event.object.id), cause);
-      return { replayed: false, changed };
+    const { replayed, changed } = await this.deps.db.transaction(async (tx): Promise<{ replayed: boolean; changed?: Owner }> => {
+      if (!(await claimEvent(tx, event.id, event.type))) return { replayed: true };
+      return { replayed: false, changed: isCheckout ? await this.completeCheckout(tx, event, cause) : await this.refreshSubscription(tx, idOf(event.object.id), cause) };
     });
-    for (const id of outcome.changed) this.deps.forgetUser(id);
-    return outcome.replayed ? 'replayed' : 'applied';
+    this.tellAtOnce(changed);
+    return replayed ? 'replayed' : 'applied';
   }
 
   /**
    * A completed checkout of a session the gateway created links its owner to the subscription's
    * customer (unless either is linked already), then applies the subscription.
    */
-  private async completeCheckout(tx: Queryable, event: StripeEvent, cause: Cause): Promise<number[]> {
+  private async completeCheckout(tx: Queryable, event: StripeEvent, cause: Cause): Promise<Owner | undefined> {
     const session = idOf(event.object.id);
     const owner = session === null ? undefined : await ownerOfSession(tx, session);
     const subscription = idOf(event.object.subscription);
-    if (!owner || subscription === null) return [];
+    if (!owner || subscription === null) return;
     await lockSubscription(tx, subscription);
     const state = await this.deps.stripe.subscription(subscription);
     if (!(await linkCustomer(tx, owner, state.customer))) {
       this.deps.log.warn({ owner, session }, 'billing: checkout completed for an owner linked to another customer; not relinked (operator action)');
-      return [];
+      return;
     }
     return this.applyState(tx, owner, state, cause);
   }
 
-  private async refreshSubscription(tx: Queryable, subscription: string | null, cause: Cause): Promise<number[]> {
-    if (subscription === null) return [];
+  private async refreshSubscription(tx: Queryable, subscription: string | null, cause: Cause): Promise<Owner | undefined> {
+    if (subscription === null) return;
     await lockSubscription(tx, subscription);
     const state = await this.deps.stripe.subscription(subscription);
     // A customer no checkout of ours linked: not ours to act on (its checkout, if any, applies it).
     const owner = await ownerOfCustomer(tx, state.customer);
-    return owner ? this.applyState(tx, owner, state, cause) : [];
+    return owner && this.applyState(tx, owner, state, cause);
   }
 
-  private async applyState(tx: Queryable, owner: Owner, state: SubscriptionState, cause: Cause): Promise<number[]> {
+  private async applyState(tx: Queryable, owner: Owner, state: SubscriptionState, cause: Cause): Promise<Owner | undefined> {
     const before = this.computed(await subscriptionsOf(tx, owner)).plan;
     await saveSubscription(tx, owner, state, this.deps.clock());
     return this.settlePlan(tx, owner, cause, before);
@@ -186,29 +186,34 @@ export class Billing {
   }
 
   /**
-   * Sets the owner's plan to what its subscriptions give now (CONTRACT §29); the users whose plan
-   * changed (none for an organization). An operator's override holds while billing computes the
+   * Sets the owner's plan to what its subscriptions give now (CONTRACT §29); the owner when its plan
+   * changed, to be told once the transaction commits. An operator's override holds while billing computes the
    * plan it computed when the override was made, and ends when billing computes another. An owner
    * whose plan billing does not manage keeps the plan an operator gave it unless billing's plan
    * moved (`before`, what billing computed before this event; none when a grace ended: billing
    * managed the plan until now).
    */
-  private async settlePlan(tx: Queryable, owner: Owner, cause: Cause, before?: string): Promise<number[]> {
+  private async settlePlan(tx: Queryable, owner: Owner, cause: Cause, before?: string): Promise<Owner | undefined> {
     const kind = OWNER_PLANS[owner.type];
     const current = await kind.current(tx, owner.id, this.deps);
-    if (current === undefined) return [];
+    if (current === undefined) return;
     const { plan, managed } = this.computed(await subscriptionsOf(tx, owner));
     const held = await overrideOf(tx, owner);
-    if (held?.billing_plan === plan) return [];
+    if (held?.billing_plan === plan) return;
     if (held) await endOverride(tx, owner);
-    else if (!managed && before === plan) return [];
-    if (plan === current) return [];
+    else if (!managed && before === plan) return;
+    if (plan === current) return;
     await kind.write(tx, owner.id, plan);
     const audit = kind.audit(owner.id);
     const data = { ...cause.data, plan, previous_plan: current, ...audit.data };
     await this.deps.audit.record({ type: 'billing.plan_changed', actor: cause.actor, userId: audit.userId, data }, tx);
     this.deps.log.info({ owner, plan, previous: current, ...cause.data }, 'billing: plan set');
-    return kind.notify(owner.id);
+    return owner;
+  }
+
+  /** This instance forgets at once what it cached of an owner whose plan changed (after the commit: a read before it would cache the old plan again). */
+  private tellAtOnce(changed: Owner | undefined): void {
+    if (changed) OWNER_PLANS[changed.type].forget(changed.id, this.deps.forgetUser);
   }
 
   /** Ends the grace of past_due subscriptions whose pastDueGraceDays have run out (every minute, housekeeping.ts). */
@@ -221,7 +226,7 @@ export class Billing {
         await markGraceEnded(tx, owner, since, now);
         return result;
       });
-      for (const id of changed) this.deps.forgetUser(id);
+      this.tellAtOnce(changed);
     }
   }
 }

@@ -54,6 +54,8 @@ describeWithServices('which Stripe events move a plan, and what a plan\'s change
   const claimed = async (id: string) => (await sql<{ n: number }>('SELECT count(*)::int AS n FROM billing_events WHERE event_id = $1', [id]))[0]!.n;
   const customers = (id: number) => sql("SELECT stripe_customer_id FROM billing_customers WHERE owner_type = 'user' AND owner_id = $1", [id]);
   const guarded = async (user: TestUser) => (await gw.get(GUARDED, { headers: bearer(user.access) })).status;
+  /** What the webhook's log line says it did with the event. */
+  const outcome = (id: string) => loggedLines(gw, 'billing: Stripe event').filter((l) => l.eventId === id).at(-1)?.outcome;
   const ownLines = (msg: string, id: number) => loggedLines(gw, msg).filter((l) => (l.owner as { id: number } | undefined)?.id === id);
 
   /** A user and the session id of the checkout it opened. */
@@ -86,15 +88,25 @@ describeWithServices('which Stripe events move a plan, and what a plan\'s change
       stripe.setSubscription(state);
       const event = about(type, sub);
       expect((await send(event)).json, type).toEqual({ received: true });
-      expect([await plan(user.id), await claimed(event.id)], type).toEqual([expected, 1]);
+      expect([await plan(user.id), await claimed(event.id), outcome(event.id)], type).toEqual([expected, 1, 'applied']);
     }
     // Stripe says active again; events of other types that name the subscription are received, not applied.
     stripe.setSubscription({ ...sub, status: 'active' });
     for (const type of ['invoice.paid', 'customer.subscription.paused', 'checkout.session.expired', 'customer.updated']) {
       const event = about(type, sub);
       expect((await send(event)).json, type).toEqual({ received: true });
-      expect([await plan(user.id), await claimed(event.id)], type).toEqual(['free', 0]);
+      expect([await plan(user.id), await claimed(event.id), outcome(event.id)], type).toEqual(['free', 0, 'ignored']);
     }
+    // A live-mode event to a test key is ignored; the same event twice is applied once, then replayed.
+    const live = signedEvent(SECRET, 'customer.subscription.updated', { id: sub.id, object: 'subscription', customer: sub.customer }, { livemode: true });
+    expect([(await send(live)).status, await plan(user.id), outcome(live.id)]).toEqual([200, 'free', 'ignored']);
+    const twice = about('customer.subscription.updated', sub);
+    for (const expected of ['applied', 'replayed']) expect([(await send(twice)).status, outcome(twice.id)]).toEqual([200, expected]);
+    expect(await plan(user.id)).toBe('premium');
+    // An event whose object has no id names no subscription: claimed, nothing fetched.
+    const calls = stripe.calls.length;
+    const nameless = signedEvent(SECRET, 'customer.subscription.updated', { object: 'subscription', customer: sub.customer });
+    expect([(await send(nameless)).status, await claimed(nameless.id), outcome(nameless.id), stripe.calls.length]).toEqual([200, 1, 'applied', calls]);
   });
 
   it('a completed checkout without a subscription or a session id links nothing; one for an owner linked elsewhere is logged', async () => {

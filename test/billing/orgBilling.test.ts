@@ -9,6 +9,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { docsExample } from '../helpers/docs.js';
 import { bearer, closeSql, describeWithServices, everywhereWithin, makeUser, sql, startTwoGateways, testConfigFromYaml, type TestGateway, type TestUser } from '../helpers/gateway.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
+import { holdRows } from '../helpers/rowLock.js';
 import { startSmtpCatcher, type SmtpCatcher } from '../helpers/smtp.js';
 import { signedEvent, startStripeFake, type FakeSubscription, type StripeFake } from '../helpers/stripeFake.js';
 import { createOrg, verifiedUser } from '../orgs/helpers.js';
@@ -95,5 +96,23 @@ describeWithServices('organizations subscribe through their owner (CONTRACT §22
     expect((await send(gws[1], deleted)).status).toBe(200);
     await everywhereWithin(gws, async (gw) => (await gw.get(ROUTE, acting(member, org))).status === 403, 1000);
     expect(await planOf(org)).toBe('free');
+  });
+
+  it('an organization deleted while its event waits for the organization\'s lock: the event is received, nothing written for it', async () => {
+    const owner = await verifiedUser(gws[0], smtp);
+    const org = await createOrg(gws[0], owner);
+    const res = await gws[0].post('/api/v1/billing/checkout', { price: 'price_premium_monthly' }, acting(owner, org));
+    const session = /cs_test_\w+$/.exec(res.json.url as string)![0];
+    const tag = randomBytes(6).toString('hex');
+    const sub: FakeSubscription = { id: `sub_gone_${tag}`, customer: `cus_gone_${tag}`, status: 'active', prices: ['price_premium_monthly'] };
+    stripe.setSubscription(sub);
+    const completed = signedEvent(SECRET, 'checkout.session.completed', { id: session, object: 'checkout.session', customer: sub.customer, subscription: sub.id });
+    const lock = await holdRows('SELECT id FROM organizations WHERE id = $1 FOR UPDATE', [org]);
+    const answer = send(gws[1], completed);
+    await lock.waiters(1);
+    await lock.run('DELETE FROM organizations WHERE id = $1', [org]);
+    await lock.release();
+    expect((await answer).json).toEqual({ received: true });
+    expect(await sql("SELECT count(*)::int AS n FROM audit_events WHERE type = 'billing.plan_changed' AND data->>'event_id' = $1", [completed.id])).toEqual([{ n: 0 }]);
   });
 });
