@@ -5,14 +5,12 @@
 // the plan from all subscriptions with the past_due grace, and Stripe failures retried.
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { buildAdminApp } from '../../src/admin/app.js';
-import { docsExample } from '../helpers/docs.js';
 import {
-  ADMIN_KEY, bearer, closeSql, describeWithServices, eventually, everywhereWithin, makeUser, ownRedisPrefix, sql as runSql, startTestGateway, testClock, testConfig, testConfigFromYaml,
-  throwawayDatabase, type TestGateway, type TestUser, type ThrowawayDatabase,
+  ADMIN_KEY, bearer, closeSql, describeWithServices, eventually, everywhereWithin, makeUser, ownRedisPrefix, sql as runSql, startTestGateway, testClock, testConfig,
+  type TestGateway, type TestUser,
 } from '../helpers/gateway.js';
-import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import { request } from '../helpers/http.js';
-import { signedEvent, startStripeFake, type FakeSubscription, type StripeFake } from '../helpers/stripeFake.js';
+import { signedEvent, startBillingSetup, startStripeFake, type BillingSetup, type FakeSubscription, type StripeFake } from '../helpers/stripeFake.js';
 
 const SECRET = 'whsec_dGVzdC1zZWNyZXQtb2YtdGhlLWVuZHBvaW50';
 const WEBHOOK = '/api/v1/billing/stripe/webhook';
@@ -22,30 +20,17 @@ describeWithServices('plans that follow payment (CONTRACT §23)', () => {
   let a: TestGateway;
   let b: TestGateway;
   let stripe: StripeFake;
-  let app: EchoUpstream;
+  let setup: BillingSetup;
   const clock = testClock();
-  // A database of its own: the gateways sweep every 100 ms (the past_due grace's minutely pass) with
-  // a clock moved days ahead, and the sweep purges every expired single-use row (sign-in states,
-  // links, mfa tokens) of the database it is on: on the run's, other files' flows in progress.
-  let db: ThrowawayDatabase;
-  const sql = <T = Record<string, unknown>>(text: string, params?: unknown[]) => db.sql<T>(text, params);
+  const sql = <T = Record<string, unknown>>(text: string, params?: unknown[]) => setup.db.sql<T>(text, params);
 
   beforeAll(async () => {
-    db = await throwawayDatabase({ migrated: true });
-    [stripe, app] = await Promise.all([startStripeFake(), startEchoUpstream()]);
-    const env = { STRIPE_SECRET_KEY: 'rk_test_fake', STRIPE_WEBHOOK_SECRET: SECRET, STRIPE_API_BASE: stripe.url, APP_URL: app.url };
-    // docs/billing.md's example as written, with error codes on (the codes are asserted).
-    const yaml = testConfigFromYaml(`${docsExample('billing', 'billing')}errors: { codes: true }\n`, env);
-    const config = { ...yaml, storage: { ...yaml.storage, ...db.storage } };
-    a = await startTestGateway(config, { clock, housekeepingEveryMs: 100 });
-    b = await startTestGateway(config, { clock, housekeepingEveryMs: 100 });
+    setup = await startBillingSetup(SECRET, 2, { clock });
+    stripe = setup.stripe;
+    [a, b] = setup.gateways as [TestGateway, TestGateway];
   });
   afterAll(async () => {
-    await a?.close();
-    await b?.close();
-    await stripe?.close();
-    await app?.close();
-    await db?.drop();
+    await setup?.close();
     await closeSql();
   });
 

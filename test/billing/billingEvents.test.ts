@@ -6,14 +6,11 @@
 // end changes it (its NOTIFY late), and an owner deleted while its event waits for the owner's lock.
 // One gateway, docs/billing.md's example, against the Stripe fake.
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
-import { docsExample } from '../helpers/docs.js';
 import {
-  bearer, closeSql, describeWithServices, eventually, holdNotifications, loggedLines, makeUser, startTestGateway, testConfigFromYaml, throwawayDatabase,
-  type TestGateway, type TestUser, type ThrowawayDatabase,
+  bearer, closeSql, describeWithServices, eventually, holdNotifications, loggedLines, makeUser, type TestGateway, type TestUser,
 } from '../helpers/gateway.js';
-import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import { holdRows } from '../helpers/rowLock.js';
-import { signedEvent, startStripeFake, type FakeSubscription, type StripeFake } from '../helpers/stripeFake.js';
+import { signedEvent, startBillingSetup, type BillingSetup, type FakeSubscription, type StripeFake } from '../helpers/stripeFake.js';
 
 const SECRET = 'whsec_dGVzdC1zZWNyZXQtb2YtdGhlLWV2ZW50cw';
 const WEBHOOK = '/api/v1/billing/stripe/webhook';
@@ -28,23 +25,16 @@ afterEach(() => {
 describeWithServices('which Stripe events move a plan, and what a plan\'s change does at once (CONTRACT §23)', () => {
   let gw: TestGateway;
   let stripe: StripeFake;
-  let app: EchoUpstream;
-  let db: ThrowawayDatabase;
-  const sql = <T = Record<string, unknown>>(text: string, params?: unknown[]) => db.sql<T>(text, params);
+  let setup: BillingSetup;
+  const sql = <T = Record<string, unknown>>(text: string, params?: unknown[]) => setup.db.sql<T>(text, params);
 
   beforeAll(async () => {
-    // A database of its own: the grace's pass runs every 100 ms, and the sweep with it purges the expired rows of the database it is on.
-    db = await throwawayDatabase({ migrated: true });
-    [stripe, app] = await Promise.all([startStripeFake(), startEchoUpstream()]);
-    const env = { STRIPE_SECRET_KEY: 'rk_test_fake', STRIPE_WEBHOOK_SECRET: SECRET, STRIPE_API_BASE: stripe.url, APP_URL: app.url };
-    const yaml = testConfigFromYaml(`${docsExample('billing', 'billing')}errors: { codes: true }\n`, env);
-    gw = await startTestGateway({ ...yaml, storage: { ...yaml.storage, ...db.storage } }, { housekeepingEveryMs: 100 });
+    setup = await startBillingSetup(SECRET, 1);
+    stripe = setup.stripe;
+    [gw] = setup.gateways as [TestGateway];
   });
   afterAll(async () => {
-    await gw?.close();
-    await stripe?.close();
-    await app?.close();
-    await db?.drop();
+    await setup?.close();
     await closeSql();
   });
 
@@ -171,7 +161,7 @@ describeWithServices('which Stripe events move a plan, and what a plan\'s change
   it('an owner deleted while its event waits for the owner\'s lock: the event is received, nothing written for it', async () => {
     const { user, sub } = await subscribed('active');
     stripe.setSubscription({ ...sub, prices: ['price_pro_monthly'] });
-    const lock = await holdRows('SELECT id FROM users WHERE id = $1 FOR UPDATE', [user.id], db.url);
+    const lock = await holdRows('SELECT id FROM users WHERE id = $1 FOR UPDATE', [user.id], setup.db.url);
     const event = about('customer.subscription.updated', sub);
     const answer = send(event);
     await lock.waiters(1);

@@ -5,14 +5,12 @@
 // guarded route's upstream sees on both instances, the 409 byte for byte and the audit rows.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildAdminApp } from '../../src/admin/app.js';
-import { docsExample } from '../helpers/docs.js';
 import {
-  ADMIN_KEY, bearer, closeSql, describeWithServices, eventually, everywhereWithin, makeUser, startTestGateway, testConfigFromYaml, throwawayDatabase,
-  type TestGateway, type TestUser, type ThrowawayDatabase,
+  ADMIN_KEY, bearer, closeSql, describeWithServices, eventually, everywhereWithin, makeUser,
+  type TestGateway, type TestUser,
 } from '../helpers/gateway.js';
-import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import { request, type HttpResponse } from '../helpers/http.js';
-import { signedEvent, startStripeFake, type FakeSubscription, type StripeFake } from '../helpers/stripeFake.js';
+import { signedEvent, startBillingSetup, type BillingSetup, type FakeSubscription, type StripeFake } from '../helpers/stripeFake.js';
 
 const SECRET = 'whsec_b3ZlcnJpZGUtdGVzdC1zZWNyZXQ';
 const WEBHOOK = '/api/v1/billing/stripe/webhook';
@@ -32,32 +30,22 @@ describeWithServices('an operator\'s plan change on a Stripe-billed owner (CONTR
   let a: TestGateway;
   let b: TestGateway;
   let stripe: StripeFake;
-  let app: EchoUpstream;
+  let setup: BillingSetup;
   let adminUrl: string;
   let close: () => Promise<void>;
-  // A database of its own: the grace's minutely pass runs every 100 ms here and sweeps expired rows.
-  let db: ThrowawayDatabase;
-  const sql = <T = Record<string, unknown>>(text: string, params?: unknown[]) => db.sql<T>(text, params);
+  const sql = <T = Record<string, unknown>>(text: string, params?: unknown[]) => setup.db.sql<T>(text, params);
 
   beforeAll(async () => {
-    db = await throwawayDatabase({ migrated: true });
-    [stripe, app] = await Promise.all([startStripeFake(), startEchoUpstream()]);
-    const env = { STRIPE_SECRET_KEY: 'rk_test_fake', STRIPE_WEBHOOK_SECRET: SECRET, STRIPE_API_BASE: stripe.url, APP_URL: app.url };
-    const yaml = testConfigFromYaml(`${docsExample('billing', 'billing')}errors: { codes: true }\n`, env);
-    const config = { ...yaml, storage: { ...yaml.storage, ...db.storage } };
-    a = await startTestGateway(config, { housekeepingEveryMs: 100 });
-    b = await startTestGateway(config, { housekeepingEveryMs: 100 });
+    setup = await startBillingSetup(SECRET, 2);
+    stripe = setup.stripe;
+    [a, b] = setup.gateways as [TestGateway, TestGateway];
     const admin = await buildAdminApp(a.services);
     adminUrl = await admin.listen({ host: '127.0.0.1', port: 0 });
     close = () => admin.close();
   });
   afterAll(async () => {
     await close?.();
-    await a?.close();
-    await b?.close();
-    await stripe?.close();
-    await app?.close();
-    await db?.drop();
+    await setup?.close();
     await closeSql();
   });
 
