@@ -27,7 +27,7 @@ import base from './vitest.config.js';
 // here for its in-process tests.
 const ORG_TESTS = [
   'test/orgs/organizations.test.ts', 'test/orgs/refusals.test.ts', 'test/orgs/keys.test.ts', 'test/orgs/invitationMail.test.ts',
-  'test/orgs/concurrency.test.ts', 'test/orgs/acting.test.ts', 'test/orgs/changesHereAtOnce.security.test.ts', 'test/docs/openapi.test.ts',
+  'test/orgs/concurrency.test.ts', 'test/orgs/acting.test.ts', 'test/orgs/changesHereAtOnce.security.test.ts', 'test/docs/openapi.test.ts', 'test/orgs/invitations.test.ts',
 ];
 const ACTING_TESTS = ['test/orgs/acting.test.ts', 'test/orgs/decisions.test.ts', 'test/orgs/refusals.test.ts', 'test/orgs/sockets.test.ts', 'test/orgs/pooled.test.ts'];
 const BILLING_TESTS = [

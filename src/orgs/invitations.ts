@@ -8,7 +8,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Mailer } from '../auth/index.js';
 import { randomToken, sha256Hex } from '../credentials/digest.js';
-import { isSingleMailbox } from '../credentials/emailAddress.js';
+import { normalizeEmail } from '../credentials/emailAddress.js';
 import { sendError, successBody } from '../errors/index.js';
 import { currentUser } from '../listener/requireUser.js';
 import type { MailWords } from '../mail/index.js';
@@ -68,12 +68,10 @@ export const DOCS = {
 
 const shown = (i: invitations.Invitation) => ({ id: i.id, email: i.email, role: i.role, expires_at: i.expires_at });
 
-/** The body's `email`, trimmed and lower-cased as accounts store theirs, when it is one mailbox. */
+/** The body's `email` as accounts store theirs (trimmed, lower-cased), when it is one mailbox. */
 function invitedEmail(body: unknown): string | undefined {
   const email = field(body, 'email');
-  if (typeof email !== 'string') return undefined;
-  const normalized = email.trim().toLowerCase();
-  return normalized.length <= 320 && isSingleMailbox(normalized) ? normalized : undefined;
+  return typeof email === 'string' ? normalizeEmail(email) : undefined;
 }
 
 /**
