@@ -132,10 +132,14 @@ describeWithServices('which Stripe events move a plan, and what a plan\'s change
     expect([res.status, res.json.error, res.json.code]).toEqual([409, 'Abonnement déjà actif', 'subscription_already_active']);
   });
 
-  it('logs each plan it sets with the owner, the plan before and the event', async () => {
-    const { user, completed } = await subscribed('active');
+  it('logs and audits each plan it sets with the owner, the plan before and the event; an event that sets none, nothing', async () => {
+    const { user, sub, completed } = await subscribed('active');
+    // Then an event that leaves the subscription as it was: the plan is the one the user has, nothing set.
+    const unchanged = about('customer.subscription.updated', sub);
+    expect([(await send(unchanged)).status, outcome(unchanged.id)]).toEqual([200, 'applied']);
     const lines = ownLines('billing: plan set', user.id);
     expect(lines.map((l) => [l.level, l.owner, l.plan, l.previous, l.event_id])).toEqual([[30, { type: 'user', id: user.id }, 'premium', 'free', completed.id]]);
+    expect(await sql("SELECT data->>'event_id' AS event FROM audit_events WHERE type = 'billing.plan_changed' AND user_id = $1", [user.id])).toEqual([{ event: completed.id }]);
   });
 
   it('an event that ends the plan is refused at once on this instance, its NOTIFY late', async () => {
