@@ -58,7 +58,7 @@ interface OwnerPlan {
   write(tx: Queryable, id: number, plan: string): Promise<unknown>;
   /** The audit row's user, and what its data adds. */
   audit(id: number): { userId: number | null; data: Record<string, unknown> };
-  /** Tells this instance at once, once the change is committed; the other instances hear it from the row's trigger. */
+  /** Tells this instance at once, after the commit; the other instances hear it from the row's trigger. */
   forget(id: number, forgetUser: BillingDeps['forgetUser']): void;
 }
 
@@ -186,12 +186,12 @@ export class Billing {
   }
 
   /**
-   * Sets the owner's plan to what its subscriptions give now (CONTRACT §29); the owner when its plan
-   * changed, to be told once the transaction commits. An operator's override holds while billing computes the
-   * plan it computed when the override was made, and ends when billing computes another. An owner
-   * whose plan billing does not manage keeps the plan an operator gave it unless billing's plan
-   * moved (`before`, what billing computed before this event; none when a grace ended: billing
-   * managed the plan until now).
+   * Sets the owner's plan to what its subscriptions give now (CONTRACT §29); the owner when its
+   * plan changed, to be told once the transaction commits. An operator's override holds while
+   * billing computes the plan it computed when the override was made, and ends when billing
+   * computes another. An owner whose plan billing does not manage keeps the plan an operator gave
+   * it unless billing's plan moved (`before`, what billing computed before this event; none when a
+   * grace ended: billing managed the plan until now).
    */
   private async settlePlan(tx: Queryable, owner: Owner, cause: Cause, before?: string): Promise<Owner | undefined> {
     const kind = OWNER_PLANS[owner.type];
@@ -211,7 +211,10 @@ export class Billing {
     return owner;
   }
 
-  /** This instance forgets at once what it cached of an owner whose plan changed (after the commit: a read before it would cache the old plan again). */
+  /**
+   * This instance forgets at once what it cached of an owner whose plan changed: after the commit,
+   * or a read in between would cache the old plan again.
+   */
   private tellAtOnce(changed: Owner | undefined): void {
     if (changed) OWNER_PLANS[changed.type].forget(changed.id, this.deps.forgetUser);
   }
