@@ -38,11 +38,19 @@ export class Housekeeping {
   private readonly timer: NodeJS.Timeout;
   private readonly minuteTimer: NodeJS.Timeout | undefined;
   private minutelyRunning = false;
+  /** The timers' passes under way, which close() lets finish before the pool they use closes. */
+  private readonly running = new Set<Promise<unknown>>();
 
   constructor(private readonly deps: HousekeepingDeps) {
     // Unref'd, and cleared by close(): the clean-up never keeps a stopped process alive.
-    this.timer = setInterval(() => void this.sweep(), deps.everyMs ?? SWEEP_EVERY_MS).unref();
-    if (deps.minutely?.length) this.minuteTimer = setInterval(() => void this.runMinutely(), Math.min(deps.everyMs ?? MINUTELY_MS, MINUTELY_MS)).unref();
+    this.timer = setInterval(() => this.track(this.sweep()), deps.everyMs ?? SWEEP_EVERY_MS).unref();
+    if (deps.minutely?.length) this.minuteTimer = setInterval(() => this.track(this.runMinutely()), Math.min(deps.everyMs ?? MINUTELY_MS, MINUTELY_MS)).unref();
+  }
+
+  private track(pass: Promise<unknown>): void {
+    const done = () => this.running.delete(pass);
+    this.running.add(pass);
+    pass.then(done, done);
   }
 
   /** One minutely pass; a pass still running when the next is due is not doubled. */
@@ -106,8 +114,13 @@ export class Housekeeping {
     }
   }
 
-  close(): void {
+  /**
+   * Stops the timers and waits for a pass under way: closed mid-pass, the pool would close under it
+   * and a stopping gateway log its statements as storage failures.
+   */
+  async close(): Promise<void> {
     clearInterval(this.timer);
     clearInterval(this.minuteTimer);
+    await Promise.allSettled([...this.running]);
   }
 }

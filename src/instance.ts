@@ -150,7 +150,7 @@ export async function createInstance(config: Config, options: InstanceOptions): 
     const minutely = billing ? [{ name: 'billing grace', run: () => billing.billing.endGraces() }] : [];
     metrics.observe({ outboxAge: () => oldestPendingSeconds(db), meterReported: () => billing?.meter?.lastPassAt });
     const housekeeping = new Housekeeping({ db, clock, log, audit, everyMs: options.housekeepingEveryMs, minutely, hourly: hourlyTasks(config, { db, audit, clock, log }) });
-    closers.push(async () => housekeeping.close());
+    closers.push(() => housekeeping.close());
     await feed.start();
 
     const passwords = new Passwords();

@@ -7,6 +7,8 @@ import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { Housekeeping } from '../../src/housekeeping.js';
+import { createLogger } from '../../src/telemetry/logger.js';
 import {
   closeSql, describeWithServices, eventually, rawTestConfig, startTestGateway, testConfig, throwawayDatabase, type TestGateway, type ThrowawayDatabase,
 } from '../helpers/gateway.js';
@@ -45,6 +47,17 @@ describeWithServices('housekeeping timer', () => {
     await eventually(async () => !(await present(second)), 20_000, 50);
     expect(await present(live)).toBe(true);
     expect(gw.logs.some((line) => line.includes('expired single-use tokens purged'))).toBe(true);
+  });
+
+  it('lets a pass under way finish before it is closed, so the pool does not close under it', async () => {
+    const pass = { started: false, finished: false };
+    const housekeeping = new Housekeeping({
+      db: gw.services.db, clock: () => new Date(), log: createLogger('silent'), audit: gw.services.audit, everyMs: 20,
+      minutely: [{ name: 'slow', run: async () => { pass.started = true; await new Promise((r) => setTimeout(r, 300)); pass.finished = true; } }],
+    });
+    await eventually(async () => pass.started, 5000, 5);
+    await housekeeping.close();
+    expect(pass.finished).toBe(true);
   });
 
   it('does not keep the process alive once the gateway is closed', async () => {
