@@ -4,7 +4,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterAll, expect, it } from 'vitest';
+import { afterAll, afterEach, expect, it } from 'vitest';
 import { ensureAssertionKeys, rotateAssertionKeys } from '../../src/credentials/assertionKeys.js';
 import { RETIRED_KEY_PUBLISHED_MS } from '../../src/credentials/assertionKeyring.js';
 import { migrate } from '../../src/storage/database/migrations.js';
@@ -17,11 +17,14 @@ import { holdRows } from '../helpers/rowLock.js';
 import { decodeAssertion, startFastifyUpstream } from '../helpers/verifyingUpstreams.js';
 
 describeWithServices('assertion keys', () => {
+  // Each test's gateways and databases go when it ends: held to the file's end, their pools added
+  // up past Postgres's max_connections beside another file's (CI: "too many clients already").
   const cleanups: Array<() => Promise<unknown>> = [];
-  afterAll(async () => {
+  afterEach(async () => {
     for (const cleanup of cleanups.reverse()) await cleanup();
-    await closeSql();
+    cleanups.length = 0;
   });
+  afterAll(() => closeSql());
 
   /** A new empty database, and a connection to it like the one `gateway keys rotate` opens. */
   async function freshDatabase(): Promise<{ url: string; db: Database }> {

@@ -236,24 +236,41 @@ export async function queriesDuring(gw: TestGateway, fn: () => Promise<unknown>)
  * being counted is dropped (harmless: Postgres refuses and sets it again). And a read that a
  * change raced is not kept (IdentityCache's generation), whatever the change: other test files
  * make users and keys in the same database all the time, so a first sight inside `measure` may
- * be read again. A measurement that fails with neither fails the test. Never wrap a safety check
- * (a use admitted past a limit) in it: assert those over every attempt.
+ * be read again. Likewise a Redis command slower than storage.redisTimeout under load: the guard
+ * falls back to Postgres on purpose (storage/redis/breaker.ts). A measurement that fails with none
+ * of these fails the test. Never wrap a safety check (a use admitted past a limit) in it: assert
+ * those over every attempt.
  */
 export async function whileFeedTrusted(gws: TestGateway | readonly TestGateway[], measure: () => Promise<void>): Promise<void> {
+  const gateways: readonly TestGateway[] = Array.isArray(gws) ? gws : [gws as TestGateway];
   for (let attempt = 1; ; attempt++) {
     let disturbed = false;
     const disturb = () => { disturbed = true; };
     const handlers = { interrupted: disturb, resumed: disturb, userChanged: disturb, apiKeyChanged: disturb, dailyUsageReset: disturb, truncated: disturb };
-    const unsubscribes = (Array.isArray(gws) ? gws : [gws]).map((gw: TestGateway) => gw.services.feed.subscribe(handlers));
+    const unsubscribes = gateways.map((gw) => gw.services.feed.subscribe(handlers));
+    const unwatches = gateways.map((gw) => onRedisFallback(gw, disturb));
     try {
       await measure();
       return;
     } catch (err) {
       if (!disturbed || attempt === 3) throw err;
     } finally {
-      for (const unsubscribe of unsubscribes) unsubscribe();
+      for (const undo of [...unsubscribes, ...unwatches]) undo();
     }
   }
+}
+
+/** Calls `seen` whenever one of the instance's Redis commands answers "use your fallback" (undefined); returns the undo. */
+function onRedisFallback(gw: TestGateway, seen: () => void): () => void {
+  const breaker = gw.services.redis;
+  if (!breaker) return () => {};
+  const original = breaker.call.bind(breaker);
+  breaker.call = (async (...args: Parameters<typeof original>) => {
+    const answer = await original(...args);
+    if (answer === undefined) seen();
+    return answer;
+  }) as typeof breaker.call;
+  return () => { breaker.call = original; };
 }
 
 let pool: pg.Pool | undefined;

@@ -2,8 +2,8 @@
 // Connection-level faults become StorageUnavailableError so every caller answers 503, not 500.
 import { mkdirSync } from 'node:fs';
 import pg from 'pg';
-import { StorageUnavailableError } from '../../errors/index.js';
 import { holdDirectory } from './dirLock.js';
+import { CommitInDoubtError, isUnavailable, translate, UNREPLICATED_COMMIT_SQLSTATE } from './failures.js';
 import { HOST_CONNECT_TIMEOUT_MS, hostedClient, WritableHost } from './pgHosts.js';
 
 // `date` columns (users.last_usage_date) stay 'YYYY-MM-DD' strings: a Date would shift with the time zone.
@@ -44,57 +44,6 @@ export interface Database extends Queryable {
 
 export interface StorageStats {
   inDoubtCommits: number;
-}
-
-/**
- * A COMMIT was sent and its answer lost (the connection died, or gave no answer in time): the
- * transaction may have committed or not, and nobody can tell from here. Answered 503 like any
- * other loss of the database; callers that hand something back on failure must not (it may have
- * been taken), and counted in /metrics and the log (CONTRACT §32).
- */
-export class CommitInDoubtError extends StorageUnavailableError {
-  constructor(cause: unknown) {
-    super(cause);
-    this.name = 'CommitInDoubtError';
-  }
-}
-
-// SQLSTATE classes that mean "the server is not there or not usable", not "your query is wrong".
-// 57014: a statement Postgres cancelled, our statement_timeout below (or an operator's cancel).
-// 25006 (read_only_sql_transaction): the host was a primary and is now a standby, or a proxy sent
-// the connection to one (CONTRACT §32); 57P01/57P03 (admin_shutdown, cannot_connect_now): a
-// primary being shut down or demoted. Each discards its connection (below) and answers 503.
-const UNAVAILABLE_SQLSTATE = /^(08|53|57P0[1-4]|57014|58|25006$)/;
-const UNAVAILABLE_NODE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN']);
-
-export function isUnavailable(err: unknown): boolean {
-  if (err instanceof StorageUnavailableError) return true;
-  const e = err as { code?: unknown; message?: unknown } | null;
-  if (!e) return false;
-  if (typeof e.code === 'string' && (UNAVAILABLE_SQLSTATE.test(e.code) || UNAVAILABLE_NODE_CODES.has(e.code))) return true;
-  const message = typeof e.message === 'string' ? e.message : '';
-  // 'Query read timeout': node-postgres gave up waiting for an answer (query_timeout below).
-  return /Query read timeout|Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|connection is closed|Cannot use a pool after calling end/i.test(message);
-}
-
-// Class 22, data exception (NUL in text 22021, in jsonb 22P05, text that is no number 22P02, a
-// number out of range 22003), and 54000 (a value too large for its index): the input, not the
-// database, is at fault.
-const INPUT_SQLSTATE = /^(22|54000$)/;
-
-/**
- * A statement Postgres (or PGlite) refused because of a value it was given. The gateway's own
- * endpoints refuse such values before (listener/inputs.ts): this is the net for one missed.
- */
-export function isRefusedInput(err: unknown): boolean {
-  const e = err as { code?: unknown; severity?: unknown } | null;
-  return !!e && typeof e.code === 'string' && typeof e.severity === 'string' && INPUT_SQLSTATE.test(e.code);
-}
-
-function translate(err: unknown): never {
-  // One already (pgHosts.ts' read-only host, no host found) is thrown as it is: wrapped again, its
-  // message would say "storage unavailable: storage unavailable: …" in every log line.
-  throw isUnavailable(err) && !(err instanceof StorageUnavailableError) ? new StorageUnavailableError(err) : err;
 }
 
 // A connection whose packets are dropped (firewall, partition, hung server) neither answers nor
@@ -229,7 +178,7 @@ async function onConnection<T>(connection: PoolConnection, timeoutMs: number, fn
     await tx.query('BEGIN');
     await tx.query(`SET LOCAL statement_timeout = ${serverTimeoutMs(timeoutMs)}`);
     const result = await fn(tx);
-    await commit(connection, tx);
+    await commit(connection, client, tx);
     return result;
   } catch (err) {
     // A connection that failed or timed out would only make ROLLBACK wait (and time out) too:
@@ -244,16 +193,32 @@ async function onConnection<T>(connection: PoolConnection, timeoutMs: number, fn
   }
 }
 
-/** COMMIT; its answer lost is an in-doubt commit: counted, told, and thrown as such. */
-async function commit(connection: PoolConnection, tx: Queryable): Promise<void> {
+/**
+ * COMMIT; its answer lost is an in-doubt commit: counted, told, and thrown as such. So is one
+ * answered with a warning that it may not have reached the standby: durable here, maybe not after
+ * a failover, so nothing that depends on it is handed out.
+ */
+async function commit(connection: PoolConnection, client: pg.PoolClient, tx: Queryable): Promise<void> {
+  let unreplicated: { message?: string; code?: string; detail?: string } | undefined;
+  const onNotice = (notice: { message?: string; code?: string; detail?: string }) => {
+    if (UNREPLICATED_COMMIT_SQLSTATE.test(notice.code ?? '')) unreplicated ??= notice;
+  };
+  client.on('notice', onNotice);
   try {
     await tx.query('COMMIT');
   } catch (err) {
     if (!isUnavailable(err)) throw err;
-    connection.stats.inDoubtCommits++;
-    connection.onInDoubt?.(err);
-    throw new CommitInDoubtError(err);
+    inDoubt(connection, err);
+  } finally {
+    client.removeListener('notice', onNotice);
   }
+  if (unreplicated) inDoubt(connection, new Error(`COMMIT answered with a warning: ${unreplicated.message}${unreplicated.detail ? ` (${unreplicated.detail})` : ''}`));
+}
+
+function inDoubt(connection: PoolConnection, err: unknown): never {
+  connection.stats.inDoubtCommits++;
+  connection.onInDoubt?.(err);
+  throw new CommitInDoubtError(err);
 }
 
 /**

@@ -6,6 +6,8 @@
 // counts once a second off the request path (batchedWrites.ts).
 export * from './db.js';
 export * as db from './db.js';
+export * from './failures.js';
+export * as failures from './failures.js';
 export * from './pgHosts.js';
 export * as pgHosts from './pgHosts.js';
 export * from './dirLock.js';

@@ -28,6 +28,7 @@ export class HandBacks {
   /** By counterKey. */
   private readonly owed = new Map<string, Owed>();
   private readonly failing: FailureLog;
+  private flushing: Promise<void> = Promise.resolve();
 
   constructor(private readonly db: Database, private readonly log: Logger, private readonly stats: InDoubtUses) {
     this.failing = failureLog(log, 'daily limit: reserved uses could not be handed back yet; they are tried again every second until Postgres answers', {
@@ -56,8 +57,18 @@ export class HandBacks {
     this.log.warn({ uses, ...counter }, 'daily limit: a reservation\'s COMMIT was sent and its answer lost; up to this many uses may stay counted unserved (gateway_quota_uses_in_doubt_total)');
   }
 
-  /** Sends back what is owed for `day` (a block of an earlier day stays counted for that day and its month: what a block costs at midnight). */
-  async flush(day: string, month: string): Promise<void> {
+  /**
+   * Sends back what is owed for `day` (a block of an earlier day stays counted for that day and its
+   * month: what a block costs at midnight). One flush at a time: two in flight (a sweep's and
+   * close()'s) both sent what was owed when each began, handing the same uses back twice.
+   */
+  flush(day: string, month: string): Promise<void> {
+    const mine = this.flushing.then(() => this.flushOnce(day, month));
+    this.flushing = mine.catch(() => {});
+    return mine;
+  }
+
+  private async flushOnce(day: string, month: string): Promise<void> {
     // Per owner type: a user's counters and an organization's are on different rows (counters.ts).
     const back: Record<Counter['ownerType'], { keys: string[]; ids: number[]; daily: number[]; monthly: number[] }> = {
       user: { keys: [], ids: [], daily: [], monthly: [] }, org: { keys: [], ids: [], daily: [], monthly: [] },
@@ -79,17 +90,28 @@ export class HandBacks {
       if (!ids.length) continue;
       try {
         await this.db.transaction((tx) => handBackUses(tx, ownerType, ids, daily, monthly, day, month));
-        for (const key of keys) this.owed.delete(key);
+        this.settle(keys, daily, monthly, day);
         this.failing.recovered();
       } catch (err) {
         if (!(err instanceof CommitInDoubtError)) {
           this.failing.failed(err, { owners: ids.length, ownerType });
           continue;
         }
-        for (const key of keys) this.owed.delete(key);
+        this.settle(keys, daily, monthly, day);
         this.stats.usesInDoubt += daily.reduce((sum, d, i) => sum + Math.max(d, monthly[i]!), 0);
         this.log.warn({ owners: ids.length, ownerType }, 'daily limit: a hand-back\'s COMMIT was sent and its answer lost; its uses may stay counted (gateway_quota_uses_in_doubt_total)');
       }
     }
+  }
+
+  /** Takes what was sent off what is owed: uses added while it was on its way stay owed. */
+  private settle(keys: string[], daily: number[], monthly: number[], day: string): void {
+    keys.forEach((key, i) => {
+      const owed = this.owed.get(key);
+      if (!owed || owed.day !== day) return;
+      owed.daily -= daily[i]!;
+      owed.monthly -= monthly[i]!;
+      if (owed.daily <= 0 && owed.monthly <= 0) this.owed.delete(key);
+    });
   }
 }
