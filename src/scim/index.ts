@@ -41,7 +41,12 @@ export interface ScimDeps {
 /** Whether §31's SCIM paths are the gateway's: with organizations.sso ("absent: the paths of this section are not the gateway's"). */
 export const scimServed = (config: ScimDeps['config']) => config.organizations?.enabled === true && config.organizations.sso !== undefined;
 
-/** A fault under /scim/v2 answered in SCIM's shape: storage away 503, a body too large 413, other client faults 400, the rest 500 (logged). */
+/**
+ * A fault under /scim/v2 answered in SCIM's shape: storage away 503, a body too large 413, the rest
+ * 500 (logged). No other client fault of fastify's reaches here: the gateway's body parser reads
+ * any body (spec §4), the listener refuses an unreadable path before routing, and Node's parser a
+ * body that does not match its Content-Length.
+ */
 function scimFault(error: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
   if (error instanceof ScimError) return sendScimError(reply, error);
   // The managed accounts' one refusal thrown (the organization deleted while the request ran).
@@ -50,8 +55,7 @@ function scimFault(error: FastifyError, request: FastifyRequest, reply: FastifyR
     request.log.warn({ err: error }, 'scim: storage unavailable');
     return sendScimError(reply, new ScimError(503, 'Service unavailable, retry later'));
   }
-  if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || error.statusCode === 413) return sendScimError(reply, new ScimError(413, 'Request body too large'));
-  if (error.statusCode && error.statusCode >= 400 && error.statusCode < 500) return sendScimError(reply, new ScimError(400, 'The request could not be read', 'invalidSyntax'));
+  if (error.statusCode === 413) return sendScimError(reply, new ScimError(413, 'Request body too large'));
   request.log.error({ err: error }, 'scim: unexpected error');
   return sendScimError(reply, new ScimError(500, 'Internal error'));
 }

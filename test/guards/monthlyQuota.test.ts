@@ -2,7 +2,7 @@
 // on neither, exactly across instances, Postgres the authority; the month's 429 wins when both are
 // spent, and says when the month turns (Retry-After, RateLimit-Policy with the month's length).
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import { docsExample } from '../helpers/docs.js';
 import {
   bearer, closeSql, describeWithServices, everywhereWithin, makeUser, marker, ownRedisPrefix, sql, startTestGateway, startTwoGateways, testClock, testConfig,
@@ -52,6 +52,12 @@ describeWithServices('monthly quotas', () => {
     upstream = await startEchoUpstream();
     prefix = ownRedisPrefix('monthly');
     [a, b] = await startTwoGateways(testConfig(settings(upstream.url, { storage: { redisKeyPrefix: prefix } })));
+  });
+
+  // A test's own instances go when it ends: held to the file's end, their pools add up past
+  // Postgres's max_connections beside another file's (CI: "too many clients already").
+  afterEach(async () => {
+    await Promise.all(extra.splice(0).map((gw) => gw.close()));
   });
 
   afterAll(async () => {

@@ -1,7 +1,7 @@
 // Plan guard (spec §5) and free daily limit (spec §8, CONTRACT §6, §7) on proxied routes, in the
 // order auth → plan → daily, across two instances sharing Postgres and Redis.
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { utcDay } from '../../src/time.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import {
@@ -35,6 +35,12 @@ describeWithServices('plan and daily guards', () => {
     upstream = await startEchoUpstream();
     [a, b] = await startTwoGateways(testConfig(routes(upstream.url)));
     redis = new Redis(testServices!.redis);
+  });
+
+  // A test's own instances go when it ends: held to the file's end, their pools add up past
+  // Postgres's max_connections beside another file's (CI: "too many clients already").
+  afterEach(async () => {
+    await Promise.all(extra.splice(0).map((gw) => gw.close()));
   });
 
   afterAll(async () => {

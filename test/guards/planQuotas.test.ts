@@ -3,7 +3,7 @@
 // the client what is left (RateLimit-Policy / RateLimit).
 import { createHash, randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import type { Config } from '../../src/config/schema.js';
 import { docsExample } from '../helpers/docs.js';
 import {
@@ -49,6 +49,12 @@ describeWithServices('per-plan quotas and per-minute limits', () => {
     prefix = ownRedisPrefix('plan-quotas');
     config = testConfig({ ...routes(upstream.url), plans: { limits }, storage: { redisKeyPrefix: prefix } });
     [a, b] = await startTwoGateways(config);
+  });
+
+  // A test's own instances go when it ends: held to the file's end, their pools add up past
+  // Postgres's max_connections beside another file's (CI: "too many clients already").
+  afterEach(async () => {
+    await Promise.all(extra.splice(0).map((gw) => gw.close()));
   });
 
   afterAll(async () => {

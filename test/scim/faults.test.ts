@@ -75,13 +75,15 @@ describeWithServices('SCIM\'s paths without organizations.sso', () => {
     }
   });
 
-  it('nor with organizations.sso while organizations are off', async () => {
-    const off = await startTestGateway(testConfig({ storage: setup.db.storage, organizations: { enabled: false, sso: {} } }));
-    try {
-      const res = await off.get('/scim/v2/orgs/1/Users', { headers: bearer('scim_x') });
-      expect([res.status, res.json.schemas]).toEqual([404, undefined]);
-    } finally {
-      await off.close();
+  it('nor with organizations.sso while organizations are off, nor without an organizations section', async () => {
+    for (const organizations of [{ enabled: false, sso: {} }, undefined]) {
+      const off = await startTestGateway(testConfig({ storage: setup.db.storage, organizations }));
+      try {
+        const res = await off.get('/scim/v2/orgs/1/Users', { headers: bearer('scim_x') });
+        expect([res.status, res.json.schemas]).toEqual([404, undefined]);
+      } finally {
+        await off.close();
+      }
     }
   });
 });
