@@ -2,8 +2,7 @@
 // attack's three templates that `gateway check` accepted (`<{{email}}>`, a meta refresh, a
 // `javascript:` URL), the address that made the first one a live `<svg onload>` in a real mail,
 // and every position of a placeholder in an HTML template, refused or accepted, as a table.
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
+import { rmSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkFiles } from '../../src/config/files.js';
@@ -11,6 +10,7 @@ import { renderMail, templateProblems } from '../../src/mail/index.js';
 import { ensureBuilt, gateway } from '../helpers/cli.js';
 import { docsBlock, docsExample } from '../helpers/docs.js';
 import { closeSql, describeWithServices, newPassword, startTestGateway, testConfigFromFile, type TestGateway } from '../helpers/gateway.js';
+import { fileTree } from '../helpers/fileTree.js';
 import { startSmtpCatcher, type SmtpCatcher } from '../helpers/smtp.js';
 
 /** The address of the attack: valid, and a tag with an event handler once it follows a `<`. */
@@ -18,13 +18,7 @@ const SVG_ADDRESS = (tag: string) => `svg/onload=alert\`1\`//${tag}@example.test
 
 /** A folder of templates: docs/accounts.md's configuration beside `mail-templates/` holding `files`. */
 function templateFolder(files: Record<string, string>): string {
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'gateway-mail-positions-'));
-  const all = { 'gateway.yaml': docsExample('accounts', 'mail-templates'), ...files };
-  for (const [name, text] of Object.entries(all)) {
-    mkdirSync(path.dirname(path.join(dir, name)), { recursive: true });
-    writeFileSync(path.join(dir, name), text);
-  }
-  return dir;
+  return fileTree('gateway-mail-positions-', { 'gateway.yaml': docsExample('accounts', 'mail-templates'), ...files });
 }
 
 const VERIFY = (html: string) => ({

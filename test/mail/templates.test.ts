@@ -1,8 +1,7 @@
 // Issue 49, mail templates (CONTRACT §20): docs/accounts.md's example run as written, a hostile
 // address escaped for each part of a real multipart mail, every value cleaned for its context,
 // the built-in French texts unchanged, and what `gateway check` refuses in a template folder.
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
+import { rmSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkFiles } from '../../src/config/files.js';
@@ -10,15 +9,8 @@ import { MailTemplatesError, MailWords, mailWordsOf, readMailTemplates, renderMa
 import { ensureBuilt, gateway } from '../helpers/cli.js';
 import { docsBlock, docsExample } from '../helpers/docs.js';
 import { closeSql, configProblems, describeWithServices, newPassword, startTestGateway, testConfigFromFile, type TestGateway } from '../helpers/gateway.js';
+import { fileTree } from '../helpers/fileTree.js';
 import { startSmtpCatcher, type SmtpCatcher } from '../helpers/smtp.js';
-
-/** Writes `files` (path → text) under `dir`. */
-function writeTree(dir: string, files: Record<string, string>): void {
-  for (const [name, text] of Object.entries(files)) {
-    mkdirSync(path.dirname(path.join(dir, name)), { recursive: true });
-    writeFileSync(path.join(dir, name), text);
-  }
-}
 
 /** docs/accounts.md's templates, under `folder`. */
 const DOCUMENTED = (folder = 'mail-templates/') => ({
@@ -34,8 +26,7 @@ describeWithServices('mail templates, sent (issue 49)', () => {
 
   beforeAll(async () => {
     smtp = await startSmtpCatcher();
-    dir = mkdtempSync(path.join(os.tmpdir(), 'gateway-mail-templates-'));
-    writeTree(dir, {
+    dir = fileTree('gateway-mail-templates-', {
       ...DOCUMENTED(),
       // A language the gateway has no built-in texts for, one kind of it.
       'mail-templates/de/reset.subject.txt': 'Neues Passwort für {{product}}\n',
@@ -146,9 +137,8 @@ describe('rendering a template', () => {
 describe('gateway check and mail templates', () => {
   const dirs: string[] = [];
   const folder = (files: Record<string, string>) => {
-    const dir = mkdtempSync(path.join(os.tmpdir(), 'gateway-mail-check-'));
+    const dir = fileTree('gateway-mail-check-', files);
     dirs.push(dir);
-    writeTree(dir, files);
     return dir;
   };
   const problemsOf = async (files: Record<string, string>) => (await readMailTemplates(folder(files))).problems.map((p) => p.slice(p.lastIndexOf(path.sep) + 1));

@@ -1,11 +1,10 @@
 // The invitation mail (CONTRACT §22): an organization's name is its creator's words, so in an
 // operator's HTML template it is escaped text, never markup nor a link, and only the gateway's
 // link starts a URL. And the migration that brought organizations only adds (expand-only).
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
+import { readFileSync, rmSync } from 'node:fs';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { bearer, closeSql, describeWithServices, sql, startTestGateway, type TestGateway } from '../helpers/gateway.js';
+import { fileTree } from '../helpers/fileTree.js';
 import { startSmtpCatcher, type SmtpCatcher } from '../helpers/smtp.js';
 import { createOrg, organizationsConfig, verifiedUser } from './helpers.js';
 
@@ -16,11 +15,11 @@ describeWithServices('the invitation mail', () => {
 
   beforeAll(async () => {
     smtp = await startSmtpCatcher();
-    dir = mkdtempSync(path.join(tmpdir(), 'gw-org-mail-'));
-    mkdirSync(path.join(dir, 'fr'));
-    writeFileSync(path.join(dir, 'fr', 'org_invitation.subject.txt'), 'Rejoignez {{org_name}}\n');
-    writeFileSync(path.join(dir, 'fr', 'org_invitation.txt'), '{{inviter_email}} vous invite dans {{org_name}} : {{link}}\n');
-    writeFileSync(path.join(dir, 'fr', 'org_invitation.html'), '<p>{{inviter_email}} vous invite dans <b>{{org_name}}</b></p><p><a href="{{link}}">Rejoindre</a></p>\n');
+    dir = fileTree('gw-org-mail-', {
+      'fr/org_invitation.subject.txt': 'Rejoignez {{org_name}}\n',
+      'fr/org_invitation.txt': '{{inviter_email}} vous invite dans {{org_name}} : {{link}}\n',
+      'fr/org_invitation.html': '<p>{{inviter_email}} vous invite dans <b>{{org_name}}</b></p><p><a href="{{link}}">Rejoindre</a></p>\n',
+    });
     const config = organizationsConfig(smtp);
     gw = await startTestGateway({ ...config, mail: { ...config.mail!, templates: dir } });
   });

@@ -3,11 +3,10 @@
 // refusal's code (not a string, not one mailbox, an id that is no number, mail not configured),
 // the audit rows and log lines of a sending, a cancel and an acceptance, the mail's purpose and its
 // lifetime in minutes, and an owner's invitation void once its inviter is no longer an owner.
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
+import { rmSync } from 'node:fs';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { bearer, closeSql, describeWithServices, eventually, loggedLines, makeUser, sql, startTestGateway, type TestGateway, type TestUser } from '../helpers/gateway.js';
+import { fileTree } from '../helpers/fileTree.js';
 import { startSmtpCatcher, type SmtpCatcher } from '../helpers/smtp.js';
 import { createOrg, invite, join, organizationsConfig, verifiedUser } from './helpers.js';
 
@@ -19,10 +18,10 @@ describeWithServices('an organization\'s invitations: what each one records and 
 
   beforeAll(async () => {
     smtp = await startSmtpCatcher();
-    dir = mkdtempSync(path.join(tmpdir(), 'gw-org-invitations-'));
-    mkdirSync(path.join(dir, 'fr'));
-    writeFileSync(path.join(dir, 'fr', 'org_invitation.subject.txt'), 'Rejoignez {{org_name}}\n');
-    writeFileSync(path.join(dir, 'fr', 'org_invitation.txt'), '{{link}} (valable {{expires_in_minutes}} minutes)\n');
+    dir = fileTree('gw-org-invitations-', {
+      'fr/org_invitation.subject.txt': 'Rejoignez {{org_name}}\n',
+      'fr/org_invitation.txt': '{{link}} (valable {{expires_in_minutes}} minutes)\n',
+    });
     const config = organizationsConfig(smtp);
     gw = await startTestGateway({ ...config, mail: { ...config.mail!, templates: dir } });
     // The same database and keys, its SMTP relay empty (mail.smtp '': no mail is sent): nobody could receive an invitation.
