@@ -28,6 +28,7 @@ import base from './vitest.config.js';
 const ORG_TESTS = [
   'test/orgs/organizations.test.ts', 'test/orgs/refusals.test.ts', 'test/orgs/keys.test.ts', 'test/orgs/invitationMail.test.ts',
   'test/orgs/concurrency.test.ts', 'test/orgs/acting.test.ts', 'test/orgs/changesHereAtOnce.security.test.ts', 'test/docs/openapi.test.ts', 'test/orgs/invitations.test.ts',
+  'test/orgs/orgRoutes.test.ts',
 ];
 const ACTING_TESTS = ['test/orgs/acting.test.ts', 'test/orgs/decisions.test.ts', 'test/orgs/refusals.test.ts', 'test/orgs/sockets.test.ts', 'test/orgs/pooled.test.ts'];
 const BILLING_TESTS = [
@@ -181,6 +182,7 @@ export const MUTATION_TESTS = [
     'test/admin/consoleMarks.security.test.ts', ...OPERATOR_TESTS, ...ADMIN_TESTS, ...SIGN_IN_TESTS, ...PASSKEY_TESTS, ...KEY_TESTS, ...CONSOLE_TESTS,
     'test/admin/consoleOperators.test.ts', 'test/admin/apiKeys.test.ts',
     'test/guards/monthlyQuota.test.ts', 'test/user/keyScopes.test.ts', 'test/orgs/usage.test.ts', 'test/billing/portalApi.test.ts',
+    'test/orgs/config.test.ts', 'test/orgs/orgNames.security.test.ts',
     'test/orgs/managedAccounts.test.ts', 'test/orgs/domains.test.ts', ...SAML_TESTS, 'test/sso/enforce.test.ts', 'test/sso/enforceProviders.test.ts', ...SCIM_TESTS, 'test/docs/openapi.test.ts',
     ...PORTAL_TESTS, ...STRIPE_FAKE_TESTS, 'test/storage/postgresHosts.test.ts',
   ]),
@@ -235,7 +237,12 @@ export const ROOM_TESTS: Record<string, string[]> = {
   ],
   'src/admin/console.ts': CONSOLE_TESTS,
   // Issue 69's rooms.
-  ...each(['src/orgs/apiKeys.ts', 'src/orgs/change.ts', 'src/orgs/common.ts', 'src/orgs/index.ts', 'src/orgs/invitations.ts', 'src/orgs/members.ts', 'src/orgs/orgs.ts'], ORG_TESTS),
+  ...each(['src/orgs/apiKeys.ts', 'src/orgs/change.ts', 'src/orgs/common.ts', 'src/orgs/invitations.ts', 'src/orgs/members.ts'], ORG_TESTS),
+  // The door: whether it serves (organizations' config), which bodies it reads itself (names, an
+  // IdP's metadata), the usage routes' and SAML connections' deps (their return_to check).
+  'src/orgs/index.ts': [...ORG_TESTS, 'test/orgs/config.test.ts', 'test/orgs/orgNames.security.test.ts', 'test/orgs/usage.test.ts', 'test/sso/samlRefusals.test.ts'],
+  // A paying organization's deletion cancels its subscriptions first: billing's test of it.
+  'src/orgs/orgs.ts': [...ORG_TESTS, 'test/billing/cancelOrgOnDelete.test.ts'],
   'src/orgs/usage.ts': ['test/orgs/usage.test.ts', 'test/docs/openapi.test.ts'],
   // SAML's sign-in and SCIM's provisioning are the managed accounts' two callers: their tests drive them.
   ...each(['src/orgs/claimAccount.ts', 'src/orgs/managedAccounts.ts', 'src/orgs/managingActor.ts'], [

