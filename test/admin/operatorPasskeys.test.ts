@@ -10,8 +10,9 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { sha256Hex } from '../../src/credentials/digest.js';
 import { createEnrolment, insertOperator, type OperatorRole } from '../../src/storage/operators/operators.js';
 import {
-  ADMIN_KEY, bearer, closeSql, describeWithServices, marker, startTestGateway, testClock, testConfig, throwawayDatabase, type TestGateway, type ThrowawayDatabase,
+  ADMIN_KEY, bearer, closeSql, describeWithServices, loggedLines, marker, startTestGateway, testClock, testConfig, throwawayDatabase, type TestGateway, type ThrowawayDatabase,
 } from '../helpers/gateway.js';
+import { logLines } from '../helpers/cli.js';
 import { request } from '../helpers/http.js';
 import { sparePort } from '../helpers/ports.js';
 import { authenticate, register, type SoftCredential } from '../helpers/softAuthenticator.js';
@@ -182,5 +183,53 @@ describeWithServices('console: operators sign in with a passkey (admin.passkeys)
     expect([reset.status, reset.json.mfa]).toEqual([200, false]);
     expect(await db.sql('SELECT 1 FROM operator_passkeys WHERE operator_id = $1', [op.id])).toEqual([]);
     expect((await signIn(op, credential)).answer.status).toBe(401);
+  });
+
+  it('offers passkeys by the page\'s Origin, else (a same-origin GET sends none) by the address asked for; elsewhere each route is 404', async () => {
+    expect((await request(origin, 'GET', '/console/operator/passkey')).json).toEqual({ rp_id: 'localhost' });
+    expect((await request(byIp, 'GET', '/console/operator/passkey')).status).toBe(404);
+    // A page of the passkeys' origin calling the console by its IP: the Origin decides, not the address.
+    expect((await request(byIp, 'GET', '/console/operator/passkey', { headers: { origin } })).json).toEqual({ rp_id: 'localhost' });
+    const op = await enrolled();
+    const options = await post(origin, '/console/operator/passkey/register/options', {}, op.session);
+    expect(options.json.user).toMatchObject({ id: Buffer.from(`operator:${op.id}`).toString('base64url'), name: op.email });
+    const { response } = register(options.json as never, { origin });
+    expect((await post(byIp, '/console/operator/passkey/register/verify', response, op.session)).status).toBe(404);
+    expect(await db.sql('SELECT 1 FROM operator_passkeys WHERE operator_id = $1', [op.id])).toEqual([]);
+  });
+
+  it('adds a passkey up to 5 minutes after the second factor to the millisecond, not one more; a refusal logs no error', async () => {
+    clock.freeze();
+    try {
+      const op = await enrolled();
+      clock.advance(5 * 60_000);
+      expect((await post(origin, '/console/operator/passkey/register/options', {}, op.session)).status).toBe(200);
+      clock.advance(1);
+      const late = await post(origin, '/console/operator/passkey/register/options', {}, op.session);
+      expect([late.status, late.json.error]).toEqual([403, 'Authentification récente requise']);
+    } finally {
+      clock.thaw();
+    }
+    expect((await post(origin, '/console/operator/passkey/register/verify', {}, {})).status).toBe(401);
+    expect(logLines(gw.logs.join('')).filter((line) => Number(line.level) >= 50)).toEqual([]);
+  });
+
+  it('a credential registered already is refused the second time: added, audited and logged once', async () => {
+    const op = await enrolled();
+    const credential = await withPasskey(op);
+    const options = await post(origin, '/console/operator/passkey/register/options', {}, op.session);
+    const again = await post(origin, '/console/operator/passkey/register/verify', register(options.json as never, { origin, again: credential }).response, op.session);
+    expect([again.status, again.json]).toEqual([400, { error: 'Clé d\'accès invalide' }]);
+    const rows = await db.sql<{ id: number }>('SELECT id FROM operator_passkeys WHERE operator_id = $1', [op.id]);
+    expect(rows).toHaveLength(1);
+    expect(await db.sql("SELECT 1 FROM audit_events WHERE type = 'operator.passkey_added' AND actor_id = $1", [op.id])).toHaveLength(1);
+    expect(loggedLines(gw, 'console: operator passkey registered').filter((line) => line.operatorId === op.id).map((line) => line.passkeyId)).toEqual([rows[0]!.id]);
+  });
+
+  it('an operator removed while signed in adds no passkey', async () => {
+    const op = await enrolled();
+    await db.sql('DELETE FROM operators WHERE id = $1', [op.id]);
+    const res = await post(origin, '/console/operator/passkey/register/options', {}, op.session);
+    expect(res.status).toBe(401);
   });
 });

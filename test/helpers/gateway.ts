@@ -30,14 +30,29 @@ export interface TestClock {
   (): Date;
   advance(ms: number): void;
   set(date: Date): void;
+  /** Stops real time passing (a bound tested to the millisecond) until thaw(); advance and set still move it. */
+  freeze(): void;
+  thaw(): void;
 }
 
-/** A clock tests can move: starts at the real time and only moves when told (plus real time passing). */
+/** A clock tests can move: starts at the real time and only moves when told (plus real time passing, unless frozen). */
 export function testClock(): TestClock {
   let offset = 0;
-  const clock = (() => new Date(Date.now() + offset)) as TestClock;
-  clock.advance = (ms) => { offset += ms; };
-  clock.set = (date) => { offset = date.getTime() - Date.now(); };
+  let frozen: number | undefined;
+  const clock = (() => new Date(frozen ?? Date.now() + offset)) as TestClock;
+  clock.advance = (ms) => {
+    if (frozen === undefined) offset += ms;
+    else frozen += ms;
+  };
+  clock.set = (date) => {
+    if (frozen === undefined) offset = date.getTime() - Date.now();
+    else frozen = date.getTime();
+  };
+  clock.freeze = () => { frozen = clock().getTime(); };
+  clock.thaw = () => {
+    if (frozen !== undefined) offset = frozen - Date.now();
+    frozen = undefined;
+  };
   return clock;
 }
 

@@ -3,7 +3,7 @@
 // made to misbehave (another origin, no user verification, an old counter, a userHandle left out
 // or naming someone else). The browser test
 // (test/browser/passkeys.test.ts) uses Chromium's own virtual authenticator instead.
-import { createHash, generateKeyPairSync, randomBytes, sign, type KeyObject } from 'node:crypto';
+import { createHash, createPublicKey, generateKeyPairSync, randomBytes, sign, type KeyObject } from 'node:crypto';
 
 export interface SoftCredential {
   id: string;
@@ -26,6 +26,8 @@ export interface CeremonyOptions {
    * authenticator signs, so whoever relays the answer can change it.
    */
   userHandle?: unknown;
+  /** Registration only: answer with this credential again (its id and key) instead of a new one. */
+  again?: SoftCredential;
 }
 
 const b64url = (bytes: Uint8Array | string) => Buffer.from(bytes).toString('base64url');
@@ -36,9 +38,11 @@ const FLAG_AT = 0x40;
 
 /** Answers `navigator.credentials.create()` with the gateway's creation options. */
 export function register(options: { challenge: string; rp: { id?: string }; user: { id: string } }, ceremony: CeremonyOptions): { response: Record<string, unknown>; credential: SoftCredential } {
-  const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+  const { privateKey, publicKey } = ceremony.again
+    ? { privateKey: ceremony.again.privateKey, publicKey: createPublicKey(ceremony.again.privateKey) }
+    : generateKeyPairSync('ec', { namedCurve: 'P-256' });
   const jwk = publicKey.export({ format: 'jwk' });
-  const credentialId = randomBytes(16);
+  const credentialId = ceremony.again ? Buffer.from(ceremony.again.id, 'base64url') : randomBytes(16);
   // COSE_Key: kty EC2 (2), alg ES256 (-7), crv P-256 (1), x, y.
   const coseKey = cbor(new Map<number, unknown>([[1, 2], [3, -7], [-1, 1], [-2, Buffer.from(jwk.x!, 'base64url')], [-3, Buffer.from(jwk.y!, 'base64url')]]));
   const attested = Buffer.concat([Buffer.alloc(16), u16(credentialId.length), credentialId, coseKey]);
