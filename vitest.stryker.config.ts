@@ -240,7 +240,7 @@ export const ROOM_TESTS: Record<string, string[]> = {
   ...each(['src/orgs/apiKeys.ts', 'src/orgs/change.ts', 'src/orgs/common.ts', 'src/orgs/invitations.ts', 'src/orgs/members.ts'], ORG_TESTS),
   // The door: whether it serves (organizations' config), which bodies it reads itself (names, an
   // IdP's metadata), the usage routes' and SAML connections' deps (their return_to check).
-  'src/orgs/index.ts': [...ORG_TESTS, 'test/orgs/config.test.ts', 'test/orgs/orgNames.security.test.ts', 'test/orgs/usage.test.ts', 'test/sso/samlRefusals.test.ts'],
+  'src/orgs/index.ts': [...ORG_TESTS, 'test/orgs/config.test.ts', 'test/orgs/orgNames.security.test.ts', 'test/orgs/usage.test.ts', 'test/sso/saml.test.ts', 'test/sso/samlRefusals.test.ts'],
   // A paying organization's deletion cancels its subscriptions first: billing's test of it.
   'src/orgs/orgs.ts': [...ORG_TESTS, 'test/billing/cancelOrgOnDelete.test.ts'],
   'src/orgs/usage.ts': ['test/orgs/usage.test.ts', 'test/docs/openapi.test.ts'],

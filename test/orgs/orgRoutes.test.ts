@@ -73,4 +73,13 @@ describeWithServices('an organization\'s own routes: what they log and audit', (
     expect(await audited('org.deleted', orgId)).toEqual([{ name: 'Gone Inc', keys_revoked: 2 }]);
     expect(loggedLines(gw, 'organization deleted').filter((l) => l.orgId === orgId).map((l) => l.userId)).toEqual([owner.id]);
   });
+
+  it('an owner whose address is no longer verified may not delete it: the second-factor guard asks for a verified address', async () => {
+    const owner = await verifiedUser(gw, smtp);
+    const orgId = await createOrg(gw, owner, 'Kept Inc');
+    await db.sql('UPDATE users SET email_verified_at = NULL WHERE id = $1', [owner.id]);
+    const res = await gw.request('DELETE', `/api/v1/orgs/${orgId}`, as(owner));
+    expect([res.status, res.json.code]).toEqual([403, 'email_unverified']);
+    expect(await db.sql('SELECT name FROM organizations WHERE id = $1', [orgId])).toEqual([{ name: 'Kept Inc' }]);
+  });
 });
