@@ -17,14 +17,6 @@ const NOT_FOUND = { error: 'Utilisateur introuvable' };
 const CHALLENGE = 'Bearer realm="gateway"';
 const INVALID_CHALLENGE = 'Bearer realm="gateway", error="invalid_token"';
 
-/** The test clock, which a test may also stop at one instant: a key's expiry, to the millisecond. */
-type PinnableClock = TestClock & { pin(at: Date | undefined): void };
-function pinnableClock(): PinnableClock {
-  const moving = testClock();
-  let pinned: Date | undefined;
-  return Object.assign(() => (pinned ? new Date(pinned) : moving()), { advance: moving.advance, set: moving.set, pin: (at: Date | undefined) => { pinned = at; } });
-}
-
 /** A personal API key stored the way the Pro endpoints store it: SHA-256 hex only. */
 async function insertKey(userId: number, options: { revoked?: boolean } = {}): Promise<string> {
   const raw = `gw_${randomBytes(24).toString('base64url')}`;
@@ -38,12 +30,12 @@ describeWithServices('authentication guard', () => {
   let upstream: EchoUpstream;
   let a: TestGateway;
   let b: TestGateway;
-  let clock: PinnableClock;
+  let clock: TestClock;
   let config: Config;
 
   beforeAll(async () => {
     upstream = await startEchoUpstream();
-    clock = pinnableClock();
+    clock = testClock();
     config = testConfig({
       upstreams: { app: { url: upstream.url } },
       routes: [
@@ -241,13 +233,15 @@ describeWithServices('authentication guard', () => {
     const [row] = await sql<{ id: string }>('UPDATE api_tokens SET expires_at = $2 WHERE token_hash = $1 RETURNING id', [createHash('sha256').update(key).digest('hex'), expiry]);
     const m = marker();
     const answers = [];
+    // Stopped at each instant: a key's expiry, to the millisecond.
+    clock.freeze();
     try {
       for (const at of [expiry.getTime() - 1, expiry.getTime()]) {
-        clock.pin(new Date(at));
+        clock.set(new Date(at));
         answers.push(await a.get(`/private/${m}`, { headers: { 'x-api-key': key } }));
       }
     } finally {
-      clock.pin(undefined);
+      clock.thaw();
     }
     expect(answers[0]!.status).toBe(200);
     expect([answers[1]!.status, answers[1]!.json, answers[1]!.headers['www-authenticate']]).toEqual([401, INVALID, INVALID_CHALLENGE]);

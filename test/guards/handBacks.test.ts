@@ -1,6 +1,6 @@
 // The uses a daily-limit block reserved and did not serve, on their way back to Postgres
-// (dailyLimit/handBacks.ts): each handed back exactly once, however the sweeps, close() and new
-// leftovers interleave with a hand-back held up at its row.
+// (src/pipeline/guards/dailyLimit/handBacks.ts): each handed back exactly once, however the
+// sweeps, close() and new leftovers interleave with a hand-back held up at its row.
 import pino from 'pino';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { HandBacks } from '../../src/pipeline/guards/dailyLimit/handBacks.js';

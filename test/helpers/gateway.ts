@@ -30,8 +30,9 @@ export interface TestClock {
   (): Date;
   advance(ms: number): void;
   set(date: Date): void;
-  /** Stops real time passing (a bound tested to the millisecond) until thaw(); advance and set still move it. */
+  /** Stops the clock at its reading (a bound tested to the millisecond); advance and set move the stopped reading. */
   freeze(): void;
+  /** Back to the running clock, where it would be had it not been stopped. */
   thaw(): void;
 }
 
@@ -49,10 +50,7 @@ export function testClock(): TestClock {
     else frozen = date.getTime();
   };
   clock.freeze = () => { frozen = clock().getTime(); };
-  clock.thaw = () => {
-    if (frozen !== undefined) offset = frozen - Date.now();
-    frozen = undefined;
-  };
+  clock.thaw = () => { frozen = undefined; };
   return clock;
 }
 
