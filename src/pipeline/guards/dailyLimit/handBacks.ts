@@ -59,8 +59,9 @@ export class HandBacks {
 
   /**
    * Sends back what is owed for `day` (a block of an earlier day stays counted for that day and its
-   * month: what a block costs at midnight). One flush at a time: two in flight (a sweep's and
-   * close()'s) both sent what was owed when each began, handing the same uses back twice.
+   * month: what a block costs at midnight). One flush at a time: two in flight (a sweep still
+   * waiting for Postgres and the next, which a reservation schedules meanwhile; or close()'s) both
+   * sent what was owed when each began, handing the same uses back twice.
    */
   flush(day: string, month: string): Promise<void> {
     const mine = this.flushing.then(() => this.flushOnce(day, month));
