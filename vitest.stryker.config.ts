@@ -290,7 +290,8 @@ export const ROOM_TESTS: Record<string, string[]> = {
   // And SAML's: the one way in whose login.succeeded names its method and whose session keeps its connection.
   'src/auth/signIn.ts': [...SIGN_IN_TESTS, 'test/sso/saml.test.ts'],
   'src/auth/passkeys/ceremony.ts': PASSKEY_TESTS,
-  'src/auth/passkeys/routes.ts': [...PASSKEY_TESTS, 'test/docs/openapi.test.ts'],
+  // With the enforcement's tests: a passkey of an enforced domain, once it verified, gets sso_required.
+  'src/auth/passkeys/routes.ts': [...PASSKEY_TESTS, 'test/sso/enforce.test.ts', 'test/docs/openapi.test.ts'],
   'src/pipeline/guards/scopes.ts': ['test/guards/scopes.test.ts', 'test/user/keyScopes.test.ts'],
   // With the OpenAPI document, which its route's schema is part of (docs/openapi.json, committed).
   'src/user/apiKeyRoll.ts': ['test/user/keyRoll.test.ts', 'test/docs/openapi.test.ts'],

@@ -3,7 +3,7 @@
 // misbehaves on purpose. The same flows run in Chromium in test/browser/passkeys.test.ts.
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import {
-  bearer, claims, closeSql, configProblems, describeWithServices, makeUser, marker, sql, startTestGateway, startTwoGateways,
+  bearer, claims, closeSql, configProblems, describeWithServices, loggedLines, makeUser, marker, sql, startTestGateway, startTwoGateways,
   testClock, testConfig, type TestGateway, type TestUser,
 } from '../helpers/gateway.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
@@ -108,6 +108,30 @@ describeWithServices('passkeys', () => {
     expect(row).toEqual({ counter: '1', last_used_at: expect.any(Date) });
     const refreshed = await b.post('/api/v1/auth/refresh', { refresh_token: res.json.refresh_token });
     expect(claims(refreshed.json.access_token)).toMatchObject({ amr: ['hwk', 'user'], acr: 'aal2' });
+  });
+
+  it('records and logs what it did: the default name, the audit rows, a credential registered twice once, a deactivated account refused', async () => {
+    const user = await makeUser(a);
+    const { res, credential } = await addPasskey(user.access, ORIGIN, a, '   ');
+    expect([res.status, res.json.name]).toEqual([201, 'Clé d’accès']);
+    expect(loggedLines(b, 'passkey registered')).toContainEqual(expect.objectContaining({ userId: user.id, passkeyId: res.json.id }));
+    // A sign-in is audited with how it was made, and logged.
+    const signedIn = (await signIn(credential)).res;
+    expect(signedIn.status).toBe(200);
+    // makeUser's sign-in with the password first.
+    const logins = await sql('SELECT data FROM audit_events WHERE user_id = $1 AND type = $2 ORDER BY id', [user.id, 'login.succeeded']);
+    expect(logins).toEqual([{ data: { amr: ['pwd'] } }, { data: { amr: ['hwk', 'user'] } }]);
+    expect(loggedLines(a, 'login by passkey')).toContainEqual(expect.objectContaining({ userId: user.id }));
+    // The same authenticator's credential offered again (one that ignores excludeCredentials): refused, kept once.
+    const options = await a.post(REGISTER_OPTIONS, {}, { headers: bearer(signedIn.json.access_token) });
+    const again = await b.post(REGISTER, register(options.json, { ...ORIGIN, again: credential }).response, { headers: bearer(signedIn.json.access_token) });
+    expect([again.status, again.json]).toEqual([400, INVALID]);
+    expect(await sql('SELECT id FROM passkeys WHERE user_id = $1', [user.id])).toEqual([{ id: res.json.id }]);
+    expect(await sql('SELECT data FROM audit_events WHERE user_id = $1 AND type = $2', [user.id, 'passkey.added'])).toEqual([{ data: { passkey_id: res.json.id } }]);
+    await sql('UPDATE users SET is_active = 0 WHERE id = $1', [user.id]);
+    const sessions = (await sql('SELECT id FROM sessions WHERE user_id = $1', [user.id])).length;
+    expect((await signIn(credential)).res.json).toEqual(REFUSED);
+    expect((await sql('SELECT id FROM sessions WHERE user_id = $1', [user.id])).length).toBe(sessions);
   });
 
   it('refuses a replayed answer, and of one answer sent six times at once to two instances accepts one', async () => {
