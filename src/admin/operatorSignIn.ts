@@ -65,6 +65,9 @@ export async function operatorSignInRoutes(app: FastifyInstance, deps: OperatorS
 }
 
 type Outcome = { ok: true } | { locked: Date } | { failed: string };
+// Not an arrow annotated `(tx): Promise<Outcome> =>` inside the sign-in's conditional: Babel's
+// TypeScript parser (StrykerJS's) cannot read that form, which tsc accepts.
+const passkeyOutcome = (verified: boolean): Outcome => (verified ? { ok: true } : { failed: 'passkey_failed' });
 
 /** The code checked once, counted when wrong (the lockout), in `tx` (the TOTP row locked). */
 async function checkCode(tx: Queryable, totp: Totp, operatorId: number, code: string, now: Date, confirmed: boolean): Promise<Outcome> {
@@ -102,8 +105,7 @@ async function signIn(deps: OperatorSignInDeps, totp: Totp, request: FastifyRequ
   const passkey = (request.body as Record<string, unknown> | undefined)?.passkey;
   // A passkey's answer where one is offered, else a code; the two are one second factor.
   const outcome = passkey !== undefined && passkeyOffered(deps.relyingParty, request)
-    ? await deps.db.transaction(async (tx): Promise<Outcome> => (
-      await operatorPasskeyVerifies(tx, deps.relyingParty!, creds.id, passkey, now, request.log) ? { ok: true } : { failed: 'passkey_failed' }))
+    ? await deps.db.transaction(async (tx) => passkeyOutcome(await operatorPasskeyVerifies(tx, deps.relyingParty!, creds.id, passkey, now, request.log)))
     : await deps.db.transaction((tx) => checkCode(tx, totp, creds.id, text(request.body, 'code'), now, true));
   if ('locked' in outcome) return refuseLocked(reply, outcome.locked, now);
   if ('failed' in outcome) return failed(outcome.failed, creds);
