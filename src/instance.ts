@@ -244,8 +244,10 @@ async function openMigratedDatabase(config: Config, options: InstanceOptions, cl
   const { log } = options;
   // A Postgres that is not up yet is waited for (storage.startTimeout), not a reason to exit at once.
   if (!options.db && config.storage.postgres) await waitForPostgres(config.storage.postgres, config.storage.startTimeout, log);
-  // CONTRACT §32: a COMMIT sent whose answer was lost (a failover) is said once each, with /metrics' count.
-  const inDoubt = 'Postgres: a COMMIT was sent and its answer lost; the transaction may or may not have committed (gateway_storage_in_doubt_commits_total)';
+  // CONTRACT §32: a COMMIT sent whose answer was lost (a failover), or answered with the standby
+  // warning (storage/database/failures.ts), is said once each, with /metrics' count.
+  const inDoubt = 'Postgres: a COMMIT was sent and its answer lost, or it was not confirmed by the synchronous standby; '
+    + 'the transaction may or may not outlive a failover (gateway_storage_in_doubt_commits_total)';
   const db = options.db ?? (await openDatabase(config.storage, (err) => log.warn({ err }, inDoubt)));
   if (!options.db) closers.push(() => db.close());
   if (config.storage.migrate) {

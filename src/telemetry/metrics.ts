@@ -195,9 +195,10 @@ export interface InDoubtStats {
   uses: { usesInDoubt: number };
 }
 
-/** CONTRACT §32: a COMMIT whose answer was lost (a failover) may have counted uses never served. */
+/** CONTRACT §32: a COMMIT whose answer was lost (a failover), or committed on the primary alone, may have counted uses never served. */
 function inDoubtCounters(registry: Registry, stats: () => InDoubtStats | undefined): void {
-  const commitsHelp = 'Postgres transactions whose COMMIT was sent and whose answer was lost (a failover, a cut connection): committed or not, nobody can tell';
+  const commitsHelp = 'Postgres transactions whose COMMIT was sent and whose answer was lost (a failover, a cut connection), '
+    + 'or was the warning that the wait for a synchronous standby was cancelled (committed on the primary alone): whether they outlive a failover, nobody can tell';
   scrapedCounter(registry, 'gateway_storage_in_doubt_commits_total', commitsHelp, [], (add) => {
     const commits = stats()?.commits;
     if (commits) add({}, commits.inDoubtCommits);
