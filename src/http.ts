@@ -17,9 +17,14 @@ export function lenientJson(text: string | undefined): Record<string, unknown> {
   }
 }
 
+/** A Content-Type's media type, lower case, without its parameters ('' for none). */
+export function mediaType(contentType: string | undefined): string {
+  return (contentType ?? '').split(';', 1)[0]!.trim().toLowerCase();
+}
+
 /** application/json or application/<anything>+json (RFC 6839 suffix), whatever the parameters. */
 export function isJsonType(contentType: string | undefined): boolean {
-  const type = (contentType ?? '').split(';', 1)[0]!.trim().toLowerCase();
+  const type = mediaType(contentType);
   return type === 'application/json' || (type.startsWith('application/') && type.endsWith('+json'));
 }
 

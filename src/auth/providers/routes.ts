@@ -14,7 +14,7 @@ import { changeAccount } from '../../account/change.js';
 import type { Audit } from '../../audit.js';
 import { sendDenial, sendError } from '../../errors/index.js';
 import { OIDC_COOKIE } from '../../credentials/shapes.js';
-import { cookieValue, textField } from '../../http.js';
+import { cookieValue, mediaType, textField } from '../../http.js';
 import type { Database, Queryable } from '../../storage/database/index.js';
 import { identities, users } from '../../storage/accounts/index.js';
 import { randomToken, sha256Hex } from '../../credentials/digest.js';
@@ -202,7 +202,7 @@ export async function providerCallbackRoute(app: FastifyInstance, deps: Provider
     if (!provider) return reply;
     // A provider that redirects: as where no POST route exists (the pipeline's 405 for an own path).
     if (!provider.postsBack) return sendDenial(reply, { code: 'methodNotAllowed', headers: { allow: 'GET, HEAD' } });
-    const posted = request.headers['content-type']?.split(';', 1)[0]!.trim().toLowerCase() === FORM;
+    const posted = mediaType(request.headers['content-type']) === FORM;
     return answerCallback(deps, request, reply, provider, { via: 'form', params: new URLSearchParams(posted ? request.body as Record<string, string> : {}) });
   });
 }

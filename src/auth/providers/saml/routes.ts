@@ -12,6 +12,7 @@ import { normalizeEmail } from '../../../credentials/emailAddress.js';
 import { emailDomain } from '../../../domains/index.js';
 import { randomToken, sha256Hex } from '../../../credentials/digest.js';
 import { sendError } from '../../../errors/index.js';
+import { mediaType } from '../../../http.js';
 import { errors, type EndpointSchema } from '../../../openapi.js';
 import { type Database, parseIntegerId } from '../../../storage/database/index.js';
 import { samlConnections as saml } from '../../../storage/orgs/index.js';
@@ -111,7 +112,7 @@ export async function samlRoutes(app: FastifyInstance, deps: SamlRoutesDeps): Pr
   app.addContentTypeParser(FORM, { parseAs: 'string' }, (_request, body, done) => done(null, Object.fromEntries(new URLSearchParams(body as string))));
   app.post<{ Params: { connection: string } }>('/saml/:connection/acs', { schema: DOCS.acs }, async function acs(request, reply) {
     const connection = await saml.findConnection(db, request.params.connection);
-    const form = request.headers['content-type']?.split(';', 1)[0]!.trim().toLowerCase() === FORM ? request.body as Record<string, unknown> : {};
+    const form = mediaType(request.headers['content-type']) === FORM ? request.body as Record<string, unknown> : {};
     const posted = typeof form.SAMLResponse === 'string' ? form.SAMLResponse : '';
     const relay = typeof form.RelayState === 'string' ? form.RelayState : '';
     if (!connection || !posted) return sendError(reply, 'badRequest');
