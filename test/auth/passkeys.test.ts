@@ -128,6 +128,9 @@ describeWithServices('passkeys', () => {
     expect([again.status, again.json]).toEqual([400, INVALID]);
     expect(await sql('SELECT id FROM passkeys WHERE user_id = $1', [user.id])).toEqual([{ id: res.json.id }]);
     expect(await sql('SELECT data FROM audit_events WHERE user_id = $1 AND type = $2', [user.id, 'passkey.added'])).toEqual([{ data: { passkey_id: res.json.id } }]);
+    // A name is cut at 100 characters.
+    const long = await addPasskey(signedIn.json.access_token as string, ORIGIN, a, ` ${'n'.repeat(150)} `);
+    expect([long.res.status, long.res.json.name]).toEqual([201, 'n'.repeat(100)]);
     await sql('UPDATE users SET is_active = 0 WHERE id = $1', [user.id]);
     const sessions = (await sql('SELECT id FROM sessions WHERE user_id = $1', [user.id])).length;
     expect((await signIn(credential)).res.json).toEqual(REFUSED);
