@@ -9,7 +9,7 @@ import { buildAdminApp } from '../../src/admin/app.js';
 import { sha256Hex } from '../../src/credentials/digest.js';
 import { createEnrolment, insertOperator, type OperatorRole } from '../../src/storage/operators/operators.js';
 import {
-  bearer, closeSql, describeWithServices, makeUser, marker, startTestGateway, testClock, testConfig, throwawayDatabase, type TestGateway, type ThrowawayDatabase,
+  bearer, closeSql, describeWithServices, loggedLines, makeUser, marker, startTestGateway, testClock, testConfig, throwawayDatabase, type TestGateway, type ThrowawayDatabase,
 } from '../helpers/gateway.js';
 import { request } from '../helpers/http.js';
 import { totpCode } from '../helpers/totp.js';
@@ -93,6 +93,57 @@ describeWithServices('console: operators sign in as themselves', () => {
     expect(failures).toEqual([{ actor_id: op.id, data: { reason: 'mfa_failed', operator_email: op.email } }]);
     const unknown = await post('/console/operator/session', { email: 'nobody@example.test', password: 'x', code: '000000' });
     expect(unknown.status).toBe(401);
+  });
+
+  it('enrolment: a link refused from another origin or unknown, a short password, a wrong code leave the link unspent; the audit names the method', async () => {
+    const op = await invited('viewer');
+    const TICKET = { error: 'Lien de connexion invalide, déjà utilisé ou expiré' };
+    const foreign = { origin: 'https://evil.example' };
+    expect(await post('/console/operator/enrolment', { token: op.token }, foreign).then((r) => [r.status, r.json])).toEqual([401, TICKET]);
+    expect(await post('/console/operator/enrolment', { token: 'not-a-link' }).then((r) => [r.status, r.json])).toEqual([401, TICKET]);
+    const start = await post('/console/operator/enrolment', { token: op.token });
+    expect(start.json.otpauth_url).toContain(`${encodeURIComponent('auth-gateway console')}:`);
+    const secret = start.json.secret as string;
+    const complete = (body: Record<string, unknown>, headers: Record<string, string> = {}) => post('/console/operator/enrolment/complete', { token: op.token, ...body }, headers);
+    // auth.passwordMinLength (8) characters, not fewer.
+    expect(await complete({ password: 'seven77', code: '000000' }).then((r) => [r.status, r.json])).toEqual([400, { error: 'Mot de passe trop court (min 8 caractères)' }]);
+    expect(await complete({ password: 'eight888', code: '000000' }).then((r) => [r.status, r.json])).toEqual([401, { error: 'Code invalide' }]);
+    const code = totpCode(secret, clock().getTime());
+    expect(await complete({ password: 'eight888', code }, foreign).then((r) => [r.status, r.json])).toEqual([401, TICKET]);
+    expect(await post('/console/operator/enrolment/complete', { token: 'not-a-link', password: 'eight888', code }).then((r) => [r.status, r.json])).toEqual([401, TICKET]);
+    // The code as an app shows it, spaces around it.
+    expect((await complete({ password: 'eight888', code: ` ${code} ` })).status).toBe(200);
+    const [enrolledRow] = await db.sql("SELECT data FROM audit_events WHERE type = 'operator.enrolled' AND actor_id = $1", [op.id]);
+    expect(enrolledRow).toEqual({ data: { operator_id: op.id, method: 'totp', operator_email: op.email } });
+  });
+
+  it('sign-in: each refusal audited and logged with its reason, none from another origin; a body-less request refused as such', async () => {
+    const op = await enrolled('viewer');
+    const pending = await invited('viewer');
+    const reasons = async (id: number | null) => (await db.sql<{ reason: string }>(
+      `SELECT data->>'reason' AS reason FROM audit_events WHERE type = 'operator.login_failed' AND actor_id ${id === null ? 'IS NULL' : '= $1'} ORDER BY id`, id === null ? [] : [id],
+    )).map((r) => r.reason);
+    const anonymous = (await reasons(null)).length;
+    const INVALID = [401, { error: 'Identifiants invalides' }];
+    const code = () => totpCode(op.secret, clock().getTime());
+    expect(await post('/console/operator/session', { email: 'nobody@example.test', password: 'x' }).then((r) => [r.status, r.json])).toEqual(INVALID);
+    expect(await post('/console/operator/session', { email: pending.email, password: 'x' }).then((r) => [r.status, r.json])).toEqual(INVALID);
+    expect(await post('/console/operator/session', { email: op.email, password: 'not-the-password', code: code() }).then((r) => [r.status, r.json])).toEqual(INVALID);
+    expect((await reasons(null)).slice(anonymous)).toEqual(['unknown_email']);
+    expect(await reasons(pending.id)).toEqual(['not_enrolled']);
+    expect(await reasons(op.id)).toEqual(['wrong_password']);
+    expect(loggedLines(gw, 'console: operator sign-in refused').slice(-3).map((l) => l.reason)).toEqual(['unknown_email', 'not_enrolled', 'wrong_password']);
+    // Another page's origin gets nothing, not even with every credential right.
+    clock.advance(30_000);
+    const foreign = await post('/console/operator/session', { email: op.email, password: op.password, code: code() }, { origin: 'https://evil.example' });
+    expect([foreign.status, foreign.json, foreign.headers['set-cookie']]).toEqual([401, { error: 'Clé d’administration invalide' }, undefined]);
+    const bodiless = await request(url, 'POST', '/console/operator/session', { headers: { origin } });
+    expect([bodiless.status, bodiless.json]).toEqual(INVALID);
+    const spaced = await post('/console/operator/session', { email: `  ${op.email.toUpperCase()} `, password: op.password, code: code() });
+    expect(spaced.status).toBe(200);
+    expect(loggedLines(gw, 'console: operator signed in').at(-1)).toMatchObject({ operatorId: op.id });
+    // Without admin.passkeys there is no passkey route.
+    expect((await post('/console/operator/passkey/login/options', {})).status).toBe(404);
   });
 
   it('without admin.passkeys, a passkey sent beside the code is no second factor: the code decides', async () => {
