@@ -2,7 +2,7 @@
 // database: what each answer, failure and refusal comes to (the outbox decides retries on it), what
 // the receiver gets, the attempt's span, and what the sender logs. The delivery suites
 // (deliveries.*.test.ts) run the same attempts end to end through the outbox.
-import { once } from 'node:events';
+import { getEventListeners, once } from 'node:events';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
@@ -21,7 +21,7 @@ interface Received { method: string; url: string; headers: IncomingMessage['head
 /** A receiver answering each request with `answer(path)`: a status, or 'hang' (never answers). */
 async function receiver(secure: boolean, answer: (path: string) => number | 'hang' = () => 200) {
   const received: Received[] = [];
-  const state = { open: 0 };
+  const state = { open: 0, sockets: 0 };
   const handle = (req: IncomingMessage, res: ServerResponse) => {
     state.open++;
     res.on('close', () => state.open--);
@@ -34,6 +34,10 @@ async function receiver(secure: boolean, answer: (path: string) => number | 'han
     });
   };
   const server = secure ? https.createServer(receiverCertificate(), handle) : http.createServer(handle);
+  server.on('connection', (socket: import('node:net').Socket) => {
+    state.sockets++;
+    socket.on('close', () => state.sockets--);
+  });
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
   const port = (server.address() as AddressInfo).port;
@@ -41,7 +45,7 @@ async function receiver(secure: boolean, answer: (path: string) => number | 'han
     server.closeAllConnections();
     server.close(() => done());
   });
-  return { received, port, /** Requests whose connection is still open. */ open: () => state.open, close };
+  return { received, port, /** Requests whose connection is still open. */ open: () => state.open, /** Connections still open. */ sockets: () => state.sockets, close };
 }
 
 const job = (over: Partial<ClaimedDelivery> = {}): ClaimedDelivery => ({
@@ -95,9 +99,31 @@ describe('one webhook attempt', () => {
     const got = https200.received.at(-1)!;
     expect({ method: got.method, url: got.url, body: got.body }).toEqual({ method: 'POST', url: '/status/200?tenant=a', body: '{"type":"webhook.test"}' });
     expect(got.headers).toMatchObject({ 'webhook-id': 'msg_1', 'content-length': '23', 'webhook-signature': expect.stringMatching(/^v1,/) });
-    // Each connection goes to the address just checked: none is kept for the next attempt.
-    expect(await attempt(s, at('/status/200'))).toEqual({ outcome: 'success' });
+    // Each connection goes to the address just checked: none is kept for the next attempt, and each
+    // closes once answered (the answer's body read away), not when the receiver gives up on it.
+    const signal = new AbortController().signal;
+    expect(await attempt(s, at('/status/200'), signal)).toEqual({ outcome: 'success' });
     expect(https200.received.at(-1)!.clientPort).not.toBe(got.clientPort);
+    await expect.poll(() => https200.sockets()).toBe(0);
+    // The worker's signal outlives its attempts: none leaves a listener on it.
+    expect(getEventListeners(signal, 'abort')).toEqual([]);
+  });
+
+  it('opens at most maxSockets connections at once (the worker\'s concurrency), to users and to hooks alike', async () => {
+    const hang = await receiver(false, () => 'hang');
+    try {
+      const s = sender({ maxSockets: 1, hooks: hooks(`http://127.0.0.1:${hang.port}/hang`) });
+      const hook = job({ user_id: null, subject: 'user.created' });
+      const stop = new AbortController();
+      const pending = [attempt(s, hook, stop.signal), attempt(s, hook, stop.signal)];
+      await expect.poll(() => hang.received.length).toBe(1);
+      await new Promise((done) => setTimeout(done, 200));
+      expect(hang.received.length).toBe(1);
+      stop.abort();
+      expect(await Promise.all(pending)).toEqual([{ outcome: 'network_error', error: 'aborted' }, { outcome: 'network_error', error: 'aborted' }]);
+    } finally {
+      await hang.close();
+    }
   });
 
   it('sends nothing to a user without a webhook, a secret, the pro plan or an active account', async () => {
