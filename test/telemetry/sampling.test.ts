@@ -6,16 +6,14 @@ import { ROOT_CONTEXT } from '@opentelemetry/api';
 import { SamplingDecision, TraceIdRatioBasedSampler } from '@opentelemetry/sdk-trace';
 import { randomBytes } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
-import { Tracing, type SpanExport, type TracingSettings } from '../../src/telemetry/tracing.js';
-import type { GatewaySpan } from '../../src/telemetry/spans.js';
+import type { Tracing, TracingSettings } from '../../src/telemetry/tracing.js';
+import { capturingTracing } from '../helpers/servedTrace.js';
 
 const tracings: Tracing[] = [];
 function tracing(settings: Partial<TracingSettings>) {
-  const exported: GatewaySpan[] = [];
-  const exporter: SpanExport = { export: (spans, done) => { exported.push(...spans); done({ code: 0 }); }, shutdown: async () => {} };
-  const made = new Tracing({ endpoint: 'http://unused', serviceName: 'test', sampleRatio: 1, trustIncoming: false, protocol: 'http/protobuf', ...settings }, undefined, exporter);
-  tracings.push(made);
-  return { tracing: made, exported };
+  const made = capturingTracing(settings);
+  tracings.push(made.tracing);
+  return made;
 }
 
 afterAll(async () => { await Promise.all(tracings.map((t) => t.close())); });

@@ -9,11 +9,11 @@ import type { AddressInfo } from 'node:net';
 import pino from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { ClaimedDelivery } from '../../src/storage/events/index.js';
-import { Tracing } from '../../src/telemetry/tracing.js';
-import { SpanKind, type GatewaySpan } from '../../src/telemetry/spans.js';
+import { SpanKind } from '../../src/telemetry/spans.js';
 import { describeError, WebhookSender, type SenderDeps } from '../../src/webhooks/sender.js';
 import type { LookupAll } from '../../src/webhooks/ssrf.js';
 import { webhookCertificate } from '../helpers/gateway.js';
+import { capturingTracing } from '../helpers/servedTrace.js';
 import { receiverCertificate } from '../helpers/webhookReceiver.js';
 
 interface Received { method: string; url: string; headers: IncomingMessage['headers']; body: string; clientPort: number }
@@ -205,10 +205,7 @@ describe('one webhook attempt', () => {
   });
 
   it('an attempt is a client span of the trace that caused the message, whose traceparent the receiver gets', async () => {
-    const spans: GatewaySpan[] = [];
-    const tracing = new Tracing({ endpoint: 'http://unused', serviceName: 'test', sampleRatio: 1, trustIncoming: false, protocol: 'http/protobuf' }, undefined, {
-      export: (batch, done) => { spans.push(...batch); done({ code: 0 }); }, shutdown: async () => {},
-    });
+    const { tracing, exported: spans } = capturingTracing();
     const traceId = 'a1'.padStart(32, '0');
     const caused = job({ traceparent: `00-${traceId}-${'b'.repeat(16)}-01` });
     const traced = sender({ tracing, hooks: hooks('http://localhost/unreachable') });
