@@ -32,7 +32,8 @@ for (const file of json.testResults) {
   const failed = file.assertionResults.filter((test) => test.status === 'failed');
   for (const test of failed) console.log(`FAILED ${name} > ${test.fullName}: ${firstLine(test.failureMessages[0])}`);
   // A file can fail with no failed test: an error in a hook or at import.
-  if (failed.length === 0 && file.status === 'failed') console.log(`FAILED ${name}: ${firstLine(file.message)}`);
+  // vitest's JSON report keeps no message for a hook's error: the log above has it, under the file's name.
+  if (failed.length === 0 && file.status === 'failed') console.log(`FAILED ${name}: ${firstLine(file.message || '(an error in a hook: the log above shows it)')}`);
 }
 
 /** @param {string | undefined} text */

@@ -150,7 +150,9 @@ describeWithServices('plan and daily guards', () => {
       const m = marker();
       await a.get(`/race/${m}`, { headers: bearer(user.access) });
       const row = await usage(user.id);
-      await whileFeedTrusted(a, async () => {
+      // Both instances watched: b's feed resuming (or Redis coming back to b) checks the shared
+      // gates again, and may drop this one for a request, which Postgres then refuses instead.
+      await whileFeedTrusted([a, b], async () => {
         await a.get(`/race/${m}`, { headers: bearer(user.access) }); // the user is known to the cache now
         const before = a.services.daily.stats.refusedByRedis;
         const queries = await queriesDuring(a, async () => {

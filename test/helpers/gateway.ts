@@ -252,14 +252,15 @@ export async function queriesDuring(gw: TestGateway, fn: () => Promise<unknown>)
  * be read again. Likewise a Redis command slower than storage.redisTimeout under load: the guard
  * falls back to Postgres on purpose (storage/redis/breaker.ts). A measurement that fails with none
  * of these fails the test. Never wrap a safety check (a use admitted past a limit) in it: assert
- * those over every attempt.
+ * those over every attempt. The daily gates are shared in Redis, so a measurement of them watches
+ * every instance that could drop one (each one's feed resuming checks them all again).
  */
 export async function whileFeedTrusted(gws: TestGateway | readonly TestGateway[], measure: () => Promise<void>): Promise<void> {
   const gateways: readonly TestGateway[] = Array.isArray(gws) ? gws : [gws as TestGateway];
   for (let attempt = 1; ; attempt++) {
     let disturbed = false;
     const disturb = () => { disturbed = true; };
-    const handlers = { interrupted: disturb, resumed: disturb, userChanged: disturb, apiKeyChanged: disturb, dailyUsageReset: disturb, truncated: disturb };
+    const handlers = { interrupted: disturb, resumed: disturb, userChanged: disturb, apiKeyChanged: disturb, dailyUsageReset: disturb, orgChanged: disturb, orgUsageReset: disturb, truncated: disturb };
     const unsubscribes = gateways.map((gw) => gw.services.feed.subscribe(handlers));
     const unwatches = gateways.map((gw) => onRedisFallback(gw, disturb));
     try {
