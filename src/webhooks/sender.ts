@@ -140,19 +140,15 @@ export class WebhookSender {
         return { outcome: 'timeout', error: `no answer within ${this.config.timeout} ms` };
       case 'network':
         return { outcome: 'network_error', error: result.code };
-      default:
+      case 'aborted':
         return { outcome: 'network_error', error: 'aborted' };
     }
   }
 
   private post(url: URL, target: ResolvedAddress, headers: Record<string, string>, body: string, signal: AbortSignal): Promise<PostResult> {
-    return new Promise((resolve) => {
-      let settled = false;
-      const finish = (result: PostResult) => {
-        if (settled) return;
-        settled = true;
-        resolve(result);
-      };
+    // The first outcome settles the promise; a later one (the error that follows a timeout's
+    // destroy, say) changes nothing.
+    return new Promise((finish: (result: PostResult) => void) => {
       // The connection goes to the address checkTarget() just approved, whatever DNS says now:
       // a second lookup is exactly what a rebinding attack needs. The certificate is still
       // checked against the URL's host name (and SNI sent for it), since `host` stays the name.
@@ -182,7 +178,7 @@ export class WebhookSender {
         finish({ kind: 'aborted' });
         req.destroy();
       };
-      signal.addEventListener('abort', abort, { once: true });
+      signal.addEventListener('abort', abort);
       req.on('close', () => {
         clearTimeout(timer);
         signal.removeEventListener('abort', abort);
@@ -194,9 +190,9 @@ export class WebhookSender {
 
 }
 
-function readCa(file: string): string {
+function readCa(file: string): Buffer {
   try {
-    return readFileSync(file, 'utf8');
+    return readFileSync(file);
   } catch (err) {
     throw new Error(`webhooks.caFile: cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`, { cause: err });
   }
