@@ -37,8 +37,10 @@ export interface OperatorSignInDeps {
   relyingParty?: RelyingParty;
 }
 
+/** A field of the JSON body, which may be missing altogether. */
+const field = (body: unknown, key: string): unknown => (body as Record<string, unknown> | undefined)?.[key];
 const text = (body: unknown, key: string) => {
-  const value = (body as Record<string, unknown> | undefined)?.[key];
+  const value = field(body, key);
   return typeof value === 'string' ? value : '';
 };
 
@@ -64,19 +66,23 @@ export async function operatorSignInRoutes(app: FastifyInstance, deps: OperatorS
   app.post('/console/operator/enrolment/complete', async (request, reply) => (fromConsole(request) ? enrolFinish(deps, await totpOf(), request, reply) : sendError(reply, 'consoleTicketInvalid')));
 }
 
-type Outcome = { ok: true } | { locked: Date } | { failed: string };
-// Not an arrow annotated `(tx): Promise<Outcome> =>` inside the sign-in's conditional: Babel's
-// TypeScript parser (StrykerJS's) cannot read that form, which tsc accepts.
-const passkeyOutcome = (verified: boolean): Outcome => (verified ? { ok: true } : { failed: 'passkey_failed' });
+/** Why a second factor was refused: its codes locked, or a reason for the audit and the log. */
+type Refusal = { locked: Date } | { failed: string };
+// Not an arrow annotated `(tx): Promise<Refusal | undefined> =>` inside the sign-in's conditional:
+// Babel's TypeScript parser (StrykerJS's) cannot read that form, which tsc accepts.
+const passkeyRefusal = (verified: boolean): Refusal | undefined => (verified ? undefined : { failed: 'passkey_failed' });
 
-/** The code checked once, counted when wrong (the lockout), in `tx` (the TOTP row locked). */
-async function checkCode(tx: Queryable, totp: Totp, operatorId: number, code: string, now: Date, confirmed: boolean): Promise<Outcome> {
+/**
+ * The code checked once, counted when wrong (the lockout), in `tx` (the TOTP row locked): the
+ * refusal, or undefined for a good code.
+ */
+async function checkCode(tx: Queryable, totp: Totp, operatorId: number, code: string, now: Date, confirmed: boolean): Promise<Refusal | undefined> {
   const row = await findOperatorTotp(tx, operatorId);
   if (!row || (row.confirmed_at !== null) !== confirmed) return { failed: confirmed ? 'no_second_factor' : 'not_enrolling' };
   const locked = await operatorCodesLockedUntil(tx, operatorId, now);
   if (locked) return { locked };
   const step = totp.stepOf(totp.decrypt(row.secret_encrypted), code.trim(), now);
-  if (step !== undefined && (await useOperatorStep(tx, operatorId, step))) return { ok: true };
+  if (step !== undefined && (await useOperatorStep(tx, operatorId, step))) return undefined;
   await countOperatorWrongCode(tx, operatorId, now, WRONG_CODES);
   return { failed: 'mfa_failed' };
 }
@@ -102,13 +108,12 @@ async function signIn(deps: OperatorSignInDeps, totp: Totp, request: FastifyRequ
     return failed(creds ? 'not_enrolled' : 'unknown_email', creds);
   }
   if (!(await deps.passwords.verify(creds.password_hash, password))) return failed('wrong_password', creds);
-  const passkey = (request.body as Record<string, unknown> | undefined)?.passkey;
+  const passkey = field(request.body, 'passkey');
   // A passkey's answer where one is offered, else a code; the two are one second factor.
-  const outcome = passkey !== undefined && passkeyOffered(deps.relyingParty, request)
-    ? await deps.db.transaction(async (tx) => passkeyOutcome(await operatorPasskeyVerifies(tx, deps.relyingParty!, creds.id, passkey, now, request.log)))
+  const refusal = passkey !== undefined && passkeyOffered(deps.relyingParty, request)
+    ? await deps.db.transaction(async (tx) => passkeyRefusal(await operatorPasskeyVerifies(tx, deps.relyingParty!, creds.id, passkey, now, request.log)))
     : await deps.db.transaction((tx) => checkCode(tx, totp, creds.id, text(request.body, 'code'), now, true));
-  if ('locked' in outcome) return refuseLocked(reply, outcome.locked, now);
-  if ('failed' in outcome) return failed(outcome.failed, creds);
+  if (refusal) return 'locked' in refusal ? refuseLocked(reply, refusal.locked, now) : failed(refusal.failed, creds);
   request.log.info({ operatorId: creds.id }, 'console: operator signed in');
   return startSession(deps.console, reply, { operator: creds.id, authTime: now.getTime() });
 }
@@ -132,7 +137,7 @@ async function enrolFinish(deps: OperatorSignInDeps, totp: Totp, request: Fastif
   const hash = await deps.passwords.hash(password);
   const now = deps.console.clock();
   const tokenHash = sha256Hex(text(request.body, 'token'));
-  const answer = (request.body as Record<string, unknown> | undefined)?.passkey;
+  const answer = field(request.body, 'passkey');
   let passkey: Awaited<ReturnType<typeof enrolmentPasskey>>;
   if (answer !== undefined && passkeyOffered(deps.relyingParty, request)) {
     // Verified before the transaction: its challenge is the link's operator's, and used up here.
@@ -143,8 +148,8 @@ async function enrolFinish(deps: OperatorSignInDeps, totp: Totp, request: Fastif
   const done = await deps.db.transaction(async (tx) => {
     const id = await peekEnrolment(tx, tokenHash, now);
     if (id === undefined) return undefined;
-    const outcome = passkey ? { ok: true } : await checkCode(tx, totp, id, text(request.body, 'code'), now, false);
-    if (!('ok' in outcome)) return outcome;
+    const refusal = passkey ? undefined : await checkCode(tx, totp, id, text(request.body, 'code'), now, false);
+    if (refusal) return refusal;
     // Single use: of two completions at once, the conditional UPDATE lets one through.
     if ((await spendEnrolment(tx, tokenHash, now)) !== id) return undefined;
     await setOperatorPassword(tx, id, hash);
@@ -157,6 +162,9 @@ async function enrolFinish(deps: OperatorSignInDeps, totp: Totp, request: Fastif
   });
   if (!done) return sendError(reply, 'consoleTicketInvalid');
   if ('locked' in done) return refuseLocked(reply, done.locked, now);
-  if ('failed' in done) return sendError(reply, 'codeRefused');
+  if ('failed' in done) {
+    request.log.info({ reason: done.failed }, 'console: operator enrolment refused');
+    return sendError(reply, 'codeRefused');
+  }
   return startSession(deps.console, reply, { operator: done.id, authTime: now.getTime() });
 }

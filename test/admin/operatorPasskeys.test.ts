@@ -160,10 +160,15 @@ describeWithServices('console: operators sign in with a passkey (admin.passkeys)
     await createEnrolment(gw.services.db, operator.id, sha256Hex(token), new Date(Date.now() + 86_400_000));
     expect((await post(byIp, '/console/operator/enrolment/passkey/options', { token })).status).toBe(404);
     expect((await post(origin, '/console/operator/enrolment/passkey/options', { token: 'not-a-link' })).status).toBe(401);
+    const password = 'operator-password-2';
+    // An answer that does not verify is the passkey's fault, not the link's, which stays unspent.
+    const first = await post(origin, '/console/operator/enrolment/passkey/options', { token });
+    const unverified = register(first.json as never, { origin, verified: false }).response;
+    const refused = await post(origin, '/console/operator/enrolment/complete', { token, password, passkey: unverified });
+    expect([refused.status, refused.json]).toEqual([400, { error: 'Clé d\'accès invalide' }]);
     const options = await post(origin, '/console/operator/enrolment/passkey/options', { token });
     expect(options.status).toBe(200);
     const { response, credential } = register(options.json as never, { origin });
-    const password = 'operator-password-2';
     const done = await post(origin, '/console/operator/enrolment/complete', { token, password, passkey: response });
     expect([done.status, done.json.csrf]).toEqual([200, expect.any(String)]);
     expect((await post(origin, '/console/operator/enrolment/complete', { token, password, passkey: response })).status).toBe(401);
@@ -172,8 +177,9 @@ describeWithServices('console: operators sign in with a passkey (admin.passkeys)
     const listed = await request(origin, 'GET', '/admin/v1/operators', { headers: bearer(ADMIN_KEY) });
     expect((listed.json.operators as Array<Record<string, unknown>>).find((o) => o.id === operator.id)).toMatchObject({ enrolled: true, mfa: true });
     expect((await signIn({ email, password }, credential)).answer.status).toBe(200);
-    // No TOTP was confirmed: a code is no second factor for this operator.
+    // No TOTP was confirmed: a code is no second factor for this operator, and the audit says so.
     expect((await post(origin, '/console/operator/session', { email, password, code: '000000' })).status).toBe(401);
+    expect(await failures(operator.id)).toEqual([{ data: { reason: 'no_second_factor', operator_email: email } }]);
   });
 
   it('a reset of the operator\'s factors removes its passkeys: its passkey signs nobody in any more', async () => {

@@ -9,7 +9,8 @@ import { buildAdminApp } from '../../src/admin/app.js';
 import { sha256Hex } from '../../src/credentials/digest.js';
 import { createEnrolment, insertOperator, type OperatorRole } from '../../src/storage/operators/operators.js';
 import {
-  bearer, closeSql, describeWithServices, loggedLines, makeUser, marker, startTestGateway, testClock, testConfig, throwawayDatabase, type TestGateway, type ThrowawayDatabase,
+  bearer, closeSql, describeWithServices, loggedLines, makeUser, marker, ownRedisPrefix, startTestGateway, startTwoGateways, testClock, testConfig, throwawayDatabase, type TestGateway,
+  type ThrowawayDatabase,
 } from '../helpers/gateway.js';
 import { request } from '../helpers/http.js';
 import { totpCode } from '../helpers/totp.js';
@@ -185,18 +186,58 @@ describeWithServices('console: operators sign in as themselves', () => {
     expect(retryAfter).toBeLessThanOrEqual(left(tenthAnswered, asked));
   });
 
-  it('is under the auth rate limit (auth.rateLimit, per client address): the attempt past it is 429', async () => {
-    const limited = await startTestGateway(testConfig({ storage: db.storage, auth: { rateLimit: { max: 3, window: '1m' } } }));
-    const app = await buildAdminApp(limited.services);
+  it('is under the auth rate limit (auth.rateLimit, per client address), counted across instances through Redis: the attempt past it is 429 for the window', async () => {
+    // A Redis prefix of its own: other files' sign-ins from 127.0.0.1 are not counted here.
+    const config = testConfig({ storage: { ...db.storage, redisKeyPrefix: ownRedisPrefix('operator-sign-in') }, auth: { rateLimit: { max: 3, window: '10m' } } });
+    const instances = await startTwoGateways(config);
+    const apps = await Promise.all(instances.map((instance) => buildAdminApp(instance.services)));
     try {
-      const at = await app.listen({ host: '127.0.0.1', port: 0 });
-      const attempt = () => request(at, 'POST', '/console/operator/session', { json: { email: 'nobody@example.test', password: 'x', code: '000000' } });
-      const statuses = [];
-      for (let i = 0; i < 4; i++) statuses.push((await attempt()).status);
-      expect(statuses).toEqual([401, 401, 401, 429]);
+      const at = await Promise.all(apps.map((app) => app.listen({ host: '127.0.0.1', port: 0 })));
+      const attempt = (i: number) => request(at[i % 2]!, 'POST', '/console/operator/session', { json: { email: 'nobody@example.test', password: 'x', code: '000000' } });
+      const answers = [];
+      for (let i = 0; i < 4; i++) answers.push(await attempt(i));
+      expect(answers.map((r) => r.status)).toEqual([401, 401, 401, 429]);
+      // The window is auth.rateLimit.window's ten minutes, not the plugin's default minute.
+      expect(Number(answers[3]!.headers['retry-after'])).toBeGreaterThan(590);
     } finally {
-      await app.close();
-      await limited.close();
+      await Promise.all(apps.map((app) => app.close()));
+      await Promise.all(instances.map((instance) => instance.close()));
     }
+  });
+
+  it('enrolment: a body-less completion is a password too short; one before the link was opened, or with a second link of an enrolled operator, is refused with its reason logged', async () => {
+    const TOO_SHORT = [400, { error: 'Mot de passe trop court (min 8 caractères)' }];
+    const bodiless = await request(url, 'POST', '/console/operator/enrolment/complete', { headers: { origin } });
+    expect([bodiless.status, bodiless.json]).toEqual(TOO_SHORT);
+    const op = await invited('viewer');
+    expect(await post('/console/operator/enrolment/complete', { token: op.token, password: 1234567890 }).then((r) => [r.status, r.json])).toEqual(TOO_SHORT);
+    // No secret was made yet (the link's first step): no code can be right.
+    const early = await post('/console/operator/enrolment/complete', { token: op.token, password: 'eight888', code: '000000' });
+    expect([early.status, early.json]).toEqual([401, { error: 'Code invalide' }]);
+    expect(loggedLines(gw, 'console: operator enrolment refused').at(-1)).toMatchObject({ reason: 'not_enrolling' });
+    // An operator enrolled already, given a second link: its confirmed secret is not replaced, and
+    // a code of it does not enrol again.
+    const done = await enrolled('viewer');
+    const again = randomBytes(32).toString('base64url');
+    await createEnrolment(gw.services.db, done.id, sha256Hex(again), new Date(Date.now() + 86_400_000));
+    expect(await post('/console/operator/enrolment', { token: again }).then((r) => [r.status, r.json])).toEqual([401, { error: 'Lien de connexion invalide, déjà utilisé ou expiré' }]);
+    clock.advance(30_000);
+    const code = totpCode(done.secret, clock().getTime());
+    expect((await post('/console/operator/enrolment/complete', { token: again, password: 'another-password', code })).status).toBe(401);
+    expect(loggedLines(gw, 'console: operator enrolment refused').at(-1)).toMatchObject({ reason: 'not_enrolling' });
+    // The operator's password and code are still the first ones.
+    expect((await post('/console/operator/session', { email: done.email, password: done.password, code })).status).toBe(200);
+  });
+
+  it('enrolment: ten wrong codes lock the link\'s codes for 15 minutes (429), even with the right one; the link stays unspent', async () => {
+    const op = await invited('viewer');
+    const secret = (await post('/console/operator/enrolment', { token: op.token })).json.secret as string;
+    const complete = (code: string) => post('/console/operator/enrolment/complete', { token: op.token, password: 'eight888', code });
+    for (let i = 0; i < 10; i++) expect((await complete('000000')).status).toBe(401);
+    const locked = await complete(totpCode(secret, clock().getTime()));
+    expect([locked.status, locked.json]).toEqual([429, { error: 'Trop de tentatives, réessayez plus tard' }]);
+    expect(Number(locked.headers['retry-after'])).toBeGreaterThan(15 * 60 - 10);
+    clock.advance(15 * 60_000 + 30_000);
+    expect((await complete(totpCode(secret, clock().getTime()))).status).toBe(200);
   });
 });
