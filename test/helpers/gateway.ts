@@ -260,7 +260,9 @@ export async function whileFeedTrusted(gws: TestGateway | readonly TestGateway[]
   for (let attempt = 1; ; attempt++) {
     let disturbed = false;
     const disturb = () => { disturbed = true; };
-    const handlers = { interrupted: disturb, resumed: disturb, userChanged: disturb, apiKeyChanged: disturb, dailyUsageReset: disturb, orgChanged: disturb, orgUsageReset: disturb, truncated: disturb };
+    const handlers = {
+      interrupted: disturb, resumed: disturb, userChanged: disturb, apiKeyChanged: disturb, dailyUsageReset: disturb, orgChanged: disturb, orgUsageReset: disturb, truncated: disturb,
+    };
     const unsubscribes = gateways.map((gw) => gw.services.feed.subscribe(handlers));
     const unwatches = gateways.map((gw) => onRedisFallback(gw, disturb));
     try {
