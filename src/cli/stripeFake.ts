@@ -3,7 +3,9 @@
 // (the `stripe` package): it is imported when the command runs, not for `--help`.
 import path from 'node:path';
 import { CommandError, UsageError, type Args } from './command.js';
-import { DEFAULT_DATA_DIR, deliveryLine, runningFakeUrl, TRIGGER_PATH, TRIGGERS, type TriggerArgs, type TriggerResult } from '../stripeFake/index.js';
+// From the double's light modules only: its door (index.js) brings `stripe` with it.
+import { DEFAULT_DATA_DIR, runningFakeUrl } from '../stripeFake/dataDir.js';
+import { TRIGGER_PATH, TRIGGERS, type TriggerArgs, type TriggerResult } from '../stripeFake/triggers.js';
 
 /** The port the double listens on by default: stripe-mock's, a port known to stand for Stripe's API on a laptop. */
 export const DEFAULT_PORT = 12111;
@@ -28,7 +30,7 @@ export async function stripeFakeCommand({ values }: Args): Promise<number> {
   const port = portOf(text(values.port));
   const target = forwardTo(text(values['forward-to']));
   const dir = text(values.data) ?? DEFAULT_DATA_DIR;
-  const { openDataDir, startStripeFake } = await import('../stripeFake/index.js');
+  const { deliveryLine, openDataDir, startStripeFake } = await import('../stripeFake/index.js');
   const data = openDataDir(dir);
   // HOST is the gateway's (the image sets it to 0.0.0.0): the double listens on loopback unless told.
   const fake = await startStripeFake({
@@ -70,6 +72,7 @@ export async function stripeFakeTriggerCommand({ operands: [event], values }: Ar
     .catch((err: Error) => { throw new CommandError(`stripe-fake at ${url} does not answer (${String(err.cause ?? err.message)}): is it still running?`); });
   const body = await res.json() as TriggerResult & { error?: string };
   if (!res.ok) throw new CommandError(`stripe-fake trigger ${event}: ${body.error ?? res.status}`);
+  const { deliveryLine } = await import('../stripeFake/webhook.js');
   const { subscription: sub } = body;
   console.log(`subscription ${sub.id} of ${body.customer}: ${sub.status}, ${sub.items.data.map((i) => i.price.id).join(', ')}`);
   for (const e of body.events) console.log(deliveryLine(e));
