@@ -91,7 +91,13 @@ const DOORS: Record<string, { door: string; alsoOpen?: Record<string, string> }>
   pipeline: { door: 'pipeline/index.ts', alsoOpen: { 'pipeline/plans.ts': 'a leaf: the CLI reads the plans without loading the pipeline' } },
   portal: { door: 'portal/index.ts' },
   scim: { door: 'scim/index.ts' },
-  stripeFake: { door: 'stripeFake/index.ts' },
+  stripeFake: {
+    door: 'stripeFake/index.ts',
+    alsoOpen: {
+      'stripeFake/dataDir.ts': 'the CLI reads the default data directory without loading the double (and stripe)',
+      'stripeFake/triggers.ts': 'the CLI reads the trigger names without loading the double (and stripe)',
+    },
+  },
   verify: { door: 'verify/index.ts' },
 };
 
@@ -236,7 +242,7 @@ describe('module dependencies', () => {
 
   it('the command line starts light: `gateway --help` and `gateway health` load no framework, client or pipeline', () => {
     const loaded = [...loadedAtStart('cli.ts')];
-    const heavy = ['fastify', 'undici', 'ioredis', 'pg', 'jose', 'argon2', '@electric-sql/pglite'];
+    const heavy = ['fastify', 'undici', 'ioredis', 'pg', 'jose', 'argon2', '@electric-sql/pglite', 'stripe'];
     expect(loaded.filter((m) => heavy.includes(m) || ((m.startsWith('pipeline/') || m.startsWith('auth/') || m === 'server.ts') && !LEAVES.has(m)))).toEqual([]);
     expect(loaded).toContain('cli/commands.ts');
   });
