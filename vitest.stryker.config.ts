@@ -115,6 +115,7 @@ export const MUTATION_TESTS = [
   'test/import/csv.test.ts',
   'test/webhooks/message.test.ts',
   'test/webhooks/sender.test.ts',
+  'test/webhooks/outbox.test.ts',
   'test/domains/names.test.ts',
   'test/errors/negotiation.test.ts',
   'test/errors/messages.test.ts',
@@ -274,7 +275,9 @@ export const ROOM_TESTS: Record<string, string[]> = {
   'src/pipeline/guards/refunds.ts': REFUND_TESTS,
   'src/time.ts': ['test/time.test.ts', 'test/guards/quota.test.ts', 'test/guards/monthlyQuota.test.ts', 'test/guards/planAndDaily.test.ts'],
   ...each(['src/hooks/fromAudit.ts', 'src/hooks/hooks.ts'], HOOK_TESTS),
-  ...each(['src/webhooks/emitter.ts', 'src/webhooks/message.ts', 'src/webhooks/outbox.ts'], WEBHOOK_TESTS),
+  ...each(['src/webhooks/emitter.ts', 'src/webhooks/message.ts'], WEBHOOK_TESTS),
+  // The worker driven directly first (settled, close, a claim a close overtakes, purges), then the deliveries end to end.
+  'src/webhooks/outbox.ts': ['test/webhooks/outbox.test.ts', ...WEBHOOK_TESTS],
   // One attempt against receivers of its own first (seconds, no database), then the deliveries end to end.
   'src/webhooks/sender.ts': ['test/webhooks/sender.test.ts', ...WEBHOOK_TESTS],
   'src/webhooks/ssrf.ts': ['test/webhooks/ssrf.test.ts', 'test/webhooks/deliveries.security.test.ts', 'test/webhooks/deliveries.error.test.ts'],

@@ -12,6 +12,7 @@
 // of its own (one more thing to route around PgBouncer), and the cross-instance per-user limit and
 // the admin listing would be queries on its tables; the outbox is one table and a few statements.
 import { randomUUID } from 'node:crypto';
+import { setTimeout as delay } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { Config } from '../config/schema.js';
 import type { HooksConfig } from '../config/schema/hooks.js';
@@ -111,12 +112,14 @@ interface Running {
   done: Promise<void>;
 }
 
-/** `work`'s outcome, or undefined as soon as `signal` aborts. */
+/**
+ * `work`'s outcome, or undefined as soon as `signal` aborts. The signal is one attempt's own, and
+ * goes with it: its listener needs no removing.
+ */
 function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T | undefined> {
   return new Promise((resolve, reject) => {
-    const onAbort = () => resolve(undefined);
-    signal.addEventListener('abort', onAbort, { once: true });
-    work.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+    signal.addEventListener('abort', () => resolve(undefined));
+    work.then(resolve, reject);
   });
 }
 
@@ -174,14 +177,8 @@ export class OutboxWorker {
       clearInterval(this.purgeTimer);
       clearTimeout(this.retryTimer);
       await Promise.all([this.passing, this.purging]);
-      if (this.running.size) {
-        let grace: NodeJS.Timeout | undefined;
-        await Promise.race([
-          Promise.all([...this.running.values()].map((r) => r.done)),
-          new Promise((resolve) => { grace = setTimeout(resolve, SHUTDOWN_GRACE_MS); }),
-        ]);
-        clearTimeout(grace);
-      }
+      // The grace's timer does not hold the process: once every attempt ended, nothing waits on it.
+      if (this.running.size) await Promise.race([Promise.all([...this.running.values()].map((r) => r.done)), delay(SHUTDOWN_GRACE_MS, undefined, { ref: false })]);
       const cut = [...this.running.values()];
       for (const r of cut) r.controller.abort(SHUTDOWN);
       await Promise.all(cut.map((r) => r.done));
