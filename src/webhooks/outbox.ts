@@ -101,9 +101,8 @@ type MessageOutcome = 'gave_up';
 const RETRIED: ReadonlySet<AttemptOutcome> = new Set(['server_error', 'timeout', 'network_error']);
 const FINAL_STATUS: Partial<Record<AttemptOutcome, FinalStatus>> = { success: 'delivered', skipped: 'skipped' };
 
-/** Why an attempt's AbortController fired. */
+/** Why an attempt's AbortController fired: the handler's signal says so. */
 const SHUTDOWN = 'shutdown';
-const DEADLINE = 'deadline';
 
 interface Running {
   job: ClaimedDelivery;
@@ -301,22 +300,19 @@ export class OutboxWorker {
       return;
     }
     const handler = this.deps.handlers?.[job.type];
-    const deadline = setTimeout(() => controller.abort(DEADLINE), this.attemptMs);
-    let result: AttemptResult | undefined;
-    try {
-      result = await untilAborted(handler ? handler(job, controller.signal) : this.sender.attempt(job, controller.signal), controller.signal);
-    } finally {
-      clearTimeout(deadline);
-    }
+    // Aborted by a shutdown (the controller) or at the attempt's deadline, whose timer holds nothing.
+    const signal = AbortSignal.any([controller.signal, AbortSignal.timeout(this.attemptMs)]);
+    let result = await untilAborted(handler ? handler(job, signal) : this.sender.attempt(job, signal), signal);
     if (!result) {
       // Cut by a shutdown: close() hands it back. Cut by the deadline: a timeout like any other.
-      if (controller.signal.reason === SHUTDOWN) return;
+      if (controller.signal.aborted) return;
       result = { outcome: 'timeout', error: `no outcome within ${this.attemptMs} ms` };
     }
     this.count(result.outcome, job);
-    await this.settle(job, lease, result, { ...context, outcome: result.outcome }).catch((err: unknown) => {
-      // The lease lapses and another attempt follows: at least once, maybe twice.
-      this.log.warn({ ...context, err: describeError(err) }, 'webhook attempt outcome could not be recorded; the message is attempted again');
+    const outcome = { ...context, outcome: result.outcome };
+    await this.settle(job, lease, result, outcome).catch((err: unknown) => {
+      // The lease lapses and another attempt follows: at least once, maybe twice (the outcome says whether it was delivered).
+      this.log.warn({ ...outcome, err: describeError(err) }, 'webhook attempt outcome could not be recorded; the message is attempted again');
     });
   }
 

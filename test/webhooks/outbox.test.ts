@@ -8,9 +8,10 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import { METER_EVENT_TYPE } from '../../src/billing/meterReporter.js';
 import type { ClaimedDelivery } from '../../src/storage/events/index.js';
-import { DEFAULT_LIMITS, OutboxWorker } from '../../src/webhooks/outbox.js';
+import { DEFAULT_LIMITS, OutboxWorker, type DeliveryLimits } from '../../src/webhooks/outbox.js';
 import type { AttemptResult } from '../../src/webhooks/sender.js';
-import { closeSql, describeWithServices, loggedLines, type TestGateway } from '../helpers/gateway.js';
+import { failingStatements } from '../helpers/failingDatabase.js';
+import { closeSql, describeWithServices, eventually, loggedLines, type TestGateway } from '../helpers/gateway.js';
 import { startIsolatedDeliveries, type IsolatedDeliveries } from '../helpers/webhookReceiver.js';
 
 type Handler = (job: ClaimedDelivery, signal: AbortSignal) => Promise<AttemptResult>;
@@ -33,12 +34,15 @@ describeWithServices('the outbox worker, driven directly', () => {
     await closeSql();
   });
 
-  /** A started worker whose handler for the test's messages is `handler`; it polls once an hour. */
-  async function worker(handler: Handler): Promise<OutboxWorker> {
+  /**
+   * A started worker whose handler for the test's messages is `handler`; it polls once an hour.
+   * webhooks.timeout 100 ms: an attempt's deadline is 2 × 100 ms + 1 s.
+   */
+  async function worker(handler: Handler, limits: Partial<DeliveryLimits> = {}): Promise<OutboxWorker> {
     const { db, config, clock, log, metrics } = gw.services;
     const w = new OutboxWorker(
-      { db, feed: { subscribe: () => () => {} }, config: config.webhooks, clock, log, metrics, handlers: { [METER_EVENT_TYPE]: handler } },
-      { ...DEFAULT_LIMITS, pollMs: 3_600_000 },
+      { db, feed: { subscribe: () => () => {} }, config: { ...config.webhooks, timeout: 100 }, clock, log, metrics, handlers: { [METER_EVENT_TYPE]: handler } },
+      { ...DEFAULT_LIMITS, pollMs: 3_600_000, ...limits },
     );
     workers.push(w);
     w.start();
@@ -46,15 +50,23 @@ describeWithServices('the outbox worker, driven directly', () => {
     return w;
   }
 
-  /** A message stored as a meter event is, of a subject of its own (attempts are ordered within a subject). */
-  async function stored(): Promise<string> {
+  /** A message stored as a meter event is, of a subject of its own (attempts are ordered within a subject); `attempts` used already. */
+  async function stored(attempts = 0): Promise<string> {
     const id = `msg_${randomUUID()}`;
-    await own.db.sql('INSERT INTO webhook_deliveries (id, user_id, subject, type, body, max_attempts) VALUES ($1, NULL, $2, $3, $4, 3)', [id, `meter:${id}`, METER_EVENT_TYPE, '{}']);
+    await own.db.sql('INSERT INTO webhook_deliveries (id, user_id, subject, type, body, max_attempts, attempts) VALUES ($1, NULL, $2, $3, $4, 3, $5)',
+      [id, `meter:${id}`, METER_EVENT_TYPE, '{}', attempts]);
     return id;
   }
 
   const row = async (id: string) => (await own.db.sql<{ status: string; attempts: number; leased: boolean }>(
     'SELECT status, attempts, lease IS NOT NULL AS leased FROM webhook_deliveries WHERE id = $1', [id]))[0];
+  const lastError = async (id: string) => (await own.db.sql<{ last_error: string | null }>('SELECT last_error FROM webhook_deliveries WHERE id = $1', [id]))[0]!.last_error;
+
+  /** The instance's count of billing attempts with this outcome (gateway_webhook_deliveries_total{kind="billing"}). */
+  async function counted(outcome: string): Promise<number> {
+    const { values } = await gw.services.metrics.webhookDeliveries.get();
+    return values.find((v) => v.labels.kind === 'billing' && v.labels.outcome === outcome)?.value ?? 0;
+  }
 
   it('settled() resolves once a pass begun after the call has looked at what was stored before it: the handler has its message', async () => {
     const seen: string[] = [];
@@ -111,6 +123,67 @@ describeWithServices('the outbox worker, driven directly', () => {
     await passed;
     expect(seen).toEqual([]);
     expect(await row(id)).toEqual({ status: 'pending', attempts: 0, leased: false });
+  });
+
+  it('an attempt past its deadline (2 × webhooks.timeout + 1 s) is cut: its signal aborts, it counts as a timeout and is retried later', async () => {
+    const aborted: string[] = [];
+    const w = await worker((_job, signal) => new Promise(() => {
+      signal.addEventListener('abort', () => aborted.push((signal.reason as Error).name));
+    }));
+    const before = await counted('timeout');
+    const id = await stored();
+    await w.settled();
+    await eventually(async () => (await row(id))?.leased === false, 5000);
+    expect(aborted).toEqual(['TimeoutError']);
+    expect(await row(id)).toEqual({ status: 'pending', attempts: 1, leased: false });
+    expect(await lastError(id)).toBe('no outcome within 1200 ms');
+    expect(await counted('timeout')).toBe(before + 1);
+  });
+
+  it('a slot freed wakes the worker: with one slot, the second message follows the first without waiting for a poll', async () => {
+    const seen: string[] = [];
+    const w = await worker(async (job) => {
+      seen.push(job.id);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      return { outcome: 'success' };
+    }, { concurrency: 1 });
+    const ids = [await stored(), await stored()];
+    await w.settled();
+    await eventually(() => seen.length === 2, 5000);
+    expect(seen.sort()).toEqual(ids.sort());
+  });
+
+  it('a refusal is logged with its subject; a message whose attempts are used up gives up, counted as such', async () => {
+    const w = await worker(async () => ({ outcome: 'rejected', error: 'HTTP 400' }));
+    const refused = await stored();
+    const spent = await stored(3); // its attempts used by instances that died mid-attempt
+    const gaveUp = await counted('gave_up');
+    await w.settled();
+    await eventually(async () => (await row(refused))?.status === 'failed' && (await row(spent))?.status === 'failed');
+    expect(loggedLines(gw, 'webhook not delivered').find((l) => l.webhookId === refused)).toMatchObject({ level: 40, subject: `meter:${refused}`, type: METER_EVENT_TYPE, error: 'HTTP 400' });
+    expect(loggedLines(gw, 'webhook not delivered: retries exhausted').find((l) => l.webhookId === spent)).toMatchObject({ subject: `meter:${spent}`, attempt: 4 });
+    expect(await lastError(spent)).toBe('retries exhausted');
+    expect(await counted('gave_up')).toBe(gaveUp + 1);
+  });
+
+  it('a handler that throws is logged as such; an outcome that cannot be recorded is said, and the message left to its lease', async () => {
+    const broken = await worker(async () => { throw new Error('the handler broke'); });
+    const thrown = await stored();
+    await broken.settled();
+    await eventually(() => loggedLines(gw, 'webhook attempt failed unexpectedly').some((l) => l.webhookId === thrown));
+    await broken.close();
+    const w = await worker(async () => ({ outcome: 'success' }));
+    const restore = failingStatements(gw.services.db, /SET status = \$3/, () => new Error('the test\'s outage'));
+    try {
+      const id = await stored();
+      await w.settled();
+      await eventually(() => loggedLines(gw, 'webhook attempt outcome could not be recorded; the message is attempted again').some((l) => l.webhookId === id));
+      expect(loggedLines(gw, 'webhook attempt outcome could not be recorded; the message is attempted again').find((l) => l.webhookId === id))
+        .toMatchObject({ level: 40, subject: `meter:${id}`, outcome: 'success', err: 'the test\'s outage' });
+      expect(await row(id)).toEqual({ status: 'pending', attempts: 1, leased: true });
+    } finally {
+      restore();
+    }
   });
 
   it('purges every finished message past the 7 days, batch after batch (1000 a statement)', async () => {
