@@ -116,6 +116,7 @@ export const MUTATION_TESTS = [
   'test/webhooks/message.test.ts',
   'test/webhooks/sender.test.ts',
   'test/webhooks/outbox.test.ts',
+  'test/admin/operatorRoutes.test.ts',
   'test/domains/names.test.ts',
   'test/errors/negotiation.test.ts',
   'test/errors/messages.test.ts',
@@ -288,7 +289,7 @@ export const ROOM_TESTS: Record<string, string[]> = {
     'src/errors/negotiation.ts', 'src/errors/success.ts',
   ], ERROR_TESTS),
   ...each(['src/admin/operatorPasskeys.ts', 'src/admin/operatorSignIn.ts'], OPERATOR_TESTS),
-  'src/admin/operatorRoutes.ts': [...OPERATOR_TESTS, 'test/docs/openapi.test.ts'],
+  'src/admin/operatorRoutes.ts': ['test/admin/operatorRoutes.test.ts', ...OPERATOR_TESTS, 'test/docs/openapi.test.ts'],
   'src/admin/operatorTokens.ts': ['test/admin/operatorTokens.test.ts', ...OPERATOR_TESTS],
   // The operators' SQL: its own test on a database of its own first, then the API's and sign-in's.
   'src/storage/operators/operators.ts': ['test/storage/operators.test.ts', ...OPERATOR_TESTS],

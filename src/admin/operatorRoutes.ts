@@ -141,13 +141,12 @@ async function mint(deps: OperatorRoutesDeps, request: FastifyRequest<{ Body: un
   // recent second factor: a token never mints another, so a leaked one cannot outlive its revocation.
   const now = deps.clock();
   if (caller.authTime === undefined || now.getTime() - caller.authTime > RECENT_SECOND_FACTOR_MS) return sendError(reply, 'recentAuthRequired');
-  const name = field(request.body, 'name');
+  // The name as kept: spaces around it are not counted against its 100 characters.
+  const name = textField(request.body, 'name').trim();
   const days = field(request.body, 'expires_in_days') ?? TOKEN_DAYS_DEFAULT;
-  if (typeof name !== 'string' || !name.trim() || name.length > 100 || !Number.isInteger(days) || (days as number) < 1 || (days as number) > TOKEN_DAYS_MAX) {
-    return sendError(reply, 'badRequest');
-  }
+  if (!name || name.length > 100 || !Number.isInteger(days) || (days as number) < 1 || (days as number) > TOKEN_DAYS_MAX) return sendError(reply, 'badRequest');
   const minted = await deps.db.transaction(async (tx) => {
-    const made = await mintOperatorToken(tx, caller.id, name.trim(), days as number, now);
+    const made = await mintOperatorToken(tx, caller.id, name, days as number, now);
     await deps.audit.record({ type: 'operator.token_created', ...by(request), data: { token_id: made.id, name: made.name } }, tx);
     return made;
   });

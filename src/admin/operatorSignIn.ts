@@ -8,7 +8,7 @@ import type { Audit } from '../audit.js';
 import { createTotp, passkeyName, type Passwords, type RelyingParty, type Totp } from '../auth/index.js';
 import { sha256Hex } from '../credentials/digest.js';
 import { GatewayError, passwordTooShortParams, sendDenial, sendError } from '../errors/index.js';
-import { headerValue } from '../http.js';
+import { headerValue, textField } from '../http.js';
 import type { Live } from '../live/live.js';
 import { authRateLimitStore } from '../listener/authRateLimit.js';
 import type { Database, Queryable } from '../storage/database/index.js';
@@ -18,6 +18,7 @@ import {
 } from '../storage/operators/index.js';
 import type { RedisBreaker } from '../storage/redis/index.js';
 import { startSession, type ConsoleDeps } from './console.js';
+import { field } from './views.js';
 import { enrolmentPasskey, operatorPasskeyRoutes, operatorPasskeyVerifies, passkeyOffered } from './operatorPasskeys.js';
 import { insertPasskey, OPERATOR_PASSKEYS } from '../storage/accounts/index.js';
 
@@ -36,13 +37,6 @@ export interface OperatorSignInDeps {
   /** admin.passkeys: operators may answer with a passkey instead of a code. */
   relyingParty?: RelyingParty;
 }
-
-/** A field of the JSON body, which may be missing altogether. */
-const field = (body: unknown, key: string): unknown => (body as Record<string, unknown> | undefined)?.[key];
-const text = (body: unknown, key: string) => {
-  const value = field(body, key);
-  return typeof value === 'string' ? value : '';
-};
 
 export async function operatorSignInRoutes(app: FastifyInstance, deps: OperatorSignInDeps): Promise<void> {
   const rateLimits = () => deps.live.current.settings.auth.rateLimit;
@@ -92,8 +86,8 @@ function refuseLocked(reply: FastifyReply, until: Date, now: Date) {
 }
 
 async function signIn(deps: OperatorSignInDeps, totp: Totp, request: FastifyRequest, reply: FastifyReply) {
-  const email = text(request.body, 'email').trim().toLowerCase();
-  const password = text(request.body, 'password');
+  const email = textField(request.body, 'email').trim().toLowerCase();
+  const password = textField(request.body, 'password');
   const now = deps.console.clock();
   const creds = email ? await operatorCredentials(deps.db, email) : undefined;
   const failed = async (reason: string, operator?: { id: number; email: string }) => {
@@ -112,7 +106,7 @@ async function signIn(deps: OperatorSignInDeps, totp: Totp, request: FastifyRequ
   // A passkey's answer where one is offered, else a code; the two are one second factor.
   const refusal = passkey !== undefined && passkeyOffered(deps.relyingParty, request)
     ? await deps.db.transaction(async (tx) => passkeyRefusal(await operatorPasskeyVerifies(tx, deps.relyingParty!, creds.id, passkey, now, request.log)))
-    : await deps.db.transaction((tx) => checkCode(tx, totp, creds.id, text(request.body, 'code'), now, true));
+    : await deps.db.transaction((tx) => checkCode(tx, totp, creds.id, textField(request.body, 'code'), now, true));
   if (refusal) return 'locked' in refusal ? refuseLocked(reply, refusal.locked, now) : failed(refusal.failed, creds);
   request.log.info({ operatorId: creds.id }, 'console: operator signed in');
   return startSession(deps.console, reply, { operator: creds.id, authTime: now.getTime() });
@@ -121,7 +115,7 @@ async function signIn(deps: OperatorSignInDeps, totp: Totp, request: FastifyRequ
 // First step of the link: the TOTP secret to scan (a new one each time, until one is confirmed).
 async function enrolStart(deps: OperatorSignInDeps, totp: Totp, request: FastifyRequest, reply: FastifyReply) {
   const now = deps.console.clock();
-  const id = await peekEnrolment(deps.db, sha256Hex(text(request.body, 'token')), now);
+  const id = await peekEnrolment(deps.db, sha256Hex(textField(request.body, 'token')), now);
   const operator = id === undefined ? undefined : await findOperator(deps.db, id);
   if (!operator) return sendError(reply, 'consoleTicketInvalid');
   const secret = totp.newSecret();
@@ -132,11 +126,11 @@ async function enrolStart(deps: OperatorSignInDeps, totp: Totp, request: Fastify
 // Second step: the password and a code from the app, or (admin.passkeys) a passkey's registration;
 // the link is spent, the operator signed in.
 async function enrolFinish(deps: OperatorSignInDeps, totp: Totp, request: FastifyRequest, reply: FastifyReply) {
-  const password = text(request.body, 'password');
+  const password = textField(request.body, 'password');
   if ([...password].length < deps.passwordMinLength) return sendDenial(reply, { code: 'passwordTooShort', params: passwordTooShortParams(deps.passwordMinLength) });
   const hash = await deps.passwords.hash(password);
   const now = deps.console.clock();
-  const tokenHash = sha256Hex(text(request.body, 'token'));
+  const tokenHash = sha256Hex(textField(request.body, 'token'));
   const answer = field(request.body, 'passkey');
   let passkey: Awaited<ReturnType<typeof enrolmentPasskey>>;
   if (answer !== undefined && passkeyOffered(deps.relyingParty, request)) {
@@ -148,7 +142,7 @@ async function enrolFinish(deps: OperatorSignInDeps, totp: Totp, request: Fastif
   const done = await deps.db.transaction(async (tx) => {
     const id = await peekEnrolment(tx, tokenHash, now);
     if (id === undefined) return undefined;
-    const refusal = passkey ? undefined : await checkCode(tx, totp, id, text(request.body, 'code'), now, false);
+    const refusal = passkey ? undefined : await checkCode(tx, totp, id, textField(request.body, 'code'), now, false);
     if (refusal) return refusal;
     // Single use: of two completions at once, the conditional UPDATE lets one through.
     if ((await spendEnrolment(tx, tokenHash, now)) !== id) return undefined;

@@ -166,6 +166,38 @@ describeWithServices('console: operators sign in as themselves', () => {
     expect((await mint(op.csrf)).json).toEqual({ error: 'Authentification récente requise' });
   });
 
+  it('mints with a name of 1 to 100 characters (trimmed) for 1 to 365 days (90 by default), audited; until exactly 5 minutes after the second factor', async () => {
+    // The clock still: the sign-in's instant and the expiry dates are then known to the millisecond.
+    clock.freeze();
+    try {
+      const signedInAt = clock().getTime();
+      const op = await enrolled('viewer');
+      const mint = (json: unknown) => request(url, 'POST', '/console/api/v1/operator/tokens', { headers: { origin, cookie: op.cookie, 'x-csrf-token': op.csrf }, json });
+      const BAD = [400, { error: 'Requête invalide' }];
+      for (const body of [{}, { name: '   ' }, { name: 42 }, { name: 'x'.repeat(101) }, { name: 'ci', expires_in_days: 0 }, { name: 'ci', expires_in_days: 366 },
+        { name: 'ci', expires_in_days: 1.5 }, { name: 'ci', expires_in_days: '30' }]) {
+        expect(await mint(body).then((r) => [JSON.stringify(body), r.status, r.json])).toEqual([JSON.stringify(body), ...BAD]);
+      }
+      const longest = await mint({ name: ` ${'x'.repeat(100)} `, expires_in_days: 365 });
+      expect([longest.status, longest.json.expires_at]).toEqual([201, new Date(signedInAt + 365 * 86_400_000).toISOString()]);
+      expect((await mint({ name: 'one day', expires_in_days: 1 })).status).toBe(201);
+      const usual = await mint({ name: ' ci ' });
+      expect([usual.status, usual.json.expires_at]).toEqual([201, new Date(signedInAt + 90 * 86_400_000).toISOString()]);
+      const events = await db.sql<{ data: Record<string, unknown> }>("SELECT data FROM audit_events WHERE type = 'operator.token_created' AND actor_id = $1 ORDER BY id", [op.id]);
+      expect(events.map((e) => e.data)).toEqual([
+        { token_id: longest.json.id, name: 'x'.repeat(100), operator_email: op.email },
+        { token_id: expect.any(Number), name: 'one day', operator_email: op.email },
+        { token_id: usual.json.id, name: 'ci', operator_email: op.email },
+      ]);
+      clock.advance(5 * 60_000);
+      expect((await mint({ name: 'at five minutes' })).status).toBe(201);
+      clock.advance(1);
+      expect((await mint({ name: 'past them' })).json).toEqual({ error: 'Authentification récente requise' });
+    } finally {
+      clock.thaw();
+    }
+  });
+
   it('ten wrong codes lock the operator\'s codes for 15 minutes (429), even with the right one', async () => {
     const op = await enrolled('viewer');
     const wrong = () => post('/console/operator/session', { email: op.email, password: op.password, code: '000000' });
