@@ -117,6 +117,7 @@ export const MUTATION_TESTS = [
   'test/webhooks/sender.test.ts',
   'test/webhooks/outbox.test.ts',
   'test/admin/operatorRoutes.test.ts',
+  'test/sso/samlRequests.test.ts',
   'test/domains/names.test.ts',
   'test/errors/negotiation.test.ts',
   'test/errors/messages.test.ts',
@@ -309,7 +310,8 @@ export const ROOM_TESTS: Record<string, string[]> = {
   ...each(['src/domains/dns.ts', 'src/domains/index.ts', 'src/domains/recheck.ts'], ['test/orgs/domains.test.ts']),
   ...each(['src/domains/names.ts', 'src/domains/publicMail.ts'], ['test/domains/names.test.ts', 'test/orgs/domains.test.ts']),
   ...each(['src/auth/providers/saml/account.ts', 'src/auth/providers/saml/response.ts'], SAML_TESTS),
-  'src/auth/providers/saml/routes.ts': [...SAML_TESTS, 'test/docs/openapi.test.ts'],
+  // The requests a Response answers and the routes' own refusals first, then the sign-ins end to end.
+  'src/auth/providers/saml/routes.ts': ['test/sso/samlRequests.test.ts', ...SAML_TESTS, 'test/docs/openapi.test.ts'],
   'src/auth/providers/saml/spKeys.ts': ['test/sso/spKeys.test.ts', ...SAML_TESTS],
   'src/auth/providers/saml/connection.ts': ['test/sso/samlSettings.test.ts', ...SAML_TESTS],
   ...each(['src/auth/providers/saml/idpMetadata.ts', 'src/auth/providers/saml/xml.ts'], ['test/sso/idpMetadata.test.ts', ...SAML_TESTS]),
