@@ -7,11 +7,12 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { buildAdminApp } from '../../src/admin/app.js';
 import { mintOperatorToken } from '../../src/admin/operatorTokens.js';
-import { insertOperator, type OperatorRole } from '../../src/storage/operators/operators.js';
+import type { OperatorRole } from '../../src/storage/operators/operators.js';
 import {
   ADMIN_KEY, bearer, closeSql, describeWithServices, loggedLines, marker, startTestGateway, testConfig, throwawayDatabase, type TestGateway, type ThrowawayDatabase,
 } from '../helpers/gateway.js';
 import { request } from '../helpers/http.js';
+import { operatorWithToken } from '../helpers/operators.js';
 
 const NOT_FOUND = { error: 'Ressource introuvable' };
 
@@ -23,12 +24,7 @@ describeWithServices('admin API: the operators\' routes', () => {
   const as = (token: string, method: string, path: string, json?: unknown) => request(url, method, path, { headers: bearer(token), ...(json === undefined ? {} : { json }) });
   const key = (method: string, path: string, json?: unknown) => as(ADMIN_KEY, method, path, json);
 
-  async function operatorWithToken(role: OperatorRole) {
-    const email = `op-${marker()}@example.test`;
-    const operator = (await insertOperator(gw.services.db, email, role, new Date()))!;
-    const { token, id: tokenId } = await mintOperatorToken(gw.services.db, operator.id, 'laptop', 90, new Date());
-    return { id: operator.id, email, token, tokenId };
-  }
+  const withToken = (role: OperatorRole) => operatorWithToken(gw.services.db, role);
 
   const audited = async (type: string, operatorId: number) => (await db.sql<{ actor: string; data: Record<string, unknown> }>(
     "SELECT actor, data FROM audit_events WHERE type = $1 AND (data->>'operator_id')::int = $2 ORDER BY id", [type, operatorId]));
@@ -74,7 +70,7 @@ describeWithServices('admin API: the operators\' routes', () => {
   });
 
   it('changes a role (200, audited); an id that is none is 404 for every route that takes one', async () => {
-    const op = await operatorWithToken('viewer');
+    const op = await withToken('viewer');
     const changed = await key('PUT', `/admin/v1/operators/${op.id}/role`, { role: 'admin' });
     expect([changed.status, changed.json]).toEqual([200, { id: op.id, email: op.email, role: 'admin', enrolled: false, mfa: false, created_at: expect.any(String) }]);
     expect(await audited('operator.role_changed', op.id)).toEqual([{ actor: 'admin', data: { operator_id: op.id, email: op.email, role: 'admin' } }]);
@@ -88,7 +84,7 @@ describeWithServices('admin API: the operators\' routes', () => {
   });
 
   it('removes an operator (200, audited, logged): its token stops at once', async () => {
-    const op = await operatorWithToken('support');
+    const op = await withToken('support');
     expect((await as(op.token, 'GET', '/admin/v1/operator')).status).toBe(200);
     const removed = await key('DELETE', `/admin/v1/operators/${op.id}`);
     expect([removed.status, removed.json]).toEqual([200, expect.objectContaining({ id: op.id, email: op.email, role: 'support' })]);
@@ -98,7 +94,7 @@ describeWithServices('admin API: the operators\' routes', () => {
   });
 
   it('the shared key resets an operator\'s factors: 200 with a new enrolment link, audited', async () => {
-    const op = await operatorWithToken('viewer');
+    const op = await withToken('viewer');
     await db.sql("INSERT INTO operator_totp (operator_id, secret_encrypted, confirmed_at) VALUES ($1, 'x', now())", [op.id]);
     const reset = await key('DELETE', `/admin/v1/operators/${op.id}/mfa`);
     expect([reset.status, reset.json]).toEqual([200, expect.objectContaining({ id: op.id, mfa: false, enrolment_url: expect.stringMatching(/^http:\/\/127\.0\.0\.1:\d+\/console\//) })]);
@@ -107,8 +103,8 @@ describeWithServices('admin API: the operators\' routes', () => {
   });
 
   it('revokes an operator\'s own token once, audited; another\'s, an id that is none, or the shared key\'s ask are 404', async () => {
-    const op = await operatorWithToken('viewer');
-    const other = await operatorWithToken('viewer');
+    const op = await withToken('viewer');
+    const other = await withToken('viewer');
     for (const path of [`/admin/v1/operator/tokens/${other.tokenId}`, '/admin/v1/operator/tokens/abc']) {
       const res = await as(op.token, 'DELETE', path);
       expect([path, res.status, res.json]).toEqual([path, 404, NOT_FOUND]);

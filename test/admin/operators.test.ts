@@ -9,20 +9,11 @@ import { buildAdminApp } from '../../src/admin/app.js';
 import { parseConfig } from '../../src/config/load.js';
 import { docsExample } from '../helpers/docs.js';
 import { mintOperatorToken } from '../../src/admin/operatorTokens.js';
-import { insertOperator, type OperatorRole } from '../../src/storage/operators/operators.js';
-import type { Database } from '../../src/storage/database/db.js';
 import {
   ADMIN_KEY, bearer, closeSql, describeWithServices, makeUser, marker, queriesDuring, startTestGateway, testClock, testConfig, throwawayDatabase, type TestGateway, type ThrowawayDatabase,
 } from '../helpers/gateway.js';
 import { request } from '../helpers/http.js';
-
-/** An operator with `role` and a personal token, made as `gateway operators add` and `token` make them. */
-async function operatorWithToken(db: Database, role: OperatorRole): Promise<{ id: number; email: string; token: string }> {
-  const email = `op-${marker()}@example.test`;
-  const operator = (await insertOperator(db, email, role, new Date()))!;
-  const { token } = await mintOperatorToken(db, operator.id, 'laptop', 90, new Date());
-  return { id: operator.id, email, token };
-}
+import { operatorWithToken } from '../helpers/operators.js';
 
 // On a database of its own: the run's database keeps no operator, so that the tests of an empty
 // admin.apiKey elsewhere still see an admin API that does not exist.

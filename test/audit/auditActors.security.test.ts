@@ -17,6 +17,7 @@ import { sha256Hex } from '../../src/credentials/digest.js';
 import { createEnrolment, insertOperator, type OperatorRole } from '../../src/storage/operators/operators.js';
 import type { AuditRow } from '../../src/storage/events/audit.js';
 import { ensureBuilt, gateway as cli } from '../helpers/cli.js';
+import { operatorWithToken } from '../helpers/operators.js';
 import {
   ADMIN_KEY, bearer, closeSql, describeWithServices, makeUser, marker, rawTestConfig, startTestGateway, testClock, testConfig, throwawayDatabase,
   type TestGateway, type ThrowawayDatabase,
@@ -47,10 +48,7 @@ describeWithServices('the audit actor is what authenticated (CONTRACT §33)', ()
     db.sql<AuditRow>('SELECT * FROM audit_events WHERE user_id = $1 AND type = $2 ORDER BY id', [userId, type]);
   const actorsOf = async (userId: number) => (await rowsOf(userId)).map((r) => ({ actor: r.actor, actor_id: r.actor_id }));
 
-  async function operatorWithToken(role: OperatorRole): Promise<{ id: number; token: string }> {
-    const operator = (await insertOperator(gw.services.db, `op-${marker()}@example.test`, role, new Date()))!;
-    return { id: operator.id, token: (await mintOperatorToken(gw.services.db, operator.id, 'laptop', 90, new Date())).token };
-  }
+  const withToken = (role: OperatorRole) => operatorWithToken(gw.services.db, role);
 
   /** An operator enrolled through the console's link: their console session. */
   async function operatorSession(role: OperatorRole): Promise<{ id: number; headers: Record<string, string> }> {
@@ -91,7 +89,7 @@ describeWithServices('the audit actor is what authenticated (CONTRACT §33)', ()
   });
 
   it('over HTTP: the shared key is admin, an operator\'s token (support, admin) the operator, a console session its key\'s or operator\'s, whatever X-Gateway-Actor says', async () => {
-    const [support, admin] = [await operatorWithToken('support'), await operatorWithToken('admin')];
+    const [support, admin] = [await withToken('support'), await withToken('admin')];
     const [keyConsole, opConsole] = [await keySession(), await operatorSession('support')];
     // Each credential: where it calls (the admin API, or the console's relay of it), with which headers.
     const credentials: Array<{ name: string; base: string; headers: Record<string, string>; expected: Expected }> = [
@@ -123,7 +121,7 @@ describeWithServices('the audit actor is what authenticated (CONTRACT §33)', ()
   });
 
   it('an import through the admin API names what authenticated: the shared key admin, an operator\'s token that operator (by id)', async () => {
-    const operator = await operatorWithToken('admin');
+    const operator = await withToken('admin');
     const cases: Array<{ name: string; headers: Record<string, string>; expected: Expected }> = [
       { name: 'shared key, cli claimed', headers: { ...bearer(ADMIN_KEY), 'x-gateway-actor': 'cli' }, expected: { actor: 'admin', actor_id: null } },
       { name: 'admin gwop_, cli claimed', headers: { ...bearer(operator.token), 'x-gateway-actor': 'cli' }, expected: { actor: 'operator', actor_id: operator.id } },
@@ -138,7 +136,7 @@ describeWithServices('the audit actor is what authenticated (CONTRACT §33)', ()
   });
 
   it('the CLI: on direct storage cli; through --admin with the shared key admin, with an operator\'s token that operator', async () => {
-    const operator = await operatorWithToken('support');
+    const operator = await withToken('support');
     const runs: Array<{ name: string; args: string[]; env: Record<string, string>; expected: Expected }> = [
       { name: 'direct storage', args: [], env: {}, expected: { actor: 'cli', actor_id: null } },
       { name: '--admin, shared key', args: ['--admin', url], env: {}, expected: { actor: 'admin', actor_id: null } },
