@@ -95,6 +95,10 @@ describeWithServices('SAML: the request a Response answers', () => {
     expect(await lastRefusal(c)).toEqual({ code: 'saml_invalid', rule: 'unsolicited' });
     const open = await connect(gw, { allowIdpInitiated: true, idpInitiatedUrl: 'https://app.example.test/sso-start' });
     const xml = signed(open, goodSpec(open, undefined));
+    // Unsolicited is no InResponseTo and no RelayState: one it never made is refused, not let through.
+    const relayed = await postAcs(gw, open, signed(open, goodSpec(open, undefined)), 'not-a-relay-state');
+    expect([relayed.status, relayed.json.code]).toEqual(BAD_REQUEST);
+    expect(await lastRefusal(open)).toEqual({ code: 'saml_invalid', rule: 'unknown_request' });
     expect((await postAcs(gw, open, xml)).status).toBe(302);
     expect((await postAcs(gw, open, xml)).status).toBe(400);
     expect(await lastRefusal(open)).toEqual({ code: 'saml_invalid', rule: 'replay' });
@@ -111,7 +115,8 @@ describeWithServices('SAML: the request a Response answers', () => {
     expect([ok.status, ok.headers['cache-control']]).toEqual([302, 'no-store']);
     const unknown = await gw.get(`/api/v1/auth/sso?org=999999999&return_to=${encodeURIComponent(RETURN_TO)}&code_challenge=${challenge}`);
     expect(unknown.status).toBe(404);
-    expect((await gw.get('/saml/999999999/metadata')).status).toBe(404);
+    const metadata = new URL(c.connection.acs_url).pathname.replace(/\/saml\/[^/]+\/acs$/, '/saml/999999999/metadata');
+    expect((await gw.get(metadata)).status).toBe(404);
   });
 
   it('the ACS: a Response not posted as a form, none at all, or to no connection is 400; nothing is audited', async () => {
