@@ -60,7 +60,9 @@ export class FakeStripe implements FakeHolder {
   /** Every event sent (or, without a webhook, made), in order. */
   readonly sent: Delivery[] = [];
   meterMode: 'ok' | 'fail' = 'ok';
-  drops = 0;
+  /** The customer whose every meter event loses its first attempt's answers (none: null). */
+  answersLostFor: string | null = null;
+  private readonly answersCut = new Map<string, number>();
   beforeMeterAnswer: ((event: FakeMeterEvent) => Promise<void>) | undefined;
   failures = 0;
   delayMs = 0;
@@ -197,8 +199,7 @@ export class FakeStripe implements FakeHolder {
   private async meterEvent(res: http.ServerResponse, form: Record<string, string>): Promise<void> {
     if (this.meterMode === 'fail') return stripeError(res, 500, 'api_error', 'the fake was told to fail');
     const identifier = form.identifier ?? fakeId('mev');
-    const drop = this.drops > 0;
-    if (drop) this.drops--;
+    const drop = this.cutsAnswer(form, identifier);
     // Stripe enforces an identifier's uniqueness (over at least 24 hours): a repeat is refused.
     if (this.meterEvents.some((e) => e.identifier === identifier)) {
       if (drop) return void res.socket!.destroy();
@@ -210,5 +211,18 @@ export class FakeStripe implements FakeHolder {
     if (drop) return void res.socket!.destroy();
     await this.beforeMeterAnswer?.(event);
     res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(event));
+  }
+
+  /**
+   * Whether this request's answer is lost: the first two requests of each identifier of the
+   * customer named, an attempt and the resend a closed connection may bring, counted per
+   * identifier so that events sent side by side each lose theirs.
+   */
+  private cutsAnswer(form: Record<string, string>, identifier: string): boolean {
+    if (this.answersLostFor === null || form['payload[stripe_customer_id]'] !== this.answersLostFor) return false;
+    const cut = this.answersCut.get(identifier) ?? 0;
+    if (cut >= 2) return false;
+    this.answersCut.set(identifier, cut + 1);
+    return true;
   }
 }

@@ -33,11 +33,12 @@ export interface StripeFake {
   /** While `fail`, POST /v1/billing/meter_events answers 500. */
   meterMode(mode: 'ok' | 'fail'): void;
   /**
-   * The next `n` meter event requests are taken (a new identifier recorded) and their connection
-   * cut without an answer: Stripe has the event, the gateway never hears. Two cover one attempt,
-   * since the stripe library resends once on a closed connection.
+   * Each meter event of `customer` (null: none) is taken (a new identifier recorded) and its first
+   * two requests' connections cut without an answer: Stripe has the event, the gateway never hears.
+   * Two cover one attempt, since a closed connection may bring one resend; counted per identifier,
+   * so that events sent side by side each lose their first attempt.
    */
-  meterDrops(n: number): void;
+  meterLoseFirstAttempts(customer: string | null): void;
   /**
    * While set, each meter event accepted (a new identifier, recorded) waits for `hook` before its
    * answer goes out: a test puts itself between Stripe taking an event and the gateway hearing so.
@@ -100,7 +101,7 @@ export async function startStripeFake(options: StripeFakeOptions = {}): Promise<
     meterEvents: fake.meterEvents,
     meterSum: (customer) => fake.meterEvents.filter((e) => !customer || e.payload.stripe_customer_id === customer).reduce((sum, e) => sum + Number(e.payload.value), 0),
     meterMode: (mode) => { fake.meterMode = mode; },
-    meterDrops: (n) => { fake.drops = n; },
+    meterLoseFirstAttempts: (customer) => { fake.answersLostFor = customer; },
     beforeMeterAnswer: (hook) => { fake.beforeMeterAnswer = hook; },
     cancelAtPeriodEnd: (subId) => fake.subscriptions.get(subId)?.cancelAtPeriodEnd === true,
     setSubscription: (sub) => { fake.subscriptions.set(sub.id, { ...sub }); },

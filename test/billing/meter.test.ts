@@ -237,16 +237,18 @@ describeWithServices('metered overage reported to a Stripe meter', () => {
   it('bills once when Stripe took an event but its answer never arrived: the retry repeats the identifier', async () => {
     const user = await payer();
     const m = marker();
-    // Stripe's next two answers to meter events lost: set before the uses, since a reporter's own
-    // timer (every 15 s) may queue their event as soon as the records settle, before a test's pass.
-    stripe.meterDrops(2);
+    // Stripe's answers to each of this customer's events lost on their first attempt: set before the
+    // uses, since a reporter's own timer (every 15 s) may queue their event as soon as the records
+    // settle, before a test's pass.
+    stripe.meterLoseFirstAttempts(user.customer);
     for (let i = 0; i < 5; i++) expect((await use(b, user, m)).status).toBe(200);
     await expect.poll(async () => {
       await reported(user.customer);
       return stripe.meterSum(user.customer);
     }, { timeout: 25_000, interval: 500 }).toBe(2);
     // The outbox never heard the answer: it sends the same identifier again, Stripe says it has it.
-    // (One event, or two when a pass fell between the two records' settling: each one lost an answer.)
+    // (One event, or two when a pass fell between the two records' settling: each one lost its first
+    // attempt, counted per identifier, since two sent side by side interleave their requests.)
     const events = eventsOf(user.customer);
     await expect.poll(async () => (await deliveries(user.id)).map((d) => d.status), { timeout: 15_000 }).toEqual(events.map(() => 'delivered'));
     for (const delivery of await deliveries(user.id)) expect(delivery.attempts).toBeGreaterThanOrEqual(2);

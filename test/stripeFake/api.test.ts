@@ -1,6 +1,6 @@
 // The Stripe double's HTTP answers one by one, as raw requests meet them (src/stripeFake/fake.ts):
 // the keys it takes and how it refuses the others, each endpoint's answer and its 404s, the knobs
-// the billing tests turn (failNext, meterMode, meterDrops), the calls it records, the trigger
+// the billing tests turn (failNext, meterMode, meterLoseFirstAttempts), the calls it records, the trigger
 // endpoint's refusals, paying a session and the state a data directory hands back. Through the
 // official client and with a receiver: fake.test.ts; its objects against Stripe's types: shapes.test.ts.
 import http from 'node:http';
@@ -33,7 +33,7 @@ describe('the Stripe double, request by request', () => {
   afterEach(() => {
     fake.failNext(0);
     fake.meterMode('ok');
-    fake.meterDrops(0);
+    fake.meterLoseFirstAttempts(null);
   });
 
   it('takes a test key as Bearer or as Basic\'s user; refuses none, a malformed header and any other key, masked', async () => {
@@ -141,12 +141,14 @@ describe('the Stripe double, request by request', () => {
     fake.meterMode('fail');
     expect(await call(fake, '/v1/billing/meter_events', { form: event('m2') })).toEqual(stripeError(500, 'api_error', 'the fake was told to fail'));
     fake.meterMode('ok');
-    fake.meterDrops(2);
-    await expect(call(fake, '/v1/billing/meter_events', { form: event('m3') })).rejects.toThrow();
-    await expect(call(fake, '/v1/billing/meter_events', { form: event('m3') })).rejects.toThrow();
-    expect((await call(fake, '/v1/billing/meter_events', { form: event('m3') })).status).toBe(400);
-    expect(fake.meterEvents.slice(before).map((e) => e.identifier)).toEqual(['m1', 'm3']);
-    expect(fake.meterSum('cus_meter')).toBe(6);
+    fake.meterLoseFirstAttempts('cus_meter');
+    // Counted per identifier: two events sent side by side each lose their first two requests;
+    // another customer's lose none.
+    for (const id of ['m3', 'm4', 'm3', 'm4']) await expect(call(fake, '/v1/billing/meter_events', { form: event(id) }), id).rejects.toThrow();
+    for (const id of ['m3', 'm4']) expect((await call(fake, '/v1/billing/meter_events', { form: event(id) })).status, id).toBe(400);
+    expect((await call(fake, '/v1/billing/meter_events', { form: { ...event('m5'), 'payload[stripe_customer_id]': 'cus_other' } })).status).toBe(200);
+    expect(fake.meterEvents.slice(before).map((e) => e.identifier)).toEqual(['m1', 'm3', 'm4', 'm5']);
+    expect(fake.meterSum('cus_meter')).toBe(9);
     const { body } = await call(fake, '/v1/billing/meter_events', { form: { event_name: 'api_requests' } });
     expect((body as { identifier: string }).identifier).toMatch(/^mev_[0-9a-f]{16}$/);
   });
