@@ -3,23 +3,22 @@
 // a bad role, a bad or taken email; a role changed, an operator removed and its factors reset, each
 // with its audit row and log line, and 404 for an id that is not one; an operator's own tokens,
 // revoked once and never another's. Minting is from a console session: operatorsSignIn.test.ts.
-import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { buildAdminApp } from '../../src/admin/app.js';
 import { mintOperatorToken } from '../../src/admin/operatorTokens.js';
 import type { OperatorRole } from '../../src/storage/operators/operators.js';
 import {
-  ADMIN_KEY, bearer, closeSql, describeWithServices, loggedLines, marker, startTestGateway, testConfig, throwawayDatabase, type TestGateway, type ThrowawayDatabase,
+  ADMIN_KEY, bearer, describeWithServices, loggedLines, marker, testConfig, type TestGateway, type ThrowawayDatabase,
 } from '../helpers/gateway.js';
 import { request } from '../helpers/http.js';
+import { adminOnOwnDatabase, type AdminOnOwnDatabase } from '../helpers/adminApi.js';
 import { operatorWithToken } from '../helpers/operators.js';
 
 const NOT_FOUND = { error: 'Ressource introuvable' };
 
 describeWithServices('admin API: the operators\' routes', () => {
+  let setup: AdminOnOwnDatabase;
   let db: ThrowawayDatabase;
   let gw: TestGateway;
-  let adminApp: FastifyInstance;
   let url: string;
   const as = (token: string, method: string, path: string, json?: unknown) => request(url, method, path, { headers: bearer(token), ...(json === undefined ? {} : { json }) });
   const key = (method: string, path: string, json?: unknown) => as(ADMIN_KEY, method, path, json);
@@ -30,17 +29,10 @@ describeWithServices('admin API: the operators\' routes', () => {
     "SELECT actor, data FROM audit_events WHERE type = $1 AND (data->>'operator_id')::int = $2 ORDER BY id", [type, operatorId]));
 
   beforeAll(async () => {
-    db = await throwawayDatabase({ migrated: true });
-    gw = await startTestGateway(testConfig({ storage: db.storage }));
-    adminApp = await buildAdminApp(gw.services);
-    url = await adminApp.listen({ host: '127.0.0.1', port: 0 });
+    setup = await adminOnOwnDatabase(({ storage }) => testConfig({ storage }));
+    ({ db, gw, url } = setup);
   });
-  afterAll(async () => {
-    await adminApp?.close();
-    await gw?.close();
-    await db?.drop();
-    await closeSql();
-  });
+  afterAll(() => setup?.close());
 
   it('creates an operator (201) with its one-time enrolment link, the email as typed made canonical; audited and logged', async () => {
     const local = `New-Op-${marker()}`;
@@ -123,17 +115,12 @@ describeWithServices('admin API: the operators\' routes', () => {
 
 describeWithServices('admin API: an operator made where the console has no one address', () => {
   it('answers enrolment_url null (admin.host 0.0.0.0 and no admin.publicUrl): the CLI prints the link instead', async () => {
-    const db = await throwawayDatabase({ migrated: true });
-    const gw = await startTestGateway(testConfig({ storage: db.storage, admin: { host: '0.0.0.0', apiKey: ADMIN_KEY } }));
-    const app = await buildAdminApp(gw.services);
+    const own = await adminOnOwnDatabase(({ storage }) => testConfig({ storage, admin: { host: '0.0.0.0', apiKey: ADMIN_KEY } }));
     try {
-      const at = await app.listen({ host: '127.0.0.1', port: 0 });
-      const made = await request(at, 'POST', '/admin/v1/operators', { headers: bearer(ADMIN_KEY), json: { email: `op-${marker()}@example.test`, role: 'viewer' } });
+      const made = await request(own.url, 'POST', '/admin/v1/operators', { headers: bearer(ADMIN_KEY), json: { email: `op-${marker()}@example.test`, role: 'viewer' } });
       expect([made.status, made.json.enrolment_url]).toEqual([201, null]);
     } finally {
-      await app.close();
-      await gw.close();
-      await db.drop();
+      await own.close();
     }
   });
 });

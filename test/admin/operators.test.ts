@@ -1,42 +1,35 @@
 // CONTRACT §24: operators with roles act on the admin API with personal tokens (gwop_…); each
 // endpoint's role decides; a token acts with its operator's current role and dies with the
 // operator; the shared key acts as admin; the last admin stays while admin.apiKey is empty.
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify from 'fastify';
 import { adminAccess } from '../../src/admin/access.js';
 import type { FailureLog } from '../../src/telemetry/logThrottle.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildAdminApp } from '../../src/admin/app.js';
 import { parseConfig } from '../../src/config/load.js';
 import { docsExample } from '../helpers/docs.js';
 import { mintOperatorToken } from '../../src/admin/operatorTokens.js';
 import {
-  ADMIN_KEY, bearer, closeSql, describeWithServices, makeUser, marker, queriesDuring, startTestGateway, testClock, testConfig, throwawayDatabase, type TestGateway, type ThrowawayDatabase,
+  ADMIN_KEY, bearer, describeWithServices, makeUser, marker, queriesDuring, testClock, testConfig, type TestGateway, type ThrowawayDatabase,
 } from '../helpers/gateway.js';
 import { request } from '../helpers/http.js';
+import { adminOnOwnDatabase, type AdminOnOwnDatabase } from '../helpers/adminApi.js';
 import { operatorWithToken } from '../helpers/operators.js';
 
 // On a database of its own: the run's database keeps no operator, so that the tests of an empty
 // admin.apiKey elsewhere still see an admin API that does not exist.
 describeWithServices('admin API: operators and their roles', () => {
+  let setup: AdminOnOwnDatabase;
   let db: ThrowawayDatabase;
   let gw: TestGateway;
-  let adminApp: FastifyInstance;
   let url: string;
   const clock = testClock();
   const as = (token: string, method: string, path: string, json?: unknown) => request(url, method, path, { headers: bearer(token), ...(json === undefined ? {} : { json }) });
 
   beforeAll(async () => {
-    db = await throwawayDatabase({ migrated: true });
-    gw = await startTestGateway(testConfig({ storage: db.storage }), { clock });
-    adminApp = await buildAdminApp(gw.services);
-    url = await adminApp.listen({ host: '127.0.0.1', port: 0 });
+    setup = await adminOnOwnDatabase(({ storage }) => testConfig({ storage }), { clock });
+    ({ db, gw, url } = setup);
   });
-  afterAll(async () => {
-    await adminApp?.close();
-    await gw?.close();
-    await db?.drop();
-    await closeSql();
-  });
+  afterAll(() => setup?.close());
 
   it('a viewer reads but cannot change a plan: 403 byte for byte, and the plan stays', async () => {
     const viewer = await operatorWithToken(gw.services.db, 'viewer');
@@ -66,7 +59,7 @@ describeWithServices('admin API: operators and their roles', () => {
   const OWN = ['POST /admin/v1/operator/tokens', 'DELETE /admin/v1/operator/tokens/{id}'];
 
   it('every write route refuses a viewer, and those of admins support, with 403 Rôle insuffisant byte for byte; the user is untouched', async () => {
-    const paths = (adminApp.swagger() as { paths: Record<string, Record<string, unknown>> }).paths;
+    const paths = (setup.app.swagger() as { paths: Record<string, Record<string, unknown>> }).paths;
     const writes = Object.entries(paths).filter(([path]) => path.startsWith('/admin/v1/'))
       .flatMap(([path, methods]) => Object.keys(methods).filter((m) => m !== 'get').map((m) => `${m.toUpperCase()} ${path}`));
     expect(writes.sort()).toEqual([...Object.keys(WRITES), ...OWN].sort());
@@ -236,26 +229,19 @@ describeWithServices('admin API: operators and their roles', () => {
 });
 
 describeWithServices('admin API with an empty admin.apiKey: operators only', () => {
+  let setup: AdminOnOwnDatabase;
   let db: ThrowawayDatabase;
   let gw: TestGateway;
-  let adminApp: FastifyInstance;
   let url: string;
   const as = (token: string, method: string, path: string, json?: unknown) => request(url, method, path, { headers: bearer(token), ...(json === undefined ? {} : { json }) });
 
   beforeAll(async () => {
-    db = await throwawayDatabase({ migrated: true });
     // docs/operators.md's example, on a port of the test's.
     const { apiKey, publicUrl } = parseConfig(docsExample('operators', 'operators-only'), 'gateway.yaml').admin;
-    gw = await startTestGateway(testConfig({ storage: db.storage, admin: { apiKey, publicUrl } }));
-    adminApp = await buildAdminApp(gw.services);
-    url = await adminApp.listen({ host: '127.0.0.1', port: 0 });
+    setup = await adminOnOwnDatabase(({ storage }) => testConfig({ storage, admin: { apiKey, publicUrl } }));
+    ({ db, gw, url } = setup);
   });
-  afterAll(async () => {
-    await adminApp?.close();
-    await gw?.close();
-    await db?.drop();
-    await closeSql();
-  });
+  afterAll(() => setup?.close());
 
   describe('in order', () => {
     it('answers 404 while no operator exists, then takes operator tokens; the last admin cannot be demoted or removed (409)', async () => {

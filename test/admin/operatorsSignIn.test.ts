@@ -3,22 +3,22 @@
 // console session with a recent second factor mints a personal token. Refusals are audited as
 // operator.login_failed; wrong codes lock codes per operator (§14).
 import { randomBytes } from 'node:crypto';
-import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { buildAdminApp } from '../../src/admin/app.js';
 import { sha256Hex } from '../../src/credentials/digest.js';
 import { createEnrolment, insertOperator, type OperatorRole } from '../../src/storage/operators/operators.js';
 import {
-  bearer, closeSql, describeWithServices, loggedLines, makeUser, marker, ownRedisPrefix, startTestGateway, startTwoGateways, testClock, testConfig, throwawayDatabase, type TestGateway,
+  bearer, describeWithServices, loggedLines, makeUser, marker, ownRedisPrefix, startTwoGateways, testClock, testConfig, type TestGateway,
   type ThrowawayDatabase,
 } from '../helpers/gateway.js';
 import { request } from '../helpers/http.js';
+import { adminOnOwnDatabase, type AdminOnOwnDatabase } from '../helpers/adminApi.js';
 import { totpCode } from '../helpers/totp.js';
 
 describeWithServices('console: operators sign in as themselves', () => {
+  let setup: AdminOnOwnDatabase;
   let db: ThrowawayDatabase;
   let gw: TestGateway;
-  let adminApp: FastifyInstance;
   let url: string;
   let origin: string;
   const clock = testClock();
@@ -46,18 +46,11 @@ describeWithServices('console: operators sign in as themselves', () => {
   }
 
   beforeAll(async () => {
-    db = await throwawayDatabase({ migrated: true });
-    gw = await startTestGateway(testConfig({ storage: db.storage, auth: { rateLimit: { max: 0 } } }), { clock });
-    adminApp = await buildAdminApp(gw.services);
-    url = await adminApp.listen({ host: '127.0.0.1', port: 0 });
+    setup = await adminOnOwnDatabase(({ storage }) => testConfig({ storage, auth: { rateLimit: { max: 0 } } }), { clock });
+    ({ db, gw, url } = setup);
     origin = new URL(url).origin;
   });
-  afterAll(async () => {
-    await adminApp?.close();
-    await gw?.close();
-    await db?.drop();
-    await closeSql();
-  });
+  afterAll(() => setup?.close());
 
   it('serves the operator page the enrolment link opens, under the console\'s CSP', async () => {
     const page = await request(url, 'GET', '/console/operator.html');

@@ -9,18 +9,16 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { buildAdminApp } from '../../src/admin/app.js';
 import { mintOperatorToken } from '../../src/admin/operatorTokens.js';
 import { sha256Hex } from '../../src/credentials/digest.js';
 import { createEnrolment, insertOperator, type OperatorRole } from '../../src/storage/operators/operators.js';
 import type { AuditRow } from '../../src/storage/events/audit.js';
 import { ensureBuilt, gateway as cli } from '../helpers/cli.js';
+import { adminOnOwnDatabase, type AdminOnOwnDatabase } from '../helpers/adminApi.js';
 import { operatorWithToken } from '../helpers/operators.js';
 import {
-  ADMIN_KEY, bearer, closeSql, describeWithServices, makeUser, marker, rawTestConfig, startTestGateway, testClock, testConfig, throwawayDatabase,
-  type TestGateway, type ThrowawayDatabase,
+  ADMIN_KEY, bearer, describeWithServices, makeUser, marker, rawTestConfig, testClock, testConfig, type TestGateway, type ThrowawayDatabase,
 } from '../helpers/gateway.js';
 import { request } from '../helpers/http.js';
 import { totpCode } from '../helpers/totp.js';
@@ -34,9 +32,9 @@ interface Expected {
 }
 
 describeWithServices('the audit actor is what authenticated (CONTRACT §33)', () => {
+  let setup: AdminOnOwnDatabase;
   let db: ThrowawayDatabase;
   let gw: TestGateway;
-  let adminApp: FastifyInstance;
   let url: string;
   let origin: string;
   let dir: string;
@@ -71,21 +69,16 @@ describeWithServices('the audit actor is what authenticated (CONTRACT §33)', ()
 
   beforeAll(async () => {
     ensureBuilt();
-    db = await throwawayDatabase({ migrated: true });
-    gw = await startTestGateway(testConfig({ storage: db.storage }), { clock });
-    adminApp = await buildAdminApp(gw.services);
-    url = await adminApp.listen({ host: '127.0.0.1', port: 0 });
+    setup = await adminOnOwnDatabase(({ storage }) => testConfig({ storage }), { clock });
+    ({ db, gw, url } = setup);
     origin = new URL(url).origin;
     dir = mkdtempSync(path.join(tmpdir(), 'gw-audit-actors-'));
     configFile = path.join(dir, 'gateway.yaml');
     writeFileSync(configFile, JSON.stringify(rawTestConfig({ storage: db.storage })));
   });
   afterAll(async () => {
-    await adminApp?.close();
-    await gw?.close();
-    await db?.drop();
+    await setup?.close();
     if (dir) rmSync(dir, { recursive: true, force: true });
-    await closeSql();
   });
 
   it('over HTTP: the shared key is admin, an operator\'s token (support, admin) the operator, a console session its key\'s or operator\'s, whatever X-Gateway-Actor says', async () => {

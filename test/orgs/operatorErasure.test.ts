@@ -5,24 +5,23 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { buildAdminApp } from '../../src/admin/app.js';
 import { mintOperatorToken } from '../../src/admin/operatorTokens.js';
 import { insertOperator } from '../../src/storage/operators/operators.js';
 import { ensureBuilt, gateway } from '../helpers/cli.js';
 import {
-  ADMIN_KEY, bearer, closeSql, describeWithServices, startTestGateway, TEST_JWT_SECRET, throwawayDatabase, type TestGateway, type TestUser, type ThrowawayDatabase,
+  ADMIN_KEY, bearer, describeWithServices, TEST_JWT_SECRET, type TestGateway, type TestUser, type ThrowawayDatabase,
 } from '../helpers/gateway.js';
 import { request } from '../helpers/http.js';
+import { adminOnOwnDatabase, type AdminOnOwnDatabase } from '../helpers/adminApi.js';
 import { startSmtpCatcher, type SmtpCatcher } from '../helpers/smtp.js';
 import { createOrg, invite, join, organizationsConfig, verifiedUser } from './helpers.js';
 
 describeWithServices('an operator erasing an organization\'s last owner', () => {
+  let setup: AdminOnOwnDatabase;
   let db: ThrowawayDatabase;
   let smtp: SmtpCatcher;
   let gw: TestGateway;
-  let adminApp: FastifyInstance;
   let url: string;
   let dir: string;
   let configFile: string;
@@ -33,25 +32,20 @@ describeWithServices('an operator erasing an organization\'s last owner', () => 
 
   beforeAll(async () => {
     ensureBuilt();
-    db = await throwawayDatabase({ migrated: true });
     smtp = await startSmtpCatcher();
     // Negotiated: French without Accept-Language (the contract's text), English on asking.
     const config = organizationsConfig(smtp);
-    gw = await startTestGateway({ ...config, storage: { ...config.storage, ...db.storage }, errors: { ...config.errors, language: 'negotiate' } });
-    adminApp = await buildAdminApp(gw.services);
-    url = await adminApp.listen({ host: '127.0.0.1', port: 0 });
+    setup = await adminOnOwnDatabase(({ storage }) => ({ ...config, storage: { ...config.storage, ...storage }, errors: { ...config.errors, language: 'negotiate' } }));
+    ({ db, gw, url } = setup);
     dir = mkdtempSync(path.join(tmpdir(), 'gw-erase-'));
     configFile = path.join(dir, 'gateway.yaml');
     writeFileSync(configFile, ['storage:', `  postgres: ${JSON.stringify(db.url)}`, 'auth:', '  jwt:', `    secret: ${JSON.stringify(TEST_JWT_SECRET)}`,
       'admin:', '  port: 0', `  apiKey: ${JSON.stringify(ADMIN_KEY)}`, ''].join('\n'));
   }, 120_000);
   afterAll(async () => {
-    await adminApp?.close();
-    await gw?.close();
+    await setup?.close();
     await smtp?.close();
-    await db?.drop();
     if (dir) rmSync(dir, { recursive: true, force: true });
-    await closeSql();
   });
 
   it('is refused with the organizations, by every operator\'s way, and nothing goes; a member is erased; the owner once they are handed over', async () => {
