@@ -103,13 +103,17 @@ describe('the Stripe double, request by request', () => {
     expect(await call(fake, `/api/v1/subscriptions/${id}`)).toEqual(stripeError(404, 'invalid_request_error', `Unrecognized request URL (GET: /api/v1/subscriptions/${id})`));
   });
 
-  it('delaySubscriptions(ms): each GET of a subscription waits that long before its answer', async () => {
+  it('delaySubscriptions(ms): each GET of a subscription waits that long before its answer, and only those', async () => {
     const { subscription } = await fake.trigger({ event: 'customer.subscription.created', customer: 'cus_slow', price: 'price_pro' });
-    fake.delaySubscriptions(1000);
+    fake.delaySubscriptions(2000);
     try {
       let answered = false;
       const read = call(fake, `/v1/subscriptions/${subscription.id}`).then((a) => { answered = true; return a; });
       await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(answered).toBe(false);
+      // Sent after it, answered before it: a change of the subscription and another resource's read.
+      expect(await call(fake, `/v1/subscriptions/${subscription.id}`, { form: { cancel_at_period_end: 'false' } })).toMatchObject({ status: 200, body: { id: subscription.id } });
+      expect(await call(fake, '/v1/customers/cus_slow')).toMatchObject({ status: 200, body: { id: 'cus_slow' } });
       expect(answered).toBe(false);
       expect(await read).toMatchObject({ status: 200, body: { id: subscription.id } });
     } finally {
