@@ -7,6 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import { METER_EVENT_TYPE } from '../../src/billing/meterReporter.js';
+import type { Database } from '../../src/storage/database/db.js';
 import type { ClaimedDelivery } from '../../src/storage/events/index.js';
 import { DEFAULT_LIMITS, OutboxWorker, type DeliveryLimits } from '../../src/webhooks/outbox.js';
 import type { AttemptResult } from '../../src/webhooks/sender.js';
@@ -35,13 +36,14 @@ describeWithServices('the outbox worker, driven directly', () => {
   });
 
   /**
-   * A started worker whose handler for the test's messages is `handler`; it polls once an hour.
-   * webhooks.timeout 100 ms: an attempt's deadline is 2 × 100 ms + 1 s.
+   * A started worker whose handler for the test's messages is `handler`; it polls once an hour, on
+   * the instance's database unless given another handle of it. webhooks.timeout 100 ms unless told:
+   * an attempt's deadline is 2 × 100 ms + 1 s.
    */
-  async function worker(handler: Handler, limits: Partial<DeliveryLimits> = {}): Promise<OutboxWorker> {
-    const { db, config, clock, log, metrics } = gw.services;
+  async function worker(handler: Handler, limits: Partial<DeliveryLimits> = {}, { db = gw.services.db, timeout = 100 }: { db?: Database; timeout?: number } = {}): Promise<OutboxWorker> {
+    const { config, clock, log, metrics } = gw.services;
     const w = new OutboxWorker(
-      { db, feed: { subscribe: () => () => {} }, config: { ...config.webhooks, timeout: 100 }, clock, log, metrics, handlers: { [METER_EVENT_TYPE]: handler } },
+      { db, feed: { subscribe: () => () => {} }, config: { ...config.webhooks, timeout }, clock, log, metrics, handlers: { [METER_EVENT_TYPE]: handler } },
       { ...DEFAULT_LIMITS, pollMs: 3_600_000, ...limits },
     );
     workers.push(w);
@@ -50,11 +52,11 @@ describeWithServices('the outbox worker, driven directly', () => {
     return w;
   }
 
-  /** A message stored as a meter event is, of a subject of its own (attempts are ordered within a subject); `attempts` used already. */
-  async function stored(attempts = 0): Promise<string> {
+  /** A message stored as a meter event is, of a subject of its own unless named (attempts are ordered within a subject); `attempts` used already. */
+  async function stored(attempts = 0, subject?: string): Promise<string> {
     const id = `msg_${randomUUID()}`;
     await own.db.sql('INSERT INTO webhook_deliveries (id, user_id, subject, type, body, max_attempts, attempts) VALUES ($1, NULL, $2, $3, $4, 3, $5)',
-      [id, `meter:${id}`, METER_EVENT_TYPE, '{}', attempts]);
+      [id, subject ?? `meter:${id}`, METER_EVENT_TYPE, '{}', attempts]);
     return id;
   }
 
@@ -151,6 +153,38 @@ describeWithServices('the outbox worker, driven directly', () => {
     await w.settled();
     await eventually(() => seen.length === 2, 5000);
     expect(seen.sort()).toEqual(ids.sort());
+  });
+
+  it('a message that its subject\'s attempt in flight holds back is looked at again about once a second, not in a loop', async () => {
+    // The worker's claims counted on its own handle of the database (a claim is one transaction).
+    let claims = 0;
+    const { db } = gw.services;
+    const counting = new Proxy(db, {
+      get: (target, key) => {
+        if (key === 'transaction') return (...args: Parameters<Database['transaction']>) => { claims++; return target.transaction(...args); };
+        const value: unknown = Reflect.get(target, key);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => { release = resolve; });
+    const subject = `meter:${randomUUID()}`;
+    const first = await stored(0, subject);
+    const second = await stored(0, subject);
+    const w = await worker(async (job) => {
+      if (job.id === first) await held;
+      return { outcome: 'success' };
+    }, {}, { db: counting, timeout: 10_000 }); // its attempt's deadline (21 s) is not what wakes it
+    await w.settled();
+    expect([await row(first), await row(second)]).toEqual([{ status: 'pending', attempts: 1, leased: true }, { status: 'pending', attempts: 0, leased: false }]);
+    const before = claims;
+    await new Promise((resolve) => setTimeout(resolve, 2500));
+    // Due, not claimable: looked at again (another instance's attempt may end), a second apart, where
+    // a worker that woke at once would have claimed hundreds of times.
+    expect(claims - before).toBeGreaterThanOrEqual(1);
+    expect(claims - before).toBeLessThanOrEqual(5);
+    release();
+    await eventually(async () => (await row(second))?.status === 'delivered', 5000);
   });
 
   it('a refusal is logged with its subject; a message whose attempts are used up gives up, counted as such', async () => {
