@@ -5,6 +5,7 @@
 // close() waits for and what it hands back, a claim that a close overtakes, and a purge of more
 // than one batch.
 import { randomUUID } from 'node:crypto';
+import pino, { type Logger } from 'pino';
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import { METER_EVENT_TYPE } from '../../src/billing/meterReporter.js';
 import type { Database } from '../../src/storage/database/db.js';
@@ -37,11 +38,13 @@ describeWithServices('the outbox worker, driven directly', () => {
 
   /**
    * A started worker whose handler for the test's messages is `handler`; it polls once an hour, on
-   * the instance's database unless given another handle of it. webhooks.timeout 100 ms unless told:
+   * the instance's database and logger unless given others. webhooks.timeout 100 ms unless told:
    * an attempt's deadline is 2 × 100 ms + 1 s.
    */
-  async function worker(handler: Handler, limits: Partial<DeliveryLimits> = {}, { db = gw.services.db, timeout = 100 }: { db?: Database; timeout?: number } = {}): Promise<OutboxWorker> {
-    const { config, clock, log, metrics } = gw.services;
+  async function worker(
+    handler: Handler, limits: Partial<DeliveryLimits> = {}, { db = gw.services.db, timeout = 100, log = gw.services.log }: { db?: Database; timeout?: number; log?: Logger } = {},
+  ): Promise<OutboxWorker> {
+    const { config, clock, metrics } = gw.services;
     const w = new OutboxWorker(
       { db, feed: { subscribe: () => () => {} }, config: { ...config.webhooks, timeout }, clock, log, metrics, handlers: { [METER_EVENT_TYPE]: handler } },
       { ...DEFAULT_LIMITS, pollMs: 3_600_000, ...limits },
@@ -198,6 +201,32 @@ describeWithServices('the outbox worker, driven directly', () => {
     expect(loggedLines(gw, 'webhook not delivered: retries exhausted').find((l) => l.webhookId === spent)).toMatchObject({ subject: `meter:${spent}`, attempt: 4 });
     expect(await lastError(spent)).toBe('retries exhausted');
     expect(await counted('gave_up')).toBe(gaveUp + 1);
+  });
+
+  it('the last attempt allowed, failed in a way worth retrying, gives up: failed with its error, counted, warned with it', async () => {
+    const w = await worker(async () => ({ outcome: 'server_error', error: 'HTTP 503' }));
+    const last = await stored(2); // of 3
+    const gaveUp = await counted('gave_up');
+    await w.settled();
+    await eventually(async () => (await row(last))?.status === 'failed');
+    expect(await row(last)).toEqual({ status: 'failed', attempts: 3, leased: false });
+    expect(await lastError(last)).toBe('HTTP 503');
+    expect(await counted('gave_up')).toBe(gaveUp + 1);
+    expect(loggedLines(gw, 'webhook not delivered: retries exhausted').find((l) => l.webhookId === last))
+      .toMatchObject({ level: 40, subject: `meter:${last}`, type: METER_EVENT_TYPE, attempt: 3, error: 'HTTP 503' });
+  });
+
+  it('at debug level, says each message delivered or skipped, with its subject', async () => {
+    const lines: Array<Record<string, unknown>> = [];
+    const log = pino({ level: 'debug' }, { write: (line: string) => { lines.push(JSON.parse(line) as Record<string, unknown>); } });
+    const w = await worker(async (job) => ({ outcome: job.id === skipped ? 'skipped' : 'success' }), {}, { log });
+    const delivered = await stored();
+    const skipped = await stored();
+    await w.settled();
+    await eventually(async () => (await row(delivered))?.status === 'delivered' && (await row(skipped))?.status === 'skipped');
+    const said = (id: string) => lines.filter((l) => l.webhookId === id).map((l) => [l.level, l.msg, l.subject]);
+    expect(said(delivered)).toEqual([[20, 'webhook delivered', `meter:${delivered}`]]);
+    expect(said(skipped)).toEqual([[20, 'webhook not sent: no webhook or owner not an active pro user', `meter:${skipped}`]]);
   });
 
   it('a handler that throws is logged as such; an outcome that cannot be recorded is said, and the message left to its lease', async () => {
