@@ -216,6 +216,23 @@ describeWithServices('the outbox worker, driven directly', () => {
       .toMatchObject({ level: 40, subject: `meter:${last}`, type: METER_EVENT_TYPE, attempt: 3, error: 'HTTP 503' });
   });
 
+  it('a failed attempt worth retrying is due again after the backoff, doubled at each attempt, ±20 %; said with its error', async () => {
+    const w = await worker(async () => ({ outcome: 'server_error', error: 'HTTP 503' }), { backoffMs: 10_000, maxBackoffMs: 3_600_000 });
+    const firsts = [await stored(), await stored(), await stored(), await stored(), await stored()];
+    const seconds = [await stored(1), await stored(1), await stored(1), await stored(1), await stored(1)]; // of 3
+    await w.settled();
+    const all = [...firsts, ...seconds];
+    await eventually(async () => (await Promise.all(all.map(row))).every((r) => r && !r.leased && r.attempts > 0), 5000);
+    // Due again this long after the attempt began (the attempt itself takes a few milliseconds).
+    const waits = async (ids: string[]) => (await own.db.sql<{ ms: number }>(
+      'SELECT (extract(epoch FROM next_attempt_at - last_attempt_at) * 1000)::float8 AS ms FROM webhook_deliveries WHERE id = ANY($1)', [ids])).map((r) => r.ms);
+    const within = (ms: number[], low: number, high: number) => ms.filter((v) => v < low || v > high + 500);
+    expect(within(await waits(firsts), 8_000, 12_000)).toEqual([]);
+    expect(within(await waits(seconds), 16_000, 24_000)).toEqual([]);
+    expect(loggedLines(gw, 'webhook attempt failed; will retry').find((l) => l.webhookId === seconds[0]))
+      .toMatchObject({ level: 30, subject: `meter:${seconds[0]}`, attempt: 2, error: 'HTTP 503' });
+  });
+
   it('at debug level, says each message delivered or skipped, with its subject', async () => {
     const lines: Array<Record<string, unknown>> = [];
     const log = pino({ level: 'debug' }, { write: (line: string) => { lines.push(JSON.parse(line) as Record<string, unknown>); } });
