@@ -134,10 +134,14 @@ export async function verifiedEvent(receiver: Receiver, path: string, type: stri
   return verified(secret, find()!);
 }
 
-/** An instance's delivery attempts so far, by outcome (gateway_webhook_deliveries_total). */
-export async function outcomes(metrics: { webhookDeliveries: { get(): Promise<{ values: Array<{ labels: Record<string, unknown>; value: number }> }> } }): Promise<Record<string, number>> {
+/** An instance's delivery attempts so far, by outcome (gateway_webhook_deliveries_total), of one kind (webhook, hook, billing) or all. */
+export async function outcomes(
+  metrics: { webhookDeliveries: { get(): Promise<{ values: Array<{ labels: Record<string, unknown>; value: number }> }> } }, kind?: string,
+): Promise<Record<string, number>> {
   const out: Record<string, number> = {};
-  for (const v of (await metrics.webhookDeliveries.get()).values) out[String(v.labels.outcome)] = (out[String(v.labels.outcome)] ?? 0) + v.value;
+  for (const v of (await metrics.webhookDeliveries.get()).values) {
+    if (kind === undefined || v.labels.kind === kind) out[String(v.labels.outcome)] = (out[String(v.labels.outcome)] ?? 0) + v.value;
+  }
   return out;
 }
 

@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { bearer, closeSql, describeWithServices, eventually, makeUser, type TestGateway } from '../helpers/gateway.js';
 import {
-  registerWebhook, settledRows, startDeliverySetup, verified, type Behaviour, type DeliverySetup,
+  outcomes, registerWebhook, settledRows, startDeliverySetup, verified, type Behaviour, type DeliverySetup,
 } from '../helpers/webhookReceiver.js';
 
 describeWithServices('webhook deliveries', () => {
@@ -26,11 +26,13 @@ describeWithServices('webhook deliveries', () => {
     await closeSql();
   });
 
-  it('sends webhook.test right after registration, signed per Standard Webhooks', async () => {
+  it('sends webhook.test right after registration, signed per Standard Webhooks, counted as a webhook\'s success', async () => {
     const r = await receiver();
     const user = await makeUser(gw, { plan: 'pro' });
+    const before = await outcomes(gw.services.metrics, 'webhook');
     const secret = await registerWebhook(gw, user, r.url);
     await eventually(() => r.deliveries.length === 1);
+    await eventually(async () => (await outcomes(gw.services.metrics, 'webhook')).success === (before.success ?? 0) + 1);
     const [d] = r.deliveries;
     expect(d!.path).toBe('/hook');
     expect(d!.headers['content-type']).toBe('application/json');

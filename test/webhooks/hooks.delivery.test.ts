@@ -6,7 +6,7 @@
 import { afterAll, expect, it } from 'vitest';
 import { closeSql, describeWithServices, eventually, makeUser, type TestUser } from '../helpers/gateway.js';
 import { hookRows, startHookSetup, verifiedHook } from '../helpers/hookReceiver.js';
-import type { Delivery } from '../helpers/webhookReceiver.js';
+import { outcomes, type Delivery } from '../helpers/webhookReceiver.js';
 
 const typeOf = (d: Delivery) => d.json.type;
 const subjectOf = (d: Delivery) => `user:${d.json.data.user_id}`;
@@ -80,6 +80,10 @@ describeWithServices('operator hooks: delivery', () => {
         }
       }
       expect(s.receiver.overlaps).toBe(0);
+      // Counted as hooks' attempts, on whichever instance made them: the 15 deliveries and the 4 failures.
+      const counted = await Promise.all([a, b].map((gw) => outcomes(gw.services.metrics, 'hook')));
+      const sum = (outcome: string) => counted.reduce((n, c) => n + (c[outcome] ?? 0), 0);
+      expect([sum('success'), sum('server_error')]).toEqual([15, 4]);
     } finally {
       await s.close();
     }

@@ -159,12 +159,19 @@ describeWithServices('the outbox worker, driven directly', () => {
   });
 
   it('a message that its subject\'s attempt in flight holds back is looked at again about once a second, not in a loop', async () => {
-    // The worker's claims counted on its own handle of the database (a claim is one transaction).
+    // The worker's claims (a claim is one transaction) and purges counted on its own handle of the database.
     let claims = 0;
+    let purges = 0;
     const { db } = gw.services;
     const counting = new Proxy(db, {
       get: (target, key) => {
         if (key === 'transaction') return (...args: Parameters<Database['transaction']>) => { claims++; return target.transaction(...args); };
+        if (key === 'query') {
+          return (...args: Parameters<Database['query']>) => {
+            if (args[0].trimStart().startsWith('DELETE')) purges++;
+            return target.query(...args);
+          };
+        }
         const value: unknown = Reflect.get(target, key);
         return typeof value === 'function' ? value.bind(target) : value;
       },
@@ -180,12 +187,13 @@ describeWithServices('the outbox worker, driven directly', () => {
     }, {}, { db: counting, timeout: 10_000 }); // its attempt's deadline (21 s) is not what wakes it
     await w.settled();
     expect([await row(first), await row(second)]).toEqual([{ status: 'pending', attempts: 1, leased: true }, { status: 'pending', attempts: 0, leased: false }]);
-    const before = claims;
+    const [before, purgesBefore] = [claims, purges]; // the start's own purge aside
     await new Promise((resolve) => setTimeout(resolve, 2500));
     // Due, not claimable: looked at again (another instance's attempt may end), a second apart, where
     // a worker that woke at once would have claimed hundreds of times.
     expect(claims - before).toBeGreaterThanOrEqual(1);
     expect(claims - before).toBeLessThanOrEqual(5);
+    expect(purges - purgesBefore).toBe(0); // an hour apart
     release();
     await eventually(async () => (await row(second))?.status === 'delivered', 5000);
   });
@@ -197,7 +205,8 @@ describeWithServices('the outbox worker, driven directly', () => {
     const gaveUp = await counted('gave_up');
     await w.settled();
     await eventually(async () => (await row(refused))?.status === 'failed' && (await row(spent))?.status === 'failed');
-    expect(loggedLines(gw, 'webhook not delivered').find((l) => l.webhookId === refused)).toMatchObject({ level: 40, subject: `meter:${refused}`, type: METER_EVENT_TYPE, error: 'HTTP 400' });
+    expect(loggedLines(gw, 'webhook not delivered').find((l) => l.webhookId === refused))
+      .toMatchObject({ level: 40, component: 'webhooks', subject: `meter:${refused}`, type: METER_EVENT_TYPE, error: 'HTTP 400' });
     expect(loggedLines(gw, 'webhook not delivered: retries exhausted').find((l) => l.webhookId === spent)).toMatchObject({ subject: `meter:${spent}`, attempt: 4 });
     expect(await lastError(spent)).toBe('retries exhausted');
     expect(await counted('gave_up')).toBe(gaveUp + 1);
