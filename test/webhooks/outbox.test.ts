@@ -17,6 +17,22 @@ import { closeSql, describeWithServices, eventually, loggedLines, type TestGatew
 import { startIsolatedDeliveries, type IsolatedDeliveries } from '../helpers/webhookReceiver.js';
 
 type Handler = (job: ClaimedDelivery, signal: AbortSignal) => Promise<AttemptResult>;
+type Feed = ConstructorParameters<typeof OutboxWorker>[0]['feed'];
+type FeedHandlers = Parameters<Feed['subscribe']>[0];
+
+interface WorkerOptions {
+  db?: Database;
+  timeout?: number;
+  log?: Logger;
+  feed?: Feed;
+  /** false: made, never started */
+  start?: boolean;
+  /** true: started, its start's own pass not waited for */
+  unsettled?: boolean;
+}
+
+/** A change feed that never announces anything. */
+const SILENT: Feed = { subscribe: () => () => {} };
 
 describeWithServices('the outbox worker, driven directly', () => {
   let own: IsolatedDeliveries;
@@ -41,17 +57,17 @@ describeWithServices('the outbox worker, driven directly', () => {
    * the instance's database and logger unless given others. webhooks.timeout 100 ms unless told:
    * an attempt's deadline is 2 × 100 ms + 1 s.
    */
-  async function worker(
-    handler: Handler, limits: Partial<DeliveryLimits> = {}, { db = gw.services.db, timeout = 100, log = gw.services.log }: { db?: Database; timeout?: number; log?: Logger } = {},
-  ): Promise<OutboxWorker> {
+  async function worker(handler: Handler, limits: Partial<DeliveryLimits> = {}, options: WorkerOptions = {}): Promise<OutboxWorker> {
+    const { db = gw.services.db, timeout = 100, log = gw.services.log, feed = SILENT, start = true } = options;
     const { config, clock, metrics } = gw.services;
     const w = new OutboxWorker(
-      { db, feed: { subscribe: () => () => {} }, config: { ...config.webhooks, timeout }, clock, log, metrics, handlers: { [METER_EVENT_TYPE]: handler } },
+      { db, feed, config: { ...config.webhooks, timeout }, clock, log, metrics, handlers: { [METER_EVENT_TYPE]: handler } },
       { ...DEFAULT_LIMITS, pollMs: 3_600_000, ...limits },
     );
     workers.push(w);
+    if (!start) return w;
     w.start();
-    await w.settled(); // the start's own pass, over nothing yet
+    if (!options.unsettled) await w.settled(); // the start's own pass
     return w;
   }
 
@@ -273,6 +289,44 @@ describeWithServices('the outbox worker, driven directly', () => {
     } finally {
       restore();
     }
+  });
+
+  it('wakes by itself: at its start for what is due already, at each poll, and at the feed\'s webhookDue and resumed', async () => {
+    const seen: string[] = [];
+    const handler: Handler = async (job) => {
+      seen.push(job.id);
+      return { outcome: 'success' };
+    };
+    const due = await stored();
+    const first = await worker(handler, {}, { unsettled: true }); // polls once an hour
+    await eventually(() => seen.includes(due), 5000);
+    await first.close();
+    const polling = await worker(handler, { pollMs: 200 });
+    const polled = await stored();
+    await eventually(() => seen.includes(polled), 5000);
+    await polling.close();
+    let told: FeedHandlers | undefined;
+    let unsubscribed = false;
+    await worker(handler, {}, { feed: { subscribe: (handlers) => { told = handlers; return () => { unsubscribed = true; }; } } });
+    const announced = await stored();
+    told!.webhookDue!();
+    await eventually(() => seen.includes(announced), 5000);
+    const missed = await stored(); // stored while the feed was down: its announcement lost
+    told!.resumed!();
+    await eventually(() => seen.includes(missed), 5000);
+    await Promise.all(workers.splice(0).map((w) => w.close()));
+    expect(unsubscribed).toBe(true);
+  });
+
+  it('purges on its own timer; a worker never started closes at once', async () => {
+    await own.db.sql(`INSERT INTO webhook_deliveries (id, user_id, subject, type, body, max_attempts, status, finished_at)
+      VALUES ($1, NULL, 'meter:old', $2, '{}', 1, 'delivered', now() - interval '8 days')`, [`msg_${randomUUID()}`, METER_EVENT_TYPE]);
+    await worker(async () => ({ outcome: 'success' }), { purgeEveryMs: 200 });
+    // The start's own purge may have taken it already; another finished meanwhile goes at the next.
+    await own.db.sql(`INSERT INTO webhook_deliveries (id, user_id, subject, type, body, max_attempts, status, finished_at)
+      VALUES ($1, NULL, 'meter:old', $2, '{}', 1, 'delivered', now() - interval '8 days')`, [`msg_${randomUUID()}`, METER_EVENT_TYPE]);
+    await eventually(async () => (await own.db.sql('SELECT 1 FROM webhook_deliveries WHERE subject = $1', ['meter:old'])).length === 0, 5000);
+    await (await worker(async () => ({ outcome: 'success' }), {}, { start: false })).close();
   });
 
   it('purges every finished message past the 7 days, batch after batch (1000 a statement)', async () => {
