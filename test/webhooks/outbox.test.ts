@@ -5,6 +5,7 @@
 // close() waits for and what it hands back, a claim that a close overtakes, and a purge of more
 // than one batch.
 import { randomUUID } from 'node:crypto';
+import pg from 'pg';
 import pino, { type Logger } from 'pino';
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import { METER_EVENT_TYPE } from '../../src/billing/meterReporter.js';
@@ -131,17 +132,31 @@ describeWithServices('the outbox worker, driven directly', () => {
     expect(loggedLines(gw, 'shutting down: webhook attempts in flight handed back to the other instances').at(-1)).toMatchObject({ handedBack: 1 });
   });
 
-  it('a claim that a close overtakes hands its messages back at once: none is attempted', async () => {
+  it('a claim that a close overtakes is waited for, and hands its messages back at once: none is attempted', async () => {
     const seen: string[] = [];
     const w = await worker(async (job) => {
       seen.push(job.id);
       return { outcome: 'success' };
     });
     const id = await stored();
-    // The pass starts (its claim goes to the database); the close begins before it answers.
-    const passed = w.settled();
-    await w.close();
-    await passed;
+    // Every claim first takes the outbox's advisory lock (CLAIM_LOCK, webhookDeliveries.ts): held
+    // here, the pass's claim waits in the database, and the close begins before it answers.
+    const locker = new pg.Client({ connectionString: own.db.url });
+    await locker.connect();
+    try {
+      await locker.query('SELECT pg_advisory_lock(7414202)');
+      const passed = w.settled();
+      await eventually(async () => (await own.db.sql(
+        "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'SELECT pg_advisory_xact_lock%'")).length > 0);
+      let closed = false;
+      const closing = w.close().then(() => { closed = true; });
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(closed).toBe(false);
+      await locker.query('SELECT pg_advisory_unlock(7414202)');
+      await Promise.all([closing, passed]);
+    } finally {
+      await locker.end();
+    }
     expect(seen).toEqual([]);
     expect(await row(id)).toEqual({ status: 'pending', attempts: 0, leased: false });
   });
@@ -326,6 +341,13 @@ describeWithServices('the outbox worker, driven directly', () => {
     await own.db.sql(`INSERT INTO webhook_deliveries (id, user_id, subject, type, body, max_attempts, status, finished_at)
       VALUES ($1, NULL, 'meter:old', $2, '{}', 1, 'delivered', now() - interval '8 days')`, [`msg_${randomUUID()}`, METER_EVENT_TYPE]);
     await eventually(async () => (await own.db.sql('SELECT 1 FROM webhook_deliveries WHERE subject = $1', ['meter:old'])).length === 0, 5000);
+    // Closed, it purges no more.
+    await Promise.all(workers.splice(0).map((w) => w.close()));
+    await own.db.sql(`INSERT INTO webhook_deliveries (id, user_id, subject, type, body, max_attempts, status, finished_at)
+      VALUES ($1, NULL, 'meter:old', $2, '{}', 1, 'delivered', now() - interval '8 days')`, [`msg_${randomUUID()}`, METER_EVENT_TYPE]);
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    expect(await own.db.sql('SELECT 1 FROM webhook_deliveries WHERE subject = $1', ['meter:old'])).toHaveLength(1);
+    await own.db.sql('DELETE FROM webhook_deliveries WHERE subject = $1', ['meter:old']);
     await (await worker(async () => ({ outcome: 'success' }), {}, { start: false })).close();
   });
 
