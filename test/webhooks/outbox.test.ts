@@ -189,6 +189,41 @@ describeWithServices('the outbox worker, driven directly', () => {
     expect(seen.sort()).toEqual(ids.sort());
   });
 
+  it('never has more attempts in flight than its concurrency, however many wakes come at once, and a full worker claims nothing', async () => {
+    let claims = 0;
+    const { db } = gw.services;
+    const counting = new Proxy(db, {
+      get: (target, key) => {
+        if (key === 'transaction') return (...args: Parameters<Database['transaction']>) => { claims++; return target.transaction(...args); };
+        const value: unknown = Reflect.get(target, key);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    let inFlight = 0;
+    let most = 0;
+    const releases: Array<() => void> = [];
+    const w = await worker(async () => {
+      most = Math.max(most, ++inFlight);
+      await new Promise<void>((resolve) => releases.push(resolve));
+      inFlight--;
+      return { outcome: 'success' };
+    }, { concurrency: 1 }, { db: counting, timeout: 10_000 });
+    const ids = [await stored(), await stored(), await stored()];
+    // Three wakes at once, each of which could claim the one free slot.
+    await Promise.all([w.settled(), w.settled(), w.settled()]);
+    expect([inFlight, releases.length]).toEqual([1, 1]);
+    // Full: no claim until a slot frees (its poll is an hour away, and nothing else is due).
+    const before = claims;
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    expect(claims - before).toBe(0);
+    for (let released = 0; released < ids.length; released++) {
+      await eventually(() => releases.length > released, 5000);
+      releases[released]!();
+    }
+    await eventually(async () => (await Promise.all(ids.map(row))).every((r) => r?.status === 'delivered'), 5000);
+    expect(most).toBe(1);
+  });
+
   it('a message that its subject\'s attempt in flight holds back is looked at again about once a second, not in a loop', async () => {
     // The worker's claims (a claim is one transaction) and purges counted on its own handle of the database.
     let claims = 0;
