@@ -176,8 +176,8 @@ export class OutboxWorker {
       clearInterval(this.purgeTimer);
       clearTimeout(this.retryTimer);
       await Promise.all([this.passing, this.purging]);
-      // The grace's timer does not hold the process: once every attempt ended, nothing waits on it.
-      if (this.running.size) await Promise.race([Promise.all([...this.running.values()].map((r) => r.done)), delay(SHUTDOWN_GRACE_MS, undefined, { ref: false })]);
+      // The grace's timer does not hold the process: once every attempt ended (or none ran), nothing waits on it.
+      await Promise.race([Promise.all([...this.running.values()].map((r) => r.done)), delay(SHUTDOWN_GRACE_MS, undefined, { ref: false })]);
       const cut = [...this.running.values()];
       for (const r of cut) r.controller.abort(SHUTDOWN);
       await Promise.all(cut.map((r) => r.done));
