@@ -104,6 +104,33 @@ describeWithServices('the outbox worker, driven directly', () => {
     expect(seen).toEqual([id]);
   });
 
+  it('settled() waits for the pass it asked for, not for the passes asked after it', async () => {
+    const w = await worker(async () => ({ outcome: 'success' }));
+    // Every claim first takes the outbox's advisory lock (CLAIM_LOCK, webhookDeliveries.ts), held
+    // here: the pass that settled() began waits in the database.
+    const locker = new pg.Client({ connectionString: own.db.url });
+    await locker.connect();
+    try {
+      await locker.query('SELECT pg_advisory_lock(7414202)');
+      let settled = false;
+      const mine = w.settled().then(() => { settled = true; });
+      await eventually(async () => (await own.db.sql(
+        "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'SELECT pg_advisory_xact_lock%'")).length > 0);
+      await new Promise((resolve) => setTimeout(resolve, 100)); // (the waiter seen may be the instance's own worker's)
+      // Another caller asks meanwhile: a second pass is to follow the first. The lock is let go and
+      // taken again at once, queued behind the first pass's claim and before the second's, which
+      // waits in its turn (until the query timeout, seconds away) while the first is answered.
+      const later = w.settled();
+      await locker.query('SELECT pg_advisory_unlock(7414202)');
+      await locker.query('SELECT pg_advisory_lock(7414202)');
+      await eventually(() => settled, 1500);
+      await locker.query('SELECT pg_advisory_unlock(7414202)');
+      await Promise.all([mine, later]);
+    } finally {
+      await locker.end();
+    }
+  });
+
   it('close() gives an attempt in flight a moment: one that ends within it is recorded, not handed back', async () => {
     const w = await worker(async () => {
       await new Promise((resolve) => setTimeout(resolve, 300));
