@@ -1,9 +1,11 @@
 // The outbox worker (src/webhooks/outbox.ts) driven directly, beside an instance on a database of
 // its own: its messages are of a handler-only type (billing's meter events), which the instance's
 // own worker, having no handler for them, never claims, and its feed never announces anything, so
-// only what the test asks (settled(), close(), purge()) moves it. What settled() waits for, what
-// close() waits for and what it hands back, a claim that a close overtakes, and a purge of more
-// than one batch.
+// only what the test asks (settled(), close(), purge()) and its own timers move it. What settled()
+// and close() wait for and what a close hands back; what wakes the worker (its start, a poll, the
+// feed, a freed slot, a message's retry time) and what never does (a full worker, a message held
+// back, polled a second apart); the concurrency; retries, their backoff and giving up; what is
+// counted and logged; the purge.
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import pino, { type Logger } from 'pino';
@@ -78,6 +80,26 @@ describeWithServices('the outbox worker, driven directly', () => {
     await own.db.sql('INSERT INTO webhook_deliveries (id, user_id, subject, type, body, max_attempts, attempts) VALUES ($1, NULL, $2, $3, $4, 3, $5)',
       [id, subject ?? `meter:${id}`, METER_EVENT_TYPE, '{}', attempts]);
     return id;
+  }
+
+  /** Another handle of the instance's database, counting a worker's claims (each one transaction) and purges (a DELETE). */
+  function countingDb(): { db: Database; claims: number; purges: number } {
+    const counts = { claims: 0, purges: 0 };
+    const { db } = gw.services;
+    const counted = new Proxy(db, {
+      get: (target, key) => {
+        if (key === 'transaction') return (...args: Parameters<Database['transaction']>) => { counts.claims++; return target.transaction(...args); };
+        if (key === 'query') {
+          return (...args: Parameters<Database['query']>) => {
+            if (args[0].trimStart().startsWith('DELETE')) counts.purges++;
+            return target.query(...args);
+          };
+        }
+        const value: unknown = Reflect.get(target, key);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    return Object.assign(counts, { db: counted });
   }
 
   const row = async (id: string) => (await own.db.sql<{ status: string; attempts: number; leased: boolean }>(
@@ -217,15 +239,7 @@ describeWithServices('the outbox worker, driven directly', () => {
   });
 
   it('never has more attempts in flight than its concurrency, however many wakes come at once, and a full worker claims nothing', async () => {
-    let claims = 0;
-    const { db } = gw.services;
-    const counting = new Proxy(db, {
-      get: (target, key) => {
-        if (key === 'transaction') return (...args: Parameters<Database['transaction']>) => { claims++; return target.transaction(...args); };
-        const value: unknown = Reflect.get(target, key);
-        return typeof value === 'function' ? value.bind(target) : value;
-      },
-    });
+    const counting = countingDb();
     let inFlight = 0;
     let most = 0;
     const releases: Array<() => void> = [];
@@ -234,15 +248,15 @@ describeWithServices('the outbox worker, driven directly', () => {
       await new Promise<void>((resolve) => releases.push(resolve));
       inFlight--;
       return { outcome: 'success' };
-    }, { concurrency: 1 }, { db: counting, timeout: 10_000 });
+    }, { concurrency: 1 }, { db: counting.db, timeout: 10_000 });
     const ids = [await stored(), await stored(), await stored()];
     // Three wakes at once, each of which could claim the one free slot.
     await Promise.all([w.settled(), w.settled(), w.settled()]);
     expect([inFlight, releases.length]).toEqual([1, 1]);
     // Full: no claim until a slot frees (its poll is an hour away, and nothing else is due).
-    const before = claims;
+    const before = counting.claims;
     await new Promise((resolve) => setTimeout(resolve, 1500));
-    expect(claims - before).toBe(0);
+    expect(counting.claims - before).toBe(0);
     for (let released = 0; released < ids.length; released++) {
       await eventually(() => releases.length > released, 5000);
       releases[released]!();
@@ -252,23 +266,7 @@ describeWithServices('the outbox worker, driven directly', () => {
   });
 
   it('a message that its subject\'s attempt in flight holds back is looked at again about once a second, not in a loop', async () => {
-    // The worker's claims (a claim is one transaction) and purges counted on its own handle of the database.
-    let claims = 0;
-    let purges = 0;
-    const { db } = gw.services;
-    const counting = new Proxy(db, {
-      get: (target, key) => {
-        if (key === 'transaction') return (...args: Parameters<Database['transaction']>) => { claims++; return target.transaction(...args); };
-        if (key === 'query') {
-          return (...args: Parameters<Database['query']>) => {
-            if (args[0].trimStart().startsWith('DELETE')) purges++;
-            return target.query(...args);
-          };
-        }
-        const value: unknown = Reflect.get(target, key);
-        return typeof value === 'function' ? value.bind(target) : value;
-      },
-    });
+    const counting = countingDb();
     let release!: () => void;
     const held = new Promise<void>((resolve) => { release = resolve; });
     const subject = `meter:${randomUUID()}`;
@@ -277,16 +275,16 @@ describeWithServices('the outbox worker, driven directly', () => {
     const w = await worker(async (job) => {
       if (job.id === first) await held;
       return { outcome: 'success' };
-    }, {}, { db: counting, timeout: 10_000 }); // its attempt's deadline (21 s) is not what wakes it
+    }, {}, { db: counting.db, timeout: 10_000 }); // its attempt's deadline (21 s) is not what wakes it
     await w.settled();
     expect([await row(first), await row(second)]).toEqual([{ status: 'pending', attempts: 1, leased: true }, { status: 'pending', attempts: 0, leased: false }]);
-    const [before, purgesBefore] = [claims, purges]; // the start's own purge aside
+    const [before, purgesBefore] = [counting.claims, counting.purges]; // the start's own purge aside
     await new Promise((resolve) => setTimeout(resolve, 2500));
     // Due, not claimable: looked at again (another instance's attempt may end), a second apart, where
     // a worker that woke at once would have claimed hundreds of times.
-    expect(claims - before).toBeGreaterThanOrEqual(1);
-    expect(claims - before).toBeLessThanOrEqual(5);
-    expect(purges - purgesBefore).toBe(0); // an hour apart
+    expect(counting.claims - before).toBeGreaterThanOrEqual(1);
+    expect(counting.claims - before).toBeLessThanOrEqual(5);
+    expect(counting.purges - purgesBefore).toBe(0); // an hour apart
     release();
     await eventually(async () => (await row(second))?.status === 'delivered', 5000);
   });
