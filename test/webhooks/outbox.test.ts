@@ -13,6 +13,7 @@ import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import { METER_EVENT_TYPE } from '../../src/billing/meterReporter.js';
 import type { Database } from '../../src/storage/database/db.js';
 import type { ClaimedDelivery } from '../../src/storage/events/index.js';
+import { CLAIM_LOCK } from '../../src/storage/events/webhookDeliveries.js';
 import { DEFAULT_LIMITS, OutboxWorker, type DeliveryLimits } from '../../src/webhooks/outbox.js';
 import type { AttemptResult } from '../../src/webhooks/sender.js';
 import { failingStatements } from '../helpers/failingDatabase.js';
@@ -102,6 +103,31 @@ describeWithServices('the outbox worker, driven directly', () => {
     return Object.assign(counts, { db: counted });
   }
 
+  /**
+   * The outbox's claim lock (CLAIM_LOCK, which every claim takes first), held on a connection of the
+   * test's once a claim waits behind it: the test puts itself between a pass's start and its claim.
+   */
+  async function holdClaimLock(): Promise<{ release(): Promise<void>; retake(): Promise<void>; end(): Promise<void> }> {
+    const locker = new pg.Client({ connectionString: own.db.url });
+    await locker.connect();
+    const take = async () => { await locker.query('SELECT pg_advisory_lock($1)', [CLAIM_LOCK]); };
+    await take();
+    return {
+      release: async () => { await locker.query('SELECT pg_advisory_unlock($1)', [CLAIM_LOCK]); },
+      retake: take,
+      end: () => locker.end(),
+    };
+  }
+
+  /** Until a claim waits for the lock (the instance's own worker's, maybe). */
+  const claimWaiting = () => eventually(async () => (await own.db.sql(
+    "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'SELECT pg_advisory_xact_lock%'")).length > 0);
+
+  /** A message delivered 8 days ago, past the purge's 7; and how many such are left. */
+  const finishedLongAgo = () => own.db.sql(`INSERT INTO webhook_deliveries (id, user_id, subject, type, body, max_attempts, status, finished_at)
+    VALUES ($1, NULL, 'meter:old', $2, '{}', 1, 'delivered', now() - interval '8 days')`, [`msg_${randomUUID()}`, METER_EVENT_TYPE]);
+  const oldLeft = async () => (await own.db.sql('SELECT 1 FROM webhook_deliveries WHERE subject = $1', ['meter:old'])).length;
+
   const row = async (id: string) => (await own.db.sql<{ status: string; attempts: number; leased: boolean }>(
     'SELECT status, attempts, lease IS NOT NULL AS leased FROM webhook_deliveries WHERE id = $1', [id]))[0];
   const lastError = async (id: string) => (await own.db.sql<{ last_error: string | null }>('SELECT last_error FROM webhook_deliveries WHERE id = $1', [id]))[0]!.last_error;
@@ -128,28 +154,24 @@ describeWithServices('the outbox worker, driven directly', () => {
 
   it('settled() waits for the pass it asked for, not for the passes asked after it', async () => {
     const w = await worker(async () => ({ outcome: 'success' }));
-    // Every claim first takes the outbox's advisory lock (CLAIM_LOCK, webhookDeliveries.ts), held
-    // here: the pass that settled() began waits in the database.
-    const locker = new pg.Client({ connectionString: own.db.url });
-    await locker.connect();
+    // The claim lock held: the pass that settled() began waits in the database.
+    const lock = await holdClaimLock();
     try {
-      await locker.query('SELECT pg_advisory_lock(7414202)');
       let settled = false;
       const mine = w.settled().then(() => { settled = true; });
-      await eventually(async () => (await own.db.sql(
-        "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'SELECT pg_advisory_xact_lock%'")).length > 0);
+      await claimWaiting();
       await new Promise((resolve) => setTimeout(resolve, 100)); // (the waiter seen may be the instance's own worker's)
       // Another caller asks meanwhile: a second pass is to follow the first. The lock is let go and
       // taken again at once, queued behind the first pass's claim and before the second's, which
       // waits in its turn (until the query timeout, seconds away) while the first is answered.
       const later = w.settled();
-      await locker.query('SELECT pg_advisory_unlock(7414202)');
-      await locker.query('SELECT pg_advisory_lock(7414202)');
+      await lock.release();
+      await lock.retake();
       await eventually(() => settled, 1500);
-      await locker.query('SELECT pg_advisory_unlock(7414202)');
+      await lock.release();
       await Promise.all([mine, later]);
     } finally {
-      await locker.end();
+      await lock.end();
     }
   });
 
@@ -188,23 +210,19 @@ describeWithServices('the outbox worker, driven directly', () => {
       return { outcome: 'success' };
     });
     const id = await stored();
-    // Every claim first takes the outbox's advisory lock (CLAIM_LOCK, webhookDeliveries.ts): held
-    // here, the pass's claim waits in the database, and the close begins before it answers.
-    const locker = new pg.Client({ connectionString: own.db.url });
-    await locker.connect();
+    // The claim lock held: the pass's claim waits in the database, and the close begins before it answers.
+    const lock = await holdClaimLock();
     try {
-      await locker.query('SELECT pg_advisory_lock(7414202)');
       const passed = w.settled();
-      await eventually(async () => (await own.db.sql(
-        "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'SELECT pg_advisory_xact_lock%'")).length > 0);
+      await claimWaiting();
       let closed = false;
       const closing = w.close().then(() => { closed = true; });
       await new Promise((resolve) => setTimeout(resolve, 300));
       expect(closed).toBe(false);
-      await locker.query('SELECT pg_advisory_unlock(7414202)');
+      await lock.release();
       await Promise.all([closing, passed]);
     } finally {
-      await locker.end();
+      await lock.end();
     }
     expect(seen).toEqual([]);
     expect(await row(id)).toEqual({ status: 'pending', attempts: 0, leased: false });
@@ -396,19 +414,16 @@ describeWithServices('the outbox worker, driven directly', () => {
   });
 
   it('purges on its own timer; a worker never started closes at once', async () => {
-    await own.db.sql(`INSERT INTO webhook_deliveries (id, user_id, subject, type, body, max_attempts, status, finished_at)
-      VALUES ($1, NULL, 'meter:old', $2, '{}', 1, 'delivered', now() - interval '8 days')`, [`msg_${randomUUID()}`, METER_EVENT_TYPE]);
+    await finishedLongAgo();
     await worker(async () => ({ outcome: 'success' }), { purgeEveryMs: 200 });
     // The start's own purge may have taken it already; another finished meanwhile goes at the next.
-    await own.db.sql(`INSERT INTO webhook_deliveries (id, user_id, subject, type, body, max_attempts, status, finished_at)
-      VALUES ($1, NULL, 'meter:old', $2, '{}', 1, 'delivered', now() - interval '8 days')`, [`msg_${randomUUID()}`, METER_EVENT_TYPE]);
-    await eventually(async () => (await own.db.sql('SELECT 1 FROM webhook_deliveries WHERE subject = $1', ['meter:old'])).length === 0, 5000);
+    await finishedLongAgo();
+    await eventually(async () => (await oldLeft()) === 0, 5000);
     // Closed, it purges no more.
     await Promise.all(workers.splice(0).map((w) => w.close()));
-    await own.db.sql(`INSERT INTO webhook_deliveries (id, user_id, subject, type, body, max_attempts, status, finished_at)
-      VALUES ($1, NULL, 'meter:old', $2, '{}', 1, 'delivered', now() - interval '8 days')`, [`msg_${randomUUID()}`, METER_EVENT_TYPE]);
+    await finishedLongAgo();
     await new Promise((resolve) => setTimeout(resolve, 600));
-    expect(await own.db.sql('SELECT 1 FROM webhook_deliveries WHERE subject = $1', ['meter:old'])).toHaveLength(1);
+    expect(await oldLeft()).toBe(1);
     await own.db.sql('DELETE FROM webhook_deliveries WHERE subject = $1', ['meter:old']);
     await (await worker(async () => ({ outcome: 'success' }), {}, { start: false })).close();
   });

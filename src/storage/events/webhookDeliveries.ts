@@ -7,7 +7,8 @@ export type DeliveryStatus = 'pending' | 'delivered' | 'failed' | 'skipped';
 export type FinalStatus = Exclude<DeliveryStatus, 'pending'>;
 
 /** Claims are serialized by this transaction-level advisory lock (arbitrary, fixed; migrations use 7_414_201). */
-const CLAIM_LOCK = 7_414_202;
+/** The advisory lock every claim takes first (exported for the tests that hold it). */
+export const CLAIM_LOCK = 7_414_202;
 
 export interface NewDelivery {
   id: string;
