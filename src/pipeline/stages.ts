@@ -170,10 +170,10 @@ function afterAuthentication(run: GuardRun, auth: AuthResult): Denial | undefine
   return undefined;
 }
 
-/** CONTRACT §14: only a bearer token from a second-factor sign-in passes; never an API key. */
+/** CONTRACT §14: only a bearer token from a second-factor sign-in passes; never an API key. Runs for an authenticated caller only. */
 function mfaStage(run: GuardRun): Denial | undefined {
-  const { auth } = run;
-  return auth.kind === 'authenticated' && auth.method === 'bearer' && auth.acr === 'aal2' ? undefined : { code: 'mfaRequired' };
+  const auth = run.auth as Identity;
+  return auth.method === 'bearer' && auth.acr === 'aal2' ? undefined : { code: 'mfaRequired' };
 }
 
 function planStage(run: GuardRun): Denial | undefined {

@@ -6,6 +6,8 @@ import type { IncomingHttpHeaders } from 'node:http';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApiKey } from '../../src/keys/index.js';
+import { newApiKey } from '../../src/keys/format.js';
+import { createOrgKeyWithin } from '../../src/storage/keys/orgApiKeys.js';
 import { sha256Hex } from '../../src/credentials/digest.js';
 import { createInstance, type Instance } from '../../src/instance.js';
 import { telemetryName } from '../../src/errors/index.js';
@@ -13,6 +15,7 @@ import type { Decision } from '../../src/pipeline/pipeline.js';
 import { requestContext } from '../../src/live/requestContext.js';
 import * as users from '../../src/storage/accounts/users.js';
 import { closeSql, describeWithServices, newEmail, testConfig } from '../helpers/gateway.js';
+import { capturingTracing } from '../helpers/servedTrace.js';
 
 const APP = { url: 'http://127.0.0.1:9', timeout: '5s' };
 const ROUTES = [
@@ -27,6 +30,7 @@ const ROUTES = [
   { path: '/team', upstream: 'app', roles: ['owner', 'admin'] }, // CONTRACT §22: implies org: required
   { path: '/owners', upstream: 'app', roles: ['owner'] }, // roles without admin: an admin is refused too
   { path: '/shared', upstream: 'app', auth: 'optional', org: 'optional' },
+  { path: '/crew', upstream: 'app', org: 'required' }, // org: required without roles
   { path: '/signed', upstream: 'signed' }, // an upstream that receives x-gateway-assertion
 ];
 const MAIL = { smtp: '', from: 'x', resetUrl: 'https://a.example/r?token={token}', verifyUrl: 'https://a.example/v?token={token}', invitationUrl: 'https://a.example/j?token={token}' };
@@ -66,6 +70,7 @@ const TABLE: Array<[string, string, Credential, Expected]> = [
   ['GET', '/nowhere', 'pro', { deny: 'routeNotFound' }],
   ['GET', '/team', 'premium', { deny: 'orgRequired' }], // roles imply org: required, and no organization is named
   ['GET', '/team', 'none', { deny: 'tokenMissing' }],
+  ['GET', '/crew', 'premium', { deny: 'orgRequired' }], // org: required alone, and no organization is named
   ['GET', '/shared', 'free', { allow: 'bearer' }], // org: optional acting for none
   ['GET', '/api/v1/auth/login', 'none', { deny: 'methodNotAllowed', route: 'own' }],
   ['POST', '/API/v1/auth/login/', 'none', { deny: 'routeNotFound', route: 'own' }], // another spelling of an own endpoint
@@ -75,22 +80,28 @@ describeWithServices('the pipeline: route × credential → decision (no listene
   let instance: Instance;
   const headers: Record<Credential, IncomingHttpHeaders> = {} as never;
   const ids: Partial<Record<Credential, number>> = {};
+  let hash: string;
+  /** A new account on `plan`, and the bearer token of a password sign-in. */
+  const user = async (plan: string, active = true) => {
+    const id = (await users.createUser(instance.db, newEmail(), hash))!;
+    await users.setPlan(instance.db, id, plan);
+    if (!active) await users.setActive(instance.db, id, false);
+    return (await users.findById(instance.db, id))!;
+  };
+  const signedIn = async (plan: string, active = true) => {
+    const u = await user(plan, active);
+    const { pair } = await instance.tokens.issuePair(u, 1, { amr: ['pwd'], authTime: new Date() });
+    return { id: u.id, headers: { authorization: `Bearer ${pair.access_token}` } };
+  };
 
   beforeAll(async () => {
     const upstreams = { app: APP, signed: { ...APP, assertion: true } };
-    instance = await createInstance(testConfig({ upstreams, routes: ROUTES, decisions: { port: 1 }, organizations: { enabled: true }, mail: MAIL }), { log: pino({ level: 'silent' }) });
-    const hash = await instance.passwords.hash('long-enough-password');
-    const user = async (plan: string, active = true) => {
-      const id = (await users.createUser(instance.db, newEmail(), hash))!;
-      await users.setPlan(instance.db, id, plan);
-      if (!active) await users.setActive(instance.db, id, false);
-      return (await users.findById(instance.db, id))!;
-    };
+    // `metered` counts a month and no day.
+    const plans = { limits: { metered: { monthly: 2 } } };
+    instance = await createInstance(testConfig({ upstreams, plans, routes: ROUTES, decisions: { port: 1 }, organizations: { enabled: true }, mail: MAIL }), { log: pino({ level: 'silent' }) });
+    hash = await instance.passwords.hash('long-enough-password');
     const bearer = async (credential: Credential, plan: string, active = true) => {
-      const u = await user(plan, active);
-      ids[credential] = u.id;
-      const { pair } = await instance.tokens.issuePair(u, 1, { amr: ['pwd'], authTime: new Date() });
-      headers[credential] = { authorization: `Bearer ${pair.access_token}` };
+      ({ id: ids[credential], headers: headers[credential] } = await signedIn(plan, active));
     };
     await bearer('free', 'free');
     await bearer('premium', 'premium');
@@ -190,7 +201,8 @@ describeWithServices('the pipeline: route × credential → decision (no listene
     const quota = (outcome: string) => instance.metrics.tallies.quotas.get(`daily\0free\0/races\0${outcome}`) ?? 0;
     const before = [quota('admitted'), quota('refused')];
     const free = await decide('GET', '/races', 'free');
-    expect(free).toMatchObject({ kind: 'allow', responseHeaders: { 'ratelimit-policy': '"daily";q=1;w=86400' } });
+    // The use counted is the decision's, for a refund when the upstream fails it (refunds.ts).
+    expect(free).toMatchObject({ kind: 'allow', responseHeaders: { 'ratelimit-policy': '"daily";q=1;w=86400' }, use: { counter: { ownerType: 'user', id: ids.free }, daily: true } });
     expect([quota('admitted'), quota('refused')]).toEqual([before[0]! + 1, before[1]]);
     expect(await decide('GET', '/races', 'free')).toMatchObject({
       kind: 'deny', denial: { code: 'dailyLimitReached', headers: { 'ratelimit-policy': '"daily";q=1;w=86400', 'ratelimit': expect.stringMatching(/^"daily";r=0;t=\d+$/) } },
@@ -198,6 +210,46 @@ describeWithServices('the pipeline: route × credential → decision (no listene
     expect([quota('admitted'), quota('refused')]).toEqual([before[0]! + 1, before[1]! + 1]);
     await instance.denials.flush();
     expect(await instance.db.query('SELECT denied FROM usage_days WHERE user_id = $1', [ids.free])).toEqual([{ denied: 1 }]);
+  });
+
+  it('a plan that counts a month and no day is counted on a dailyLimit route; an anonymous caller never is', async () => {
+    const metered = await signedIn('metered');
+    const decideAs = (requestHeaders: IncomingHttpHeaders, url = '/races') =>
+      instance.pipeline.decide({ context: requestContext(instance.live.current, 'GET', url, ownMethods), headers: requestHeaders }, { forwarding: true });
+    expect(await decideAs(metered.headers)).toMatchObject({
+      kind: 'allow', responseHeaders: { 'ratelimit-policy': expect.stringMatching(/^"monthly";q=2;w=\d+$/) }, use: { counter: { ownerType: 'user', id: metered.id }, daily: false, monthly: true },
+    });
+    // Limits are an authenticated caller's (the config lets none apply where auth is optional or
+    // none): a policy that asks for them lets an anonymous caller by, counted nowhere.
+    const anonymous = await instance.pipeline.guard({ auth: 'optional', rateLimit: true, dailyLimit: true }, {}, instance.live.current);
+    expect(anonymous).toMatchObject({ kind: 'pass', auth: { kind: 'anonymous' } });
+    expect(anonymous).toMatchObject({ responseHeaders: undefined, use: undefined });
+  });
+
+  it('an own endpoint\'s count is tallied under `own`, with its RateLimit fields', async () => {
+    const free = await signedIn('free');
+    const admitted = () => instance.metrics.tallies.quotas.get('daily\0free\0own\0admitted') ?? 0;
+    const before = admitted();
+    expect(await instance.pipeline.guard({ auth: 'required', dailyLimit: true }, free.headers, instance.live.current))
+      .toMatchObject({ kind: 'pass', responseHeaders: { 'ratelimit-policy': '"daily";q=1;w=86400' }, use: { counter: { ownerType: 'user', id: free.id } } });
+    expect(admitted()).toBe(before + 1);
+  });
+
+  it('an organization key acts for its organization on routes, traced as its own stage; an own endpoint refuses it (they act for a user)', async () => {
+    const creator = await user('free');
+    const orgId = (await instance.db.query<{ id: number }>("INSERT INTO organizations (name, plan) VALUES ('Keyed', 'pro') RETURNING id"))[0]!.id;
+    await instance.db.query("INSERT INTO memberships (org_id, user_id, role) VALUES ($1, $2, 'owner')", [orgId, creator.id]);
+    const { key, start } = newApiKey(instance.config.apiKeys.prefix, true);
+    await createOrgKeyWithin(instance.db, orgId, creator.id, { hash: sha256Hex(key), start, name: 'ci', scopes: null, expiresAt: null, role: 'member' }, 10, new Date());
+    const { tracing, exported } = capturingTracing();
+    const trace = tracing.begin('GET', '/shared', {})!;
+    const decision = await instance.pipeline.decide({ context: requestContext(instance.live.current, 'GET', '/shared', ownMethods), headers: { 'x-api-key': key }, trace }, { forwarding: true });
+    expect(decision).toMatchObject({ kind: 'allow', org: { id: orgId, role: 'member' }, identity: { 'x-user-id': String(creator.id), 'x-org-id': String(orgId) } });
+    trace.span.end();
+    await tracing.close();
+    expect(exported.filter((s) => s.name.startsWith('gateway.')).map((s) => [s.name, s.attributes['gateway.outcome']]))
+      .toEqual([['gateway.authenticate', 'authenticated'], ['gateway.org_key', 'allow'], ['gateway.org', 'allow']]);
+    expect(await instance.pipeline.guard({ auth: 'required' }, { 'x-api-key': key }, instance.live.current)).toMatchObject({ kind: 'deny', denial: { code: 'apiKeyNotAccepted' } });
   });
 
   it('a path that cannot be read one way only is a 400, for a proxy that asks and for the gateway forwarding', async () => {
