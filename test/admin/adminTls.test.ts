@@ -107,6 +107,9 @@ describeWithServices('admin listener over HTTPS (admin.tls)', () => {
     expect(minted).toMatchObject({ status: 201, json: { url: expect.stringMatching(new RegExp(`^${base}/console/#ticket=[\\w-]{43}$`)) } });
     const ticket = (minted.json as { url: string }).url.split('#ticket=')[1];
     expect((await admin('POST', '/console/session', { headers: { origin: base }, json: { ticket } })).status).toBe(200);
+    // Signing out clears the cookie with the attributes it was set with.
+    const out = await admin('DELETE', '/console/session', { headers: { cookie, 'x-csrf-token': csrf, origin: base } });
+    expect(out.headers['set-cookie']).toEqual(['gw_console=; HttpOnly; Secure; SameSite=Strict; Path=/console/; Max-Age=0']);
   });
 
   it('takes a renewed certificate on reload; a key that is not the certificate\'s is refused before anything changes', async () => {
