@@ -151,6 +151,25 @@ describeWithServices('console: what it serves, exactly', () => {
     expect((await session(`gw_console=${await mint()}`)).status).toBe(401);
   });
 
+  it('acts on the admin API with the operator\'s own address and user agent, as the audit shows', async () => {
+    // On ::1, so that the address the audit shows is the operator's, not the in-process call's default 127.0.0.1.
+    const v6 = await buildAdminApp(gw.services);
+    try {
+      const at = await v6.listen({ host: '::1', port: 0 });
+      const json = { 'content-type': 'application/json' };
+      const signedIn = await fetch(`${at}/console/session`, { method: 'POST', headers: json, body: JSON.stringify({ key: ADMIN_KEY }) });
+      const cookie = signedIn.headers.getSetCookie()[0]!.split(';')[0]!;
+      const user = await makeUser(gw);
+      const headers = { ...json, cookie, 'x-csrf-token': (await signedIn.json()).csrf, 'user-agent': 'console-test/1' };
+      const changed = await fetch(`${at}/console/api/v1/users/${user.id}/active`, { method: 'PUT', headers, body: JSON.stringify({ active: false }) });
+      expect([changed.status, (await changed.json()).active]).toEqual([200, false]);
+      expect(await gw.services.db.query("SELECT actor, ip, user_agent FROM audit_events WHERE user_id = $1 AND type = 'admin.active_changed'", [user.id]))
+        .toEqual([{ actor: 'console', ip: '::1', user_agent: 'console-test/1' }]);
+    } finally {
+      await v6.close();
+    }
+  });
+
   it('says in the log why a link was refused: another origin (which, and the console\'s), or unknown, spent or expired', async () => {
     const ticket = await mint();
     expect((await request(url, 'POST', '/console/session', { headers: { origin: 'http://evil.example' }, json: { ticket } })).status).toBe(401);
