@@ -11,6 +11,7 @@ import { TICKET_MS } from '../../src/admin/console.js';
 import { ADMIN_KEY, closeSql, describeWithServices, loggedLines, makeUser, startDecidingGateway, testClock, type TestGateway } from '../helpers/gateway.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import { request } from '../helpers/http.js';
+import { failingStatements } from '../helpers/failingDatabase.js';
 
 const SESSION_MS = 8 * 3600_000;
 const HTML = 'text/html; charset=utf-8';
@@ -115,6 +116,17 @@ describeWithServices('console: what it serves, exactly', () => {
     const names = after.routes.map((r: { route: string }) => r.route);
     expect(names).toEqual([...names].sort((a, b) => a.localeCompare(b)));
     expect(names.filter((route: string) => route.includes('admin') || route.includes('console'))).toEqual([]);
+  });
+
+  it('says so while Postgres does not answer: not ready, and how many instances serve unknown (null)', async () => {
+    const { cookie } = await signIn();
+    const restore = failingStatements(gw.services.db, /^SELECT (1$|count\(\*\)::int AS n FROM pg_stat_activity)/, () => new Error('Connection terminated unexpectedly'));
+    try {
+      expect((await request(url, 'GET', '/console/api/health', { headers: { cookie } })).json).toMatchObject({ ready: false, checks: { postgres: 'down' }, instances: null });
+    } finally {
+      restore();
+    }
+    expect((await request(url, 'GET', '/console/api/health', { headers: { cookie } })).json).toMatchObject({ ready: true, checks: { postgres: 'ok' }, instances: expect.any(Number) });
   });
 
   it('keeps a session 8 hours to the millisecond, and a sign-in link 10 minutes', async () => {
