@@ -184,8 +184,8 @@ export const MUTATION_TESTS = [
   ...new Set([
     ...ORG_TESTS, ...ACTING_TESTS, ...BILLING_TESTS, ...REFUND_TESTS, ...HOOK_TESTS, ...WEBHOOK_TESTS, ...IMPORT_TESTS, ...ERROR_TESTS,
     'test/admin/consoleMarks.security.test.ts', ...OPERATOR_TESTS, ...ADMIN_TESTS, ...SIGN_IN_TESTS, ...PASSKEY_TESTS, ...KEY_TESTS, ...CONSOLE_TESTS,
-    'test/admin/consoleOperators.test.ts', 'test/admin/apiKeys.test.ts',
-    'test/guards/monthlyQuota.test.ts', 'test/user/keyScopes.test.ts', 'test/orgs/usage.test.ts', 'test/billing/portalApi.test.ts',
+    'test/admin/consoleOperators.test.ts', 'test/admin/consoleServing.test.ts', 'test/billing/stripeDouble.test.ts', 'test/admin/adminTls.test.ts', 'test/admin/apiKeys.test.ts',
+    'test/admin/userRoutes.test.ts', 'test/guards/monthlyQuota.test.ts', 'test/user/keyScopes.test.ts', 'test/orgs/usage.test.ts', 'test/billing/portalApi.test.ts',
     'test/orgs/config.test.ts', 'test/orgs/orgNames.security.test.ts',
     'test/orgs/managedAccounts.test.ts', 'test/orgs/domains.test.ts', ...SAML_TESTS, 'test/sso/enforce.test.ts', 'test/sso/enforceProviders.test.ts', ...SCIM_TESTS, 'test/docs/openapi.test.ts',
     ...PORTAL_TESTS, ...STRIPE_FAKE_TESTS, 'test/storage/postgresHosts.test.ts',
@@ -239,7 +239,13 @@ export const ROOM_TESTS: Record<string, string[]> = {
     'test/auth/oidcReturnTo.test.ts', 'test/auth/oidcCaches.test.ts', 'test/auth/oidcNonce.security.test.ts', 'test/auth/oidcAnswers.test.ts', 'test/auth/oidcBinding.test.ts',
     'test/auth/oidcDomains.test.ts', 'test/auth/oidc.test.ts',
   ],
-  'src/admin/console.ts': CONSOLE_TESTS,
+  // Its serving, read back exactly, first; then the key's sessions and links, an operator's, the key
+  // rotated (a key's sessions end, an operator's stay), the console's own calls as the admin API sees
+  // them, the health summary of a gateway billing against a Stripe double, and its cookies over TLS.
+  'src/admin/console.ts': [
+    'test/admin/consoleServing.test.ts', ...CONSOLE_TESTS, 'test/admin/consoleOperators.test.ts', 'test/admin/operatorsKeyRotation.test.ts',
+    'test/admin/consoleMarks.security.test.ts', 'test/billing/stripeDouble.test.ts', 'test/admin/adminTls.test.ts',
+  ],
   // Issue 69's rooms.
   ...each(['src/orgs/apiKeys.ts', 'src/orgs/change.ts', 'src/orgs/common.ts', 'src/orgs/invitations.ts', 'src/orgs/members.ts'], ORG_TESTS),
   // The door: whether it serves (organizations' config), which bodies it reads itself (names, an
@@ -294,7 +300,13 @@ export const ROOM_TESTS: Record<string, string[]> = {
   'src/admin/operatorTokens.ts': ['test/admin/operatorTokens.test.ts', ...OPERATOR_TESTS],
   // The operators' SQL: its own test on a database of its own first, then the API's and sign-in's.
   'src/storage/operators/operators.ts': ['test/storage/operators.test.ts', ...OPERATOR_TESTS],
-  'src/admin/routes.ts': [...ADMIN_TESTS, 'test/docs/openapi.test.ts'],
+  // Its own test first; then the admin files, and those that drive a branch of it the admin files do not: a key
+  // revoked by id and leaked keys (apiKeys), Stripe told before an erasure (cancelOnDelete), a billed user's billing
+  // shown and overridden (support), the plan hooks' previous_plan (hooks).
+  'src/admin/routes.ts': [
+    'test/admin/userRoutes.test.ts', ...ADMIN_TESTS, 'test/admin/apiKeys.test.ts', 'test/billing/cancelOnDelete.test.ts', 'test/billing/support.test.ts',
+    'test/webhooks/hooks.test.ts', 'test/docs/openapi.test.ts',
+  ],
   // And SAML's: the one way in whose login.succeeded names its method and whose session keeps its connection.
   'src/auth/signIn.ts': [...SIGN_IN_TESTS, 'test/sso/saml.test.ts'],
   'src/auth/passkeys/ceremony.ts': PASSKEY_TESTS,
