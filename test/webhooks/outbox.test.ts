@@ -402,10 +402,12 @@ describeWithServices('the outbox worker, driven directly', () => {
     await polling.close();
     let told: FeedHandlers | undefined;
     let unsubscribed = false;
-    await worker(handler, {}, { feed: { subscribe: (handlers) => { told = handlers; return () => { unsubscribed = true; }; } } });
+    const announcing = await worker(handler, {}, { feed: { subscribe: (handlers) => { told = handlers; return () => { unsubscribed = true; }; } } });
     const announced = await stored();
     told!.webhookDue!();
-    await eventually(() => seen.includes(announced), 5000);
+    // Recorded, then a pass after that: the slot it freed woke the worker, which finds nothing more.
+    await eventually(async () => (await row(announced))?.status === 'delivered', 5000);
+    await announcing.settled();
     const missed = await stored(); // stored while the feed was down: its announcement lost
     told!.resumed!();
     await eventually(() => seen.includes(missed), 5000);
