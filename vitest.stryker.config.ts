@@ -241,10 +241,12 @@ export const ROOM_TESTS: Record<string, string[]> = {
   ],
   // Its serving, read back exactly, first; then the key's sessions and links, an operator's, the key
   // rotated (a key's sessions end, an operator's stay), the console's own calls as the admin API sees
-  // them, the health summary of a gateway billing against a Stripe double, and its cookies over TLS.
+  // them, the health summary of a gateway billing against a Stripe double, its cookies over TLS, and an
+  // operator's changes of their own made with the session (passkeys, personal tokens after a recent second factor).
   'src/admin/console.ts': [
     'test/admin/consoleServing.test.ts', ...CONSOLE_TESTS, 'test/admin/consoleOperators.test.ts', 'test/admin/operatorsKeyRotation.test.ts',
     'test/admin/consoleMarks.security.test.ts', 'test/billing/stripeDouble.test.ts', 'test/admin/adminTls.test.ts',
+    'test/admin/operatorPasskeys.test.ts', 'test/admin/operatorsSignIn.test.ts',
   ],
   // Issue 69's rooms.
   ...each(['src/orgs/apiKeys.ts', 'src/orgs/change.ts', 'src/orgs/common.ts', 'src/orgs/invitations.ts', 'src/orgs/members.ts'], ORG_TESTS),
