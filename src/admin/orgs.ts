@@ -132,9 +132,9 @@ async function setOrgPlan(deps: OrgAdminDeps, by: ActorOf, request: FastifyReque
   const rules = planRules({ plans: deps.config().plans, billing: deps.billing }, deps.clock());
   // Refused when billing manages the plan and computes another (CONTRACT §29), unless an override.
   const changed = await deps.db.transaction((tx) => operatorSetsPlan(tx, { type: 'org', id }, { plan, override }, rules, async (extra) => {
-    const set = await orgs.setOrganizationPlan(tx, id, plan);
-    if (set) await deps.audit.record({ type: 'admin.org_plan_changed', ...by(request), userId: null, data: { org_id: id, plan, previous: set.before.plan, ...extra } }, tx);
-    return set;
+    // The organization's row is locked (operatorSetsPlan): it is there.
+    const { before } = (await orgs.setOrganizationPlan(tx, id, plan))!;
+    await deps.audit.record({ type: 'admin.org_plan_changed', ...by(request), userId: null, data: { org_id: id, plan, previous: before.plan, ...extra } }, tx);
   }));
   if (changed.outcome === 'managed') return sendError(reply, 'planManagedByBilling', { billing_plan: changed.billingPlan });
   if (changed.outcome === 'gone') return sendError(reply, 'adminNotFound');

@@ -290,9 +290,10 @@ async function setUserPlan(deps: AdminRoutesDeps, request: FastifyRequest<ById>,
   // and computes another (CONTRACT §29) unless it is an override.
   const rules = planRules({ plans: deps.config().plans, billing: deps.billing }, deps.clock());
   const changed = await deps.db.transaction((tx) => operatorSetsPlan(tx, { type: 'user', id }, { plan, override }, rules, async (data) => {
-    const written = await writePlanFrom(tx, id, plan);
-    if (written) await deps.audit.record({ type: 'admin.plan_changed', ...by(request), userId: id, data: { plan, ...data } }, tx, { previous_plan: written.previousPlan });
-    return written?.user;
+    // The user's row is locked (operatorSetsPlan): it is there.
+    const { user, previousPlan } = (await writePlanFrom(tx, id, plan))!;
+    await deps.audit.record({ type: 'admin.plan_changed', ...by(request), userId: id, data: { plan, ...data } }, tx, { previous_plan: previousPlan });
+    return user;
   }));
   if (changed.outcome === 'managed') return sendError(reply, 'planManagedByBilling', { billing_plan: changed.billingPlan });
   if (changed.outcome === 'gone') return sendError(reply, 'adminNotFound');

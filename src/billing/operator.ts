@@ -4,9 +4,9 @@
 // subscription): 409 plan_managed_by_billing unless it is an override, which then holds while
 // billing keeps computing the plan it computed when the override was made (billing.ts settlePlan
 // ends it when billing computes another). The one door admin/ and cli/ have into billing/.
-import { lockAccount } from '../account/change.js';
 import type { Config } from '../config/schema.js';
-import type { BillingConfig } from '../config/schema/billing.js';
+import { isLiveKey, type BillingConfig } from '../config/schema/billing.js';
+import { lockUser } from '../storage/accounts/index.js';
 import {
   customerOf, endOverride, listedSubscriptionsOf, overrideOf, saveOverride, subscriptionsOf, type Owner, type StoredSubscription,
 } from '../storage/usage/index.js';
@@ -40,10 +40,13 @@ export function computedPlan(subs: readonly StoredSubscription[], rules: PlanRul
   };
 }
 
-/** The owner's row locked (billing locks it the same way before it sets a plan); false when the owner is gone. */
+/**
+ * The owner's row locked (billing locks it the same way before it sets a plan); false when the
+ * owner is gone. The one check that it exists: held until the commit, the row is there for the write.
+ */
 async function lockOwner(tx: Queryable, owner: Owner): Promise<boolean> {
-  if (owner.type === 'org') return (await lockOrganization(tx, owner.id)) !== undefined;
-  return (await lockAccount(tx, { clock: () => new Date() }, { userId: owner.id, mode: 'update' })) !== undefined;
+  const row = owner.type === 'org' ? await lockOrganization(tx, owner.id) : await lockUser(tx, owner.id, 'update');
+  return row !== undefined;
 }
 
 export type OperatorPlanCheck = { outcome: 'gone' } | { outcome: 'managed'; billingPlan: string } | { outcome: 'allowed'; override: boolean };
@@ -71,16 +74,16 @@ export type PlanChange<T> = { outcome: 'gone' } | { outcome: 'managed'; billingP
 /**
  * An operator's plan change (admin API, console, CLI), in the caller's transaction: checked as
  * checkOperatorPlan says, then written by `write` with what its audit row's data adds
- * (`override: true` when it held against billing: the hooks say so too, hooks/fromAudit.ts).
+ * (`override: true` when it held against billing: the hooks say so too, hooks/fromAudit.ts). The
+ * owner's row is locked by then: `write` finds it.
  */
 export async function operatorSetsPlan<T>(
   tx: Queryable, owner: Owner, request: { plan: string; override: boolean }, rules: PlanRules,
-  write: (audit: { override?: true }) => Promise<T | undefined>,
+  write: (audit: { override?: true }) => Promise<T>,
 ): Promise<PlanChange<T>> {
   const check = await checkOperatorPlan(tx, owner, request.plan, request.override, rules);
   if (check.outcome !== 'allowed') return check;
-  const result = await write(check.override ? { override: true } : {});
-  return result === undefined ? { outcome: 'gone' } : { outcome: 'set', result };
+  return { outcome: 'set', result: await write(check.override ? { override: true } : {}) };
 }
 
 /** The body's `override`: absent is false; anything but a boolean is undefined (a 400). */
@@ -91,7 +94,7 @@ function dashboardLink(stripe: BillingConfig['stripe'] | undefined, kind: 'custo
   if (!stripe) return null;
   // The config's default is Stripe's own dashboard (config/schema/billing.ts).
   const base = stripe.dashboardUrl.replace(/\/+$/, '');
-  const test = /^(?:sk|rk)_test_/.test(stripe.secretKey) ? '/test' : '';
+  const test = isLiveKey(stripe.secretKey) ? '' : '/test';
   return `${base}${test}/${kind}/${encodeURIComponent(id)}`;
 }
 
@@ -107,7 +110,8 @@ export async function billingView(q: Queryable, owner: Owner, currentPlan: strin
   const [customer, subs, held] = await Promise.all([customerOf(q, owner), listedSubscriptionsOf(q, owner), overrideOf(q, owner)]);
   const computed = computedPlan(subs, rules);
   const graceDays = rules.stripe?.pastDueGraceDays ?? 0;
-  const graces = subs.filter((s) => s.status === 'past_due' && s.past_due_since && counts(s, graceDays, rules.now))
+  // past_due_since is set while the subscription is past_due, and only then (storage/usage/billing.ts).
+  const graces = subs.filter((s) => s.past_due_since && counts(s, graceDays, rules.now))
     .map((s) => s.past_due_since!.getTime() + graceDays * DAY_MS);
   const source = computed.managed ? (held ? 'operator' : 'billing') : currentPlan === DEFAULT_PLAN ? 'default' : 'operator';
   return {

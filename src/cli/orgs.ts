@@ -61,10 +61,11 @@ export async function setOrgPlanCommand({ config: configPath, operands: [idText,
   // The change and its audit row in one transaction (CONTRACT §17), refused while billing manages
   // the plan and computes another unless --override (§29); the organizations trigger tells running gateways.
   const done = await withDatabase(config, (db) => db.transaction((tx) => operatorSetsPlan(tx, { type: 'org', id }, { plan, override }, planRules(config, new Date()), async (extra) => {
-    const set = await setOrganizationPlan(tx, id, plan);
-    const data = { org_id: id, plan, previous: set?.before.plan, ...extra };
-    if (set) await recordChange(tx, { type: 'admin.org_plan_changed', actor: 'cli', userId: null, data }, new Date(), hookWriterOf(config, db));
-    return set && { ...set, override: extra.override === true };
+    // The organization's row is locked (operatorSetsPlan): it is there.
+    const set = (await setOrganizationPlan(tx, id, plan))!;
+    const data = { org_id: id, plan, previous: set.before.plan, ...extra };
+    await recordChange(tx, { type: 'admin.org_plan_changed', actor: 'cli', userId: null, data }, new Date(), hookWriterOf(config, db));
+    return { ...set, override: extra.override === true };
   })));
   const who = `organization ${id}`;
   if (done.outcome === 'managed') throw new CommandError(managedByBilling(who, done.billingPlan));

@@ -74,9 +74,10 @@ async function setPlanDirectly(db: Database, config: Config, change: { id: numbe
   const [{ writePlanFrom }, { operatorSetsPlan, planRules }] = await Promise.all([import('../storage/accounts/index.js'), import('../billing/operator.js')]);
   const { id, plan } = change;
   const done = await db.transaction((tx) => operatorSetsPlan(tx, { type: 'user', id }, change, planRules(config, new Date()), async (extra) => {
-    const written = await writePlanFrom(tx, id, plan);
-    if (written) await audited(tx, 'admin.plan_changed', { plan, ...extra }, { previous_plan: written.previousPlan });
-    return written && { previous: written.previousPlan, override: extra.override === true };
+    // The user's row is locked (operatorSetsPlan): it is there.
+    const { previousPlan } = (await writePlanFrom(tx, id, plan))!;
+    await audited(tx, 'admin.plan_changed', { plan, ...extra }, { previous_plan: previousPlan });
+    return { previous: previousPlan, override: extra.override === true };
   }));
   if (done.outcome === 'managed') throw new CommandError(managedByBilling(change.who, done.billingPlan));
   if (done.outcome === 'gone') throw new CommandError(`${change.who}: no longer exists`);

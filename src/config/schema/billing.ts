@@ -17,7 +17,8 @@ export const STRIPE_API_VERSION = '2026-10-28.endive';
 /** Stripe's own API: a live key may reach nothing else (CONTRACT §29). */
 export const STRIPE_API = 'https://api.stripe.com';
 
-const isLiveKey = (key: string) => /^(?:sk|rk)_live_/.test(key);
+/** A live key (the schema's SECRET_KEY allows live and test keys only: any other is a test key). */
+export const isLiveKey = (key: string) => /^(?:sk|rk)_live_/.test(key);
 /** An apiBase that is not Stripe's own: a test double (a fake, a mock), never Stripe. */
 export const isStripeDouble = (apiBase: string) => apiBase.replace(/\/+$/, '') !== STRIPE_API;
 
