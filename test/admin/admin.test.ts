@@ -1,33 +1,17 @@
 // The admin listener: health and metrics, and /admin/v1 behind the admin key.
-import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildAdminApp } from '../../src/admin/app.js';
 import {
   ADMIN_KEY, bearer, closeSql, describeWithServices, eventually, makeUser, sql, startTestGateway, testConfig, type TestGateway,
 } from '../helpers/gateway.js';
-import { request, type RequestOptions } from '../helpers/http.js';
+import { listenAdmin, type AdminListening } from '../helpers/adminApi.js';
 import { holdUserRow } from '../helpers/rowLock.js';
 import { startReceiver, type Receiver } from '../helpers/webhookReceiver.js';
 
 const UNAUTHORIZED = { error: 'Clé d’administration invalide' };
 const NOT_FOUND = { error: 'Ressource introuvable' };
 
-interface Admin {
-  app: FastifyInstance;
-  call(method: string, path: string, options?: RequestOptions): ReturnType<typeof request>;
-  /** with the right key */
-  as(method: string, path: string, json?: unknown): ReturnType<typeof request>;
-}
-
-async function startAdmin(gw: TestGateway): Promise<Admin> {
-  const app = await buildAdminApp(gw.services);
-  const url = await app.listen({ host: '127.0.0.1', port: 0 });
-  return {
-    app,
-    call: (method, path, options) => request(url, method, path, options),
-    as: (method, path, json) => request(url, method, path, { headers: bearer(ADMIN_KEY), ...(json === undefined ? {} : { json }) }),
-  };
-}
+type Admin = AdminListening;
+const startAdmin = (gw: TestGateway) => listenAdmin(gw);
 
 describeWithServices('admin listener', () => {
   let a: TestGateway;

@@ -13,6 +13,7 @@ import { docsExample } from '../helpers/docs.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import { ADMIN_KEY, closeSql, describeWithServices, makeUser, startTestGateway, testConfigFromFile, type TestGateway } from '../helpers/gateway.js';
 import { rawExchange } from '../helpers/http.js';
+import { consoleSignIn } from '../helpers/adminApi.js';
 import { sparePort } from '../helpers/ports.js';
 
 interface Answer { status: number; headers: Record<string, string | string[] | undefined>; json: unknown }
@@ -91,11 +92,8 @@ describeWithServices('admin listener over HTTPS (admin.tls)', () => {
 
   it('serves the console off loopback, with a Secure cookie, and takes changes from its https:// origin only', async () => {
     expect((await admin('GET', '/console/')).status).toBe(200);
-    const session = await admin('POST', '/console/session', { json: { key: ADMIN_KEY } });
-    expect(session.status).toBe(200);
-    expect(session.headers['set-cookie']).toEqual([expect.stringMatching(/^gw_console=[\w-]{43}; HttpOnly; Secure; SameSite=Strict; Path=\/console\/; Max-Age=28800$/)]);
-    const cookie = String(session.headers['set-cookie']).split(';')[0]!;
-    const { csrf } = session.json as { csrf: string };
+    const { cookie, csrf, answer } = await consoleSignIn(admin);
+    expect(answer.headers['set-cookie']).toEqual([expect.stringMatching(/^gw_console=[\w-]{43}; HttpOnly; Secure; SameSite=Strict; Path=\/console\/; Max-Age=28800$/)]);
     const user = await makeUser(gw);
     const change = (origin: string) => admin('PUT', `/console/api/v1/users/${user.id}/plan`, { headers: { cookie, 'x-csrf-token': csrf, origin }, json: { plan: 'pro' } });
     // The page's own origin is https://: the http:// one is another origin.

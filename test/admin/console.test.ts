@@ -15,6 +15,7 @@ import {
 } from '../helpers/gateway.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import { request } from '../helpers/http.js';
+import { consoleSignIn } from '../helpers/adminApi.js';
 
 describeWithServices('console: sign-in, cookie, CSRF', () => {
   let gw: TestGateway;
@@ -45,12 +46,7 @@ describeWithServices('console: sign-in, cookie, CSRF', () => {
     await closeSql();
   });
 
-  async function signIn(): Promise<{ cookie: string; csrf: string }> {
-    const res = await request(url, 'POST', '/console/session', { json: { key: ADMIN_KEY } });
-    expect(res.status).toBe(200);
-    const cookie = String(res.headers['set-cookie']).split(';')[0]!;
-    return { cookie, csrf: res.json.csrf };
-  }
+  const signIn = () => consoleSignIn(url);
 
   it('is absent (404) when the admin listener has no key', async () => {
     const other = await listen(bare);

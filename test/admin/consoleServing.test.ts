@@ -6,11 +6,11 @@ import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { buildAdminApp } from '../../src/admin/app.js';
 import { TICKET_MS } from '../../src/admin/console.js';
 import { ADMIN_KEY, closeSql, describeWithServices, loggedLines, makeUser, startDecidingGateway, testClock, type TestGateway } from '../helpers/gateway.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import { request } from '../helpers/http.js';
+import { consoleSignIn, listenAdmin } from '../helpers/adminApi.js';
 import { failingStatements } from '../helpers/failingDatabase.js';
 
 const SESSION_MS = 8 * 3600_000;
@@ -46,8 +46,7 @@ describeWithServices('console: what it serves, exactly', () => {
         { path: '/checks', auth: 'required' }, // decided for a proxy in front, never forwarded
       ],
     }, { clock });
-    admin = await buildAdminApp(gw.services);
-    url = await admin.listen({ host: '127.0.0.1', port: 0 });
+    ({ app: admin, url } = await listenAdmin(gw));
   });
   afterAll(async () => {
     await admin?.close();
@@ -55,11 +54,7 @@ describeWithServices('console: what it serves, exactly', () => {
     await closeSql();
   });
 
-  async function signIn(): Promise<{ cookie: string; csrf: string }> {
-    const res = await request(url, 'POST', '/console/session', { json: { key: ADMIN_KEY } });
-    expect(res.status).toBe(200);
-    return { cookie: String(res.headers['set-cookie']).split(';')[0]!, csrf: res.json.csrf };
-  }
+  const signIn = () => consoleSignIn(url);
   const mint = async () => /#ticket=([\w-]+)$/.exec((await request(url, 'POST', '/console/tickets', { headers: { authorization: `Bearer ${ADMIN_KEY}` } })).json.url)![1]!;
   const redeem = (ticket: string) => request(url, 'POST', '/console/session', { headers: { origin: url }, json: { ticket } });
   const session = (cookie: string) => request(url, 'GET', '/console/session', { headers: { cookie } });
@@ -169,9 +164,8 @@ describeWithServices('console: what it serves, exactly', () => {
 
   it('acts on the admin API with the operator\'s own address and user agent, as the audit shows', async () => {
     // On ::1, so that the address the audit shows is the operator's, not the in-process call's default 127.0.0.1.
-    const v6 = await buildAdminApp(gw.services);
+    const { app: v6, url: at } = await listenAdmin(gw, '::1');
     try {
-      const at = await v6.listen({ host: '::1', port: 0 });
       const json = { 'content-type': 'application/json' };
       const signedIn = await fetch(`${at}/console/session`, { method: 'POST', headers: json, body: JSON.stringify({ key: ADMIN_KEY }) });
       const cookie = signedIn.headers.getSetCookie()[0]!.split(';')[0]!;

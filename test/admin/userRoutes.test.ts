@@ -3,15 +3,13 @@
 // bounds of the leaked keys and of an alert, the audit row and the log line of each write, the
 // second factor's removal ending older tokens only when something went, and the last owner found
 // under the user's lock. On the run's database, with the admin key (actor `admin`).
-import type { FastifyInstance } from 'fastify';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { buildAdminApp } from '../../src/admin/app.js';
 import {
-  ADMIN_KEY, bearer, closeSql, describeWithServices, holdNotifications, loggedLines, makeUser, marker, sql, startTestGateway, testConfig, testConfigFromYaml,
+  bearer, closeSql, describeWithServices, holdNotifications, loggedLines, makeUser, marker, sql, startTestGateway, testConfig, testConfigFromYaml,
   type TestGateway, type TestUser,
 } from '../helpers/gateway.js';
 import { docsExample } from '../helpers/docs.js';
-import { request } from '../helpers/http.js';
+import { listenAdmin, type AdminListening } from '../helpers/adminApi.js';
 import { holdRows, holdUserRow } from '../helpers/rowLock.js';
 
 const NOT_FOUND = { error: 'Ressource introuvable' };
@@ -19,13 +17,11 @@ const BAD_REQUEST = { error: 'Requête invalide' };
 /** ALERT_DATA_MAX_BYTES of routes.ts. */
 const ALERT_MAX = 60 * 1024;
 
-interface Admin { gw: TestGateway; app: FastifyInstance; call(method: string, path: string, json?: unknown): ReturnType<typeof request> }
+type Admin = AdminListening & { gw: TestGateway };
 
 async function startAdmin(config = testConfig()): Promise<Admin> {
   const gw = await startTestGateway(config);
-  const app = await buildAdminApp(gw.services);
-  const url = await app.listen({ host: '127.0.0.1', port: 0 });
-  return { gw, app, call: (method, path, json) => request(url, method, path, { headers: bearer(ADMIN_KEY), ...(json === undefined ? {} : { json }) }) };
+  return { gw, ...(await listenAdmin(gw)) };
 }
 
 /** The audit rows of `type` about the user, oldest first. */
@@ -36,7 +32,7 @@ describeWithServices('admin: a user\'s routes, their refusals, audit rows and lo
   let s: Admin;
   let gw: TestGateway;
   let held: { release(): void } | undefined;
-  const admin = (method: string, path: string, json?: unknown) => s.call(method, path, json);
+  const admin = (method: string, path: string, json?: unknown) => s.as(method, path, json);
   /** The fields of the log lines `msg` about the user. */
   const logged = (msg: string, userId: number, ...fields: string[]) => loggedLines(gw, msg).filter((l) => l.userId === userId).map((l) => fields.map((f) => l[f]));
   const sessionsOf = async (id: number) => ((await admin('GET', `/admin/v1/users/${id}/sessions`)).json.sessions as Array<{ id: number }>).map((x) => x.id);
@@ -273,9 +269,9 @@ describeWithServices('admin: a user\'s routes, their refusals, audit rows and lo
 
     it('an operator verifies a pending domain and is asked a proper body for the SAML enforcement', async () => {
       const { orgId, domain } = await pendingClaim();
-      const verify = await sso.call('POST', `/admin/v1/orgs/${orgId}/domains/${domain}/verify`, {});
+      const verify = await sso.as('POST', `/admin/v1/orgs/${orgId}/domains/${domain}/verify`, {});
       expect([verify.status, verify.json.status, verify.json.verified_by]).toEqual([200, 'verified', 'operator']);
-      const saml = await sso.call('PUT', `/admin/v1/orgs/${orgId}/sso/saml`, {});
+      const saml = await sso.as('PUT', `/admin/v1/orgs/${orgId}/sso/saml`, {});
       expect([saml.status, saml.json]).toEqual([400, BAD_REQUEST]);
     });
   });
@@ -303,7 +299,7 @@ describeWithServices('admin: a plan Stripe manages (docs/billing.md\'s example)'
 
   it('refuses another plan than billing\'s with 409 and the plan billing computes; the user and the audit untouched', async () => {
     const user = await billedUser();
-    const res = await s.call('PUT', `/admin/v1/users/${user.id}/plan`, { plan: 'pro' });
+    const res = await s.as('PUT', `/admin/v1/users/${user.id}/plan`, { plan: 'pro' });
     expect([res.status, res.text]).toEqual([409, '{"error":"Plan géré par la facturation","billing_plan":"premium"}']);
     expect(await sql('SELECT plan FROM users WHERE id = $1', [user.id])).toEqual([{ plan: 'premium' }]);
     expect(await audited(user.id, 'admin.plan_changed')).toEqual([]);
@@ -314,7 +310,7 @@ describeWithServices('admin: a plan Stripe manages (docs/billing.md\'s example)'
     const name = `Org ${marker()}`;
     const [org] = await sql<{ id: number }>('INSERT INTO organizations (name) VALUES ($1) RETURNING id', [name]);
     await sql("INSERT INTO memberships (org_id, user_id, role) VALUES ($1, $2, 'owner')", [org!.id, user.id]);
-    const res = await s.call('DELETE', `/admin/v1/users/${user.id}`);
+    const res = await s.as('DELETE', `/admin/v1/users/${user.id}`);
     expect([res.status, res.json]).toEqual([409, { error: 'Dernier propriétaire de l\'organisation', orgs: [{ id: org!.id, name }] }]);
   });
 });

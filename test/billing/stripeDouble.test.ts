@@ -6,8 +6,9 @@
 import type { FastifyInstance } from 'fastify';
 import { afterAll, describe, expect, it } from 'vitest';
 import { buildAdminApp } from '../../src/admin/app.js';
-import { ADMIN_KEY, closeSql, configProblems, describeWithServices, startTestGateway, testConfig, type TestGateway } from '../helpers/gateway.js';
+import { closeSql, configProblems, describeWithServices, startTestGateway, testConfig, type TestGateway } from '../helpers/gateway.js';
 import { request } from '../helpers/http.js';
+import { consoleSignIn } from '../helpers/adminApi.js';
 
 const billing = (secretKey: string, apiBase?: string) => `upstreams: { app: { url: http://127.0.0.1:3000 } }
 billing:
@@ -53,8 +54,7 @@ describeWithServices('a gateway pointed at a Stripe double', () => {
     const app = await buildAdminApp(gw.services);
     apps.push(app);
     const url = await app.listen({ host: '127.0.0.1', port: 0 });
-    const session = await request(url, 'POST', '/console/session', { json: { key: ADMIN_KEY } });
-    const cookie = String(session.headers['set-cookie']).split(';')[0]!;
+    const { cookie } = await consoleSignIn(url);
     const health = await request(url, 'GET', '/console/api/health', { headers: { cookie } });
     expect(health.status).toBe(200);
     return { health: health.json, logs: gw.logs };
