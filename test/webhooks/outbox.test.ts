@@ -9,7 +9,7 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import pino, { type Logger } from 'pino';
-import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, expect, it, vi } from 'vitest';
 import { METER_EVENT_TYPE } from '../../src/billing/meterReporter.js';
 import type { Database } from '../../src/storage/database/db.js';
 import type { ClaimedDelivery } from '../../src/storage/events/index.js';
@@ -107,14 +107,12 @@ describeWithServices('the outbox worker, driven directly', () => {
    * The outbox's claim lock (CLAIM_LOCK, which every claim takes first), held on a connection of the
    * test's once a claim waits behind it: the test puts itself between a pass's start and its claim.
    */
-  async function holdClaimLock(): Promise<{ release(): Promise<void>; retake(): Promise<void>; end(): Promise<void> }> {
+  async function holdClaimLock(): Promise<{ release(): Promise<void>; end(): Promise<void> }> {
     const locker = new pg.Client({ connectionString: own.db.url });
     await locker.connect();
-    const take = async () => { await locker.query('SELECT pg_advisory_lock($1)', [CLAIM_LOCK]); };
-    await take();
+    await locker.query('SELECT pg_advisory_lock($1)', [CLAIM_LOCK]);
     return {
       release: async () => { await locker.query('SELECT pg_advisory_unlock($1)', [CLAIM_LOCK]); },
-      retake: take,
       end: () => locker.end(),
     };
   }
@@ -153,24 +151,34 @@ describeWithServices('the outbox worker, driven directly', () => {
   });
 
   it('settled() waits for the pass it asked for, not for the passes asked after it', async () => {
-    const w = await worker(async () => ({ outcome: 'success' }));
+    // The worker's own database, whose transactions (its claims) wait for `gate` while it is set.
+    const { db } = gw.services;
+    let gate: Promise<void> | undefined;
+    const gated: Database = Object.assign(Object.create(db) as Database, {
+      transaction: (async (work: Parameters<Database['transaction']>[0]) => {
+        await gate;
+        return db.transaction(work);
+      }) as Database['transaction'],
+    });
+    const w = await worker(async () => ({ outcome: 'success' }), {}, { db: gated });
     // The claim lock held: the pass that settled() began waits in the database.
     const lock = await holdClaimLock();
+    let open = () => {};
     try {
       let settled = false;
       const mine = w.settled().then(() => { settled = true; });
       await claimWaiting();
       await new Promise((resolve) => setTimeout(resolve, 100)); // (the waiter seen may be the instance's own worker's)
-      // Another caller asks meanwhile: a second pass is to follow the first. The lock is let go and
-      // taken again at once, queued behind the first pass's claim and before the second's, which
-      // waits in its turn (until the query timeout, seconds away) while the first is answered.
+      // Another caller asks meanwhile: a second pass is to follow the first, and its claim waits
+      // at the gate while the first pass, the lock let go, is answered.
       const later = w.settled();
+      gate = new Promise((resolve) => { open = resolve; });
       await lock.release();
-      await lock.retake();
       await eventually(() => settled, 1500);
-      await lock.release();
+      open();
       await Promise.all([mine, later]);
     } finally {
+      open();
       await lock.end();
     }
   });
@@ -336,19 +344,27 @@ describeWithServices('the outbox worker, driven directly', () => {
 
   it('a failed attempt worth retrying is due again after the backoff, doubled at each attempt, ±20 %; said with its error', async () => {
     const w = await worker(async () => ({ outcome: 'server_error', error: 'HTTP 503' }), { backoffMs: 10_000, maxBackoffMs: 3_600_000 });
-    const firsts = [await stored(), await stored(), await stored(), await stored(), await stored()];
-    const seconds = [await stored(1), await stored(1), await stored(1), await stored(1), await stored(1)]; // of 3
-    await w.settled();
-    const all = [...firsts, ...seconds];
-    // Every one attempted (a pass claims as many as the worker has slots: the rest follow) and put back for later.
-    await eventually(async () => (await own.db.sql<{ n: number }>(
-      "SELECT count(*)::int AS n FROM webhook_deliveries WHERE id = ANY($1) AND last_error = 'HTTP 503' AND lease IS NULL", [all]))[0]!.n === all.length, 5000);
+    /** The messages attempted and put back for later, the jitter's draw `draw` (a pass claims as many as the worker has slots: the rest follow). */
+    const attempted = async (ids: string[], draw: number) => {
+      const random = vi.spyOn(Math, 'random').mockReturnValue(draw);
+      try {
+        await w.settled();
+        await eventually(async () => (await own.db.sql<{ n: number }>(
+          "SELECT count(*)::int AS n FROM webhook_deliveries WHERE id = ANY($1) AND last_error = 'HTTP 503' AND lease IS NULL", [ids]))[0]!.n === ids.length, 5000);
+      } finally {
+        random.mockRestore();
+      }
+      return ids;
+    };
+    // The jitter's two ends: the lowest draw, and one near the highest (Math.random is below 1).
+    const firsts = await attempted([await stored(), await stored(), await stored(), await stored(), await stored()], 0);
+    const seconds = await attempted([await stored(1), await stored(1), await stored(1), await stored(1), await stored(1)], 0.99); // of 3
     // Due again this long after the attempt began (the attempt itself takes a few milliseconds).
     const waits = async (ids: string[]) => (await own.db.sql<{ ms: number }>(
       'SELECT (extract(epoch FROM next_attempt_at - last_attempt_at) * 1000)::float8 AS ms FROM webhook_deliveries WHERE id = ANY($1)', [ids])).map((r) => r.ms);
-    const within = (ms: number[], low: number, high: number) => ms.filter((v) => v < low || v > high + 500);
-    expect(within(await waits(firsts), 8_000, 12_000)).toEqual([]);
-    expect(within(await waits(seconds), 16_000, 24_000)).toEqual([]);
+    const within = (ms: number[], low: number) => ms.filter((v) => v < low || v > low + 500);
+    expect(within(await waits(firsts), 8_000)).toEqual([]); // 0.8 × 10 s
+    expect(within(await waits(seconds), 23_920)).toEqual([]); // (0.8 + 0.99 × 0.4) × 20 s
     expect(loggedLines(gw, 'webhook attempt failed; will retry').find((l) => l.webhookId === seconds[0]))
       .toMatchObject({ level: 30, subject: `meter:${seconds[0]}`, attempt: 2, error: 'HTTP 503' });
   });
