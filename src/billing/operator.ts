@@ -4,9 +4,9 @@
 // subscription): 409 plan_managed_by_billing unless it is an override, which then holds while
 // billing keeps computing the plan it computed when the override was made (billing.ts settlePlan
 // ends it when billing computes another). The one door admin/ and cli/ have into billing/.
+import { lockAccount } from '../account/change.js';
 import type { Config } from '../config/schema.js';
 import { isLiveKey, type BillingConfig } from '../config/schema/billing.js';
-import { lockUser } from '../storage/accounts/index.js';
 import {
   customerOf, endOverride, listedSubscriptionsOf, overrideOf, saveOverride, subscriptionsOf, type Owner, type StoredSubscription,
 } from '../storage/usage/index.js';
@@ -44,8 +44,8 @@ export function computedPlan(subs: readonly StoredSubscription[], rules: PlanRul
  * The owner's row locked (billing locks it the same way before it sets a plan); false when the
  * owner is gone. The one check that it exists: held until the commit, the row is there for the write.
  */
-async function lockOwner(tx: Queryable, owner: Owner): Promise<boolean> {
-  const row = owner.type === 'org' ? await lockOrganization(tx, owner.id) : await lockUser(tx, owner.id, 'update');
+async function lockOwner(tx: Queryable, owner: Owner, now: Date): Promise<boolean> {
+  const row = owner.type === 'org' ? await lockOrganization(tx, owner.id) : await lockAccount(tx, { clock: () => now }, { userId: owner.id, mode: 'update' });
   return row !== undefined;
 }
 
@@ -58,7 +58,7 @@ export type OperatorPlanCheck = { outcome: 'gone' } | { outcome: 'managed'; bill
  * plan billing computes, or any plan billing does not manage, ends an override standing.
  */
 export async function checkOperatorPlan(tx: Queryable, owner: Owner, plan: string, override: boolean, rules: PlanRules): Promise<OperatorPlanCheck> {
-  if (!(await lockOwner(tx, owner))) return { outcome: 'gone' };
+  if (!(await lockOwner(tx, owner, rules.now))) return { outcome: 'gone' };
   const computed = computedPlan(await subscriptionsOf(tx, owner), rules);
   if (!computed.managed || computed.plan === plan) {
     await endOverride(tx, owner);
