@@ -343,29 +343,36 @@ describeWithServices('the outbox worker, driven directly', () => {
   });
 
   it('a failed attempt worth retrying is due again after the backoff, doubled at each attempt, ±20 %; said with its error', async () => {
-    const w = await worker(async () => ({ outcome: 'server_error', error: 'HTTP 503' }), { backoffMs: 10_000, maxBackoffMs: 3_600_000 });
+    // A minute's backoff: no message is due again while the test runs, however slow the machine.
+    const w = await worker(async () => ({ outcome: 'server_error', error: 'HTTP 503' }), { backoffMs: 60_000, maxBackoffMs: 3_600_000 });
     // The jitter's draw pinned for the whole test (the lowest, then one near the highest: Math.random
     // is below 1), so that no attempt, however late, draws at random.
     const random = vi.spyOn(Math, 'random');
     try {
-      /** The messages attempted and put back for later (a pass claims as many as the worker has slots: the rest follow). */
-      const attempted = async (ids: string[], draw: number) => {
+      /**
+       * Five messages stored after the draw is pinned (the worker may attempt one as soon as it is
+       * stored: CI saw a second round's message attempted under the first round's draw), attempted
+       * and put back for later (a pass claims as many as the worker has slots: the rest follow).
+       */
+      const attempted = async (draw: number, attemptsBefore: number) => {
         random.mockReturnValue(draw);
+        const ids: string[] = [];
+        for (let i = 0; i < 5; i++) ids.push(await stored(attemptsBefore));
         await w.settled();
         await eventually(async () => (await own.db.sql<{ n: number }>(
           "SELECT count(*)::int AS n FROM webhook_deliveries WHERE id = ANY($1) AND last_error = 'HTTP 503' AND lease IS NULL", [ids]))[0]!.n === ids.length, 5000);
         return ids;
       };
-      const firsts = await attempted([await stored(), await stored(), await stored(), await stored(), await stored()], 0);
-      const seconds = await attempted([await stored(1), await stored(1), await stored(1), await stored(1), await stored(1)], 0.99); // of 3
-      // Due again this long after the attempt began, within a second (CI saw one 206 ms short, Node 22
-      // loaded, with the draw restored between the two rounds). A jitter computed otherwise is
-      // seconds away (the divided delay's 12.5 s and 16.7 s, the draw subtracted's 8.1 s, divided 65.5 s).
+      const firsts = await attempted(0, 0);
+      const seconds = await attempted(0.99, 1); // of 3
+      // Due again this long after the attempt began, within a second. A jitter computed otherwise
+      // is half a minute or more away (the divided delay's 75 s and 100 s, the draw subtracted's
+      // 48.5 s against 143.5 s, divided 393 s).
       const waits = async (ids: string[]) => (await own.db.sql<{ ms: number }>(
         'SELECT (extract(epoch FROM next_attempt_at - last_attempt_at) * 1000)::float8 AS ms FROM webhook_deliveries WHERE id = ANY($1)', [ids])).map((r) => r.ms);
       const off = (ms: number[], expected: number) => ms.filter((v) => Math.abs(v - expected) > 1_000);
-      expect(off(await waits(firsts), 8_000)).toEqual([]); // 0.8 × 10 s
-      expect(off(await waits(seconds), 23_920)).toEqual([]); // (0.8 + 0.99 × 0.4) × 20 s
+      expect(off(await waits(firsts), 48_000)).toEqual([]); // 0.8 × 60 s
+      expect(off(await waits(seconds), 143_520)).toEqual([]); // (0.8 + 0.99 × 0.4) × 120 s
       expect(loggedLines(gw, 'webhook attempt failed; will retry').find((l) => l.webhookId === seconds[0]))
         .toMatchObject({ level: 30, subject: `meter:${seconds[0]}`, attempt: 2, error: 'HTTP 503' });
     } finally {
