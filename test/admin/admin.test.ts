@@ -10,19 +10,16 @@ import { startReceiver, type Receiver } from '../helpers/webhookReceiver.js';
 const UNAUTHORIZED = { error: 'Clé d’administration invalide' };
 const NOT_FOUND = { error: 'Ressource introuvable' };
 
-type Admin = AdminListening;
-const startAdmin = (gw: TestGateway) => listenAdmin(gw);
-
 describeWithServices('admin listener', () => {
   let a: TestGateway;
   let b: TestGateway;
-  let admin: Admin;
+  let admin: AdminListening;
   let receiver: Receiver;
 
   beforeAll(async () => {
     const config = testConfig();
     [a, b] = await Promise.all([startTestGateway(config), startTestGateway(config)]);
-    admin = await startAdmin(a);
+    admin = await listenAdmin(a);
     receiver = await startReceiver();
   });
   afterAll(async () => {
@@ -51,7 +48,7 @@ describeWithServices('admin listener', () => {
 
   it('logs wrong admin keys once per interval with a count, not a line per guess', async () => {
     // An admin listener of its own: a fresh count, and `b`'s log alone.
-    const { app, call } = await startAdmin(b);
+    const { app, call } = await listenAdmin(b);
     try {
       const before = b.logs.length;
       const guesses = await Promise.all(Array.from({ length: 200 }, (_, i) => call('GET', '/admin/v1/users?limit=1', { headers: bearer(`guess-${i}`) })));
@@ -268,10 +265,10 @@ describeWithServices('admin listener', () => {
 
   describe('with no admin key configured', () => {
     let gw: TestGateway;
-    let closed: Admin;
+    let closed: AdminListening;
     beforeAll(async () => {
       gw = await startTestGateway(testConfig({ admin: { apiKey: '' } }));
-      closed = await startAdmin(gw);
+      closed = await listenAdmin(gw);
     });
     afterAll(async () => {
       await closed?.app.close();

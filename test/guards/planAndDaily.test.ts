@@ -5,7 +5,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { utcDay } from '../../src/time.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import {
-  bearer, closeSql, describeWithServices, eventually, everywhereWithin, makeUser, marker, ownRedisPrefix, queriesDuring, sql, startTestGateway, startTwoGateways, testClock, testConfig, testServices, whileFeedTrusted,
+  bearer, closeSql, describeWithServices, eventually, everywhereWithin, makeUser, marker, ownRedisPrefix, queriesDuring, sql,
+  startTestGateway, startTwoGateways, testClock, testConfig, testServices, whileFeedTrusted,
   usage,
   type TestGateway,
 } from '../helpers/gateway.js';
