@@ -115,7 +115,7 @@ export const MUTATION_TESTS = [
   'test/import/csv.test.ts',
   'test/webhooks/message.test.ts',
   'test/webhooks/sender.test.ts',
-  'test/webhooks/outbox.test.ts',
+  'test/webhooks/outbox.test.ts', 'test/webhooks/outboxRetries.test.ts',
   'test/admin/operatorRoutes.test.ts',
   'test/sso/samlRequests.test.ts',
   'test/domains/names.test.ts',
@@ -287,7 +287,7 @@ export const ROOM_TESTS: Record<string, string[]> = {
   ...each(['src/hooks/fromAudit.ts', 'src/hooks/hooks.ts'], HOOK_TESTS),
   ...each(['src/webhooks/emitter.ts', 'src/webhooks/message.ts'], WEBHOOK_TESTS),
   // The worker driven directly first (settled, close, a claim a close overtakes, purges), then the deliveries end to end.
-  'src/webhooks/outbox.ts': ['test/webhooks/outbox.test.ts', ...WEBHOOK_TESTS],
+  'src/webhooks/outbox.ts': ['test/webhooks/outbox.test.ts', 'test/webhooks/outboxRetries.test.ts', ...WEBHOOK_TESTS],
   // One attempt against receivers of its own first (seconds, no database), then the deliveries end to end.
   'src/webhooks/sender.ts': ['test/webhooks/sender.test.ts', ...WEBHOOK_TESTS],
   'src/webhooks/ssrf.ts': ['test/webhooks/ssrf.test.ts', 'test/webhooks/deliveries.security.test.ts', 'test/webhooks/deliveries.error.test.ts'],
