@@ -2,7 +2,7 @@
 // refusals, retries, their backoff and giving up; what is counted and logged; what wakes it (its
 // start, a poll, the feed); the purge. What settled() and close() wait for: outbox.test.ts.
 import pino from 'pino';
-import { beforeAll, expect, it, vi } from 'vitest';
+import { expect, it, vi } from 'vitest';
 import { METER_EVENT_TYPE } from '../../src/billing/meterReporter.js';
 import { failingStatements } from '../helpers/failingDatabase.js';
 import { describeWithServices, eventually, loggedLines } from '../helpers/gateway.js';
@@ -11,8 +11,6 @@ import { outboxBench, type FeedHandlers, type Handler } from '../helpers/outboxW
 describeWithServices('the outbox worker, driven directly: retries, logs, wakes and the purge', () => {
   const bench = outboxBench();
   const { workers, worker, stored, finishedLongAgo, oldLeft, row, lastError, counted } = bench;
-  let { own, gw } = bench;
-  beforeAll(() => ({ own, gw } = bench));
 
   it('a refusal is logged with its subject; a message whose attempts are used up gives up, counted as such', async () => {
     const w = await worker(async () => ({ outcome: 'rejected', error: 'HTTP 400' }));
@@ -21,9 +19,9 @@ describeWithServices('the outbox worker, driven directly: retries, logs, wakes a
     const gaveUp = await counted('gave_up');
     await w.settled();
     await eventually(async () => (await row(refused))?.status === 'failed' && (await row(spent))?.status === 'failed');
-    expect(loggedLines(gw, 'webhook not delivered').find((l) => l.webhookId === refused))
+    expect(loggedLines(bench.gw, 'webhook not delivered').find((l) => l.webhookId === refused))
       .toMatchObject({ level: 40, component: 'webhooks', subject: `meter:${refused}`, type: METER_EVENT_TYPE, error: 'HTTP 400' });
-    expect(loggedLines(gw, 'webhook not delivered: retries exhausted').find((l) => l.webhookId === spent)).toMatchObject({ subject: `meter:${spent}`, attempt: 4 });
+    expect(loggedLines(bench.gw, 'webhook not delivered: retries exhausted').find((l) => l.webhookId === spent)).toMatchObject({ subject: `meter:${spent}`, attempt: 4 });
     expect(await lastError(spent)).toBe('retries exhausted');
     expect(await counted('gave_up')).toBe(gaveUp + 1);
   });
@@ -37,7 +35,7 @@ describeWithServices('the outbox worker, driven directly: retries, logs, wakes a
     expect(await row(last)).toEqual({ status: 'failed', attempts: 3, leased: false });
     expect(await lastError(last)).toBe('HTTP 503');
     expect(await counted('gave_up')).toBe(gaveUp + 1);
-    expect(loggedLines(gw, 'webhook not delivered: retries exhausted').find((l) => l.webhookId === last))
+    expect(loggedLines(bench.gw, 'webhook not delivered: retries exhausted').find((l) => l.webhookId === last))
       .toMatchObject({ level: 40, subject: `meter:${last}`, type: METER_EVENT_TYPE, attempt: 3, error: 'HTTP 503' });
   });
 
@@ -58,7 +56,7 @@ describeWithServices('the outbox worker, driven directly: retries, logs, wakes a
         const ids: string[] = [];
         for (let i = 0; i < 5; i++) ids.push(await stored(attemptsBefore));
         await w.settled();
-        await eventually(async () => (await own.db.sql<{ n: number }>(
+        await eventually(async () => (await bench.own.db.sql<{ n: number }>(
           "SELECT count(*)::int AS n FROM webhook_deliveries WHERE id = ANY($1) AND last_error = 'HTTP 503' AND lease IS NULL", [ids]))[0]!.n === ids.length, 5000);
         return ids;
       };
@@ -67,12 +65,12 @@ describeWithServices('the outbox worker, driven directly: retries, logs, wakes a
       // Due again this long after the attempt began, within a second. A jitter computed otherwise
       // is half a minute or more away (the divided delay's 75 s and 100 s, the draw subtracted's
       // 48.5 s against 143.5 s, divided 393 s).
-      const waits = async (ids: string[]) => (await own.db.sql<{ ms: number }>(
+      const waits = async (ids: string[]) => (await bench.own.db.sql<{ ms: number }>(
         'SELECT (extract(epoch FROM next_attempt_at - last_attempt_at) * 1000)::float8 AS ms FROM webhook_deliveries WHERE id = ANY($1)', [ids])).map((r) => r.ms);
       const off = (ms: number[], expected: number) => ms.filter((v) => Math.abs(v - expected) > 1_000);
       expect(off(await waits(firsts), 48_000)).toEqual([]); // 0.8 × 60 s
       expect(off(await waits(seconds), 143_520)).toEqual([]); // (0.8 + 0.99 × 0.4) × 120 s
-      expect(loggedLines(gw, 'webhook attempt failed; will retry').find((l) => l.webhookId === seconds[0]))
+      expect(loggedLines(bench.gw, 'webhook attempt failed; will retry').find((l) => l.webhookId === seconds[0]))
         .toMatchObject({ level: 30, subject: `meter:${seconds[0]}`, attempt: 2, error: 'HTTP 503' });
     } finally {
       random.mockRestore();
@@ -96,15 +94,15 @@ describeWithServices('the outbox worker, driven directly: retries, logs, wakes a
     const broken = await worker(async () => { throw new Error('the handler broke'); });
     const thrown = await stored();
     await broken.settled();
-    await eventually(() => loggedLines(gw, 'webhook attempt failed unexpectedly').some((l) => l.webhookId === thrown));
+    await eventually(() => loggedLines(bench.gw, 'webhook attempt failed unexpectedly').some((l) => l.webhookId === thrown));
     await broken.close();
     const w = await worker(async () => ({ outcome: 'success' }));
-    const restore = failingStatements(gw.services.db, /SET status = \$3/, () => new Error('the test\'s outage'));
+    const restore = failingStatements(bench.gw.services.db, /SET status = \$3/, () => new Error('the test\'s outage'));
     try {
       const id = await stored();
       await w.settled();
-      await eventually(() => loggedLines(gw, 'webhook attempt outcome could not be recorded; the message is attempted again').some((l) => l.webhookId === id));
-      expect(loggedLines(gw, 'webhook attempt outcome could not be recorded; the message is attempted again').find((l) => l.webhookId === id))
+      await eventually(() => loggedLines(bench.gw, 'webhook attempt outcome could not be recorded; the message is attempted again').some((l) => l.webhookId === id));
+      expect(loggedLines(bench.gw, 'webhook attempt outcome could not be recorded; the message is attempted again').find((l) => l.webhookId === id))
         .toMatchObject({ level: 40, subject: `meter:${id}`, outcome: 'success', err: 'the test\'s outage' });
       expect(await row(id)).toEqual({ status: 'pending', attempts: 1, leased: true });
     } finally {
@@ -152,15 +150,15 @@ describeWithServices('the outbox worker, driven directly: retries, logs, wakes a
     await finishedLongAgo();
     await new Promise((resolve) => setTimeout(resolve, 600));
     expect(await oldLeft()).toBe(1);
-    await own.db.sql('DELETE FROM webhook_deliveries WHERE subject = $1', ['meter:old']);
+    await bench.own.db.sql('DELETE FROM webhook_deliveries WHERE subject = $1', ['meter:old']);
     await (await worker(async () => ({ outcome: 'success' }), {}, { start: false })).close();
   });
 
   it('purges every finished message past the 7 days, batch after batch (1000 a statement)', async () => {
     const w = await worker(async () => ({ outcome: 'success' }));
-    await own.db.sql(`INSERT INTO webhook_deliveries (id, user_id, subject, type, body, max_attempts, status, finished_at)
+    await bench.own.db.sql(`INSERT INTO webhook_deliveries (id, user_id, subject, type, body, max_attempts, status, finished_at)
       SELECT 'msg_old_' || n, NULL, 'meter:old', $1, '{}', 1, 'delivered', now() - interval '8 days' FROM generate_series(1, 1001) AS n`, [METER_EVENT_TYPE]);
     expect(await w.purge()).toBe(1001);
-    expect(await own.db.sql('SELECT 1 FROM webhook_deliveries WHERE subject = $1', ['meter:old'])).toEqual([]);
+    expect(await bench.own.db.sql('SELECT 1 FROM webhook_deliveries WHERE subject = $1', ['meter:old'])).toEqual([]);
   });
 });
