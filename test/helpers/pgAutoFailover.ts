@@ -36,6 +36,16 @@ export interface FormationNode {
   alive: boolean;
 }
 
+/** One of the monitor's events (pgautofailover.event): a state reported or a goal assigned, and why. */
+export interface FormationEvent {
+  /** Date.now() of the event. */
+  at: number;
+  node: string;
+  reported: string;
+  goal: string;
+  description: string;
+}
+
 export interface AutoFailover {
   nodes: FormationNode[];
   /** `pg_autoctl show uri --formation default`, as it printed it. */
@@ -52,6 +62,10 @@ export interface AutoFailover {
   kill(node: FormationNode): void;
   /** A node's log so far (pg_autoctl's). */
   log(node: FormationNode | 'monitor'): string;
+  /** The monitor's events so far, oldest first. */
+  events(): Promise<FormationEvent[]>;
+  /** Resolves once the monitor reports a primary and a secondary (synchronous replication again). */
+  steady(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -124,6 +138,13 @@ export async function startAutoFailover(timings: MonitorTimings = FAST_MONITOR):
   const stateOf = async (name: string) => (await states()).find((s) => s.nodename === name);
   const writable = async (node: FormationNode) => (await query<{ r: boolean }>(node.port, 'app', 'SELECT pg_is_in_recovery() AS r'))[0]?.r === false;
 
+  /** Until one node is primary and the other secondary, reported and assigned alike; `each` runs before every look. */
+  const steady = (each?: () => Promise<void>) => until('a primary and a secondary', 120_000, async () => {
+    await each?.();
+    const seen = (await states()).map((s) => `${s.reportedstate}/${s.goalstate}`).sort();
+    return seen.join(' ') === 'primary/primary secondary/secondary' ? true : undefined;
+  }, 500);
+
   const stop = async () => {
     for (const { child } of running.values()) {
       try {
@@ -163,11 +184,7 @@ export async function startAutoFailover(timings: MonitorTimings = FAST_MONITOR):
     await until('the first node', 90_000, async () => ((await stateOf('n1'))?.reportedstate === 'single' ? true : undefined));
     create(nodes[1]!);
     // pg_basebackup waits for a spread checkpoint on the primary: forced, it is done at once.
-    await until('the secondary', 120_000, async () => {
-      await query(port1, 'postgres', 'CHECKPOINT').catch(() => {});
-      const [s1, s2] = [await stateOf('n1'), await stateOf('n2')];
-      return s1?.reportedstate === 'primary' && s1.goalstate === 'primary' && s2?.reportedstate === 'secondary' && s2.goalstate === 'secondary' ? true : undefined;
-    }, 1000);
+    await steady(async () => void (await query(port1, 'postgres', 'CHECKPOINT').catch(() => {})));
     const shownUri = (await autoctl(['show', 'uri', '--pgdata', path.join(dir, 'monitor'), '--formation', 'default'])).stdout.trim();
     const uri = shownUri.replace('postgres://', 'postgres://postgres@').replace('sslmode=prefer', 'sslmode=disable');
     return {
@@ -195,6 +212,11 @@ export async function startAutoFailover(timings: MonitorTimings = FAST_MONITOR):
       log(node) {
         return running.get(node === 'monitor' ? 'monitor' : node.name)?.output.join('') ?? '';
       },
+      async events() {
+        return query<FormationEvent>(monitorPort, 'pg_auto_failover', `SELECT (extract(epoch FROM eventtime) * 1000)::float8 AS at, nodename AS node,
+          reportedstate::text AS reported, goalstate::text AS goal, description FROM pgautofailover.event ORDER BY eventid`);
+      },
+      steady: async () => void (await steady()),
     };
   } catch (err) {
     const logs = [...running].map(([name, r]) => `--- ${name}\n${r.output.join('').slice(-3000)}`).join('\n');
