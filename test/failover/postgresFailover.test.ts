@@ -184,10 +184,11 @@ describeWithCluster('Postgres failover under load (pg_auto_failover)', () => {
     // here served up to 1,939 uses the new primary did not have, the switch taking 2.5 s, and
     // neither kept the monitor's events: a failure now prints them.)
     const events = await cluster.events();
+    const history = eventLines(events, steadyAt);
     const asynchronous = events.filter((e) => e.node === old.name && e.goal === 'wait_primary' && e.at >= steadyAt && e.at <= failedAt);
-    expect(asynchronous.map((e) => e.description), `the old primary stayed synchronous from the steady state to the switch; the monitor's events:\n${eventLines(events, steadyAt)}`).toEqual([]);
+    expect(asynchronous.map((e) => e.description), `the old primary stayed synchronous from the steady state to the switch; the monitor's events:\n${history}`).toEqual([]);
     const over = counts.reduce((s, c) => s + c.counted - c.served, 0);
-    const told = `counted − served ≤ in doubt (${inDoubtUses}); ${JSON.stringify(figure)}; the monitor's events:\n${eventLines(events, steadyAt)}`;
+    const told = `counted − served ≤ in doubt (${inDoubtUses}); ${JSON.stringify(figure)}; the monitor's events:\n${history}`;
     for (const c of counts) expect(c.counted, `user ${c.id}: ${told}`).toBeGreaterThanOrEqual(c.served);
     expect(over, told).toBeLessThanOrEqual(inDoubtUses);
     for (const u of counted) expect(upstream.hits.filter((h) => h.headers['x-user-id'] === String(u.id)).length).toBeGreaterThanOrEqual(load.served.get(u.id) ?? 0);
