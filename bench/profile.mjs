@@ -11,7 +11,7 @@
 // (taskset), the upstream with the load.
 // PROFILE_ROUNDS (5), PROFILE_SECONDS (3), PROFILE_CONNECTIONS (50), PROFILE_ONLY (public,bearer),
 // PROFILE_GATEWAY_ARGS: more Node flags for the gateway(s), e.g. `--cpu-prof --cpu-prof-dir=/tmp/p`
-// or `--perf-basic-prof`; PROFILE_PERF=1 records `perf record -g` of the gateway for one round
+// or `--perf-basic-prof`; PROFILE_LEAST_ARGS: the same for the two contract's least processes; PROFILE_PERF=1 records `perf record -g` of the gateway for one round
 // of each route (needs --perf-basic-prof to name JIT code) and prints its top entries;
 // PROFILE_GC=1 runs the gateway with --trace-gc and prints the bytes scavenged a request.
 import { execFileSync, fork, spawn } from 'node:child_process';
@@ -139,7 +139,8 @@ async function main() {
       const [name, root] = entry.includes('=') ? entry.split('=') : [i ? `before${i + 1}` : 'before', entry];
       others[name] = await startGateway(root, name, tmp, gatewayConfig(await freePort(), storage, upstream.url, secret), cleanups, gc);
     }
-    const least = { public: await startContractLeast('least', upstream.url, 'public', cleanups), bearer: await startContractLeast('least-auth', upstream.url, 'auth', cleanups) };
+    const leastArgs = split(env.PROFILE_LEAST_ARGS);
+    const least = { public: await startContractLeast('least', upstream.url, 'public', cleanups, leastArgs), bearer: await startContractLeast('least-auth', upstream.url, 'auth', cleanups, leastArgs) };
     const held = storage.postgres && storage.redis ? storage : undefined;
     const holding = held && {
       public: await startContractLeast('holding', upstream.url, 'public', cleanups, [], held),

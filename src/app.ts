@@ -2,17 +2,19 @@
 // A request is either one of the gateway's own endpoints (auth, user, health, JWKS) or goes
 // through the pipeline to a route's upstream (proxy/forwarder.ts).
 import Fastify, { type FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
 import { registerAuth, type SamlAccounts } from './auth/index.js';
 import { authRateLimitOptions } from './listener/authRateLimit.js';
 import { requireUserWith } from './listener/requireUser.js';
 import { healthRoutes } from './listener/health.js';
 import type { Instance } from './instance.js';
-import { listenerOptions, registerCommon } from './listener/basics.js';
+import { listenerOptions, registerCommon, type Answered } from './listener/basics.js';
 import { httpsOptions } from './listener/tls.js';
 import { traceAnswers } from './telemetry/requestSpans.js';
 import { publicRequestHook } from './listener/publicOrder.js';
 import { refuseUnfitInput } from './listener/inputs.js';
 import { FORWARDED_ROUTE, Forwarder } from './proxy/forwarder.js';
+import { attachDirectLane } from './proxy/directLane.js';
 import { ownEndpointMethods, RequestContexts, type RequestContext } from './live/requestContext.js';
 import { OpenSockets } from './proxy/openSockets.js';
 import { credentialChecks } from './proxy/ownTokens.js';
@@ -55,7 +57,7 @@ function appOptions({ config, log }: Instance) {
 }
 
 export async function buildApp(instance: Instance): Promise<FastifyInstance> {
-  const { config, live, db, redis, tokens, passwords, identities, events, audit, mailer, keyring, pipeline, metrics, log, clock, lifecycle, feed } = instance;
+  const { config, live, db, redis, tokens, passwords, identities, events, audit, mailer, keyring, pipeline, metrics, clock, lifecycle } = instance;
   const app = Fastify(appOptions(instance));
   // One onRequest hook runs the steps before routing in PUBLIC_ORDER's order (listener/publicOrder.ts):
   // the request's context, the Host check, the span, Connection: close while draining, CORS. The
@@ -67,7 +69,7 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
   app.decorateRequest('context', null as unknown as RequestContext);
   app.decorateRequest('corsCovered', false);
   app.addHook('onRequest', publicRequestHook({ contexts, tracing: instance.tracing, lifecycle }));
-  registerCommon(app, metrics.tallies, instance.errorStyle);
+  const answered = registerCommon(app, metrics.tallies, instance.errorStyle);
   if (instance.tracing) traceAnswers(app, instance.tracing, (request) => request.routeOptions.url !== FORWARDED_ROUTE);
   await documentRoutes(app);
 
@@ -112,6 +114,16 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
   if (instance.billing) await app.register(billingRoutes, {
     prefix: '/api/v1/billing', ...instance.billing, requireUser, memberships: instance.memberships, portalBillingUrl: portalBillingUrl(config.portal),
   });
+  await registerProxy(app, instance, contexts, answered);
+  return app;
+}
+
+/**
+ * The proxy: WebSocket upgrades, the forwarder's catch-all route, and the direct lane in front of
+ * fastify for plain proxied requests (proxy/directLane.ts).
+ */
+async function registerProxy(app: FastifyInstance, instance: Instance, contexts: RequestContexts, answered: Answered): Promise<void> {
+  const { config, live, tokens, identities, pipeline, metrics, log, feed, lifecycle } = instance;
   // WebSocket upgrades on websocket routes go through fastify's routing like any request; the
   // sockets they open are closed (1008) when their user no longer passes the route's guards, and
   // (1001) when the listener closes, after the drain (server.shutdownDelay).
@@ -130,7 +142,14 @@ export async function buildApp(instance: Instance): Promise<FastifyInstance> {
     (origin) => live.current.upstreamTls.get(origin),
   );
   await app.register(async (proxy) => forwarder.register(proxy));
-  return app;
+  // Plain proxied requests skip fastify (proxy/directLane.ts); a traced request keeps its hooks' spans.
+  if (!instance.tracing) {
+    attachDirectLane(app.server, {
+      contexts, pipeline, forwarder, lifecycle, trustProxy: config.server.trustProxy, errorStyle: instance.errorStyle, answered,
+      // fastify's, with its req and res serializers, as the access line it writes for the others.
+      log: app.log as Logger,
+    });
+  }
 }
 
 /** The OpenAPI fragments of the key sets and the error catalog, registered here (documentation only: openapi.ts). */

@@ -1,5 +1,6 @@
 // Small helpers for reading requests the way the spec asks.
-import type { IncomingHttpHeaders } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
+import type { Http2ServerRequest } from 'node:http2';
 import { isIP } from 'node:net';
 import ipaddr from 'ipaddr.js';
 
@@ -42,6 +43,26 @@ const HOST = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~-]+)(?::\d{1,5})?$/;
 /** An empty Host is valid (RFC 9112 §3.2: a target without authority); it is then not repeated. */
 export function isValidHost(value: string): boolean {
   return value === '' || (value.length <= 255 && HOST.test(value));
+}
+
+// RFC 9112 §3.2: a server MUST answer 400 to an HTTP/1.1 request without Host, with more than
+// one, or with one that is not a host (`evil:1@127.0.0.1`). Node's own check (requireHostHeader,
+// turned off in listenerOptions) answers with an empty body; Node keeps the first of two. HTTP/2
+// says it in :authority (RFC 9113 §8.3.1), which goes upstream as X-Forwarded-Host all the same.
+/** Whether the request's Host (or :authority) is refused. */
+export function refusesHost(req: IncomingMessage | Http2ServerRequest): boolean {
+  const { host, ':authority': authority } = req.headers as { host?: string; ':authority'?: string };
+  if (host === undefined && authority === undefined) return req.httpVersion === '1.1';
+  return (host !== undefined && !isValidHost(host)) || (authority !== undefined && !isValidHost(authority)) || hostHeaders(req.rawHeaders) > 1;
+}
+
+function hostHeaders(raw: string[]): number {
+  let n = 0;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!;
+    if (name.length === 4 && name.toLowerCase() === 'host') n++;
+  }
+  return n;
 }
 
 export function headerValue(headers: IncomingHttpHeaders, name: string): string {

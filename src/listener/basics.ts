@@ -1,5 +1,5 @@
 // What every listener (public, admin, decisions) is built from: fastify's options and the hooks
-// they share: the request id, the Host check (hostCheck.ts), the
+// they share: the request id, the Host check (refusesHost, http.ts), the
 // per-route metrics, the lenient JSON body parser, the catalog's not-found and error handler
 // (errorHandler.ts). Unparsable HTTP is answered by unparsable.ts, spans by telemetry/requestSpans.ts, HTTPS
 // by tls.ts. app.ts, admin/app.ts and decisions/app.ts each add only their own routes.
@@ -7,13 +7,12 @@ import type { Server, ServerResponse } from 'node:http';
 import type { FastifyBaseLogger, FastifyHttpOptions, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { DEFAULT_STYLE, sendError, type ErrorStyle } from '../errors/index.js';
-import { isJsonType, lenientJson } from '../http.js';
+import { isJsonType, lenientJson, refusesHost } from '../http.js';
 import { AccessLog } from '../telemetry/logger.js';
 import type { RouteTallies } from '../telemetry/metrics.js';
 import { hasEncodedDelimiter } from '../routing/paths.js';
 import { requestId } from '../telemetry/requestSpans.js';
 import { registerErrorHandler } from './errorHandler.js';
-import { refusesHost } from './hostCheck.js';
 import { clientErrorHandler, writeRaw } from './unparsable.js';
 
 declare module 'fastify' {
@@ -50,12 +49,12 @@ export function listenerOptions(log: Logger) {
 }
 
 /**
- * Every answer carries the request id; a request whose Host is refused (hostCheck.ts) is answered
+ * Every answer carries the request id; a request whose Host is refused (refusesHost, http.ts) is answered
  * 400 here, and closes its HTTP/1 connection.
  */
 export function checkHost(request: FastifyRequest, reply: FastifyReply): void {
   reply.header('x-request-id', request.id);
-  if (refusesHost(request)) {
+  if (refusesHost(request.raw)) {
     if (request.raw.httpVersionMajor === 1) reply.header('connection', 'close');
     sendError(reply, 'badRequest');
   }
@@ -66,7 +65,11 @@ export function checkHost(request: FastifyRequest, reply: FastifyReply): void {
  * check is each listener's first hook: registerHostCheck, or the public listener's own ordered
  * hook (publicOrder.ts).
  */
-export function registerCommon(app: FastifyInstance, tallies: RouteTallies, errorStyle: ErrorStyle = DEFAULT_STYLE): void {
+/** What a listener does with every answer: its metrics, and storage taken as answering again below 500 (errorHandler.ts). */
+export type Answered = (route: string, method: string, status: number, seconds: number) => void;
+
+/** Returns what it does with every answer, for the direct lane's (proxy/directLane.ts), which fastify's hooks do not see. */
+export function registerCommon(app: FastifyInstance, tallies: RouteTallies, errorStyle: ErrorStyle = DEFAULT_STYLE): Answered {
   app.decorate('errorStyle', errorStyle);
   // An Expect other than 100-continue (RFC 9110 §10.1.1) is refused before any route runs; Node's
   // own 417 has an empty body.
@@ -87,7 +90,11 @@ export function registerCommon(app: FastifyInstance, tallies: RouteTallies, erro
   app.addContentTypeParser('*', { parseAs: 'string' }, (request, body, done) => done(null, isJsonType(request.headers['content-type']) ? lenientJson(body as string) : {}));
 
   app.setNotFoundHandler((_request, reply) => sendError(reply, 'routeNotFound'));
-  registerErrorHandler(app);
+  const afterAnswer = registerErrorHandler(app);
+  return (route, method, status, seconds) => {
+    tallies.answered(route, method, status, seconds);
+    afterAnswer(status);
+  };
 }
 
 /**

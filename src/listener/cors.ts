@@ -16,12 +16,11 @@ declare module 'fastify' {
  * True when it answered the request (a preflight): nothing after it runs.
  */
 export function answerCors(request: FastifyRequest, reply: FastifyReply): boolean {
-  const { live, own, match } = request.context;
-  const policies = live.cors;
-  if (!policies || reply.sent) return false;
-  const route = match.kind === 'none' ? undefined : match.route;
-  const policy = route ? policies.forRoute(route.path) : policies.global;
+  if (reply.sent) return false;
+  const policy = request.context.live.cors?.covering(request.context.match);
   if (!policy) return false;
+  const { own, match } = request.context;
+  const route = match.kind === 'none' ? undefined : match.route;
   request.corsCovered = true;
   // The answer depends on Origin: caches must keep one per origin (Fetch standard, CORS and caching).
   reply.header('vary', 'Origin');
@@ -35,3 +34,4 @@ export function answerCors(request: FastifyRequest, reply: FastifyReply): boolea
   if (allowed) reply.headers(policy.responseHeaders(origin));
   return false;
 }
+

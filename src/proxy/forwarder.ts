@@ -10,7 +10,7 @@ import type { Readable } from 'node:stream';
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import type { Dispatcher } from 'undici';
-import { sendDenial, sendError, type Denial } from '../errors/index.js';
+import { sendDenial, sendError, type Denial, type ErrorCode } from '../errors/index.js';
 import { DenialLog, failureLog, type FailureLog } from '../telemetry/logThrottle.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import { traceDecision, type CountedUse, type Decision, type Pipeline, type UpstreamOutcome, type UseRefunds } from '../pipeline/index.js';
@@ -22,6 +22,8 @@ import { answerHeaders, upstreamHeaders, type ForwardContext } from './headers.j
 import { findOwnCredentials, type CredentialChecks, type OwnCredentials } from './ownTokens.js';
 import { acceptEveryMethod } from './methods.js';
 import { relay, UNUSABLE_ANSWER, upstreamTarget, type RelayCallbacks, type UpstreamRequest } from './relay.js';
+import { handedOff } from './directLane.js';
+import type { ProxiedReply, ProxiedRequest } from './exchange.js';
 import { causes, classifyUpstreamFailure, UPSTREAM_FAILURES } from './upstreamFailures.js';
 import { upstreamAgent } from './upstreamTls.js';
 import { handshakeDenial, handshakeless, upgradeHeaders, withoutAccessToken, type WebSocketTarget, type WebSockets } from './websocket.js';
@@ -30,6 +32,7 @@ import { handshakeDenial, handshakeless, upgradeHeaders, withoutAccessToken, typ
 export const UPSTREAM_POOL = { connections: 128, pipelining: 1, keepAliveTimeout: 30_000 } as const;
 
 type Allowed = Decision & { kind: 'allow' };
+
 
 /** What plan() reads of a request: its context and headers, and what the connection says. */
 export interface PlanInput {
@@ -159,6 +162,12 @@ export class Forwarder {
    * `decided` decision, past the steps already taken.
    */
   forward(request: FastifyRequest, reply: FastifyReply, decided?: Decision): Promise<void> | undefined {
+    // Decided already by the direct lane, which answers only what it allowed (directLane.ts).
+    const handed = decided === undefined ? handedOff(request.raw) : undefined;
+    if (handed) {
+      if (handed.kind === 'failed') return Promise.reject(handed.error);
+      decided = handed.decision;
+    }
     const upgrade = this.deps.websockets.isUpgrade(request);
     if (decided === undefined) {
       // Node reads a GET's or HEAD's body, which fastify does not parse: the upstream would run
@@ -173,12 +182,12 @@ export class Forwarder {
     const decision = decided;
     traceDecision(request.trace, decision);
     if (decision.kind === 'deny') return void this.deny(request, reply, decision.route, decision.denial);
-    request.gatewayRoute = decision.route.path;
-    return this.send(request, reply, decision, upgrade);
+    return this.sendAllowed(request, reply, decision, upgrade);
   }
 
-  /** Finds the gateway's credentials the request carries (a promise only when a search was needed), then sends it. */
-  private send(request: FastifyRequest, reply: FastifyReply, decision: Allowed, upgrade: boolean): Promise<void> | undefined {
+  /** An allowed request: its gateway credentials found (a promise only when a search was needed), then sent. */
+  sendAllowed(request: ProxiedRequest, reply: ProxiedReply, decision: Allowed, upgrade = false): Promise<void> | undefined {
+    request.gatewayRoute = decision.route.path;
     // An upgrade's access_token is a credential of the gateway's, never the upstream's, whoever signed it.
     const query = upgrade ? withoutAccessToken(request.context.query) : request.context.query;
     const { auth } = decision;
@@ -187,7 +196,7 @@ export class Forwarder {
   }
 
   /** Plans the upstream request (plan()), then sends it: relayed, upgraded, or refused. */
-  private sendPlanned(request: FastifyRequest, reply: FastifyReply, decision: Allowed, upgrade: boolean, query: string | undefined, own: OwnCredentials): Promise<void> | undefined {
+  private sendPlanned(request: ProxiedRequest, reply: ProxiedReply, decision: Allowed, upgrade: boolean, query: string | undefined, own: OwnCredentials): Promise<void> | undefined {
     const { auth } = decision;
     const planned = plan({
       context: request.context, headers: request.headers, requestId: request.id, socketAddress: request.socket.remoteAddress ?? '', protocol: request.protocol,
@@ -197,9 +206,10 @@ export class Forwarder {
     switch (planned.kind) {
       case 'refused':
         request.log.info({ upstream: planned.upstream }, 'path refused by the proxy');
-        return void sendError(reply, 'badRequest');
+        return void answerError(reply, 'badRequest');
       case 'websocket':
-        return this.openSocket(request, reply, planned.upstream, planned.target, this.refunder(request, decision.use));
+        // Only an upgrade plans a WebSocket, and upgrades come through fastify (forward()).
+        return this.openSocket(request as FastifyRequest, reply as FastifyReply, planned.upstream, planned.target, this.refunder(request, decision.use));
       case 'relay': {
         const span = upstreamSpan(request, planned.upstream, planned.request.method, planned.request.headers);
         relay(this.agent, reply, planned.request, (request.body as Readable | undefined) ?? null, new RelayOutcome(this, request, reply, planned.upstream, span, decision));
@@ -240,7 +250,7 @@ export class Forwarder {
    * The request's one chance at a refund (CONTRACT §23): the first outcome reported decides, later
    * ones (a failure after the answer started) change nothing. Resolves once the refund is written.
    */
-  refunder(request: FastifyRequest, use: CountedUse | undefined): (outcome: UpstreamOutcome) => Promise<unknown> {
+  refunder(request: ProxiedRequest, use: CountedUse | undefined): (outcome: UpstreamOutcome) => Promise<unknown> {
     let pending = use;
     const refunds = this.deps.refunds;
     return async (outcome) => {
@@ -253,7 +263,7 @@ export class Forwarder {
 
   /** Applies the row of UPSTREAM_FAILURES the error falls under (and the refund it may give, before the answer). */
   /** @internal RelayOutcome's. */
-  failed(request: FastifyRequest, reply: FastifyReply, upstream: string, error: unknown, refund?: (outcome: UpstreamOutcome) => Promise<unknown>): void {
+  failed(request: ProxiedRequest, reply: ProxiedReply, upstream: string, error: unknown, refund?: (outcome: UpstreamOutcome) => Promise<unknown>): void {
     const kind = classifyUpstreamFailure(error, request.raw.socket?.destroyed === true);
     const handling = UPSTREAM_FAILURES[kind];
     if (handling.log === 'upstream') {
@@ -269,8 +279,8 @@ export class Forwarder {
     else if (refund && (kind === 'timeout' || (kind === 'unavailable' && !causes(error).some((e) => e.code === UNUSABLE_ANSWER)))) {
       // Given back before the error goes out: a client retrying at once finds the use back.
       const answer = handling.answer;
-      void refund({ failure: kind === 'timeout' ? 'timeout' : 'unreachable' }).finally(() => sendError(reply, answer));
-    } else sendError(reply, handling.answer);
+      void refund({ failure: kind === 'timeout' ? 'timeout' : 'unreachable' }).finally(() => answerError(reply, answer));
+    } else answerError(reply, handling.answer);
   }
 
   private failureLogFor(upstream: string): FailureLog {
@@ -292,7 +302,7 @@ class RelayOutcome implements RelayCallbacks {
   private use: CountedUse | undefined;
 
   constructor(
-    private readonly forwarder: Forwarder, private readonly request: FastifyRequest, private readonly reply: FastifyReply,
+    private readonly forwarder: Forwarder, private readonly request: ProxiedRequest, private readonly reply: ProxiedReply,
     private readonly upstream: string, private readonly span: GatewaySpan | undefined, private readonly decision: Allowed,
   ) {
     this.use = decision.use;
@@ -324,7 +334,7 @@ class RelayOutcome implements RelayCallbacks {
 }
 
 /** With tracing: the upstream call's span, whose traceparent (and tracestate) `headers`, bound upstream, now carry. */
-function upstreamSpan(request: FastifyRequest, upstream: string, method: string, headers: IncomingHttpHeaders): GatewaySpan | undefined {
+function upstreamSpan(request: ProxiedRequest, upstream: string, method: string, headers: IncomingHttpHeaders): GatewaySpan | undefined {
   const span = request.trace?.start('upstream', { 'gateway.upstream': upstream, 'http.request.method': method }, SpanKind.CLIENT);
   if (span) request.trace!.inject(span, headers);
   return span;
@@ -332,6 +342,12 @@ function upstreamSpan(request: FastifyRequest, upstream: string, method: string,
 
 function failedSpan(span: GatewaySpan | undefined, error: unknown): void {
   span?.setStatus({ code: STATUS_ERROR, message: (error as NodeJS.ErrnoException).code ?? 'upstream failed' }).end();
+}
+
+/** A catalog error on `reply`: sendError on fastify's, the direct lane's own on its. */
+function answerError(reply: ProxiedReply, code: ErrorCode): void {
+  if (reply.answerError) reply.answerError(code);
+  else sendError(reply as FastifyReply, code);
 }
 
 /** A WebSocket upgrade whose handshake is malformed is answered here (400): true. */

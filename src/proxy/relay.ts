@@ -5,11 +5,12 @@
 // proxy's CPU per request (`npm run bench`, the raw @fastify/http-proxy baseline pays it too).
 // What is relayed is decided elsewhere: the headers by headers.ts, the body's size by
 // bodyLimit.ts, what a failure answers by upstreamFailures.ts.
-import type { IncomingHttpHeaders } from 'node:http';
+import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import type { Http2ServerResponse } from 'node:http2';
 import type { Readable } from 'node:stream';
-import type { FastifyReply } from 'fastify';
 import type { Dispatcher } from 'undici';
+import type { ProxiedReply } from './exchange.js';
+
 
 /** What the upstream is asked for. */
 export interface UpstreamRequest {
@@ -40,7 +41,7 @@ export const CLIENT_GONE = 'GW_CLIENT_GONE';
  * Sends `request`, with `body` (the request body as it streams in, bodyLimit.ts, or null), through
  * `dispatcher` and relays the answer on `reply`, which it takes over once the upstream answers.
  */
-export function relay(dispatcher: Dispatcher, reply: FastifyReply, request: UpstreamRequest, body: Readable | null, callbacks: RelayCallbacks): void {
+export function relay(dispatcher: Dispatcher, reply: ProxiedReply, request: UpstreamRequest, body: Readable | null, callbacks: RelayCallbacks): void {
   const handler = new Relay(reply, callbacks);
   dispatcher.dispatch({
     origin: request.origin,
@@ -60,7 +61,7 @@ class Relay implements Dispatcher.DispatchHandler {
   /** The upstream's answer went out whole: a close after it is the connection's, not a departure. */
   private relayed = false;
 
-  constructor(private readonly reply: FastifyReply, private readonly callbacks: RelayCallbacks) {
+  constructor(private readonly reply: ProxiedReply, private readonly callbacks: RelayCallbacks) {
     // A client that leaves stops the upstream request at once, whatever stage it is at.
     this.clientLeft = isClosed(reply.raw);
     if (!this.clientLeft) reply.raw.once('close', this.clientClosed);
@@ -126,7 +127,7 @@ class Relay implements Dispatcher.DispatchHandler {
 }
 
 /** Whether the client's side of the exchange is already closed (HTTP/2: its stream). */
-function isClosed(res: FastifyReply['raw']): boolean {
+function isClosed(res: ServerResponse): boolean {
   return res.destroyed ?? (res as unknown as Http2ServerResponse).stream?.destroyed ?? false;
 }
 

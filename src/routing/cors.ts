@@ -10,6 +10,7 @@
 // gateway's routes are a table that a reload swaps), and its Allow-Methods is one fixed list
 // where the contract wants the matched route's methods.
 import { CORS_DEFAULTS, type Config, type CorsConfig, type RouteConfig } from '../config/schema.js';
+import type { Match } from './routeTable.js';
 
 /** One CORS policy (the global one, or a route's with its override), its header values made once. */
 export class CorsPolicy {
@@ -66,6 +67,11 @@ export class CorsPolicies {
 
   forRoute(path: string): CorsPolicy | undefined {
     return this.byRoute.get(path) ?? this.global;
+  }
+
+  /** The policy covering a request: its route's, or the global one where no route matched (own endpoints). */
+  covering(match: Match): CorsPolicy | undefined {
+    return match.kind === 'none' ? this.global : this.forRoute(match.route.path);
   }
 }
 

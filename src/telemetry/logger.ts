@@ -109,7 +109,7 @@ const TOKEN_IN_QUERY = /(?<=[?&](?:access_token|code)=)[^&]*|(?<=[?&][^=&]*=)eyJ
  * The request as the access line shows it (fastify's req serializer reads these fields), with
  * tokens in the query censored. The common request, without them, is passed as it is.
  */
-export function loggedRequest(request: FastifyRequest): FastifyRequest | Record<string, unknown> {
+export function loggedRequest<R extends Pick<FastifyRequest, 'url' | 'method' | 'host' | 'socket' | 'headers'> & { ip?: string | undefined }>(request: R): R | Record<string, unknown> {
   const q = request.url.indexOf('?');
   if (q === -1) return request;
   const url = request.url.slice(0, q) + request.url.slice(q).replace(TOKEN_IN_QUERY, CENSOR);

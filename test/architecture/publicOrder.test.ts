@@ -26,7 +26,7 @@ const CALLS: Record<PublicStep, { in: typeof HOOK; call: RegExp }> = {
   bodyless: { in: FORWARD, call: /\bhasBody\(request\)/ },
   upgrade: { in: FORWARD, call: /\brefusedHandshake\(request, reply\)/ },
   decide: { in: FORWARD, call: /\bthis\.deps\.pipeline\.decide\(/ },
-  forward: { in: FORWARD, call: /\bthis\.send\(request, reply, decision, upgrade\)/ },
+  forward: { in: FORWARD, call: /\bthis\.sendAllowed\(request, reply, decision, upgrade\)/ },
 };
 
 /** The code lines of the function that starts with `opening` in `file`, comments left out. */

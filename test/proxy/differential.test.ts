@@ -4,45 +4,14 @@
 // with each, must give the upstream the same request line, header lines (in order) and body, and the
 // client the same status, header lines and bytes. Request ids are the gateway's, fresh each time:
 // compared as where they appear, not what they hold.
-import http from 'node:http';
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import { headerRules } from '../../src/proxy/headers.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import { bearer, closeSql, describeWithServices, makeUser, marker, startTestGateway, testConfig, type TestGateway, type TestUser } from '../helpers/gateway.js';
 import { opened, startWsUpstream, wsConnect, type WsUpstream } from '../helpers/wsUpstream.js';
+import { exchange, type Exchange } from '../helpers/exchange.js';
 
 const APP = 'https://app.example.test';
-
-interface Exchange {
-  upstream: { method: string; url: string; rawHeaders: string[]; body: string } | undefined;
-  status: number;
-  rawHeaders: string[];
-  body: string;
-}
-
-/** One request with its header lines as written (duplicates, odd spellings), and what each side saw. */
-function exchange(gw: TestGateway, upstream: EchoUpstream, m: string, method: string, path: string, headerPairs: string[], body?: string): Promise<Exchange> {
-  const url = new URL(gw.url);
-  return new Promise((resolve, reject) => {
-    const req = http.request({ host: url.hostname, port: url.port, method, path, headers: ['Host', url.host, ...headerPairs], agent: false }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => { text += c; });
-      res.on('end', () => {
-        const hit = upstream.last(m);
-        const id = res.headers['x-request-id'] as string;
-        // The request id in place of its value, and no Date (a second may pass between the two).
-        const lines = (raw: string[]) => raw.map((v) => (v === id ? '<request id>' : v)).filter((_v, i, all) => !/^date$/i.test(all[i - (i % 2)]!));
-        resolve({
-          upstream: hit && { method: hit.method, url: hit.url, rawHeaders: lines(hit.rawHeaders), body: hit.body },
-          status: res.statusCode ?? 0, rawHeaders: lines(res.rawHeaders), body: text.replaceAll(id, '<request id>'),
-        });
-      });
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
-}
 
 describeWithServices('the compiled header rules against the rules as written (differential)', () => {
   let upstream: EchoUpstream;
