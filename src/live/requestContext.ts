@@ -108,17 +108,50 @@ export class RequestContexts {
    */
   constructor(private readonly live: Live, private readonly ownMethods: OwnMethods, private readonly onPortalHost?: (headers: IncomingHttpHeaders) => boolean) {}
 
+  // What each method and path read as under one snapshot (issue 77): requestContext's work (the
+  // path normalized, folded, matched, own spellings looked for) done once per path, as proxied
+  // paths repeat. Emptied when the snapshot changes or when full; long paths are read each time.
+  private readings = new Map<string, Map<string, RequestContext>>();
+  private readingsOf: LiveSnapshot | undefined;
+  private readingsKept = 0;
+
   of(req: IncomingMessage | Http2ServerRequest): RequestContext {
     // Kept on the request itself: a WeakMap entry per request cost more than the context.
     const held = req as (IncomingMessage | Http2ServerRequest) & { [CONTEXT]?: RequestContext };
     if (held[CONTEXT]) return held[CONTEXT];
     // fastify's rewriteUrl already put the canonical form in req.url, keeping Node's in originalUrl;
     // a WebSocket upgrade's dispatch may see req.url as Node read it.
-    const url = req.url ?? '/';
-    const context = requestContext(this.live.current, req.method ?? 'GET', (req as { originalUrl?: string }).originalUrl === undefined ? canonicalUrl(url) : url, this.ownMethods);
-    return (held[CONTEXT] = this.onPortalHost?.(req.headers) && context.match.kind !== 'none' ? { ...context, match: NO_MATCH } : context);
+    const raw = req.url ?? '/';
+    const url = (req as { originalUrl?: string }).originalUrl === undefined ? canonicalUrl(raw) : raw;
+    const q = url.indexOf('?');
+    const reading = this.reading(req.method ?? 'GET', q === -1 ? url : url.slice(0, q));
+    const query = q === -1 ? undefined : url.slice(q + 1);
+    const match = this.onPortalHost?.(req.headers) ? NO_MATCH : reading.match;
+    const { live, method, rawPath, path, own, ownSpelling } = reading;
+    return (held[CONTEXT] = { live, method, rawPath, path, query, own, ownSpelling, match });
+  }
+
+  /** The context of `method` on `rawPath` without a query, under the current snapshot. */
+  private reading(method: string, rawPath: string): RequestContext {
+    const live = this.live.current;
+    if (live !== this.readingsOf || this.readingsKept >= READINGS_KEPT) {
+      this.readings = new Map();
+      this.readingsOf = live;
+      this.readingsKept = 0;
+    }
+    let byPath = this.readings.get(method);
+    const kept = byPath?.get(rawPath);
+    if (kept) return kept;
+    const reading = requestContext(live, method, rawPath, this.ownMethods);
+    if (rawPath.length > OWN_PATHS_CACHED_LENGTH) return reading;
+    if (!byPath) this.readings.set(method, (byPath = new Map()));
+    byPath.set(rawPath, reading);
+    this.readingsKept++;
+    return reading;
   }
 }
+
+const READINGS_KEPT = 10_000;
 
 const OWN_PATHS_CACHE_SIZE = 10_000;
 // Own endpoints' paths are short; a longer path is looked up each time rather than kept, or a client

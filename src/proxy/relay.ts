@@ -64,7 +64,7 @@ class Relay implements Dispatcher.DispatchHandler {
   constructor(private readonly reply: ProxiedReply, private readonly callbacks: RelayCallbacks) {
     // A client that leaves stops the upstream request at once, whatever stage it is at.
     this.clientLeft = isClosed(reply.raw);
-    if (!this.clientLeft) reply.raw.once('close', this.clientClosed);
+    if (!this.clientLeft) reply.raw.on('close', this.clientClosed);
   }
 
   // Not `writableEnded`: the gateway may have answered the client itself while the upstream request

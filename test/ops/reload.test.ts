@@ -53,6 +53,10 @@ describeWithServices('reload on SIGHUP', () => {
       // Five requests parked at upstream one on the old table.
       const inFlight = Array.from({ length: 5 }, (_, i) => request(gw.url, 'GET', `/a/${m}/${i}`));
       await eventually(() => hold.held() === 5, 10_000);
+      // Paths read before the reload, read again after it (the contexts keep what a path reads as, per configuration).
+      const same = `/a/${marker()}`;
+      expect((await request(gw.url, 'GET', same)).json.path).toBe(same);
+      expect((await request(gw.url, 'GET', '/b/x')).json).toEqual({ error: 'Route introuvable' });
 
       gw.writeConfig(config({
         upstreams: { app: { url: two.url, timeout: '30s' } },
@@ -69,6 +73,7 @@ describeWithServices('reload on SIGHUP', () => {
       expect(two.count(n)).toBe(1);
       expect(one.count(n)).toBe(0);
       expect((await request(gw.url, 'GET', '/b/x')).json).toEqual({ error: 'Token invalide ou expiré' });
+      expect((await request(gw.url, 'GET', same)).json.path).toBe(same.replace('/a/', '/moved/'));
 
       // The parked requests finish on upstream one, as they started.
       hold.release();
