@@ -13,7 +13,8 @@
 // PROFILE_GATEWAY_ARGS: more Node flags for the gateway(s), e.g. `--cpu-prof --cpu-prof-dir=/tmp/p`
 // or `--perf-basic-prof`; PROFILE_LEAST_ARGS: the same for the two contract's least processes; PROFILE_PERF=1 records `perf record -g` of the gateway for one round
 // of each route (needs --perf-basic-prof to name JIT code) and prints its top entries;
-// PROFILE_GC=1 runs the gateway with --trace-gc and prints the bytes scavenged a request.
+// PROFILE_GC=1 runs the gateway with --trace-gc and prints the bytes scavenged a request;
+// PROFILE_LEAST_IN_FASTIFY=1 adds the least inside fastify (least-in-fastify.mjs) as a target.
 import { execFileSync, fork, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
@@ -21,7 +22,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
-  baseConfig, createCleanups, freePort, httpClient, NODE_FLAGS, positive, prepareStorage, ROOT, seed, startChild, startContractLeast, stopProcess, waitForGateway, writeConfig,
+  baseConfig, contractLeastOptions, createCleanups, freePort, httpClient, listeningOn, NODE_FLAGS, positive, prepareStorage, ROOT, seed,
+  startChild, startContractLeast, stopProcess, waitForGateway, writeConfig,
 } from './common.mjs';
 
 const SELF = fileURLToPath(import.meta.url);
@@ -141,6 +143,11 @@ async function main() {
     }
     const leastArgs = split(env.PROFILE_LEAST_ARGS);
     const least = { public: await startContractLeast('least', upstream.url, 'public', cleanups, leastArgs), bearer: await startContractLeast('least-auth', upstream.url, 'auth', cleanups, leastArgs) };
+    // PROFILE_LEAST_IN_FASTIFY=1: the same least inside fastify (least-in-fastify.mjs), what fastify costs a relay.
+    const inFastify = env.PROFILE_LEAST_IN_FASTIFY === '1' && {
+      public: await startLeastInFastify('fastify', upstream.url, 'public', cleanups, leastArgs),
+      bearer: await startLeastInFastify('fastify-auth', upstream.url, 'auth', cleanups, leastArgs),
+    };
     const held = storage.postgres && storage.redis ? storage : undefined;
     const holding = held && {
       public: await startContractLeast('holding', upstream.url, 'public', cleanups, [], held),
@@ -153,14 +160,23 @@ async function main() {
     const loaderChild = fork(SELF, ['--role', 'loader'], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
     cleanups.push(() => stopProcess(loaderChild));
     await new Promise((resolve) => loaderChild.once('message', resolve));
-    for (const t of [gateway, ...Object.values(others), least.public, least.bearer, holding?.public, holding?.bearer]) if (t) pin(t.pid, '0');
+    for (const t of [gateway, ...Object.values(others), least.public, least.bearer, holding?.public, holding?.bearer, inFastify?.public, inFastify?.bearer]) if (t) pin(t.pid, '0');
     for (const pid of [loaderChild.pid, upstream.pid, process.pid]) pin(pid, '1');
     for (const route of ['public', 'bearer'].filter((r) => ONLY.has(r))) {
-      await profileRoute(route, { gateway, ...others, least: least[route], holding: holding?.[route] }, loaderChild, headers[route], tmp, gc);
+      await profileRoute(route, { gateway, ...others, least: least[route], holding: holding?.[route], fastify: inFastify?.[route] }, loaderChild, headers[route], tmp, gc);
     }
   } finally {
     await cleanup();
   }
+}
+
+/** least-in-fastify.mjs as a child, started as the reference is (common.mjs), once it listens. */
+async function startLeastInFastify(name, upstreamUrl, contract, cleanups, execArgv) {
+  const port = await freePort();
+  const script = path.join(path.dirname(SELF), 'least-in-fastify.mjs');
+  const child = spawn(process.execPath, [...NODE_FLAGS, ...execArgv, script], { stdio: ['ignore', 'inherit', 'inherit'], ...contractLeastOptions(port, upstreamUrl, contract) });
+  cleanups.push(() => stopProcess(child));
+  return listeningOn(child, name, port);
 }
 
 async function profileRoute(route, targets, loader, headerSets, tmp, gc) {
