@@ -33,7 +33,6 @@ export const UPSTREAM_POOL = { connections: 128, pipelining: 1, keepAliveTimeout
 
 type Allowed = Decision & { kind: 'allow' };
 
-
 /** What plan() reads of a request: its context and headers, and what the connection says. */
 export interface PlanInput {
   context: RequestContext;
