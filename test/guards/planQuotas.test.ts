@@ -126,7 +126,7 @@ describeWithServices('per-plan quotas and per-minute limits', () => {
     const probe = marker();
     await everywhereWithin([a, b], async (gw) => (await gw.get(`/api/v1/user/me`, { headers: bearer(user.access) })).json.plan === 'premium', 1000);
     // The same word drops the Redis gate that counted the free plan's refusals, in a round trip of
-    // its own (dailyLimit/reactions.ts): the plan shown is not yet the gate gone. A burst sent in
+    // its own (src/pipeline/guards/dailyLimit/reactions.ts): the plan shown is not yet the gate gone. A burst sent in
     // between was refused from Redis (CI, once: 1 admitted of 2). Within the same second, both.
     try {
       await eventually(async () => (await redis.exists(gate)) === 0, 1000);
