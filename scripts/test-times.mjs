@@ -3,8 +3,10 @@
 // keep fitting CI's 45 minutes, and the file that grows is the one to look at). A file's time is
 // from its first hook to its last (vitest's json reporter: startTime to endTime), so a gateway
 // started in beforeAll counts; importing the file's modules does not. Every failed test is then
-// listed with the first line of its failure, each line starting with "FAILED", so that .ci/run can
-// repeat them in its closing summary: a CI log is often read from its end only.
+// listed with its failure (its first 30 lines, each cut at 3,000 characters), each line starting
+// with "FAILED", so that .ci/run can repeat them in its closing summary: a CI log is often read
+// from its end only, and a failure that shows up once in many runs (the failover test's counts)
+// must be readable from there.
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
@@ -30,13 +32,14 @@ for (const file of files.slice(0, 10)) {
 for (const file of json.testResults) {
   const name = path.relative(process.cwd(), file.name);
   const failed = file.assertionResults.filter((test) => test.status === 'failed');
-  for (const test of failed) console.log(`FAILED ${name} > ${test.fullName}: ${firstLine(test.failureMessages[0])}`);
+  for (const test of failed) console.log(`FAILED ${name} > ${test.fullName}: ${shown(test.failureMessages[0])}`);
   // A file can fail with no failed test: an error in a hook or at import.
   // vitest's JSON report keeps no message for a hook's error: the log above has it, under the file's name.
-  if (failed.length === 0 && file.status === 'failed') console.log(`FAILED ${name}: ${firstLine(file.message || '(an error in a hook: the log above shows it)')}`);
+  if (failed.length === 0 && file.status === 'failed') console.log(`FAILED ${name}: ${shown(file.message || '(an error in a hook: the log above shows it)')}`);
 }
 
-/** @param {string | undefined} text */
-function firstLine(text) {
-  return (text ?? '(no message)').trim().split('\n')[0].slice(0, 300);
+/** A failure's first lines, the ones after the first marked "FAILED |" for .ci/run's summary. @param {string | undefined} text */
+function shown(text) {
+  const lines = (text ?? '(no message)').trim().split('\n').slice(0, 30).map((line) => line.slice(0, 3000));
+  return lines.join('\nFAILED | ');
 }

@@ -17,8 +17,9 @@ import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js
 import { receiverCertificate, registerWebhook, startReceiver, type Receiver } from '../helpers/webhookReceiver.js';
 import { newHookSecret } from '../helpers/hookReceiver.js';
 import { request } from '../helpers/http.js';
-import { hasPgAutoFailover, startAutoFailover, type AutoFailover, type FormationEvent, type FormationNode } from '../helpers/pgAutoFailover.js';
+import { hasPgAutoFailover, startAutoFailover, synchronous, type AutoFailover, type FormationEvent, type FormationNode } from '../helpers/pgAutoFailover.js';
 import { startFailoverLoad, type Answer, type FailoverLoad } from '../helpers/failoverLoad.js';
+import { startCommitWitness } from '../helpers/commitWitness.js';
 
 const QUERY_TIMEOUT_MS = 5000;
 const UNAVAILABLE = { error: 'Service temporairement indisponible' };
@@ -81,6 +82,22 @@ describeWithCluster('Postgres failover under load (pg_auto_failover)', () => {
     }
   };
 
+  /** The counted users' counts as each live node has them, and whether it is a standby, for a failure's message. */
+  const countsOnEachNode = async (users: TestUser[]) => Promise.all(cluster.nodes.filter((n) => n.alive).map(async (node) => {
+    const client = new pg.Client({ host: '127.0.0.1', port: node.port, user: 'postgres', database: 'app', connectionTimeoutMillis: 1000 });
+    client.on('error', () => {});
+    try {
+      await client.connect();
+      const standby = (await client.query<{ r: boolean }>('SELECT pg_is_in_recovery() AS r')).rows[0]?.r;
+      const rows = (await client.query<{ id: number; daily_usage: number }>('SELECT id, daily_usage FROM users WHERE id = ANY($1::int[]) ORDER BY id', [users.map((u) => u.id)])).rows;
+      return { node: node.name, standby, counts: rows.map((r) => `${r.id}:${r.daily_usage}`).join(' ') };
+    } catch (err) {
+      return { node: node.name, error: (err as Error).message };
+    } finally {
+      await client.end().catch(() => {});
+    }
+  }));
+
   const metric = async (gw: TestGateway, name: string) => Number(new RegExp(`^${name} (\\d+)`, 'm').exec(await gw.services.metrics.registry.metrics())?.[1] ?? 0);
 
   /** Both instances ready, and a counted use of `user` answered 200 on each: the time (Date.now()). */
@@ -116,9 +133,11 @@ describeWithCluster('Postgres failover under load (pg_auto_failover)', () => {
     expect(webhookSecret).toMatch(/^whsec_/);
     const inDoubtBefore = await Promise.all(gateways.map((gw) => metric(gw, 'gateway_quota_uses_in_doubt_total')));
 
+    const witness = await startCommitWitness(cluster, name);
     const load: FailoverLoad = startFailoverLoad({ gateways, counted, rotating, keyMaker, route: '/count' });
     await new Promise((resolve) => setTimeout(resolve, 1500));
     const old = await cluster.primary();
+    const replicationAtSwitch = await cluster.replication(old);
     const failedAt = Date.now();
     const switched = fail(old);
     // The plan change is made during the switch, retried as a client would until it is taken.
@@ -144,6 +163,7 @@ describeWithCluster('Postgres failover under load (pg_auto_failover)', () => {
     }
     await new Promise((resolve) => setTimeout(resolve, 2000));
     await load.stop();
+    await witness.stop();
 
     const unavailable = load.answers.filter((r) => r.status === 503);
     const during = unavailable.map((r) => r.at);
@@ -177,19 +197,29 @@ describeWithCluster('Postgres failover under load (pg_auto_failover)', () => {
     await new Promise((resolve) => setTimeout(resolve, 2500));
     await eventually(async () => (await compare()).reduce((s, c) => s + c.counted - c.served, 0) <= inDoubtUses, 8000, 250).catch(() => {});
     const counts = await compare();
-    Object.assign(figure, { counted: counts.reduce((s, c) => s + c.counted, 0), served: counts.reduce((s, c) => s + c.served, 0), inDoubtCommits, inDoubtUses });
+    const lost = await witness.lost();
+    Object.assign(figure, {
+      counted: counts.reduce((s, c) => s + c.counted, 0), served: counts.reduce((s, c) => s + c.served, 0), inDoubtCommits, inDoubtUses,
+      witness: { acknowledged: witness.acknowledged.size, unsure: witness.unsure, lost: lost.size }, replicationAtSwitch,
+    });
     // The precondition first: the old primary answered every commit of the load synchronously, so
     // a count that differs is the gateway's. pg_auto_failover puts a primary whose secondary it
-    // takes for lost in wait_primary, whose commits no standby confirms. (One run in CI and one
-    // here served up to 1,939 uses the new primary did not have, the switch taking 2.5 s, and
-    // neither kept the monitor's events: a failure now prints them.)
+    // takes for lost in wait_primary, whose commits no standby confirms; and the witness
+    // (helpers/commitWitness.ts) checks, outside the gateway, that no acknowledged commit was lost.
+    // (Runs in CI served up to 1,939 uses the new primary did not have: a failure prints each
+    // user's figures, each node's counts, each instance's tallies and the monitor's events.)
     const events = await cluster.events();
     const history = eventLines(events, steadyAt);
+    const perUser = counts.map((c) => `user ${c.id}: served ${c.served}, counted ${c.counted}`).join('; ');
+    const told = `${perUser}; counted − served ≤ in doubt (${inDoubtUses}); ${JSON.stringify(figure)}; on each node: ${JSON.stringify(await countsOnEachNode(counted))}`
+      + `; each instance's daily limiter: ${JSON.stringify(gateways.map((gw) => gw.services.daily.stats))}; the monitor's events:\n${history}`;
     const asynchronous = events.filter((e) => e.node === old.name && e.goal === 'wait_primary' && e.at >= steadyAt && e.at <= failedAt);
-    expect(asynchronous.map((e) => e.description), `the old primary stayed synchronous from the steady state to the switch; the monitor's events:\n${history}`).toEqual([]);
+    expect(asynchronous.map((e) => e.description), `the old primary stayed synchronous from the steady state to the switch; ${told}`).toEqual([]);
+    expect(synchronous(replicationAtSwitch), `the old primary replicated synchronously when the switch began; ${told}`).toBe(true);
+    const lostAt = [...lost].slice(0, 10).map(([seq, node]) => `${seq} on ${node}`).join(', ');
+    expect(lost.size, `commits the formation acknowledged and lost (the witness's, outside the gateway: ${lostAt}); ${told}`).toBe(0);
     const over = counts.reduce((s, c) => s + c.counted - c.served, 0);
-    const told = `counted − served ≤ in doubt (${inDoubtUses}); ${JSON.stringify(figure)}; the monitor's events:\n${history}`;
-    for (const c of counts) expect(c.counted, `user ${c.id}: ${told}`).toBeGreaterThanOrEqual(c.served);
+    for (const c of counts) expect(c.counted, `user ${c.id} under-counted: ${told}`).toBeGreaterThanOrEqual(c.served);
     expect(over, told).toBeLessThanOrEqual(inDoubtUses);
     for (const u of counted) expect(upstream.hits.filter((h) => h.headers['x-user-id'] === String(u.id)).length).toBeGreaterThanOrEqual(load.served.get(u.id) ?? 0);
 
