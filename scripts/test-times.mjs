@@ -7,14 +7,16 @@
 // with "FAILED", so that .ci/run can repeat them in its closing summary: a CI log is often read
 // from its end only, and a failure that shows up once in many runs (the failover test's counts)
 // must be readable from there.
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 
-const [report, tier = 'tests'] = process.argv.slice(2);
+const [report, tier = 'tests', suiteErrorsFile] = process.argv.slice(2);
 if (report === undefined) {
-  console.error('usage: node scripts/test-times.mjs <vitest json report> [tier]');
+  console.error('usage: node scripts/test-times.mjs <vitest json report> [tier] [suite errors json]');
   process.exit(2);
 }
+/** What scripts/suite-errors-reporter.mjs wrote, when it did. @type {{ file: string, where: string, message: string }[]} */
+const suiteErrors = suiteErrorsFile && existsSync(suiteErrorsFile) ? JSON.parse(readFileSync(suiteErrorsFile, 'utf8')) : [];
 
 /** @typedef {{ fullName: string, status: string, failureMessages: string[] }} TestResult */
 /** @type {{ testResults: { name: string, startTime: number, endTime: number, status: string, message?: string, assertionResults: TestResult[] }[] }} */
@@ -33,9 +35,13 @@ for (const file of json.testResults) {
   const name = path.relative(process.cwd(), file.name);
   const failed = file.assertionResults.filter((test) => test.status === 'failed');
   for (const test of failed) console.log(`FAILED ${name} > ${test.fullName}: ${shown(test.failureMessages[0])}`);
-  // A file can fail with no failed test: an error in a hook or at import.
-  // vitest's JSON report keeps no message for a hook's error: the log above has it, under the file's name.
-  if (failed.length === 0 && file.status === 'failed') console.log(`FAILED ${name}: ${shown(file.message || '(an error in a hook: the log above shows it)')}`);
+  // A file can fail with no failed test: an error in a hook or at import. vitest's JSON report
+  // keeps no message for a hook's error; scripts/suite-errors-reporter.mjs's file has it.
+  if (failed.length === 0 && file.status === 'failed') {
+    const errors = suiteErrors.filter((error) => error.file === name);
+    if (errors.length === 0) console.log(`FAILED ${name}: ${shown(file.message || '(an error in a hook: the log above shows it)')}`);
+    for (const error of errors) console.log(`FAILED ${name} > ${error.where}: ${shown(error.message)}`);
+  }
 }
 
 /** A failure's first lines, the ones after the first marked "FAILED |" for .ci/run's summary. @param {string | undefined} text */
