@@ -10,14 +10,13 @@
 // delivered, the plan change seen on every instance.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
-import pg from 'pg';
 import { buildAdminApp } from '../../src/admin/app.js';
 import { eventually, makeUser, marker, bearer, startTestGateway, testConfig, ownRedisPrefix, testServices, ADMIN_KEY, type TestGateway, type TestUser } from '../helpers/gateway.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
 import { receiverCertificate, registerWebhook, startReceiver, type Receiver } from '../helpers/webhookReceiver.js';
 import { newHookSecret } from '../helpers/hookReceiver.js';
 import { request } from '../helpers/http.js';
-import { hasPgAutoFailover, startAutoFailover, synchronous, type AutoFailover, type FormationEvent, type FormationNode } from '../helpers/pgAutoFailover.js';
+import { hasPgAutoFailover, nodeQuery, startAutoFailover, synchronous, type AutoFailover, type FormationEvent, type FormationNode } from '../helpers/pgAutoFailover.js';
 import { startFailoverLoad, type Answer, type FailoverLoad } from '../helpers/failoverLoad.js';
 import { startCommitWitness } from '../helpers/commitWitness.js';
 
@@ -70,31 +69,18 @@ describeWithCluster('Postgres failover under load (pg_auto_failover)', () => {
     if (figures.length) console.log(`[failover] ${JSON.stringify(figures)}`);
   }, 60_000);
 
-  /** A direct connection to whichever node takes writes now. */
-  const primarySql = async <T>(text: string, params: unknown[] = []): Promise<T[]> => {
-    const node = await cluster.primary();
-    const client = new pg.Client({ host: '127.0.0.1', port: node.port, user: 'postgres', database: 'app' });
-    await client.connect();
-    try {
-      return (await client.query(text, params)).rows as T[];
-    } finally {
-      await client.end();
-    }
-  };
+  /** A statement on whichever node takes writes now. */
+  const primarySql = async <T>(text: string, params: unknown[] = []): Promise<T[]> => nodeQuery<T>((await cluster.primary()).port, 'app', text, params);
 
   /** The counted users' counts as each live node has them, and whether it is a standby, for a failure's message. */
   const countsOnEachNode = async (users: TestUser[]) => Promise.all(cluster.nodes.filter((n) => n.alive).map(async (node) => {
-    const client = new pg.Client({ host: '127.0.0.1', port: node.port, user: 'postgres', database: 'app', connectionTimeoutMillis: 1000 });
-    client.on('error', () => {});
     try {
-      await client.connect();
-      const standby = (await client.query<{ r: boolean }>('SELECT pg_is_in_recovery() AS r')).rows[0]?.r;
-      const rows = (await client.query<{ id: number; daily_usage: number }>('SELECT id, daily_usage FROM users WHERE id = ANY($1::int[]) ORDER BY id', [users.map((u) => u.id)])).rows;
-      return { node: node.name, standby, counts: rows.map((r) => `${r.id}:${r.daily_usage}`).join(' ') };
+      const [row] = await nodeQuery<{ standby: boolean; counts: string }>(node.port, 'app',
+        "SELECT pg_is_in_recovery() AS standby, coalesce(string_agg(id || ':' || daily_usage, ' ' ORDER BY id), '') AS counts FROM users WHERE id = ANY($1::int[])",
+        [users.map((u) => u.id)]);
+      return { node: node.name, ...row };
     } catch (err) {
       return { node: node.name, error: (err as Error).message };
-    } finally {
-      await client.end().catch(() => {});
     }
   }));
 

@@ -5,9 +5,8 @@
 // primary so when the standby's goal was not `secondary` as the primary entered `primary`; here
 // the primary is made asynchronous by hand, as that race leaves it.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import pg from 'pg';
 import { testServices } from '../helpers/gateway.js';
-import { hasPgAutoFailover, startAutoFailover, synchronous, type AutoFailover } from '../helpers/pgAutoFailover.js';
+import { hasPgAutoFailover, nodeQuery, startAutoFailover, synchronous, type AutoFailover } from '../helpers/pgAutoFailover.js';
 
 const describeWithCluster = (hasPgAutoFailover || process.env.REQUIRE_SERVICES === '1') && testServices ? describe : describe.skip;
 
@@ -25,16 +24,9 @@ describeWithCluster('a steady pg_auto_failover formation', () => {
   it('is one whose primary replicates synchronously: an asynchronous one is made to apply its settings again', async () => {
     const primary = await cluster.primary();
     expect(synchronous(await cluster.replication(primary))).toBe(true);
-    const client = new pg.Client({ host: '127.0.0.1', port: primary.port, user: 'postgres', database: 'postgres' });
-    client.on('error', () => {});
-    await client.connect();
-    try {
-      // As pg_auto_failover's keeper writes it (ALTER SYSTEM), with the value the race leaves.
-      await client.query("ALTER SYSTEM SET synchronous_standby_names = ''");
-      await client.query('SELECT pg_reload_conf()');
-    } finally {
-      await client.end().catch(() => {});
-    }
+    // As pg_auto_failover's keeper writes it (ALTER SYSTEM), with the value the race leaves.
+    await nodeQuery(primary.port, 'postgres', "ALTER SYSTEM SET synchronous_standby_names = ''");
+    await nodeQuery(primary.port, 'postgres', 'SELECT pg_reload_conf()');
     await expect.poll(async () => (await cluster.replication(primary)).names, { timeout: 5000 }).toBe('');
 
     await cluster.steady();

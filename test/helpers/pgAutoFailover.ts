@@ -95,12 +95,13 @@ function postgresUser(): { uid: number; gid: number } {
   return { uid: id('-u'), gid: id('-g') };
 }
 
-async function query<T>(port: number, database: string, text: string): Promise<T[]> {
+/** One statement on a node (or the monitor) as the superuser, on a connection of its own. */
+export async function nodeQuery<T>(port: number, database: string, text: string, params: unknown[] = []): Promise<T[]> {
   const client = new pg.Client({ host: '127.0.0.1', port, user: 'postgres', database, connectionTimeoutMillis: 1000, query_timeout: 2000 });
   client.on('error', () => {});
   try {
     await client.connect();
-    return (await client.query(text)).rows as T[];
+    return (await client.query(text, params)).rows as T[];
   } finally {
     await client.end().catch(() => {});
   }
@@ -148,13 +149,13 @@ export async function startAutoFailover(timings: MonitorTimings = FAST_MONITOR):
   const [monitorPort, port1, port2] = [await sparePort(), await sparePort(), await sparePort()];
   const nodes: FormationNode[] = [{ name: 'n1', port: port1, alive: true }, { name: 'n2', port: port2, alive: true }];
   const monitorUrl = `postgres://autoctl_node@127.0.0.1:${monitorPort}/pg_auto_failover?sslmode=disable`;
-  const states = () => query<{ nodename: string; reportedstate: string; goalstate: string }>(monitorPort, 'pg_auto_failover',
+  const states = () => nodeQuery<{ nodename: string; reportedstate: string; goalstate: string }>(monitorPort, 'pg_auto_failover',
     'SELECT nodename, reportedstate::text, goalstate::text FROM pgautofailover.node ORDER BY nodeid');
   const stateOf = async (name: string) => (await states()).find((s) => s.nodename === name);
-  const writable = async (node: FormationNode) => (await query<{ r: boolean }>(node.port, 'app', 'SELECT pg_is_in_recovery() AS r'))[0]?.r === false;
+  const writable = async (node: FormationNode) => (await nodeQuery<{ r: boolean }>(node.port, 'app', 'SELECT pg_is_in_recovery() AS r'))[0]?.r === false;
 
   const replication = async (node: FormationNode): Promise<Replication> => {
-    const [row] = await query<{ names: string; states: string[] }>(node.port, 'postgres',
+    const [row] = await nodeQuery<{ names: string; states: string[] }>(node.port, 'postgres',
       "SELECT current_setting('synchronous_standby_names') AS names, ARRAY(SELECT sync_state::text FROM pg_stat_replication) AS states");
     return row!;
   };
@@ -186,7 +187,7 @@ export async function startAutoFailover(timings: MonitorTimings = FAST_MONITOR):
         reapplied = true;
         // Said in the test's output: how often pg_auto_failover reports a steady formation that is not.
         console.warn(`[pg_auto_failover] the monitor reports a primary and a secondary, but ${why}: its settings applied again`);
-        await query(monitorPort, 'pg_auto_failover', "SELECT pgautofailover.set_formation_number_sync_standbys('default', 0)");
+        await nodeQuery(monitorPort, 'pg_auto_failover', "SELECT pgautofailover.set_formation_number_sync_standbys('default', 0)");
       }
       throw new Error(why);
     }, 500);
@@ -222,16 +223,16 @@ export async function startAutoFailover(timings: MonitorTimings = FAST_MONITOR):
   try {
     start('monitor', ['create', 'monitor', '--pgport', String(monitorPort)]);
     await until('the monitor', 60_000, async () => ((await states()) ? true : undefined));
-    await query(monitorPort, 'pg_auto_failover', `ALTER SYSTEM SET pgautofailover.health_check_period = ${timings.healthCheckPeriod}`);
-    await query(monitorPort, 'pg_auto_failover', `ALTER SYSTEM SET pgautofailover.node_considered_unhealthy_timeout = ${timings.unhealthyTimeout}`);
-    await query(monitorPort, 'pg_auto_failover', `ALTER SYSTEM SET pgautofailover.primary_demote_timeout = ${timings.demoteTimeout}`);
-    await query(monitorPort, 'pg_auto_failover', 'SELECT pg_reload_conf()');
+    await nodeQuery(monitorPort, 'pg_auto_failover', `ALTER SYSTEM SET pgautofailover.health_check_period = ${timings.healthCheckPeriod}`);
+    await nodeQuery(monitorPort, 'pg_auto_failover', `ALTER SYSTEM SET pgautofailover.node_considered_unhealthy_timeout = ${timings.unhealthyTimeout}`);
+    await nodeQuery(monitorPort, 'pg_auto_failover', `ALTER SYSTEM SET pgautofailover.primary_demote_timeout = ${timings.demoteTimeout}`);
+    await nodeQuery(monitorPort, 'pg_auto_failover', 'SELECT pg_reload_conf()');
     const create = (node: FormationNode) => start(node.name, ['create', 'postgres', '--pgport', String(node.port), '--name', node.name, '--monitor', monitorUrl, '--dbname', 'app']);
     create(nodes[0]!);
     await until('the first node', 90_000, async () => ((await stateOf('n1'))?.reportedstate === 'single' ? true : undefined));
     create(nodes[1]!);
     // pg_basebackup waits for a spread checkpoint on the primary: forced, it is done at once.
-    await steady(async () => void (await query(port1, 'postgres', 'CHECKPOINT').catch(() => {})));
+    await steady(async () => void (await nodeQuery(port1, 'postgres', 'CHECKPOINT').catch(() => {})));
     const shownUri = (await autoctl(['show', 'uri', '--pgdata', path.join(dir, 'monitor'), '--formation', 'default'])).stdout.trim();
     const uri = shownUri.replace('postgres://', 'postgres://postgres@').replace('sslmode=prefer', 'sslmode=disable');
     return {
@@ -260,7 +261,7 @@ export async function startAutoFailover(timings: MonitorTimings = FAST_MONITOR):
         return running.get(node === 'monitor' ? 'monitor' : node.name)?.output.join('') ?? '';
       },
       async events() {
-        return query<FormationEvent>(monitorPort, 'pg_auto_failover', `SELECT (extract(epoch FROM eventtime) * 1000)::float8 AS at, nodename AS node,
+        return nodeQuery<FormationEvent>(monitorPort, 'pg_auto_failover', `SELECT (extract(epoch FROM eventtime) * 1000)::float8 AS at, nodename AS node,
           reportedstate::text AS reported, goalstate::text AS goal, description FROM pgautofailover.event ORDER BY eventid`);
       },
       steady: async () => void (await steady()),
