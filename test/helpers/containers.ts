@@ -2,10 +2,11 @@
 // as it is, on stand-ins of its base images (scripts/standins, tagged under the official names:
 // there is no registry here). Runtime runc (crun cannot set rlimits on these machines) and the
 // rlimits this process already has (runc may only lower them here), through a containers.conf of
-// the run's own (CONTAINERS_CONF), which podman-compose's podman reads too. Without Podman the
+// those limits (CONTAINERS_CONF), which podman-compose's podman reads too. Without Podman the
 // suites are skipped, saying why, unless REQUIRE_SERVICES=1 (CI), where that fails the run.
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe } from 'vitest';
@@ -50,14 +51,20 @@ let env: NodeJS.ProcessEnv | undefined;
 /** The environment podman and podman-compose run with (CONTAINERS_CONF: runc, this process's rlimits). */
 export function podmanEnv(): NodeJS.ProcessEnv {
   if (env) return env;
-  const file = path.join(mkdtempSync(path.join(tmpdir(), 'gw-podman-')), 'containers.conf');
-  writeFileSync(file, [
+  const conf = [
     '[containers]',
     `default_ulimits = ["nofile=${limit('Max open files')}", "nproc=${limit('Max processes', pidMax())}"]`,
     '[engine]',
     'runtime = "runc"',
     '',
-  ].join('\n'));
+  ].join('\n');
+  // Named by its content, one file for every process with the same limits: a directory of each
+  // process's own was left in /tmp by every test file that ran podman. Written whole, then renamed:
+  // a podman of another file never reads it half-written.
+  const file = path.join(tmpdir(), `auth-gateway-containers-${createHash('sha256').update(conf).digest('hex').slice(0, 16)}.conf`);
+  const partial = `${file}.${process.pid}`;
+  writeFileSync(partial, conf);
+  renameSync(partial, file);
   env = { ...process.env, CONTAINERS_CONF: file };
   return env;
 }
