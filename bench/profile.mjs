@@ -13,6 +13,7 @@
 // PROFILE_GATEWAY_ARGS: more Node flags for the gateway(s), e.g. `--cpu-prof --cpu-prof-dir=/tmp/p`
 // or `--perf-basic-prof`; PROFILE_LEAST_ARGS: the same for the two contract's least processes; PROFILE_PERF=1 records `perf record -g` of the gateway for one round
 // of each route (needs --perf-basic-prof to name JIT code) and prints its top entries;
+// PROFILE_SYSCALLS=1 counts each target's system calls and context switches a request over one round (`perf stat`);
 // PROFILE_GC=1 runs the gateway with --trace-gc and prints the bytes scavenged a request;
 // PROFILE_LEAST_IN_FASTIFY=1 adds the least inside fastify (least-in-fastify.mjs) as a target.
 import { execFileSync, fork, spawn } from 'node:child_process';
@@ -112,6 +113,20 @@ async function perfRound(loader, target, pathname, headerSets, tmp) {
   console.log(text.split('\n').filter((l) => /^\s+\d/.test(l)).slice(0, 40).map((l) => l.replace(/[\s-]+$/, '')).join('\n'));
 }
 
+/** `perf stat` of `pid`'s system calls (and context switches) while one round runs, a request. */
+async function syscallRound(loader, target, pathname, headerSets) {
+  const perf = spawn('perf', ['stat', '-x', ',', '-e', 'raw_syscalls:sys_enter,context-switches', '-p', String(target.pid)], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let text = '';
+  perf.stderr.setEncoding('utf8').on('data', (chunk) => { text += chunk; });
+  await new Promise((resolve) => setTimeout(resolve, 200)); // perf attached
+  const r = await round(loader, target, pathname, headerSets, false);
+  perf.kill('SIGINT');
+  await new Promise((resolve) => perf.once('exit', resolve));
+  const count = (event) => Number(text.split('\n').find((l) => l.includes(event))?.split(',')[0]);
+  const each = (event, digits) => (count(event) / r.requests).toFixed(digits);
+  console.log(`${target.name} ${pathname}: ${each('raw_syscalls:sys_enter', 2)} system calls and ${each('context-switches', 3)} context switches a request (${r.requests} requests)`);
+}
+
 function gatewayConfig(port, storage, upstreamUrl, secret) {
   return {
     ...baseConfig(port, storage),
@@ -184,6 +199,7 @@ async function profileRoute(route, targets, loader, headerSets, tmp, gc) {
   const pathname = `/${route}`;
   for (const [, t] of list) await round(loader, t, pathname, headerSets, false); // warm-up
   if (env.PROFILE_PERF === '1') for (const [, t] of list.filter(([k]) => k !== 'least' && k !== 'holding')) await perfRound(loader, t, pathname, headerSets, tmp);
+  if (env.PROFILE_SYSCALLS === '1') for (const [, t] of list) await syscallRound(loader, t, pathname, headerSets);
   const runs = Object.fromEntries(list.map(([k]) => [k, []]));
   for (let i = 0; i < ROUNDS; i++) {
     const order = i % 2 ? [...list].reverse() : list;
