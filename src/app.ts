@@ -136,7 +136,7 @@ async function registerProxy(app: FastifyInstance, instance: Instance, contexts:
   const forwarder = new Forwarder(
     {
       pipeline, credentials, websockets, upstreamErrors: metrics.upstreamErrors, refunds: instance.refunds, server: config.server,
-      organizations: config.organizations?.enabled === true, log: app.log,
+      organizations: config.organizations?.enabled === true, log: app.log as Logger,
     },
     // Read when a connection to an upstream is made: the TLS files of the live snapshot of that moment.
     (origin) => live.current.upstreamTls.get(origin),

@@ -31,7 +31,6 @@ export const directLane = { off: false, taken: 0 };
 
 type Handed = { kind: 'decided'; decision: Decision } | { kind: 'failed'; error: unknown };
 const HANDED = Symbol('gateway.handedOff');
-const REPLY = Symbol('gateway.directReply');
 type Held = IncomingMessage & { [HANDED]?: Handed };
 
 /** What the lane decided for a request it then handed to fastify; taken once. */
@@ -183,7 +182,15 @@ class DirectReply implements ProxiedReply {
 
   hijack(): void {
     this.taken = true;
-    this.whenFinished();
+  }
+
+  /**
+   * Tallied as the relay ends the answer (and answerError as it answers), not on 'finish': a listener
+   * of ours beside Node's own made the response's 'finish' an array, cloned on every emit, and a
+   * property of ours on the response a second shape of it (issue 77). A response cut short is not tallied.
+   */
+  relayed(): void {
+    this.tally();
   }
 
   /** The catalog's answer, as errors/index.ts's sendError gives it. */
@@ -194,25 +201,15 @@ class DirectReply implements ProxiedReply {
     headers.vary = headers.vary ? `${String(headers.vary)}, ${answer.vary}` : answer.vary;
     headers['content-type'] = answer.contentType;
     headers['content-length'] = Buffer.byteLength(body);
-    this.whenFinished();
     this.raw.writeHead(answer.status, headers as Record<string, string>).end(body);
+    this.tally();
   }
 
-  private whenFinished(): void {
-    (this.raw as ServerResponse & { [REPLY]?: DirectReply })[REPLY] = this;
-    this.raw.on('finish', finished);
-  }
-
-  /** @internal finished()'s. */
-  tally(): void {
+  /** Counted and logged as fastify's onResponse and access line do (listener/basics.ts). */
+  private tally(): void {
     const { request, raw, deps } = this;
     const responseTime = performance.now() - request.startedAt;
     deps.answered(request.gatewayRoute, request.method, raw.statusCode, responseTime / 1000);
     if (deps.log.isLevelEnabled('debug')) request.log.debug({ req: loggedRequest(request), res: raw, responseTime }, 'request completed');
   }
-}
-
-/** The 'finish' listener of every direct answer: one function, not a closure a request. */
-function finished(this: ServerResponse & { [REPLY]?: DirectReply }): void {
-  this[REPLY]?.tally();
 }

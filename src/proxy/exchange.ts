@@ -39,6 +39,8 @@ export interface ProxiedReply {
   getHeaders(): Record<string, unknown>;
   /** From here on the response is the relay's. */
   hijack(): unknown;
+  /** The relay ended the response with the upstream's whole answer (the direct lane tallies it then; fastify's onResponse sees fastify's). */
+  relayed?(): void;
   /** Answers a catalog error itself (the direct lane's); fastify's reply has none, and errors/index.ts's sendError answers on it. */
   answerError?(code: ErrorCode): void;
 }

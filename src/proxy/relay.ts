@@ -119,6 +119,7 @@ class Relay implements Dispatcher.DispatchHandler {
   onResponseEnd(): void {
     this.relayed = true;
     this.reply.raw.end();
+    this.reply.relayed?.();
   }
 
   onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {

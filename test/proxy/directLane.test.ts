@@ -117,11 +117,14 @@ describeWithServices('the direct lane against fastify\'s path (differential)', (
       expect(taken).toBe(1);
     });
 
-    it('an upstream that does not answer: the catalog\'s 502, the same bytes', async () => {
+    it('an upstream that does not answer: the catalog\'s 502, the same bytes, counted in the metrics both ways', async () => {
+      const answered = () => gw.services.metrics.tallies.routes.get('/down')?.answered.get('GET')?.get(502) ?? 0;
+      const before = answered();
       const [fastify, lane, taken] = await both(gw, 'GET', (m) => `/down/${m}`);
       expect(fastify.status).toBe(502);
       expect(lane).toEqual(fastify);
       expect(taken).toBe(1);
+      expect(answered() - before).toBe(2);
     });
 
     it('counts each answer in the route\'s metrics and writes the access line with the request id, the token censored', async () => {
@@ -134,6 +137,8 @@ describeWithServices('the direct lane against fastify\'s path (differential)', (
       const line = loggedLines(gw, 'request completed').at(-1)!;
       expect(line.req).toMatchObject({ method: 'GET', url: expect.stringMatching(/^\/guarded\/m[0-9a-f]+\?access_token=\[redacted\]$/) });
       expect(line.res).toEqual({ statusCode: 200 });
+      // The forwarder's debug line, asked of its own logger first (the lane's request makes one only to write).
+      expect(loggedLines(gw, 'proxying').slice(-2).map((l) => [l.route, l.upstream, l.userId, typeof l.reqId])).toEqual(Array(2).fill(['/guarded', 'app', user.id, 'string']));
       expect(JSON.stringify(gw.logs.slice(-20))).not.toContain(user.access);
     });
   });
