@@ -2,10 +2,10 @@
 // not #rrggbb, terms, privacy or docs not https://, a support that is not one mailbox, publicUrl
 // other than an origin or plain http:// off loopback, a route under portal.path, a logo that is
 // not a PNG or SVG file under 100 KB) and the warning of sharedOrigin.
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { checkWarnings } from '../../src/cli/check.js';
 import { checkFiles } from '../../src/config/files.js';
 import { parseConfig } from '../../src/config/load.js';
@@ -70,6 +70,7 @@ describe('portal in gateway.yaml', () => {
 
   it('reads the logo: a PNG or an SVG under 100 KB', async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'portal-logo-'));
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
     const file = (name: string, bytes: Buffer | string) => { writeFileSync(path.join(dir, name), bytes); return path.join(dir, name); };
     const logoProblems = (logo: string) => checkFiles(parseConfig(portal({}, { logo }), 'gateway.yaml'));
     const png = Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), Buffer.alloc(64)]);

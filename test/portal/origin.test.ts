@@ -2,7 +2,7 @@
 // on publicUrl's host no route matches (HTTP, WebSocket, the decisions listener), elsewhere the
 // portal's path answers 308 to publicUrl; sharedOrigin serves it everywhere; pages, assets, the
 // logo and {path}api/config with their headers; an upstream's Set-Cookie of a gateway cookie dropped.
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { gunzipSync } from 'node:zlib';
@@ -24,12 +24,13 @@ describeWithServices('the portal\'s origin (CONTRACT §30)', () => {
   let gw: TestGateway;
   let shared: TestGateway;
   let deciding: TestGateway;
+  let logoDir: string | undefined;
   let logo: string;
   let pngLogo: string;
 
   beforeAll(async () => {
     [app, ws] = await Promise.all([startEchoUpstream(), startWsUpstream()]);
-    const dir = mkdtempSync(path.join(os.tmpdir(), 'portal-'));
+    const dir = (logoDir = mkdtempSync(path.join(os.tmpdir(), 'portal-')));
     logo = path.join(dir, 'logo.svg');
     writeFileSync(logo, '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><script>alert(1)</script></svg>');
     // The shared origin's logo is a PNG: an image is sent as it is, never gzipped.
@@ -55,6 +56,7 @@ describeWithServices('the portal\'s origin (CONTRACT §30)', () => {
   afterAll(async () => {
     await Promise.all([gw?.close(), shared?.close(), deciding?.close()]);
     await Promise.all([app?.close(), ws?.close()]);
+    if (logoDir) rmSync(logoDir, { recursive: true, force: true });
   });
 
   it('serves no route on the portal\'s host, every spelling of the host and port included, but the gateway\'s own endpoints', async () => {
