@@ -26,7 +26,7 @@ export async function startCommitWitness(cluster: AutoFailover, scenario: string
   const writable = async () => (await cluster.primary()).port;
   await nodeQuery(await writable(), 'app', `CREATE TABLE IF NOT EXISTS ${TABLE} (scenario text NOT NULL, seq int NOT NULL)`);
   const acknowledged = new Map<number, string>();
-  const counts = { unsure: 0 };
+  let unsure = 0;
   let stopped = false;
   let seq = 0;
   /** One connection to the writable node, committing until it fails or the witness stops. */
@@ -43,10 +43,10 @@ export async function startCommitWitness(cluster: AutoFailover, scenario: string
         try {
           await client.query(`INSERT INTO ${TABLE} (scenario, seq) VALUES ($1, $2)`, [scenario, mine]);
         } catch (err) {
-          counts.unsure++;
+          unsure++;
           throw err;
         }
-        if (warned) counts.unsure++;
+        if (warned) unsure++;
         else acknowledged.set(mine, node.name);
         await new Promise((resolve) => setTimeout(resolve, 5));
       }
@@ -62,7 +62,7 @@ export async function startCommitWitness(cluster: AutoFailover, scenario: string
   })();
   return {
     acknowledged,
-    get unsure() { return counts.unsure; },
+    get unsure() { return unsure; },
     async stop() {
       stopped = true;
       await running;

@@ -5,11 +5,11 @@
 // those limits (CONTAINERS_CONF), which podman-compose's podman reads too. Without Podman the
 // suites are skipped, saying why, unless REQUIRE_SERVICES=1 (CI), where that fails the run.
 import { spawn, spawnSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe } from 'vitest';
+import { sha256Hex } from '../../src/credentials/digest.js';
 import { ROOT } from './cli.js';
 
 // debootstrap is in /usr/sbin, off some PATHs (the stand-in builders add it).
@@ -61,7 +61,7 @@ export function podmanEnv(): NodeJS.ProcessEnv {
   // Named by its content, one file for every process with the same limits: a directory of each
   // process's own was left in /tmp by every test file that ran podman. Written whole, then renamed:
   // a podman of another file never reads it half-written.
-  const file = path.join(tmpdir(), `auth-gateway-containers-${createHash('sha256').update(conf).digest('hex').slice(0, 16)}.conf`);
+  const file = path.join(tmpdir(), `auth-gateway-containers-${sha256Hex(conf).slice(0, 16)}.conf`);
   const partial = `${file}.${process.pid}`;
   writeFileSync(partial, conf);
   renameSync(partial, file);
