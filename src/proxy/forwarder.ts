@@ -101,8 +101,9 @@ export function plan(input: PlanInput, decision: Allowed): ForwardPlan {
   if (!upstream) return { kind: 'refused', upstream: target.name };
   // The query as the client sent it, or without the pairs that carried a gateway credential.
   const search = own.query !== undefined ? (own.query ? `?${own.query}` : '') : input.query === undefined ? '' : `?${input.query}`;
+  // No Host here: undici writes the origin's (`host: <hostname>[:port]`, as the origin spells it), and
+  // one given costs a header check and a server-name parse on every request (issue 77).
   const headers = upstreamHeaders(input.headers, context);
-  headers.host = upstream.origin.slice(upstream.origin.indexOf('//') + 2);
   return {
     kind: 'relay',
     upstream: target.name,

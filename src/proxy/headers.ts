@@ -42,6 +42,9 @@ const NEVER_FORWARDED = new Set([
   'x-original-forwarded-for', 'x-real-ip', 'forwarded',
   'x-original-url', 'x-rewrite-url', 'x-original-uri',
   'x-api-key', 'proxy-authorization',
+  // The client's Host names the gateway: the upstream gets its own, which undici writes from the
+  // origin it connects to (the client's goes as X-Forwarded-Host).
+  'host',
   // The identity other auth proxies hand their upstreams (oauth2-proxy, Grafana's auth proxy,
   // Apache's REMOTE_USER): an application moved behind this gateway may still trust them.
   'x-forwarded-user', 'x-forwarded-email', 'x-forwarded-preferred-username', 'x-forwarded-groups', 'x-forwarded-access-token',
@@ -191,7 +194,8 @@ function foreignCookies(value: string | string[] | undefined): string[] | undefi
  * case; undefined when it lists none. Most messages say only `keep-alive` or `close`.
  */
 function connectionOptions(connection: string | string[] | undefined): string[] | undefined {
-  if (connection === undefined) return undefined;
+  // The two usual values as sent, answered before a lower-cased copy is made (issue 77).
+  if (connection === undefined || connection === 'keep-alive' || connection === 'close') return undefined;
   const text = String(connection).toLowerCase();
   if (text === 'keep-alive' || text === 'close') return undefined;
   return text.split(',').map((t) => t.trim());
