@@ -3,7 +3,7 @@
 // misbehaves on purpose. The same flows run in Chromium in test/browser/passkeys.test.ts.
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import {
-  bearer, claims, closeSql, configProblems, describeWithServices, loggedLines, makeUser, marker, sql, startTestGateway, startTwoGateways,
+  bearer, claims, closeSql, configProblems, describeWithServices, everywhereWithin, loggedLines, makeUser, marker, sql, startTestGateway, startTwoGateways,
   testClock, testConfig, type TestGateway, type TestUser,
 } from '../helpers/gateway.js';
 import { startEchoUpstream, type EchoUpstream } from '../helpers/echoUpstream.js';
@@ -257,7 +257,8 @@ describeWithServices('passkeys', () => {
     const res = await b.request('DELETE', `/api/v1/user/passkeys/${id}`, { headers });
     // The message, and beside it this session's new pair: its token of before is refused (CONTRACT §33).
     expect([res.status, res.json]).toEqual([200, { message: 'Clé d’accès supprimée', access_token: expect.any(String), refresh_token: expect.any(String), token_type: 'Bearer', plan: 'free' }]);
-    expect((await a.get('/api/v1/user/passkeys', { headers })).status).toBe(401);
+    // Refused on every instance within a second (CONTRACT §33): `a` learns of b's change by the feed.
+    await everywhereWithin([a, b], async (gw) => (await gw.get('/api/v1/user/passkeys', { headers })).status === 401, 1000);
     expect((await a.get('/api/v1/user/passkeys', { headers: bearer(res.json.access_token) })).json).toEqual({ passkeys: [] });
     expect((await signIn(credential)).res.json).toEqual(REFUSED);
     expect((await a.post('/api/v1/auth/refresh', { refresh_token: other.refresh_token })).status).toBe(401);
