@@ -40,15 +40,9 @@ export function textField(body: unknown, name: string): string {
 // X-Forwarded-Host, where frameworks build absolute URLs (redirects, password-reset links) from it.
 const HOST = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~-]+)(?::\d{1,5})?$/;
 
-// Nearly every request names the host the one before it did: that one is not tested again (issue 77).
-let lastValidHost = '';
-
 /** An empty Host is valid (RFC 9112 §3.2: a target without authority); it is then not repeated. */
 export function isValidHost(value: string): boolean {
-  if (value === lastValidHost || value === '') return true;
-  const valid = value.length <= 255 && HOST.test(value);
-  if (valid) lastValidHost = value;
-  return valid;
+  return value === '' || (value.length <= 255 && HOST.test(value));
 }
 
 // RFC 9112 §3.2: a server MUST answer 400 to an HTTP/1.1 request without Host, with more than

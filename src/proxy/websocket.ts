@@ -28,7 +28,8 @@ const HIGH_WATER_BYTES = 1024 * 1024;
 const INTERNAL_ERROR = 1011;
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 // The Sec-WebSocket-* headers belong to one handshake: the upstream's is made by the client here.
-const HANDSHAKE_HEADERS = new Set(['sec-websocket-key', 'sec-websocket-version', 'sec-websocket-extensions', 'sec-websocket-protocol', 'host']);
+// (Host is upstreamHeaders' to drop, as for every forwarded request: headers.ts.)
+const HANDSHAKE_HEADERS = new Set(['sec-websocket-key', 'sec-websocket-version', 'sec-websocket-extensions', 'sec-websocket-protocol']);
 // And in the answer: the client's 101 gets the ones of its own handshake, which ws writes.
 const ANSWER_HANDSHAKE_HEADERS = new Set(['sec-websocket-accept', 'sec-websocket-extensions', 'sec-websocket-protocol']);
 
