@@ -12,7 +12,7 @@
 // PROFILE_ROUNDS (5), PROFILE_SECONDS (3), PROFILE_CONNECTIONS (50), PROFILE_ONLY (public,bearer),
 // PROFILE_GATEWAY_ARGS: more Node flags for the gateway(s), e.g. `--cpu-prof --cpu-prof-dir=/tmp/p`
 // or `--perf-basic-prof`; PROFILE_LEAST_ARGS: the same for the two contract's least processes; PROFILE_PERF=1 records `perf record -g` of the gateway for one round
-// of each route (needs --perf-basic-prof to name JIT code) and prints its top entries;
+// of each route (PROFILE_PERF=all: of every target) (needs --perf-basic-prof to name JIT code) and prints its top entries;
 // PROFILE_SYSCALLS=1 counts each target's system calls and context switches a request over one round (`perf stat`);
 // PROFILE_GC=1 runs the gateway with --trace-gc and prints the bytes scavenged a request;
 // PROFILE_LEAST_IN_FASTIFY=1 adds the least inside fastify (least-in-fastify.mjs) as a target.
@@ -198,7 +198,10 @@ async function profileRoute(route, targets, loader, headerSets, tmp, gc) {
   const list = Object.entries(targets).filter(([, t]) => t);
   const pathname = `/${route}`;
   for (const [, t] of list) await round(loader, t, pathname, headerSets, false); // warm-up
-  if (env.PROFILE_PERF === '1') for (const [, t] of list.filter(([k]) => k !== 'least' && k !== 'holding')) await perfRound(loader, t, pathname, headerSets, tmp);
+  // PROFILE_PERF=all records the two leasts as well, to compare entry by entry.
+  if (env.PROFILE_PERF === '1' || env.PROFILE_PERF === 'all') {
+    for (const [, t] of list.filter(([k]) => env.PROFILE_PERF === 'all' || (k !== 'least' && k !== 'holding'))) await perfRound(loader, t, pathname, headerSets, tmp);
+  }
   if (env.PROFILE_SYSCALLS === '1') for (const [, t] of list) await syscallRound(loader, t, pathname, headerSets);
   const runs = Object.fromEntries(list.map(([k]) => [k, []]));
   for (let i = 0; i < ROUNDS; i++) {

@@ -22,7 +22,8 @@
 //
 // Environment: BENCH_LOADER (wrk or autocannon), BENCH_SECONDS (per round, default 3),
 // BENCH_ROUNDS (rounds per target, default 6), BENCH_TARGET_ROUNDS (the same for the scenarios that
-// carry a target or stand for one's ceiling, default 12), BENCH_LOGIN_ROUNDS (pairs of bearer
+// carry a target or stand for one's ceiling, default 12), BENCH_STARTS (the floor rows' rounds are
+// spread over this many starts of each process, default 3), BENCH_LOGIN_ROUNDS (pairs of bearer
 // rounds without and with logins, default 12), BENCH_WARMUP (seconds per target and scenario,
 // default 1), BENCH_CONNECTIONS (default 50), BENCH_USERS (users per group, default 10),
 // BENCH_LOG_LEVEL (the gateway's, default info), BENCH_ONLY (a subset:
@@ -59,6 +60,11 @@ const ROUNDS = Math.round(positive(env.BENCH_ROUNDS, 6));
 // move by several ms (a hypervisor pause stalls all 50 connections at once): the scenarios with a
 // target get more pairs, so that a few disturbed rounds cannot decide it.
 const TARGET_ROUNDS = Math.round(positive(env.BENCH_TARGET_ROUNDS, 2 * ROUNDS));
+// A process start is a draw of its own: the contract's least, started eight times in a row, served
+// from 27k to 33k requests a second, its rounds agreeing within a start (docs/benchmark.md, issue
+// 77). The rows that set one program against another program's ceiling (BENCH_ONLY's floor) take
+// their rounds over this many starts of each process of the pair, started anew between blocks.
+const STARTS = Math.round(positive(env.BENCH_STARTS, 3));
 // p99 moves more from round to round than req/s does: the logins comparison takes more pairs.
 const LOGIN_ROUNDS = Math.round(positive(env.BENCH_LOGIN_ROUNDS, 12));
 const WARMUP = positive(env.BENCH_WARMUP, 1);
@@ -149,7 +155,7 @@ async function main() {
 
     const data = await seedUsers(storage);
     const config = gatewayConfig(await freePort(), await freePort(), storage, upstream.url, wsUpstream.url);
-    const gateway = await startGateway(tmp, 'gateway', config, cleanups);
+    const gateway = startsAnew(await startGateway(tmp, 'gateway', config, cleanups), () => startGateway(tmp, 'gateway', config, cleanups));
     await expectPortalOn(gateway.url, config.portal.publicUrl);
     const gatewayTls = tls
       ? await startGateway(tmp, 'gateway-tls', {
@@ -174,14 +180,18 @@ async function main() {
     // reference (bench/common.mjs CONTRACT_LEAST), as is the floor doing the least the contract asks
     // of a forwarded request, public and authenticated: the ceiling of the gateway's ratios to the floor.
     const baselineArgs = splitArgs(env.BENCH_BASELINE_NODE_ARGS);
-    const floor = await startContractLeast('floor', upstream.url, '', cleanups, baselineArgs);
-    const contractFloor = await startContractLeast('floor-public', upstream.url, 'public', cleanups, baselineArgs);
-    const contractFloorAuthenticated = await startContractLeast('floor-authenticated', upstream.url, 'auth', cleanups, baselineArgs);
+    const least = (name, contract, held) => {
+      const start = () => startContractLeast(name, upstream.url, contract, cleanups, baselineArgs, held);
+      return start().then((target) => startsAnew(target, start));
+    };
+    const floor = await least('floor', '');
+    const contractFloor = await least('floor-public', 'public');
+    const contractFloorAuthenticated = await least('floor-authenticated', 'auth');
     // Not a target: the same least in a process holding a Postgres and a Redis connection, as every
     // gateway does (bench/least-with-storage.mjs): what the sockets alone cost a request.
     const held = storage.postgres && storage.redis ? storage : undefined;
-    const leastHolding = held && await startContractLeast('floor-public-storage', upstream.url, 'public', cleanups, baselineArgs, held);
-    const leastHoldingAuthenticated = held && await startContractLeast('floor-authenticated-storage', upstream.url, 'auth', cleanups, baselineArgs, held);
+    const leastHolding = held && await least('floor-public-storage', 'public', held);
+    const leastHoldingAuthenticated = held && await least('floor-authenticated-storage', 'auth', held);
     const haproxy = await startHaproxy(upstream.url, config.auth.jwt.secret, cleanups);
     // Tracing (docs/tracing.md): a gateway exporting every request's spans to a local receiver, and
     // one whose collector does not answer, each against the plain gateway.
@@ -382,7 +392,7 @@ async function main() {
       else s.skip = await (s.pair === 'ws' ? probeWs(gateway.url, s) : probe(pairOf(s).gateway.url, s));
     }
     console.log(`\nLoad: ${CONNECTIONS} connections, ${ROUNDS} rounds of ${SECONDS} s per target (${TARGET_ROUNDS} for scenarios with a target; `
-      + `after ${WARMUP} s of warm-up), alternating baseline and gateway.`);
+      + `after ${WARMUP} s of warm-up), alternating baseline and gateway; the floor rows' rounds over ${STARTS} starts of each process.`);
     console.log(`Load generator: ${loader.name}.`);
     console.log(`Storage: ${storage.label}. Gateway log level: ${gateway.logLevel}.\n`);
 
@@ -402,12 +412,20 @@ async function main() {
         console.log(`- ${scenario.name}: skipped (${scenario.skip})`);
         continue;
       }
-      const targets = pairOf(scenario);
+      let targets = pairOf(scenario);
       await measure(targets.baseline, scenario, WARMUP);
       await measure(targets.gateway, scenario, WARMUP);
       const runs = { baseline: [], gateway: [] };
       const rounds = scenario.targets || scenario.ceiling ? TARGET_ROUNDS : ROUNDS;
+      const starts = scenario.key === 'floor' ? Math.min(STARTS, rounds) : 1;
       for (let round = 0; round < rounds; round++) {
+        // The next block of rounds on processes started anew, warmed up as the first ones were.
+        if (round && round % Math.ceil(rounds / starts) === 0) {
+          await startAnew([targets.baseline, targets.gateway], loader);
+          targets = pairOf(scenario);
+          await measure(targets.baseline, scenario, Math.max(2, WARMUP * 2));
+          await measure(targets.gateway, scenario, Math.max(2, WARMUP * 2));
+        }
         await inTurn(round, async () => runs.baseline.push(await measure(targets.baseline, scenario, SECONDS)),
           async () => runs.gateway.push(await measure(targets.gateway, scenario, SECONDS)));
       }
@@ -561,7 +579,7 @@ async function startGateway(tmp, name, config, cleanups) {
   closeSync(logFd);
   const url = `${config.server.tls ? 'https' : 'http'}://127.0.0.1:${config.server.port}`;
   const decisionsUrl = config.decisions.port ? `http://127.0.0.1:${config.decisions.port}` : undefined;
-  if (await waitForGateway(send, child, url, '/healthz')) return { name, pid: child.pid, url, decisionsUrl, logFile, logLevel };
+  if (await waitForGateway(send, child, url, '/healthz')) return { name, pid: child.pid, child, url, decisionsUrl, logFile, logLevel };
   throw new Error(`the gateway did not start; its log:\n${readFileSync(logFile, 'utf8').slice(-4000)}`);
 }
 
@@ -1129,6 +1147,30 @@ function loginLoop(url, users) {
  * Runs a then b on even rounds, b then a on odd ones: whatever drifts during a run (a warming
  * cache, a neighbour on the machine) then weighs on both sides of the comparison alike.
  */
+// ── process starts ──────────────────────────────────────────────────────────────────────────
+/** How each process that startAnew may start again is started, by the object main() holds for it. */
+const starters = new Map();
+
+/** `target`, which `start` (resolving to a target on the same terms) can start again. */
+function startsAnew(target, start) {
+  starters.set(target, start);
+  return target;
+}
+
+/**
+ * Stops the processes behind `copies` (targets, or pairOf's copies of them) that can be started
+ * again, and starts each anew, pinned to the server's core: the object main() holds is updated,
+ * so every pair made after sees the new process (a gateway keeps its port, a least takes another).
+ */
+async function startAnew(copies, loader) {
+  for (const [target, start] of starters) {
+    if (!copies.some((copy) => copy.child === target.child)) continue;
+    await stopProcess(target.child);
+    Object.assign(target, await start());
+    loader.pin(target.pid, 'server');
+  }
+}
+
 async function inTurn(round, a, b) {
   if (round % 2 === 0) {
     await a();
