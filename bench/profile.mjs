@@ -58,7 +58,12 @@ async function runLoader() {
 
 // ── the parent ──────────────────────────────────────────────────────────────────────────────
 function cpuMs(pid) {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  let stat;
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch (err) {
+    throw new Error(`the target with pid ${pid} is gone (${err.code})`, { cause: err });
+  }
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return (Number(fields[11]) + Number(fields[12])) * 10;
 }
@@ -94,10 +99,16 @@ function round(loader, target, pathname, headerSets, gc) {
   const before = cpuMs(target.pid);
   const logAt = gc ? readFileSync(target.logFile, 'utf8').length : 0;
   loader.send({ url: `${target.url}${pathname}/item`, headerSets, seconds: SECONDS });
-  return new Promise((resolve) => loader.once('message', (r) => {
-    const cpu = cpuMs(target.pid) - before;
-    const unexpected = r.errors + Object.entries(r.statuses).reduce((n, [s, c]) => n + (s === '200' ? 0 : c), 0);
-    resolve({ ...r, rps: r.requests / r.seconds, cpuUs: (cpu * 1000) / r.requests, unexpected, gcBytes: gc ? (scavengedMb(target.logFile, logAt) * 1048576) / r.requests : undefined });
+  // A target that exited during the round has no /proc entry: the round fails (and main()'s cleanup
+  // runs) rather than throwing from the listener, which left every process and the database behind.
+  return new Promise((resolve, reject) => loader.once('message', (r) => {
+    try {
+      const cpu = cpuMs(target.pid) - before;
+      const unexpected = r.errors + Object.entries(r.statuses).reduce((n, [s, c]) => n + (s === '200' ? 0 : c), 0);
+      resolve({ ...r, rps: r.requests / r.seconds, cpuUs: (cpu * 1000) / r.requests, unexpected, gcBytes: gc ? (scavengedMb(target.logFile, logAt) * 1048576) / r.requests : undefined });
+    } catch (err) {
+      reject(err);
+    }
   }));
 }
 
