@@ -1143,10 +1143,6 @@ function loginLoop(url, users) {
   };
 }
 
-/**
- * Runs a then b on even rounds, b then a on odd ones: whatever drifts during a run (a warming
- * cache, a neighbour on the machine) then weighs on both sides of the comparison alike.
- */
 // ── process starts ──────────────────────────────────────────────────────────────────────────
 /** How each process that startAnew may start again is started, by the object main() holds for it. */
 const starters = new Map();
@@ -1171,6 +1167,10 @@ async function startAnew(copies, loader) {
   }
 }
 
+/**
+ * Runs a then b on even rounds, b then a on odd ones: whatever drifts during a run (a warming
+ * cache, a neighbour on the machine) then weighs on both sides of the comparison alike.
+ */
 async function inTurn(round, a, b) {
   if (round % 2 === 0) {
     await a();
