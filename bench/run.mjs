@@ -399,11 +399,11 @@ async function main() {
     const measure = (target, scenario, seconds, extra) => (scenario.pair === 'ws' ? loadWs(target, scenario, seconds) : load(loader, target, scenario, seconds, extra));
     // A fresh process runs slower for a while (JIT, pools, caches): warm both up once first.
     // The TLS pair is two more processes: warmed up the same way.
-    for (const warm of scenarios.filter((s) => s.route === '/plan' && !s.skip)) {
-      const targets = pairOf(warm);
-      await measure(targets.baseline, warm, Math.max(2, WARMUP * 2));
-      await measure(targets.gateway, warm, Math.max(2, WARMUP * 2));
-    }
+    const warmUp = async (targets, scenario) => {
+      await measure(targets.baseline, scenario, Math.max(2, WARMUP * 2));
+      await measure(targets.gateway, scenario, Math.max(2, WARMUP * 2));
+    };
+    for (const warm of scenarios.filter((s) => s.route === '/plan' && !s.skip)) await warmUp(pairOf(warm), warm);
 
     const rows = [];
     for (const scenario of scenarios) {
@@ -419,12 +419,11 @@ async function main() {
       const rounds = scenario.targets || scenario.ceiling ? TARGET_ROUNDS : ROUNDS;
       const starts = scenario.key === 'floor' ? Math.min(STARTS, rounds) : 1;
       for (let round = 0; round < rounds; round++) {
-        // The next block of rounds on processes started anew, warmed up as the first ones were.
+        // The next block of rounds on processes started anew, warmed up as fresh processes are.
         if (round && round % Math.ceil(rounds / starts) === 0) {
           await startAnew([targets.baseline, targets.gateway], loader);
           targets = pairOf(scenario);
-          await measure(targets.baseline, scenario, Math.max(2, WARMUP * 2));
-          await measure(targets.gateway, scenario, Math.max(2, WARMUP * 2));
+          await warmUp(targets, scenario);
         }
         await inTurn(round, async () => runs.baseline.push(await measure(targets.baseline, scenario, SECONDS)),
           async () => runs.gateway.push(await measure(targets.gateway, scenario, SECONDS)));
