@@ -40,9 +40,17 @@ export function textField(body: unknown, name: string): string {
 // X-Forwarded-Host, where frameworks build absolute URLs (redirects, password-reset links) from it.
 const HOST = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~-]+)(?::\d{1,5})?$/;
 
+// A gateway is asked for a few names, on every request: those found valid are kept, up to this
+// many (the values are the clients' to choose), so that each is tested once (issue 77).
+const VALID_HOSTS_KEPT = 1_000;
+const validHosts = new Set<string>();
+
 /** An empty Host is valid (RFC 9112 §3.2: a target without authority); it is then not repeated. */
 export function isValidHost(value: string): boolean {
-  return value === '' || (value.length <= 255 && HOST.test(value));
+  if (value === '' || validHosts.has(value)) return true;
+  const valid = value.length <= 255 && HOST.test(value);
+  if (valid && validHosts.size < VALID_HOSTS_KEPT) validHosts.add(value);
+  return valid;
 }
 
 // RFC 9112 §3.2: a server MUST answer 400 to an HTTP/1.1 request without Host, with more than
@@ -60,7 +68,8 @@ function hostHeaders(raw: string[]): number {
   let n = 0;
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i]!;
-    if (name.length === 4 && name.toLowerCase() === 'host') n++;
+    // The two usual spellings compared as sent, before a lower-cased copy is made.
+    if (name.length === 4 && (name === 'Host' || name === 'host' || name.toLowerCase() === 'host')) n++;
   }
   return n;
 }

@@ -163,14 +163,36 @@ export function answerHeaders(
   return into;
 }
 
+// What an upstream header's name alone says of it for the client's answer, worked out once per
+// name as RULES are for the request: one Map lookup a header where each took a lower-cased copy,
+// a set lookup and two prefix tests (issue 77).
+const PASSED = 0;
+/** Hop-by-hop, or x-request-id: never passed on. */
+const NOT_PASSED = 1;
+/** Access-Control-* and Vary: not passed on where the gateway answers CORS for the path. */
+const CORS_OWN = 2;
+const SET_COOKIE = 3;
+type AnswerRule = typeof PASSED | typeof NOT_PASSED | typeof CORS_OWN | typeof SET_COOKIE;
+const ANSWER_RULES = new Map<string, AnswerRule>();
+
+function answerRuleOf(name: string): AnswerRule {
+  let rule = ANSWER_RULES.get(name);
+  if (rule === undefined) {
+    const n = name.toLowerCase();
+    rule = HOP_BY_HOP.has(n) || n === 'x-request-id' ? NOT_PASSED : n.startsWith('access-control-') || n === 'vary' ? CORS_OWN : n === 'set-cookie' ? SET_COOKIE : PASSED;
+    // The upstream's names, bounded as the client's are.
+    if (ANSWER_RULES.size < RULES_KEPT) ANSWER_RULES.set(name, rule);
+  }
+  return rule;
+}
+
 /** The loop downstreamHeaders and answerHeaders share: the upstream's headers a client may receive, into `into`. */
 function copyDownstream(into: Record<string, unknown>, incoming: Record<string, string | string[] | undefined>, corsCovered: boolean): Record<string, unknown> {
   const named = connectionOptions(incoming.connection);
   for (const name in incoming) {
-    const n = name.toLowerCase();
-    if (HOP_BY_HOP.has(n) || n === 'x-request-id' || named?.includes(n)) continue;
-    if (corsCovered && (n.startsWith('access-control-') || n === 'vary')) continue;
-    if (n === 'set-cookie') {
+    const rule = answerRuleOf(name);
+    if (rule === NOT_PASSED || (corsCovered && rule === CORS_OWN) || (named !== undefined && named.includes(name.toLowerCase()))) continue;
+    if (rule === SET_COOKIE) {
       const kept = foreignCookies(incoming[name]);
       if (kept) into[name] = kept;
     } else into[name] = incoming[name];
@@ -240,5 +262,22 @@ function referenceUpstreamHeaders(incoming: IncomingHttpHeaders, ctx: ForwardCon
 function referenceAnswerHeaders(
   into: Record<string, unknown>, incoming: Record<string, string | string[] | undefined>, corsCovered: boolean, extra: Record<string, string> | undefined,
 ): Record<string, unknown> {
-  return { ...into, ...(extra ? { ...downstreamHeaders(incoming, corsCovered), ...extra } : downstreamHeaders(incoming, corsCovered)) };
+  const kept = referenceCopyDownstream({}, incoming, corsCovered);
+  return { ...into, ...(extra ? { ...kept, ...extra } : kept) };
 }
+
+function referenceCopyDownstream(into: Record<string, unknown>, incoming: Record<string, string | string[] | undefined>, corsCovered: boolean): Record<string, unknown> {
+  const named = connectionOptions(incoming.connection);
+  for (const name in incoming) {
+    const n = name.toLowerCase();
+    if (HOP_BY_HOP.has(n) || n === 'x-request-id' || named?.includes(n)) continue;
+    if (corsCovered && (n.startsWith('access-control-') || n === 'vary')) continue;
+    if (n === 'set-cookie') {
+      const kept = foreignCookies(incoming[name]);
+      if (kept) into[name] = kept;
+    } else into[name] = incoming[name];
+  }
+  if (corsCovered) into.vary = varyWithOrigin(incoming.vary);
+  return into;
+}
+

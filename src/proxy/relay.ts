@@ -141,19 +141,29 @@ function clientGone(): Error {
 // client wrote it (after normalizePath), without parsing the URL on every request.
 const PLAIN_PATH = /^[A-Za-z0-9\-._~!$&'()*+,;=:@/]*$/;
 const BASES_KEPT = 1_000;
-const bases = new Map<string, { origin: string; path: string } | null>();
+// Paths repeat (the request's context reads each once: live/requestContext.ts), and so does the
+// upstream target a plain one gives: kept per base, up to this many, then started again (issue 77).
+const TARGETS_KEPT = 10_000;
+type PlainBase = { origin: string; path: string; targets: Map<string, { origin: string; path: string }> };
+const bases = new Map<string, PlainBase | null>();
 
 /**
  * Where a route's upstream is asked for `path`: the origin, and the upstream's base path with
  * `path` after it, in the form the WHATWG URL parser gives (as @fastify/reply-from built it).
  * Undefined when it cannot be a request path: malformed percent-encoding, or `..` in a segment
- * once decoded, which reply-from refused too (the client gets 400).
+ * once decoded, which reply-from refused too (the client gets 400). The same object for the same
+ * base and plain path: never changed by its callers.
  */
 export function upstreamTarget(base: string, path: string): { origin: string; path: string } | undefined {
   const plainBase = plainBaseOf(base);
+  const kept = plainBase?.targets.get(path);
+  if (kept) return kept;
   // A dot segment (`/.`, `/..`) is resolved by the parser, or refused: never shortcut.
   if (plainBase && path.startsWith('/') && PLAIN_PATH.test(path) && !path.includes('/.') && !path.includes('../')) {
-    return { origin: plainBase.origin, path: plainBase.path + path };
+    const target = { origin: plainBase.origin, path: plainBase.path + path };
+    if (plainBase.targets.size >= TARGETS_KEPT) plainBase.targets.clear();
+    plainBase.targets.set(path, target);
+    return target;
   }
   const source = base + path;
   try {
@@ -167,14 +177,14 @@ export function upstreamTarget(base: string, path: string): { origin: string; pa
 }
 
 /** `base` (an upstream's configured URL) as origin and path, when it is already in the parser's form. */
-function plainBaseOf(base: string): { origin: string; path: string } | null {
+function plainBaseOf(base: string): PlainBase | null {
   let plain = bases.get(base);
   if (plain === undefined) {
     plain = null;
     try {
       const url = new URL(base);
       const path = url.pathname === '/' ? '' : url.pathname;
-      if (!url.search && !url.hash && !base.includes('%') && !base.includes('..') && base === url.origin + path) plain = { origin: url.origin, path };
+      if (!url.search && !url.hash && !base.includes('%') && !base.includes('..') && base === url.origin + path) plain = { origin: url.origin, path, targets: new Map() };
     } catch { /* not a URL: the slow path refuses it */ }
     if (bases.size >= BASES_KEPT) bases.clear();
     bases.set(base, plain);

@@ -51,4 +51,13 @@ describe('upstreamTarget', () => {
       expect(upstreamTarget(b, p)).toEqual(parsed(b, p));
     }), fuzzRuns(5000));
   });
+
+  it('keeps a plain path\'s target: the same answer again, and the right one after the kept ones are started again', () => {
+    const base = 'http://127.0.0.1:3000/api';
+    const first = upstreamTarget(base, '/kept/1');
+    expect(first).toEqual({ origin: 'http://127.0.0.1:3000', path: '/api/kept/1' });
+    expect(upstreamTarget(base, '/kept/1')).toBe(first);
+    for (let i = 0; i <= 10_000; i++) expect(upstreamTarget(base, `/many/${i}`)?.path).toBe(`/api/many/${i}`);
+    expect(upstreamTarget(base, '/kept/1')).toEqual(first);
+  });
 });
