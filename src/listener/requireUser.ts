@@ -18,16 +18,20 @@ declare module 'fastify' {
 export type RequireUser = (plans?: readonly string[], options?: { anyKey?: boolean; bearerOnly?: boolean }) => preHandlerAsyncHookHandler;
 
 export function requireUserWith(pipeline: Pick<Pipeline, 'guard'>): RequireUser {
-  return (plans, options = {}) => async function guard(request: FastifyRequest, reply: FastifyReply) {
-    const outcome = await pipeline.guard({ auth: 'required', plans, ...options }, request.headers, request.context.live);
-    if (outcome.kind === 'deny') {
-      request.log.info({ reason: outcome.denial.code }, 'request denied');
-      return sendDenial(reply, outcome.denial);
-    }
-    if (outcome.auth.kind === 'authenticated') {
-      const { user, method, sessionId, acr, authTime, keyId, scopes } = outcome.auth;
-      request.currentUser = { user, method, sessionId, acr, authTime, keyId, scopes };
-    }
+  return (plans, options = {}) => {
+    // One policy per guarded endpoint, not per request: the pipeline keeps each policy's stages (stages.ts's stagesFor).
+    const policy = { auth: 'required', plans, ...options } as const;
+    return async function guard(request: FastifyRequest, reply: FastifyReply) {
+      const outcome = await pipeline.guard(policy, request.headers, request.context.live);
+      if (outcome.kind === 'deny') {
+        request.log.info({ reason: outcome.denial.code }, 'request denied');
+        return sendDenial(reply, outcome.denial);
+      }
+      if (outcome.auth.kind === 'authenticated') {
+        const { user, method, sessionId, acr, authTime, keyId, scopes } = outcome.auth;
+        request.currentUser = { user, method, sessionId, acr, authTime, keyId, scopes };
+      }
+    };
   };
 }
 

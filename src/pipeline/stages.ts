@@ -82,6 +82,8 @@ export interface GuardRun {
 export interface GuardStage {
   /** The span the stage is traced as; none for the checks made in memory. */
   readonly span?: string;
+  /** Whether the stage can apply to any request under `policy` (organizations enabled or not): false leaves it out of the policy's list (stagesFor). */
+  can(policy: GuardPolicy, orgs: boolean): boolean;
   /** Whether this request's policy (and what the stages before found) asks for the stage. */
   applies(run: GuardRun): boolean;
   check(run: GuardRun): Denial | undefined | Promise<Denial | undefined>;
@@ -101,6 +103,8 @@ function orgKeyStage(run: GuardRun): Promise<Denial | undefined> | Denial {
   return keyOrgStage(run, TOKEN_INVALID);
 }
 const orgRequired = (policy: GuardPolicy) => policy.org === 'required' || !!policy.roles;
+/** Whether the policy authenticates: every stage that needs a caller needs this. */
+const authenticates = (policy: GuardPolicy) => policy.auth !== 'none' || mfaRequired(policy);
 
 /** Whose plan and whose counter (subject.ts), for an authenticated request. */
 export function subjectOf(run: GuardRun): BillingSubject {
@@ -108,28 +112,41 @@ export function subjectOf(run: GuardRun): BillingSubject {
 }
 
 export const GUARD_STAGES: readonly GuardStage[] = [
-  { span: 'gateway.authenticate', applies: (run) => run.policy.auth !== 'none' || mfaRequired(run.policy), check: authenticateStage, passed: (run) => run.auth.kind },
+  { span: 'gateway.authenticate', can: authenticates, applies: (run) => authenticates(run.policy), check: authenticateStage, passed: (run) => run.auth.kind },
   // CONTRACT §21: endpoints that take a bearer sign-in only refuse a key before any scope check.
-  { applies: (run) => authenticated(run) && !!run.policy.bearerOnly && run.auth.method !== 'bearer', check: () => ({ code: 'apiKeyNotAccepted' }) },
+  { can: (p) => authenticates(p) && !!p.bearerOnly, applies: (run) => authenticated(run) && !!run.policy.bearerOnly && run.auth.method !== 'bearer', check: () => ({ code: 'apiKeyNotAccepted' }) },
   // (2) An organization key: valid only while its creator is a member; it acts for the user on no
   // own endpoint.
-  { span: 'gateway.org_key', applies: (run) => authenticated(run) && !!run.auth.orgKey, check: orgKeyStage },
+  { span: 'gateway.org_key', can: authenticates, applies: (run) => authenticated(run) && !!run.auth.orgKey, check: orgKeyStage },
   // CONTRACT §22 (3): Gateway-Org (or an organization key), on routes only (own endpoints act for the user).
-  { span: 'gateway.org', applies: (run) => actsForOrg(run), check: (run) => orgStage(run, TOKEN_INVALID) },
+  { span: 'gateway.org', can: (p, orgs) => orgs && p.path !== undefined, applies: (run) => actsForOrg(run), check: (run) => orgStage(run, TOKEN_INVALID) },
   // (4) org: required (roles imply it).
-  { applies: (run) => orgRequired(run.policy) && !run.org, check: () => ({ code: 'orgRequired' }) },
+  { can: orgRequired, applies: (run) => orgRequired(run.policy) && !run.org, check: () => ({ code: 'orgRequired' }) },
   // (5) A restricted key (one with scopes) is refused before anything else is looked at.
-  { applies: (run) => authenticated(run) && !run.policy.anyKey, check: (run) => checkScopes(run.auth as Identity, run.policy.scopes) ?? undefined },
+  { can: (p) => authenticates(p) && !p.anyKey, applies: (run) => authenticated(run) && !run.policy.anyKey, check: (run) => checkScopes(run.auth as Identity, run.policy.scopes) ?? undefined },
   // (6) roles, with the role the request acts with.
-  { applies: (run) => !!run.policy.roles && !!run.org, check: (run) => checkRoles(run.org!, run.policy.roles!) },
-  { applies: (run) => authenticated(run) && mfaRequired(run.policy), check: mfaStage },
-  { span: 'gateway.plan', applies: (run) => authenticated(run) && !!run.policy.plans, check: planStage },
+  { can: (p) => !!p.roles, applies: (run) => !!run.policy.roles && !!run.org, check: (run) => checkRoles(run.org!, run.policy.roles!) },
+  { can: mfaRequired, applies: (run) => authenticated(run) && mfaRequired(run.policy), check: mfaStage },
+  { span: 'gateway.plan', can: (p) => authenticates(p) && !!p.plans, applies: (run) => authenticated(run) && !!run.policy.plans, check: planStage },
   // Per minute before the day: a request refused for bursting must not use up one of the day's uses.
-  { span: 'gateway.per_minute_limit', applies: (run) => !!run.policy.rateLimit && limitsOf(run)?.perMinute != null, check: minuteStage },
+  { span: 'gateway.per_minute_limit', can: (p) => authenticates(p) && !!p.rateLimit, applies: (run) => !!run.policy.rateLimit && limitsOf(run)?.perMinute != null, check: minuteStage },
   // CONTRACT §22 (10): the month and the day, reserved together (a use counts on both or on neither).
   // The span keeps the name dashboards already use.
-  { span: 'gateway.daily_limit', applies: (run) => !!run.policy.dailyLimit && countsUses(limitsOf(run)), check: dailyStage },
+  { span: 'gateway.daily_limit', can: (p) => authenticates(p) && !!p.dailyLimit, applies: (run) => !!run.policy.dailyLimit && countsUses(limitsOf(run)), check: dailyStage },
 ];
+
+// Each policy's stages, worked out once: a route's policy is its compiled route, kept for the
+// snapshot's life, and own endpoints' are constants. A route on auth: none without organizations
+// has none, where the run asked all eleven whether they applied (issue 77).
+const STAGES_OF = [new WeakMap<GuardPolicy, readonly GuardStage[]>(), new WeakMap<GuardPolicy, readonly GuardStage[]>()] as const;
+
+/** The stages of GUARD_STAGES that can apply under `policy`, in their order. */
+export function stagesFor(policy: GuardPolicy, orgs: boolean): readonly GuardStage[] {
+  const kept = STAGES_OF[orgs ? 1 : 0];
+  let stages = kept.get(policy);
+  if (!stages) kept.set(policy, (stages = GUARD_STAGES.filter((stage) => stage.can(policy, orgs))));
+  return stages;
+}
 
 /**
  * Runs the stages in order; the first denial ends the run. Synchronous until a stage answers with a
@@ -137,14 +154,14 @@ export const GUARD_STAGES: readonly GuardStage[] = [
  * promise and no tick for them. An index, not for…of: across an await V8 keeps the array iterator
  * and calls its next() per stage (about 100 instructions each, `npm run instructions`).
  */
-export function runStages(run: GuardRun, trace: RequestTrace | undefined, from = 0): Denial | undefined | Promise<Denial | undefined> {
-  for (let i = from; i < GUARD_STAGES.length; i++) {
-    const stage = GUARD_STAGES[i]!;
+export function runStages(run: GuardRun, trace: RequestTrace | undefined, stages = stagesFor(run.policy, !!run.deps.orgs), from = 0): Denial | undefined | Promise<Denial | undefined> {
+  for (let i = from; i < stages.length; i++) {
+    const stage = stages[i]!;
     if (!stage.applies(run)) continue;
     const span = stage.span ? trace?.start(stage.span) : undefined;
     run.calls = span ? trace!.calls(span) : untraced;
     const result = stage.check(run);
-    if (result instanceof Promise) return result.then((denial) => endStage(stage, run, span, denial) ?? runStages(run, trace, i + 1));
+    if (result instanceof Promise) return result.then((denial) => endStage(stage, run, span, denial) ?? runStages(run, trace, stages, i + 1));
     const denial = endStage(stage, run, span, result);
     if (denial) return denial;
   }
