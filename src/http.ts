@@ -57,9 +57,9 @@ export function isValidHost(value: string): boolean {
 // one, or with one that is not a host (`evil:1@127.0.0.1`). Node's own check (requireHostHeader,
 // turned off in listenerOptions) answers with an empty body; Node keeps the first of two. HTTP/2
 // says it in :authority (RFC 9113 §8.3.1), which goes upstream as X-Forwarded-Host all the same.
-/** Whether the request's Host (or :authority) is refused. */
-export function refusesHost(req: IncomingMessage | Http2ServerRequest): boolean {
-  const { host, ':authority': authority } = req.headers as { host?: string; ':authority'?: string };
+/** Whether the request's Host (or :authority) is refused; `headers` are req.headers, when the caller has them already. */
+export function refusesHost(req: IncomingMessage | Http2ServerRequest, headers: IncomingHttpHeaders = req.headers): boolean {
+  const { host, ':authority': authority } = headers as { host?: string; ':authority'?: string };
   if (host === undefined && authority === undefined) return req.httpVersion === '1.1';
   return (host !== undefined && !isValidHost(host)) || (authority !== undefined && !isValidHost(authority)) || hostHeaders(req.rawHeaders) > 1;
 }

@@ -12,7 +12,7 @@
 // so it is answered as ever and nothing is decided or counted twice. An allowed one is forwarded
 // here (Forwarder.sendAllowed), and its answer tallied and logged as fastify's onResponse and
 // access line do (listener/basics.ts).
-import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type { FastifyBaseLogger } from 'fastify';
@@ -67,8 +67,7 @@ export function attachDirectLane(server: Server, deps: DirectLaneDeps): void {
 }
 
 /** Nothing before routing would answer or change the request: see the file's head. */
-function plain(req: IncomingMessage): boolean {
-  const h = req.headers;
+function plain(req: IncomingMessage, h: IncomingHttpHeaders): boolean {
   const length = h['content-length'];
   return req.httpVersionMajor === 1 && h.origin === undefined && h.upgrade === undefined && h.expect === undefined
     && h['transfer-encoding'] === undefined && (length === undefined || length === '0');
@@ -84,19 +83,21 @@ class Lane {
 
   /** Whether the lane took the request: it is then answered, here or by fastify with the lane's decision. */
   take(req: IncomingMessage, res: ServerResponse): boolean {
-    if (directLane.off || !plain(req) || this.deps.lifecycle.draining) return false;
+    // Node's headers are a getter that looks its object up on each call: read once here, and handed on.
+    const headers = req.headers;
+    if (directLane.off || !plain(req, headers) || this.deps.lifecycle.draining) return false;
     const context = this.deps.contexts.of(req);
-    if (!forwardable(context) || refusesHost(req)) return false;
-    const decision = this.deps.pipeline.decide({ context, headers: req.headers }, { forwarding: true });
-    if (decision instanceof Promise) decision.then((later) => this.decided(req, res, context, later), (error: unknown) => this.handOff(req, res, { kind: 'failed', error }));
-    else this.decided(req, res, context, decision);
+    if (!forwardable(context) || refusesHost(req, headers)) return false;
+    const decision = this.deps.pipeline.decide({ context, headers }, { forwarding: true });
+    if (decision instanceof Promise) decision.then((later) => this.decided(req, res, headers, context, later), (error: unknown) => this.handOff(req, res, { kind: 'failed', error }));
+    else this.decided(req, res, headers, context, decision);
     return true;
   }
 
-  private decided(req: IncomingMessage, res: ServerResponse, context: RequestContext, decision: Decision): void {
+  private decided(req: IncomingMessage, res: ServerResponse, headers: IncomingHttpHeaders, context: RequestContext, decision: Decision): void {
     if (decision.kind === 'deny') return this.handOff(req, res, { kind: 'decided', decision });
     directLane.taken++;
-    const request = new DirectRequest(req, context, this.deps);
+    const request = new DirectRequest(req, headers, context, this.deps);
     // A failed search for the gateway's credentials is fastify's to answer, as any thrown error.
     this.deps.forwarder.sendAllowed(request, new DirectReply(res, request, this.deps), decision)?.catch((error: unknown) => this.handOff(req, res, { kind: 'failed', error }));
   }
@@ -116,7 +117,6 @@ function lastEntry(value: string | string[]): string {
 
 /** The request as forwarding and the access line read it, with what fastify's request would give. */
 class DirectRequest implements ProxiedRequest {
-  readonly headers: IncomingMessage['headers'];
   readonly id: string;
   readonly socket: Socket;
   readonly trace = undefined;
@@ -126,9 +126,8 @@ class DirectRequest implements ProxiedRequest {
   gatewayRoute = '';
   private logger: FastifyBaseLogger | undefined;
 
-  constructor(readonly raw: IncomingMessage, readonly context: RequestContext, private readonly deps: DirectLaneDeps) {
-    this.headers = raw.headers;
-    this.id = requestId(raw.headers['x-request-id']);
+  constructor(readonly raw: IncomingMessage, readonly headers: IncomingHttpHeaders, readonly context: RequestContext, private readonly deps: DirectLaneDeps) {
+    this.id = requestId(headers['x-request-id']);
     this.socket = raw.socket;
     this.corsCovered = context.live.cors?.covering(context.match) !== undefined;
   }
