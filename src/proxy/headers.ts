@@ -77,14 +77,17 @@ type Rule = typeof DROP | typeof KEEP | typeof FROM_PROXY | typeof ORG | typeof 
 const RULES_KEPT = 2_000;
 const RULES = new Map<string, Rule>();
 
-function ruleOf(name: string): Rule {
-  let rule = RULES.get(name);
+/** `name`'s rule in `rules`, worked out by `byName` the first time and kept while fewer than RULES_KEPT are. */
+function keptRule<R>(rules: Map<string, R>, name: string, byName: (name: string) => R): R {
+  let rule = rules.get(name);
   if (rule === undefined) {
-    rule = ruleByName(name);
-    if (RULES.size < RULES_KEPT) RULES.set(name, rule);
+    rule = byName(name);
+    if (rules.size < RULES_KEPT) rules.set(name, rule);
   }
   return rule;
 }
+
+const ruleOf = (name: string): Rule => keptRule(RULES, name, ruleByName);
 
 function ruleByName(name: string): Rule {
   // A name with `_` goes, as nginx drops it by default: CGI-style servers read `X_User_Id` or
@@ -175,16 +178,13 @@ const SET_COOKIE = 3;
 type AnswerRule = typeof PASSED | typeof NOT_PASSED | typeof CORS_OWN | typeof SET_COOKIE;
 const ANSWER_RULES = new Map<string, AnswerRule>();
 
-function answerRuleOf(name: string): AnswerRule {
-  let rule = ANSWER_RULES.get(name);
-  if (rule === undefined) {
-    const n = name.toLowerCase();
-    rule = HOP_BY_HOP.has(n) || n === 'x-request-id' ? NOT_PASSED : n.startsWith('access-control-') || n === 'vary' ? CORS_OWN : n === 'set-cookie' ? SET_COOKIE : PASSED;
-    // The upstream's names, bounded as the client's are.
-    if (ANSWER_RULES.size < RULES_KEPT) ANSWER_RULES.set(name, rule);
-  }
-  return rule;
+function answerRuleByName(name: string): AnswerRule {
+  const n = name.toLowerCase();
+  return HOP_BY_HOP.has(n) || n === 'x-request-id' ? NOT_PASSED : n.startsWith('access-control-') || n === 'vary' ? CORS_OWN : n === 'set-cookie' ? SET_COOKIE : PASSED;
 }
+
+// The upstream's names, kept and bounded as the client's are.
+const answerRuleOf = (name: string): AnswerRule => keptRule(ANSWER_RULES, name, answerRuleByName);
 
 /** The loop downstreamHeaders and answerHeaders share: the upstream's headers a client may receive, into `into`. */
 function copyDownstream(into: Record<string, unknown>, incoming: Record<string, string | string[] | undefined>, corsCovered: boolean): Record<string, unknown> {
